@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package newsflow's build, tests and benchmarks need.
+# Idempotent: when everything is present it installs nothing and does not touch apt.
+# Run as root (or with sudo available). The Dockerfile and CI call exactly this script.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain and checks
+  build-essential cmake pkgconf git clang libclang-rt-14-dev clang-format cppcheck
+  # libraries named in DESIGN.md
+  liburing-dev libcurl4-openssl-dev libxml2-dev librocksdb-dev librdkafka-dev
+  libcjson-dev libmicrohttpd-dev
+  # tests: promtool validates /metrics; curl talks to the admin server
+  prometheus curl
+  # benchmark peers
+  libxml2-utils python3
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps.sh: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "deps.sh: run as root (missing: ${missing[*]})" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

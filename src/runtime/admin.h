@@ -1,0 +1,35 @@
+/* admin.h — the admin HTTP server (libmicrohttpd, its own thread).
+ *
+ * Serves GET /metrics (Prometheus text 0.0.4 from metrics.h), /healthz (liveness: 200 when the
+ * health hook says every shard answers, else 503 with the reason) and /readyz (200 once the
+ * ready hook says so, else 503). Anything else is 404; non-GET is 405. The server reads shard
+ * state only through the hooks, which main wires to nf_runtime_call(), so it never touches
+ * shard memory directly (metrics cells are read with atomic loads, see metrics.h).
+ *
+ * Thread: create/stop from the main thread; hooks run on the server's thread. */
+#ifndef NF_ADMIN_H
+#define NF_ADMIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nf_admin nf_admin_t;
+
+typedef struct nf_admin_hooks {
+    /* 0 if healthy; else non-zero with a one-line reason written to why. */
+    int (*health)(void *arg, char *why, size_t whylen);
+    /* true once state is restored and inputs are assigned. */
+    bool (*ready)(void *arg);
+    void *arg;
+} nf_admin_hooks_t;
+
+/* Listens on addr:port (IPv4 or IPv6 literal; port 0 = ephemeral). NULL on failure with a
+ * message naming the address in err. */
+nf_admin_t *nf_admin_start(const char *addr, uint16_t port, const nf_admin_hooks_t *hooks,
+                           char *err, size_t errlen);
+/* The bound port (useful with port 0). */
+uint16_t nf_admin_port(const nf_admin_t *a);
+void nf_admin_stop(nf_admin_t *a);
+
+#endif

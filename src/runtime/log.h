@@ -1,0 +1,41 @@
+/* log.h — structured JSON-lines logging on stderr.
+ *
+ * One line per event: {"ts","level","shard","component","msg", <context fields>}. Lines are
+ * formatted into a stack buffer and written with one write(2), so lines from different threads
+ * never interleave (stderr as a pipe: writes up to PIPE_BUF are atomic; longer lines are cut).
+ * Context fields are typed key/value pairs built with NF_LS/NF_LI/NF_LF and closed by NF_LEND:
+ *
+ *   nf_log(NF_LOG_WARN, "fetch", "host circuit open", NF_LS("host", h), NF_LI("failures", n),
+ *          NF_LEND);
+ *
+ * Any thread may call it. The shard field comes from a thread-local set by the runtime
+ * (-1, printed as null, on threads that are not shards). Not for per-message hot paths. */
+#ifndef NF_LOG_H
+#define NF_LOG_H
+
+#include <stdbool.h>
+
+typedef enum { NF_LOG_DEBUG = 0, NF_LOG_INFO, NF_LOG_WARN, NF_LOG_ERROR } nf_log_level_t;
+
+enum { NF_LOG_FIELD_END = 0, NF_LOG_FIELD_STR, NF_LOG_FIELD_INT, NF_LOG_FIELD_DBL };
+
+#define NF_LS(k, v) NF_LOG_FIELD_STR, (const char *)(k), (const char *)(v)
+#define NF_LI(k, v) NF_LOG_FIELD_INT, (const char *)(k), (long long)(v)
+#define NF_LF(k, v) NF_LOG_FIELD_DBL, (const char *)(k), (double)(v)
+#define NF_LEND     NF_LOG_FIELD_END
+
+void nf_log(nf_log_level_t level, const char *component, const char *msg, ...);
+
+/* Threshold below which events are discarded (default INFO). */
+void nf_log_set_level(nf_log_level_t level);
+bool nf_log_enabled(nf_log_level_t level);
+/* "debug", "info", "warn", "error" -> 0; anything else -> -1. */
+int nf_log_level_parse(const char *s, nf_log_level_t *out);
+const char *nf_log_level_name(nf_log_level_t level);
+
+/* Shard index shown in this thread's lines; -1 for non-shard threads. */
+void nf_log_set_thread_shard(int shard);
+/* Redirect output (tests); default 2. */
+void nf_log_set_fd(int fd);
+
+#endif

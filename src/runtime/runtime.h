@@ -1,0 +1,174 @@
+/* runtime.h — newsflow's thread-per-core runtime: shards, message rings, actors, timers, fds.
+ *
+ * Shape (DESIGN.md §2). A runtime owns N shards; each shard is one thread with its own io_uring,
+ * timer wheel and one instance of every registered actor type. Shards share nothing mutable:
+ * they talk through bounded single-producer/single-consumer rings, one per ordered pair of
+ * shards (a shard's ring to itself included), plus one inbox per shard for non-shard threads
+ * (the admin server, the main thread), whose producers serialise on a mutex.
+ *
+ * Messages are 64-byte values copied into ring slots. nf_send() writes the slot at once but
+ * *publishes* in batches: at the end of the shard's loop iteration, or when `batch` messages are
+ * pending on that ring. A full ring is backpressure: nf_send() returns -EAGAIN, nothing is
+ * dropped, the sender keeps the message and its actor's `resume` hook runs once the consumer
+ * has freed space. A shard with nothing to do sleeps in io_uring_submit_and_wait(); producers
+ * wake it with an eventfd write only when it is asleep, so a busy pipeline makes no syscalls per
+ * message.
+ *
+ * Threads. Functions taking an nf_shard_t * run on that shard's thread only (from actor hooks,
+ * timer and fd callbacks). nf_runtime_post/call/request_stop are for other threads.
+ *
+ * Shutdown. nf_runtime_request_stop() (async-signal-safe) makes every shard call each actor's
+ * `stop` hook; from then on an actor must only react to messages it receives (its timers and fd
+ * watches cancelled), so in-flight messages drain. When no shard has work and every ring is
+ * empty (detected with per-shard sent/received counters read twice), shards call `fini` and
+ * exit. If that has not happened within shutdown_timeout_ms, shards exit anyway and undelivered
+ * messages are passed to their actor's `drop` hook and counted (nf_runtime_wait returns -ETIMEDOUT).
+ */
+#ifndef NF_RUNTIME_H
+#define NF_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nf_runtime nf_runtime_t;
+typedef struct nf_shard nf_shard_t;
+
+#define NF_SHARD_EXTERNAL 0xffffu /* nf_msg_t.src of a message posted by a non-shard thread */
+#define NF_MAX_SHARDS     256
+#define NF_MAX_ACTORS     32
+
+typedef struct nf_msg {
+    uint16_t actor; /* destination actor type (id from nf_runtime_register) */
+    uint16_t kind;  /* actor-defined */
+    uint16_t src;   /* set by the runtime: sending shard or NF_SHARD_EXTERNAL */
+    uint16_t flags; /* actor-defined */
+    uint32_t len;   /* actor-defined (e.g. bytes used in body) */
+    uint32_t seq;   /* actor-defined */
+    uint64_t key;   /* routing key, for nf_route() */
+    union {
+        void *ptr; /* ownership passes with the message; free it in handle (or drop) */
+        uint64_t u64[5];
+        unsigned char bytes[40];
+    } body;
+} nf_msg_t;
+_Static_assert(sizeof(nf_msg_t) == 64, "a message is one cache line");
+
+typedef struct nf_actor_ops {
+    const char *name;
+    /* On the shard thread before any message; returns the shard's instance (may be NULL). */
+    void *(*init)(nf_shard_t *sh, void *ctx);
+    /* One message. Runs to completion; must not block. */
+    void (*handle)(nf_shard_t *sh, void *self, const nf_msg_t *m);
+    /* Optional: a turn asked for with nf_actor_schedule(); do a bounded amount of work. */
+    void (*run)(nf_shard_t *sh, void *self);
+    /* Optional: a ring that refused this shard's nf_send() has space again. */
+    void (*resume)(nf_shard_t *sh, void *self);
+    /* Optional: stop intake (cancel timers and watches); afterwards only react to messages. */
+    void (*stop)(nf_shard_t *sh, void *self);
+    /* Optional: after the drain, on the shard thread; free the instance. */
+    void (*fini)(nf_shard_t *sh, void *self);
+    /* Optional: an undelivered message at forced shutdown; free what it owns. Any thread. */
+    void (*drop)(void *ctx, const nf_msg_t *m);
+} nf_actor_ops_t;
+
+typedef struct nf_runtime_opts {
+    unsigned shards;        /* 0 = online CPUs */
+    bool pin;               /* pin shard i to the i-th allowed CPU */
+    unsigned ring_capacity; /* slots per ring, power of two */
+    unsigned batch;         /* publish after this many pending messages (1 = unbatched) */
+    unsigned budget;        /* messages taken from one ring per loop iteration */
+    unsigned shutdown_timeout_ms;
+} nf_runtime_opts_t;
+
+/* Defaults: shards 0, pin false, ring_capacity 1024, batch 64, budget 256, timeout 10000. */
+void nf_runtime_opts_default(nf_runtime_opts_t *o);
+
+/* Creates (does not start) a runtime; on failure returns NULL with a message in err. */
+nf_runtime_t *nf_runtime_create(const nf_runtime_opts_t *o, char *err, size_t errlen);
+/* Before start. Returns the actor id (>= 0) or -errno. ctx is passed to init and drop. */
+int nf_runtime_register(nf_runtime_t *rt, const nf_actor_ops_t *ops, void *ctx);
+/* Starts the shard threads; 0 or -errno. */
+int nf_runtime_start(nf_runtime_t *rt);
+/* Any thread, async-signal-safe. Idempotent. */
+void nf_runtime_request_stop(nf_runtime_t *rt);
+/* Blocks until every shard thread has exited. 0 after a clean drain, -ETIMEDOUT if the
+ * shutdown timeout forced the exit. */
+int nf_runtime_wait(nf_runtime_t *rt);
+void nf_runtime_destroy(nf_runtime_t *rt);
+
+unsigned nf_runtime_shard_count(const nf_runtime_t *rt);
+/* Stable key -> shard mapping (a mixed hash, so sequential keys spread). */
+unsigned nf_route(const nf_runtime_t *rt, uint64_t key);
+
+/* From a non-shard thread: enqueue m for shard `shard`. 0, -EAGAIN if its inbox is full,
+ * -ESHUTDOWN once the runtime stopped. */
+int nf_runtime_post(nf_runtime_t *rt, unsigned shard, const nf_msg_t *m);
+
+/* From a non-shard thread: run fn(sh, arg) on shard `shard` and wait for it to return.
+ * 0, -ETIMEDOUT (fn may still run later: arg must stay valid or be owned by fn), -EAGAIN
+ * (inbox full), -ESHUTDOWN. */
+typedef void (*nf_call_fn)(nf_shard_t *sh, void *arg);
+int nf_runtime_call(nf_runtime_t *rt, unsigned shard, nf_call_fn fn, void *arg, int timeout_ms);
+
+/* Counters for tests and metrics; safe from any thread. */
+typedef struct nf_runtime_stats {
+    uint64_t sent, received, ring_full, wakeups, dropped_at_shutdown;
+} nf_runtime_stats_t;
+void nf_runtime_stats(const nf_runtime_t *rt, nf_runtime_stats_t *out);
+
+/* ---- shard side: call only on the shard's own thread ---- */
+
+unsigned nf_shard_index(const nf_shard_t *sh);
+nf_runtime_t *nf_shard_runtime(nf_shard_t *sh);
+void *nf_shard_actor(nf_shard_t *sh, int actor); /* this shard's instance of an actor type */
+/* CLOCK_MONOTONIC ns, read once per loop iteration (cheap, slightly stale). */
+uint64_t nf_shard_now(const nf_shard_t *sh);
+/* A fresh clock read. */
+uint64_t nf_now_ns(void);
+
+/* 0 or -EAGAIN (ring full: keep the message, retry from `resume`). m->src is overwritten. */
+int nf_send(nf_shard_t *sh, unsigned dst, const nf_msg_t *m);
+/* Publish pending messages now (normally done at the end of each loop iteration). */
+void nf_shard_flush(nf_shard_t *sh);
+/* Ask for a `run` turn of actor `actor` on this shard at the next loop iteration. */
+void nf_actor_schedule(nf_shard_t *sh, int actor);
+/* Is a stop in progress (after the actors' stop hooks were called on this shard)? */
+bool nf_shard_stopping(const nf_shard_t *sh);
+
+/* Timers: intrusive, caller-owned, no allocation. 1 ms resolution; timers due in the same
+ * millisecond fire in (deadline, arm order) order. Period 0 = one-shot; a periodic timer is
+ * re-armed at deadline + k*period (no drift, missed periods are skipped). A callback may arm
+ * or cancel any timer, including its own. */
+typedef struct nf_timer nf_timer_t;
+typedef void (*nf_timer_fn)(nf_shard_t *sh, nf_timer_t *t, void *arg);
+struct nf_timer {
+    nf_timer_t *next, *prev; /* wheel slot list */
+    uint64_t deadline_ns;
+    uint64_t period_ns;
+    uint64_t expires_tick;
+    uint64_t seq;
+    nf_timer_fn fn;
+    void *arg;
+    bool armed;
+};
+void nf_timer_init(nf_timer_t *t, nf_timer_fn fn, void *arg);
+void nf_timer_arm(nf_shard_t *sh, nf_timer_t *t, uint64_t deadline_ns, uint64_t period_ns);
+void nf_timer_cancel(nf_shard_t *sh, nf_timer_t *t);
+static inline bool nf_timer_armed(const nf_timer_t *t)
+{
+    return t->armed;
+}
+
+/* Readiness of foreign fds (curl sockets, librdkafka queue fds) through the shard's io_uring.
+ * Level-triggered: while the fd stays ready for the watched events, the callback keeps being
+ * called (once per loop iteration). events are POLLIN/POLLOUT; the callback gets revents. */
+typedef struct nf_watch nf_watch_t;
+typedef void (*nf_watch_fn)(nf_shard_t *sh, int fd, unsigned revents, void *arg);
+/* NULL on allocation failure. */
+nf_watch_t *nf_watch_add(nf_shard_t *sh, int fd, unsigned events, nf_watch_fn fn, void *arg);
+void nf_watch_modify(nf_shard_t *sh, nf_watch_t *w, unsigned events);
+/* The callback is not called after this returns; the memory is released later. */
+void nf_watch_remove(nf_shard_t *sh, nf_watch_t *w);
+
+#endif
