@@ -19,7 +19,7 @@ static int nf_test_ran;
 #define NF_CHECK(cond)                                                                             \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
             nf_test_failed_checks++;                                                               \
         }                                                                                          \
     } while (0)
@@ -27,7 +27,7 @@ static int nf_test_ran;
 #define NF_REQUIRE(cond)                                                                           \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: requirement failed: %s\n", __FILE__, __LINE__, #cond);        \
+            fprintf(stderr, "%s:%d: requirement failed: %s\n", __FILE__, __LINE__, #cond);         \
             nf_test_failed_checks++;                                                               \
             return;                                                                                \
         }                                                                                          \

@@ -89,11 +89,21 @@ static void lb_json(nf_log_buf_t *b, const char *s)
     for (const unsigned char *p = (const unsigned char *)s; *p && !b->cut; p++) {
         char esc[6];
         switch (*p) {
-        case '"': lb_raw(b, "\\\"", 2); break;
-        case '\\': lb_raw(b, "\\\\", 2); break;
-        case '\n': lb_raw(b, "\\n", 2); break;
-        case '\r': lb_raw(b, "\\r", 2); break;
-        case '\t': lb_raw(b, "\\t", 2); break;
+        case '"':
+            lb_raw(b, "\\\"", 2);
+            break;
+        case '\\':
+            lb_raw(b, "\\\\", 2);
+            break;
+        case '\n':
+            lb_raw(b, "\\n", 2);
+            break;
+        case '\r':
+            lb_raw(b, "\\r", 2);
+            break;
+        case '\t':
+            lb_raw(b, "\\t", 2);
+            break;
         default:
             if (*p < 0x20) {
                 memcpy(esc, "\\u00", 4);
@@ -122,8 +132,8 @@ void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
     gmtime_r(&ts.tv_sec, &tm);
     char tmp[64];
     int n = snprintf(tmp, sizeof tmp, "{\"ts\":\"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ\"",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000);
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000);
     lb_raw(&b, tmp, (size_t)n);
     lb_str(&b, ",\"level\":\"");
     lb_str(&b, nf_log_level_name(level));

@@ -22,7 +22,8 @@
  * watches cancelled), so in-flight messages drain. When no shard has work and every ring is
  * empty (detected with per-shard sent/received counters read twice), shards call `fini` and
  * exit. If that has not happened within shutdown_timeout_ms, shards exit anyway and undelivered
- * messages are passed to their actor's `drop` hook and counted (nf_runtime_wait returns -ETIMEDOUT).
+ * messages are passed to their actor's `drop` hook and counted (nf_runtime_wait returns
+ * -ETIMEDOUT).
  */
 #ifndef NF_RUNTIME_H
 #define NF_RUNTIME_H
@@ -143,7 +144,7 @@ bool nf_shard_stopping(const nf_shard_t *sh);
 typedef struct nf_timer nf_timer_t;
 typedef void (*nf_timer_fn)(nf_shard_t *sh, nf_timer_t *t, void *arg);
 struct nf_timer {
-    nf_timer_t *next, *prev; /* wheel slot list */
+    nf_timer_t *next, **pprev; /* wheel slot list (pprev: the link pointing at us) */
     uint64_t deadline_ns;
     uint64_t period_ns;
     uint64_t expires_tick;
@@ -151,6 +152,8 @@ struct nf_timer {
     nf_timer_fn fn;
     void *arg;
     bool armed;
+    uint8_t level; /* wheel bookkeeping: level and slot it sits in, level 0xff off-wheel */
+    uint16_t slot;
 };
 void nf_timer_init(nf_timer_t *t, nf_timer_fn fn, void *arg);
 void nf_timer_arm(nf_shard_t *sh, nf_timer_t *t, uint64_t deadline_ns, uint64_t period_ns);

@@ -1,0 +1,899 @@
+/* config.c — see config.h. One descriptor row per key drives everything here.
+ *
+ * A value reaches a field by one path, set_value(), which takes text: defaults are text in
+ * the table, environment and --set values are text, and a JSON value is checked for its JSON
+ * type and then handed over as text too (the number's own digits, so uint64 values above 2^53
+ * stay exact). Range, power-of-two, length and enum checks therefore live in one place and
+ * give the same messages whatever the source.
+ *
+ * cJSON does not record where a key was. scan_keys() tokenizes the text once and records,
+ * for every object key in document order, its line and where its value starts; a pre-order
+ * walk of the cJSON tree meets object members in that same order, so the i-th member found by
+ * index_members() belongs to the i-th key found by scan_keys().
+ *
+ * Adding a type (double, string list): a cfg_type_t value, and a case in set_value(),
+ * set_json(), emit_value() and type_name(). */
+#include "runtime/config.h"
+
+#include <assert.h>
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef enum { CFG_BOOL, CFG_U32, CFG_U64, CFG_STR, CFG_ENUM } cfg_type_t;
+
+#define CFG_POW2 1u /* integer must be a power of two */
+
+typedef struct cfg_key {
+    const char *path; /* "section.key", also the field's name in nf_config_t */
+    cfg_type_t type;
+    size_t off, size;           /* the field */
+    uint64_t min, max;          /* integers: value range; strings: min length (max = size-1) */
+    const char *def;            /* default, as text (parsed like an environment value) */
+    const char *const *choices; /* enum: names, NULL-terminated; index = stored value */
+    unsigned flags;             /* CFG_POW2 */
+    const char *help;           /* one line for `newsflow config keys` */
+} cfg_key_t;
+
+#define KEY(t, f)                                                                                  \
+    .path = #f, .type = t, .off = offsetof(nf_config_t, f), .size = sizeof(((nf_config_t *)0)->f)
+
+static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", NULL};
+_Static_assert(NF_LOG_DEBUG == 0 && NF_LOG_INFO == 1 && NF_LOG_WARN == 2 && NF_LOG_ERROR == 3,
+               "cfg_log_levels[] is indexed by nf_log_level_t");
+
+/* Rows of one section must be contiguous: the canonical JSON is emitted in table order. */
+static const cfg_key_t cfg_keys[] = {
+    {KEY(CFG_U32, runtime.shards), .max = 256, .def = "0",
+     .help = "shard threads; 0 = one per online CPU"},
+    {KEY(CFG_BOOL, runtime.pin), .def = "false", .help = "pin shard i to the i-th allowed CPU"},
+    {KEY(CFG_U32, runtime.ring_capacity), .min = 64, .max = 1048576, .flags = CFG_POW2,
+     .def = "1024", .help = "slots in each shard-to-shard ring"},
+    {KEY(CFG_U32, runtime.batch), .min = 1, .max = 4096, .def = "64",
+     .help = "publish a ring after this many pending messages (1 = unbatched)"},
+    {KEY(CFG_U32, runtime.budget), .min = 1, .max = 1000000, .def = "256",
+     .help = "messages taken from one ring per loop iteration"},
+    {KEY(CFG_U64, runtime.stop_after_ms), .max = UINT64_C(1) << 63, .def = "0",
+     .help = "stop after this many ms; 0 = run until SIGTERM/SIGINT"},
+    {KEY(CFG_ENUM, log.level), .choices = cfg_log_levels, .def = "info",
+     .help = "least severe level logged"},
+    {KEY(CFG_U32, log.progress_interval_ms), .max = 3600000, .def = "5000",
+     .help = "period of progress log lines; 0 = off"},
+    {KEY(CFG_BOOL, admin.enabled), .def = "true",
+     .help = "serve /metrics, /healthz and /readyz over HTTP"},
+    {KEY(CFG_STR, admin.listen), .min = 1, .def = "127.0.0.1",
+     .help = "admin server address (IPv4 or IPv6 literal)"},
+    {KEY(CFG_U32, admin.port), .max = 65535, .def = "9464",
+     .help = "admin server TCP port; 0 = any free port"},
+    {KEY(CFG_U32, shutdown.timeout_ms), .min = 100, .max = 600000, .def = "10000",
+     .help = "time allowed to drain at shutdown before shards are stopped anyway"},
+};
+
+#define CFG_NKEYS    (sizeof cfg_keys / sizeof cfg_keys[0])
+#define CFG_PATH_MAX 128 /* longer than any path in the table (checked by cfg_table_ok) */
+#define CFG_FILE_MAX (1u << 20)
+#define CFG_SHOW_MAX 40 /* bytes of a bad value quoted in a message */
+
+/* ---- messages ---- */
+
+/* Appends to buf (a NUL-terminated string of capacity n); output that does not fit is cut. */
+static void cfg_append(char *buf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void cfg_append(char *buf, size_t n, const char *fmt, ...)
+{
+    size_t len = strlen(buf);
+    if (len + 1 >= n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, n - len, fmt, ap);
+    va_end(ap);
+}
+
+static int cfg_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int cfg_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* A bad value for a message: quoted, and cut to CFG_SHOW_MAX bytes. */
+static void cfg_show(char *buf, size_t n, const char *s, size_t len, bool quoted)
+{
+    int shown = (int)(len > CFG_SHOW_MAX ? CFG_SHOW_MAX : len);
+    const char *more = len > CFG_SHOW_MAX ? "..." : "";
+    snprintf(buf, n, quoted ? "\"%.*s%s\"" : "%.*s%s", shown, s, more);
+}
+
+static const char *json_kind(const cJSON *v)
+{
+    if (cJSON_IsString(v))
+        return "a string";
+    if (cJSON_IsNumber(v))
+        return "a number";
+    if (cJSON_IsBool(v))
+        return "a boolean";
+    if (cJSON_IsNull(v))
+        return "null";
+    if (cJSON_IsArray(v))
+        return "an array";
+    if (cJSON_IsObject(v))
+        return "an object";
+    return "an invalid value";
+}
+
+static void choices_list(char *buf, size_t n, const char *const *choices, const char *sep)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; choices[i]; i++)
+        cfg_append(buf, n, "%s%s", i ? sep : "", choices[i]);
+}
+
+/* ---- the table as a tree of sections ---- */
+
+/* The child `name` of the object at `prefix` ("" = root): a key's index, CFG_OBJECT for a
+ * section (a prefix of some key), or CFG_NONE. */
+enum { CFG_NONE = -1, CFG_OBJECT = -2 };
+
+static bool has_prefix(const char *path, const char *prefix, size_t plen)
+{
+    return plen == 0 || (strncmp(path, prefix, plen) == 0 && path[plen] == '.');
+}
+
+/* The component of key i's path right below prefix (NULL if not under it); length in *len. */
+static const char *cfg_below(size_t i, const char *prefix, size_t plen, size_t *len)
+{
+    const char *path = cfg_keys[i].path;
+    if (!has_prefix(path, prefix, plen))
+        return NULL;
+    const char *rest = path + (plen ? plen + 1 : 0);
+    *len = strcspn(rest, ".");
+    return rest;
+}
+
+static int cfg_child(const char *prefix, size_t plen, const char *name, size_t nlen)
+{
+    if (nlen == 0 || memchr(name, '.', nlen))
+        return CFG_NONE;
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        size_t len;
+        const char *c = cfg_below(i, prefix, plen, &len);
+        if (c && len == nlen && memcmp(c, name, nlen) == 0)
+            return c[len] ? CFG_OBJECT : (int)i;
+    }
+    return CFG_NONE;
+}
+
+/* "a, b, c": the children of the object at prefix, in table order. */
+static void cfg_children(char *buf, size_t n, const char *prefix, size_t plen)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        size_t len, lj;
+        const char *c = cfg_below(i, prefix, plen, &len);
+        bool seen = !c;
+        for (size_t j = 0; j < i && !seen; j++) {
+            const char *cj = cfg_below(j, prefix, plen, &lj);
+            seen = cj && lj == len && memcmp(cj, c, len) == 0;
+        }
+        if (!seen)
+            cfg_append(buf, n, "%s%.*s", buf[0] ? ", " : "", (int)len, c);
+    }
+}
+
+static int cfg_unknown(char *err, size_t errlen, const char *where, const char *prefix, size_t plen,
+                       const char *name, size_t nlen)
+{
+    char known[512];
+    cfg_children(known, sizeof known, prefix, plen);
+    if (plen == 0)
+        return cfg_fail(err, errlen, "%s: unknown section \"%.*s\" (sections: %s)", where,
+                        (int)nlen, name, known);
+    return cfg_fail(err, errlen, "%s: unknown key \"%.*s.%.*s\" (keys in \"%.*s\": %s)", where,
+                    (int)plen, prefix, (int)nlen, name, (int)plen, prefix, known);
+}
+
+/* ---- values ---- */
+
+enum { U_OK, U_JUNK, U_NEGATIVE, U_OVERFLOW };
+
+/* Decimal digits only: no sign, spaces or trailing characters. */
+static int parse_u64(const char *s, size_t len, uint64_t *out)
+{
+    bool negative = len > 1 && s[0] == '-';
+    size_t i = negative ? 1 : 0;
+    if (i == len)
+        return U_JUNK;
+    uint64_t v = 0;
+    bool overflow = false;
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return U_JUNK;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            overflow = true;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return negative ? U_NEGATIVE : overflow ? U_OVERFLOW : U_OK;
+}
+
+static const char *type_name(const cfg_key_t *k, char *buf, size_t n)
+{
+    switch (k->type) {
+    case CFG_BOOL:
+        return "bool";
+    case CFG_U32:
+        return "uint32";
+    case CFG_U64:
+        return "uint64";
+    case CFG_STR:
+        return "string";
+    case CFG_ENUM:
+        choices_list(buf, n, k->choices, "|");
+        return buf;
+    }
+    return "?";
+}
+
+/* Validates text s[0..len) for key k and stores it in cfg. On failure writes what is wrong
+ * (without the key or location) to msg and returns -1. `quoted`: show a bad value in quotes
+ * (text sources) rather than as is (JSON number literals). */
+static int set_value(const cfg_key_t *k, nf_config_t *cfg, const char *s, size_t len, bool quoted,
+                     char *msg, size_t n)
+{
+    char *field = (char *)cfg + k->off;
+    char shown[CFG_SHOW_MAX + 8];
+    cfg_show(shown, sizeof shown, s, len, quoted);
+
+    switch (k->type) {
+    case CFG_BOOL: {
+        bool b;
+        if ((len == 4 && !memcmp(s, "true", 4)) || (len == 1 && s[0] == '1'))
+            b = true;
+        else if ((len == 5 && !memcmp(s, "false", 5)) || (len == 1 && s[0] == '0'))
+            b = false;
+        else
+            return cfg_fail(msg, n, "expected a boolean (true, false, 1 or 0), got %s", shown);
+        memcpy(field, &b, sizeof b);
+        return 0;
+    }
+    case CFG_U32:
+    case CFG_U64: {
+        uint64_t v = 0;
+        int rc = parse_u64(s, len, &v);
+        if (rc == U_JUNK)
+            return cfg_fail(msg, n, "expected an unsigned integer, got %s", shown);
+        if (rc != U_OK || v < k->min || v > k->max) {
+            cfg_show(shown, sizeof shown, s, len, false); /* a number: never quoted */
+            return cfg_fail(msg, n, "%s is out of range [%" PRIu64 ", %" PRIu64 "]", shown, k->min,
+                            k->max);
+        }
+        if ((k->flags & CFG_POW2) && (v & (v - 1)) != 0)
+            return cfg_fail(msg, n, "%" PRIu64 " is not a power of two", v);
+        if (k->type == CFG_U32) {
+            uint32_t v32 = (uint32_t)v;
+            memcpy(field, &v32, sizeof v32);
+        } else {
+            memcpy(field, &v, sizeof v);
+        }
+        return 0;
+    }
+    case CFG_STR:
+        if (len < k->min)
+            return k->min == 1
+                       ? cfg_fail(msg, n, "must not be empty")
+                       : cfg_fail(msg, n, "%s is too short (%zu bytes, at least %" PRIu64 ")",
+                                  shown, len, k->min);
+        if (len > k->size - 1)
+            return cfg_fail(msg, n, "too long (%zu bytes, max %zu)", len, k->size - 1);
+        memset(field, 0, k->size);
+        memcpy(field, s, len);
+        return 0;
+    case CFG_ENUM: {
+        for (int i = 0; k->choices[i]; i++) {
+            if (strlen(k->choices[i]) == len && memcmp(k->choices[i], s, len) == 0) {
+                memcpy(field, &i, sizeof i);
+                return 0;
+            }
+        }
+        char list[256];
+        choices_list(list, sizeof list, k->choices, ", ");
+        return cfg_fail(msg, n, "%s is not one of %s", shown, list);
+    }
+    }
+    return cfg_fail(msg, n, "unsupported type");
+}
+
+/* A JSON value for key k: check its JSON type, then set_value() its text. `raw` is the value's
+ * text in the file (NULL if unknown). */
+static int set_json(const cfg_key_t *k, nf_config_t *cfg, const cJSON *v, const char *raw,
+                    char *msg, size_t n)
+{
+    char list[256];
+    switch (k->type) {
+    case CFG_BOOL:
+        if (!cJSON_IsBool(v))
+            return cfg_fail(msg, n, "expected a boolean, got %s", json_kind(v));
+        return cJSON_IsTrue(v) ? set_value(k, cfg, "true", 4, false, msg, n)
+                               : set_value(k, cfg, "false", 5, false, msg, n);
+    case CFG_U32:
+    case CFG_U64:
+        if (!cJSON_IsNumber(v))
+            return cfg_fail(msg, n, "expected an unsigned integer, got %s", json_kind(v));
+        if (raw)
+            return set_value(k, cfg, raw, strspn(raw, "+-0123456789.eE"), false, msg, n);
+        char num[64]; /* no key map (cannot happen for text cJSON accepted): best effort */
+        snprintf(num, sizeof num, "%.17g", v->valuedouble);
+        return set_value(k, cfg, num, strlen(num), false, msg, n);
+    case CFG_STR:
+        if (!cJSON_IsString(v))
+            return cfg_fail(msg, n, "expected a string, got %s", json_kind(v));
+        return set_value(k, cfg, v->valuestring, strlen(v->valuestring), true, msg, n);
+    case CFG_ENUM:
+        if (!cJSON_IsString(v)) {
+            choices_list(list, sizeof list, k->choices, ", ");
+            return cfg_fail(msg, n, "expected a string (one of %s), got %s", list, json_kind(v));
+        }
+        return set_value(k, cfg, v->valuestring, strlen(v->valuestring), true, msg, n);
+    }
+    return cfg_fail(msg, n, "unsupported type");
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* The field's value as a JSON literal. */
+static void emit_value(FILE *f, const cfg_key_t *k, const nf_config_t *cfg)
+{
+    const char *field = (const char *)cfg + k->off;
+    switch (k->type) {
+    case CFG_BOOL: {
+        bool b;
+        memcpy(&b, field, sizeof b);
+        fputs(b ? "true" : "false", f);
+        return;
+    }
+    case CFG_U32: {
+        uint32_t v;
+        memcpy(&v, field, sizeof v);
+        fprintf(f, "%" PRIu32, v);
+        return;
+    }
+    case CFG_U64: {
+        uint64_t v;
+        memcpy(&v, field, sizeof v);
+        fprintf(f, "%" PRIu64, v);
+        return;
+    }
+    case CFG_STR:
+        json_string(f, field);
+        return;
+    case CFG_ENUM: {
+        int i;
+        memcpy(&i, field, sizeof i);
+        json_string(f, k->choices[i]);
+        return;
+    }
+    }
+}
+
+/* ---- the table's own invariants (asserted once by nf_config_defaults) ---- */
+
+static size_t cfg_depth(const char *path)
+{
+    size_t d = 0;
+    for (; *path; path++)
+        d += *path == '.';
+    return d;
+}
+
+/* Leading object components shared by two paths ("a.b.c", "a.b.d" -> 2; "a.x", "a" -> 0). */
+static size_t cfg_common(const char *a, const char *b)
+{
+    size_t common = 0;
+    for (;;) {
+        size_t la = strcspn(a, "."), lb = strcspn(b, ".");
+        if (a[la] != '.' || b[lb] != '.' || la != lb || memcmp(a, b, la) != 0)
+            return common;
+        common++;
+        a += la + 1;
+        b += lb + 1;
+    }
+}
+
+#ifndef NDEBUG
+static bool cfg_table_ok(void)
+{
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        const cfg_key_t *k = &cfg_keys[i];
+        size_t want = k->type == CFG_BOOL   ? sizeof(bool)
+                      : k->type == CFG_U32  ? sizeof(uint32_t)
+                      : k->type == CFG_U64  ? sizeof(uint64_t)
+                      : k->type == CFG_ENUM ? sizeof(int)
+                                            : k->size;
+        uint64_t max = k->type == CFG_STR ? k->size - 1 : k->max;
+        if (k->size != want || strlen(k->path) >= CFG_PATH_MAX || k->min > max ||
+            (k->type == CFG_U32 && k->max > UINT32_MAX) || (k->type == CFG_ENUM && !k->choices))
+            return false;
+        for (size_t j = 0; j < i; j++) {
+            /* unique paths; no key is also a section; sections contiguous */
+            const char *p = k->path, *q = cfg_keys[j].path;
+            size_t lq = strlen(q), lp = strlen(p);
+            if (!strcmp(p, q) || (lq < lp && has_prefix(p, q, lq)) ||
+                (lp < lq && has_prefix(q, p, lp)))
+                return false;
+            if (j + 1 < i && cfg_common(q, p) > cfg_common(cfg_keys[i - 1].path, p))
+                return false;
+        }
+    }
+    return true;
+}
+#endif
+
+/* ---- public: defaults, JSON, hash, describe ---- */
+
+void nf_config_defaults(nf_config_t *cfg)
+{
+    assert(cfg_table_ok());
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        char msg[256];
+        int rc = set_value(&cfg_keys[i], cfg, cfg_keys[i].def, strlen(cfg_keys[i].def), true, msg,
+                           sizeof msg);
+        assert(rc == 0 && "a default in cfg_keys[] fails its own checks");
+        (void)rc;
+    }
+}
+
+char *nf_config_to_json(const nf_config_t *cfg)
+{
+    char *out = NULL;
+    size_t outlen = 0;
+    FILE *f = open_memstream(&out, &outlen);
+    if (!f)
+        return NULL;
+    size_t depth = 0; /* open objects below the root */
+    bool first = true;
+    const char *prev = "";
+    fputc('{', f);
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        const char *p = cfg_keys[i].path;
+        size_t common = cfg_common(prev, p), want = cfg_depth(p);
+        for (; depth > common; depth--, first = false)
+            fprintf(f, "\n%*s}", (int)(2 * depth), "");
+        const char *name = p;
+        for (size_t d = 0; d < depth; d++)
+            name += strcspn(name, ".") + 1;
+        for (; depth < want; depth++, first = true) {
+            size_t len = strcspn(name, ".");
+            fprintf(f, "%s\n%*s\"%.*s\": {", first ? "" : ",", (int)(2 * depth + 2), "", (int)len,
+                    name);
+            name += len + 1;
+        }
+        fprintf(f, "%s\n%*s\"%s\": ", first ? "" : ",", (int)(2 * depth + 2), "", name);
+        emit_value(f, &cfg_keys[i], cfg);
+        first = false;
+        prev = p;
+    }
+    for (; depth > 0; depth--)
+        fprintf(f, "\n%*s}", (int)(2 * depth), "");
+    fputs("\n}\n", f);
+    if (fclose(f) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+uint64_t nf_config_hash(const nf_config_t *cfg)
+{
+    char *json = nf_config_to_json(cfg);
+    uint64_t h = UINT64_C(14695981039346656037);
+    for (const unsigned char *s = (const unsigned char *)json; s && *s; s++) {
+        h ^= *s;
+        h *= UINT64_C(1099511628211);
+    }
+    free(json);
+    return h;
+}
+
+void nf_config_describe(FILE *out)
+{
+    nf_config_t def;
+    nf_config_defaults(&def);
+    char defs[CFG_NKEYS][80], types[CFG_NKEYS][64];
+    int wpath = 0, wtype = 0, wdef = 0;
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        const cfg_key_t *k = &cfg_keys[i];
+        FILE *f = fmemopen(defs[i], sizeof defs[i], "w");
+        if (f) {
+            emit_value(f, k, &def);
+            fclose(f);
+        } else {
+            snprintf(defs[i], sizeof defs[i], "%s", k->def);
+        }
+        char tmp[sizeof types[i]];
+        snprintf(types[i], sizeof types[i], "%s", type_name(k, tmp, sizeof tmp));
+        int lp = (int)strlen(k->path), lt = (int)strlen(types[i]), ld = (int)strlen(defs[i]);
+        wpath = lp > wpath ? lp : wpath;
+        wtype = lt > wtype ? lt : wtype;
+        wdef = ld > wdef ? ld : wdef;
+    }
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        const cfg_key_t *k = &cfg_keys[i];
+        fprintf(out, "%-*s  %-*s  %-*s  %s", wpath, k->path, wtype, types[i], wdef, defs[i],
+                k->help);
+        if (k->type == CFG_U32 || k->type == CFG_U64)
+            fprintf(out, " [%" PRIu64 ", %" PRIu64 "]%s", k->min, k->max,
+                    k->flags & CFG_POW2 ? ", power of two" : "");
+        else if (k->type == CFG_STR)
+            fprintf(out, " [%" PRIu64 "-%zu bytes]", k->min, k->size - 1);
+        fputc('\n', out);
+    }
+}
+
+/* ---- the file layer ---- */
+
+typedef struct cfg_keyloc {
+    unsigned line;    /* 1-based line of the key */
+    size_t value_off; /* where its value starts in the text */
+} cfg_keyloc_t;
+
+typedef struct cfg_doc {
+    const char *path; /* for messages */
+    const char *text;
+    cfg_keyloc_t *locs; /* per object key, document order */
+    size_t nlocs;
+    const cJSON **members; /* per object member, pre-order; members[i] has locs[i] */
+    size_t nmembers;
+} cfg_doc_t;
+
+static size_t skip_ws(const char *s, size_t i, unsigned *line)
+{
+    for (; s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'; i++)
+        *line += s[i] == '\n';
+    return i;
+}
+
+/* Records every object key (a string followed, after whitespace, by ':'). Only run on text
+ * cJSON accepted, so strings are well formed. -1 if out of memory. */
+static int scan_keys(cfg_doc_t *d)
+{
+    const char *s = d->text;
+    unsigned line = 1;
+    size_t cap = 0;
+    for (size_t i = 0; s[i];) {
+        if (s[i] == '\n')
+            line++;
+        if (s[i] != '"') {
+            i++;
+            continue;
+        }
+        unsigned start = line;
+        for (i++; s[i] && s[i] != '"'; i++) {
+            if (s[i] == '\\' && s[i + 1])
+                i++;
+            else if (s[i] == '\n')
+                line++;
+        }
+        if (s[i])
+            i++;
+        unsigned after = line;
+        size_t j = skip_ws(s, i, &after);
+        if (s[j] != ':')
+            continue; /* a string value; the loop goes on counting lines from i */
+        if (d->nlocs == cap) {
+            cap = cap ? 2 * cap : 32;
+            cfg_keyloc_t *grown = realloc(d->locs, cap * sizeof *grown);
+            if (!grown)
+                return -1;
+            d->locs = grown;
+        }
+        unsigned ignored = 0;
+        d->locs[d->nlocs++] = (cfg_keyloc_t){start, skip_ws(s, j + 1, &ignored)};
+        i = j + 1;
+        line = after;
+    }
+    return 0;
+}
+
+static size_t count_members(const cJSON *node)
+{
+    size_t n = 0;
+    for (const cJSON *c = node->child; c; c = c->next)
+        n += (c->string != NULL) + count_members(c);
+    return n;
+}
+
+static void index_members(cfg_doc_t *d, const cJSON *node)
+{
+    for (const cJSON *c = node->child; c; c = c->next) {
+        if (c->string)
+            d->members[d->nmembers++] = c;
+        index_members(d, c);
+    }
+}
+
+static const cfg_keyloc_t *doc_loc(const cfg_doc_t *d, const cJSON *member)
+{
+    for (size_t i = 0; i < d->nmembers; i++)
+        if (d->members[i] == member)
+            return &d->locs[i];
+    return NULL;
+}
+
+static int walk(const cfg_doc_t *d, nf_config_t *cfg, const cJSON *obj, const char *prefix,
+                char *err, size_t errlen)
+{
+    size_t plen = strlen(prefix);
+    for (const cJSON *m = obj->child; m; m = m->next) {
+        const cfg_keyloc_t *loc = doc_loc(d, m);
+        char where[CFG_PATH_MAX + 4096];
+        if (loc)
+            snprintf(where, sizeof where, "%s:%u", d->path, loc->line);
+        else
+            snprintf(where, sizeof where, "%s", d->path);
+        const char *dot = plen ? "." : "";
+        for (const cJSON *p = obj->child; p != m; p = p->next) {
+            if (strcmp(p->string, m->string) != 0)
+                continue;
+            const cfg_keyloc_t *first = doc_loc(d, p);
+            return cfg_fail(err, errlen, "%s: duplicate key \"%s%s%s\" (first at line %u)", where,
+                            prefix, dot, m->string, first ? first->line : 0);
+        }
+        int child = cfg_child(prefix, plen, m->string, strlen(m->string));
+        if (child == CFG_NONE)
+            return cfg_unknown(err, errlen, where, prefix, plen, m->string, strlen(m->string));
+        if (child == CFG_OBJECT) {
+            char sub[CFG_PATH_MAX];
+            snprintf(sub, sizeof sub, "%s%s%s", prefix, dot, m->string);
+            if (!cJSON_IsObject(m))
+                return cfg_fail(err, errlen, "%s: %s: expected an object, got %s", where, sub,
+                                json_kind(m));
+            if (walk(d, cfg, m, sub, err, errlen) < 0)
+                return -1;
+            continue;
+        }
+        char msg[512];
+        const cfg_key_t *k = &cfg_keys[child];
+        if (set_json(k, cfg, m, loc ? d->text + loc->value_off : NULL, msg, sizeof msg) < 0)
+            return cfg_fail(err, errlen, "%s: %s: %s", where, k->path, msg);
+    }
+    return 0;
+}
+
+/* The whole file, NUL-terminated, in *out (malloc'ed). */
+static int read_file(const char *path, char **out, size_t *outlen, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cfg_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    char *buf = malloc(CFG_FILE_MAX + 1);
+    if (!buf) {
+        fclose(f);
+        return cfg_fail(err, errlen, "%s: cannot read: out of memory", path);
+    }
+    size_t n = fread(buf, 1, CFG_FILE_MAX + 1, f);
+    int rerr = ferror(f) ? errno : 0;
+    fclose(f);
+    if (rerr || n > CFG_FILE_MAX) {
+        free(buf);
+        if (rerr)
+            return cfg_fail(err, errlen, "%s: cannot read: %s", path, strerror(rerr));
+        return cfg_fail(err, errlen, "%s: larger than %u bytes", path, CFG_FILE_MAX);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *outlen = n;
+    return 0;
+}
+
+static int syntax_error(const char *path, const char *text, size_t pos, const char *what, char *err,
+                        size_t errlen)
+{
+    unsigned line = 1;
+    size_t bol = 0;
+    for (size_t i = 0; i < pos; i++) {
+        if (text[i] == '\n') {
+            line++;
+            bol = i + 1;
+        }
+    }
+    size_t near = strcspn(text + pos, "\r\n");
+    if (near > 20)
+        near = 20;
+    return cfg_fail(err, errlen, "%s:%u:%zu: invalid JSON near '%.*s'%s", path, line, pos - bol + 1,
+                    (int)near, text + pos, what);
+}
+
+/* cJSON reports a failed string the byte *after* its start ("{,}" -> at '}'), which matters
+ * when it wanted a key and found something else: `{"a": 1,}` would point past the '}'. When
+ * the byte before pos is not blank or a quote and the last non-blank byte before that one
+ * opened an object or ended a member, that byte is the culprit. */
+static size_t cjson_error_pos(const char *text, size_t pos)
+{
+    if (pos == 0 || strchr(" \t\r\n\"", text[pos - 1]))
+        return pos;
+    size_t i = pos - 1;
+    while (i > 0 && strchr(" \t\r\n", text[i - 1]))
+        i--;
+    return i > 0 && (text[i - 1] == '{' || text[i - 1] == ',') ? pos - 1 : pos;
+}
+
+static int load_file(nf_config_t *cfg, const char *path, char *err, size_t errlen)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file(path, &text, &len, err, errlen) < 0)
+        return -1;
+    int rc = -1;
+    cJSON *root = NULL;
+    cfg_doc_t d = {.path = path, .text = text};
+    unsigned line = 1;
+    size_t first = skip_ws(text, 0, &line);
+    const char *nul = memchr(text, '\0', len);
+    const char *end = NULL;
+    if (first == len) {
+        cfg_fail(err, errlen, "%s: empty; expected a JSON object", path);
+        goto out;
+    }
+    if (nul) {
+        syntax_error(path, text, (size_t)(nul - text), " (a NUL byte)", err, errlen);
+        goto out;
+    }
+    /* return_parse_end is cJSON_GetErrorPtr() without the global (thread-unsafe) state. */
+    root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root) {
+        size_t pos = end ? (size_t)(end - text) : 0;
+        pos = cjson_error_pos(text, pos > len ? len : pos);
+        syntax_error(path, text, pos > len ? len : pos, pos >= len ? " (unexpected end)" : "", err,
+                     errlen);
+        goto out;
+    }
+    if (!cJSON_IsObject(root)) {
+        cfg_fail(err, errlen, "%s:%u: expected a JSON object at the top level, got %s", path, line,
+                 json_kind(root));
+        goto out;
+    }
+    size_t n = count_members(root);
+    d.members = n ? malloc(n * sizeof *d.members) : NULL;
+    if ((n && !d.members) || scan_keys(&d) < 0) {
+        cfg_fail(err, errlen, "%s: out of memory", path);
+        goto out;
+    }
+    index_members(&d, root);
+    assert(d.nmembers == d.nlocs);
+    if (d.nmembers != d.nlocs)
+        d.nmembers = 0; /* no locations rather than wrong ones */
+    rc = walk(&d, cfg, root, "", err, errlen);
+out:
+    cJSON_Delete(root);
+    free(d.members);
+    free(d.locs);
+    free(text);
+    return rc;
+}
+
+/* ---- the environment and --set layers ---- */
+
+static void env_name(const cfg_key_t *k, char *buf, size_t n)
+{
+    snprintf(buf, n, "NEWSFLOW_%s", k->path);
+    for (char *c = buf; *c; c++)
+        *c = *c == '.' ? '_' : (char)toupper((unsigned char)*c);
+}
+
+static int set_text(const cfg_key_t *k, nf_config_t *cfg, const char *where, const char *value,
+                    char *err, size_t errlen)
+{
+    char msg[512];
+    if (set_value(k, cfg, value, strlen(value), true, msg, sizeof msg) < 0)
+        return cfg_fail(err, errlen, "%s: %s: %s", where, k->path, msg);
+    return 0;
+}
+
+static int load_env(nf_config_t *cfg, char *err, size_t errlen)
+{
+    char name[CFG_PATH_MAX + 16];
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "NEWSFLOW_", 9) != 0)
+            continue;
+        size_t len = strcspn(*e, "=");
+        bool known = len == strlen("NEWSFLOW_CONFIG") && !strncmp(*e, "NEWSFLOW_CONFIG", len);
+        for (size_t i = 0; i < CFG_NKEYS && !known; i++) {
+            env_name(&cfg_keys[i], name, sizeof name);
+            known = strlen(name) == len && !strncmp(*e, name, len);
+        }
+        if (known)
+            continue;
+        char list[2048] = "NEWSFLOW_CONFIG";
+        for (size_t i = 0; i < CFG_NKEYS; i++) {
+            env_name(&cfg_keys[i], name, sizeof name);
+            cfg_append(list, sizeof list, ", %s", name);
+        }
+        return cfg_fail(err, errlen, "unknown environment variable %.*s; known: %s",
+                        (int)(len > 200 ? 200 : len), *e, list);
+    }
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        env_name(&cfg_keys[i], name, sizeof name);
+        const char *v = getenv(name);
+        char where[sizeof name + 16];
+        snprintf(where, sizeof where, "environment %s", name);
+        if (v && set_text(&cfg_keys[i], cfg, where, v, err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int load_set(nf_config_t *cfg, const char *arg, char *err, size_t errlen)
+{
+    char where[256];
+    snprintf(where, sizeof where, "--set %s", arg);
+    const char *eq = strchr(arg, '=');
+    if (!eq)
+        return cfg_fail(err, errlen, "%s: expected SECTION.KEY=VALUE", where);
+    size_t len = (size_t)(eq - arg);
+    for (size_t i = 0; i < CFG_NKEYS; i++)
+        if (strlen(cfg_keys[i].path) == len && !strncmp(cfg_keys[i].path, arg, len))
+            return set_text(&cfg_keys[i], cfg, where, eq + 1, err, errlen);
+    /* Not a key: name the deepest known section it is under. */
+    size_t plen = 0;
+    for (;;) {
+        const char *name = arg + (plen ? plen + 1 : 0);
+        size_t nlen = strcspn(name, ".=");
+        if (cfg_child(arg, plen, name, nlen) != CFG_OBJECT)
+            break;
+        plen = (size_t)(name + nlen - arg);
+        if (plen == len) {
+            char known[512];
+            cfg_children(known, sizeof known, arg, plen);
+            return cfg_fail(err, errlen, "%s: \"%.*s\" is a section, not a key (keys in it: %s)",
+                            where, (int)len, arg, known);
+        }
+    }
+    const char *rest = arg + (plen ? plen + 1 : 0);
+    size_t rlen = plen ? (size_t)(eq - rest) : strcspn(arg, ".="); /* the unknown section */
+    return cfg_unknown(err, errlen, where, arg, plen, rest, rlen);
+}
+
+int nf_config_load(nf_config_t *cfg, const char *path, char *const *sets, unsigned nsets,
+                   bool use_env, char *err, size_t errlen)
+{
+    nf_config_t c;
+    nf_config_defaults(&c);
+    if (errlen)
+        err[0] = '\0';
+    if (path && load_file(&c, path, err, errlen) < 0)
+        return -1;
+    if (use_env && load_env(&c, err, errlen) < 0)
+        return -1;
+    for (unsigned i = 0; i < nsets; i++)
+        if (load_set(&c, sets[i], err, errlen) < 0)
+            return -1;
+    *cfg = c;
+    return 0;
+}

@@ -1,0 +1,102 @@
+/* config.h — newsflow's configuration: parsed once, validated once, into a typed struct.
+ *
+ * Every key is one row of a descriptor table in config.c (dotted path, type, field offset,
+ * range, default, help); parsing, validation, defaults, the environment mapping, the canonical
+ * JSON and `newsflow config keys` are all driven by that table, so adding a key is adding a row
+ * (and a field below). After nf_config_load() returns nothing reads JSON again: the rest of the
+ * program reads nf_config_t fields.
+ *
+ * Layers, later wins: built-in defaults, the file, the environment, --set options. A layer may
+ * name any subset of keys; keys it does not name keep the value of the layer below.
+ *   file          a JSON object of sections, e.g. {"runtime": {"shards": 4}}. Keys are case
+ *                 sensitive; unknown sections/keys and duplicate keys are errors.
+ *   environment   NEWSFLOW_<SECTION>_<KEY> = "NEWSFLOW_" + path uppercased, '.' -> '_'
+ *                 (runtime.shards -> NEWSFLOW_RUNTIME_SHARDS). NEWSFLOW_CONFIG is reserved for
+ *                 the caller (it names the file; this module does not read it); any other
+ *                 NEWSFLOW_* variable is an error, so a typo cannot be silently ignored.
+ *   --set         "section.key=value" strings.
+ * Text values (environment, --set) are parsed by the key's type: bool true/false/1/0; unsigned
+ * integers in decimal, digits only (no sign, no spaces, no trailing characters, no overflow);
+ * strings and enums verbatim.
+ *
+ * Errors. nf_config_load() stops at the first error and writes one message into err (size it
+ * NF_CONFIG_ERRLEN; longer messages are cut). Every message starts with where the value came
+ * from — WHERE is "FILE:LINE" (1-based line of the key in the file), "environment NAME" or
+ * "--set ARG" — and names the key by its dotted path:
+ *   FILE: cannot read: <strerror>               FILE: larger than 1048576 bytes
+ *   FILE: empty; expected a JSON object
+ *   FILE:LINE:COL: invalid JSON near '<up to 20 chars>'   (COL in bytes; the excerpt stops at
+ *                  the line end; " (unexpected end)" or " (a NUL byte)" appended when so)
+ *   FILE:LINE: expected a JSON object at the top level, got an array
+ *   FILE:LINE: unknown section "runtme" (sections: runtime, log, admin, shutdown)
+ *   WHERE: unknown key "runtime.shardz" (keys in "runtime": shards, pin, ...)
+ *   FILE:LINE: duplicate key "runtime.shards" (first at line 3)
+ *   FILE:LINE: runtime: expected an object, got a number
+ *   WHERE: runtime.shards: expected an unsigned integer, got a string    (JSON type mismatch)
+ *   WHERE: runtime.shards: expected an unsigned integer, got "abc"       (text or 1.5, 1e3)
+ *   WHERE: runtime.pin: expected a boolean (true, false, 1 or 0), got "yes"
+ *   WHERE: runtime.shards: 5000 is out of range [0, 256]        (also for -1 and for overflow)
+ *   WHERE: runtime.ring_capacity: 1000 is not a power of two
+ *   WHERE: log.level: "loud" is not one of debug, info, warn, error
+ *   WHERE: admin.listen: must not be empty    WHERE: admin.listen: too long (70 bytes, max 63)
+ *   --set ARG: expected SECTION.KEY=VALUE
+ *   --set ARG: "runtime" is a section, not a key (keys in it: shards, pin, ...)
+ *   unknown environment variable NEWSFLOW_X; known: NEWSFLOW_CONFIG, NEWSFLOW_RUNTIME_SHARDS, ...
+ *
+ * Threads: call at start-up from the main thread (reads the environment). Nothing here keeps
+ * global state; the result is a plain value that may be copied and shared read-only. */
+#ifndef NF_CONFIG_H
+#define NF_CONFIG_H
+
+#include "runtime/log.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define NF_CONFIG_ERRLEN 1024
+
+typedef struct nf_config {
+    struct {
+        uint32_t shards; /* 0 = online CPUs */
+        bool pin;
+        uint32_t ring_capacity; /* power of two */
+        uint32_t batch;
+        uint32_t budget;
+        uint64_t stop_after_ms; /* 0 = run until a signal */
+    } runtime;
+    struct {
+        nf_log_level_t level;
+        uint32_t progress_interval_ms; /* 0 = off */
+    } log;
+    struct {
+        bool enabled;
+        char listen[64]; /* NUL-terminated, non-empty */
+        uint32_t port;
+    } admin;
+    struct {
+        uint32_t timeout_ms;
+    } shutdown;
+} nf_config_t;
+
+/* The built-in defaults (the same values as config/newsflow.json). */
+void nf_config_defaults(nf_config_t *cfg);
+
+/* Layers, later wins: built-in defaults, file (path may be NULL), environment (if use_env),
+ * sets ("section.key=value" strings). 0 on success; -1 with one precise message in err (see
+ * above), in which case *cfg is left unchanged. */
+int nf_config_load(nf_config_t *cfg, const char *path, char *const *sets, unsigned nsets,
+                   bool use_env, char *err, size_t errlen);
+
+/* malloc'ed (free() it), canonical pretty JSON of every key in table order, 2-space indent,
+ * newline-terminated: the layout of config/newsflow.json. NULL only if out of memory. */
+char *nf_config_to_json(const nf_config_t *cfg);
+
+/* FNV-1a 64 of nf_config_to_json(cfg): equal configurations, equal hashes. */
+uint64_t nf_config_hash(const nf_config_t *cfg);
+
+/* For --help: one line per key "section.key  type  default  help", columns aligned. */
+void nf_config_describe(FILE *out);
+
+#endif

@@ -1,0 +1,287 @@
+/* test_admin.c — tests src/runtime/admin.c over real HTTP: a raw-socket client, so what is tested
+ * is the bytes a Prometheus scraper or a kubelet probe sees. */
+#include "nf_test.h"
+#include "runtime/admin.h"
+#include "runtime/metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+typedef struct {
+    int status; /* 0 if no response */
+    char *head; /* status line and headers */
+    char *body;
+} http_resp_t;
+
+static void http_free(http_resp_t *r)
+{
+    free(r->head);
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+/* One request on a fresh connection, read to EOF (Connection: close). */
+static http_resp_t http_do(int family, uint16_t port, const char *method, const char *path)
+{
+    http_resp_t r = {0};
+    struct sockaddr_storage ss = {0};
+    socklen_t len;
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(port);
+        s6->sin6_addr = in6addr_loopback;
+        len = sizeof *s6;
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port);
+        s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        len = sizeof *s4;
+    }
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return r;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
+        close(fd);
+        return r;
+    }
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+                     method, path);
+    if (write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return r;
+    }
+    size_t cap = 4096, used = 0;
+    char *buf = malloc(cap);
+    for (; buf;) {
+        if (used + 1024 > cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                break;
+            buf = nb;
+        }
+        ssize_t k = read(fd, buf + used, cap - used - 1);
+        if (k <= 0)
+            break;
+        used += (size_t)k;
+    }
+    close(fd);
+    if (!buf)
+        return r;
+    buf[used] = '\0';
+    char *sep = strstr(buf, "\r\n\r\n");
+    if (sep && sscanf(buf, "HTTP/1.%*d %d", &r.status) == 1) {
+        r.head = strndup(buf, (size_t)(sep - buf + 2));
+        r.body = strdup(sep + 4);
+    }
+    free(buf);
+    return r;
+}
+
+static http_resp_t http_get(uint16_t port, const char *path)
+{
+    return http_do(AF_INET, port, "GET", path);
+}
+
+/* The value of header `name` (case-insensitive), copied into out. */
+static bool http_header(const http_resp_t *r, const char *name, char *out, size_t outlen)
+{
+    size_t n = strlen(name);
+    for (const char *p = r->head ? strstr(r->head, "\r\n") : NULL; p && p[2];
+         p = strstr(p + 2, "\r\n")) {
+        const char *line = p + 2;
+        if (strncasecmp(line, name, n) == 0 && line[n] == ':') {
+            const char *v = line + n + 1;
+            while (*v == ' ')
+                v++;
+            const char *e = strstr(v, "\r\n");
+            snprintf(out, outlen, "%.*s", (int)(e ? e - v : (long)strlen(v)), v);
+            return true;
+        }
+    }
+    return false;
+}
+
+static int health_state;  /* 0 healthy */
+static int ready_state;   /* 1 ready */
+static int hook_arg_seen; /* hooks got the arg */
+
+static int health_hook(void *arg, char *why, size_t whylen)
+{
+    if (arg == &hook_arg_seen)
+        __atomic_store_n(&hook_arg_seen, 1, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&health_state, __ATOMIC_RELAXED) == 0)
+        return 0;
+    snprintf(why, whylen, "shard 2 did not answer within 1000 ms\nsecond line");
+    return 1;
+}
+
+static bool ready_hook(void *arg)
+{
+    return __atomic_load_n(&ready_state, __ATOMIC_RELAXED) != 0;
+}
+
+static void test_endpoints(void)
+{
+    NF_REQUIRE(nf_metrics_init(1) == 0);
+    nf_counter_t probe;
+    NF_REQUIRE(nf_metrics_counter("newsflow_test_probe_total", "Probe.", NULL, 0, &probe) == 0);
+    nf_counter_add(probe, 41);
+    nf_counter_inc(probe);
+
+    nf_admin_hooks_t hooks = {.health = health_hook, .ready = ready_hook, .arg = &hook_arg_seen};
+    char err[256] = "x";
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
+    NF_REQUIRE(a != NULL);
+    NF_CHECK_STR(err, "");
+    uint16_t port = nf_admin_port(a);
+    NF_CHECK(port != 0);
+
+    http_resp_t r = http_get(port, "/metrics");
+    char ct[128] = "";
+    NF_CHECK_EQ(r.status, 200);
+    NF_CHECK(http_header(&r, "content-type", ct, sizeof ct));
+    NF_CHECK_STR(ct, "text/plain; version=0.0.4; charset=utf-8");
+    NF_CHECK(r.body && strstr(r.body, "\nnewsflow_test_probe_total 42\n"));
+    NF_CHECK(r.body && strstr(r.body, "# TYPE newsflow_admin_requests_total counter\n"));
+    NF_CHECK(r.body && strstr(r.body, "newsflow_admin_requests_total{path=\"/metrics\"} 1\n"));
+    http_free(&r);
+
+    r = http_get(port, "/healthz");
+    NF_CHECK_EQ(r.status, 200);
+    NF_CHECK_STR(r.body, "ok\n");
+    NF_CHECK(http_header(&r, "Content-Type", ct, sizeof ct));
+    NF_CHECK_STR(ct, "text/plain; charset=utf-8");
+    http_free(&r);
+    NF_CHECK_EQ(__atomic_load_n(&hook_arg_seen, __ATOMIC_RELAXED), 1);
+    __atomic_store_n(&health_state, 1, __ATOMIC_RELAXED);
+    r = http_get(port, "/healthz");
+    NF_CHECK_EQ(r.status, 503);
+    NF_CHECK_STR(r.body, "unhealthy: shard 2 did not answer within 1000 ms second line\n");
+    http_free(&r);
+
+    r = http_get(port, "/readyz");
+    NF_CHECK_EQ(r.status, 503);
+    NF_CHECK_STR(r.body, "not ready\n");
+    http_free(&r);
+    __atomic_store_n(&ready_state, 1, __ATOMIC_RELAXED);
+    r = http_get(port, "/readyz");
+    NF_CHECK_EQ(r.status, 200);
+    NF_CHECK_STR(r.body, "ready\n");
+    http_free(&r);
+
+    r = http_get(port, "/nope");
+    NF_CHECK_EQ(r.status, 404);
+    http_free(&r);
+    r = http_get(port, "/metrics/extra");
+    NF_CHECK_EQ(r.status, 404);
+    http_free(&r);
+    r = http_get(port, "/readyz?verbose=1"); /* query strings do not change the path */
+    NF_CHECK_EQ(r.status, 200);
+    http_free(&r);
+
+    r = http_do(AF_INET, port, "POST", "/metrics");
+    NF_CHECK_EQ(r.status, 405);
+    char allow[64] = "";
+    NF_CHECK(http_header(&r, "Allow", allow, sizeof allow));
+    NF_CHECK_STR(allow, "GET, HEAD");
+    http_free(&r);
+    r = http_do(AF_INET, port, "DELETE", "/nope");
+    NF_CHECK_EQ(r.status, 405);
+    http_free(&r);
+
+    r = http_do(AF_INET, port, "HEAD", "/healthz");
+    NF_CHECK_EQ(r.status, 503);
+    NF_CHECK_STR(r.body, "");
+    http_free(&r);
+
+    /* Every request was counted under its path, unknown ones under "other". */
+    r = http_get(port, "/metrics");
+    NF_CHECK(r.body && strstr(r.body, "newsflow_admin_requests_total{path=\"/metrics\"} 3\n"));
+    NF_CHECK(r.body && strstr(r.body, "newsflow_admin_requests_total{path=\"/healthz\"} 3\n"));
+    NF_CHECK(r.body && strstr(r.body, "newsflow_admin_requests_total{path=\"/readyz\"} 3\n"));
+    NF_CHECK(r.body && strstr(r.body, "newsflow_admin_requests_total{path=\"other\"} 3\n"));
+    http_free(&r);
+
+    /* A second server on the same port fails and names the address. */
+    char want[64];
+    snprintf(want, sizeof want, "admin: cannot listen on 127.0.0.1:%u: ", (unsigned)port);
+    nf_admin_t *b = nf_admin_start("127.0.0.1", port, NULL, err, sizeof err);
+    NF_CHECK(b == NULL);
+    NF_CHECK(strncmp(err, want, strlen(want)) == 0);
+    NF_CHECK(strstr(err, "in use") != NULL);
+    fprintf(stderr, "second server: %s\n", err);
+    nf_admin_stop(b);
+
+    nf_admin_stop(a);
+    nf_metrics_shutdown();
+}
+
+static void test_null_hooks_and_no_registry(void)
+{
+    /* Metrics never initialised: the server still serves, /metrics is empty. */
+    char err[256];
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, NULL, err, sizeof err);
+    NF_REQUIRE(a != NULL);
+    uint16_t port = nf_admin_port(a);
+    http_resp_t r = http_get(port, "/healthz");
+    NF_CHECK_EQ(r.status, 200);
+    NF_CHECK_STR(r.body, "ok\n");
+    http_free(&r);
+    r = http_get(port, "/readyz");
+    NF_CHECK_EQ(r.status, 200);
+    http_free(&r);
+    r = http_get(port, "/metrics");
+    NF_CHECK_EQ(r.status, 200);
+    NF_CHECK_STR(r.body, "");
+    http_free(&r);
+    nf_admin_stop(a);
+    nf_admin_stop(NULL);
+    NF_CHECK_EQ(nf_admin_port(NULL), 0);
+}
+
+static void test_bad_addresses(void)
+{
+    char err[256];
+    NF_CHECK(nf_admin_start("localhost", 9464, NULL, err, sizeof err) == NULL);
+    NF_CHECK(strstr(err, "admin: cannot listen on localhost:9464: ") == err);
+    fprintf(stderr, "bad address: %s\n", err);
+    /* 192.0.2.1 (TEST-NET-1) is not an address of this host. */
+    NF_CHECK(nf_admin_start("192.0.2.1", 0, NULL, err, sizeof err) == NULL);
+    NF_CHECK(strstr(err, "admin: cannot listen on 192.0.2.1:0: ") == err);
+    fprintf(stderr, "foreign address: %s\n", err);
+}
+
+static void test_ipv6(void)
+{
+    char err[256];
+    nf_admin_t *a = nf_admin_start("::1", 0, NULL, err, sizeof err);
+    if (!a) {
+        NF_CHECK(strstr(err, "admin: cannot listen on [::1]:0: ") == err);
+        fprintf(stderr, "no IPv6 loopback here, skipped (%s)\n", err);
+        return;
+    }
+    http_resp_t r = http_do(AF_INET6, nf_admin_port(a), "GET", "/healthz");
+    NF_CHECK_EQ(r.status, 200);
+    http_free(&r);
+    nf_admin_stop(a);
+}
+
+int main(void)
+{
+    NF_RUN(test_endpoints);
+    NF_RUN(test_null_hooks_and_no_registry);
+    NF_RUN(test_bad_addresses);
+    NF_RUN(test_ipv6);
+    return nf_test_report();
+}
