@@ -33,6 +33,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -713,6 +714,11 @@ int nf_runtime_start(nf_runtime_t *rt)
         }
         sh->uring_ok = true;
     }
+    /* Shard threads take no process signals: they go to the main thread, and io_uring waits
+     * are never interrupted. The mask is inherited from this thread, so set it around create. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     for (unsigned i = 0; i < rt->n; i++) {
         nf_shard_t *sh = &rt->shards[i];
         int r = pthread_create(&sh->thread, NULL, shard_main, sh);
@@ -723,10 +729,12 @@ int nf_runtime_start(nf_runtime_t *rt)
             atomic_store(&rt->exit_now, 1);
             for (unsigned j = 0; j < i; j++)
                 shard_wake(&rt->shards[j]);
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
             return -r;
         }
         sh->thread_started = true;
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 0;
 fail:
     atomic_store(&rt->closed, 1);
@@ -896,6 +904,7 @@ int nf_runtime_post(nf_runtime_t *rt, unsigned shard, const nf_msg_t *m)
     if (ok) {
         /* Count before publishing so a wave never sees the message received but not sent. */
         atomic_fetch_add(&rt->inbox_posted, 1);
+        nf_counter_inc(rt->m_sent);
         nf_ring_publish(&rt->inbox[shard]);
     }
     pthread_mutex_unlock(&rt->inbox_lock[shard]);
@@ -953,6 +962,7 @@ int nf_runtime_call(nf_runtime_t *rt, unsigned shard, nf_call_fn fn, void *arg, 
 void nf_runtime_stats(const nf_runtime_t *rt, nf_runtime_stats_t *out)
 {
     memset(out, 0, sizeof *out);
+    out->sent = atomic_load_explicit(&rt->inbox_posted, memory_order_relaxed);
     for (unsigned i = 0; i < rt->n; i++) {
         const nf_shard_t *sh = &rt->shards[i];
         out->sent += atomic_load_explicit(&sh->sent, memory_order_relaxed);

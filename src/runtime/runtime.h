@@ -112,7 +112,8 @@ int nf_runtime_post(nf_runtime_t *rt, unsigned shard, const nf_msg_t *m);
 typedef void (*nf_call_fn)(nf_shard_t *sh, void *arg);
 int nf_runtime_call(nf_runtime_t *rt, unsigned shard, nf_call_fn fn, void *arg, int timeout_ms);
 
-/* Counters for tests and metrics; safe from any thread. */
+/* Counters for tests and metrics; safe from any thread. sent and received include messages
+ * posted by other threads; at rest they are equal. */
 typedef struct nf_runtime_stats {
     uint64_t sent, received, ring_full, wakeups, dropped_at_shutdown;
 } nf_runtime_stats_t;
