@@ -2,9 +2,15 @@
 # Installs every Debian 12 package newsflow's build, tests and benchmarks need.
 # Idempotent: when everything is present it installs nothing and does not touch apt.
 # Run as root (or with sudo available). The Dockerfile and CI call exactly this script.
+#   scripts/deps.sh            everything to build, test and benchmark
+#   scripts/deps.sh --runtime  only the shared libraries the newsflow binary loads (container image)
 set -euo pipefail
 
-PACKAGES=(
+RUNTIME_PACKAGES=(
+  liburing2 libcjson1 libmicrohttpd12 ca-certificates curl
+)
+
+BUILD_PACKAGES=(
   # toolchain and checks
   build-essential cmake pkgconf git clang libclang-rt-14-dev clang-format cppcheck
   # libraries named in DESIGN.md
@@ -15,6 +21,12 @@ PACKAGES=(
   # benchmark peers
   libxml2-utils python3
 )
+
+case "${1:-}" in
+  --runtime) PACKAGES=("${RUNTIME_PACKAGES[@]}") ;;
+  "") PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  *) echo "usage: deps.sh [--runtime]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,0 +1,31 @@
+# newsflow container image. Build steps are exactly scripts/deps.sh + the CMake build, as on a
+# developer machine; the runtime stage installs only the shared libraries (deps.sh --runtime).
+#   docker build -t newsflow .
+#   docker run --rm -p 9464:9464 newsflow
+FROM debian:12 AS build
+WORKDIR /src
+COPY scripts/deps.sh scripts/deps.sh
+RUN bash scripts/deps.sh && rm -rf /var/lib/apt/lists/*
+COPY . .
+RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release \
+ && cmake --build build -j "$(nproc)" --target newsflow \
+ && build/newsflow config check config/newsflow.json
+
+FROM debian:12-slim
+COPY scripts/deps.sh /usr/local/share/newsflow/deps.sh
+RUN bash /usr/local/share/newsflow/deps.sh --runtime && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home-dir /var/lib/newsflow --create-home newsflow
+COPY --from=build /src/build/newsflow /usr/local/bin/newsflow
+COPY --from=build /src/config/ /etc/newsflow/
+USER newsflow
+WORKDIR /var/lib/newsflow
+# In a container the admin server must listen beyond loopback to be scraped and probed.
+ENV NEWSFLOW_CONFIG=/etc/newsflow/newsflow.json \
+    NEWSFLOW_ADMIN_LISTEN=0.0.0.0
+EXPOSE 9464
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s \
+  CMD curl -sf http://127.0.0.1:9464/healthz || exit 1
+# SIGTERM drains (shutdown.timeout_ms, default 10 s): give the runtime more than that.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/usr/local/bin/newsflow"]
+CMD ["run"]

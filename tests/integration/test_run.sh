@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# `newsflow run` as an operator meets it: the README's run command for a few seconds, SIGTERM
+# draining to exit 0, the admin endpoints (with promtool on /metrics), JSON-lines logs, and the
+# documented exit codes. $1 = newsflow binary, $2 = source dir.
+set -euo pipefail
+NF="$1"
+SRC="$2"
+TMP=$(mktemp -d)
+PID=""
+cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$TMP"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 1; }
+pass() { echo "ok   $*"; }
+# Stray NEWSFLOW_* variables would be config errors.
+for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Every stderr line is a JSON object with the documented fields.
+check_json_logs() {
+  python3 - "$1" <<'PY' || fail "log lines are not JSON with ts/level/shard/component/msg"
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    if not line.strip():
+        continue
+    o = json.loads(line)
+    for k in ("ts", "level", "shard", "component", "msg"):
+        assert k in o, (k, line)
+    assert o["level"] in ("debug", "info", "warn", "error"), line
+    n += 1
+assert n >= 2, "expected log lines"
+PY
+}
+
+# --help and version answer and exit 0.
+# (output captured first: grep -q closing the pipe early would fail under pipefail)
+"$NF" --help >"$TMP/help" || fail "--help exit code"
+grep -q "run \[--config FILE\]" "$TMP/help" || fail "--help does not describe run"
+"$NF" run --help >"$TMP/help" || fail "run --help exit code"
+grep -q "stop_after_ms" "$TMP/help" || fail "run --help does not describe stopping"
+"$NF" version >"$TMP/help" || fail "version exit code"
+grep -q "^newsflow " "$TMP/help" || fail "version output"
+pass "help and version"
+
+# Usage errors exit 2.
+set +e
+"$NF" frobnicate 2>"$TMP/err"; rc=$?
+[ $rc -eq 2 ] || fail "unknown command: exit $rc, want 2"
+"$NF" run --bogus 2>"$TMP/err"; rc=$?
+[ $rc -eq 2 ] || fail "unknown option: exit $rc, want 2"
+"$NF" run --set runtime.shards=many 2>"$TMP/err"; rc=$?
+[ $rc -eq 2 ] || fail "bad --set: exit $rc, want 2"
+grep -q 'runtime.shards' "$TMP/err" || fail "bad --set message does not name the key"
+NEWSFLOW_RUNTIME_SHARDS=x "$NF" run 2>"$TMP/err"; rc=$?
+[ $rc -eq 2 ] || fail "bad env override: exit $rc, want 2"
+grep -q 'NEWSFLOW_RUNTIME_SHARDS' "$TMP/err" || fail "env error does not name the variable"
+set -e
+pass "usage and config errors exit 2 naming the key"
+
+# The README's run command, stopped after 3 s through --set: exit 0.
+BUILD_DIR=$(cd "$(dirname "$NF")" && pwd)
+set +e
+NF_BUILD_DIR="$BUILD_DIR" timeout 300 bash "$SRC/scripts/run.sh" \
+  --set runtime.stop_after_ms=3000 --set admin.port=0 --set log.progress_interval_ms=1000 \
+  >"$TMP/out" 2>"$TMP/err"
+rc=$?
+set -e
+[ $rc -eq 0 ] || fail "README run command exited $rc"
+grep -q '"msg":"newsflow started"' "$TMP/err" || fail "no start line"
+grep -q '"msg":"progress"' "$TMP/err" || fail "no progress line"
+grep -q '"msg":"newsflow stopped","exit_code":0' "$TMP/err" || fail "no clean stop line"
+grep '^{' "$TMP/err" > "$TMP/json"
+check_json_logs "$TMP/json"
+pass "README run command runs and stops with exit 0; logs are JSON lines"
+
+# A running job: ready, healthy, Prometheus metrics; SIGTERM drains and exits 0.
+PORT=$(free_port)
+"$NF" run --set admin.port="$PORT" --set runtime.shards=2 2>"$TMP/err" &
+PID=$!
+for _ in $(seq 100); do
+  curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -sf "http://127.0.0.1:$PORT/readyz" | grep -q ready || fail "/readyz not 200"
+curl -sf "http://127.0.0.1:$PORT/healthz" | grep -q ok || fail "/healthz not 200"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/nope")" = 404 ] || fail "404"
+curl -sf -D "$TMP/headers" "http://127.0.0.1:$PORT/metrics" >"$TMP/metrics" || fail "/metrics"
+grep -qi '^content-type: text/plain; version=0.0.4' "$TMP/headers" || fail "metrics content type"
+grep -q '^newsflow_runtime_messages_received_total ' "$TMP/metrics" || fail "runtime metrics"
+grep -q '^newsflow_process_resident_memory_bytes ' "$TMP/metrics" || fail "process metrics"
+if command -v promtool >/dev/null; then
+  promtool check metrics <"$TMP/metrics" || fail "promtool rejects /metrics"
+  pass "promtool accepts /metrics"
+fi
+# The admin port is taken: a second job fails with exit 1 and says why.
+set +e
+"$NF" run --set admin.port="$PORT" 2>"$TMP/err2"; rc=$?
+set -e
+[ $rc -eq 1 ] || fail "second job on a busy port: exit $rc, want 1"
+grep -q "cannot listen on 127.0.0.1:$PORT" "$TMP/err2" || fail "busy port message"
+pass "busy admin port: exit 1 with the address"
+
+kill -TERM "$PID"
+set +e
+timeout 15 tail --pid="$PID" -f /dev/null; wait "$PID"; rc=$?
+set -e
+PID=""
+[ $rc -eq 0 ] || fail "SIGTERM: exit $rc, want 0"
+grep -q '"msg":"signal received; draining' "$TMP/err" || fail "no drain line"
+grep -q '"dropped_at_shutdown":0' "$TMP/err" || fail "messages dropped at shutdown"
+pass "ready/healthy/metrics, SIGTERM drains and exits 0"
+echo "test_run: all passed"
