@@ -75,12 +75,18 @@ static inline uint64_t nf_ring_publish(nf_ring_t *r)
 }
 
 /* After a refused put: set the waiting flag, then re-check for space freed in between
- * (returns true if there is space now, so the caller retries at once instead of waiting). */
+ * (returns true if there is space now, so the caller retries at once instead of waiting).
+ * In that case the flag is taken back: the consumer may have drained everything already and
+ * would never clear it, and a stale flag would make the ring look busy forever. */
 static inline bool nf_ring_mark_waiting(nf_ring_t *r)
 {
     atomic_store_explicit(&r->waiting, 1, memory_order_seq_cst);
     r->cached_consumed = atomic_load_explicit(&r->consumed, memory_order_seq_cst);
-    return r->head - r->cached_consumed <= r->mask;
+    if (r->head - r->cached_consumed <= r->mask) {
+        atomic_store_explicit(&r->waiting, 0, memory_order_relaxed);
+        return true;
+    }
+    return false;
 }
 
 /* ---- consumer ---- */

@@ -673,6 +673,7 @@ static void *shard_main(void *arg)
         /* Nothing to do: publish idleness, then sleep unless something raced in. */
         atomic_store_explicit(&sh->busy, 0, memory_order_release);
         atomic_store_explicit(&sh->sleeping, 1, memory_order_seq_cst);
+        atomic_thread_fence(memory_order_seq_cst); /* pairs with the fence in shard_wake() */
         if (inbound_nonempty(sh) || atomic_load(&sh->resume_pending) ||
             atomic_load(&rt->exit_now) || (!sh->stop_called && atomic_load(&rt->stop_requested))) {
             atomic_store_explicit(&sh->sleeping, 0, memory_order_relaxed);

@@ -131,6 +131,11 @@ uint64_t nf_now_ns(void);
 
 /* 0 or -EAGAIN (ring full: keep the message, retry from `resume`). m->src is overwritten. */
 int nf_send(nf_shard_t *sh, unsigned dst, const nf_msg_t *m);
+/* nf_send to the shard that owns m->key (nf_route). */
+static inline int nf_send_keyed(nf_shard_t *sh, const nf_msg_t *m)
+{
+    return nf_send(sh, nf_route(nf_shard_runtime(sh), m->key), m);
+}
 /* Publish pending messages now (normally done at the end of each loop iteration). */
 void nf_shard_flush(nf_shard_t *sh);
 /* Ask for a `run` turn of actor `actor` on this shard at the next loop iteration. */
