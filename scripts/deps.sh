@@ -7,7 +7,7 @@
 set -euo pipefail
 
 RUNTIME_PACKAGES=(
-  liburing2 libcjson1 libmicrohttpd12 ca-certificates curl
+  liburing2 libcjson1 libmicrohttpd12 libxml2 libcurl4 libidn2-0 ca-certificates curl
 )
 
 BUILD_PACKAGES=(
@@ -15,11 +15,11 @@ BUILD_PACKAGES=(
   build-essential cmake pkgconf git clang libclang-rt-14-dev clang-format cppcheck
   # libraries named in DESIGN.md
   liburing-dev libcurl4-openssl-dev libxml2-dev librocksdb-dev librdkafka-dev
-  libcjson-dev libmicrohttpd-dev
+  libcjson-dev libmicrohttpd-dev libidn2-dev
   # tests: promtool validates /metrics; curl talks to the admin server
   prometheus curl
-  # benchmark peers
-  libxml2-utils python3
+  # benchmark peers: xmllint --stream, python3-feedparser
+  libxml2-utils python3 python3-feedparser
 )
 
 case "${1:-}" in
