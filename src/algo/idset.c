@@ -1,0 +1,130 @@
+/* idset.c — see idset.h. */
+#include "algo/idset.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static inline bool is_zero(nf_id128_t id)
+{
+    return (id.hi | id.lo) == 0;
+}
+
+static inline bool same(nf_id128_t a, nf_id128_t b)
+{
+    return a.hi == b.hi && a.lo == b.lo;
+}
+
+int nf_idset_init(nf_idset_t *s, size_t initial_capacity)
+{
+    size_t cap = 16;
+    while (cap < initial_capacity)
+        cap *= 2;
+    *s = (nf_idset_t){0};
+    s->slots = calloc(cap, sizeof *s->slots);
+    if (!s->slots)
+        return -ENOMEM;
+    s->mask = cap - 1;
+    return 0;
+}
+
+void nf_idset_free(nf_idset_t *s)
+{
+    free(s->slots);
+    *s = (nf_idset_t){0};
+}
+
+static nf_idset_entry_t *find_slot(nf_idset_entry_t *slots, size_t mask, nf_id128_t id)
+{
+    size_t i = (size_t)id.hi & mask;
+    while (!is_zero(slots[i].id) && !same(slots[i].id, id))
+        i = (i + 1) & mask;
+    return &slots[i];
+}
+
+static int grow(nf_idset_t *s)
+{
+    size_t cap = (s->mask + 1) * 2;
+    nf_idset_entry_t *slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return -ENOMEM;
+    for (size_t i = 0; i <= s->mask; i++)
+        if (!is_zero(s->slots[i].id))
+            *find_slot(slots, cap - 1, s->slots[i].id) = s->slots[i];
+    free(s->slots);
+    s->slots = slots;
+    s->mask = cap - 1;
+    return 0;
+}
+
+int nf_idset_insert(nf_idset_t *s, nf_id128_t id, uint64_t value, uint64_t *existing)
+{
+    if (is_zero(id)) {
+        if (s->has_zero) {
+            if (existing)
+                *existing = s->zero_value;
+            return 0;
+        }
+        s->has_zero = true;
+        s->zero_value = value;
+        return 1;
+    }
+    if ((s->count + 1) * 4 > (s->mask + 1) * 3 && grow(s) != 0)
+        return -ENOMEM;
+    nf_idset_entry_t *e = find_slot(s->slots, s->mask, id);
+    if (!is_zero(e->id)) {
+        if (existing)
+            *existing = e->value;
+        return 0;
+    }
+    e->id = id;
+    e->value = value;
+    s->count++;
+    return 1;
+}
+
+bool nf_idset_get(const nf_idset_t *s, nf_id128_t id, uint64_t *value)
+{
+    if (is_zero(id)) {
+        if (s->has_zero && value)
+            *value = s->zero_value;
+        return s->has_zero;
+    }
+    const nf_idset_entry_t *e = find_slot(s->slots, s->mask, id);
+    if (is_zero(e->id))
+        return false;
+    if (value)
+        *value = e->value;
+    return true;
+}
+
+size_t nf_idset_bytes(const nf_idset_t *s)
+{
+    return (s->mask + 1) * sizeof *s->slots;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int nf_id128_from_hex(const char *hex, nf_id128_t *out)
+{
+    uint64_t w[2] = {0, 0};
+    for (int i = 0; i < 32; i++) {
+        int v = hexval(hex[i]);
+        if (v < 0)
+            return -1;
+        w[i / 16] = (w[i / 16] << 4) | (uint64_t)v;
+    }
+    if (hex[32] != '\0')
+        return -1;
+    out->hi = w[0];
+    out->lo = w[1];
+    return 0;
+}

@@ -1,0 +1,50 @@
+/* idset.h — a set of 128-bit ids with a 64-bit value each: the shard-local ArticleKey table
+ * (article_id -> first-seen time) that makes "one article per URL" hold.
+ *
+ * Open addressing with linear probing over a power-of-two table kept at most 3/4 full; ids are
+ * already uniform (SHA-256 prefixes), so their first word is the hash. Grows by doubling (the
+ * only allocation; amortised O(1)); no deletion yet (TTL eviction comes with the durable state
+ * layer). One shard owns a set: not thread-safe. */
+#ifndef NF_IDSET_H
+#define NF_IDSET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nf_id128 {
+    uint64_t hi, lo;
+} nf_id128_t;
+
+typedef struct nf_idset_entry {
+    nf_id128_t id;
+    uint64_t value;
+} nf_idset_entry_t;
+
+typedef struct nf_idset {
+    nf_idset_entry_t *slots;
+    size_t mask; /* capacity - 1 */
+    size_t count;
+    bool has_zero; /* the all-zero id marks empty slots, so it is stored aside */
+    uint64_t zero_value;
+} nf_idset_t;
+
+int nf_idset_init(nf_idset_t *s, size_t initial_capacity);
+void nf_idset_free(nf_idset_t *s);
+
+/* Inserts id with value if absent: returns 1 (inserted), 0 (present: *existing gets its value,
+ * if non-NULL), or -ENOMEM. */
+int nf_idset_insert(nf_idset_t *s, nf_id128_t id, uint64_t value, uint64_t *existing);
+/* true and *value if present. */
+bool nf_idset_get(const nf_idset_t *s, nf_id128_t id, uint64_t *value);
+static inline size_t nf_idset_count(const nf_idset_t *s)
+{
+    return s->count + (s->has_zero ? 1 : 0);
+}
+/* Bytes of memory held (for metrics and the memory budget). */
+size_t nf_idset_bytes(const nf_idset_t *s);
+
+/* Parses 32 hex digits (an article_id) into an id; 0 or -1. */
+int nf_id128_from_hex(const char *hex, nf_id128_t *out);
+
+#endif

@@ -1,0 +1,42 @@
+/* sink.h — where the job's outputs go (DESIGN.md §4 topics).
+ *
+ * An interface so the Kafka issue can put a transactional producer behind the same calls.
+ * Today's backends: "jsonl:PATH" appends one JSON object per line,
+ *   {"topic":"articles","key":"<key>","value":{...}}
+ * to PATH ("-" = stdout), and "none" discards (benchmarks). Each shard emits into its own
+ * buffer (no locks, no syscall per record) and flushes it with one write(2) on an O_APPEND file
+ * descriptor, so records of different shards never interleave inside a line. Shard s calls
+ * only with shard index s. */
+#ifndef NF_SINK_H
+#define NF_SINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    NF_TOPIC_ARTICLES = 0,
+    NF_TOPIC_FETCH_LOG,
+    NF_TOPIC_STORY_CLUSTERS,
+    NF_TOPIC_TRENDING,
+    NF_TOPIC_INTEREST_UPDATES,
+    NF_TOPIC_DEAD_LETTERS,
+    NF_TOPIC__COUNT
+} nf_topic_t;
+
+const char *nf_topic_name(nf_topic_t t);
+
+typedef struct nf_sink nf_sink_t;
+
+/* NULL with a message naming the spec or the file on failure. */
+nf_sink_t *nf_sink_open(const char *spec, unsigned nshards, char *err, size_t errlen);
+/* value_json must be one complete JSON value. 0, or -errno of a failed flush. */
+int nf_sink_emit(nf_sink_t *s, unsigned shard, nf_topic_t topic, const char *key,
+                 const char *value_json, size_t len);
+/* Writes the shard's buffer now. 0 or -errno (the records stay buffered for a retry). */
+int nf_sink_flush(nf_sink_t *s, unsigned shard);
+/* Records accepted per topic, all shards (any thread; approximate while running). */
+uint64_t nf_sink_records(const nf_sink_t *s, nf_topic_t topic);
+/* Flushes every shard's buffer and closes. Call after the shards stopped. */
+int nf_sink_close(nf_sink_t *s);
+
+#endif

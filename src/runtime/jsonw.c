@@ -1,0 +1,171 @@
+/* jsonw.c — see jsonw.h. */
+#include "runtime/jsonw.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void nf_jw_init(nf_jw_t *w)
+{
+    *w = (nf_jw_t){.first = true};
+}
+
+void nf_jw_free(nf_jw_t *w)
+{
+    free(w->buf);
+    *w = (nf_jw_t){.first = true};
+}
+
+void nf_jw_reset(nf_jw_t *w)
+{
+    w->len = 0;
+    w->first = true;
+    w->failed = false;
+}
+
+static bool reserve(nf_jw_t *w, size_t n)
+{
+    if (w->len + n + 1 <= w->cap)
+        return true;
+    size_t cap = w->cap ? w->cap : 1024;
+    while (cap < w->len + n + 1)
+        cap *= 2;
+    char *b = realloc(w->buf, cap);
+    if (!b) {
+        w->failed = true;
+        return false;
+    }
+    w->buf = b;
+    w->cap = cap;
+    return true;
+}
+
+void nf_jw_raw(nf_jw_t *w, const char *s, size_t n)
+{
+    if (!reserve(w, n))
+        return;
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+    w->buf[w->len] = '\0';
+}
+
+void nf_jw_obj_open(nf_jw_t *w)
+{
+    nf_jw_raw(w, "{", 1);
+    w->first = true;
+}
+
+void nf_jw_obj_close(nf_jw_t *w)
+{
+    nf_jw_raw(w, "}", 1);
+    w->first = false;
+}
+
+void nf_jw_arr_open(nf_jw_t *w)
+{
+    nf_jw_raw(w, "[", 1);
+    w->first = true;
+}
+
+void nf_jw_arr_close(nf_jw_t *w)
+{
+    nf_jw_raw(w, "]", 1);
+    w->first = false;
+}
+
+void nf_jw_elem(nf_jw_t *w)
+{
+    if (!w->first)
+        nf_jw_raw(w, ",", 1);
+    w->first = false;
+}
+
+void nf_jw_key(nf_jw_t *w, const char *key)
+{
+    nf_jw_elem(w);
+    nf_jw_str(w, key);
+    nf_jw_raw(w, ":", 1);
+}
+
+void nf_jw_strn(nf_jw_t *w, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    /* Worst case every byte becomes \u00XX. */
+    if (!reserve(w, n * 6 + 2))
+        return;
+    char *o = w->buf + w->len;
+    *o++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *o++ = (char)c;
+            continue;
+        }
+        *o++ = '\\';
+        switch (c) {
+        case '"':
+            *o++ = '"';
+            break;
+        case '\\':
+            *o++ = '\\';
+            break;
+        case '\n':
+            *o++ = 'n';
+            break;
+        case '\r':
+            *o++ = 'r';
+            break;
+        case '\t':
+            *o++ = 't';
+            break;
+        case '\b':
+            *o++ = 'b';
+            break;
+        case '\f':
+            *o++ = 'f';
+            break;
+        default:
+            *o++ = 'u';
+            *o++ = '0';
+            *o++ = '0';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    *o++ = '"';
+    *o = '\0';
+    w->len = (size_t)(o - w->buf);
+}
+
+void nf_jw_str(nf_jw_t *w, const char *s)
+{
+    if (!s)
+        nf_jw_null(w);
+    else
+        nf_jw_strn(w, s, strlen(s));
+}
+
+void nf_jw_i64(nf_jw_t *w, int64_t v)
+{
+    char b[24];
+    int n = snprintf(b, sizeof b, "%" PRId64, v);
+    nf_jw_raw(w, b, (size_t)n);
+}
+
+void nf_jw_u64(nf_jw_t *w, uint64_t v)
+{
+    char b[24];
+    int n = snprintf(b, sizeof b, "%" PRIu64, v);
+    nf_jw_raw(w, b, (size_t)n);
+}
+
+void nf_jw_bool(nf_jw_t *w, bool v)
+{
+    nf_jw_raw(w, v ? "true" : "false", v ? 4 : 5);
+}
+
+void nf_jw_null(nf_jw_t *w)
+{
+    nf_jw_raw(w, "null", 4);
+}

@@ -1,0 +1,38 @@
+/* jsonw.h — append-only JSON writer into a growable buffer, for outputs built per message
+ * (articles, fetch-log records) where a cJSON tree per message would allocate per node.
+ * The caller places commas: nf_jw_key() writes ',' itself unless the object was just opened.
+ * Strings are escaped per RFC 8259 and assumed to be valid UTF-8 (text.h guarantees it for
+ * feed text). The buffer is reused across messages: nf_jw_reset() keeps its memory. */
+#ifndef NF_JSONW_H
+#define NF_JSONW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nf_jw {
+    char *buf;
+    size_t len, cap;
+    bool first;  /* next key is the first of its object/array */
+    bool failed; /* an allocation failed: the content is incomplete */
+} nf_jw_t;
+
+void nf_jw_init(nf_jw_t *w);
+void nf_jw_free(nf_jw_t *w);
+void nf_jw_reset(nf_jw_t *w);
+
+void nf_jw_raw(nf_jw_t *w, const char *s, size_t n);
+void nf_jw_obj_open(nf_jw_t *w);             /* "{" */
+void nf_jw_obj_close(nf_jw_t *w);            /* "}" */
+void nf_jw_arr_open(nf_jw_t *w);             /* "[" */
+void nf_jw_arr_close(nf_jw_t *w);            /* "]" */
+void nf_jw_key(nf_jw_t *w, const char *key); /* [,]"key": */
+void nf_jw_elem(nf_jw_t *w);                 /* [,] before an array element */
+void nf_jw_str(nf_jw_t *w, const char *s);   /* "escaped", or null for NULL */
+void nf_jw_strn(nf_jw_t *w, const char *s, size_t n);
+void nf_jw_i64(nf_jw_t *w, int64_t v);
+void nf_jw_u64(nf_jw_t *w, uint64_t v);
+void nf_jw_bool(nf_jw_t *w, bool v);
+void nf_jw_null(nf_jw_t *w);
+
+#endif
