@@ -13,6 +13,8 @@ static const char usage[] =
     "Commands:\n"
     "  run [--config FILE] [--set SECTION.KEY=VALUE]...\n"
     "                      run the job until SIGTERM/SIGINT (or runtime.stop_after_ms)\n"
+    "  parse FILE|- [--base URL] [--fetched-at RFC3339|MS] [--compact]\n"
+    "                      parse one saved feed the way the job does; print it as JSON\n"
     "  config check FILE [--set ...] [--print]\n"
     "                      validate a config file; --print shows the effective config\n"
     "  config defaults     print the default configuration (config/newsflow.json)\n"
@@ -44,6 +46,8 @@ int main(int argc, char **argv)
         return nf_cli_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "config"))
         return nf_cli_config(argc - 1, argv + 1);
+    if (!strcmp(cmd, "parse"))
+        return nf_cli_parse(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
         return nf_cli_version(argc - 1, argv + 1);
     fprintf(stderr, "newsflow: unknown command '%s'\n\n%s", cmd, usage);

@@ -9,5 +9,6 @@ enum { NF_EXIT_OK = 0, NF_EXIT_RUNTIME = 1, NF_EXIT_USAGE = 2 };
 int nf_cli_run(int argc, char **argv);
 int nf_cli_config(int argc, char **argv);
 int nf_cli_version(int argc, char **argv);
+int nf_cli_parse(int argc, char **argv);
 
 #endif
