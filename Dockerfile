@@ -17,11 +17,15 @@ RUN bash /usr/local/share/newsflow/deps.sh --runtime && rm -rf /var/lib/apt/list
  && useradd --system --uid 10001 --home-dir /var/lib/newsflow --create-home newsflow
 COPY --from=build /src/build/newsflow /usr/local/bin/newsflow
 COPY --from=build /src/config/ /etc/newsflow/
+COPY --from=build /src/examples/ /usr/share/newsflow/examples/
 USER newsflow
 WORKDIR /var/lib/newsflow
 # In a container the admin server must listen beyond loopback to be scraped and probed.
+# The bundled example feeds are the default sources; mount your own list and point
+# NEWSFLOW_SOURCES_FILE at it (or set sources.urls in a config file).
 ENV NEWSFLOW_CONFIG=/etc/newsflow/newsflow.json \
-    NEWSFLOW_ADMIN_LISTEN=0.0.0.0
+    NEWSFLOW_ADMIN_LISTEN=0.0.0.0 \
+    NEWSFLOW_SOURCES_FILE=/usr/share/newsflow/examples/feeds/sources.txt
 EXPOSE 9464
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s \
   CMD curl -sf http://127.0.0.1:9464/healthz || exit 1

@@ -6,6 +6,7 @@
  * stop intake, rings drain, bounded by shutdown.timeout_ms); a second one exits at once. */
 #include "cli/cli.h"
 
+#include "actors/ingest.h"
 #include "runtime/admin.h"
 #include "runtime/config.h"
 #include "runtime/log.h"
@@ -24,7 +25,7 @@
 #include <unistd.h>
 
 static const char run_usage[] =
-    "Usage: newsflow run [--config FILE] [--set SECTION.KEY=VALUE]...\n"
+    "Usage: newsflow run [--config FILE] [--set SECTION.KEY=VALUE]... [--sink SPEC]\n"
     "\n"
     "Runs the job until SIGTERM or SIGINT (a second signal exits at once), or for\n"
     "runtime.stop_after_ms milliseconds when that is set.\n"
@@ -33,6 +34,11 @@ static const char run_usage[] =
     "                  which are config/newsflow.json)\n"
     "  --set K=V       override one key, e.g. --set runtime.shards=2 (repeatable; wins over\n"
     "                  the file and NEWSFLOW_* environment variables)\n"
+    "  --sink SPEC     where outputs go: jsonl:PATH (one JSON object per line, - = stdout)\n"
+    "                  or none; same as --set sink.spec=SPEC\n"
+    "\n"
+    "Feeds come from sources.urls and sources.file; articles (one per URL) and one fetch-log\n"
+    "record per fetch attempt go to the sink.\n"
     "\n"
     "While running: JSON-lines logs on stderr, a progress line every log.progress_interval_ms,\n"
     "and http://ADMIN_LISTEN:ADMIN_PORT/metrics, /healthz, /readyz (default 127.0.0.1:9464).\n"
@@ -124,13 +130,98 @@ static int parse_args(int argc, char **argv, const char **path, char ***sets, un
             *path = a + 9;
         else if (!strcmp(a, "--set"))
             (*sets)[(*nsets)++] = argv[++i];
-        else if (!strncmp(a, "--set=", 6))
+        else if (!strcmp(a, "--sink") || !strncmp(a, "--sink=", 7)) {
+            const char *v = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v) {
+                fprintf(stderr, "newsflow run: --sink needs a value\n\n%s", run_usage);
+                return -1;
+            }
+            static char sink_set[1100];
+            snprintf(sink_set, sizeof sink_set, "sink.spec=%s", v);
+            (*sets)[(*nsets)++] = sink_set;
+        } else if (!strncmp(a, "--set=", 6))
             (*sets)[(*nsets)++] = (char *)a + 6;
         else {
             fprintf(stderr, "newsflow run: unknown option '%s'\n\n%s", a, run_usage);
             return -1;
         }
     }
+    return 0;
+}
+
+/* Everything the ingestion actors need, from the configuration. 0, or -1 with a message that
+ * names the key (a usage/config error). */
+static int setup_ingest(const nf_config_t *cfg, nf_ingest_t *in, nf_source_list_t *src,
+                        unsigned shards, char *err, size_t errlen)
+{
+    nf_ingest_opts_t *o = &in->o;
+    nf_ingest_opts_default(o);
+    nf_crawl_policy_t *p = &o->policy;
+    p->interval_default_ms = (int64_t)cfg->crawl.interval_s * 1000;
+    p->interval_floor_ms = (int64_t)cfg->crawl.interval_floor_s * 1000;
+    p->interval_ceiling_ms = (int64_t)cfg->crawl.interval_ceiling_s * 1000;
+    p->jitter_permille = cfg->crawl.jitter_permille;
+    p->backoff_base_ms = (int64_t)cfg->crawl.backoff_base_s * 1000;
+    p->backoff_cap_ms = (int64_t)cfg->crawl.backoff_cap_s * 1000;
+    p->dead_after_failures = cfg->crawl.dead_after_failures;
+    p->host_max_concurrent = cfg->crawl.host_max_concurrent;
+    p->host_spacing_ms = cfg->crawl.host_spacing_ms;
+    p->breaker_failures = cfg->crawl.breaker_failures;
+    p->breaker_window_ms = (int64_t)cfg->crawl.breaker_window_s * 1000;
+    p->breaker_open_ms = (int64_t)cfg->crawl.breaker_open_s * 1000;
+    if (p->breaker_open_max_ms < p->breaker_open_ms)
+        p->breaker_open_max_ms = p->breaker_open_ms;
+    const char *bad = nf_crawl_policy_validate(p);
+    if (bad) {
+        snprintf(err, errlen, "crawl: %s", bad);
+        return -1;
+    }
+    nf_fetch_opts_t *f = &o->fetch;
+    f->user_agent = cfg->fetch.user_agent;
+    f->connect_timeout_ms = cfg->fetch.connect_timeout_ms;
+    f->total_timeout_ms = cfg->fetch.total_timeout_ms;
+    f->low_speed_bytes = cfg->fetch.low_speed_bytes;
+    f->low_speed_time_s = cfg->fetch.low_speed_time_s;
+    f->max_redirects = cfg->fetch.max_redirects;
+    f->body_max_bytes = cfg->fetch.body_max_bytes;
+    f->allow_file = cfg->fetch.allow_file;
+    o->max_in_flight = cfg->fetch.max_in_flight;
+    o->limits.max_bytes = cfg->fetch.body_max_bytes;
+    o->limits.max_items = cfg->parse.max_items;
+    o->limits.max_body = cfg->parse.max_body_bytes;
+
+    char item[1024];
+    unsigned idx = 0;
+    for (const char *it = cfg->fetch.allow_private; *it; idx++) {
+        size_t l = strcspn(it, "\n");
+        snprintf(item, sizeof item, "%.*s", (int)l, it);
+        if (nf_addrguard_allow(&o->guard, item) != 0) {
+            snprintf(err, errlen,
+                     "fetch.allow_private[%u]: \"%s\" is not an IP address or CIDR (or more than "
+                     "%d entries)",
+                     idx, item, NF_ADDRGUARD_MAX_ALLOW);
+            return -1;
+        }
+        it += l + (it[l] == '\n');
+    }
+
+    nf_sources_init(src);
+    idx = 0;
+    for (const char *it = cfg->sources.urls; *it; idx++) {
+        size_t l = strcspn(it, "\n");
+        char where[48];
+        snprintf(item, sizeof item, "%.*s", (int)l, it);
+        snprintf(where, sizeof where, "sources.urls[%u]", idx);
+        if (nf_sources_add(src, item, where, err, errlen) != 0)
+            return -1;
+        it += l + (it[l] == '\n');
+    }
+    if (cfg->sources.file[0] && nf_sources_load_file(src, cfg->sources.file, err, errlen) != 0)
+        return -1;
+    in->sources = src;
+    in->sink = nf_sink_open(cfg->sink.spec, shards, err, errlen);
+    if (!in->sink)
+        return -1;
     return 0;
 }
 
@@ -171,9 +262,30 @@ int nf_cli_run(int argc, char **argv)
         fprintf(stderr, "newsflow: cannot create the metrics registry: %s\n", strerror(-mr));
         return NF_EXIT_RUNTIME;
     }
+    nf_fetch_global_init();
+    nf_feed_global_init();
+    static nf_ingest_t in;
+    static nf_source_list_t sources;
+    if (setup_ingest(&cfg, &in, &sources, ro.shards, err, sizeof err) != 0) {
+        fprintf(stderr, "newsflow: config error: %s\n", err);
+        nf_sources_free(&sources);
+        return NF_EXIT_USAGE;
+    }
+    if (sources.n == 0)
+        nf_log(NF_LOG_WARN, "main", "no sources configured: nothing will be crawled",
+               NF_LS("hint", "set sources.file or sources.urls"), NF_LEND);
     nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
     if (!rt) {
         nf_log(NF_LOG_ERROR, "main", "cannot create the runtime", NF_LS("error", err), NF_LEND);
+        nf_sink_close(in.sink);
+        nf_sources_free(&sources);
+        return NF_EXIT_RUNTIME;
+    }
+    if (nf_ingest_register(rt, &in) != 0) {
+        nf_log(NF_LOG_ERROR, "main", "cannot register the ingestion actors", NF_LEND);
+        nf_runtime_destroy(rt);
+        nf_sink_close(in.sink);
+        nf_sources_free(&sources);
         return NF_EXIT_RUNTIME;
     }
 
@@ -212,6 +324,8 @@ int nf_cli_run(int argc, char **argv)
     nf_log(NF_LOG_INFO, "main", "newsflow started", NF_LS("version", NF_VERSION),
            NF_LS("commit", NF_GIT_COMMIT), NF_LI("shards", ro.shards),
            NF_LS("config", path ? path : "(defaults)"), NF_LS("config_hash", hash),
+           NF_LI("sources", sources.n), NF_LI("duplicate_sources", sources.duplicates),
+           NF_LS("sink", cfg.sink.spec),
            NF_LS("admin", cfg.admin.enabled ? cfg.admin.listen : "off"),
            NF_LI("admin_port", admin ? nf_admin_port(admin) : 0), NF_LEND);
     atomic_store(&g_ready, true);
@@ -236,6 +350,9 @@ int nf_cli_run(int argc, char **argv)
             double secs = (double)progress_every / 1e9;
             nf_log(NF_LOG_INFO, "main", "progress",
                    NF_LI("uptime_s", (now - start) / 1000000000ull), NF_LI("messages", st.received),
+                   NF_LI("fetches", nf_sink_records(in.sink, NF_TOPIC_FETCH_LOG)),
+                   NF_LI("articles", nf_sink_records(in.sink, NF_TOPIC_ARTICLES)),
+                   NF_LI("duplicates", nf_counter_value(in.m.dedup_duplicate)),
                    NF_LF("messages_per_s", (double)(st.received - prev.received) / secs),
                    NF_LI("ring_full", st.ring_full), NF_LF("rss_mb", rss_mb()), NF_LEND);
             prev = st;
@@ -256,9 +373,18 @@ int nf_cli_run(int argc, char **argv)
     nf_admin_stop(admin);
     g_rt = NULL;
     nf_runtime_destroy(rt);
+    uint64_t articles = nf_sink_records(in.sink, NF_TOPIC_ARTICLES);
+    uint64_t fetches = nf_sink_records(in.sink, NF_TOPIC_FETCH_LOG);
+    int sr = nf_sink_close(in.sink);
+    if (sr != 0) {
+        nf_log(NF_LOG_ERROR, "main", "sink close failed: outputs may be incomplete",
+               NF_LS("sink", cfg.sink.spec), NF_LS("error", strerror(-sr)), NF_LEND);
+        exit_code = NF_EXIT_RUNTIME;
+    }
+    nf_sources_free(&sources);
     nf_log(exit_code ? NF_LOG_ERROR : NF_LOG_INFO, "main", "newsflow stopped",
-           NF_LI("exit_code", exit_code), NF_LI("messages", st.received),
-           NF_LI("dropped_at_shutdown", st.dropped_at_shutdown),
+           NF_LI("articles", articles), NF_LI("fetches", fetches), NF_LI("exit_code", exit_code),
+           NF_LI("messages", st.received), NF_LI("dropped_at_shutdown", st.dropped_at_shutdown),
            NF_LF("uptime_s", (double)(nf_now_ns() - start) / 1e9), NF_LEND);
     nf_metrics_shutdown();
     return exit_code;

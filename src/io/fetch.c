@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 typedef struct nf_xfer nf_xfer_t;
@@ -46,6 +47,7 @@ struct nf_fetcher {
     nf_timer_t timer;
     nf_fetch_opts_t opts;
     nf_addrguard_t default_guard;
+    struct curl_slist *connect_to;
     const nf_addrguard_t *guard;
     char user_agent[160];
     unsigned active;
@@ -256,6 +258,12 @@ static void finish(nf_fetcher_t *f, nf_xfer_t *x, CURLcode rc)
     long status = 0, redirects = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_getinfo(x->easy, CURLINFO_REDIRECT_COUNT, &redirects);
+    /* A file:// read has no status line: report a successful one as 200, so callers handle
+     * every scheme alike. */
+    char *scheme = NULL;
+    curl_easy_getinfo(x->easy, CURLINFO_SCHEME, &scheme);
+    if (rc == CURLE_OK && status == 0 && scheme && !strcasecmp(scheme, "file"))
+        status = 200;
     res.http_status = (int)status;
     res.redirects = (unsigned)redirects;
     res.not_modified = res.error == NF_FETCH_OK && status == 304;
@@ -362,8 +370,16 @@ nf_fetcher_t *nf_fetcher_create(nf_shard_t *sh, const nf_fetch_opts_t *o)
     snprintf(f->user_agent, sizeof f->user_agent, "%s",
              o->user_agent && *o->user_agent ? o->user_agent
                                              : "newsflow/" NF_VERSION " (+feed crawler)");
+    if (o->connect_to && *o->connect_to) {
+        f->connect_to = curl_slist_append(NULL, o->connect_to);
+        if (!f->connect_to) {
+            free(f);
+            return NULL;
+        }
+    }
     f->multi = curl_multi_init();
     if (!f->multi) {
+        curl_slist_free_all(f->connect_to);
         free(f);
         return NULL;
     }
@@ -441,6 +457,8 @@ int nf_fetch_start(nf_fetcher_t *f, const char *url, const char *etag, const cha
     }
     if (x->headers)
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
+    if (f->connect_to)
+        curl_easy_setopt(e, CURLOPT_CONNECT_TO, f->connect_to);
     x->done = done;
     x->user = user;
     x->start_ns = nf_now_ns();
@@ -486,6 +504,7 @@ void nf_fetcher_destroy(nf_fetcher_t *f)
         free(x);
     }
     curl_multi_cleanup(f->multi);
+    curl_slist_free_all(f->connect_to);
     /* Sockets curl did not report removed before cleanup. */
     while (f->socks) {
         nf_fsock_t *s = f->socks;

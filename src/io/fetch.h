@@ -12,7 +12,8 @@
  * Content-Length), a configurable User-Agent, and the address guard (addrguard.h) on every
  * connection, redirects included. file:// only when allow_file is set.
  *
- * The result names what happened precisely (nf_fetch_error_t + message). The body is handed to
+ * The result names what happened precisely (nf_fetch_error_t + message); a successful file://
+ * read reports http_status 200. The body is handed to
  * the callback, which may take ownership (set res->body = NULL); otherwise it is freed after. */
 #ifndef NF_FETCH_H
 #define NF_FETCH_H
@@ -36,6 +37,10 @@ typedef struct nf_fetch_opts {
     uint64_t body_max_bytes;     /* default 16 MiB */
     bool allow_file;             /* file:// URLs (default false) */
     const nf_addrguard_t *guard; /* NULL: the default guard (refuse all special ranges) */
+    /* curl's CONNECT_TO ("HOST:PORT:CONNECT-HOST:CONNECT-PORT", empty fields match all): send
+     * connections for named hosts elsewhere without DNS, e.g. many host names to one loopback
+     * test server. The guard still judges the address actually connected to. NULL = off. */
+    const char *connect_to;
 } nf_fetch_opts_t;
 
 void nf_fetch_opts_default(nf_fetch_opts_t *o);

@@ -25,7 +25,9 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef enum { CFG_BOOL, CFG_U32, CFG_U64, CFG_STR, CFG_ENUM } cfg_type_t;
+/* CFG_LIST: strings, stored '\n'-separated in a char array; a JSON array in files, comma-separated
+ * in the environment and --set (so an entry there cannot contain a comma). */
+typedef enum { CFG_BOOL, CFG_U32, CFG_U64, CFG_STR, CFG_ENUM, CFG_LIST } cfg_type_t;
 
 #define CFG_POW2 1u /* integer must be a power of two */
 
@@ -72,6 +74,59 @@ static const cfg_key_t cfg_keys[] = {
      .help = "admin server TCP port; 0 = any free port"},
     {KEY(CFG_U32, shutdown.timeout_ms), .min = 100, .max = 600000, .def = "10000",
      .help = "time allowed to drain at shutdown before shards are stopped anyway"},
+    {KEY(CFG_LIST, sources.urls), .def = "",
+     .help = "feeds to crawl: http(s) URLs or local paths (file://, fetched as listed)"},
+    {KEY(CFG_STR, sources.file), .def = "",
+     .help = "file of feeds, one per line, # comments; relative paths in it are relative to it"},
+    {KEY(CFG_STR, fetch.user_agent), .def = "",
+     .help = "User-Agent header; empty = newsflow/VERSION (+feed crawler)"},
+    {KEY(CFG_U32, fetch.connect_timeout_ms), .min = 100, .max = 600000, .def = "10000",
+     .help = "TCP+TLS connect timeout"},
+    {KEY(CFG_U32, fetch.total_timeout_ms), .min = 100, .max = 3600000, .def = "30000",
+     .help = "whole-transfer timeout"},
+    {KEY(CFG_U32, fetch.low_speed_bytes), .max = 1000000000, .def = "64",
+     .help = "abort a transfer slower than this many bytes/s ..."},
+    {KEY(CFG_U32, fetch.low_speed_time_s), .max = 3600, .def = "10",
+     .help = "... for this many seconds (0 = no low-speed limit)"},
+    {KEY(CFG_U32, fetch.max_redirects), .max = 20, .def = "5", .help = "redirects followed"},
+    {KEY(CFG_U64, fetch.body_max_bytes), .min = 1024, .max = UINT64_C(1) << 32, .def = "16777216",
+     .help = "larger bodies are refused while downloading"},
+    {KEY(CFG_LIST, fetch.allow_private), .def = "",
+     .help = "CIDRs the address guard lets through (loopback, private, link-local are refused)"},
+    {KEY(CFG_BOOL, fetch.allow_file), .def = "false",
+     .help = "allow file:// URLs from any source (listed local paths are always allowed)"},
+    {KEY(CFG_U32, fetch.max_in_flight), .min = 1, .max = 100000, .def = "256",
+     .help = "concurrent fetches per shard"},
+    {KEY(CFG_U32, crawl.interval_s), .min = 60, .max = 604800, .def = "900",
+     .help = "crawl interval of a source"},
+    {KEY(CFG_U32, crawl.interval_floor_s), .min = 60, .max = 604800, .def = "300",
+     .help = "shortest interval a source may ask for"},
+    {KEY(CFG_U32, crawl.interval_ceiling_s), .min = 60, .max = 604800, .def = "86400",
+     .help = "longest interval (and longest Retry-After honoured)"},
+    {KEY(CFG_U32, crawl.jitter_permille), .max = 500, .def = "100",
+     .help = "random spread of each delay, per mille (100 = +-10%)"},
+    {KEY(CFG_U32, crawl.backoff_base_s), .min = 60, .max = 86400, .def = "60",
+     .help = "delay after a first failure, doubled per consecutive failure"},
+    {KEY(CFG_U32, crawl.backoff_cap_s), .min = 60, .max = 604800, .def = "21600",
+     .help = "longest backoff"},
+    {KEY(CFG_U32, crawl.dead_after_failures), .min = 1, .max = 1000, .def = "10",
+     .help = "consecutive failure points before a source is DEAD"},
+    {KEY(CFG_U32, crawl.host_max_concurrent), .min = 1, .max = 1000, .def = "2",
+     .help = "concurrent requests per host"},
+    {KEY(CFG_U32, crawl.host_spacing_ms), .max = 3600000, .def = "1000",
+     .help = "minimum time between request starts on one host"},
+    {KEY(CFG_U32, crawl.breaker_failures), .max = 16, .def = "5",
+     .help = "failures within the window that open a host's circuit breaker (0 = off)"},
+    {KEY(CFG_U32, crawl.breaker_window_s), .min = 1, .max = 86400, .def = "60",
+     .help = "circuit breaker failure window"},
+    {KEY(CFG_U32, crawl.breaker_open_s), .min = 1, .max = 86400, .def = "60",
+     .help = "how long an open breaker refuses requests before one probe"},
+    {KEY(CFG_U32, parse.max_items), .min = 1, .max = 1000000, .def = "10000",
+     .help = "items kept per feed document"},
+    {KEY(CFG_U32, parse.max_body_bytes), .min = 256, .max = 16777216, .def = "65536",
+     .help = "plain-text body kept per article"},
+    {KEY(CFG_STR, sink.spec), .min = 1, .def = "jsonl:-",
+     .help = "where outputs go: jsonl:PATH (one JSON object per line; - = stdout) or none"},
 };
 
 #define CFG_NKEYS    (sizeof cfg_keys / sizeof cfg_keys[0])
@@ -243,6 +298,8 @@ static const char *type_name(const cfg_key_t *k, char *buf, size_t n)
     case CFG_ENUM:
         choices_list(buf, n, k->choices, "|");
         return buf;
+    case CFG_LIST:
+        return "list";
     }
     return "?";
 }
@@ -312,6 +369,38 @@ static int set_value(const cfg_key_t *k, nf_config_t *cfg, const char *s, size_t
         choices_list(list, sizeof list, k->choices, ", ");
         return cfg_fail(msg, n, "%s is not one of %s", shown, list);
     }
+    case CFG_LIST: {
+        /* Text form: comma-separated, spaces around entries ignored, "" = empty list. */
+        size_t out = 0, i = 0;
+        char *dst = field;
+        memset(field, 0, k->size);
+        while (i < len) {
+            while (i < len && (s[i] == ' ' || s[i] == '\t'))
+                i++;
+            size_t start = i;
+            while (i < len && s[i] != ',')
+                i++;
+            size_t end = i;
+            while (end > start && (s[end - 1] == ' ' || s[end - 1] == '\t'))
+                end--;
+            if (i < len)
+                i++; /* the comma */
+            if (end == start) {
+                if (start == len && out == 0)
+                    break; /* "" or only spaces: the empty list */
+                return cfg_fail(msg, n, "empty entry in list %s", shown);
+            }
+            if (memchr(s + start, '\n', end - start))
+                return cfg_fail(msg, n, "a list entry must not contain a newline");
+            if (out + (out ? 1 : 0) + (end - start) > k->size - 1)
+                return cfg_fail(msg, n, "too long (max %zu bytes in all)", k->size - 1);
+            if (out)
+                dst[out++] = '\n';
+            memcpy(dst + out, s + start, end - start);
+            out += end - start;
+        }
+        return 0;
+    }
     }
     return cfg_fail(msg, n, "unsupported type");
 }
@@ -347,6 +436,42 @@ static int set_json(const cfg_key_t *k, nf_config_t *cfg, const cJSON *v, const 
             return cfg_fail(msg, n, "expected a string (one of %s), got %s", list, json_kind(v));
         }
         return set_value(k, cfg, v->valuestring, strlen(v->valuestring), true, msg, n);
+    case CFG_LIST: {
+        if (!cJSON_IsArray(v))
+            return cfg_fail(msg, n, "expected an array of strings, got %s", json_kind(v));
+        char *field = (char *)cfg + k->off;
+        size_t out = 0, idx = 0;
+        const cJSON *it;
+        /* Built aside, so a bad entry leaves the field as it was. */
+        char *buf = calloc(1, k->size);
+        if (!buf)
+            return cfg_fail(msg, n, "out of memory");
+        cJSON_ArrayForEach(it, v)
+        {
+            if (!cJSON_IsString(it)) {
+                free(buf);
+                return cfg_fail(msg, n, "entry %zu: expected a string, got %s", idx, json_kind(it));
+            }
+            size_t l = strlen(it->valuestring);
+            if (l == 0 || strchr(it->valuestring, '\n')) {
+                free(buf);
+                return cfg_fail(msg, n, "entry %zu: %s", idx,
+                                l ? "must not contain a newline" : "must not be empty");
+            }
+            if (out + (out ? 1 : 0) + l > k->size - 1) {
+                free(buf);
+                return cfg_fail(msg, n, "too long (max %zu bytes in all)", k->size - 1);
+            }
+            if (out)
+                buf[out++] = '\n';
+            memcpy(buf + out, it->valuestring, l);
+            out += l;
+            idx++;
+        }
+        memcpy(field, buf, k->size);
+        free(buf);
+        return 0;
+    }
     }
     return cfg_fail(msg, n, "unsupported type");
 }
@@ -398,6 +523,20 @@ static void emit_value(FILE *f, const cfg_key_t *k, const nf_config_t *cfg)
         json_string(f, k->choices[i]);
         return;
     }
+    case CFG_LIST: {
+        fputc('[', f);
+        char entry[1024];
+        for (const char *p = field; *p;) {
+            size_t l = strcspn(p, "\n");
+            snprintf(entry, sizeof entry, "%.*s", (int)l, p);
+            if (p != field)
+                fputs(", ", f);
+            json_string(f, entry);
+            p += l + (p[l] == '\n');
+        }
+        fputc(']', f);
+        return;
+    }
     }
 }
 
@@ -435,7 +574,7 @@ static bool cfg_table_ok(void)
                       : k->type == CFG_U64  ? sizeof(uint64_t)
                       : k->type == CFG_ENUM ? sizeof(int)
                                             : k->size;
-        uint64_t max = k->type == CFG_STR ? k->size - 1 : k->max;
+        uint64_t max = k->type == CFG_STR || k->type == CFG_LIST ? k->size - 1 : k->max;
         if (k->size != want || strlen(k->path) >= CFG_PATH_MAX || k->min > max ||
             (k->type == CFG_U32 && k->max > UINT32_MAX) || (k->type == CFG_ENUM && !k->choices))
             return false;
@@ -552,6 +691,8 @@ void nf_config_describe(FILE *out)
                     k->flags & CFG_POW2 ? ", power of two" : "");
         else if (k->type == CFG_STR)
             fprintf(out, " [%" PRIu64 "-%zu bytes]", k->min, k->size - 1);
+        else if (k->type == CFG_LIST)
+            fprintf(out, " [JSON array; comma-separated in env/--set]");
         fputc('\n', out);
     }
 }
@@ -570,6 +711,7 @@ typedef struct cfg_doc {
     size_t nlocs;
     const cJSON **members; /* per object member, pre-order; members[i] has locs[i] */
     size_t nmembers;
+    size_t nul_escape; /* where the first "\u0000" in a string is, or SIZE_MAX */
 } cfg_doc_t;
 
 static size_t skip_ws(const char *s, size_t i, unsigned *line)
@@ -579,8 +721,9 @@ static size_t skip_ws(const char *s, size_t i, unsigned *line)
     return i;
 }
 
-/* Records every object key (a string followed, after whitespace, by ':'). Only run on text
- * cJSON accepted, so strings are well formed. -1 if out of memory. */
+/* Records every object key (a string followed, after whitespace, by ':'), and the first
+ * "\u0000" escape in any string. Only run on text cJSON accepted, so strings are well formed.
+ * -1 if out of memory. */
 static int scan_keys(cfg_doc_t *d)
 {
     const char *s = d->text;
@@ -595,9 +738,11 @@ static int scan_keys(cfg_doc_t *d)
         }
         unsigned start = line;
         for (i++; s[i] && s[i] != '"'; i++) {
-            if (s[i] == '\\' && s[i + 1])
+            if (s[i] == '\\' && s[i + 1]) {
+                if (s[i + 1] == 'u' && !strncmp(s + i + 2, "0000", 4) && d->nul_escape == SIZE_MAX)
+                    d->nul_escape = i;
                 i++;
-            else if (s[i] == '\n')
+            } else if (s[i] == '\n')
                 line++;
         }
         if (s[i])
@@ -686,13 +831,14 @@ static int walk(const cfg_doc_t *d, nf_config_t *cfg, const cJSON *obj, const ch
     return 0;
 }
 
-/* The whole file, NUL-terminated, in *out (malloc'ed). */
+/* The whole file, NUL-terminated, in *out (malloc'ed). Reads at most CFG_FILE_MAX + 1 bytes:
+ * enough for load_text() to tell that a file is too large. */
 static int read_file(const char *path, char **out, size_t *outlen, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return cfg_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-    char *buf = malloc(CFG_FILE_MAX + 1);
+    char *buf = malloc(CFG_FILE_MAX + 2);
     if (!buf) {
         fclose(f);
         return cfg_fail(err, errlen, "%s: cannot read: out of memory", path);
@@ -700,11 +846,9 @@ static int read_file(const char *path, char **out, size_t *outlen, char *err, si
     size_t n = fread(buf, 1, CFG_FILE_MAX + 1, f);
     int rerr = ferror(f) ? errno : 0;
     fclose(f);
-    if (rerr || n > CFG_FILE_MAX) {
+    if (rerr) {
         free(buf);
-        if (rerr)
-            return cfg_fail(err, errlen, "%s: cannot read: %s", path, strerror(rerr));
-        return cfg_fail(err, errlen, "%s: larger than %u bytes", path, CFG_FILE_MAX);
+        return cfg_fail(err, errlen, "%s: cannot read: %s", path, strerror(rerr));
     }
     buf[n] = '\0';
     *out = buf;
@@ -723,11 +867,27 @@ static int syntax_error(const char *path, const char *text, size_t pos, const ch
             bol = i + 1;
         }
     }
-    size_t near = strcspn(text + pos, "\r\n");
-    if (near > 20)
-        near = 20;
+    /* Up to 20 bytes, stopping at the line end or any other control character. */
+    size_t near = 0;
+    for (unsigned char c; near < 20; near++)
+        if ((c = (unsigned char)text[pos + near]) < 0x20 && c != '\t')
+            break;
     return cfg_fail(err, errlen, "%s:%u:%zu: invalid JSON near '%.*s'%s", path, line, pos - bol + 1,
                     (int)near, text + pos, what);
+}
+
+/* The first byte JSON allows nowhere (a control character but tab, LF and CR), or len. cJSON
+ * takes every byte up to ' ' for a blank and lets control characters into strings, so without
+ * this check it accepts `{"a"\x15: 1}`, which scan_keys() (it knows the four JSON blanks only)
+ * does not see as a key: keys and locations no longer pair up. */
+static size_t find_control(const char *text, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+            return i;
+    }
+    return len;
 }
 
 /* cJSON reports a failed string the byte *after* its start ("{,}" -> at '}'), which matters
@@ -744,25 +904,32 @@ static size_t cjson_error_pos(const char *text, size_t pos)
     return i > 0 && (text[i - 1] == '{' || text[i - 1] == ',') ? pos - 1 : pos;
 }
 
-static int load_file(nf_config_t *cfg, const char *path, char *err, size_t errlen)
+/* The file layer over text[0..len), named `name` in messages: everything nf_config_load() does
+ * with a file once it has its bytes, and all nf_config_load_buffer() does. text[len] must be
+ * '\0' (cJSON wants a C string); NULs before it are reported, not read past. */
+static int load_text(nf_config_t *cfg, const char *name, const char *text, size_t len, char *err,
+                     size_t errlen)
 {
-    char *text = NULL;
-    size_t len = 0;
-    if (read_file(path, &text, &len, err, errlen) < 0)
-        return -1;
+    assert(text[len] == '\0');
+    if (len > CFG_FILE_MAX)
+        return cfg_fail(err, errlen, "%s: larger than %u bytes", name, CFG_FILE_MAX);
     int rc = -1;
     cJSON *root = NULL;
-    cfg_doc_t d = {.path = path, .text = text};
+    cfg_doc_t d = {.path = name, .text = text, .nul_escape = SIZE_MAX};
     unsigned line = 1;
-    size_t first = skip_ws(text, 0, &line);
-    const char *nul = memchr(text, '\0', len);
+    /* cJSON skips a UTF-8 byte order mark at the start: so must the count of leading lines. */
+    size_t first = skip_ws(text, strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0, &line);
+    size_t ctl = find_control(text, len);
     const char *end = NULL;
     if (first == len) {
-        cfg_fail(err, errlen, "%s: empty; expected a JSON object", path);
+        cfg_fail(err, errlen, "%s: empty; expected a JSON object", name);
         goto out;
     }
-    if (nul) {
-        syntax_error(path, text, (size_t)(nul - text), " (a NUL byte)", err, errlen);
+    if (ctl < len) {
+        char what[48] = " (a NUL byte)";
+        if (text[ctl])
+            snprintf(what, sizeof what, " (a control character, 0x%02x)", (unsigned char)text[ctl]);
+        syntax_error(name, text, ctl, what, err, errlen);
         goto out;
     }
     /* return_parse_end is cJSON_GetErrorPtr() without the global (thread-unsafe) state. */
@@ -770,19 +937,26 @@ static int load_file(nf_config_t *cfg, const char *path, char *err, size_t errle
     if (!root) {
         size_t pos = end ? (size_t)(end - text) : 0;
         pos = cjson_error_pos(text, pos > len ? len : pos);
-        syntax_error(path, text, pos > len ? len : pos, pos >= len ? " (unexpected end)" : "", err,
+        syntax_error(name, text, pos > len ? len : pos, pos >= len ? " (unexpected end)" : "", err,
                      errlen);
         goto out;
     }
     if (!cJSON_IsObject(root)) {
-        cfg_fail(err, errlen, "%s:%u: expected a JSON object at the top level, got %s", path, line,
+        cfg_fail(err, errlen, "%s:%u: expected a JSON object at the top level, got %s", name, line,
                  json_kind(root));
         goto out;
     }
     size_t n = count_members(root);
     d.members = n ? malloc(n * sizeof *d.members) : NULL;
     if ((n && !d.members) || scan_keys(&d) < 0) {
-        cfg_fail(err, errlen, "%s: out of memory", path);
+        cfg_fail(err, errlen, "%s: out of memory", name);
+        goto out;
+    }
+    /* cJSON decodes "\u0000" into a NUL that ends the C string, so "runtime\u0000x" would be
+     * taken for the section "runtime" and "info\u0000x" for the level "info". */
+    if (d.nul_escape != SIZE_MAX) {
+        syntax_error(name, text, d.nul_escape, " (\\u0000: strings cannot hold a NUL)", err,
+                     errlen);
         goto out;
     }
     index_members(&d, root);
@@ -794,6 +968,16 @@ out:
     cJSON_Delete(root);
     free(d.members);
     free(d.locs);
+    return rc;
+}
+
+static int load_file(nf_config_t *cfg, const char *path, char *err, size_t errlen)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file(path, &text, &len, err, errlen) < 0)
+        return -1;
+    int rc = load_text(cfg, path, text, len, err, errlen);
     free(text);
     return rc;
 }
@@ -896,4 +1080,26 @@ int nf_config_load(nf_config_t *cfg, const char *path, char *const *sets, unsign
             return -1;
     *cfg = c;
     return 0;
+}
+
+int nf_config_load_buffer(nf_config_t *cfg, const char *name, const char *data, size_t len,
+                          char *err, size_t errlen)
+{
+    nf_config_t c;
+    nf_config_defaults(&c);
+    if (errlen)
+        err[0] = '\0';
+    /* A NUL-terminated copy for cJSON; one byte past the limit is enough to report it. */
+    size_t n = len > CFG_FILE_MAX ? CFG_FILE_MAX + 1 : len;
+    char *text = malloc(n + 1);
+    if (!text)
+        return cfg_fail(err, errlen, "%s: out of memory", name);
+    if (n)
+        memcpy(text, data, n);
+    text[n] = '\0';
+    int rc = load_text(&c, name, text, n, err, errlen);
+    free(text);
+    if (rc == 0)
+        *cfg = c;
+    return rc;
 }

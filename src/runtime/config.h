@@ -26,7 +26,9 @@
  *   FILE: cannot read: <strerror>               FILE: larger than 1048576 bytes
  *   FILE: empty; expected a JSON object
  *   FILE:LINE:COL: invalid JSON near '<up to 20 chars>'   (COL in bytes; the excerpt stops at
- *                  the line end; " (unexpected end)" or " (a NUL byte)" appended when so)
+ *                  the line end or another control character; " (unexpected end)",
+ *                  " (a NUL byte)", " (a control character, 0x0c)" or
+ *                  " (\u0000: strings cannot hold a NUL)" appended when so)
  *   FILE:LINE: expected a JSON object at the top level, got an array
  *   FILE:LINE: unknown section "runtme" (sections: runtime, log, admin, shutdown)
  *   WHERE: unknown key "runtime.shardz" (keys in "runtime": shards, pin, ...)
@@ -78,6 +80,32 @@ typedef struct nf_config {
     struct {
         uint32_t timeout_ms;
     } shutdown;
+    /* List fields (sources.urls, fetch.allow_private) hold entries separated by '\n'. */
+    struct {
+        char urls[16384];
+        char file[1024];
+    } sources;
+    struct {
+        char user_agent[160];
+        uint32_t connect_timeout_ms, total_timeout_ms, low_speed_bytes, low_speed_time_s;
+        uint32_t max_redirects;
+        uint64_t body_max_bytes;
+        char allow_private[1024];
+        bool allow_file;
+        uint32_t max_in_flight;
+    } fetch;
+    struct {
+        uint32_t interval_s, interval_floor_s, interval_ceiling_s, jitter_permille;
+        uint32_t backoff_base_s, backoff_cap_s, dead_after_failures;
+        uint32_t host_max_concurrent, host_spacing_ms;
+        uint32_t breaker_failures, breaker_window_s, breaker_open_s;
+    } crawl;
+    struct {
+        uint32_t max_items, max_body_bytes;
+    } parse;
+    struct {
+        char spec[1024];
+    } sink;
 } nf_config_t;
 
 /* The built-in defaults (the same values as config/newsflow.json). */
@@ -88,6 +116,13 @@ void nf_config_defaults(nf_config_t *cfg);
  * above), in which case *cfg is left unchanged. */
 int nf_config_load(nf_config_t *cfg, const char *path, char *const *sets, unsigned nsets,
                    bool use_env, char *err, size_t errlen);
+
+/* The file layer alone, from memory: built-in defaults, then data[0..len) (need not be
+ * NUL-terminated) parsed exactly as nf_config_load() parses a file's bytes (it shares the
+ * code), with the same messages, `name` standing for FILE. The environment is not read.
+ * Returns and reports errors as nf_config_load() does. */
+int nf_config_load_buffer(nf_config_t *cfg, const char *name, const char *data, size_t len,
+                          char *err, size_t errlen);
 
 /* malloc'ed (free() it), canonical pretty JSON of every key in table order, 2-space indent,
  * newline-terminated: the layout of config/newsflow.json. NULL only if out of memory. */

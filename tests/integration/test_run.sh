@@ -68,8 +68,25 @@ rc=$?
 set -e
 [ $rc -eq 0 ] || fail "README run command exited $rc"
 grep -q '"msg":"newsflow started"' "$TMP/err" || fail "no start line"
+# The bundled feeds were crawled: articles on stdout, one per URL, and a fetch-log per feed.
+python3 - "$TMP/out" <<'PY' || fail "README run command: articles/fetch-log output"
+import json, sys
+ids, fetches = [], 0
+for line in open(sys.argv[1]):
+    if not line.startswith("{"):  # the script's own build output comes first
+        continue
+    o = json.loads(line)
+    if o["topic"] == "articles":
+        ids.append(o["value"]["article_id"])
+    elif o["topic"] == "fetch-log":
+        fetches += 1
+        assert o["value"]["error"] is None, o
+assert fetches == 4, fetches
+assert len(ids) == 8 and len(set(ids)) == 8, ids  # 9 items, one story syndicated twice
+PY
 grep -q '"msg":"progress"' "$TMP/err" || fail "no progress line"
-grep -q '"msg":"newsflow stopped","exit_code":0' "$TMP/err" || fail "no clean stop line"
+grep '"msg":"newsflow stopped"' "$TMP/err" >"$TMP/stopline" || fail "no stop line"
+grep -q '"exit_code":0' "$TMP/stopline" || fail "stop line without exit_code 0"
 grep '^{' "$TMP/err" > "$TMP/json"
 check_json_logs "$TMP/json"
 pass "README run command runs and stops with exit 0; logs are JSON lines"

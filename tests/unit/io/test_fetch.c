@@ -41,6 +41,7 @@ typedef struct {
 } fx_t;
 
 static int fx_actor;
+static char fx_connect_to[96]; /* set before the runtime starts */
 
 static void *fx_init(nf_shard_t *sh, void *ctx)
 {
@@ -54,6 +55,7 @@ static void *fx_init(nf_shard_t *sh, void *ctx)
     o.low_speed_time_s = 1; /* the stall gives up after ~1 s */
     o.low_speed_bytes = 1;
     o.total_timeout_ms = 20000;
+    o.connect_to = fx_connect_to;
     fx->guarded = nf_fetcher_create(sh, &o);
     o.guard = NULL;
     fx->strict = nf_fetcher_create(sh, &o);
@@ -156,6 +158,7 @@ static void test_outcomes(void)
     nf_testhttpd_t *srv = nf_testhttpd_start(NULL, 0);
     NF_REQUIRE(srv);
     port = nf_testhttpd_port(srv);
+    snprintf(fx_connect_to, sizeof fx_connect_to, "feed-7.farm.test:%u:127.0.0.1:%u", port, port);
     nf_runtime_opts_t o;
     nf_runtime_opts_default(&o);
     o.shards = 1;
@@ -191,6 +194,8 @@ static void test_outcomes(void)
     req_t *refused = add(url, NULL, false);
     req_t *strict = add("/feed/1.xml", NULL, true);
     req_t *file = add("file:///etc/hostname", NULL, false);
+    snprintf(url, sizeof url, "http://feed-7.farm.test:%u/feed/7.xml", port);
+    req_t *named = add(url, NULL, false); /* no DNS: connect_to sends it to the test server */
     wait_all();
 
     expect(feed, NF_FETCH_OK, 200);
@@ -221,6 +226,8 @@ static void test_outcomes(void)
     expect(strict, NF_FETCH_E_REFUSED_ADDRESS, 0);
     NF_CHECK(strstr(strict->res.message, "127.0.0.1 is loopback") != NULL);
     expect(file, NF_FETCH_E_PROTOCOL, 0);
+    expect(named, NF_FETCH_OK, 200);
+    NF_CHECK(strstr(named->body_head, "<?xml") == named->body_head);
     expect(slow, NF_FETCH_OK, 200);
     NF_CHECK_EQ(slow->res.bytes, 160);
     expect(stall, NF_FETCH_E_TIMEOUT, 200);

@@ -1,0 +1,51 @@
+/* sources.h — the list of feeds to crawl, as the operator gives it.
+ *
+ * Sources come from the configuration (sources.urls, a list) and from a file (sources.file: one
+ * URL per line, '#' comments, blank lines ignored). A line may also be a local path (relative to
+ * the sources file's directory): it becomes
+ * an absolute file:// URL, which is fetched even though fetch.allow_file is off, because the
+ * operator listed it (a feed on the web can never redirect to file://). The sources topic joins
+ * this list with the Kafka issue.
+ *
+ * Every source gets a deterministic source_id (first 16 hex digits of the SHA-256 of its
+ * normalized URL, so the same feed has the same id on every run and machine) and a routing key
+ * derived from its host, so all sources of one host land on one shard and per-host politeness
+ * is shard-local. The same feed listed twice is kept once. */
+#ifndef NF_SOURCES_H
+#define NF_SOURCES_H
+
+#include "algo/idset.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nf_source_def {
+    char source_id[17];
+    char url[1024];      /* normalized for http(s); absolute file:// for local paths */
+    char host[256];      /* lower-case host; "localhost" for files */
+    uint64_t host_key;   /* routing key: FNV-1a of host */
+    uint32_t interval_s; /* 0 = the crawl default */
+    bool is_file;
+} nf_source_def_t;
+
+typedef struct nf_source_list {
+    nf_source_def_t *items;
+    size_t n, cap;
+    size_t duplicates; /* lines naming a source already listed */
+    nf_idset_t seen;   /* URL digests, to drop duplicates in O(1) */
+} nf_source_list_t;
+
+void nf_sources_init(nf_source_list_t *l);
+void nf_sources_free(nf_source_list_t *l);
+
+/* Adds one source; where names the origin for messages ("sources.urls[3]", "FILE:LINE").
+ * 0, or -1 with a message in err (not a URL, unsupported scheme, bad host, missing file). */
+int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, char *err,
+                   size_t errlen);
+/* Adds every line of a sources file. 0, or -1 with "FILE:LINE: ..." in err. */
+int nf_sources_load_file(nf_source_list_t *l, const char *path, char *err, size_t errlen);
+
+uint64_t nf_sources_host_key(const char *host);
+
+#endif
