@@ -196,10 +196,11 @@ static int setup_ingest(const nf_config_t *cfg, nf_ingest_t *in, nf_source_list_
         size_t l = strcspn(it, "\n");
         snprintf(item, sizeof item, "%.*s", (int)l, it);
         if (nf_addrguard_allow(&o->guard, item) != 0) {
-            snprintf(err, errlen,
-                     "fetch.allow_private[%u]: \"%s\" is not an IP address or CIDR (or more than "
-                     "%d entries)",
-                     idx, item, NF_ADDRGUARD_MAX_ALLOW);
+            snprintf(
+                err, errlen,
+                "fetch.allow_private[%u]: \"%.200s\" is not an IP address or CIDR (or more than "
+                "%d entries)",
+                idx, item, NF_ADDRGUARD_MAX_ALLOW);
             return -1;
         }
         it += l + (it[l] == '\n');
