@@ -476,11 +476,12 @@ static int set_json(const cfg_key_t *k, nf_config_t *cfg, const cJSON *v, const 
     return cfg_fail(msg, n, "unsupported type");
 }
 
-static void json_string(FILE *f, const char *s)
+/* s[0..len) as a JSON string. */
+static void json_string(FILE *f, const char *s, size_t len)
 {
     fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\')
             fprintf(f, "\\%c", c);
         else if (c < 0x20)
@@ -515,23 +516,21 @@ static void emit_value(FILE *f, const cfg_key_t *k, const nf_config_t *cfg)
         return;
     }
     case CFG_STR:
-        json_string(f, field);
+        json_string(f, field, strlen(field));
         return;
     case CFG_ENUM: {
         int i;
         memcpy(&i, field, sizeof i);
-        json_string(f, k->choices[i]);
+        json_string(f, k->choices[i], strlen(k->choices[i]));
         return;
     }
     case CFG_LIST: {
         fputc('[', f);
-        char entry[1024];
         for (const char *p = field; *p;) {
             size_t l = strcspn(p, "\n");
-            snprintf(entry, sizeof entry, "%.*s", (int)l, p);
             if (p != field)
                 fputs(", ", f);
-            json_string(f, entry);
+            json_string(f, p, l); /* an entry may be longer than any fixed buffer */
             p += l + (p[l] == '\n');
         }
         fputc(']', f);

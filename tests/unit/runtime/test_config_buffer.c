@@ -164,6 +164,26 @@ static void test_nul_escape(void)
     NF_CHECK_STR(cfg.admin.listen, "a\\u0000");
 }
 
+/* Found by fuzz_config (struct round trip): the canonical JSON cut list entries to 1023 bytes,
+ * so a longer URL in sources.urls came back shortened from `newsflow config` output. */
+static void test_long_list_entry_round_trip(void)
+{
+    char text[1200], url[1101];
+    memset(url, 'a', sizeof url - 1);
+    url[sizeof url - 1] = '\0';
+    memcpy(url, "http://x/", 9);
+    snprintf(text, sizeof text, "{\"sources\": {\"urls\": [\"%s\", \"b\"]}}", url);
+    nf_config_t a, b;
+    char err[NF_CONFIG_ERRLEN];
+    NF_REQUIRE(nf_config_load_buffer(&a, "m", text, strlen(text), err, sizeof err) == 0);
+    char *json = nf_config_to_json(&a);
+    NF_REQUIRE(json);
+    NF_CHECK(strstr(json, url) != NULL);
+    NF_CHECK_EQ(nf_config_load_buffer(&b, "m", json, strlen(json), err, sizeof err), 0);
+    NF_CHECK_STR(b.sources.urls, a.sources.urls);
+    free(json);
+}
+
 int main(void)
 {
     NF_RUN(test_error_names_name_and_line);
@@ -175,5 +195,6 @@ int main(void)
     NF_RUN(test_fuzz_control_characters);
     NF_RUN(test_bom_line);
     NF_RUN(test_nul_escape);
+    NF_RUN(test_long_list_entry_round_trip);
     return nf_test_report();
 }
