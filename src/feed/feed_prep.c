@@ -390,6 +390,18 @@ static bool prep_next_raw(const char *s, size_t n, size_t from, size_t *start, s
 /* Escapes every '&' that does not start a reference XML resolves by itself. CDATA sections and
  * comments, where '&' is literal, are located only when a suspicious '&' needs the answer, so
  * a clean document costs one memchr pass; the regions are still found in one forward sweep. */
+
+/* Drops leading XML whitespace; false if nothing is left. */
+static bool skip_leading_ws(nf_fprep_t *out)
+{
+    while (out->len &&
+           (*out->data == ' ' || *out->data == '\t' || *out->data == '\r' || *out->data == '\n')) {
+        out->data++;
+        out->len--;
+    }
+    return out->len != 0;
+}
+
 static int prep_fix_amps(nf_fparse_t *p, nf_fprep_t *out)
 {
     const char *s = out->data;
@@ -498,12 +510,7 @@ int nf_feed_prep(nf_fparse_t *p, nf_fprep_t *out, const char *data, size_t len)
             return rc;
         bom = be ? "UTF-16BE (no BOM)" : "UTF-16LE (no BOM)";
     }
-    while (out->len &&
-           (*out->data == ' ' || *out->data == '\t' || *out->data == '\r' || *out->data == '\n')) {
-        out->data++;
-        out->len--;
-    }
-    if (!out->len)
+    if (!skip_leading_ws(out))
         return NF_FEED_E_MALFORMED;
     snprintf(out->label, sizeof out->label, "%s", bom ? bom : "UTF-8");
     if (out->data[0] == '{' || out->data[0] == '[') {
@@ -555,12 +562,7 @@ int nf_feed_prep(nf_fparse_t *p, nf_fprep_t *out, const char *data, size_t len)
                    first_fix);
     }
     /* Dropped control characters may have been all there was, or what hid leading space. */
-    while (out->len &&
-           (*out->data == ' ' || *out->data == '\t' || *out->data == '\r' || *out->data == '\n')) {
-        out->data++;
-        out->len--;
-    }
-    if (!out->len)
+    if (!skip_leading_ws(out))
         return NF_FEED_E_MALFORMED;
     return prep_fix_amps(p, out);
 }

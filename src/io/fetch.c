@@ -249,6 +249,23 @@ static void copy_header(CURL *easy, const char *name, char *out, size_t outlen)
         snprintf(out, outlen, "%s", h->value);
 }
 
+/* Off the active list and back to the pool (the easy handle keeps its connection cache). */
+static void xfer_release(nf_fetcher_t *f, nf_xfer_t *x)
+{
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        f->active_list = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    f->active--;
+    curl_slist_free_all(x->headers);
+    x->headers = NULL;
+    x->next = f->free_list;
+    x->prev = NULL;
+    f->free_list = x;
+}
+
 static void finish(nf_fetcher_t *f, nf_xfer_t *x, CURLcode rc)
 {
     nf_fetch_result_t res;
@@ -319,20 +336,9 @@ static void finish(nf_fetcher_t *f, nf_xfer_t *x, CURLcode rc)
 
     /* Off the active list and back to the pool before the callback, which may start more. */
     curl_multi_remove_handle(f->multi, x->easy);
-    if (x->prev)
-        x->prev->next = x->next;
-    else
-        f->active_list = x->next;
-    if (x->next)
-        x->next->prev = x->prev;
-    f->active--;
-    curl_slist_free_all(x->headers);
-    x->headers = NULL;
     nf_fetch_done_fn done = x->done;
     void *user = x->user;
-    x->next = f->free_list;
-    x->prev = NULL;
-    f->free_list = x;
+    xfer_release(f, x);
 
     done(f->sh, &res, user);
     free(res.body);
@@ -471,14 +477,7 @@ int nf_fetch_start(nf_fetcher_t *f, const char *url, const char *etag, const cha
     if (mc != CURLM_OK) {
         nf_log(NF_LOG_ERROR, "fetch", "curl_multi_add_handle failed", NF_LS("url", url),
                NF_LS("error", curl_multi_strerror(mc)), NF_LEND);
-        f->active_list = x->next;
-        if (x->next)
-            x->next->prev = NULL;
-        f->active--;
-        curl_slist_free_all(x->headers);
-        x->headers = NULL;
-        x->next = f->free_list;
-        f->free_list = x;
+        xfer_release(f, x);
         return -EIO;
     }
     return 0;
