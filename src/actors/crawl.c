@@ -358,6 +358,13 @@ static void on_due(nf_shard_t *sh, nf_timer_t *t, void *arg)
     src_t *s = arg;
     (void)sh;
     (void)t;
+    /* The timer is monotonic, the schedule wall-clock: if the wall clock stepped back since the
+     * timer was armed, the source is not due yet. Never fetch before next_crawl_at. */
+    int64_t now = wall_ms();
+    if (s->sched.status == NF_CRAWL_ACTIVE && !nf_crawl_due(&s->sched, now)) {
+        arm_at(s->c, s, s->sched.next_crawl_at_ms);
+        return;
+    }
     try_start(s->c, s);
 }
 
