@@ -5,15 +5,21 @@
  * conformance and robustness suites drive the parser from outside. So it adds nothing of its
  * own between the bytes and nf_feed_parse: it reads the file (at most max_bytes + 1 of it),
  * passes --base as the feed URL and --fetched-at as the fetch time, and prints what comes back
- * with field names of the articles topic (DESIGN.md §4). Fetching is the fetcher's job, so a
- * URL argument is refused with a hint. */
+ * with field names of the articles topic (DESIGN.md §4). A URL argument is fetched by the job's
+ * own fetcher on a one-shard runtime, with the job's fetch.* configuration and address guard, and
+ * its final URL (after redirects) is the base unless --base says otherwise. */
 #include "cli/cli.h"
 
 #include "feed/dates.h"
 #include "feed/feed.h"
+#include "io/fetch.h"
+#include "runtime/config.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +28,11 @@
 #include <time.h>
 
 static const char parse_usage[] =
-    "Usage: newsflow parse FILE|- [--base URL] [--fetched-at RFC3339|MS] [--compact]\n"
+    "Usage: newsflow parse FILE|-|URL [--base URL] [--fetched-at RFC3339|MS] [--compact]\n"
+    "\n"
+    "A URL is fetched as the job fetches it: same fetcher, the fetch.* configuration\n"
+    "($NEWSFLOW_CONFIG and NEWSFLOW_FETCH_* variables) and the address guard (set\n"
+    "NEWSFLOW_FETCH_ALLOW_PRIVATE=127.0.0.0/8 to parse a feed served on this machine).\n"
     "\n"
     "Parses one feed document (RSS 0.9x/2.0, RSS 1.0, Atom 0.3/1.0, JSON Feed 1.0/1.1) the way\n"
     "the job does and prints {\"feed\", \"articles\", \"stats\"} as JSON on stdout.\n"
@@ -187,6 +197,124 @@ static int parse_fetched_at(const char *s, int64_t *ms)
     return nf_date_parse(s, strlen(s), ms);
 }
 
+/* ---- URLs: fetched exactly as the job fetches (fetcher on a shard, the job's fetch.* config and
+ * address guard), then parsed like a file. */
+
+typedef struct {
+    const char *url;
+    nf_fetch_opts_t opts;
+    nf_fetcher_t *fetcher;
+    nf_fetch_result_t res;
+    char *body;
+    _Atomic int done;
+} parse_fetch_t;
+
+static void parse_fetched(nf_shard_t *sh, nf_fetch_result_t *res, void *user)
+{
+    parse_fetch_t *pf = user;
+    (void)sh;
+    pf->res = *res;
+    pf->body = res->body; /* taken: freed by the caller */
+    res->body = NULL;
+    atomic_store(&pf->done, 1);
+}
+
+static void parse_fetch_start(nf_shard_t *sh, void *arg)
+{
+    parse_fetch_t *pf = arg;
+    pf->fetcher = nf_fetcher_create(sh, &pf->opts);
+    if (!pf->fetcher || nf_fetch_start(pf->fetcher, pf->url, NULL, NULL, parse_fetched, pf) != 0) {
+        pf->res.error = NF_FETCH_E_OTHER;
+        snprintf(pf->res.message, sizeof pf->res.message, "cannot start the transfer");
+        atomic_store(&pf->done, 1);
+    }
+}
+
+static void parse_fetch_stop(nf_shard_t *sh, void *arg)
+{
+    parse_fetch_t *pf = arg;
+    (void)sh;
+    nf_fetcher_destroy(pf->fetcher);
+    pf->fetcher = NULL;
+}
+
+/* 0 and the body (caller frees) with the final URL in effective; or an exit code after printing
+ * what failed. */
+static int parse_fetch_url(const char *url, char **body, size_t *len, char *effective,
+                           size_t efflen)
+{
+    nf_config_t cfg;
+    char err[NF_CONFIG_ERRLEN];
+    const char *path = getenv("NEWSFLOW_CONFIG");
+    if (nf_config_load(&cfg, path && *path ? path : NULL, NULL, 0, true, err, sizeof err) != 0) {
+        fprintf(stderr, "newsflow: config error: %s\n", err);
+        return NF_EXIT_USAGE;
+    }
+    parse_fetch_t pf;
+    memset(&pf, 0, sizeof pf);
+    pf.url = url;
+    nf_fetch_opts_default(&pf.opts);
+    pf.opts.user_agent = cfg.fetch.user_agent;
+    pf.opts.connect_timeout_ms = cfg.fetch.connect_timeout_ms;
+    pf.opts.total_timeout_ms = cfg.fetch.total_timeout_ms;
+    pf.opts.low_speed_bytes = cfg.fetch.low_speed_bytes;
+    pf.opts.low_speed_time_s = cfg.fetch.low_speed_time_s;
+    pf.opts.max_redirects = cfg.fetch.max_redirects;
+    pf.opts.body_max_bytes = cfg.fetch.body_max_bytes;
+    static nf_addrguard_t guard;
+    nf_addrguard_init(&guard);
+    for (const char *it = cfg.fetch.allow_private; *it;) {
+        size_t l = strcspn(it, "\n");
+        char cidr[128];
+        snprintf(cidr, sizeof cidr, "%.*s", (int)l, it);
+        if (nf_addrguard_allow(&guard, cidr) != 0) {
+            fprintf(stderr, "newsflow: config error: fetch.allow_private: \"%s\" is not a CIDR\n",
+                    cidr);
+            return NF_EXIT_USAGE;
+        }
+        it += l + (it[l] == '\n');
+    }
+    pf.opts.guard = &guard;
+
+    nf_fetch_global_init();
+    nf_metrics_init(1);
+    nf_runtime_opts_t ro;
+    nf_runtime_opts_default(&ro);
+    ro.shards = 1;
+    nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
+    if (!rt || nf_runtime_start(rt) != 0) {
+        fprintf(stderr, "newsflow parse: cannot start a shard: %s\n", rt ? "io_uring" : err);
+        nf_runtime_destroy(rt);
+        return NF_EXIT_RUNTIME;
+    }
+    nf_runtime_call(rt, 0, parse_fetch_start, &pf, 5000);
+    uint64_t deadline = nf_now_ns() + ((uint64_t)cfg.fetch.total_timeout_ms + 5000) * 1000000ull;
+    while (!atomic_load(&pf.done) && nf_now_ns() < deadline) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    nf_runtime_call(rt, 0, parse_fetch_stop, &pf, 5000);
+    nf_runtime_request_stop(rt);
+    nf_runtime_wait(rt);
+    nf_runtime_destroy(rt);
+    nf_metrics_shutdown();
+
+    const nf_fetch_result_t *r = &pf.res;
+    if (r->error != NF_FETCH_OK || r->http_status / 100 != 2) {
+        if (r->error != NF_FETCH_OK)
+            fprintf(stderr, "newsflow parse: %s: fetch failed: %s: %s\n", url,
+                    nf_fetch_error_name(r->error), r->message);
+        else
+            fprintf(stderr, "newsflow parse: %s: HTTP %d\n", url, r->http_status);
+        free(pf.body);
+        return NF_EXIT_RUNTIME;
+    }
+    *body = pf.body;
+    *len = r->body_len;
+    snprintf(effective, efflen, "%s", r->effective_url[0] ? r->effective_url : url);
+    return 0;
+}
+
 int nf_cli_parse(int argc, char **argv)
 {
     const char *file = NULL, *base = NULL;
@@ -229,19 +357,18 @@ int nf_cli_parse(int argc, char **argv)
     }
     if (!file)
         return parse_bad_usage("missing FILE (or - for standard input)", NULL);
-    if (!strncasecmp(file, "http://", 7) || !strncasecmp(file, "https://", 8)) {
-        fprintf(stderr,
-                "newsflow parse: %s: fetching URLs comes with the fetcher; save the feed to a "
-                "file (e.g. curl -o feed.xml URL) and run newsflow parse feed.xml --base URL\n",
-                file);
-        return NF_EXIT_USAGE;
-    }
-
     nf_feed_limits_t lim;
     nf_feed_limits_default(&lim);
     char *buf = NULL;
     size_t len = 0;
-    if (parse_read(file, lim.max_bytes, &buf, &len) < 0) {
+    static char effective[1024];
+    if (!strncasecmp(file, "http://", 7) || !strncasecmp(file, "https://", 8)) {
+        int fr = parse_fetch_url(file, &buf, &len, effective, sizeof effective);
+        if (fr != 0)
+            return fr;
+        if (!base)
+            base = effective;
+    } else if (parse_read(file, lim.max_bytes, &buf, &len) < 0) {
         fprintf(stderr, "newsflow parse: cannot read %s: %s\n", file, strerror(errno));
         return errno == ENOMEM ? NF_EXIT_RUNTIME : NF_EXIT_USAGE;
     }
