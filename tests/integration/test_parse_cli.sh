@@ -41,8 +41,10 @@ run 2 parse --bogus "$data/bom_utf8.xml"
 err_has "unknown option '--bogus'"
 run 2 parse "$data/bom_utf8.xml" "$data/bom_utf8.xml"
 err_has "extra argument"
-run 2 parse https://example.com/feed.xml
-err_has "fetching URLs comes with the fetcher; save the feed to a file"
+# A URL goes through the job's fetcher and address guard: a private address is refused before
+# any connection is made (test_parse_url.sh covers a real fetch from a loopback server).
+run 1 parse http://10.255.255.1/feed.xml
+err_has "address guard: 10.255.255.1 is private"
 run 2 parse "$work/no-such-file.xml"
 err_has "cannot read $work/no-such-file.xml"
 run 2 parse "$data/bom_utf8.xml" --base /relative

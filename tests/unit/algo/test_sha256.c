@@ -1,9 +1,13 @@
 /* Tests src/algo/sha256.c: the NIST FIPS 180-4 example vectors, lengths around the padding
  * boundaries (55/56/63/64 bytes, where the length field does or does not fit the last block),
- * and the incremental API fed in random pieces giving the one-shot digest. */
+ * and the incremental API fed in random pieces giving the one-shot digest. All of that runs
+ * once per compression function the CPU has (portable C, and SHA-NI where present), and the
+ * two are compared with each other on random inputs of every length up to a few blocks. */
 #include "algo/sha256.h"
 #include "nf_test.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -120,12 +124,71 @@ static void test_hex(void)
     NF_CHECK_STR(out, "");
 }
 
-int main(void)
+static void test_shani_matches_portable(void)
 {
+    if (nf_sha256_use(NF_SHA256_SHANI) == -ENOTSUP) {
+        fprintf(stderr, "  this CPU has no SHA-NI: only the portable path is tested\n");
+        NF_CHECK_EQ(nf_sha256_impl(), NF_SHA256_PORTABLE);
+        return;
+    }
+    NF_CHECK_EQ(nf_sha256_impl(), NF_SHA256_SHANI);
+    static uint8_t data[4096];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)next_rand();
+    for (int round = 0; round < 2000; round++) {
+        /* Every length up to 300 (all padding cases), then random longer ones. */
+        size_t len = round <= 300 ? (size_t)round : (size_t)(next_rand() % sizeof data);
+        size_t off = (size_t)(next_rand() % (sizeof data - len + 1)); /* any alignment */
+        uint8_t a[32], b[32];
+        NF_REQUIRE(nf_sha256_use(NF_SHA256_PORTABLE) == 0);
+        nf_sha256(data + off, len, a);
+        NF_REQUIRE(nf_sha256_use(NF_SHA256_SHANI) == 0);
+        nf_sha256(data + off, len, b);
+        if (memcmp(a, b, 32) != 0) {
+            fprintf(stderr, "  length %zu at offset %zu: SHA-NI and portable differ\n", len, off);
+            nf_test_failed_checks++;
+            break;
+        }
+    }
+    /* Switching in the middle of a hash: both keep the same state. */
+    nf_sha256_t c;
+    uint8_t want[32], got[32];
+    nf_sha256(data, sizeof data, want);
+    nf_sha256_init(&c);
+    for (size_t pos = 0; pos < sizeof data; pos += 1000) {
+        NF_REQUIRE(nf_sha256_use(pos / 1000 % 2 ? NF_SHA256_SHANI : NF_SHA256_PORTABLE) == 0);
+        nf_sha256_update(&c, data + pos, sizeof data - pos < 1000 ? sizeof data - pos : 1000);
+    }
+    nf_sha256_final(&c, got);
+    NF_CHECK(memcmp(want, got, 32) == 0);
+}
+
+static void test_use_rejects(void)
+{
+    NF_CHECK_EQ(nf_sha256_use((nf_sha256_impl_t)7), -EINVAL);
+    NF_CHECK_EQ(nf_sha256_use(NF_SHA256_AUTO), 0);
+    nf_sha256_impl_t auto_impl = nf_sha256_impl();
+    NF_CHECK(auto_impl == NF_SHA256_PORTABLE || auto_impl == NF_SHA256_SHANI);
+}
+
+/* The known-answer tests, with the compression function forced to `which`. */
+static void known_answers(nf_sha256_impl_t which, const char *name)
+{
+    if (nf_sha256_use(which) != 0)
+        return;
+    fprintf(stderr, "  [%s]\n", name);
     NF_RUN(test_nist_vectors);
     NF_RUN(test_million_a);
     NF_RUN(test_padding_boundaries);
     NF_RUN(test_incremental_equals_oneshot);
+}
+
+int main(void)
+{
+    known_answers(NF_SHA256_PORTABLE, "portable");
+    known_answers(NF_SHA256_SHANI, "SHA-NI");
+    NF_RUN(test_shani_matches_portable);
+    NF_RUN(test_use_rejects);
     NF_RUN(test_hex);
     return nf_test_report();
 }

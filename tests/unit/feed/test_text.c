@@ -428,6 +428,69 @@ static void test_not_nul_terminated(void)
     NF_CHECK_STR(out, "");
 }
 
+/* What nf_text_plain must give for inputs made only of ASCII letters, '&' before a letter (no
+ * entity), '<', ']', spaces, tabs, newlines, DEL, \x01 and UTF-8 letters: whitespace runs
+ * collapsed to one space and trimmed, the two controls dropped, the rest as is. */
+static void plain_model(const char *in, char *out)
+{
+    size_t w = 0;
+    bool space = false;
+    for (; *in; in++) {
+        if (*in == ' ' || *in == '\t' || *in == '\n') {
+            space = w > 0;
+        } else if (*in != '\x7f' && *in != '\x01') {
+            if (space)
+                out[w++] = ' ';
+            space = false;
+            out[w++] = *in;
+        }
+    }
+    out[w] = '\0';
+}
+
+/* A long run of plain text (the fast path that scans 16 bytes at a time) with one byte or
+ * pair that must end the run placed at every offset, in inputs of every length around the
+ * 16-byte steps. The run must stop exactly there, or the tab, the double space or the "]]>"
+ * (in HTML) would be copied as they are. */
+static void test_long_text_runs(void)
+{
+    static const char *const breaks[] = {"\t", "  ", " \t", "\n",       "\x7f",      "&",    "<",
+                                         "]",  " &", " <",  "\xC3\xA9", " \xC3\xA9", "\x01", " ]"};
+    char in[96], want[96], out[128];
+    int bad = 0;
+    for (size_t b = 0; b < sizeof breaks / sizeof breaks[0]; b++) {
+        for (size_t len = 1; len <= 40; len++) {
+            for (size_t at = 0; at <= len; at++) {
+                /* "abcd fghi ...": single spaces between words stay in the run */
+                size_t n = 0;
+                for (size_t k = 0; k <= len; k++) {
+                    if (k == at)
+                        n += (size_t)snprintf(in + n, sizeof in - n, "%s", breaks[b]);
+                    if (k < len)
+                        in[n++] = k % 5 == 4 ? ' ' : (char)('a' + k % 26);
+                }
+                in[n] = '\0';
+                plain_model(in, want);
+                nf_text_plain(in, n, out, sizeof out);
+                if (strcmp(out, want) != 0 && bad++ < 5)
+                    fprintf(stderr, "  plain(\"%s\") = \"%s\", want \"%s\"\n", in, out, want);
+                /* HTML: the end of a CDATA remnant vanishes wherever the run meets it. */
+                if (strcmp(breaks[b], "]") != 0)
+                    continue;
+                char html[100], without[100];
+                size_t pre = (size_t)(strchr(in, ']') - in);
+                snprintf(html, sizeof html, "%.*s]]>%s", (int)pre, in, in + pre + 1);
+                snprintf(without, sizeof without, "%.*s%s", (int)pre, in, in + pre + 1);
+                plain_model(without, want);
+                nf_text_from_html(html, strlen(html), out, sizeof out);
+                if (strcmp(out, want) != 0 && bad++ < 5)
+                    fprintf(stderr, "  html(\"%s\") = \"%s\", want \"%s\"\n", html, out, want);
+            }
+        }
+    }
+    NF_CHECK_EQ(bad, 0);
+}
+
 static void test_sanitize(void)
 {
     char out[64];
@@ -694,6 +757,7 @@ int main(void)
     NF_RUN(test_utf8_repair);
     NF_RUN(test_cut);
     NF_RUN(test_not_nul_terminated);
+    NF_RUN(test_long_text_runs);
     NF_RUN(test_sanitize);
     NF_RUN(test_every_prefix);
     NF_RUN(test_properties);
