@@ -18,6 +18,10 @@ void nf_sources_init(nf_source_list_t *l)
 
 void nf_sources_free(nf_source_list_t *l)
 {
+    for (size_t i = 0; i < l->n; i++) {
+        free((char *)l->items[i].url);
+        free((char *)l->items[i].host);
+    }
     free(l->items);
     if (l->seen.slots)
         nf_idset_free(&l->seen);
@@ -72,6 +76,7 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
 
     nf_source_def_t d;
     memset(&d, 0, sizeof d);
+    char url[1024], host[256];
     if (strstr(raw, "://") == NULL || !strncmp(raw, "file://", 7)) {
         /* A local path (or a file URL): must exist now, so a typo fails at start. */
         const char *path = strncmp(raw, "file://", 7) ? raw : raw + 7;
@@ -81,27 +86,27 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
                      where, raw, strerror(errno));
             return -1;
         }
-        if (strlen(abs) + 8 > sizeof d.url) {
-            snprintf(err, errlen, "%s: path longer than %zu bytes", where, sizeof d.url - 8);
+        if (strlen(abs) + 8 > sizeof url) {
+            snprintf(err, errlen, "%s: path longer than %zu bytes", where, sizeof url - 8);
             return -1;
         }
-        memcpy(d.url, "file://", 7);
-        memcpy(d.url + 7, abs, strlen(abs) + 1);
+        memcpy(url, "file://", 7);
+        memcpy(url + 7, abs, strlen(abs) + 1);
         /* Each local file is its own "host": politeness is for servers, not for files. */
-        snprintf(d.host, sizeof d.host, "file:%.*s", (int)sizeof d.host - 6, abs);
+        snprintf(host, sizeof host, "file:%.*s", (int)sizeof host - 6, abs);
         d.is_file = true;
     } else {
-        int r = nf_url_normalize(raw, d.url, sizeof d.url);
+        int r = nf_url_normalize(raw, url, sizeof url);
         if (r < 0) {
             snprintf(err, errlen, "%s: \"%s\": %s", where, raw, nf_url_strerror(r));
             return -1;
         }
-        url_host(d.url, d.host, sizeof d.host);
+        url_host(url, host, sizeof host);
     }
     uint8_t digest[32];
-    nf_sha256(d.url, strlen(d.url), digest);
+    nf_sha256(url, strlen(url), digest);
     nf_hex(digest, 8, d.source_id);
-    d.host_key = nf_sources_host_key(d.host);
+    d.host_key = nf_sources_host_key(host);
 
     if (!l->seen.slots && nf_idset_init(&l->seen, 1024) != 0) {
         snprintf(err, errlen, "%s: out of memory", where);
@@ -128,6 +133,14 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
         }
         l->items = items;
         l->cap = cap;
+    }
+    d.url = strdup(url);
+    d.host = strdup(host);
+    if (!d.url || !d.host) {
+        free((char *)d.url);
+        free((char *)d.host);
+        snprintf(err, errlen, "%s: out of memory", where);
+        return -1;
     }
     l->items[l->n++] = d;
     return 0;

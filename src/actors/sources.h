@@ -22,8 +22,9 @@
 
 typedef struct nf_source_def {
     char source_id[17];
-    char url[1024];      /* normalized for http(s); absolute file:// for local paths */
-    char host[256];      /* lower-case host; "localhost" for files */
+    /* Exact-size strings owned by the list (fixed buffers made 100k sources cost 130 MB). */
+    const char *url;     /* normalized for http(s); absolute file:// for local paths; < 1 KiB */
+    const char *host;    /* lower-case host; "file:PATH" for local files; < 256 B */
     uint64_t host_key;   /* routing key: FNV-1a of host */
     uint32_t interval_s; /* 0 = the crawl default */
     bool is_file;
