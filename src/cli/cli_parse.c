@@ -9,6 +9,7 @@
  * own fetcher on a one-shard runtime, with the job's fetch.* configuration and address guard, and
  * its final URL (after redirects) is the base unless --base says otherwise. */
 #include "cli/cli.h"
+#include "cli/cli_fetch.h"
 
 #include "feed/dates.h"
 #include "feed/feed.h"
@@ -253,28 +254,11 @@ static int parse_fetch_url(const char *url, char **body, size_t *len, char *effe
     parse_fetch_t pf;
     memset(&pf, 0, sizeof pf);
     pf.url = url;
-    nf_fetch_opts_default(&pf.opts);
-    pf.opts.user_agent = cfg.fetch.user_agent;
-    pf.opts.connect_timeout_ms = cfg.fetch.connect_timeout_ms;
-    pf.opts.total_timeout_ms = cfg.fetch.total_timeout_ms;
-    pf.opts.low_speed_bytes = cfg.fetch.low_speed_bytes;
-    pf.opts.low_speed_time_s = cfg.fetch.low_speed_time_s;
-    pf.opts.max_redirects = cfg.fetch.max_redirects;
-    pf.opts.body_max_bytes = cfg.fetch.body_max_bytes;
     static nf_addrguard_t guard;
-    nf_addrguard_init(&guard);
-    for (const char *it = cfg.fetch.allow_private; *it;) {
-        size_t l = strcspn(it, "\n");
-        char cidr[128];
-        snprintf(cidr, sizeof cidr, "%.*s", (int)l, it);
-        if (nf_addrguard_allow(&guard, cidr) != 0) {
-            fprintf(stderr, "newsflow: config error: fetch.allow_private: \"%s\" is not a CIDR\n",
-                    cidr);
-            return NF_EXIT_USAGE;
-        }
-        it += l + (it[l] == '\n');
+    if (nf_cli_fetch_setup(&cfg, &pf.opts, &guard, err, sizeof err) != 0) {
+        fprintf(stderr, "newsflow: config error: %s\n", err);
+        return NF_EXIT_USAGE;
     }
-    pf.opts.guard = &guard;
 
     nf_fetch_global_init();
     nf_metrics_init(1);

@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 
 #include "actors/ingest.h"
+#include "cli/cli_fetch.h"
 #include "runtime/admin.h"
 #include "runtime/config.h"
 #include "runtime/log.h"
@@ -176,15 +177,8 @@ static int setup_ingest(const nf_config_t *cfg, nf_ingest_t *in, nf_source_list_
         snprintf(err, errlen, "crawl: %s", bad);
         return -1;
     }
-    nf_fetch_opts_t *f = &o->fetch;
-    f->user_agent = cfg->fetch.user_agent;
-    f->connect_timeout_ms = cfg->fetch.connect_timeout_ms;
-    f->total_timeout_ms = cfg->fetch.total_timeout_ms;
-    f->low_speed_bytes = cfg->fetch.low_speed_bytes;
-    f->low_speed_time_s = cfg->fetch.low_speed_time_s;
-    f->max_redirects = cfg->fetch.max_redirects;
-    f->body_max_bytes = cfg->fetch.body_max_bytes;
-    f->allow_file = cfg->fetch.allow_file;
+    if (nf_cli_fetch_setup(cfg, &o->fetch, &o->guard, err, errlen) != 0)
+        return -1;
     o->max_in_flight = cfg->fetch.max_in_flight;
     o->limits.max_bytes = cfg->fetch.body_max_bytes;
     o->limits.max_items = cfg->parse.max_items;
@@ -192,22 +186,7 @@ static int setup_ingest(const nf_config_t *cfg, nf_ingest_t *in, nf_source_list_
 
     char item[1024];
     unsigned idx = 0;
-    for (const char *it = cfg->fetch.allow_private; *it; idx++) {
-        size_t l = strcspn(it, "\n");
-        snprintf(item, sizeof item, "%.*s", (int)l, it);
-        if (nf_addrguard_allow(&o->guard, item) != 0) {
-            snprintf(
-                err, errlen,
-                "fetch.allow_private[%u]: \"%.200s\" is not an IP address or CIDR (or more than "
-                "%d entries)",
-                idx, item, NF_ADDRGUARD_MAX_ALLOW);
-            return -1;
-        }
-        it += l + (it[l] == '\n');
-    }
-
     nf_sources_init(src);
-    idx = 0;
     for (const char *it = cfg->sources.urls; *it; idx++) {
         size_t l = strcspn(it, "\n");
         char where[48];

@@ -26,6 +26,14 @@ set -e
 [ $rc -eq 1 ] || fail "guarded fetch: exit $rc, want 1"
 grep -q "address guard: 127.0.0.1 is loopback" "$TMP/err" || fail "guard message: $(cat "$TMP/err")"
 
+# A bad allow-list entry is a config error naming the entry (same code path as `run`).
+set +e
+NEWSFLOW_FETCH_ALLOW_PRIVATE=127.0.0.0/8,bogus "$NF" parse "http://127.0.0.1:$PORT/world.xml" \
+  >/dev/null 2>"$TMP/err"; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "bad allow_private: exit $rc, want 2"
+grep -q 'fetch.allow_private\[1\]: "bogus"' "$TMP/err" || fail "allow_private message: $(cat "$TMP/err")"
+
 # Allowed: same articles as parsing the file, with the URL as base.
 export NEWSFLOW_FETCH_ALLOW_PRIVATE=127.0.0.0/8
 "$NF" parse --compact "http://127.0.0.1:$PORT/world.xml" >"$TMP/url.json"
