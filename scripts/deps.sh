@@ -7,7 +7,8 @@
 set -euo pipefail
 
 RUNTIME_PACKAGES=(
-  liburing2 libcjson1 libmicrohttpd12 libxml2 libcurl4 libidn2-0 ca-certificates curl
+  liburing2 libcjson1 libmicrohttpd12 libxml2 libcurl4 libidn2-0 librocksdb7.8 librdkafka1
+  ca-certificates curl
 )
 
 BUILD_PACKAGES=(
@@ -18,6 +19,8 @@ BUILD_PACKAGES=(
   libcjson-dev libmicrohttpd-dev libidn2-dev
   # tests: promtool validates /metrics; curl talks to the admin server
   prometheus curl
+  # tests: kcat reads and writes Kafka topics (read_committed checks); JSON Schema validation
+  kcat python3-jsonschema
   # benchmark peers: xmllint --stream, python3-feedparser
   libxml2-utils python3 python3-feedparser
 )

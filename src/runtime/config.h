@@ -106,6 +106,30 @@ typedef struct nf_config {
     struct {
         char spec[1024];
     } sink;
+    struct {
+        char dir[1024];
+        uint32_t budget_mb; /* keyed state in memory, per shard */
+        uint32_t block_cache_mb;
+    } state;
+    struct {
+        uint32_t interval_ms;
+        uint32_t retain_every; /* a named checkpoint every N epochs; 0 = none */
+        uint32_t retain_count;
+    } checkpoint;
+    struct {
+        char brokers[1024]; /* "embedded" = in-process mock cluster; "" = no Kafka */
+        bool exactly_once;
+        char topic_prefix[64];
+        char group_id[128];
+        char transactional_id[128];
+        uint32_t partitions; /* partitions of topics created on the embedded cluster */
+        uint32_t max_event_bytes;
+        uint32_t pause_high_water, pause_low_water; /* per shard, messages queued */
+        char properties[4096]; /* extra librdkafka properties "name=value", one per entry */
+    } kafka;
+    struct {
+        uint32_t read_events_per_s; /* 0 = no demo producer */
+    } demo;
 } nf_config_t;
 
 /* The built-in defaults (the same values as config/newsflow.json). */

@@ -1,0 +1,88 @@
+/* kstate.h — keyed state of one state kind on one shard: an in-memory working set over the
+ * store (DESIGN.md §3).
+ *
+ * Keys are 128-bit ids (article ids, hashed user ids, source ids) with a key group (the input
+ * partition they came from, or a hash bucket for state not fed by Kafka); the RocksDB key is
+ * [key group: 2 bytes big-endian][hi: 8 bytes big-endian][lo: 8 bytes big-endian]. Values are
+ * opaque bytes (an actor's struct, encoded by the actor). In RocksDB a value is stored as
+ * [expires_at_ms: 8 bytes LE, 0 = never][value] (the store's TTL convention).
+ *
+ * Life of an entry:
+ *   absent --get (cold: point read from the store, expired = absent)--> clean
+ *   put/delete --> dirty (a delete is a dirty tombstone until the epoch that writes it commits)
+ *   nf_kstate_snapshot(epoch e): every dirty entry is written into the epoch's batch and becomes
+ *     "committing in e"; it is not evictable until nf_kstate_committed(e) — until then the store
+ *     does not have it and a reload would read an older value.
+ *   nf_kstate_committed(e): entries committing in epochs <= e become clean (tombstones vanish).
+ * Eviction only takes clean entries (approximately least recently used, CLOCK). When the memory
+ * used exceeds the budget and no clean entry is left, nf_kstate_over_budget() turns true: the
+ * owner asks the epoch coordinator for an early checkpoint (which makes entries clean).
+ *
+ * TTL: with ttl_ms > 0, a put sets expires_at = now_ms + ttl_ms; an expired entry reads as
+ * absent, is dropped by nf_kstate_expire() (in memory; the store's compaction filter drops it on
+ * disk), and needs no delete.
+ *
+ * A kstate without a store (st == NULL) is memory only: nothing is cold, nothing is evicted
+ * (tests, `newsflow parse`, benchmarks of the hot path).
+ *
+ * Threads: one shard owns a kstate; every call is from that shard's thread. The store reads it
+ * makes are thread-safe. Hot path (hit): no allocation, no lock, no syscall. */
+#ifndef NF_KSTATE_H
+#define NF_KSTATE_H
+
+#include "algo/idset.h"
+#include "state/store.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nf_kstate nf_kstate_t;
+
+typedef struct nf_kstate_opts {
+    nf_state_kind_t kind;
+    uint64_t ttl_ms;     /* 0 = entries never expire */
+    size_t budget_bytes; /* memory for entries and table; 0 = unlimited */
+    size_t initial_capacity;
+} nf_kstate_opts_t;
+
+/* NULL on allocation failure. st may be NULL (memory only). */
+nf_kstate_t *nf_kstate_new(nf_store_t *st, const nf_kstate_opts_t *o);
+void nf_kstate_free(nf_kstate_t *ks);
+
+/* The value of key (hot, or loaded from the store), or NULL if absent, deleted or expired.
+ * *len gets its length. The pointer stays valid until the next put/delete/get/expire on this
+ * kstate. A store read error returns NULL with *err = -EIO (else *err = 0); err may be NULL. */
+const void *nf_kstate_get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint64_t now_ms,
+                          uint32_t *len, int *err);
+/* Inserts or replaces; the entry becomes dirty. 0 or -ENOMEM (nothing changed). */
+int nf_kstate_put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val, uint32_t len,
+                  uint64_t now_ms);
+/* Deletes (a dirty tombstone). 0 or -ENOMEM. */
+int nf_kstate_delete(nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
+
+/* Barrier: writes every dirty entry (puts and tombstones) into b and marks it committing in
+ * `epoch`. Returns the number of entries written. Runs in O(dirty), not O(all). */
+size_t nf_kstate_snapshot(nf_kstate_t *ks, nf_store_batch_t *b, uint64_t epoch);
+/* Epoch `epoch` is durable in the store: its entries become clean and evictable. */
+void nf_kstate_committed(nf_kstate_t *ks, uint64_t epoch);
+/* Epoch `epoch` will never be applied (a failed commit the job gives up on is fatal, so today
+ * only tests call this): its entries become dirty again for the next snapshot. */
+void nf_kstate_uncommitted(nf_kstate_t *ks, uint64_t epoch);
+
+/* Drops expired entries (at most max_entries examined per call; 0 = all). Returns how many were
+ * dropped. Expired dirty entries are dropped too unless committing (their store copy expires). */
+size_t nf_kstate_expire(nf_kstate_t *ks, uint64_t now_ms, size_t max_entries);
+
+typedef struct nf_kstate_stats {
+    size_t entries, dirty, committing, bytes;
+    uint64_t hits, misses, loads, load_errors, evictions, expired;
+} nf_kstate_stats_t;
+void nf_kstate_stats(const nf_kstate_t *ks, nf_kstate_stats_t *out);
+/* Memory in use exceeds the budget and nothing clean is left to evict. */
+bool nf_kstate_over_budget(const nf_kstate_t *ks);
+
+/* The RocksDB key of (kg, key): 18 bytes into out. */
+void nf_kstate_encode_key(uint16_t kg, nf_id128_t key, unsigned char out[18]);
+
+#endif

@@ -1,0 +1,156 @@
+/* store.h — the job's durable state: one RocksDB database under state.dir (DESIGN.md §3).
+ *
+ * Layout on disk:
+ *   <state.dir>/db/                      the live database
+ *   <state.dir>/checkpoints/chk-<epoch>/ named checkpoints (RocksDB hard-link checkpoints)
+ *                                        with a manifest.json beside the database files
+ * Column families: "default" holds the epoch protocol's records (pending, committed); every
+ * state kind (nf_state_kind_t) has its own family. Keys are opaque bytes to the store; the
+ * keyed-state layer prefixes them with a 2-byte big-endian key group. A value of a kind with a
+ * TTL starts with an 8-byte little-endian expiry time (ms since the Unix epoch, 0 = never); the
+ * store's compaction filter drops expired values, readers must still check (compaction is lazy).
+ *
+ * The epoch protocol (src/state/epoch.c) drives three calls:
+ *   nf_store_pending_write  one synced write: the epoch's header (opaque JSON text), one state
+ *                           batch per shard and opaque output blobs — the "pending" record;
+ *   nf_store_pending_apply  applies the batches to the live families, records the header as the
+ *                           committed epoch and deletes the pending record. Idempotent: a crash
+ *                           half-way leaves the pending record, and applying it again is
+ *                           harmless (batches hold absolute puts and deletes);
+ *   nf_store_pending_read   on start, the pending record left by a crash (if any).
+ * At most one pending record exists: the next epoch's is written only after the previous one was
+ * applied (or discarded).
+ *
+ * Threads: a store is thread-safe (RocksDB is): shards read cold keys while the epoch thread
+ * writes. Batches are single-threaded objects: a shard fills its own at the barrier. */
+#ifndef NF_STORE_H
+#define NF_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    NF_KIND_ARTICLE_KEY = 0, /* dedup: article_id -> first seen (ingest) */
+    NF_KIND_CRAWL_SCHEDULE,  /* crawl: source_id -> schedule (ingest) */
+    NF_KIND_READS,           /* reads actor: user_id -> read count/version */
+    NF_KIND_EVENT_IDS,       /* read-event id dedup (TTL 2 h) */
+    NF_KIND__COUNT
+} nf_state_kind_t;
+
+/* Column family name of a kind ("article_key", "crawl_schedule", "reads", "event_ids"). */
+const char *nf_state_kind_name(nf_state_kind_t k);
+
+typedef struct nf_store nf_store_t;
+typedef struct nf_store_batch nf_store_batch_t;
+
+typedef struct nf_blob {
+    const void *data;
+    size_t len;
+} nf_blob_t;
+
+typedef struct nf_store_opts {
+    size_t block_cache_mb;   /* default 256 */
+    size_t write_buffer_mb;  /* per column family, default 64 */
+    unsigned bg_threads;     /* flush + compaction threads, default 2 */
+    bool read_only;          /* open for inspection (checkpoints show/verify, state dump) */
+} nf_store_opts_t;
+
+void nf_store_opts_default(nf_store_opts_t *o);
+
+/* Opens (creating if missing) <state_dir>/db with every kind's column family. NULL with a
+ * message naming the directory and RocksDB's reason on failure (e.g. another process holds the
+ * LOCK). */
+nf_store_t *nf_store_open(const char *state_dir, const nf_store_opts_t *o, char *err,
+                          size_t errlen);
+/* Opens the database of a named checkpoint directory read-only (for verify and inspection). */
+nf_store_t *nf_store_open_dir(const char *db_dir, bool read_only, char *err, size_t errlen);
+void nf_store_close(nf_store_t *st);
+const char *nf_store_state_dir(const nf_store_t *st);
+
+/* Point read of committed state. 1 (found: *val/*len malloc'd, caller frees), 0 (absent), or
+ * -EIO with a message in err. */
+int nf_store_get(nf_store_t *st, nf_state_kind_t kind, const void *key, size_t klen, void **val,
+                 size_t *len, char *err, size_t errlen);
+
+/* Calls fn for every key of a kind in key order (committed state); stops when fn returns
+ * non-zero and returns that value. 0 at the end, -EIO on a read error. */
+typedef int (*nf_store_scan_fn)(const void *key, size_t klen, const void *val, size_t vlen,
+                                void *arg);
+int nf_store_scan(nf_store_t *st, nf_state_kind_t kind, nf_store_scan_fn fn, void *arg);
+
+/* ---- batches (one per shard and epoch) ---- */
+nf_store_batch_t *nf_store_batch_new(void);
+void nf_store_batch_put(nf_store_batch_t *b, nf_state_kind_t kind, const void *key, size_t klen,
+                        const void *val, size_t vlen);
+void nf_store_batch_delete(nf_store_batch_t *b, nf_state_kind_t kind, const void *key,
+                           size_t klen);
+size_t nf_store_batch_count(const nf_store_batch_t *b);
+size_t nf_store_batch_bytes(const nf_store_batch_t *b);
+void nf_store_batch_clear(nf_store_batch_t *b);
+void nf_store_batch_free(nf_store_batch_t *b);
+
+/* ---- the epoch protocol ---- */
+/* One synced write replacing any previous pending record. header_json is opaque text (the epoch
+ * module's: offsets, output positions). NULL batches are skipped. 0 or -EIO with err. */
+int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_json,
+                           nf_store_batch_t *const *batches, unsigned nbatches,
+                           const nf_blob_t *outputs, unsigned noutputs, char *err, size_t errlen);
+
+typedef struct nf_store_pending {
+    uint64_t epoch;
+    char *header_json;
+    nf_blob_t *outputs; /* noutputs blobs, malloc'd */
+    unsigned noutputs;
+} nf_store_pending_t;
+
+/* 1 (a pending record exists: *out filled, free with nf_store_pending_free), 0 (none), -EIO. */
+int nf_store_pending_read(nf_store_t *st, nf_store_pending_t *out, char *err, size_t errlen);
+void nf_store_pending_free(nf_store_pending_t *p);
+/* Applies the pending record (see top). 0 (also when there is none) or -EIO with err. */
+int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen);
+/* Deletes the pending record without applying it. */
+int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen);
+/* The last committed epoch (0 = none) and its header (malloc'd, NULL if none). 0 or -EIO. */
+int nf_store_committed(nf_store_t *st, uint64_t *epoch, char **header_json, char *err,
+                       size_t errlen);
+
+/* ---- named checkpoints ---- */
+/* Takes a RocksDB checkpoint of the live database into
+ * <state_dir>/checkpoints/chk-<epoch zero-padded to 12 digits>/ (written under a temporary
+ * name and renamed, so a crash never leaves a half checkpoint under the final name) and writes
+ * manifest.json: {"id","epoch","created_at" (RFC 3339),"header" (the committed header JSON, i.e.
+ * input offsets),"config_hash","version","files","bytes","kinds":{name:{"keys_estimate"}}}.
+ * Call between commits (no pending record). 0 or -errno with err. */
+int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash, char *err,
+                        size_t errlen);
+/* Deletes the oldest checkpoints beyond `retain`. Returns how many were deleted or -errno. */
+int nf_store_checkpoint_prune(const char *state_dir, unsigned retain);
+
+typedef struct nf_checkpoint_info {
+    char id[32]; /* "chk-000000000042" */
+    uint64_t epoch;
+    char created_at[32];
+    uint64_t bytes, files;
+} nf_checkpoint_info_t;
+
+/* Lists checkpoints, oldest first (from their manifests; a directory without a readable
+ * manifest is skipped). *out malloc'd. 0 or -errno. */
+int nf_checkpoint_list(const char *state_dir, nf_checkpoint_info_t **out, size_t *n);
+/* Resolves "latest", "chk-…" or a bare epoch number to a checkpoint directory path (malloc'd).
+ * NULL with a message saying which checkpoints exist. */
+char *nf_checkpoint_path(const char *state_dir, const char *id, char *err, size_t errlen);
+/* Reads a checkpoint's manifest.json text (malloc'd) or NULL with err. */
+char *nf_checkpoint_manifest(const char *state_dir, const char *id, char *err, size_t errlen);
+/* Verifies a checkpoint: manifest present and parseable, every file it counts present with the
+ * recorded total size, the database opens read-only, every column family scans end to end with
+ * checksums verified. 0 or -errno with the first problem in err. */
+int nf_checkpoint_verify(const char *state_dir, const char *id, char *err, size_t errlen);
+int nf_checkpoint_delete(const char *state_dir, const char *id, char *err, size_t errlen);
+/* Makes a checkpoint the live database: the current <state_dir>/db is moved to
+ * <state_dir>/db.replaced-<unix time> (never deleted silently) and the checkpoint's files are
+ * hard-linked (copied across file systems) into a fresh <state_dir>/db. The store must not be
+ * open. 0 or -errno with err. */
+int nf_checkpoint_restore(const char *state_dir, const char *id, char *err, size_t errlen);
+
+#endif
