@@ -11,13 +11,18 @@ static const char usage[] =
     "Usage: newsflow <command> [options]\n"
     "\n"
     "Commands:\n"
-    "  run [--config FILE] [--set SECTION.KEY=VALUE]...\n"
+    "  run [--config FILE] [--set SECTION.KEY=VALUE]... [--from-checkpoint ID]\n"
     "                      run the job until SIGTERM/SIGINT (or runtime.stop_after_ms)\n"
     "  parse FILE|- [--base URL] [--fetched-at RFC3339|MS] [--compact]\n"
     "                      parse one saved feed the way the job does; print it as JSON\n"
     "  config check FILE [--set ...] [--print]\n"
     "                      validate a config file; --print shows the effective config\n"
     "  config defaults     print the default configuration (config/newsflow.json)\n"
+    "  checkpoints list|show ID|verify ID|delete ID [--state-dir DIR] [--config FILE]\n"
+    "                      inspect, verify or delete the named checkpoints of state.dir\n"
+    "  mock-kafka [--partitions N] [--topic-prefix P]\n"
+    "                      a mock Kafka cluster (librdkafka's) in its own process, for tests\n"
+    "                      that kill and restart the job; prints bootstrap=HOST:PORT\n"
     "  version             version, git commit and library versions\n"
     "  help                this text; `newsflow <command> --help` for a command's options\n"
     "\n"
@@ -48,6 +53,10 @@ int main(int argc, char **argv)
         return nf_cli_config(argc - 1, argv + 1);
     if (!strcmp(cmd, "parse"))
         return nf_cli_parse(argc - 1, argv + 1);
+    if (!strcmp(cmd, "checkpoints"))
+        return nf_cli_checkpoints(argc - 1, argv + 1);
+    if (!strcmp(cmd, "mock-kafka"))
+        return nf_cli_mock_kafka(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
         return nf_cli_version(argc - 1, argv + 1);
     fprintf(stderr, "newsflow: unknown command '%s'\n\n%s", cmd, usage);

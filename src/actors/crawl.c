@@ -7,14 +7,22 @@
  * that is served as HTML forever ends DEAD like one that times out), writes the attempt to
  * fetch-log and sends each article to its dedup shard.
  *
- * Schedules are in wall-clock milliseconds (they will be persisted); timers are monotonic, so
- * each arm converts "at wall time T" into "in T - now". */
+ * Schedules are in wall-clock milliseconds; timers are monotonic, so each arm converts "at wall
+ * time T" into "in T - now". Schedules are CrawlSchedule state: a changed one is written at the
+ * next epoch cut (NF_KIND_CRAWL_SCHEDULE, key = source_id) and read back at start, so a restart
+ * keeps next_crawl_at, backoff, validators and status.
+ *
+ * Epoch cuts: while a cut is in progress (pause .. resume) nothing new starts and a finished
+ * fetch is held unprocessed — its schedule update, fetch-log record and articles must land in
+ * the same epoch (a schedule committed with a new ETag but without the articles would lose them
+ * on the next conditional GET). */
 #include "actors/article_msg.h"
 #include "actors/ingest.h"
 #include "algo/sha256.h"
 #include "feed/dates.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
+#include "state/kstate.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -30,7 +38,7 @@ typedef struct src {
     const nf_source_def_t *def;
     crawl_t *c;
     uint32_t host; /* index into crawl_t.hosts */
-    bool in_flight, queued, probe;
+    bool in_flight, queued, probe, dirty, restored;
     int64_t started_for_ms; /* next_crawl_at the running fetch was due at (fetch_id) */
     int64_t started_ms;
     struct src *qnext;
@@ -57,7 +65,15 @@ struct crawl {
     uint64_t rng;
     nf_jw_t jw;
     bool stopping;
+    bool cut_paused;
+    struct deferred *dhead, *dtail; /* fetches finished during a cut */
 };
+
+typedef struct deferred {
+    struct deferred *next;
+    src_t *s;
+    nf_fetch_result_t res;
+} deferred_t;
 
 static int64_t wall_ms(void)
 {
@@ -225,8 +241,8 @@ static void emit_fetch_log(crawl_t *c, const src_t *s, const nf_fetch_result_t *
     nf_jw_str(w, error);
     json_time(w, "fetched_at", now);
     nf_jw_obj_close(w);
-    if (w->failed || nf_sink_emit(c->in->sink, nf_shard_index(c->sh), NF_TOPIC_FETCH_LOG,
-                                  s->def->source_id, w->buf, w->len) != 0)
+    if (w->failed || nf_ingest_emit(c->in, nf_shard_index(c->sh), NF_TOPIC_FETCH_LOG,
+                                    s->def->source_id, w->buf, w->len) != 0)
         nf_counter_inc(c->in->m.sink_errors);
 }
 
@@ -293,7 +309,7 @@ static void enqueue(crawl_t *c, src_t *s)
 
 static void drain_queue(crawl_t *c)
 {
-    while (c->qhead && has_capacity(c) && !c->stopping) {
+    while (c->qhead && has_capacity(c) && !c->stopping && !c->cut_paused) {
         src_t *s = c->qhead;
         c->qhead = s->qnext;
         if (!c->qhead)
@@ -316,6 +332,16 @@ static void try_start(crawl_t *c, src_t *s)
 {
     if (c->stopping || s->in_flight || s->sched.status != NF_CRAWL_ACTIVE)
         return;
+    if (c->cut_paused) {
+        s->queued = true; /* started when the cut ends (not a capacity deferral) */
+        s->qnext = NULL;
+        if (c->qtail)
+            c->qtail->qnext = s;
+        else
+            c->qhead = s;
+        c->qtail = s;
+        return;
+    }
     if (!has_capacity(c)) {
         enqueue(c, s);
         return;
@@ -368,13 +394,40 @@ static void on_due(nf_shard_t *sh, nf_timer_t *t, void *arg)
     try_start(s->c, s);
 }
 
+static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res);
+
 static void on_fetched(nf_shard_t *sh, nf_fetch_result_t *res, void *user)
 {
     src_t *s = user;
     crawl_t *c = s->c;
+    (void)sh;
+    if (c->cut_paused && !c->stopping) {
+        deferred_t *d = malloc(sizeof *d);
+        if (d) {
+            d->s = s;
+            d->res = *res;
+            res->body = NULL; /* the copy owns the body now */
+            d->next = NULL;
+            if (c->dtail)
+                c->dtail->next = d;
+            else
+                c->dhead = d;
+            c->dtail = d;
+            return;
+        }
+        /* No memory to hold it: process now. The cut may then see this fetch's effects split
+         * across epochs, which a crash can turn into a re-crawl — never into a loss, since the
+         * articles' dedup entries and outputs still commit together. */
+    }
+    process_fetched(c, s, res);
+}
+
+static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
+{
     nf_ingest_metrics_t *m = &c->in->m;
     int64_t now = wall_ms();
     s->in_flight = false;
+    s->dirty = true;
     c->in_flight--;
     nf_gauge_set(m->in_flight, c->in_flight);
 
@@ -436,8 +489,111 @@ static void on_fetched(nf_shard_t *sh, nf_fetch_result_t *res, void *user)
     if (!c->stopping && s->sched.status == NF_CRAWL_ACTIVE)
         arm_at(c, s, s->sched.next_crawl_at_ms);
     drain_queue(c);
+}
+
+/* ---------------------------------------------------------------- epochs and state */
+
+/* Stored schedule: [expires_at_ms = 0: 8 bytes][format: 4 bytes][nf_crawl_schedule_t]. The
+ * format word changes with the struct's size, so a build with another layout starts the
+ * source afresh instead of misreading it. */
+#define SCHED_FORMAT (0x53430000u | (uint32_t)sizeof(nf_crawl_schedule_t))
+
+static void sched_key(const src_t *s, unsigned char key[18])
+{
+    nf_id128_t id = {0, 0};
+    for (const char *p = s->def->source_id; *p; p++) {
+        unsigned v = (unsigned)(*p <= '9' ? *p - '0' : (*p | 0x20) - 'a' + 10);
+        id.hi = id.hi << 4 | (v & 15);
+    }
+    nf_kstate_encode_key((uint16_t)(id.hi % 256), id, key);
+}
+
+static bool sched_load(crawl_t *c, src_t *s)
+{
+    if (!c->in->store)
+        return false;
+    unsigned char key[18];
+    sched_key(s, key);
+    void *v = NULL;
+    size_t len = 0;
+    char err[256];
+    int r = nf_store_get(c->in->store, NF_KIND_CRAWL_SCHEDULE, key, sizeof key, &v, &len, err,
+                         sizeof err);
+    bool ok = false;
+    uint32_t fmt = 0;
+    if (r == 1 && len == 12 + sizeof s->sched) {
+        memcpy(&fmt, (char *)v + 8, 4);
+        if (fmt == SCHED_FORMAT) {
+            memcpy(&s->sched, (char *)v + 12, sizeof s->sched);
+            s->sched.etag[sizeof s->sched.etag - 1] = 0;
+            s->sched.last_modified[sizeof s->sched.last_modified - 1] = 0;
+            ok = true;
+        }
+    } else if (r < 0) {
+        nf_log(NF_LOG_ERROR, "crawl", "cannot read the source's schedule; starting it afresh",
+               NF_LS("source_id", s->def->source_id), NF_LS("error", err), NF_LEND);
+    }
+    free(v);
+    return ok;
+}
+
+static void crawl_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
+{
+    crawl_t *c = self;
+    (void)sh;
+    (void)epoch;
+    unsigned char key[18], val[12 + sizeof(nf_crawl_schedule_t)];
+    uint32_t fmt = SCHED_FORMAT;
+    memset(val, 0, 8);
+    memcpy(val + 8, &fmt, 4);
+    for (size_t i = 0; i < c->nsrcs; i++) {
+        src_t *s = &c->srcs[i];
+        if (!s->dirty)
+            continue;
+        s->dirty = false;
+        if (!b)
+            continue;
+        sched_key(s, key);
+        memcpy(val + 12, &s->sched, sizeof s->sched);
+        nf_store_batch_put(b, NF_KIND_CRAWL_SCHEDULE, key, sizeof key, val, sizeof val);
+    }
+}
+
+static void crawl_cut_pause(nf_shard_t *sh, void *self)
+{
+    ((crawl_t *)self)->cut_paused = true;
     (void)sh;
 }
+
+static bool crawl_busy(nf_shard_t *sh, void *self)
+{
+    crawl_t *c = self;
+    drain_overflow(c);
+    (void)sh;
+    return c->ohead != NULL;
+}
+
+static void crawl_cut_resume(nf_shard_t *sh, void *self)
+{
+    crawl_t *c = self;
+    (void)sh;
+    c->cut_paused = false;
+    while (c->dhead) {
+        deferred_t *d = c->dhead;
+        c->dhead = d->next;
+        if (!c->dhead)
+            c->dtail = NULL;
+        process_fetched(c, d->s, &d->res);
+        free(d->res.body);
+        free(d);
+    }
+    drain_queue(c);
+}
+
+static const nf_epoch_participant_t crawl_part = {.pause = crawl_cut_pause,
+                                                  .busy = crawl_busy,
+                                                  .snapshot = crawl_snapshot,
+                                                  .resume = crawl_cut_resume};
 
 /* ---------------------------------------------------------------- actor hooks */
 
@@ -470,6 +626,7 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
     if (!c->srcs || !c->hosts || nf_idset_init(&host_index, mine * 2) != 0)
         abort();
     int64_t now = wall_ms();
+    size_t restored = 0;
     for (size_t i = 0; i < l->n; i++) {
         const nf_source_def_t *d = &l->items[i];
         if (nf_route(rt, d->host_key) != me)
@@ -486,17 +643,25 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
             c->hosts[hidx].name = d->host;
         }
         s->host = (uint32_t)hidx;
-        nf_crawl_init(&in->o.policy, &s->sched, d->interval_s, now, &c->rng);
+        if (sched_load(c, s)) {
+            nf_crawl_set_interval(&in->o.policy, &s->sched, d->interval_s);
+            s->restored = true;
+            restored++;
+        } else {
+            nf_crawl_init(&in->o.policy, &s->sched, d->interval_s, now, &c->rng);
+        }
+        s->dirty = true;
         nf_timer_init(&s->timer, on_due, s);
     }
-    /* First crawls: spread over min(interval, 10 ms per source) — at most ~100 first fetches
-     * per second per shard, so a large fleet does not start in one burst while a handful of
-     * feeds is crawled at once (the policy's own spread is the whole interval). */
+    /* First crawls (and crawls overdue after a restart): spread over min(interval, 10 ms per
+     * source) — at most ~100 first fetches per second per shard, so a large fleet does not
+     * start in one burst while a handful of feeds is crawled at once (the policy's own spread
+     * is the whole interval). */
     int64_t spread = (int64_t)c->nsrcs * 10;
     for (size_t i = 0; i < c->nsrcs; i++) {
         src_t *s = &c->srcs[i];
         int64_t own = s->sched.next_crawl_at_ms - now;
-        if (own > spread)
+        if (s->restored ? own < 0 && s->sched.status == NF_CRAWL_ACTIVE : own > spread)
             nf_crawl_defer(&s->sched,
                            now + 1 + (int64_t)(nf_crawl_rng_next(&c->rng) % (uint64_t)(spread + 1)),
                            now);
@@ -504,9 +669,11 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
     }
     nf_idset_free(&host_index);
     nf_gauge_set(in->m.sources, (int64_t)c->nsrcs);
+    if (in->epoch && nf_epoch_participant_add(in->epoch, sh, &crawl_part, c) != 0)
+        abort();
     if (c->nsrcs)
         nf_log(NF_LOG_INFO, "crawl", "sources assigned", NF_LI("sources", c->nsrcs),
-               NF_LI("hosts", c->nhosts), NF_LEND);
+               NF_LI("hosts", c->nhosts), NF_LI("schedules_restored", restored), NF_LEND);
     return c;
 }
 
@@ -543,6 +710,12 @@ static void crawl_fini(nf_shard_t *sh, void *self)
     crawl_t *c = self;
     if (!c->stopping)
         crawl_stop(sh, c);
+    while (c->dhead) { /* finished during a final cut: not committed, crawled again */
+        deferred_t *d = c->dhead;
+        c->dhead = d->next;
+        free(d->res.body);
+        free(d);
+    }
     while (c->ohead) { /* only after a forced shutdown */
         nf_article_blob_t *b = c->ohead;
         c->ohead = b->next;

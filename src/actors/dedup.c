@@ -1,24 +1,30 @@
 /* dedup.c — the dedup actor (ingest.h): first sighting of an article_id wins.
  *
  * Keyed: an article reaches the shard that owns nf_route(id.hi), so each id lives in exactly one
- * shard's set and "one article per URL" needs no coordination. The set is in memory today; the
- * durable state issue moves it into the keyed-state layer (RocksDB, TTL). This actor also owns
- * the shard's periodic sink flush. */
+ * shard's ArticleKey state and "one article per URL" needs no coordination. ArticleKey is keyed
+ * state (state/kstate.h, kind NF_KIND_ARTICLE_KEY, key group = id.hi % 256, value = first-seen
+ * ms): the insert of a new article and its output belong to the same epoch, so after a crash
+ * either both happened or neither (the next crawl then emits it once). Without an epoch (tests
+ * of ingestion alone) outputs go straight to the sink, flushed by this actor's timer. */
 #include "actors/article_msg.h"
 #include "actors/ingest.h"
 #include "runtime/log.h"
+#include "state/kstate.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     nf_ingest_t *in;
     nf_shard_t *sh;
-    nf_idset_t seen;
+    nf_kstate_t *seen;
     nf_timer_t flush;
 } dedup_t;
 
 static void flush_sink(dedup_t *d)
 {
+    if (d->in->epoch || !d->in->sink)
+        return; /* with an epoch, outputs leave at commit (the coordinator owns the sink) */
     int r = nf_sink_flush(d->in->sink, nf_shard_index(d->sh));
     if (r != 0) {
         nf_counter_inc(d->in->m.sink_errors);
@@ -31,11 +37,28 @@ static void on_flush(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {
     dedup_t *d = arg;
     flush_sink(d);
-    nf_gauge_set(d->in->m.dedup_keys, (int64_t)nf_idset_count(&d->seen));
-    nf_gauge_set(d->in->m.dedup_bytes, (int64_t)nf_idset_bytes(&d->seen));
+    nf_kstate_stats_t st;
+    nf_kstate_stats(d->seen, &st);
+    nf_gauge_set(d->in->m.dedup_keys, (int64_t)st.entries);
+    nf_gauge_set(d->in->m.dedup_bytes, (int64_t)st.bytes);
     (void)sh;
     (void)t;
 }
+
+static void dedup_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
+{
+    nf_kstate_snapshot(((dedup_t *)self)->seen, b, epoch);
+    (void)sh;
+}
+
+static void dedup_committed(nf_shard_t *sh, void *self, uint64_t epoch)
+{
+    nf_kstate_committed(((dedup_t *)self)->seen, epoch);
+    (void)sh;
+}
+
+static const nf_epoch_participant_t dedup_part = {.snapshot = dedup_snapshot,
+                                                  .committed = dedup_committed};
 
 static void *dedup_init(nf_shard_t *sh, void *ctx)
 {
@@ -44,7 +67,13 @@ static void *dedup_init(nf_shard_t *sh, void *ctx)
         abort(); /* start-up: nothing sensible to do without memory */
     d->in = ctx;
     d->sh = sh;
-    if (nf_idset_init(&d->seen, 1 << 16) != 0)
+    nf_kstate_opts_t o = {.kind = NF_KIND_ARTICLE_KEY,
+                          .budget_bytes = d->in->budget_bytes,
+                          .initial_capacity = 1 << 16};
+    d->seen = nf_kstate_new(d->in->store, &o);
+    if (!d->seen)
+        abort();
+    if (d->in->epoch && nf_epoch_participant_add(d->in->epoch, sh, &dedup_part, d) != 0)
         abort();
     nf_timer_init(&d->flush, on_flush, d);
     uint64_t period = (uint64_t)d->in->o.sink_flush_ms * 1000000ull;
@@ -57,21 +86,40 @@ static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
     dedup_t *d = self;
     nf_article_blob_t *b = m->body.ptr;
     uint64_t first_seen = 0;
-    int r = nf_idset_insert(&d->seen, b->id, (uint64_t)b->ingested_ms, &first_seen);
+    uint16_t kg = (uint16_t)(b->id.hi % 256);
+    uint32_t len = 0;
+    int err = 0, r;
+    const void *v = nf_kstate_get(d->seen, kg, b->id, (uint64_t)b->ingested_ms, &len, &err);
+    if (err != 0) {
+        r = err;
+    } else if (v) {
+        if (len == sizeof first_seen)
+            memcpy(&first_seen, v, sizeof first_seen);
+        r = 0;
+    } else {
+        first_seen = (uint64_t)b->ingested_ms;
+        r = nf_kstate_put(d->seen, kg, b->id, &first_seen, sizeof first_seen,
+                          (uint64_t)b->ingested_ms);
+        r = r == 0 ? 1 : r;
+    }
     if (r == 1) {
         nf_counter_inc(d->in->m.dedup_new);
-        if (nf_sink_emit(d->in->sink, nf_shard_index(sh), NF_TOPIC_ARTICLES, b->article_id, b->json,
-                         b->len) != 0)
+        if (nf_ingest_emit(d->in, nf_shard_index(sh), NF_TOPIC_ARTICLES, b->article_id, b->json,
+                           b->len) != 0)
             nf_counter_inc(d->in->m.sink_errors);
+        if (d->in->epoch && nf_kstate_over_budget(d->seen))
+            nf_epoch_request(d->in->epoch);
     } else if (r == 0) {
         nf_counter_inc(d->in->m.dedup_duplicate);
         if (nf_log_enabled(NF_LOG_DEBUG))
             nf_log(NF_LOG_DEBUG, "dedup", "article.duplicate", NF_LS("article_id", b->article_id),
                    NF_LI("first_seen_ms", (int64_t)first_seen), NF_LEND);
     } else {
-        /* Out of memory growing the set: the article is not lost silently. */
-        nf_log(NF_LOG_ERROR, "dedup", "cannot record article (out of memory); dropped",
-               NF_LS("article_id", b->article_id), NF_LEND);
+        /* The state cannot be read or grown: emitting could duplicate, dropping would lose.
+         * Stop the job; the epoch is not committed, so the article is crawled again. */
+        nf_log(NF_LOG_ERROR, "dedup", "ArticleKey state failed; stopping the job",
+               NF_LS("article_id", b->article_id), NF_LI("errno", -r), NF_LEND);
+        nf_runtime_request_stop(nf_shard_runtime(sh));
     }
     free(b);
 }
@@ -88,7 +136,7 @@ static void dedup_fini(nf_shard_t *sh, void *self)
     dedup_t *d = self;
     nf_timer_cancel(sh, &d->flush);
     flush_sink(d);
-    nf_idset_free(&d->seen);
+    nf_kstate_free(d->seen);
     free(d);
 }
 

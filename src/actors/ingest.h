@@ -29,6 +29,10 @@
 #include "io/sink.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "state/epoch.h"
+#include "state/store.h"
+
+#include <string.h>
 
 typedef struct nf_ingest_opts {
     nf_crawl_policy_t policy;
@@ -57,10 +61,25 @@ typedef struct nf_ingest_metrics {
 typedef struct nf_ingest {
     nf_ingest_opts_t o;
     const nf_source_list_t *sources;
+    /* Outputs go to the epoch (committed with state; `newsflow run`) when set, else straight
+     * to the sink (tests of the ingestion path alone). */
+    nf_epoch_t *epoch;
     nf_sink_t *sink;
+    nf_store_t *store;   /* NULL: ArticleKey and CrawlSchedule in memory only */
+    size_t budget_bytes; /* ArticleKey state in memory per shard (0 = unlimited) */
     int crawl_actor, dedup_actor;
     nf_ingest_metrics_t m;
 } nf_ingest_t;
+
+/* One output record of the ingestion actors, from shard `shard`: into the epoch when there is
+ * one, else into the sink. 0 or -errno. */
+static inline int nf_ingest_emit(nf_ingest_t *in, unsigned shard, nf_topic_t topic, const char *key,
+                                 const char *value, size_t len)
+{
+    if (in->epoch)
+        return nf_epoch_emit(in->epoch, shard, topic, key, strlen(key), value, len);
+    return nf_sink_emit(in->sink, shard, topic, key, value, len);
+}
 
 /* Registers the crawl and dedup actors and their metrics. 0 or -errno. */
 int nf_ingest_register(nf_runtime_t *rt, nf_ingest_t *in);

@@ -10,5 +10,7 @@ int nf_cli_run(int argc, char **argv);
 int nf_cli_config(int argc, char **argv);
 int nf_cli_version(int argc, char **argv);
 int nf_cli_parse(int argc, char **argv);
+int nf_cli_checkpoints(int argc, char **argv);
+int nf_cli_mock_kafka(int argc, char **argv);
 
 #endif

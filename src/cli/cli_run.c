@@ -1,18 +1,27 @@
 /* cli_run.c — `newsflow run` and `newsflow version`.
  *
- * run: load the configuration once, start the metrics registry, the shard runtime and the admin
- * server, then sit on the main thread handling signals and printing a progress line until
- * SIGTERM/SIGINT (or runtime.stop_after_ms). A first signal starts a graceful shutdown (actors
- * stop intake, rings drain, bounded by shutdown.timeout_ms); a second one exits at once. */
+ * run: load the configuration once; open the state (RocksDB under state.dir, optionally
+ * restored from a named checkpoint first); connect to Kafka (or start the embedded mock
+ * cluster); create the runtime and the epoch coordinator; finish a pending epoch left by a crash;
+ * register the actors; start shards, coordinator and admin server; then sit on the main thread
+ * handling signals and printing a progress line until SIGTERM/SIGINT (or runtime.stop_after_ms).
+ * A first signal commits a final epoch with input stopped, then drains the shards (bounded by
+ * shutdown.timeout_ms); a second one exits at once (what was not committed is redone after a
+ * restart). */
 #include "cli/cli.h"
 
 #include "actors/ingest.h"
+#include "actors/reads.h"
 #include "cli/cli_fetch.h"
+#include "io/demo.h"
+#include "io/kafka.h"
 #include "runtime/admin.h"
 #include "runtime/config.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "state/epoch.h"
+#include "state/store.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -27,6 +36,7 @@
 
 static const char run_usage[] =
     "Usage: newsflow run [--config FILE] [--set SECTION.KEY=VALUE]... [--sink SPEC]\n"
+    "                    [--from-checkpoint ID|latest]\n"
     "\n"
     "Runs the job until SIGTERM or SIGINT (a second signal exits at once), or for\n"
     "runtime.stop_after_ms milliseconds when that is set.\n"
@@ -35,11 +45,20 @@ static const char run_usage[] =
     "                  which are config/newsflow.json)\n"
     "  --set K=V       override one key, e.g. --set runtime.shards=2 (repeatable; wins over\n"
     "                  the file and NEWSFLOW_* environment variables)\n"
-    "  --sink SPEC     where outputs go: jsonl:PATH (one JSON object per line, - = stdout)\n"
-    "                  or none; same as --set sink.spec=SPEC\n"
+    "  --sink SPEC     also write every committed output here: jsonl:PATH (one JSON object\n"
+    "                  per line, - = stdout) or none; same as --set sink.spec=SPEC\n"
+    "  --from-checkpoint ID\n"
+    "                  before starting, make named checkpoint ID (chk-N, N, or latest) the live\n"
+    "                  state: state, outputs and Kafka input positions roll back to it (the\n"
+    "                  replaced state is kept as state.dir/db.replaced-TIME); see\n"
+    "                  `newsflow checkpoints list`\n"
     "\n"
-    "Feeds come from sources.urls and sources.file; articles (one per URL) and one fetch-log\n"
-    "record per fetch attempt go to the sink.\n"
+    "Feeds come from sources.urls and sources.file; read events from the read-events topic.\n"
+    "Outputs — articles (one per URL), one fetch-log record per fetch attempt, interest-updates,\n"
+    "dead-letters for input records that cannot be decoded — go to Kafka (kafka.brokers;\n"
+    "\"embedded\" runs an in-process mock cluster, \"\" runs without Kafka) in epochs of\n"
+    "checkpoint.interval_ms: state (state.dir), outputs and input positions commit together,\n"
+    "so a kill -9 at any instant loses and duplicates nothing after a restart.\n"
     "\n"
     "While running: JSON-lines logs on stderr, a progress line every log.progress_interval_ms,\n"
     "and http://ADMIN_LISTEN:ADMIN_PORT/metrics, /healthz, /readyz (default 127.0.0.1:9464).\n"
@@ -47,17 +66,14 @@ static const char run_usage[] =
     "\n"
     "Exit codes: 0 clean shutdown, 1 runtime failure or forced shutdown, 2 usage/config error.\n";
 
-static nf_runtime_t *g_rt;
 static volatile sig_atomic_t g_signals;
 
+/* The main loop notices the first signal: it commits a final epoch before stopping shards. */
 static void on_signal(int sig)
 {
     (void)sig;
-    if (++g_signals == 1) {
-        if (g_rt)
-            nf_runtime_request_stop(g_rt);
+    if (++g_signals == 1)
         return;
-    }
     static const char msg[] = "newsflow: second signal, exiting without draining\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
@@ -108,6 +124,8 @@ static double rss_mb(void)
     return (double)rss * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
 }
 
+static const char *g_from_checkpoint;
+
 static int parse_args(int argc, char **argv, const char **path, char ***sets, unsigned *nsets)
 {
     *path = getenv("NEWSFLOW_CONFIG");
@@ -131,7 +149,14 @@ static int parse_args(int argc, char **argv, const char **path, char ***sets, un
             *path = a + 9;
         else if (!strcmp(a, "--set"))
             (*sets)[(*nsets)++] = argv[++i];
-        else if (!strcmp(a, "--sink") || !strncmp(a, "--sink=", 7)) {
+        else if (!strcmp(a, "--from-checkpoint") || !strncmp(a, "--from-checkpoint=", 18)) {
+            const char *v = a[17] == '=' ? a + 18 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || !*v) {
+                fprintf(stderr, "newsflow run: --from-checkpoint needs an id\n\n%s", run_usage);
+                return -1;
+            }
+            g_from_checkpoint = v;
+        } else if (!strcmp(a, "--sink") || !strncmp(a, "--sink=", 7)) {
             const char *v = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
             if (!v) {
                 fprintf(stderr, "newsflow run: --sink needs a value\n\n%s", run_usage);
@@ -199,9 +224,123 @@ static int setup_ingest(const nf_config_t *cfg, nf_ingest_t *in, nf_source_list_
     if (cfg->sources.file[0] && nf_sources_load_file(src, cfg->sources.file, err, errlen) != 0)
         return -1;
     in->sources = src;
-    in->sink = nf_sink_open(cfg->sink.spec, shards, err, errlen);
+    /* One writer: the epoch coordinator writes committed outputs (shard slot 0). */
+    in->sink = nf_sink_open(cfg->sink.spec, 1, err, errlen);
+    (void)shards;
     if (!in->sink)
         return -1;
+    return 0;
+}
+
+/* Everything `run` owns besides the runtime, torn down in reverse order by run_cleanup. */
+typedef struct run_ctx {
+    nf_config_t cfg;
+    nf_ingest_t in;
+    nf_source_list_t sources;
+    nf_reads_t reads;
+    nf_store_t *store;
+    nf_kafka_mock_t *mock;
+    nf_kafka_t *kafka;
+    nf_epoch_t *epoch;
+    nf_demo_t *demo;
+    nf_runtime_t *rt;
+    nf_admin_t *admin;
+} run_ctx_t;
+
+static void run_cleanup(run_ctx_t *c)
+{
+    nf_demo_stop(c->demo);
+    nf_admin_stop(c->admin);
+    if (c->rt)
+        nf_runtime_destroy(c->rt);
+    nf_kafka_free(c->kafka);
+    nf_epoch_free(c->epoch);
+    nf_kafka_mock_free(c->mock);
+    if (c->store)
+        nf_store_close(c->store);
+    nf_sources_free(&c->sources);
+}
+
+/* State, Kafka and the epoch coordinator, before any actor runs. 0 or an exit code. */
+static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t errlen)
+{
+    const nf_config_t *cfg = &c->cfg;
+    if (g_from_checkpoint) {
+        if (nf_checkpoint_restore(cfg->state.dir, g_from_checkpoint, err, errlen) != 0) {
+            nf_log(NF_LOG_ERROR, "main", "cannot restore the checkpoint",
+                   NF_LS("checkpoint", g_from_checkpoint), NF_LS("error", err), NF_LEND);
+            return NF_EXIT_USAGE;
+        }
+        nf_log(NF_LOG_WARN, "main",
+               "restored a named checkpoint: state and input positions "
+               "roll back to it",
+               NF_LS("checkpoint", g_from_checkpoint), NF_LEND);
+    }
+    nf_store_opts_t so;
+    nf_store_opts_default(&so);
+    so.block_cache_mb = cfg->state.block_cache_mb;
+    c->store = nf_store_open(cfg->state.dir, &so, err, errlen);
+    if (!c->store) {
+        nf_log(NF_LOG_ERROR, "main", "cannot open the state", NF_LS("state_dir", cfg->state.dir),
+               NF_LS("error", err), NF_LEND);
+        return NF_EXIT_RUNTIME;
+    }
+    nf_epoch_opts_t eo = {.interval_ms = cfg->checkpoint.interval_ms,
+                          .retain_every = cfg->checkpoint.retain_every,
+                          .retain_count = cfg->checkpoint.retain_count,
+                          .config_hash = nf_config_hash(cfg)};
+    c->epoch = nf_epoch_new(c->rt, c->store, c->in.sink, &eo, err, errlen);
+    if (!c->epoch) {
+        nf_log(NF_LOG_ERROR, "main", "cannot create the epoch coordinator", NF_LS("error", err),
+               NF_LEND);
+        return NF_EXIT_USAGE;
+    }
+    const char *brokers = cfg->kafka.brokers;
+    if (!strcmp(brokers, "embedded")) {
+        c->mock = nf_kafka_mock_new(1, cfg->kafka.partitions, cfg->kafka.topic_prefix, err, errlen);
+        if (!c->mock) {
+            nf_log(NF_LOG_ERROR, "main", "cannot start the embedded Kafka", NF_LS("error", err),
+                   NF_LEND);
+            return NF_EXIT_RUNTIME;
+        }
+        brokers = nf_kafka_mock_bootstrap(c->mock);
+        nf_log(NF_LOG_INFO, "main",
+               "embedded Kafka started (mock cluster; data lives as long "
+               "as this process)",
+               NF_LS("bootstrap", brokers), NF_LEND);
+    }
+    if (brokers[0]) {
+        nf_kafka_opts_t ko = {.brokers = brokers,
+                              .exactly_once = cfg->kafka.exactly_once,
+                              .topic_prefix = cfg->kafka.topic_prefix,
+                              .group_id = cfg->kafka.group_id,
+                              .transactional_id = cfg->kafka.transactional_id,
+                              .properties = cfg->kafka.properties,
+                              .shards = shards,
+                              .consume = true,
+                              .assign_all = cfg->kafka.assignment == 1,
+                              .position = nf_epoch_position_cb,
+                              .revoke = nf_epoch_revoke_cb,
+                              .fault = nf_epoch_fault_cb,
+                              .arg = c->epoch};
+        c->kafka = nf_kafka_new(&ko, err, errlen);
+        if (!c->kafka) {
+            nf_log(NF_LOG_ERROR, "main", "cannot connect to Kafka", NF_LS("brokers", brokers),
+                   NF_LS("error", err), NF_LEND);
+            return NF_EXIT_RUNTIME;
+        }
+        nf_epoch_attach_kafka(c->epoch, c->kafka);
+    }
+    if (nf_epoch_recover(c->epoch, err, errlen) != 0) {
+        nf_log(NF_LOG_ERROR, "main", "cannot recover the state", NF_LS("error", err), NF_LEND);
+        return NF_EXIT_RUNTIME;
+    }
+    if (c->kafka && cfg->demo.read_events_per_s) {
+        c->demo = nf_demo_start(brokers, nf_kafka_input_topic(c->kafka, NF_INPUT_READ_EVENTS),
+                                cfg->demo.read_events_per_s, err, errlen);
+        if (!c->demo)
+            nf_log(NF_LOG_WARN, "main", "demo producer not started", NF_LS("error", err), NF_LEND);
+    }
     return 0;
 }
 
@@ -215,24 +354,25 @@ int nf_cli_run(int argc, char **argv)
         free(sets);
         return pa > 0 ? NF_EXIT_OK : NF_EXIT_USAGE;
     }
-    nf_config_t cfg;
+    static run_ctx_t c;
+    nf_config_t *cfg = &c.cfg;
     char err[NF_CONFIG_ERRLEN];
-    int lr = nf_config_load(&cfg, path, sets, nsets, true, err, sizeof err);
+    int lr = nf_config_load(cfg, path, sets, nsets, true, err, sizeof err);
     free(sets);
     if (lr != 0) {
         fprintf(stderr, "newsflow: config error: %s\n", err);
         return NF_EXIT_USAGE;
     }
-    nf_log_set_level(cfg.log.level);
+    nf_log_set_level(cfg->log.level);
 
     nf_runtime_opts_t ro;
     nf_runtime_opts_default(&ro);
-    ro.shards = cfg.runtime.shards;
-    ro.pin = cfg.runtime.pin;
-    ro.ring_capacity = cfg.runtime.ring_capacity;
-    ro.batch = cfg.runtime.batch;
-    ro.budget = cfg.runtime.budget;
-    ro.shutdown_timeout_ms = cfg.shutdown.timeout_ms;
+    ro.shards = cfg->runtime.shards;
+    ro.pin = cfg->runtime.pin;
+    ro.ring_capacity = cfg->runtime.ring_capacity;
+    ro.batch = cfg->runtime.batch;
+    ro.budget = cfg->runtime.budget;
+    ro.shutdown_timeout_ms = cfg->shutdown.timeout_ms;
     if (ro.shards == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         ro.shards = cpus > 0 ? (unsigned)cpus : 1;
@@ -244,28 +384,44 @@ int nf_cli_run(int argc, char **argv)
     }
     nf_fetch_global_init();
     nf_feed_global_init();
-    static nf_ingest_t in;
-    static nf_source_list_t sources;
-    if (setup_ingest(&cfg, &in, &sources, ro.shards, err, sizeof err) != 0) {
+    if (setup_ingest(cfg, &c.in, &c.sources, ro.shards, err, sizeof err) != 0) {
         fprintf(stderr, "newsflow: config error: %s\n", err);
-        nf_sources_free(&sources);
+        nf_sources_free(&c.sources);
         return NF_EXIT_USAGE;
     }
-    if (sources.n == 0)
+    if (c.sources.n == 0)
         nf_log(NF_LOG_WARN, "main", "no sources configured: nothing will be crawled",
                NF_LS("hint", "set sources.file or sources.urls"), NF_LEND);
-    nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
-    if (!rt) {
+    c.rt = nf_runtime_create(&ro, err, sizeof err);
+    if (!c.rt) {
         nf_log(NF_LOG_ERROR, "main", "cannot create the runtime", NF_LS("error", err), NF_LEND);
-        nf_sink_close(in.sink);
-        nf_sources_free(&sources);
+        nf_sink_close(c.in.sink);
+        run_cleanup(&c);
         return NF_EXIT_RUNTIME;
     }
-    if (nf_ingest_register(rt, &in) != 0) {
-        nf_log(NF_LOG_ERROR, "main", "cannot register the ingestion actors", NF_LEND);
-        nf_runtime_destroy(rt);
-        nf_sink_close(in.sink);
-        nf_sources_free(&sources);
+    int code = setup_durability(&c, ro.shards, err, sizeof err);
+    if (code != 0) {
+        run_cleanup(&c);
+        nf_sink_close(c.in.sink);
+        return code;
+    }
+    c.in.epoch = c.epoch;
+    c.in.store = c.store;
+    c.in.budget_bytes = (size_t)cfg->state.budget_mb << 20;
+    c.reads = (nf_reads_t){.kafka = c.kafka,
+                           .epoch = c.epoch,
+                           .store = c.store,
+                           .max_event_bytes = cfg->kafka.max_event_bytes,
+                           .pause_high_water = cfg->kafka.pause_high_water,
+                           .pause_low_water = cfg->kafka.pause_low_water,
+                           .budget_bytes = (size_t)cfg->state.budget_mb << 20};
+    const char *slow = getenv("NF_TEST_SLOW_READS_US"); /* backpressure test knob */
+    if (slow)
+        c.reads.slow_us = (uint32_t)strtoul(slow, NULL, 10);
+    if (nf_ingest_register(c.rt, &c.in) != 0 || nf_reads_register(c.rt, &c.reads) != 0) {
+        nf_log(NF_LOG_ERROR, "main", "cannot register the actors", NF_LEND);
+        run_cleanup(&c);
+        nf_sink_close(c.in.sink);
         return NF_EXIT_RUNTIME;
     }
 
@@ -273,66 +429,72 @@ int nf_cli_run(int argc, char **argv)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    g_rt = rt;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     int exit_code = NF_EXIT_OK;
-    nf_admin_t *admin = NULL;
-    if (cfg.admin.enabled) {
-        nf_admin_hooks_t hooks = {.health = health, .ready = ready, .arg = rt};
-        admin = nf_admin_start(cfg.admin.listen, (uint16_t)cfg.admin.port, &hooks, err, sizeof err);
-        if (!admin) {
+    if (cfg->admin.enabled) {
+        nf_admin_hooks_t hooks = {.health = health, .ready = ready, .arg = c.rt};
+        c.admin =
+            nf_admin_start(cfg->admin.listen, (uint16_t)cfg->admin.port, &hooks, err, sizeof err);
+        if (!c.admin) {
             nf_log(NF_LOG_ERROR, "main", "cannot start the admin server", NF_LS("error", err),
                    NF_LS("hint", "set admin.port (0 = any free port) or admin.enabled=false"),
                    NF_LEND);
-            g_rt = NULL;
-            nf_runtime_destroy(rt);
+            run_cleanup(&c);
+            nf_sink_close(c.in.sink);
             return NF_EXIT_RUNTIME;
         }
     }
-    if (nf_runtime_start(rt) != 0) {
+    if (nf_runtime_start(c.rt) != 0 || nf_epoch_start(c.epoch) != 0) {
         nf_log(NF_LOG_ERROR, "main", "cannot start the shards", NF_LEND);
-        nf_admin_stop(admin);
-        g_rt = NULL;
-        nf_runtime_destroy(rt);
+        nf_runtime_request_stop(c.rt);
+        nf_runtime_wait(c.rt);
+        run_cleanup(&c);
+        nf_sink_close(c.in.sink);
         return NF_EXIT_RUNTIME;
     }
     char hash[17];
-    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)nf_config_hash(&cfg));
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)nf_config_hash(cfg));
     nf_log(NF_LOG_INFO, "main", "newsflow started", NF_LS("version", NF_VERSION),
            NF_LS("commit", NF_GIT_COMMIT), NF_LI("shards", ro.shards),
            NF_LS("config", path ? path : "(defaults)"), NF_LS("config_hash", hash),
-           NF_LI("sources", sources.n), NF_LI("duplicate_sources", sources.duplicates),
-           NF_LS("sink", cfg.sink.spec),
-           NF_LS("admin", cfg.admin.enabled ? cfg.admin.listen : "off"),
-           NF_LI("admin_port", admin ? nf_admin_port(admin) : 0), NF_LEND);
+           NF_LI("sources", c.sources.n), NF_LI("duplicate_sources", c.sources.duplicates),
+           NF_LS("state_dir", cfg->state.dir), NF_LI("epoch", nf_epoch_committed_epoch(c.epoch)),
+           NF_LS("kafka", cfg->kafka.brokers[0] ? cfg->kafka.brokers : "off"),
+           NF_LS("sink", cfg->sink.spec),
+           NF_LS("admin", cfg->admin.enabled ? cfg->admin.listen : "off"),
+           NF_LI("admin_port", c.admin ? nf_admin_port(c.admin) : 0), NF_LEND);
     atomic_store(&g_ready, true);
 
     uint64_t start = nf_now_ns();
     uint64_t stop_at =
-        cfg.runtime.stop_after_ms ? start + cfg.runtime.stop_after_ms * 1000000ull : UINT64_MAX;
-    uint64_t progress_every = (uint64_t)cfg.log.progress_interval_ms * 1000000ull;
+        cfg->runtime.stop_after_ms ? start + cfg->runtime.stop_after_ms * 1000000ull : UINT64_MAX;
+    uint64_t progress_every = (uint64_t)cfg->log.progress_interval_ms * 1000000ull;
     uint64_t next_progress = progress_every ? start + progress_every : UINT64_MAX;
     nf_runtime_stats_t prev = {0};
-    while (!g_signals) {
+    while (!g_signals && !nf_runtime_stop_requested(c.rt)) {
         uint64_t now = nf_now_ns();
         if (now >= stop_at) {
             nf_log(NF_LOG_INFO, "main", "runtime.stop_after_ms reached; stopping",
-                   NF_LI("stop_after_ms", cfg.runtime.stop_after_ms), NF_LEND);
-            nf_runtime_request_stop(rt);
+                   NF_LI("stop_after_ms", cfg->runtime.stop_after_ms), NF_LEND);
             break;
         }
         if (now >= next_progress) {
             nf_runtime_stats_t st;
-            nf_runtime_stats(rt, &st);
+            nf_runtime_stats(c.rt, &st);
+            nf_epoch_stats_t es;
+            nf_epoch_stats(c.epoch, &es);
             double secs = (double)progress_every / 1e9;
             nf_log(NF_LOG_INFO, "main", "progress",
-                   NF_LI("uptime_s", (now - start) / 1000000000ull), NF_LI("messages", st.received),
-                   NF_LI("fetches", nf_sink_records(in.sink, NF_TOPIC_FETCH_LOG)),
-                   NF_LI("articles", nf_sink_records(in.sink, NF_TOPIC_ARTICLES)),
-                   NF_LI("duplicates", nf_counter_value(in.m.dedup_duplicate)),
+                   NF_LI("uptime_s", (now - start) / 1000000000ull), NF_LI("epoch", es.epoch),
+                   NF_LI("articles", nf_counter_value(c.in.m.dedup_new)),
+                   NF_LI("duplicates", nf_counter_value(c.in.m.dedup_duplicate)),
+                   NF_LI("read_events", nf_counter_value(c.reads.m.events)),
+                   NF_LI("dead_letters", nf_counter_value(c.reads.m.dead_letters)),
+                   NF_LI("outputs_committed", es.outputs),
+                   NF_LF("pause_ms", (double)es.last_pause_ns / 1e6),
                    NF_LF("messages_per_s", (double)(st.received - prev.received) / secs),
                    NF_LI("ring_full", st.ring_full), NF_LF("rss_mb", rss_mb()), NF_LEND);
             prev = st;
@@ -342,28 +504,37 @@ int nf_cli_run(int argc, char **argv)
         nanosleep(&ts, NULL);
     }
     if (g_signals)
-        nf_log(NF_LOG_INFO, "main", "signal received; draining (a second signal exits at once)",
-               NF_LI("timeout_ms", cfg.shutdown.timeout_ms), NF_LEND);
+        nf_log(NF_LOG_INFO, "main",
+               "signal received; committing a final epoch and draining (a second signal exits "
+               "at once)",
+               NF_LI("timeout_ms", cfg->shutdown.timeout_ms), NF_LEND);
     atomic_store(&g_ready, false);
-    int wr = nf_runtime_wait(rt);
+    nf_demo_stop(c.demo);
+    c.demo = NULL;
+    if (nf_epoch_stop(c.epoch) != 0)
+        exit_code = NF_EXIT_RUNTIME;
+    nf_runtime_request_stop(c.rt);
+    int wr = nf_runtime_wait(c.rt);
     if (wr == -ETIMEDOUT)
         exit_code = NF_EXIT_RUNTIME;
     nf_runtime_stats_t st;
-    nf_runtime_stats(rt, &st);
-    nf_admin_stop(admin);
-    g_rt = NULL;
-    nf_runtime_destroy(rt);
-    uint64_t articles = nf_sink_records(in.sink, NF_TOPIC_ARTICLES);
-    uint64_t fetches = nf_sink_records(in.sink, NF_TOPIC_FETCH_LOG);
-    int sr = nf_sink_close(in.sink);
+    nf_runtime_stats(c.rt, &st);
+    nf_epoch_stats_t es;
+    nf_epoch_stats(c.epoch, &es);
+    nf_admin_stop(c.admin);
+    c.admin = NULL;
+    nf_runtime_destroy(c.rt);
+    c.rt = NULL;
+    run_cleanup(&c);
+    int sr = nf_sink_close(c.in.sink);
     if (sr != 0) {
         nf_log(NF_LOG_ERROR, "main", "sink close failed: outputs may be incomplete",
-               NF_LS("sink", cfg.sink.spec), NF_LS("error", strerror(-sr)), NF_LEND);
+               NF_LS("sink", cfg->sink.spec), NF_LS("error", strerror(-sr)), NF_LEND);
         exit_code = NF_EXIT_RUNTIME;
     }
-    nf_sources_free(&sources);
     nf_log(exit_code ? NF_LOG_ERROR : NF_LOG_INFO, "main", "newsflow stopped",
-           NF_LI("articles", articles), NF_LI("fetches", fetches), NF_LI("exit_code", exit_code),
+           NF_LI("epoch", es.epoch), NF_LI("outputs_committed", es.outputs),
+           NF_LI("articles", nf_counter_value(c.in.m.dedup_new)), NF_LI("exit_code", exit_code),
            NF_LI("messages", st.received), NF_LI("dropped_at_shutdown", st.dropped_at_shutdown),
            NF_LF("uptime_s", (double)(nf_now_ns() - start) / 1e9), NF_LEND);
     nf_metrics_shutdown();

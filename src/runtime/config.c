@@ -46,6 +46,7 @@ typedef struct cfg_key {
     .path = #f, .type = t, .off = offsetof(nf_config_t, f), .size = sizeof(((nf_config_t *)0)->f)
 
 static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", NULL};
+static const char *const cfg_assignments[] = {"group", "all", NULL};
 _Static_assert(NF_LOG_DEBUG == 0 && NF_LOG_INFO == 1 && NF_LOG_WARN == 2 && NF_LOG_ERROR == 3,
                "cfg_log_levels[] is indexed by nf_log_level_t");
 
@@ -141,6 +142,9 @@ static const cfg_key_t cfg_keys[] = {
      .help = "named checkpoints kept (oldest deleted first)"},
     {KEY(CFG_STR, kafka.brokers), .def = "embedded",
      .help = "bootstrap servers; \"embedded\" = in-process mock cluster; \"\" = no Kafka"},
+    {KEY(CFG_ENUM, kafka.assignment), .choices = cfg_assignments, .def = "group",
+     .help = "group: consumer group (cooperative-sticky); all: this process takes every input "
+             "partition (single process; restarts resume at once)"},
     {KEY(CFG_BOOL, kafka.exactly_once), .def = "true",
      .help = "transactional producer (false: idempotent, at-least-once)"},
     {KEY(CFG_STR, kafka.topic_prefix), .def = "", .help = "prepended to every topic name"},

@@ -786,6 +786,21 @@ static bool read_wave(nf_runtime_t *rt, wave_t *w)
     return w->idle && w->sent == w->received;
 }
 
+bool nf_runtime_stop_requested(const nf_runtime_t *rt)
+{
+    return atomic_load(&rt->stop_requested);
+}
+
+bool nf_runtime_quiescent(nf_runtime_t *rt)
+{
+    wave_t a, b;
+    if (!read_wave(rt, &a))
+        return false;
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+    return read_wave(rt, &b) && a.sent == b.sent && a.received == b.received;
+}
+
 int nf_runtime_wait(nf_runtime_t *rt)
 {
     if (!rt->started)

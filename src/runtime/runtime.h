@@ -93,6 +93,8 @@ int nf_runtime_register(nf_runtime_t *rt, const nf_actor_ops_t *ops, void *ctx);
 int nf_runtime_start(nf_runtime_t *rt);
 /* Any thread, async-signal-safe. Idempotent. */
 void nf_runtime_request_stop(nf_runtime_t *rt);
+/* Any thread: has a stop been requested (by a signal handler, an actor, a failed commit)? */
+bool nf_runtime_stop_requested(const nf_runtime_t *rt);
 /* Blocks until every shard thread has exited. 0 after a clean drain, -ETIMEDOUT if the
  * shutdown timeout forced the exit. */
 int nf_runtime_wait(nf_runtime_t *rt);
@@ -118,6 +120,12 @@ typedef struct nf_runtime_stats {
     uint64_t sent, received, ring_full, wakeups, dropped_at_shutdown;
 } nf_runtime_stats_t;
 void nf_runtime_stats(const nf_runtime_t *rt, nf_runtime_stats_t *out);
+
+/* Any thread: true if two readings of the shards' counters, a moment apart, both found no
+ * message in flight, no shard handling one, no producer waiting for ring space and no pending
+ * resume, with equal totals (the test nf_runtime_wait uses to end a drain). Meaningful only
+ * while every input is paused (the epoch cut): otherwise new work may start right after. */
+bool nf_runtime_quiescent(nf_runtime_t *rt);
 
 /* ---- shard side: call only on the shard's own thread ---- */
 

@@ -51,8 +51,10 @@ nf_kstate_t *nf_kstate_new(nf_store_t *st, const nf_kstate_opts_t *o);
 void nf_kstate_free(nf_kstate_t *ks);
 
 /* The value of key (hot, or loaded from the store), or NULL if absent, deleted or expired.
- * *len gets its length. The pointer stays valid until the next put/delete/get/expire on this
- * kstate. A store read error returns NULL with *err = -EIO (else *err = 0); err may be NULL. */
+ * *len gets its length (a present value of length 0 is a non-NULL pointer). The pointer stays
+ * valid until the next put/delete/get/expire/committed on this kstate. A store read error
+ * returns NULL with *err = -EIO and the reason in nf_kstate_error() (else *err = 0; -ENOMEM if
+ * a loaded value could not be kept); err may be NULL. */
 const void *nf_kstate_get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint64_t now_ms,
                           uint32_t *len, int *err);
 /* Inserts or replaces; the entry becomes dirty. 0 or -ENOMEM (nothing changed). */
@@ -62,7 +64,9 @@ int nf_kstate_put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val,
 int nf_kstate_delete(nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
 
 /* Barrier: writes every dirty entry (puts and tombstones) into b and marks it committing in
- * `epoch`. Returns the number of entries written. Runs in O(dirty), not O(all). */
+ * `epoch`. Returns the number of entries written. Runs in O(dirty), not O(all). b may be NULL
+ * (memory only: the entries are marked but written nowhere). Epochs must increase from one
+ * snapshot to the next; several may be in flight (committed in order). */
 size_t nf_kstate_snapshot(nf_kstate_t *ks, nf_store_batch_t *b, uint64_t epoch);
 /* Epoch `epoch` is durable in the store: its entries become clean and evictable. */
 void nf_kstate_committed(nf_kstate_t *ks, uint64_t epoch);
@@ -79,8 +83,14 @@ typedef struct nf_kstate_stats {
     uint64_t hits, misses, loads, load_errors, evictions, expired;
 } nf_kstate_stats_t;
 void nf_kstate_stats(const nf_kstate_t *ks, nf_kstate_stats_t *out);
-/* Memory in use exceeds the budget and nothing clean is left to evict. */
+/* Memory in use exceeds the budget and nothing clean is left to evict. "In use" counts the
+ * entries' records, out-of-line values, the slot table and bookkeeping vectors; stats.bytes is
+ * what is allocated, which also counts free records kept for reuse (the record array never
+ * shrinks, but grows past the budget only when nothing is evictable). */
 bool nf_kstate_over_budget(const nf_kstate_t *ks);
+
+/* The last store read error's message (which kind, which key, RocksDB's reason); "" if none. */
+const char *nf_kstate_error(const nf_kstate_t *ks);
 
 /* The RocksDB key of (kg, key): 18 bytes into out. */
 void nf_kstate_encode_key(uint16_t kg, nf_id128_t key, unsigned char out[18]);

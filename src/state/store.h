@@ -50,10 +50,10 @@ typedef struct nf_blob {
 } nf_blob_t;
 
 typedef struct nf_store_opts {
-    size_t block_cache_mb;   /* default 256 */
-    size_t write_buffer_mb;  /* per column family, default 64 */
-    unsigned bg_threads;     /* flush + compaction threads, default 2 */
-    bool read_only;          /* open for inspection (checkpoints show/verify, state dump) */
+    size_t block_cache_mb;  /* default 256 */
+    size_t write_buffer_mb; /* per column family, default 64 */
+    unsigned bg_threads;    /* flush + compaction threads, default 2 */
+    bool read_only;         /* open for inspection (checkpoints show/verify, state dump) */
 } nf_store_opts_t;
 
 void nf_store_opts_default(nf_store_opts_t *o);
@@ -66,10 +66,14 @@ nf_store_t *nf_store_open(const char *state_dir, const nf_store_opts_t *o, char 
 /* Opens the database of a named checkpoint directory read-only (for verify and inspection). */
 nf_store_t *nf_store_open_dir(const char *db_dir, bool read_only, char *err, size_t errlen);
 void nf_store_close(nf_store_t *st);
+/* The state directory (nf_store_open) or the database directory (nf_store_open_dir). */
 const char *nf_store_state_dir(const nf_store_t *st);
+/* Flushes and compacts every column family down to the bottommost level, so the TTL filter
+ * sees every value (operators reclaiming space; tests). Blocks until done. 0 or -EROFS. */
+int nf_store_compact(nf_store_t *st, char *err, size_t errlen);
 
-/* Point read of committed state. 1 (found: *val/*len malloc'd, caller frees), 0 (absent), or
- * -EIO with a message in err. */
+/* Point read of committed state. 1 (found: *val and *len set, *val malloc'd, caller frees), 0
+ * (absent), or -EIO with a message in err. */
 int nf_store_get(nf_store_t *st, nf_state_kind_t kind, const void *key, size_t klen, void **val,
                  size_t *len, char *err, size_t errlen);
 
@@ -83,8 +87,7 @@ int nf_store_scan(nf_store_t *st, nf_state_kind_t kind, nf_store_scan_fn fn, voi
 nf_store_batch_t *nf_store_batch_new(void);
 void nf_store_batch_put(nf_store_batch_t *b, nf_state_kind_t kind, const void *key, size_t klen,
                         const void *val, size_t vlen);
-void nf_store_batch_delete(nf_store_batch_t *b, nf_state_kind_t kind, const void *key,
-                           size_t klen);
+void nf_store_batch_delete(nf_store_batch_t *b, nf_state_kind_t kind, const void *key, size_t klen);
 size_t nf_store_batch_count(const nf_store_batch_t *b);
 size_t nf_store_batch_bytes(const nf_store_batch_t *b);
 void nf_store_batch_clear(nf_store_batch_t *b);
@@ -120,8 +123,12 @@ int nf_store_committed(nf_store_t *st, uint64_t *epoch, char **header_json, char
  * <state_dir>/checkpoints/chk-<epoch zero-padded to 12 digits>/ (written under a temporary
  * name and renamed, so a crash never leaves a half checkpoint under the final name) and writes
  * manifest.json: {"id","epoch","created_at" (RFC 3339),"header" (the committed header JSON, i.e.
- * input offsets),"config_hash","version","files","bytes","kinds":{name:{"keys_estimate"}}}.
- * Call between commits (no pending record). 0 or -errno with err. */
+ * input offsets),"config_hash","version","files","bytes","kinds":{name:{"keys_estimate"}}}
+ * and also "committed_epoch", "created_at_ms", "git_commit" and "file_list" ([{"name","bytes"}],
+ * what verify checks file by file). "files"/"bytes" count the database files: not
+ * manifest.json, not RocksDB's info LOG files. An existing checkpoint of the same epoch (made
+ * before a restore rewound the epochs) is replaced. Leftovers of interrupted checkpoints are
+ * removed. Call between commits: -EBUSY if a pending record exists. 0 or -errno with err. */
 int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash, char *err,
                         size_t errlen);
 /* Deletes the oldest checkpoints beyond `retain`. Returns how many were deleted or -errno. */
@@ -146,11 +153,23 @@ char *nf_checkpoint_manifest(const char *state_dir, const char *id, char *err, s
  * recorded total size, the database opens read-only, every column family scans end to end with
  * checksums verified. 0 or -errno with the first problem in err. */
 int nf_checkpoint_verify(const char *state_dir, const char *id, char *err, size_t errlen);
+typedef struct nf_checkpoint_stats {
+    uint64_t epoch, files, bytes, keys; /* keys: all column families, "default" included */
+} nf_checkpoint_stats_t;
+/* nf_checkpoint_verify that also reports what it checked (stats may be NULL). Resolving the id
+ * fails with -EINVAL (not an id) or -ENOENT (no such checkpoint); problems found in the
+ * checkpoint are -ENOENT (a listed file is missing), -EBADMSG (manifest) or -EIO. */
+int nf_checkpoint_verify_stats(const char *state_dir, const char *id, nf_checkpoint_stats_t *stats,
+                               char *err, size_t errlen);
 int nf_checkpoint_delete(const char *state_dir, const char *id, char *err, size_t errlen);
 /* Makes a checkpoint the live database: the current <state_dir>/db is moved to
  * <state_dir>/db.replaced-<unix time> (never deleted silently) and the checkpoint's files are
- * hard-linked (copied across file systems) into a fresh <state_dir>/db. The store must not be
- * open. 0 or -errno with err. */
+ * hard-linked (copied across file systems) into a fresh <state_dir>/db. Only the immutable table
+ * files are linked; MANIFEST, CURRENT, OPTIONS and WAL files are copied, because the live
+ * database writes to those and the checkpoint must stay as it was. Before anything moves, the
+ * checkpoint's files are checked against its manifest (names and sizes; a full checksum scan is
+ * nf_checkpoint_verify). The store must not be open: -EBUSY if another process holds the
+ * database's LOCK (one open in this process is not detected). 0 or -errno with err. */
 int nf_checkpoint_restore(const char *state_dir, const char *id, char *err, size_t errlen);
 
 #endif

@@ -1,0 +1,278 @@
+/* cli_checkpoints.c — `newsflow checkpoints`: list, show, verify and delete the named
+ * checkpoints of a state directory (DESIGN.md §3, src/state/store.h).
+ *
+ * It works on the directories alone and never opens the live database, so it runs beside a
+ * running job: the job holds the database's LOCK, a checkpoint is a database of its own (opened
+ * read-only by verify). The state directory comes from the configuration, loaded exactly as
+ * `newsflow run` loads it, unless --state-dir names one. */
+#include "cli/cli.h"
+#include "runtime/config.h"
+#include "state/store.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char checkpoints_usage[] =
+    "Usage: newsflow checkpoints list [--json] [OPTIONS]\n"
+    "       newsflow checkpoints show ID [OPTIONS]\n"
+    "       newsflow checkpoints verify ID [OPTIONS]\n"
+    "       newsflow checkpoints delete ID [OPTIONS]\n"
+    "\n"
+    "A checkpoint is a complete, consistent copy of the job's state (its RocksDB database) as\n"
+    "of one committed epoch, kept in STATE_DIR/checkpoints/chk-<epoch>/ with a manifest.json:\n"
+    "epoch, creation time, the input offsets the state corresponds to, configuration hash,\n"
+    "program version and the database's files with their sizes. `newsflow run` takes one every\n"
+    "checkpoint.retain_every epochs and keeps the newest checkpoint.retain_count. Its files are\n"
+    "hard links shared with the live database, so a fresh checkpoint costs little disk space.\n"
+    "\n"
+    "  list        the checkpoints, oldest first: id, epoch, created_at, files, bytes;\n"
+    "              --json prints them as a JSON array\n"
+    "  show ID     print the checkpoint's manifest.json\n"
+    "  verify ID   check that the checkpoint is intact: every file the manifest lists is there\n"
+    "              with its size, and the database opens and reads end to end with every\n"
+    "              checksum verified; prints \"ok: ID (N files, M bytes, K keys)\" or the first\n"
+    "              problem found (exit 1)\n"
+    "  delete ID   remove the checkpoint\n"
+    "\n"
+    "ID is latest, chk-000000000042 or 42 (an epoch).\n"
+    "\n"
+    "Options:\n"
+    "  --state-dir DIR  the state directory (default: state.dir of the configuration)\n"
+    "  --config FILE    configuration file (default: $NEWSFLOW_CONFIG, else built-in defaults)\n"
+    "  --set K=V        override a configuration key, e.g. --set state.dir=/var/lib/newsflow\n"
+    "                   (repeatable; NEWSFLOW_<SECTION>_<KEY> variables apply as for run)\n"
+    "\n"
+    "Exit codes: 0 ok, 1 runtime failure (verify found a problem, I/O error), 2 usage or\n"
+    "configuration error, or no such checkpoint.\n";
+
+typedef enum { SUB_LIST, SUB_SHOW, SUB_VERIFY, SUB_DELETE } sub_t;
+
+static int ck_bad_usage(const char *what, const char *arg)
+{
+    fprintf(stderr, "newsflow checkpoints: %s%s%s%s\n\n%s", what, arg ? " '" : "", arg ? arg : "",
+            arg ? "'" : "", checkpoints_usage);
+    return NF_EXIT_USAGE;
+}
+
+/* Checkpoint directories that nf_checkpoint_list leaves out (no readable manifest): said on
+ * stderr, so a list never hides a damaged checkpoint. */
+static void warn_unlisted(const char *state_dir, const nf_checkpoint_info_t *list, size_t n)
+{
+    char cpdir[4096];
+    snprintf(cpdir, sizeof cpdir, "%s/checkpoints", state_dir);
+    DIR *d = opendir(cpdir);
+    if (!d)
+        return;
+    const struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "chk-", 4) != 0)
+            continue;
+        bool listed = false;
+        for (size_t i = 0; i < n && !listed; i++)
+            listed = !strcmp(list[i].id, de->d_name);
+        if (!listed)
+            fprintf(stderr,
+                    "newsflow checkpoints: warning: %s/%s has no readable manifest.json "
+                    "(damaged or not a checkpoint; `verify` says more, `delete` removes it)\n",
+                    cpdir, de->d_name);
+    }
+    closedir(d);
+}
+
+static int ck_list(const char *state_dir, bool json)
+{
+    struct stat sb;
+    if (stat(state_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr,
+                "newsflow checkpoints: state directory %s does not exist (state.dir, or "
+                "--state-dir)\n",
+                state_dir);
+        return NF_EXIT_USAGE;
+    }
+    nf_checkpoint_info_t *list = NULL;
+    size_t n = 0;
+    int r = nf_checkpoint_list(state_dir, &list, &n);
+    if (r != 0) {
+        fprintf(stderr, "newsflow checkpoints: cannot list %s/checkpoints: %s\n", state_dir,
+                strerror(-r));
+        return NF_EXIT_RUNTIME;
+    }
+    warn_unlisted(state_dir, list, n);
+    int rc = NF_EXIT_OK;
+    if (json) {
+        cJSON *arr = cJSON_CreateArray();
+        for (size_t i = 0; arr && i < n; i++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "id", list[i].id);
+            cJSON_AddNumberToObject(o, "epoch", (double)list[i].epoch);
+            cJSON_AddStringToObject(o, "created_at", list[i].created_at);
+            cJSON_AddNumberToObject(o, "files", (double)list[i].files);
+            cJSON_AddNumberToObject(o, "bytes", (double)list[i].bytes);
+            cJSON_AddItemToArray(arr, o);
+        }
+        char *text = arr ? cJSON_Print(arr) : NULL;
+        if (text)
+            printf("%s\n", text);
+        else
+            rc = NF_EXIT_RUNTIME;
+        free(text);
+        cJSON_Delete(arr);
+    } else if (n == 0) {
+        printf("no checkpoints in %s/checkpoints\n", state_dir);
+    } else {
+        printf("%-18s %12s  %-20s %7s %14s\n", "ID", "EPOCH", "CREATED_AT", "FILES", "BYTES");
+        for (size_t i = 0; i < n; i++)
+            printf("%-18s %12" PRIu64 "  %-20s %7" PRIu64 " %14" PRIu64 "\n", list[i].id,
+                   list[i].epoch, list[i].created_at, list[i].files, list[i].bytes);
+    }
+    free(list);
+    return rc;
+}
+
+static int ck_one(sub_t sub, const char *state_dir, const char *id)
+{
+    char err[2048];
+    /* Resolve first: an id that names nothing is a usage error (2), whatever the subcommand. */
+    char *path = nf_checkpoint_path(state_dir, id, err, sizeof err);
+    if (!path) {
+        fprintf(stderr, "newsflow checkpoints: %s\n", err);
+        return NF_EXIT_USAGE;
+    }
+    const char *slash = strrchr(path, '/');
+    char name[64];
+    snprintf(name, sizeof name, "%s", slash ? slash + 1 : path);
+    free(path);
+
+    if (sub == SUB_SHOW) {
+        char *text = nf_checkpoint_manifest(state_dir, name, err, sizeof err);
+        if (!text) {
+            fprintf(stderr, "newsflow checkpoints: %s\n", err);
+            return NF_EXIT_RUNTIME;
+        }
+        size_t len = strlen(text);
+        fputs(text, stdout);
+        if (len == 0 || text[len - 1] != '\n')
+            putchar('\n');
+        free(text);
+        return NF_EXIT_OK;
+    }
+    if (sub == SUB_VERIFY) {
+        nf_checkpoint_stats_t s;
+        if (nf_checkpoint_verify_stats(state_dir, name, &s, err, sizeof err) != 0) {
+            fprintf(stderr, "newsflow checkpoints: verify failed: %s\n", err);
+            return NF_EXIT_RUNTIME;
+        }
+        printf("ok: %s (%" PRIu64 " files, %" PRIu64 " bytes, %" PRIu64 " keys)\n", name, s.files,
+               s.bytes, s.keys);
+        return NF_EXIT_OK;
+    }
+    if (nf_checkpoint_delete(state_dir, name, err, sizeof err) != 0) {
+        fprintf(stderr, "newsflow checkpoints: delete failed: %s\n", err);
+        return NF_EXIT_RUNTIME;
+    }
+    printf("deleted %s\n", name);
+    return NF_EXIT_OK;
+}
+
+int nf_cli_checkpoints(int argc, char **argv)
+{
+    if (argc < 2)
+        return ck_bad_usage("missing subcommand (list, show, verify or delete)", NULL);
+    const char *subname = argv[1];
+    sub_t sub;
+    if (!strcmp(subname, "--help") || !strcmp(subname, "-h") || !strcmp(subname, "help")) {
+        fputs(checkpoints_usage, stdout);
+        return NF_EXIT_OK;
+    } else if (!strcmp(subname, "list")) {
+        sub = SUB_LIST;
+    } else if (!strcmp(subname, "show")) {
+        sub = SUB_SHOW;
+    } else if (!strcmp(subname, "verify")) {
+        sub = SUB_VERIFY;
+    } else if (!strcmp(subname, "delete")) {
+        sub = SUB_DELETE;
+    } else {
+        return ck_bad_usage("unknown subcommand", subname);
+    }
+
+    const char *config = getenv("NEWSFLOW_CONFIG"), *state_dir = NULL, *id = NULL;
+    if (config && !*config)
+        config = NULL;
+    bool json = false;
+    char **sets = calloc((size_t)argc, sizeof *sets);
+    unsigned nsets = 0;
+    int rc = NF_EXIT_USAGE;
+    if (!sets) {
+        fputs("newsflow: out of memory\n", stderr);
+        return NF_EXIT_RUNTIME;
+    }
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(checkpoints_usage, stdout);
+            rc = NF_EXIT_OK;
+            goto out;
+        }
+        if ((!strcmp(a, "--config") || !strcmp(a, "--set") || !strcmp(a, "--state-dir")) &&
+            i + 1 >= argc) {
+            rc = ck_bad_usage("option needs a value:", a);
+            goto out;
+        }
+        if (!strcmp(a, "--config"))
+            config = argv[++i];
+        else if (!strncmp(a, "--config=", 9))
+            config = a + 9;
+        else if (!strcmp(a, "--state-dir"))
+            state_dir = argv[++i];
+        else if (!strncmp(a, "--state-dir=", 12))
+            state_dir = a + 12;
+        else if (!strcmp(a, "--set"))
+            sets[nsets++] = argv[++i];
+        else if (!strncmp(a, "--set=", 6))
+            sets[nsets++] = argv[i] + 6;
+        else if (!strcmp(a, "--json") && sub == SUB_LIST)
+            json = true;
+        else if (a[0] == '-' && a[1] != '\0') {
+            rc = ck_bad_usage("unknown option", a);
+            goto out;
+        } else if (sub == SUB_LIST || id) {
+            rc = ck_bad_usage("unexpected argument", a);
+            goto out;
+        } else {
+            id = a;
+        }
+    }
+    if (sub != SUB_LIST && !id) {
+        char what[64];
+        snprintf(what, sizeof what, "%s needs a checkpoint ID (latest, chk-<epoch> or <epoch>)",
+                 subname);
+        rc = ck_bad_usage(what, NULL);
+        goto out;
+    }
+    if (state_dir && !*state_dir) {
+        rc = ck_bad_usage("--state-dir needs a directory", NULL);
+        goto out;
+    }
+
+    /* The configuration is loaded even with --state-dir, exactly as run loads it: a broken
+     * file or variable is reported the same way everywhere. */
+    nf_config_t cfg;
+    char err[NF_CONFIG_ERRLEN];
+    if (nf_config_load(&cfg, config, sets, nsets, true, err, sizeof err) != 0) {
+        fprintf(stderr, "newsflow: config error: %s\n", err);
+        goto out;
+    }
+    if (!state_dir)
+        state_dir = cfg.state.dir;
+    rc = sub == SUB_LIST ? ck_list(state_dir, json) : ck_one(sub, state_dir, id);
+out:
+    free(sets);
+    return rc;
+}

@@ -1,0 +1,108 @@
+/* demo.c — see demo.h. */
+#include "io/demo.h"
+#include "feed/dates.h"
+#include "runtime/log.h"
+
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct nf_demo {
+    rd_kafka_t *rk;
+    char topic[256];
+    uint32_t rate;
+    pthread_t thread;
+    atomic_bool stop;
+};
+
+/* A skewed pick in [0, n): the minimum of two uniform draws favours small indices. */
+static unsigned skewed(uint64_t *rng, unsigned n)
+{
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    unsigned a = (unsigned)(*rng % n);
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    unsigned b = (unsigned)(*rng % n);
+    return a < b ? a : b;
+}
+
+static void *run(void *arg)
+{
+    nf_demo_t *d = arg;
+    uint64_t rng = 0x2545f4914f6cdd1dull ^ (uint64_t)time(NULL);
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    uint64_t sent = 0;
+    while (!atomic_load(&d->stop)) {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        char user[32], value[256], ts[40];
+        snprintf(user, sizeof user, "demo-user-%u", skewed(&rng, 200));
+        nf_date_format((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, ts, sizeof ts);
+        int n = snprintf(value, sizeof value,
+                         "{\"user_id\":\"%s\",\"article_id\":\"demo-article-%u\","
+                         "\"session_id\":\"s%u\",\"ts\":\"%s\"}",
+                         user, skewed(&rng, 50), (unsigned)(sent / 20), ts);
+        rd_kafka_producev(d->rk, RD_KAFKA_V_TOPIC(d->topic), RD_KAFKA_V_KEY(user, strlen(user)),
+                          RD_KAFKA_V_VALUE(value, (size_t)n),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        sent++;
+        rd_kafka_poll(d->rk, 0);
+        long step = 1000000000L / (long)d->rate;
+        next.tv_nsec += step;
+        while (next.tv_nsec >= 1000000000L) {
+            next.tv_nsec -= 1000000000L;
+            next.tv_sec++;
+        }
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+    }
+    rd_kafka_flush(d->rk, 2000);
+    return NULL;
+}
+
+nf_demo_t *nf_demo_start(const char *brokers, const char *topic, uint32_t per_second, char *err,
+                         size_t errlen)
+{
+    nf_demo_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    snprintf(d->topic, sizeof d->topic, "%s", topic);
+    d->rate = per_second ? per_second : 1;
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    char rerr[256];
+    if (rd_kafka_conf_set(c, "bootstrap.servers", brokers, rerr, sizeof rerr) != 0 ||
+        !(d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, rerr, sizeof rerr))) {
+        snprintf(err, errlen, "demo producer: %s", rerr);
+        free(d);
+        return NULL;
+    }
+    if (pthread_create(&d->thread, NULL, run, d) != 0) {
+        snprintf(err, errlen, "demo producer: cannot start its thread");
+        rd_kafka_destroy(d->rk);
+        free(d);
+        return NULL;
+    }
+    nf_log(NF_LOG_INFO, "demo", "demo producer of read events started", NF_LS("topic", topic),
+           NF_LI("per_second", d->rate), NF_LEND);
+    return d;
+}
+
+void nf_demo_stop(nf_demo_t *d)
+{
+    if (!d)
+        return;
+    atomic_store(&d->stop, true);
+    pthread_join(d->thread, NULL);
+    rd_kafka_destroy(d->rk);
+    free(d);
+}

@@ -1,0 +1,875 @@
+/* kafka.c — see kafka.h: producer with epoch headers, recovery scan, consumer group feeding the
+ * shards' queues, embedded mock cluster. */
+#include "io/kafka.h"
+#include "io/outbuf.h"
+#include "runtime/log.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NF_KAFKA_TIMEOUT_MS 30000
+
+static const char *const input_names[NF_INPUT__COUNT] = {"read-events", "sources"};
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
+
+/* ---------------------------------------------------------------- mock cluster */
+
+struct nf_kafka_mock {
+    rd_kafka_t *rk;
+    rd_kafka_mock_cluster_t *mc;
+};
+
+static void topic_full_name(char *out, size_t n, const char *prefix, const char *name)
+{
+    snprintf(out, n, "%s%s", prefix ? prefix : "", name);
+}
+
+nf_kafka_mock_t *nf_kafka_mock_new(unsigned brokers, unsigned partitions, const char *prefix,
+                                   char *err, size_t errlen)
+{
+    nf_kafka_mock_t *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    char num[16], rerr[256];
+    snprintf(num, sizeof num, "%u", brokers ? brokers : 1);
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    if (rd_kafka_conf_set(conf, "test.mock.num.brokers", num, rerr, sizeof rerr) != 0 ||
+        !(m->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, rerr, sizeof rerr))) {
+        snprintf(err, errlen, "embedded Kafka: cannot start the mock cluster: %s", rerr);
+        free(m);
+        return NULL;
+    }
+    m->mc = rd_kafka_handle_mock_cluster(m->rk);
+    if (!m->mc) {
+        snprintf(err, errlen, "embedded Kafka: librdkafka has no mock cluster support");
+        nf_kafka_mock_free(m);
+        return NULL;
+    }
+    char name[256];
+    for (int t = 0; t < NF_TOPIC__COUNT + NF_INPUT__COUNT; t++) {
+        const char *base =
+            t < NF_TOPIC__COUNT ? nf_topic_name((nf_topic_t)t) : input_names[t - NF_TOPIC__COUNT];
+        topic_full_name(name, sizeof name, prefix, base);
+        rd_kafka_resp_err_t e =
+            rd_kafka_mock_topic_create(m->mc, name, (int)(partitions ? partitions : 1), 1);
+        if (e) {
+            snprintf(err, errlen, "embedded Kafka: cannot create topic %s: %s", name,
+                     rd_kafka_err2str(e));
+            nf_kafka_mock_free(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+const char *nf_kafka_mock_bootstrap(const nf_kafka_mock_t *m)
+{
+    return rd_kafka_mock_cluster_bootstraps(m->mc);
+}
+
+struct rd_kafka_mock_cluster_s *nf_kafka_mock_cluster(nf_kafka_mock_t *m)
+{
+    return m->mc;
+}
+
+void nf_kafka_mock_free(nf_kafka_mock_t *m)
+{
+    if (!m)
+        return;
+    if (m->rk)
+        rd_kafka_destroy(m->rk);
+    free(m);
+}
+
+/* ---------------------------------------------------------------- client */
+
+typedef struct out_topic {
+    char name[256];
+    int npart;
+    int64_t *pos; /* per partition: offset after our last delivered record */
+} out_topic_t;
+
+typedef struct shard_q {
+    rd_kafka_queue_t *q;
+    int rfd, wfd;
+    bool paused;
+    rd_kafka_topic_partition_list_t *assigned; /* guarded by nf_kafka.lock */
+} shard_q_t;
+
+struct nf_kafka {
+    nf_kafka_opts_t o;
+    char brokers[1024], prefix[64], group[128], txid[128];
+    char *props;
+    rd_kafka_t *prod, *cons;
+    out_topic_t out[NF_TOPIC__COUNT];
+    char in_names[NF_INPUT__COUNT][256];
+    int in_npart[NF_INPUT__COUNT];
+    shard_q_t *sq;
+    unsigned nshards;
+    pthread_mutex_t lock;
+    bool closing;
+    /* delivery reports (coordinator thread) */
+    uint64_t dr_errors;
+    char dr_last_error[256];
+    _Atomic uint64_t produced, delivery_errors, transactions, aborts, scans, assigned, revoked,
+        pauses;
+};
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    nf_log_level_t l = level <= 3   ? NF_LOG_ERROR
+                       : level == 4 ? NF_LOG_WARN
+                       : level <= 6 ? NF_LOG_INFO
+                                    : NF_LOG_DEBUG;
+    nf_log(l, "kafka", buf, NF_LS("facility", fac), NF_LEND);
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    nf_log(err == RD_KAFKA_RESP_ERR__FATAL ? NF_LOG_ERROR : NF_LOG_WARN, "kafka", reason,
+           NF_LS("error", rd_kafka_err2name((rd_kafka_resp_err_t)err)), NF_LEND);
+}
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    nf_kafka_t *k = opaque;
+    if (m->err) {
+        k->dr_errors++;
+        atomic_fetch_add(&k->delivery_errors, 1);
+        snprintf(k->dr_last_error, sizeof k->dr_last_error, "%s [%d]: %s",
+                 rd_kafka_topic_name(m->rkt), m->partition, rd_kafka_err2str(m->err));
+        return;
+    }
+    uintptr_t t = (uintptr_t)m->_private;
+    if (t < NF_TOPIC__COUNT && m->partition >= 0 && m->partition < k->out[t].npart &&
+        m->offset + 1 > k->out[t].pos[m->partition])
+        k->out[t].pos[m->partition] = m->offset + 1;
+}
+
+/* Applies bootstrap, the operator's extra properties and common settings. */
+static rd_kafka_conf_t *base_conf(nf_kafka_t *k, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    char rerr[256];
+    if (rd_kafka_conf_set(c, "bootstrap.servers", k->brokers, rerr, sizeof rerr) != 0) {
+        snprintf(err, errlen, "kafka.brokers: %s", rerr);
+        rd_kafka_conf_destroy(c);
+        return NULL;
+    }
+    rd_kafka_conf_set_log_cb(c, log_cb);
+    rd_kafka_conf_set_error_cb(c, error_cb);
+    rd_kafka_conf_set_opaque(c, k);
+    if (k->props) {
+        char *save = NULL, *copy = strdup(k->props);
+        if (!copy) {
+            snprintf(err, errlen, "out of memory");
+            rd_kafka_conf_destroy(c);
+            return NULL;
+        }
+        for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            char *eq = strchr(line, '=');
+            if (!eq) {
+                snprintf(err, errlen, "kafka.properties: \"%s\" is not name=value", line);
+                free(copy);
+                rd_kafka_conf_destroy(c);
+                return NULL;
+            }
+            *eq = 0;
+            if (rd_kafka_conf_set(c, line, eq + 1, rerr, sizeof rerr) != RD_KAFKA_CONF_OK) {
+                snprintf(err, errlen, "kafka.properties: %s: %s", line, rerr);
+                free(copy);
+                rd_kafka_conf_destroy(c);
+                return NULL;
+            }
+        }
+        free(copy);
+    }
+    return c;
+}
+
+static int conf_set(rd_kafka_conf_t *c, const char *name, const char *value, char *err,
+                    size_t errlen)
+{
+    char rerr[256];
+    if (rd_kafka_conf_set(c, name, value, rerr, sizeof rerr) != RD_KAFKA_CONF_OK) {
+        snprintf(err, errlen, "librdkafka %s=%s: %s", name, value, rerr);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int err_from(rd_kafka_error_t *e, const char *what, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s: %s", what, rd_kafka_error_string(e));
+    int r = rd_kafka_error_is_fatal(e) ? -EPIPE : -EIO;
+    rd_kafka_error_destroy(e);
+    return r;
+}
+
+/* Partition counts of the output topics and the start positions (high watermarks). */
+static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(k->prod, 1, NULL, &md, NF_KAFKA_TIMEOUT_MS);
+    if (e) {
+        snprintf(err, errlen, "kafka: cannot read cluster metadata from %s: %s", k->brokers,
+                 rd_kafka_err2str(e));
+        return -EIO;
+    }
+    int r = 0;
+    for (int t = 0; t < NF_TOPIC__COUNT + NF_INPUT__COUNT && r == 0; t++) {
+        const char *name = t < NF_TOPIC__COUNT ? k->out[t].name : k->in_names[t - NF_TOPIC__COUNT];
+        int found = -1;
+        for (int i = 0; i < md->topic_cnt; i++)
+            if (!strcmp(md->topics[i].topic, name) && !md->topics[i].err)
+                found = i;
+        if (found < 0 || md->topics[found].partition_cnt <= 0) {
+            snprintf(err, errlen,
+                     "kafka: topic %s does not exist on %s; create it (kafka.topic_prefix is "
+                     "\"%s\")",
+                     name, k->brokers, k->prefix);
+            r = -ENOENT;
+            break;
+        }
+        if (t >= NF_TOPIC__COUNT) {
+            k->in_npart[t - NF_TOPIC__COUNT] = md->topics[found].partition_cnt;
+            continue;
+        }
+        out_topic_t *ot = &k->out[t];
+        ot->npart = md->topics[found].partition_cnt;
+        ot->pos = calloc((size_t)ot->npart, sizeof *ot->pos);
+        if (!ot->pos) {
+            snprintf(err, errlen, "out of memory");
+            r = -ENOMEM;
+        }
+    }
+    rd_kafka_metadata_destroy(md);
+    for (int t = 0; t < NF_TOPIC__COUNT && r == 0; t++) {
+        out_topic_t *ot = &k->out[t];
+        for (int p = 0; p < ot->npart; p++) {
+            int64_t lo = 0, hi = 0;
+            e = rd_kafka_query_watermark_offsets(k->prod, ot->name, p, &lo, &hi,
+                                                 NF_KAFKA_TIMEOUT_MS);
+            if (e) {
+                snprintf(err, errlen, "kafka: cannot read the end offset of %s [%d]: %s", ot->name,
+                         p, rd_kafka_err2str(e));
+                return -EIO;
+            }
+            ot->pos[p] = hi;
+        }
+    }
+    return r;
+}
+
+/* Positions one partition from the job's state and forwards its queue to its shard. Called with
+ * k->lock held, before the partition is assigned. */
+static void take_partition(nf_kafka_t *k, rd_kafka_topic_partition_t *tp)
+{
+    int in = nf_kafka_input_of(k, tp->topic);
+    int64_t pos =
+        in >= 0 && k->o.position ? k->o.position(k->o.arg, (nf_input_t)in, tp->partition) : -1;
+    tp->offset = pos >= 0 ? pos : RD_KAFKA_OFFSET_BEGINNING;
+    unsigned s = (unsigned)tp->partition % k->nshards;
+    rd_kafka_queue_t *pq = rd_kafka_queue_get_partition(k->cons, tp->topic, tp->partition);
+    if (pq) {
+        rd_kafka_queue_forward(pq, k->sq[s].q);
+        rd_kafka_queue_destroy(pq);
+    }
+    rd_kafka_topic_partition_list_add(k->sq[s].assigned, tp->topic, tp->partition);
+    nf_log(NF_LOG_INFO, "kafka", "partition assigned", NF_LS("topic", tp->topic),
+           NF_LI("partition", tp->partition), NF_LI("offset", pos), NF_LI("shard", s), NF_LEND);
+}
+
+static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    nf_kafka_t *k = opaque;
+    bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    rd_kafka_error_t *ae = NULL;
+    if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        pthread_mutex_lock(&k->lock);
+        for (int i = 0; i < parts->cnt; i++)
+            take_partition(k, &parts->elems[i]);
+        pthread_mutex_unlock(&k->lock);
+        atomic_fetch_add(&k->assigned, (uint64_t)parts->cnt);
+        if (coop)
+            ae = rd_kafka_incremental_assign(rk, parts);
+        else
+            rd_kafka_assign(rk, parts);
+        pthread_mutex_lock(&k->lock);
+        for (unsigned s = 0; s < k->nshards; s++)
+            if (k->sq[s].paused && k->sq[s].assigned->cnt)
+                rd_kafka_pause_partitions(rk, k->sq[s].assigned);
+        pthread_mutex_unlock(&k->lock);
+    } else if (e == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+        /* State and positions must move together: commit before letting go. */
+        if (!k->closing && k->o.revoke)
+            k->o.revoke(k->o.arg);
+        pthread_mutex_lock(&k->lock);
+        for (int i = 0; i < parts->cnt; i++) {
+            unsigned s = (unsigned)parts->elems[i].partition % k->nshards;
+            rd_kafka_topic_partition_list_del(k->sq[s].assigned, parts->elems[i].topic,
+                                              parts->elems[i].partition);
+        }
+        pthread_mutex_unlock(&k->lock);
+        atomic_fetch_add(&k->revoked, (uint64_t)parts->cnt);
+        if (coop)
+            ae = rd_kafka_incremental_unassign(rk, parts);
+        else
+            rd_kafka_assign(rk, NULL);
+    } else {
+        nf_log(NF_LOG_ERROR, "kafka", "rebalance failed", NF_LS("error", rd_kafka_err2str(e)),
+               NF_LEND);
+        rd_kafka_assign(rk, NULL);
+    }
+    if (ae) {
+        nf_log(NF_LOG_ERROR, "kafka", "assignment change failed",
+               NF_LS("error", rd_kafka_error_string(ae)), NF_LEND);
+        rd_kafka_error_destroy(ae);
+    }
+}
+
+int nf_kafka_input_of(const nf_kafka_t *k, const char *topic)
+{
+    for (int i = 0; i < NF_INPUT__COUNT; i++)
+        if (!strcmp(k->in_names[i], topic))
+            return i;
+    return -1;
+}
+
+nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
+{
+    nf_kafka_t *k = calloc(1, sizeof *k);
+    if (!k) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    k->o = *o;
+    pthread_mutex_init(&k->lock, NULL);
+    snprintf(k->brokers, sizeof k->brokers, "%s", o->brokers);
+    snprintf(k->prefix, sizeof k->prefix, "%s", o->topic_prefix ? o->topic_prefix : "");
+    snprintf(k->group, sizeof k->group, "%s", o->group_id);
+    snprintf(k->txid, sizeof k->txid, "%s", o->transactional_id);
+    k->props = o->properties && o->properties[0] ? strdup(o->properties) : NULL;
+    k->o.brokers = k->brokers;
+    for (int t = 0; t < NF_TOPIC__COUNT; t++)
+        topic_full_name(k->out[t].name, sizeof k->out[t].name, k->prefix,
+                        nf_topic_name((nf_topic_t)t));
+    for (int i = 0; i < NF_INPUT__COUNT; i++)
+        topic_full_name(k->in_names[i], sizeof k->in_names[i], k->prefix, input_names[i]);
+
+    rd_kafka_conf_t *pc = base_conf(k, err, errlen);
+    if (!pc)
+        goto fail;
+    if ((o->exactly_once ? conf_set(pc, "transactional.id", k->txid, err, errlen)
+                         : conf_set(pc, "enable.idempotence", "true", err, errlen)) != 0 ||
+        conf_set(pc, "acks", "all", err, errlen) != 0 ||
+        conf_set(pc, "linger.ms", "5", err, errlen) != 0) {
+        rd_kafka_conf_destroy(pc);
+        goto fail;
+    }
+    rd_kafka_conf_set_dr_msg_cb(pc, dr_cb);
+    char rerr[256];
+    k->prod = rd_kafka_new(RD_KAFKA_PRODUCER, pc, rerr, sizeof rerr);
+    if (!k->prod) {
+        snprintf(err, errlen, "kafka: cannot create the producer: %s", rerr);
+        goto fail;
+    }
+    if (load_topics(k, err, errlen) != 0)
+        goto fail;
+    if (o->exactly_once) {
+        rd_kafka_error_t *e = rd_kafka_init_transactions(k->prod, NF_KAFKA_TIMEOUT_MS);
+        if (e) {
+            char what[300];
+            snprintf(what, sizeof what, "kafka: init_transactions (transactional.id %s)", k->txid);
+            err_from(e, what, err, errlen);
+            goto fail;
+        }
+    }
+    if (o->consume) {
+        k->nshards = o->shards ? o->shards : 1;
+        k->sq = calloc(k->nshards, sizeof *k->sq);
+        rd_kafka_conf_t *cc = base_conf(k, err, errlen);
+        if (!k->sq || !cc)
+            goto fail;
+        if (conf_set(cc, "group.id", k->group, err, errlen) != 0 ||
+            conf_set(cc, "enable.auto.commit", "false", err, errlen) != 0 ||
+            conf_set(cc, "enable.auto.offset.store", "false", err, errlen) != 0 ||
+            conf_set(cc, "isolation.level", "read_committed", err, errlen) != 0 ||
+            conf_set(cc, "auto.offset.reset", "earliest", err, errlen) != 0 ||
+            conf_set(cc, "partition.assignment.strategy", "cooperative-sticky", err, errlen) != 0) {
+            rd_kafka_conf_destroy(cc);
+            goto fail;
+        }
+        rd_kafka_conf_set_rebalance_cb(cc, rebalance_cb);
+        k->cons = rd_kafka_new(RD_KAFKA_CONSUMER, cc, rerr, sizeof rerr);
+        if (!k->cons) {
+            snprintf(err, errlen, "kafka: cannot create the consumer: %s", rerr);
+            goto fail;
+        }
+        rd_kafka_poll_set_consumer(k->cons);
+        for (unsigned s = 0; s < k->nshards; s++) {
+            int fds[2];
+            if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+                snprintf(err, errlen, "kafka: pipe: %s", strerror(errno));
+                goto fail;
+            }
+            k->sq[s].rfd = fds[0];
+            k->sq[s].wfd = fds[1];
+            k->sq[s].q = rd_kafka_queue_new(k->cons);
+            k->sq[s].assigned = rd_kafka_topic_partition_list_new(8);
+            rd_kafka_queue_io_event_enable(k->sq[s].q, fds[1], "1", 1);
+        }
+    }
+    return k;
+fail:
+    nf_kafka_free(k);
+    return NULL;
+}
+
+int nf_kafka_subscribe(nf_kafka_t *k, char *err, size_t errlen)
+{
+    if (!k->cons)
+        return 0;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(NF_INPUT__COUNT);
+    rd_kafka_resp_err_t e;
+    if (k->o.assign_all) {
+        /* Every partition of the inputs, no group membership: a restarted process resumes at
+         * once instead of waiting out its killed predecessor's session. */
+        pthread_mutex_lock(&k->lock);
+        for (int i = 0; i < NF_INPUT__COUNT; i++)
+            for (int p = 0; p < k->in_npart[i]; p++)
+                take_partition(k, rd_kafka_topic_partition_list_add(l, k->in_names[i], p));
+        pthread_mutex_unlock(&k->lock);
+        e = rd_kafka_assign(k->cons, l);
+        atomic_fetch_add(&k->assigned, (uint64_t)l->cnt);
+    } else {
+        for (int i = 0; i < NF_INPUT__COUNT; i++)
+            rd_kafka_topic_partition_list_add(l, k->in_names[i], RD_KAFKA_PARTITION_UA);
+        e = rd_kafka_subscribe(k->cons, l);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    if (e) {
+        snprintf(err, errlen, "kafka: %s: %s", k->o.assign_all ? "assign" : "subscribe",
+                 rd_kafka_err2str(e));
+        return -EIO;
+    }
+    return 0;
+}
+
+void nf_kafka_close_consumer(nf_kafka_t *k)
+{
+    if (!k->cons || k->closing)
+        return;
+    k->closing = true;
+    rd_kafka_consumer_close(k->cons);
+}
+
+void nf_kafka_free(nf_kafka_t *k)
+{
+    if (!k)
+        return;
+    if (k->cons) {
+        nf_kafka_close_consumer(k);
+        for (unsigned s = 0; s < k->nshards; s++)
+            if (k->sq[s].q)
+                rd_kafka_queue_destroy(k->sq[s].q);
+        rd_kafka_destroy(k->cons);
+    }
+    for (unsigned s = 0; k->sq && s < k->nshards; s++) {
+        if (k->sq[s].assigned)
+            rd_kafka_topic_partition_list_destroy(k->sq[s].assigned);
+        if (k->sq[s].rfd > 0)
+            close(k->sq[s].rfd);
+        if (k->sq[s].wfd > 0)
+            close(k->sq[s].wfd);
+    }
+    if (k->prod) {
+        rd_kafka_flush(k->prod, 5000);
+        rd_kafka_destroy(k->prod);
+    }
+    for (int t = 0; t < NF_TOPIC__COUNT; t++)
+        free(k->out[t].pos);
+    free(k->sq);
+    free(k->props);
+    pthread_mutex_destroy(&k->lock);
+    free(k);
+}
+
+const char *nf_kafka_output_topic(const nf_kafka_t *k, nf_topic_t t)
+{
+    return k->out[t].name;
+}
+
+const char *nf_kafka_input_topic(const nf_kafka_t *k, nf_input_t in)
+{
+    return k->in_names[in];
+}
+
+void nf_kafka_poll(nf_kafka_t *k, int timeout_ms)
+{
+    rd_kafka_poll(k->prod, 0);
+    if (k->cons && !k->closing) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, timeout_ms);
+        if (m) {
+            /* Partition queues are forwarded to shards before assignment; what arrives here is
+             * an error event. */
+            if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                nf_log(NF_LOG_WARN, "kafka", "consumer error",
+                       NF_LS("error", rd_kafka_message_errstr(m)), NF_LEND);
+            rd_kafka_message_destroy(m);
+        }
+    } else if (timeout_ms > 0) {
+        rd_kafka_poll(k->prod, timeout_ms);
+    }
+}
+
+void nf_kafka_positions_json(nf_kafka_t *k, nf_jw_t *w)
+{
+    nf_jw_obj_open(w);
+    for (int t = 0; t < NF_TOPIC__COUNT; t++) {
+        nf_jw_key(w, k->out[t].name);
+        nf_jw_arr_open(w);
+        for (int p = 0; p < k->out[t].npart; p++) {
+            nf_jw_elem(w);
+            nf_jw_i64(w, k->out[t].pos[p]);
+        }
+        nf_jw_arr_close(w);
+    }
+    nf_jw_obj_close(w);
+}
+
+/* ---------------------------------------------------------------- producing an epoch */
+
+static void fault(nf_kafka_t *k, const char *point)
+{
+    if (k->o.fault)
+        k->o.fault(point);
+}
+
+static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint64_t seq, char *err,
+                       size_t errlen)
+{
+    char ebuf[24], sbuf[24];
+    int el = snprintf(ebuf, sizeof ebuf, "%" PRIu64, epoch);
+    int sl = snprintf(sbuf, sizeof sbuf, "%" PRIu64, seq);
+    for (;;) {
+        rd_kafka_headers_t *h = rd_kafka_headers_new(3);
+        rd_kafka_header_add(h, "nf-writer", -1, k->txid, (ssize_t)strlen(k->txid));
+        rd_kafka_header_add(h, "nf-epoch", -1, ebuf, el);
+        rd_kafka_header_add(h, "nf-seq", -1, sbuf, sl);
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            k->prod, RD_KAFKA_V_TOPIC(k->out[r->topic].name), RD_KAFKA_V_KEY(r->key, r->klen),
+            RD_KAFKA_V_VALUE((void *)r->value, r->vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE((void *)(uintptr_t)r->topic), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return 0;
+        rd_kafka_headers_destroy(h);
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            snprintf(err, errlen, "kafka: produce to %s: %s", k->out[r->topic].name,
+                     rd_kafka_err2str(e));
+            return -EIO;
+        }
+        rd_kafka_poll(k->prod, 50); /* local queue full: wait for deliveries */
+    }
+}
+
+static int send_offsets(nf_kafka_t *k, uint64_t epoch, const nf_kafka_offset_t *offsets, size_t n,
+                        char *err, size_t errlen)
+{
+    if (!n)
+        return 0;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+    char md[32];
+    int mdl = snprintf(md, sizeof md, "epoch=%" PRIu64, epoch);
+    for (size_t i = 0; i < n; i++) {
+        rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_add(
+            l, k->in_names[offsets[i].input], offsets[i].partition);
+        tp->offset = offsets[i].next;
+        tp->metadata = malloc((size_t)mdl);
+        if (tp->metadata) {
+            memcpy(tp->metadata, md, (size_t)mdl);
+            tp->metadata_size = (size_t)mdl;
+        }
+    }
+    int r = 0;
+    if (k->o.exactly_once) {
+        rd_kafka_consumer_group_metadata_t *g =
+            k->cons ? rd_kafka_consumer_group_metadata(k->cons)
+                    : rd_kafka_consumer_group_metadata_new(k->group);
+        rd_kafka_error_t *e =
+            rd_kafka_send_offsets_to_transaction(k->prod, l, g, NF_KAFKA_TIMEOUT_MS);
+        rd_kafka_consumer_group_metadata_destroy(g);
+        if (e)
+            r = err_from(e, "kafka: send_offsets_to_transaction", err, errlen);
+    } else if (k->cons) {
+        /* At-least-once: positions live in the job's state; the group's offsets are for
+         * monitoring (consumer lag) only. */
+        rd_kafka_resp_err_t e = rd_kafka_commit(k->cons, l, 0);
+        if (e)
+            nf_log(NF_LOG_WARN, "kafka", "offset commit failed (monitoring only)",
+                   NF_LS("error", rd_kafka_err2str(e)), NF_LEND);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    return r;
+}
+
+int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, const nf_blob_t *bufs, unsigned nbufs,
+                           const uint8_t *present, const nf_kafka_offset_t *offsets,
+                           size_t noffsets, char *err, size_t errlen)
+{
+    rd_kafka_error_t *e;
+    if (k->o.exactly_once && (e = rd_kafka_begin_transaction(k->prod)) != NULL)
+        return err_from(e, "kafka: begin_transaction", err, errlen);
+    uint64_t dr_before = k->dr_errors, seq = 0, total = 0, produced = 0;
+    for (unsigned b = 0; b < nbufs; b++) {
+        size_t pos = 0;
+        nf_outrec_t r;
+        while (nf_outbuf_next(bufs[b].data, bufs[b].len, &pos, &r) == 1)
+            total++;
+    }
+    int rc = 0;
+    for (unsigned b = 0; b < nbufs && rc == 0; b++) {
+        size_t pos = 0;
+        nf_outrec_t r;
+        int nr;
+        while (rc == 0 && (nr = nf_outbuf_next(bufs[b].data, bufs[b].len, &pos, &r)) == 1) {
+            if (!present || !(present[seq >> 3] & (1u << (seq & 7)))) {
+                rc = produce_one(k, &r, epoch, seq, err, errlen);
+                if (++produced == total / 2 + 1)
+                    fault(k, "mid_produce");
+            }
+            seq++;
+        }
+        if (rc == 0 && nr < 0) {
+            snprintf(err, errlen, "epoch %" PRIu64 ": output buffer %u is malformed", epoch, b);
+            rc = -EINVAL;
+        }
+    }
+    if (rc == 0) {
+        rd_kafka_resp_err_t fe = rd_kafka_flush(k->prod, 2 * NF_KAFKA_TIMEOUT_MS);
+        if (fe) {
+            snprintf(err, errlen, "kafka: flush: %s", rd_kafka_err2str(fe));
+            rc = -ETIMEDOUT;
+        } else if (k->dr_errors != dr_before) {
+            snprintf(err, errlen, "kafka: %" PRIu64 " records not delivered; last: %s",
+                     k->dr_errors - dr_before, k->dr_last_error);
+            rc = -EIO;
+        }
+    }
+    if (rc == 0)
+        rc = send_offsets(k, epoch, offsets, noffsets, err, errlen);
+    if (rc == 0 && k->o.exactly_once) {
+        fault(k, "before_commit");
+        for (;;) {
+            e = rd_kafka_commit_transaction(k->prod, 2 * NF_KAFKA_TIMEOUT_MS);
+            if (!e)
+                break;
+            if (rd_kafka_error_is_retriable(e) && !rd_kafka_error_txn_requires_abort(e)) {
+                nf_log(NF_LOG_WARN, "kafka", "commit_transaction: retrying",
+                       NF_LS("error", rd_kafka_error_string(e)), NF_LEND);
+                rd_kafka_error_destroy(e);
+                continue;
+            }
+            rc = err_from(e, "kafka: commit_transaction", err, errlen);
+            break;
+        }
+    }
+    if (rc != 0 && rc != -EPIPE && k->o.exactly_once) {
+        e = rd_kafka_abort_transaction(k->prod, 2 * NF_KAFKA_TIMEOUT_MS);
+        atomic_fetch_add(&k->aborts, 1);
+        if (e) {
+            char more[256];
+            snprintf(more, sizeof more, "%s", err);
+            err_from(e, "kafka: abort_transaction", err, errlen);
+            nf_log(NF_LOG_ERROR, "kafka", "abort after failed commit also failed",
+                   NF_LS("first_error", more), NF_LS("error", err), NF_LEND);
+            rc = -EPIPE;
+        }
+    }
+    if (rc == 0) {
+        atomic_fetch_add(&k->produced, produced);
+        atomic_fetch_add(&k->transactions, 1);
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- recovery scan */
+
+static bool header_u64(rd_kafka_headers_t *h, const char *name, uint64_t *out)
+{
+    const void *v;
+    size_t n;
+    if (rd_kafka_header_get_last(h, name, &v, &n) != RD_KAFKA_RESP_ERR_NO_ERROR || n == 0 || n > 20)
+        return false;
+    char buf[24];
+    memcpy(buf, v, n);
+    buf[n] = 0;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(buf, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = x;
+    return true;
+}
+
+long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, const char *positions_json,
+                         uint8_t *present, size_t nrecords, char *err, size_t errlen)
+{
+    cJSON *pj = positions_json ? cJSON_Parse(positions_json) : NULL;
+    rd_kafka_conf_t *c = base_conf(k, err, errlen);
+    if (!c) {
+        cJSON_Delete(pj);
+        return -EINVAL;
+    }
+    char group[160];
+    snprintf(group, sizeof group, "%s.nf-scan", k->group);
+    if (conf_set(c, "group.id", group, err, errlen) != 0 ||
+        conf_set(c, "enable.auto.commit", "false", err, errlen) != 0 ||
+        conf_set(c, "isolation.level", "read_committed", err, errlen) != 0 ||
+        conf_set(c, "enable.partition.eof", "true", err, errlen) != 0) {
+        rd_kafka_conf_destroy(c);
+        cJSON_Delete(pj);
+        return -EINVAL;
+    }
+    char rerr[256];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, rerr, sizeof rerr);
+    if (!rk) {
+        snprintf(err, errlen, "kafka: recovery scan consumer: %s", rerr);
+        cJSON_Delete(pj);
+        return -EIO;
+    }
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(16);
+    long found = 0;
+    int rc = 0;
+    for (int t = 0; t < NF_TOPIC__COUNT && rc == 0; t++) {
+        const cJSON *arr = pj ? cJSON_GetObjectItemCaseSensitive(pj, k->out[t].name) : NULL;
+        for (int p = 0; p < k->out[t].npart; p++) {
+            const cJSON *v = cJSON_IsArray(arr) ? cJSON_GetArrayItem(arr, p) : NULL;
+            int64_t start = cJSON_IsNumber(v) && v->valuedouble >= 0 ? (int64_t)v->valuedouble : 0;
+            int64_t lo = 0, hi = 0;
+            rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, k->out[t].name, p, &lo,
+                                                                     &hi, NF_KAFKA_TIMEOUT_MS);
+            if (e) {
+                snprintf(err, errlen, "kafka: recovery scan: end offset of %s [%d]: %s",
+                         k->out[t].name, p, rd_kafka_err2str(e));
+                rc = -EIO;
+                break;
+            }
+            if (start < lo)
+                start = lo;
+            if (start >= hi)
+                continue;
+            rd_kafka_topic_partition_list_add(l, k->out[t].name, p)->offset = start;
+        }
+    }
+    int remaining = l->cnt;
+    if (rc == 0 && remaining > 0) {
+        rd_kafka_assign(rk, l);
+        uint64_t deadline = (uint64_t)time(NULL) + 120;
+        while (remaining > 0) {
+            if ((uint64_t)time(NULL) > deadline) {
+                snprintf(err, errlen,
+                         "kafka: recovery scan of epoch %" PRIu64 " timed out with %d partitions "
+                         "unread",
+                         epoch, remaining);
+                rc = -ETIMEDOUT;
+                break;
+            }
+            rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+            if (!m)
+                continue;
+            if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                remaining--;
+            } else if (m->err) {
+                nf_log(NF_LOG_WARN, "kafka", "recovery scan: consumer error",
+                       NF_LS("error", rd_kafka_message_errstr(m)), NF_LEND);
+            } else {
+                rd_kafka_headers_t *h = NULL;
+                const void *wv;
+                size_t wn;
+                uint64_t e = 0, s = 0;
+                if (rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                    rd_kafka_header_get_last(h, "nf-writer", &wv, &wn) == 0 &&
+                    wn == strlen(k->txid) && !memcmp(wv, k->txid, wn) &&
+                    header_u64(h, "nf-epoch", &e) && e == epoch && header_u64(h, "nf-seq", &s) &&
+                    s < nrecords && !(present[s >> 3] & (1u << (s & 7)))) {
+                    present[s >> 3] |= (uint8_t)(1u << (s & 7));
+                    found++;
+                }
+            }
+            rd_kafka_message_destroy(m);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    cJSON_Delete(pj);
+    atomic_fetch_add(&k->scans, 1);
+    return rc ? rc : found;
+}
+
+/* ---------------------------------------------------------------- shard side */
+
+int nf_kafka_shard_fd(const nf_kafka_t *k, unsigned shard)
+{
+    return k->sq && shard < k->nshards ? k->sq[shard].rfd : -1;
+}
+
+size_t nf_kafka_shard_consume(nf_kafka_t *k, unsigned shard, rd_kafka_message_t **msgs, size_t n)
+{
+    if (!k->sq || shard >= k->nshards)
+        return 0;
+    ssize_t got = rd_kafka_consume_batch_queue(k->sq[shard].q, 0, msgs, n);
+    return got > 0 ? (size_t)got : 0;
+}
+
+void nf_kafka_pause_shard(nf_kafka_t *k, unsigned shard, bool pause)
+{
+    if (!k->sq || shard >= k->nshards)
+        return;
+    pthread_mutex_lock(&k->lock);
+    shard_q_t *q = &k->sq[shard];
+    if (q->paused != pause) {
+        q->paused = pause;
+        if (q->assigned->cnt) {
+            if (pause)
+                rd_kafka_pause_partitions(k->cons, q->assigned);
+            else
+                rd_kafka_resume_partitions(k->cons, q->assigned);
+        }
+        if (pause)
+            atomic_fetch_add(&k->pauses, 1);
+    }
+    pthread_mutex_unlock(&k->lock);
+}
+
+void nf_kafka_stats(const nf_kafka_t *k, nf_kafka_stats_t *out)
+{
+    out->produced = atomic_load(&k->produced);
+    out->delivery_errors = atomic_load(&k->delivery_errors);
+    out->transactions = atomic_load(&k->transactions);
+    out->aborts = atomic_load(&k->aborts);
+    out->scans = atomic_load(&k->scans);
+    out->assigned = atomic_load(&k->assigned);
+    out->revoked = atomic_load(&k->revoked);
+    out->pauses = atomic_load(&k->pauses);
+}

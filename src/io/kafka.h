@@ -1,0 +1,128 @@
+/* kafka.h — newsflow's Kafka client (librdkafka): the epoch's transactional producer, the
+ * consumer group whose partitions feed the shards, and the embedded mock cluster.
+ *
+ * Producer (the epoch coordinator's thread only). nf_kafka_produce_epoch() writes one epoch's
+ * outputs: with kafka.exactly_once, inside one transaction together with the input offsets
+ * (send_offsets_to_transaction; the metadata is "epoch=<n>"); otherwise with the idempotent
+ * producer (at-least-once across producer sessions; deterministic keys let consumers dedup).
+ * Every record carries three headers: nf-writer (the transactional id), nf-epoch and nf-seq (its
+ * index among the epoch's records), so that recovery can tell which records of an undecided
+ * epoch reached the log: nf_kafka_scan_epoch() reads the output partitions back with
+ * isolation.level=read_committed from the positions the pending record noted and marks the seqs
+ * found. A broker that hides aborted transactions hides them from this scan too, so they are
+ * produced again; one that does not (librdkafka 2.0's mock cluster keeps aborted records visible
+ * and does not store transactional offset commits) shows them, so they are not produced twice.
+ * Either way every record ends up in the log exactly once (single writer per transactional id:
+ * init_transactions fences a previous incarnation).
+ *
+ * Consumer. One KafkaConsumer in the group kafka.group_id (cooperative-sticky), subscribed to
+ * the input topics, isolation.level=read_committed, no auto-commit and no offset store: the
+ * position of every assigned partition comes from the job's committed state (the `position`
+ * callback), falling back to the earliest offset for a partition never consumed. Each assigned
+ * partition's queue is forwarded to the queue of shard (partition % shards); each shard queue
+ * signals a pipe (rd_kafka_queue_io_event_enable) that the shard watches on its io_uring.
+ * Rebalance callbacks run on the thread calling nf_kafka_poll() (the coordinator): before
+ * partitions are released the `revoke` callback commits an epoch, so positions move with state.
+ * With assign_all (kafka.assignment = "all") there is no group: the process assigns itself every
+ * input partition — for a single process, where waiting out a killed member's session timeout
+ * before the group rebalances would only delay the restart.
+ *
+ * Threads: nf_kafka_shard_* from the named shard; nf_kafka_pause_shard from any thread; the rest
+ * from the coordinator's thread. */
+#ifndef NF_KAFKA_H
+#define NF_KAFKA_H
+
+#include "io/sink.h"
+#include "runtime/jsonw.h"
+#include "state/epoch.h"
+
+#include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- embedded mock cluster ---- */
+typedef struct nf_kafka_mock nf_kafka_mock_t;
+/* Starts librdkafka's mock cluster (its own threads) and creates every topic of DESIGN §4 with
+ * `partitions` partitions. NULL with err on failure. */
+nf_kafka_mock_t *nf_kafka_mock_new(unsigned brokers, unsigned partitions, const char *prefix,
+                                   char *err, size_t errlen);
+const char *nf_kafka_mock_bootstrap(const nf_kafka_mock_t *m);
+/* For fault injection (rdkafka_mock.h): request errors, broker down. */
+struct rd_kafka_mock_cluster_s *nf_kafka_mock_cluster(nf_kafka_mock_t *m);
+void nf_kafka_mock_free(nf_kafka_mock_t *m);
+
+/* ---- client ---- */
+typedef struct nf_kafka nf_kafka_t;
+
+typedef struct nf_kafka_opts {
+    const char *brokers;
+    bool exactly_once;
+    const char *topic_prefix;
+    const char *group_id;
+    const char *transactional_id;
+    const char *properties; /* "name=value" entries separated by '\n' (may be NULL) */
+    unsigned shards;        /* consumer shard queues */
+    bool consume;           /* join the group and feed the shards */
+    bool assign_all;        /* no group: take every partition of the inputs (one process) */
+    /* Called from the coordinator thread; may be NULL. */
+    int64_t (*position)(void *arg, nf_input_t in, int32_t partition); /* -1 = none */
+    void (*revoke)(void *arg);
+    void (*fault)(const char *point); /* fault-injection points inside the produce */
+    void *arg;
+} nf_kafka_opts_t;
+
+/* Connects the producer (init_transactions, which fences an older incarnation and aborts its
+ * open transaction) and, with consume, creates the consumer and the shard queues (subscribing
+ * waits for nf_kafka_subscribe). Checks that every topic exists. NULL with err. */
+nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen);
+void nf_kafka_free(nf_kafka_t *k);
+int nf_kafka_subscribe(nf_kafka_t *k, char *err, size_t errlen);
+/* Leaves the group (revoke runs without committing again if `final`). */
+void nf_kafka_close_consumer(nf_kafka_t *k);
+
+const char *nf_kafka_output_topic(const nf_kafka_t *k, nf_topic_t t);
+const char *nf_kafka_input_topic(const nf_kafka_t *k, nf_input_t in);
+/* nf_input_t of a consumed record's topic, or -1. */
+int nf_kafka_input_of(const nf_kafka_t *k, const char *topic);
+
+/* Serves the consumer's events (rebalance) and the producer's delivery reports. */
+void nf_kafka_poll(nf_kafka_t *k, int timeout_ms);
+
+/* Output positions: for every output partition, the offset after this writer's last delivered
+ * record (or the high watermark at start), as {"topic":[p0,p1,...],...} — the lower bound a
+ * recovery scan starts from. */
+void nf_kafka_positions_json(nf_kafka_t *k, nf_jw_t *w);
+
+typedef struct nf_kafka_offset {
+    nf_input_t input;
+    int32_t partition;
+    int64_t next; /* next offset to read */
+} nf_kafka_offset_t;
+
+/* Produces the records of an epoch (bufs: nf_outbuf data, records numbered 0.. in order) that
+ * are not marked in `present` (a bitmap of nrecords bits; NULL = none present) and commits.
+ * 0, or -errno with err (nothing is known about what reached the log: scan and call again). */
+int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, const nf_blob_t *bufs, unsigned nbufs,
+                           const uint8_t *present, const nf_kafka_offset_t *offsets,
+                           size_t noffsets, char *err, size_t errlen);
+/* Marks in present (nrecords bits, zeroed by the caller) the records of (this writer, epoch)
+ * found in the output partitions from the positions in positions_json (NULL = from the start).
+ * Returns how many were found, or -errno with err. */
+long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, const char *positions_json,
+                         uint8_t *present, size_t nrecords, char *err, size_t errlen);
+
+/* ---- shard side ---- */
+/* Readable when the shard's queue went from empty to non-empty; drain it, then consume. */
+int nf_kafka_shard_fd(const nf_kafka_t *k, unsigned shard);
+/* Up to n messages (0 if none). Destroy each with rd_kafka_message_destroy. */
+size_t nf_kafka_shard_consume(nf_kafka_t *k, unsigned shard, rd_kafka_message_t **msgs, size_t n);
+/* Pauses (or resumes) fetching for every partition assigned to the shard. */
+void nf_kafka_pause_shard(nf_kafka_t *k, unsigned shard, bool pause);
+
+typedef struct nf_kafka_stats {
+    uint64_t produced, delivery_errors, transactions, aborts, scans, assigned, revoked, pauses;
+} nf_kafka_stats_t;
+void nf_kafka_stats(const nf_kafka_t *k, nf_kafka_stats_t *out);
+
+#endif

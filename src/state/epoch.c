@@ -1,0 +1,728 @@
+/* epoch.c — the epoch coordinator (epoch.h): cut, pending record, Kafka transaction, apply,
+ * named checkpoints, roll-forward recovery. */
+#include "state/epoch.h"
+#include "io/kafka.h"
+#include "io/outbuf.h"
+#include "runtime/jsonw.h"
+#include "runtime/log.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PARTICIPANTS 16
+#define CALL_TIMEOUT_MS  30000
+#define COMMIT_ATTEMPTS  20
+
+typedef struct shard_part {
+    const nf_epoch_participant_t *p[MAX_PARTICIPANTS];
+    void *self[MAX_PARTICIPANTS];
+    unsigned n;
+    nf_outbuf_t out;   /* this epoch's outputs, appended to by the shard */
+    nf_outbuf_t taken; /* the cut epoch's outputs, owned by the coordinator until committed */
+    bool busy;         /* answer of the last busy round */
+} shard_part_t;
+
+struct nf_epoch {
+    nf_runtime_t *rt;
+    nf_store_t *st;
+    nf_kafka_t *kafka;
+    nf_sink_t *tee;
+    nf_epoch_opts_t o;
+    unsigned nshards;
+    shard_part_t *shards;
+    nf_store_batch_t **batches;
+    _Atomic int64_t offsets[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
+    int64_t committed_offsets[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
+    uint64_t epoch; /* last committed */
+    uint64_t last_cut_ns;
+    pthread_t thread;
+    bool thread_started, final_done;
+    _Atomic bool stop_requested, early, failed;
+    nf_jw_t jw;
+    /* stats */
+    _Atomic uint64_t committed, failures, checkpoints, outputs, recovered_epochs, recovered_records,
+        last_pause_ns, last_commit_ns, cur_epoch;
+    nf_histogram_t m_pause, m_commit;
+    nf_counter_t m_epochs, m_failures, m_outputs, m_checkpoints, m_early, m_recovered;
+    nf_gauge_t m_epoch, m_state_bytes;
+};
+
+/* ---------------------------------------------------------------- fault injection */
+
+static char g_fault_point[32];
+static uint64_t g_fault_epoch;
+static _Atomic uint64_t g_current_epoch;
+
+static void fault_at(const char *point)
+{
+    if (g_fault_epoch && g_fault_epoch == atomic_load(&g_current_epoch) &&
+        !strcmp(point, g_fault_point)) {
+        nf_log(NF_LOG_WARN, "epoch", "fault injection: exiting as if killed", NF_LS("point", point),
+               NF_LI("epoch", g_fault_epoch), NF_LEND);
+        _exit(137);
+    }
+}
+
+/* ---------------------------------------------------------------- set-up */
+
+nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const nf_epoch_opts_t *o,
+                         char *err, size_t errlen)
+{
+    nf_epoch_t *ep = calloc(1, sizeof *ep);
+    if (!ep) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    ep->rt = rt;
+    ep->st = st;
+    ep->tee = tee;
+    ep->o = *o;
+    ep->nshards = nf_runtime_shard_count(rt);
+    ep->shards = calloc(ep->nshards, sizeof *ep->shards);
+    ep->batches = calloc(ep->nshards, sizeof *ep->batches);
+    if (!ep->shards || !ep->batches) {
+        snprintf(err, errlen, "out of memory");
+        nf_epoch_free(ep);
+        return NULL;
+    }
+    for (int i = 0; i < NF_INPUT__COUNT; i++)
+        for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS; p++) {
+            atomic_init(&ep->offsets[i][p], -1);
+            ep->committed_offsets[i][p] = -1;
+        }
+    nf_jw_init(&ep->jw);
+    const char *f = getenv("NF_FAULT");
+    if (f && *f) {
+        const char *colon = strrchr(f, ':');
+        char *end = NULL;
+        unsigned long long e = colon ? strtoull(colon + 1, &end, 10) : 0;
+        if (!colon || !e || *end || (size_t)(colon - f) >= sizeof g_fault_point) {
+            snprintf(err, errlen, "NF_FAULT=\"%s\": expected POINT:EPOCH (e.g. after_pending:3)",
+                     f);
+            nf_epoch_free(ep);
+            return NULL;
+        }
+        memcpy(g_fault_point, f, (size_t)(colon - f));
+        g_fault_point[colon - f] = 0;
+        g_fault_epoch = e;
+        nf_log(NF_LOG_WARN, "epoch", "fault injection armed", NF_LS("point", g_fault_point),
+               NF_LI("epoch", e), NF_LEND);
+    }
+    nf_metrics_histogram("newsflow_epoch_pause_seconds",
+                         "Processing pause of an epoch cut (pause, drain, snapshot, resume).", NULL,
+                         nf_metrics_latency_bounds, nf_metrics_latency_nbounds, &ep->m_pause);
+    nf_metrics_histogram("newsflow_epoch_commit_seconds",
+                         "Epoch commit: pending write, Kafka transaction, apply.", NULL,
+                         nf_metrics_latency_bounds, nf_metrics_latency_nbounds, &ep->m_commit);
+    nf_metrics_counter("newsflow_epochs_committed_total", "Epochs committed.", NULL, 0,
+                       &ep->m_epochs);
+    nf_metrics_counter("newsflow_epoch_failures_total",
+                       "Epoch commit attempts that failed (retried or fatal).", NULL, 0,
+                       &ep->m_failures);
+    nf_metrics_counter("newsflow_epoch_outputs_total", "Output records committed.", NULL, 0,
+                       &ep->m_outputs);
+    nf_metrics_counter("newsflow_checkpoints_total", "Named checkpoints taken.", NULL, 0,
+                       &ep->m_checkpoints);
+    nf_metrics_counter("newsflow_epoch_early_total",
+                       "Epochs started early because keyed state crossed its memory budget.", NULL,
+                       0, &ep->m_early);
+    nf_metrics_counter("newsflow_epoch_recovered_records_total",
+                       "Records of a pending epoch produced again at start (roll forward).", NULL,
+                       0, &ep->m_recovered);
+    nf_metrics_gauge("newsflow_epoch", "Last committed epoch.", NULL, 0, &ep->m_epoch);
+    return ep;
+}
+
+void nf_epoch_free(nf_epoch_t *ep)
+{
+    if (!ep)
+        return;
+    for (unsigned s = 0; ep->shards && s < ep->nshards; s++) {
+        nf_outbuf_free(&ep->shards[s].out);
+        nf_outbuf_free(&ep->shards[s].taken);
+    }
+    for (unsigned s = 0; ep->batches && s < ep->nshards; s++)
+        if (ep->batches[s])
+            nf_store_batch_free(ep->batches[s]);
+    nf_jw_free(&ep->jw);
+    free(ep->shards);
+    free(ep->batches);
+    free(ep);
+}
+
+/* ---------------------------------------------------------------- shard side */
+
+int nf_epoch_participant_add(nf_epoch_t *ep, nf_shard_t *sh, const nf_epoch_participant_t *p,
+                             void *self)
+{
+    shard_part_t *sp = &ep->shards[nf_shard_index(sh)];
+    if (sp->n == MAX_PARTICIPANTS)
+        return -ENOSPC;
+    sp->p[sp->n] = p;
+    sp->self[sp->n] = self;
+    sp->n++;
+    return 0;
+}
+
+int nf_epoch_emit(nf_epoch_t *ep, unsigned shard, nf_topic_t topic, const char *key, size_t klen,
+                  const char *value, size_t vlen)
+{
+    return nf_outbuf_add(&ep->shards[shard].out, topic, key, klen, value, vlen);
+}
+
+void nf_epoch_set_offset(nf_epoch_t *ep, nf_input_t in, int32_t partition, int64_t next_offset)
+{
+    if (partition >= 0 && partition < NF_EPOCH_MAX_PARTITIONS)
+        atomic_store_explicit(&ep->offsets[in][partition], next_offset, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------- the cut */
+
+static void call_pause(nf_shard_t *sh, void *arg)
+{
+    shard_part_t *sp = &((nf_epoch_t *)arg)->shards[nf_shard_index(sh)];
+    for (unsigned i = 0; i < sp->n; i++)
+        if (sp->p[i]->pause)
+            sp->p[i]->pause(sh, sp->self[i]);
+}
+
+static void call_busy(nf_shard_t *sh, void *arg)
+{
+    shard_part_t *sp = &((nf_epoch_t *)arg)->shards[nf_shard_index(sh)];
+    sp->busy = false;
+    for (unsigned i = 0; i < sp->n && !sp->busy; i++)
+        if (sp->p[i]->busy)
+            sp->busy = sp->p[i]->busy(sh, sp->self[i]);
+}
+
+static void call_snapshot(nf_shard_t *sh, void *arg)
+{
+    nf_epoch_t *ep = arg;
+    unsigned s = nf_shard_index(sh);
+    shard_part_t *sp = &ep->shards[s];
+    uint64_t e = atomic_load(&ep->cur_epoch);
+    for (unsigned i = 0; i < sp->n; i++)
+        if (ep->batches[s])
+            sp->p[i]->snapshot(sh, sp->self[i], ep->batches[s], e);
+        else
+            sp->p[i]->snapshot(sh, sp->self[i], NULL, e);
+    /* Hand the epoch's outputs over; the shard continues into the (empty) spare buffer. */
+    nf_outbuf_t t = sp->taken;
+    sp->taken = sp->out;
+    nf_outbuf_reset(&t);
+    sp->out = t;
+}
+
+static void call_resume(nf_shard_t *sh, void *arg)
+{
+    shard_part_t *sp = &((nf_epoch_t *)arg)->shards[nf_shard_index(sh)];
+    for (unsigned i = 0; i < sp->n; i++)
+        if (sp->p[i]->resume)
+            sp->p[i]->resume(sh, sp->self[i]);
+}
+
+static void call_committed(nf_shard_t *sh, void *arg)
+{
+    nf_epoch_t *ep = arg;
+    shard_part_t *sp = &ep->shards[nf_shard_index(sh)];
+    for (unsigned i = 0; i < sp->n; i++)
+        if (sp->p[i]->committed)
+            sp->p[i]->committed(sh, sp->self[i], ep->epoch);
+}
+
+static int call_all(nf_epoch_t *ep, nf_call_fn fn, const char *what, char *err, size_t errlen)
+{
+    for (unsigned s = 0; s < ep->nshards; s++) {
+        int r = nf_runtime_call(ep->rt, s, fn, ep, CALL_TIMEOUT_MS);
+        if (r != 0) {
+            snprintf(err, errlen, "epoch %" PRIu64 ": %s on shard %u failed: %s",
+                     atomic_load(&ep->cur_epoch), what, s, strerror(-r));
+            return r;
+        }
+    }
+    return 0;
+}
+
+/* Stops input everywhere, waits until nothing is in flight, snapshots every shard, resumes
+ * (unless `final`). */
+static int cut(nf_epoch_t *ep, bool final, char *err, size_t errlen)
+{
+    uint64_t t0 = nf_now_ns();
+    int r = call_all(ep, call_pause, "pause", err, errlen);
+    for (unsigned spins = 0; r == 0; spins++) {
+        r = call_all(ep, call_busy, "drain", err, errlen);
+        bool busy = false;
+        for (unsigned s = 0; s < ep->nshards; s++)
+            busy |= ep->shards[s].busy;
+        if (r == 0 && !busy && nf_runtime_quiescent(ep->rt))
+            break;
+        if (spins > 10) {
+            struct timespec ts = {0, spins > 1000 ? 1000000 : 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    for (unsigned s = 0; r == 0 && s < ep->nshards; s++)
+        if (ep->st && !(ep->batches[s] = nf_store_batch_new()))
+            r = -ENOMEM;
+    if (r == 0)
+        r = call_all(ep, call_snapshot, "snapshot", err, errlen);
+    if (r == 0 && !final)
+        r = call_all(ep, call_resume, "resume", err, errlen);
+    uint64_t pause = nf_now_ns() - t0;
+    atomic_store(&ep->last_pause_ns, pause);
+    nf_histogram_observe(ep->m_pause, (double)pause / 1e9);
+    return r;
+}
+
+/* ---------------------------------------------------------------- commit */
+
+static size_t collect_offsets(nf_epoch_t *ep, nf_kafka_offset_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (int i = 0; i < NF_INPUT__COUNT; i++)
+        for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS && n < cap; p++) {
+            int64_t v = atomic_load_explicit(&ep->offsets[i][p], memory_order_relaxed);
+            if (v >= 0)
+                out[n++] = (nf_kafka_offset_t){(nf_input_t)i, p, v};
+        }
+    return n;
+}
+
+static void header_json(nf_epoch_t *ep, uint64_t e, const nf_kafka_offset_t *offs, size_t noffs,
+                        uint64_t records)
+{
+    nf_jw_t *w = &ep->jw;
+    nf_jw_reset(w);
+    nf_jw_obj_open(w);
+    nf_jw_key(w, "epoch");
+    nf_jw_u64(w, e);
+    nf_jw_key(w, "time_ms");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    nf_jw_i64(w, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    nf_jw_key(w, "records");
+    nf_jw_u64(w, records);
+    nf_jw_key(w, "offsets");
+    nf_jw_obj_open(w);
+    for (int i = 0; i < NF_INPUT__COUNT; i++) {
+        nf_jw_key(w, i == NF_INPUT_READ_EVENTS ? "read-events" : "sources");
+        nf_jw_obj_open(w);
+        for (size_t k = 0; k < noffs; k++) {
+            if (offs[k].input != (nf_input_t)i)
+                continue;
+            char pk[16];
+            snprintf(pk, sizeof pk, "%d", offs[k].partition);
+            nf_jw_key(w, pk);
+            nf_jw_i64(w, offs[k].next);
+        }
+        nf_jw_obj_close(w);
+    }
+    nf_jw_obj_close(w);
+    if (ep->kafka) {
+        nf_jw_key(w, "positions");
+        nf_kafka_positions_json(ep->kafka, w);
+    }
+    nf_jw_obj_close(w);
+}
+
+static int parse_offsets(const cJSON *h, int64_t dst[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS])
+{
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(h, "offsets");
+    for (int i = 0; i < NF_INPUT__COUNT; i++) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(
+            offs, i == NF_INPUT_READ_EVENTS ? "read-events" : "sources");
+        const cJSON *it;
+        cJSON_ArrayForEach(it, o)
+        {
+            long p = strtol(it->string, NULL, 10);
+            if (p < 0 || p >= NF_EPOCH_MAX_PARTITIONS || !cJSON_IsNumber(it))
+                return -EINVAL;
+            dst[i][p] = (int64_t)it->valuedouble;
+        }
+    }
+    return 0;
+}
+
+/* Produces an epoch's records to Kafka, retrying (scan + produce what is missing) on failure.
+ * 0, or -errno once retrying is hopeless. */
+static int produce(nf_epoch_t *ep, uint64_t e, const nf_blob_t *bufs, unsigned nbufs,
+                   uint64_t records, const char *positions, const nf_kafka_offset_t *offs,
+                   size_t noffs, bool recovering, char *err, size_t errlen)
+{
+    uint8_t *present = NULL;
+    int r = 0;
+    for (unsigned attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
+        if (recovering || attempt > 0) {
+            if (!present && !(present = calloc(records / 8 + 1, 1)))
+                return -ENOMEM;
+            memset(present, 0, records / 8 + 1);
+            long found =
+                nf_kafka_scan_epoch(ep->kafka, e, positions, present, records, err, errlen);
+            if (found < 0) {
+                r = (int)found;
+                nf_log(NF_LOG_WARN, "epoch", "recovery scan failed; retrying", NF_LI("epoch", e),
+                       NF_LS("error", err), NF_LEND);
+                sleep(1);
+                continue;
+            }
+            nf_log(NF_LOG_INFO, "epoch", "epoch outputs already in Kafka", NF_LI("epoch", e),
+                   NF_LI("found", found), NF_LI("records", records), NF_LEND);
+            atomic_fetch_add(&ep->recovered_records, records - (uint64_t)found);
+            nf_counter_add(ep->m_recovered, records - (uint64_t)found);
+        }
+        r = nf_kafka_produce_epoch(ep->kafka, e, bufs, nbufs, present, offs, noffs, err, errlen);
+        if (r == 0 || r == -EPIPE)
+            break;
+        nf_counter_inc(ep->m_failures);
+        atomic_fetch_add(&ep->failures, 1);
+        nf_log(NF_LOG_WARN, "epoch", "epoch commit to Kafka failed; retrying", NF_LI("epoch", e),
+               NF_LI("attempt", attempt + 1), NF_LS("error", err), NF_LEND);
+        struct timespec ts = {attempt < 3 ? 0 : 1, attempt < 3 ? 200000000 : 0};
+        nanosleep(&ts, NULL);
+    }
+    free(present);
+    return r;
+}
+
+static void tee_outputs(nf_epoch_t *ep, const nf_blob_t *bufs, unsigned nbufs)
+{
+    if (!ep->tee)
+        return;
+    char key[512];
+    for (unsigned b = 0; b < nbufs; b++) {
+        size_t pos = 0;
+        nf_outrec_t r;
+        while (nf_outbuf_next(bufs[b].data, bufs[b].len, &pos, &r) == 1) {
+            size_t kl = r.klen < sizeof key - 1 ? r.klen : sizeof key - 1;
+            memcpy(key, r.key, kl);
+            key[kl] = 0;
+            nf_sink_emit(ep->tee, 0, r.topic, key, r.value, r.vlen);
+        }
+    }
+    if (nf_sink_flush(ep->tee, 0) != 0)
+        nf_log(NF_LOG_WARN, "sink", "tee write failed; records kept for the next attempt", NF_LEND);
+}
+
+static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, char *err, size_t errlen)
+{
+    if (ep->st && nf_store_pending_apply(ep->st, err, errlen) != 0)
+        return -EIO;
+    fault_at("after_apply");
+    ep->epoch = e;
+    nf_gauge_set(ep->m_epoch, (int64_t)e);
+    if (ep->st && ep->o.retain_every && e % ep->o.retain_every == 0) {
+        char hash[24];
+        snprintf(hash, sizeof hash, "%016" PRIx64, ep->o.config_hash);
+        fault_at("mid_checkpoint");
+        if (nf_store_checkpoint(ep->st, e, hash, err, errlen) != 0) {
+            /* A missed named checkpoint is not a lost epoch: the live state is committed. */
+            nf_log(NF_LOG_ERROR, "checkpoint", "named checkpoint failed", NF_LI("epoch", e),
+                   NF_LS("error", err), NF_LEND);
+        } else {
+            nf_counter_inc(ep->m_checkpoints);
+            atomic_fetch_add(&ep->checkpoints, 1);
+            int pruned = nf_store_checkpoint_prune(nf_store_state_dir(ep->st), ep->o.retain_count);
+            nf_log(NF_LOG_INFO, "checkpoint", "checkpoint.created", NF_LI("epoch", e),
+                   NF_LI("pruned", pruned > 0 ? pruned : 0), NF_LEND);
+        }
+    }
+    return 0;
+}
+
+/* One epoch: cut, then commit. */
+static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
+{
+    uint64_t e = ep->epoch + 1;
+    atomic_store(&ep->cur_epoch, e);
+    atomic_store(&g_current_epoch, e);
+    int r = cut(ep, final, err, errlen);
+    if (r != 0)
+        return r;
+    fault_at("after_cut");
+    uint64_t t0 = nf_now_ns();
+    nf_blob_t *bufs = calloc(ep->nshards, sizeof *bufs);
+    nf_kafka_offset_t *offs = calloc(NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *offs);
+    if (!bufs || !offs) {
+        free(bufs);
+        free(offs);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    uint64_t records = 0;
+    for (unsigned s = 0; s < ep->nshards; s++) {
+        bufs[s] = (nf_blob_t){ep->shards[s].taken.data, ep->shards[s].taken.len};
+        records += ep->shards[s].taken.count;
+    }
+    size_t noffs = collect_offsets(ep, offs, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS);
+    header_json(ep, e, offs, noffs, records);
+    if (ep->st) {
+        r = nf_store_pending_write(ep->st, e, ep->jw.buf, ep->batches, ep->nshards, bufs,
+                                   ep->nshards, err, errlen);
+        for (unsigned s = 0; s < ep->nshards; s++) {
+            nf_store_batch_free(ep->batches[s]);
+            ep->batches[s] = NULL;
+        }
+    }
+    if (r == 0) {
+        fault_at("after_pending");
+        if (ep->kafka)
+            r = produce(ep, e, bufs, ep->nshards, records, NULL, offs, noffs, false, err, errlen);
+    }
+    if (r == 0) {
+        fault_at("after_commit");
+        r = apply_and_checkpoint(ep, e, err, errlen);
+    }
+    if (r == 0) {
+        for (size_t i = 0; i < noffs; i++)
+            ep->committed_offsets[offs[i].input][offs[i].partition] = offs[i].next;
+        call_all(ep, call_committed, "committed", err, errlen);
+        tee_outputs(ep, bufs, ep->nshards);
+        uint64_t dt = nf_now_ns() - t0;
+        atomic_store(&ep->last_commit_ns, dt);
+        nf_histogram_observe(ep->m_commit, (double)dt / 1e9);
+        nf_counter_inc(ep->m_epochs);
+        nf_counter_add(ep->m_outputs, records);
+        atomic_fetch_add(&ep->committed, 1);
+        atomic_fetch_add(&ep->outputs, records);
+        nf_log(records || final ? NF_LOG_INFO : NF_LOG_DEBUG, "epoch", "epoch.committed",
+               NF_LI("epoch", e), NF_LI("records", records),
+               NF_LF("pause_ms", (double)atomic_load(&ep->last_pause_ns) / 1e6),
+               NF_LF("commit_ms", (double)dt / 1e6), NF_LEND);
+    }
+    free(bufs);
+    free(offs);
+    return r;
+}
+
+/* ---------------------------------------------------------------- recovery */
+
+int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
+{
+    if (!ep->st)
+        return 0;
+    nf_store_pending_t p;
+    int r = nf_store_pending_read(ep->st, &p, err, errlen);
+    if (r < 0)
+        return r;
+    if (r == 1) {
+        cJSON *h = cJSON_Parse(p.header_json);
+        const cJSON *rec = cJSON_GetObjectItemCaseSensitive(h, "records");
+        uint64_t records = cJSON_IsNumber(rec) ? (uint64_t)rec->valuedouble : 0;
+        nf_log(NF_LOG_WARN, "epoch", "pending epoch found at start: rolling it forward",
+               NF_LI("epoch", p.epoch), NF_LI("records", records), NF_LEND);
+        int64_t(*offs_tab)[NF_EPOCH_MAX_PARTITIONS] = calloc(NF_INPUT__COUNT, sizeof *offs_tab);
+        nf_kafka_offset_t *offs = calloc(NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *offs);
+        size_t noffs = 0;
+        if (!h || !offs_tab || !offs) {
+            snprintf(err, errlen, "state: pending epoch %" PRIu64 " has an unreadable header",
+                     p.epoch);
+            r = -EINVAL;
+        } else {
+            for (int i = 0; i < NF_INPUT__COUNT; i++)
+                for (int q = 0; q < NF_EPOCH_MAX_PARTITIONS; q++)
+                    offs_tab[i][q] = -1;
+            r = parse_offsets(h, offs_tab);
+            for (int i = 0; i < NF_INPUT__COUNT; i++)
+                for (int q = 0; q < NF_EPOCH_MAX_PARTITIONS; q++)
+                    if (offs_tab[i][q] >= 0)
+                        offs[noffs++] = (nf_kafka_offset_t){(nf_input_t)i, q, offs_tab[i][q]};
+            if (r != 0)
+                snprintf(err, errlen, "state: pending epoch %" PRIu64 ": bad offsets", p.epoch);
+        }
+        atomic_store(&g_current_epoch, p.epoch);
+        if (r == 0 && ep->kafka) {
+            char *positions = NULL;
+            const cJSON *pos = cJSON_GetObjectItemCaseSensitive(h, "positions");
+            if (pos)
+                positions = cJSON_PrintUnformatted(pos);
+            r = produce(ep, p.epoch, p.outputs, p.noutputs, records, positions, offs, noffs, true,
+                        err, errlen);
+            free(positions);
+        }
+        if (r == 0) {
+            r = apply_and_checkpoint(ep, p.epoch, err, errlen);
+            tee_outputs(ep, p.outputs, p.noutputs);
+            atomic_fetch_add(&ep->recovered_epochs, 1);
+        }
+        cJSON_Delete(h);
+        free(offs_tab);
+        free(offs);
+        nf_store_pending_free(&p);
+        if (r != 0)
+            return r;
+    }
+    uint64_t e = 0;
+    char *hj = NULL;
+    if (nf_store_committed(ep->st, &e, &hj, err, errlen) != 0)
+        return -EIO;
+    ep->epoch = e;
+    nf_gauge_set(ep->m_epoch, (int64_t)e);
+    if (hj) {
+        cJSON *h = cJSON_Parse(hj);
+        if (!h || parse_offsets(h, ep->committed_offsets) != 0) {
+            snprintf(err, errlen, "state: committed epoch %" PRIu64 " has an unreadable header", e);
+            cJSON_Delete(h);
+            free(hj);
+            return -EINVAL;
+        }
+        cJSON_Delete(h);
+        free(hj);
+    }
+    for (int i = 0; i < NF_INPUT__COUNT; i++)
+        for (int q = 0; q < NF_EPOCH_MAX_PARTITIONS; q++)
+            atomic_store(&ep->offsets[i][q], ep->committed_offsets[i][q]);
+    nf_log(NF_LOG_INFO, "epoch", "state restored", NF_LI("epoch", e), NF_LEND);
+    return 0;
+}
+
+int64_t nf_epoch_committed_offset(const nf_epoch_t *ep, nf_input_t in, int32_t partition)
+{
+    if (partition < 0 || partition >= NF_EPOCH_MAX_PARTITIONS)
+        return -1;
+    return ep->committed_offsets[in][partition];
+}
+
+uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep)
+{
+    return ep->epoch;
+}
+
+/* ---------------------------------------------------------------- the coordinator thread */
+
+static void fail(nf_epoch_t *ep, const char *err)
+{
+    atomic_store(&ep->failed, true);
+    nf_counter_inc(ep->m_failures);
+    nf_log(NF_LOG_ERROR, "epoch", "epoch commit failed; stopping the job (restart recovers)",
+           NF_LI("epoch", atomic_load(&ep->cur_epoch)), NF_LS("error", err), NF_LEND);
+    nf_runtime_request_stop(ep->rt);
+}
+
+static void *coordinator(void *arg)
+{
+    nf_epoch_t *ep = arg;
+    char err[512];
+    if (ep->kafka && nf_kafka_subscribe(ep->kafka, err, sizeof err) != 0) {
+        fail(ep, err);
+        return NULL;
+    }
+    ep->last_cut_ns = nf_now_ns();
+    uint64_t interval = (uint64_t)ep->o.interval_ms * 1000000ull;
+    while (!atomic_load(&ep->stop_requested)) {
+        uint64_t now = nf_now_ns();
+        bool early = atomic_exchange(&ep->early, false);
+        if (now - ep->last_cut_ns < interval && !early) {
+            uint64_t left_ms = (interval - (now - ep->last_cut_ns)) / 1000000ull + 1;
+            int wait = (int)(left_ms < 50 ? left_ms : 50);
+            if (ep->kafka) {
+                nf_kafka_poll(ep->kafka, wait);
+            } else {
+                struct timespec ts = {0, (long)wait * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            continue;
+        }
+        if (early)
+            nf_counter_inc(ep->m_early);
+        ep->last_cut_ns = nf_now_ns();
+        if (run_epoch(ep, false, err, sizeof err) != 0) {
+            fail(ep, err);
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static void revoke_cb(void *arg)
+{
+    nf_epoch_t *ep = arg;
+    char err[512];
+    if (atomic_load(&ep->failed))
+        return;
+    if (run_epoch(ep, false, err, sizeof err) != 0)
+        fail(ep, err);
+}
+
+int nf_epoch_start(nf_epoch_t *ep)
+{
+    int r = pthread_create(&ep->thread, NULL, coordinator, ep);
+    if (r != 0)
+        return -r;
+    ep->thread_started = true;
+    return 0;
+}
+
+void nf_epoch_request(nf_epoch_t *ep)
+{
+    atomic_store(&ep->early, true);
+}
+
+int nf_epoch_run_once(nf_epoch_t *ep, char *err, size_t errlen)
+{
+    return run_epoch(ep, false, err, errlen);
+}
+
+int nf_epoch_stop(nf_epoch_t *ep)
+{
+    atomic_store(&ep->stop_requested, true);
+    if (ep->thread_started) {
+        pthread_join(ep->thread, NULL);
+        ep->thread_started = false;
+    }
+    if (atomic_load(&ep->failed) || ep->final_done)
+        return atomic_load(&ep->failed) ? -EIO : 0;
+    ep->final_done = true;
+    char err[512];
+    int r = run_epoch(ep, true, err, sizeof err);
+    if (r != 0)
+        fail(ep, err);
+    if (ep->kafka)
+        nf_kafka_close_consumer(ep->kafka);
+    return r;
+}
+
+bool nf_epoch_failed(const nf_epoch_t *ep)
+{
+    return atomic_load(&ep->failed);
+}
+
+void nf_epoch_stats(const nf_epoch_t *ep, nf_epoch_stats_t *out)
+{
+    out->epoch = ep->epoch;
+    out->committed = atomic_load(&ep->committed);
+    out->failed = atomic_load(&ep->failures);
+    out->checkpoints = atomic_load(&ep->checkpoints);
+    out->outputs = atomic_load(&ep->outputs);
+    out->recovered_epochs = atomic_load(&ep->recovered_epochs);
+    out->recovered_records = atomic_load(&ep->recovered_records);
+    out->last_pause_ns = atomic_load(&ep->last_pause_ns);
+    out->last_commit_ns = atomic_load(&ep->last_commit_ns);
+}
+
+void nf_epoch_attach_kafka(nf_epoch_t *ep, nf_kafka_t *kafka)
+{
+    ep->kafka = kafka;
+}
+
+int64_t nf_epoch_position_cb(void *ep, nf_input_t in, int32_t partition)
+{
+    return nf_epoch_committed_offset(ep, in, partition);
+}
+
+void nf_epoch_revoke_cb(void *ep)
+{
+    revoke_cb(ep);
+}
+
+void nf_epoch_fault_cb(const char *point)
+{
+    fault_at(point);
+}

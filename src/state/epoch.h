@@ -1,0 +1,130 @@
+/* epoch.h — epochs: consistent cuts of the whole job, committed together with their outputs and
+ * input positions (DESIGN.md §3), so that a kill -9 at any instant loses and duplicates nothing.
+ *
+ * One coordinator thread per process runs the protocol; shards take part through participants
+ * (one per actor instance that owns state or takes input) registered from actor init hooks.
+ *
+ * The cut (the only part that stops processing; its duration is the "pause"):
+ *   1. pause   every shard's participants stop taking input (Kafka queues are not consumed, due
+ *              crawls wait, finished fetches are held unprocessed);
+ *   2. drain   the coordinator waits until nothing is in flight: every ring empty (runtime
+ *              sent == received, read twice) and no participant `busy` (holding messages a full
+ *              ring refused);
+ *   3. snapshot each shard writes its participants' dirty state into its own batch and hands
+ *              over its output buffer and input positions;
+ *   4. resume.
+ * Because input stops everywhere before the drain, everything caused by input taken before the
+ * cut (across any number of shard hops) is inside it, and nothing after it is.
+ *
+ * The commit (off the shards, which already process the next epoch; their outputs go to a
+ * fresh buffer):
+ *   a. pending  the epoch's state batches, outputs and input offsets written to the store as
+ *               the pending record (synced) — from here the epoch is decided: it will commit;
+ *   b. produce  the outputs go to Kafka in one transaction (transactional producer) together
+ *               with the input offsets (send_offsets_to_transaction); every record carries the
+ *               headers nf-writer, nf-epoch and nf-seq;
+ *   c. apply    the pending record is applied to the live state; participants learn the epoch
+ *               is durable (their entries become evictable);
+ *   d. named checkpoint every checkpoint.retain_every epochs, pruned to retain_count.
+ * Recovery on start rolls a pending record FORWARD (never discards it): the output partitions
+ * it touched are read back (read_committed) from the positions recorded in it, records of this
+ * writer and epoch already there are counted by nf-seq, the missing ones are produced in a new
+ * transaction, then the record is applied. Exactly once with a broker that hides aborted
+ * transactions, and also with one that does not (librdkafka's mock cluster): see kafka.h.
+ * (DESIGN §3 reads Kafka's committed offsets as the decision record and discards an undecided
+ * batch; rolling forward needs no decision and keeps crawl results, which are not replayable.)
+ *
+ * Fault injection for the crash tests: NF_FAULT="<point>:<epoch>" makes the process _exit(137)
+ * (as if SIGKILLed) at that point of that epoch's commit; points: after_cut, after_pending,
+ * mid_produce, before_commit, after_commit, after_apply, mid_checkpoint.
+ *
+ * Threads: nf_epoch_emit / nf_epoch_set_offset / nf_epoch_participant_add from the shard whose
+ * index they name; everything else from the thread that created the coordinator. */
+#ifndef NF_EPOCH_H
+#define NF_EPOCH_H
+
+#include "io/sink.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+#include "state/store.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct nf_epoch nf_epoch_t;
+typedef struct nf_kafka nf_kafka_t;
+
+/* Kafka inputs whose positions epochs carry. */
+typedef enum { NF_INPUT_READ_EVENTS = 0, NF_INPUT_SOURCES, NF_INPUT__COUNT } nf_input_t;
+#define NF_EPOCH_MAX_PARTITIONS 1024
+
+typedef struct nf_epoch_participant {
+    void (*pause)(nf_shard_t *sh, void *self); /* optional: stop taking input */
+    bool (*busy)(nf_shard_t *sh, void *self);  /* optional: still holding messages */
+    void (*snapshot)(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch);
+    void (*committed)(nf_shard_t *sh, void *self, uint64_t epoch); /* optional */
+    void (*resume)(nf_shard_t *sh, void *self);                    /* optional: take input again */
+} nf_epoch_participant_t;
+
+typedef struct nf_epoch_opts {
+    uint32_t interval_ms;
+    uint32_t retain_every, retain_count;
+    uint64_t config_hash;
+    unsigned fault_epoch; /* from NF_FAULT; 0 = none */
+    char fault_point[32];
+} nf_epoch_opts_t;
+
+/* Creates the coordinator (not started). store may be NULL (memory-only state). tee (may be
+ * NULL) receives every committed output after its epoch committed (the JSON-lines sink of
+ * `--sink`). Registers its metrics. Reads NF_FAULT. */
+nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const nf_epoch_opts_t *o,
+                         char *err, size_t errlen);
+/* Outputs go to Kafka too (before nf_epoch_recover). Create the client with the hooks below
+ * and arg = the coordinator. */
+void nf_epoch_attach_kafka(nf_epoch_t *ep, nf_kafka_t *kafka);
+/* Hooks for nf_kafka_opts_t: committed positions, commit-before-revoke, fault points. */
+int64_t nf_epoch_position_cb(void *ep, nf_input_t in, int32_t partition);
+void nf_epoch_revoke_cb(void *ep);
+void nf_epoch_fault_cb(const char *point);
+void nf_epoch_free(nf_epoch_t *ep);
+
+/* Before nf_runtime_start: finishes a pending record left by a crash (roll forward) and reads
+ * the committed epoch. 0 or -errno with err. */
+int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen);
+/* The committed input position of (input, partition): the next offset to read, or -1 if none
+ * was ever committed. Valid after nf_epoch_recover. Any thread. */
+int64_t nf_epoch_committed_offset(const nf_epoch_t *ep, nf_input_t in, int32_t partition);
+uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep);
+
+/* Starts the coordinator thread (after nf_runtime_start). 0 or -errno. */
+int nf_epoch_start(nf_epoch_t *ep);
+/* Asks for an epoch as soon as possible (memory budget crossed). Any thread, lock-free. */
+void nf_epoch_request(nf_epoch_t *ep);
+/* Runs one cut + commit now, from the coordinator's owner thread while the coordinator thread
+ * is not running (tests, the final epoch). 0 or -errno. */
+int nf_epoch_run_once(nf_epoch_t *ep, char *err, size_t errlen);
+/* Stops the coordinator thread after committing a final epoch (SIGTERM path); call before
+ * nf_runtime_request_stop. 0 or -errno of the final commit. */
+int nf_epoch_stop(nf_epoch_t *ep);
+/* A commit failed in a way the job cannot continue from (store write failed, producer fenced):
+ * the coordinator logs it, requests the runtime stop and this returns true. */
+bool nf_epoch_failed(const nf_epoch_t *ep);
+
+/* ---- shard side ---- */
+/* From an actor's init hook. 0 or -ENOSPC (too many participants on the shard). */
+int nf_epoch_participant_add(nf_epoch_t *ep, nf_shard_t *sh, const nf_epoch_participant_t *p,
+                             void *self);
+/* An output of the current epoch. 0 or -ENOMEM. */
+int nf_epoch_emit(nf_epoch_t *ep, unsigned shard, nf_topic_t topic, const char *key, size_t klen,
+                  const char *value, size_t vlen);
+/* The shard consumed (input, partition) up to next_offset - 1. */
+void nf_epoch_set_offset(nf_epoch_t *ep, nf_input_t in, int32_t partition, int64_t next_offset);
+
+typedef struct nf_epoch_stats {
+    uint64_t epoch, committed, failed, checkpoints, outputs, recovered_epochs, recovered_records;
+    uint64_t last_pause_ns, last_commit_ns;
+} nf_epoch_stats_t;
+void nf_epoch_stats(const nf_epoch_t *ep, nf_epoch_stats_t *out);
+
+#endif

@@ -1,0 +1,902 @@
+/* kstate.c — keyed state over the store: see kstate.h for the contract.
+ *
+ * Shape:
+ *   entries  an array of 64-byte records (one cache line each), one per key in memory, that never
+ *            move: everything else refers to a record by its index. Freed records are chained in
+ *            a free list and reused before the array grows.
+ *   slots    an open-addressing table (linear probing, power of two, at most 3/4 full) of
+ *            {record index + 1, 32-bit hash}; a probe compares hashes and touches a record only
+ *            on a hash match, so a hit costs about one slot line and one record line. Removal
+ *            is backward-shift deletion (no tombstone slots, so probe chains never rot).
+ *   dirty    a vector of the dirty records' indices; a record knows its position (`link`) so it
+ *            can leave in O(1). nf_kstate_snapshot walks only this vector: O(dirty).
+ *   inflight one list per snapshot not yet committed: the dirty vector of that snapshot, handed
+ *            over whole, tagged with the epoch and a snapshot sequence number. A record that is
+ *            re-dirtied and snapshotted again moves to the newer sequence number; an older list
+ *            that still names it skips it (its `commit_seq` no longer matches), so stale indices
+ *            in old lists are harmless. Vectors are recycled through a small pool, so after
+ *            warm-up neither put nor snapshot allocates.
+ *
+ * Values of at most NF_KS_INLINE bytes live inside the record; longer ones in a malloc'd block
+ * whose capacity is kept, so replacing a value with one of the same (or a somewhat smaller)
+ * size does not allocate.
+ *
+ * Memory: `used` counts what the live keys need (records in use, out-of-line blocks, the slot
+ * table, the vectors); eviction and nf_kstate_over_budget() compare it with the budget. The
+ * record array grows only as far as the budget allows while clean records can be evicted
+ * instead, so the memory allocated (stats.bytes: the whole record array, free records included)
+ * stays close to it.
+ *
+ * TTL: an expired entry is dropped (by get or the expire sweep) even when dirty, because every
+ * older copy of it in the store expired no later: puts stamp now_ms + ttl_ms, and the clock does
+ * not go backwards. Tombstones never expire (the store's copy they hide might not have). An
+ * expired entry still committing stays until its epoch commits (it is in no store yet).
+ *
+ * Eviction is CLOCK over the record array: a record's REF bit is set on every access, the hand
+ * clears it on its first pass and evicts on the second. Only clean records are candidates:
+ * dirty ones are the only copy of their value and committing ones are not in the store yet. */
+#include "state/kstate.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NF_KS_INLINE 24u
+#define NONE         UINT32_MAX
+#define POOL_MAX     4
+
+enum {
+    F_USED = 1u << 0,       /* record holds a key (free records have flags == 0) */
+    F_DIRTY = 1u << 1,      /* changed since the last snapshot: in the dirty vector */
+    F_COMMITTING = 1u << 2, /* written into snapshot commit_seq, not yet committed */
+    F_TOMB = 1u << 3,       /* deleted: reads as absent, written as a delete */
+    F_REF = 1u << 4,        /* CLOCK reference bit */
+    F_OOL = 1u << 5,        /* value in v.ool (else inline in v.inl) */
+};
+
+typedef struct entry {
+    nf_id128_t id;
+    uint64_t expires_at; /* 0 = never */
+    uint32_t len;        /* value length (0 for a tombstone) */
+    uint32_t link;       /* position in the dirty vector if F_DIRTY; next free record if free */
+    uint32_t commit_seq; /* the snapshot it is committing in, if F_COMMITTING */
+    uint16_t kg;
+    uint8_t flags;
+    uint8_t pad_;
+    union {
+        unsigned char inl[NF_KS_INLINE];
+        struct {
+            unsigned char *p;
+            uint32_t cap;
+        } ool;
+    } v;
+} entry_t;
+
+_Static_assert(sizeof(entry_t) == 64, "a record is one cache line");
+
+typedef struct slot {
+    uint32_t idx1; /* record index + 1; 0 = empty */
+    uint32_t h;
+} slot_t;
+
+typedef struct vec {
+    uint32_t *v;
+    uint32_t n, cap;
+} vec_t;
+
+typedef struct inflight {
+    uint64_t epoch;
+    uint32_t seq;
+    vec_t list;
+} inflight_t;
+
+struct nf_kstate {
+    nf_store_t *st;
+    nf_state_kind_t kind;
+    uint64_t ttl_ms;
+    size_t budget;
+
+    entry_t *ent;
+    uint32_t ent_cap;
+    uint32_t free_head;
+    uint32_t live;    /* records in use */
+    uint32_t pinned;  /* records dirty or committing (not evictable) */
+    uint32_t ncommit; /* records committing */
+    uint32_t hand;    /* CLOCK */
+    uint32_t cursor;  /* expire sweep */
+
+    slot_t *slots;
+    size_t mask;
+
+    size_t ool_bytes;
+
+    vec_t dirty;
+    inflight_t *infl;
+    size_t ninfl, infl_cap;
+    vec_t pool[POOL_MAX];
+    unsigned npool;
+    uint32_t seq;
+
+    unsigned char *scratch; /* [expires_at][value] for batch puts */
+    size_t scratch_cap;
+
+    uint64_t hits, misses, loads, load_errors, evictions, expired;
+    char err[256];
+};
+
+/* ------------------------------------------------------------------ helpers */
+
+static inline uint32_t hash_key(uint16_t kg, nf_id128_t id)
+{
+    /* Ids are usually hash prefixes already, but tests and small id spaces are not: mix. */
+    uint64_t x = id.hi ^ (id.lo * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)kg << 47);
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    return (uint32_t)x;
+}
+
+static inline bool key_eq(const entry_t *e, uint16_t kg, nf_id128_t id)
+{
+    return e->id.hi == id.hi && e->id.lo == id.lo && e->kg == kg;
+}
+
+static inline bool is_pinned(const entry_t *e)
+{
+    return (e->flags & (F_DIRTY | F_COMMITTING)) != 0;
+}
+
+static inline bool is_expired(const entry_t *e, uint64_t now_ms)
+{
+    return e->expires_at != 0 && e->expires_at <= now_ms;
+}
+
+static inline const unsigned char *val_ptr(const entry_t *e)
+{
+    return (e->flags & F_OOL) ? e->v.ool.p : e->v.inl;
+}
+
+/* Out-of-line blocks are counted at their capacity plus a malloc header. */
+static inline size_t ool_cost(uint32_t cap)
+{
+    return (size_t)cap + 16;
+}
+
+static size_t vec_bytes(const nf_kstate_t *ks)
+{
+    size_t b = (size_t)ks->dirty.cap * sizeof(uint32_t) + ks->infl_cap * sizeof(inflight_t);
+    for (size_t i = 0; i < ks->ninfl; i++)
+        b += (size_t)ks->infl[i].list.cap * sizeof(uint32_t);
+    for (unsigned i = 0; i < ks->npool; i++)
+        b += (size_t)ks->pool[i].cap * sizeof(uint32_t);
+    return b;
+}
+
+static size_t fixed_bytes(const nf_kstate_t *ks)
+{
+    return sizeof *ks + (ks->mask + 1) * sizeof(slot_t) + ks->ool_bytes + vec_bytes(ks) +
+           ks->scratch_cap;
+}
+
+/* What the live keys need: compared with the budget. */
+static size_t used_bytes(const nf_kstate_t *ks)
+{
+    return fixed_bytes(ks) + (size_t)ks->live * sizeof(entry_t);
+}
+
+static size_t alloc_bytes(const nf_kstate_t *ks)
+{
+    return fixed_bytes(ks) + (size_t)ks->ent_cap * sizeof(entry_t);
+}
+
+static int vec_push(vec_t *v, uint32_t x)
+{
+    if (v->n == v->cap) {
+        uint32_t cap = v->cap ? v->cap * 2 : 64;
+        uint32_t *nv = realloc(v->v, (size_t)cap * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        v->v = nv;
+        v->cap = cap;
+    }
+    v->v[v->n++] = x;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ slot table */
+
+/* The record index of (kg, id), or NONE; *pos gets its slot, or the empty slot ending the
+ * probe (where it would be inserted). */
+static inline uint32_t lookup(const nf_kstate_t *ks, uint16_t kg, nf_id128_t id, uint32_t h,
+                              size_t *pos)
+{
+    size_t i = h & ks->mask;
+    for (;;) {
+        const slot_t *s = &ks->slots[i];
+        if (s->idx1 == 0)
+            break;
+        if (s->h == h && key_eq(&ks->ent[s->idx1 - 1], kg, id)) {
+            *pos = i;
+            return s->idx1 - 1;
+        }
+        i = (i + 1) & ks->mask;
+    }
+    *pos = i;
+    return NONE;
+}
+
+static int grow_slots(nf_kstate_t *ks)
+{
+    size_t cap = (ks->mask + 1) * 2;
+    slot_t *ns = calloc(cap, sizeof *ns);
+    if (!ns)
+        return -ENOMEM;
+    for (size_t i = 0; i <= ks->mask; i++) {
+        slot_t s = ks->slots[i];
+        if (s.idx1 == 0)
+            continue;
+        size_t j = s.h & (cap - 1);
+        while (ns[j].idx1 != 0)
+            j = (j + 1) & (cap - 1);
+        ns[j] = s;
+    }
+    free(ks->slots);
+    ks->slots = ns;
+    ks->mask = cap - 1;
+    return 0;
+}
+
+/* Backward-shift deletion: later members of the probe run move up into the hole unless their
+ * home lies cyclically within (hole, their position]. */
+static void slot_remove(nf_kstate_t *ks, size_t hole)
+{
+    size_t j = hole;
+    for (;;) {
+        j = (j + 1) & ks->mask;
+        if (ks->slots[j].idx1 == 0)
+            break;
+        size_t home = ks->slots[j].h & ks->mask;
+        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+        if (stays)
+            continue;
+        ks->slots[hole] = ks->slots[j];
+        hole = j;
+    }
+    ks->slots[hole] = (slot_t){0, 0};
+}
+
+/* ------------------------------------------------------------------ records */
+
+static void dirty_remove(nf_kstate_t *ks, entry_t *e)
+{
+    assert(e->flags & F_DIRTY);
+    uint32_t pos = e->link;
+    assert(pos < ks->dirty.n);
+    uint32_t last = ks->dirty.v[--ks->dirty.n];
+    if (pos < ks->dirty.n) {
+        ks->dirty.v[pos] = last;
+        ks->ent[last].link = pos;
+    }
+    e->flags &= (uint8_t)~F_DIRTY;
+}
+
+static void free_value(nf_kstate_t *ks, entry_t *e)
+{
+    if (e->flags & F_OOL) {
+        ks->ool_bytes -= ool_cost(e->v.ool.cap);
+        free(e->v.ool.p);
+        e->flags &= (uint8_t)~F_OOL;
+    }
+    e->len = 0;
+}
+
+/* Removes a record that is not committing from the table and frees it. */
+static void drop(nf_kstate_t *ks, uint32_t idx)
+{
+    entry_t *e = &ks->ent[idx];
+    assert((e->flags & F_USED) && !(e->flags & F_COMMITTING));
+    size_t pos;
+    uint32_t found = lookup(ks, e->kg, e->id, hash_key(e->kg, e->id), &pos);
+    assert(found == idx);
+    (void)found;
+    slot_remove(ks, pos);
+    if (e->flags & F_DIRTY) {
+        dirty_remove(ks, e);
+        ks->pinned--;
+    }
+    free_value(ks, e);
+    e->flags = 0;
+    e->link = ks->free_head;
+    ks->free_head = idx;
+    ks->live--;
+}
+
+/* Evicts one clean record other than `keep` (CLOCK). false if there is none. */
+static bool evict_one(nf_kstate_t *ks, uint32_t keep)
+{
+    if (!ks->st)
+        return false;
+    uint32_t clean = ks->live - ks->pinned;
+    if (keep != NONE && !is_pinned(&ks->ent[keep]))
+        clean--;
+    if (clean == 0) /* without this, an over-budget load would sweep the whole array */
+        return false;
+    /* Two sweeps clear every REF bit, so a clean record is found within 2 * ent_cap steps
+     * unless the only clean one is `keep`. */
+    for (size_t step = 0; step < 2 * (size_t)ks->ent_cap + 1; step++) {
+        uint32_t idx = ks->hand;
+        ks->hand = ks->hand + 1 < ks->ent_cap ? ks->hand + 1 : 0;
+        entry_t *e = &ks->ent[idx];
+        if (!(e->flags & F_USED) || is_pinned(e) || idx == keep)
+            continue;
+        if (e->flags & F_REF) {
+            e->flags &= (uint8_t)~F_REF;
+            continue;
+        }
+        drop(ks, idx);
+        ks->evictions++;
+        return true;
+    }
+    return false;
+}
+
+static void enforce_budget(nf_kstate_t *ks, uint32_t keep)
+{
+    if (!ks->st || ks->budget == 0)
+        return;
+    while (used_bytes(ks) > ks->budget && evict_one(ks, keep))
+        ;
+}
+
+/* Growth steps are at least an eighth of the array, so copying stays amortised O(1). */
+static size_t growth_step(const nf_kstate_t *ks)
+{
+    return ks->ent_cap / 8 > 16 ? ks->ent_cap / 8 : 16;
+}
+
+/* Records that fit in the budget beside everything else. */
+static size_t budget_room(const nf_kstate_t *ks)
+{
+    size_t fixed = fixed_bytes(ks);
+    return ks->budget > fixed ? (ks->budget - fixed) / sizeof(entry_t) : 0;
+}
+
+static int grow_entries(nf_kstate_t *ks)
+{
+    size_t cap = ks->ent_cap;
+    size_t ncap = cap ? cap * 2 : 16;
+    if (ks->st && ks->budget) {
+        /* As far as the budget allows, but never by less than a step (past the budget: only
+         * when nothing was evictable). */
+        size_t room = budget_room(ks), min = cap + growth_step(ks);
+        ncap = ncap < room ? ncap : room;
+        ncap = ncap > min ? ncap : min;
+    }
+    if (ncap > (size_t)NONE - 1)
+        ncap = (size_t)NONE - 1;
+    if (ncap <= cap)
+        return -ENOMEM;
+    entry_t *ne = NULL;
+    if (posix_memalign((void **)&ne, 64, ncap * sizeof *ne) != 0)
+        return -ENOMEM;
+    if (cap)
+        memcpy(ne, ks->ent, cap * sizeof *ne);
+    memset(ne + cap, 0, (ncap - cap) * sizeof *ne);
+    /* Chain the new records into the free list, lowest index first. */
+    for (size_t i = ncap; i-- > cap;) {
+        ne[i].link = ks->free_head;
+        ks->free_head = (uint32_t)i;
+    }
+    free(ks->ent);
+    ks->ent = ne;
+    ks->ent_cap = (uint32_t)ncap;
+    return 0;
+}
+
+/* A free record for a new key (not yet in the table), making room in the slot table too.
+ * NONE on allocation failure. */
+static uint32_t alloc_record(nf_kstate_t *ks)
+{
+    if ((size_t)(ks->live + 1) * 4 > (ks->mask + 1) * 3 && grow_slots(ks) != 0)
+        return NONE;
+    /* With a budget, reuse an evicted record rather than grow past it (or by a sliver). */
+    if (ks->free_head == NONE && ks->st && ks->budget &&
+        budget_room(ks) < (size_t)ks->ent_cap + growth_step(ks))
+        evict_one(ks, NONE);
+    if (ks->free_head == NONE && grow_entries(ks) != 0)
+        return NONE;
+    return ks->free_head;
+}
+
+/* Puts a free record (from alloc_record) into the table at the empty slot `pos` that a lookup
+ * of its key ended on. */
+static entry_t *insert_record(nf_kstate_t *ks, uint32_t idx, size_t pos, uint16_t kg, nf_id128_t id,
+                              uint32_t h)
+{
+    assert(idx == ks->free_head);
+    entry_t *e = &ks->ent[idx];
+    ks->free_head = e->link;
+    *e = (entry_t){.id = id, .kg = kg, .flags = F_USED | F_REF, .link = NONE};
+    ks->slots[pos] = (slot_t){idx + 1, h};
+    ks->live++;
+    return e;
+}
+
+/* Sets e's value, reusing its out-of-line block when it fits (and is not more than twice
+ * too big). -ENOMEM leaves e unchanged. */
+static int set_value(nf_kstate_t *ks, entry_t *e, const void *val, uint32_t len)
+{
+    if (len <= NF_KS_INLINE) {
+        /* val may point into e's own value (a caller putting back what get returned). */
+        unsigned char tmp[NF_KS_INLINE];
+        if (len)
+            memcpy(tmp, val, len);
+        free_value(ks, e);
+        if (len)
+            memcpy(e->v.inl, tmp, len);
+        e->len = len;
+        return 0;
+    }
+    if ((e->flags & F_OOL) && e->v.ool.cap >= len && e->v.ool.cap / 2 <= len) {
+        memmove(e->v.ool.p, val, len);
+        e->len = len;
+        return 0;
+    }
+    uint32_t cap = (len + 15u) & ~15u;
+    if (cap < len) /* wrapped */
+        cap = len;
+    unsigned char *p = malloc(cap);
+    if (!p)
+        return -ENOMEM;
+    memcpy(p, val, len);
+    free_value(ks, e);
+    e->v.ool.p = p;
+    e->v.ool.cap = cap;
+    e->flags |= F_OOL;
+    ks->ool_bytes += ool_cost(cap);
+    e->len = len;
+    return 0;
+}
+
+static int mark_dirty(nf_kstate_t *ks, uint32_t idx)
+{
+    entry_t *e = &ks->ent[idx];
+    if (e->flags & F_DIRTY)
+        return 0;
+    if (vec_push(&ks->dirty, idx) != 0)
+        return -ENOMEM;
+    e->link = ks->dirty.n - 1;
+    if (!is_pinned(e))
+        ks->pinned++;
+    e->flags |= F_DIRTY;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ API */
+
+nf_kstate_t *nf_kstate_new(nf_store_t *st, const nf_kstate_opts_t *o)
+{
+    nf_kstate_t *ks = calloc(1, sizeof *ks);
+    if (!ks)
+        return NULL;
+    ks->st = st;
+    ks->kind = o->kind;
+    ks->ttl_ms = o->ttl_ms;
+    ks->budget = o->budget_bytes;
+    ks->free_head = NONE;
+    size_t want = o->initial_capacity ? o->initial_capacity : 16;
+    if (st && o->budget_bytes && want > o->budget_bytes / sizeof(entry_t))
+        want = o->budget_bytes / sizeof(entry_t) > 16 ? o->budget_bytes / sizeof(entry_t) : 16;
+    if (want > (size_t)NONE / 2)
+        want = (size_t)NONE / 2;
+    size_t nslots = 16;
+    while (nslots * 3 < want * 4)
+        nslots *= 2;
+    ks->slots = calloc(nslots, sizeof *ks->slots);
+    if (!ks->slots) {
+        free(ks);
+        return NULL;
+    }
+    ks->mask = nslots - 1;
+    entry_t *ne = NULL;
+    if (posix_memalign((void **)&ne, 64, want * sizeof *ne) != 0) {
+        free(ks->slots);
+        free(ks);
+        return NULL;
+    }
+    memset(ne, 0, want * sizeof *ne);
+    for (size_t i = want; i-- > 0;) {
+        ne[i].link = ks->free_head;
+        ks->free_head = (uint32_t)i;
+    }
+    ks->ent = ne;
+    ks->ent_cap = (uint32_t)want;
+    return ks;
+}
+
+void nf_kstate_free(nf_kstate_t *ks)
+{
+    if (!ks)
+        return;
+    for (uint32_t i = 0; i < ks->ent_cap; i++)
+        if (ks->ent[i].flags & F_OOL)
+            free(ks->ent[i].v.ool.p);
+    free(ks->ent);
+    free(ks->slots);
+    free(ks->dirty.v);
+    for (size_t i = 0; i < ks->ninfl; i++)
+        free(ks->infl[i].list.v);
+    free(ks->infl);
+    for (unsigned i = 0; i < ks->npool; i++)
+        free(ks->pool[i].v);
+    free(ks->scratch);
+    free(ks);
+}
+
+void nf_kstate_encode_key(uint16_t kg, nf_id128_t key, unsigned char out[18])
+{
+    out[0] = (unsigned char)(kg >> 8);
+    out[1] = (unsigned char)kg;
+    for (int i = 0; i < 8; i++) {
+        out[2 + i] = (unsigned char)(key.hi >> (56 - 8 * i));
+        out[10 + i] = (unsigned char)(key.lo >> (56 - 8 * i));
+    }
+}
+
+static inline void put_le64(unsigned char *p, uint64_t x)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(x >> (8 * i));
+}
+
+static inline uint64_t get_le64(const unsigned char *p)
+{
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++)
+        x |= (uint64_t)p[i] << (8 * i);
+    return x;
+}
+
+/* Miss in memory: point read from the store; on success the key is in memory, clean. */
+static const void *load(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t h, uint64_t now_ms,
+                        uint32_t *len, int *err)
+{
+    unsigned char k[18];
+    nf_kstate_encode_key(kg, key, k);
+    void *raw = NULL;
+    size_t rlen = 0;
+    int r = nf_store_get(ks->st, ks->kind, k, sizeof k, &raw, &rlen, ks->err, sizeof ks->err);
+    if (r < 0) {
+        ks->load_errors++;
+        *err = -EIO;
+        return NULL;
+    }
+    if (r == 0)
+        return NULL;
+    if (rlen < 8 || rlen - 8 > UINT32_MAX) {
+        snprintf(ks->err, sizeof ks->err,
+                 "state %s: stored value of %zu bytes is shorter than its 8-byte expiry header "
+                 "(kg %u, key %016llx%016llx)",
+                 nf_state_kind_name(ks->kind), rlen, kg, (unsigned long long)key.hi,
+                 (unsigned long long)key.lo);
+        free(raw);
+        ks->load_errors++;
+        *err = -EIO;
+        return NULL;
+    }
+    uint64_t exp = get_le64(raw);
+    if (exp != 0 && exp <= now_ms) {
+        free(raw);
+        return NULL;
+    }
+    uint32_t idx = alloc_record(ks);
+    if (idx == NONE) {
+        free(raw);
+        *err = -ENOMEM;
+        return NULL;
+    }
+    size_t pos;
+    uint32_t again = lookup(ks, kg, key, h, &pos);
+    assert(again == NONE);
+    (void)again;
+    entry_t *e = insert_record(ks, idx, pos, kg, key, h);
+    if (set_value(ks, e, (unsigned char *)raw + 8, (uint32_t)(rlen - 8)) != 0) {
+        free(raw);
+        drop(ks, idx);
+        *err = -ENOMEM;
+        return NULL;
+    }
+    free(raw);
+    e->expires_at = exp;
+    ks->loads++;
+    enforce_budget(ks, idx);
+    *len = e->len;
+    return val_ptr(e);
+}
+
+const void *nf_kstate_get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint64_t now_ms,
+                          uint32_t *len, int *err)
+{
+    int dummy;
+    if (!err)
+        err = &dummy;
+    *err = 0;
+    *len = 0;
+    uint32_t h = hash_key(kg, key);
+    size_t pos;
+    uint32_t idx = lookup(ks, kg, key, h, &pos);
+    if (idx != NONE) {
+        entry_t *e = &ks->ent[idx];
+        ks->hits++;
+        e->flags |= F_REF;
+        if (e->flags & F_TOMB)
+            return NULL;
+        if (is_expired(e, now_ms)) {
+            /* The store's copy (if any) is older, so expired too: no reload. */
+            if (!(e->flags & F_COMMITTING)) {
+                drop(ks, idx);
+                ks->expired++;
+            }
+            return NULL;
+        }
+        *len = e->len;
+        return val_ptr(e);
+    }
+    ks->misses++;
+    if (!ks->st)
+        return NULL;
+    return load(ks, kg, key, h, now_ms, len, err);
+}
+
+/* The record of (kg, key), inserted (empty, clean) if absent. NONE on allocation failure. */
+static uint32_t find_or_insert(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, bool *inserted)
+{
+    uint32_t h = hash_key(kg, key);
+    size_t pos;
+    uint32_t idx = lookup(ks, kg, key, h, &pos);
+    *inserted = false;
+    if (idx != NONE)
+        return idx;
+    idx = alloc_record(ks);
+    if (idx == NONE)
+        return NONE;
+    /* The table may have grown or lost evicted keys: find the insertion slot again. */
+    uint32_t again = lookup(ks, kg, key, h, &pos);
+    assert(again == NONE);
+    (void)again;
+    insert_record(ks, idx, pos, kg, key, h);
+    *inserted = true;
+    return idx;
+}
+
+int nf_kstate_put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val, uint32_t len,
+                  uint64_t now_ms)
+{
+    bool inserted;
+    uint32_t idx = find_or_insert(ks, kg, key, &inserted);
+    if (idx == NONE)
+        return -ENOMEM;
+    entry_t *e = &ks->ent[idx];
+    /* Make sure the record can join the dirty vector before changing anything. */
+    if (!(e->flags & F_DIRTY) && ks->dirty.n == ks->dirty.cap) {
+        if (vec_push(&ks->dirty, 0) != 0)
+            goto fail;
+        ks->dirty.n--;
+    }
+    if (set_value(ks, e, val, len) != 0)
+        goto fail;
+    e->flags = (uint8_t)((e->flags & ~F_TOMB) | F_REF);
+    e->expires_at = ks->ttl_ms ? now_ms + ks->ttl_ms : 0;
+    int r = mark_dirty(ks, idx);
+    assert(r == 0);
+    (void)r;
+    enforce_budget(ks, idx);
+    return 0;
+fail:
+    if (inserted)
+        drop(ks, idx);
+    return -ENOMEM;
+}
+
+int nf_kstate_delete(nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
+{
+    bool inserted;
+    uint32_t idx = find_or_insert(ks, kg, key, &inserted);
+    if (idx == NONE)
+        return -ENOMEM;
+    entry_t *e = &ks->ent[idx];
+    if (mark_dirty(ks, idx) != 0) {
+        if (inserted)
+            drop(ks, idx);
+        return -ENOMEM;
+    }
+    free_value(ks, e);
+    e->flags |= F_TOMB | F_REF;
+    e->expires_at = 0;
+    enforce_budget(ks, idx);
+    return 0;
+}
+
+/* Writes record e into batch b: a delete for a tombstone, else [expires_at LE][value]. */
+static void write_record(nf_kstate_t *ks, nf_store_batch_t *b, const entry_t *e)
+{
+    unsigned char k[18];
+    nf_kstate_encode_key(e->kg, e->id, k);
+    if (e->flags & F_TOMB) {
+        nf_store_batch_delete(b, ks->kind, k, sizeof k);
+        return;
+    }
+    size_t need = 8 + (size_t)e->len;
+    if (need > ks->scratch_cap) {
+        size_t cap = ks->scratch_cap ? ks->scratch_cap : 256;
+        while (cap < need)
+            cap *= 2;
+        unsigned char *p = realloc(ks->scratch, cap);
+        if (!p) {
+            /* Cannot happen in practice (a few KB); the batch API has no error path, so stop
+             * rather than commit an epoch without this value. */
+            fprintf(stderr, "kstate: out of memory serialising a %u-byte value\n", e->len);
+            abort();
+        }
+        ks->scratch = p;
+        ks->scratch_cap = cap;
+    }
+    put_le64(ks->scratch, e->expires_at);
+    if (e->len)
+        memcpy(ks->scratch + 8, val_ptr(e), e->len);
+    nf_store_batch_put(b, ks->kind, k, sizeof k, ks->scratch, need);
+}
+
+size_t nf_kstate_snapshot(nf_kstate_t *ks, nf_store_batch_t *b, uint64_t epoch)
+{
+    size_t n = ks->dirty.n;
+    if (n == 0)
+        return 0;
+    if (ks->ninfl == ks->infl_cap) {
+        size_t cap = ks->infl_cap ? ks->infl_cap * 2 : 4;
+        inflight_t *p = realloc(ks->infl, cap * sizeof *p);
+        if (!p) {
+            fprintf(stderr, "kstate: out of memory at the barrier of epoch %llu\n",
+                    (unsigned long long)epoch);
+            abort();
+        }
+        ks->infl = p;
+        ks->infl_cap = cap;
+    }
+    uint32_t seq = ++ks->seq;
+    for (size_t i = 0; i < n; i++) {
+        entry_t *e = &ks->ent[ks->dirty.v[i]];
+        assert((e->flags & (F_USED | F_DIRTY)) == (F_USED | F_DIRTY));
+        if (b)
+            write_record(ks, b, e);
+        if (!(e->flags & F_COMMITTING))
+            ks->ncommit++;
+        e->flags = (uint8_t)((e->flags & ~F_DIRTY) | F_COMMITTING);
+        e->commit_seq = seq;
+        e->link = NONE;
+    }
+    ks->infl[ks->ninfl++] = (inflight_t){.epoch = epoch, .seq = seq, .list = ks->dirty};
+    ks->dirty = ks->npool ? ks->pool[--ks->npool] : (vec_t){0};
+    enforce_budget(ks, NONE); /* the scratch buffer or the in-flight array may have grown */
+    return n;
+}
+
+static void recycle(nf_kstate_t *ks, vec_t v)
+{
+    v.n = 0;
+    if (ks->npool < POOL_MAX) {
+        ks->pool[ks->npool++] = v;
+        return;
+    }
+    /* Keep the biggest vectors. */
+    unsigned small = 0;
+    for (unsigned i = 1; i < ks->npool; i++)
+        if (ks->pool[i].cap < ks->pool[small].cap)
+            small = i;
+    if (ks->pool[small].cap < v.cap) {
+        free(ks->pool[small].v);
+        ks->pool[small] = v;
+    } else {
+        free(v.v);
+    }
+}
+
+/* Ends in-flight snapshots: durable (every epoch <= epoch: committed) or never to be applied
+ * (exactly `epoch`: uncommitted). */
+static void finish(nf_kstate_t *ks, uint64_t epoch, bool durable)
+{
+    size_t keep = 0;
+    for (size_t q = 0; q < ks->ninfl; q++) {
+        inflight_t *f = &ks->infl[q];
+        bool hit = durable ? f->epoch <= epoch : f->epoch == epoch;
+        if (!hit) {
+            ks->infl[keep++] = *f;
+            continue;
+        }
+        for (uint32_t i = 0; i < f->list.n; i++) {
+            uint32_t idx = f->list.v[i];
+            entry_t *e = &ks->ent[idx];
+            if (!(e->flags & F_COMMITTING) || e->commit_seq != f->seq)
+                continue; /* snapshotted again later, or freed and reused */
+            e->flags &= (uint8_t)~F_COMMITTING;
+            ks->ncommit--;
+            if (e->flags & F_DIRTY)
+                continue; /* changed since: stays pinned (as dirty) */
+            ks->pinned--;
+            if (!durable) {
+                /* Back into the dirty vector for the next snapshot. Only tests get here. */
+                if (mark_dirty(ks, idx) != 0) {
+                    fprintf(stderr, "kstate: out of memory re-dirtying epoch %llu\n",
+                            (unsigned long long)epoch);
+                    abort();
+                }
+            } else if (e->flags & F_TOMB) {
+                drop(ks, idx); /* the store has the delete now */
+            }
+        }
+        recycle(ks, f->list);
+    }
+    ks->ninfl = keep;
+}
+
+void nf_kstate_committed(nf_kstate_t *ks, uint64_t epoch)
+{
+    finish(ks, epoch, true);
+    enforce_budget(ks, NONE);
+}
+
+void nf_kstate_uncommitted(nf_kstate_t *ks, uint64_t epoch)
+{
+    finish(ks, epoch, false);
+    enforce_budget(ks, NONE);
+}
+
+size_t nf_kstate_expire(nf_kstate_t *ks, uint64_t now_ms, size_t max_entries)
+{
+    if (ks->ttl_ms == 0 || ks->live == 0)
+        return 0;
+    size_t n = max_entries == 0 || max_entries > ks->ent_cap ? ks->ent_cap : max_entries;
+    size_t dropped = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (ks->cursor >= ks->ent_cap)
+            ks->cursor = 0;
+        uint32_t idx = ks->cursor++;
+        entry_t *e = &ks->ent[idx];
+        if (!(e->flags & F_USED) || (e->flags & (F_COMMITTING | F_TOMB)) || !is_expired(e, now_ms))
+            continue;
+        drop(ks, idx);
+        dropped++;
+    }
+    ks->expired += dropped;
+    return dropped;
+}
+
+void nf_kstate_stats(const nf_kstate_t *ks, nf_kstate_stats_t *out)
+{
+    *out = (nf_kstate_stats_t){
+        .entries = ks->live,
+        .dirty = ks->dirty.n,
+        .committing = ks->ncommit,
+        .bytes = alloc_bytes(ks),
+        .hits = ks->hits,
+        .misses = ks->misses,
+        .loads = ks->loads,
+        .load_errors = ks->load_errors,
+        .evictions = ks->evictions,
+        .expired = ks->expired,
+    };
+}
+
+bool nf_kstate_over_budget(const nf_kstate_t *ks)
+{
+    return ks->budget != 0 && used_bytes(ks) > ks->budget;
+}
+
+const char *nf_kstate_error(const nf_kstate_t *ks)
+{
+    return ks->err;
+}

@@ -1,0 +1,367 @@
+/* test_epoch.c — the epoch protocol end to end in one process, so that ASan/UBSan and TSan see
+ * the coordinator, the cut across shards, the store and the Kafka producer together:
+ *   - epochs commit keyed state and outputs; a fresh coordinator over the same state sees the
+ *     committed epoch and positions;
+ *   - a child process killed (fault injection) at each point of the commit protocol leaves a
+ *     state from which recovery produces every output exactly once (read back from the embedded
+ *     mock cluster) and applies the pending state (roll forward).
+ * Kafka is librdkafka's mock cluster, started in this (parent) process. */
+#include "io/kafka.h"
+#include "nf_test.h"
+#include "runtime/runtime.h"
+#include "state/epoch.h"
+#include "state/kstate.h"
+#include "state/store.h"
+
+#include <librdkafka/rdkafka.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SHARDS    2
+#define PER_EPOCH 40
+
+typedef struct job {
+    nf_store_t *st;
+    nf_epoch_t *ep;
+    nf_kafka_t *k;
+    nf_runtime_t *rt;
+    nf_kstate_t *ks[SHARDS];
+    unsigned next; /* next record number to emit */
+} job_t;
+
+static const char *g_boot;
+
+static void p_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
+{
+    nf_kstate_snapshot(self, b, epoch);
+    (void)sh;
+}
+
+static void p_committed(nf_shard_t *sh, void *self, uint64_t epoch)
+{
+    nf_kstate_committed(self, epoch);
+    (void)sh;
+}
+
+static const nf_epoch_participant_t part = {.snapshot = p_snapshot, .committed = p_committed};
+
+static void *a_init(nf_shard_t *sh, void *ctx)
+{
+    job_t *j = ctx;
+    unsigned s = nf_shard_index(sh);
+    nf_kstate_opts_t o = {.kind = NF_KIND_READS, .initial_capacity = 64};
+    j->ks[s] = nf_kstate_new(j->st, &o);
+    if (!j->ks[s] || nf_epoch_participant_add(j->ep, sh, &part, j->ks[s]) != 0)
+        abort();
+    return j->ks[s];
+}
+
+static void a_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
+{
+    (void)sh;
+    (void)self;
+    (void)m;
+}
+
+static void a_fini(nf_shard_t *sh, void *self)
+{
+    nf_kstate_free(self);
+    (void)sh;
+}
+
+static const nf_actor_ops_t ops = {
+    .name = "epoch_test", .init = a_init, .handle = a_handle, .fini = a_fini};
+
+/* On shard s: one output per record number i with i % SHARDS == s, and state key 0 holding the
+ * count of records this shard emitted. */
+static void emit_some(nf_shard_t *sh, void *arg)
+{
+    job_t *j = arg;
+    unsigned s = nf_shard_index(sh);
+    for (unsigned i = j->next; i < j->next + PER_EPOCH; i++) {
+        if (i % SHARDS != s)
+            continue;
+        char key[32], val[64];
+        int kl = snprintf(key, sizeof key, "r%u", i);
+        int vl = snprintf(val, sizeof val, "{\"i\":%u}", i);
+        if (nf_epoch_emit(j->ep, s, NF_TOPIC_TRENDING, key, (size_t)kl, val, (size_t)vl) != 0)
+            abort();
+        nf_id128_t id = {1, s}; /* one counter per shard */
+        uint32_t len = 0;
+        uint64_t n = 0;
+        const void *v = nf_kstate_get(j->ks[s], 0, id, 0, &len, NULL);
+        if (v && len == sizeof n)
+            memcpy(&n, v, sizeof n);
+        n++;
+        if (nf_kstate_put(j->ks[s], 0, id, &n, sizeof n, 0) != 0)
+            abort();
+    }
+}
+
+static int job_open(job_t *j, const char *dir, char *err, size_t errlen)
+{
+    memset(j, 0, sizeof *j);
+    nf_store_opts_t so;
+    nf_store_opts_default(&so);
+    if (!(j->st = nf_store_open(dir, &so, err, errlen)))
+        return -1;
+    nf_runtime_opts_t ro;
+    nf_runtime_opts_default(&ro);
+    ro.shards = SHARDS;
+    if (!(j->rt = nf_runtime_create(&ro, err, errlen)))
+        return -1;
+    nf_epoch_opts_t eo = {.interval_ms = 1000000, .retain_every = 2, .retain_count = 2};
+    if (!(j->ep = nf_epoch_new(j->rt, j->st, NULL, &eo, err, errlen)))
+        return -1;
+    nf_kafka_opts_t ko = {.brokers = g_boot,
+                          .exactly_once = true,
+                          .group_id = "epoch-test",
+                          .transactional_id = "epoch-test-writer",
+                          .shards = SHARDS,
+                          .fault = nf_epoch_fault_cb,
+                          .arg = j->ep};
+    if (!(j->k = nf_kafka_new(&ko, err, errlen)))
+        return -1;
+    nf_epoch_attach_kafka(j->ep, j->k);
+    if (nf_epoch_recover(j->ep, err, errlen) != 0)
+        return -1;
+    if (nf_runtime_register(j->rt, &ops, j) < 0 || nf_runtime_start(j->rt) != 0)
+        return -1;
+    return 0;
+}
+
+static void job_close(job_t *j)
+{
+    nf_runtime_request_stop(j->rt);
+    nf_runtime_wait(j->rt);
+    nf_runtime_destroy(j->rt);
+    nf_kafka_free(j->k);
+    nf_epoch_free(j->ep);
+    nf_store_close(j->st);
+}
+
+/* Runs `epochs` epochs of PER_EPOCH records each, starting at record number `first`. */
+static int job_epochs(job_t *j, unsigned first, unsigned epochs, char *err, size_t errlen)
+{
+    j->next = first;
+    for (unsigned e = 0; e < epochs; e++) {
+        for (unsigned s = 0; s < SHARDS; s++)
+            if (nf_runtime_call(j->rt, s, emit_some, j, 10000) != 0)
+                return -1;
+        if (nf_epoch_run_once(j->ep, err, errlen) != 0)
+            return -1;
+        j->next += PER_EPOCH;
+    }
+    return 0;
+}
+
+/* Reads the whole trending topic: how many times each record number r<i> occurs. */
+static int read_back(unsigned *seen, unsigned max)
+{
+    char err[256];
+    rd_kafka_conf_t *c = rd_kafka_conf_new();
+    rd_kafka_conf_set(c, "bootstrap.servers", g_boot, err, sizeof err);
+    rd_kafka_conf_set(c, "group.id", "epoch-test-reader", err, sizeof err);
+    rd_kafka_conf_set(c, "isolation.level", "read_committed", err, sizeof err);
+    rd_kafka_conf_set(c, "enable.partition.eof", "true", err, sizeof err);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, err, sizeof err);
+    if (!rk)
+        return -1;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(2);
+    for (int p = 0; p < 2; p++)
+        rd_kafka_topic_partition_list_add(l, "trending", p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_assign(rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    int eofs = 0, total = 0;
+    for (int idle = 0; eofs < 2 && idle < 200;) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (!m) {
+            idle++; /* 20 s without a message or end of partition: give up */
+            continue;
+        }
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            eofs++;
+        } else if (!m->err && m->key_len > 1 && m->key_len < 16) {
+            char k[16];
+            memcpy(k, m->key, m->key_len);
+            k[m->key_len] = 0;
+            unsigned i = (unsigned)strtoul(k + 1, NULL, 10);
+            if (i < max)
+                seen[i]++;
+            total++;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return eofs == 2 ? total : -1;
+}
+
+static char g_dir[] = "/tmp/nf_test_epoch_XXXXXX";
+static unsigned g_emitted; /* records emitted by committed or rolled-forward epochs so far */
+
+static void test_epochs_commit(void)
+{
+    char err[512], dir[600];
+    snprintf(dir, sizeof dir, "%s/clean", g_dir);
+    job_t j;
+    NF_REQUIRE(job_open(&j, dir, err, sizeof err) == 0);
+    NF_REQUIRE(job_epochs(&j, g_emitted, 3, err, sizeof err) == 0);
+    NF_CHECK_EQ(nf_epoch_committed_epoch(j.ep), 3);
+    nf_epoch_stats_t es;
+    nf_epoch_stats(j.ep, &es);
+    NF_CHECK_EQ(es.outputs, 3 * PER_EPOCH);
+    NF_CHECK_EQ(es.checkpoints, 1); /* retain_every 2 */
+    job_close(&j);
+    g_emitted += 3 * PER_EPOCH;
+
+    /* A new coordinator over the same state: epoch 3, state as committed. */
+    NF_REQUIRE(job_open(&j, dir, err, sizeof err) == 0);
+    NF_CHECK_EQ(nf_epoch_committed_epoch(j.ep), 3);
+    job_close(&j);
+    uint64_t epoch = 0;
+    char *h = NULL;
+    nf_store_opts_t so;
+    nf_store_opts_default(&so);
+    nf_store_t *st = nf_store_open(dir, &so, err, sizeof err);
+    NF_REQUIRE(st);
+    NF_CHECK(nf_store_committed(st, &epoch, &h, err, sizeof err) == 0);
+    NF_CHECK_EQ(epoch, 3);
+    NF_CHECK(h && strstr(h, "\"positions\""));
+    free(h);
+    unsigned char key[18];
+    nf_kstate_encode_key(0, (nf_id128_t){1, 0}, key);
+    void *v = NULL;
+    size_t len = 0;
+    NF_CHECK_EQ(nf_store_get(st, NF_KIND_READS, key, sizeof key, &v, &len, err, sizeof err), 1);
+    uint64_t n = 0;
+    if (v && len == 16)
+        memcpy(&n, (char *)v + 8, 8);
+    NF_CHECK_EQ(n, 3 * PER_EPOCH / SHARDS); /* shard 0's count, persisted */
+    free(v);
+    nf_store_close(st);
+}
+
+/* The child: 4 epochs from record `first` with NF_FAULT at `point` of epoch 3. A fresh process
+ * (fork + exec of this binary), since RocksDB's background threads do not survive a fork. */
+static int child_main(const char *point, const char *dir, unsigned first)
+{
+    char err[512], f[64];
+    snprintf(f, sizeof f, "%s:3", point);
+    setenv("NF_FAULT", f, 1);
+    job_t j;
+    if (job_open(&j, dir, err, sizeof err) != 0 || job_epochs(&j, first, 4, err, sizeof err) != 0) {
+        fprintf(stderr, "child: %s\n", err);
+        return 3;
+    }
+    return 0; /* the fault did not fire */
+}
+
+/* A child runs 4 epochs with NF_FAULT at `point` of epoch 3 and dies there; the parent then
+ * recovers over the same state and checks the outputs and the state. */
+static void crash_at(const char *point)
+{
+    char err[512], dir[600];
+    snprintf(dir, sizeof dir, "%s/%s", g_dir, point);
+    fflush(NULL);
+    pid_t pid = fork();
+    NF_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        char first[24];
+        snprintf(first, sizeof first, "%u", g_emitted);
+        execl("/proc/self/exe", "test_epoch", "--child", point, dir, first, g_boot, (char *)NULL);
+        _exit(4);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    NF_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 137);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 137) {
+        fprintf(stderr, "  child for %s: status %d\n", point, status);
+        return;
+    }
+    job_t j;
+    NF_REQUIRE(job_open(&j, dir, err, sizeof err) == 0);
+    nf_epoch_stats_t es;
+    nf_epoch_stats(j.ep, &es);
+    bool pending = strcmp(point, "after_cut") && strcmp(point, "after_apply") &&
+                   strcmp(point, "mid_checkpoint");
+    NF_CHECK_EQ(es.recovered_epochs, pending ? 1 : 0);
+    /* Epoch 3 is committed now unless the crash came before its pending record existed. */
+    NF_CHECK_EQ(nf_epoch_committed_epoch(j.ep), strcmp(point, "after_cut") ? 3 : 2);
+    unsigned done = strcmp(point, "after_cut") ? 3 : 2;
+    /* The job goes on after recovery: one more epoch. */
+    NF_CHECK(job_epochs(&j, g_emitted + done * PER_EPOCH, 1, err, sizeof err) == 0);
+    job_close(&j);
+    g_emitted += (done + 1) * PER_EPOCH;
+    unsigned *seen = calloc(g_emitted + PER_EPOCH, sizeof *seen);
+    NF_REQUIRE(seen);
+    int total = read_back(seen, g_emitted + PER_EPOCH);
+    NF_CHECK_EQ(total, (int)g_emitted);
+    unsigned dup = 0, missing = 0;
+    for (unsigned i = 0; i < g_emitted; i++) {
+        dup += seen[i] > 1;
+        missing += seen[i] == 0;
+    }
+    NF_CHECK_EQ(dup, 0);
+    NF_CHECK_EQ(missing, 0);
+    if (dup || missing)
+        fprintf(stderr, "  %s: %u duplicated, %u missing of %u\n", point, dup, missing, g_emitted);
+    free(seen);
+}
+
+static void test_crash_after_cut(void)
+{
+    crash_at("after_cut");
+}
+static void test_crash_after_pending(void)
+{
+    crash_at("after_pending");
+}
+static void test_crash_mid_produce(void)
+{
+    crash_at("mid_produce");
+}
+static void test_crash_before_commit(void)
+{
+    crash_at("before_commit");
+}
+static void test_crash_after_commit(void)
+{
+    crash_at("after_commit");
+}
+static void test_crash_after_apply(void)
+{
+    crash_at("after_apply");
+}
+
+int main(int argc, char **argv)
+{
+    char err[256];
+    if (argc == 6 && !strcmp(argv[1], "--child")) {
+        g_boot = argv[5];
+        return child_main(argv[2], argv[3], (unsigned)strtoul(argv[4], NULL, 10));
+    }
+    if (!mkdtemp(g_dir))
+        return 1;
+    nf_kafka_mock_t *m = nf_kafka_mock_new(1, 2, "", err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "mock: %s\n", err);
+        return 1;
+    }
+    g_boot = nf_kafka_mock_bootstrap(m);
+    NF_RUN(test_epochs_commit);
+    NF_RUN(test_crash_after_cut);
+    NF_RUN(test_crash_after_pending);
+    NF_RUN(test_crash_mid_produce);
+    NF_RUN(test_crash_before_commit);
+    NF_RUN(test_crash_after_commit);
+    NF_RUN(test_crash_after_apply);
+    nf_kafka_mock_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    if (system(cmd) != 0)
+        return 1;
+    return nf_test_report();
+}

@@ -1,0 +1,789 @@
+/* Tests src/state/store.c on real RocksDB databases in temporary directories: opening and
+ * reopening, reads and scans, the epoch protocol (pending write, read back, apply, discard, a
+ * crash between pending and apply), the TTL compaction filter, and named checkpoints (create,
+ * list, manifest, verify catching truncated and corrupted files, prune, delete, restore). */
+#include "nf_test.h"
+#include "state/store.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <rocksdb/c.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_dir[PATH_MAX];
+
+/* A fresh empty directory for one test. */
+static const char *tmpdir_new(void)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(g_dir, sizeof g_dir, "%s/nf-store-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    return g_dir;
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb, (void)flag, (void)f;
+    return remove(p);
+}
+
+static void tmpdir_free(const char *dir)
+{
+    nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static nf_store_t *open_store(const char *dir)
+{
+    nf_store_opts_t o;
+    nf_store_opts_default(&o);
+    o.block_cache_mb = 8;
+    o.write_buffer_mb = 4;
+    char err[512];
+    nf_store_t *st = nf_store_open(dir, &o, err, sizeof err);
+    if (!st)
+        fprintf(stderr, "open %s: %s\n", dir, err);
+    return st;
+}
+
+/* Commits one epoch holding the given puts (val NULL: delete) of one kind. */
+typedef struct kv {
+    const char *key, *val;
+} kv_t;
+
+static int commit(nf_store_t *st, uint64_t epoch, nf_state_kind_t kind, const kv_t *kvs, size_t n)
+{
+    nf_store_batch_t *b = nf_store_batch_new();
+    for (size_t i = 0; i < n; i++) {
+        if (kvs[i].val)
+            nf_store_batch_put(b, kind, kvs[i].key, strlen(kvs[i].key), kvs[i].val,
+                               strlen(kvs[i].val));
+        else
+            nf_store_batch_delete(b, kind, kvs[i].key, strlen(kvs[i].key));
+    }
+    char err[512], header[64];
+    snprintf(header, sizeof header, "{\"epoch\":%llu}", (unsigned long long)epoch);
+    int r = nf_store_pending_write(st, epoch, header, &b, 1, NULL, 0, err, sizeof err);
+    if (r == 0)
+        r = nf_store_pending_apply(st, err, sizeof err);
+    if (r != 0)
+        fprintf(stderr, "commit %llu: %s\n", (unsigned long long)epoch, err);
+    nf_store_batch_free(b);
+    return r;
+}
+
+/* The value of key as a string ("" if absent, "ERROR" on a read error); static buffer. */
+static const char *get_str(nf_store_t *st, nf_state_kind_t kind, const char *key)
+{
+    static char out[256];
+    void *v = NULL;
+    size_t len = 0;
+    char err[256];
+    int r = nf_store_get(st, kind, key, strlen(key), &v, &len, err, sizeof err);
+    if (r < 0)
+        return "ERROR";
+    snprintf(out, sizeof out, "%.*s", r ? (int)len : 0, r ? (const char *)v : "");
+    free(v);
+    return out;
+}
+
+static void test_open_creates_families_and_reopen_persists(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    NF_CHECK_STR(nf_store_state_dir(st), dir);
+    kv_t kvs[] = {{"a", "1"}, {"b", "2"}};
+    NF_CHECK_EQ(commit(st, 1, NF_KIND_READS, kvs, 2), 0);
+    nf_store_close(st);
+
+    char db[PATH_MAX + 8], *rerr = NULL;
+    snprintf(db, sizeof db, "%s/db", dir);
+    rocksdb_options_t *o = rocksdb_options_create();
+    size_t n = 0;
+    char **names = rocksdb_list_column_families(o, db, &n, &rerr);
+    NF_CHECK(rerr == NULL);
+    NF_CHECK_EQ(n, 1 + NF_KIND__COUNT);
+    for (int k = 0; k < NF_KIND__COUNT; k++) {
+        bool found = false;
+        for (size_t i = 0; i < n; i++)
+            found |= !strcmp(names[i], nf_state_kind_name((nf_state_kind_t)k));
+        NF_CHECK(found);
+    }
+    if (names)
+        rocksdb_list_column_families_destroy(names, n);
+    rocksdb_options_destroy(o);
+    NF_CHECK_STR(nf_state_kind_name(NF_KIND_ARTICLE_KEY), "article_key");
+    NF_CHECK_STR(nf_state_kind_name(NF_KIND_CRAWL_SCHEDULE), "crawl_schedule");
+    NF_CHECK_STR(nf_state_kind_name(NF_KIND_READS), "reads");
+    NF_CHECK_STR(nf_state_kind_name(NF_KIND_EVENT_IDS), "event_ids");
+
+    st = open_store(dir);
+    NF_REQUIRE(st);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "a"), "1");
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "b"), "2");
+    NF_CHECK_STR(get_str(st, NF_KIND_ARTICLE_KEY, "a"), ""); /* kinds are separate families */
+    uint64_t epoch = 0;
+    char *header = NULL, err[256];
+    NF_CHECK_EQ(nf_store_committed(st, &epoch, &header, err, sizeof err), 0);
+    NF_CHECK_EQ(epoch, 1);
+    NF_CHECK_STR(header, "{\"epoch\":1}");
+    free(header);
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
+/* A family this version does not know (written by a newer one) must not stop the open. */
+static void test_open_keeps_unknown_families(void)
+{
+    const char *dir = tmpdir_new();
+    char db[PATH_MAX + 8], *rerr = NULL;
+    snprintf(db, sizeof db, "%s/db", dir);
+    NF_REQUIRE(mkdir(db, 0755) == 0);
+    rocksdb_options_t *o = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(o, 1);
+    rocksdb_options_set_create_missing_column_families(o, 1);
+    const char *names[] = {"default", "from_the_future"};
+    const rocksdb_options_t *opts[] = {o, o};
+    rocksdb_column_family_handle_t *h[2];
+    rocksdb_t *rdb = rocksdb_open_column_families(o, db, 2, names, opts, h, &rerr);
+    NF_REQUIRE(rdb && !rerr);
+    rocksdb_column_family_handle_destroy(h[0]);
+    rocksdb_column_family_handle_destroy(h[1]);
+    rocksdb_close(rdb);
+    rocksdb_options_destroy(o);
+
+    nf_store_t *st = open_store(dir);
+    NF_CHECK(st != NULL);
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
+typedef struct scan_acc {
+    char keys[256];
+    int calls, stop_after;
+} scan_acc_t;
+
+static int scan_cb(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    scan_acc_t *a = arg;
+    size_t used = strlen(a->keys);
+    snprintf(a->keys + used, sizeof a->keys - used, "%.*s=%.*s;", (int)klen, (const char *)key,
+             (int)vlen, (const char *)val);
+    return ++a->calls == a->stop_after ? 42 : 0;
+}
+
+static void test_get_scan_batch(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    nf_store_batch_t *b = nf_store_batch_new();
+    NF_REQUIRE(b);
+    NF_CHECK_EQ(nf_store_batch_count(b), 0);
+    NF_CHECK_EQ(nf_store_batch_bytes(b), 0);
+    nf_store_batch_put(b, NF_KIND_ARTICLE_KEY, "c", 1, "3", 1);
+    nf_store_batch_put(b, NF_KIND_ARTICLE_KEY, "a", 1, "1", 1);
+    nf_store_batch_put(b, NF_KIND_ARTICLE_KEY, "b", 1, "x", 1);
+    nf_store_batch_put(b, NF_KIND_ARTICLE_KEY, "b", 1, "2", 1); /* later op wins */
+    nf_store_batch_put(b, NF_KIND_ARTICLE_KEY, "d", 1, "", 0);  /* empty value */
+    nf_store_batch_delete(b, NF_KIND_ARTICLE_KEY, "zz", 2);     /* absent: harmless */
+    NF_CHECK_EQ(nf_store_batch_count(b), 6);
+    NF_CHECK(nf_store_batch_bytes(b) >= 6 * 2);
+    char err[512];
+    NF_CHECK_EQ(nf_store_pending_write(st, 1, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+
+    void *v = NULL;
+    size_t len = 99;
+    NF_CHECK_EQ(nf_store_get(st, NF_KIND_ARTICLE_KEY, "d", 1, &v, &len, err, sizeof err), 1);
+    NF_CHECK_EQ(len, 0);
+    free(v);
+    NF_CHECK_EQ(nf_store_get(st, NF_KIND_ARTICLE_KEY, "zz", 2, &v, &len, err, sizeof err), 0);
+
+    scan_acc_t acc = {.stop_after = -1};
+    NF_CHECK_EQ(nf_store_scan(st, NF_KIND_ARTICLE_KEY, scan_cb, &acc), 0);
+    NF_CHECK_STR(acc.keys, "a=1;b=2;c=3;d=;");
+    scan_acc_t stop = {.stop_after = 2};
+    NF_CHECK_EQ(nf_store_scan(st, NF_KIND_ARTICLE_KEY, scan_cb, &stop), 42);
+    NF_CHECK_STR(stop.keys, "a=1;b=2;");
+    scan_acc_t none = {.stop_after = -1};
+    NF_CHECK_EQ(nf_store_scan(st, NF_KIND_READS, scan_cb, &none), 0);
+    NF_CHECK_EQ(none.calls, 0);
+
+    /* clear keeps the batch usable; deletes remove committed keys */
+    nf_store_batch_clear(b);
+    NF_CHECK_EQ(nf_store_batch_count(b), 0);
+    NF_CHECK_EQ(nf_store_batch_bytes(b), 0);
+    nf_store_batch_delete(b, NF_KIND_ARTICLE_KEY, "a", 1);
+    nf_store_batch_put(b, NF_KIND_ARTICLE_KEY, "c", 1, "33", 2);
+    NF_CHECK_EQ(nf_store_pending_write(st, 2, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+    NF_CHECK_STR(get_str(st, NF_KIND_ARTICLE_KEY, "a"), "");
+    NF_CHECK_STR(get_str(st, NF_KIND_ARTICLE_KEY, "c"), "33");
+    nf_store_batch_free(b);
+    nf_store_batch_free(NULL);
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
+static void test_pending_write_read_apply(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    char err[512];
+    nf_store_pending_t p;
+    NF_CHECK_EQ(nf_store_pending_read(st, &p, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0); /* nothing pending: fine */
+    uint64_t epoch = 99;
+    char *header = (char *)"x";
+    NF_CHECK_EQ(nf_store_committed(st, &epoch, &header, err, sizeof err), 0);
+    NF_CHECK_EQ(epoch, 0);
+    NF_CHECK(header == NULL);
+
+    /* an older pending record, replaced by the next write */
+    nf_store_batch_t *old = nf_store_batch_new();
+    nf_store_batch_put(old, NF_KIND_READS, "stale", 5, "1", 1);
+    nf_blob_t old_out[3] = {{"o1", 2}, {"o2", 2}, {"o3", 2}};
+    NF_CHECK_EQ(nf_store_pending_write(st, 6, "{\"old\":1}", &old, 1, old_out, 3, err, sizeof err),
+                0);
+
+    nf_store_batch_t *b[3] = {nf_store_batch_new(), NULL, nf_store_batch_new()};
+    nf_store_batch_put(b[0], NF_KIND_READS, "u1", 2, "v1", 2);
+    nf_store_batch_put(b[2], NF_KIND_EVENT_IDS, "e1", 2, "w1", 2);
+    nf_store_batch_put(b[2], NF_KIND_CRAWL_SCHEDULE, "s1", 2, "c1", 2);
+    static const char bin[] = {0, 1, 2, 0, (char)0xff};
+    nf_blob_t outs[2] = {{"hello", 5}, {bin, sizeof bin}};
+    const char *hdr = "{\"offsets\":{\"read_events\":[10,20]}}";
+    NF_CHECK_EQ(nf_store_pending_write(st, 7, hdr, b, 3, outs, 2, err, sizeof err), 0);
+
+    NF_REQUIRE(nf_store_pending_read(st, &p, err, sizeof err) == 1);
+    NF_CHECK_EQ(p.epoch, 7);
+    NF_CHECK_STR(p.header_json, hdr);
+    NF_REQUIRE(p.noutputs == 2);
+    NF_CHECK(p.outputs[0].len == 5 && !memcmp(p.outputs[0].data, "hello", 5));
+    NF_CHECK(p.outputs[1].len == sizeof bin && !memcmp(p.outputs[1].data, bin, sizeof bin));
+    nf_store_pending_free(&p);
+    /* not applied yet: committed state unchanged */
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "u1"), "");
+
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "u1"), "v1");
+    NF_CHECK_STR(get_str(st, NF_KIND_EVENT_IDS, "e1"), "w1");
+    NF_CHECK_STR(get_str(st, NF_KIND_CRAWL_SCHEDULE, "s1"), "c1");
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "stale"), ""); /* the replaced record's batch */
+    NF_CHECK_EQ(nf_store_committed(st, &epoch, &header, err, sizeof err), 0);
+    NF_CHECK_EQ(epoch, 7);
+    NF_CHECK_STR(header, hdr);
+    free(header);
+    NF_CHECK_EQ(nf_store_pending_read(st, &p, err, sizeof err), 0);
+
+    /* applying again is harmless */
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_committed(st, &epoch, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(epoch, 7);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "u1"), "v1");
+
+    /* a record applied, then written and applied again (the final write lost in a crash) */
+    NF_CHECK_EQ(nf_store_pending_write(st, 7, hdr, b, 3, outs, 2, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "u1"), "v1");
+    scan_acc_t acc = {.stop_after = -1};
+    NF_CHECK_EQ(nf_store_scan(st, NF_KIND_READS, scan_cb, &acc), 0);
+    NF_CHECK_STR(acc.keys, "u1=v1;");
+
+    nf_store_batch_free(old);
+    nf_store_batch_free(b[0]);
+    nf_store_batch_free(b[2]);
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
+static void test_pending_survives_crash_and_discard(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    kv_t first[] = {{"k", "committed"}};
+    NF_CHECK_EQ(commit(st, 1, NF_KIND_READS, first, 1), 0);
+    nf_store_batch_t *b = nf_store_batch_new();
+    nf_store_batch_put(b, NF_KIND_READS, "k", 1, "pending", 7);
+    nf_blob_t out = {"out", 3};
+    char err[512];
+    NF_CHECK_EQ(nf_store_pending_write(st, 2, "{\"e\":2}", &b, 1, &out, 1, err, sizeof err), 0);
+    nf_store_close(st); /* "crash": never applied */
+
+    st = open_store(dir);
+    NF_REQUIRE(st);
+    nf_store_pending_t p;
+    NF_REQUIRE(nf_store_pending_read(st, &p, err, sizeof err) == 1);
+    NF_CHECK_EQ(p.epoch, 2);
+    NF_CHECK_STR(p.header_json, "{\"e\":2}");
+    NF_CHECK_EQ(p.noutputs, 1);
+    nf_store_pending_free(&p);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "k"), "committed");
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "k"), "pending");
+    uint64_t epoch = 0;
+    NF_CHECK_EQ(nf_store_committed(st, &epoch, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(epoch, 2);
+
+    /* discard: the record goes, state and committed epoch stay */
+    nf_store_batch_clear(b);
+    nf_store_batch_put(b, NF_KIND_READS, "k", 1, "discarded", 9);
+    NF_CHECK_EQ(nf_store_pending_write(st, 3, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_discard(st, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_read(st, &p, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "k"), "pending");
+    NF_CHECK_EQ(nf_store_committed(st, &epoch, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(epoch, 2);
+    nf_store_close(st);
+    st = open_store(dir); /* the discard is durable */
+    NF_REQUIRE(st);
+    NF_CHECK_EQ(nf_store_pending_read(st, &p, err, sizeof err), 0);
+    nf_store_batch_free(b);
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
+static void ttl_value(unsigned char *out, uint64_t expires, const char *payload)
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (unsigned char)(expires >> (8 * i));
+    memcpy(out + 8, payload, strlen(payload));
+}
+
+static void test_ttl_compaction_filter(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    unsigned char expired[10], never[10], future[10];
+    ttl_value(expired, now - 60000, "ex");
+    ttl_value(never, 0, "nv");
+    ttl_value(future, now + 3600000, "fu");
+    nf_store_batch_t *b = nf_store_batch_new();
+    nf_store_batch_put(b, NF_KIND_EVENT_IDS, "expired", 7, expired, sizeof expired);
+    nf_store_batch_put(b, NF_KIND_EVENT_IDS, "never", 5, never, sizeof never);
+    nf_store_batch_put(b, NF_KIND_EVENT_IDS, "future", 6, future, sizeof future);
+    nf_store_batch_put(b, NF_KIND_EVENT_IDS, "short", 5, "abc", 3);
+    nf_store_batch_put(b, NF_KIND_ARTICLE_KEY, "expired", 7, expired, sizeof expired);
+    char err[512];
+    NF_CHECK_EQ(nf_store_pending_write(st, 1, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+    /* compaction is lazy: until it runs, an expired value is still there (readers check) */
+    void *v = NULL;
+    size_t len = 0;
+    NF_CHECK_EQ(nf_store_get(st, NF_KIND_EVENT_IDS, "expired", 7, &v, &len, err, sizeof err), 1);
+    free(v);
+
+    NF_CHECK_EQ(nf_store_compact(st, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_get(st, NF_KIND_EVENT_IDS, "expired", 7, &v, &len, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_get(st, NF_KIND_ARTICLE_KEY, "expired", 7, &v, &len, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_get(st, NF_KIND_EVENT_IDS, "never", 5, &v, &len, err, sizeof err), 1);
+    NF_CHECK(len == sizeof never && !memcmp(v, never, len));
+    free(v);
+    NF_CHECK_EQ(nf_store_get(st, NF_KIND_EVENT_IDS, "future", 6, &v, &len, err, sizeof err), 1);
+    free(v);
+    NF_CHECK_EQ(nf_store_get(st, NF_KIND_EVENT_IDS, "short", 5, &v, &len, err, sizeof err), 1);
+    free(v);
+    /* the protocol's records in "default" are not TTL values */
+    uint64_t epoch = 0;
+    NF_CHECK_EQ(nf_store_committed(st, &epoch, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(epoch, 1);
+    nf_store_batch_free(b);
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
+static void test_second_open_reports_lock(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    nf_store_opts_t o;
+    nf_store_opts_default(&o);
+    char err[1024] = "";
+    nf_store_t *again = nf_store_open(dir, &o, err, sizeof err);
+    NF_CHECK(again == NULL);
+    char db[PATH_MAX + 8];
+    snprintf(db, sizeof db, "%s/db", dir);
+    NF_CHECK(strstr(err, db) != NULL);
+    NF_CHECK(strstr(err, "LOCK") != NULL || strstr(err, "lock") != NULL);
+    NF_CHECK(strstr(err, "another newsflow process") != NULL);
+    nf_store_close(again);
+    nf_store_close(st);
+
+    /* read-only opens need an existing database, and say where they looked */
+    o.read_only = true;
+    char missing[PATH_MAX + 16];
+    snprintf(missing, sizeof missing, "%s/nothing", dir);
+    NF_CHECK(nf_store_open(missing, &o, err, sizeof err) == NULL);
+    NF_CHECK(strstr(err, missing) != NULL);
+    tmpdir_free(dir);
+}
+
+/* ---- checkpoints ---- */
+
+static char *file_in(const char *dir, const char *sub, const char *suffix, char *out, size_t n)
+{
+    char d[PATH_MAX];
+    snprintf(d, sizeof d, "%s/%s", dir, sub);
+    DIR *dd = opendir(d);
+    if (!dd)
+        return NULL;
+    const struct dirent *de;
+    char *found = NULL;
+    while ((de = readdir(dd)) != NULL) {
+        size_t l = strlen(de->d_name), sl = strlen(suffix);
+        if (l > sl && !strcmp(de->d_name + l - sl, suffix)) {
+            snprintf(out, n, "%s/%s", d, de->d_name);
+            found = out;
+            break;
+        }
+    }
+    closedir(dd);
+    return found;
+}
+
+static size_t count_checkpoints(const char *dir)
+{
+    nf_checkpoint_info_t *list = NULL;
+    size_t n = 0;
+    if (nf_checkpoint_list(dir, &list, &n) != 0)
+        return (size_t)-1;
+    free(list);
+    return n;
+}
+
+static void test_checkpoint_create_list_manifest_verify(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    char err[1024];
+    NF_CHECK_EQ(count_checkpoints(dir), 0);
+    NF_CHECK(nf_checkpoint_path(dir, "latest", err, sizeof err) == NULL);
+    NF_CHECK(strstr(err, "none") != NULL);
+
+    kv_t kvs[] = {{"a", "1"}, {"b", "2"}, {"c", "3"}};
+    NF_CHECK_EQ(commit(st, 42, NF_KIND_ARTICLE_KEY, kvs, 3), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 42, "cafe0123", err, sizeof err), 0);
+
+    /* no checkpoint while a record is pending */
+    nf_store_batch_t *b = nf_store_batch_new();
+    NF_CHECK_EQ(nf_store_pending_write(st, 43, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 43, NULL, err, sizeof err), -EBUSY);
+    NF_CHECK(strstr(err, "pending") != NULL);
+    NF_CHECK_EQ(nf_store_pending_discard(st, err, sizeof err), 0);
+    nf_store_batch_free(b);
+
+    nf_checkpoint_info_t *list = NULL;
+    size_t n = 0;
+    NF_CHECK_EQ(nf_checkpoint_list(dir, &list, &n), 0);
+    NF_REQUIRE(n == 1);
+    NF_CHECK_STR(list[0].id, "chk-000000000042");
+    NF_CHECK_EQ(list[0].epoch, 42);
+    NF_CHECK(list[0].files >= 3); /* CURRENT, MANIFEST, OPTIONS, tables */
+    NF_CHECK(list[0].bytes > 0);
+    NF_CHECK(strlen(list[0].created_at) == 20 && list[0].created_at[10] == 'T');
+    free(list);
+
+    const char *ids[] = {"latest", "42", "chk-42", "chk-000000000042", "0042"};
+    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+        char *p = nf_checkpoint_path(dir, ids[i], err, sizeof err);
+        NF_CHECK(p && strstr(p, "/checkpoints/chk-000000000042"));
+        free(p);
+    }
+    NF_CHECK(nf_checkpoint_path(dir, "7", err, sizeof err) == NULL);
+    NF_CHECK(strstr(err, "chk-000000000042") != NULL); /* the message lists what exists */
+    NF_CHECK(nf_checkpoint_path(dir, "../db", err, sizeof err) == NULL);
+    NF_CHECK(strstr(err, "not a checkpoint id") != NULL);
+
+    char *text = nf_checkpoint_manifest(dir, "latest", err, sizeof err);
+    NF_REQUIRE(text);
+    cJSON *m = cJSON_Parse(text);
+    free(text);
+    NF_REQUIRE(m);
+    NF_CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(m, "id")), "chk-000000000042");
+    NF_CHECK_EQ(cJSON_GetNumberValue(cJSON_GetObjectItem(m, "epoch")), 42);
+    NF_CHECK_EQ(cJSON_GetNumberValue(cJSON_GetObjectItem(m, "committed_epoch")), 42);
+    NF_CHECK(cJSON_IsString(cJSON_GetObjectItem(m, "created_at")));
+    NF_CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(m, "config_hash")), "cafe0123");
+    NF_CHECK(cJSON_IsString(cJSON_GetObjectItem(m, "version")));
+    const cJSON *h = cJSON_GetObjectItem(m, "header");
+    NF_CHECK(cJSON_IsObject(h) && cJSON_GetNumberValue(cJSON_GetObjectItem(h, "epoch")) == 42);
+    NF_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(m, "files")) >= 3);
+    NF_CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(m, "bytes")) > 0);
+    NF_CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(m, "file_list")),
+                cJSON_GetNumberValue(cJSON_GetObjectItem(m, "files")));
+    const cJSON *kinds = cJSON_GetObjectItem(m, "kinds");
+    for (int k = 0; k < NF_KIND__COUNT; k++) {
+        const cJSON *ko = cJSON_GetObjectItem(kinds, nf_state_kind_name((nf_state_kind_t)k));
+        NF_CHECK(cJSON_IsNumber(cJSON_GetObjectItem(ko, "keys_estimate")));
+    }
+    NF_CHECK_EQ(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(kinds, "article_key"),
+                                                         "keys_estimate")),
+                3);
+    cJSON_Delete(m);
+
+    nf_checkpoint_stats_t s;
+    NF_CHECK_EQ(nf_checkpoint_verify_stats(dir, "42", &s, err, sizeof err), 0);
+    NF_CHECK_EQ(s.epoch, 42);
+    NF_CHECK_EQ(s.keys, 3 + 1); /* three state keys and "committed" */
+    NF_CHECK(s.files >= 3 && s.bytes > 0);
+    NF_CHECK_EQ(nf_checkpoint_verify(dir, "latest", err, sizeof err), 0);
+    /* verifying twice: the read-only open left nothing that upsets the file check */
+    NF_CHECK_EQ(nf_checkpoint_verify(dir, "latest", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_checkpoint_verify(dir, "41", err, sizeof err), -ENOENT);
+
+    /* the checkpoint is a database of its own */
+    char *p = nf_checkpoint_path(dir, "42", err, sizeof err);
+    NF_REQUIRE(p);
+    nf_store_t *ro = nf_store_open_dir(p, true, err, sizeof err);
+    NF_CHECK(ro != NULL);
+    if (ro)
+        NF_CHECK_STR(get_str(ro, NF_KIND_ARTICLE_KEY, "b"), "2");
+    nf_store_close(ro);
+    free(p);
+
+    /* a checkpoint of the same epoch replaces the old one */
+    kv_t more[] = {{"d", "4"}};
+    NF_CHECK_EQ(commit(st, 43, NF_KIND_ARTICLE_KEY, more, 1), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 42, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(count_checkpoints(dir), 1);
+    NF_CHECK_EQ(nf_checkpoint_verify_stats(dir, "42", &s, err, sizeof err), 0);
+    NF_CHECK_EQ(s.keys, 4 + 1);
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
+/* Checkpoints share their table files with each other and the live database (hard links):
+ * give the file a private copy before damaging it. */
+static int unshare(const char *path)
+{
+    char tmp[PATH_MAX + 8], cmd[3 * PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && mv '%s' '%s'", path, tmp, tmp, path);
+    return system(cmd);
+}
+
+static void test_checkpoint_verify_detects_damage(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    char err[1024];
+    /* enough distinct values that the table's data blocks are most of the file */
+    nf_store_batch_t *b = nf_store_batch_new();
+    for (int i = 0; i < 2000; i++) {
+        char k[16], v[64];
+        snprintf(k, sizeof k, "key%06d", i);
+        snprintf(v, sizeof v, "value-%d-%d-%d", i, i * 7919, i * 104729);
+        nf_store_batch_put(b, NF_KIND_READS, k, strlen(k), v, strlen(v));
+    }
+    NF_CHECK_EQ(nf_store_pending_write(st, 1, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+    nf_store_batch_free(b);
+    for (uint64_t e = 1; e <= 4; e++)
+        NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, err, sizeof err), 0);
+    nf_store_close(st);
+    for (int e = 1; e <= 4; e++) {
+        char id[8];
+        snprintf(id, sizeof id, "%d", e);
+        NF_CHECK_EQ(nf_checkpoint_verify(dir, id, err, sizeof err), 0);
+    }
+
+    char sst[PATH_MAX];
+    /* 1: a table file truncated */
+    NF_REQUIRE(file_in(dir, "checkpoints/chk-000000000001", ".sst", sst, sizeof sst));
+    NF_REQUIRE(unshare(sst) == 0);
+    struct stat sb;
+    NF_REQUIRE(stat(sst, &sb) == 0);
+    NF_REQUIRE(truncate(sst, sb.st_size - 100) == 0);
+    int r = nf_checkpoint_verify(dir, "1", err, sizeof err);
+    NF_CHECK(r < 0);
+    NF_CHECK(strstr(err, ".sst") != NULL && strstr(err, "truncated") != NULL);
+
+    /* 2: bytes flipped inside a data block, size unchanged: RocksDB's checksums catch it */
+    NF_REQUIRE(file_in(dir, "checkpoints/chk-000000000002", ".sst", sst, sizeof sst));
+    NF_REQUIRE(unshare(sst) == 0);
+    int fd = open(sst, O_RDWR);
+    NF_REQUIRE(fd >= 0);
+    char junk[64];
+    memset(junk, 'Z', sizeof junk);
+    NF_CHECK(pwrite(fd, junk, sizeof junk, 200) == (ssize_t)sizeof junk);
+    close(fd);
+    r = nf_checkpoint_verify(dir, "2", err, sizeof err);
+    NF_CHECK_EQ(r, -EIO);
+    NF_CHECK(strstr(err, "chk-000000000002") != NULL);
+    fprintf(stderr, "  (corrupted table reported as: %s)\n", err);
+
+    /* 3: a listed file missing */
+    NF_REQUIRE(file_in(dir, "checkpoints/chk-000000000003", ".sst", sst, sizeof sst));
+    NF_REQUIRE(unlink(sst) == 0);
+    NF_CHECK_EQ(nf_checkpoint_verify(dir, "3", err, sizeof err), -ENOENT);
+    NF_CHECK(strstr(err, "missing") != NULL);
+
+    /* 4: the manifest unreadable */
+    char mpath[PATH_MAX];
+    snprintf(mpath, sizeof mpath, "%s/checkpoints/chk-000000000004/manifest.json", dir);
+    FILE *f = fopen(mpath, "w");
+    NF_REQUIRE(f);
+    fputs("{not json", f);
+    fclose(f);
+    NF_CHECK_EQ(nf_checkpoint_verify(dir, "4", err, sizeof err), -EBADMSG);
+    NF_CHECK(strstr(err, "manifest.json") != NULL);
+    /* ... and list leaves it out */
+    NF_CHECK_EQ(count_checkpoints(dir), 3);
+    tmpdir_free(dir);
+}
+
+static void test_checkpoint_prune_delete(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    char err[1024];
+    for (uint64_t e = 1; e <= 5; e++) {
+        kv_t kv[] = {{"k", "v"}};
+        NF_CHECK_EQ(commit(st, e, NF_KIND_READS, kv, 1), 0);
+        NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, err, sizeof err), 0);
+    }
+    /* leftovers of a crash mid-checkpoint are neither listed nor kept */
+    char stale[PATH_MAX];
+    snprintf(stale, sizeof stale, "%s/checkpoints/.tmp-chk-000000000009-1", dir);
+    NF_CHECK(mkdir(stale, 0755) == 0);
+    NF_CHECK_EQ(count_checkpoints(dir), 5);
+    NF_CHECK_EQ(nf_store_checkpoint_prune(dir, 2), 3);
+    nf_checkpoint_info_t *list = NULL;
+    size_t n = 0;
+    NF_CHECK_EQ(nf_checkpoint_list(dir, &list, &n), 0);
+    NF_REQUIRE(n == 2);
+    NF_CHECK_STR(list[0].id, "chk-000000000004");
+    NF_CHECK_STR(list[1].id, "chk-000000000005");
+    free(list);
+    NF_CHECK_EQ(nf_store_checkpoint_prune(dir, 2), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 6, NULL, err, sizeof err), 0);
+    NF_CHECK(access(stale, F_OK) != 0);
+
+    NF_CHECK_EQ(nf_checkpoint_delete(dir, "chk-4", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_checkpoint_delete(dir, "4", err, sizeof err), -ENOENT);
+    NF_CHECK(strstr(err, "chk-000000000005, chk-000000000006") != NULL);
+    NF_CHECK_EQ(nf_checkpoint_delete(dir, "latest", err, sizeof err), 0);
+    NF_CHECK_EQ(count_checkpoints(dir), 1);
+    char *p = nf_checkpoint_path(dir, "latest", err, sizeof err);
+    NF_CHECK(p && strstr(p, "chk-000000000005"));
+    free(p);
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
+static void test_checkpoint_restore(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    char err[1024];
+    kv_t v1[] = {{"k", "one"}, {"gone-later", "x"}};
+    NF_CHECK_EQ(commit(st, 1, NF_KIND_READS, v1, 2), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 1, NULL, err, sizeof err), 0);
+    kv_t v2[] = {{"k", "two"}, {"gone-later", NULL}, {"new", "y"}};
+    NF_CHECK_EQ(commit(st, 2, NF_KIND_READS, v2, 3), 0);
+    nf_store_close(st);
+
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "nope", err, sizeof err), -EINVAL);
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "1", err, sizeof err), 0);
+    st = open_store(dir);
+    NF_REQUIRE(st);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "k"), "one");
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "gone-later"), "x");
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "new"), "");
+    uint64_t epoch = 0;
+    NF_CHECK_EQ(nf_store_committed(st, &epoch, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(epoch, 1);
+    /* the restored database lives on without touching the checkpoint it came from */
+    kv_t v3[] = {{"k", "three"}};
+    NF_CHECK_EQ(commit(st, 2, NF_KIND_READS, v3, 1), 0);
+    NF_CHECK_EQ(nf_store_compact(st, err, sizeof err), 0);
+    nf_store_close(st);
+    NF_CHECK_EQ(nf_checkpoint_verify(dir, "1", err, sizeof err), 0);
+
+    /* the replaced database is kept, whole */
+    DIR *d = opendir(dir);
+    NF_REQUIRE(d);
+    const struct dirent *de;
+    char replaced[PATH_MAX] = "";
+    int nreplaced = 0;
+    while ((de = readdir(d)) != NULL) {
+        if (!strncmp(de->d_name, "db.replaced-", 12)) {
+            snprintf(replaced, sizeof replaced, "%s/%s", dir, de->d_name);
+            nreplaced++;
+        }
+        NF_CHECK(strncmp(de->d_name, ".db.restoring", 13) != 0);
+    }
+    closedir(d);
+    NF_CHECK_EQ(nreplaced, 1);
+    nf_store_t *old = nf_store_open_dir(replaced, true, err, sizeof err);
+    NF_CHECK(old != NULL);
+    if (old) {
+        NF_CHECK_STR(get_str(old, NF_KIND_READS, "k"), "two");
+        NF_CHECK_STR(get_str(old, NF_KIND_READS, "new"), "y");
+    }
+    nf_store_close(old);
+
+    /* a second restore in the same second does not overwrite the first replaced db */
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "latest", err, sizeof err), 0);
+    d = opendir(dir);
+    NF_REQUIRE(d);
+    nreplaced = 0;
+    while ((de = readdir(d)) != NULL)
+        nreplaced += !strncmp(de->d_name, "db.replaced-", 12);
+    closedir(d);
+    NF_CHECK_EQ(nreplaced, 2);
+    st = open_store(dir);
+    NF_REQUIRE(st);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "k"), "one");
+    nf_store_close(st);
+
+    /* restoring into a state directory that has no db/ yet */
+    char fresh[PATH_MAX], cp[PATH_MAX * 2 + 32];
+    snprintf(fresh, sizeof fresh, "%s/fresh", dir);
+    NF_REQUIRE(mkdir(fresh, 0755) == 0);
+    snprintf(cp, sizeof cp, "cp -r '%s/checkpoints' '%s/'", dir, fresh);
+    NF_REQUIRE(system(cp) == 0);
+    NF_CHECK_EQ(nf_checkpoint_restore(fresh, "1", err, sizeof err), 0);
+    st = open_store(fresh);
+    NF_CHECK(st && !strcmp(get_str(st, NF_KIND_READS, "k"), "one"));
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
+int main(void)
+{
+    NF_RUN(test_open_creates_families_and_reopen_persists);
+    NF_RUN(test_open_keeps_unknown_families);
+    NF_RUN(test_get_scan_batch);
+    NF_RUN(test_pending_write_read_apply);
+    NF_RUN(test_pending_survives_crash_and_discard);
+    NF_RUN(test_ttl_compaction_filter);
+    NF_RUN(test_second_open_reports_lock);
+    NF_RUN(test_checkpoint_create_list_manifest_verify);
+    NF_RUN(test_checkpoint_verify_detects_damage);
+    NF_RUN(test_checkpoint_prune_delete);
+    NF_RUN(test_checkpoint_restore);
+    return nf_test_report();
+}
