@@ -335,7 +335,7 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
         nf_log(NF_LOG_ERROR, "main", "cannot recover the state", NF_LS("error", err), NF_LEND);
         return NF_EXIT_RUNTIME;
     }
-    if (c->kafka && cfg->demo.read_events_per_s) {
+    if (c->kafka && c->mock && cfg->demo.read_events_per_s) { /* a demo needs no real broker */
         c->demo = nf_demo_start(brokers, nf_kafka_input_topic(c->kafka, NF_INPUT_READ_EVENTS),
                                 cfg->demo.read_events_per_s, err, errlen);
         if (!c->demo)

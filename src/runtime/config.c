@@ -161,8 +161,8 @@ static const cfg_key_t cfg_keys[] = {
      .help = "queued input below which paused partitions resume"},
     {KEY(CFG_LIST, kafka.properties), .def = "",
      .help = "extra librdkafka properties, \"name=value\" each"},
-    {KEY(CFG_U32, demo.read_events_per_s), .max = 1000000, .def = "0",
-     .help = "demo producer of read events into read-events (0 = off)"},
+    {KEY(CFG_U32, demo.read_events_per_s), .max = 1000000, .def = "5",
+     .help = "synthetic read events per second into read-events with embedded Kafka (0 = off)"},
 };
 
 #define CFG_NKEYS    (sizeof cfg_keys / sizeof cfg_keys[0])

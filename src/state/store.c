@@ -848,7 +848,27 @@ void nf_store_batch_free(nf_store_batch_t *b)
     free(b);
 }
 
-/* Our log -> a RocksDB WriteBatch naming this database's families. */
+/* Record order for batch_to_rocks: by kind, then key bytes, then position (stable, so a key
+ * written twice keeps its last write last). */
+static int rec_cmp(const void *a, const void *b, void *arg)
+{
+    const unsigned char *base = arg;
+    size_t oa = *(const size_t *)a, ob = *(const size_t *)b;
+    const unsigned char *pa = base + oa, *pb = base + ob;
+    if (pa[1] != pb[1])
+        return pa[1] < pb[1] ? -1 : 1;
+    uint32_t la = get_le32(pa + 2), lb = get_le32(pb + 2);
+    int c = memcmp(pa + REC_HEAD, pb + REC_HEAD, la < lb ? la : lb);
+    if (c)
+        return c;
+    if (la != lb)
+        return la < lb ? -1 : 1;
+    return oa < ob ? -1 : oa > ob;
+}
+
+/* Our log -> a RocksDB WriteBatch naming this database's families, in key order: the memtable
+ * is a skip list, and inserting sorted keys lets it reuse its search position (several times
+ * faster to apply than hash-table order). Sorting costs the coordinator, not the shards. */
 static int batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writebatch_t *wb,
                           unsigned idx, char *err, size_t errlen)
 {
@@ -857,28 +877,40 @@ static int batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_wri
                       "state batch %u is incomplete (out of memory or an oversized entry "
                       "while it was filled)",
                       idx);
+    size_t *order = malloc((b->count ? b->count : 1) * sizeof *order), n = 0;
+    if (!order)
+        return seterr(err, errlen, -ENOMEM, "out of memory ordering state batch %u", idx);
     size_t off = 0;
     while (off < b->len) {
         const unsigned char *p = b->buf + off;
         /* batch_append wrote whole records; a short one is a bug */
-        if (b->len - off < REC_HEAD)
+        uint32_t klen = b->len - off >= REC_HEAD ? get_le32(p + 2) : 0;
+        uint32_t vlen = b->len - off >= REC_HEAD ? get_le32(p + 6) : 0;
+        if (b->len - off < REC_HEAD || b->len - off - REC_HEAD < (size_t)klen + vlen ||
+            n == b->count) {
+            free(order);
             return seterr(err, errlen, -EINVAL, "state batch %u is malformed at byte %zu", idx,
                           off);
-        uint32_t klen = get_le32(p + 2), vlen = get_le32(p + 6);
-        if (b->len - off - REC_HEAD < (size_t)klen + vlen)
-            return seterr(err, errlen, -EINVAL, "state batch %u is malformed at byte %zu", idx,
-                          off);
-        rocksdb_column_family_handle_t *h = p[1] < NF_KIND__COUNT ? st->kinds[p[1]] : NULL;
-        if (!h)
+        }
+        if (p[1] >= NF_KIND__COUNT || !st->kinds[p[1]]) {
+            free(order);
             return seterr(err, errlen, -EINVAL, "state batch %u names unknown kind %u", idx,
                           (unsigned)p[1]);
-        const char *k = (const char *)p + REC_HEAD;
-        if (p[0] == OP_PUT)
-            rocksdb_writebatch_put_cf(wb, h, k, klen, k + klen, vlen);
-        else
-            rocksdb_writebatch_delete_cf(wb, h, k, klen);
+        }
+        order[n++] = off;
         off += REC_HEAD + (size_t)klen + vlen;
     }
+    qsort_r(order, n, sizeof *order, rec_cmp, b->buf);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *p = b->buf + order[i];
+        uint32_t klen = get_le32(p + 2), vlen = get_le32(p + 6);
+        const char *k = (const char *)p + REC_HEAD;
+        if (p[0] == OP_PUT)
+            rocksdb_writebatch_put_cf(wb, st->kinds[p[1]], k, klen, k + klen, vlen);
+        else
+            rocksdb_writebatch_delete_cf(wb, st->kinds[p[1]], k, klen);
+    }
+    free(order);
     return 0;
 }
 
