@@ -105,11 +105,20 @@ static int health(void *arg, char *why, size_t whylen)
 }
 
 static atomic_bool g_ready;
+static nf_kafka_t *g_kafka;
 
+/* Ready: state restored (the job started after recovery), not shutting down, and — with Kafka —
+ * input partitions assigned. */
 static bool ready(void *arg)
 {
     (void)arg;
-    return atomic_load(&g_ready);
+    if (!atomic_load(&g_ready))
+        return false;
+    if (!g_kafka)
+        return true;
+    nf_kafka_stats_t ks;
+    nf_kafka_stats(g_kafka, &ks);
+    return ks.assigned > ks.revoked;
 }
 
 static double rss_mb(void)
@@ -466,6 +475,7 @@ int nf_cli_run(int argc, char **argv)
            NF_LS("sink", cfg->sink.spec),
            NF_LS("admin", cfg->admin.enabled ? cfg->admin.listen : "off"),
            NF_LI("admin_port", c.admin ? nf_admin_port(c.admin) : 0), NF_LEND);
+    g_kafka = c.kafka;
     atomic_store(&g_ready, true);
 
     uint64_t start = nf_now_ns();
@@ -509,6 +519,7 @@ int nf_cli_run(int argc, char **argv)
                "at once)",
                NF_LI("timeout_ms", cfg->shutdown.timeout_ms), NF_LEND);
     atomic_store(&g_ready, false);
+    g_kafka = NULL;
     nf_demo_stop(c.demo);
     c.demo = NULL;
     if (nf_epoch_stop(c.epoch) != 0)

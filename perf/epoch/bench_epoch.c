@@ -1,0 +1,199 @@
+/* bench_epoch.c — the cost of an epoch as the job pays it: the processing pause of the cut
+ * (pause every shard's input, drain, snapshot the dirty keyed state into per-shard batches,
+ * resume) and the commit that follows off the shards (pending record written synced to RocksDB,
+ * then applied), against the number of dirty keys.
+ *
+ * Real pieces: the runtime with its shards, the epoch coordinator (state/epoch.c), keyed state
+ * (state/kstate.c) over the RocksDB store (state/store.c) in a temporary directory. No Kafka: its
+ * commit is the broker's cost (the mock cluster here would measure itself).
+ *
+ * Each round: every shard updates its share of N keys (16-byte values, the same key set every
+ * round, so the store grows to N keys and stays), then one epoch runs and its pause and commit
+ * durations are recorded. Output: one JSON object per size with p50/p99/max of both.
+ *   bench_epoch [--sizes 10000,100000,1000000] [--rounds R] [--shards S] [--dir DIR] */
+#include "runtime/runtime.h"
+#include "state/epoch.h"
+#include "state/kstate.h"
+#include "state/store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    nf_epoch_t *ep;
+    nf_store_t *st;
+    nf_kstate_t *ks[NF_MAX_SHARDS];
+    unsigned shards;
+    size_t keys_per_shard;
+    uint64_t round;
+} bench_t;
+
+static void part_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
+{
+    nf_kstate_snapshot(self, b, epoch);
+    (void)sh;
+}
+
+static void part_committed(nf_shard_t *sh, void *self, uint64_t epoch)
+{
+    nf_kstate_committed(self, epoch);
+    (void)sh;
+}
+
+static const nf_epoch_participant_t part = {.snapshot = part_snapshot, .committed = part_committed};
+
+static void *actor_init(nf_shard_t *sh, void *ctx)
+{
+    bench_t *b = ctx;
+    unsigned s = nf_shard_index(sh);
+    nf_kstate_opts_t o = {.kind = NF_KIND_READS, .initial_capacity = b->keys_per_shard * 2};
+    b->ks[s] = nf_kstate_new(b->st, &o);
+    if (!b->ks[s] || nf_epoch_participant_add(b->ep, sh, &part, b->ks[s]) != 0)
+        abort();
+    return b->ks[s];
+}
+
+static void actor_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
+{
+    (void)sh;
+    (void)self;
+    (void)m;
+}
+
+static void actor_fini(nf_shard_t *sh, void *self)
+{
+    nf_kstate_free(self);
+    (void)sh;
+}
+
+static const nf_actor_ops_t ops = {
+    .name = "bench_epoch", .init = actor_init, .handle = actor_handle, .fini = actor_fini};
+
+static void fill(nf_shard_t *sh, void *arg)
+{
+    bench_t *b = arg;
+    unsigned s = nf_shard_index(sh);
+    uint64_t v[2] = {b->round, 0};
+    for (size_t i = 0; i < b->keys_per_shard; i++) {
+        nf_id128_t k = {((uint64_t)s << 48) | i, i * 0x9e3779b97f4a7c15ull};
+        v[1] = i;
+        if (nf_kstate_put(b->ks[s], (uint16_t)(i & 255), k, v, sizeof v, 0) != 0)
+            abort();
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(uint64_t *v, unsigned n, double p)
+{
+    qsort(v, n, sizeof *v, cmp_u64);
+    unsigned i = (unsigned)(p * (n - 1) + 0.5);
+    return (double)v[i] / 1e6;
+}
+
+static int run_size(size_t keys, unsigned rounds, unsigned shards, const char *base)
+{
+    char dir[512], err[512];
+    snprintf(dir, sizeof dir, "%s/epoch-%zu", base, keys);
+    static bench_t b;
+    memset(&b, 0, sizeof b);
+    b.shards = shards;
+    b.keys_per_shard = keys / shards;
+    nf_store_opts_t so;
+    nf_store_opts_default(&so);
+    b.st = nf_store_open(dir, &so, err, sizeof err);
+    if (!b.st) {
+        fprintf(stderr, "bench_epoch: %s\n", err);
+        return -1;
+    }
+    nf_runtime_opts_t ro;
+    nf_runtime_opts_default(&ro);
+    ro.shards = shards;
+    nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
+    nf_epoch_opts_t eo = {.interval_ms = 1000000};
+    b.ep = rt ? nf_epoch_new(rt, b.st, NULL, &eo, err, sizeof err) : NULL;
+    if (!b.ep || nf_epoch_recover(b.ep, err, sizeof err) != 0 ||
+        nf_runtime_register(rt, &ops, &b) < 0 || nf_runtime_start(rt) != 0) {
+        fprintf(stderr, "bench_epoch: %s\n", err);
+        return -1;
+    }
+    uint64_t *pause = calloc(rounds, sizeof *pause), *commit = calloc(rounds, sizeof *commit);
+    for (unsigned r = 0; r < rounds; r++) {
+        b.round = r;
+        for (unsigned s = 0; s < shards; s++)
+            if (nf_runtime_call(rt, s, fill, &b, 600000) != 0)
+                abort();
+        if (nf_epoch_run_once(b.ep, err, sizeof err) != 0) {
+            fprintf(stderr, "bench_epoch: %s\n", err);
+            return -1;
+        }
+        nf_epoch_stats_t es;
+        nf_epoch_stats(b.ep, &es);
+        pause[r] = es.last_pause_ns;
+        commit[r] = es.last_commit_ns;
+    }
+    double p50 = pct(pause, rounds, 0.5), p99 = pct(pause, rounds, 0.99),
+           pmax = (double)pause[rounds - 1] / 1e6;
+    double c50 = pct(commit, rounds, 0.5), c99 = pct(commit, rounds, 0.99),
+           cmax = (double)commit[rounds - 1] / 1e6;
+    printf("{\"bench\":\"epoch\",\"dirty_keys\":%zu,\"shards\":%u,\"rounds\":%u,"
+           "\"pause_ms_p50\":%.3f,\"pause_ms_p99\":%.3f,\"pause_ms_max\":%.3f,"
+           "\"commit_ms_p50\":%.3f,\"commit_ms_p99\":%.3f,\"commit_ms_max\":%.3f}\n",
+           keys, shards, rounds, p50, p99, pmax, c50, c99, cmax);
+    fflush(stdout);
+    free(pause);
+    free(commit);
+    nf_runtime_request_stop(rt);
+    nf_runtime_wait(rt);
+    nf_runtime_destroy(rt);
+    nf_epoch_free(b.ep);
+    nf_store_close(b.st);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *sizes = "10000,100000,1000000";
+    unsigned rounds = 20, shards = 2;
+    const char *dir = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--sizes"))
+            sizes = argv[i + 1];
+        else if (!strcmp(argv[i], "--rounds"))
+            rounds = (unsigned)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--shards"))
+            shards = (unsigned)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--dir"))
+            dir = argv[i + 1];
+    }
+    if (!rounds || !shards || shards > NF_MAX_SHARDS) {
+        fprintf(stderr, "usage: bench_epoch [--sizes N,...] [--rounds R] [--shards S] [--dir D]\n");
+        return 2;
+    }
+    char tmpl[] = "/tmp/nf_bench_epoch_XXXXXX";
+    if (!dir && !(dir = mkdtemp(tmpl))) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char *list = strdup(sizes);
+    int rc = 0;
+    for (char *save = NULL, *t = strtok_r(list, ",", &save); t && rc == 0;
+         t = strtok_r(NULL, ",", &save)) {
+        size_t n = strtoull(t, NULL, 10);
+        unsigned r = n >= 1000000 && rounds > 5 ? 5 : rounds;
+        rc = run_size(n, r, shards, dir);
+    }
+    free(list);
+    if (dir == tmpl)
+        rmdir(tmpl);
+    return rc ? 1 : 0;
+}
