@@ -293,10 +293,11 @@ static bool has_capacity(const crawl_t *c)
     return c->in_flight < c->in->o.max_in_flight && c->opending < c->in->o.max_pending_articles;
 }
 
-static void enqueue(crawl_t *c, src_t *s)
+/* Appends a due source to the queue started by drain_queue(); false if already queued. */
+static bool queue_push(crawl_t *c, src_t *s)
 {
     if (s->queued)
-        return;
+        return false;
     s->queued = true;
     s->qnext = NULL;
     if (c->qtail)
@@ -304,7 +305,13 @@ static void enqueue(crawl_t *c, src_t *s)
     else
         c->qhead = s;
     c->qtail = s;
-    nf_counter_inc(c->in->m.deferred_capacity);
+    return true;
+}
+
+static void enqueue(crawl_t *c, src_t *s)
+{
+    if (queue_push(c, s))
+        nf_counter_inc(c->in->m.deferred_capacity);
 }
 
 static void drain_queue(crawl_t *c)
@@ -333,13 +340,7 @@ static void try_start(crawl_t *c, src_t *s)
     if (c->stopping || s->in_flight || s->sched.status != NF_CRAWL_ACTIVE)
         return;
     if (c->cut_paused) {
-        s->queued = true; /* started when the cut ends (not a capacity deferral) */
-        s->qnext = NULL;
-        if (c->qtail)
-            c->qtail->qnext = s;
-        else
-            c->qhead = s;
-        c->qtail = s;
+        queue_push(c, s); /* started when the cut ends (not a capacity deferral) */
         return;
     }
     if (!has_capacity(c)) {
