@@ -9,8 +9,18 @@
  *
  * Schedules are in wall-clock milliseconds; timers are monotonic, so each arm converts "at wall
  * time T" into "in T - now". Schedules are CrawlSchedule state: a changed one is written at the
- * next epoch cut (NF_KIND_CRAWL_SCHEDULE, key = source_id) and read back at start, so a restart
- * keeps next_crawl_at, backoff, validators and status.
+ * next epoch cut (NF_KIND_CRAWL_SCHEDULE, key = nf_ingest_source_key(source_id)) and read back
+ * at start, so a restart keeps next_crawl_at, backoff, validators and status. The value also
+ * carries the source's definition; for a source of the sources topic that definition is what
+ * recreates it at start (the topic's records before the committed position are not re-read).
+ *
+ * Sources come from the configuration (read-only, shared by every shard) and from the sources
+ * topic (NF_MSG_SOURCE_SET / _FORGET, ingest.h), so they come and go: each is its own heap
+ * object that never moves (its timer is intrusive, and a running fetch and the deferred list
+ * point at it), srcs[] holds pointers (removal swaps the last one in) and bykey finds them by
+ * key. A source forgotten while its fetch runs stays allocated, marked removed, until the fetch
+ * completes: the attempt still gets its fetch-log record, nothing else. Hosts are only added
+ * (a source refers to its host by index into a table that may grow and move).
  *
  * Epoch cuts: while a cut is in progress (pause .. resume) nothing new starts and a finished
  * fetch is held unprocessed — its schedule update, fetch-log record and articles must land in
@@ -24,6 +34,7 @@
 #include "runtime/log.h"
 #include "state/kstate.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,10 +46,20 @@ typedef struct crawl crawl_t;
 typedef struct src {
     nf_timer_t timer;
     nf_crawl_schedule_t sched;
-    const nf_source_def_t *def;
     crawl_t *c;
-    uint32_t host; /* index into crawl_t.hosts */
+    const char *id, *url;  /* the configured definition's strings, or into own */
+    char *own;             /* "id\0url\0" of a definition that came by message, else NULL */
+    char *old_own;         /* the strings the running fetch started with, after a URL change */
+    const char *fetch_url; /* URL of the running (or last) fetch */
+    nf_id128_t key;        /* nf_ingest_source_key(id) */
+    uint32_t interval_s;   /* 0 = the crawl default */
+    uint32_t host, fhost;  /* indexes into crawl_t.hosts: now, and of the running fetch */
+    size_t pos;            /* index into crawl_t.srcs */
+    uint8_t type, want;    /* the topic's type and status (nf_source_*_t; ACTIVE if none) */
+    bool from_topic, is_file;
     bool in_flight, queued, probe, dirty, restored;
+    bool removed;           /* forgotten while its fetch ran: freed when the fetch completes */
+    bool stale_fetch;       /* its URL changed while the fetch ran: that result is not applied */
     int64_t started_for_ms; /* next_crawl_at the running fetch was due at (fetch_id) */
     int64_t started_ms;
     struct src *qnext;
@@ -46,19 +67,34 @@ typedef struct src {
 
 typedef struct {
     nf_host_t h;
-    const char *name;
+    char *name;
 } host_t;
+
+/* 128-bit key -> pointer; open addressing, linear probing, backward-shift deletion (sources
+ * come and go, so nf_idset, which never deletes, does not fit). */
+typedef struct {
+    nf_id128_t key;
+    void *val; /* NULL: empty slot */
+} kslot_t;
+
+typedef struct {
+    kslot_t *slots;
+    size_t mask, count;
+} kmap_t;
 
 struct crawl {
     nf_ingest_t *in;
     nf_shard_t *sh;
     nf_fetcher_t *fetcher;
     nf_fetcher_t *file_fetcher; /* file:// allowed: only for operator-listed local sources */
-    src_t *srcs;
-    size_t nsrcs;
+    src_t **srcs;
+    size_t nsrcs, srcs_cap;
+    kmap_t bykey;   /* source key -> src_t */
+    kmap_t deletes; /* keys whose state the next cut deletes (value: any non-NULL marker) */
     host_t *hosts;
-    size_t nhosts;
-    src_t *qhead, *qtail; /* due sources waiting for capacity */
+    size_t nhosts, hosts_cap;
+    nf_idset_t host_index; /* host_key -> index into hosts */
+    src_t *qhead, *qtail;  /* due sources waiting for capacity */
     unsigned in_flight;
     nf_article_blob_t *ohead, *otail; /* articles refused by a full ring, in order */
     size_t opending;
@@ -87,6 +123,108 @@ static void arm_at(crawl_t *c, src_t *s, int64_t at_ms)
     int64_t delta = at_ms - wall_ms();
     uint64_t now = nf_now_ns();
     nf_timer_arm(c->sh, &s->timer, delta > 0 ? now + (uint64_t)delta * 1000000ull : now, 0);
+}
+
+static void out_of_memory(crawl_t *c, const char *what, const char *source_id)
+{
+    /* The change is lost with this run: the job stops before the epoch holding the record's
+     * position commits, so the record is read again after the restart. */
+    nf_log(NF_LOG_ERROR, "crawl", "out of memory; stopping the job", NF_LS("while", what),
+           NF_LS("source_id", source_id), NF_LEND);
+    nf_runtime_request_stop(nf_shard_runtime(c->sh));
+}
+
+/* ---------------------------------------------------------------- key map */
+
+static size_t kmap_hash(nf_id128_t k)
+{
+    uint64_t x = k.hi ^ (k.lo * 0x9e3779b97f4a7c15ull);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+static bool key_eq(nf_id128_t a, nf_id128_t b)
+{
+    return a.hi == b.hi && a.lo == b.lo;
+}
+
+static void *kmap_get(const kmap_t *m, nf_id128_t k)
+{
+    if (!m->slots)
+        return NULL;
+    for (size_t i = kmap_hash(k) & m->mask;; i = (i + 1) & m->mask) {
+        if (!m->slots[i].val)
+            return NULL;
+        if (key_eq(m->slots[i].key, k))
+            return m->slots[i].val;
+    }
+}
+
+static int kmap_grow(kmap_t *m)
+{
+    size_t cap = m->slots ? (m->mask + 1) * 2 : 64;
+    kslot_t *t = calloc(cap, sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    for (size_t i = 0; m->slots && i <= m->mask; i++) {
+        if (!m->slots[i].val)
+            continue;
+        size_t j = kmap_hash(m->slots[i].key) & (cap - 1);
+        while (t[j].val)
+            j = (j + 1) & (cap - 1);
+        t[j] = m->slots[i];
+    }
+    free(m->slots);
+    m->slots = t;
+    m->mask = cap - 1;
+    return 0;
+}
+
+/* Inserts or replaces (val non-NULL). 0 or -ENOMEM. */
+static int kmap_put(kmap_t *m, nf_id128_t k, void *val)
+{
+    assert(val);
+    if ((!m->slots || (m->count + 1) * 4 > (m->mask + 1) * 3) && kmap_grow(m) != 0)
+        return -ENOMEM;
+    size_t i = kmap_hash(k) & m->mask;
+    while (m->slots[i].val && !key_eq(m->slots[i].key, k))
+        i = (i + 1) & m->mask;
+    if (!m->slots[i].val)
+        m->count++;
+    m->slots[i].key = k;
+    m->slots[i].val = val;
+    return 0;
+}
+
+static void kmap_del(kmap_t *m, nf_id128_t k)
+{
+    if (!m->slots)
+        return;
+    size_t i = kmap_hash(k) & m->mask;
+    while (m->slots[i].val && !key_eq(m->slots[i].key, k))
+        i = (i + 1) & m->mask;
+    if (!m->slots[i].val)
+        return;
+    m->slots[i].val = NULL;
+    m->count--;
+    /* Close the hole: a later member of the probe run moves into it unless its home slot lies
+     * cyclically in (hole, j] (then it is still reachable from home without the hole). */
+    for (size_t j = (i + 1) & m->mask; m->slots[j].val; j = (j + 1) & m->mask) {
+        size_t home = kmap_hash(m->slots[j].key) & m->mask;
+        if (((j - home) & m->mask) >= ((j - i) & m->mask)) {
+            m->slots[i] = m->slots[j];
+            m->slots[j].val = NULL;
+            i = j;
+        }
+    }
+}
+
+static void kmap_free(kmap_t *m)
+{
+    free(m->slots);
+    *m = (kmap_t){0};
 }
 
 /* ---------------------------------------------------------------- articles out */
@@ -156,9 +294,9 @@ static nf_article_blob_t *article_blob(crawl_t *c, const nf_article_t *a, const 
     nf_jw_key(w, "guid");
     nf_jw_str(w, a->guid);
     nf_jw_key(w, "source_id");
-    nf_jw_str(w, s->def->source_id);
+    nf_jw_str(w, s->id);
     nf_jw_key(w, "feed_url");
-    nf_jw_str(w, s->def->url);
+    nf_jw_str(w, s->url);
     nf_jw_key(w, "title");
     nf_jw_str(w, a->title);
     nf_jw_key(w, "summary");
@@ -215,10 +353,10 @@ static nf_article_blob_t *article_blob(crawl_t *c, const nf_article_t *a, const 
 static void emit_fetch_log(crawl_t *c, const src_t *s, const nf_fetch_result_t *res,
                            const char *error, int64_t now)
 {
-    char seed[64], fetch_id[33];
+    char seed[NF_SOURCE_ID_MAX + 32], fetch_id[33];
     uint8_t digest[32];
-    int n = snprintf(seed, sizeof seed, "%s:%lld", s->def->source_id, (long long)s->started_for_ms);
-    nf_sha256(seed, (size_t)n, digest);
+    int n = snprintf(seed, sizeof seed, "%s:%lld", s->id, (long long)s->started_for_ms);
+    nf_sha256(seed, n > 0 && (size_t)n < sizeof seed ? (size_t)n : strlen(seed), digest);
     nf_hex(digest, 16, fetch_id);
     nf_jw_t *w = &c->jw;
     nf_jw_reset(w);
@@ -226,9 +364,9 @@ static void emit_fetch_log(crawl_t *c, const src_t *s, const nf_fetch_result_t *
     nf_jw_key(w, "fetch_id");
     nf_jw_str(w, fetch_id);
     nf_jw_key(w, "source_id");
-    nf_jw_str(w, s->def->source_id);
+    nf_jw_str(w, s->id);
     nf_jw_key(w, "url");
-    nf_jw_str(w, s->def->url);
+    nf_jw_str(w, s->fetch_url);
     nf_jw_key(w, "http_status");
     nf_jw_i64(w, res->http_status);
     nf_jw_key(w, "bytes");
@@ -241,8 +379,8 @@ static void emit_fetch_log(crawl_t *c, const src_t *s, const nf_fetch_result_t *
     nf_jw_str(w, error);
     json_time(w, "fetched_at", now);
     nf_jw_obj_close(w);
-    if (w->failed || nf_ingest_emit(c->in, nf_shard_index(c->sh), NF_TOPIC_FETCH_LOG,
-                                    s->def->source_id, w->buf, w->len) != 0)
+    if (w->failed || nf_ingest_emit(c->in, nf_shard_index(c->sh), NF_TOPIC_FETCH_LOG, s->id, w->buf,
+                                    w->len) != 0)
         nf_counter_inc(c->in->m.sink_errors);
 }
 
@@ -255,7 +393,7 @@ static int parse_and_emit(crawl_t *c, src_t *s, nf_fetch_result_t *res, int64_t 
     nf_ingest_metrics_t *m = &c->in->m;
     nf_feed_t feed;
     uint64_t t0 = nf_now_ns();
-    const char *base = res->effective_url[0] ? res->effective_url : s->def->url;
+    const char *base = res->effective_url[0] ? res->effective_url : s->fetch_url;
     int r =
         nf_feed_parse(&feed, res->body, res->body_len, base, now, &c->in->o.limits, err, errlen);
     nf_histogram_observe(m->parse_seconds, (double)(nf_now_ns() - t0) / 1e9);
@@ -274,7 +412,7 @@ static int parse_and_emit(crawl_t *c, src_t *s, nf_fetch_result_t *res, int64_t 
         nf_article_blob_t *b = article_blob(c, a, s, now);
         if (!b) {
             nf_log(NF_LOG_ERROR, "parse", "cannot build article (out of memory)",
-                   NF_LS("source_id", s->def->source_id), NF_LS("url", a->url), NF_LEND);
+                   NF_LS("source_id", s->id), NF_LS("url", a->url), NF_LEND);
             continue;
         }
         nf_counter_inc(m->parse_articles);
@@ -293,11 +431,8 @@ static bool has_capacity(const crawl_t *c)
     return c->in_flight < c->in->o.max_in_flight && c->opending < c->in->o.max_pending_articles;
 }
 
-/* Appends a due source to the queue started by drain_queue(); false if already queued. */
-static bool queue_push(crawl_t *c, src_t *s)
+static void queue_append(crawl_t *c, src_t *s)
 {
-    if (s->queued)
-        return false;
     s->queued = true;
     s->qnext = NULL;
     if (c->qtail)
@@ -305,13 +440,33 @@ static bool queue_push(crawl_t *c, src_t *s)
     else
         c->qhead = s;
     c->qtail = s;
-    return true;
 }
 
 static void enqueue(crawl_t *c, src_t *s)
 {
-    if (queue_push(c, s))
-        nf_counter_inc(c->in->m.deferred_capacity);
+    if (s->queued)
+        return;
+    queue_append(c, s);
+    nf_counter_inc(c->in->m.deferred_capacity);
+}
+
+/* Takes s out of the queue (a removed source; rare, so a walk is fine). */
+static void dequeue(crawl_t *c, src_t *s)
+{
+    src_t *prev = NULL;
+    for (src_t *q = c->qhead; q; prev = q, q = q->qnext) {
+        if (q != s)
+            continue;
+        if (prev)
+            prev->qnext = s->qnext;
+        else
+            c->qhead = s->qnext;
+        if (c->qtail == s)
+            c->qtail = prev;
+        break;
+    }
+    s->queued = false;
+    s->qnext = NULL;
 }
 
 static void drain_queue(crawl_t *c)
@@ -340,7 +495,8 @@ static void try_start(crawl_t *c, src_t *s)
     if (c->stopping || s->in_flight || s->sched.status != NF_CRAWL_ACTIVE)
         return;
     if (c->cut_paused) {
-        queue_push(c, s); /* started when the cut ends (not a capacity deferral) */
+        if (!s->queued)
+            queue_append(c, s); /* started when the cut ends (not a capacity deferral) */
         return;
     }
     if (!has_capacity(c)) {
@@ -365,17 +521,19 @@ static void try_start(crawl_t *c, src_t *s)
     s->started_ms = now;
     int64_t late = now - s->sched.next_crawl_at_ms;
     nf_histogram_observe(c->in->m.lateness_seconds, late > 0 ? (double)late / 1000.0 : 0.0);
-    nf_fetcher_t *f = s->def->is_file ? c->file_fetcher : c->fetcher;
+    nf_fetcher_t *f = s->is_file ? c->file_fetcher : c->fetcher;
     const char *etag = s->sched.etag[0] ? s->sched.etag : NULL;
     const char *lm = s->sched.last_modified[0] ? s->sched.last_modified : NULL;
-    if (nf_fetch_start(f, s->def->url, etag, lm, on_fetched, s) != 0) {
+    if (nf_fetch_start(f, s->url, etag, lm, on_fetched, s) != 0) {
         nf_host_abandoned(&h->h, s->probe);
         nf_log(NF_LOG_ERROR, "fetch", "cannot start fetch; retrying in 1 min",
-               NF_LS("source_id", s->def->source_id), NF_LS("url", s->def->url), NF_LEND);
+               NF_LS("source_id", s->id), NF_LS("url", s->url), NF_LEND);
         arm_at(c, s, now + 60000);
         return;
     }
     s->in_flight = true;
+    s->fetch_url = s->url;
+    s->fhost = s->host;
     c->in_flight++;
     nf_gauge_set(c->in->m.in_flight, c->in_flight);
 }
@@ -395,6 +553,29 @@ static void on_due(nf_shard_t *sh, nf_timer_t *t, void *arg)
     try_start(s->c, s);
 }
 
+/* Arms s at its next_crawl_at if it is crawled at all (a running or queued fetch re-arms or
+ * starts it when it is done). */
+static void arm_src(crawl_t *c, src_t *s)
+{
+    if (!c->stopping && !s->in_flight && !s->queued && s->sched.status == NF_CRAWL_ACTIVE)
+        arm_at(c, s, s->sched.next_crawl_at_ms);
+}
+
+/* First crawls (and crawls overdue after a restart): spread over min(interval, 10 ms per
+ * source) — at most ~100 first fetches per second per shard, so a large fleet does not start in
+ * one burst while a handful of feeds is crawled at once (the policy's own spread is the whole
+ * interval). A restored schedule keeps its time unless it is overdue. */
+static void first_crawl_spread(crawl_t *c, src_t *s, bool restored, int64_t now)
+{
+    int64_t spread = (int64_t)c->nsrcs * 10;
+    int64_t own = s->sched.next_crawl_at_ms - now;
+    if (restored ? own < 0 && s->sched.status == NF_CRAWL_ACTIVE : own > spread)
+        nf_crawl_defer(&s->sched,
+                       now + 1 + (int64_t)(nf_crawl_rng_next(&c->rng) % (uint64_t)(spread + 1)),
+                       now);
+}
+
+static void src_free(src_t *s);
 static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res);
 
 static void on_fetched(nf_shard_t *sh, nf_fetch_result_t *res, void *user)
@@ -423,12 +604,25 @@ static void on_fetched(nf_shard_t *sh, nf_fetch_result_t *res, void *user)
     process_fetched(c, s, res);
 }
 
+/* The error text of a fetch result for fetch-log (NULL: none), into buf. */
+static const char *fetch_error_text(const nf_fetch_result_t *res, char *buf, size_t len)
+{
+    if (res->error != NF_FETCH_OK) {
+        snprintf(buf, len, "%s: %s", nf_fetch_error_name(res->error), res->message);
+        return buf;
+    }
+    if (res->http_status >= 400) {
+        snprintf(buf, len, "http %d", res->http_status);
+        return buf;
+    }
+    return NULL;
+}
+
 static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
 {
     nf_ingest_metrics_t *m = &c->in->m;
     int64_t now = wall_ms();
     s->in_flight = false;
-    s->dirty = true;
     c->in_flight--;
     nf_gauge_set(m->in_flight, c->in_flight);
 
@@ -441,7 +635,7 @@ static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
     nf_histogram_observe(m->fetch_seconds, (double)res->duration_ns / 1e9);
     nf_counter_add(m->fetch_bytes, res->bytes);
 
-    host_t *h = &c->hosts[s->host];
+    host_t *h = &c->hosts[s->fhost];
     nf_host_t before = h->h;
     if (res->error == NF_FETCH_E_CANCELLED)
         nf_host_abandoned(&h->h, s->probe);
@@ -452,14 +646,31 @@ static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
     char perr[256] = "";
     char error[300];
     const char *errtext = NULL;
+    if (s->removed || s->stale_fetch) {
+        /* The source was forgotten or got another URL meanwhile: the attempt happened and is
+         * recorded, but its result belongs to a definition that no longer exists. */
+        emit_fetch_log(c, s, res, fetch_error_text(res, error, sizeof error), now);
+        if (s->removed) {
+            src_free(s);
+        } else {
+            s->stale_fetch = false;
+            free(s->old_own);
+            s->old_own = NULL;
+            s->fetch_url = s->url;
+            arm_src(c, s); /* due since the old fetch started: the new URL is fetched soon */
+        }
+        drain_queue(c);
+        return;
+    }
+    s->dirty = true;
     nf_crawl_status_t was = s->sched.status;
     if (res->error == NF_FETCH_OK && res->http_status / 100 == 2 && res->body) {
         int pr = parse_and_emit(c, s, res, now, perr, sizeof perr);
         if (pr != 0) {
             snprintf(error, sizeof error, "parse: %s", perr);
             errtext = error;
-            nf_log(NF_LOG_WARN, "parse", "feed not parsed", NF_LS("source_id", s->def->source_id),
-                   NF_LS("feed_url", s->def->url), NF_LS("error", perr), NF_LEND);
+            nf_log(NF_LOG_WARN, "parse", "feed not parsed", NF_LS("source_id", s->id),
+                   NF_LS("feed_url", s->url), NF_LS("error", perr), NF_LEND);
             /* The fetch worked but the document is not a feed: a failure of the source. */
             nf_crawl_set_validators(&s->sched, NULL, NULL);
             nf_crawl_on_result(&c->in->o.policy, &s->sched, NF_CRAWL_FAILED, -1, now, &c->rng);
@@ -467,24 +678,18 @@ static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
             nf_crawl_on_fetch(&c->in->o.policy, &s->sched, res, now, &c->rng);
         }
     } else {
-        if (res->error != NF_FETCH_OK) {
-            snprintf(error, sizeof error, "%s: %s", nf_fetch_error_name(res->error), res->message);
-            errtext = error;
-        } else if (res->http_status >= 400) {
-            snprintf(error, sizeof error, "http %d", res->http_status);
-            errtext = error;
-        }
+        errtext = fetch_error_text(res, error, sizeof error);
         nf_crawl_on_fetch(&c->in->o.policy, &s->sched, res, now, &c->rng);
         if (errtext && res->error != NF_FETCH_E_CANCELLED)
-            nf_log(NF_LOG_INFO, "fetch", "fetch failed", NF_LS("source_id", s->def->source_id),
-                   NF_LS("url", s->def->url), NF_LS("error", errtext),
+            nf_log(NF_LOG_INFO, "fetch", "fetch failed", NF_LS("source_id", s->id),
+                   NF_LS("url", s->url), NF_LS("error", errtext),
                    NF_LI("failures", s->sched.failures), NF_LEND);
     }
     emit_fetch_log(c, s, res, errtext, now);
     if (was != NF_CRAWL_DEAD && s->sched.status == NF_CRAWL_DEAD) {
         nf_counter_inc(m->sources_dead);
         nf_log(NF_LOG_WARN, "crawl", "source is dead: not crawled until revived",
-               NF_LS("source_id", s->def->source_id), NF_LS("url", s->def->url),
+               NF_LS("source_id", s->id), NF_LS("url", s->url),
                NF_LS("last_error", errtext ? errtext : ""), NF_LEND);
     }
     if (!c->stopping && s->sched.status == NF_CRAWL_ACTIVE)
@@ -492,48 +697,344 @@ static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
     drain_queue(c);
 }
 
+/* ---------------------------------------------------------------- sources and hosts */
+
+/* The index of host_key's entry, created if new; -1 without memory. */
+static long host_of(crawl_t *c, uint64_t host_key, const char *name)
+{
+    uint64_t idx;
+    nf_id128_t hid = {host_key, 0};
+    if (nf_idset_get(&c->host_index, hid, &idx))
+        return (long)idx;
+    if (c->nhosts == c->hosts_cap) {
+        size_t cap = c->hosts_cap ? c->hosts_cap * 2 : 16;
+        host_t *t = realloc(c->hosts, cap * sizeof *t);
+        if (!t)
+            return -1;
+        c->hosts = t;
+        c->hosts_cap = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy || nf_idset_insert(&c->host_index, hid, c->nhosts, NULL) < 0) {
+        free(copy);
+        return -1;
+    }
+    host_t *h = &c->hosts[c->nhosts];
+    nf_host_init(&h->h, &c->in->o.policy);
+    h->name = copy;
+    return (long)c->nhosts++;
+}
+
+/* A new source of this shard (no definition, no schedule yet), indexed under key. */
+static src_t *src_new(crawl_t *c, nf_id128_t key, uint64_t host_key, const char *host)
+{
+    if (c->nsrcs == c->srcs_cap) {
+        size_t cap = c->srcs_cap ? c->srcs_cap * 2 : 64;
+        src_t **t = realloc(c->srcs, cap * sizeof *t);
+        if (!t)
+            return NULL;
+        c->srcs = t;
+        c->srcs_cap = cap;
+    }
+    long h = host_of(c, host_key, host);
+    src_t *s = h < 0 ? NULL : calloc(1, sizeof *s);
+    if (!s || kmap_put(&c->bykey, key, s) != 0) {
+        free(s);
+        return NULL;
+    }
+    s->c = c;
+    s->key = key;
+    s->host = s->fhost = (uint32_t)h;
+    s->want = NF_SOURCE_ACTIVE;
+    nf_timer_init(&s->timer, on_due, s);
+    s->pos = c->nsrcs;
+    c->srcs[c->nsrcs++] = s;
+    return s;
+}
+
+static void src_free(src_t *s)
+{
+    free(s->own);
+    free(s->old_own);
+    free(s);
+}
+
+/* Takes s out of the shard (timer, queue, index, srcs); frees it unless its fetch runs. */
+static void src_drop(crawl_t *c, src_t *s)
+{
+    nf_timer_cancel(c->sh, &s->timer);
+    if (s->queued)
+        dequeue(c, s);
+    kmap_del(&c->bykey, s->key);
+    c->srcs[s->pos] = c->srcs[--c->nsrcs];
+    c->srcs[s->pos]->pos = s->pos;
+    if (s->in_flight)
+        s->removed = true;
+    else
+        src_free(s);
+}
+
+/* s's id and url become an own copy of these. A running fetch keeps reading the URL it started
+ * with (fetch-log names it), so those strings live on until it completes. 0 or -ENOMEM. */
+static int src_set_url(src_t *s, const char *id, const char *url)
+{
+    size_t li = strlen(id) + 1, lu = strlen(url) + 1;
+    char *own = malloc(li + lu);
+    if (!own)
+        return -ENOMEM;
+    memcpy(own, id, li);
+    memcpy(own + li, url, lu);
+    if (s->in_flight && !s->stale_fetch) {
+        s->old_own = s->own; /* NULL when they are the configuration's, which never go away */
+        s->stale_fetch = true;
+    } else {
+        free(s->own);
+    }
+    s->own = own;
+    s->id = own;
+    s->url = own + li;
+    return 0;
+}
+
+/* The topic's status, applied (see ingest.h). */
+static void apply_status(crawl_t *c, src_t *s, uint8_t status, int64_t now)
+{
+    switch (status) {
+    case NF_SOURCE_PAUSED:
+        nf_crawl_pause(&s->sched);
+        nf_timer_cancel(c->sh, &s->timer);
+        break;
+    case NF_SOURCE_DEAD:
+        s->sched.status = NF_CRAWL_DEAD; /* as if the policy had declared it: never due */
+        nf_timer_cancel(c->sh, &s->timer);
+        break;
+    default:
+        if (s->sched.status != NF_CRAWL_ACTIVE) {
+            nf_crawl_revive(&s->sched, now, &c->rng);
+            first_crawl_spread(c, s, false, now);
+        }
+        arm_src(c, s);
+        break;
+    }
+}
+
+static void sources_gauge(crawl_t *c)
+{
+    nf_gauge_set(c->in->m.sources, (int64_t)c->nsrcs);
+}
+
+/* NF_MSG_SOURCE_SET: upsert by key. */
+static void source_set(crawl_t *c, const nf_source_set_t *m)
+{
+    assert(nf_route(nf_shard_runtime(c->sh), m->host_key) == nf_shard_index(c->sh));
+    int64_t now = wall_ms();
+    kmap_del(&c->deletes, m->key); /* a removal earlier in this epoch is overtaken */
+    src_t *s = kmap_get(&c->bykey, m->key);
+    bool added = !s, url_changed = false;
+    if (added) {
+        s = src_new(c, m->key, m->host_key, m->host);
+        if (!s || src_set_url(s, m->source_id, m->url) != 0) {
+            if (s)
+                src_drop(c, s);
+            out_of_memory(c, "adding a source", m->source_id);
+            return;
+        }
+        nf_crawl_init(&c->in->o.policy, &s->sched, m->interval_s, now, &c->rng);
+        first_crawl_spread(c, s, false, now);
+    } else {
+        long h = host_of(c, m->host_key, m->host);
+        url_changed = strcmp(s->url, m->url) != 0;
+        if (h < 0 || (url_changed && src_set_url(s, m->source_id, m->url) != 0)) {
+            out_of_memory(c, "updating a source", m->source_id);
+            return;
+        }
+        s->host = (uint32_t)h;
+        if (url_changed) {
+            /* Another feed as far as scheduling goes: validators, failures and backoff belonged
+             * to the old URL. Crawled soon, like a new source. */
+            nf_crawl_init(&c->in->o.policy, &s->sched, m->interval_s, now, &c->rng);
+            first_crawl_spread(c, s, false, now);
+        } else if (m->interval_s != s->interval_s) {
+            nf_crawl_set_interval(&c->in->o.policy, &s->sched, m->interval_s);
+        }
+    }
+    bool status_changed = m->status != s->want;
+    s->interval_s = m->interval_s;
+    s->type = m->type;
+    s->from_topic = m->from_topic;
+    s->is_file = m->is_file;
+    s->want = m->status;
+    if (added || url_changed || status_changed)
+        apply_status(c, s, m->status, now);
+    s->dirty = true;
+    nf_counter_inc(added ? c->in->m.sources_added : c->in->m.sources_updated);
+    sources_gauge(c);
+    nf_log(NF_LOG_DEBUG, "crawl", added ? "source added" : "source updated",
+           NF_LS("source_id", s->id), NF_LS("url", s->url),
+           NF_LS("status", nf_source_status_name((nf_source_status_t)m->status)),
+           NF_LI("interval_s", m->interval_s), NF_LI("from_topic", m->from_topic), NF_LEND);
+}
+
+/* NF_MSG_SOURCE_FORGET: drop the source if this shard holds it. */
+static void source_forget(crawl_t *c, nf_id128_t key, bool moved)
+{
+    if (moved) /* the new owner writes the state in this epoch: a delete here would race it */
+        kmap_del(&c->deletes, key);
+    src_t *s = kmap_get(&c->bykey, key);
+    if (!s)
+        return;
+    if (!moved && c->in->store && c->in->epoch && kmap_put(&c->deletes, key, c) != 0) {
+        out_of_memory(c, "removing a source", s->id);
+        return;
+    }
+    nf_log(NF_LOG_DEBUG, "crawl", moved ? "source moved to another shard" : "source removed",
+           NF_LS("source_id", s->id), NF_LS("url", s->url), NF_LI("in_flight", s->in_flight),
+           NF_LEND);
+    nf_counter_inc(c->in->m.sources_removed);
+    src_drop(c, s);
+    sources_gauge(c);
+}
+
+bool nf_ingest_source_info(nf_shard_t *sh, const nf_ingest_t *in, const char *source_id,
+                           nf_source_info_t *out)
+{
+    const crawl_t *c = nf_shard_actor(sh, in->crawl_actor);
+    const src_t *s = c ? kmap_get(&c->bykey, nf_ingest_source_key(source_id)) : NULL;
+    if (!s)
+        return false;
+    out->sched = s->sched;
+    snprintf(out->url, sizeof out->url, "%s", s->url);
+    out->interval_s = s->interval_s;
+    out->type = s->type;
+    out->want = s->want;
+    out->from_topic = s->from_topic;
+    out->in_flight = s->in_flight;
+    return true;
+}
+
 /* ---------------------------------------------------------------- epochs and state */
 
-/* Stored schedule: [expires_at_ms = 0: 8 bytes][format: 4 bytes][nf_crawl_schedule_t]. The
- * format word changes with the struct's size, so a build with another layout starts the
- * source afresh instead of misreading it. */
-#define SCHED_FORMAT (0x53430000u | (uint32_t)sizeof(nf_crawl_schedule_t))
+/* Stored schedule, format 2 (written):
+ *   [expires_at_ms = 0: 8 bytes][format: 4][nf_crawl_schedule_t]
+ *   [flags: 1 (1 = from the topic, 2 = local file)][type: 1][want: 1][0: 1][interval_s: 4]
+ *   [id length: 2][url length: 2][id][url]
+ * Format 1 (read only: values written before the sources topic) is the first three fields.
+ * The format word changes with the struct's size, so a build with another layout starts the
+ * source afresh instead of misreading it; a topic source whose value cannot be read is lost
+ * with it (the same trade: its record is not re-read). Integers are in host order, like the
+ * struct. */
+#define SCHED_FORMAT   (0x53430000u | (uint32_t)sizeof(nf_crawl_schedule_t))
+#define SCHED_FORMAT2  (0x53440000u | (uint32_t)sizeof(nf_crawl_schedule_t))
+#define SCHED_V1_LEN   (12 + sizeof(nf_crawl_schedule_t))
+#define SCHED_V2_FIXED (SCHED_V1_LEN + 12)
+#define SCHED_VAL_MAX  (SCHED_V2_FIXED + NF_SOURCE_ID_MAX + NF_SOURCE_URL_MAX)
+#define DEF_FROM_TOPIC 1u
+#define DEF_IS_FILE    2u
 
-static void sched_key(const src_t *s, unsigned char key[18])
+typedef struct stored {
+    nf_crawl_schedule_t sched;
+    bool has_def, from_topic, is_file;
+    uint8_t type, want;
+    uint32_t interval_s;
+    char id[NF_SOURCE_ID_MAX + 1];
+    char url[NF_SOURCE_URL_MAX + 1];
+} stored_t;
+
+static void state_key(nf_id128_t id, unsigned char key[18])
 {
-    nf_id128_t id = {0, 0};
-    for (const char *p = s->def->source_id; *p; p++) {
-        unsigned v = (unsigned)(*p <= '9' ? *p - '0' : (*p | 0x20) - 'a' + 10);
-        id.hi = id.hi << 4 | (v & 15);
-    }
     nf_kstate_encode_key((uint16_t)(id.hi % 256), id, key);
 }
 
-static bool sched_load(crawl_t *c, src_t *s)
+static size_t sched_encode(const src_t *s, unsigned char *val)
+{
+    uint32_t fmt = SCHED_FORMAT2, iv = s->interval_s;
+    size_t il = strlen(s->id), ul = strlen(s->url);
+    assert(il <= NF_SOURCE_ID_MAX && ul <= NF_SOURCE_URL_MAX);
+    uint16_t il16 = (uint16_t)il, ul16 = (uint16_t)ul;
+    memset(val, 0, 8);
+    memcpy(val + 8, &fmt, 4);
+    memcpy(val + 12, &s->sched, sizeof s->sched);
+    unsigned char *p = val + SCHED_V1_LEN;
+    p[0] = (unsigned char)((s->from_topic ? DEF_FROM_TOPIC : 0) | (s->is_file ? DEF_IS_FILE : 0));
+    p[1] = s->type;
+    p[2] = s->want;
+    p[3] = 0;
+    memcpy(p + 4, &iv, 4);
+    memcpy(p + 8, &il16, 2);
+    memcpy(p + 10, &ul16, 2);
+    memcpy(p + 12, s->id, il);
+    memcpy(p + 12 + il, s->url, ul);
+    return SCHED_V2_FIXED + il + ul;
+}
+
+/* Whether a stored value is format 2 with a topic definition (cheap: for the start-up scan). */
+static bool stored_from_topic(const unsigned char *v, size_t len)
+{
+    uint32_t fmt;
+    if (len < SCHED_V2_FIXED)
+        return false;
+    memcpy(&fmt, v + 8, 4);
+    return fmt == SCHED_FORMAT2 && (v[SCHED_V1_LEN] & DEF_FROM_TOPIC);
+}
+
+static bool sched_decode(const unsigned char *v, size_t len, stored_t *o)
+{
+    uint32_t fmt;
+    if (len < SCHED_V1_LEN)
+        return false;
+    memcpy(&fmt, v + 8, 4);
+    o->has_def = o->from_topic = o->is_file = false;
+    o->type = NF_SOURCE_AUTO;
+    o->want = NF_SOURCE_ACTIVE;
+    o->interval_s = 0;
+    o->id[0] = o->url[0] = '\0';
+    if (fmt == SCHED_FORMAT2 && len >= SCHED_V2_FIXED) {
+        const unsigned char *p = v + SCHED_V1_LEN;
+        uint16_t il, ul;
+        memcpy(&o->interval_s, p + 4, 4);
+        memcpy(&il, p + 8, 2);
+        memcpy(&ul, p + 10, 2);
+        if (il > NF_SOURCE_ID_MAX || ul > NF_SOURCE_URL_MAX || len != SCHED_V2_FIXED + il + ul ||
+            p[1] > NF_SOURCE_JSON || p[2] > NF_SOURCE_DEAD)
+            return false;
+        memcpy(o->id, p + 12, il);
+        o->id[il] = '\0';
+        memcpy(o->url, p + 12 + il, ul);
+        o->url[ul] = '\0';
+        if (strlen(o->id) != il || strlen(o->url) != ul)
+            return false;
+        o->has_def = true;
+        o->from_topic = p[0] & DEF_FROM_TOPIC;
+        o->is_file = p[0] & DEF_IS_FILE;
+        o->type = p[1];
+        o->want = p[2];
+    } else if (fmt != SCHED_FORMAT || len != SCHED_V1_LEN) {
+        return false;
+    }
+    memcpy(&o->sched, v + 12, sizeof o->sched);
+    o->sched.etag[sizeof o->sched.etag - 1] = 0;
+    o->sched.last_modified[sizeof o->sched.last_modified - 1] = 0;
+    if (o->sched.status > NF_CRAWL_DEAD)
+        return false;
+    return true;
+}
+
+/* The stored schedule of key: true and *o filled if there is a readable one. */
+static bool sched_load(crawl_t *c, nf_id128_t id, const char *source_id, stored_t *o)
 {
     if (!c->in->store)
         return false;
     unsigned char key[18];
-    sched_key(s, key);
+    state_key(id, key);
     void *v = NULL;
     size_t len = 0;
     char err[256];
     int r = nf_store_get(c->in->store, NF_KIND_CRAWL_SCHEDULE, key, sizeof key, &v, &len, err,
                          sizeof err);
-    bool ok = false;
-    uint32_t fmt = 0;
-    if (r == 1 && len == 12 + sizeof s->sched) {
-        memcpy(&fmt, (char *)v + 8, 4);
-        if (fmt == SCHED_FORMAT) {
-            memcpy(&s->sched, (char *)v + 12, sizeof s->sched);
-            s->sched.etag[sizeof s->sched.etag - 1] = 0;
-            s->sched.last_modified[sizeof s->sched.last_modified - 1] = 0;
-            ok = true;
-        }
-    } else if (r < 0) {
+    bool ok = r == 1 && sched_decode(v, len, o);
+    if (r < 0)
         nf_log(NF_LOG_ERROR, "crawl", "cannot read the source's schedule; starting it afresh",
-               NF_LS("source_id", s->def->source_id), NF_LS("error", err), NF_LEND);
-    }
+               NF_LS("source_id", source_id), NF_LS("error", err), NF_LEND);
     free(v);
     return ok;
 }
@@ -543,20 +1044,30 @@ static void crawl_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint
     crawl_t *c = self;
     (void)sh;
     (void)epoch;
-    unsigned char key[18], val[12 + sizeof(nf_crawl_schedule_t)];
-    uint32_t fmt = SCHED_FORMAT;
-    memset(val, 0, 8);
-    memcpy(val + 8, &fmt, 4);
+    unsigned char key[18];
+    /* Deletes first: a source removed and added again within the epoch was taken out of
+     * deletes when it came back, and anything else here is gone. */
+    for (size_t i = 0; c->deletes.count && i <= c->deletes.mask; i++) {
+        if (!c->deletes.slots[i].val)
+            continue;
+        if (b) {
+            state_key(c->deletes.slots[i].key, key);
+            nf_store_batch_delete(b, NF_KIND_CRAWL_SCHEDULE, key, sizeof key);
+        }
+        c->deletes.slots[i].val = NULL;
+        c->deletes.count--;
+    }
+    unsigned char val[SCHED_VAL_MAX];
     for (size_t i = 0; i < c->nsrcs; i++) {
-        src_t *s = &c->srcs[i];
+        src_t *s = c->srcs[i];
         if (!s->dirty)
             continue;
         s->dirty = false;
         if (!b)
             continue;
-        sched_key(s, key);
-        memcpy(val + 12, &s->sched, sizeof s->sched);
-        nf_store_batch_put(b, NF_KIND_CRAWL_SCHEDULE, key, sizeof key, val, sizeof val);
+        state_key(s->key, key);
+        size_t n = sched_encode(s, val);
+        nf_store_batch_put(b, NF_KIND_CRAWL_SCHEDULE, key, sizeof key, val, n);
     }
 }
 
@@ -598,6 +1109,50 @@ static const nf_epoch_participant_t crawl_part = {.pause = crawl_cut_pause,
 
 /* ---------------------------------------------------------------- actor hooks */
 
+typedef struct restore_ctx {
+    crawl_t *c;
+    unsigned me;
+    size_t restored;
+    stored_t st;
+} restore_ctx_t;
+
+/* nf_store_scan callback: recreates the topic sources whose host routes to this shard. */
+static int restore_topic_source(const void *k, size_t klen, const void *v, size_t vlen, void *arg)
+{
+    restore_ctx_t *x = arg;
+    crawl_t *c = x->c;
+    stored_t *st = &x->st;
+    if (!stored_from_topic(v, vlen) || !sched_decode(v, vlen, st))
+        return 0;
+    nf_id128_t id = nf_ingest_source_key(st->id);
+    unsigned char key[18];
+    state_key(id, key);
+    if (klen != sizeof key || memcmp(k, key, sizeof key) != 0)
+        return 0; /* not the key its id maps to: not ours to interpret */
+    nf_source_url_t u;
+    char err[512];
+    if (nf_sources_check_url(st->url, &u, err, sizeof err) != 0) {
+        nf_log(NF_LOG_WARN, "crawl", "stored topic source has an invalid URL; not restored",
+               NF_LS("source_id", st->id), NF_LS("error", err), NF_LEND);
+        return 0;
+    }
+    if (nf_route(nf_shard_runtime(c->sh), u.host_key) != x->me)
+        return 0;
+    src_t *s = src_new(c, id, u.host_key, u.host);
+    if (!s || src_set_url(s, st->id, u.url) != 0)
+        abort();
+    s->sched = st->sched;
+    s->interval_s = st->interval_s;
+    nf_crawl_set_interval(&c->in->o.policy, &s->sched, st->interval_s);
+    s->type = st->type;
+    s->want = st->want;
+    s->from_topic = true;
+    s->restored = true;
+    s->dirty = true;
+    x->restored++;
+    return 0;
+}
+
 static void *crawl_init(nf_shard_t *sh, void *ctx)
 {
     nf_ingest_t *in = ctx;
@@ -619,32 +1174,54 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
     unsigned me = nf_shard_index(sh);
     const nf_source_list_t *l = in->sources;
     size_t mine = 0;
-    for (size_t i = 0; i < l->n; i++)
+    for (size_t i = 0; l && i < l->n; i++)
         mine += nf_route(rt, l->items[i].host_key) == me;
-    c->srcs = calloc(mine ? mine : 1, sizeof *c->srcs);
-    c->hosts = calloc(mine ? mine : 1, sizeof *c->hosts);
-    nf_idset_t host_index;
-    if (!c->srcs || !c->hosts || nf_idset_init(&host_index, mine * 2) != 0)
+    if (nf_idset_init(&c->host_index, mine * 2 + 16) != 0)
         abort();
     int64_t now = wall_ms();
-    size_t restored = 0;
-    for (size_t i = 0; i < l->n; i++) {
+
+    /* The sources topic's sources first: its definition wins over a configured one. */
+    restore_ctx_t *x = calloc(1, sizeof *x);
+    if (!x)
+        abort();
+    x->c = c;
+    x->me = me;
+    if (in->store) {
+        int r = nf_store_scan(in->store, NF_KIND_CRAWL_SCHEDULE, restore_topic_source, x);
+        if (r < 0) {
+            /* Going on would silently drop the topic's sources (their records are not re-read). */
+            nf_log(NF_LOG_ERROR, "crawl", "cannot read the stored sources; stopping the job",
+                   NF_LI("errno", -r), NF_LEND);
+            nf_runtime_request_stop(rt);
+        }
+    }
+    size_t restored = x->restored, from_topic = c->nsrcs;
+
+    for (size_t i = 0; l && i < l->n; i++) {
         const nf_source_def_t *d = &l->items[i];
         if (nf_route(rt, d->host_key) != me)
             continue;
-        src_t *s = &c->srcs[c->nsrcs++];
-        s->def = d;
-        s->c = c;
-        uint64_t hidx;
-        nf_id128_t hid = {d->host_key, 0};
-        if (!nf_idset_get(&host_index, hid, &hidx)) {
-            hidx = c->nhosts++;
-            nf_idset_insert(&host_index, hid, hidx, NULL);
-            nf_host_init(&c->hosts[hidx].h, &in->o.policy);
-            c->hosts[hidx].name = d->host;
+        nf_id128_t id = nf_ingest_source_key(d->source_id);
+        if (kmap_get(&c->bykey, id))
+            continue; /* the topic's definition, restored above */
+        stored_t *st = &x->st;
+        bool found = sched_load(c, id, d->source_id, st);
+        if (found && st->from_topic) {
+            nf_source_url_t u;
+            char err[512];
+            if (nf_sources_check_url(st->url, &u, err, sizeof err) == 0)
+                continue; /* the topic's definition lives on the shard of its own host */
+            found = false;
         }
-        s->host = (uint32_t)hidx;
-        if (sched_load(c, s)) {
+        src_t *s = src_new(c, id, d->host_key, d->host);
+        if (!s)
+            abort();
+        s->id = d->source_id;
+        s->url = d->url;
+        s->is_file = d->is_file;
+        s->interval_s = d->interval_s;
+        if (found) {
+            s->sched = st->sched;
             nf_crawl_set_interval(&in->o.policy, &s->sched, d->interval_s);
             s->restored = true;
             restored++;
@@ -652,37 +1229,41 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
             nf_crawl_init(&in->o.policy, &s->sched, d->interval_s, now, &c->rng);
         }
         s->dirty = true;
-        nf_timer_init(&s->timer, on_due, s);
     }
-    /* First crawls (and crawls overdue after a restart): spread over min(interval, 10 ms per
-     * source) — at most ~100 first fetches per second per shard, so a large fleet does not
-     * start in one burst while a handful of feeds is crawled at once (the policy's own spread
-     * is the whole interval). */
-    int64_t spread = (int64_t)c->nsrcs * 10;
+    free(x);
     for (size_t i = 0; i < c->nsrcs; i++) {
-        src_t *s = &c->srcs[i];
-        int64_t own = s->sched.next_crawl_at_ms - now;
-        if (s->restored ? own < 0 && s->sched.status == NF_CRAWL_ACTIVE : own > spread)
-            nf_crawl_defer(&s->sched,
-                           now + 1 + (int64_t)(nf_crawl_rng_next(&c->rng) % (uint64_t)(spread + 1)),
-                           now);
-        arm_at(c, s, s->sched.next_crawl_at_ms);
+        src_t *s = c->srcs[i];
+        first_crawl_spread(c, s, s->restored, now);
+        arm_src(c, s);
     }
-    nf_idset_free(&host_index);
-    nf_gauge_set(in->m.sources, (int64_t)c->nsrcs);
+    sources_gauge(c);
     if (in->epoch && nf_epoch_participant_add(in->epoch, sh, &crawl_part, c) != 0)
         abort();
     if (c->nsrcs)
         nf_log(NF_LOG_INFO, "crawl", "sources assigned", NF_LI("sources", c->nsrcs),
-               NF_LI("hosts", c->nhosts), NF_LI("schedules_restored", restored), NF_LEND);
+               NF_LI("from_topic", from_topic), NF_LI("hosts", c->nhosts),
+               NF_LI("schedules_restored", restored), NF_LEND);
     return c;
 }
 
 static void crawl_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 {
+    crawl_t *c = self;
     (void)sh;
-    (void)self;
-    nf_log(NF_LOG_ERROR, "crawl", "unexpected message", NF_LI("kind", m->kind), NF_LEND);
+    switch (m->kind) {
+    case NF_MSG_SOURCE_SET:
+        source_set(c, m->body.ptr);
+        free(m->body.ptr);
+        break;
+    case NF_MSG_SOURCE_FORGET: {
+        nf_id128_t key = {m->body.u64[0], m->body.u64[1]};
+        source_forget(c, key, m->flags & NF_SOURCE_FORGET_MOVED);
+        break;
+    }
+    default:
+        nf_log(NF_LOG_ERROR, "crawl", "unexpected message", NF_LI("kind", m->kind), NF_LEND);
+        break;
+    }
 }
 
 static void crawl_resume(nf_shard_t *sh, void *self)
@@ -698,8 +1279,9 @@ static void crawl_stop(nf_shard_t *sh, void *self)
     crawl_t *c = self;
     c->stopping = true;
     for (size_t i = 0; i < c->nsrcs; i++)
-        nf_timer_cancel(sh, &c->srcs[i].timer);
-    /* In-flight fetches end now, each recorded as a cancelled attempt. */
+        nf_timer_cancel(sh, &c->srcs[i]->timer);
+    /* In-flight fetches end now, each recorded as a cancelled attempt (a removed source's
+     * completion frees it). */
     nf_fetcher_destroy(c->fetcher);
     nf_fetcher_destroy(c->file_fetcher);
     c->fetcher = c->file_fetcher = NULL;
@@ -714,6 +1296,8 @@ static void crawl_fini(nf_shard_t *sh, void *self)
     while (c->dhead) { /* finished during a final cut: not committed, crawled again */
         deferred_t *d = c->dhead;
         c->dhead = d->next;
+        if (d->s->removed) /* no longer in srcs: the deferred result was its last reference */
+            src_free(d->s);
         free(d->res.body);
         free(d);
     }
@@ -723,9 +1307,24 @@ static void crawl_fini(nf_shard_t *sh, void *self)
         free(b);
     }
     nf_jw_free(&c->jw);
+    nf_gauge_set(c->in->m.sources, 0); /* this shard's part: it owns none any more */
+    for (size_t i = 0; i < c->nsrcs; i++)
+        src_free(c->srcs[i]);
     free(c->srcs);
+    for (size_t i = 0; i < c->nhosts; i++)
+        free(c->hosts[i].name);
     free(c->hosts);
+    nf_idset_free(&c->host_index);
+    kmap_free(&c->bykey);
+    kmap_free(&c->deletes);
     free(c);
+}
+
+static void crawl_drop(void *ctx, const nf_msg_t *m)
+{
+    (void)ctx;
+    if (m->kind == NF_MSG_SOURCE_SET)
+        free(m->body.ptr);
 }
 
 const nf_actor_ops_t nf_crawl_ops = {.name = "crawl",
@@ -733,4 +1332,5 @@ const nf_actor_ops_t nf_crawl_ops = {.name = "crawl",
                                      .handle = crawl_handle,
                                      .resume = crawl_resume,
                                      .stop = crawl_stop,
-                                     .fini = crawl_fini};
+                                     .fini = crawl_fini,
+                                     .drop = crawl_drop};

@@ -2,9 +2,11 @@
 #include "actors/ingest.h"
 
 #include "actors/article_msg.h"
+#include "algo/sha256.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void nf_ingest_opts_default(nf_ingest_opts_t *o)
@@ -95,6 +97,16 @@ static int reg_metrics(nf_ingest_metrics_t *m)
     r |= nf_metrics_counter("newsflow_crawl_articles_ring_full_total",
                             "Articles held back because the dedup shard's ring was full.", NULL, 0,
                             &m->ring_full_articles);
+    r |= nf_metrics_counter("newsflow_sources_added_total",
+                            "Sources added by the sources topic (per applying shard).", NULL, 0,
+                            &m->sources_added);
+    r |= nf_metrics_counter("newsflow_sources_updated_total",
+                            "Sources changed by the sources topic (URL, interval, status, type).",
+                            NULL, 0, &m->sources_updated);
+    r |= nf_metrics_counter("newsflow_sources_removed_total",
+                            "Sources dropped by the sources topic (tombstones; moves to another "
+                            "shard count here and as added there).",
+                            NULL, 0, &m->sources_removed);
     r |= nf_metrics_gauge("newsflow_crawl_in_flight", "Fetches in flight.", NULL,
                           NF_METRIC_PER_SHARD, &m->in_flight);
     r |= nf_metrics_gauge("newsflow_crawl_pending_articles",
@@ -120,4 +132,102 @@ int nf_ingest_register(nf_runtime_t *rt, nf_ingest_t *in)
         return in->crawl_actor;
     in->dedup_actor = nf_runtime_register(rt, &nf_dedup_ops, in);
     return in->dedup_actor < 0 ? in->dedup_actor : 0;
+}
+
+/* ---------------------------------------------------------------- the sources topic */
+
+nf_id128_t nf_ingest_source_key(const char *source_id)
+{
+    nf_id128_t id = {0, 0};
+    size_t n = 0;
+    for (const char *p = source_id; *p; p++, n++) {
+        char ch = *p;
+        int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (v < 0 || n == 16)
+            break;
+        id.hi = id.hi << 4 | (uint64_t)v;
+    }
+    if (n == 16 && source_id[16] == '\0')
+        return id; /* a configured source_id (sources.h) */
+    uint8_t d[32];
+    nf_sha256(source_id, strlen(source_id), d);
+    id.hi = id.lo = 0;
+    for (int i = 0; i < 8; i++) {
+        id.hi = id.hi << 8 | d[i];
+        id.lo = id.lo << 8 | d[8 + i];
+    }
+    id.lo |= 1;
+    return id;
+}
+
+static nf_source_set_t *source_set_new(const char *source_id, const char *url, const char *host)
+{
+    size_t li = strlen(source_id) + 1, lu = strlen(url) + 1, lh = strlen(host) + 1;
+    nf_source_set_t *s = malloc(sizeof *s + li + lu + lh);
+    if (!s)
+        return NULL;
+    memset(s, 0, sizeof *s);
+    char *p = s->text;
+    memcpy(p, source_id, li);
+    s->source_id = p;
+    memcpy(p += li, url, lu);
+    s->url = p;
+    memcpy(p += lu, host, lh);
+    s->host = p;
+    s->key = nf_ingest_source_key(source_id);
+    return s;
+}
+
+int nf_ingest_source_route(const nf_ingest_t *in, nf_runtime_t *rt, const nf_source_record_t *rec,
+                           nf_source_route_t *out, char *err, size_t errlen)
+{
+    out->key = nf_ingest_source_key(rec->source_id);
+    out->owner = -1;
+    out->set = NULL;
+    nf_source_set_t *s;
+    if (rec->tombstone) {
+        const nf_source_def_t *d =
+            in->sources ? nf_sources_find(in->sources, rec->source_id) : NULL;
+        if (!d)
+            return 0; /* removed everywhere */
+        if (!(s = source_set_new(rec->source_id, d->url, d->host)))
+            return -ENOMEM;
+        s->host_key = d->host_key;
+        s->interval_s = d->interval_s;
+        s->type = NF_SOURCE_AUTO;
+        s->status = NF_SOURCE_ACTIVE;
+        s->is_file = d->is_file;
+    } else {
+        nf_source_url_t u;
+        if (nf_sources_check_url(rec->url, &u, err, errlen) != 0)
+            return -EINVAL;
+        if (!(s = source_set_new(rec->source_id, u.url, u.host)))
+            return -ENOMEM;
+        s->host_key = u.host_key;
+        s->interval_s = rec->interval_s;
+        s->type = (uint8_t)rec->type;
+        s->status = (uint8_t)rec->status;
+        s->from_topic = true;
+    }
+    out->owner = (int)nf_route(rt, s->host_key);
+    out->set = s;
+    return 0;
+}
+
+void nf_ingest_source_msg(const nf_ingest_t *in, nf_source_route_t *r, unsigned shard, nf_msg_t *m)
+{
+    memset(m, 0, sizeof *m);
+    m->actor = (uint16_t)in->crawl_actor;
+    if (r->owner >= 0 && (unsigned)r->owner == shard && r->set) {
+        m->kind = NF_MSG_SOURCE_SET;
+        m->key = r->set->host_key;
+        m->body.ptr = r->set;
+        r->set = NULL;
+        return;
+    }
+    m->kind = NF_MSG_SOURCE_FORGET;
+    m->flags = r->owner >= 0 ? NF_SOURCE_FORGET_MOVED : 0;
+    m->key = r->key.hi;
+    m->body.u64[0] = r->key.hi;
+    m->body.u64[1] = r->key.lo;
 }

@@ -16,6 +16,38 @@
  * dropped. Shutdown: the stop hook cancels timers and in-flight fetches (recorded as cancelled
  * attempts), the overflow still drains to dedup before the shards exit.
  *
+ * The sources topic (DESIGN.md §4; compacted, key = source_id, value {url, type, interval_s,
+ * status}, tombstone = remove) changes the crawl actors' sources at run time:
+ *   kafka_in (reads.c) decodes a record and asks nf_ingest_source_route() where it goes: the
+ *     shard whose host key owns the source's host gets NF_MSG_SOURCE_SET (the definition);
+ *     every other shard gets NF_MSG_SOURCE_FORGET, because a URL change may move a source to
+ *     another shard and a tombstone names no host — a shard holding the source drops it.
+ *     (Sources change rarely: one heap record plus shards-1 in-line messages per record.)
+ *     A record whose key, JSON or URL is invalid goes to dead-letters instead (stage "decode").
+ *   crawl applies SET as an upsert by source_id: a new source is crawled soon (the first-crawl
+ *     spread of crawl.c: within 10 ms per source of the shard). For a known one, a new URL
+ *     starts a new schedule (validators, failures and backoff belonged to the old URL) and is
+ *     crawled soon like a new source; a new interval_s takes effect at the next result
+ *     (nf_crawl_set_interval); the status is applied when it differs from the topic's previous
+ *     one or the URL changed: paused = never due (timer cancelled), dead = as the policy's
+ *     DEAD, active = revived if it was not (failures reset) and crawled soon. A republished
+ *     identical record changes nothing — in particular it does not revive a source the policy
+ *     declared DEAD (change its status or URL to do that). A fetch running when the URL
+ *     changes still gets its fetch-log record, but its result is not applied. FORGET drops a
+ *     source: its timer is cancelled; a fetch in flight completes into fetch-log only (no
+ *     parse, no schedule update) and then the source is freed.
+ *   Durability: a topic source's definition is part of its CrawlSchedule value, so a restart
+ *     recreates it (each shard scans NF_KIND_CRAWL_SCHEDULE for the topic sources routed to it,
+ *     whatever the shard count was) with its schedule; a tombstone deletes the state key at the
+ *     next epoch cut. Records move with the epochs like read events: the sources position
+ *     commits with the state the records produced.
+ *   Precedence: a topic record whose key is the source_id of a configured source (the 16 hex
+ *     digits nf_sources_add() derives from the URL) overrides it: the topic's URL, interval and
+ *     status win, now and after restarts, for as long as the record exists. Its tombstone
+ *     removes the override, not the source: the configured definition applies again (to stop a
+ *     configured feed from the topic, publish it with status "paused"). Other keys are sources
+ *     of their own, even when their URL equals a configured one's. Topic URLs must be http(s).
+ *
  * Call nf_ingest_register() after nf_runtime_create() and before nf_runtime_start(); the
  * context must outlive the runtime. Sources and options are read-only once shards run. */
 #ifndef NF_INGEST_H
@@ -25,6 +57,7 @@
 #include "actors/sources.h"
 #include "feed/feed.h"
 #include "io/addrguard.h"
+#include "io/events.h"
 #include "io/fetch.h"
 #include "io/sink.h"
 #include "runtime/metrics.h"
@@ -55,6 +88,9 @@ typedef struct nf_ingest_metrics {
     nf_counter_t parse_result[6]; /* ok, too_large, not_a_feed, malformed, too_deep, nomem */
     nf_counter_t parse_articles, parse_no_link, parse_warnings, parse_truncated;
     nf_counter_t dedup_new, dedup_duplicate, sink_errors, ring_full_articles;
+    /* Sources topic, counted by the shard that applies the change; a source whose new URL moves
+     * it to another shard counts as removed here and added there. */
+    nf_counter_t sources_added, sources_updated, sources_removed;
     nf_gauge_t in_flight, pending_articles, sources, dedup_keys, dedup_bytes;
 } nf_ingest_metrics_t;
 
@@ -83,5 +119,61 @@ static inline int nf_ingest_emit(nf_ingest_t *in, unsigned shard, nf_topic_t top
 
 /* Registers the crawl and dedup actors and their metrics. 0 or -errno. */
 int nf_ingest_register(nf_runtime_t *rt, nf_ingest_t *in);
+
+/* ---------------------------------------------------------------- the sources topic */
+
+/* Message kinds of the crawl actor (nf_msg_t.kind). */
+enum { NF_MSG_SOURCE_SET = 2, NF_MSG_SOURCE_FORGET = 3 };
+/* NF_MSG_SOURCE_FORGET flags: the source now lives on another shard (which writes its state):
+ * drop it without deleting its state, and cancel a delete this shard has not written yet.
+ * Without it (a removal) the holder deletes the state at the next epoch cut. */
+#define NF_SOURCE_FORGET_MOVED 1u
+
+/* Body of NF_MSG_SOURCE_SET (nf_msg_t.body.ptr; one heap block, owned by the message). */
+typedef struct nf_source_set {
+    nf_id128_t key;      /* nf_ingest_source_key(source_id) */
+    uint64_t host_key;   /* routes to the receiving shard */
+    uint32_t interval_s; /* 0 = the crawl default */
+    uint8_t type;        /* nf_source_type_t (kept; the parser detects the format itself) */
+    uint8_t status;      /* nf_source_status_t */
+    bool from_topic;     /* false: a tombstone gave a configured source its configuration back */
+    bool is_file;        /* a configured local file (never from the topic) */
+    const char *source_id, *url, *host; /* into text */
+    char text[];
+} nf_source_set_t;
+
+/* The 128-bit state and index key of a source_id: a configured id (16 lower-case hex digits)
+ * is its value in hi, lo = 0 (CrawlSchedule keys written before the topic existed stay valid);
+ * any other key is SHA-256(source_id)'s first 16 bytes with the low bit of lo set, so the two
+ * forms never meet. The key group of the state key is hi % 256. */
+nf_id128_t nf_ingest_source_key(const char *source_id);
+
+/* Where one decoded sources record goes. owner: the shard that holds the source afterwards, or
+ * -1 (removed everywhere); set: the NF_MSG_SOURCE_SET body for owner (malloc'd), NULL when
+ * owner is -1. A tombstone of a configured source_id gives that source's configuration back
+ * (owner = the configuration's shard). 0; -EINVAL with the reason in err (the URL is not an
+ * http(s) feed URL: a dead letter); -ENOMEM. Any shard, concurrently (reads in->sources). */
+typedef struct nf_source_route {
+    nf_id128_t key;
+    int owner;
+    nf_source_set_t *set;
+} nf_source_route_t;
+int nf_ingest_source_route(const nf_ingest_t *in, nf_runtime_t *rt, const nf_source_record_t *rec,
+                           nf_source_route_t *out, char *err, size_t errlen);
+/* The message for shard `shard` of a routed record: SET (taking r->set) for the owner, FORGET for
+ * the others. Send each to its shard in order; free the SET body if it cannot be sent. */
+void nf_ingest_source_msg(const nf_ingest_t *in, nf_source_route_t *r, unsigned shard, nf_msg_t *m);
+
+/* One shard's view of a source, for tests and queries. On the shard's own thread; true if the
+ * shard holds source_id (then *out is filled). */
+typedef struct nf_source_info {
+    nf_crawl_schedule_t sched;
+    char url[1024];
+    uint32_t interval_s;
+    uint8_t type, want; /* the topic's type and status (nf_source_*_t) */
+    bool from_topic, in_flight;
+} nf_source_info_t;
+bool nf_ingest_source_info(nf_shard_t *sh, const nf_ingest_t *in, const char *source_id,
+                           nf_source_info_t *out);
 
 #endif

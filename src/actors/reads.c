@@ -1,5 +1,6 @@
 /* reads.c — the kafka_in and reads actors (reads.h). */
 #include "actors/reads.h"
+#include "actors/ingest.h"
 #include "feed/dates.h"
 #include "io/events.h"
 #include "runtime/jsonw.h"
@@ -28,6 +29,13 @@ typedef struct read_batch {
     unsigned dest, n;
     read_item_t items[BATCH_MAX];
 } read_batch_t;
+
+/* A message for the crawl actors (sources topic) that a full ring refused. */
+typedef struct held_msg {
+    struct held_msg *next;
+    unsigned dest;
+    nf_msg_t m;
+} held_msg_t;
 
 static int64_t wall_ms(void)
 {
@@ -68,6 +76,8 @@ typedef struct kin {
     read_batch_t *open[MAX_DEST]; /* batches being filled, per destination shard */
     read_batch_t *hhead, *htail;  /* refused by a full ring, in order */
     size_t held_events;
+    held_msg_t *shead, *stail; /* source messages refused by a full ring, in order */
+    size_t held_msgs;
     bool cut_paused, kafka_paused, warned_sources;
     nf_jw_t jw;
 } kin_t;
@@ -104,20 +114,30 @@ static void drain_held(kin_t *k)
         if (!k->hhead)
             k->htail = NULL;
     }
+    while (k->shead && nf_send(k->sh, k->shead->dest, &k->shead->m) == 0) {
+        held_msg_t *h = k->shead;
+        k->shead = h->next;
+        if (!k->shead)
+            k->stail = NULL;
+        k->held_msgs--;
+        free(h);
+    }
     nf_gauge_set(k->r->m.held_events, (int64_t)k->held_events);
 }
 
 static void flow_control(kin_t *k)
 {
     nf_reads_t *r = k->r;
-    if (!k->kafka_paused && k->held_events > r->pause_high_water) {
+    size_t held = k->held_events + k->held_msgs;
+    if (!k->kafka_paused && held > r->pause_high_water) {
         k->kafka_paused = true;
         nf_kafka_pause_shard(r->kafka, k->me, true);
         nf_counter_inc(r->m.pauses);
         nf_gauge_add(r->m.paused_shards, 1);
         nf_log(NF_LOG_INFO, "kafka", "partitions paused: downstream is full", NF_LI("shard", k->me),
-               NF_LI("held_events", k->held_events), NF_LEND);
-    } else if (k->kafka_paused && k->held_events < r->pause_low_water) {
+               NF_LI("held_events", k->held_events), NF_LI("held_source_messages", k->held_msgs),
+               NF_LEND);
+    } else if (k->kafka_paused && held < r->pause_low_water) {
         k->kafka_paused = false;
         nf_kafka_pause_shard(r->kafka, k->me, false);
         nf_counter_inc(r->m.resumes);
@@ -186,6 +206,72 @@ static void take_read_event(kin_t *k, const rd_kafka_message_t *m)
     }
 }
 
+/* Sends one source message, or holds it behind those already waiting (order per destination is
+ * what the crawl actors rely on: a FORGET must not overtake an earlier SET of the same source). */
+static void ship_msg(kin_t *k, unsigned dest, const nf_msg_t *m)
+{
+    if (!k->shead && nf_send(k->sh, dest, m) == 0)
+        return;
+    held_msg_t *h = malloc(sizeof *h);
+    if (!h) {
+        if (m->kind == NF_MSG_SOURCE_SET)
+            free(m->body.ptr);
+        nf_log(NF_LOG_ERROR, "kafka", "out of memory holding a sources message; stopping", NF_LEND);
+        nf_runtime_request_stop(nf_shard_runtime(k->sh));
+        return;
+    }
+    h->next = NULL;
+    h->dest = dest;
+    h->m = *m;
+    if (k->stail)
+        k->stail->next = h;
+    else
+        k->shead = h;
+    k->stail = h;
+    k->held_msgs++;
+}
+
+/* One record of the sources topic: to the crawl actors, as SET for the shard that owns the
+ * source's host and FORGET for every other (ingest.h). */
+static void take_source(kin_t *k, const rd_kafka_message_t *m)
+{
+    nf_reads_t *r = k->r;
+    char err[512];
+    nf_source_record_t rec;
+    int rc =
+        nf_source_record_decode(m->key, m->key ? m->key_len : 0, m->payload,
+                                m->payload ? m->len : 0, r->max_event_bytes, &rec, err, sizeof err);
+    if (rc != 0) {
+        dead_letter(k, m, "decode", err);
+        return;
+    }
+    if (!r->ingest) {
+        if (!k->warned_sources) {
+            k->warned_sources = true;
+            nf_log(NF_LOG_WARN, "kafka", "sources records skipped: no crawl actor in this job",
+                   NF_LEND);
+        }
+        return;
+    }
+    nf_source_route_t route;
+    rc = nf_ingest_source_route(r->ingest, nf_shard_runtime(k->sh), &rec, &route, err, sizeof err);
+    if (rc == -EINVAL) {
+        dead_letter(k, m, "decode", err);
+        return;
+    }
+    if (rc != 0) {
+        nf_log(NF_LOG_ERROR, "kafka", "out of memory routing a sources record; stopping",
+               NF_LS("source_id", rec.source_id), NF_LEND);
+        nf_runtime_request_stop(nf_shard_runtime(k->sh));
+        return;
+    }
+    for (unsigned d = 0; d < k->nshards; d++) {
+        nf_msg_t msg;
+        nf_ingest_source_msg(r->ingest, &route, d, &msg);
+        ship_msg(k, d, &msg);
+    }
+}
+
 static void flush_open(kin_t *k)
 {
     for (unsigned d = 0; d < k->nshards; d++)
@@ -214,20 +300,10 @@ static void consume_turn(kin_t *k)
         }
         nf_counter_inc(r->m.records);
         int in = nf_kafka_input_of(r->kafka, rd_kafka_topic_name(m->rkt));
-        if (in == NF_INPUT_READ_EVENTS) {
+        if (in == NF_INPUT_READ_EVENTS)
             take_read_event(k, m);
-        } else {
-            /* The sources topic is not consumed by the crawl actor yet: counted and logged,
-             * and its position still moves (the record is not lost: the topic is compacted
-             * and re-read from the start when sources support lands). */
-            nf_counter_inc(r->m.sources_ignored);
-            if (!k->warned_sources) {
-                k->warned_sources = true;
-                nf_log(NF_LOG_WARN, "kafka",
-                       "records on the sources topic are not applied yet (use sources.file)",
-                       NF_LEND);
-            }
-        }
+        else if (in == NF_INPUT_SOURCES)
+            take_source(k, m);
         if (in >= 0)
             nf_epoch_set_offset(r->epoch, (nf_input_t)in, m->partition, m->offset + 1);
         rd_kafka_message_destroy(m);
@@ -260,7 +336,7 @@ static bool kin_busy(nf_shard_t *sh, void *self)
     kin_t *k = self;
     drain_held(k);
     (void)sh;
-    return k->hhead != NULL;
+    return k->hhead != NULL || k->shead != NULL;
 }
 
 static void kin_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
@@ -343,6 +419,13 @@ static void kin_fini(nf_shard_t *sh, void *self)
         read_batch_t *b = k->hhead;
         k->hhead = b->next;
         free(b);
+    }
+    while (k->shead) {
+        held_msg_t *h = k->shead;
+        k->shead = h->next;
+        if (h->m.kind == NF_MSG_SOURCE_SET)
+            free(h->m.body.ptr);
+        free(h);
     }
     nf_jw_free(&k->jw);
     free(k);
@@ -534,9 +617,6 @@ int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r)
                             &r->m.pauses);
     e |= nf_metrics_counter("newsflow_kafka_resumes_total", "Times a shard resumed its partitions.",
                             NULL, 0, &r->m.resumes);
-    e |= nf_metrics_counter("newsflow_sources_records_ignored_total",
-                            "Records on the sources topic (not applied yet).", NULL, 0,
-                            &r->m.sources_ignored);
     e |= nf_metrics_counter("newsflow_state_errors_total",
                             "Keyed state reads or writes that failed.", "kind=\"reads\"", 0,
                             &r->m.state_errors);

@@ -6,9 +6,12 @@
  *     consumes its queue in budgeted turns -> decodes each record (io/events.h); a record that
  *     does not decode goes to dead-letters with its origin and the decoder's reason, and its
  *     partition keeps flowing -> valid events batched per destination shard (route(user)) and
- *     sent; input positions recorded for the epoch.
- *     Backpressure: a batch a full ring refuses is held (in order); while more than
- *     kafka.pause_high_water events are held the shard's partitions are paused in librdkafka
+ *     sent; input positions recorded for the epoch. Records of the sources topic become
+ *     messages to the crawl actors (ingest.h: nf_ingest_source_route), one per shard and record;
+ *     an undecodable one, or one whose URL is not an http(s) feed URL, goes to dead-letters.
+ *     Backpressure: a batch or source message a full ring refuses is held (in order); while
+ *     more than kafka.pause_high_water events and source messages are held the shard's
+ *     partitions are paused in librdkafka
  *     (bounded memory: librdkafka stops fetching them), resumed below pause_low_water.
  *   reads (per shard; owns the users that route to it):
  *     keyed state NF_KIND_READS, key group = the input partition: {count, last_ts_ms};
@@ -25,8 +28,13 @@
 #include "state/epoch.h"
 #include "state/store.h"
 
+struct nf_ingest;
+
 typedef struct nf_reads {
     nf_kafka_t *kafka; /* NULL: no Kafka input (the actors idle) */
+    /* The crawl actors the sources topic feeds (registered before this). NULL: sources records
+     * are skipped with a warning (their positions still move). */
+    struct nf_ingest *ingest;
     nf_epoch_t *epoch;
     nf_store_t *store; /* NULL: memory-only state */
     uint32_t max_event_bytes;
@@ -35,7 +43,7 @@ typedef struct nf_reads {
     uint32_t slow_us;    /* test knob: the reads actor spins this long per event */
     int in_actor, reads_actor;
     struct {
-        nf_counter_t records, events, dead_letters, updates, pauses, resumes, sources_ignored;
+        nf_counter_t records, events, dead_letters, updates, pauses, resumes;
         nf_counter_t state_errors;
         nf_gauge_t held_events, paused_shards, state_bytes, state_entries;
     } m;

@@ -58,8 +58,8 @@ static void url_host(const char *url, char *out, size_t outlen)
     snprintf(out, outlen, "%.*s", (int)(hend - p), p);
 }
 
-int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, char *err,
-                   size_t errlen)
+/* spec without surrounding white space into raw (1024 bytes); -1 with "WHERE: reason". */
+static int trim_spec(const char *spec, char raw[1024], const char *where, char *err, size_t errlen)
 {
     while (isspace((unsigned char)*spec))
         spec++;
@@ -70,14 +70,86 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
         snprintf(err, errlen, "%s: %s", where, n ? "URL longer than 1023 bytes" : "empty source");
         return -1;
     }
-    char raw[1024];
     memcpy(raw, spec, n);
     raw[n] = '\0';
+    return 0;
+}
+
+/* The http(s) half of nf_sources_add, shared with nf_sources_check_url. */
+static int check_http(const char *raw, nf_source_url_t *out, const char *where, char *err,
+                      size_t errlen)
+{
+    int r = nf_url_normalize(raw, out->url, sizeof out->url);
+    if (r < 0) {
+        snprintf(err, errlen, "%s: \"%.200s\": %s", where, raw, nf_url_strerror(r));
+        return -1;
+    }
+    url_host(out->url, out->host, sizeof out->host);
+    out->host_key = nf_sources_host_key(out->host);
+    return 0;
+}
+
+static bool is_local(const char *raw)
+{
+    return strstr(raw, "://") == NULL || !strncmp(raw, "file://", 7);
+}
+
+int nf_sources_check_url(const char *spec, nf_source_url_t *out, char *err, size_t errlen)
+{
+    char raw[1024];
+    if (trim_spec(spec, raw, "url", err, errlen) != 0)
+        return -1;
+    if (is_local(raw)) {
+        snprintf(err, errlen,
+                 "url: \"%.200s\": only http(s) URLs are accepted here (local files "
+                 "only from sources.urls / sources.file)",
+                 raw);
+        return -1;
+    }
+    return check_http(raw, out, "url", err, errlen);
+}
+
+/* The 64 bits of a source_id as the key of nf_source_list_t.seen: the digest's first 8 bytes. */
+static nf_id128_t seen_key(const uint8_t digest8[8])
+{
+    nf_id128_t key = {0, 0};
+    memcpy(&key.hi, digest8, 8);
+    return key;
+}
+
+const nf_source_def_t *nf_sources_find(const nf_source_list_t *l, const char *source_id)
+{
+    uint8_t d[8];
+    if (!l->seen.slots || strlen(source_id) != 16)
+        return NULL;
+    for (int i = 0; i < 16; i++) {
+        char ch = source_id[i];
+        int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (v < 0) /* source_ids are lower-case hex: "ABC…" is another (topic) source */
+            return NULL;
+        if (i % 2 == 0)
+            d[i / 2] = (uint8_t)(v << 4);
+        else
+            d[i / 2] |= (uint8_t)v;
+    }
+    uint64_t idx;
+    if (!nf_idset_get(&l->seen, seen_key(d), &idx) || idx >= l->n)
+        return NULL;
+    return &l->items[idx];
+}
+
+int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, char *err,
+                   size_t errlen)
+{
+    char raw[1024];
+    if (trim_spec(spec, raw, where, err, errlen) != 0)
+        return -1;
 
     nf_source_def_t d;
     memset(&d, 0, sizeof d);
-    char url[1024], host[256];
-    if (strstr(raw, "://") == NULL || !strncmp(raw, "file://", 7)) {
+    nf_source_url_t u;
+    char *url = u.url, *host = u.host;
+    if (is_local(raw)) {
         /* A local path (or a file URL): must exist now, so a typo fails at start. */
         const char *path = strncmp(raw, "file://", 7) ? raw : raw + 7;
         char abs[PATH_MAX];
@@ -86,22 +158,17 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
                      where, raw, strerror(errno));
             return -1;
         }
-        if (strlen(abs) + 8 > sizeof url) {
-            snprintf(err, errlen, "%s: path longer than %zu bytes", where, sizeof url - 8);
+        if (strlen(abs) + 8 > sizeof u.url) {
+            snprintf(err, errlen, "%s: path longer than %zu bytes", where, sizeof u.url - 8);
             return -1;
         }
         memcpy(url, "file://", 7);
         memcpy(url + 7, abs, strlen(abs) + 1);
         /* Each local file is its own "host": politeness is for servers, not for files. */
-        snprintf(host, sizeof host, "file:%.*s", (int)sizeof host - 6, abs);
+        snprintf(host, sizeof u.host, "file:%.*s", (int)sizeof u.host - 6, abs);
         d.is_file = true;
-    } else {
-        int r = nf_url_normalize(raw, url, sizeof url);
-        if (r < 0) {
-            snprintf(err, errlen, "%s: \"%s\": %s", where, raw, nf_url_strerror(r));
-            return -1;
-        }
-        url_host(url, host, sizeof host);
+    } else if (check_http(raw, &u, where, err, errlen) != 0) {
+        return -1;
     }
     uint8_t digest[32];
     nf_sha256(url, strlen(url), digest);
@@ -112,10 +179,8 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
         snprintf(err, errlen, "%s: out of memory", where);
         return -1;
     }
-    nf_id128_t key;
-    memcpy(&key.hi, digest, 8);
-    memcpy(&key.lo, digest + 8, 8);
-    int ins = nf_idset_insert(&l->seen, key, l->n, NULL);
+    /* Keyed by the source_id's 64 bits: two URLs with one source_id would share its state. */
+    int ins = nf_idset_insert(&l->seen, seen_key(digest), l->n, NULL);
     if (ins == 0) {
         l->duplicates++;
         return 0;

@@ -4,8 +4,9 @@
  * URL per line, '#' comments, blank lines ignored). A line may also be a local path (relative to
  * the sources file's directory): it becomes
  * an absolute file:// URL, which is fetched even though fetch.allow_file is off, because the
- * operator listed it (a feed on the web can never redirect to file://). The sources topic joins
- * this list with the Kafka issue.
+ * operator listed it (a feed on the web can never redirect to file://). The sources topic
+ * (ingest.h) adds, changes and removes sources at run time; its URLs are checked with
+ * nf_sources_check_url(), which accepts http(s) only: a Kafka record may not name local files.
  *
  * Every source gets a deterministic source_id (first 16 hex digits of the SHA-256 of its
  * normalized URL, so the same feed has the same id on every run and machine) and a routing key
@@ -34,7 +35,7 @@ typedef struct nf_source_list {
     nf_source_def_t *items;
     size_t n, cap;
     size_t duplicates; /* lines naming a source already listed */
-    nf_idset_t seen;   /* URL digests, to drop duplicates in O(1) */
+    nf_idset_t seen;   /* source_id (the URL digest's first 8 bytes) -> index: duplicates, find */
 } nf_source_list_t;
 
 void nf_sources_init(nf_source_list_t *l);
@@ -48,5 +49,22 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
 int nf_sources_load_file(nf_source_list_t *l, const char *path, char *err, size_t errlen);
 
 uint64_t nf_sources_host_key(const char *host);
+
+/* The configured source with this source_id, or NULL. Read-only: once the list is complete, any
+ * thread may call it (the shards do, concurrently). */
+const nf_source_def_t *nf_sources_find(const nf_source_list_t *l, const char *source_id);
+
+/* One feed URL from outside the operator's list, checked and normalized exactly as
+ * nf_sources_add() does an http(s) URL, with the host and routing key it would get. */
+typedef struct nf_source_url {
+    char url[1024]; /* normalized */
+    char host[256]; /* lower-case host */
+    uint64_t host_key;
+} nf_source_url_t;
+
+/* 0, or -1 with the reason in err ("url: \"ftp://x\": scheme is not http or https"). Only
+ * http(s): a local path or file:// URL is refused. No allocation (libidn2 aside, for IDN hosts);
+ * any thread. */
+int nf_sources_check_url(const char *spec, nf_source_url_t *out, char *err, size_t errlen);
 
 #endif

@@ -53,7 +53,8 @@ static const char run_usage[] =
     "                  replaced state is kept as state.dir/db.replaced-TIME); see\n"
     "                  `newsflow checkpoints list`\n"
     "\n"
-    "Feeds come from sources.urls and sources.file; read events from the read-events topic.\n"
+    "Feeds come from sources.urls, sources.file and the sources topic (which overrides a\n"
+    "configured feed with the same source_id); read events from the read-events topic.\n"
     "Outputs — articles (one per URL), one fetch-log record per fetch attempt, interest-updates,\n"
     "dead-letters for input records that cannot be decoded — go to Kafka (kafka.brokers;\n"
     "\"embedded\" runs an in-process mock cluster, \"\" runs without Kafka) in epochs of\n"
@@ -418,6 +419,7 @@ int nf_cli_run(int argc, char **argv)
     c.in.store = c.store;
     c.in.budget_bytes = (size_t)cfg->state.budget_mb << 20;
     c.reads = (nf_reads_t){.kafka = c.kafka,
+                           .ingest = &c.in,
                            .epoch = c.epoch,
                            .store = c.store,
                            .max_event_bytes = cfg->kafka.max_event_bytes,
