@@ -251,9 +251,23 @@ static int call_all(nf_epoch_t *ep, nf_call_fn fn, const char *what, char *err, 
     return 0;
 }
 
-/* Stops input everywhere, waits until nothing is in flight, snapshots every shard, resumes
- * (unless `final`). */
-static int cut(nf_epoch_t *ep, bool final, char *err, size_t errlen)
+static size_t collect_offsets(nf_epoch_t *ep, nf_kafka_offset_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (int i = 0; i < NF_INPUT__COUNT; i++)
+        for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS && n < cap; p++) {
+            int64_t v = atomic_load_explicit(&ep->offsets[i][p], memory_order_relaxed);
+            if (v >= 0)
+                out[n++] = (nf_kafka_offset_t){(nf_input_t)i, p, v};
+        }
+    return n;
+}
+
+/* Stops input everywhere, waits until nothing is in flight, snapshots every shard, reads the
+ * input positions the snapshot corresponds to, resumes (unless `final`). The positions must be
+ * read before resuming: a record consumed after it belongs to the next epoch. */
+static int cut(nf_epoch_t *ep, bool final, nf_kafka_offset_t *offs, size_t *noffs, char *err,
+               size_t errlen)
 {
     uint64_t t0 = nf_now_ns();
     int r = call_all(ep, call_pause, "pause", err, errlen);
@@ -274,6 +288,8 @@ static int cut(nf_epoch_t *ep, bool final, char *err, size_t errlen)
             r = -ENOMEM;
     if (r == 0)
         r = call_all(ep, call_snapshot, "snapshot", err, errlen);
+    if (r == 0)
+        *noffs = collect_offsets(ep, offs, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS);
     if (r == 0 && !final)
         r = call_all(ep, call_resume, "resume", err, errlen);
     uint64_t pause = nf_now_ns() - t0;
@@ -283,18 +299,6 @@ static int cut(nf_epoch_t *ep, bool final, char *err, size_t errlen)
 }
 
 /* ---------------------------------------------------------------- commit */
-
-static size_t collect_offsets(nf_epoch_t *ep, nf_kafka_offset_t *out, size_t cap)
-{
-    size_t n = 0;
-    for (int i = 0; i < NF_INPUT__COUNT; i++)
-        for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS && n < cap; p++) {
-            int64_t v = atomic_load_explicit(&ep->offsets[i][p], memory_order_relaxed);
-            if (v >= 0)
-                out[n++] = (nf_kafka_offset_t){(nf_input_t)i, p, v};
-        }
-    return n;
-}
 
 static void header_json(nf_epoch_t *ep, uint64_t e, const nf_kafka_offset_t *offs, size_t noffs,
                         uint64_t records)
@@ -443,11 +447,6 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     uint64_t e = ep->epoch + 1;
     atomic_store(&ep->cur_epoch, e);
     atomic_store(&g_current_epoch, e);
-    int r = cut(ep, final, err, errlen);
-    if (r != 0)
-        return r;
-    fault_at("after_cut");
-    uint64_t t0 = nf_now_ns();
     nf_blob_t *bufs = calloc(ep->nshards, sizeof *bufs);
     nf_kafka_offset_t *offs = calloc(NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *offs);
     if (!bufs || !offs) {
@@ -456,12 +455,20 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
+    size_t noffs = 0;
+    int r = cut(ep, final, offs, &noffs, err, errlen);
+    if (r != 0) {
+        free(bufs);
+        free(offs);
+        return r;
+    }
+    fault_at("after_cut");
+    uint64_t t0 = nf_now_ns();
     uint64_t records = 0;
     for (unsigned s = 0; s < ep->nshards; s++) {
         bufs[s] = (nf_blob_t){ep->shards[s].taken.data, ep->shards[s].taken.len};
         records += ep->shards[s].taken.count;
     }
-    size_t noffs = collect_offsets(ep, offs, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS);
     header_json(ep, e, offs, noffs, records);
     if (ep->st) {
         r = nf_store_pending_write(ep->st, e, ep->jw.buf, ep->batches, ep->nshards, bufs,

@@ -1,0 +1,591 @@
+"""acclib.py — shared helpers of the recovery acceptance tests (test_pending_recovery.sh,
+test_restore_checkpoint.sh, test_backpressure.sh, test_broker_faults.sh).
+
+Python 3 standard library only, plus the kcat binary. Everything a test starts (the standalone
+mock cluster, the job, kcat) is tracked here and stopped by its own pid at exit, on SIGTERM /
+SIGINT and on failure; every child also gets PR_SET_PDEATHSIG so that a SIGKILLed test leaves
+nothing behind. The temporary directory is removed at exit unless NF_KEEP_TMP is set.
+
+Nothing here measures time as an assertion: waits poll for a condition and give up after a
+generous deadline, with a message saying what was awaited and what was last seen.
+"""
+import atexit
+import ctypes
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+_libc = None
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+except OSError:
+    pass
+
+
+def _pdeathsig():
+    # PR_SET_PDEATHSIG = 1: the child gets SIGKILL when the test process dies.
+    if _libc is not None:
+        _libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
+class TestFailure(Exception):
+    pass
+
+
+class Ctx:
+    """One test run: temp dir, children, logging, failure reporting."""
+
+    def __init__(self, name, newsflow, srcdir):
+        self.name = name
+        self.nf = os.path.abspath(newsflow)
+        self.srcdir = srcdir
+        self.tmp = tempfile.mkdtemp(prefix="nf-%s-" % name)
+        self.children = []  # Popen objects, in start order
+        self.t0 = time.monotonic()
+        self.jobs = []
+        self._cleaned = False
+        atexit.register(self.cleanup)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, sig, frame):
+        self.log("signal %d: cleaning up" % sig)
+        self.cleanup()
+        os._exit(128 + sig)
+
+    def log(self, msg):
+        print("[%s %6.1fs] %s" % (self.name, time.monotonic() - self.t0, msg), flush=True)
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def spawn(self, argv, **kw):
+        if self._cleaned:
+            raise TestFailure("cleaning up: not starting %s" % argv[0])
+        kw.setdefault("preexec_fn", _pdeathsig)
+        p = subprocess.Popen(argv, **kw)
+        self.children.append(p)
+        return p
+
+    def stop_child(self, p, sig=signal.SIGTERM, wait=10.0):
+        if p.poll() is None:
+            try:
+                p.send_signal(sig)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(wait)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        return p.returncode
+
+    def cleanup(self):
+        if self._cleaned:
+            return
+        self._cleaned = True
+        for p in reversed(self.children):
+            if p.poll() is None:
+                try:
+                    p.kill()  # by its own pid only
+                except ProcessLookupError:
+                    pass
+        for p in self.children:
+            try:
+                p.wait(10)
+            except Exception:
+                pass
+            for f in (p.stdin, p.stdout, p.stderr):
+                try:
+                    if f:
+                        f.close()
+                except Exception:
+                    pass
+        if os.environ.get("NF_KEEP_TMP"):
+            print("[%s] keeping %s" % (self.name, self.tmp), flush=True)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def fail(self, msg, job=None):
+        print("FAIL [%s]: %s" % (self.name, msg), file=sys.stderr, flush=True)
+        for j in ([job] if job else self.jobs[-1:]):
+            j.dump_tail(sys.stderr)
+        raise TestFailure(msg)
+
+    def check(self, cond, msg, job=None):
+        if not cond:
+            self.fail(msg, job)
+
+    def wait_for(self, what, pred, timeout=60.0, interval=0.2, job=None, last=None):
+        """Polls pred() until it returns a truthy value (returned). The deadline only turns a
+        hang into a failure message; it is never a measured assertion."""
+        deadline = time.monotonic() + timeout
+        while True:
+            v = pred()
+            if v:
+                return v
+            if job is not None and job.proc.poll() is not None and not job.expect_exit:
+                self.fail("job exited (code %s) while waiting for %s" % (job.proc.returncode, what),
+                          job)
+            if time.monotonic() > deadline:
+                self.fail("timed out after %.0fs waiting for %s%s" %
+                          (timeout, what, ("; last seen: %s" % last()) if last else ""), job)
+            time.sleep(interval)
+
+
+def main(name, body):
+    """Runs body(ctx) with argv = [newsflow, srcdir]; exit 0 on success, 1 on failure."""
+    if len(sys.argv) < 3:
+        print("usage: %s NEWSFLOW SRCDIR" % sys.argv[0], file=sys.stderr)
+        sys.exit(2)
+    ctx = Ctx(name, sys.argv[1], sys.argv[2])
+    rc = 0
+    try:
+        body(ctx)
+        ctx.log("PASS (%.1fs)" % (time.monotonic() - ctx.t0))
+    except TestFailure:
+        rc = 1
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        print("FAIL [%s]: unexpected exception (above)" % name, file=sys.stderr)
+        rc = 1
+    finally:
+        ctx.cleanup()
+    sys.exit(rc)
+
+
+# ------------------------------------------------------------------------------ mock cluster
+
+class Mock:
+    """`newsflow mock-kafka`: bootstrap address and the fault-command channel."""
+
+    def __init__(self, ctx, partitions=4, brokers=1):
+        self.ctx = ctx
+        self.err_path = ctx.path("mock.err")
+        self.errf = open(self.err_path, "wb")
+        self.proc = ctx.spawn([ctx.nf, "mock-kafka", "--partitions", str(partitions),
+                               "--brokers", str(brokers)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errf)
+        line = self._readline(30.0)
+        m = re.match(r"bootstrap=(\S+)", line or "")
+        if not m:
+            ctx.fail("mock-kafka did not print bootstrap=HOST:PORT (got %r; stderr in %s)" %
+                     (line, self.err_path))
+        self.bootstrap = m.group(1)
+        ctx.log("mock cluster at %s (%d partitions, %d brokers)" %
+                (self.bootstrap, partitions, brokers))
+
+    def _readline(self, timeout):
+        buf = b""
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([fd], [], [], left)
+            if not r:
+                return None
+            c = os.read(fd, 1)
+            if not c:
+                return None
+            buf += c
+        return buf.decode().strip()
+
+    def command(self, cmd):
+        """Sends one fault command; returns the answer line ("ok" or "error: ...")."""
+        self.proc.stdin.write((cmd + "\n").encode())
+        self.proc.stdin.flush()
+        ans = self._readline(10.0)
+        self.ctx.log("mock <- %-45s -> %s" % (cmd, ans))
+        return ans
+
+
+# ------------------------------------------------------------------------------ kcat
+
+def kcat_produce(ctx, bootstrap, topic, lines, tag="p"):
+    """lines: (key, value) pairs; produced with kcat -K '\\t' -l."""
+    path = ctx.path("produce-%s-%d.tsv" % (tag, int(time.monotonic() * 1e6)))
+    with open(path, "w") as f:
+        for k, v in lines:
+            assert "\t" not in k and "\n" not in k and "\n" not in v
+            f.write("%s\t%s\n" % (k, v))
+    p = ctx.spawn(["kcat", "-b", bootstrap, "-P", "-t", topic, "-K", "\t", "-l", path],
+                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        ctx.fail("kcat produce to %s hung" % topic)
+    if p.returncode != 0:
+        ctx.fail("kcat produce to %s failed (%d): %s" % (topic, p.returncode, err.decode()[-500:]))
+    os.unlink(path)
+
+
+def kcat_consume(ctx, bootstrap, topic, fmt="%k\t%h\t%s\n", timeout=120):
+    """The whole topic (read_committed) as text lines."""
+    p = ctx.spawn(["kcat", "-b", bootstrap, "-C", "-t", topic, "-e", "-q",
+                   "-X", "isolation.level=read_committed", "-f", fmt],
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        ctx.fail("kcat consume of %s did not reach the end in %ds" % (topic, timeout))
+    if p.returncode != 0:
+        ctx.fail("kcat consume of %s failed (%d): %s" % (topic, p.returncode, err.decode()[-500:]))
+    return [l for l in out.decode("utf-8", "replace").split("\n") if l]
+
+
+def parse_headers(h):
+    out = {}
+    for part in h.split(","):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[k] = v
+    return out
+
+
+def read_outputs(ctx, bootstrap, topic):
+    """[(key, headers dict, value dict)] of a whole output topic."""
+    recs = []
+    for line in kcat_consume(ctx, bootstrap, topic):
+        parts = line.split("\t", 2)
+        if len(parts) != 3:
+            ctx.fail("unparseable kcat line on %s: %r" % (topic, line[:200]))
+        k, h, v = parts
+        try:
+            val = json.loads(v)
+        except ValueError:
+            ctx.fail("record on %s is not JSON: %r" % (topic, v[:200]))
+        recs.append((k, parse_headers(h), val))
+    return recs
+
+
+def count_topic(ctx, bootstrap, topic):
+    return len(kcat_consume(ctx, bootstrap, topic, fmt="%o\n"))
+
+
+# ------------------------------------------------------------------------------ events
+
+class Events:
+    """Generates unique read events (distinct article and session per event, so no event-id
+    dedup can merge two), some with RFC 3339 ts, and keeps the expected per-user counts."""
+
+    def __init__(self, users=40, prefix="u"):
+        self.users = ["%s%03d" % (prefix, i) for i in range(users)]
+        self.n = 0
+        self.counts = {}
+        self.bad = 0
+
+    def make(self, n):
+        out = []
+        for _ in range(n):
+            i = self.n
+            self.n += 1
+            u = self.users[(i * 7 + i // len(self.users)) % len(self.users)]
+            ts = 1700000000000 + i * 1000
+            if i % 5 == 0:
+                t = time.gmtime(ts // 1000)
+                tsv = time.strftime("%Y-%m-%dT%H:%M:%S", t) + ".%03dZ" % (ts % 1000)
+            else:
+                tsv = ts
+            v = {"user_id": u, "article_id": "art-%d" % i, "session_id": "s-%d" % i, "ts": tsv}
+            out.append((u, json.dumps(v, separators=(",", ":"))))
+            self.counts[u] = self.counts.get(u, 0) + 1
+        return out
+
+    def make_bad(self, n):
+        """Undecodable records (dead-letters); not counted."""
+        out = []
+        for _ in range(n):
+            self.bad += 1
+            out.append(("bad%d" % self.bad, '{"user_id":"bad%d","oops":' % self.bad))
+        return out
+
+    @property
+    def valid(self):
+        return sum(self.counts.values())
+
+
+def check_interest_updates(ctx, recs, counts, what="interest-updates"):
+    """Every (user, version) exactly once over 1..counts[user]; nothing else; every record's
+    (nf-writer, nf-epoch, nf-seq) unique. Returns a short summary."""
+    seen = {}
+    dup = []
+    triples = {}
+    bad_hdr = []
+    for k, h, v in recs:
+        u, ver = v.get("user_id"), v.get("version")
+        if k != u:
+            ctx.fail("%s: key %r != user_id %r" % (what, k, u))
+        if not isinstance(ver, int):
+            ctx.fail("%s: version is not an int: %r" % (what, v))
+        if (u, ver) in seen:
+            dup.append((u, ver))
+        seen[(u, ver)] = seen.get((u, ver), 0) + 1
+        t = (h.get("nf-writer"), h.get("nf-epoch"), h.get("nf-seq"))
+        if None in t:
+            bad_hdr.append(h)
+        triples.setdefault(t, []).append((u, ver))
+    if bad_hdr:
+        ctx.fail("%s: %d records lack nf-writer/nf-epoch/nf-seq headers, e.g. %r" %
+                 (what, len(bad_hdr), bad_hdr[:3]))
+    tdup = {t: v for t, v in triples.items() if len(v) > 1}
+    missing = [(u, n) for u, c in counts.items() for n in range(1, c + 1) if (u, n) not in seen]
+    extra = [(u, ver) for (u, ver) in seen if ver < 1 or ver > counts.get(u, 0)]
+    msgs = []
+    if dup:
+        msgs.append("%d duplicated (user,version), e.g. %s" % (len(dup), sorted(dup)[:8]))
+    if tdup:
+        msgs.append("%d duplicated (writer,epoch,seq), e.g. %s" %
+                    (len(tdup), list(tdup.items())[:4]))
+    if missing:
+        msgs.append("%d missing (user,version), e.g. %s" % (len(missing), sorted(missing)[:8]))
+    if extra:
+        msgs.append("%d unexpected (user,version) beyond the events produced, e.g. %s" %
+                    (len(extra), sorted(extra)[:8]))
+    if msgs:
+        ctx.fail("%s not exactly once (%d records, %d expected): %s" %
+                 (what, len(recs), sum(counts.values()), "; ".join(msgs)))
+    return "%s: %d records, every (user,version) exactly once over %d users" % (
+        what, len(recs), len(counts))
+
+
+# ------------------------------------------------------------------------------ the job
+
+class Job:
+    """One `newsflow run` process; its JSON-lines stderr goes to a file and is parsed on
+    demand."""
+
+    def __init__(self, ctx, bootstrap, state_dir, sets=(), env=None, args=(), tag="job",
+                 interval_ms=200):
+        self.ctx = ctx
+        self.tag = tag
+        self.log_path = ctx.path("%s.err" % tag)
+        self.out_path = ctx.path("%s.out" % tag)
+        self.expect_exit = False
+        argv = [ctx.nf, "run", *args,
+                "--set", "kafka.brokers=%s" % bootstrap,
+                "--set", "kafka.assignment=all",
+                "--set", "state.dir=%s" % state_dir,
+                "--set", "checkpoint.interval_ms=%d" % interval_ms,
+                "--set", "sink.spec=none"]
+        sets = list(sets)
+        if not any(s.startswith("admin.") for s in sets):
+            sets.append("admin.enabled=false")
+        for s in sets:
+            argv += ["--set", s]
+        e = {k: v for k, v in os.environ.items()
+             if not k.startswith("NEWSFLOW_") and k not in ("NF_FAULT", "NF_TEST_SLOW_READS_US")}
+        e.update(env or {})
+        self.env_desc = " ".join("%s=%s" % kv for kv in (env or {}).items())
+        self.argv = argv
+        self._errf = open(self.log_path, "wb")
+        self._outf = open(self.out_path, "wb")
+        self.proc = ctx.spawn(argv, env=e, stdin=subprocess.DEVNULL, stdout=self._outf,
+                              stderr=self._errf)
+        self.pid = self.proc.pid
+        ctx.jobs.append(self)
+        ctx.log("%s started (pid %d) %s %s" % (tag, self.pid, self.env_desc,
+                                               " ".join(a for a in args)))
+
+    def lines(self):
+        out = []
+        try:
+            with open(self.log_path, "rb") as f:
+                data = f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return out
+        for l in data.split("\n"):
+            if not l.startswith("{"):
+                continue
+            try:
+                out.append(json.loads(l))
+            except ValueError:
+                pass  # a line being written
+        return out
+
+    def msgs(self, msg):
+        return [o for o in self.lines() if o.get("msg") == msg]
+
+    def msgs_matching(self, pattern):
+        r = re.compile(pattern)
+        return [o for o in self.lines() if r.search(o.get("msg", ""))]
+
+    def committed_records(self):
+        return sum(o.get("records", 0) for o in self.msgs("epoch.committed"))
+
+    def last_epoch(self):
+        e = [o.get("epoch", 0) for o in self.msgs("epoch.committed")]
+        return max(e) if e else 0
+
+    def admin_port(self):
+        for o in self.msgs("newsflow started"):
+            if "admin_port" in o:
+                return int(o["admin_port"])
+        return None
+
+    def metrics(self):
+        port = self.admin_port()
+        if not port:
+            return None
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+                text = r.read().decode()
+        except Exception:
+            return None
+        vals = {}
+        for l in text.split("\n"):
+            if not l or l.startswith("#"):
+                continue
+            m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)", l)
+            if m:
+                name = m.group(1)
+                try:
+                    vals[name] = vals.get(name, 0.0) + float(m.group(3))
+                except ValueError:
+                    pass
+        return vals
+
+    def rss_kb(self):
+        try:
+            with open("/proc/%d/status" % self.pid) as f:
+                for l in f:
+                    if l.startswith("VmRSS:"):
+                        return int(l.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            return None
+        return None
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def wait_exit(self, timeout=60.0, what="exit"):
+        self.expect_exit = True
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.ctx.fail("%s: %s did not happen within %.0fs" % (self.tag, what, timeout), self)
+
+    def terminate(self, timeout=60.0):
+        """SIGTERM (final epoch, drain) and the exit code."""
+        self.expect_exit = True
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.wait_exit(timeout, "exit after SIGTERM")
+
+    def terminate_or_report(self, timeout=30.0):
+        """SIGTERM; if the process has not exited after `timeout`, a second SIGTERM (documented:
+        "a second signal exits at once"), then SIGKILL. Returns (exit code, problem or None) so
+        a test can go on checking the outputs and fail with the hang afterwards."""
+        self.expect_exit = True
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout), None
+        except subprocess.TimeoutExpired:
+            pass
+        stack = ""
+        if shutil.which("gdb"):
+            try:
+                out = subprocess.run(["gdb", "-p", str(self.pid), "-batch", "-ex", "bt"],
+                                     capture_output=True, text=True, timeout=60).stdout
+                stack = " | main thread: " + " <- ".join(
+                    re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)", out, re.M)[:9])
+            except Exception:
+                pass
+        last = [o.get("msg") for o in self.lines()[-3:]]
+        problem = ("%s did not exit within %.0fs of SIGTERM (last log messages: %r)%s" %
+                   (self.tag, timeout, last, stack))
+        self.ctx.log("HANG: " + problem)
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(15)
+            self.ctx.log("a second SIGTERM ended it (exit %s)" % rc)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+            problem += "; a second SIGTERM did not end it either (SIGKILLed)"
+        return rc, problem
+
+    def kill(self):
+        self.expect_exit = True
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def dump_tail(self, f, n=25):
+        try:
+            with open(self.log_path, "rb") as lf:
+                tail = lf.read().decode("utf-8", "replace").split("\n")[-n - 1:]
+        except FileNotFoundError:
+            return
+        print("---- last lines of %s (%s) ----" % (self.tag, self.log_path), file=f)
+        for l in tail:
+            print("  " + l[:400], file=f)
+        f.flush()
+
+
+def wait_all_consumed(ctx, job, bootstrap, expected, timeout=120.0, topic="interest-updates"):
+    """Waits until `topic` holds at least `expected` committed records."""
+    seen = [0]
+
+    def pred():
+        seen[0] = count_topic(ctx, bootstrap, topic)
+        return seen[0] >= expected
+
+    ctx.wait_for("%d records on %s" % (expected, topic), pred, timeout=timeout, interval=0.5,
+                 job=job, last=lambda: "%d records" % seen[0])
+    return seen[0]
+
+
+def run_cli(ctx, args, ok_codes=(0,)):
+    """`newsflow ARGS`; stdout text (fails on an exit code not in ok_codes)."""
+    p = ctx.spawn([ctx.nf] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        ctx.fail("newsflow %s hung" % " ".join(args))
+    if p.returncode not in ok_codes:
+        ctx.fail("newsflow %s exited %d: %s" % (" ".join(args), p.returncode,
+                                                 (err or out).decode()[-800:]))
+    return out.decode()
+
+
+def read_input_positions(ctx, bootstrap, topic="read-events"):
+    """[(partition, offset, key)] of an input topic."""
+    out = []
+    for line in kcat_consume(ctx, bootstrap, topic, fmt="%p\t%o\t%k\n"):
+        p, o, k = line.split("\t", 2)
+        out.append((int(p), int(o), k))
+    return out
+
+
+def read_outputs_pos(ctx, bootstrap, topic):
+    """[(partition, offset, key, headers, value dict)] of a whole output topic."""
+    recs = []
+    for line in kcat_consume(ctx, bootstrap, topic, fmt="%p\t%o\t%k\t%h\t%s\n"):
+        parts = line.split("\t", 4)
+        if len(parts) != 5:
+            ctx.fail("unparseable kcat line on %s: %r" % (topic, line[:200]))
+        p, o, k, h, v = parts
+        try:
+            val = json.loads(v)
+        except ValueError:
+            ctx.fail("record on %s is not JSON: %r" % (topic, v[:200]))
+        recs.append((int(p), int(o), k, parse_headers(h), val))
+    return recs
