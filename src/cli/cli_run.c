@@ -26,6 +26,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -269,6 +270,45 @@ static void run_cleanup(run_ctx_t *c)
     if (c->store)
         nf_store_close(c->store);
     nf_sources_free(&c->sources);
+}
+
+/* Bounds the library teardown after the final commit. librdkafka 2.0.2 can leave
+ * rd_kafka_destroy() waiting forever on the consumer after partitions were paused and resumed
+ * (a reference it never releases); by then everything is committed, so the process exits
+ * anyway, saying so, within shutdown.timeout_ms. */
+typedef struct teardown_watch {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool done;
+    unsigned timeout_ms;
+    int exit_code;
+} teardown_watch_t;
+
+static void *teardown_watchdog(void *arg)
+{
+    teardown_watch_t *w = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += w->timeout_ms / 1000;
+    until.tv_nsec += (long)(w->timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->lock);
+    int r = 0;
+    while (!w->done && r != ETIMEDOUT)
+        r = pthread_cond_timedwait(&w->cond, &w->lock, &until);
+    bool done = w->done;
+    pthread_mutex_unlock(&w->lock);
+    if (!done) {
+        nf_log(NF_LOG_WARN, "main",
+               "Kafka client teardown did not finish within shutdown.timeout_ms; exiting anyway "
+               "(state and outputs are committed)",
+               NF_LI("timeout_ms", w->timeout_ms), NF_LI("exit_code", w->exit_code), NF_LEND);
+        _exit(w->exit_code);
+    }
+    return NULL;
 }
 
 /* State, Kafka and the epoch coordinator, before any actor runs. 0 or an exit code. */
@@ -538,7 +578,19 @@ int nf_cli_run(int argc, char **argv)
     c.admin = NULL;
     nf_runtime_destroy(c.rt);
     c.rt = NULL;
+    static teardown_watch_t tw = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, 0};
+    tw.timeout_ms = cfg->shutdown.timeout_ms;
+    tw.exit_code = exit_code;
+    pthread_t twt;
+    bool watching = pthread_create(&twt, NULL, teardown_watchdog, &tw) == 0;
     run_cleanup(&c);
+    if (watching) {
+        pthread_mutex_lock(&tw.lock);
+        tw.done = true;
+        pthread_cond_signal(&tw.cond);
+        pthread_mutex_unlock(&tw.lock);
+        pthread_join(twt, NULL);
+    }
     int sr = nf_sink_close(c.in.sink);
     if (sr != 0) {
         nf_log(NF_LOG_ERROR, "main", "sink close failed: outputs may be incomplete",

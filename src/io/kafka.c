@@ -479,6 +479,25 @@ void nf_kafka_close_consumer(nf_kafka_t *k)
     if (!k->cons || k->closing)
         return;
     k->closing = true;
+    /* Undo what assignment did before leaving: resume paused partitions and stop forwarding
+     * their queues to the shard queues. librdkafka 2.0.2 otherwise keeps references that make
+     * rd_kafka_destroy() wait forever after partitions were paused and resumed. */
+    pthread_mutex_lock(&k->lock);
+    for (unsigned s = 0; s < k->nshards; s++) {
+        rd_kafka_topic_partition_list_t *l = k->sq[s].assigned;
+        if (k->sq[s].paused && l->cnt)
+            rd_kafka_resume_partitions(k->cons, l);
+        k->sq[s].paused = false;
+        for (int i = 0; i < l->cnt; i++) {
+            rd_kafka_queue_t *pq =
+                rd_kafka_queue_get_partition(k->cons, l->elems[i].topic, l->elems[i].partition);
+            if (pq) {
+                rd_kafka_queue_forward(pq, NULL);
+                rd_kafka_queue_destroy(pq);
+            }
+        }
+    }
+    pthread_mutex_unlock(&k->lock);
     rd_kafka_consumer_close(k->cons);
 }
 
@@ -488,9 +507,17 @@ void nf_kafka_free(nf_kafka_t *k)
         return;
     if (k->cons) {
         nf_kafka_close_consumer(k);
-        for (unsigned s = 0; s < k->nshards; s++)
-            if (k->sq[s].q)
-                rd_kafka_queue_destroy(k->sq[s].q);
+        for (unsigned s = 0; s < k->nshards; s++) {
+            if (!k->sq[s].q)
+                continue;
+            /* Messages still queued hold references on the handle: release them first. */
+            rd_kafka_message_t *m[64];
+            ssize_t n;
+            while ((n = rd_kafka_consume_batch_queue(k->sq[s].q, 0, m, 64)) > 0)
+                for (ssize_t i = 0; i < n; i++)
+                    rd_kafka_message_destroy(m[i]);
+            rd_kafka_queue_destroy(k->sq[s].q);
+        }
         rd_kafka_destroy(k->cons);
     }
     for (unsigned s = 0; k->sq && s < k->nshards; s++) {

@@ -679,7 +679,7 @@ static void test_property_round_trip(void)
         }
         static const char *const names[5] = {"user_id", "article_id", "session_id", "event_id",
                                              "ts"};
-        int64_t ts;
+        int64_t ts = 0;
         bool first = true;
         for (unsigned i = 0; i < 5; i++) {
             unsigned f = order[i];

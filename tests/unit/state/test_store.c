@@ -450,7 +450,8 @@ static char *file_in(const char *dir, const char *sub, const char *suffix, char 
     while ((de = readdir(dd)) != NULL) {
         size_t l = strlen(de->d_name), sl = strlen(suffix);
         if (l > sl && !strcmp(de->d_name + l - sl, suffix)) {
-            snprintf(out, n, "%s/%s", d, de->d_name);
+            if (snprintf(out, n, "%s/%s", d, de->d_name) >= (int)n)
+                break; /* does not fit: not found */
             found = out;
             break;
         }
