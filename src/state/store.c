@@ -550,6 +550,8 @@ static nf_store_t *store_open(const char *db_dir, const char *state_dir, const n
             char what[PATH_MAX + 64];
             snprintf(what, sizeof what, "cannot list the column families of %s", db_dir);
             rocks_err(rerr, err, errlen, -EIO, what);
+            if (existing) /* RocksDB allocates the (empty) list even when it fails */
+                rocksdb_list_column_families_destroy(existing, nexisting);
             existing = NULL;
             goto fail;
         }
