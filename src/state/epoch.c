@@ -209,11 +209,8 @@ static void call_snapshot(nf_shard_t *sh, void *arg)
     unsigned s = nf_shard_index(sh);
     shard_part_t *sp = &ep->shards[s];
     uint64_t e = atomic_load(&ep->cur_epoch);
-    for (unsigned i = 0; i < sp->n; i++)
-        if (ep->batches[s])
-            sp->p[i]->snapshot(sh, sp->self[i], ep->batches[s], e);
-        else
-            sp->p[i]->snapshot(sh, sp->self[i], NULL, e);
+    for (unsigned i = 0; i < sp->n; i++) /* the batch is NULL for memory-only state */
+        sp->p[i]->snapshot(sh, sp->self[i], ep->batches[s], e);
     /* Hand the epoch's outputs over; the shard continues into the (empty) spare buffer. */
     nf_outbuf_t t = sp->taken;
     sp->taken = sp->out;
