@@ -8,7 +8,7 @@ set -euo pipefail
 
 RUNTIME_PACKAGES=(
   liburing2 libcjson1 libmicrohttpd12 libxml2 libcurl4 libidn2-0 librocksdb7.8 librdkafka1
-  ca-certificates curl
+  libstemmer0d ca-certificates curl
 )
 
 BUILD_PACKAGES=(
@@ -17,12 +17,16 @@ BUILD_PACKAGES=(
   # libraries named in DESIGN.md
   liburing-dev libcurl4-openssl-dev libxml2-dev librocksdb-dev librdkafka-dev
   libcjson-dev libmicrohttpd-dev libidn2-dev
+  # classify: the Snowball stemmer
+  libstemmer-dev
   # tests: promtool validates /metrics; curl talks to the admin server
   prometheus curl
   # tests: kcat reads and writes Kafka topics (read_committed checks); JSON Schema validation
   kcat python3-jsonschema
   # benchmark peers: xmllint --stream, python3-feedparser
   libxml2-utils python3 python3-feedparser
+  # benchmark peer: the seed design's trending store (Redis ZINCRBY), driven by a pipelined hiredis client
+  redis-server libhiredis-dev
 )
 
 case "${1:-}" in

@@ -32,6 +32,9 @@ void nf_jw_str(nf_jw_t *w, const char *s);   /* "escaped", or null for NULL */
 void nf_jw_strn(nf_jw_t *w, const char *s, size_t n);
 void nf_jw_i64(nf_jw_t *w, int64_t v);
 void nf_jw_u64(nf_jw_t *w, uint64_t v);
+/* A number in [0, 1] (a weight, a confidence) with 15 decimals, trailing zeros dropped: absolute
+ * error < 6e-16, no printf. Outside [0, 1]: %.17g; not finite: null. */
+void nf_jw_unit(nf_jw_t *w, double v);
 void nf_jw_bool(nf_jw_t *w, bool v);
 void nf_jw_null(nf_jw_t *w);
 

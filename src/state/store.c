@@ -58,6 +58,13 @@ static const char *const kind_names[NF_KIND__COUNT] = {
     [NF_KIND_CRAWL_SCHEDULE] = "crawl_schedule",
     [NF_KIND_READS] = "reads",
     [NF_KIND_EVENT_IDS] = "event_ids",
+    [NF_KIND_CLUSTER_SIG] = "cluster_sig",
+    [NF_KIND_CLUSTER_BUCKET] = "cluster_bucket",
+    [NF_KIND_CLUSTER_PARENT] = "cluster_parent",
+    [NF_KIND_ARTICLE_TOPICS] = "article_topics",
+    [NF_KIND_INTEREST] = "interest",
+    [NF_KIND_INTEREST_SEEN] = "interest_seen",
+    [NF_KIND_TRENDING] = "trending",
 };
 
 const char *nf_state_kind_name(nf_state_kind_t k)

@@ -35,6 +35,13 @@ typedef enum {
     NF_KIND_CRAWL_SCHEDULE,  /* crawl: source_id -> schedule (ingest) */
     NF_KIND_READS,           /* reads actor: user_id -> read count/version */
     NF_KIND_EVENT_IDS,       /* read-event id dedup (TTL 2 h) */
+    NF_KIND_CLUSTER_SIG,     /* cluster: article_id -> MinHash signature, first seen (TTL 7 d) */
+    NF_KIND_CLUSTER_BUCKET,  /* cluster: (band, band key) -> article ids (TTL 7 d) */
+    NF_KIND_CLUSTER_PARENT,  /* cluster: article_id -> union-find parent (TTL 7 d) */
+    NF_KIND_ARTICLE_TOPICS,  /* classify: article_id -> sparse topic vector (interest reads it) */
+    NF_KIND_INTEREST,        /* interest: user -> EMA vector, version, last update */
+    NF_KIND_INTEREST_SEEN,   /* interest: (user, article, session) dedup */
+    NF_KIND_TRENDING,        /* trending: open panes, watermarks, merged window panes */
     NF_KIND__COUNT
 } nf_state_kind_t;
 

@@ -4,6 +4,9 @@
 #include "nf_test.h"
 #include "runtime/jsonw.h"
 
+#include <math.h>
+#include <stdlib.h>
+
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 
@@ -63,8 +66,51 @@ static void test_round_trip(void)
     nf_jw_free(&w);
 }
 
+/* nf_jw_unit: 15 decimals in [0, 1], exact formatting checked against a printf reference. */
+static void test_unit(void)
+{
+    nf_jw_t w;
+    nf_jw_init(&w);
+    const struct {
+        double v;
+        const char *want;
+    } cases[] = {{0.0, "0"},
+                 {1.0, "1"},
+                 {0.5, "0.5"},
+                 {0.1 + 0.2, "0.3"},
+                 {1.0 / 3.0, "0.333333333333333"},
+                 {1e-16, "0"},
+                 {6e-16, "0.000000000000001"},
+                 {0.9999999999999999, "1"},
+                 {2.5, "2.5"},
+                 {-0.25, "-0.25"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        nf_jw_reset(&w);
+        nf_jw_unit(&w, cases[i].v);
+        nf_jw_raw(&w, "", 1);
+        NF_CHECK_STR(w.buf, cases[i].want);
+    }
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 100000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double v = (double)(x >> 11) / 9007199254740992.0;
+        nf_jw_reset(&w);
+        nf_jw_unit(&w, v);
+        nf_jw_raw(&w, "", 1);
+        double back = strtod(w.buf, NULL);
+        if (!(fabs(back - v) <=
+              6e-16)) { /* half a unit of the 15th decimal + the product's rounding */
+            fprintf(stderr, "nf_jw_unit(%.17g) wrote %s\n", v, w.buf);
+            NF_CHECK(0);
+            break;
+        }
+    }
+    nf_jw_free(&w);
+}
+
 int main(void)
 {
+    NF_RUN(test_unit);
     NF_RUN(test_round_trip);
     return nf_test_report();
 }

@@ -16,9 +16,9 @@
 #include "nf_test.h"
 #include "state/kstate.h"
 #include "state/store.h"
+#include "teststore.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,50 +39,10 @@ static uint64_t below(uint64_t n)
 
 /* ------------------------------------------------------------------ temp dirs */
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(p);
-}
-
-static void rm_rf(const char *dir)
-{
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static char *make_tmpdir(char *buf, size_t n)
 {
     snprintf(buf, n, "/tmp/nf-test-kstate-XXXXXX");
     return mkdtemp(buf);
-}
-
-static nf_store_t *open_store(const char *dir)
-{
-    nf_store_opts_t o;
-    nf_store_opts_default(&o);
-    o.block_cache_mb = 8;
-    o.write_buffer_mb = 4;
-    o.bg_threads = 1;
-    char err[512] = "";
-    nf_store_t *st = nf_store_open(dir, &o, err, sizeof err);
-    if (!st)
-        fprintf(stderr, "nf_store_open(%s): %s\n", dir, err);
-    return st;
-}
-
-/* Writes one batch as the pending record and applies it: what the epoch module does. */
-static int commit_batch(nf_store_t *st, uint64_t epoch, nf_store_batch_t *b)
-{
-    char err[512] = "";
-    nf_store_batch_t *bs[1] = {b};
-    int r = nf_store_pending_write(st, epoch, "{}", bs, 1, NULL, 0, err, sizeof err);
-    if (r == 0)
-        r = nf_store_pending_apply(st, err, sizeof err);
-    if (r != 0)
-        fprintf(stderr, "commit of epoch %llu: %s\n", (unsigned long long)epoch, err);
-    return r;
 }
 
 /* ------------------------------------------------------------------ values */
@@ -239,7 +199,7 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
     nf_store_t *st = NULL;
     if (c->store) {
         NF_REQUIRE(make_tmpdir(dir, sizeof dir));
-        st = open_store(dir);
+        st = nf_teststore_open(dir);
         NF_REQUIRE(st);
     }
     nf_kstate_t *ks = new_ks(st, c);
@@ -291,7 +251,7 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
             pc->commits++;
             flight_t *f = &m.flight[0];
             if (st)
-                NF_CHECK_EQ(commit_batch(st, f->epoch, f->b), 0);
+                NF_CHECK_EQ(nf_teststore_commit(st, f->epoch, f->b), 0);
             nf_kstate_committed(ks, f->epoch);
             for (int v = 0; v < U; v++)
                 if (f->touched[v])
@@ -340,7 +300,7 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
                 nf_store_batch_free(m.flight[i].b);
             m.nflight = 0;
             nf_store_close(st);
-            st = open_store(dir);
+            st = nf_teststore_open(dir);
             NF_REQUIRE(st);
             ks = new_ks(st, c);
             NF_REQUIRE(ks);
@@ -354,7 +314,7 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
         /* Commit everything, restart, and compare the whole committed state. */
         while (m.nflight) {
             flight_t *f = &m.flight[0];
-            NF_CHECK_EQ(commit_batch(st, f->epoch, f->b), 0);
+            NF_CHECK_EQ(nf_teststore_commit(st, f->epoch, f->b), 0);
             nf_kstate_committed(ks, f->epoch);
             for (int v = 0; v < U; v++)
                 if (f->touched[v])
@@ -365,13 +325,13 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
         }
         nf_store_batch_t *b = nf_store_batch_new();
         nf_kstate_snapshot(ks, b, ++m.epoch);
-        NF_CHECK_EQ(commit_batch(st, m.epoch, b), 0);
+        NF_CHECK_EQ(nf_teststore_commit(st, m.epoch, b), 0);
         nf_kstate_committed(ks, m.epoch);
         nf_store_batch_free(b);
         add_stats(pc, ks);
         nf_kstate_free(ks);
         nf_store_close(st);
-        st = open_store(dir);
+        st = nf_teststore_open(dir);
         NF_REQUIRE(st);
         ks = new_ks(st, c);
         NF_REQUIRE(ks);
@@ -384,7 +344,7 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
     nf_kstate_free(ks);
     if (st) {
         nf_store_close(st);
-        rm_rf(dir);
+        nf_teststore_rmtree(dir);
     }
 }
 
@@ -542,7 +502,7 @@ static void test_snapshot_is_o_dirty(void)
 {
     char dir[64];
     NF_REQUIRE(make_tmpdir(dir, sizeof dir));
-    nf_store_t *st = open_store(dir);
+    nf_store_t *st = nf_teststore_open(dir);
     NF_REQUIRE(st);
     nf_kstate_opts_t o = {.kind = NF_KIND_ARTICLE_KEY};
     nf_kstate_t *ks = nf_kstate_new(st, &o);
@@ -553,7 +513,7 @@ static void test_snapshot_is_o_dirty(void)
     nf_store_batch_t *b = nf_store_batch_new();
     NF_CHECK_EQ(nf_kstate_snapshot(ks, b, 1), 20000);
     NF_CHECK_EQ(nf_store_batch_count(b), 20000);
-    NF_CHECK_EQ(commit_batch(st, 1, b), 0);
+    NF_CHECK_EQ(nf_teststore_commit(st, 1, b), 0);
     nf_kstate_committed(ks, 1);
     nf_store_batch_clear(b);
     /* 10 changes among 20000 entries: 10 written. */
@@ -577,7 +537,7 @@ static void test_snapshot_is_o_dirty(void)
     nf_store_batch_t *b3 = nf_store_batch_new();
     NF_CHECK_EQ(nf_kstate_snapshot(ks, b3, 3), 0);
     NF_CHECK_EQ(nf_store_batch_count(b3), 0);
-    NF_CHECK_EQ(commit_batch(st, 2, b), 0);
+    NF_CHECK_EQ(nf_teststore_commit(st, 2, b), 0);
     nf_kstate_committed(ks, 3);
     nf_kstate_stats(ks, &s);
     NF_CHECK_EQ(s.committing, 0);
@@ -586,7 +546,7 @@ static void test_snapshot_is_o_dirty(void)
     nf_store_batch_free(b3);
     nf_kstate_free(ks);
     nf_store_close(st);
-    rm_rf(dir);
+    nf_teststore_rmtree(dir);
 }
 
 /* The store holds [expires_at LE][value]; deletes remove the key. */
@@ -594,7 +554,7 @@ static void test_store_format(void)
 {
     char dir[64];
     NF_REQUIRE(make_tmpdir(dir, sizeof dir));
-    nf_store_t *st = open_store(dir);
+    nf_store_t *st = nf_teststore_open(dir);
     NF_REQUIRE(st);
     nf_kstate_opts_t o = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = 1000};
     nf_kstate_t *ks = nf_kstate_new(st, &o);
@@ -603,12 +563,12 @@ static void test_store_format(void)
     NF_CHECK_EQ(nf_kstate_put(ks, 1, id_of(7, 8), "gone", 4, 0), 0);
     nf_store_batch_t *b = nf_store_batch_new();
     NF_CHECK_EQ(nf_kstate_snapshot(ks, b, 1), 2);
-    NF_CHECK_EQ(commit_batch(st, 1, b), 0);
+    NF_CHECK_EQ(nf_teststore_commit(st, 1, b), 0);
     nf_kstate_committed(ks, 1);
     nf_store_batch_clear(b);
     NF_CHECK_EQ(nf_kstate_delete(ks, 1, id_of(7, 8)), 0);
     NF_CHECK_EQ(nf_kstate_snapshot(ks, b, 2), 1);
-    NF_CHECK_EQ(commit_batch(st, 2, b), 0);
+    NF_CHECK_EQ(nf_teststore_commit(st, 2, b), 0);
     nf_kstate_committed(ks, 2);
 
     unsigned char k[18];
@@ -630,7 +590,7 @@ static void test_store_format(void)
     nf_store_batch_free(b);
     nf_kstate_free(ks);
     nf_store_close(st);
-    rm_rf(dir);
+    nf_teststore_rmtree(dir);
 }
 
 /* Committing entries stay in memory under any eviction pressure: the store has their older
@@ -639,7 +599,7 @@ static void test_committing_never_evicted(void)
 {
     char dir[64];
     NF_REQUIRE(make_tmpdir(dir, sizeof dir));
-    nf_store_t *st = open_store(dir);
+    nf_store_t *st = nf_teststore_open(dir);
     NF_REQUIRE(st);
     enum { N = 200, COLD = 3000 };
     /* The store: every key has value "old". */
@@ -651,7 +611,7 @@ static void test_committing_never_evicted(void)
             NF_CHECK_EQ(nf_kstate_put(ks, 0, id_of(i, i), "old", 3, 0), 0);
         nf_store_batch_t *b = nf_store_batch_new();
         NF_CHECK_EQ(nf_kstate_snapshot(ks, b, 1), N + COLD);
-        NF_CHECK_EQ(commit_batch(st, 1, b), 0);
+        NF_CHECK_EQ(nf_teststore_commit(st, 1, b), 0);
         nf_store_batch_free(b);
         nf_kstate_free(ks);
     }
@@ -682,7 +642,7 @@ static void test_committing_never_evicted(void)
     nf_kstate_stats(ks, &s);
     NF_CHECK_EQ(s.loads, loads); /* all hits */
     /* Once committed they are evictable, and reloads give the new value. */
-    NF_CHECK_EQ(commit_batch(st, 2, b), 0);
+    NF_CHECK_EQ(nf_teststore_commit(st, 2, b), 0);
     nf_kstate_committed(ks, 2);
     for (uint64_t i = N; i < N + COLD; i++) {
         uint32_t len;
@@ -700,7 +660,7 @@ static void test_committing_never_evicted(void)
     nf_store_batch_free(b);
     nf_kstate_free(ks);
     nf_store_close(st);
-    rm_rf(dir);
+    nf_teststore_rmtree(dir);
 }
 
 /* Dirty state over the budget: over_budget() turns true and nothing is lost; a checkpoint makes
@@ -709,7 +669,7 @@ static void test_over_budget(void)
 {
     char dir[64];
     NF_REQUIRE(make_tmpdir(dir, sizeof dir));
-    nf_store_t *st = open_store(dir);
+    nf_store_t *st = nf_teststore_open(dir);
     NF_REQUIRE(st);
     const size_t budget = 64 * 1024;
     nf_kstate_opts_t o = {.kind = NF_KIND_READS, .budget_bytes = budget};
@@ -736,7 +696,7 @@ static void test_over_budget(void)
     nf_store_batch_t *b = nf_store_batch_new();
     NF_CHECK_EQ(nf_kstate_snapshot(ks, b, 1), n);
     NF_CHECK(nf_kstate_over_budget(ks)); /* committing is not evictable either */
-    NF_CHECK_EQ(commit_batch(st, 1, b), 0);
+    NF_CHECK_EQ(nf_teststore_commit(st, 1, b), 0);
     nf_kstate_committed(ks, 1);
     NF_CHECK(!nf_kstate_over_budget(ks));
     nf_kstate_stats(ks, &s);
@@ -780,7 +740,7 @@ static void test_over_budget(void)
     nf_store_batch_free(b);
     nf_kstate_free(ks);
     nf_store_close(st);
-    rm_rf(dir);
+    nf_teststore_rmtree(dir);
 }
 
 static void test_ttl(void)
@@ -838,7 +798,7 @@ static void test_ttl_store(void)
 {
     char dir[64];
     NF_REQUIRE(make_tmpdir(dir, sizeof dir));
-    nf_store_t *st = open_store(dir);
+    nf_store_t *st = nf_teststore_open(dir);
     NF_REQUIRE(st);
     nf_kstate_opts_t o = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = 1000};
     nf_kstate_t *ks = nf_kstate_new(st, &o);
@@ -846,7 +806,7 @@ static void test_ttl_store(void)
     NF_CHECK_EQ(nf_kstate_put(ks, 0, id_of(1, 1), "x", 1, FUTURE + 5000), 0);
     nf_store_batch_t *b = nf_store_batch_new();
     NF_CHECK_EQ(nf_kstate_snapshot(ks, b, 1), 1);
-    NF_CHECK_EQ(commit_batch(st, 1, b), 0);
+    NF_CHECK_EQ(nf_teststore_commit(st, 1, b), 0);
     nf_kstate_committed(ks, 1);
     nf_kstate_free(ks);
     ks = nf_kstate_new(st, &o);
@@ -864,7 +824,7 @@ static void test_ttl_store(void)
     nf_store_batch_free(b);
     nf_kstate_free(ks);
     nf_store_close(st);
-    rm_rf(dir);
+    nf_teststore_rmtree(dir);
 }
 
 /* An epoch that will never be applied: its entries are written again by the next snapshot. */
@@ -899,13 +859,13 @@ static void test_corrupt_value(void)
 {
     char dir[64];
     NF_REQUIRE(make_tmpdir(dir, sizeof dir));
-    nf_store_t *st = open_store(dir);
+    nf_store_t *st = nf_teststore_open(dir);
     NF_REQUIRE(st);
     unsigned char k[18];
     nf_kstate_encode_key(9, id_of(9, 9), k);
     nf_store_batch_t *b = nf_store_batch_new();
     nf_store_batch_put(b, NF_KIND_READS, k, sizeof k, "abc", 3);
-    NF_CHECK_EQ(commit_batch(st, 1, b), 0);
+    NF_CHECK_EQ(nf_teststore_commit(st, 1, b), 0);
     nf_kstate_opts_t o = {.kind = NF_KIND_READS};
     nf_kstate_t *ks = nf_kstate_new(st, &o);
     NF_REQUIRE(ks);
@@ -925,7 +885,7 @@ static void test_corrupt_value(void)
     nf_store_batch_free(b);
     nf_kstate_free(ks);
     nf_store_close(st);
-    rm_rf(dir);
+    nf_teststore_rmtree(dir);
 }
 
 int main(void)

@@ -1,0 +1,441 @@
+/* bench_cluster.c — the story clustering engine on one thread: MinHash signing,
+ * LSH + union-find, both together, the quality of the matches against exact
+ * Jaccard, and memory per article.
+ *
+ * Corpus: random-word base articles of 250-350 words (vocabulary 50,000) and,
+ * for 30% of the bases, 1-5 near-duplicates made by 1-10 word substitutions
+ * (3-shingle Jaccard to the base ~0.82..0.98, straddling the 0.85 threshold),
+ * shuffled, one article per second.
+ *
+ * Quality: the ground truth is exact Jaccard >= 0.85 on the exact shingle sets,
+ * computed for every pair within a planted group and every LSH candidate pair
+ * (a pair sharing a band key); every other pair is two unrelated random-word
+ * articles (Jaccard ~0). "match" scores the engine's direct decisions
+ * (candidate and estimate >= 0.85); "cluster" scores final clusters (same
+ * cluster id) against the planted groups.
+ *
+ * Usage: bench_cluster [--quick] [--articles N]. One JSON object per line on
+ * stdout. */
+#include "actors/cluster.h"
+#include "algo/minhash.h"
+#include "workload.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { VOCAB = 50000, MAXW = 350, BATCH = 1000, TEXT_MAX = 4608 }; /* 350 x (10 + 1) + '.'s */
+
+static char vocab[VOCAB][12];
+static unsigned char vlen[VOCAB];
+
+typedef struct art {
+    uint32_t base;  /* base article index: the words' seed */
+    uint32_t group; /* planted group (= base) */
+    uint32_t edits; /* substitutions; 0 = the base itself */
+    uint64_t seed;  /* of the substitutions */
+} art_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static size_t words_of(const art_t *a, uint32_t *w)
+{
+    uint64_t r = 0x62617365ull * (a->base + 1);
+    size_t n = 250 + nf_wl_rand(&r) % 101;
+    for (size_t i = 0; i < n; i++)
+        w[i] = (uint32_t)(nf_wl_rand(&r) % VOCAB);
+    r = a->seed;
+    for (uint32_t e = 0; e < a->edits; e++) {
+        size_t at = nf_wl_rand(&r) % n;
+        w[at] = (uint32_t)(nf_wl_rand(&r) % VOCAB);
+    }
+    return n;
+}
+
+/* Renders an article as text: a title (its first 8 words, capitalised) and a
+ * body. */
+static size_t render(const art_t *a, char *out, size_t *tlen)
+{
+    uint32_t w[MAXW];
+    size_t n = words_of(a, w), len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 8)
+            *tlen = len;
+        memcpy(out + len, vocab[w[i]], vlen[w[i]]);
+        if (i < 8)
+            out[len] = (char)(out[len] - 'a' + 'A');
+        len += vlen[w[i]];
+        out[len++] = i % 11 == 10 ? '.' : ' ';
+        if (i % 11 == 10)
+            out[len++] = ' ';
+    }
+    return len;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Exact shingle set (sorted, unique) of an article. */
+static size_t shingle_set(const nf_minhash_t *mh, nf_minhash_scratch_t *s, const art_t *a,
+                          char *text, uint64_t *out)
+{
+    size_t tl = 0, len = render(a, text, &tl);
+    long ns = nf_minhash_shingles(mh, s, text, tl, text + tl, len - tl);
+    if (ns <= 0)
+        return 0;
+    memcpy(out, s->shingles, (size_t)ns * sizeof *out);
+    qsort(out, (size_t)ns, sizeof *out, cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < (size_t)ns; i++)
+        if (u == 0 || out[u - 1] != out[i])
+            out[u++] = out[i];
+    return u;
+}
+
+static double jaccard(const uint64_t *a, size_t na, const uint64_t *b, size_t nb)
+{
+    size_t i = 0, j = 0, inter = 0;
+    while (i < na && j < nb) {
+        if (a[i] == b[j]) {
+            inter++;
+            i++;
+            j++;
+        } else if (a[i] < b[j]) {
+            i++;
+        } else {
+            j++;
+        }
+    }
+    size_t uni = na + nb - inter;
+    return uni ? (double)inter / (double)uni : 0.0;
+}
+
+static nf_id128_t id_of(size_t i)
+{
+    char hex[33];
+    nf_wl_article_id((uint32_t)i, hex);
+    nf_id128_t id = {0, 0};
+    nf_id128_from_hex(hex, &id);
+    return id;
+}
+
+typedef struct bk {
+    uint64_t key;
+    uint32_t doc;
+} bk_t;
+
+static int cmp_bk(const void *a, const void *b)
+{
+    const bk_t *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->doc < y->doc ? -1 : x->doc > y->doc;
+}
+
+typedef struct pair {
+    uint32_t a, b;
+} pair_t;
+
+static int cmp_pair(const void *x, const void *y)
+{
+    const pair_t *p = x, *q = y;
+    if (p->a != q->a)
+        return p->a < q->a ? -1 : 1;
+    return p->b < q->b ? -1 : p->b > q->b;
+}
+
+static pair_t *pairs;
+static size_t npairs, pcap;
+
+static void push_pair(uint32_t a, uint32_t b)
+{
+    if (npairs == pcap) {
+        size_t ncap = pcap ? 2 * pcap : 1u << 16;
+        pair_t *p = realloc(pairs, ncap * sizeof *p);
+        if (!p) {
+            fprintf(stderr, "bench_cluster: out of memory\n");
+            exit(1);
+        }
+        pairs = p;
+        pcap = ncap;
+    }
+    pairs[npairs++] = a < b ? (pair_t){a, b} : (pair_t){b, a};
+}
+
+typedef struct rg {
+    uint32_t root, group;
+} rg_t;
+
+static int cmp_rg(const void *x, const void *y)
+{
+    const rg_t *p = x, *q = y;
+    if (p->root != q->root)
+        return p->root < q->root ? -1 : 1;
+    return p->group < q->group ? -1 : p->group > q->group;
+}
+
+static nf_id128_t *g_ids; /* for qsort */
+static int cmp_id_idx(const void *x, const void *y)
+{
+    nf_id128_t a = g_ids[*(const uint32_t *)x], b = g_ids[*(const uint32_t *)y];
+    if (a.hi != b.hi)
+        return a.hi < b.hi ? -1 : 1;
+    return a.lo < b.lo ? -1 : a.lo > b.lo;
+}
+
+int main(int argc, char **argv)
+{
+    size_t N = 100000;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0)
+            N = 10000;
+        else if (strcmp(argv[i], "--articles") == 0 && i + 1 < argc)
+            N = strtoul(argv[++i], NULL, 10);
+    }
+    uint64_t r = 42;
+    for (int i = 0; i < VOCAB; i++) {
+        int len = 3 + (int)(nf_wl_rand(&r) % 8);
+        for (int k = 0; k < len; k++)
+            vocab[i][k] = (char)('a' + nf_wl_rand(&r) % 26);
+        vlen[i] = (unsigned char)len;
+    }
+
+    /* The corpus: bases, 30% of them with 1-5 near-duplicates, shuffled. */
+    art_t *arts = calloc(N, sizeof *arts);
+    size_t n = 0;
+    for (uint32_t b = 0; n < N; b++) {
+        unsigned copies = nf_wl_rand(&r) % 10 < 3 ? 1 + (unsigned)(nf_wl_rand(&r) % 5) : 0;
+        for (unsigned k = 0; k <= copies && n < N; k++)
+            arts[n++] =
+                (art_t){b, b, k == 0 ? 0 : 1 + (uint32_t)(nf_wl_rand(&r) % 10), nf_wl_rand(&r)};
+    }
+    for (size_t i = N; i > 1; i--) {
+        size_t j = nf_wl_rand(&r) % i;
+        art_t t = arts[i - 1];
+        arts[i - 1] = arts[j];
+        arts[j] = t;
+    }
+    nf_id128_t *ids = malloc(N * sizeof *ids);
+    for (size_t i = 0; i < N; i++)
+        ids[i] = id_of(i);
+
+    nf_minhash_opts_t mo;
+    nf_minhash_opts_default(&mo);
+    char err[256];
+    nf_minhash_t *mh = nf_minhash_new(&mo, err, sizeof err);
+    nf_cluster_opts_t co;
+    nf_cluster_opts_default(&co);
+    uint32_t *sigs = malloc(N * 128 * sizeof *sigs);
+    char *texts = malloc((size_t)BATCH * TEXT_MAX);
+    size_t *toff = malloc(BATCH * sizeof *toff), *tlen = malloc(BATCH * sizeof *tlen),
+           *ttl = malloc(BATCH * sizeof *ttl);
+    if (!mh || !arts || !ids || !sigs || !texts || !toff || !tlen || !ttl) {
+        fprintf(stderr, "bench_cluster: out of memory\n");
+        return 1;
+    }
+    nf_minhash_scratch_t s = {0};
+
+    /* (a) signing alone; (c) signing + LSH + union-find, texts rendered outside
+     * the clock. */
+    for (int phase = 0; phase < 2; phase++) {
+        nf_cluster_t *cl = phase == 1 ? nf_cluster_new(NULL, &co) : NULL;
+        double t = 0;
+        uint64_t shingles = 0;
+        for (size_t at = 0; at < N; at += BATCH) {
+            size_t m = N - at < BATCH ? N - at : BATCH;
+            for (size_t i = 0; i < m; i++) {
+                toff[i] = i * TEXT_MAX;
+                tlen[i] = render(&arts[at + i], texts + toff[i], &ttl[i]);
+            }
+            double t0 = now_s();
+            for (size_t i = 0; i < m; i++) {
+                const char *p = texts + toff[i];
+                uint32_t *sig = sigs + (at + i) * 128;
+                nf_minhash_sign_text(mh, &s, p, ttl[i], p + ttl[i], tlen[i] - ttl[i], sig);
+                shingles += s.nshingles;
+                if (cl) {
+                    nf_cluster_result_t res;
+                    nf_cluster_add(cl, ids[at + i], 1700000000000 + (int64_t)(at + i) * 1000, sig,
+                                   &res);
+                }
+            }
+            t += now_s() - t0;
+        }
+        printf("{\"bench\":\"cluster\",\"phase\":\"%s\",\"articles\":%zu,"
+               "\"seconds\":%.3f,"
+               "\"articles_per_s\":%.0f,\"shingles_per_article\":%.1f}\n",
+               phase == 0 ? "sign" : "sign+lsh+unionfind", N, t, (double)N / t,
+               (double)shingles / (double)N);
+        fflush(stdout);
+        nf_cluster_free(cl);
+    }
+
+    /* (b) LSH + union-find alone over the signatures. */
+    nf_cluster_t *cl = nf_cluster_new(NULL, &co);
+    nf_cluster_result_t res;
+    uint64_t actions[4] = {0};
+    double t0 = now_s();
+    for (size_t i = 0; i < N; i++) {
+        nf_cluster_add(cl, ids[i], 1700000000000 + (int64_t)i * 1000, sigs + i * 128, &res);
+        actions[res.action]++;
+    }
+    double t = now_s() - t0;
+    nf_cluster_stats_t st;
+    nf_cluster_stats(cl, &st);
+    printf("{\"bench\":\"cluster\",\"phase\":\"lsh+unionfind\",\"articles\":%zu,"
+           "\"seconds\":%.3f,"
+           "\"articles_per_s\":%.0f,\"new\":%llu,\"joined\":%llu,\"merged\":%llu,"
+           "\"candidates_per_article\":%.3f}\n",
+           N, t, (double)N / t, (unsigned long long)actions[0], (unsigned long long)actions[1],
+           (unsigned long long)actions[2], (double)st.candidates / (double)N);
+    printf("{\"bench\":\"cluster\",\"metric\":\"memory\",\"articles\":%zu,"
+           "\"entries\":%zu,"
+           "\"bytes\":%zu,\"bytes_per_article\":%.0f,\"mb_per_million_articles\":"
+           "%.1f,"
+           "\"sig_bytes\":%zu,\"bucket_bytes\":%zu,\"parent_bytes\":%zu}\n",
+           N, st.entries, st.bytes, (double)st.bytes / (double)N,
+           (double)st.bytes / (double)N * 1e6 / 1048576.0, st.sig.bytes, st.bucket.bytes,
+           st.parent.bytes);
+    fflush(stdout);
+
+    /* Final clusters as indices. */
+    uint32_t *byid = malloc(N * sizeof *byid), *root = malloc(N * sizeof *root);
+    for (size_t i = 0; i < N; i++)
+        byid[i] = (uint32_t)i;
+    g_ids = ids;
+    qsort(byid, N, sizeof *byid, cmp_id_idx);
+    for (size_t i = 0; i < N; i++) {
+        nf_id128_t cid;
+        nf_cluster_find(cl, ids[i], &cid);
+        /* the index of the cluster id, by binary search over byid */
+        size_t lo = 0, hi = N;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            nf_id128_t x = ids[byid[mid]];
+            if (x.hi < cid.hi || (x.hi == cid.hi && x.lo < cid.lo))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        root[i] = byid[lo];
+    }
+
+    /* Candidate pairs: sharing a band key. */
+    bk_t *bk = malloc(N * sizeof *bk);
+    for (unsigned b = 0; b < 16; b++) {
+        for (size_t i = 0; i < N; i++)
+            bk[i] = (bk_t){nf_minhash_band_key(sigs + i * 128, b, 8), (uint32_t)i};
+        qsort(bk, N, sizeof *bk, cmp_bk);
+        for (size_t i = 0; i < N; i++)
+            for (size_t j = i + 1; j < N && bk[j].key == bk[i].key; j++)
+                push_pair(bk[i].doc, bk[j].doc);
+    }
+    /* Plus every pair within a planted group: rg as (group, article), sorted by group. */
+    rg_t *rg = malloc(N * sizeof *rg);
+    for (size_t i = 0; i < N; i++)
+        rg[i] = (rg_t){arts[i].group, (uint32_t)i};
+    qsort(rg, N, sizeof *rg, cmp_rg);
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = i + 1; j < N && rg[j].root == rg[i].root; j++)
+            push_pair(rg[i].group, rg[j].group);
+    qsort(pairs, npairs, sizeof *pairs, cmp_pair);
+    uint64_t tp = 0, fp = 0, fn = 0, cand = 0, truth = 0;
+    /* Where the errors lie: false matches' lowest exact Jaccard, missed pairs'
+     * highest. */
+    double fp_min = 1.0, fn_max = 0.0;
+    static uint64_t sa[MAXW], sb[MAXW];
+    char *text = malloc(TEXT_MAX);
+    for (size_t k = 0; k < npairs; k++) {
+        if (k > 0 && pairs[k].a == pairs[k - 1].a && pairs[k].b == pairs[k - 1].b)
+            continue;
+        const uint32_t *x = sigs + (size_t)pairs[k].a * 128, *y = sigs + (size_t)pairs[k].b * 128;
+        bool shared = false;
+        for (unsigned b = 0; b < 16 && !shared; b++)
+            shared = nf_minhash_band_key(x, b, 8) == nf_minhash_band_key(y, b, 8);
+        cand += shared;
+        bool matched = shared && nf_minhash_similarity(x, y, 128) >= co.threshold;
+        size_t na = shingle_set(mh, &s, &arts[pairs[k].a], text, sa);
+        size_t nb = shingle_set(mh, &s, &arts[pairs[k].b], text, sb);
+        double j = jaccard(sa, na, sb, nb);
+        bool is = j >= 0.85;
+        if (matched && !is && j < fp_min)
+            fp_min = j;
+        if (!matched && is && j > fn_max)
+            fn_max = j;
+        truth += is;
+        tp += matched && is;
+        fp += matched && !is;
+        fn += !matched && is;
+    }
+    printf("{\"bench\":\"cluster\",\"metric\":\"quality\",\"level\":\"match\","
+           "\"articles\":%zu,"
+           "\"candidate_pairs\":%llu,\"true_pairs\":%llu,\"matched_pairs\":%llu,"
+           "\"precision\":%.4f,\"recall\":%.4f,\"false_match_min_jaccard\":%.4f,"
+           "\"missed_max_jaccard\":%.4f}\n",
+           N, (unsigned long long)cand, (unsigned long long)truth, (unsigned long long)(tp + fp),
+           tp + fp ? (double)tp / (double)(tp + fp) : 1.0,
+           tp + fn ? (double)tp / (double)(tp + fn) : 1.0, fp_min, fn_max);
+
+    /* Final clusters against planted groups, pairwise: counts of (cluster, group)
+     * cells. */
+    for (size_t i = 0; i < N; i++)
+        rg[i] = (rg_t){root[i], arts[i].group};
+    qsort(rg, N, sizeof *rg, cmp_rg);
+    uint64_t same_c = 0, same_cg = 0, same_g = 0;
+    for (size_t i = 0, j; i < N; i = j) {
+        for (j = i; j < N && rg[j].root == rg[i].root; j++)
+            ;
+        uint64_t m = j - i;
+        same_c += m * (m - 1) / 2;
+        for (size_t a = i, bnd; a < j; a = bnd) {
+            for (bnd = a; bnd < j && rg[bnd].group == rg[a].group; bnd++)
+                ;
+            uint64_t q = bnd - a;
+            same_cg += q * (q - 1) / 2;
+        }
+    }
+    for (size_t i = 0; i < N; i++)
+        rg[i] = (rg_t){arts[i].group, 0};
+    qsort(rg, N, sizeof *rg, cmp_rg);
+    for (size_t i = 0, j; i < N; i = j) {
+        for (j = i; j < N && rg[j].root == rg[i].root; j++)
+            ;
+        uint64_t m = j - i;
+        same_g += m * (m - 1) / 2;
+    }
+    printf("{\"bench\":\"cluster\",\"metric\":\"quality\",\"level\":\"cluster_vs_"
+           "planted\","
+           "\"articles\":%zu,\"planted_pairs\":%llu,\"clustered_pairs\":%llu,"
+           "\"precision\":%.4f,\"recall\":%.4f}\n",
+           N, (unsigned long long)same_g, (unsigned long long)same_c,
+           same_c ? (double)same_cg / (double)same_c : 1.0,
+           same_g ? (double)same_cg / (double)same_g : 1.0);
+
+    nf_cluster_free(cl);
+    nf_minhash_scratch_free(&s);
+    nf_minhash_free(mh);
+    free(text);
+    free(rg);
+    free(pairs);
+    free(bk);
+    free(byid);
+    free(root);
+    free(sigs);
+    free(texts);
+    free(toff);
+    free(tlen);
+    free(ttl);
+    free(ids);
+    free(arts);
+    return 0;
+}

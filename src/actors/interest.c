@@ -1,0 +1,663 @@
+/* interest.c — the interest-update engine (interest.h). */
+#include "actors/interest.h"
+#include "algo/hash.h"
+#include "feed/dates.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Seeds of the two 64-bit halves of the 128-bit keys: arbitrary, fixed forever
+ * (persisted). */
+#define SEED_USER_A 0x6e66696e74657231ull
+#define SEED_USER_B 0x9e3779b97f4a7c15ull
+#define SEED_SEEN_A 0x6e667365656e3031ull
+#define SEED_SEEN_B 0xc2b2ae3d27d4eb4full
+
+#define MS_PER_DAY 86400000.0
+
+/* ---------------------------------------------------------------- article
+ * topic table */
+
+/* One cached vector. The weights live in a block allocated at insert (articles
+ * are few next to reads, and lookups never allocate). */
+typedef struct tt_rec {
+    nf_id128_t id;
+    int64_t expires_at; /* 0 = never (broadcasts); loaded entries keep the stored
+                           expiry */
+    nf_topic_weight_t *w;
+    uint8_t n;
+    uint8_t ref; /* CLOCK bit: set on every hit, cleared by the sweeping hand */
+} tt_rec_t;
+
+typedef struct tt {
+    tt_rec_t *recs;
+    size_t nrecs, cap, max;
+    uint32_t *idx; /* open addressing, linear probing: record index + 1, 0 = empty */
+    size_t mask;
+    size_t hand;
+    size_t wbytes;
+} tt_t;
+
+static size_t tt_home(const tt_t *t, nf_id128_t id)
+{
+    return (size_t)nf_mix64(id.hi ^ nf_mix64(id.lo)) & t->mask;
+}
+
+static bool id_eq(nf_id128_t a, nf_id128_t b)
+{
+    return a.hi == b.hi && a.lo == b.lo;
+}
+
+/* The slot holding id, or the empty slot where it would go. */
+static size_t tt_slot(const tt_t *t, nf_id128_t id)
+{
+    size_t i = tt_home(t, id);
+    while (t->idx[i] && !id_eq(t->recs[t->idx[i] - 1].id, id))
+        i = (i + 1) & t->mask;
+    return i;
+}
+
+/* Sizes the record array to cap and rebuilds the index at load <= 1/2. */
+static int tt_resize(tt_t *t, size_t cap)
+{
+    size_t slots = 16;
+    while (slots < 2 * cap)
+        slots <<= 1;
+    tt_rec_t *r = realloc(t->recs, cap * sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    t->recs = r;
+    uint32_t *idx = calloc(slots, sizeof *idx);
+    if (!idx)
+        return -ENOMEM; /* recs grew, cap did not: consistent */
+    free(t->idx);
+    t->idx = idx;
+    t->mask = slots - 1;
+    t->cap = cap;
+    for (size_t k = 0; k < t->nrecs; k++)
+        t->idx[tt_slot(t, t->recs[k].id)] = (uint32_t)(k + 1);
+    return 0;
+}
+
+static int tt_init(tt_t *t, size_t max)
+{
+    memset(t, 0, sizeof *t);
+    t->max = max;
+    return tt_resize(t, max < 1024 ? max : 1024);
+}
+
+static void tt_free(tt_t *t)
+{
+    for (size_t k = 0; k < t->nrecs; k++)
+        free(t->recs[k].w);
+    free(t->recs);
+    free(t->idx);
+}
+
+/* Removes the index slot i (backward-shift deletion keeps every probe chain
+ * unbroken). */
+static void tt_unlink(tt_t *t, size_t i)
+{
+    for (;;) {
+        size_t j = i;
+        for (;;) {
+            j = (j + 1) & t->mask;
+            if (!t->idx[j]) {
+                t->idx[i] = 0;
+                return;
+            }
+            size_t k = tt_home(t, t->recs[t->idx[j] - 1].id);
+            /* j's entry may stay if its home lies cyclically in (i, j]. */
+            bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+            if (!stays)
+                break;
+        }
+        t->idx[i] = t->idx[j];
+        i = j;
+    }
+}
+
+static tt_rec_t *tt_find(tt_t *t, nf_id128_t id)
+{
+    size_t i = tt_slot(t, id);
+    return t->idx[i] ? &t->recs[t->idx[i] - 1] : NULL;
+}
+
+/* Inserts or replaces (v canonical). Evicts with CLOCK when full. */
+static int tt_put(tt_t *t, nf_id128_t id, const nf_topic_vec_t *v, int64_t expires_at,
+                  uint64_t *evictions)
+{
+    nf_topic_weight_t *w = NULL;
+    if (v->n) {
+        w = malloc(v->n * sizeof *w);
+        if (!w)
+            return -ENOMEM;
+        memcpy(w, v->t, v->n * sizeof *w);
+    }
+    tt_rec_t *r = tt_find(t, id);
+    if (!r) {
+        if (t->nrecs == t->cap && t->cap < t->max) {
+            size_t nc = t->cap * 2 < t->max ? t->cap * 2 : t->max;
+            if (tt_resize(t, nc) != 0) {
+                free(w);
+                return -ENOMEM;
+            }
+        }
+        if (t->nrecs < t->cap) {
+            r = &t->recs[t->nrecs++];
+        } else {
+            /* Full: the hand clears reference bits until it finds an entry not used
+             * since its last pass (at most two turns). */
+            while (t->recs[t->hand].ref) {
+                t->recs[t->hand].ref = 0;
+                t->hand = (t->hand + 1) % t->nrecs;
+            }
+            r = &t->recs[t->hand];
+            t->hand = (t->hand + 1) % t->nrecs;
+            tt_unlink(t, tt_slot(t, r->id));
+            t->wbytes -= r->n * sizeof *r->w;
+            free(r->w);
+            (*evictions)++;
+        }
+        r->id = id;
+        t->idx[tt_slot(t, id)] = (uint32_t)(r - t->recs + 1);
+    } else {
+        t->wbytes -= r->n * sizeof *r->w;
+        free(r->w);
+    }
+    r->w = w;
+    r->n = (uint8_t)v->n;
+    r->ref = 1;
+    r->expires_at = expires_at;
+    t->wbytes += v->n * sizeof *w;
+    return 0;
+}
+
+/* Drops record r; the last record moves into its place so records stay dense.
+ */
+static void tt_remove(tt_t *t, tt_rec_t *r)
+{
+    tt_unlink(t, tt_slot(t, r->id));
+    t->wbytes -= r->n * sizeof *r->w;
+    free(r->w);
+    size_t last = --t->nrecs, at = (size_t)(r - t->recs);
+    if (at != last) {
+        size_t ls = tt_slot(t, t->recs[last].id);
+        t->recs[at] = t->recs[last];
+        t->idx[ls] = (uint32_t)(at + 1);
+    }
+    if (t->hand >= t->nrecs)
+        t->hand = 0;
+}
+
+/* ---------------------------------------------------------------- encoding */
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t dbits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static double bitsd(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+static int cmp_topic(const void *a, const void *b)
+{
+    const nf_topic_weight_t *x = a, *y = b;
+    return (x->topic > y->topic) - (x->topic < y->topic);
+}
+
+/* Canonical copy of v into c: sorted, zero weights dropped. -EINVAL on a bad
+ * vector. */
+static int canonical(const nf_topic_vec_t *v, nf_topic_vec_t *c)
+{
+    if (v->n > NF_TOPICS_MAX)
+        return -EINVAL;
+    c->n = 0;
+    for (uint32_t i = 0; i < v->n; i++) {
+        if (v->t[i].topic >= NF_TOPICS_MAX || !isfinite(v->t[i].weight))
+            return -EINVAL;
+        if (v->t[i].weight != 0.0)
+            c->t[c->n++] = v->t[i];
+    }
+    qsort(c->t, c->n, sizeof c->t[0], cmp_topic);
+    for (uint32_t i = 1; i < c->n; i++)
+        if (c->t[i].topic == c->t[i - 1].topic)
+            return -EINVAL;
+    return 0;
+}
+
+/* Encoding of an already canonical vector; out has room for 1 + 9 n bytes. */
+static size_t enc_canonical(const nf_topic_vec_t *c, unsigned char *out)
+{
+    unsigned char *p = out;
+    *p++ = (unsigned char)c->n;
+    for (uint32_t i = 0; i < c->n; i++) {
+        *p++ = (unsigned char)c->t[i].topic;
+        put_le64(p, dbits(c->t[i].weight));
+        p += 8;
+    }
+    return (size_t)(p - out);
+}
+
+int nf_interest_topics_encode(const nf_topic_vec_t *v, unsigned char *out, size_t cap)
+{
+    nf_topic_vec_t c;
+    int rc = canonical(v, &c);
+    if (rc != 0)
+        return rc;
+    if (cap < 1 + 9 * (size_t)c.n)
+        return -ENOSPC;
+    return (int)enc_canonical(&c, out);
+}
+
+int nf_interest_topics_decode(const void *p, size_t len, nf_topic_vec_t *out)
+{
+    const unsigned char *b = p;
+    if (len < 1 || b[0] > NF_TOPICS_MAX || len != 1 + 9 * (size_t)b[0])
+        return -EINVAL;
+    out->n = b[0];
+    for (uint32_t i = 0; i < out->n; i++) {
+        const unsigned char *q = b + 1 + 9 * i;
+        double w = bitsd(get_le64(q + 1));
+        if (q[0] >= NF_TOPICS_MAX || (i > 0 && q[0] <= out->t[i - 1].topic) || !isfinite(w))
+            return -EINVAL;
+        out->t[i].topic = q[0];
+        out->t[i].weight = w;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the engine
+ */
+
+struct nf_interest {
+    nf_interest_opts_t o;
+    nf_store_t *st;
+    nf_kstate_t *users, *seen;
+    tt_t tt;
+    char *scratch; /* the seen key's bytes; grows only for longer ids than seen
+                      before */
+    size_t scratch_cap;
+    uint64_t table_hits, table_misses, table_loads, table_evictions;
+    uint64_t updated, duplicates, unknown;
+    char err[512];
+};
+
+void nf_interest_opts_default(nf_interest_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->alpha = 0.1;
+    o->gamma = 0.95;
+    o->seen_ttl_ms = 24ull * 3600 * 1000;
+    o->table_max = 1u << 20;
+}
+
+nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o)
+{
+    nf_interest_opts_t def;
+    if (!o) {
+        nf_interest_opts_default(&def);
+        o = &def;
+    }
+    if (!(o->gamma > 0.0 && o->gamma <= 1.0) || !isfinite(o->alpha) || o->table_max == 0 ||
+        o->table_max > UINT32_MAX - 1)
+        return NULL;
+    nf_interest_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->o = *o;
+    e->st = st;
+    nf_kstate_opts_t ku = {
+        .kind = NF_KIND_INTEREST, .budget_bytes = o->users_budget_bytes, .initial_capacity = 1024};
+    nf_kstate_opts_t ks = {.kind = NF_KIND_INTEREST_SEEN,
+                           .ttl_ms = o->seen_ttl_ms,
+                           .budget_bytes = o->seen_budget_bytes,
+                           .initial_capacity = 1024};
+    e->users = nf_kstate_new(st, &ku);
+    e->seen = nf_kstate_new(st, &ks);
+    e->scratch_cap = 3 * 130;
+    e->scratch = malloc(e->scratch_cap);
+    if (!e->users || !e->seen || !e->scratch || tt_init(&e->tt, o->table_max) != 0) {
+        nf_interest_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void nf_interest_free(nf_interest_t *e)
+{
+    if (!e)
+        return;
+    nf_kstate_free(e->users);
+    nf_kstate_free(e->seen);
+    tt_free(&e->tt);
+    free(e->scratch);
+    free(e);
+}
+
+nf_id128_t nf_interest_user_key(const char *user_id)
+{
+    size_t n = strlen(user_id);
+    return (nf_id128_t){nf_hash64(user_id, n, SEED_USER_A), nf_hash64(user_id, n, SEED_USER_B)};
+}
+
+/* user \0 article \0 session \0, hashed twice. */
+static int seen_key(nf_interest_t *e, const char *u, const char *a, const char *s, nf_id128_t *k)
+{
+    size_t lu = strlen(u), la = strlen(a), ls = strlen(s), n = lu + la + ls + 3;
+    if (n > e->scratch_cap) {
+        char *p = realloc(e->scratch, n);
+        if (!p)
+            return -ENOMEM;
+        e->scratch = p;
+        e->scratch_cap = n;
+    }
+    char *p = e->scratch;
+    memcpy(p, u, lu + 1);
+    memcpy(p + lu + 1, a, la + 1);
+    memcpy(p + lu + la + 2, s, ls + 1);
+    *k = (nf_id128_t){nf_hash64(p, n, SEED_SEEN_A), nf_hash64(p, n, SEED_SEEN_B)};
+    return 0;
+}
+
+int nf_interest_topics_put(nf_interest_t *e, nf_id128_t id, const nf_topic_vec_t *v, int64_t now_ms)
+{
+    nf_topic_vec_t c;
+    int rc = canonical(v, &c);
+    (void)now_ms;
+    return rc ? rc : tt_put(&e->tt, id, &c, 0, &e->table_evictions);
+}
+
+/* The article's vector: table, else store. 1 (found: *w, *n point into the
+ * table until its next insert), 0 (unknown), -EIO, -ENOMEM. */
+static int article_vec(nf_interest_t *e, nf_id128_t id, int64_t now_ms, const nf_topic_weight_t **w,
+                       uint8_t *n)
+{
+    tt_rec_t *r = tt_find(&e->tt, id);
+    if (r && r->expires_at != 0 && r->expires_at <= now_ms) {
+        /* Expired upstream: forget it and ask the store (which may hold a newer
+         * copy). */
+        tt_remove(&e->tt, r);
+        r = NULL;
+    }
+    if (r) {
+        e->table_hits++;
+        r->ref = 1;
+        *w = r->w;
+        *n = r->n;
+        return 1;
+    }
+    e->table_misses++;
+    if (!e->st)
+        return 0;
+    unsigned char key[18];
+    nf_kstate_encode_key((uint16_t)(id.hi % 256), id, key);
+    void *val = NULL;
+    size_t len = 0;
+    char err[384] = "";
+    int rc =
+        nf_store_get(e->st, NF_KIND_ARTICLE_TOPICS, key, sizeof key, &val, &len, err, sizeof err);
+    if (rc < 0) {
+        snprintf(e->err, sizeof e->err, "reading the topic vector of article %016llx%016llx: %s",
+                 (unsigned long long)id.hi, (unsigned long long)id.lo, err);
+        return -EIO;
+    }
+    if (rc == 0)
+        return 0;
+    nf_topic_vec_t v;
+    int64_t exp = len >= 8 ? (int64_t)get_le64(val) : 0;
+    if (len < 8 || nf_interest_topics_decode((unsigned char *)val + 8, len - 8, &v) != 0) {
+        snprintf(e->err, sizeof e->err,
+                 "stored topic vector of article %016llx%016llx is corrupt (%zu bytes)",
+                 (unsigned long long)id.hi, (unsigned long long)id.lo, len);
+        free(val);
+        return -EIO;
+    }
+    free(val);
+    if (exp != 0 && exp <= now_ms)
+        return 0;
+    rc = tt_put(&e->tt, id, &v, exp, &e->table_evictions);
+    if (rc != 0)
+        return rc;
+    e->table_loads++;
+    r = tt_find(&e->tt, id);
+    assert(r);
+    *w = r->w;
+    *n = r->n;
+    return 1;
+}
+
+typedef struct user_state {
+    uint64_t version;
+    int64_t updated_ms;
+    nf_topic_vec_t v;
+} user_state_t;
+
+/* 1 found, 0 absent, -EIO. */
+static int user_load(nf_interest_t *e, uint16_t kg, nf_id128_t key, int64_t now_ms,
+                     user_state_t *us)
+{
+    uint32_t len = 0;
+    int err = 0;
+    const unsigned char *p = nf_kstate_get(e->users, kg, key, (uint64_t)now_ms, &len, &err);
+    if (err) {
+        snprintf(e->err, sizeof e->err, "reading interest state: %s", nf_kstate_error(e->users));
+        return err == -ENOMEM ? -ENOMEM : -EIO;
+    }
+    if (!p) {
+        us->version = 0;
+        us->updated_ms = 0;
+        us->v.n = 0;
+        return 0;
+    }
+    if (len < 16 || nf_interest_topics_decode(p + 16, len - 16, &us->v) != 0) {
+        snprintf(e->err, sizeof e->err,
+                 "stored interest state of user key %016llx%016llx is corrupt (%u "
+                 "bytes)",
+                 (unsigned long long)key.hi, (unsigned long long)key.lo, len);
+        return -EIO;
+    }
+    us->version = get_le64(p);
+    us->updated_ms = (int64_t)get_le64(p + 8);
+    return 1;
+}
+
+static void out_of(const user_state_t *us, nf_interest_out_t *out)
+{
+    out->version = us->version;
+    out->updated_ms = us->updated_ms;
+    out->vec.n = us->v.n;
+    memcpy(out->vec.t, us->v.t, us->v.n * sizeof us->v.t[0]);
+}
+
+int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const char *article_id,
+                      const char *session_id, int64_t ts_ms, int64_t now_ms, nf_interest_out_t *out)
+{
+    if (!session_id)
+        session_id = "";
+    nf_id128_t sk;
+    if (seen_key(e, user_id, article_id, session_id, &sk) != 0)
+        return -ENOMEM;
+    int err = 0;
+    uint32_t len = 0;
+    const void *seen = nf_kstate_get(e->seen, kg, sk, (uint64_t)now_ms, &len, &err);
+    if (err) {
+        snprintf(e->err, sizeof e->err, "reading the seen set: %s", nf_kstate_error(e->seen));
+        return err == -ENOMEM ? -ENOMEM : -EIO;
+    }
+    if (seen) {
+        e->duplicates++;
+        return NF_INTEREST_DUPLICATE;
+    }
+
+    nf_id128_t aid;
+    const nf_topic_weight_t *aw = NULL;
+    uint8_t an = 0;
+    int rc = nf_id128_from_hex(article_id, &aid) == 0 ? article_vec(e, aid, now_ms, &aw, &an) : 0;
+    if (rc < 0)
+        return rc;
+    if (rc == 0) {
+        e->unknown++;
+        if (!e->o.unknown_as_empty)
+            return NF_INTEREST_UNKNOWN_ARTICLE;
+        aw = NULL; /* read as an article with an empty vector (opts.unknown_as_empty) */
+        an = 0;
+    }
+
+    nf_id128_t uk = nf_interest_user_key(user_id);
+    user_state_t us;
+    rc = user_load(e, kg, uk, now_ms, &us);
+    if (rc < 0)
+        return rc;
+
+    /* Dense over the 64 topics for the arithmetic: the same order of operations
+     * as the definition, and the norm summed in topic order. */
+    double v[NF_TOPICS_MAX] = {0};
+    bool present[NF_TOPICS_MAX] = {false};
+    for (uint32_t i = 0; i < us.v.n; i++) {
+        v[us.v.t[i].topic] = us.v.t[i].weight;
+        present[us.v.t[i].topic] = true;
+    }
+    double days = ts_ms > us.updated_ms ? (double)(ts_ms - us.updated_ms) / MS_PER_DAY : 0.0;
+    double decay = us.version == 0 ? 1.0 : pow(e->o.gamma, days);
+    for (int t = 0; t < NF_TOPICS_MAX; t++)
+        v[t] *= decay;
+    for (uint8_t i = 0; i < an; i++) {
+        v[aw[i].topic] += e->o.alpha * aw[i].weight;
+        present[aw[i].topic] = true;
+    }
+    double ss = 0.0;
+    for (int t = 0; t < NF_TOPICS_MAX; t++)
+        ss += v[t] * v[t];
+    double norm = sqrt(ss);
+    us.v.n = 0;
+    for (int t = 0; t < NF_TOPICS_MAX; t++) {
+        if (!present[t])
+            continue;
+        double x = norm > 0.0 ? v[t] / norm : v[t];
+        if (x != 0.0)
+            us.v.t[us.v.n++] = (nf_topic_weight_t){(uint16_t)t, x};
+    }
+    us.version++;
+    if (us.version == 1 || ts_ms > us.updated_ms)
+        us.updated_ms = ts_ms;
+
+    unsigned char buf[16 + NF_TOPICS_ENC_MAX];
+    put_le64(buf, us.version);
+    put_le64(buf + 8, (uint64_t)us.updated_ms);
+    size_t n = 16 + enc_canonical(&us.v, buf + 16);
+    /* Seen first: if the user's put then fails the caller stops the job and the
+     * epoch is not committed, so neither write survives. */
+    if (nf_kstate_put(e->seen, kg, sk, "", 0, (uint64_t)now_ms) != 0 ||
+        nf_kstate_put(e->users, kg, uk, buf, (uint32_t)n, (uint64_t)now_ms) != 0)
+        return -ENOMEM;
+    e->updated++;
+    if (out)
+        out_of(&us, out);
+    return NF_INTEREST_UPDATED;
+}
+
+int nf_interest_get(nf_interest_t *e, uint16_t kg, const char *user_id, int64_t now_ms,
+                    nf_interest_out_t *out)
+{
+    user_state_t us;
+    int rc = user_load(e, kg, nf_interest_user_key(user_id), now_ms, &us);
+    if (rc == 1)
+        out_of(&us, out);
+    return rc;
+}
+
+size_t nf_interest_snapshot(nf_interest_t *e, nf_store_batch_t *b, uint64_t epoch)
+{
+    return nf_kstate_snapshot(e->users, b, epoch) + nf_kstate_snapshot(e->seen, b, epoch);
+}
+
+void nf_interest_committed(nf_interest_t *e, uint64_t epoch)
+{
+    nf_kstate_committed(e->users, epoch);
+    nf_kstate_committed(e->seen, epoch);
+}
+
+size_t nf_interest_expire(nf_interest_t *e, int64_t now_ms, size_t max_entries)
+{
+    return nf_kstate_expire(e->seen, (uint64_t)now_ms, max_entries);
+}
+
+bool nf_interest_over_budget(const nf_interest_t *e)
+{
+    return nf_kstate_over_budget(e->users) || nf_kstate_over_budget(e->seen);
+}
+
+void nf_interest_stats(const nf_interest_t *e, nf_interest_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    nf_kstate_stats(e->users, &out->users);
+    nf_kstate_stats(e->seen, &out->seen);
+    out->table_entries = e->tt.nrecs;
+    out->table_bytes =
+        e->tt.cap * sizeof(tt_rec_t) + (e->tt.mask + 1) * sizeof(uint32_t) + e->tt.wbytes;
+    out->table_hits = e->table_hits;
+    out->table_misses = e->table_misses;
+    out->table_loads = e->table_loads;
+    out->table_evictions = e->table_evictions;
+    out->updated = e->updated;
+    out->duplicates = e->duplicates;
+    out->unknown = e->unknown;
+}
+
+const char *nf_interest_error(const nf_interest_t *e)
+{
+    return e->err;
+}
+
+void nf_interest_json(const nf_interest_out_t *o, const char *user_id,
+                      const char *const *topic_names, nf_jw_t *w)
+{
+    char num[40], ts[40];
+    nf_jw_obj_open(w);
+    nf_jw_key(w, "user_id");
+    nf_jw_str(w, user_id);
+    nf_jw_key(w, "version");
+    nf_jw_u64(w, o->version);
+    nf_jw_key(w, "vector");
+    nf_jw_obj_open(w);
+    for (uint32_t i = 0; i < o->vec.n; i++) {
+        unsigned t = o->vec.t[i].topic;
+        const char *name = topic_names ? topic_names[t] : NULL;
+        if (!name) {
+            snprintf(num, sizeof num, "%u", t);
+            name = num;
+        }
+        nf_jw_key(w, name);
+        nf_jw_unit(w, o->vec.t[i].weight);
+    }
+    nf_jw_obj_close(w);
+    nf_jw_key(w, "updated_at");
+    nf_date_format(o->updated_ms, ts, sizeof ts);
+    nf_jw_str(w, ts);
+    nf_jw_obj_close(w);
+}

@@ -1,0 +1,188 @@
+/* interest.h — the interest-update engine (DESIGN.md §1, "interest"): per
+ * reader, an exponentially decayed, L2-normalised vector over the taxonomy's
+ * topics, moved by every article the reader reads.
+ *
+ * The update, exactly as specified upstream, per counted read event (user,
+ * article, session, ts): days  = max(0, ts_ms - updated_ms) / 86400000.0 (EVENT
+ * time, as a double) decay = gamma^days v[t]  = decay * v[t] + alpha *
+ * topics(article)[t]        for every topic t v     = v / ||v||_2 (a zero
+ * vector stays zero) version += 1; updated_ms = max(updated_ms, ts_ms) with
+ * alpha = 0.1 and gamma = 0.95 per day by default. An event older than the
+ * user's last update uses decay = 1 and does not move updated_ms back. A user's
+ * first event starts from the zero vector (version 0, so it becomes version 1
+ * and updated_ms = ts_ms).
+ *
+ * Decisions the upstream formula leaves open:
+ *   - An article whose topic vector is known but empty still counts: version +=
+ * 1, updated_ms moves, decay applies. Normalisation then gives back the same
+ * direction (decay cancels up to rounding), so the vector is unchanged in
+ * effect; a zero vector stays zero. This differs from an article with no vector
+ * anywhere, which is NF_INTEREST_UNKNOWN_ARTICLE.
+ *   - An article_id that is not 32 hex digits cannot have a vector:
+ * UNKNOWN_ARTICLE.
+ *   - Only counted events are marked seen: a duplicate or unknown article
+ * changes nothing, so a read of an article whose vector arrives later counts
+ * once it is known.
+ *   - Topic vectors are canonicalised when they enter (put, decode): sorted by
+ * topic index, zero weights dropped. Indices >= 64, repeated indices and
+ * non-finite weights are refused.
+ *
+ * State (one engine per shard, owning):
+ *   users  kind NF_KIND_INTEREST, key = (nf_hash64(user_id, seed A),
+ * nf_hash64(user_id, seed B)), key group = the caller's (the input partition);
+ * value = [version u64 LE] [updated_ms i64 LE][topic vector encoding] (doubles
+ * as their IEEE bits: bit-exact). seen   kind NF_KIND_INTEREST_SEEN, key = two
+ * nf_hash64 of "user\0article\0session\0" (no id contains NUL, so the encoding
+ * is unambiguous), same key group, empty value, TTL opts.seen_ttl_ms (default
+ * 24 h): a repeat later than that counts again. topics the per-shard article
+ * topic table, article id -> vector, filled by broadcasts
+ *          (nf_interest_topics_put) and bounded by opts.table_max entries
+ * (CLOCK eviction, approximately least recently used). A miss is read from the
+ * store: kind NF_KIND_ARTICLE_TOPICS, RocksDB key nf_kstate_encode_key(id.hi %
+ * 256, id), value [expires_at_ms 8 bytes LE, 0 =
+ * never][nf_interest_topics_encode()] — what the article's owner writes through
+ * its kstate of that kind — and kept in the table. The table is a cache of
+ * broadcasts, not state: it is not snapshotted.
+ *
+ * Topic vector encoding (nf_interest_topics_encode/decode): [n u8, 0..64] then
+ * n times [topic u8][weight f64 LE], topics strictly increasing. At most
+ * NF_TOPICS_ENC_MAX bytes.
+ *
+ * Epochs: nf_interest_snapshot / nf_interest_committed forward to the two
+ * kstates (kstate.h explains dirty, committing and clean). A restart over the
+ * same store with the committed epochs applied continues exactly where the last
+ * committed epoch left off.
+ *
+ * Threads: one shard owns an engine; every call is from that shard's thread.
+ * Pure functions (encode, decode, json, opts_default) from any thread. Hot path
+ * (kstate hits, table hit): no allocation, no lock, no syscall; a table miss
+ * reads the store (one malloc by RocksDB's get) and a first insert of an
+ * article's vector allocates it. */
+#ifndef NF_INTEREST_H
+#define NF_INTEREST_H
+
+#include "algo/idset.h"
+#include "runtime/jsonw.h"
+#include "state/kstate.h"
+#include "state/store.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NF_TOPICS_MAX     64                      /* taxonomy indices 0..63 */
+#define NF_TOPICS_ENC_MAX (1 + NF_TOPICS_MAX * 9) /* bytes of the largest encoding */
+
+typedef struct nf_topic_weight {
+    uint16_t topic; /* 0..NF_TOPICS_MAX-1 */
+    double weight;
+} nf_topic_weight_t;
+
+/* A sparse topic vector: n entries; canonical form is sorted by topic, no
+ * repeats. */
+typedef struct nf_topic_vec {
+    uint32_t n;
+    nf_topic_weight_t t[NF_TOPICS_MAX];
+} nf_topic_vec_t;
+
+typedef struct nf_interest_opts {
+    double alpha;              /* learning rate, default 0.1 */
+    double gamma;              /* decay per day of event time, default 0.95; in (0, 1] */
+    uint64_t seen_ttl_ms;      /* dedup horizon, default 24 h */
+    size_t table_max;          /* article topic table entries, default 1M (>= 1) */
+    size_t users_budget_bytes; /* kstate budgets (kstate.h); 0 = unlimited */
+    size_t seen_budget_bytes;
+    /* A read of an article without a vector: false (default) = NF_INTEREST_UNKNOWN_ARTICLE,
+     * nothing changes; true = applied as an article with an empty vector (counted in
+     * stats.unknown too), so every read moves the user's version and decay. */
+    bool unknown_as_empty;
+} nf_interest_opts_t;
+
+void nf_interest_opts_default(nf_interest_opts_t *o);
+
+typedef struct nf_interest nf_interest_t;
+
+/* st NULL: memory only (no store reads, table misses are unknown articles). o
+ * NULL: defaults. NULL on allocation failure or invalid options (gamma outside
+ * (0, 1], alpha not finite, table_max 0). */
+nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o);
+void nf_interest_free(nf_interest_t *e);
+
+/* A broadcast of an article's vector (from classify): inserts or replaces the
+ * table entry, canonicalising v. now_ms is accepted for symmetry with the store
+ * path (broadcast entries do not expire; loaded ones carry their stored
+ * expiry). 0, -EINVAL (bad vector), -ENOMEM. */
+int nf_interest_topics_put(nf_interest_t *e, nf_id128_t id, const nf_topic_vec_t *v,
+                           int64_t now_ms);
+
+typedef enum {
+    NF_INTEREST_UPDATED = 0,         /* out filled */
+    NF_INTEREST_DUPLICATE = 1,       /* (user, article, session) already counted: no change */
+    NF_INTEREST_UNKNOWN_ARTICLE = 2, /* no vector in the table or the store: no change */
+} nf_interest_result_t;
+
+typedef struct nf_interest_out {
+    uint64_t version;
+    int64_t updated_ms;
+    nf_topic_vec_t vec; /* the normalised vector, sorted by topic, zero weights left out */
+} nf_interest_out_t;
+
+/* Applies one read event (see the top). kg = the event's input partition.
+ * now_ms is the processing clock, used for TTLs (seen entries, stored vectors)
+ * only; ts_ms is event time. Returns an nf_interest_result_t, -EIO (a store
+ * read failed: nf_interest_error() says what; nothing changed) or -ENOMEM (the
+ * caller must stop: the event may be half applied, and the epoch that holds it
+ * must not commit). */
+int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const char *article_id,
+                      const char *session_id, int64_t ts_ms, int64_t now_ms,
+                      nf_interest_out_t *out);
+
+/* The current state of a user (1: found and *out filled; 0: never updated;
+ * -EIO). */
+int nf_interest_get(nf_interest_t *e, uint16_t kg, const char *user_id, int64_t now_ms,
+                    nf_interest_out_t *out);
+
+/* Barrier: both kstates' dirty entries into b (may be NULL: memory only).
+ * Returns entries written. */
+size_t nf_interest_snapshot(nf_interest_t *e, nf_store_batch_t *b, uint64_t epoch);
+void nf_interest_committed(nf_interest_t *e, uint64_t epoch);
+/* Drops expired seen entries (max_entries examined per kstate, 0 = all);
+ * returns how many. */
+size_t nf_interest_expire(nf_interest_t *e, int64_t now_ms, size_t max_entries);
+/* A kstate is over its budget with nothing evictable: ask for an early
+ * checkpoint. */
+bool nf_interest_over_budget(const nf_interest_t *e);
+
+typedef struct nf_interest_stats {
+    nf_kstate_stats_t users, seen;
+    size_t table_entries, table_bytes;
+    uint64_t table_hits, table_misses, table_loads, table_evictions;
+    uint64_t updated, duplicates, unknown;
+} nf_interest_stats_t;
+void nf_interest_stats(const nf_interest_t *e, nf_interest_stats_t *out);
+
+/* The last store error's message; "" if none. */
+const char *nf_interest_error(const nf_interest_t *e);
+
+/* The 128-bit state key of a user id (users kind), for routing and inspection.
+ */
+nf_id128_t nf_interest_user_key(const char *user_id);
+
+/* Encodes v canonically (sorted, zero weights dropped) into out (cap bytes;
+ * NF_TOPICS_ENC_MAX is always enough). Returns the length, -EINVAL (index >=
+ * 64, repeated index, non-finite weight) or -ENOSPC. */
+int nf_interest_topics_encode(const nf_topic_vec_t *v, unsigned char *out, size_t cap);
+/* Decodes exactly len bytes. 0 or -EINVAL (wrong length, unsorted, index >= 64,
+ * non-finite). */
+int nf_interest_topics_decode(const void *p, size_t len, nf_topic_vec_t *out);
+
+/* Appends the interest-updates value to w (the caller resets w or writes around
+ * it):
+ *   {"user_id":U,"version":N,"vector":{name:weight,...},"updated_at":"RFC 3339
+ * UTC"} names from topic_names[topic] (NULL array or NULL entry: the decimal
+ * index); weights with 15 decimals (nf_jw_unit: absolute error < 6e-16);
+ * updated_at by nf_date_format (".mmm" when the milliseconds are not zero). */
+void nf_interest_json(const nf_interest_out_t *o, const char *user_id,
+                      const char *const *topic_names, nf_jw_t *w);
+
+#endif

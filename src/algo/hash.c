@@ -1,0 +1,42 @@
+/* hash.c — nf_hash64 (hash.h). */
+#include "algo/hash.h"
+
+#include <string.h>
+
+#define K0 0xa0761d6478bd642full
+#define K1 0xe7037ed1a0b428dbull
+#define K2 0x8ebc6af09c88c6e3ull
+
+static inline uint64_t load64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+uint64_t nf_hash64(const void *data, size_t n, uint64_t seed)
+{
+    const unsigned char *p = data;
+    uint64_t h = seed ^ nf_mum64(seed ^ K0, (uint64_t)n ^ K1);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        h = nf_mum64(load64(p + i) ^ K1 ^ h, load64(p + i + 8) ^ K2);
+    if (i + 8 <= n) {
+        h = nf_mum64(load64(p + i) ^ K1 ^ h, K2 ^ 8);
+        i += 8;
+    }
+    if (i < n) {
+        unsigned char tail[8] = {0};
+        memcpy(tail, p + i, n - i);
+        h = nf_mum64(load64(tail) ^ K1 ^ h, K2 ^ (n - i));
+    }
+    return nf_mum64(h ^ K0, (uint64_t)n ^ K2);
+}
+
+uint64_t nf_hash64_str(const char *s, uint64_t seed)
+{
+    return nf_hash64(s, strlen(s), seed);
+}

@@ -1,0 +1,179 @@
+/* trend.h — the trending engine (DESIGN.md §1, issue 5): event-time sliding windows of read
+ * events, ranked top-K articles per slide. Two objects:
+ *
+ *   counter  one per shard; owns some input partitions (int32 ids). Counts each read event into
+ *            its pane (slide_ms wide, aligned to multiples of slide_ms) with a Count-Min Sketch
+ *            and a bounded candidate set (or an exact map in exact mode), tracks watermarks,
+ *            and hands over each pane once it is final, as a serialized pane summary.
+ *   merger   one per job; receives the pane summaries of every counter and the counters'
+ *            watermarks, and emits one ranked list per window end.
+ *
+ * Time. A window is window_ms / slide_ms consecutive panes; it ends at a multiple of slide_ms
+ * and covers [end - window_ms, end). Per partition, watermark = max event time seen on it -
+ * lateness_ms. A partition with no event for idle_ms of the caller's processing clock (now_ms)
+ * is idle and left out until its next event. The counter's watermark is the min over its active
+ * partitions (INT64_MIN when none is active). A pane is final, and taken, once its end <= the
+ * counter's watermark; the counter remembers the highest watermark it took panes at ("taken
+ * watermark", monotonic).
+ *
+ * Late events. An event is late, counted per partition and mixed into no pane, iff
+ *   ts < its own partition's watermark computed from the events before it, or
+ *   its pane was already taken (pane end <= the taken watermark).
+ * The second case only happens when an idle partition wakes up behind the others, or a new
+ * partition starts behind them; it is what keeps "each pane is handed over once" true (Flink
+ * drops such events at the window operator the same way). Every event, late or not, advances
+ * its partition's max event time and activity.
+ *
+ * Scores. For a window, score(article) = sum over its panes and over all counters of the pane
+ * sketches, estimated at the article (sketches are linear, so this is the sketch of the whole
+ * window): true <= score <= true + e/width * N_window with probability 1 - e^-depth. Which
+ * articles are scored: the union of the window's panes' candidates (each pane keeps the
+ * `candidates` keys with the highest running estimate; ties broken by hash so the set depends
+ * only on the stream, not on the heap's layout). Exact mode keeps an exact article -> count
+ * map per pane instead and reports exact counts. Ranking: score desc, article_id asc (bytes).
+ *
+ * Memory: the counter holds only open panes (not yet final), the merger only panes that can
+ * still be in a future window; freed panes are reused. Once warm the counter's hot path does
+ * no allocation (a new pane takes a recycled one; an exact map grows by doubling), no lock, no
+ * syscall.
+ *
+ * Persistence. Counter: nf_trend_counter_save/load, one blob (open panes, partitions, late
+ * counts, taken watermark). Merger: nf_trend_merger_save/load hold the meta (last processed
+ * window end, counters' watermarks); pane summaries are persisted by the caller, once each,
+ * keyed by (counter, pane_start), deleted when the merger drops that pane_start (drop
+ * callback), and re-added after nf_trend_merger_load. A restored pair emits exactly what an
+ * uninterrupted one would have. All blobs are little-endian, versioned and end with an
+ * nf_hash64 check word; corrupt input is refused with -EINVAL, never half-applied.
+ *
+ * Threads: a counter belongs to its shard's thread, the merger to its actor's thread; the only
+ * things that cross are the blobs (copy them into the message) and int64 watermarks. */
+#ifndef NF_TREND_H
+#define NF_TREND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NF_TREND_ID_MAX 128 /* article ids longer than this are refused (-EINVAL) */
+
+typedef struct nf_trend_opts {
+    int64_t window_ms;   /* 3600000; a multiple of slide_ms */
+    int64_t slide_ms;    /* 30000: the pane width and the emission step */
+    int64_t lateness_ms; /* 5000 */
+    int64_t idle_ms;     /* 60000 */
+    uint32_t cms_width;  /* 2048 */
+    uint32_t cms_depth;  /* 5 */
+    uint32_t top_k;      /* 50 */
+    uint32_t candidates; /* per pane; 0 = 4 * top_k */
+    bool exact;          /* exact per-pane maps instead of sketches */
+    uint64_t seed;       /* hash seed of the sketches (all counters and the merger must agree) */
+} nf_trend_opts_t;
+
+void nf_trend_opts_default(nf_trend_opts_t *o);
+/* 0, or -EINVAL with the reason in err. */
+int nf_trend_opts_check(const nf_trend_opts_t *o, char *err, size_t errlen);
+
+/* ---- counter ---- */
+
+typedef struct nf_trend_counter nf_trend_counter_t;
+
+/* NULL if the options are invalid or on allocation failure. */
+nf_trend_counter_t *nf_trend_counter_new(const nf_trend_opts_t *o);
+void nf_trend_counter_free(nf_trend_counter_t *c);
+
+/* Counts one read event: 0 counted, 1 late (not counted in a pane), -EINVAL (id empty or longer
+ * than NF_TREND_ID_MAX, ts outside +-2^60), -ENOMEM. */
+int nf_trend_count(nf_trend_counter_t *c, int32_t partition, const char *article_id, size_t len,
+                   int64_t ts_ms, int64_t now_ms);
+
+/* Declares the partitions assigned to this counter (at start and after a rebalance), so that
+ * they hold the watermark back from the start rather than from their first event: a partition
+ * consumed later than the others would otherwise find its panes already taken. An expected
+ * partition without any event is active for idle_ms from its first declaration and meanwhile
+ * keeps the counter's watermark at INT64_MIN. Partitions already known are left as they are
+ * (calling this on every tick is fine: it never keeps a partition active). 0 or -ENOMEM. */
+int nf_trend_counter_expect(nf_trend_counter_t *c, const int32_t *partitions, size_t n,
+                            int64_t now_ms);
+
+/* min over active partitions of their watermark; INT64_MIN when none is active, or when an
+ * active partition has not seen an event yet (see nf_trend_counter_expect). */
+int64_t nf_trend_counter_watermark(const nf_trend_counter_t *c, int64_t now_ms);
+
+/* Called once per final pane, in pane order; the blob is valid during the call only. Return 0
+ * to go on; a negative errno stops the take and the pane stays (it is handed over again next
+ * time). */
+typedef int (*nf_trend_pane_fn)(void *ctx, int64_t pane_start, const void *blob, size_t len);
+
+/* Takes every pane whose end <= the watermark at now_ms. *taken_wm (may be NULL) gets the taken
+ * watermark to report to the merger (INT64_MIN if none yet). Returns the number of panes taken,
+ * or -ENOMEM, or the callback's non-zero value if it stopped. */
+int nf_trend_counter_take(nf_trend_counter_t *c, int64_t now_ms, nf_trend_pane_fn fn, void *ctx,
+                          int64_t *taken_wm);
+
+typedef struct nf_trend_counter_stats {
+    uint64_t counted, late;
+    size_t partitions, open_panes, bytes;
+    int64_t taken_wm;
+} nf_trend_counter_stats_t;
+void nf_trend_counter_stats(const nf_trend_counter_t *c, nf_trend_counter_stats_t *out);
+/* Late events seen on one partition (0 if unknown). */
+uint64_t nf_trend_counter_late(const nf_trend_counter_t *c, int32_t partition);
+
+/* The whole state as one malloc'd blob (*blob, *len; the caller frees). 0 or -ENOMEM. */
+int nf_trend_counter_save(const nf_trend_counter_t *c, void **blob, size_t *len);
+/* Replaces c's state with a saved one. 0, -EINVAL (corrupt, or saved under other options;
+ * c unchanged) or -ENOMEM. */
+int nf_trend_counter_load(nf_trend_counter_t *c, const void *blob, size_t len);
+
+/* ---- merger ---- */
+
+typedef struct nf_trend_merger nf_trend_merger_t;
+
+typedef struct nf_trend_ranked {
+    const char *article_id; /* NUL-terminated */
+    size_t len;
+    uint64_t score;
+} nf_trend_ranked_t;
+
+nf_trend_merger_t *nf_trend_merger_new(const nf_trend_opts_t *o, unsigned ncounters);
+void nf_trend_merger_free(nf_trend_merger_t *m);
+
+/* Adds counter i's summary of one pane (validated completely before anything changes). 0 added
+ * (persist it), 1 ignored (the pane can no longer be in any window still to emit: do not persist
+ * it), -EEXIST (this counter's pane is already in: a duplicate delivery, harmless), -EINVAL
+ * (garbage, other options, counter out of range), -ENOMEM. Protocol: a counter's panes must
+ * reach the merger before the watermark returned by the same take (which the take order gives
+ * for free: deliver the panes, then the watermark). */
+int nf_trend_merger_add_pane(nf_trend_merger_t *m, unsigned counter, const void *blob, size_t len);
+/* Counter i's taken watermark. Watermarks only move forward (a lower one is ignored), and
+ * INT64_MIN means "nothing yet". -EINVAL if counter is out of range. */
+int nf_trend_merger_set_watermark(nf_trend_merger_t *m, unsigned counter, int64_t wm);
+
+/* items are ranked, at most top_k of them, valid during the call. Return 0 to go on; a
+ * negative errno stops emission and that window is emitted again by the next call. */
+typedef int (*nf_trend_window_fn)(void *ctx, int64_t window_start, int64_t window_end,
+                                  const nf_trend_ranked_t *items, size_t n);
+/* A pane_start the merger forgot: delete its persisted summaries (of every counter). */
+typedef void (*nf_trend_drop_fn)(void *ctx, int64_t pane_start);
+
+/* Emits every window end W, multiple of slide, with last processed < W <= min of the counters'
+ * watermarks (a counter that never reported holds it back) whose window holds at least one
+ * counted event, in increasing W. Returns the number emitted, -ENOMEM, or the callback's
+ * non-zero value. drop may be NULL. */
+int nf_trend_merger_emit(nf_trend_merger_t *m, nf_trend_window_fn fn, nf_trend_drop_fn drop,
+                         void *ctx);
+
+typedef struct nf_trend_merger_stats {
+    size_t panes, bytes;
+    int64_t done_end; /* last processed window end (INT64_MIN: none) */
+    uint64_t windows;
+} nf_trend_merger_stats_t;
+void nf_trend_merger_stats(const nf_trend_merger_t *m, nf_trend_merger_stats_t *out);
+
+/* Meta blob (malloc'd; the caller frees). */
+int nf_trend_merger_save(const nf_trend_merger_t *m, void **blob, size_t *len);
+/* Loads the meta into a merger that holds no pane yet; then re-add the persisted panes. 0,
+ * -EINVAL (corrupt, other options or counter count; m unchanged), -EBUSY (panes present). */
+int nf_trend_merger_load(nf_trend_merger_t *m, const void *blob, size_t len);
+
+#endif
