@@ -4,6 +4,7 @@
 #ifndef NF_ARTICLE_MSG_H
 #define NF_ARTICLE_MSG_H
 
+#include "actors/interest.h"
 #include "algo/idset.h"
 #include "runtime/runtime.h"
 
@@ -17,8 +18,11 @@ typedef struct nf_article_blob {
     nf_id128_t id;
     char article_id[33];
     int64_t ingested_ms;
+    nf_topic_vec_t topics; /* classify's vector, by topic index (empty: unclassified) */
+    unsigned nsig;         /* MinHash values at sig (0: no clustering) */
+    uint32_t *sig;         /* inside this block, after json */
     size_t len;
-    char json[]; /* len bytes + NUL */
+    char json[]; /* len bytes + NUL, then the signature */
 } nf_article_blob_t;
 
 extern const nf_actor_ops_t nf_crawl_ops; /* crawl.c */

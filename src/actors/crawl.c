@@ -26,6 +26,7 @@
  * fetch is held unprocessed — its schedule update, fetch-log record and articles must land in
  * the same epoch (a schedule committed with a new ETag but without the articles would lose them
  * on the next conditional GET). */
+#include "actors/analytics.h"
 #include "actors/article_msg.h"
 #include "actors/ingest.h"
 #include "algo/sha256.h"
@@ -103,6 +104,10 @@ struct crawl {
     bool stopping;
     bool cut_paused;
     struct deferred *dhead, *dtail; /* fetches finished during a cut */
+    /* analytics.h: classification and MinHash of each article, on this shard */
+    nf_classify_ctx_t *cls; /* NULL: no taxonomy */
+    nf_classify_result_t cres;
+    nf_minhash_scratch_t mhs;
 };
 
 typedef struct deferred {
@@ -331,15 +336,51 @@ static nf_article_blob_t *article_blob(crawl_t *c, const nf_article_t *a, const 
     json_time(w, "ingested_at", now);
     nf_jw_key(w, "content_hash");
     nf_jw_str(w, a->content_hash);
+    nf_analytics_t *an = c->in->an;
+    nf_classify_result_t *cr = &c->cres;
+    cr->ntopics = cr->nlabels = 0;
+    if (c->cls && nf_classify_text(c->cls, a->title, a->body, cr) != 0)
+        return NULL;
+    if (an && an->taxonomy) {
+        nf_classify_json(an->taxonomy, cr, w);
+    } else {
+        nf_jw_key(w, "category_labels");
+        nf_jw_arr_open(w);
+        nf_jw_arr_close(w);
+        nf_jw_key(w, "topics");
+        nf_jw_obj_open(w);
+        nf_jw_obj_close(w);
+    }
     nf_jw_obj_close(w);
     if (w->failed)
         return NULL;
-    nf_article_blob_t *b = malloc(sizeof *b + w->len + 1);
+    /* The signature lives in the same block, after the JSON, 4-byte aligned. */
+    unsigned nsig = an && an->mh ? nf_minhash_opts(an->mh)->hashes : 0;
+    size_t sig_off = (w->len + 1 + 3) & ~(size_t)3;
+    nf_article_blob_t *b = malloc(sizeof *b + sig_off + (size_t)nsig * sizeof(uint32_t));
     if (!b)
         return NULL;
     if (nf_id128_from_hex(a->article_id, &b->id) != 0) {
         free(b);
         return NULL;
+    }
+    b->nsig = nsig;
+    b->sig = nsig ? (uint32_t *)(void *)(b->json + sig_off) : NULL;
+    if (nsig && nf_minhash_sign_text(an->mh, &c->mhs, a->title, strlen(a->title), a->body,
+                                     strlen(a->body), b->sig) != 0) {
+        free(b);
+        return NULL;
+    }
+    /* The topic vector for interest, canonical (by topic index; interest.h). */
+    b->topics.n = 0;
+    for (unsigned i = 0; i < cr->ntopics && i < NF_TOPICS_MAX; i++) {
+        unsigned j = b->topics.n++;
+        while (j > 0 && b->topics.t[j - 1].topic > cr->topics[i].topic) {
+            b->topics.t[j] = b->topics.t[j - 1];
+            j--;
+        }
+        b->topics.t[j].topic = cr->topics[i].topic;
+        b->topics.t[j].weight = cr->topics[i].weight;
     }
     memcpy(b->article_id, a->article_id, sizeof b->article_id);
     b->ingested_ms = now;
@@ -1163,6 +1204,8 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
     c->sh = sh;
     c->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)nf_shard_index(sh) << 32) ^ nf_now_ns();
     nf_jw_init(&c->jw);
+    if (in->an && in->an->taxonomy && !(c->cls = nf_classify_ctx_new(in->an->taxonomy)))
+        abort();
     c->fetcher = nf_fetcher_create(sh, &in->o.fetch);
     nf_fetch_opts_t fo = in->o.fetch;
     fo.allow_file = true;
@@ -1307,6 +1350,8 @@ static void crawl_fini(nf_shard_t *sh, void *self)
         free(b);
     }
     nf_jw_free(&c->jw);
+    nf_classify_ctx_free(c->cls);
+    nf_minhash_scratch_free(&c->mhs);
     nf_gauge_set(c->in->m.sources, 0); /* this shard's part: it owns none any more */
     for (size_t i = 0; i < c->nsrcs; i++)
         src_free(c->srcs[i]);

@@ -6,11 +6,13 @@
  * ms): the insert of a new article and its output belong to the same epoch, so after a crash
  * either both happened or neither (the next crawl then emits it once). Without an epoch (tests
  * of ingestion alone) outputs go straight to the sink, flushed by this actor's timer. */
+#include "actors/analytics.h"
 #include "actors/article_msg.h"
 #include "actors/ingest.h"
 #include "runtime/log.h"
 #include "state/kstate.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,8 +20,61 @@ typedef struct {
     nf_ingest_t *in;
     nf_shard_t *sh;
     nf_kstate_t *seen;
+    nf_kstate_t *topics; /* analytics: article_id -> topic vector (the durable copy) */
+    nf_outbox_t ob;      /* topic broadcasts and cluster messages a full ring refused */
     nf_timer_t flush;
 } dedup_t;
+
+/* A new article's analytics (analytics.h): its topic vector into state and to every shard's
+ * interest engine, its signature to the cluster shard. 0, or -ENOMEM (the caller stops the job:
+ * the article is emitted in this epoch, its analytics must be too). */
+static int analytics_new_article(dedup_t *d, const nf_article_blob_t *b)
+{
+    nf_analytics_t *an = d->in->an;
+    nf_runtime_t *rt = nf_shard_runtime(d->sh);
+    unsigned n = nf_runtime_shard_count(rt);
+    if (an->interest_actor >= 0) {
+        unsigned char enc[NF_TOPICS_ENC_MAX];
+        int len = nf_interest_topics_encode(&b->topics, enc, sizeof enc);
+        if (len < 0 || nf_kstate_put(d->topics, (uint16_t)(b->id.hi % 256), b->id, enc,
+                                     (uint32_t)len, (uint64_t)b->ingested_ms) != 0)
+            return -ENOMEM;
+        for (unsigned dst = 0; dst < n; dst++) {
+            nf_topics_msg_t *t = malloc(sizeof *t);
+            if (!t)
+                return -ENOMEM;
+            t->id = b->id;
+            t->vec = b->topics;
+            nf_msg_t m = {.actor = (uint16_t)an->interest_actor, .kind = NF_MSG_TOPICS};
+            m.body.ptr = t;
+            if (nf_outbox_send(d->sh, &d->ob, dst, &m) != 0) {
+                free(t);
+                return -ENOMEM;
+            }
+        }
+        nf_counter_inc(an->m.topics_broadcast);
+        if (b->topics.n == 0)
+            nf_counter_inc(an->m.unclassified);
+    }
+    if (b->nsig && an->stories_actor >= 0) {
+        nf_cluster_msg_t *c = malloc(sizeof *c + b->nsig * sizeof(uint32_t));
+        if (!c)
+            return -ENOMEM;
+        c->id = b->id;
+        c->ingested_ms = b->ingested_ms;
+        memcpy(c->sig, b->sig, b->nsig * sizeof(uint32_t));
+        nf_msg_t m = {.actor = (uint16_t)an->stories_actor, .kind = NF_MSG_CLUSTER};
+        m.body.ptr = c;
+        if (nf_outbox_send(d->sh, &d->ob, an->cluster_shard % n, &m) != 0) {
+            free(c);
+            return -ENOMEM;
+        }
+    } else if (!b->nsig) {
+        nf_counter_inc(an->m.unsigned_articles);
+    }
+    nf_gauge_set(an->m.held_messages, (int64_t)nf_outbox_held(&d->ob));
+    return 0;
+}
 
 static void flush_sink(dedup_t *d)
 {
@@ -47,18 +102,30 @@ static void on_flush(nf_shard_t *sh, nf_timer_t *t, void *arg)
 
 static void dedup_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
-    nf_kstate_snapshot(((dedup_t *)self)->seen, b, epoch);
+    dedup_t *d = self;
+    nf_kstate_snapshot(d->seen, b, epoch);
+    if (d->topics)
+        nf_kstate_snapshot(d->topics, b, epoch);
     (void)sh;
 }
 
 static void dedup_committed(nf_shard_t *sh, void *self, uint64_t epoch)
 {
-    nf_kstate_committed(((dedup_t *)self)->seen, epoch);
+    dedup_t *d = self;
+    nf_kstate_committed(d->seen, epoch);
+    if (d->topics)
+        nf_kstate_committed(d->topics, epoch);
     (void)sh;
 }
 
-static const nf_epoch_participant_t dedup_part = {.snapshot = dedup_snapshot,
-                                                  .committed = dedup_committed};
+/* A held broadcast is neither sent nor handled: the cut waits for it. */
+static bool dedup_busy(nf_shard_t *sh, void *self)
+{
+    return nf_outbox_drain(sh, &((dedup_t *)self)->ob) != 0;
+}
+
+static const nf_epoch_participant_t dedup_part = {
+    .busy = dedup_busy, .snapshot = dedup_snapshot, .committed = dedup_committed};
 
 static void *dedup_init(nf_shard_t *sh, void *ctx)
 {
@@ -73,6 +140,14 @@ static void *dedup_init(nf_shard_t *sh, void *ctx)
     d->seen = nf_kstate_new(d->in->store, &o);
     if (!d->seen)
         abort();
+    if (d->in->an) {
+        nf_kstate_opts_t t = {.kind = NF_KIND_ARTICLE_TOPICS,
+                              .ttl_ms = d->in->an->topics_ttl_ms,
+                              .budget_bytes = d->in->budget_bytes,
+                              .initial_capacity = 1 << 12};
+        if (!(d->topics = nf_kstate_new(d->in->store, &t)))
+            abort();
+    }
     if (d->in->epoch && nf_epoch_participant_add(d->in->epoch, sh, &dedup_part, d) != 0)
         abort();
     nf_timer_init(&d->flush, on_flush, d);
@@ -107,6 +182,11 @@ static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         if (nf_ingest_emit(d->in, nf_shard_index(sh), NF_TOPIC_ARTICLES, b->article_id, b->json,
                            b->len) != 0)
             nf_counter_inc(d->in->m.sink_errors);
+        if (d->in->an && analytics_new_article(d, b) != 0) {
+            nf_log(NF_LOG_ERROR, "dedup", "out of memory for an article's analytics; stopping",
+                   NF_LS("article_id", b->article_id), NF_LEND);
+            nf_runtime_request_stop(nf_shard_runtime(sh));
+        }
         if (d->in->epoch && nf_kstate_over_budget(d->seen))
             nf_epoch_request(d->in->epoch);
     } else if (r == 0) {
@@ -129,6 +209,21 @@ static void dedup_stop(nf_shard_t *sh, void *self)
     dedup_t *d = self;
     nf_timer_cancel(sh, &d->flush);
     flush_sink(d);
+    nf_outbox_drain(sh, &d->ob);
+}
+
+static void dedup_resume(nf_shard_t *sh, void *self)
+{
+    dedup_t *d = self;
+    nf_outbox_drain(sh, &d->ob);
+    if (d->in->an)
+        nf_gauge_set(d->in->an->m.held_messages, (int64_t)nf_outbox_held(&d->ob));
+}
+
+static void free_body(void *ctx, const nf_msg_t *m)
+{
+    (void)ctx;
+    free(m->body.ptr);
 }
 
 static void dedup_fini(nf_shard_t *sh, void *self)
@@ -136,7 +231,9 @@ static void dedup_fini(nf_shard_t *sh, void *self)
     dedup_t *d = self;
     nf_timer_cancel(sh, &d->flush);
     flush_sink(d);
+    nf_outbox_free(&d->ob, free_body, NULL); /* forced shutdown only: not committed */
     nf_kstate_free(d->seen);
+    nf_kstate_free(d->topics);
     free(d);
 }
 
@@ -150,5 +247,6 @@ const nf_actor_ops_t nf_dedup_ops = {.name = "dedup",
                                      .init = dedup_init,
                                      .handle = dedup_handle,
                                      .stop = dedup_stop,
+                                     .resume = dedup_resume,
                                      .fini = dedup_fini,
                                      .drop = dedup_drop};

@@ -103,6 +103,8 @@ typedef struct nf_ingest {
     nf_sink_t *sink;
     nf_store_t *store;   /* NULL: ArticleKey and CrawlSchedule in memory only */
     size_t budget_bytes; /* ArticleKey state in memory per shard (0 = unlimited) */
+    /* Classify, cluster and the topic broadcast (analytics.h); NULL: articles only. */
+    struct nf_analytics *an;
     int crawl_actor, dedup_actor;
     nf_ingest_metrics_t m;
 } nf_ingest_t;

@@ -1,6 +1,8 @@
 /* reads.c — the kafka_in and reads actors (reads.h). */
 #include "actors/reads.h"
+#include "actors/analytics.h"
 #include "actors/ingest.h"
+#include "algo/hash.h"
 #include "feed/dates.h"
 #include "io/events.h"
 #include "runtime/jsonw.h"
@@ -80,7 +82,23 @@ typedef struct kin {
     size_t held_msgs;
     bool cut_paused, kafka_paused, warned_sources;
     nf_jw_t jw;
+    /* analytics.h: the event-id dedup set and this shard's trending counter */
+    nf_kstate_t *ids;
+    nf_trend_counter_t *trend;
+    nf_outbox_t ob; /* panes and watermarks for the merger a full ring refused */
+    nf_timer_t tick;
+    int64_t reported_wm;
+    size_t mem_next; /* memory source: next record index */
+    bool mem_started, mem_done;
 } kin_t;
+
+/* 128-bit key of an event id (the dedup set). */
+static nf_id128_t event_key(const char *event_id)
+{
+    size_t n = strlen(event_id);
+    return (nf_id128_t){nf_hash64(event_id, n, 0x6576656e745f6964ull),
+                        nf_hash64(event_id, n, 0x4556454e545f4944ull)};
+}
 
 static bool send_batch(kin_t *k, read_batch_t *b)
 {
@@ -147,9 +165,18 @@ static void flow_control(kin_t *k)
     }
 }
 
-static void dead_letter(kin_t *k, const rd_kafka_message_t *m, const char *stage, const char *error)
+/* One input record, from Kafka or from the memory source. */
+typedef struct rec {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    const void *payload;
+    size_t len;
+} rec_t;
+
+static void dead_letter(kin_t *k, const rec_t *m, const char *stage, const char *error)
 {
-    const char *topic = rd_kafka_topic_name(m->rkt);
+    const char *topic = m->topic;
     char key[320];
     size_t kl = nf_dead_letter_key(key, sizeof key, topic, m->partition, m->offset);
     if (kl >= sizeof key)
@@ -157,8 +184,8 @@ static void dead_letter(kin_t *k, const rd_kafka_message_t *m, const char *stage
     nf_jw_reset(&k->jw);
     nf_dead_letter_json(&k->jw, topic, m->partition, m->offset, stage, error, m->payload, m->len,
                         wall_ms());
-    if (k->jw.failed || nf_epoch_emit(k->r->epoch, k->me, NF_TOPIC_DEAD_LETTERS, key, kl, k->jw.buf,
-                                      k->jw.len) != 0) {
+    if (k->jw.failed ||
+        nf_analytics_emit(k->r->an, k->me, NF_TOPIC_DEAD_LETTERS, key, k->jw.buf, k->jw.len) != 0) {
         /* Without memory the record cannot be kept: the job stops rather than lose it. */
         nf_log(NF_LOG_ERROR, "kafka", "cannot record a dead letter (out of memory); stopping",
                NF_LS("topic", topic), NF_LI("partition", m->partition), NF_LI("offset", m->offset),
@@ -172,18 +199,46 @@ static void dead_letter(kin_t *k, const rd_kafka_message_t *m, const char *stage
            NF_LEND);
 }
 
-static void take_read_event(kin_t *k, const rd_kafka_message_t *m)
+static void stop_job(kin_t *k, const char *what, int rc)
+{
+    nf_counter_inc(k->r->m.state_errors);
+    nf_log(NF_LOG_ERROR, "kafka", what, NF_LI("errno", -rc), NF_LEND);
+    nf_runtime_request_stop(nf_shard_runtime(k->sh));
+}
+
+static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
 {
     nf_reads_t *r = k->r;
+    nf_analytics_t *an = r->an;
     char err[256];
     unsigned dest;
     read_item_t tmp;
-    /* Decode straight into the destination batch when there is one; otherwise into tmp. */
     int rc = nf_read_event_decode(m->payload, m->len, r->max_event_bytes, &tmp.ev, err, sizeof err);
     if (rc != 0) {
         dead_letter(k, m, "decode", err);
         return;
     }
+    /* A repeat of an event id (a producer's retry, a replayed file) changes nothing. */
+    nf_id128_t ek = event_key(tmp.ev.event_id);
+    uint16_t kg = (uint16_t)m->partition;
+    uint32_t vl = 0;
+    int gerr = 0;
+    if (nf_kstate_get(k->ids, kg, ek, (uint64_t)now_ms, &vl, &gerr)) {
+        nf_counter_inc(an->m.event_duplicates);
+        return;
+    }
+    if (gerr != 0 || nf_kstate_put(k->ids, kg, ek, NULL, 0, (uint64_t)now_ms) != 0) {
+        stop_job(k, "event-id dedup state failed; stopping the job", gerr ? gerr : -ENOMEM);
+        return;
+    }
+    rc = nf_trend_count(k->trend, m->partition, tmp.ev.article_id, strlen(tmp.ev.article_id),
+                        tmp.ev.ts_ms, now_ms);
+    if (rc == 1)
+        nf_counter_inc(an->m.late_events);
+    else if (rc == 0)
+        nf_counter_inc(an->m.counted_events);
+    else if (rc == -ENOMEM)
+        stop_job(k, "out of memory in the trending counter; stopping the job", rc);
     dest = nf_route(nf_shard_runtime(k->sh), user_key(tmp.ev.user_id).hi);
     read_batch_t *b = k->open[dest];
     if (!b) {
@@ -197,7 +252,7 @@ static void take_read_event(kin_t *k, const rd_kafka_message_t *m)
         b->dest = dest;
         k->open[dest] = b;
     }
-    tmp.kg = (uint16_t)m->partition;
+    tmp.kg = kg;
     b->items[b->n++] = tmp;
     nf_counter_inc(r->m.events);
     if (b->n == BATCH_MAX) {
@@ -233,14 +288,14 @@ static void ship_msg(kin_t *k, unsigned dest, const nf_msg_t *m)
 
 /* One record of the sources topic: to the crawl actors, as SET for the shard that owns the
  * source's host and FORGET for every other (ingest.h). */
-static void take_source(kin_t *k, const rd_kafka_message_t *m)
+static void take_source(kin_t *k, const rd_kafka_message_t *km, const rec_t *m)
 {
     nf_reads_t *r = k->r;
     char err[512];
     nf_source_record_t rec;
-    int rc =
-        nf_source_record_decode(m->key, m->key ? m->key_len : 0, m->payload,
-                                m->payload ? m->len : 0, r->max_event_bytes, &rec, err, sizeof err);
+    int rc = nf_source_record_decode(km->key, km->key ? km->key_len : 0, km->payload,
+                                     km->payload ? km->len : 0, r->max_event_bytes, &rec, err,
+                                     sizeof err);
     if (rc != 0) {
         dead_letter(k, m, "decode", err);
         return;
@@ -282,13 +337,46 @@ static void flush_open(kin_t *k)
         }
 }
 
+/* The memory source (reads.h): this shard's records, CONSUME_MAX per turn. */
+static void consume_memory(kin_t *k)
+{
+    nf_reads_t *r = k->r;
+    size_t taken = 0, i = k->mem_next;
+    int64_t now = wall_ms();
+    unsigned parts = r->mem.partitions ? r->mem.partitions : 1;
+    for (; i < r->mem.n && taken < CONSUME_MAX; i++) {
+        int32_t p = (int32_t)(i % parts);
+        if ((unsigned)p % k->nshards != k->me)
+            continue;
+        rec_t rc = {"read-events", p, (int64_t)(i / parts), r->mem.buf + r->mem.off[i],
+                    r->mem.len[i]};
+        take_read_event(k, &rc, now);
+        taken++;
+    }
+    k->mem_next = i;
+    flush_open(k);
+    drain_held(k);
+    if (i < r->mem.n) {
+        nf_actor_schedule(k->sh, r->in_actor);
+    } else if (!k->mem_done) {
+        k->mem_done = true;
+        atomic_fetch_add(&r->mem_shards_done, 1);
+    }
+}
+
 static void consume_turn(kin_t *k)
 {
     nf_reads_t *r = k->r;
-    if (!r->kafka || k->cut_paused || k->kafka_paused || nf_shard_stopping(k->sh))
+    if (k->cut_paused || k->kafka_paused || nf_shard_stopping(k->sh))
         return;
+    if (!r->kafka) {
+        if (r->mem.n && k->mem_started && !k->hhead)
+            consume_memory(k);
+        return;
+    }
     rd_kafka_message_t *msgs[CONSUME_MAX];
     size_t n = nf_kafka_shard_consume(r->kafka, k->me, msgs, CONSUME_MAX);
+    int64_t now = wall_ms();
     for (size_t i = 0; i < n; i++) {
         rd_kafka_message_t *m = msgs[i];
         if (m->err) {
@@ -300,10 +388,11 @@ static void consume_turn(kin_t *k)
         }
         nf_counter_inc(r->m.records);
         int in = nf_kafka_input_of(r->kafka, rd_kafka_topic_name(m->rkt));
+        rec_t rc = {rd_kafka_topic_name(m->rkt), m->partition, m->offset, m->payload, m->len};
         if (in == NF_INPUT_READ_EVENTS)
-            take_read_event(k, m);
+            take_read_event(k, &rc, now);
         else if (in == NF_INPUT_SOURCES)
-            take_source(k, m);
+            take_source(k, m, &rc);
         if (in >= 0)
             nf_epoch_set_offset(r->epoch, (nf_input_t)in, m->partition, m->offset + 1);
         rd_kafka_message_destroy(m);
@@ -335,17 +424,146 @@ static bool kin_busy(nf_shard_t *sh, void *self)
 {
     kin_t *k = self;
     drain_held(k);
-    (void)sh;
-    return k->hhead != NULL || k->shead != NULL;
+    return k->hhead != NULL || k->shead != NULL || nf_outbox_drain(sh, &k->ob) != 0;
 }
 
+static void counter_key(unsigned shard, unsigned char key[3])
+{
+    key[0] = 'c';
+    key[1] = (unsigned char)(shard >> 8);
+    key[2] = (unsigned char)shard;
+}
+
+/* Positions are in the epoch (nf_epoch_set_offset); the state is the event-id set and the
+ * trending counter (its open panes and watermarks, one blob per shard). */
 static void kin_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
-    /* No state of its own: positions are in the epoch (nf_epoch_set_offset). */
+    kin_t *k = self;
     (void)sh;
-    (void)self;
-    (void)b;
-    (void)epoch;
+    nf_kstate_snapshot(k->ids, b, epoch);
+    if (!b)
+        return;
+    void *blob = NULL;
+    size_t len = 0;
+    if (nf_trend_counter_save(k->trend, &blob, &len) != 0) {
+        stop_job(k, "cannot save the trending counter (out of memory); stopping", -ENOMEM);
+        return;
+    }
+    unsigned char key[3];
+    counter_key(k->me, key);
+    int rc = nf_analytics_put_blob(b, key, sizeof key, blob, len);
+    free(blob);
+    if (rc != 0)
+        stop_job(k, "cannot save the trending counter (out of memory); stopping", rc);
+}
+
+static void kin_committed(nf_shard_t *sh, void *self, uint64_t epoch)
+{
+    nf_kstate_committed(((kin_t *)self)->ids, epoch);
+    (void)sh;
+}
+
+static void held_drop(void *ctx, const nf_msg_t *m)
+{
+    (void)ctx;
+    if (m->kind == NF_MSG_PANE)
+        free(m->body.ptr);
+}
+
+static int send_pane(void *ctx, int64_t pane_start, const void *blob, size_t len)
+{
+    kin_t *k = ctx;
+    nf_pane_msg_t *p = malloc(sizeof *p + len);
+    if (!p)
+        return -ENOMEM;
+    p->pane_start = pane_start;
+    p->len = len;
+    memcpy(p->blob, blob, len);
+    nf_msg_t m = {.actor = (uint16_t)k->r->an->trend_actor, .kind = NF_MSG_PANE};
+    m.body.ptr = p;
+    if (nf_outbox_send(k->sh, &k->ob, 0, &m) != 0) {
+        free(p);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Every 250 ms: the counter's final panes, then its watermark, to the merger (shard 0). Not
+ * during a cut: a pane taken after this shard's snapshot but merged before the merger's would
+ * be in both. */
+static void on_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
+{
+    kin_t *k = arg;
+    (void)t;
+    if (k->cut_paused)
+        return;
+    int64_t now = wall_ms(), wm = INT64_MIN;
+    /* Assigned partitions hold the watermark back from the start, not from their first event:
+     * otherwise a partition consumed later than the others would find its panes taken. */
+    int32_t parts[256];
+    size_t np = 0;
+    if (k->r->kafka) {
+        np = nf_kafka_shard_partitions(k->r->kafka, k->me, NF_INPUT_READ_EVENTS, parts, 256);
+        np = np > 256 ? 256 : np;
+    } else {
+        for (uint32_t p = 0; p < k->r->mem.partitions && np < 256; p++)
+            if (p % k->nshards == k->me)
+                parts[np++] = (int32_t)p;
+    }
+    if (nf_trend_counter_expect(k->trend, parts, np, now) != 0) {
+        stop_job(k, "out of memory in the trending counter; stopping the job", -ENOMEM);
+        return;
+    }
+    int rc = nf_trend_counter_take(k->trend, now, send_pane, k, &wm);
+    if (rc < 0) {
+        stop_job(k, "out of memory handing trending panes over; stopping the job", rc);
+        return;
+    }
+    nf_trend_counter_stats_t cs;
+    nf_trend_counter_stats(k->trend, &cs);
+    nf_gauge_set(k->r->an->m.trend_open_panes, (int64_t)cs.open_panes);
+    nf_gauge_set(k->r->an->m.trend_bytes, (int64_t)cs.bytes);
+    if (wm != INT64_MIN && (wm != k->reported_wm || rc > 0)) {
+        nf_msg_t m = {.actor = (uint16_t)k->r->an->trend_actor, .kind = NF_MSG_WATERMARK};
+        m.body.u64[0] = (uint64_t)wm;
+        if (nf_outbox_send(sh, &k->ob, 0, &m) != 0) {
+            stop_job(k, "out of memory reporting the trending watermark; stopping", -ENOMEM);
+            return;
+        }
+        k->reported_wm = wm;
+        nf_gauge_set(k->r->an->m.trend_watermark_lag, (now - wm) / 1000);
+    }
+}
+
+static void restore_counter(kin_t *k)
+{
+    unsigned char key[3];
+    counter_key(k->me, key);
+    void *blob = NULL;
+    size_t len = 0;
+    char err[256];
+    int rc =
+        nf_store_get(k->r->store, NF_KIND_TRENDING, key, sizeof key, &blob, &len, err, sizeof err);
+    if (rc == 1) {
+        size_t blen = 0;
+        const void *b = nf_analytics_blob(blob, len, &blen);
+        rc = b ? nf_trend_counter_load(k->trend, b, blen) : -EINVAL;
+        free(blob);
+        if (rc == 0) {
+            nf_trend_counter_stats_t cs;
+            nf_trend_counter_stats(k->trend, &cs);
+            nf_log(NF_LOG_INFO, "trending", "counter restored", NF_LI("shard", k->me),
+                   NF_LI("bytes", (int64_t)len), NF_LI("open_panes", (int64_t)cs.open_panes),
+                   NF_LI("partitions", (int64_t)cs.partitions), NF_LEND);
+        }
+    }
+    if (rc < 0) {
+        nf_log(NF_LOG_ERROR, "trending",
+               "the stored trending counter does not load (unreadable, corrupt, or saved with "
+               "other trending options); stopping",
+               NF_LI("shard", k->me), NF_LI("errno", -rc), NF_LEND);
+        nf_runtime_request_stop(nf_shard_runtime(k->sh));
+    }
 }
 
 static void kin_cut_resume(nf_shard_t *sh, void *self)
@@ -355,8 +573,11 @@ static void kin_cut_resume(nf_shard_t *sh, void *self)
     nf_actor_schedule(sh, k->r->in_actor);
 }
 
-static const nf_epoch_participant_t kin_part = {
-    .pause = kin_cut_pause, .busy = kin_busy, .snapshot = kin_snapshot, .resume = kin_cut_resume};
+static const nf_epoch_participant_t kin_part = {.pause = kin_cut_pause,
+                                                .busy = kin_busy,
+                                                .snapshot = kin_snapshot,
+                                                .committed = kin_committed,
+                                                .resume = kin_cut_resume};
 
 static void *kin_init(nf_shard_t *sh, void *ctx)
 {
@@ -368,6 +589,19 @@ static void *kin_init(nf_shard_t *sh, void *ctx)
     k->me = nf_shard_index(sh);
     k->nshards = nf_runtime_shard_count(nf_shard_runtime(sh));
     nf_jw_init(&k->jw);
+    nf_kstate_opts_t io = {.kind = NF_KIND_EVENT_IDS,
+                           .ttl_ms = k->r->an->event_id_ttl_ms,
+                           .budget_bytes = k->r->budget_bytes,
+                           .initial_capacity = 1 << 12};
+    if (!(k->ids = nf_kstate_new(k->r->store, &io)))
+        abort();
+    if (!(k->trend = nf_trend_counter_new(&k->r->an->trend)))
+        abort();
+    k->reported_wm = INT64_MIN;
+    if (k->r->store)
+        restore_counter(k);
+    nf_timer_init(&k->tick, on_tick, k);
+    nf_timer_arm(sh, &k->tick, nf_now_ns() + 250000000ull, 250000000ull);
     if (k->r->epoch && nf_epoch_participant_add(k->r->epoch, sh, &kin_part, k) != 0)
         abort();
     if (k->r->kafka) {
@@ -380,8 +614,13 @@ static void *kin_init(nf_shard_t *sh, void *ctx)
 
 static void kin_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 {
+    kin_t *k = self;
+    if (m->kind == NF_MSG_MEM_START) {
+        k->mem_started = true;
+        consume_turn(k);
+        return;
+    }
     (void)sh;
-    (void)self;
     nf_log(NF_LOG_ERROR, "kafka", "unexpected message", NF_LI("kind", m->kind), NF_LEND);
 }
 
@@ -394,6 +633,7 @@ static void kin_run(nf_shard_t *sh, void *self)
 static void kin_resume(nf_shard_t *sh, void *self)
 {
     kin_t *k = self;
+    nf_outbox_drain(sh, &k->ob);
     drain_held(k);
     flow_control(k);
     consume_turn(k);
@@ -407,8 +647,10 @@ static void kin_stop(nf_shard_t *sh, void *self)
         nf_watch_remove(sh, k->watch);
         k->watch = NULL;
     }
+    nf_timer_cancel(sh, &k->tick);
     flush_open(k);
     drain_held(k);
+    nf_outbox_drain(sh, &k->ob);
 }
 
 static void kin_fini(nf_shard_t *sh, void *self)
@@ -428,6 +670,9 @@ static void kin_fini(nf_shard_t *sh, void *self)
         free(h);
     }
     nf_jw_free(&k->jw);
+    nf_outbox_free(&k->ob, held_drop, NULL); /* forced shutdown only: uncommitted */
+    nf_kstate_free(k->ids);
+    nf_trend_counter_free(k->trend);
     free(k);
 }
 
@@ -446,17 +691,13 @@ static const nf_actor_ops_t kin_ops = {.name = "kafka_in",
                                        .fini = kin_fini,
                                        .drop = batch_drop};
 
-/* ================================================================ reads */
-
-typedef struct reads_state {
-    uint64_t count;
-    int64_t last_ts_ms;
-} reads_state_t;
+/* ================================================================ reads (interest) */
 
 typedef struct rd {
     nf_reads_t *r;
+    nf_analytics_t *an;
     nf_shard_t *sh;
-    nf_kstate_t *ks;
+    nf_interest_t *eng;
     nf_jw_t jw;
     nf_timer_t gauges;
 } rd_t;
@@ -464,49 +705,37 @@ typedef struct rd {
 static void reads_event(rd_t *d, const read_item_t *it, uint64_t now_ms)
 {
     nf_reads_t *r = d->r;
-    nf_id128_t key = user_key(it->ev.user_id);
-    uint32_t len = 0;
-    int err = 0;
-    reads_state_t st = {0, 0};
-    const void *v = nf_kstate_get(d->ks, it->kg, key, now_ms, &len, &err);
-    if (err == -EIO) {
-        /* The store cannot be read: counting on would restart this user at 1. Stop; the
-         * uncommitted epoch is re-read after a restart. */
-        nf_counter_inc(r->m.state_errors);
-        nf_log(NF_LOG_ERROR, "reads", "state read failed; stopping the job",
-               NF_LS("user_id", it->ev.user_id), NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(d->sh));
+    nf_interest_out_t out;
+    int rc = nf_interest_apply(d->eng, it->kg, it->ev.user_id, it->ev.article_id, it->ev.session_id,
+                               it->ev.ts_ms, (int64_t)now_ms, &out);
+    if (rc == NF_INTEREST_DUPLICATE) {
+        nf_counter_inc(d->an->m.interest_duplicates);
         return;
     }
-    if (v && len == sizeof st)
-        memcpy(&st, v, sizeof st);
-    st.count++;
-    if (it->ev.ts_ms > st.last_ts_ms)
-        st.last_ts_ms = it->ev.ts_ms;
-    if (nf_kstate_put(d->ks, it->kg, key, &st, sizeof st, now_ms) != 0) {
+    if (rc == NF_INTEREST_UNKNOWN_ARTICLE) {
+        nf_counter_inc(d->an->m.interest_unknown);
+        if (nf_log_enabled(NF_LOG_DEBUG))
+            nf_log(NF_LOG_DEBUG, "interest", "read of an unknown article skipped",
+                   NF_LS("article_id", it->ev.article_id), NF_LS("user_id", it->ev.user_id),
+                   NF_LEND);
+        return;
+    }
+    if (rc < 0) {
+        /* A store that cannot be read (or no memory): going on would restart this user from
+         * zero. Stop; the uncommitted epoch is re-read after a restart. */
         nf_counter_inc(r->m.state_errors);
-        nf_log(NF_LOG_ERROR, "reads", "out of memory for keyed state; stopping the job", NF_LEND);
+        nf_log(NF_LOG_ERROR, "interest", "interest state failed; stopping the job",
+               NF_LS("user_id", it->ev.user_id), NF_LI("errno", -rc),
+               NF_LS("error", nf_interest_error(d->eng)), NF_LEND);
         nf_runtime_request_stop(nf_shard_runtime(d->sh));
         return;
     }
     nf_jw_t *w = &d->jw;
-    char ts[40];
-    nf_date_format(st.last_ts_ms, ts, sizeof ts);
     nf_jw_reset(w);
-    nf_jw_obj_open(w);
-    nf_jw_key(w, "user_id");
-    nf_jw_str(w, it->ev.user_id);
-    nf_jw_key(w, "version");
-    nf_jw_u64(w, st.count);
-    nf_jw_key(w, "vector");
-    nf_jw_obj_open(w);
-    nf_jw_obj_close(w);
-    nf_jw_key(w, "updated_at");
-    nf_jw_str(w, ts);
-    nf_jw_obj_close(w);
-    if (w->failed || nf_epoch_emit(r->epoch, nf_shard_index(d->sh), NF_TOPIC_INTEREST_UPDATES,
-                                   it->ev.user_id, strlen(it->ev.user_id), w->buf, w->len) != 0) {
-        nf_log(NF_LOG_ERROR, "reads", "out of memory for outputs; stopping the job", NF_LEND);
+    nf_interest_json(&out, it->ev.user_id, d->an->topic_names, w);
+    if (w->failed || nf_analytics_emit(d->an, nf_shard_index(d->sh), NF_TOPIC_INTEREST_UPDATES,
+                                       it->ev.user_id, w->buf, w->len) != 0) {
+        nf_log(NF_LOG_ERROR, "interest", "out of memory for outputs; stopping the job", NF_LEND);
         nf_runtime_request_stop(nf_shard_runtime(d->sh));
         return;
     }
@@ -521,25 +750,34 @@ static void reads_event(rd_t *d, const read_item_t *it, uint64_t now_ms)
 static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 {
     rd_t *d = self;
-    read_batch_t *b = m->body.ptr;
     uint64_t now = (uint64_t)wall_ms();
+    if (m->kind == NF_MSG_TOPICS) {
+        nf_topics_msg_t *t = m->body.ptr;
+        if (nf_interest_topics_put(d->eng, t->id, &t->vec, (int64_t)now) == -ENOMEM) {
+            nf_log(NF_LOG_ERROR, "interest", "out of memory for the topic table; stopping",
+                   NF_LEND);
+            nf_runtime_request_stop(nf_shard_runtime(sh));
+        }
+        free(t);
+        return;
+    }
+    read_batch_t *b = m->body.ptr;
     for (unsigned i = 0; i < b->n; i++)
         reads_event(d, &b->items[i], now);
     free(b);
-    if (d->r->epoch && nf_kstate_over_budget(d->ks))
+    if (d->r->epoch && nf_interest_over_budget(d->eng))
         nf_epoch_request(d->r->epoch);
-    (void)sh;
 }
 
 static void reads_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
-    nf_kstate_snapshot(((rd_t *)self)->ks, b, epoch);
+    nf_interest_snapshot(((rd_t *)self)->eng, b, epoch);
     (void)sh;
 }
 
 static void reads_committed(nf_shard_t *sh, void *self, uint64_t epoch)
 {
-    nf_kstate_committed(((rd_t *)self)->ks, epoch);
+    nf_interest_committed(((rd_t *)self)->eng, epoch);
     (void)sh;
 }
 
@@ -549,10 +787,11 @@ static const nf_epoch_participant_t reads_part = {.snapshot = reads_snapshot,
 static void on_gauges(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {
     rd_t *d = arg;
-    nf_kstate_stats_t s;
-    nf_kstate_stats(d->ks, &s);
-    nf_gauge_set(d->r->m.state_bytes, (int64_t)s.bytes);
-    nf_gauge_set(d->r->m.state_entries, (int64_t)s.entries);
+    nf_interest_expire(d->eng, wall_ms(), 4096);
+    nf_interest_stats_t s;
+    nf_interest_stats(d->eng, &s);
+    nf_gauge_set(d->r->m.state_bytes, (int64_t)(s.users.bytes + s.seen.bytes + s.table_bytes));
+    nf_gauge_set(d->r->m.state_entries, (int64_t)(s.users.entries + s.seen.entries));
     (void)sh;
     (void)t;
 }
@@ -563,11 +802,12 @@ static void *reads_init(nf_shard_t *sh, void *ctx)
     if (!d)
         abort();
     d->r = ctx;
+    d->an = d->r->an;
     d->sh = sh;
-    nf_kstate_opts_t o = {
-        .kind = NF_KIND_READS, .budget_bytes = d->r->budget_bytes, .initial_capacity = 1024};
-    d->ks = nf_kstate_new(d->r->store, &o);
-    if (!d->ks)
+    nf_interest_opts_t o = d->an->interest;
+    o.users_budget_bytes = o.seen_budget_bytes = d->r->budget_bytes;
+    d->eng = nf_interest_new(d->r->store, &o);
+    if (!d->eng)
         abort();
     nf_jw_init(&d->jw);
     if (d->r->epoch && nf_epoch_participant_add(d->r->epoch, sh, &reads_part, d) != 0)
@@ -586,7 +826,7 @@ static void reads_fini(nf_shard_t *sh, void *self)
 {
     rd_t *d = self;
     nf_timer_cancel(sh, &d->gauges);
-    nf_kstate_free(d->ks);
+    nf_interest_free(d->eng);
     nf_jw_free(&d->jw);
     free(d);
 }
@@ -635,5 +875,8 @@ int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r)
     if (r->in_actor < 0)
         return r->in_actor;
     r->reads_actor = nf_runtime_register(rt, &reads_ops, r);
-    return r->reads_actor < 0 ? r->reads_actor : 0;
+    if (r->reads_actor < 0)
+        return r->reads_actor;
+    r->an->interest_actor = r->reads_actor;
+    return 0;
 }

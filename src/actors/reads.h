@@ -1,22 +1,29 @@
-/* reads.h — the read-events path (DESIGN.md §1, §4) as far as this issue takes it: the Kafka
- * source actor that feeds shards from their assigned partitions, and a keyed counting actor
- * that stands where the interest actor will (it keeps each user's version, the read count).
+/* reads.h — the read-events path (DESIGN.md §1, §4): the Kafka source actor that feeds shards
+ * from their assigned partitions (with event-id dedup and the trending counter of
+ * analytics.h), and the interest actor keyed by user.
  *
  *   kafka_in (per shard; owns the partitions p with p % shards == shard):
  *     consumes its queue in budgeted turns -> decodes each record (io/events.h); a record that
  *     does not decode goes to dead-letters with its origin and the decoder's reason, and its
  *     partition keeps flowing -> valid events batched per destination shard (route(user)) and
- *     sent; input positions recorded for the epoch. Records of the sources topic become
+ *     sent; input positions recorded for the epoch (each decoded event
+ *     first meets the event-id dedup set and the shard's trending counter: analytics.h).
+ *     Records of the sources topic become
  *     messages to the crawl actors (ingest.h: nf_ingest_source_route), one per shard and record;
  *     an undecodable one, or one whose URL is not an http(s) feed URL, goes to dead-letters.
  *     Backpressure: a batch or source message a full ring refuses is held (in order); while
  *     more than kafka.pause_high_water events and source messages are held the shard's
  *     partitions are paused in librdkafka
  *     (bounded memory: librdkafka stops fetching them), resumed below pause_low_water.
- *   reads (per shard; owns the users that route to it):
- *     keyed state NF_KIND_READS, key group = the input partition: {count, last_ts_ms};
- *     each event increments count and emits to interest-updates
- *     {"user_id","version":count,"vector":{},"updated_at"} (the vector is the analytics issue's).
+ *   reads (per shard; owns the users that route to it): the interest engine
+ *     (actors/interest.h; key group = the input partition); each counted event emits one
+ *     interest-updates record. It also takes the topic broadcasts (NF_MSG_TOPICS) of dedup.
+ *
+ * Memory source: with kafka NULL and mem.n > 0, kafka_in reads read-events values from memory
+ * instead (benchmarks and tests of the in-process read path): record i is partition
+ * i % mem.partitions, offset i / mem.partitions, and is consumed by the shard owning that
+ * partition; each shard starts when its kafka_in gets NF_MSG_MEM_START (post it once the topic
+ * tables are filled) and increments mem_shards_done once it has taken all of its records.
  *
  * Register after nf_runtime_create and before start; the struct must outlive the runtime. */
 #ifndef NF_READS_H
@@ -28,7 +35,12 @@
 #include "state/epoch.h"
 #include "state/store.h"
 
+#include <stdatomic.h>
+
 struct nf_ingest;
+struct nf_analytics;
+
+enum { NF_MSG_MEM_START = 30 }; /* to kafka_in: start the memory source */
 
 typedef struct nf_reads {
     nf_kafka_t *kafka; /* NULL: no Kafka input (the actors idle) */
@@ -36,7 +48,16 @@ typedef struct nf_reads {
      * are skipped with a warning (their positions still move). */
     struct nf_ingest *ingest;
     nf_epoch_t *epoch;
-    nf_store_t *store; /* NULL: memory-only state */
+    struct nf_analytics *an; /* required: dedup, trending and interest options and metrics */
+    nf_store_t *store;       /* NULL: memory-only state */
+    struct {
+        const char *buf;
+        const size_t *off;
+        const uint32_t *len;
+        size_t n;
+        uint32_t partitions;
+    } mem;
+    atomic_uint mem_shards_done;
     uint32_t max_event_bytes;
     uint32_t pause_high_water, pause_low_water;
     size_t budget_bytes; /* keyed state per shard */

@@ -10,9 +10,11 @@
  * restart). */
 #include "cli/cli.h"
 
+#include "actors/analytics.h"
 #include "actors/ingest.h"
 #include "actors/reads.h"
 #include "cli/cli_fetch.h"
+#include "feed/feed.h"
 #include "io/demo.h"
 #include "io/kafka.h"
 #include "runtime/admin.h"
@@ -244,11 +246,17 @@ static int setup_ingest(const nf_config_t *cfg, nf_ingest_t *in, nf_source_list_
 }
 
 /* Everything `run` owns besides the runtime, torn down in reverse order by run_cleanup. */
-typedef struct run_ctx {
+typedef struct run_ctx run_ctx_t;
+static int setup_analytics(run_ctx_t *c, char *err, size_t errlen);
+
+/* Everything `run` owns besides the runtime, torn down in reverse order by run_cleanup. */
+struct run_ctx {
     nf_config_t cfg;
     nf_ingest_t in;
     nf_source_list_t sources;
     nf_reads_t reads;
+    nf_analytics_t an;
+    nf_classify_taxonomy_t *taxonomy;
     nf_store_t *store;
     nf_kafka_mock_t *mock;
     nf_kafka_t *kafka;
@@ -256,7 +264,7 @@ typedef struct run_ctx {
     nf_demo_t *demo;
     nf_runtime_t *rt;
     nf_admin_t *admin;
-} run_ctx_t;
+};
 
 static void run_cleanup(run_ctx_t *c)
 {
@@ -265,11 +273,95 @@ static void run_cleanup(run_ctx_t *c)
     if (c->rt)
         nf_runtime_destroy(c->rt);
     nf_kafka_free(c->kafka);
+    nf_analytics_free(&c->an);
+    nf_classify_free(c->taxonomy);
     nf_epoch_free(c->epoch);
     nf_kafka_mock_free(c->mock);
     if (c->store)
         nf_store_close(c->store);
     nf_sources_free(&c->sources);
+}
+
+/* The article ids of the configured local feed files (the demo's example feeds), parsed with
+ * the job's own parser, so the demo's read events name articles the job will crawl. At most
+ * 200; a file that does not read or parse is skipped (the crawl reports it). */
+static size_t demo_article_ids(const nf_source_list_t *l, char ***out)
+{
+    size_t n = 0, cap = 200;
+    char **ids = calloc(cap, sizeof *ids);
+    if (!ids)
+        return 0;
+    for (size_t i = 0; i < l->n && n < cap; i++) {
+        if (!l->items[i].is_file || strncmp(l->items[i].url, "file://", 7) != 0)
+            continue;
+        FILE *f = fopen(l->items[i].url + 7, "rb");
+        if (!f)
+            continue;
+        static char buf[1 << 20];
+        size_t len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        nf_feed_t feed;
+        if (nf_feed_parse(&feed, buf, len, l->items[i].url, 0, NULL, NULL, 0) != NF_FEED_OK)
+            continue;
+        for (size_t k = 0; k < feed.nitems && n < cap; k++)
+            if (feed.items[k].article_id[0] && (ids[n] = strdup(feed.items[k].article_id)))
+                n++;
+        nf_feed_free(&feed);
+    }
+    *out = ids;
+    return n;
+}
+
+/* The analytics options from the config (analytics.h), the taxonomy loaded once, and the
+ * stories and trending actors registered. 0, or -1 with the reason in err (a config error). */
+static int setup_analytics(run_ctx_t *c, char *err, size_t errlen)
+{
+    const nf_config_t *cfg = &c->cfg;
+    nf_analytics_t *an = &c->an;
+    nf_analytics_defaults(an);
+    an->epoch = c->epoch;
+    an->sink = c->in.sink;
+    an->store = c->store;
+    an->budget_bytes = (size_t)cfg->state.budget_mb << 20;
+    if (cfg->classify.taxonomy[0]) {
+        c->taxonomy = strcmp(cfg->classify.taxonomy, "builtin") == 0
+                          ? nf_classify_load_text("builtin taxonomy", nf_classify_builtin,
+                                                  nf_classify_builtin_len, err, errlen)
+                          : nf_classify_load(cfg->classify.taxonomy, err, errlen);
+        if (!c->taxonomy)
+            return -1;
+        if (nf_classify_topic_count(c->taxonomy) > NF_TOPICS_MAX) {
+            snprintf(err, errlen, "classify.taxonomy: more than %d topics", NF_TOPICS_MAX);
+            return -1;
+        }
+    }
+    an->taxonomy = c->taxonomy;
+    an->minhash.shingle_words = cfg->cluster.shingle_words;
+    an->minhash.hashes = an->cluster.hashes = cfg->cluster.hashes;
+    an->minhash.bands = an->cluster.bands = cfg->cluster.bands;
+    an->minhash.rows = an->cluster.rows = cfg->cluster.rows;
+    an->cluster.threshold = cfg->cluster.threshold;
+    an->cluster.ttl_ms = an->topics_ttl_ms = (uint64_t)cfg->cluster.ttl_s * 1000u;
+    an->cluster_shard = cfg->cluster.shard;
+    an->trend.window_ms = (int64_t)cfg->trending.window_s * 1000;
+    an->trend.slide_ms = (int64_t)cfg->trending.slide_s * 1000;
+    an->trend.lateness_ms = cfg->trending.lateness_ms;
+    an->trend.idle_ms = cfg->trending.idle_ms;
+    an->trend.cms_width = cfg->trending.cms_width;
+    an->trend.cms_depth = cfg->trending.cms_depth;
+    an->trend.top_k = cfg->trending.top_k;
+    an->trend.exact = cfg->trending.exact;
+    an->event_id_ttl_ms = (uint64_t)cfg->trending.event_id_ttl_s * 1000u;
+    an->interest.alpha = cfg->interest.alpha;
+    an->interest.gamma = cfg->interest.gamma;
+    an->interest.seen_ttl_ms = (uint64_t)cfg->interest.seen_ttl_s * 1000u;
+    an->interest.table_max = cfg->interest.table_max;
+    an->interest.unknown_as_empty = cfg->interest.unknown_articles == 1;
+    if (cfg->interest.gamma <= 0.0) {
+        snprintf(err, errlen, "interest.gamma must be in (0, 1]");
+        return -1;
+    }
+    return nf_analytics_register(c->rt, an, err, errlen) == 0 ? 0 : -1;
 }
 
 /* Bounds the library teardown after the final commit. librdkafka 2.0.2 can leave
@@ -386,8 +478,14 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
         return NF_EXIT_RUNTIME;
     }
     if (c->kafka && c->mock && cfg->demo.read_events_per_s) { /* a demo needs no real broker */
-        c->demo = nf_demo_start(brokers, nf_kafka_input_topic(c->kafka, NF_INPUT_READ_EVENTS),
-                                cfg->demo.read_events_per_s, err, errlen);
+        char **ids = NULL;
+        size_t nids = demo_article_ids(&c->sources, &ids);
+        c->demo =
+            nf_demo_start(brokers, nf_kafka_input_topic(c->kafka, NF_INPUT_READ_EVENTS),
+                          cfg->demo.read_events_per_s, (const char *const *)ids, nids, err, errlen);
+        for (size_t i = 0; i < nids; i++)
+            free(ids[i]);
+        free(ids);
         if (!c->demo)
             nf_log(NF_LOG_WARN, "main", "demo producer not started", NF_LS("error", err), NF_LEND);
     }
@@ -458,9 +556,17 @@ int nf_cli_run(int argc, char **argv)
     c.in.epoch = c.epoch;
     c.in.store = c.store;
     c.in.budget_bytes = (size_t)cfg->state.budget_mb << 20;
+    if (setup_analytics(&c, err, sizeof err) != 0) {
+        fprintf(stderr, "newsflow: config error: %s\n", err);
+        run_cleanup(&c);
+        nf_sink_close(c.in.sink);
+        return NF_EXIT_USAGE;
+    }
+    c.in.an = &c.an;
     c.reads = (nf_reads_t){.kafka = c.kafka,
                            .ingest = &c.in,
                            .epoch = c.epoch,
+                           .an = &c.an,
                            .store = c.store,
                            .max_event_bytes = cfg->kafka.max_event_bytes,
                            .pause_high_water = cfg->kafka.pause_high_water,

@@ -18,6 +18,8 @@ struct nf_demo {
     uint32_t rate;
     pthread_t thread;
     atomic_bool stop;
+    char (*ids)[33]; /* article ids to read, most read first; NULL: demo-article-N */
+    size_t nids;
 };
 
 /* A skewed pick in [0, n): the minimum of two uniform draws favours small indices. */
@@ -47,10 +49,15 @@ static void *run(void *arg)
         char user[32], value[256], ts[40];
         snprintf(user, sizeof user, "demo-user-%u", skewed(&rng, 200));
         nf_date_format((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, ts, sizeof ts);
+        char article[40];
+        if (d->nids)
+            snprintf(article, sizeof article, "%s", d->ids[skewed(&rng, (unsigned)d->nids)]);
+        else
+            snprintf(article, sizeof article, "demo-article-%u", skewed(&rng, 50));
         int n = snprintf(value, sizeof value,
-                         "{\"user_id\":\"%s\",\"article_id\":\"demo-article-%u\","
+                         "{\"user_id\":\"%s\",\"article_id\":\"%s\","
                          "\"session_id\":\"s%u\",\"ts\":\"%s\"}",
-                         user, skewed(&rng, 50), (unsigned)(sent / 20), ts);
+                         user, article, (unsigned)(sent / 20), ts);
         rd_kafka_producev(d->rk, RD_KAFKA_V_TOPIC(d->topic), RD_KAFKA_V_KEY(user, strlen(user)),
                           RD_KAFKA_V_VALUE(value, (size_t)n),
                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
@@ -68,14 +75,18 @@ static void *run(void *arg)
     return NULL;
 }
 
-nf_demo_t *nf_demo_start(const char *brokers, const char *topic, uint32_t per_second, char *err,
-                         size_t errlen)
+nf_demo_t *nf_demo_start(const char *brokers, const char *topic, uint32_t per_second,
+                         const char *const *article_ids, size_t nids, char *err, size_t errlen)
 {
     nf_demo_t *d = calloc(1, sizeof *d);
-    if (!d) {
+    if (!d || (nids && !(d->ids = calloc(nids, sizeof *d->ids)))) {
+        free(d);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    for (size_t i = 0; i < nids; i++)
+        snprintf(d->ids[i], sizeof d->ids[i], "%s", article_ids[i]);
+    d->nids = nids;
     snprintf(d->topic, sizeof d->topic, "%s", topic);
     d->rate = per_second ? per_second : 1;
     rd_kafka_conf_t *c = rd_kafka_conf_new();
@@ -83,17 +94,19 @@ nf_demo_t *nf_demo_start(const char *brokers, const char *topic, uint32_t per_se
     if (rd_kafka_conf_set(c, "bootstrap.servers", brokers, rerr, sizeof rerr) != 0 ||
         !(d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, rerr, sizeof rerr))) {
         snprintf(err, errlen, "demo producer: %s", rerr);
+        free(d->ids);
         free(d);
         return NULL;
     }
     if (pthread_create(&d->thread, NULL, run, d) != 0) {
         snprintf(err, errlen, "demo producer: cannot start its thread");
         rd_kafka_destroy(d->rk);
+        free(d->ids);
         free(d);
         return NULL;
     }
     nf_log(NF_LOG_INFO, "demo", "demo producer of read events started", NF_LS("topic", topic),
-           NF_LI("per_second", d->rate), NF_LEND);
+           NF_LI("per_second", d->rate), NF_LI("articles", (int64_t)nids), NF_LEND);
     return d;
 }
 
@@ -104,5 +117,6 @@ void nf_demo_stop(nf_demo_t *d)
     atomic_store(&d->stop, true);
     pthread_join(d->thread, NULL);
     rd_kafka_destroy(d->rk);
+    free(d->ids);
     free(d);
 }

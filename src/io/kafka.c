@@ -889,6 +889,30 @@ void nf_kafka_pause_shard(nf_kafka_t *k, unsigned shard, bool pause)
     pthread_mutex_unlock(&k->lock);
 }
 
+size_t nf_kafka_shard_partitions(nf_kafka_t *k, unsigned shard, nf_input_t in, int32_t *out,
+                                 size_t n)
+{
+    if (!k->sq || shard >= k->nshards || (unsigned)in >= NF_INPUT__COUNT)
+        return 0;
+    size_t count = 0;
+    pthread_mutex_lock(&k->lock);
+    const rd_kafka_topic_partition_list_t *l = k->sq[shard].assigned;
+    for (int i = 0; l && i < l->cnt; i++) {
+        if (strcmp(l->elems[i].topic, k->in_names[in]) != 0)
+            continue;
+        int32_t p = l->elems[i].partition;
+        if (count < n) {
+            size_t j = count;
+            for (; j > 0 && out[j - 1] > p; j--)
+                out[j] = out[j - 1];
+            out[j] = p;
+        }
+        count++;
+    }
+    pthread_mutex_unlock(&k->lock);
+    return count;
+}
+
 void nf_kafka_stats(const nf_kafka_t *k, nf_kafka_stats_t *out)
 {
     out->produced = atomic_load(&k->produced);

@@ -117,6 +117,12 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, const char *positions_js
 int nf_kafka_shard_fd(const nf_kafka_t *k, unsigned shard);
 /* Up to n messages (0 if none). Destroy each with rd_kafka_message_destroy. */
 size_t nf_kafka_shard_consume(nf_kafka_t *k, unsigned shard, rd_kafka_message_t **msgs, size_t n);
+/* The partitions of input `in` assigned to the shard now: up to n into out, sorted; returns
+ * how many there are (may exceed n). Any thread (takes the assignment lock): the trending
+ * counter polls it so an assigned partition that has not produced an event yet holds the
+ * watermark back (analytics.h). */
+size_t nf_kafka_shard_partitions(nf_kafka_t *k, unsigned shard, nf_input_t in, int32_t *out,
+                                 size_t n);
 /* Pauses (or resumes) fetching for every partition assigned to the shard. */
 void nf_kafka_pause_shard(nf_kafka_t *k, unsigned shard, bool pause);
 

@@ -27,7 +27,7 @@
 
 /* CFG_LIST: strings, stored '\n'-separated in a char array; a JSON array in files, comma-separated
  * in the environment and --set (so an entry there cannot contain a comma). */
-typedef enum { CFG_BOOL, CFG_U32, CFG_U64, CFG_STR, CFG_ENUM, CFG_LIST } cfg_type_t;
+typedef enum { CFG_BOOL, CFG_U32, CFG_U64, CFG_F64, CFG_STR, CFG_ENUM, CFG_LIST } cfg_type_t;
 
 #define CFG_POW2 1u /* integer must be a power of two */
 
@@ -36,6 +36,7 @@ typedef struct cfg_key {
     cfg_type_t type;
     size_t off, size;           /* the field */
     uint64_t min, max;          /* integers: value range; strings: min length (max = size-1) */
+    double fmin, fmax;          /* doubles: value range (inclusive) */
     const char *def;            /* default, as text (parsed like an environment value) */
     const char *const *choices; /* enum: names, NULL-terminated; index = stored value */
     unsigned flags;             /* CFG_POW2 */
@@ -47,6 +48,7 @@ typedef struct cfg_key {
 
 static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const cfg_assignments[] = {"group", "all", NULL};
+static const char *const cfg_unknown_articles[] = {"skip", "empty", NULL};
 _Static_assert(NF_LOG_DEBUG == 0 && NF_LOG_INFO == 1 && NF_LOG_WARN == 2 && NF_LOG_ERROR == 3,
                "cfg_log_levels[] is indexed by nf_log_level_t");
 
@@ -163,6 +165,50 @@ static const cfg_key_t cfg_keys[] = {
      .help = "extra librdkafka properties, \"name=value\" each"},
     {KEY(CFG_U32, demo.read_events_per_s), .max = 1000000, .def = "5",
      .help = "synthetic read events per second into read-events with embedded Kafka (0 = off)"},
+    {KEY(CFG_STR, classify.taxonomy), .def = "builtin",
+     .help = "topic taxonomy: a JSON file, \"builtin\" (config/taxonomy.json as built) or \"\" "
+             "(no classification)"},
+    {KEY(CFG_U32, cluster.shingle_words), .min = 1, .max = 16, .def = "3",
+     .help = "words per shingle of the normalized title + body"},
+    {KEY(CFG_U32, cluster.hashes), .min = 8, .max = 1024, .def = "128",
+     .help = "MinHash functions (signature length); must equal bands * rows"},
+    {KEY(CFG_U32, cluster.bands), .min = 1, .max = 256, .def = "16", .help = "LSH bands"},
+    {KEY(CFG_U32, cluster.rows), .min = 1, .max = 64, .def = "8", .help = "LSH rows per band"},
+    {KEY(CFG_F64, cluster.threshold), .fmin = 0.0, .fmax = 1.0, .def = "0.85",
+     .help = "estimated Jaccard similarity at which a candidate joins a cluster"},
+    {KEY(CFG_U32, cluster.ttl_s), .min = 60, .max = 31536000, .def = "604800",
+     .help = "signatures, buckets and cluster links expire after this long"},
+    {KEY(CFG_U32, cluster.shard), .max = 255, .def = "0",
+     .help = "the shard that owns the similarity index (modulo the shard count)"},
+    {KEY(CFG_U32, trending.window_s), .min = 1, .max = 604800, .def = "3600",
+     .help = "event-time window length; a multiple of slide_s"},
+    {KEY(CFG_U32, trending.slide_s), .min = 1, .max = 86400, .def = "30",
+     .help = "the window slides (and a ranked list is emitted) this often"},
+    {KEY(CFG_U32, trending.lateness_ms), .max = 86400000, .def = "5000",
+     .help = "allowed lateness: watermark = max event time - this; older events are late"},
+    {KEY(CFG_U32, trending.idle_ms), .min = 1000, .max = 86400000, .def = "60000",
+     .help = "a partition without events this long stops holding the watermark back"},
+    {KEY(CFG_U32, trending.cms_width), .min = 16, .max = 1048576, .def = "2048",
+     .help = "Count-Min Sketch width (error e/width of the window's events)"},
+    {KEY(CFG_U32, trending.cms_depth), .min = 1, .max = 16, .def = "5",
+     .help = "Count-Min Sketch depth (bound holds with probability 1 - e^-depth)"},
+    {KEY(CFG_U32, trending.top_k), .min = 1, .max = 10000, .def = "50",
+     .help = "articles in each ranked list"},
+    {KEY(CFG_BOOL, trending.exact), .def = "false",
+     .help = "count exactly (a hash map per pane) instead of Count-Min: for verification"},
+    {KEY(CFG_U32, trending.event_id_ttl_s), .min = 1, .max = 31536000, .def = "7200",
+     .help = "a read event's id is remembered this long (repeats are dropped)"},
+    {KEY(CFG_F64, interest.alpha), .fmin = 0.0, .fmax = 1.0, .def = "0.1",
+     .help = "EMA learning rate: weight of a read's article topics"},
+    {KEY(CFG_F64, interest.gamma), .fmin = 0.0, .fmax = 1.0, .def = "0.95",
+     .help = "decay per day since the user's last update"},
+    {KEY(CFG_U32, interest.seen_ttl_s), .min = 1, .max = 31536000, .def = "86400",
+     .help = "a (user, article, session) read is counted once within this time"},
+    {KEY(CFG_U32, interest.table_max), .min = 1024, .max = 100000000, .def = "1000000",
+     .help = "article topic vectors cached per shard (misses read the state store)"},
+    {KEY(CFG_ENUM, interest.unknown_articles), .choices = cfg_unknown_articles, .def = "skip",
+     .help = "a read of an article without a topic vector: skip (counted) or empty (the user's "
+             "version and decay move, the direction does not)"},
 };
 
 #define CFG_NKEYS    (sizeof cfg_keys / sizeof cfg_keys[0])
@@ -329,6 +375,8 @@ static const char *type_name(const cfg_key_t *k, char *buf, size_t n)
         return "uint32";
     case CFG_U64:
         return "uint64";
+    case CFG_F64:
+        return "number";
     case CFG_STR:
         return "string";
     case CFG_ENUM:
@@ -381,6 +429,24 @@ static int set_value(const cfg_key_t *k, nf_config_t *cfg, const char *s, size_t
         } else {
             memcpy(field, &v, sizeof v);
         }
+        return 0;
+    }
+    case CFG_F64: {
+        char num[64];
+        char *end = NULL;
+        if (len == 0 || len >= sizeof num)
+            return cfg_fail(msg, n, "expected a number, got %s", shown);
+        memcpy(num, s, len);
+        num[len] = '\0';
+        errno = 0;
+        double d = strtod(num, &end);
+        if (end != num + len || errno == ERANGE || d != d)
+            return cfg_fail(msg, n, "expected a number, got %s", shown);
+        if (d < k->fmin || d > k->fmax) {
+            cfg_show(shown, sizeof shown, s, len, false);
+            return cfg_fail(msg, n, "%s is out of range [%g, %g]", shown, k->fmin, k->fmax);
+        }
+        memcpy(field, &d, sizeof d);
         return 0;
     }
     case CFG_STR:
@@ -462,6 +528,15 @@ static int set_json(const cfg_key_t *k, nf_config_t *cfg, const cJSON *v, const 
         char num[64]; /* no key map (cannot happen for text cJSON accepted): best effort */
         snprintf(num, sizeof num, "%.17g", v->valuedouble);
         return set_value(k, cfg, num, strlen(num), false, msg, n);
+    case CFG_F64: {
+        if (!cJSON_IsNumber(v))
+            return cfg_fail(msg, n, "expected a number, got %s", json_kind(v));
+        if (raw)
+            return set_value(k, cfg, raw, strspn(raw, "+-0123456789.eE"), false, msg, n);
+        char text[64];
+        snprintf(text, sizeof text, "%.17g", v->valuedouble);
+        return set_value(k, cfg, text, strlen(text), false, msg, n);
+    }
     case CFG_STR:
         if (!cJSON_IsString(v))
             return cfg_fail(msg, n, "expected a string, got %s", json_kind(v));
@@ -551,6 +626,21 @@ static void emit_value(FILE *f, const cfg_key_t *k, const nf_config_t *cfg)
         fprintf(f, "%" PRIu64, v);
         return;
     }
+    case CFG_F64: {
+        double v;
+        memcpy(&v, field, sizeof v);
+        /* the shortest form that reads back as the same double (0.1, not 0.10000000000000001) */
+        char text[40];
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(text, sizeof text, "%.*g", prec, v);
+            if (strtod(text, NULL) == v)
+                break;
+        }
+        fputs(text, f);
+        if (!strpbrk(text, ".eEn"))
+            fputs(".0", f); /* stays a JSON number that reads as a double */
+        return;
+    }
     case CFG_STR:
         json_string(f, field, strlen(field));
         return;
@@ -607,6 +697,7 @@ static bool cfg_table_ok(void)
         size_t want = k->type == CFG_BOOL   ? sizeof(bool)
                       : k->type == CFG_U32  ? sizeof(uint32_t)
                       : k->type == CFG_U64  ? sizeof(uint64_t)
+                      : k->type == CFG_F64  ? sizeof(double)
                       : k->type == CFG_ENUM ? sizeof(int)
                                             : k->size;
         uint64_t max = k->type == CFG_STR || k->type == CFG_LIST ? k->size - 1 : k->max;
@@ -724,6 +815,8 @@ void nf_config_describe(FILE *out)
         if (k->type == CFG_U32 || k->type == CFG_U64)
             fprintf(out, " [%" PRIu64 ", %" PRIu64 "]%s", k->min, k->max,
                     k->flags & CFG_POW2 ? ", power of two" : "");
+        else if (k->type == CFG_F64)
+            fprintf(out, " [%g, %g]", k->fmin, k->fmax);
         else if (k->type == CFG_STR)
             fprintf(out, " [%" PRIu64 "-%zu bytes]", k->min, k->size - 1);
         else if (k->type == CFG_LIST)
@@ -1099,6 +1192,24 @@ static int load_set(nf_config_t *cfg, const char *arg, char *err, size_t errlen)
     return cfg_unknown(err, errlen, where, arg, plen, rest, rlen);
 }
 
+/* Rules between keys, checked once every layer is in (a layer may fix what another broke). */
+static int check_relations(const nf_config_t *c, char *err, size_t errlen)
+{
+    if ((uint64_t)c->cluster.bands * c->cluster.rows != c->cluster.hashes)
+        return cfg_fail(err, errlen,
+                        "cluster.hashes (%u) must equal cluster.bands (%u) * cluster.rows (%u)",
+                        c->cluster.hashes, c->cluster.bands, c->cluster.rows);
+    if (c->trending.window_s % c->trending.slide_s != 0)
+        return cfg_fail(err, errlen,
+                        "trending.window_s (%u) must be a multiple of trending.slide_s (%u)",
+                        c->trending.window_s, c->trending.slide_s);
+    if (c->trending.window_s / c->trending.slide_s > 10000)
+        return cfg_fail(err, errlen,
+                        "trending.window_s / trending.slide_s is %u panes; at most 10000",
+                        c->trending.window_s / c->trending.slide_s);
+    return 0;
+}
+
 int nf_config_load(nf_config_t *cfg, const char *path, char *const *sets, unsigned nsets,
                    bool use_env, char *err, size_t errlen)
 {
@@ -1113,6 +1224,8 @@ int nf_config_load(nf_config_t *cfg, const char *path, char *const *sets, unsign
     for (unsigned i = 0; i < nsets; i++)
         if (load_set(&c, sets[i], err, errlen) < 0)
             return -1;
+    if (check_relations(&c, err, errlen) < 0)
+        return -1;
     *cfg = c;
     return 0;
 }
@@ -1134,6 +1247,8 @@ int nf_config_load_buffer(nf_config_t *cfg, const char *name, const char *data, 
     text[n] = '\0';
     int rc = load_text(&c, name, text, n, err, errlen);
     free(text);
+    if (rc == 0)
+        rc = check_relations(&c, err, errlen);
     if (rc == 0)
         *cfg = c;
     return rc;

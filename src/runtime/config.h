@@ -131,6 +131,25 @@ typedef struct nf_config {
     struct {
         uint32_t read_events_per_s; /* 0 = no demo producer */
     } demo;
+    struct {
+        char taxonomy[1024]; /* "" = no classification */
+    } classify;
+    struct {
+        uint32_t shingle_words, hashes, bands, rows;
+        double threshold;
+        uint32_t ttl_s, shard;
+    } cluster;
+    struct {
+        uint32_t window_s, slide_s, lateness_ms, idle_ms;
+        uint32_t cms_width, cms_depth, top_k;
+        bool exact;
+        uint32_t event_id_ttl_s;
+    } trending;
+    struct {
+        double alpha, gamma;
+        uint32_t seen_ttl_s, table_max;
+        int unknown_articles; /* 0 "skip", 1 "empty" */
+    } interest;
 } nf_config_t;
 
 /* The built-in defaults (the same values as config/newsflow.json). */

@@ -3,7 +3,7 @@ rings (runtime.ring_capacity=64) and low water marks (kafka.pause_high_water=200
 pause_low_water=50) with 30000 events waiting in read-events. While the job works through them,
 /metrics and /proc/PID/status are sampled: the shards must pause their partitions
 (newsflow_kafka_pauses_total > 0, "partitions paused" / "partitions resumed" logged), the held
-events must stay bounded, RSS must stay under 300 MB, and at the end interest-updates must hold
+events must stay bounded, RSS must stay under 450 MB, and at the end interest-updates must hold
 every (user, version) exactly once (nothing lost while paused).
 
 Why runtime.budget=1 and a 2 s epoch: kafka_in and the reads actor share each shard's thread,
@@ -34,7 +34,12 @@ HIGH, LOW = 200, 50
 CONSUME_MAX = 256
 SLOW_US = 200
 INTERVAL_MS = 2000
-RSS_LIMIT_KB = 300 * 1024
+# 450 MB: the job's own footprint plus the trending state. The events' timestamps are one second
+# apart, so the 30000 events span 8 h of event time, and while partitions are paused unevenly
+# their event times drift apart: each counter holds the panes (30 s, an 80 KB sketch each) between
+# its slowest and fastest partition, and the merger up to a window of panes per shard (measured
+# ~80 MB and ~50 MB; logged below from newsflow_trending_shard_bytes / _merger_bytes).
+RSS_LIMIT_KB = 450 * 1024
 
 
 def body(ctx):
@@ -54,6 +59,7 @@ def body(ctx):
     ctx.log("admin on port %d" % job.admin_port())
 
     samples = []  # (held, pauses, rss_kb, events, updates)
+    tsamples = []  # (trending counter bytes, merger bytes)
     last = {}
 
     def sample():
@@ -62,6 +68,8 @@ def body(ctx):
         if m is None:
             return False
         last.update(m)
+        tsamples.append((m.get("newsflow_trending_shard_bytes", 0.0),
+                         m.get("newsflow_trending_merger_bytes", 0.0)))
         samples.append((m.get("newsflow_kafka_held_events", 0.0),
                         m.get("newsflow_kafka_pauses_total", 0.0), rss or 0,
                         m.get("newsflow_read_events_total", 0.0),
@@ -104,7 +112,9 @@ def body(ctx):
     ctx.log("held_events max %d vs the tighter high+2*64 = %d: %s" %
             (held_max, tight, "within" if held_max <= tight else "ABOVE (a consume turn overshoots"
              " the high water mark by up to %d records)" % CONSUME_MAX))
-    ctx.check(rss_max < RSS_LIMIT_KB, "VmRSS reached %.1f MB (limit 300 MB)" % (rss_max / 1024.0),
+    ctx.log("trending state: max %.1f MB in the counters, %.1f MB in the merger" %
+            (max(t[0] for t in tsamples) / 2**20, max(t[1] for t in tsamples) / 2**20))
+    ctx.check(rss_max < RSS_LIMIT_KB, "VmRSS reached %.1f MB (limit 450 MB)" % (rss_max / 1024.0),
               job)
     ctx.check(last.get("newsflow_dead_letters_total", 0) == 0, "dead letters for valid input")
     held_end = last.get("newsflow_kafka_held_events", 0)

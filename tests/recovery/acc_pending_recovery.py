@@ -72,7 +72,7 @@ class Producer(threading.Thread):
 
 
 def epoch_records_in_kafka(ctx, bootstrap, epoch, writer):
-    recs = acclib.read_outputs(ctx, bootstrap, "interest-updates")
+    recs = acclib.read_all_outputs(ctx, bootstrap)  # trending windows are in the epochs too
     return sum(1 for _, h, _ in recs
                if h.get("nf-writer") == writer and h.get("nf-epoch") == str(epoch))
 
@@ -246,7 +246,7 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
     if point in ("after_pending", "after_commit", "mid_produce"):
         # the roll forward wrote the missing records under the same writer and epoch: epoch E
         # now has exactly R records in the log, with seqs 0..R-1
-        seqs = sorted(int(h["nf-seq"]) for _, h, _ in recs
+        seqs = sorted(int(h["nf-seq"]) for _, h, _ in acclib.read_all_outputs(ctx, B)
                       if h.get("nf-writer") == writer and h.get("nf-epoch") == str(FAULT_EPOCH))
         ctx.check(seqs == list(range(R)), "%s: epoch %d has %d records in the log (seqs %s...), "
                   "want exactly seqs 0..%d" % (point, FAULT_EPOCH, len(seqs), seqs[:5], R - 1))

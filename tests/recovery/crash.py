@@ -521,7 +521,9 @@ class Job:
              "crawl.jitter_permille=0",
              "crawl.host_max_concurrent=16",
              "crawl.host_spacing_ms=0",
-             "shutdown.timeout_ms=20000"]
+             "shutdown.timeout_ms=20000",
+             # synthetic article ids (no crawled article has them): every read still counts
+             "interest.unknown_articles=empty"]
         if self.args.assignment:
             s.append("kafka.assignment=" + self.args.assignment)
         if "demo.read_events_per_s" in self.args.job_keys:
@@ -813,6 +815,26 @@ def verify(kc, feeds, expected_n, poison_at, valid_at, kinds, r_req, problems, p
         if len(envs) > 1 and len(ids) > 1:
             art_dup += len(envs) - 1
             prob("art-duplicate", "url %s under %d article_ids" % (url, len(ids)))
+    # story-clusters: exactly one record per committed article, none for anything else (the
+    # cluster assignment commits in the epoch that emits the article).
+    sc = defaultdict(list)
+    for env in kc.consume("story-clusters"):
+        obj, raw = env_value(env)
+        aid = obj.get("article_id") if isinstance(obj, dict) else None
+        if not isinstance(aid, str) or env.get("key") != aid:
+            prob("sc-malformed", "story-clusters %s: %s" % (where(env), raw[:120]))
+            continue
+        sc[aid].append(env)
+    for aid, envs in sc.items():
+        if len(envs) > 1:
+            prob("sc-duplicate", "story-clusters for %s x%d at %s"
+                 % (aid, len(envs), ", ".join(where(e) for e in envs)))
+        if aid not in by_id:
+            prob("sc-phantom", "story-clusters for %s, which is no committed article" % aid)
+    sc_missing = [aid for aid in by_id if aid not in sc]
+    if sc_missing:
+        prob("sc-missing", "%d committed articles without a story-clusters record, e.g. %s"
+             % (len(sc_missing), sc_missing[:3]))
     served = feeds.snapshot()
     art_missing = 0
     for f in range(feeds.active):

@@ -197,6 +197,34 @@ static void test_types(void)
     EXPECT_SET("admin.listen=", "--set admin.listen=: admin.listen: must not be empty");
 }
 
+/* Numbers (doubles) from files and --set, their range checks and the relations between keys. */
+static void test_doubles_and_relations(void)
+{
+    nf_config_t c;
+    char err[NF_CONFIG_ERRLEN];
+    NF_REQUIRE(load("{\"interest\": {\"alpha\": 0.25, \"gamma\": 1},"
+                    " \"cluster\": {\"threshold\": 9e-1}}",
+                    NULL, 0, &c, err) == 0);
+    NF_CHECK(c.interest.alpha == 0.25);
+    NF_CHECK(c.interest.gamma == 1.0);
+    NF_CHECK(c.cluster.threshold == 0.9);
+    EXPECT_SET("interest.alpha=0.5", NULL);
+    EXPECT_SET("interest.alpha=abc", "--set interest.alpha=abc: interest.alpha: expected a number, "
+                                     "got \"abc\"");
+    EXPECT_SET("interest.alpha=1.5",
+               "--set interest.alpha=1.5: interest.alpha: 1.5 is out of range [0, 1]");
+    EXPECT_SET("interest.gamma=nan",
+               "--set interest.gamma=nan: interest.gamma: expected a number, got \"nan\"");
+    EXPECT_FILE_ERR("{\"cluster\": {\"threshold\": \"high\"}}",
+                    ":1: cluster.threshold: expected a number, got a string");
+    EXPECT_SET("cluster.rows=4",
+               "cluster.hashes (128) must equal cluster.bands (16) * cluster.rows (4)");
+    char *ok[] = {"cluster.rows=4", "cluster.hashes=64"};
+    NF_CHECK(load(NULL, ok, 2, &c, err) == 0);
+    EXPECT_SET("trending.slide_s=7",
+               "trending.window_s (3600) must be a multiple of trending.slide_s (7)");
+}
+
 /* Every integer key at and beyond both ends of its range, through --set. */
 static void test_ranges(void)
 {
@@ -275,15 +303,16 @@ static void test_file_errors(void)
                     "ring_capacity, batch, budget, stop_after_ms)");
     EXPECT_FILE_ERR("{\n\n  \"runtme\": {}\n}",
                     ":3: unknown section \"runtme\" (sections: runtime, log, admin, shutdown, "
-                    "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, demo)");
-    EXPECT_FILE_ERR(
-        "{\"Runtime\": {}}",
-        ":1: unknown section \"Runtime\" (sections: runtime, log, "
-        "admin, shutdown, sources, fetch, crawl, parse, sink, state, checkpoint, kafka, demo)");
+                    "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, demo, classify, "
+                    "cluster, trending, interest)");
+    EXPECT_FILE_ERR("{\"Runtime\": {}}",
+                    ":1: unknown section \"Runtime\" (sections: runtime, log, "
+                    "admin, shutdown, sources, fetch, crawl, parse, sink, state, checkpoint, "
+                    "kafka, demo, classify, cluster, trending, interest)");
     EXPECT_FILE_ERR("{\"runtime.shards\": 1}",
                     ":1: unknown section \"runtime.shards\" (sections: "
                     "runtime, log, admin, shutdown, sources, fetch, crawl, parse, sink, state, "
-                    "checkpoint, kafka, demo)");
+                    "checkpoint, kafka, demo, classify, cluster, trending, interest)");
     EXPECT_FILE_ERR("{\"runtime\":\n {\"shards\": \"4\"}}",
                     ":2: runtime.shards: expected an unsigned integer, got a string");
     EXPECT_FILE_ERR("{\"runtime\": {\"shards\": null}}",
@@ -448,7 +477,8 @@ static void test_key_lines(void)
     memcpy(t, tail, strlen(tail));
     expect_file_err(__LINE__, text,
                     ":21: unknown section \"zzz\" (sections: runtime, log, admin, shutdown, "
-                    "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, demo)");
+                    "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, demo, classify, "
+                    "cluster, trending, interest)");
     fill(text, sizeof text, tmpl, good);
     t = strstr(text, "$T");
     static const char dup[] = ",\n \"log\"\n: {}";
@@ -529,11 +559,13 @@ static void test_set_errors(void)
                "--set runtime.shardz=1: unknown key \"runtime.shardz\" (keys in "
                "\"runtime\": shards, pin, ring_capacity, batch, budget, "
                "stop_after_ms)");
-    EXPECT_SET("runtme.shards=1", "--set runtme.shards=1: unknown section \"runtme\" (sections: "
-                                  "runtime, log, admin, shutdown, sources, fetch, crawl, parse, "
-                                  "sink, state, checkpoint, kafka, demo)");
+    EXPECT_SET("runtme.shards=1",
+               "--set runtme.shards=1: unknown section \"runtme\" (sections: "
+               "runtime, log, admin, shutdown, sources, fetch, crawl, parse, "
+               "sink, state, checkpoint, kafka, demo, classify, cluster, trending, interest)");
     EXPECT_SET("=1", "--set =1: unknown section \"\" (sections: runtime, log, admin, shutdown, "
-                     "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, demo)");
+                     "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, demo, "
+                     "classify, cluster, trending, interest)");
     EXPECT_SET("log=1", "--set log=1: \"log\" is a section, not a key (keys in it: level, "
                         "progress_interval_ms)");
     EXPECT_SET("log.level.x=1",
@@ -575,7 +607,7 @@ static void test_hash_and_describe(void)
     int lines = 0;
     for (const char *p = text; *p; p++)
         lines += *p == '\n';
-    NF_CHECK_EQ(lines, 57); /* one line per key in the table */
+    NF_CHECK_EQ(lines, 79); /* one line per key in the table */
     NF_CHECK(strstr(text, "runtime.shards ") == text);
     NF_CHECK(strstr(text, "\nlog.level ") != NULL);
     NF_CHECK(strstr(text, "debug|info|warn|error") != NULL);
@@ -598,6 +630,7 @@ int main(void)
     NF_RUN(test_defaults_file);
     NF_RUN(test_round_trip);
     NF_RUN(test_types);
+    NF_RUN(test_doubles_and_relations);
     NF_RUN(test_ranges);
     NF_RUN(test_power_of_two);
     NF_RUN(test_file_errors);

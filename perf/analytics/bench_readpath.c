@@ -1,0 +1,236 @@
+/* bench_readpath.c — the read path in-process, through the job's own actors: read-events JSON
+ * from memory -> decode -> event-id dedup -> trending counter (+ merger) -> route by user ->
+ * interest update -> interest-updates JSON (serialized, then discarded: no Kafka here, whose
+ * mock broker is far slower than this path). One run per shard count, each in a child process
+ * (the metrics registry is per process).
+ *
+ * Workload (perf/analytics/workload.h): Zipf(s) users and articles, default 1M users, 100k
+ * articles, every article with a topic vector known to every shard before the clock starts
+ * (as the broadcasts of dedup would have made it), event time spread over --span-min minutes
+ * (default 10: the window slides ~20 times; the Redis peer gets the same span).
+ *
+ *   bench_readpath [--events N] [--shards 1,2] [--users U] [--articles A] [--zipf S]
+ *                  [--partitions P] [--exact] [--quick]
+ * One JSON line per shard count:
+ *   {"bench":"readpath","shards":S,"events":N,"seconds":T,"events_per_s":R,
+ *    "events_per_s_per_shard":R/S,"updates":U,"late":L,"windows":W,"rss_mb":M} */
+#include "actors/analytics.h"
+#include "actors/reads.h"
+#include "runtime/metrics.h"
+#include "workload.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6))
+            kb = strtol(line + 6, NULL, 10);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static void post(nf_runtime_t *rt, unsigned shard, const nf_msg_t *m)
+{
+    while (nf_runtime_post(rt, shard, m) == -EAGAIN)
+        usleep(100);
+}
+
+static void noop(nf_shard_t *sh, void *arg)
+{
+    (void)sh;
+    (void)arg;
+}
+
+/* A deterministic sparse topic vector for article a: 1-3 topics of 20, L2-normalized. */
+static void article_topics(uint32_t a, nf_topic_vec_t *v)
+{
+    uint64_t rng = 0x70706963ull ^ a;
+    unsigned n = 1 + (unsigned)(nf_wl_rand(&rng) % 3);
+    double w[20] = {0}, norm = 0;
+    for (unsigned i = 0; i < n; i++)
+        w[nf_wl_rand(&rng) % 20] += 0.2 + nf_wl_uniform(&rng);
+    for (unsigned t = 0; t < 20; t++)
+        norm += w[t] * w[t];
+    norm = norm > 0 ? 1.0 / __builtin_sqrt(norm) : 0;
+    v->n = 0;
+    for (unsigned t = 0; t < 20; t++)
+        if (w[t] > 0)
+            v->t[v->n++] = (nf_topic_weight_t){(uint16_t)t, w[t] * norm};
+}
+
+static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
+                   uint32_t partitions, bool exact)
+{
+    if (nf_metrics_init(shards) != 0)
+        return 1;
+    nf_runtime_opts_t ro;
+    nf_runtime_opts_default(&ro);
+    ro.shards = shards;
+    ro.ring_capacity = 4096;
+    char err[256];
+    nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
+    if (!rt) {
+        fprintf(stderr, "bench_readpath: %s\n", err);
+        return 1;
+    }
+    static nf_analytics_t an;
+    nf_analytics_defaults(&an);
+    an.trend.exact = exact;
+    if (nf_analytics_register(rt, &an, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_readpath: %s\n", err);
+        return 1;
+    }
+    static const char *const names[20] = {
+        "politics", "world",  "business",  "economy", "markets",  "technology", "science",
+        "health",   "sports", "entertain", "culture", "environ",  "education",  "crime",
+        "travel",   "life",   "energy",    "autos",   "religion", "local"};
+    for (unsigned t = 0; t < 20; t++)
+        an.topic_names[t] = names[t]; /* as a taxonomy would name them */
+    static nf_reads_t r;
+    memset(&r, 0, sizeof r);
+    r.an = &an;
+    r.max_event_bytes = 65536;
+    r.pause_high_water = 1u << 30;
+    r.pause_low_water = 1u << 29;
+    r.mem.buf = ev->buf;
+    r.mem.off = ev->off;
+    r.mem.len = ev->len;
+    r.mem.n = ev->n;
+    r.mem.partitions = partitions;
+    if (nf_reads_register(rt, &r) != 0 || nf_runtime_start(rt) != 0) {
+        fprintf(stderr, "bench_readpath: cannot start the runtime\n");
+        return 1;
+    }
+    /* Every shard learns every article's vector, as dedup's broadcasts would do. */
+    for (uint32_t a = 0; a < articles; a++) {
+        char hex[33];
+        nf_wl_article_id(a, hex);
+        for (unsigned s = 0; s < shards; s++) {
+            nf_topics_msg_t *t = malloc(sizeof *t);
+            if (!t)
+                return 1;
+            nf_id128_from_hex(hex, &t->id);
+            article_topics(a, &t->vec);
+            nf_msg_t m = {.actor = (uint16_t)an.interest_actor, .kind = NF_MSG_TOPICS};
+            m.body.ptr = t;
+            post(rt, s, &m);
+        }
+    }
+    for (unsigned s = 0; s < shards; s++)
+        nf_runtime_call(rt, s, noop, NULL, 600000); /* the inbox is FIFO: topics are in */
+    double t0 = now_s();
+    for (unsigned s = 0; s < shards; s++) {
+        nf_msg_t m = {.actor = (uint16_t)r.in_actor, .kind = NF_MSG_MEM_START};
+        post(rt, s, &m);
+    }
+    for (;;) {
+        uint64_t events = nf_counter_value(r.m.events);
+        uint64_t done = nf_counter_value(r.m.updates) + nf_counter_value(an.m.interest_duplicates) +
+                        nf_counter_value(an.m.interest_unknown);
+        if (atomic_load(&r.mem_shards_done) == shards && done == events)
+            break;
+        usleep(200);
+    }
+    double secs = now_s() - t0;
+    long rss = rss_kb();
+    uint64_t updates = nf_counter_value(r.m.updates);
+    nf_runtime_request_stop(rt);
+    nf_runtime_wait(rt);
+    printf("{\"bench\":\"readpath\",\"shards\":%u,\"events\":%zu,\"seconds\":%.3f,"
+           "\"events_per_s\":%.0f,\"events_per_s_per_shard\":%.0f,\"updates\":%llu,"
+           "\"interest_duplicates\":%llu,\"unknown\":%llu,\"event_id_duplicates\":%llu,"
+           "\"late\":%llu,\"counted\":%llu,\"windows\":%llu,\"exact\":%s,\"rss_mb\":%.0f}\n",
+           shards, ev->n, secs, (double)ev->n / secs, (double)ev->n / secs / shards,
+           (unsigned long long)updates,
+           (unsigned long long)nf_counter_value(an.m.interest_duplicates),
+           (unsigned long long)nf_counter_value(an.m.interest_unknown),
+           (unsigned long long)nf_counter_value(an.m.event_duplicates),
+           (unsigned long long)nf_counter_value(an.m.late_events),
+           (unsigned long long)nf_counter_value(an.m.counted_events),
+           (unsigned long long)nf_counter_value(an.m.windows), exact ? "true" : "false",
+           (double)rss / 1024.0);
+    fflush(stdout);
+    nf_runtime_destroy(rt);
+    nf_analytics_free(&an);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    size_t events = 4000000;
+    uint32_t users = 1000000, articles = 100000, partitions = 8;
+    double zipf = 1.0, span_min = 10;
+    bool exact = false;
+    char shard_list[64] = "1,2";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--events") && i + 1 < argc)
+            events = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--users") && i + 1 < argc)
+            users = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--articles") && i + 1 < argc)
+            articles = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--partitions") && i + 1 < argc)
+            partitions = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--span-min") && i + 1 < argc)
+            span_min = strtod(argv[++i], NULL);
+        else if (!strcmp(argv[i], "--zipf") && i + 1 < argc)
+            zipf = strtod(argv[++i], NULL);
+        else if (!strcmp(argv[i], "--shards") && i + 1 < argc)
+            snprintf(shard_list, sizeof shard_list, "%s", argv[++i]);
+        else if (!strcmp(argv[i], "--exact"))
+            exact = true;
+        else if (!strcmp(argv[i], "--quick"))
+            events = 400000;
+        else {
+            fprintf(stderr, "usage: bench_readpath [--events N] [--shards 1,2] [--users U] "
+                            "[--articles A] [--zipf S] [--span-min M] [--partitions P] [--exact] "
+                            "[--quick]\n");
+            return 2;
+        }
+    }
+    nf_wl_events_t ev;
+    fprintf(stderr, "bench_readpath: %zu events, %u users, %u articles, zipf %.2f, %.1f min\n",
+            events, users, articles, zipf, span_min);
+    /* span_min of event time (default 10: the window slides 20 times), from a round hour. */
+    if (nf_wl_read_events(&ev, events, users, articles, zipf, 1767225600000LL,
+                          (int64_t)(span_min * 60000.0), 42) != 0) {
+        fprintf(stderr, "bench_readpath: out of memory generating the workload\n");
+        return 1;
+    }
+    int rc = 0;
+    for (char *p = shard_list; *p;) {
+        unsigned s = (unsigned)strtoul(p, &p, 10);
+        if (*p == ',')
+            p++;
+        if (s == 0)
+            continue;
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(run_one(&ev, s, articles, partitions, exact));
+        int st = 0;
+        waitpid(pid, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            rc = 1;
+    }
+    nf_wl_events_free(&ev);
+    return rc;
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Analytics benchmarks (issue 5), side by side in one run: builds the benchmarks (Release,
+# NF_BENCH=ON, into build-perf/ or $NF_PERF_BUILD_DIR) and runs
+#   bench_readpath     the job's read path in-process (decode -> event-id dedup -> trending ->
+#                      interest), 1 and 2 shards, Zipf workload (1M users, 100k articles)
+#   bench_trend_redis  the seed design's trending store on the same workload: Debian's
+#                      redis-server, ZINCRBY per event into 30 s buckets + ZUNIONSTORE per slide,
+#                      from a pipelined hiredis client
+#   bench_trend        the trending counter and merger alone
+#   bench_cluster      MinHash + LSH + union-find, precision/recall vs exact Jaccard, memory
+#   bench_classify     the classifier alone
+# and prints the ratios. JSON lines go to stdout and to perf/results/analytics-<date>.jsonl
+# (gitignored). --quick: small sizes (about a minute). Timings are never judged here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B="${NF_PERF_BUILD_DIR:-build-perf}"
+quick=()
+events=4000000
+if [ "${1:-}" = "--quick" ]; then
+  quick=(--quick)
+  events=400000
+fi
+cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DNF_BENCH=ON >&2
+cmake --build "$B" -j "$(nproc)" --target bench_readpath bench_trend_redis bench_trend \
+  bench_cluster bench_classify >&2
+mkdir -p perf/results
+out="perf/results/analytics-$(date +%Y%m%d-%H%M%S).jsonl"
+{
+  "$B/perf/bench_readpath" --events "$events" --shards 1,2
+  "$B/perf/bench_trend_redis" --events "$events" --span-hours 0.16666667 --seed 42
+  "$B/perf/bench_trend" "${quick[@]}"
+  "$B/perf/bench_cluster" "${quick[@]}"
+  "$B/perf/bench_classify" "${quick[@]}"
+} | tee "$out"
+python3 - "$out" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+rp = {r["shards"]: r for r in rows if r.get("bench") == "readpath"}
+redis = next((r for r in rows if r.get("bench") == "trend_redis"), None)
+res = {"bench": "analytics_summary"}
+if 1 in rp and 2 in rp:
+    res["readpath_scaling_2_vs_1"] = round(rp[2]["events_per_s"] / rp[1]["events_per_s"], 2)
+if redis and 1 in rp:
+    res["readpath_1_shard_vs_redis"] = round(rp[1]["events_per_s"] / redis["events_per_s"], 2)
+if redis and 2 in rp:
+    res["readpath_2_shards_vs_redis"] = round(rp[2]["events_per_s"] / redis["events_per_s"], 2)
+print(json.dumps(res))
+PY
+echo "run_analytics.sh: results in $out" >&2

@@ -1,0 +1,633 @@
+/* analytics.c — the stories (cluster) and trending-merger actors, and the analytics wiring
+ * (analytics.h). The per-event halves live with their inputs: classify and MinHash in crawl.c,
+ * the topic broadcast and cluster hand-off in dedup.c, event-id dedup and the trending counter in
+ * reads.c's kafka_in, the interest engine in reads.c's reads actor. */
+#include "actors/analytics.h"
+#include "feed/dates.h"
+#include "runtime/jsonw.h"
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void free_body(void *ctx, const nf_msg_t *m)
+{
+    (void)ctx;
+    free(m->body.ptr);
+}
+
+int nf_analytics_put_blob(nf_store_batch_t *b, const void *key, size_t klen, const void *blob,
+                          size_t len)
+{
+    unsigned char *v = malloc(8 + len);
+    if (!v)
+        return -ENOMEM;
+    memset(v, 0, 8);
+    memcpy(v + 8, blob, len);
+    nf_store_batch_put(b, NF_KIND_TRENDING, key, klen, v, 8 + len);
+    free(v);
+    return 0;
+}
+
+const void *nf_analytics_blob(const void *val, size_t vlen, size_t *len)
+{
+    if (vlen < 8)
+        return NULL;
+    *len = vlen - 8;
+    return (const unsigned char *)val + 8;
+}
+
+void nf_analytics_defaults(nf_analytics_t *an)
+{
+    memset(an, 0, sizeof *an);
+    nf_minhash_opts_default(&an->minhash);
+    nf_cluster_opts_default(&an->cluster);
+    nf_trend_opts_default(&an->trend);
+    nf_interest_opts_default(&an->interest);
+    an->event_id_ttl_ms = 2 * 3600 * 1000ull;
+    an->topics_ttl_ms = 7 * NF_CLUSTER_DAY_MS;
+    an->stories_actor = an->trend_actor = an->interest_actor = -1;
+}
+
+/* ================================================================ stories (cluster) */
+
+typedef struct stories {
+    nf_analytics_t *an;
+    nf_shard_t *sh;
+    nf_cluster_t *eng;
+    nf_jw_t jw;
+    nf_timer_t tick;
+} stories_t;
+
+static void stories_emit(stories_t *s, nf_id128_t article, const nf_cluster_result_t *r,
+                         int64_t ts_ms)
+{
+    char aid[33], cid[33], ts[40];
+    nf_cluster_id_hex(article, aid);
+    nf_cluster_id_hex(r->cluster_id, cid);
+    nf_date_format(ts_ms, ts, sizeof ts);
+    nf_jw_t *w = &s->jw;
+    nf_jw_reset(w);
+    nf_jw_obj_open(w);
+    nf_jw_key(w, "article_id");
+    nf_jw_str(w, aid);
+    nf_jw_key(w, "cluster_id");
+    nf_jw_str(w, cid);
+    nf_jw_key(w, "action");
+    nf_jw_str(w, nf_cluster_action_name(r->action));
+    nf_jw_key(w, "similarity");
+    char sim[32];
+    int sl = snprintf(sim, sizeof sim, "%.6g", r->action == NF_CLUSTER_NEW ? 1.0 : r->similarity);
+    nf_jw_raw(w, sim, (size_t)sl);
+    nf_jw_key(w, "merged_from");
+    nf_jw_arr_open(w);
+    for (unsigned i = 0; i < r->merged_count; i++) {
+        char m[33];
+        nf_cluster_id_hex(r->merged_from[i], m);
+        nf_jw_elem(w);
+        nf_jw_str(w, m);
+    }
+    nf_jw_arr_close(w);
+    nf_jw_key(w, "ts");
+    nf_jw_str(w, ts);
+    nf_jw_obj_close(w);
+    if (w->failed || nf_analytics_emit(s->an, nf_shard_index(s->sh), NF_TOPIC_STORY_CLUSTERS, aid,
+                                       w->buf, w->len) != 0) {
+        nf_log(NF_LOG_ERROR, "cluster", "out of memory for outputs; stopping the job", NF_LEND);
+        nf_runtime_request_stop(nf_shard_runtime(s->sh));
+    }
+}
+
+static void stories_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
+{
+    stories_t *s = self;
+    nf_cluster_msg_t *c = m->body.ptr;
+    nf_cluster_result_t r;
+    int rc = nf_cluster_add(s->eng, c->id, c->ingested_ms, c->sig, &r);
+    if (rc != 0) {
+        /* The index cannot be read or grown: a wrong assignment would be committed. Stop; the
+         * epoch is not committed, so its articles are crawled and clustered again. */
+        char aid[33];
+        nf_cluster_id_hex(c->id, aid);
+        nf_counter_inc(s->an->m.state_errors);
+        nf_log(NF_LOG_ERROR, "cluster", "cluster state failed; stopping the job",
+               NF_LS("article_id", aid), NF_LI("errno", -rc),
+               NF_LS("error", nf_cluster_error(s->eng)), NF_LEND);
+        nf_runtime_request_stop(nf_shard_runtime(sh));
+        free(c);
+        return;
+    }
+    nf_counter_inc(s->an->m.clusters[r.action]);
+    if (r.action != NF_CLUSTER_DUPLICATE)
+        stories_emit(s, c->id, &r, wall_ms());
+    if (r.merged_more)
+        nf_log(NF_LOG_WARN, "cluster", "merge absorbed more clusters than merged_from lists",
+               NF_LI("listed", r.merged_count), NF_LI("more", r.merged_more), NF_LEND);
+    free(c);
+}
+
+static void stories_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
+{
+    nf_cluster_snapshot(((stories_t *)self)->eng, b, epoch);
+    (void)sh;
+}
+
+static void stories_committed(nf_shard_t *sh, void *self, uint64_t epoch)
+{
+    nf_cluster_committed(((stories_t *)self)->eng, epoch);
+    (void)sh;
+}
+
+static const nf_epoch_participant_t stories_part = {.snapshot = stories_snapshot,
+                                                    .committed = stories_committed};
+
+static void stories_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
+{
+    stories_t *s = arg;
+    nf_cluster_expire(s->eng, (uint64_t)wall_ms(), 4096);
+    nf_cluster_stats_t st;
+    nf_cluster_stats(s->eng, &st);
+    nf_gauge_set(s->an->m.index_bytes, (int64_t)st.bytes);
+    nf_gauge_set(s->an->m.index_entries, (int64_t)st.entries);
+    (void)sh;
+    (void)t;
+}
+
+static void *stories_init(nf_shard_t *sh, void *ctx)
+{
+    nf_analytics_t *an = ctx;
+    unsigned n = nf_runtime_shard_count(nf_shard_runtime(sh));
+    if (nf_shard_index(sh) != an->cluster_shard % n)
+        return NULL; /* only the cluster shard holds the index */
+    stories_t *s = calloc(1, sizeof *s);
+    if (!s)
+        abort();
+    s->an = an;
+    s->sh = sh;
+    nf_cluster_opts_t o = an->cluster;
+    o.budget_bytes = an->budget_bytes;
+    if (!(s->eng = nf_cluster_new(an->store, &o)))
+        abort();
+    nf_jw_init(&s->jw);
+    if (an->epoch && nf_epoch_participant_add(an->epoch, sh, &stories_part, s) != 0)
+        abort();
+    nf_timer_init(&s->tick, stories_tick, s);
+    nf_timer_arm(sh, &s->tick, nf_now_ns() + 1000000000ull, 1000000000ull);
+    return s;
+}
+
+static void stories_stop(nf_shard_t *sh, void *self)
+{
+    if (self)
+        nf_timer_cancel(sh, &((stories_t *)self)->tick);
+}
+
+static void stories_fini(nf_shard_t *sh, void *self)
+{
+    stories_t *s = self;
+    if (!s)
+        return;
+    nf_timer_cancel(sh, &s->tick);
+    nf_cluster_free(s->eng);
+    nf_jw_free(&s->jw);
+    free(s);
+}
+
+static const nf_actor_ops_t stories_ops = {.name = "stories",
+                                           .init = stories_init,
+                                           .handle = stories_handle,
+                                           .stop = stories_stop,
+                                           .fini = stories_fini,
+                                           .drop = free_body};
+
+/* ================================================================ trending merger */
+
+/* State keys in NF_KIND_TRENDING: "m" the merger's meta; "p" + counter (2 bytes BE) + pane_start
+ * (8 bytes BE, offset by 2^63 so that order is numeric) one pane summary; "c" + shard (2 bytes
+ * BE) a counter's blob (reads.c). */
+typedef struct pane_key {
+    unsigned char k[11];
+} pane_key_t;
+
+static pane_key_t pane_key(unsigned counter, int64_t pane_start)
+{
+    pane_key_t pk;
+    uint64_t u = (uint64_t)pane_start ^ (1ull << 63);
+    pk.k[0] = 'p';
+    pk.k[1] = (unsigned char)(counter >> 8);
+    pk.k[2] = (unsigned char)counter;
+    for (int i = 0; i < 8; i++)
+        pk.k[3 + i] = (unsigned char)(u >> (56 - 8 * i));
+    return pk;
+}
+
+typedef struct added_pane {
+    unsigned counter;
+    int64_t pane_start;
+    size_t len;
+    unsigned char *blob;
+} added_pane_t;
+
+typedef struct merger {
+    nf_analytics_t *an;
+    nf_shard_t *sh;
+    nf_trend_merger_t *m;
+    unsigned ncounters;
+    /* Since the last cut: panes added (to write) and pane starts dropped (to delete). */
+    added_pane_t *added;
+    size_t nadded, added_cap;
+    int64_t *dropped;
+    size_t ndropped, dropped_cap;
+    bool meta_dirty;
+    nf_jw_t jw;
+} merger_t;
+
+static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_ranked_t *items,
+                      size_t n)
+{
+    merger_t *g = ctx;
+    char ws[40], we[40];
+    nf_date_format(start, ws, sizeof ws);
+    nf_date_format(end, we, sizeof we);
+    nf_jw_t *w = &g->jw;
+    nf_jw_reset(w);
+    nf_jw_obj_open(w);
+    nf_jw_key(w, "window_start");
+    nf_jw_str(w, ws);
+    nf_jw_key(w, "window_end");
+    nf_jw_str(w, we);
+    nf_jw_key(w, "items");
+    nf_jw_arr_open(w);
+    for (size_t i = 0; i < n; i++) {
+        nf_jw_elem(w);
+        nf_jw_obj_open(w);
+        nf_jw_key(w, "article_id");
+        nf_jw_str(w, items[i].article_id);
+        nf_jw_key(w, "score");
+        nf_jw_u64(w, items[i].score);
+        nf_jw_obj_close(w);
+    }
+    nf_jw_arr_close(w);
+    nf_jw_obj_close(w);
+    if (w->failed ||
+        nf_analytics_emit(g->an, nf_shard_index(g->sh), NF_TOPIC_TRENDING, we, w->buf, w->len) != 0)
+        return -ENOMEM;
+    nf_counter_inc(g->an->m.windows);
+    g->meta_dirty = true;
+    return 0;
+}
+
+static void pane_dropped(void *ctx, int64_t pane_start)
+{
+    merger_t *g = ctx;
+    if (g->ndropped == g->dropped_cap) {
+        size_t cap = g->dropped_cap ? g->dropped_cap * 2 : 64;
+        int64_t *v = realloc(g->dropped, cap * sizeof *v);
+        if (!v)
+            return; /* the summary stays on disk until the next drop of a later pane: harmless */
+        g->dropped = v;
+        g->dropped_cap = cap;
+    }
+    g->dropped[g->ndropped++] = pane_start;
+}
+
+static void merger_fail(merger_t *g, const char *what, int rc)
+{
+    nf_counter_inc(g->an->m.state_errors);
+    nf_log(NF_LOG_ERROR, "trending", what, NF_LI("errno", -rc), NF_LEND);
+    nf_runtime_request_stop(nf_shard_runtime(g->sh));
+}
+
+static void merger_emit(merger_t *g)
+{
+    int rc = nf_trend_merger_emit(g->m, window_out, pane_dropped, g);
+    if (rc < 0)
+        merger_fail(g, "cannot emit a trending window (out of memory); stopping the job", rc);
+    nf_trend_merger_stats_t ms;
+    nf_trend_merger_stats(g->m, &ms);
+    nf_gauge_set(g->an->m.merger_panes, (int64_t)ms.panes);
+    nf_gauge_set(g->an->m.merger_bytes, (int64_t)ms.bytes);
+}
+
+static int remember_pane(merger_t *g, unsigned counter, const nf_pane_msg_t *p)
+{
+    if (!g->an->store)
+        return 0;
+    if (g->nadded == g->added_cap) {
+        size_t cap = g->added_cap ? g->added_cap * 2 : 16;
+        added_pane_t *v = realloc(g->added, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        g->added = v;
+        g->added_cap = cap;
+    }
+    unsigned char *copy = malloc(p->len ? p->len : 1);
+    if (!copy)
+        return -ENOMEM;
+    memcpy(copy, p->blob, p->len);
+    added_pane_t *a = &g->added[g->nadded++];
+    a->counter = counter;
+    a->pane_start = p->pane_start;
+    a->len = p->len;
+    a->blob = copy;
+    return 0;
+}
+
+static void merger_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
+{
+    merger_t *g = self;
+    unsigned counter = m->src;
+    if (counter >= g->ncounters) {
+        if (m->kind == NF_MSG_PANE)
+            free(m->body.ptr);
+        return;
+    }
+    if (m->kind == NF_MSG_PANE) {
+        nf_pane_msg_t *p = m->body.ptr;
+        int rc = nf_trend_merger_add_pane(g->m, counter, p->blob, p->len);
+        if (rc == 0) {
+            nf_counter_inc(g->an->m.panes);
+            if (remember_pane(g, counter, p) != 0)
+                rc = -ENOMEM;
+        }
+        free(p);
+        if (rc < 0 && rc != -EEXIST)
+            merger_fail(g, "a trending pane could not be merged; stopping the job", rc);
+        return;
+    }
+    if (m->kind == NF_MSG_WATERMARK) {
+        nf_trend_merger_set_watermark(g->m, counter, (int64_t)m->body.u64[0]);
+        g->meta_dirty = true;
+        merger_emit(g);
+    }
+    (void)sh;
+}
+
+static void merger_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
+{
+    merger_t *g = self;
+    (void)sh;
+    (void)epoch;
+    if (!b) {
+        g->nadded = g->ndropped = 0;
+        return;
+    }
+    for (size_t i = 0; i < g->ndropped; i++)
+        for (unsigned c = 0; c < g->ncounters; c++) {
+            pane_key_t k = pane_key(c, g->dropped[i]);
+            nf_store_batch_delete(b, NF_KIND_TRENDING, k.k, sizeof k.k);
+        }
+    g->ndropped = 0;
+    for (size_t i = 0; i < g->nadded; i++) {
+        added_pane_t *a = &g->added[i];
+        pane_key_t k = pane_key(a->counter, a->pane_start);
+        int rc = nf_analytics_put_blob(b, k.k, sizeof k.k, a->blob, a->len);
+        free(a->blob);
+        a->blob = NULL;
+        if (rc != 0) {
+            merger_fail(g, "cannot save a trending pane (out of memory); stopping", rc);
+            return;
+        }
+    }
+    g->nadded = 0;
+    if (g->meta_dirty) {
+        void *blob = NULL;
+        size_t len = 0;
+        if (nf_trend_merger_save(g->m, &blob, &len) != 0) {
+            merger_fail(g, "cannot save the trending merger (out of memory); stopping", -ENOMEM);
+            return;
+        }
+        int rc = nf_analytics_put_blob(b, "m", 1, blob, len);
+        free(blob);
+        if (rc != 0) {
+            merger_fail(g, "cannot save the trending merger (out of memory); stopping", rc);
+            return;
+        }
+        g->meta_dirty = false;
+    }
+}
+
+static const nf_epoch_participant_t merger_part = {.snapshot = merger_snapshot};
+
+typedef struct restore_ctx {
+    merger_t *g;
+    int err;
+    size_t panes, scanned;
+} restore_ctx_t;
+
+static int restore_pane(const void *k, size_t klen, const void *v, size_t vlen, void *arg)
+{
+    restore_ctx_t *x = arg;
+    const unsigned char *key = k;
+    x->scanned++;
+    if (klen != sizeof(pane_key_t) || key[0] != 'p')
+        return 0;
+    unsigned counter = (unsigned)key[1] << 8 | key[2];
+    size_t blen = 0;
+    const void *blob = nf_analytics_blob(v, vlen, &blen);
+    int rc = blob ? nf_trend_merger_add_pane(x->g->m, counter, blob, blen) : -EINVAL;
+    if (rc < 0 && rc != -EEXIST) {
+        x->err = rc;
+        return 1;
+    }
+    x->panes += rc == 0;
+    return 0;
+}
+
+static void merger_restore(merger_t *g)
+{
+    nf_store_t *st = g->an->store;
+    void *meta = NULL;
+    size_t mlen = 0;
+    int rc = nf_store_get(st, NF_KIND_TRENDING, "m", 1, &meta, &mlen, NULL, 0);
+    if (rc < 0) {
+        nf_log(NF_LOG_ERROR, "trending", "cannot read the trending merger's state; stopping",
+               NF_LEND);
+        nf_runtime_request_stop(nf_shard_runtime(g->sh));
+        return;
+    }
+    if (rc == 1) {
+        size_t blen = 0;
+        const void *blob = nf_analytics_blob(meta, mlen, &blen);
+        int lr = blob ? nf_trend_merger_load(g->m, blob, blen) : -EINVAL;
+        free(meta);
+        if (lr != 0) {
+            nf_log(NF_LOG_ERROR, "trending",
+                   "the stored trending merger does not load (corrupt, or saved with other "
+                   "trending options or shard count); stopping",
+                   NF_LI("errno", -lr), NF_LEND);
+            nf_runtime_request_stop(nf_shard_runtime(g->sh));
+            return;
+        }
+    }
+    restore_ctx_t x = {.g = g};
+    rc = nf_store_scan(st, NF_KIND_TRENDING, restore_pane, &x);
+    if (rc < 0 || x.err) {
+        nf_log(NF_LOG_ERROR, "trending", "cannot restore the trending panes; stopping",
+               NF_LI("errno", rc < 0 ? -rc : -x.err), NF_LEND);
+        nf_runtime_request_stop(nf_shard_runtime(g->sh));
+        return;
+    }
+    nf_trend_merger_stats_t ms;
+    nf_trend_merger_stats(g->m, &ms);
+    nf_log(NF_LOG_INFO, "trending", "merger restored", NF_LI("panes", (int64_t)x.panes),
+           NF_LI("scanned", (int64_t)x.scanned), NF_LI("done_end", ms.done_end), NF_LEND);
+}
+
+static void *merger_init(nf_shard_t *sh, void *ctx)
+{
+    nf_analytics_t *an = ctx;
+    if (nf_shard_index(sh) != 0)
+        return NULL;
+    merger_t *g = calloc(1, sizeof *g);
+    if (!g)
+        abort();
+    g->an = an;
+    g->sh = sh;
+    g->ncounters = nf_runtime_shard_count(nf_shard_runtime(sh));
+    if (!(g->m = nf_trend_merger_new(&an->trend, g->ncounters)))
+        abort();
+    nf_jw_init(&g->jw);
+    if (an->store)
+        merger_restore(g);
+    if (an->epoch && nf_epoch_participant_add(an->epoch, sh, &merger_part, g) != 0)
+        abort();
+    return g;
+}
+
+static void merger_fini(nf_shard_t *sh, void *self)
+{
+    merger_t *g = self;
+    (void)sh;
+    if (!g)
+        return;
+    for (size_t i = 0; i < g->nadded; i++)
+        free(g->added[i].blob);
+    free(g->added);
+    free(g->dropped);
+    nf_trend_merger_free(g->m);
+    nf_jw_free(&g->jw);
+    free(g);
+}
+
+static void merger_drop(void *ctx, const nf_msg_t *m)
+{
+    (void)ctx;
+    if (m->kind == NF_MSG_PANE)
+        free(m->body.ptr);
+}
+
+static const nf_actor_ops_t merger_ops = {.name = "trending",
+                                          .init = merger_init,
+                                          .handle = merger_handle,
+                                          .fini = merger_fini,
+                                          .drop = merger_drop};
+
+/* ================================================================ registration */
+
+int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_t errlen)
+{
+    if (an->minhash.hashes != an->cluster.hashes || an->minhash.bands != an->cluster.bands ||
+        an->minhash.rows != an->cluster.rows) {
+        snprintf(err, errlen, "MinHash and cluster options disagree on hashes/bands/rows");
+        return -EINVAL;
+    }
+    if (nf_trend_opts_check(&an->trend, err, errlen) != 0)
+        return -EINVAL;
+    if (!(an->mh = nf_minhash_new(&an->minhash, err, errlen)))
+        return -EINVAL;
+    for (unsigned i = 0; i <= NF_TOPICS_MAX; i++)
+        an->topic_names[i] = an->taxonomy ? nf_classify_topic_name(an->taxonomy, i) : NULL;
+    static const char *const actions[4] = {"new", "joined", "merged", "duplicate"};
+    int e = 0;
+    for (int i = 0; i < 4; i++) {
+        char labels[32];
+        snprintf(labels, sizeof labels, "action=\"%s\"", actions[i]);
+        e |= nf_metrics_counter("newsflow_cluster_assignments_total",
+                                "Articles assigned to story clusters, by action.", labels, 0,
+                                &an->m.clusters[i]);
+    }
+    e |= nf_metrics_counter("newsflow_topic_broadcasts_total",
+                            "New articles' topic vectors sent to every shard.", NULL, 0,
+                            &an->m.topics_broadcast);
+    e |= nf_metrics_counter("newsflow_articles_unclassified_total",
+                            "New articles no taxonomy topic matched (empty topic vector).", NULL, 0,
+                            &an->m.unclassified);
+    e |= nf_metrics_counter("newsflow_articles_unsigned_total",
+                            "New articles not clustered (no MinHash signature).", NULL, 0,
+                            &an->m.unsigned_articles);
+    e |= nf_metrics_counter("newsflow_read_event_duplicates_total",
+                            "Read events whose event_id was seen within the TTL (dropped).", NULL,
+                            0, &an->m.event_duplicates);
+    e |= nf_metrics_counter("newsflow_trending_late_events_total",
+                            "Read events behind their partition's watermark (not in any window).",
+                            NULL, 0, &an->m.late_events);
+    e |= nf_metrics_counter("newsflow_trending_counted_events_total",
+                            "Read events counted into a trending pane.", NULL, 0,
+                            &an->m.counted_events);
+    e |= nf_metrics_counter("newsflow_trending_windows_total", "Ranked trending lists emitted.",
+                            NULL, 0, &an->m.windows);
+    e |= nf_metrics_counter("newsflow_trending_panes_total",
+                            "Final panes merged by the trending merger.", NULL, 0, &an->m.panes);
+    e |= nf_metrics_counter("newsflow_interest_duplicates_total",
+                            "Reads of an article already counted for (user, session).", NULL, 0,
+                            &an->m.interest_duplicates);
+    e |= nf_metrics_counter("newsflow_interest_unknown_articles_total",
+                            "Reads of articles without a known topic vector (skipped).", NULL, 0,
+                            &an->m.interest_unknown);
+    e |= nf_metrics_counter("newsflow_state_errors_total",
+                            "Keyed state reads or writes that failed.", "kind=\"analytics\"", 0,
+                            &an->m.state_errors);
+    e |= nf_metrics_gauge("newsflow_analytics_held_messages",
+                          "Topic broadcasts and cluster hand-offs waiting for ring space.", NULL, 0,
+                          &an->m.held_messages);
+    e |= nf_metrics_gauge("newsflow_cluster_index_bytes",
+                          "Memory of the story-cluster index (signatures, buckets, parents).", NULL,
+                          0, &an->m.index_bytes);
+    e |= nf_metrics_gauge("newsflow_cluster_index_entries",
+                          "Entries of the story-cluster index in memory.", NULL, 0,
+                          &an->m.index_entries);
+    e |= nf_metrics_gauge(
+        "newsflow_trending_watermark_lag_seconds",
+        "Wall clock minus each shard's trending watermark, seconds, summed over shards.", NULL, 0,
+        &an->m.trend_watermark_lag);
+    e |=
+        nf_metrics_gauge("newsflow_trending_open_panes",
+                         "Panes the shards' trending counters hold (not final yet): grows with the "
+                         "event-time skew between partitions.",
+                         NULL, 0, &an->m.trend_open_panes);
+    e |= nf_metrics_gauge("newsflow_trending_shard_bytes",
+                          "Memory of the shards' trending counters.", NULL, 0, &an->m.trend_bytes);
+    e |= nf_metrics_gauge(
+        "newsflow_trending_merger_panes",
+        "Pane summaries the trending merger holds (at most window/slide per shard).", NULL, 0,
+        &an->m.merger_panes);
+    e |= nf_metrics_gauge("newsflow_trending_merger_bytes", "Memory of the trending merger.", NULL,
+                          0, &an->m.merger_bytes);
+    if (e) {
+        snprintf(err, errlen, "analytics metrics could not be registered");
+        return -EINVAL;
+    }
+    an->stories_actor = nf_runtime_register(rt, &stories_ops, an);
+    if (an->stories_actor < 0)
+        return an->stories_actor;
+    an->trend_actor = nf_runtime_register(rt, &merger_ops, an);
+    return an->trend_actor < 0 ? an->trend_actor : 0;
+}
+
+void nf_analytics_free(nf_analytics_t *an)
+{
+    nf_minhash_free(an->mh);
+    an->mh = NULL;
+}

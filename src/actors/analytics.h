@@ -1,0 +1,129 @@
+/* analytics.h — the right half of the pipeline (DESIGN.md §1) wired into the actors: classify,
+ * cluster, trending and interest, each exactly-once through the epoch like the left half.
+ *
+ *   crawl (ingest.h), per article it serializes: classify (actors/classify.h; the shard's own
+ *     stemmer) adds category_labels and topics to the articles value; MinHash (algo/minhash.h)
+ *     signs title + body. Both are stateless, so they run where the text is, spread over the
+ *     shards, and travel with the article to dedup (a duplicate's work is wasted: feeds are
+ *     re-fetched conditionally, so duplicates are few).
+ *   dedup, for a new article only, in the epoch that emits it:
+ *     - its topic vector into keyed state NF_KIND_ARTICLE_TOPICS (the durable copy, TTL
+ *       cluster.ttl_s) and broadcast to every shard's interest engine (NF_MSG_TOPICS);
+ *     - its signature to the stories actor of the cluster shard (NF_MSG_CLUSTER).
+ *   stories (one shard: cluster.shard % shards owns the whole similarity index — LSH is a
+ *     global similarity join, and one shard does tens of thousands of articles/s against feed
+ *     volumes of hundreds): actors/cluster.h assigns the article; one story-clusters record
+ *     {article_id, cluster_id, action new|joined|merged, similarity, merged_from, ts}.
+ *   kafka_in (reads.h), per read event after decoding: the event_id dedup set (keyed state
+ *     NF_KIND_EVENT_IDS, key group = partition, TTL trending.event_id_ttl_s; a repeat changes
+ *     nothing downstream), then the shard's trending counter (algo/trend.h: per-partition
+ *     watermarks, panes of slide_s), then to the user's interest shard. Every 250 ms the
+ *     counter's final panes and its watermark go to the trending merger.
+ *   trending merger (shard 0): merges the counters' panes; each time the minimum of their
+ *     watermarks passes a window end, one ranked list to `trending` (key = window_end).
+ *   interest (the reads actor, reads.h): actors/interest.h per event; one interest-updates
+ *     record per counted event.
+ *
+ * Durability: every piece of state above is keyed state or a blob in NF_KIND_TRENDING written
+ * at the epoch's cut, so state, outputs and input offsets commit together. The trending
+ * counters' blobs are keyed by shard index: restart with the same runtime.shards (the other
+ * state does not care).
+ *
+ * Register with nf_analytics_register() after nf_runtime_create() and before the ingest and
+ * reads actors (they read the actor ids); the struct must outlive the runtime. */
+#ifndef NF_ANALYTICS_H
+#define NF_ANALYTICS_H
+
+#include "actors/classify.h"
+#include "actors/cluster.h"
+#include "actors/interest.h"
+#include "algo/minhash.h"
+#include "algo/trend.h"
+#include "io/sink.h"
+#include "runtime/metrics.h"
+#include "runtime/outbox.h"
+#include "runtime/runtime.h"
+#include "state/epoch.h"
+#include "state/store.h"
+
+#include <string.h>
+
+/* Message kinds. NF_MSG_TOPICS goes to the reads actor; NF_MSG_CLUSTER to stories;
+ * NF_MSG_PANE and NF_MSG_WATERMARK to the trending merger. */
+enum { NF_MSG_TOPICS = 20, NF_MSG_CLUSTER = 21, NF_MSG_PANE = 22, NF_MSG_WATERMARK = 23 };
+
+/* NF_MSG_TOPICS body.ptr (heap, freed by the receiver). */
+typedef struct nf_topics_msg {
+    nf_id128_t id;
+    nf_topic_vec_t vec;
+} nf_topics_msg_t;
+
+/* NF_MSG_CLUSTER body.ptr (heap, freed by the receiver). */
+typedef struct nf_cluster_msg {
+    nf_id128_t id;
+    int64_t ingested_ms;
+    uint32_t sig[]; /* minhash hashes */
+} nf_cluster_msg_t;
+
+/* NF_MSG_PANE body.ptr (heap): one final pane of counter `seq` (= the sending shard). */
+typedef struct nf_pane_msg {
+    int64_t pane_start;
+    size_t len;
+    unsigned char blob[];
+} nf_pane_msg_t;
+
+typedef struct nf_analytics {
+    /* Set by the caller. */
+    nf_epoch_t *epoch; /* outputs with the epoch; NULL: straight to sink */
+    nf_sink_t *sink;
+    nf_store_t *store;                      /* NULL: memory only */
+    const nf_classify_taxonomy_t *taxonomy; /* NULL: articles carry no labels or topics */
+    nf_minhash_opts_t minhash;
+    nf_cluster_opts_t cluster;
+    unsigned cluster_shard; /* modulo the shard count */
+    nf_trend_opts_t trend;
+    uint64_t event_id_ttl_ms;
+    uint64_t topics_ttl_ms; /* an article's topic vector in state (default 7 days) */
+    nf_interest_opts_t interest;
+    size_t budget_bytes; /* per kind of keyed state per shard (0 = unlimited) */
+    /* Set by nf_analytics_register (and interest_actor by nf_reads_register). */
+    nf_minhash_t *mh;
+    int stories_actor, trend_actor, interest_actor;
+    const char *topic_names[NF_TOPICS_MAX + 1];
+    struct {
+        nf_counter_t clusters[4]; /* new, joined, merged, duplicate */
+        nf_counter_t topics_broadcast, unclassified, unsigned_articles;
+        nf_counter_t event_duplicates, late_events, counted_events, windows, panes;
+        nf_counter_t interest_duplicates, interest_unknown, state_errors;
+        nf_gauge_t held_messages, index_bytes, index_entries, interest_bytes, trend_watermark_lag;
+        nf_gauge_t trend_open_panes, trend_bytes, merger_panes, merger_bytes;
+    } m;
+} nf_analytics_t;
+
+void nf_analytics_defaults(nf_analytics_t *an);
+
+/* Registers the stories and trending-merger actors and the metrics; builds the MinHash
+ * functions. 0, -EINVAL (inconsistent options; err says which) or -ENOMEM. */
+int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_t errlen);
+void nf_analytics_free(nf_analytics_t *an);
+
+/* Trending blobs in NF_KIND_TRENDING follow the store's TTL convention (store.h): an 8-byte
+ * expiry, here 0 (never), before the blob — without it the compaction filter would read the
+ * blob's first bytes as an expiry time. put: 0 or -ENOMEM. value: the blob inside a stored
+ * value, or NULL if the value is too short. */
+int nf_analytics_put_blob(nf_store_batch_t *b, const void *key, size_t klen, const void *blob,
+                          size_t len);
+const void *nf_analytics_blob(const void *val, size_t vlen, size_t *len);
+
+/* One output record of an analytics actor: into the epoch when there is one, else the sink. */
+static inline int nf_analytics_emit(nf_analytics_t *an, unsigned shard, nf_topic_t topic,
+                                    const char *key, const char *value, size_t len)
+{
+    if (an->epoch)
+        return nf_epoch_emit(an->epoch, shard, topic, key, strlen(key), value, len);
+    if (an->sink)
+        return nf_sink_emit(an->sink, shard, topic, key, value, len);
+    return 0; /* benchmarks: serialized and counted, kept nowhere */
+}
+
+#endif

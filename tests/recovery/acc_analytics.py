@@ -1,0 +1,418 @@
+"""Analytics end to end, and a kill -9 in the middle (src/actors/analytics.h).
+
+A loopback feed server serves three RSS feeds whose articles include planted near-duplicate
+groups (one member per feed, the same story with one word changed) and unrelated singles. Two
+runs of the whole job, each against its own standalone mock Kafka cluster and state directory:
+
+  A  uninterrupted: crawl -> classify -> dedup -> cluster; then a fixed list of read events
+     (out of order within the allowed lateness, some late beyond it, repeated event ids,
+     repeated (user, article, session)) -> event-id dedup -> trending (exact mode) -> interest;
+  B  the same, SIGKILLed twice: once while articles are being crawled and clustered, once while
+     the read events are being consumed; each time restarted on the same state.
+
+Checked, from the read_committed topics:
+  - articles carry category_labels and a unit-norm topics vector; story-clusters has one record
+    per article and its clusters are exactly the planted groups (and singles);
+  - interest-updates: one record per counted event, the count a model of the two dedup rules
+    predicts, every (user, version) exactly once; the same records in A and B, byte for byte
+    after JSON parsing (vectors, versions, updated_at);
+  - trending: the windows equal a batch recomputation (the model below) over the events that
+    were on time per partition, and A and B emitted the same records;
+  - story-clusters: B's clusters equal A's (as sets of articles: cluster ids are the earliest
+    article by fetch time, which differs between runs).
+
+Usage: python3 acc_analytics.py NEWSFLOW SRCDIR
+"""
+import email.utils
+import http.server
+import json
+import math
+import os
+import random
+import re
+import socketserver
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import acclib  # noqa: E402
+
+FEEDS = 3
+GROUPS = 5  # planted groups, one member per feed
+SINGLES = 4  # per feed
+USERS = 25
+EVENTS = 6000
+PARTITIONS = 4
+LATENESS_MS = 5000
+SLIDE_MS = 30000
+WINDOW_MS = 600000
+T0 = 1767225600000  # 2026-01-01T00:00:00Z
+
+TOPIC_WORDS = [
+    "election parliament minister vote campaign government senate policy coalition",
+    "football match league goal championship coach season striker tournament",
+    "bank inflation market economy interest rates investors shares profit",
+    "vaccine hospital patients doctors disease health treatment virus clinical",
+    "software technology startup chip artificial intelligence data cloud computing",
+    "climate emissions carbon warming drought renewable energy environment",
+]
+FILLER = ("the a of on in at with from after before while during report said new year week "
+          "city people group officials national local statement according").split()
+
+
+def story(rng, n):
+    theme = rng.choice(TOPIC_WORDS).split()
+    return [rng.choice(theme) if rng.random() < 0.3 else rng.choice(FILLER + theme) +
+            ("" if rng.random() < 0.7 else str(rng.randrange(100))) for _ in range(n)]
+
+
+class Feeds:
+    def __init__(self):
+        rng = random.Random(7)
+        self.items = {f: [] for f in range(FEEDS)}  # feed -> [(slug, title, body)]
+        self.groups = []  # [[slug per feed]]
+        for g in range(GROUPS):
+            words = story(rng, 260)
+            title = "Story %d: %s" % (g, " ".join(words[:6]))
+            members = []
+            for f in range(FEEDS):
+                w = list(words)
+                w[rng.randrange(20, 240)] = "changed%d" % f
+                slug = "f%d-g%d" % (f, g)
+                self.items[f].append((slug, title, " ".join(w)))
+                members.append(slug)
+            self.groups.append(members)
+        for f in range(FEEDS):
+            for s in range(SINGLES):
+                words = story(rng, 220)
+                slug = "f%d-s%d" % (f, s)
+                self.items[f].append((slug, "Single %d/%d: %s" % (f, s, " ".join(words[:6])),
+                                      " ".join(words)))
+        self.port = None
+        self.rng = random.Random(3)
+
+    def render(self, f):
+        out = []
+        for i, (slug, title, body) in enumerate(self.items[f]):
+            link = "http://127.0.0.1:%d/a/%s" % (self.port, slug)
+            out.append("<item><title>%s</title><link>%s</link><guid>%s</guid><pubDate>%s</pubDate>"
+                       "<description>%s</description></item>" % (
+                           title, link, link,
+                           email.utils.formatdate(1767000000 + f * 100 + i * 60, usegmt=True),
+                           body))
+        return ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<rss version=\"2.0\"><channel>"
+                "<title>feed %d</title><link>http://127.0.0.1:%d/</link><description>d"
+                "</description>%s</channel></rss>\n" % (f, self.port, "".join(out))).encode()
+
+    def start(self, ctx):
+        feeds = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                m = re.match(r"^/feed/f(\d+)\.xml$", self.path)
+                if not m or int(m.group(1)) not in feeds.items:
+                    self.send_error(404)
+                    return
+                body = feeds.render(int(m.group(1)))
+                time.sleep(1.5 * int(m.group(1)))  # feed f answers after 1.5*f s: kills land mid-crawl
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/rss+xml")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:
+                    pass  # the job was killed mid-response
+
+        class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.srv = S(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        ctx.log("feed server on port %d" % self.port)
+
+    def urls(self):
+        return ["http://127.0.0.1:%d/feed/f%d.xml" % (self.port, f) for f in range(FEEDS)]
+
+    def narticles(self):
+        return sum(len(v) for v in self.items.values())
+
+
+def make_events(article_ids):
+    """The fixed read-event list: [(key, value dict)], in produce order."""
+    rng = random.Random(11)
+    users = ["user%02d" % i for i in range(USERS)]
+    out = []
+    for i in range(EVENTS):
+        u = users[rng.randrange(USERS)]
+        a = article_ids[min(int(rng.expovariate(0.25)), len(article_ids) - 1)]
+        s = "s%d" % rng.randrange(40)
+        ts = T0 + i * 400
+        r = rng.random()
+        if r < 0.10:
+            ts -= rng.randrange(0, 3000)  # out of order, within the lateness
+        elif r < 0.13:
+            ts -= rng.randrange(40000, 120000)  # late
+        v = {"event_id": "e%d" % i, "user_id": u, "article_id": a, "session_id": s, "ts": ts}
+        r = rng.random()
+        if out and r < 0.04:
+            k, prev = out[rng.randrange(len(out))]
+            out.append((k, dict(prev)))  # the same event again
+            continue
+        out.append((u, v))
+    return out
+
+
+def model_interest_count(events):
+    seen_ids, seen_uas, n = set(), set(), 0
+    for k, v in events:
+        if v["event_id"] in seen_ids:
+            continue
+        seen_ids.add(v["event_id"])
+        t = (v["user_id"], v["article_id"], v["session_id"])
+        if t in seen_uas:
+            continue
+        seen_uas.add(t)
+        n += 1
+    return n
+
+
+def model_trending(events, positions, top_k=50):
+    """Exact-mode windows from a batch recomputation: per partition in offset order, an event is
+    on time iff ts >= max ts before it on that partition - lateness (every partition is held
+    back until its first event, so no pane is taken early); the watermark at the end is the min
+    over partitions of max ts - lateness; every window end W (multiple of the slide) with
+    W <= that watermark whose window [W - WINDOW_MS, W) holds an on-time event, ranked by
+    count desc then article_id."""
+    by_part = {}
+    seen = set()
+    for (k, v), (p, o, key) in zip(events, positions):
+        by_part.setdefault(p, []).append((o, v))
+    ontime = []
+    maxts = {}
+    for p, lst in by_part.items():
+        lst.sort(key=lambda x: x[0])
+        for _, v in lst:
+            eid = v["event_id"]
+            if (p, eid) in seen:
+                continue
+            seen.add((p, eid))
+            m = maxts.get(p)
+            if m is None or v["ts"] >= m - LATENESS_MS:
+                ontime.append(v)
+            maxts[p] = v["ts"] if m is None else max(m, v["ts"])
+    wm = min(m - LATENESS_MS for m in maxts.values())
+    first = min(v["ts"] for v in ontime)
+    windows = {}
+    w = (first // SLIDE_MS + 1) * SLIDE_MS
+    while w <= wm:
+        counts = {}
+        for v in ontime:
+            if w - WINDOW_MS <= v["ts"] < w:
+                counts[v["article_id"]] = counts.get(v["article_id"], 0) + 1
+        if counts:
+            items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
+            windows[w] = [{"article_id": a, "score": c} for a, c in items]
+        w += SLIDE_MS
+    return windows
+
+
+def iso_ms(s):
+    t = time.strptime(s[:19], "%Y-%m-%dT%H:%M:%S")
+    ms = int(s[20:23]) if len(s) > 20 and s[19] == "." else 0
+    import calendar
+    return calendar.timegm(t) * 1000 + ms
+
+
+def run(ctx, feeds, tag, kills):
+    mock = acclib.Mock(ctx, partitions=PARTITIONS)
+    B = mock.bootstrap
+    state = ctx.path("state-" + tag)
+    sets = ["kafka.transactional_id=acc-analytics-" + tag, "runtime.shards=2",
+            "sources.urls=" + ",".join(feeds.urls()), "fetch.allow_private=127.0.0.0/8",
+            "crawl.host_spacing_ms=0", "crawl.host_max_concurrent=8",
+            "classify.taxonomy=" + os.path.join(ctx.srcdir, "config", "taxonomy.json"),
+            "trending.exact=true", "trending.window_s=%d" % (WINDOW_MS // 1000),
+            "trending.idle_ms=3600000", "trending.lateness_ms=%d" % LATENESS_MS,
+            "demo.read_events_per_s=0", "interest.unknown_articles=skip"]
+    n_articles = feeds.narticles()
+    slow = {"NF_TEST_SLOW_READS_US": "4000"} if kills else {}
+    job = acclib.Job(ctx, B, state, sets=sets, tag=tag + "1")
+    if kills:
+        # Kill while feeds are being fetched and articles clustered (feed f answers after
+        # 1.5*f s, so some feeds' articles are committed and others are not).
+        time.sleep(2.4)
+        job.kill()
+        ctx.log("%s: SIGKILL during the crawl (%d articles committed)" %
+                (tag, acclib.count_topic(ctx, B, "articles")))
+        job = acclib.Job(ctx, B, state, sets=sets, tag=tag + "2")
+    acclib.wait_all_consumed(ctx, job, B, n_articles, topic="articles")
+    acclib.wait_all_consumed(ctx, job, B, n_articles, topic="story-clusters")
+    arts = acclib.read_outputs(ctx, B, "articles")
+    by_slug = {}
+    for k, h, v in arts:
+        slug = v["url"].rsplit("/", 1)[1]
+        by_slug[slug] = v
+    ids = sorted(v["article_id"] for v in by_slug.values())
+    events = make_events(ids)
+    if kills:
+        job.terminate()
+        job = acclib.Job(ctx, B, state, sets=sets, env=slow, tag=tag + "3")
+    acclib.kcat_produce(ctx, B, "read-events", [(k, json.dumps(v)) for k, v in events])
+    want = model_interest_count(events)
+    if kills:
+        # Kill once windows were emitted (the merger has state) and reads are still going on.
+        ctx.wait_for("trending windows on %s" % tag,
+                     lambda: (acclib.count_topic(ctx, B, "trending") >= 3 or
+                              acclib.count_topic(ctx, B, "interest-updates") > want // 2),
+                     timeout=180, interval=0.1, job=job)
+        job.kill()
+        ctx.log("%s: SIGKILL while reading (%d interest-updates committed of %d, %d windows)" %
+                (tag, acclib.count_topic(ctx, B, "interest-updates"), want,
+                 acclib.count_topic(ctx, B, "trending")))
+        job = acclib.Job(ctx, B, state, sets=sets, tag=tag + "4")
+    acclib.wait_all_consumed(ctx, job, B, want, timeout=240)
+    positions = acclib.read_input_positions(ctx, B)
+    positions.sort(key=lambda x: (x[0], x[1]))
+    # kcat produced in file order; match each record to its position by (key, order per key).
+    order = {}
+    for p, o, key in positions:
+        order.setdefault(key, []).append((p, o))
+    pos_of = []
+    used = {}
+    for k, v in events:
+        i = used.get(k, 0)
+        used[k] = i + 1
+        pos_of.append(order[k][i] + (k,))
+    twant = model_trending(events, pos_of)
+    ctx.wait_for("%d trending windows on %s" % (len(twant), tag),
+                 lambda: acclib.count_topic(ctx, B, "trending") >= len(twant), timeout=120,
+                 job=job)
+    rc = job.terminate()
+    ctx.check(rc == 0, "%s: exit %s after SIGTERM" % (tag, rc), job)
+    return {
+        "articles": by_slug,
+        "clusters": acclib.read_outputs(ctx, B, "story-clusters"),
+        "interest": acclib.read_outputs(ctx, B, "interest-updates"),
+        "trending": acclib.read_outputs(ctx, B, "trending"),
+        "events": events,
+        "want_interest": want,
+        "want_trending": twant,
+        "job": job,
+    }
+
+
+def check_run(ctx, feeds, r, tag):
+    job = r["job"]
+    arts = r["articles"]
+    ctx.check(len(arts) == feeds.narticles(), "%s: %d articles, want %d" %
+              (tag, len(arts), feeds.narticles()), job)
+    unlabelled = 0
+    for slug, v in arts.items():
+        norm = math.sqrt(sum(w * w for w in v["topics"].values()))
+        ctx.check(not v["topics"] or abs(norm - 1) < 1e-6, "%s: %s topics norm %f" %
+                  (tag, slug, norm), job)
+        unlabelled += not v["category_labels"]
+    ctx.check(unlabelled < len(arts) // 2, "%s: %d of %d articles without a category label" %
+              (tag, unlabelled, len(arts)), job)
+    # clusters: one record per article; groups recovered
+    slug_of = {v["article_id"]: s for s, v in arts.items()}
+    per_article = {}
+    for k, h, v in r["clusters"]:
+        ctx.check(k == v["article_id"], "%s: story-clusters key %s != article_id" % (tag, k), job)
+        ctx.check(v["article_id"] not in per_article, "%s: two story-clusters records for %s" %
+                  (tag, v["article_id"]), job)
+        per_article[v["article_id"]] = v
+    ctx.check(len(per_article) == len(arts), "%s: %d story-clusters records for %d articles" %
+              (tag, len(per_article), len(arts)), job)
+    # resolve merges: union of article -> cluster_id and merged_from -> cluster_id
+    parent = {}
+
+    def find(x):
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for a, v in per_article.items():
+        parent.setdefault(a, a)
+        ra, rc = find(a), find(v["cluster_id"])
+        if ra != rc:
+            parent[ra] = rc
+        for m in v["merged_from"]:
+            rm, rc = find(m), find(v["cluster_id"])
+            if rm != rc:
+                parent[rm] = rc
+    got = {}
+    for a in per_article:
+        got.setdefault(find(a), set()).add(slug_of.get(a, a))
+    got_sets = sorted(sorted(s) for s in got.values())
+    want_sets = sorted([sorted(g) for g in feeds.groups] +
+                       [[s] for f in range(FEEDS) for s in
+                        ("f%d-s%d" % (f, i) for i in range(SINGLES))])
+    ctx.check(got_sets == want_sets, "%s: clusters %r, want the planted groups %r" %
+              (tag, got_sets, want_sets), job)
+    # interest
+    counts = {}
+    for k, v in r["events"]:
+        counts[v["user_id"]] = 0
+    recs = r["interest"]
+    ctx.check(len(recs) == r["want_interest"], "%s: %d interest-updates, the model wants %d" %
+              (tag, len(recs), r["want_interest"]), job)
+    last = {}
+    for k, h, v in recs:
+        last[v["user_id"]] = max(last.get(v["user_id"], 0), v["version"])
+    ctx.log(acclib.check_interest_updates(ctx, recs, last))
+    for k, h, v in recs:
+        norm = math.sqrt(sum(w * w for w in v["vector"].values()))
+        if v["vector"] and abs(norm - 1) > 1e-9:
+            ctx.fail("%s: interest vector of %s v%d has norm %r" %
+                     (tag, v["user_id"], v["version"], norm), job)
+    # trending vs the batch model
+    got_t = {}
+    for k, h, v in r["trending"]:
+        we = iso_ms(v["window_end"])
+        ctx.check(we not in got_t, "%s: window %s emitted twice" % (tag, v["window_end"]), job)
+        ctx.check(iso_ms(v["window_start"]) == we - WINDOW_MS, "%s: window_start %s" %
+                  (tag, v["window_start"]), job)
+        got_t[we] = v["items"]
+    want_t = r["want_trending"]
+    missing = sorted(set(want_t) - set(got_t))
+    extra = sorted(set(got_t) - set(want_t))
+    wrong = [w for w in want_t if w in got_t and got_t[w] != want_t[w]]
+    ctx.check(not missing and not wrong and all(w > max(want_t) for w in extra),
+              "%s: trending differs from the batch recomputation: %d missing (%s), %d wrong "
+              "(first %s: got %s want %s), extra %s" % (
+                  tag, len(missing), missing[:3], len(wrong), wrong[:1],
+                  got_t.get(wrong[0]) if wrong else None, want_t.get(wrong[0]) if wrong else None,
+                  extra[:3]), job)
+    return got_t
+
+
+def body(ctx):
+    feeds = Feeds()
+    feeds.start(ctx)
+    a = run(ctx, feeds, "A", kills=False)
+    ta = check_run(ctx, feeds, a, "A")
+    b = run(ctx, feeds, "B", kills=True)
+    tb = check_run(ctx, feeds, b, "B")
+    # A and B: the same interest records and the same trending windows.
+    ia = sorted(json.dumps(v, sort_keys=True) for k, h, v in a["interest"])
+    ib = sorted(json.dumps(v, sort_keys=True) for k, h, v in b["interest"])
+    ctx.check(ia == ib, "interest-updates of the killed run differ from the uninterrupted one "
+              "(%d vs %d records; first difference %r)" % (
+                  len(ia), len(ib), next(((x, y) for x, y in zip(ia, ib) if x != y), None)))
+    common = sorted(set(ta) & set(tb))
+    ctx.check(all(ta[w] == tb[w] for w in common) and len(common) >= len(a["want_trending"]),
+              "trending of the killed run differs from the uninterrupted one")
+    ctx.log("A and B agree: %d interest-updates, %d trending windows, %d clusters" %
+            (len(ia), len(common), len(feeds.groups)))
+
+
+if __name__ == "__main__":
+    acclib.main("analytics", body)
