@@ -8,6 +8,7 @@
  * with field names of the articles topic (DESIGN.md §4). A URL argument is fetched by the job's
  * own fetcher on a one-shard runtime, with the job's fetch.* configuration and address guard, and
  * its final URL (after redirects) is the base unless --base says otherwise. */
+#include "actors/classify.h"
 #include "cli/cli.h"
 #include "cli/cli_fetch.h"
 
@@ -30,6 +31,7 @@
 
 static const char parse_usage[] =
     "Usage: newsflow parse FILE|-|URL [--base URL] [--fetched-at RFC3339|MS] [--compact]\n"
+    "                      [--taxonomy FILE|builtin|none]\n"
     "\n"
     "A URL is fetched as the job fetches it: same fetcher, the fetch.* configuration\n"
     "($NEWSFLOW_CONFIG and NEWSFLOW_FETCH_* variables) and the address guard (set\n"
@@ -43,6 +45,9 @@ static const char parse_usage[] =
     "  --fetched-at T    fetch time (RFC 3339 or epoch ms), the date of items without one\n"
     "                    (default: now)\n"
     "  --compact         one line of JSON instead of indented output\n"
+    "  --taxonomy T      classify each article as the job does: category_labels and topics\n"
+    "                    from taxonomy FILE, the compiled-in one (builtin, the default) or\n"
+    "                    none (no classification); try taxonomy edits here before deploying\n"
     "\n"
     "Exit codes: 0 parsed (recovered problems are counted in stats.warnings), 1 not a feed,\n"
     "malformed, too large or too deep, 2 usage error or unreadable FILE.\n";
@@ -136,7 +141,30 @@ static cJSON *parse_strings(const char *const *s, size_t n)
     return a;
 }
 
-static cJSON *parse_json(const nf_feed_t *f)
+/* The classification of a as the crawl actor writes it, merged into o. */
+static void parse_classify(const nf_classify_taxonomy_t *t, nf_classify_ctx_t *ctx,
+                           const nf_article_t *a, cJSON *o)
+{
+    nf_classify_result_t r;
+    if (nf_classify_text(ctx, a->title, a->body, &r) != 0)
+        return;
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_classify_json(t, &r, &w);
+    nf_jw_obj_close(&w);
+    nf_jw_raw(&w, "", 1);
+    cJSON *c = w.failed ? NULL : cJSON_Parse(w.buf);
+    nf_jw_free(&w);
+    if (!c)
+        return;
+    cJSON_AddItemToObject(o, "category_labels", cJSON_DetachItemFromObject(c, "category_labels"));
+    cJSON_AddItemToObject(o, "topics", cJSON_DetachItemFromObject(c, "topics"));
+    cJSON_Delete(c);
+}
+
+static cJSON *parse_json(const nf_feed_t *f, const nf_classify_taxonomy_t *t,
+                         nf_classify_ctx_t *ctx)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON *feed = cJSON_AddObjectToObject(root, "feed");
@@ -173,6 +201,8 @@ static cJSON *parse_json(const nf_feed_t *f)
         cJSON_AddItemToObject(o, "updated_at", parse_date(a->updated_ms));
         cJSON_AddBoolToObject(o, "date_fallback", a->date_fallback);
         cJSON_AddStringToObject(o, "content_hash", a->content_hash);
+        if (t && ctx)
+            parse_classify(t, ctx, a, o);
         cJSON_AddItemToArray(arts, o);
     }
 
@@ -301,7 +331,7 @@ static int parse_fetch_url(const char *url, char **body, size_t *len, char *effe
 
 int nf_cli_parse(int argc, char **argv)
 {
-    const char *file = NULL, *base = NULL;
+    const char *file = NULL, *base = NULL, *taxonomy = "builtin";
     bool compact = false;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -315,6 +345,14 @@ int nf_cli_parse(int argc, char **argv)
             return NF_EXIT_OK;
         } else if (!strcmp(a, "--compact")) {
             compact = true;
+        } else if (!strcmp(a, "--taxonomy") || !strncmp(a, "--taxonomy=", 11)) {
+            if (a[10] == '=')
+                taxonomy = a + 11;
+            else if (i + 1 == argc)
+                return parse_bad_usage("missing value after", a);
+            else
+                taxonomy = argv[++i];
+            continue;
         } else if (!strcmp(a, "--base") || !strcmp(a, "--fetched-at")) {
             if (i + 1 == argc)
                 return parse_bad_usage("missing value after", a);
@@ -373,7 +411,23 @@ int nf_cli_parse(int argc, char **argv)
     if (f.warnings)
         fprintf(stderr, "newsflow parse: %s: %u recovered problem%s; first: %s\n", name, f.warnings,
                 f.warnings == 1 ? "" : "s", f.first_warning ? f.first_warning : "");
-    cJSON *json = parse_json(&f);
+    nf_classify_taxonomy_t *t = NULL;
+    nf_classify_ctx_t *ctx = NULL;
+    if (strcmp(taxonomy, "none") != 0) {
+        t = strcmp(taxonomy, "builtin") == 0
+                ? nf_classify_load_text("builtin taxonomy", nf_classify_builtin,
+                                        nf_classify_builtin_len, err, sizeof err)
+                : nf_classify_load(taxonomy, err, sizeof err);
+        if (!t || !(ctx = nf_classify_ctx_new(t))) {
+            fprintf(stderr, "newsflow parse: %s\n", t ? "out of memory" : err);
+            nf_classify_free(t);
+            nf_feed_free(&f);
+            return NF_EXIT_USAGE;
+        }
+    }
+    cJSON *json = parse_json(&f, t, ctx);
+    nf_classify_ctx_free(ctx);
+    nf_classify_free(t);
     nf_feed_free(&f);
     char *out = json ? (compact ? cJSON_PrintUnformatted(json) : cJSON_Print(json)) : NULL;
     cJSON_Delete(json);

@@ -126,4 +126,15 @@ for f in garbage.bin garbage.txt empty.xml whitespace_only.xml; do
     run 1 parse "$data/$f"
     err_has "malformed document"
 done
+# --taxonomy: classified as the job does (builtin by default), none, a file, a bad file
+run 0 parse "$src/examples/feeds/world.xml" --compact
+jcheck 'all(abs(sum(w * w for w in a["topics"].values()) - 1) < 1e-6 for a in d["articles"] if a["topics"])'
+jcheck 'any(l["category"] == "economy" for a in d["articles"] for l in a["category_labels"])'
+run 0 parse "$src/examples/feeds/world.xml" --compact --taxonomy none
+jcheck 'all("topics" not in a for a in d["articles"])'
+run 0 parse "$src/examples/feeds/world.xml" --compact --taxonomy "$src/config/taxonomy.json"
+jcheck 'any(a["topics"] for a in d["articles"])'
+printf '{"version": 1, "language": "english", "topics": [{"name": "x", "keywords": {"vote": -1}}]}' >"$work/bad-taxonomy.json"
+run 2 parse "$src/examples/feeds/world.xml" --taxonomy "$work/bad-taxonomy.json"
+err_has 'bad-taxonomy.json: topics[0].keywords."vote"'
 echo "ok: newsflow parse CLI"
