@@ -494,6 +494,17 @@ static void out_of(const user_state_t *us, nf_interest_out_t *out)
     memcpy(out->vec.t, us->v.t, us->v.n * sizeof us->v.t[0]);
 }
 
+void nf_interest_prefetch(nf_interest_t *e, uint16_t kg, const char *user_id,
+                          const char *article_id, const char *session_id)
+{
+    nf_id128_t sk, aid;
+    if (seen_key(e, user_id, article_id, session_id ? session_id : "", &sk) == 0)
+        nf_kstate_prefetch(e->seen, kg, sk);
+    nf_kstate_prefetch(e->users, kg, nf_interest_user_key(user_id));
+    if (nf_id128_from_hex(article_id, &aid) == 0)
+        __builtin_prefetch(&e->tt.idx[tt_home(&e->tt, aid)]);
+}
+
 int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const char *article_id,
                       const char *session_id, int64_t ts_ms, int64_t now_ms, nf_interest_out_t *out)
 {

@@ -137,6 +137,12 @@ int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const 
                       const char *session_id, int64_t ts_ms, int64_t now_ms,
                       nf_interest_out_t *out);
 
+/* A hint, no effect on state: starts loading the memory nf_interest_apply() of these ids will
+ * touch first (the seen set's and the users' slots, the topic table's). The reads actor calls it
+ * for a whole batch before applying it, so the batch's cache misses overlap. */
+void nf_interest_prefetch(nf_interest_t *e, uint16_t kg, const char *user_id,
+                          const char *article_id, const char *session_id);
+
 /* The current state of a user (1: found and *out filled; 0: never updated;
  * -EIO). */
 int nf_interest_get(nf_interest_t *e, uint16_t kg, const char *user_id, int64_t now_ms,

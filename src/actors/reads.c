@@ -762,6 +762,9 @@ static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         return;
     }
     read_batch_t *b = m->body.ptr;
+    for (unsigned i = 0; i < b->n; i++) /* overlap the batch's cache misses */
+        nf_interest_prefetch(d->eng, b->items[i].kg, b->items[i].ev.user_id,
+                             b->items[i].ev.article_id, b->items[i].ev.session_id);
     for (unsigned i = 0; i < b->n; i++)
         reads_event(d, &b->items[i], now);
     free(b);

@@ -652,6 +652,11 @@ const void *nf_kstate_get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint64_t
     return load(ks, kg, key, h, now_ms, len, err);
 }
 
+void nf_kstate_prefetch(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
+{
+    __builtin_prefetch(&ks->slots[hash_key(kg, key) & ks->mask]);
+}
+
 /* The record of (kg, key), inserted (empty, clean) if absent. NONE on allocation failure. */
 static uint32_t find_or_insert(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, bool *inserted)
 {
