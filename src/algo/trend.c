@@ -685,6 +685,8 @@ static void plist_drop_front(panelist_t *l, size_t n)
         else
             pane_free(l->v[i]);
     }
+    if (n == 0)
+        return; /* l->v may still be NULL: memmove(NULL, ...) is undefined even for 0 bytes */
     memmove(l->v, l->v + n, sizeof *l->v * (l->n - n));
     l->n -= n;
 }
