@@ -23,6 +23,9 @@ WORKDIR /var/lib/newsflow
 # In a container the admin server must listen beyond loopback to be scraped and probed.
 # The bundled example feeds are the default sources; mount your own list and point
 # NEWSFLOW_SOURCES_FILE at it (or set sources.urls in a config file).
+# The topic taxonomy is compiled in (classify.taxonomy = builtin); /etc/newsflow/taxonomy.json
+# is a copy to edit: mount yours and set NEWSFLOW_CLASSIFY_TAXONOMY to its path (try it first
+# with `newsflow parse FEED --taxonomy FILE`).
 ENV NEWSFLOW_CONFIG=/etc/newsflow/newsflow.json \
     NEWSFLOW_ADMIN_LISTEN=0.0.0.0 \
     NEWSFLOW_SOURCES_FILE=/usr/share/newsflow/examples/feeds/sources.txt
