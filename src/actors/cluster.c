@@ -5,6 +5,7 @@
  * article, pruning ids whose signature expired) and links the clusters under the earliest
  * article. The work is bounded: at most bands x bucket_cap candidates per article. */
 #include "actors/cluster.h"
+#include "algo/bytes.h"
 
 #include "algo/minhash.h"
 
@@ -60,40 +61,15 @@ struct nf_cluster {
     char err[320];
 };
 
-static inline void put_le64(unsigned char *p, uint64_t x)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(x >> (8 * i));
-}
-
-static inline uint64_t get_le64(const unsigned char *p)
-{
-    uint64_t x = 0;
-    for (int i = 0; i < 8; i++)
-        x |= (uint64_t)p[i] << (8 * i);
-    return x;
-}
-
-static inline void put_le32(unsigned char *p, uint32_t x)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(x >> (8 * i));
-}
-
-static inline uint32_t get_le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static inline void put_id(unsigned char *p, nf_id128_t id)
 {
-    put_le64(p, id.hi);
-    put_le64(p + 8, id.lo);
+    nf_put_le64(p, id.hi);
+    nf_put_le64(p + 8, id.lo);
 }
 
 static inline nf_id128_t get_id(const unsigned char *p)
 {
-    return (nf_id128_t){get_le64(p), get_le64(p + 8)};
+    return (nf_id128_t){nf_get_le64(p), nf_get_le64(p + 8)};
 }
 
 static inline bool id_eq(nf_id128_t a, nf_id128_t b)
@@ -239,14 +215,14 @@ static int advance_clock(nf_cluster_t *c, int64_t ingested_ms)
         if (err)
             return read_failed(c, c->parent, err, "the engine clock");
         if (v && len == 8)
-            c->clock = get_le64(v);
+            c->clock = nf_get_le64(v);
         c->clock_known = true;
     }
     uint64_t t = ingested_ms > 0 ? (uint64_t)ingested_ms : 0;
     if (t > c->clock) {
         c->clock = t;
         unsigned char b[8];
-        put_le64(b, t);
+        nf_put_le64(b, t);
         if (nf_kstate_put(c->parent, META_KG, (nf_id128_t){0, 0}, b, 8, c->clock) != 0)
             return put_failed(c, "the engine clock");
     }
@@ -257,7 +233,7 @@ static int put_parent(nf_cluster_t *c, nf_id128_t id, nf_id128_t parent, int64_t
 {
     unsigned char b[PARENT_LEN];
     put_id(b, parent);
-    put_le64(b + 16, (uint64_t)ms);
+    nf_put_le64(b + 16, (uint64_t)ms);
     if (nf_kstate_put(c->parent, article_kg(id), id, b, PARENT_LEN, c->clock) != 0)
         return put_failed(c, "a union-find parent");
     return 0;
@@ -293,7 +269,7 @@ static int find_root(nf_cluster_t *c, nf_id128_t x, root_t *r)
         node_t *nd = &c->path[n++];
         nd->id = cur;
         nd->parent = get_id(v);
-        nd->ms = (int64_t)get_le64(v + 16);
+        nd->ms = (int64_t)nf_get_le64(v + 16);
         if (id_eq(nd->parent, cur))
             break;
         assert(n < (1u << 24)); /* a cycle would be a bug: parents only point to earlier roots */
@@ -353,7 +329,7 @@ static unsigned equal_slots(const uint32_t *sig, const unsigned char *stored, un
 {
     unsigned eq = 0;
     for (unsigned i = 0; i < n; i++)
-        eq += sig[i] == get_le32(stored + 4 * (size_t)i);
+        eq += sig[i] == nf_get_le32(stored + 4 * (size_t)i);
     return eq;
 }
 
@@ -372,7 +348,7 @@ static int read_buckets(nf_cluster_t *c, size_t *ncand)
         c->ovf[b] = 0;
         if (!v || len < 4)
             continue;
-        c->ovf[b] = get_le32(v);
+        c->ovf[b] = nf_get_le32(v);
         size_t m = (len - 4) / 16;
         if (m > c->o.bucket_cap)
             m = c->o.bucket_cap; /* a bucket written under a larger cap: keep what fits */
@@ -409,7 +385,7 @@ static int write_buckets(nf_cluster_t *c, size_t ncand, size_t nu, nf_id128_t ar
                 c->overflow++;
             }
         }
-        put_le32(c->val, ovf);
+        nf_put_le32(c->val, ovf);
         nf_id128_t key = {c->keys[b], b};
         if (nf_kstate_put(c->bucket, (uint16_t)(key.hi % 256), key, c->val, (uint32_t)(4 + 16 * m),
                           c->clock) != 0)
@@ -477,7 +453,7 @@ int nf_cluster_add(nf_cluster_t *c, nf_id128_t article, int64_t ingested_ms, con
             if (!v || len != 8 + 4 * n)
                 continue; /* expired: pruned from the bucket below */
             u->alive = true;
-            u->ms = (int64_t)get_le64(v);
+            u->ms = (int64_t)nf_get_le64(v);
             unsigned eq = equal_slots(sig, v + 8, n);
             u->sim = (double)eq / n;
             out->candidates++;
@@ -508,9 +484,9 @@ int nf_cluster_add(nf_cluster_t *c, nf_id128_t article, int64_t ingested_ms, con
         if ((e = write_buckets(c, ncand, nu, article)) != 0)
             return e;
         /* The signature, so later articles can verify against this one. */
-        put_le64(c->val, (uint64_t)ingested_ms);
+        nf_put_le64(c->val, (uint64_t)ingested_ms);
         for (unsigned i = 0; i < n; i++)
-            put_le32(c->val + 8 + 4 * (size_t)i, sig[i]);
+            nf_put_le32(c->val + 8 + 4 * (size_t)i, sig[i]);
         if (nf_kstate_put(c->sig, article_kg(article), article, c->val, 8 + 4 * n, c->clock) != 0)
             return put_failed(c, "a signature");
     }

@@ -1,5 +1,6 @@
 /* interest.c — the interest-update engine (interest.h). */
 #include "actors/interest.h"
+#include "algo/bytes.h"
 #include "algo/hash.h"
 #include "feed/dates.h"
 
@@ -196,20 +197,6 @@ static void tt_remove(tt_t *t, tt_rec_t *r)
 
 /* ---------------------------------------------------------------- encoding */
 
-static void put_le64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 static uint64_t dbits(double d)
 {
     uint64_t u;
@@ -257,7 +244,7 @@ static size_t enc_canonical(const nf_topic_vec_t *c, unsigned char *out)
     *p++ = (unsigned char)c->n;
     for (uint32_t i = 0; i < c->n; i++) {
         *p++ = (unsigned char)c->t[i].topic;
-        put_le64(p, dbits(c->t[i].weight));
+        nf_put_le64(p, dbits(c->t[i].weight));
         p += 8;
     }
     return (size_t)(p - out);
@@ -282,7 +269,7 @@ int nf_interest_topics_decode(const void *p, size_t len, nf_topic_vec_t *out)
     out->n = b[0];
     for (uint32_t i = 0; i < out->n; i++) {
         const unsigned char *q = b + 1 + 9 * i;
-        double w = bitsd(get_le64(q + 1));
+        double w = bitsd(nf_get_le64(q + 1));
         if (q[0] >= NF_TOPICS_MAX || (i > 0 && q[0] <= out->t[i - 1].topic) || !isfinite(w))
             return -EINVAL;
         out->t[i].topic = q[0];
@@ -429,7 +416,7 @@ static int article_vec(nf_interest_t *e, nf_id128_t id, int64_t now_ms, const nf
     if (rc == 0)
         return 0;
     nf_topic_vec_t v;
-    int64_t exp = len >= 8 ? (int64_t)get_le64(val) : 0;
+    int64_t exp = len >= 8 ? (int64_t)nf_get_le64(val) : 0;
     if (len < 8 || nf_interest_topics_decode((unsigned char *)val + 8, len - 8, &v) != 0) {
         snprintf(e->err, sizeof e->err,
                  "stored topic vector of article %016llx%016llx is corrupt (%zu bytes)",
@@ -481,8 +468,8 @@ static int user_load(nf_interest_t *e, uint16_t kg, nf_id128_t key, int64_t now_
                  (unsigned long long)key.hi, (unsigned long long)key.lo, len);
         return -EIO;
     }
-    us->version = get_le64(p);
-    us->updated_ms = (int64_t)get_le64(p + 8);
+    us->version = nf_get_le64(p);
+    us->updated_ms = (int64_t)nf_get_le64(p + 8);
     return 1;
 }
 
@@ -578,8 +565,8 @@ int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const 
         us.updated_ms = ts_ms;
 
     unsigned char buf[16 + NF_TOPICS_ENC_MAX];
-    put_le64(buf, us.version);
-    put_le64(buf + 8, (uint64_t)us.updated_ms);
+    nf_put_le64(buf, us.version);
+    nf_put_le64(buf + 8, (uint64_t)us.updated_ms);
     size_t n = 16 + enc_canonical(&us.v, buf + 16);
     /* Seen first: if the user's put then fails the caller stops the job and the
      * epoch is not committed, so neither write survives. */

@@ -1,5 +1,6 @@
 /* cms.c — Count-Min Sketch (cms.h). */
 #include "algo/cms.h"
+#include "algo/bytes.h"
 #include "algo/hash.h"
 
 #include <assert.h>
@@ -120,31 +121,6 @@ size_t nf_cms_bytes(const nf_cms_t *c)
 
 /* ---- encoding ---- */
 
-static void put32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* LEB128; returns bytes read, 0 if truncated or longer than 10 bytes / overflowing. */
 static size_t get_varint(const unsigned char *p, size_t len, uint64_t *out)
 {
@@ -172,12 +148,12 @@ size_t nf_cms_encode(const nf_cms_t *c, void *buf, size_t cap)
     unsigned char *p = buf;
     if (cap < CMS_HEADER + CMS_TRAILER)
         return 0;
-    put32(p, CMS_MAGIC);
-    put32(p + 4, CMS_VERSION);
-    put32(p + 8, c->width);
-    put32(p + 12, c->depth);
-    put64(p + 16, c->seed);
-    put64(p + 24, c->total);
+    nf_put_le32(p, CMS_MAGIC);
+    nf_put_le32(p + 4, CMS_VERSION);
+    nf_put_le32(p + 8, c->width);
+    nf_put_le32(p + 12, c->depth);
+    nf_put_le64(p + 16, c->seed);
+    nf_put_le64(p + 24, c->total);
     size_t at = CMS_HEADER, n = (size_t)c->width * c->depth;
     for (size_t i = 0; i < n; i++) {
         uint64_t v = c->cells[i];
@@ -189,7 +165,7 @@ size_t nf_cms_encode(const nf_cms_t *c, void *buf, size_t cap)
         }
         p[at++] = (unsigned char)v;
     }
-    put64(p + at, nf_hash64(p, at, CMS_CHECK_SEED));
+    nf_put_le64(p + at, nf_hash64(p, at, CMS_CHECK_SEED));
     return at + CMS_TRAILER;
 }
 
@@ -198,14 +174,14 @@ static int cms_parse(const unsigned char *p, size_t len, nf_cms_t *shape, size_t
 {
     if (len < CMS_HEADER + CMS_TRAILER)
         return -EINVAL;
-    if (get64(p + len - CMS_TRAILER) != nf_hash64(p, len - CMS_TRAILER, CMS_CHECK_SEED))
+    if (nf_get_le64(p + len - CMS_TRAILER) != nf_hash64(p, len - CMS_TRAILER, CMS_CHECK_SEED))
         return -EINVAL;
-    if (get32(p) != CMS_MAGIC || get32(p + 4) != CMS_VERSION)
+    if (nf_get_le32(p) != CMS_MAGIC || nf_get_le32(p + 4) != CMS_VERSION)
         return -EINVAL;
-    shape->width = get32(p + 8);
-    shape->depth = get32(p + 12);
-    shape->seed = get64(p + 16);
-    shape->total = get64(p + 24);
+    shape->width = nf_get_le32(p + 8);
+    shape->depth = nf_get_le32(p + 12);
+    shape->seed = nf_get_le64(p + 16);
+    shape->total = nf_get_le64(p + 24);
     shape->cells = NULL;
     if (shape->width == 0 || shape->depth == 0 || shape->width > NF_CMS_MAX_WIDTH ||
         shape->depth > NF_CMS_MAX_DEPTH)

@@ -4,6 +4,7 @@
  * an optional min-heap that bounds it to the top candidates), panes and their encoding, the
  * counter, the merger. */
 #include "algo/trend.h"
+#include "algo/bytes.h"
 #include "algo/cms.h"
 #include "algo/hash.h"
 
@@ -64,16 +65,14 @@ static void w_u8(wbuf_t *w, uint8_t v)
 static void w_u32(wbuf_t *w, uint32_t v)
 {
     unsigned char b[4];
-    for (int i = 0; i < 4; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
+    nf_put_le32(b, v);
     w_bytes(w, b, 4);
 }
 
 static void w_u64(wbuf_t *w, uint64_t v)
 {
     unsigned char b[8];
-    for (int i = 0; i < 8; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
+    nf_put_le64(b, v);
     w_bytes(w, b, 8);
 }
 
@@ -122,19 +121,13 @@ static uint8_t r_u8(rbuf_t *r)
 static uint32_t r_u32(rbuf_t *r)
 {
     const unsigned char *p = r_bytes(r, 4);
-    uint32_t v = 0;
-    for (int i = 0; p && i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
+    return p ? nf_get_le32(p) : 0;
 }
 
 static uint64_t r_u64(rbuf_t *r)
 {
     const unsigned char *p = r_bytes(r, 8);
-    uint64_t v = 0;
-    for (int i = 0; p && i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
+    return p ? nf_get_le64(p) : 0;
 }
 
 static uint64_t r_varint(rbuf_t *r)

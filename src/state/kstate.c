@@ -36,6 +36,7 @@
  * clears it on its first pass and evicts on the second. Only clean records are candidates:
  * dirty ones are the only copy of their value and committing ones are not in the store yet. */
 #include "state/kstate.h"
+#include "algo/bytes.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -547,20 +548,6 @@ void nf_kstate_encode_key(uint16_t kg, nf_id128_t key, unsigned char out[18])
     }
 }
 
-static inline void put_le64(unsigned char *p, uint64_t x)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(x >> (8 * i));
-}
-
-static inline uint64_t get_le64(const unsigned char *p)
-{
-    uint64_t x = 0;
-    for (int i = 0; i < 8; i++)
-        x |= (uint64_t)p[i] << (8 * i);
-    return x;
-}
-
 /* Miss in memory: point read from the store; on success the key is in memory, clean. */
 static const void *load(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t h, uint64_t now_ms,
                         uint32_t *len, int *err)
@@ -588,7 +575,7 @@ static const void *load(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t h
         *err = -EIO;
         return NULL;
     }
-    uint64_t exp = get_le64(raw);
+    uint64_t exp = nf_get_le64(raw);
     if (exp != 0 && exp <= now_ms) {
         free(raw);
         return NULL;
@@ -750,7 +737,7 @@ static void write_record(nf_kstate_t *ks, nf_store_batch_t *b, const entry_t *e)
         ks->scratch = p;
         ks->scratch_cap = cap;
     }
-    put_le64(ks->scratch, e->expires_at);
+    nf_put_le64(ks->scratch, e->expires_at);
     if (e->len)
         memcpy(ks->scratch + 8, val_ptr(e), e->len);
     nf_store_batch_put(b, ks->kind, k, sizeof k, ks->scratch, need);

@@ -20,6 +20,7 @@
  * fill their batches without one. nf_store_pending_write turns each into a WriteBatch (with
  * this database's family ids) and stores its data; apply replays that data verbatim. */
 #include "state/store.h"
+#include "algo/bytes.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -112,34 +113,6 @@ static int rocks_err(char *rerr, char *err, size_t errlen, int code, const char 
     seterr(err, errlen, code, "%s: %s", what, rerr ? rerr : "unknown RocksDB error");
     rocksdb_free(rerr);
     return code;
-}
-
-static void put_le32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_le64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static uint64_t get_le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
 }
 
 static uint64_t realtime_ms(void)
@@ -419,7 +392,7 @@ static unsigned char ttl_filter(void *state, int level, const char *key, size_t 
     *changed = 0;
     if (vlen < 8)
         return 0;
-    uint64_t expires = get_le64((const unsigned char *)val);
+    uint64_t expires = nf_get_le64((const unsigned char *)val);
     return expires != 0 && expires < realtime_ms();
 }
 
@@ -811,8 +784,8 @@ static void batch_append(nf_store_batch_t *b, int op, nf_state_kind_t kind, cons
     unsigned char *p = b->buf + b->len;
     p[0] = (unsigned char)op;
     p[1] = (unsigned char)kind;
-    put_le32(p + 2, (uint32_t)klen);
-    put_le32(p + 6, (uint32_t)vlen);
+    nf_put_le32(p + 2, (uint32_t)klen);
+    nf_put_le32(p + 6, (uint32_t)vlen);
     if (klen)
         memcpy(p + REC_HEAD, key, klen);
     if (vlen)
@@ -866,7 +839,7 @@ static int rec_cmp(const void *a, const void *b, void *arg)
     const unsigned char *pa = base + oa, *pb = base + ob;
     if (pa[1] != pb[1])
         return pa[1] < pb[1] ? -1 : 1;
-    uint32_t la = get_le32(pa + 2), lb = get_le32(pb + 2);
+    uint32_t la = nf_get_le32(pa + 2), lb = nf_get_le32(pb + 2);
     int c = memcmp(pa + REC_HEAD, pb + REC_HEAD, la < lb ? la : lb);
     if (c)
         return c;
@@ -893,8 +866,8 @@ static int batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_wri
     while (off < b->len) {
         const unsigned char *p = b->buf + off;
         /* batch_append wrote whole records; a short one is a bug */
-        uint32_t klen = b->len - off >= REC_HEAD ? get_le32(p + 2) : 0;
-        uint32_t vlen = b->len - off >= REC_HEAD ? get_le32(p + 6) : 0;
+        uint32_t klen = b->len - off >= REC_HEAD ? nf_get_le32(p + 2) : 0;
+        uint32_t vlen = b->len - off >= REC_HEAD ? nf_get_le32(p + 6) : 0;
         if (b->len - off < REC_HEAD || b->len - off - REC_HEAD < (size_t)klen + vlen ||
             n == b->count) {
             free(order);
@@ -912,7 +885,7 @@ static int batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_wri
     qsort_r(order, n, sizeof *order, rec_cmp, b->buf);
     for (size_t i = 0; i < n; i++) {
         const unsigned char *p = b->buf + order[i];
-        uint32_t klen = get_le32(p + 2), vlen = get_le32(p + 6);
+        uint32_t klen = nf_get_le32(p + 2), vlen = nf_get_le32(p + 6);
         const char *k = (const char *)p + REC_HEAD;
         if (p[0] == OP_PUT)
             rocksdb_writebatch_put_cf(wb, st->kinds[p[1]], k, klen, k + klen, vlen);
@@ -990,9 +963,9 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
         key_out(key, sizeof key, i);
         rocksdb_writebatch_put_cf(wb, st->def, key, strlen(key), outputs[i].data, outputs[i].len);
     }
-    put_le64(hv, epoch);
-    put_le32(hv + 8, nb);
-    put_le32(hv + 12, noutputs);
+    nf_put_le64(hv, epoch);
+    nf_put_le32(hv + 8, nb);
+    nf_put_le32(hv + 12, noutputs);
     memcpy(hv + 16, header_json, hlen);
     rocksdb_writebatch_put_cf(wb, st->def, PENDING_HEADER, strlen(PENDING_HEADER), (const char *)hv,
                               16 + hlen);
@@ -1025,9 +998,9 @@ static int pending_head_read(nf_store_t *st, pending_head_t *h, char *err, size_
                       st->db_dir, len);
     }
     const unsigned char *p = v;
-    h->epoch = get_le64(p);
-    h->nbatches = get_le32(p + 8);
-    h->noutputs = get_le32(p + 12);
+    h->epoch = nf_get_le64(p);
+    h->nbatches = nf_get_le32(p + 8);
+    h->noutputs = nf_get_le32(p + 12);
     h->json = malloc(len - 16 + 1);
     if (!h->json) {
         free(v);
@@ -1130,7 +1103,7 @@ int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
         if (!cv) {
             r = seterr(err, errlen, -ENOMEM, "applying the pending record: out of memory");
         } else {
-            put_le64(cv, h.epoch);
+            nf_put_le64(cv, h.epoch);
             memcpy(cv + 8, h.json, jl);
             rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
             rocksdb_writebatch_put_cf(wb, st->def, COMMITTED_KEY, strlen(COMMITTED_KEY),
@@ -1176,7 +1149,7 @@ int nf_store_committed(nf_store_t *st, uint64_t *epoch, char **header_json, char
         return seterr(err, errlen, -EIO, "%s: committed record is %zu bytes, expected >= 8",
                       st->db_dir, len);
     }
-    *epoch = get_le64(v);
+    *epoch = nf_get_le64(v);
     if (header_json) {
         /* the value is NUL-terminated by get_raw: shift the JSON to the front */
         memmove(v, (char *)v + 8, len - 8 + 1);

@@ -1,0 +1,37 @@
+/* bytes.h — little-endian integers in byte buffers: the one encoding of every persisted value
+ * (keyed-state records, store headers, sketches, trending blobs), independent of the host's byte
+ * order and alignment. Pure inline functions, any thread. */
+#ifndef NF_BYTES_H
+#define NF_BYTES_H
+
+#include <stdint.h>
+
+static inline void nf_put_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline void nf_put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint32_t nf_get_le32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+static inline uint64_t nf_get_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+#endif
