@@ -349,7 +349,7 @@ void nf_interest_free(nf_interest_t *e)
 nf_id128_t nf_interest_user_key(const char *user_id)
 {
     size_t n = strlen(user_id);
-    return (nf_id128_t){nf_hash64(user_id, n, SEED_USER_A), nf_hash64(user_id, n, SEED_USER_B)};
+    return nf_hash128(user_id, n, SEED_USER_A, SEED_USER_B);
 }
 
 /* user \0 article \0 session \0, hashed twice. */
@@ -367,7 +367,7 @@ static int seen_key(nf_interest_t *e, const char *u, const char *a, const char *
     memcpy(p, u, lu + 1);
     memcpy(p + lu + 1, a, la + 1);
     memcpy(p + lu + la + 2, s, ls + 1);
-    *k = (nf_id128_t){nf_hash64(p, n, SEED_SEEN_A), nf_hash64(p, n, SEED_SEEN_B)};
+    *k = nf_hash128(p, n, SEED_SEEN_A, SEED_SEEN_B);
     return 0;
 }
 

@@ -46,28 +46,6 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* 128-bit key of a user id: two independent 64-bit FNV-1a passes, each finished with a strong
- * mixer (the ids are routing and state keys, not security tokens). */
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
-static nf_id128_t user_key(const char *s)
-{
-    uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        a = (a ^ *p) * 0x100000001b3ull;
-        b = (b ^ *p) * 0x100000001b3ull;
-    }
-    return (nf_id128_t){mix64(a), mix64(b ^ 0x9e3779b97f4a7c15ull)};
-}
-
 /* ================================================================ kafka_in */
 
 typedef struct kin {
@@ -96,8 +74,7 @@ typedef struct kin {
 static nf_id128_t event_key(const char *event_id)
 {
     size_t n = strlen(event_id);
-    return (nf_id128_t){nf_hash64(event_id, n, 0x6576656e745f6964ull),
-                        nf_hash64(event_id, n, 0x4556454e545f4944ull)};
+    return nf_hash128(event_id, n, 0x6576656e745f6964ull, 0x4556454e545f4944ull);
 }
 
 static bool send_batch(kin_t *k, read_batch_t *b)
@@ -239,7 +216,7 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
         nf_counter_inc(an->m.counted_events);
     else if (rc == -ENOMEM)
         stop_job(k, "out of memory in the trending counter; stopping the job", rc);
-    dest = nf_route(nf_shard_runtime(k->sh), user_key(tmp.ev.user_id).hi);
+    dest = nf_route(nf_shard_runtime(k->sh), nf_interest_user_key(tmp.ev.user_id).hi);
     read_batch_t *b = k->open[dest];
     if (!b) {
         b = malloc(sizeof *b);

@@ -13,6 +13,8 @@
 #ifndef NF_HASH_H
 #define NF_HASH_H
 
+#include "algo/idset.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,5 +41,12 @@ uint64_t nf_hash64(const void *p, size_t n, uint64_t seed);
 
 /* 64-bit hash of a NUL-terminated string. */
 uint64_t nf_hash64_str(const char *s, uint64_t seed);
+
+/* A 128-bit id of n bytes (state keys of ids that are not already digests: user ids, event
+ * ids): two nf_hash64 passes under independent seeds. */
+static inline nf_id128_t nf_hash128(const void *p, size_t n, uint64_t seed_hi, uint64_t seed_lo)
+{
+    return (nf_id128_t){nf_hash64(p, n, seed_hi), nf_hash64(p, n, seed_lo)};
+}
 
 #endif
