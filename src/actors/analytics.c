@@ -14,13 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void free_body(void *ctx, const nf_msg_t *m)
 {
     (void)ctx;
@@ -130,7 +123,7 @@ static void stories_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
     }
     nf_counter_inc(s->an->m.clusters[r.action]);
     if (r.action != NF_CLUSTER_DUPLICATE)
-        stories_emit(s, c->id, &r, wall_ms());
+        stories_emit(s, c->id, &r, nf_wall_ms());
     if (r.merged_more)
         nf_log(NF_LOG_WARN, "cluster", "merge absorbed more clusters than merged_from lists",
                NF_LI("listed", r.merged_count), NF_LI("more", r.merged_more), NF_LEND);
@@ -155,7 +148,7 @@ static const nf_epoch_participant_t stories_part = {.snapshot = stories_snapshot
 static void stories_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {
     stories_t *s = arg;
-    nf_cluster_expire(s->eng, (uint64_t)wall_ms(), 4096);
+    nf_cluster_expire(s->eng, (uint64_t)nf_wall_ms(), 4096);
     nf_cluster_stats_t st;
     nf_cluster_stats(s->eng, &st);
     nf_gauge_set(s->an->m.index_bytes, (int64_t)st.bytes);

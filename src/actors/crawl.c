@@ -116,16 +116,9 @@ typedef struct deferred {
     nf_fetch_result_t res;
 } deferred_t;
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void arm_at(crawl_t *c, src_t *s, int64_t at_ms)
 {
-    int64_t delta = at_ms - wall_ms();
+    int64_t delta = at_ms - nf_wall_ms();
     uint64_t now = nf_now_ns();
     nf_timer_arm(c->sh, &s->timer, delta > 0 ? now + (uint64_t)delta * 1000000ull : now, 0);
 }
@@ -544,7 +537,7 @@ static void try_start(crawl_t *c, src_t *s)
         enqueue(c, s);
         return;
     }
-    int64_t now = wall_ms(), retry_at = 0;
+    int64_t now = nf_wall_ms(), retry_at = 0;
     host_t *h = &c->hosts[s->host];
     nf_host_t before = h->h;
     if (!nf_host_may_start(&h->h, now, &retry_at)) {
@@ -586,7 +579,7 @@ static void on_due(nf_shard_t *sh, nf_timer_t *t, void *arg)
     (void)t;
     /* The timer is monotonic, the schedule wall-clock: if the wall clock stepped back since the
      * timer was armed, the source is not due yet. Never fetch before next_crawl_at. */
-    int64_t now = wall_ms();
+    int64_t now = nf_wall_ms();
     if (s->sched.status == NF_CRAWL_ACTIVE && !nf_crawl_due(&s->sched, now)) {
         arm_at(s->c, s, s->sched.next_crawl_at_ms);
         return;
@@ -662,7 +655,7 @@ static const char *fetch_error_text(const nf_fetch_result_t *res, char *buf, siz
 static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
 {
     nf_ingest_metrics_t *m = &c->in->m;
-    int64_t now = wall_ms();
+    int64_t now = nf_wall_ms();
     s->in_flight = false;
     c->in_flight--;
     nf_gauge_set(m->in_flight, c->in_flight);
@@ -868,7 +861,7 @@ static void sources_gauge(crawl_t *c)
 static void source_set(crawl_t *c, const nf_source_set_t *m)
 {
     assert(nf_route(nf_shard_runtime(c->sh), m->host_key) == nf_shard_index(c->sh));
-    int64_t now = wall_ms();
+    int64_t now = nf_wall_ms();
     kmap_del(&c->deletes, m->key); /* a removal earlier in this epoch is overtaken */
     src_t *s = kmap_get(&c->bykey, m->key);
     bool added = !s, url_changed = false;
@@ -1221,7 +1214,7 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
         mine += nf_route(rt, l->items[i].host_key) == me;
     if (nf_idset_init(&c->host_index, mine * 2 + 16) != 0)
         abort();
-    int64_t now = wall_ms();
+    int64_t now = nf_wall_ms();
 
     /* The sources topic's sources first: its definition wins over a configured one. */
     restore_ctx_t *x = calloc(1, sizeof *x);

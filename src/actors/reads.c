@@ -39,13 +39,6 @@ typedef struct held_msg {
     nf_msg_t m;
 } held_msg_t;
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ================================================================ kafka_in */
 
 typedef struct kin {
@@ -160,7 +153,7 @@ static void dead_letter(kin_t *k, const rec_t *m, const char *stage, const char 
         kl = sizeof key - 1;
     nf_jw_reset(&k->jw);
     nf_dead_letter_json(&k->jw, topic, m->partition, m->offset, stage, error, m->payload, m->len,
-                        wall_ms());
+                        nf_wall_ms());
     if (k->jw.failed ||
         nf_analytics_emit(k->r->an, k->me, NF_TOPIC_DEAD_LETTERS, key, k->jw.buf, k->jw.len) != 0) {
         /* Without memory the record cannot be kept: the job stops rather than lose it. */
@@ -319,7 +312,7 @@ static void consume_memory(kin_t *k)
 {
     nf_reads_t *r = k->r;
     size_t taken = 0, i = k->mem_next;
-    int64_t now = wall_ms();
+    int64_t now = nf_wall_ms();
     unsigned parts = r->mem.partitions ? r->mem.partitions : 1;
     for (; i < r->mem.n && taken < CONSUME_MAX; i++) {
         int32_t p = (int32_t)(i % parts);
@@ -353,7 +346,7 @@ static void consume_turn(kin_t *k)
     }
     rd_kafka_message_t *msgs[CONSUME_MAX];
     size_t n = nf_kafka_shard_consume(r->kafka, k->me, msgs, CONSUME_MAX);
-    int64_t now = wall_ms();
+    int64_t now = nf_wall_ms();
     for (size_t i = 0; i < n; i++) {
         rd_kafka_message_t *m = msgs[i];
         if (m->err) {
@@ -474,7 +467,7 @@ static void on_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
     (void)t;
     if (k->cut_paused)
         return;
-    int64_t now = wall_ms(), wm = INT64_MIN;
+    int64_t now = nf_wall_ms(), wm = INT64_MIN;
     /* Assigned partitions hold the watermark back from the start, not from their first event:
      * otherwise a partition consumed later than the others would find its panes taken. */
     int32_t parts[256];
@@ -727,7 +720,7 @@ static void reads_event(rd_t *d, const read_item_t *it, uint64_t now_ms)
 static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 {
     rd_t *d = self;
-    uint64_t now = (uint64_t)wall_ms();
+    uint64_t now = (uint64_t)nf_wall_ms();
     if (m->kind == NF_MSG_TOPICS) {
         nf_topics_msg_t *t = m->body.ptr;
         if (nf_interest_topics_put(d->eng, t->id, &t->vec, (int64_t)now) == -ENOMEM) {
@@ -767,7 +760,7 @@ static const nf_epoch_participant_t reads_part = {.snapshot = reads_snapshot,
 static void on_gauges(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {
     rd_t *d = arg;
-    nf_interest_expire(d->eng, wall_ms(), 4096);
+    nf_interest_expire(d->eng, nf_wall_ms(), 4096);
     nf_interest_stats_t s;
     nf_interest_stats(d->eng, &s);
     nf_gauge_set(d->r->m.state_bytes, (int64_t)(s.users.bytes + s.seen.bytes + s.table_bytes));

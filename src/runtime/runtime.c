@@ -127,6 +127,13 @@ uint64_t nf_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+int64_t nf_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void nf_runtime_opts_default(nf_runtime_opts_t *o)
 {
     *o = (nf_runtime_opts_t){.shards = 0,

@@ -136,6 +136,9 @@ void *nf_shard_actor(nf_shard_t *sh, int actor); /* this shard's instance of an 
 uint64_t nf_shard_now(const nf_shard_t *sh);
 /* A fresh clock read. */
 uint64_t nf_now_ns(void);
+/* CLOCK_REALTIME in ms since the Unix epoch: the wall clock of outputs, TTLs and idle timeouts
+ * (never for intervals: it can jump). Any thread. */
+int64_t nf_wall_ms(void);
 
 /* 0 or -EAGAIN (ring full: keep the message, retry from `resume`). m->src is overwritten. */
 int nf_send(nf_shard_t *sh, unsigned dst, const nf_msg_t *m);
