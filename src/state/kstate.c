@@ -3,7 +3,10 @@
  * Shape:
  *   entries  an array of 64-byte records (one cache line each), one per key in memory, that never
  *            move: everything else refers to a record by its index. Freed records are chained in
- *            a free list and reused before the array grows.
+ *            a free list and reused before the array grows; records never used yet (from `fresh`
+ *            on) join it one at a time, so growing the array touches none of its new pages.
+ *            The array and the slot table are runtime/bigmem.h mappings: huge pages, grown by
+ *            mremap without copying (page faults had been the read path's largest cost).
  *   slots    an open-addressing table (linear probing, power of two, at most 3/4 full) of
  *            {record index + 1, 32-bit hash}; a probe compares hashes and touches a record only
  *            on a hash match, so a hit costs about one slot line and one record line. Removal
@@ -37,6 +40,7 @@
  * dirty ones are the only copy of their value and committing ones are not in the store yet. */
 #include "state/kstate.h"
 #include "algo/bytes.h"
+#include "runtime/bigmem.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -101,6 +105,7 @@ struct nf_kstate {
 
     entry_t *ent;
     uint32_t ent_cap;
+    uint32_t fresh; /* records [fresh, ent_cap) were never used: the free list's lazy tail */
     uint32_t free_head;
     uint32_t live;    /* records in use */
     uint32_t pinned;  /* records dirty or committing (not evictable) */
@@ -233,7 +238,7 @@ static inline uint32_t lookup(const nf_kstate_t *ks, uint16_t kg, nf_id128_t id,
 static int grow_slots(nf_kstate_t *ks)
 {
     size_t cap = (ks->mask + 1) * 2;
-    slot_t *ns = calloc(cap, sizeof *ns);
+    slot_t *ns = nf_bigmem_alloc(cap * sizeof *ns);
     if (!ns)
         return -ENOMEM;
     for (size_t i = 0; i <= ks->mask; i++) {
@@ -245,7 +250,7 @@ static int grow_slots(nf_kstate_t *ks)
             j = (j + 1) & (cap - 1);
         ns[j] = s;
     }
-    free(ks->slots);
+    nf_bigmem_free(ks->slots, (ks->mask + 1) * sizeof(slot_t));
     ks->slots = ns;
     ks->mask = cap - 1;
     return 0;
@@ -326,11 +331,11 @@ static bool evict_one(nf_kstate_t *ks, uint32_t keep)
         clean--;
     if (clean == 0) /* without this, an over-budget load would sweep the whole array */
         return false;
-    /* Two sweeps clear every REF bit, so a clean record is found within 2 * ent_cap steps
-     * unless the only clean one is `keep`. */
-    for (size_t step = 0; step < 2 * (size_t)ks->ent_cap + 1; step++) {
+    /* Two sweeps clear every REF bit, so a clean record is found within 2 * fresh steps unless
+     * the only clean one is `keep`. Records at or past `fresh` were never used. */
+    for (size_t step = 0; step < 2 * (size_t)ks->fresh + 1; step++) {
         uint32_t idx = ks->hand;
-        ks->hand = ks->hand + 1 < ks->ent_cap ? ks->hand + 1 : 0;
+        ks->hand = ks->hand + 1 < ks->fresh ? ks->hand + 1 : 0;
         entry_t *e = &ks->ent[idx];
         if (!(e->flags & F_USED) || is_pinned(e) || idx == keep)
             continue;
@@ -381,18 +386,11 @@ static int grow_entries(nf_kstate_t *ks)
         ncap = (size_t)NONE - 1;
     if (ncap <= cap)
         return -ENOMEM;
-    entry_t *ne = NULL;
-    if (posix_memalign((void **)&ne, 64, ncap * sizeof *ne) != 0)
+    /* Records never move for the callers (they hold indices), and the new tail is zero: it
+     * joins the free list lazily (alloc_record), so growing touches no page of it. */
+    entry_t *ne = nf_bigmem_grow(ks->ent, cap * sizeof *ne, ncap * sizeof *ne);
+    if (!ne)
         return -ENOMEM;
-    if (cap)
-        memcpy(ne, ks->ent, cap * sizeof *ne);
-    memset(ne + cap, 0, (ncap - cap) * sizeof *ne);
-    /* Chain the new records into the free list, lowest index first. */
-    for (size_t i = ncap; i-- > cap;) {
-        ne[i].link = ks->free_head;
-        ks->free_head = (uint32_t)i;
-    }
-    free(ks->ent);
     ks->ent = ne;
     ks->ent_cap = (uint32_t)ncap;
     return 0;
@@ -405,11 +403,15 @@ static uint32_t alloc_record(nf_kstate_t *ks)
     if ((size_t)(ks->live + 1) * 4 > (ks->mask + 1) * 3 && grow_slots(ks) != 0)
         return NONE;
     /* With a budget, reuse an evicted record rather than grow past it (or by a sliver). */
-    if (ks->free_head == NONE && ks->st && ks->budget &&
+    if (ks->free_head == NONE && ks->fresh == ks->ent_cap && ks->st && ks->budget &&
         budget_room(ks) < (size_t)ks->ent_cap + growth_step(ks))
         evict_one(ks, NONE);
-    if (ks->free_head == NONE && grow_entries(ks) != 0)
+    if (ks->free_head == NONE && ks->fresh == ks->ent_cap && grow_entries(ks) != 0)
         return NONE;
+    if (ks->free_head == NONE) {
+        ks->ent[ks->fresh].link = NONE;
+        ks->free_head = ks->fresh++;
+    }
     return ks->free_head;
 }
 
@@ -497,25 +499,14 @@ nf_kstate_t *nf_kstate_new(nf_store_t *st, const nf_kstate_opts_t *o)
     size_t nslots = 16;
     while (nslots * 3 < want * 4)
         nslots *= 2;
-    ks->slots = calloc(nslots, sizeof *ks->slots);
-    if (!ks->slots) {
-        free(ks);
-        return NULL;
-    }
+    ks->slots = nf_bigmem_alloc(nslots * sizeof *ks->slots);
     ks->mask = nslots - 1;
-    entry_t *ne = NULL;
-    if (posix_memalign((void **)&ne, 64, want * sizeof *ne) != 0) {
-        free(ks->slots);
-        free(ks);
+    ks->ent = nf_bigmem_alloc(want * sizeof *ks->ent);
+    ks->ent_cap = (uint32_t)want;
+    if (!ks->slots || !ks->ent) {
+        nf_kstate_free(ks);
         return NULL;
     }
-    memset(ne, 0, want * sizeof *ne);
-    for (size_t i = want; i-- > 0;) {
-        ne[i].link = ks->free_head;
-        ks->free_head = (uint32_t)i;
-    }
-    ks->ent = ne;
-    ks->ent_cap = (uint32_t)want;
     return ks;
 }
 
@@ -523,11 +514,11 @@ void nf_kstate_free(nf_kstate_t *ks)
 {
     if (!ks)
         return;
-    for (uint32_t i = 0; i < ks->ent_cap; i++)
+    for (uint32_t i = 0; ks->ent && i < ks->fresh; i++)
         if (ks->ent[i].flags & F_OOL)
             free(ks->ent[i].v.ool.p);
-    free(ks->ent);
-    free(ks->slots);
+    nf_bigmem_free(ks->ent, (size_t)ks->ent_cap * sizeof(entry_t));
+    nf_bigmem_free(ks->slots, (ks->mask + 1) * sizeof(slot_t));
     free(ks->dirty.v);
     for (size_t i = 0; i < ks->ninfl; i++)
         free(ks->infl[i].list.v);
@@ -851,10 +842,10 @@ size_t nf_kstate_expire(nf_kstate_t *ks, uint64_t now_ms, size_t max_entries)
 {
     if (ks->ttl_ms == 0 || ks->live == 0)
         return 0;
-    size_t n = max_entries == 0 || max_entries > ks->ent_cap ? ks->ent_cap : max_entries;
+    size_t n = max_entries == 0 || max_entries > ks->fresh ? ks->fresh : max_entries;
     size_t dropped = 0;
     for (size_t k = 0; k < n; k++) {
-        if (ks->cursor >= ks->ent_cap)
+        if (ks->cursor >= ks->fresh)
             ks->cursor = 0;
         uint32_t idx = ks->cursor++;
         entry_t *e = &ks->ent[idx];

@@ -1,0 +1,27 @@
+/* bigmem.h — zero-filled arrays that grow to hundreds of megabytes: keyed-state records and
+ * slot tables, which a shard fills at a million keys a second.
+ *
+ * Why not calloc/realloc: growing such an array by doubling through malloc copies it and the
+ * new block is faulted in 4 KiB pages. On the VMs newsflow runs on, a 4 KiB fault costs about
+ * 2 us (1.8 GB/s, measured in perf/README "Analytics"), which made page faults the largest
+ * single cost of the read path. Here an array is an anonymous mapping with transparent huge
+ * pages requested (MADV_HUGEPAGE: 2 MiB faults, ~10 GB/s on the same machine) and it grows by
+ * mremap, which moves page tables instead of bytes; fresh pages are zero, so nothing is memset.
+ * Where THP is off ("never") the same code runs on 4 KiB pages.
+ *
+ * Sizes are rounded up to whole pages; the caller keeps the size it asked for and passes it
+ * back (to grow and free). Any thread; no global state. */
+#ifndef NF_BIGMEM_H
+#define NF_BIGMEM_H
+
+#include <stddef.h>
+
+/* bytes zeroed bytes, or NULL (bytes == 0, or no memory). */
+void *nf_bigmem_alloc(size_t bytes);
+/* Grows p (from nf_bigmem_alloc, old_bytes) to new_bytes >= old_bytes: the contents are kept,
+ * the tail is zero, the address may change. NULL on failure, and p is left valid and intact. */
+void *nf_bigmem_grow(void *p, size_t old_bytes, size_t new_bytes);
+/* p may be NULL. */
+void nf_bigmem_free(void *p, size_t bytes);
+
+#endif
