@@ -10,13 +10,16 @@
  * (default 10: the window slides ~20 times; the Redis peer gets the same span).
  *
  *   bench_readpath [--events N] [--shards 1,2] [--users U] [--articles A] [--zipf S]
- *                  [--partitions P] [--exact] [--quick]
+ *                  [--partitions P] [--exact] [--store DIR] [--budget-mb M] [--quick]
+ * --store DIR: keyed state over a RocksDB store (created afresh in DIR/<shards>) as in the job,
+ * where a key missing from memory is looked up in the store; without it, memory only.
  * One JSON line per shard count:
  *   {"bench":"readpath","shards":S,"events":N,"seconds":T,"events_per_s":R,
  *    "events_per_s_per_shard":R/S,"updates":U,"late":L,"windows":W,"rss_mb":M} */
 #include "actors/analytics.h"
 #include "actors/reads.h"
 #include "runtime/metrics.h"
+#include "state/store.h"
 #include "workload.h"
 
 #include <errno.h>
@@ -77,15 +80,26 @@ static void article_topics(uint32_t a, nf_topic_vec_t *v)
 }
 
 static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
-                   uint32_t partitions, bool exact)
+                   uint32_t partitions, bool exact, const char *store_dir, size_t budget_mb)
 {
+    nf_store_t *st = NULL;
+    char err[256];
+    if (store_dir) {
+        char dir[512];
+        snprintf(dir, sizeof dir, "%s/%u", store_dir, shards);
+        nf_store_opts_t so;
+        nf_store_opts_default(&so);
+        if (!(st = nf_store_open(dir, &so, err, sizeof err))) {
+            fprintf(stderr, "bench_readpath: %s\n", err);
+            return 1;
+        }
+    }
     if (nf_metrics_init(shards) != 0)
         return 1;
     nf_runtime_opts_t ro;
     nf_runtime_opts_default(&ro);
     ro.shards = shards;
     ro.ring_capacity = 4096;
-    char err[256];
     nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
     if (!rt) {
         fprintf(stderr, "bench_readpath: %s\n", err);
@@ -94,6 +108,8 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
     static nf_analytics_t an;
     nf_analytics_defaults(&an);
     an.trend.exact = exact;
+    an.store = st;
+    an.budget_bytes = budget_mb << 20;
     if (nf_analytics_register(rt, &an, err, sizeof err) != 0) {
         fprintf(stderr, "bench_readpath: %s\n", err);
         return 1;
@@ -107,6 +123,8 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
     static nf_reads_t r;
     memset(&r, 0, sizeof r);
     r.an = &an;
+    r.store = st;
+    r.budget_bytes = budget_mb << 20;
     r.max_event_bytes = 65536;
     r.pause_high_water = 1u << 30;
     r.pause_low_water = 1u << 29;
@@ -157,7 +175,8 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
     printf("{\"bench\":\"readpath\",\"shards\":%u,\"events\":%zu,\"seconds\":%.3f,"
            "\"events_per_s\":%.0f,\"events_per_s_per_shard\":%.0f,\"updates\":%llu,"
            "\"interest_duplicates\":%llu,\"unknown\":%llu,\"event_id_duplicates\":%llu,"
-           "\"late\":%llu,\"counted\":%llu,\"windows\":%llu,\"exact\":%s,\"rss_mb\":%.0f}\n",
+           "\"late\":%llu,\"counted\":%llu,\"windows\":%llu,\"exact\":%s,\"store\":%s,"
+           "\"rss_mb\":%.0f}\n",
            shards, ev->n, secs, (double)ev->n / secs, (double)ev->n / secs / shards,
            (unsigned long long)updates,
            (unsigned long long)nf_counter_value(an.m.interest_duplicates),
@@ -166,10 +185,11 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
            (unsigned long long)nf_counter_value(an.m.late_events),
            (unsigned long long)nf_counter_value(an.m.counted_events),
            (unsigned long long)nf_counter_value(an.m.windows), exact ? "true" : "false",
-           (double)rss / 1024.0);
+           st ? "true" : "false", (double)rss / 1024.0);
     fflush(stdout);
     nf_runtime_destroy(rt);
     nf_analytics_free(&an);
+    nf_store_close(st);
     return 0;
 }
 
@@ -179,6 +199,8 @@ int main(int argc, char **argv)
     uint32_t users = 1000000, articles = 100000, partitions = 8;
     double zipf = 1.0, span_min = 10;
     bool exact = false;
+    const char *store_dir = NULL;
+    size_t budget_mb = 1024;
     char shard_list[64] = "1,2";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--events") && i + 1 < argc)
@@ -195,6 +217,10 @@ int main(int argc, char **argv)
             zipf = strtod(argv[++i], NULL);
         else if (!strcmp(argv[i], "--shards") && i + 1 < argc)
             snprintf(shard_list, sizeof shard_list, "%s", argv[++i]);
+        else if (!strcmp(argv[i], "--store") && i + 1 < argc)
+            store_dir = argv[++i];
+        else if (!strcmp(argv[i], "--budget-mb") && i + 1 < argc)
+            budget_mb = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--exact"))
             exact = true;
         else if (!strcmp(argv[i], "--quick"))
@@ -202,7 +228,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: bench_readpath [--events N] [--shards 1,2] [--users U] "
                             "[--articles A] [--zipf S] [--span-min M] [--partitions P] [--exact] "
-                            "[--quick]\n");
+                            "[--store DIR] [--budget-mb M] [--quick]\n");
             return 2;
         }
     }
@@ -225,7 +251,7 @@ int main(int argc, char **argv)
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0)
-            _exit(run_one(&ev, s, articles, partitions, exact));
+            _exit(run_one(&ev, s, articles, partitions, exact, store_dir, budget_mb));
         int st = 0;
         waitpid(pid, &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)

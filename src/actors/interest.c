@@ -16,7 +16,6 @@
 #define SEED_USER_A 0x6e66696e74657231ull
 #define SEED_USER_B 0x9e3779b97f4a7c15ull
 #define SEED_SEEN_A 0x6e667365656e3031ull
-#define SEED_SEEN_B 0xc2b2ae3d27d4eb4full
 
 #define MS_PER_DAY 86400000.0
 
@@ -286,9 +285,6 @@ struct nf_interest {
     nf_store_t *st;
     nf_kstate_t *users, *seen;
     tt_t tt;
-    char *scratch; /* the seen key's bytes; grows only for longer ids than seen
-                      before */
-    size_t scratch_cap;
     uint64_t table_hits, table_misses, table_loads, table_evictions;
     uint64_t updated, duplicates, unknown;
     char err[512];
@@ -326,9 +322,7 @@ nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o)
                            .initial_capacity = 1024};
     e->users = nf_kstate_new(st, &ku);
     e->seen = nf_kstate_new(st, &ks);
-    e->scratch_cap = 3 * 130;
-    e->scratch = malloc(e->scratch_cap);
-    if (!e->users || !e->seen || !e->scratch || tt_init(&e->tt, o->table_max) != 0) {
+    if (!e->users || !e->seen || tt_init(&e->tt, o->table_max) != 0) {
         nf_interest_free(e);
         return NULL;
     }
@@ -342,7 +336,6 @@ void nf_interest_free(nf_interest_t *e)
     nf_kstate_free(e->users);
     nf_kstate_free(e->seen);
     tt_free(&e->tt);
-    free(e->scratch);
     free(e);
 }
 
@@ -352,23 +345,21 @@ nf_id128_t nf_interest_user_key(const char *user_id)
     return nf_hash128(user_id, n, SEED_USER_A, SEED_USER_B);
 }
 
-/* user \0 article \0 session \0, hashed twice. */
-static int seen_key(nf_interest_t *e, const char *u, const char *a, const char *s, nf_id128_t *k)
+void nf_interest_read_init(nf_interest_read_t *r, uint16_t kg, const char *user_id,
+                           const char *article_id, const char *session_id, int64_t ts_ms)
 {
-    size_t lu = strlen(u), la = strlen(a), ls = strlen(s), n = lu + la + ls + 3;
-    if (n > e->scratch_cap) {
-        char *p = realloc(e->scratch, n);
-        if (!p)
-            return -ENOMEM;
-        e->scratch = p;
-        e->scratch_cap = n;
-    }
-    char *p = e->scratch;
-    memcpy(p, u, lu + 1);
-    memcpy(p + lu + 1, a, la + 1);
-    memcpy(p + lu + la + 2, s, ls + 1);
-    *k = nf_hash128(p, n, SEED_SEEN_A, SEED_SEEN_B);
-    return 0;
+    if (!session_id)
+        session_id = "";
+    r->user = nf_interest_user_key(user_id);
+    /* Each field hashed with the previous result as its seed; nf_hash64 mixes in the length,
+     * so ("ab", "c") and ("a", "bc") differ. The user's half keeps the key on the user's shard. */
+    uint64_t h = nf_hash64(article_id, strlen(article_id), r->user.lo ^ SEED_SEEN_A);
+    r->seen = (nf_id128_t){r->user.hi, nf_hash64(session_id, strlen(session_id), h)};
+    r->article_ok = nf_id128_from_hex(article_id, &r->article) == 0;
+    if (!r->article_ok)
+        r->article = (nf_id128_t){0, 0};
+    r->ts_ms = ts_ms;
+    r->kg = kg;
 }
 
 int nf_interest_topics_put(nf_interest_t *e, nf_id128_t id, const nf_topic_vec_t *v, int64_t now_ms)
@@ -481,25 +472,28 @@ static void out_of(const user_state_t *us, nf_interest_out_t *out)
     memcpy(out->vec.t, us->v.t, us->v.n * sizeof us->v.t[0]);
 }
 
-void nf_interest_prefetch(nf_interest_t *e, uint16_t kg, const char *user_id,
-                          const char *article_id, const char *session_id)
+void nf_interest_prefetch(nf_interest_t *e, const nf_interest_read_t *r)
 {
-    nf_id128_t sk, aid;
-    if (seen_key(e, user_id, article_id, session_id ? session_id : "", &sk) == 0)
-        nf_kstate_prefetch(e->seen, kg, sk);
-    nf_kstate_prefetch(e->users, kg, nf_interest_user_key(user_id));
-    if (nf_id128_from_hex(article_id, &aid) == 0)
-        __builtin_prefetch(&e->tt.idx[tt_home(&e->tt, aid)]);
+    nf_kstate_prefetch(e->seen, r->kg, r->seen);
+    nf_kstate_prefetch(e->users, r->kg, r->user);
+    if (r->article_ok)
+        __builtin_prefetch(&e->tt.idx[tt_home(&e->tt, r->article)]);
 }
 
 int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const char *article_id,
                       const char *session_id, int64_t ts_ms, int64_t now_ms, nf_interest_out_t *out)
 {
-    if (!session_id)
-        session_id = "";
-    nf_id128_t sk;
-    if (seen_key(e, user_id, article_id, session_id, &sk) != 0)
-        return -ENOMEM;
+    nf_interest_read_t r;
+    nf_interest_read_init(&r, kg, user_id, article_id, session_id, ts_ms);
+    return nf_interest_apply_read(e, &r, now_ms, out);
+}
+
+int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_t now_ms,
+                           nf_interest_out_t *out)
+{
+    uint16_t kg = r->kg;
+    int64_t ts_ms = r->ts_ms;
+    nf_id128_t sk = r->seen;
     int err = 0;
     uint32_t len = 0;
     const void *seen = nf_kstate_get(e->seen, kg, sk, (uint64_t)now_ms, &len, &err);
@@ -512,10 +506,9 @@ int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const 
         return NF_INTEREST_DUPLICATE;
     }
 
-    nf_id128_t aid;
     const nf_topic_weight_t *aw = NULL;
     uint8_t an = 0;
-    int rc = nf_id128_from_hex(article_id, &aid) == 0 ? article_vec(e, aid, now_ms, &aw, &an) : 0;
+    int rc = r->article_ok ? article_vec(e, r->article, now_ms, &aw, &an) : 0;
     if (rc < 0)
         return rc;
     if (rc == 0) {
@@ -526,7 +519,7 @@ int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const 
         an = 0;
     }
 
-    nf_id128_t uk = nf_interest_user_key(user_id);
+    nf_id128_t uk = r->user;
     user_state_t us;
     rc = user_load(e, kg, uk, now_ms, &us);
     if (rc < 0)

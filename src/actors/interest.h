@@ -1,63 +1,56 @@
-/* interest.h — the interest-update engine (DESIGN.md §1, "interest"): per
- * reader, an exponentially decayed, L2-normalised vector over the taxonomy's
- * topics, moved by every article the reader reads.
+/* interest.h — the interest-update engine (DESIGN.md §1, "interest"): per reader, an
+ * exponentially decayed, L2-normalised vector over the taxonomy's topics, moved by every article
+ * the reader reads.
  *
- * The update, exactly as specified upstream, per counted read event (user,
- * article, session, ts): days  = max(0, ts_ms - updated_ms) / 86400000.0 (EVENT
- * time, as a double) decay = gamma^days v[t]  = decay * v[t] + alpha *
- * topics(article)[t]        for every topic t v     = v / ||v||_2 (a zero
- * vector stays zero) version += 1; updated_ms = max(updated_ms, ts_ms) with
- * alpha = 0.1 and gamma = 0.95 per day by default. An event older than the
- * user's last update uses decay = 1 and does not move updated_ms back. A user's
- * first event starts from the zero vector (version 0, so it becomes version 1
- * and updated_ms = ts_ms).
+ * The update, exactly as specified upstream, per counted read event (user, article, session, ts):
+ *     days    = max(0, ts_ms - updated_ms) / 86400000.0      (EVENT time, as a double)
+ *     decay   = gamma^days
+ *     v[t]    = decay * v[t] + alpha * topics(article)[t]    for every topic t
+ *     v       = v / ||v||_2                                   (a zero vector stays zero)
+ *     version += 1; updated_ms = max(updated_ms, ts_ms)
+ * with alpha = 0.1 and gamma = 0.95 per day by default. An event older than the user's last
+ * update uses decay = 1 and does not move updated_ms back. A user's first event starts from the
+ * zero vector (version 0, so it becomes version 1 and updated_ms = ts_ms).
  *
  * Decisions the upstream formula leaves open:
- *   - An article whose topic vector is known but empty still counts: version +=
- * 1, updated_ms moves, decay applies. Normalisation then gives back the same
- * direction (decay cancels up to rounding), so the vector is unchanged in
- * effect; a zero vector stays zero. This differs from an article with no vector
- * anywhere, which is NF_INTEREST_UNKNOWN_ARTICLE.
- *   - An article_id that is not 32 hex digits cannot have a vector:
- * UNKNOWN_ARTICLE.
- *   - Only counted events are marked seen: a duplicate or unknown article
- * changes nothing, so a read of an article whose vector arrives later counts
- * once it is known.
- *   - Topic vectors are canonicalised when they enter (put, decode): sorted by
- * topic index, zero weights dropped. Indices >= 64, repeated indices and
- * non-finite weights are refused.
+ *   - An article whose topic vector is known but empty still counts: version += 1, updated_ms
+ *     moves, decay applies. Normalisation then gives back the same direction (decay cancels up
+ *     to rounding), so the vector is unchanged in effect; a zero vector stays zero. This differs
+ *     from an article with no vector anywhere, which is NF_INTEREST_UNKNOWN_ARTICLE.
+ *   - An article_id that is not 32 hex digits cannot have a vector: UNKNOWN_ARTICLE.
+ *   - Only counted events are marked seen: a duplicate or unknown article changes nothing, so a
+ *     read of an article whose vector arrives later counts once it is known.
+ *   - Topic vectors are canonicalised when they enter (put, decode): sorted by topic index, zero
+ *     weights dropped. Indices >= 64, repeated indices and non-finite weights are refused.
  *
  * State (one engine per shard, owning):
- *   users  kind NF_KIND_INTEREST, key = (nf_hash64(user_id, seed A),
- * nf_hash64(user_id, seed B)), key group = the caller's (the input partition);
- * value = [version u64 LE] [updated_ms i64 LE][topic vector encoding] (doubles
- * as their IEEE bits: bit-exact). seen   kind NF_KIND_INTEREST_SEEN, key = two
- * nf_hash64 of "user\0article\0session\0" (no id contains NUL, so the encoding
- * is unambiguous), same key group, empty value, TTL opts.seen_ttl_ms (default
- * 24 h): a repeat later than that counts again. topics the per-shard article
- * topic table, article id -> vector, filled by broadcasts
- *          (nf_interest_topics_put) and bounded by opts.table_max entries
- * (CLOCK eviction, approximately least recently used). A miss is read from the
- * store: kind NF_KIND_ARTICLE_TOPICS, RocksDB key nf_kstate_encode_key(id.hi %
- * 256, id), value [expires_at_ms 8 bytes LE, 0 =
- * never][nf_interest_topics_encode()] — what the article's owner writes through
- * its kstate of that kind — and kept in the table. The table is a cache of
- * broadcasts, not state: it is not snapshotted.
+ *   users   kind NF_KIND_INTEREST, key = nf_interest_user_key(user_id) (two nf_hash64 of the
+ *           id), key group = the caller's (the input partition); value = [version u64 LE]
+ *           [updated_ms i64 LE][topic vector encoding] (doubles as their IEEE bits: bit-exact).
+ *   seen    kind NF_KIND_INTEREST_SEEN, key = {the user key's hi, a hash of (user key,
+ *           article_id, session_id)} (each field hashed with its length, so the encoding is
+ *           unambiguous; the user's half keeps the key on the user's shard), same key group,
+ *           empty value, TTL opts.seen_ttl_ms (default 24 h): a repeat later than that counts
+ *           again.
+ *   topics  the per-shard article topic table, article id -> vector, filled by broadcasts
+ *           (nf_interest_topics_put) and bounded by opts.table_max entries (CLOCK eviction,
+ *           approximately least recently used). A miss is read from the store: kind
+ *           NF_KIND_ARTICLE_TOPICS, RocksDB key nf_kstate_encode_key(id.hi % 256, id), value
+ *           [expires_at_ms 8 bytes LE, 0 = never][nf_interest_topics_encode()] — what the
+ *           article's owner writes through its kstate of that kind — and kept in the table. The
+ *           table is a cache of broadcasts, not state: it is not snapshotted.
  *
- * Topic vector encoding (nf_interest_topics_encode/decode): [n u8, 0..64] then
- * n times [topic u8][weight f64 LE], topics strictly increasing. At most
- * NF_TOPICS_ENC_MAX bytes.
+ * Topic vector encoding (nf_interest_topics_encode/decode): [n u8, 0..64] then n times
+ * [topic u8][weight f64 LE], topics strictly increasing. At most NF_TOPICS_ENC_MAX bytes.
  *
- * Epochs: nf_interest_snapshot / nf_interest_committed forward to the two
- * kstates (kstate.h explains dirty, committing and clean). A restart over the
- * same store with the committed epochs applied continues exactly where the last
- * committed epoch left off.
+ * Epochs: nf_interest_snapshot / nf_interest_committed forward to the two kstates (kstate.h
+ * explains dirty, committing and clean). A restart over the same store with the committed epochs
+ * applied continues exactly where the last committed epoch left off.
  *
- * Threads: one shard owns an engine; every call is from that shard's thread.
- * Pure functions (encode, decode, json, opts_default) from any thread. Hot path
- * (kstate hits, table hit): no allocation, no lock, no syscall; a table miss
- * reads the store (one malloc by RocksDB's get) and a first insert of an
- * article's vector allocates it. */
+ * Threads: one shard owns an engine; every call is from that shard's thread. Pure functions
+ * (read_init, encode, decode, json, opts_default) from any thread. Hot path (kstate hits, table
+ * hit): no allocation, no lock, no syscall; a table miss reads the store (one malloc by RocksDB's
+ * get) and a first insert of an article's vector allocates it. */
 #ifndef NF_INTEREST_H
 #define NF_INTEREST_H
 
@@ -127,6 +120,22 @@ typedef struct nf_interest_out {
     nf_topic_vec_t vec; /* the normalised vector, sorted by topic, zero weights left out */
 } nf_interest_out_t;
 
+/* One read event with every key the engine needs, computed once from its strings by
+ * nf_interest_read_init(): kafka_in does it where the event is decoded, and routes by user.hi,
+ * so the interest shard hashes nothing. */
+typedef struct nf_interest_read {
+    nf_id128_t user;    /* nf_interest_user_key(user_id) */
+    nf_id128_t seen;    /* the dedup key: {user.hi, hash of (user, article, session)} */
+    nf_id128_t article; /* the article id's 128 bits, when article_ok */
+    int64_t ts_ms;      /* event time */
+    uint16_t kg;        /* the input partition */
+    bool article_ok;    /* article_id is 32 hex digits (otherwise it has no vector) */
+} nf_interest_read_t;
+
+/* session_id NULL = "". Pure: any thread. */
+void nf_interest_read_init(nf_interest_read_t *r, uint16_t kg, const char *user_id,
+                           const char *article_id, const char *session_id, int64_t ts_ms);
+
 /* Applies one read event (see the top). kg = the event's input partition.
  * now_ms is the processing clock, used for TTLs (seen entries, stored vectors)
  * only; ts_ms is event time. Returns an nf_interest_result_t, -EIO (a store
@@ -136,12 +145,14 @@ typedef struct nf_interest_out {
 int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const char *article_id,
                       const char *session_id, int64_t ts_ms, int64_t now_ms,
                       nf_interest_out_t *out);
+/* The same for a keyed read (nf_interest_apply is nf_interest_read_init + this). */
+int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_t now_ms,
+                           nf_interest_out_t *out);
 
-/* A hint, no effect on state: starts loading the memory nf_interest_apply() of these ids will
+/* A hint, no effect on state: starts loading the memory nf_interest_apply_read() of r will
  * touch first (the seen set's and the users' slots, the topic table's). The reads actor calls it
  * for a whole batch before applying it, so the batch's cache misses overlap. */
-void nf_interest_prefetch(nf_interest_t *e, uint16_t kg, const char *user_id,
-                          const char *article_id, const char *session_id);
+void nf_interest_prefetch(nf_interest_t *e, const nf_interest_read_t *r);
 
 /* The current state of a user (1: found and *out filled; 0: never updated;
  * -EIO). */

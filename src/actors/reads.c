@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,16 +22,32 @@ enum { MSG_READ_BATCH = 1 };
 #define CONSUME_MAX 256 /* records taken from the queue per turn */
 #define MAX_DEST    NF_MAX_SHARDS
 
+/* One counted read on its way to the user's shard: its keys, computed once where it was decoded
+ * (so the interest shard hashes nothing), and where its strings are in the batch's text. */
 typedef struct read_item {
-    uint16_t kg;
-    nf_read_event_t ev;
+    nf_interest_read_t rd;
+    uint16_t user_at;    /* user_id in text[], NUL-terminated */
+    uint16_t article_at; /* article_id in text[] when !rd.article_ok (for the log), else 0 */
 } read_item_t;
+
+/* Room for the longest strings of every item: an item can always be added while n < max. */
+#define BATCH_TEXT (BATCH_MAX * 2 * (NF_EVENT_FIELD_MAX + 1))
 
 typedef struct read_batch {
     struct read_batch *next; /* kafka_in's held list */
     unsigned dest, n;
+    size_t text_len;
     read_item_t items[BATCH_MAX];
+    char text[BATCH_TEXT];
 } read_batch_t;
+
+static uint16_t batch_text(read_batch_t *b, const char *s)
+{
+    size_t n = strlen(s) + 1, at = b->text_len;
+    memcpy(b->text + at, s, n);
+    b->text_len += n;
+    return (uint16_t)at;
+}
 
 /* A message for the crawl actors (sources topic) that a full ring refused. */
 typedef struct held_msg {
@@ -182,14 +199,14 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
     nf_analytics_t *an = r->an;
     char err[256];
     unsigned dest;
-    read_item_t tmp;
-    int rc = nf_read_event_decode(m->payload, m->len, r->max_event_bytes, &tmp.ev, err, sizeof err);
+    nf_read_event_t ev;
+    int rc = nf_read_event_decode(m->payload, m->len, r->max_event_bytes, &ev, err, sizeof err);
     if (rc != 0) {
         dead_letter(k, m, "decode", err);
         return;
     }
     /* A repeat of an event id (a producer's retry, a replayed file) changes nothing. */
-    nf_id128_t ek = event_key(tmp.ev.event_id);
+    nf_id128_t ek = event_key(ev.event_id);
     uint16_t kg = (uint16_t)m->partition;
     uint32_t vl = 0;
     int gerr = 0;
@@ -201,15 +218,17 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
         stop_job(k, "event-id dedup state failed; stopping the job", gerr ? gerr : -ENOMEM);
         return;
     }
-    rc = nf_trend_count(k->trend, m->partition, tmp.ev.article_id, strlen(tmp.ev.article_id),
-                        tmp.ev.ts_ms, now_ms);
+    rc = nf_trend_count(k->trend, m->partition, ev.article_id, strlen(ev.article_id), ev.ts_ms,
+                        now_ms);
     if (rc == 1)
         nf_counter_inc(an->m.late_events);
     else if (rc == 0)
         nf_counter_inc(an->m.counted_events);
     else if (rc == -ENOMEM)
         stop_job(k, "out of memory in the trending counter; stopping the job", rc);
-    dest = nf_route(nf_shard_runtime(k->sh), nf_interest_user_key(tmp.ev.user_id).hi);
+    read_item_t it;
+    nf_interest_read_init(&it.rd, kg, ev.user_id, ev.article_id, ev.session_id, ev.ts_ms);
+    dest = nf_route(nf_shard_runtime(k->sh), it.rd.user.hi);
     read_batch_t *b = k->open[dest];
     if (!b) {
         b = malloc(sizeof *b);
@@ -219,11 +238,13 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
             return;
         }
         b->n = 0;
+        b->text_len = 0;
         b->dest = dest;
         k->open[dest] = b;
     }
-    tmp.kg = kg;
-    b->items[b->n++] = tmp;
+    it.user_at = batch_text(b, ev.user_id);
+    it.article_at = it.rd.article_ok ? 0 : batch_text(b, ev.article_id);
+    b->items[b->n++] = it;
     nf_counter_inc(r->m.events);
     if (b->n == BATCH_MAX) {
         k->open[dest] = NULL;
@@ -672,22 +693,29 @@ typedef struct rd {
     nf_timer_t gauges;
 } rd_t;
 
-static void reads_event(rd_t *d, const read_item_t *it, uint64_t now_ms)
+static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, uint64_t now_ms)
 {
     nf_reads_t *r = d->r;
     nf_interest_out_t out;
-    int rc = nf_interest_apply(d->eng, it->kg, it->ev.user_id, it->ev.article_id, it->ev.session_id,
-                               it->ev.ts_ms, (int64_t)now_ms, &out);
+    const char *user_id = b->text + it->user_at;
+    int rc = nf_interest_apply_read(d->eng, &it->rd, (int64_t)now_ms, &out);
     if (rc == NF_INTEREST_DUPLICATE) {
         nf_counter_inc(d->an->m.interest_duplicates);
         return;
     }
     if (rc == NF_INTEREST_UNKNOWN_ARTICLE) {
         nf_counter_inc(d->an->m.interest_unknown);
-        if (nf_log_enabled(NF_LOG_DEBUG))
+        if (nf_log_enabled(NF_LOG_DEBUG)) {
+            char hex[33];
+            const char *aid = b->text + it->article_at;
+            if (it->rd.article_ok) {
+                snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)it->rd.article.hi,
+                         (unsigned long long)it->rd.article.lo);
+                aid = hex;
+            }
             nf_log(NF_LOG_DEBUG, "interest", "read of an unknown article skipped",
-                   NF_LS("article_id", it->ev.article_id), NF_LS("user_id", it->ev.user_id),
-                   NF_LEND);
+                   NF_LS("article_id", aid), NF_LS("user_id", user_id), NF_LEND);
+        }
         return;
     }
     if (rc < 0) {
@@ -695,16 +723,16 @@ static void reads_event(rd_t *d, const read_item_t *it, uint64_t now_ms)
          * zero. Stop; the uncommitted epoch is re-read after a restart. */
         nf_counter_inc(r->m.state_errors);
         nf_log(NF_LOG_ERROR, "interest", "interest state failed; stopping the job",
-               NF_LS("user_id", it->ev.user_id), NF_LI("errno", -rc),
+               NF_LS("user_id", user_id), NF_LI("errno", -rc),
                NF_LS("error", nf_interest_error(d->eng)), NF_LEND);
         nf_runtime_request_stop(nf_shard_runtime(d->sh));
         return;
     }
     nf_jw_t *w = &d->jw;
     nf_jw_reset(w);
-    nf_interest_json(&out, it->ev.user_id, d->an->topic_names, w);
+    nf_interest_json(&out, user_id, d->an->topic_names, w);
     if (w->failed || nf_analytics_emit(d->an, nf_shard_index(d->sh), NF_TOPIC_INTEREST_UPDATES,
-                                       it->ev.user_id, w->buf, w->len) != 0) {
+                                       user_id, w->buf, w->len) != 0) {
         nf_log(NF_LOG_ERROR, "interest", "out of memory for outputs; stopping the job", NF_LEND);
         nf_runtime_request_stop(nf_shard_runtime(d->sh));
         return;
@@ -733,10 +761,9 @@ static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
     }
     read_batch_t *b = m->body.ptr;
     for (unsigned i = 0; i < b->n; i++) /* overlap the batch's cache misses */
-        nf_interest_prefetch(d->eng, b->items[i].kg, b->items[i].ev.user_id,
-                             b->items[i].ev.article_id, b->items[i].ev.session_id);
+        nf_interest_prefetch(d->eng, &b->items[i].rd);
     for (unsigned i = 0; i < b->n; i++)
-        reads_event(d, &b->items[i], now);
+        reads_event(d, b, &b->items[i], now);
     free(b);
     if (d->r->epoch && nf_interest_over_budget(d->eng))
         nf_epoch_request(d->r->epoch);

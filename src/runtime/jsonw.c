@@ -186,11 +186,24 @@ void nf_jw_unit(nf_jw_t *w, double v)
         nf_jw_raw(w, "1", 1);
         return;
     }
+    /* "0." and 15 digits: the top 7 and the low 8 as two 32-bit numbers, two digits per table
+     * look-up (a weight per topic in every interest update: this was 10 % of the read path
+     * with one 64-bit division per digit). */
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324252627282930"
+                                   "31323334353637383940414243444546474849505152535455565758596061"
+                                   "62636465666768697071727374757677787980818283848586878889909192"
+                                   "93949596979899";
     char b[17] = {'0', '.'};
-    for (int i = 16; i >= 2; i--) {
-        b[i] = (char)('0' + q % 10);
-        q /= 10;
+    uint32_t hi = (uint32_t)(q / 100000000u), lo = (uint32_t)(q % 100000000u);
+    for (int i = 16; i > 9; i -= 2) {
+        memcpy(b + i - 1, pairs + 2 * (lo % 100), 2);
+        lo /= 100;
     }
+    for (int i = 8; i > 2; i -= 2) {
+        memcpy(b + i - 1, pairs + 2 * (hi % 100), 2);
+        hi /= 100;
+    }
+    b[2] = (char)('0' + hi);
     size_t n = 17;
     while (b[n - 1] == '0')
         n--;

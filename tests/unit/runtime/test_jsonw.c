@@ -66,6 +66,24 @@ static void test_round_trip(void)
     nf_jw_free(&w);
 }
 
+/* The reference: round to 15 decimals, one digit per division, trailing zeros dropped. */
+static void unit_reference(double v, char out[24])
+{
+    uint64_t q = (uint64_t)(v * 1e15 + 0.5);
+    if (q == 0 || q >= 1000000000000000ull) {
+        strcpy(out, q ? "1" : "0");
+        return;
+    }
+    char b[18] = {'0', '.'};
+    for (int i = 16; i >= 2; i--, q /= 10)
+        b[i] = (char)('0' + q % 10);
+    size_t n = 17;
+    while (b[n - 1] == '0')
+        n--;
+    b[n] = '\0';
+    strcpy(out, b);
+}
+
 /* nf_jw_unit: 15 decimals in [0, 1], exact formatting checked against a printf reference. */
 static void test_unit(void)
 {
@@ -97,6 +115,13 @@ static void test_unit(void)
         nf_jw_reset(&w);
         nf_jw_unit(&w, v);
         nf_jw_raw(&w, "", 1);
+        char want[24];
+        unit_reference(v, want);
+        if (strcmp(w.buf, want) != 0) {
+            fprintf(stderr, "nf_jw_unit(%.17g) wrote %s, the reference %s\n", v, w.buf, want);
+            NF_CHECK(0);
+            break;
+        }
         double back = strtod(w.buf, NULL);
         if (!(fabs(back - v) <=
               6e-16)) { /* half a unit of the 15th decimal + the product's rounding */
