@@ -815,6 +815,11 @@ size_t nf_store_batch_bytes(const nf_store_batch_t *b)
     return b->len;
 }
 
+void nf_store_batch_fail(nf_store_batch_t *b)
+{
+    b->failed = true;
+}
+
 void nf_store_batch_clear(nf_store_batch_t *b)
 {
     b->len = 0;

@@ -95,6 +95,9 @@ nf_store_batch_t *nf_store_batch_new(void);
 void nf_store_batch_put(nf_store_batch_t *b, nf_state_kind_t kind, const void *key, size_t klen,
                         const void *val, size_t vlen);
 void nf_store_batch_delete(nf_store_batch_t *b, nf_state_kind_t kind, const void *key, size_t klen);
+/* Marks b incomplete (a participant could not write its state into it): the epoch's pending
+ * write then refuses it, so the epoch does not commit. */
+void nf_store_batch_fail(nf_store_batch_t *b);
 size_t nf_store_batch_count(const nf_store_batch_t *b);
 size_t nf_store_batch_bytes(const nf_store_batch_t *b);
 void nf_store_batch_clear(nf_store_batch_t *b);

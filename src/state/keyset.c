@@ -1,0 +1,574 @@
+/* keyset.c — a durable in-memory set of keys with a TTL: see keyset.h for the contract. */
+#include "state/keyset.h"
+#include "algo/bytes.h"
+#include "algo/hash.h"
+#include "runtime/bigmem.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXP_MAX    ((1ull << 48) - 1) /* ms: year 10889 */
+#define RING_MAX   (1ull << 31)       /* positions + 1 fit the slots' 32 bits */
+#define BLOB_HEAD  13                 /* [expires_at 8][format 1][count 4] */
+#define BLOB_REC   24                 /* [hi 8][lo 8][expires_at 8] */
+#define BLOB_KEY   12                 /* [kg 2][epoch 8][writer 2] */
+#define LEGACY_KEY 18                 /* kstate's [kg 2][hi 8][lo 8] */
+#define FORMAT     1
+#define POP_STEP   4 /* expired keys an add drops, so expiry keeps pace with insertion */
+#define POP_AHEAD  8 /* how far ahead of the tail pop_tail prefetches */
+
+typedef struct rec {
+    uint64_t hi, lo;
+    uint64_t expkg; /* expires_at_ms << 16 | kg */
+} rec_t;
+
+typedef struct slot {
+    uint32_t pos1; /* ring position + 1; 0 = empty */
+    uint32_t tag;  /* the hash's low 32 bits: home = tag & smask */
+} slot_t;
+
+struct nf_keyset {
+    nf_store_t *st;
+    nf_state_kind_t kind;
+    int64_t ttl;
+    size_t budget;
+    uint16_t writer;
+
+    rec_t *ring;
+    uint64_t cap, rmask;
+    uint64_t head, tail, snap; /* sequence numbers; position = seq & rmask */
+    int64_t next_exp;          /* expires_at of the tail key (INT64_MAX when empty) */
+
+    slot_t *slots;
+    uint64_t smask; /* slots: 2 * cap */
+
+    /* snapshot scratch: keys per key group, then one blob per key group */
+    uint32_t *kg_count; /* [65536], lazily allocated; only touched entries are non-zero */
+    uint16_t *kg_list;
+    unsigned char *blob;
+    size_t blob_cap;
+
+    uint64_t added, present, expired, loaded;
+};
+
+static inline int64_t rec_exp(const rec_t *r)
+{
+    return (int64_t)(r->expkg >> 16);
+}
+
+static inline uint16_t rec_kg(const rec_t *r)
+{
+    return (uint16_t)r->expkg;
+}
+
+static inline uint64_t rec_pack(int64_t exp, uint16_t kg)
+{
+    uint64_t e = exp < 0 ? 0 : (uint64_t)exp > EXP_MAX ? EXP_MAX : (uint64_t)exp;
+    return e << 16 | kg;
+}
+
+/* Keys are hashes already, but the seen set's share their hi with every key of the same user:
+ * mix all of it. */
+static inline uint32_t key_hash(uint16_t kg, nf_id128_t k)
+{
+    return (uint32_t)nf_mix64(k.hi ^ nf_mix64(k.lo ^ ((uint64_t)kg << 48 | 0x6b6579736574ull)));
+}
+
+static inline bool rec_is(const rec_t *r, uint16_t kg, nf_id128_t k)
+{
+    return r->hi == k.hi && r->lo == k.lo && rec_kg(r) == kg;
+}
+
+/* The slot holding (kg, k), or -1; *empty gets the empty slot that ended the probe. */
+static int64_t find(const nf_keyset_t *ks, uint16_t kg, nf_id128_t k, uint32_t h, uint64_t *empty)
+{
+    uint64_t i = h & ks->smask;
+    for (;;) {
+        const slot_t *s = &ks->slots[i];
+        if (s->pos1 == 0) {
+            *empty = i;
+            return -1;
+        }
+        if (s->tag == h && rec_is(&ks->ring[s->pos1 - 1], kg, k))
+            return (int64_t)i;
+        i = (i + 1) & ks->smask;
+    }
+}
+
+/* Backward-shift deletion: later members of the probe run move up into the hole unless their
+ * home lies cyclically within (hole, their position]. */
+static void slot_remove(nf_keyset_t *ks, uint64_t hole)
+{
+    uint64_t j = hole;
+    for (;;) {
+        j = (j + 1) & ks->smask;
+        if (ks->slots[j].pos1 == 0)
+            break;
+        uint64_t home = ks->slots[j].tag & ks->smask;
+        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+        if (stays)
+            continue;
+        ks->slots[hole] = ks->slots[j];
+        hole = j;
+    }
+    ks->slots[hole] = (slot_t){0, 0};
+}
+
+static void slot_put(nf_keyset_t *ks, uint32_t h, uint64_t pos)
+{
+    uint64_t i = h & ks->smask;
+    while (ks->slots[i].pos1 != 0)
+        i = (i + 1) & ks->smask;
+    ks->slots[i] = (slot_t){(uint32_t)(pos + 1), h};
+}
+
+/* Drops the tail key: its slot goes too, unless the slot now names a newer copy of the key (the
+ * tail one expired and was added again) or nothing (already removed). */
+static void pop_tail(nf_keyset_t *ks)
+{
+    uint64_t pos = ks->tail & ks->rmask;
+    const rec_t *r = &ks->ring[pos];
+    nf_id128_t k = {r->hi, r->lo};
+    uint32_t h = key_hash(rec_kg(r), k);
+    for (uint64_t i = h & ks->smask; ks->slots[i].pos1 != 0; i = (i + 1) & ks->smask) {
+        if (ks->slots[i].pos1 == pos + 1) {
+            slot_remove(ks, i);
+            break;
+        }
+    }
+    ks->tail++;
+    ks->expired++;
+    ks->next_exp = ks->tail < ks->head ? rec_exp(&ks->ring[ks->tail & ks->rmask]) : INT64_MAX;
+    /* Keys leave in ring order: start loading the slot of the one POP_AHEAD behind, so its pop
+     * does not wait for memory (the ring itself is read in order, which the hardware follows). */
+    if (ks->tail + POP_AHEAD < ks->head) {
+        const rec_t *n = &ks->ring[(ks->tail + POP_AHEAD) & ks->rmask];
+        __builtin_prefetch(&ks->slots[key_hash(rec_kg(n), (nf_id128_t){n->hi, n->lo}) & ks->smask]);
+    }
+}
+
+size_t nf_keyset_expire(nf_keyset_t *ks, int64_t now_ms, size_t max)
+{
+    size_t n = 0;
+    while (now_ms >= ks->next_exp && (max == 0 || n < max)) {
+        pop_tail(ks);
+        n++;
+    }
+    return n;
+}
+
+static size_t table_bytes(uint64_t cap)
+{
+    return (size_t)cap * sizeof(rec_t) + (size_t)(2 * cap) * sizeof(slot_t);
+}
+
+/* A ring of new_cap holding the keys of the old one still present at now_ms (expired ones,
+ * including any replaced copy, are left behind), in order, and slots rebuilt for it. */
+static int rebuild(nf_keyset_t *ks, uint64_t new_cap, int64_t now_ms)
+{
+    if (new_cap > RING_MAX)
+        return -ENOMEM;
+    rec_t *ring = nf_bigmem_alloc((size_t)new_cap * sizeof *ring);
+    slot_t *slots = nf_bigmem_alloc((size_t)(2 * new_cap) * sizeof *slots);
+    if (!ring || !slots) {
+        nf_bigmem_free(ring, (size_t)new_cap * sizeof *ring);
+        nf_bigmem_free(slots, (size_t)(2 * new_cap) * sizeof *slots);
+        return -ENOMEM;
+    }
+    uint64_t n = 0, snap = 0, smask = 2 * new_cap - 1;
+    for (uint64_t s = ks->tail; s < ks->head; s++) {
+        if (s == ks->snap)
+            snap = n;
+        const rec_t *r = &ks->ring[s & ks->rmask];
+        if (rec_exp(r) <= now_ms)
+            continue;
+        assert(n < new_cap);
+        ring[n] = *r;
+        uint32_t h = key_hash(rec_kg(r), (nf_id128_t){r->hi, r->lo});
+        uint64_t i = h & smask;
+        while (slots[i].pos1 != 0)
+            i = (i + 1) & smask;
+        slots[i] = (slot_t){(uint32_t)(n + 1), h};
+        n++;
+    }
+    if (ks->snap >= ks->head)
+        snap = n;
+    nf_bigmem_free(ks->ring, (size_t)ks->cap * sizeof(rec_t));
+    nf_bigmem_free(ks->slots, (size_t)(ks->smask + 1) * sizeof(slot_t));
+    ks->expired += (ks->head - ks->tail) - n;
+    ks->ring = ring;
+    ks->slots = slots;
+    ks->cap = new_cap;
+    ks->rmask = new_cap - 1;
+    ks->smask = smask;
+    ks->tail = 0;
+    ks->head = n;
+    ks->snap = snap;
+    ks->next_exp = n ? rec_exp(&ring[0]) : INT64_MAX;
+    return 0;
+}
+
+nf_keyset_t *nf_keyset_new(nf_store_t *st, const nf_keyset_opts_t *o)
+{
+    if (o->ttl_ms == 0 || o->ttl_ms > EXP_MAX)
+        return NULL;
+    nf_keyset_t *ks = calloc(1, sizeof *ks);
+    if (!ks)
+        return NULL;
+    ks->st = st;
+    ks->kind = o->kind;
+    ks->ttl = (int64_t)o->ttl_ms;
+    ks->budget = o->budget_bytes;
+    ks->writer = o->writer;
+    uint64_t cap = 16, want = o->initial_capacity ? o->initial_capacity : 1024;
+    while (cap < want && cap < RING_MAX)
+        cap <<= 1;
+    ks->ring = nf_bigmem_alloc((size_t)cap * sizeof(rec_t));
+    ks->slots = nf_bigmem_alloc((size_t)(2 * cap) * sizeof(slot_t));
+    ks->cap = cap;
+    ks->rmask = cap - 1;
+    ks->smask = 2 * cap - 1;
+    ks->next_exp = INT64_MAX;
+    if (!ks->ring || !ks->slots) {
+        nf_keyset_free(ks);
+        return NULL;
+    }
+    return ks;
+}
+
+void nf_keyset_free(nf_keyset_t *ks)
+{
+    if (!ks)
+        return;
+    nf_bigmem_free(ks->ring, (size_t)ks->cap * sizeof(rec_t));
+    nf_bigmem_free(ks->slots, (size_t)(ks->smask + 1) * sizeof(slot_t));
+    free(ks->kg_count);
+    free(ks->kg_list);
+    free(ks->blob);
+    free(ks);
+}
+
+void nf_keyset_prefetch(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key)
+{
+    __builtin_prefetch(&ks->slots[key_hash(kg, key) & ks->smask]);
+}
+
+bool nf_keyset_contains(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
+{
+    uint64_t empty = 0;
+    int64_t i = find(ks, kg, key, key_hash(kg, key), &empty);
+    return i >= 0 && rec_exp(&ks->ring[ks->slots[i].pos1 - 1]) > now_ms;
+}
+
+int nf_keyset_add(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
+{
+    uint32_t h = key_hash(kg, key);
+    uint64_t empty = UINT64_MAX;
+    int64_t i = find(ks, kg, key, h, &empty);
+    if (i >= 0) {
+        if (rec_exp(&ks->ring[ks->slots[i].pos1 - 1]) > now_ms) {
+            ks->present++;
+            return 1;
+        }
+        /* Expired but not dropped yet: forget this copy (its ring record stays until the tail
+         * reaches it; pop_tail then finds no slot naming it). */
+        slot_remove(ks, (uint64_t)i);
+        empty = UINT64_MAX;
+    }
+    /* Expiry keeps step with insertion: a few expired keys leave the tail with every add. */
+    for (int n = 0; n < POP_STEP && now_ms >= ks->next_exp; n++) {
+        pop_tail(ks);
+        empty = UINT64_MAX; /* slots may have shifted */
+    }
+    if (ks->head - ks->tail == ks->cap) {
+        nf_keyset_expire(ks, now_ms, 0);
+        if (ks->head - ks->tail == ks->cap && rebuild(ks, ks->cap * 2, now_ms) != 0)
+            return -ENOMEM;
+        empty = UINT64_MAX;
+    }
+    uint64_t pos = ks->head & ks->rmask;
+    ks->ring[pos] = (rec_t){key.hi, key.lo, rec_pack(now_ms + ks->ttl, kg)};
+    if (empty != UINT64_MAX)
+        ks->slots[empty] = (slot_t){(uint32_t)(pos + 1), h};
+    else
+        slot_put(ks, h, pos);
+    if (ks->head == ks->tail)
+        ks->next_exp = rec_exp(&ks->ring[pos]);
+    ks->head++;
+    ks->added++;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- snapshot */
+
+static int blob_reserve(nf_keyset_t *ks, size_t n)
+{
+    if (n <= ks->blob_cap)
+        return 0;
+    size_t cap = ks->blob_cap ? ks->blob_cap : 4096;
+    while (cap < n)
+        cap *= 2;
+    unsigned char *p = realloc(ks->blob, cap);
+    if (!p)
+        return -ENOMEM;
+    ks->blob = p;
+    ks->blob_cap = cap;
+    return 0;
+}
+
+long nf_keyset_snapshot(nf_keyset_t *ks, nf_store_batch_t *b, uint64_t epoch)
+{
+    uint64_t from = ks->snap > ks->tail ? ks->snap : ks->tail, to = ks->head;
+    if (!b || from == to) {
+        ks->snap = to;
+        return b ? 0 : (long)(to - from);
+    }
+    if (!ks->kg_count) {
+        ks->kg_count = calloc(65536, sizeof *ks->kg_count);
+        ks->kg_list = malloc(65536 * sizeof *ks->kg_list);
+        if (!ks->kg_count || !ks->kg_list) {
+            nf_store_batch_fail(b);
+            return -ENOMEM;
+        }
+    }
+    /* Count the keys of each key group, lay the blobs out one after another in the scratch
+     * buffer (kg_count then holds each group's next write offset), fill them, put each. */
+    size_t ngroups = 0;
+    for (uint64_t s = from; s < to; s++) {
+        uint16_t kg = rec_kg(&ks->ring[s & ks->rmask]);
+        if (ks->kg_count[kg]++ == 0)
+            ks->kg_list[ngroups++] = kg;
+    }
+    size_t total = ngroups * BLOB_HEAD + (size_t)(to - from) * BLOB_REC;
+    if (total > UINT32_MAX || blob_reserve(ks, total) != 0) { /* offsets are 32-bit below */
+        for (size_t g = 0; g < ngroups; g++)
+            ks->kg_count[ks->kg_list[g]] = 0;
+        nf_store_batch_fail(b);
+        return -ENOMEM;
+    }
+    size_t at = 0;
+    for (size_t g = 0; g < ngroups; g++) {
+        uint16_t kg = ks->kg_list[g];
+        uint32_t count = ks->kg_count[kg];
+        unsigned char *h = ks->blob + at;
+        nf_put_le64(h, 0); /* the latest expiry, filled below */
+        h[8] = FORMAT;
+        nf_put_le32(h + 9, count);
+        ks->kg_count[kg] = (uint32_t)(at + BLOB_HEAD);
+        at += BLOB_HEAD + (size_t)count * BLOB_REC;
+    }
+    for (uint64_t s = from; s < to; s++) {
+        const rec_t *r = &ks->ring[s & ks->rmask];
+        unsigned char *p = ks->blob + ks->kg_count[rec_kg(r)];
+        nf_put_le64(p, r->hi);
+        nf_put_le64(p + 8, r->lo);
+        nf_put_le64(p + 16, (uint64_t)rec_exp(r));
+        ks->kg_count[rec_kg(r)] += BLOB_REC;
+    }
+    at = 0;
+    for (size_t g = 0; g < ngroups; g++) {
+        uint16_t kg = ks->kg_list[g];
+        unsigned char *h = ks->blob + at;
+        uint32_t count = nf_get_le32(h + 9);
+        uint64_t latest = 0;
+        for (uint32_t i = 0; i < count; i++) {
+            uint64_t e = nf_get_le64(h + BLOB_HEAD + (size_t)i * BLOB_REC + 16);
+            latest = e > latest ? e : latest;
+        }
+        nf_put_le64(h, latest);
+        unsigned char key[BLOB_KEY];
+        key[0] = (unsigned char)(kg >> 8);
+        key[1] = (unsigned char)kg;
+        for (int i = 0; i < 8; i++)
+            key[2 + i] = (unsigned char)(epoch >> (56 - 8 * i));
+        key[10] = (unsigned char)(ks->writer >> 8);
+        key[11] = (unsigned char)ks->writer;
+        size_t len = BLOB_HEAD + (size_t)count * BLOB_REC;
+        nf_store_batch_put(b, ks->kind, key, sizeof key, h, len);
+        ks->kg_count[kg] = 0;
+        at += len;
+    }
+    ks->snap = to;
+    return (long)(to - from);
+}
+
+/* ---------------------------------------------------------------- load */
+
+typedef struct loader {
+    nf_keyset_t *ks;
+    nf_keyset_owns_fn owns;
+    void *ctx;
+    int64_t now;
+    rec_t *v;
+    size_t n, cap;
+    int rc;
+    char *err;
+    size_t errlen;
+} loader_t;
+
+static uint64_t be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int keep(loader_t *l, uint16_t kg, uint64_t hi, uint64_t lo, int64_t exp)
+{
+    if (exp <= l->now || (l->owns && !l->owns(kg, (nf_id128_t){hi, lo}, l->ctx)))
+        return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 4096;
+        rec_t *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (rec_t){hi, lo, rec_pack(exp, kg)};
+    return 0;
+}
+
+static int corrupt(loader_t *l, const unsigned char *k, size_t klen, const char *what)
+{
+    char hex[2 * LEGACY_KEY + 1];
+    size_t n = klen < LEGACY_KEY ? klen : LEGACY_KEY;
+    for (size_t i = 0; i < n; i++)
+        snprintf(hex + 2 * i, 3, "%02x", k[i]);
+    hex[2 * n] = '\0';
+    snprintf(l->err, l->errlen, "state %s: key %s%s: %s", nf_state_kind_name(l->ks->kind), hex,
+             klen > n ? "..." : "", what);
+    return -EIO;
+}
+
+static int load_one(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    loader_t *l = arg;
+    const unsigned char *k = key, *v = val;
+    uint16_t kg = (uint16_t)(k[0] << 8 | k[1]);
+    if (klen == LEGACY_KEY) {
+        if (vlen < 8)
+            return corrupt(l, k, klen, "per-key record shorter than its 8-byte expiry");
+        int64_t exp = (int64_t)nf_get_le64(v);
+        if (exp == 0) /* never written so by a TTL kind; keep it one TTL rather than forever */
+            exp = l->now + l->ks->ttl;
+        return keep(l, kg, be64(k + 2), be64(k + 10), exp);
+    }
+    if (klen != BLOB_KEY)
+        return corrupt(l, k, klen, "neither a keyset blob (12-byte key) nor a per-key record");
+    if (vlen < BLOB_HEAD || v[8] != FORMAT)
+        return corrupt(l, k, klen, "blob header is short or of an unknown format");
+    uint32_t count = nf_get_le32(v + 9);
+    if (vlen != BLOB_HEAD + (size_t)count * BLOB_REC)
+        return corrupt(l, k, klen, "blob length does not match its key count");
+    if ((int64_t)nf_get_le64(v) <= l->now)
+        return 0; /* every key in it expired (compaction has not dropped it yet) */
+    for (uint32_t i = 0; i < count; i++) {
+        const unsigned char *r = v + BLOB_HEAD + (size_t)i * BLOB_REC;
+        int rc = keep(l, kg, nf_get_le64(r), nf_get_le64(r + 8), (int64_t)nf_get_le64(r + 16));
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+long nf_keyset_load(nf_keyset_t *ks, nf_keyset_owns_fn owns, void *ctx, int64_t now_ms, char *err,
+                    size_t errlen)
+{
+    char dummy[8];
+    if (!err || errlen == 0) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (ks->head != ks->tail)
+        return -ENOTEMPTY;
+    if (!ks->st)
+        return 0;
+    loader_t l = {.ks = ks, .owns = owns, .ctx = ctx, .now = now_ms, .err = err, .errlen = errlen};
+    int rc = nf_store_scan(ks->st, ks->kind, load_one, &l);
+    if (rc == -EIO && !err[0])
+        snprintf(err, errlen, "state %s: reading the store failed", nf_state_kind_name(ks->kind));
+    if (rc != 0) {
+        free(l.v);
+        return rc == -ENOMEM ? -ENOMEM : -EIO;
+    }
+    /* Blobs come in key-group order, not time order: put the keys roughly in expiry order
+     * (4096 buckets over the TTL) so the tail can drop them as they expire. */
+    enum { BUCKETS = 4096 };
+    size_t *start = calloc(BUCKETS + 1, sizeof *start);
+    rec_t *sorted = l.n ? malloc(l.n * sizeof *sorted) : NULL;
+    if (!start || (l.n && !sorted)) {
+        free(start);
+        free(sorted);
+        free(l.v);
+        return -ENOMEM;
+    }
+    uint64_t span = (uint64_t)ks->ttl + 1;
+    for (size_t i = 0; i < l.n; i++) {
+        uint64_t d = (uint64_t)(rec_exp(&l.v[i]) - now_ms);
+        start[(d >= span ? span - 1 : d) * BUCKETS / span + 1]++;
+    }
+    for (size_t b = 1; b <= BUCKETS; b++)
+        start[b] += start[b - 1];
+    for (size_t i = 0; i < l.n; i++) {
+        uint64_t d = (uint64_t)(rec_exp(&l.v[i]) - now_ms);
+        sorted[start[(d >= span ? span - 1 : d) * BUCKETS / span]++] = l.v[i];
+    }
+    free(start);
+    free(l.v);
+    uint64_t cap = ks->cap;
+    while (cap < RING_MAX && cap < l.n + l.n / 4 + 16)
+        cap <<= 1;
+    if (cap != ks->cap && rebuild(ks, cap, now_ms) != 0) {
+        free(sorted);
+        return -ENOMEM;
+    }
+    size_t loaded = 0;
+    for (size_t i = 0; i < l.n && ks->head - ks->tail < ks->cap; i++) {
+        const rec_t *r = &sorted[i];
+        nf_id128_t k = {r->hi, r->lo};
+        uint32_t h = key_hash(rec_kg(r), k);
+        uint64_t empty = 0;
+        int64_t at = find(ks, rec_kg(r), k, h, &empty);
+        if (at >= 0) {
+            /* The same key twice (re-added after it expired, under a clock that stepped
+             * back): one copy, the later expiry. */
+            rec_t *old = &ks->ring[ks->slots[at].pos1 - 1];
+            if (rec_exp(r) > rec_exp(old))
+                old->expkg = r->expkg;
+            continue;
+        }
+        uint64_t pos = ks->head & ks->rmask;
+        ks->ring[pos] = *r;
+        ks->slots[empty] = (slot_t){(uint32_t)(pos + 1), h};
+        ks->head++;
+        loaded++;
+    }
+    free(sorted);
+    ks->next_exp = ks->head > ks->tail ? rec_exp(&ks->ring[ks->tail & ks->rmask]) : INT64_MAX;
+    ks->snap = ks->head; /* in the store already */
+    ks->loaded += loaded;
+    return (long)loaded;
+}
+
+/* ---------------------------------------------------------------- stats */
+
+void nf_keyset_stats(const nf_keyset_t *ks, nf_keyset_stats_t *out)
+{
+    *out = (nf_keyset_stats_t){.keys = (size_t)(ks->head - ks->tail),
+                               .bytes = table_bytes(ks->cap),
+                               .added = ks->added,
+                               .present = ks->present,
+                               .expired = ks->expired,
+                               .loaded = ks->loaded};
+}
+
+bool nf_keyset_over_budget(const nf_keyset_t *ks)
+{
+    return ks->budget != 0 && table_bytes(ks->cap) > ks->budget;
+}

@@ -1,0 +1,360 @@
+/* test_keyset.c — src/state/keyset.c against a reference model: random adds, lookups and expiry
+ * with the ring growing from 16; restarts through a real store at committed epochs, with the
+ * keys split between two owners; per-key records kstate wrote before; the blob layout and the
+ * store's TTL filter; corrupt input; a clock that steps back. */
+#include "nf_test.h"
+#include "state/keyset.h"
+#include "state/kstate.h"
+#include "teststore.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define UNIVERSE 3000 /* distinct (kg, key) pairs, so that keys repeat */
+
+typedef struct model {
+    int64_t exp[UNIVERSE]; /* 0 = absent */
+} model_t;
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Key i of the universe: 8 key groups; every 16 share a hi, as the seen set's keys of one user. */
+static uint16_t kg_of(unsigned i)
+{
+    return (uint16_t)(i % 8);
+}
+
+static nf_id128_t key_of(unsigned i)
+{
+    return (nf_id128_t){0x1234567800000000ull + i / 16, 0xabcdef0000000000ull ^ (i * 2654435761u)};
+}
+
+static bool model_add(model_t *m, unsigned i, int64_t now, int64_t ttl)
+{
+    if (m->exp[i] > now)
+        return true;
+    m->exp[i] = now + ttl;
+    return false;
+}
+
+/* Every key of the universe reads the same in the set and the model at now. */
+static int compare(const nf_keyset_t *ks, const model_t *m, int64_t now)
+{
+    int bad = 0;
+    for (unsigned i = 0; i < UNIVERSE; i++) {
+        bool want = m->exp[i] > now, got = nf_keyset_contains(ks, kg_of(i), key_of(i), now);
+        if (want != got && bad++ < 5)
+            fprintf(stderr, "key %u at %lld: set %d, model %d (exp %lld)\n", i, (long long)now, got,
+                    want, (long long)m->exp[i]);
+    }
+    return bad;
+}
+
+static void test_model(void)
+{
+    const int64_t ttl = 10000;
+    nf_keyset_opts_t o = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = ttl, .initial_capacity = 16};
+    nf_keyset_t *ks = nf_keyset_new(NULL, &o);
+    NF_REQUIRE(ks);
+    static model_t m;
+    memset(&m, 0, sizeof m);
+    uint64_t rng = 42;
+    int64_t now = 1700000000000;
+    size_t grew_to = 0;
+    for (int op = 0; op < 400000; op++) {
+        uint64_t r = rng_next(&rng);
+        if (r % 100 < 2) /* time moves: mostly small steps, sometimes past the whole TTL */
+            now += (r >> 8) % 100 == 0 ? 3 * ttl : (int64_t)((r >> 16) % 300);
+        unsigned i = (unsigned)((r >> 32) % UNIVERSE);
+        if (r % 100 < 90) {
+            int got = nf_keyset_add(ks, kg_of(i), key_of(i), now);
+            bool want = model_add(&m, i, now, ttl);
+            if (got != (want ? 1 : 0)) {
+                fprintf(stderr, "op %d: add %u at %lld: %d, model %d\n", op, i, (long long)now, got,
+                        want);
+                NF_CHECK(0);
+                break;
+            }
+        } else if (r % 100 < 97) {
+            bool want = m.exp[i] > now;
+            if (nf_keyset_contains(ks, kg_of(i), key_of(i), now) != want) {
+                NF_CHECK(0);
+                break;
+            }
+        } else {
+            nf_keyset_expire(ks, now, (size_t)((r >> 40) % 50));
+        }
+        nf_keyset_stats_t st;
+        nf_keyset_stats(ks, &st);
+        grew_to = st.bytes > grew_to ? st.bytes : grew_to;
+    }
+    NF_CHECK_EQ(compare(ks, &m, now), 0);
+    /* Everything expires, and an idle set gives its keys up to the expire call. */
+    now += ttl;
+    nf_keyset_expire(ks, now, 0);
+    nf_keyset_stats_t st;
+    nf_keyset_stats(ks, &st);
+    NF_CHECK_EQ(st.keys, 0);
+    NF_CHECK(grew_to > 16 * 40); /* the ring grew from 16 */
+    NF_CHECK(st.added > 0 && st.present > 0 && st.expired > 0);
+    nf_keyset_free(ks);
+}
+
+/* Two owners (as two shards) split the universe by key; epochs commit through a real store;
+ * at random moments both "crash" (uncommitted keys are lost with their epoch) and reload. */
+static bool owns_even(uint16_t kg, nf_id128_t key, void *ctx)
+{
+    (void)kg;
+    return (key.hi & 1) == (uint64_t)(uintptr_t)ctx;
+}
+
+static void test_restart_through_store(void)
+{
+    char dir[128];
+    NF_REQUIRE(nf_teststore_tmpdir("keyset", dir, sizeof dir));
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    const int64_t ttl = 5000;
+    nf_keyset_t *ks[2];
+    for (unsigned w = 0; w < 2; w++) {
+        nf_keyset_opts_t o = {.kind = NF_KIND_INTEREST_SEEN,
+                              .ttl_ms = ttl,
+                              .initial_capacity = 64,
+                              .writer = (uint16_t)w};
+        ks[w] = nf_keyset_new(st, &o);
+        NF_REQUIRE(ks[w]);
+    }
+    static model_t m, committed;
+    memset(&m, 0, sizeof m);
+    memset(&committed, 0, sizeof committed);
+    uint64_t rng = 7, epoch = 0;
+    int64_t now = 1700000000000;
+    int restarts = 0, bad = 0;
+    for (int op = 0; op < 60000 && !bad; op++) {
+        uint64_t r = rng_next(&rng);
+        now += (int64_t)(r % 3);
+        unsigned i = (unsigned)((r >> 32) % UNIVERSE);
+        unsigned w = (unsigned)(key_of(i).hi & 1);
+        int got = nf_keyset_add(ks[w], kg_of(i), key_of(i), now);
+        if (got != (model_add(&m, i, now, ttl) ? 1 : 0))
+            bad++;
+        if (r % 500 == 0) { /* a cut: both owners' keys in one epoch */
+            nf_store_batch_t *b = nf_store_batch_new();
+            epoch++;
+            for (unsigned k = 0; k < 2; k++)
+                NF_CHECK(nf_keyset_snapshot(ks[k], b, epoch) >= 0);
+            NF_CHECK_EQ(nf_teststore_commit(st, epoch, b), 0);
+            nf_store_batch_free(b);
+            committed = m;
+        }
+        if (r % 4000 == 1) { /* crash: the uncommitted epoch is gone */
+            restarts++;
+            m = committed;
+            for (unsigned k = 0; k < 2; k++) {
+                nf_keyset_free(ks[k]);
+                nf_keyset_opts_t o = {
+                    .kind = NF_KIND_INTEREST_SEEN, .ttl_ms = ttl, .writer = (uint16_t)k};
+                ks[k] = nf_keyset_new(st, &o);
+                NF_REQUIRE(ks[k]);
+                char err[256];
+                long n =
+                    nf_keyset_load(ks[k], owns_even, (void *)(uintptr_t)k, now, err, sizeof err);
+                if (n < 0)
+                    fprintf(stderr, "load: %s\n", err);
+                NF_CHECK(n >= 0);
+            }
+            for (unsigned j = 0; j < UNIVERSE; j++) {
+                unsigned k = (unsigned)(key_of(j).hi & 1);
+                bool want = m.exp[j] > now;
+                if (nf_keyset_contains(ks[k], kg_of(j), key_of(j), now) != want ||
+                    nf_keyset_contains(ks[1 - k], kg_of(j), key_of(j), now))
+                    bad++;
+            }
+        }
+    }
+    NF_CHECK_EQ(bad, 0);
+    NF_CHECK(restarts >= 5);
+    for (unsigned k = 0; k < 2; k++)
+        nf_keyset_free(ks[k]);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+}
+
+/* The blob layout (keyset.h), and the store's TTL filter dropping a blob whose keys expired. */
+typedef struct scan {
+    int blobs, other;
+    unsigned char key[12];
+    unsigned char head[13];
+    size_t vlen;
+} scan_t;
+
+static int scan_fn(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    scan_t *s = arg;
+    if (klen != 12) {
+        s->other++;
+        return 0;
+    }
+    s->blobs++;
+    memcpy(s->key, key, 12);
+    memcpy(s->head, val, vlen < 13 ? vlen : 13);
+    s->vlen = vlen;
+    return 0;
+}
+
+static void test_blob_layout_and_ttl_filter(void)
+{
+    char dir[128];
+    NF_REQUIRE(nf_teststore_tmpdir("keyset-blob", dir, sizeof dir));
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    nf_keyset_opts_t o = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = 1000, .writer = 0x0102};
+    nf_keyset_t *ks = nf_keyset_new(st, &o);
+    NF_REQUIRE(ks);
+    /* Times near 1970: the blob is long expired by the wall clock the filter uses. */
+    NF_CHECK_EQ(nf_keyset_add(ks, 0x0305, (nf_id128_t){1, 2}, 5000), 0);
+    NF_CHECK_EQ(nf_keyset_add(ks, 0x0305, (nf_id128_t){3, 4}, 5007), 0);
+    nf_store_batch_t *b = nf_store_batch_new();
+    NF_CHECK_EQ(nf_keyset_snapshot(ks, b, 0x0a0b0c0d), 2);
+    NF_CHECK_EQ(nf_keyset_snapshot(ks, b, 0x0a0b0c0e), 0); /* nothing new since */
+    NF_CHECK_EQ(nf_teststore_commit(st, 1, b), 0);
+    nf_store_batch_free(b);
+    scan_t s = {0};
+    NF_CHECK_EQ(nf_store_scan(st, NF_KIND_EVENT_IDS, scan_fn, &s), 0);
+    NF_CHECK_EQ(s.blobs, 1);
+    const unsigned char want_key[12] = {0x03, 0x05, 0, 0, 0, 0, 0x0a, 0x0b, 0x0c, 0x0d, 0x01, 0x02};
+    NF_CHECK(memcmp(s.key, want_key, 12) == 0);
+    NF_CHECK_EQ(s.vlen, 13 + 2 * 24);
+    NF_CHECK_EQ(s.head[0] | s.head[1] << 8, 6007); /* the latest expiry: 5007 + 1000 */
+    NF_CHECK_EQ(s.head[8], 1);                     /* format */
+    NF_CHECK_EQ(s.head[9], 2);                     /* count */
+    /* Loaded at 5500 both keys are back; at 6001 only the later one. */
+    for (int64_t at = 5500; at <= 6001; at += 501) {
+        nf_keyset_t *k2 = nf_keyset_new(st, &o);
+        NF_REQUIRE(k2);
+        NF_CHECK_EQ(nf_keyset_load(k2, NULL, NULL, at, NULL, 0), at == 5500 ? 2 : 1);
+        NF_CHECK_EQ(nf_keyset_add(k2, 0x0305, (nf_id128_t){3, 4}, at), 1);
+        NF_CHECK_EQ(nf_keyset_add(k2, 0x0305, (nf_id128_t){1, 2}, at), at == 5500 ? 1 : 0);
+        nf_keyset_free(k2);
+    }
+    char err[256];
+    NF_CHECK_EQ(nf_store_compact(st, err, sizeof err), 0);
+    s = (scan_t){0};
+    NF_CHECK_EQ(nf_store_scan(st, NF_KIND_EVENT_IDS, scan_fn, &s), 0);
+    NF_CHECK_EQ(s.blobs, 0); /* every key expired in 1970: the filter dropped the blob */
+    nf_keyset_free(ks);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+}
+
+/* Keys kstate wrote one by one before the kind became a keyset are loaded too. */
+static void test_legacy_records(void)
+{
+    char dir[128];
+    NF_REQUIRE(nf_teststore_tmpdir("keyset-legacy", dir, sizeof dir));
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    int64_t now = 1700000000000;
+    nf_kstate_opts_t ko = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = 7200000};
+    nf_kstate_t *old = nf_kstate_new(st, &ko);
+    NF_REQUIRE(old);
+    for (unsigned i = 0; i < 100; i++)
+        NF_CHECK_EQ(nf_kstate_put(old, kg_of(i), key_of(i), NULL, 0, (uint64_t)now), 0);
+    nf_store_batch_t *b = nf_store_batch_new();
+    nf_kstate_snapshot(old, b, 1);
+    NF_CHECK_EQ(nf_teststore_commit(st, 1, b), 0);
+    nf_store_batch_free(b);
+    nf_kstate_free(old);
+    nf_keyset_opts_t o = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = 7200000};
+    nf_keyset_t *ks = nf_keyset_new(st, &o);
+    NF_REQUIRE(ks);
+    NF_CHECK_EQ(nf_keyset_load(ks, NULL, NULL, now + 1000, NULL, 0), 100);
+    for (unsigned i = 0; i < 100; i++)
+        NF_CHECK(nf_keyset_contains(ks, kg_of(i), key_of(i), now + 1000));
+    NF_CHECK(!nf_keyset_contains(ks, kg_of(100), key_of(100), now + 1000));
+    NF_CHECK(!nf_keyset_contains(ks, kg_of(1), key_of(1), now + 7200000)); /* the kstate TTL */
+    NF_CHECK_EQ(nf_keyset_load(ks, NULL, NULL, now, NULL, 0), -ENOTEMPTY);
+    nf_keyset_free(ks);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+}
+
+static void test_corrupt(void)
+{
+    char dir[128];
+    NF_REQUIRE(nf_teststore_tmpdir("keyset-corrupt", dir, sizeof dir));
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    nf_store_batch_t *b = nf_store_batch_new();
+    const unsigned char k[12] = {0, 1, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0};
+    unsigned char v[13 + 24] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 1, 2, 0, 0, 0};
+    nf_store_batch_put(b, NF_KIND_EVENT_IDS, k, sizeof k, v, sizeof v); /* count 2, room for 1 */
+    NF_CHECK_EQ(nf_teststore_commit(st, 1, b), 0);
+    nf_store_batch_free(b);
+    nf_keyset_opts_t o = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = 1000};
+    nf_keyset_t *ks = nf_keyset_new(st, &o);
+    NF_REQUIRE(ks);
+    char err[256] = "";
+    NF_CHECK_EQ(nf_keyset_load(ks, NULL, NULL, 1, err, sizeof err), -EIO);
+    NF_CHECK(strstr(err, "event_ids") && strstr(err, "does not match its key count"));
+    nf_keyset_free(ks);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+}
+
+/* The wall clock steps back: a younger key behind an older one in the ring still expires on
+ * time; the tail drops both once the older one expires. */
+static void test_clock_step_back(void)
+{
+    nf_keyset_opts_t o = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = 1000, .initial_capacity = 16};
+    nf_keyset_t *ks = nf_keyset_new(NULL, &o);
+    NF_REQUIRE(ks);
+    NF_CHECK_EQ(nf_keyset_add(ks, 0, (nf_id128_t){1, 1}, 1000), 0); /* expires 2000 */
+    NF_CHECK_EQ(nf_keyset_add(ks, 0, (nf_id128_t){2, 2}, 500), 0);  /* expires 1500 */
+    NF_CHECK(nf_keyset_contains(ks, 0, (nf_id128_t){2, 2}, 1499));
+    NF_CHECK(!nf_keyset_contains(ks, 0, (nf_id128_t){2, 2}, 1500));
+    NF_CHECK_EQ(nf_keyset_add(ks, 0, (nf_id128_t){2, 2}, 1600), 0); /* counts again */
+    NF_CHECK_EQ(nf_keyset_expire(ks, 1700, 0), 0);                  /* the tail is not due */
+    NF_CHECK_EQ(nf_keyset_expire(ks, 2000, 0), 2); /* the older key and the replaced copy */
+    NF_CHECK(nf_keyset_contains(ks, 0, (nf_id128_t){2, 2}, 2000)); /* the copy of 1600 */
+    NF_CHECK_EQ(nf_keyset_expire(ks, 2600, 0), 1);
+    nf_keyset_stats_t s;
+    nf_keyset_stats(ks, &s);
+    NF_CHECK_EQ(s.keys, 0);
+    nf_keyset_free(ks);
+}
+
+static void test_budget(void)
+{
+    nf_keyset_opts_t o = {
+        .kind = NF_KIND_EVENT_IDS, .ttl_ms = 1000000, .initial_capacity = 16, .budget_bytes = 4096};
+    nf_keyset_t *ks = nf_keyset_new(NULL, &o);
+    NF_REQUIRE(ks);
+    NF_CHECK(!nf_keyset_over_budget(ks));
+    for (uint64_t i = 0; i < 1000; i++)
+        NF_CHECK_EQ(nf_keyset_add(ks, 0, (nf_id128_t){i, i}, 1), 0);
+    NF_CHECK(nf_keyset_over_budget(ks)); /* reported, and nothing forgotten */
+    for (uint64_t i = 0; i < 1000; i++)
+        NF_CHECK(nf_keyset_contains(ks, 0, (nf_id128_t){i, i}, 2));
+    o.ttl_ms = 0;
+    NF_CHECK(nf_keyset_new(NULL, &o) == NULL);
+    nf_keyset_free(ks);
+}
+
+int main(void)
+{
+    NF_RUN(test_model);
+    NF_RUN(test_restart_through_store);
+    NF_RUN(test_blob_layout_and_ttl_filter);
+    NF_RUN(test_legacy_records);
+    NF_RUN(test_corrupt);
+    NF_RUN(test_clock_step_back);
+    NF_RUN(test_budget);
+    return nf_test_report();
+}
