@@ -122,6 +122,11 @@ void nf_read_event_id(const char *user_id, const char *article_id, const char *s
  * 0, or -NF_EVENT_E_* with the message in err (see the top of this file). */
 int nf_read_event_decode(const char *json, size_t len, size_t max_bytes, nf_read_event_t *out,
                          char *err, size_t errlen);
+/* The same decoder without its fast path for the common shape (plain ASCII ids, integer ts, no
+ * other field): nf_read_event_decode gives exactly its result for every input, which the tests
+ * and the fuzz target check by comparing the two. */
+int nf_read_event_decode_strict(const char *json, size_t len, size_t max_bytes,
+                                nf_read_event_t *out, char *err, size_t errlen);
 
 /* ---------------------------------------------------------------- sources */
 

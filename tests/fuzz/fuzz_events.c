@@ -7,7 +7,8 @@
  * abort()s, so that libFuzzer keeps the input, when the contract in events.h breaks:
  *   - a result is 0 or -NF_EVENT_E_* ; a failure leaves one non-empty NUL-terminated message
  *     in valid UTF-8, and a smaller err receives a prefix of it;
- *   - the same input decodes to the same result twice (no hidden state);
+ *   - the same input decodes to the same result twice (no hidden state), and to the same
+ *     result, message and struct through nf_read_event_decode_strict (the fast path is exact);
  *   - a decoded read event has non-empty user_id/article_id/event_id of at most 128 bytes of
  *     valid UTF-8, ts in range, and a computed event_id equal to nf_read_event_id();
  *   - re-encoded with the project's JSON writer (ts once as epoch ms, once as nf_date_format()
@@ -69,6 +70,10 @@ static void read_event(const char *in, size_t size)
     int rc2 = nf_read_event_decode(in, size, 0, &e2, again, sizeof again);
     if (rc != rc2 || strcmp(err, again) != 0)
         fail("the same input decoded twice gave different results", err);
+    /* The fast path is invisible: the strict decoder alone gives the same result. */
+    rc2 = nf_read_event_decode_strict(in, size, 0, &e2, again, sizeof again);
+    if (rc != rc2 || strcmp(err, again) != 0 || (rc == 0 && !same_event(&e, &e2)))
+        fail("nf_read_event_decode and nf_read_event_decode_strict differ", err);
     if (rc != 0) {
         check_failure(rc, err, sizeof err);
         if (nf_read_event_decode(in, size, 0, &e2, small, sizeof small) != rc)

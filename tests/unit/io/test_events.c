@@ -855,6 +855,120 @@ static void check_examples(const char *topic, const char *kind, const char *cons
     NF_CHECK(lines > 0);
 }
 
+/* ---------------------------------------------------------------- the fast path */
+
+static uint64_t fp_rng = 0x6661737470617468ull;
+static unsigned fp_below(unsigned n)
+{
+    fp_rng ^= fp_rng << 13, fp_rng ^= fp_rng >> 7, fp_rng ^= fp_rng << 17;
+    return (unsigned)(fp_rng % n);
+}
+
+/* A random id value: mostly plain, sometimes at the length limits or with what the fast path
+ * leaves to the strict decoder (escapes, UTF-8, control bytes, DEL, quotes). */
+static void fp_value(char *out, size_t cap, bool session)
+{
+    static const char *const odd[] = {"\\\"", "\\u0041", "\xc3\xa9", "\x7f", "\\n", "\x01", "\\/"};
+    size_t n = fp_below(10) == 0 ? (size_t)(fp_below(2) ? 128 : 129) : 1 + fp_below(20);
+    if (fp_below(12) == 0)
+        n = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n && at + 8 < cap; i++) {
+        if (fp_below(60) == 0) {
+            const char *o = odd[fp_below(sizeof odd / sizeof odd[0])];
+            memcpy(out + at, o, strlen(o));
+            at += strlen(o);
+        } else {
+            out[at++] = (char)(' ' + 1 + fp_below(94)); /* printable, not space */
+            if (out[at - 1] == '"' || out[at - 1] == '\\')
+                out[at - 1] = 'q';
+        }
+    }
+    out[at] = '\0';
+    (void)session;
+}
+
+/* Records around the fast path's shape, through both entry points: the same result, the same
+ * message and the same struct, always. */
+static void test_fast_path_is_the_strict_decoder(void)
+{
+    static const char *const keys[] = {"user_id", "article_id", "session_id", "event_id", "ts"};
+    static const char *const ws[] = {"", "", "", " ", "\n\t ", "\r"};
+    static const char *const tss[] = {"1700000000000",
+                                      "0",
+                                      "00",
+                                      "01",
+                                      "253402300799999",
+                                      "253402300800000",
+                                      "1e3",
+                                      "1.5",
+                                      "-1",
+                                      "1700000000000.0",
+                                      "\"2024-02-29T12:34:56Z\"",
+                                      "null",
+                                      "true",
+                                      "999999999999999999999"};
+    char buf[2048], v[1200];
+    int fast_ok = 0, differ = 0;
+    for (int n = 0; n < 200000 && differ < 5; n++) {
+        size_t at = 0;
+        at += (size_t)snprintf(buf + at, sizeof buf - at, "%s{", ws[fp_below(6)]);
+        unsigned order[5] = {0, 1, 2, 3, 4};
+        for (unsigned i = 4; i > 0; i--) {
+            unsigned j = fp_below(i + 1), t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        unsigned nf = 5 - fp_below(3), fields = 0;
+        for (unsigned i = 0; i < 5 && fields < nf; i++) {
+            unsigned f = order[i];
+            if (f < 2 || f == 4 || fp_below(3) != 0) {
+                const char *key = keys[f];
+                if (fp_below(80) == 0)
+                    key = fp_below(2) ? "user_ld" : "extra";
+                at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%s\"%s\"%s:%s",
+                                       fields ? "," : "", ws[fp_below(6)], key, ws[fp_below(6)],
+                                       ws[fp_below(6)]);
+                if (f == 4) {
+                    at += (size_t)snprintf(buf + at, sizeof buf - at, "%s",
+                                           fp_below(4) ? tss[0] : tss[fp_below(14)]);
+                } else if (fp_below(40) == 0) {
+                    at += (size_t)snprintf(buf + at, sizeof buf - at, "null");
+                } else {
+                    fp_value(v, sizeof v, f == 2);
+                    at += (size_t)snprintf(buf + at, sizeof buf - at, "\"%s\"", v);
+                }
+                fields++;
+                if (fp_below(100) == 0) /* the same field twice */
+                    at += (size_t)snprintf(buf + at, sizeof buf - at, ",\"%s\":\"x\"", key);
+            }
+        }
+        at += (size_t)snprintf(buf + at, sizeof buf - at, "%s}%s", ws[fp_below(6)],
+                               fp_below(50) == 0 ? "x" : ws[fp_below(6)]);
+        if (at >= sizeof buf)
+            continue;
+        size_t len = fp_below(30) == 0 ? fp_below((unsigned)at + 1) : at; /* truncated too */
+        nf_read_event_t a, b;
+        char ea[256], eb[256];
+        int ra = nf_read_event_decode(buf, len, 65536, &a, ea, sizeof ea);
+        int rb = nf_read_event_decode_strict(buf, len, 65536, &b, eb, sizeof eb);
+        bool same =
+            ra == rb && strcmp(ea, eb) == 0 &&
+            (ra != 0 ||
+             (strcmp(a.user_id, b.user_id) == 0 && strcmp(a.article_id, b.article_id) == 0 &&
+              strcmp(a.session_id, b.session_id) == 0 && strcmp(a.event_id, b.event_id) == 0 &&
+              a.event_id_given == b.event_id_given && a.ts_ms == b.ts_ms));
+        if (!same) {
+            differ++;
+            fprintf(stderr, "fast %d / strict %d on %.*s\n  %s\n  %s\n", ra, rb, (int)len, buf, ea,
+                    eb);
+        }
+        fast_ok += ra == 0;
+    }
+    NF_CHECK_EQ(differ, 0);
+    NF_CHECK(fast_ok > 50000); /* the generator mostly makes decodable records */
+}
+
 static void test_schema_examples(void)
 {
     static const char *const none[] = {NULL};
@@ -980,6 +1094,7 @@ int main(void)
     NF_RUN(test_sources);
     NF_RUN(test_property_round_trip);
     NF_RUN(test_random_mutations);
+    NF_RUN(test_fast_path_is_the_strict_decoder);
     NF_RUN(test_schema_examples);
     NF_RUN(test_dead_letter);
     return nf_test_report();
