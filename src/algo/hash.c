@@ -40,3 +40,30 @@ uint64_t nf_hash64_str(const char *s, uint64_t seed)
 {
     return nf_hash64(s, strlen(s), seed);
 }
+
+nf_id128_t nf_hash128(const void *data, size_t n, uint64_t seed_hi, uint64_t seed_lo)
+{
+    const unsigned char *p = data;
+    uint64_t a = seed_hi ^ nf_mum64(seed_hi ^ K0, (uint64_t)n ^ K1);
+    uint64_t b = seed_lo ^ nf_mum64(seed_lo ^ K0, (uint64_t)n ^ K1);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint64_t x = load64(p + i), y = load64(p + i + 8) ^ K2;
+        a = nf_mum64(x ^ K1 ^ a, y);
+        b = nf_mum64(x ^ K1 ^ b, y);
+    }
+    if (i + 8 <= n) {
+        uint64_t x = load64(p + i);
+        a = nf_mum64(x ^ K1 ^ a, K2 ^ 8);
+        b = nf_mum64(x ^ K1 ^ b, K2 ^ 8);
+        i += 8;
+    }
+    if (i < n) {
+        unsigned char tail[8] = {0};
+        memcpy(tail, p + i, n - i);
+        uint64_t x = load64(tail);
+        a = nf_mum64(x ^ K1 ^ a, K2 ^ (n - i));
+        b = nf_mum64(x ^ K1 ^ b, K2 ^ (n - i));
+    }
+    return (nf_id128_t){nf_mum64(a ^ K0, (uint64_t)n ^ K2), nf_mum64(b ^ K0, (uint64_t)n ^ K2)};
+}

@@ -43,10 +43,8 @@ uint64_t nf_hash64(const void *p, size_t n, uint64_t seed);
 uint64_t nf_hash64_str(const char *s, uint64_t seed);
 
 /* A 128-bit id of n bytes (state keys of ids that are not already digests: user ids, event
- * ids): two nf_hash64 passes under independent seeds. */
-static inline nf_id128_t nf_hash128(const void *p, size_t n, uint64_t seed_hi, uint64_t seed_lo)
-{
-    return (nf_id128_t){nf_hash64(p, n, seed_hi), nf_hash64(p, n, seed_lo)};
-}
+ * ids): {nf_hash64(p, n, seed_hi), nf_hash64(p, n, seed_lo)} exactly (keys are persisted), the
+ * two lanes computed in one pass over the bytes so that their multiplies overlap. */
+nf_id128_t nf_hash128(const void *p, size_t n, uint64_t seed_hi, uint64_t seed_lo);
 
 #endif

@@ -46,5 +46,8 @@ size_t nf_idset_bytes(const nf_idset_t *s);
 
 /* Parses 32 hex digits (an article_id) into an id; 0 or -1. */
 int nf_id128_from_hex(const char *hex, nf_id128_t *out);
+/* The same for exactly the 32 bytes at hex (readable; no terminator looked at), with SSE2 where
+ * there is SSE2: the read path parses an article id per event. 0 or -1. */
+int nf_id128_from_hex32(const char *hex, nf_id128_t *out);
 
 #endif
