@@ -36,6 +36,15 @@ void nf_jw_u64(nf_jw_t *w, uint64_t v);
  * error < 6e-16, no printf. Outside [0, 1]: %.17g; not finite: null. */
 void nf_jw_unit(nf_jw_t *w, double v);
 void nf_jw_bool(nf_jw_t *w, bool v);
+
+/* For writers of one message shape at a million a second (interest updates): room for n more
+ * bytes, as a pointer to write at (NULL if the buffer cannot grow: failed is set); write at most
+ * n bytes, then nf_jw_commit(w, end). */
+char *nf_jw_reserve(nf_jw_t *w, size_t n);
+void nf_jw_commit(nf_jw_t *w, char *end);
+/* What nf_jw_unit writes for v in [0, 1] (the caller checks the range), at p: at most 17
+ * bytes; returns the end. */
+char *nf_jw_unit_put(char *p, double v);
 void nf_jw_null(nf_jw_t *w);
 
 #endif
