@@ -125,6 +125,8 @@ struct nf_kstate {
     unsigned npool;
     uint32_t seq;
 
+    uint32_t last;          /* the record the last get found: a put of the same key right after (an
+                             * update) starts there instead of probing again; checked, never trusted */
     unsigned char *scratch; /* [expires_at][value] for batch puts */
     size_t scratch_cap;
 
@@ -610,6 +612,7 @@ const void *nf_kstate_get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint64_t
     if (idx != NONE) {
         entry_t *e = &ks->ent[idx];
         ks->hits++;
+        ks->last = idx;
         e->flags |= F_REF;
         if (e->flags & F_TOMB)
             return NULL;
@@ -635,13 +638,45 @@ void nf_kstate_prefetch(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
     __builtin_prefetch(&ks->slots[hash_key(kg, key) & ks->mask]);
 }
 
+/* The record a get would find, by the slot tags alone (no record is read: a tag match that is
+ * not the key only costs a useless prefetch). NONE if no slot matches. */
+static uint32_t peek(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
+{
+    uint32_t h = hash_key(kg, key);
+    for (size_t i = h & ks->mask; ks->slots[i].idx1 != 0; i = (i + 1) & ks->mask)
+        if (ks->slots[i].h == h)
+            return ks->slots[i].idx1 - 1;
+    return NONE;
+}
+
+void nf_kstate_prefetch_record(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
+{
+    uint32_t idx = peek(ks, kg, key);
+    if (idx != NONE)
+        __builtin_prefetch(&ks->ent[idx]);
+}
+
+void nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
+{
+    uint32_t idx = peek(ks, kg, key);
+    if (idx == NONE || !(ks->ent[idx].flags & F_OOL) || !key_eq(&ks->ent[idx], kg, key))
+        return;
+    const unsigned char *p = ks->ent[idx].v.ool.p;
+    uint32_t len = ks->ent[idx].len < 256 ? ks->ent[idx].len : 256; /* the first lines */
+    for (uint32_t off = 0; off < len; off += 64)
+        __builtin_prefetch(p + off);
+}
+
 /* The record of (kg, key), inserted (empty, clean) if absent. NONE on allocation failure. */
 static uint32_t find_or_insert(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, bool *inserted)
 {
+    *inserted = false;
+    if (ks->last < ks->fresh && (ks->ent[ks->last].flags & F_USED) &&
+        key_eq(&ks->ent[ks->last], kg, key))
+        return ks->last; /* keys are unique in the table: this is its record */
     uint32_t h = hash_key(kg, key);
     size_t pos;
     uint32_t idx = lookup(ks, kg, key, h, &pos);
-    *inserted = false;
     if (idx != NONE)
         return idx;
     idx = alloc_record(ks);

@@ -57,9 +57,14 @@ void nf_kstate_free(nf_kstate_t *ks);
  * a loaded value could not be kept); err may be NULL. */
 const void *nf_kstate_get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint64_t now_ms,
                           uint32_t *len, int *err);
-/* A hint, no effect on state: starts loading the slot a get or put of (kg, key) reads first, so
- * that a caller with a batch of keys can overlap their cache misses (prefetch all, then work). */
+/* Hints, no effect on state, for a caller with a batch of keys that wants their cache misses to
+ * overlap: a get of (kg, key) reads the slot, then the record, then (for values longer than
+ * 24 bytes) the value's block, each address known only once the one before is loaded. So:
+ * nf_kstate_prefetch for every key of the batch, then nf_kstate_prefetch_record for every key
+ * (its slot is in cache by then), then nf_kstate_prefetch_value, then the gets. */
 void nf_kstate_prefetch(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
+void nf_kstate_prefetch_record(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
+void nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
 /* Inserts or replaces; the entry becomes dirty. 0 or -ENOMEM (nothing changed). */
 int nf_kstate_put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val, uint32_t len,
                   uint64_t now_ms);
