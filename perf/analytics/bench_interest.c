@@ -70,8 +70,8 @@ int main(int argc, char **argv)
            "\"bytes_per_user\":%.0f,\"mb_per_million_users\":%.1f,\"seen_entries\":%zu,"
            "\"seen_bytes_per_entry\":%.0f,\"table_articles\":%zu,\"table_bytes\":%zu}\n",
            st.users.entries, st.users.bytes, (double)st.users.bytes / (double)st.users.entries,
-           (double)st.users.bytes / (double)st.users.entries * 1e6 / 1048576.0, st.seen.entries,
-           (double)st.seen.bytes / (double)st.seen.entries, st.table_entries, st.table_bytes);
+           (double)st.users.bytes / (double)st.users.entries * 1e6 / 1048576.0, st.seen.keys,
+           (double)st.seen.bytes / (double)st.seen.keys, st.table_entries, st.table_bytes);
     fflush(stdout);
     double t0 = now_s();
     size_t updated = 0;

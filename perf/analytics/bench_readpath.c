@@ -10,12 +10,19 @@
  * (default 10: the window slides ~20 times; the Redis peer gets the same span).
  *
  *   bench_readpath [--events N] [--shards 1,2] [--users U] [--articles A] [--zipf S]
- *                  [--partitions P] [--exact] [--store DIR] [--budget-mb M] [--quick]
+ *                  [--partitions P] [--exact] [--store DIR] [--budget-mb M]
+ *                  [--warmup W --ttl-s T] [--quick]
  * --store DIR: keyed state over a RocksDB store (created afresh in DIR/<shards>) as in the job,
- * where a key missing from memory is looked up in the store; without it, memory only.
+ * where a user missing from memory is looked up in the store; without it, memory only.
+ * --warmup W: W more events go first, untimed; the clock runs over the N after them.
+ * --ttl-s T: both dedup sets' TTL (processing time; default the job's 2 h and 24 h). With a
+ * warm-up longer than T the sets reach the size they keep (keys expire as fast as they come)
+ * before the clock starts: the steady state of a long-running job, whose memory has been
+ * touched already, at a smaller scale. Without it, every event adds keys to sets that grow
+ * from empty, and the figure includes the growth (and this VM's ~0.3 GB/s first touch of memory).
  * One JSON line per shard count:
  *   {"bench":"readpath","shards":S,"events":N,"seconds":T,"events_per_s":R,
- *    "events_per_s_per_shard":R/S,"updates":U,"late":L,"windows":W,"rss_mb":M} */
+ *    "events_per_s_per_shard":R/S,"updates":U,"late":L,"windows":W,"rss_mb":M,...} */
 #include "actors/analytics.h"
 #include "actors/reads.h"
 #include "runtime/metrics.h"
@@ -34,6 +41,14 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU time of the whole process (its shards, and the polling main thread, which sleeps). */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -62,31 +77,22 @@ static void noop(nf_shard_t *sh, void *arg)
     (void)arg;
 }
 
-/* A deterministic sparse topic vector for article a: 1-3 topics of 20, L2-normalized. */
-static void article_topics(uint32_t a, nf_topic_vec_t *v)
-{
-    uint64_t rng = 0x70706963ull ^ a;
-    unsigned n = 1 + (unsigned)(nf_wl_rand(&rng) % 3);
-    double w[20] = {0}, norm = 0;
-    for (unsigned i = 0; i < n; i++)
-        w[nf_wl_rand(&rng) % 20] += 0.2 + nf_wl_uniform(&rng);
-    for (unsigned t = 0; t < 20; t++)
-        norm += w[t] * w[t];
-    norm = norm > 0 ? 1.0 / __builtin_sqrt(norm) : 0;
-    v->n = 0;
-    for (unsigned t = 0; t < 20; t++)
-        if (w[t] > 0)
-            v->t[v->n++] = (nf_topic_weight_t){(uint16_t)t, w[t] * norm};
-}
+typedef struct params {
+    size_t events, warmup;
+    uint32_t users, articles, partitions;
+    double zipf, span_min, ttl_s;
+    bool exact;
+    const char *store_dir;
+    size_t budget_mb;
+} params_t;
 
-static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
-                   uint32_t partitions, bool exact, const char *store_dir, size_t budget_mb)
+static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa)
 {
     nf_store_t *st = NULL;
     char err[256];
-    if (store_dir) {
+    if (pa->store_dir) {
         char dir[512];
-        snprintf(dir, sizeof dir, "%s/%u", store_dir, shards);
+        snprintf(dir, sizeof dir, "%s/%u", pa->store_dir, shards);
         nf_store_opts_t so;
         nf_store_opts_default(&so);
         if (!(st = nf_store_open(dir, &so, err, sizeof err))) {
@@ -107,9 +113,11 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
     }
     static nf_analytics_t an;
     nf_analytics_defaults(&an);
-    an.trend.exact = exact;
+    an.trend.exact = pa->exact;
     an.store = st;
-    an.budget_bytes = budget_mb << 20;
+    an.budget_bytes = pa->budget_mb << 20;
+    if (pa->ttl_s > 0)
+        an.event_id_ttl_ms = an.interest.seen_ttl_ms = (uint64_t)(pa->ttl_s * 1000.0);
     if (nf_analytics_register(rt, &an, err, sizeof err) != 0) {
         fprintf(stderr, "bench_readpath: %s\n", err);
         return 1;
@@ -124,7 +132,7 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
     memset(&r, 0, sizeof r);
     r.an = &an;
     r.store = st;
-    r.budget_bytes = budget_mb << 20;
+    r.budget_bytes = pa->budget_mb << 20;
     r.max_event_bytes = 65536;
     r.pause_high_water = 1u << 30;
     r.pause_low_water = 1u << 29;
@@ -132,13 +140,13 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
     r.mem.off = ev->off;
     r.mem.len = ev->len;
     r.mem.n = ev->n;
-    r.mem.partitions = partitions;
+    r.mem.partitions = pa->partitions;
     if (nf_reads_register(rt, &r) != 0 || nf_runtime_start(rt) != 0) {
         fprintf(stderr, "bench_readpath: cannot start the runtime\n");
         return 1;
     }
     /* Every shard learns every article's vector, as dedup's broadcasts would do. */
-    for (uint32_t a = 0; a < articles; a++) {
+    for (uint32_t a = 0; a < pa->articles; a++) {
         char hex[33];
         nf_wl_article_id(a, hex);
         for (unsigned s = 0; s < shards; s++) {
@@ -146,7 +154,7 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
             if (!t)
                 return 1;
             nf_id128_from_hex(hex, &t->id);
-            article_topics(a, &t->vec);
+            nf_wl_article_topics(a, &t->vec);
             nf_msg_t m = {.actor = (uint16_t)an.interest_actor, .kind = NF_MSG_TOPICS};
             m.body.ptr = t;
             post(rt, s, &m);
@@ -154,38 +162,57 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
     }
     for (unsigned s = 0; s < shards; s++)
         nf_runtime_call(rt, s, noop, NULL, 600000); /* the inbox is FIFO: topics are in */
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     for (unsigned s = 0; s < shards; s++) {
         nf_msg_t m = {.actor = (uint16_t)r.in_actor, .kind = NF_MSG_MEM_START};
         post(rt, s, &m);
     }
+    /* Events are done once counted as an update, a duplicate or an unknown article; the clock
+     * starts when the warm-up's are (to the poll's millisecond). */
+    uint64_t done0 = 0, upd0 = 0, dup0 = 0;
+    bool warm = pa->warmup == 0;
     for (;;) {
         uint64_t events = nf_counter_value(r.m.events);
         uint64_t done = nf_counter_value(r.m.updates) + nf_counter_value(an.m.interest_duplicates) +
-                        nf_counter_value(an.m.interest_unknown);
-        if (atomic_load(&r.mem_shards_done) == shards && done == events)
+                        nf_counter_value(an.m.interest_unknown) +
+                        nf_counter_value(an.m.event_duplicates);
+        if (!warm && done >= pa->warmup) {
+            warm = true;
+            t0 = now_s();
+            c0 = cpu_s();
+            done0 = done;
+            upd0 = nf_counter_value(r.m.updates);
+            dup0 = nf_counter_value(an.m.interest_duplicates);
+        }
+        if (atomic_load(&r.mem_shards_done) == shards &&
+            done == events + nf_counter_value(an.m.event_duplicates))
             break;
-        usleep(200);
+        usleep(1000); /* this thread shares the 2 vCPUs with the shards: poll gently */
     }
-    double secs = now_s() - t0;
+    double secs = now_s() - t0, cpu = cpu_s() - c0;
     long rss = rss_kb();
-    uint64_t updates = nf_counter_value(r.m.updates);
+    uint64_t timed = ev->n - done0;
+    uint64_t updates = nf_counter_value(r.m.updates) - upd0;
     nf_runtime_request_stop(rt);
     nf_runtime_wait(rt);
-    printf("{\"bench\":\"readpath\",\"shards\":%u,\"events\":%zu,\"seconds\":%.3f,"
-           "\"events_per_s\":%.0f,\"events_per_s_per_shard\":%.0f,\"updates\":%llu,"
-           "\"interest_duplicates\":%llu,\"unknown\":%llu,\"event_id_duplicates\":%llu,"
-           "\"late\":%llu,\"counted\":%llu,\"windows\":%llu,\"exact\":%s,\"store\":%s,"
-           "\"rss_mb\":%.0f}\n",
-           shards, ev->n, secs, (double)ev->n / secs, (double)ev->n / secs / shards,
-           (unsigned long long)updates,
-           (unsigned long long)nf_counter_value(an.m.interest_duplicates),
+    printf("{\"bench\":\"readpath\",\"shards\":%u,\"events\":%llu,\"warmup\":%llu,"
+           "\"dedup_ttl_s\":%g,\"seconds\":%.3f,\"events_per_s\":%.0f,"
+           "\"events_per_s_per_shard\":%.0f,\"updates\":%llu,\"interest_duplicates\":%llu,"
+           "\"unknown\":%llu,\"event_id_duplicates\":%llu,\"late\":%llu,\"counted\":%llu,"
+           "\"windows\":%llu,\"exact\":%s,\"store\":%s,\"event_id_keys\":%llu,"
+           "\"seen_keys\":%llu,\"cpu_ns_per_event\":%.0f,\"rss_mb\":%.0f}\n",
+           shards, (unsigned long long)timed, (unsigned long long)done0,
+           pa->ttl_s > 0 ? pa->ttl_s : -1.0, secs, (double)timed / secs,
+           (double)timed / secs / shards, (unsigned long long)updates,
+           (unsigned long long)(nf_counter_value(an.m.interest_duplicates) - dup0),
            (unsigned long long)nf_counter_value(an.m.interest_unknown),
            (unsigned long long)nf_counter_value(an.m.event_duplicates),
            (unsigned long long)nf_counter_value(an.m.late_events),
            (unsigned long long)nf_counter_value(an.m.counted_events),
-           (unsigned long long)nf_counter_value(an.m.windows), exact ? "true" : "false",
-           st ? "true" : "false", (double)rss / 1024.0);
+           (unsigned long long)nf_counter_value(an.m.windows), pa->exact ? "true" : "false",
+           st ? "true" : "false", (unsigned long long)nf_gauge_value(r.m.event_id_keys),
+           (unsigned long long)nf_gauge_value(r.m.seen_keys), cpu * 1e9 / (double)timed,
+           (double)rss / 1024.0);
     fflush(stdout);
     nf_runtime_destroy(rt);
     nf_analytics_free(&an);
@@ -195,49 +222,59 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, uint32_t articles,
 
 int main(int argc, char **argv)
 {
-    size_t events = 4000000;
-    uint32_t users = 1000000, articles = 100000, partitions = 8;
-    double zipf = 1.0, span_min = 10;
-    bool exact = false;
-    const char *store_dir = NULL;
-    size_t budget_mb = 1024;
+    params_t pa = {.events = 4000000,
+                   .users = 1000000,
+                   .articles = 100000,
+                   .partitions = 8,
+                   .zipf = 1.0,
+                   .span_min = 10,
+                   .budget_mb = 1024};
     char shard_list[64] = "1,2";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--events") && i + 1 < argc)
-            events = strtoull(argv[++i], NULL, 10);
+            pa.events = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+            pa.warmup = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--ttl-s") && i + 1 < argc)
+            pa.ttl_s = strtod(argv[++i], NULL);
         else if (!strcmp(argv[i], "--users") && i + 1 < argc)
-            users = (uint32_t)strtoul(argv[++i], NULL, 10);
+            pa.users = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--articles") && i + 1 < argc)
-            articles = (uint32_t)strtoul(argv[++i], NULL, 10);
+            pa.articles = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--partitions") && i + 1 < argc)
-            partitions = (uint32_t)strtoul(argv[++i], NULL, 10);
+            pa.partitions = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--span-min") && i + 1 < argc)
-            span_min = strtod(argv[++i], NULL);
+            pa.span_min = strtod(argv[++i], NULL);
         else if (!strcmp(argv[i], "--zipf") && i + 1 < argc)
-            zipf = strtod(argv[++i], NULL);
+            pa.zipf = strtod(argv[++i], NULL);
         else if (!strcmp(argv[i], "--shards") && i + 1 < argc)
             snprintf(shard_list, sizeof shard_list, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--store") && i + 1 < argc)
-            store_dir = argv[++i];
+            pa.store_dir = argv[++i];
         else if (!strcmp(argv[i], "--budget-mb") && i + 1 < argc)
-            budget_mb = strtoull(argv[++i], NULL, 10);
+            pa.budget_mb = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--exact"))
-            exact = true;
+            pa.exact = true;
         else if (!strcmp(argv[i], "--quick"))
-            events = 400000;
+            pa.events = 400000;
         else {
             fprintf(stderr, "usage: bench_readpath [--events N] [--shards 1,2] [--users U] "
                             "[--articles A] [--zipf S] [--span-min M] [--partitions P] [--exact] "
-                            "[--store DIR] [--budget-mb M] [--quick]\n");
+                            "[--store DIR] [--budget-mb M] [--warmup W --ttl-s T] [--quick]\n");
             return 2;
         }
     }
     nf_wl_events_t ev;
-    fprintf(stderr, "bench_readpath: %zu events, %u users, %u articles, zipf %.2f, %.1f min\n",
-            events, users, articles, zipf, span_min);
-    /* span_min of event time (default 10: the window slides 20 times), from a round hour. */
-    if (nf_wl_read_events(&ev, events, users, articles, zipf, 1767225600000LL,
-                          (int64_t)(span_min * 60000.0), 42) != 0) {
+    size_t total = pa.events + pa.warmup;
+    fprintf(stderr,
+            "bench_readpath: %zu events (after %zu of warm-up), %u users, %u articles, zipf "
+            "%.2f, %.1f min\n",
+            pa.events, pa.warmup, pa.users, pa.articles, pa.zipf, pa.span_min);
+    /* span_min of event time (default 10: the window slides 20 times), from a round hour; the
+     * warm-up's events come first, in the same proportion. */
+    int64_t span_ms = (int64_t)(pa.span_min * 60000.0 * (double)total / (double)pa.events);
+    if (nf_wl_read_events(&ev, total, pa.users, pa.articles, pa.zipf, 1767225600000LL, span_ms,
+                          42) != 0) {
         fprintf(stderr, "bench_readpath: out of memory generating the workload\n");
         return 1;
     }
@@ -251,7 +288,7 @@ int main(int argc, char **argv)
         fflush(stdout);
         pid_t pid = fork();
         if (pid == 0)
-            _exit(run_one(&ev, s, articles, partitions, exact, store_dir, budget_mb));
+            _exit(run_one(&ev, s, &pa));
         int st = 0;
         waitpid(pid, &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)

@@ -1,5 +1,6 @@
 /* workload.c — generated workloads (workload.h). */
 #include "workload.h"
+#include "actors/interest.h"
 #include "algo/hash.h"
 
 #include <errno.h>
@@ -116,4 +117,20 @@ void nf_wl_events_free(nf_wl_events_t *e)
     free(e->article_of);
     free(e->ts);
     memset(e, 0, sizeof *e);
+}
+
+void nf_wl_article_topics(uint32_t i, nf_topic_vec_t *v)
+{
+    uint64_t rng = 0x70706963ull ^ i;
+    unsigned n = 1 + (unsigned)(nf_wl_rand(&rng) % 3);
+    double w[20] = {0}, norm = 0;
+    for (unsigned k = 0; k < n; k++)
+        w[nf_wl_rand(&rng) % 20] += 0.2 + nf_wl_uniform(&rng);
+    for (unsigned t = 0; t < 20; t++)
+        norm += w[t] * w[t];
+    norm = norm > 0 ? 1.0 / sqrt(norm) : 0;
+    v->n = 0;
+    for (unsigned t = 0; t < 20; t++)
+        if (w[t] > 0)
+            v->t[v->n++] = (nf_topic_weight_t){(uint16_t)t, w[t] * norm};
 }

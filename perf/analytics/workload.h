@@ -26,6 +26,10 @@ void nf_zipf_free(nf_zipf_t *z);
 /* The article_id of rank i: 32 lower-case hex digits, like a real one (a hash of i). */
 void nf_wl_article_id(uint32_t i, char out[33]);
 
+struct nf_topic_vec;
+/* A deterministic sparse topic vector for article i: 1-3 of 20 topics, L2-normalised. */
+void nf_wl_article_topics(uint32_t i, struct nf_topic_vec *v);
+
 /* n read-events values, back to back in buf (value i is buf[off[i]], len[i] bytes):
  *   {"event_id":"e<i>","user_id":"u<rank>","article_id":"<id>","session_id":"s<k>","ts":<ms>}
  * users and articles Zipf-distributed (s = zipf_s), ts = t0_ms + i * span_ms / n (in order).

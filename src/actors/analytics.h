@@ -14,18 +14,20 @@
  *     global similarity join, and one shard does tens of thousands of articles/s against feed
  *     volumes of hundreds): actors/cluster.h assigns the article; one story-clusters record
  *     {article_id, cluster_id, action new|joined|merged, similarity, merged_from, ts}.
- *   kafka_in (reads.h), per read event after decoding: the event_id dedup set (keyed state
- *     NF_KIND_EVENT_IDS, key group = partition, TTL trending.event_id_ttl_s; a repeat changes
- *     nothing downstream), then the shard's trending counter (algo/trend.h: per-partition
- *     watermarks, panes of slide_s), then to the user's interest shard. Every 250 ms the
- *     counter's final panes and its watermark go to the trending merger.
+ *   kafka_in (reads.h), per read event after decoding: the event_id dedup set (a keyset,
+ *     state/keyset.h: kind NF_KIND_EVENT_IDS, key group = partition, TTL
+ *     trending.event_id_ttl_s, held wholly in memory by the shard that consumes the partition;
+ *     a repeat changes nothing downstream), then the shard's trending counter (algo/trend.h:
+ *     per-partition watermarks, panes of slide_s), then to the user's interest shard with its
+ *     keys computed (nf_interest_read_init). Every 250 ms the counter's final panes and its
+ *     watermark go to the trending merger.
  *   trending merger (shard 0): merges the counters' panes; each time the minimum of their
  *     watermarks passes a window end, one ranked list to `trending` (key = window_end).
  *   interest (the reads actor, reads.h): actors/interest.h per event; one interest-updates
  *     record per counted event.
  *
- * Durability: every piece of state above is keyed state or a blob in NF_KIND_TRENDING written
- * at the epoch's cut, so state, outputs and input offsets commit together. The trending
+ * Durability: every piece of state above is keyed state, a keyset or a blob in NF_KIND_TRENDING
+ * written at the epoch's cut, so state, outputs and input offsets commit together. The trending
  * counters' blobs are keyed by shard index: restart with the same runtime.shards (the other
  * state does not care).
  *

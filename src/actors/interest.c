@@ -283,7 +283,8 @@ int nf_interest_topics_decode(const void *p, size_t len, nf_topic_vec_t *out)
 struct nf_interest {
     nf_interest_opts_t o;
     nf_store_t *st;
-    nf_kstate_t *users, *seen;
+    nf_kstate_t *users;
+    nf_keyset_t *seen;
     tt_t tt;
     uint64_t table_hits, table_misses, table_loads, table_evictions;
     uint64_t updated, duplicates, unknown;
@@ -316,12 +317,13 @@ nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o)
     e->st = st;
     nf_kstate_opts_t ku = {
         .kind = NF_KIND_INTEREST, .budget_bytes = o->users_budget_bytes, .initial_capacity = 1024};
-    nf_kstate_opts_t ks = {.kind = NF_KIND_INTEREST_SEEN,
+    nf_keyset_opts_t ks = {.kind = NF_KIND_INTEREST_SEEN,
                            .ttl_ms = o->seen_ttl_ms,
                            .budget_bytes = o->seen_budget_bytes,
-                           .initial_capacity = 1024};
+                           .initial_capacity = 1024,
+                           .writer = o->writer};
     e->users = nf_kstate_new(st, &ku);
-    e->seen = nf_kstate_new(st, &ks);
+    e->seen = nf_keyset_new(st, &ks);
     if (!e->users || !e->seen || tt_init(&e->tt, o->table_max) != 0) {
         nf_interest_free(e);
         return NULL;
@@ -334,7 +336,7 @@ void nf_interest_free(nf_interest_t *e)
     if (!e)
         return;
     nf_kstate_free(e->users);
-    nf_kstate_free(e->seen);
+    nf_keyset_free(e->seen);
     tt_free(&e->tt);
     free(e);
 }
@@ -353,9 +355,10 @@ void nf_interest_read_init(nf_interest_read_t *r, uint16_t kg, const char *user_
     r->user = nf_interest_user_key(user_id);
     /* Each field hashed with the previous result as its seed; nf_hash64 mixes in the length,
      * so ("ab", "c") and ("a", "bc") differ. The user's half keeps the key on the user's shard. */
-    uint64_t h = nf_hash64(article_id, strlen(article_id), r->user.lo ^ SEED_SEEN_A);
+    size_t la = strlen(article_id);
+    uint64_t h = nf_hash64(article_id, la, r->user.lo ^ SEED_SEEN_A);
     r->seen = (nf_id128_t){r->user.hi, nf_hash64(session_id, strlen(session_id), h)};
-    r->article_ok = nf_id128_from_hex(article_id, &r->article) == 0;
+    r->article_ok = la == 32 && nf_id128_from_hex32(article_id, &r->article) == 0;
     if (!r->article_ok)
         r->article = (nf_id128_t){0, 0};
     r->ts_ms = ts_ms;
@@ -472,12 +475,25 @@ static void out_of(const user_state_t *us, nf_interest_out_t *out)
     memcpy(out->vec.t, us->v.t, us->v.n * sizeof us->v.t[0]);
 }
 
-void nf_interest_prefetch(nf_interest_t *e, const nf_interest_read_t *r)
+void nf_interest_prefetch(nf_interest_t *e, const nf_interest_read_t *r, unsigned stage)
 {
-    nf_kstate_prefetch(e->seen, r->kg, r->seen);
-    nf_kstate_prefetch(e->users, r->kg, r->user);
-    if (r->article_ok)
-        __builtin_prefetch(&e->tt.idx[tt_home(&e->tt, r->article)]);
+    const tt_t *t = &e->tt;
+    if (stage == 0) {
+        nf_keyset_prefetch(e->seen, r->kg, r->seen);
+        nf_kstate_prefetch(e->users, r->kg, r->user);
+        if (r->article_ok)
+            __builtin_prefetch(&t->idx[tt_home(t, r->article)]);
+    } else if (stage == 1) {
+        nf_kstate_prefetch_record(e->users, r->kg, r->user);
+        uint32_t i = r->article_ok ? t->idx[tt_home(t, r->article)] : 0;
+        if (i) /* the home slot's record: the table is at most half full */
+            __builtin_prefetch(&t->recs[i - 1]);
+    } else {
+        nf_kstate_prefetch_value(e->users, r->kg, r->user);
+        uint32_t i = r->article_ok ? t->idx[tt_home(t, r->article)] : 0;
+        if (i && id_eq(t->recs[i - 1].id, r->article) && t->recs[i - 1].w)
+            __builtin_prefetch(t->recs[i - 1].w);
+    }
 }
 
 int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const char *article_id,
@@ -494,28 +510,32 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
     uint16_t kg = r->kg;
     int64_t ts_ms = r->ts_ms;
     nf_id128_t sk = r->seen;
-    int err = 0;
-    uint32_t len = 0;
-    const void *seen = nf_kstate_get(e->seen, kg, sk, (uint64_t)now_ms, &len, &err);
-    if (err) {
-        snprintf(e->err, sizeof e->err, "reading the seen set: %s", nf_kstate_error(e->seen));
-        return err == -ENOMEM ? -ENOMEM : -EIO;
-    }
-    if (seen) {
-        e->duplicates++;
-        return NF_INTEREST_DUPLICATE;
-    }
-
     const nf_topic_weight_t *aw = NULL;
     uint8_t an = 0;
     int rc = r->article_ok ? article_vec(e, r->article, now_ms, &aw, &an) : 0;
     if (rc < 0)
         return rc;
-    if (rc == 0) {
+    if (rc == 0 && !e->o.unknown_as_empty) {
+        /* Nothing to count: a duplicate still reads as one (it was counted once). */
+        if (nf_keyset_contains(e->seen, kg, sk, now_ms)) {
+            e->duplicates++;
+            return NF_INTEREST_DUPLICATE;
+        }
         e->unknown++;
-        if (!e->o.unknown_as_empty)
-            return NF_INTEREST_UNKNOWN_ARTICLE;
-        aw = NULL; /* read as an article with an empty vector (opts.unknown_as_empty) */
+        return NF_INTEREST_UNKNOWN_ARTICLE;
+    }
+    /* Marked seen before the update: if the user's state then fails, the caller stops the job
+     * and the epoch holding both does not commit. */
+    int seen = nf_keyset_add(e->seen, kg, sk, now_ms);
+    if (seen < 0)
+        return -ENOMEM;
+    if (seen == 1) {
+        e->duplicates++;
+        return NF_INTEREST_DUPLICATE;
+    }
+    if (rc == 0) {
+        e->unknown++; /* read as an article with an empty vector (opts.unknown_as_empty) */
+        aw = NULL;
         an = 0;
     }
 
@@ -525,33 +545,36 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
     if (rc < 0)
         return rc;
 
-    /* Dense over the 64 topics for the arithmetic: the same order of operations
-     * as the definition, and the norm summed in topic order. */
-    double v[NF_TOPICS_MAX] = {0};
-    bool present[NF_TOPICS_MAX] = {false};
-    for (uint32_t i = 0; i < us.v.n; i++) {
-        v[us.v.t[i].topic] = us.v.t[i].weight;
-        present[us.v.t[i].topic] = true;
-    }
+    /* The definition's operations in its order, over the union of the two sparse vectors
+     * (both sorted by topic), the norm summed in topic order: bit for bit what the dense loop
+     * over all 64 topics gives, since a topic in neither adds exactly 0 everywhere. */
     double days = ts_ms > us.updated_ms ? (double)(ts_ms - us.updated_ms) / MS_PER_DAY : 0.0;
     double decay = us.version == 0 ? 1.0 : pow(e->o.gamma, days);
-    for (int t = 0; t < NF_TOPICS_MAX; t++)
-        v[t] *= decay;
-    for (uint8_t i = 0; i < an; i++) {
-        v[aw[i].topic] += e->o.alpha * aw[i].weight;
-        present[aw[i].topic] = true;
-    }
+    nf_topic_weight_t v[NF_TOPICS_MAX];
+    uint32_t nv = 0, i = 0, j = 0;
     double ss = 0.0;
-    for (int t = 0; t < NF_TOPICS_MAX; t++)
-        ss += v[t] * v[t];
+    while (i < us.v.n || j < an) {
+        double x;
+        uint16_t t;
+        if (j == an || (i < us.v.n && us.v.t[i].topic < aw[j].topic)) {
+            t = us.v.t[i].topic;
+            x = us.v.t[i++].weight * decay;
+        } else if (i == us.v.n || aw[j].topic < us.v.t[i].topic) {
+            t = aw[j].topic;
+            x = e->o.alpha * aw[j++].weight; /* 0 * decay + this, exactly */
+        } else {
+            t = aw[j].topic;
+            x = us.v.t[i++].weight * decay + e->o.alpha * aw[j++].weight;
+        }
+        ss += x * x;
+        v[nv++] = (nf_topic_weight_t){t, x};
+    }
     double norm = sqrt(ss);
     us.v.n = 0;
-    for (int t = 0; t < NF_TOPICS_MAX; t++) {
-        if (!present[t])
-            continue;
-        double x = norm > 0.0 ? v[t] / norm : v[t];
+    for (uint32_t k = 0; k < nv; k++) {
+        double x = norm > 0.0 ? v[k].weight / norm : v[k].weight;
         if (x != 0.0)
-            us.v.t[us.v.n++] = (nf_topic_weight_t){(uint16_t)t, x};
+            us.v.t[us.v.n++] = (nf_topic_weight_t){v[k].topic, x};
     }
     us.version++;
     if (us.version == 1 || ts_ms > us.updated_ms)
@@ -561,10 +584,7 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
     nf_put_le64(buf, us.version);
     nf_put_le64(buf + 8, (uint64_t)us.updated_ms);
     size_t n = 16 + enc_canonical(&us.v, buf + 16);
-    /* Seen first: if the user's put then fails the caller stops the job and the
-     * epoch is not committed, so neither write survives. */
-    if (nf_kstate_put(e->seen, kg, sk, "", 0, (uint64_t)now_ms) != 0 ||
-        nf_kstate_put(e->users, kg, uk, buf, (uint32_t)n, (uint64_t)now_ms) != 0)
+    if (nf_kstate_put(e->users, kg, uk, buf, (uint32_t)n, (uint64_t)now_ms) != 0)
         return -ENOMEM;
     e->updated++;
     if (out)
@@ -584,30 +604,41 @@ int nf_interest_get(nf_interest_t *e, uint16_t kg, const char *user_id, int64_t 
 
 size_t nf_interest_snapshot(nf_interest_t *e, nf_store_batch_t *b, uint64_t epoch)
 {
-    return nf_kstate_snapshot(e->users, b, epoch) + nf_kstate_snapshot(e->seen, b, epoch);
+    long seen = nf_keyset_snapshot(e->seen, b, epoch); /* < 0: b is marked failed */
+    return nf_kstate_snapshot(e->users, b, epoch) + (seen > 0 ? (size_t)seen : 0);
 }
 
 void nf_interest_committed(nf_interest_t *e, uint64_t epoch)
 {
     nf_kstate_committed(e->users, epoch);
-    nf_kstate_committed(e->seen, epoch);
+}
+
+long nf_interest_load(nf_interest_t *e, nf_keyset_owns_fn owns, void *ctx, int64_t now_ms,
+                      char *err, size_t errlen)
+{
+    return nf_keyset_load(e->seen, owns, ctx, now_ms, err, errlen);
 }
 
 size_t nf_interest_expire(nf_interest_t *e, int64_t now_ms, size_t max_entries)
 {
-    return nf_kstate_expire(e->seen, (uint64_t)now_ms, max_entries);
+    return nf_keyset_expire(e->seen, now_ms, max_entries);
 }
 
 bool nf_interest_over_budget(const nf_interest_t *e)
 {
-    return nf_kstate_over_budget(e->users) || nf_kstate_over_budget(e->seen);
+    return nf_kstate_over_budget(e->users);
+}
+
+bool nf_interest_seen_over_budget(const nf_interest_t *e)
+{
+    return nf_keyset_over_budget(e->seen);
 }
 
 void nf_interest_stats(const nf_interest_t *e, nf_interest_stats_t *out)
 {
     memset(out, 0, sizeof *out);
     nf_kstate_stats(e->users, &out->users);
-    nf_kstate_stats(e->seen, &out->seen);
+    nf_keyset_stats(e->seen, &out->seen);
     out->table_entries = e->tt.nrecs;
     out->table_bytes =
         e->tt.cap * sizeof(tt_rec_t) + (e->tt.mask + 1) * sizeof(uint32_t) + e->tt.wbytes;
@@ -625,30 +656,118 @@ const char *nf_interest_error(const nf_interest_t *e)
     return e->err;
 }
 
-void nf_interest_json(const nf_interest_out_t *o, const char *user_id,
-                      const char *const *topic_names, nf_jw_t *w)
+int nf_interest_keys_init(nf_interest_keys_t *k, const char *const *topic_names)
 {
-    char num[40], ts[40];
-    nf_jw_obj_open(w);
-    nf_jw_key(w, "user_id");
-    nf_jw_str(w, user_id);
-    nf_jw_key(w, "version");
-    nf_jw_u64(w, o->version);
-    nf_jw_key(w, "vector");
-    nf_jw_obj_open(w);
-    for (uint32_t i = 0; i < o->vec.n; i++) {
-        unsigned t = o->vec.t[i].topic;
+    nf_jw_t w;
+    nf_jw_init(&w);
+    for (unsigned t = 0; t < NF_TOPICS_MAX; t++) {
+        char num[8];
         const char *name = topic_names ? topic_names[t] : NULL;
         if (!name) {
             snprintf(num, sizeof num, "%u", t);
             name = num;
         }
-        nf_jw_key(w, name);
+        size_t at = w.len;
+        nf_jw_str(&w, name);
+        nf_jw_raw(&w, ":", 1);
+        k->at[t] = (uint32_t)at;
+        k->len[t] = (uint32_t)(w.len - at);
+    }
+    if (w.failed) {
+        nf_jw_free(&w);
+        k->text = NULL;
+        return -ENOMEM;
+    }
+    k->text = w.buf; /* the writer's buffer, kept */
+    return 0;
+}
+
+void nf_interest_keys_free(nf_interest_keys_t *k)
+{
+    free(k->text);
+    k->text = NULL;
+}
+
+/* The general writer: any weight (outside [0, 1] nf_jw_unit writes %.17g or null). */
+static void json_any(const nf_interest_out_t *o, const nf_interest_keys_t *k, nf_jw_t *w)
+{
+    char ts[40];
+    nf_jw_raw(w, ",\"version\":", 11);
+    nf_jw_u64(w, o->version);
+    nf_jw_raw(w, ",\"vector\":{", 11);
+    for (uint32_t i = 0; i < o->vec.n; i++) {
+        unsigned t = o->vec.t[i].topic;
+        if (i)
+            nf_jw_raw(w, ",", 1);
+        nf_jw_raw(w, k->text + k->at[t], k->len[t]);
         nf_jw_unit(w, o->vec.t[i].weight);
     }
-    nf_jw_obj_close(w);
-    nf_jw_key(w, "updated_at");
-    nf_date_format(o->updated_ms, ts, sizeof ts);
-    nf_jw_str(w, ts);
-    nf_jw_obj_close(w);
+    nf_jw_raw(w, "},\"updated_at\":\"", 16);
+    size_t n = nf_date_format(o->updated_ms, ts, sizeof ts); /* RFC 3339: nothing to escape */
+    nf_jw_raw(w, ts, n);
+    nf_jw_raw(w, "\"}", 2);
+}
+
+void nf_interest_json_keys(const nf_interest_out_t *o, const char *user_id,
+                           const nf_interest_keys_t *k, nf_jw_t *w)
+{
+    nf_jw_raw(w, "{\"user_id\":", 11);
+    nf_jw_str(w, user_id);
+    /* The rest in one reservation, written in place (one value per event: the read path's
+     * largest output). Weights of a normalised vector of non-negative topic weights are in
+     * [0, 1]; anything else takes the general writer. */
+    size_t need = 11 + 20 + 11 + 16 + 40 + 2;
+    bool units = true;
+    for (uint32_t i = 0; i < o->vec.n; i++) {
+        need += 1 + k->len[o->vec.t[i].topic] + 17;
+        units = units && o->vec.t[i].weight >= 0.0 && o->vec.t[i].weight <= 1.0;
+    }
+    char *p = units ? nf_jw_reserve(w, need) : NULL;
+    if (!p) {
+        if (!w->failed)
+            json_any(o, k, w);
+        w->first = false;
+        return;
+    }
+    memcpy(p, ",\"version\":", 11);
+    p += 11;
+    char digits[20];
+    size_t nd = 0;
+    uint64_t v = o->version;
+    do {
+        digits[nd++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (nd)
+        *p++ = digits[--nd];
+    memcpy(p, ",\"vector\":{", 11);
+    p += 11;
+    for (uint32_t i = 0; i < o->vec.n; i++) {
+        unsigned t = o->vec.t[i].topic;
+        if (i)
+            *p++ = ',';
+        memcpy(p, k->text + k->at[t], k->len[t]);
+        p += k->len[t];
+        p = nf_jw_unit_put(p, o->vec.t[i].weight);
+    }
+    memcpy(p, "},\"updated_at\":\"", 16);
+    p += 16;
+    size_t nt = nf_date_format(o->updated_ms, p, 40); /* RFC 3339: nothing to escape */
+    p += nt < 40 ? nt : 39;
+    *p++ = '"';
+    *p++ = '}';
+    nf_jw_commit(w, p);
+    w->first = false;
+}
+
+void nf_interest_json(const nf_interest_out_t *o, const char *user_id,
+                      const char *const *topic_names, nf_jw_t *w)
+{
+    nf_interest_keys_t k;
+    if (nf_interest_keys_init(&k, topic_names) != 0) {
+        w->failed = true;
+        return;
+    }
+    nf_interest_json_keys(o, user_id, &k, w);
+    nf_interest_keys_free(&k);
 }

@@ -27,11 +27,12 @@
  *   users   kind NF_KIND_INTEREST, key = nf_interest_user_key(user_id) (two nf_hash64 of the
  *           id), key group = the caller's (the input partition); value = [version u64 LE]
  *           [updated_ms i64 LE][topic vector encoding] (doubles as their IEEE bits: bit-exact).
- *   seen    kind NF_KIND_INTEREST_SEEN, key = {the user key's hi, a hash of (user key,
+ *   seen    a keyset (state/keyset.h: wholly in memory, so a miss needs no store read) of
+ *           kind NF_KIND_INTEREST_SEEN, key = {the user key's hi, a hash of (user key,
  *           article_id, session_id)} (each field hashed with its length, so the encoding is
- *           unambiguous; the user's half keeps the key on the user's shard), same key group,
- *           empty value, TTL opts.seen_ttl_ms (default 24 h): a repeat later than that counts
- *           again.
+ *           unambiguous; the user's half lets a restarted shard load just its users' keys:
+ *           nf_interest_load), same key group, TTL opts.seen_ttl_ms (default 24 h): a repeat
+ *           later than that counts again.
  *   topics  the per-shard article topic table, article id -> vector, filled by broadcasts
  *           (nf_interest_topics_put) and bounded by opts.table_max entries (CLOCK eviction,
  *           approximately least recently used). A miss is read from the store: kind
@@ -43,9 +44,10 @@
  * Topic vector encoding (nf_interest_topics_encode/decode): [n u8, 0..64] then n times
  * [topic u8][weight f64 LE], topics strictly increasing. At most NF_TOPICS_ENC_MAX bytes.
  *
- * Epochs: nf_interest_snapshot / nf_interest_committed forward to the two kstates (kstate.h
- * explains dirty, committing and clean). A restart over the same store with the committed epochs
- * applied continues exactly where the last committed epoch left off.
+ * Epochs: nf_interest_snapshot writes both sets of state into the epoch's batch;
+ * nf_interest_committed forwards to the users' kstate (kstate.h explains dirty, committing and
+ * clean). A restart over the same store with the committed epochs applied, and nf_interest_load
+ * called once, continues exactly where the last committed epoch left off.
  *
  * Threads: one shard owns an engine; every call is from that shard's thread. Pure functions
  * (read_init, encode, decode, json, opts_default) from any thread. Hot path (kstate hits, table
@@ -56,6 +58,7 @@
 
 #include "algo/idset.h"
 #include "runtime/jsonw.h"
+#include "state/keyset.h"
 #include "state/kstate.h"
 #include "state/store.h"
 
@@ -83,8 +86,9 @@ typedef struct nf_interest_opts {
     double gamma;              /* decay per day of event time, default 0.95; in (0, 1] */
     uint64_t seen_ttl_ms;      /* dedup horizon, default 24 h */
     size_t table_max;          /* article topic table entries, default 1M (>= 1) */
-    size_t users_budget_bytes; /* kstate budgets (kstate.h); 0 = unlimited */
-    size_t seen_budget_bytes;
+    size_t users_budget_bytes; /* kstate budget (kstate.h); 0 = unlimited */
+    size_t seen_budget_bytes;  /* keyset budget (keyset.h: reported, not enforced) */
+    uint16_t writer;           /* the owning shard's index (keyset.h: blob keys) */
     /* A read of an article without a vector: false (default) = NF_INTEREST_UNKNOWN_ARTICLE,
      * nothing changes; true = applied as an article with an empty vector (counted in
      * stats.unknown too), so every read moves the user's version and decay. */
@@ -149,29 +153,38 @@ int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const 
 int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_t now_ms,
                            nf_interest_out_t *out);
 
-/* A hint, no effect on state: starts loading the memory nf_interest_apply_read() of r will
- * touch first (the seen set's and the users' slots, the topic table's). The reads actor calls it
- * for a whole batch before applying it, so the batch's cache misses overlap. */
-void nf_interest_prefetch(nf_interest_t *e, const nf_interest_read_t *r);
+/* Hints, no effect on state: start loading the memory nf_interest_apply_read() of r will touch.
+ * Each address is known only once the one before is loaded (slot -> record -> value, for the
+ * user and for the article's vector), so a caller with a batch calls stage 0 for every read of
+ * it, then stage 1 for every read, then stage 2, then applies them: the batch's cache misses
+ * overlap instead of following one another. */
+#define NF_INTEREST_PREFETCH_STAGES 3
+void nf_interest_prefetch(nf_interest_t *e, const nf_interest_read_t *r, unsigned stage);
 
 /* The current state of a user (1: found and *out filled; 0: never updated;
  * -EIO). */
 int nf_interest_get(nf_interest_t *e, uint16_t kg, const char *user_id, int64_t now_ms,
                     nf_interest_out_t *out);
 
-/* Barrier: both kstates' dirty entries into b (may be NULL: memory only).
- * Returns entries written. */
+/* Barrier: the users' dirty entries and the seen keys added since the last barrier into b (may
+ * be NULL: memory only). Returns entries written. Out of memory marks b failed
+ * (nf_store_batch_fail). */
 size_t nf_interest_snapshot(nf_interest_t *e, nf_store_batch_t *b, uint64_t epoch);
 void nf_interest_committed(nf_interest_t *e, uint64_t epoch);
-/* Drops expired seen entries (max_entries examined per kstate, 0 = all);
- * returns how many. */
+/* Once, on an empty engine at start: the seen keys of the store that owns accepts (the users
+ * routed to this shard; NULL: all). Keys loaded, or -ENOMEM, or -EIO with err (keyset.h). */
+long nf_interest_load(nf_interest_t *e, nf_keyset_owns_fn owns, void *ctx, int64_t now_ms,
+                      char *err, size_t errlen);
+/* Drops up to max_entries expired seen keys (0 = all); returns how many. */
 size_t nf_interest_expire(nf_interest_t *e, int64_t now_ms, size_t max_entries);
-/* A kstate is over its budget with nothing evictable: ask for an early
- * checkpoint. */
+/* The users' kstate is over its budget with nothing evictable: ask for an early checkpoint. */
 bool nf_interest_over_budget(const nf_interest_t *e);
+/* The seen set is over its budget (it cannot evict: report it; keyset.h). */
+bool nf_interest_seen_over_budget(const nf_interest_t *e);
 
 typedef struct nf_interest_stats {
-    nf_kstate_stats_t users, seen;
+    nf_kstate_stats_t users;
+    nf_keyset_stats_t seen;
     size_t table_entries, table_bytes;
     uint64_t table_hits, table_misses, table_loads, table_evictions;
     uint64_t updated, duplicates, unknown;
@@ -192,6 +205,19 @@ int nf_interest_topics_encode(const nf_topic_vec_t *v, unsigned char *out, size_
 /* Decodes exactly len bytes. 0 or -EINVAL (wrong length, unsorted, index >= 64,
  * non-finite). */
 int nf_interest_topics_decode(const void *p, size_t len, nf_topic_vec_t *out);
+
+/* The topic names rendered once as JSON keys ("name": escaped; NULL array or NULL entry: the
+ * decimal index), for nf_interest_json_keys: the reads actor writes one value per event. */
+typedef struct nf_interest_keys {
+    char *text; /* every key, back to back */
+    uint32_t at[NF_TOPICS_MAX], len[NF_TOPICS_MAX];
+} nf_interest_keys_t;
+/* 0 or -ENOMEM. */
+int nf_interest_keys_init(nf_interest_keys_t *k, const char *const *topic_names);
+void nf_interest_keys_free(nf_interest_keys_t *k);
+/* nf_interest_json with the keys rendered beforehand (same bytes). */
+void nf_interest_json_keys(const nf_interest_out_t *o, const char *user_id,
+                           const nf_interest_keys_t *k, nf_jw_t *w);
 
 /* Appends the interest-updates value to w (the caller resets w or writes around
  * it):

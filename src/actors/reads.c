@@ -7,7 +7,7 @@
 #include "io/events.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
-#include "state/kstate.h"
+#include "state/keyset.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -17,7 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { MSG_READ_BATCH = 1 };
+/* MSG_READ_BATCH: kafka_in -> reads; MSG_BATCH_BACK: the emptied batch back to the kafka_in that
+ * filled it, for reuse (a 21 KB malloc per batch made glibc consolidate its fastbins each time). */
+enum { MSG_READ_BATCH = 1, MSG_BATCH_BACK = 2 };
+#define SPARE_MAX   32  /* emptied batches a kafka_in keeps */
 #define BATCH_MAX   64  /* events per cross-shard message */
 #define CONSUME_MAX 256 /* records taken from the queue per turn */
 #define MAX_DEST    NF_MAX_SHARDS
@@ -34,8 +37,8 @@ typedef struct read_item {
 #define BATCH_TEXT (BATCH_MAX * 2 * (NF_EVENT_FIELD_MAX + 1))
 
 typedef struct read_batch {
-    struct read_batch *next; /* kafka_in's held list */
-    unsigned dest, n;
+    struct read_batch *next; /* kafka_in's held list, or its spares */
+    unsigned origin, dest, n;
     size_t text_len;
     read_item_t items[BATCH_MAX];
     char text[BATCH_TEXT];
@@ -58,6 +61,14 @@ typedef struct held_msg {
 
 /* ================================================================ kafka_in */
 
+/* A decoded read event waiting for its group (take_read_event). */
+typedef struct decoded {
+    nf_read_event_t ev;
+    nf_id128_t key; /* of the event id */
+    uint16_t kg;    /* the partition */
+} decoded_t;
+#define GROUP 16
+
 typedef struct kin {
     nf_reads_t *r;
     nf_shard_t *sh;
@@ -70,18 +81,24 @@ typedef struct kin {
     size_t held_msgs;
     bool cut_paused, kafka_paused, warned_sources;
     nf_jw_t jw;
-    /* analytics.h: the event-id dedup set and this shard's trending counter */
-    nf_kstate_t *ids;
+    /* analytics.h: the event-id dedup set (of this shard's partitions) and trending counter */
+    nf_keyset_t *ids;
+    bool ids_over_budget;
     nf_trend_counter_t *trend;
     nf_outbox_t ob; /* panes and watermarks for the merger a full ring refused */
     nf_timer_t tick;
     int64_t reported_wm;
-    size_t mem_next; /* memory source: next record index */
+    read_batch_t *spare; /* emptied batches back from the reads actors */
+    unsigned nspare;
+    decoded_t group[GROUP];
+    unsigned ngroup;
+    int64_t group_now; /* the processing time the group's events were taken at */
+    size_t mem_next;   /* memory source: next record index */
     bool mem_started, mem_done;
 } kin_t;
 
 /* 128-bit key of an event id (the dedup set). */
-static nf_id128_t event_key(const char *event_id)
+nf_id128_t nf_reads_event_key(const char *event_id)
 {
     size_t n = strlen(event_id);
     return nf_hash128(event_id, n, 0x6576656e745f6964ull, 0x4556454e545f4944ull);
@@ -193,33 +210,45 @@ static void stop_job(kin_t *k, const char *what, int rc)
     nf_runtime_request_stop(nf_shard_runtime(k->sh));
 }
 
+static void count_group(kin_t *k);
+
+/* Decoded events wait here in groups of GROUP, their event-id slots prefetched, so that the
+ * dedup set's cache misses overlap (count_group then takes them in order). */
 static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
 {
     nf_reads_t *r = k->r;
-    nf_analytics_t *an = r->an;
     char err[256];
-    unsigned dest;
-    nf_read_event_t ev;
-    int rc = nf_read_event_decode(m->payload, m->len, r->max_event_bytes, &ev, err, sizeof err);
+    decoded_t *g = &k->group[k->ngroup];
+    int rc = nf_read_event_decode(m->payload, m->len, r->max_event_bytes, &g->ev, err, sizeof err);
     if (rc != 0) {
         dead_letter(k, m, "decode", err);
         return;
     }
+    g->kg = (uint16_t)m->partition;
+    g->key = nf_reads_event_key(g->ev.event_id);
+    nf_keyset_prefetch(k->ids, g->kg, g->key);
+    k->group_now = now_ms;
+    if (++k->ngroup == GROUP)
+        count_group(k);
+}
+
+/* One decoded event: the event-id dedup set, the trending counter, then to its user's shard. */
+static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
+{
+    nf_reads_t *r = k->r;
+    nf_analytics_t *an = r->an;
+    const nf_read_event_t *ev = &g->ev;
     /* A repeat of an event id (a producer's retry, a replayed file) changes nothing. */
-    nf_id128_t ek = event_key(ev.event_id);
-    uint16_t kg = (uint16_t)m->partition;
-    uint32_t vl = 0;
-    int gerr = 0;
-    if (nf_kstate_get(k->ids, kg, ek, (uint64_t)now_ms, &vl, &gerr)) {
+    int rc = nf_keyset_add(k->ids, g->kg, g->key, now_ms);
+    if (rc == 1) {
         nf_counter_inc(an->m.event_duplicates);
         return;
     }
-    if (gerr != 0 || nf_kstate_put(k->ids, kg, ek, NULL, 0, (uint64_t)now_ms) != 0) {
-        stop_job(k, "event-id dedup state failed; stopping the job", gerr ? gerr : -ENOMEM);
+    if (rc < 0) {
+        stop_job(k, "out of memory in the event-id dedup set; stopping the job", rc);
         return;
     }
-    rc = nf_trend_count(k->trend, m->partition, ev.article_id, strlen(ev.article_id), ev.ts_ms,
-                        now_ms);
+    rc = nf_trend_count(k->trend, g->kg, ev->article_id, strlen(ev->article_id), ev->ts_ms, now_ms);
     if (rc == 1)
         nf_counter_inc(an->m.late_events);
     else if (rc == 0)
@@ -227,29 +256,43 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
     else if (rc == -ENOMEM)
         stop_job(k, "out of memory in the trending counter; stopping the job", rc);
     read_item_t it;
-    nf_interest_read_init(&it.rd, kg, ev.user_id, ev.article_id, ev.session_id, ev.ts_ms);
-    dest = nf_route(nf_shard_runtime(k->sh), it.rd.user.hi);
+    nf_interest_read_init(&it.rd, g->kg, ev->user_id, ev->article_id, ev->session_id, ev->ts_ms);
+    unsigned dest = nf_route(nf_shard_runtime(k->sh), it.rd.user.hi);
     read_batch_t *b = k->open[dest];
-    if (!b) {
+    if (!b && k->spare) {
+        b = k->spare;
+        k->spare = b->next;
+        k->nspare--;
+    } else if (!b) {
         b = malloc(sizeof *b);
         if (!b) {
             nf_log(NF_LOG_ERROR, "kafka", "out of memory batching read events; stopping", NF_LEND);
             nf_runtime_request_stop(nf_shard_runtime(k->sh));
             return;
         }
+    }
+    if (!k->open[dest]) {
         b->n = 0;
         b->text_len = 0;
+        b->origin = k->me;
         b->dest = dest;
         k->open[dest] = b;
     }
-    it.user_at = batch_text(b, ev.user_id);
-    it.article_at = it.rd.article_ok ? 0 : batch_text(b, ev.article_id);
+    it.user_at = batch_text(b, ev->user_id);
+    it.article_at = it.rd.article_ok ? 0 : batch_text(b, ev->article_id);
     b->items[b->n++] = it;
     nf_counter_inc(r->m.events);
     if (b->n == BATCH_MAX) {
         k->open[dest] = NULL;
         ship(k, b);
     }
+}
+
+static void count_group(kin_t *k)
+{
+    for (unsigned i = 0; i < k->ngroup; i++)
+        count_read_event(k, &k->group[i], k->group_now);
+    k->ngroup = 0;
 }
 
 /* Sends one source message, or holds it behind those already waiting (order per destination is
@@ -318,8 +361,10 @@ static void take_source(kin_t *k, const rd_kafka_message_t *km, const rec_t *m)
     }
 }
 
+/* The end of a turn (or the stop): the decoded group, then the open batches, go out. */
 static void flush_open(kin_t *k)
 {
+    count_group(k);
     for (unsigned d = 0; d < k->nshards; d++)
         if (k->open[d]) {
             read_batch_t *b = k->open[d];
@@ -431,7 +476,8 @@ static void kin_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64
 {
     kin_t *k = self;
     (void)sh;
-    nf_kstate_snapshot(k->ids, b, epoch);
+    if (nf_keyset_snapshot(k->ids, b, epoch) < 0) /* b is marked failed: no commit */
+        stop_job(k, "out of memory writing the event-id set into the epoch; stopping", -ENOMEM);
     if (!b)
         return;
     void *blob = NULL;
@@ -446,12 +492,6 @@ static void kin_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64
     free(blob);
     if (rc != 0)
         stop_job(k, "cannot save the trending counter (out of memory); stopping", rc);
-}
-
-static void kin_committed(nf_shard_t *sh, void *self, uint64_t epoch)
-{
-    nf_kstate_committed(((kin_t *)self)->ids, epoch);
-    (void)sh;
 }
 
 static void held_drop(void *ctx, const nf_msg_t *m)
@@ -477,6 +517,45 @@ static int send_pane(void *ctx, int64_t pane_start, const void *blob, size_t len
         return -ENOMEM;
     }
     return 0;
+}
+
+/* The event ids of the partitions this shard consumes (kafka.c: partition p goes to shard
+ * p % shards, as does the memory source's). */
+static bool owns_partition(uint16_t kg, nf_id128_t key, void *ctx)
+{
+    const kin_t *k = ctx;
+    (void)key;
+    return kg % k->nshards == k->me;
+}
+
+static void load_ids(kin_t *k)
+{
+    char err[512];
+    int64_t t0 = nf_wall_ms();
+    long n = nf_keyset_load(k->ids, owns_partition, k, t0, err, sizeof err);
+    if (n < 0) {
+        nf_log(NF_LOG_ERROR, "state", "the event-id dedup set does not load; stopping",
+               NF_LI("shard", k->me), NF_LS("error", n == -ENOMEM ? "out of memory" : err),
+               NF_LEND);
+        nf_runtime_request_stop(nf_shard_runtime(k->sh));
+        return;
+    }
+    nf_log(NF_LOG_INFO, "state", "event-id dedup set loaded", NF_LI("shard", k->me),
+           NF_LI("keys", n), NF_LI("ms", nf_wall_ms() - t0), NF_LEND);
+}
+
+/* The dedup sets cannot evict (a forgotten id would count twice): over its budget a set is
+ * reported, once per crossing, with what to do about it. */
+static void dedup_budget_warn(bool over, bool *was, const char *set, unsigned shard,
+                              const nf_keyset_stats_t *st)
+{
+    if (over && !*was)
+        nf_log(NF_LOG_WARN, "state",
+               "a dedup set is over state.budget_mb and keeps growing (it cannot evict); lower "
+               "its TTL or raise the budget",
+               NF_LS("set", set), NF_LI("shard", shard), NF_LI("keys", (int64_t)st->keys),
+               NF_LI("bytes", (int64_t)st->bytes), NF_LEND);
+    *was = over;
 }
 
 /* Every 250 ms: the counter's final panes, then its watermark, to the merger (shard 0). Not
@@ -510,6 +589,12 @@ static void on_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
         stop_job(k, "out of memory handing trending panes over; stopping the job", rc);
         return;
     }
+    nf_keyset_expire(k->ids, now, 1u << 16); /* adds expire as they go; this is for idle sets */
+    nf_keyset_stats_t ks;
+    nf_keyset_stats(k->ids, &ks);
+    nf_gauge_set(k->r->m.event_id_keys, (int64_t)ks.keys);
+    nf_gauge_set(k->r->m.event_id_bytes, (int64_t)ks.bytes);
+    dedup_budget_warn(nf_keyset_over_budget(k->ids), &k->ids_over_budget, "event_ids", k->me, &ks);
     nf_trend_counter_stats_t cs;
     nf_trend_counter_stats(k->trend, &cs);
     nf_gauge_set(k->r->an->m.trend_open_panes, (int64_t)cs.open_panes);
@@ -564,11 +649,8 @@ static void kin_cut_resume(nf_shard_t *sh, void *self)
     nf_actor_schedule(sh, k->r->in_actor);
 }
 
-static const nf_epoch_participant_t kin_part = {.pause = kin_cut_pause,
-                                                .busy = kin_busy,
-                                                .snapshot = kin_snapshot,
-                                                .committed = kin_committed,
-                                                .resume = kin_cut_resume};
+static const nf_epoch_participant_t kin_part = {
+    .pause = kin_cut_pause, .busy = kin_busy, .snapshot = kin_snapshot, .resume = kin_cut_resume};
 
 static void *kin_init(nf_shard_t *sh, void *ctx)
 {
@@ -580,12 +662,15 @@ static void *kin_init(nf_shard_t *sh, void *ctx)
     k->me = nf_shard_index(sh);
     k->nshards = nf_runtime_shard_count(nf_shard_runtime(sh));
     nf_jw_init(&k->jw);
-    nf_kstate_opts_t io = {.kind = NF_KIND_EVENT_IDS,
+    nf_keyset_opts_t io = {.kind = NF_KIND_EVENT_IDS,
                            .ttl_ms = k->r->an->event_id_ttl_ms,
                            .budget_bytes = k->r->budget_bytes,
-                           .initial_capacity = 1 << 12};
-    if (!(k->ids = nf_kstate_new(k->r->store, &io)))
+                           .initial_capacity = 1 << 12,
+                           .writer = (uint16_t)k->me};
+    if (!(k->ids = nf_keyset_new(k->r->store, &io)))
         abort();
+    if (k->r->store)
+        load_ids(k);
     if (!(k->trend = nf_trend_counter_new(&k->r->an->trend)))
         abort();
     k->reported_wm = INT64_MIN;
@@ -609,6 +694,17 @@ static void kin_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
     if (m->kind == NF_MSG_MEM_START) {
         k->mem_started = true;
         consume_turn(k);
+        return;
+    }
+    if (m->kind == MSG_BATCH_BACK) {
+        read_batch_t *b = m->body.ptr;
+        if (k->nspare < SPARE_MAX) {
+            b->next = k->spare;
+            k->spare = b;
+            k->nspare++;
+        } else {
+            free(b);
+        }
         return;
     }
     (void)sh;
@@ -653,6 +749,11 @@ static void kin_fini(nf_shard_t *sh, void *self)
         k->hhead = b->next;
         free(b);
     }
+    while (k->spare) {
+        read_batch_t *b = k->spare;
+        k->spare = b->next;
+        free(b);
+    }
     while (k->shead) {
         held_msg_t *h = k->shead;
         k->shead = h->next;
@@ -662,7 +763,7 @@ static void kin_fini(nf_shard_t *sh, void *self)
     }
     nf_jw_free(&k->jw);
     nf_outbox_free(&k->ob, held_drop, NULL); /* forced shutdown only: uncommitted */
-    nf_kstate_free(k->ids);
+    nf_keyset_free(k->ids);
     nf_trend_counter_free(k->trend);
     free(k);
 }
@@ -689,6 +790,8 @@ typedef struct rd {
     nf_analytics_t *an;
     nf_shard_t *sh;
     nf_interest_t *eng;
+    nf_interest_keys_t keys; /* the topic names as JSON keys, rendered once */
+    bool seen_over_budget;
     nf_jw_t jw;
     nf_timer_t gauges;
 } rd_t;
@@ -730,7 +833,7 @@ static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, u
     }
     nf_jw_t *w = &d->jw;
     nf_jw_reset(w);
-    nf_interest_json(&out, user_id, d->an->topic_names, w);
+    nf_interest_json_keys(&out, user_id, &d->keys, w);
     if (w->failed || nf_analytics_emit(d->an, nf_shard_index(d->sh), NF_TOPIC_INTEREST_UPDATES,
                                        user_id, w->buf, w->len) != 0) {
         nf_log(NF_LOG_ERROR, "interest", "out of memory for outputs; stopping the job", NF_LEND);
@@ -760,11 +863,15 @@ static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         return;
     }
     read_batch_t *b = m->body.ptr;
-    for (unsigned i = 0; i < b->n; i++) /* overlap the batch's cache misses */
-        nf_interest_prefetch(d->eng, &b->items[i].rd);
+    for (unsigned st = 0; st < NF_INTEREST_PREFETCH_STAGES; st++) /* overlap the misses */
+        for (unsigned i = 0; i < b->n; i++)
+            nf_interest_prefetch(d->eng, &b->items[i].rd, st);
     for (unsigned i = 0; i < b->n; i++)
         reads_event(d, b, &b->items[i], now);
-    free(b);
+    nf_msg_t back = {.actor = (uint16_t)d->r->in_actor, .kind = MSG_BATCH_BACK};
+    back.body.ptr = b;
+    if (nf_send(sh, b->origin, &back) != 0)
+        free(b); /* the ring back is full: the sender allocates another */
     if (d->r->epoch && nf_interest_over_budget(d->eng))
         nf_epoch_request(d->r->epoch);
 }
@@ -787,13 +894,43 @@ static const nf_epoch_participant_t reads_part = {.snapshot = reads_snapshot,
 static void on_gauges(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {
     rd_t *d = arg;
-    nf_interest_expire(d->eng, nf_wall_ms(), 4096);
+    nf_interest_expire(d->eng, nf_wall_ms(), 1u << 16); /* adds expire as they go: idle sets */
     nf_interest_stats_t s;
     nf_interest_stats(d->eng, &s);
     nf_gauge_set(d->r->m.state_bytes, (int64_t)(s.users.bytes + s.seen.bytes + s.table_bytes));
-    nf_gauge_set(d->r->m.state_entries, (int64_t)(s.users.entries + s.seen.entries));
+    nf_gauge_set(d->r->m.state_entries, (int64_t)(s.users.entries + s.seen.keys));
+    nf_gauge_set(d->r->m.seen_keys, (int64_t)s.seen.keys);
+    nf_gauge_set(d->r->m.seen_bytes, (int64_t)s.seen.bytes);
+    dedup_budget_warn(nf_interest_seen_over_budget(d->eng), &d->seen_over_budget, "seen",
+                      nf_shard_index(d->sh), &s.seen);
     (void)sh;
     (void)t;
+}
+
+/* The seen keys of the users routed to this shard. */
+static bool owns_user(uint16_t kg, nf_id128_t key, void *ctx)
+{
+    const rd_t *d = ctx;
+    (void)kg;
+    return nf_route(nf_shard_runtime(d->sh), key.hi) == nf_shard_index(d->sh);
+}
+
+static void load_seen(rd_t *d)
+{
+    char err[512];
+    int64_t t0 = nf_wall_ms();
+    long n = nf_interest_load(d->eng, owns_user, d, t0, err, sizeof err);
+    if (n < 0) {
+        nf_log(NF_LOG_ERROR, "state",
+               "the (user, article, session) dedup set does not load; stopping",
+               NF_LI("shard", nf_shard_index(d->sh)),
+               NF_LS("error", n == -ENOMEM ? "out of memory" : err), NF_LEND);
+        nf_runtime_request_stop(nf_shard_runtime(d->sh));
+        return;
+    }
+    nf_log(NF_LOG_INFO, "state", "(user, article, session) dedup set loaded",
+           NF_LI("shard", nf_shard_index(d->sh)), NF_LI("keys", n), NF_LI("ms", nf_wall_ms() - t0),
+           NF_LEND);
 }
 
 static void *reads_init(nf_shard_t *sh, void *ctx)
@@ -806,10 +943,15 @@ static void *reads_init(nf_shard_t *sh, void *ctx)
     d->sh = sh;
     nf_interest_opts_t o = d->an->interest;
     o.users_budget_bytes = o.seen_budget_bytes = d->r->budget_bytes;
+    o.writer = (uint16_t)nf_shard_index(sh);
     d->eng = nf_interest_new(d->r->store, &o);
     if (!d->eng)
         abort();
+    if (d->r->store)
+        load_seen(d);
     nf_jw_init(&d->jw);
+    if (nf_interest_keys_init(&d->keys, d->an->topic_names) != 0)
+        abort();
     if (d->r->epoch && nf_epoch_participant_add(d->r->epoch, sh, &reads_part, d) != 0)
         abort();
     nf_timer_init(&d->gauges, on_gauges, d);
@@ -827,6 +969,7 @@ static void reads_fini(nf_shard_t *sh, void *self)
     rd_t *d = self;
     nf_timer_cancel(sh, &d->gauges);
     nf_interest_free(d->eng);
+    nf_interest_keys_free(&d->keys);
     nf_jw_free(&d->jw);
     free(d);
 }
@@ -869,6 +1012,18 @@ int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r)
                           0, &r->m.state_bytes);
     e |= nf_metrics_gauge("newsflow_state_entries", "Keyed state entries held in memory.",
                           "kind=\"reads\"", 0, &r->m.state_entries);
+    e |= nf_metrics_gauge("newsflow_read_dedup_keys",
+                          "Keys in a read-path dedup set (held in memory until they expire).",
+                          "set=\"event_ids\"", 0, &r->m.event_id_keys);
+    e |= nf_metrics_gauge("newsflow_read_dedup_keys",
+                          "Keys in a read-path dedup set (held in memory until they expire).",
+                          "set=\"seen\"", 0, &r->m.seen_keys);
+    e |= nf_metrics_gauge("newsflow_read_dedup_bytes",
+                          "Memory of a read-path dedup set (ring and slots).", "set=\"event_ids\"",
+                          0, &r->m.event_id_bytes);
+    e |= nf_metrics_gauge("newsflow_read_dedup_bytes",
+                          "Memory of a read-path dedup set (ring and slots).", "set=\"seen\"", 0,
+                          &r->m.seen_bytes);
     if (e)
         return -EINVAL;
     r->in_actor = nf_runtime_register(rt, &kin_ops, r);

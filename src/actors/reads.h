@@ -5,9 +5,11 @@
  *   kafka_in (per shard; owns the partitions p with p % shards == shard):
  *     consumes its queue in budgeted turns -> decodes each record (io/events.h); a record that
  *     does not decode goes to dead-letters with its origin and the decoder's reason, and its
- *     partition keeps flowing -> valid events batched per destination shard (route(user)) and
- *     sent; input positions recorded for the epoch (each decoded event
- *     first meets the event-id dedup set and the shard's trending counter: analytics.h).
+ *     partition keeps flowing -> decoded events wait in groups of 16 with their event-id slots
+ *     prefetched, then meet the event-id dedup set and the shard's trending counter
+ *     (analytics.h) -> batched per destination shard (route(user)) as 64-byte items carrying
+ *     every key the interest engine needs, and sent; input positions recorded for the epoch.
+ *     Emptied batches come back (MSG_BATCH_BACK) and are reused.
  *     Records of the sources topic become
  *     messages to the crawl actors (ingest.h: nf_ingest_source_route), one per shard and record;
  *     an undecodable one, or one whose URL is not an http(s) feed URL, goes to dead-letters.
@@ -16,8 +18,13 @@
  *     partitions are paused in librdkafka
  *     (bounded memory: librdkafka stops fetching them), resumed below pause_low_water.
  *   reads (per shard; owns the users that route to it): the interest engine
- *     (actors/interest.h; key group = the input partition); each counted event emits one
- *     interest-updates record. It also takes the topic broadcasts (NF_MSG_TOPICS) of dedup.
+ *     (actors/interest.h; key group = the input partition), a batch at a time with the batch's
+ *     memory prefetched in stages; each counted event emits one interest-updates record. It
+ *     also takes the topic broadcasts (NF_MSG_TOPICS) of dedup.
+ *   Both dedup sets (event ids here, (user, article, session) in the interest engine) are
+ *     keysets (state/keyset.h), loaded at start from the store for the partitions / users the
+ *     shard owns; newsflow_read_dedup_keys / _bytes{set} report their size, and a warning says
+ *     when one grows past state.budget_mb (they cannot evict).
  *
  * Memory source: with kafka NULL and mem.n > 0, kafka_in reads read-events values from memory
  * instead (benchmarks and tests of the in-process read path): record i is partition
@@ -29,6 +36,7 @@
 #ifndef NF_READS_H
 #define NF_READS_H
 
+#include "algo/idset.h"
 #include "io/kafka.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -67,10 +75,14 @@ typedef struct nf_reads {
         nf_counter_t records, events, dead_letters, updates, pauses, resumes;
         nf_counter_t state_errors;
         nf_gauge_t held_events, paused_shards, state_bytes, state_entries;
+        nf_gauge_t event_id_keys, event_id_bytes, seen_keys, seen_bytes;
     } m;
 } nf_reads_t;
 
 /* 0 or -errno. */
 int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r);
+
+/* The event-id dedup set's key of an event id (persisted: fixed forever). */
+nf_id128_t nf_reads_event_key(const char *event_id);
 
 #endif

@@ -20,6 +20,7 @@
  * Deterministic: one seeded xorshift PRNG (NF_INTEREST_SEED overrides the
  * seed). */
 #include "actors/interest.h"
+#include "feed/dates.h"
 #include "nf_test.h"
 #include "state/kstate.h"
 #include "state/store.h"
@@ -222,6 +223,10 @@ static void model_run(const workload_t *w, double alpha, double gamma, mstate_t 
     free(last);
 }
 
+/* Weights that differ from the model's in any bit (the engine sums over the union of two sparse
+ * vectors, the model over all 64 topics, in the same order: they agree bit for bit). */
+static long not_bit_exact;
+
 /* The engine's state of a user against the model's: exact version and time,
  * vector to 1e-9, sorted and normalised. */
 static bool same_as_model(const nf_interest_out_t *o, const mstate_t *m)
@@ -235,9 +240,12 @@ static bool same_as_model(const nf_interest_out_t *o, const mstate_t *m)
         dense[o->vec.t[k].topic] = o->vec.t[k].weight;
         ss += o->vec.t[k].weight * o->vec.t[k].weight;
     }
-    for (int t = 0; t < NF_TOPICS_MAX; t++)
+    for (int t = 0; t < NF_TOPICS_MAX; t++) {
         if (fabs(dense[t] - m->v[t]) > 1e-9)
             return false;
+        if (memcmp(&dense[t], &m->v[t], sizeof(double)) != 0)
+            not_bit_exact++;
+    }
     return o->vec.n == 0 || fabs(sqrt(ss) - 1.0) < 1e-12;
 }
 
@@ -337,7 +345,9 @@ static void test_matches_model(void)
         }
     }
     NF_CHECK_EQ(bad, 0);
+    not_bit_exact = 0;
     NF_CHECK_EQ(check_users(e, &W, M, false), 0);
+    NF_CHECK_EQ(not_bit_exact, 0); /* not only within 1e-9: the definition's arithmetic exactly */
     /* The workload exercises every path. */
     NF_CHECK(counts[NF_INTEREST_UPDATED] > W.nev / 2);
     NF_CHECK(counts[NF_INTEREST_DUPLICATE] > 1000);
@@ -347,7 +357,7 @@ static void test_matches_model(void)
     NF_CHECK_EQ(s.updated, (uint64_t)counts[0]);
     NF_CHECK_EQ(s.duplicates, (uint64_t)counts[1]);
     NF_CHECK_EQ(s.unknown, (uint64_t)counts[2]);
-    NF_CHECK(s.users.entries > 0 && s.seen.entries == (size_t)counts[0]);
+    NF_CHECK(s.users.entries > 0 && s.seen.keys == (size_t)counts[0]);
     nf_interest_free(e);
 }
 
@@ -555,6 +565,8 @@ static void test_restart_identity(void)
         nf_interest_free(e);
         e = nf_interest_new(st, &o);
         NF_REQUIRE(e);
+        char err[256];
+        NF_CHECK(nf_interest_load(e, NULL, NULL, FUTURE, err, sizeof err) >= 0);
     }
     for (int pos = committed_upto; pos < W.nev; pos++)
         if (apply_ev(e, &W, pos, NULL) != EXPECT[pos])
@@ -762,6 +774,81 @@ static void test_encoding(void)
     NF_CHECK_EQ(nf_interest_topics_decode(big, 0, &v), -EINVAL);
 }
 
+/* The interest-updates value built the plain way, field by field with the generic writer. */
+static void json_reference(const nf_interest_out_t *o, const char *user_id,
+                           const char *const *names, nf_jw_t *w)
+{
+    char num[16], ts[48];
+    nf_jw_obj_open(w);
+    nf_jw_key(w, "user_id");
+    nf_jw_str(w, user_id);
+    nf_jw_key(w, "version");
+    nf_jw_u64(w, o->version);
+    nf_jw_key(w, "vector");
+    nf_jw_obj_open(w);
+    for (uint32_t i = 0; i < o->vec.n; i++) {
+        const char *name = names[o->vec.t[i].topic];
+        if (!name) {
+            snprintf(num, sizeof num, "%u", (unsigned)o->vec.t[i].topic);
+            name = num;
+        }
+        nf_jw_key(w, name);
+        nf_jw_unit(w, o->vec.t[i].weight);
+    }
+    nf_jw_obj_close(w);
+    nf_jw_key(w, "updated_at");
+    nf_date_format(o->updated_ms, ts, sizeof ts);
+    nf_jw_str(w, ts);
+    nf_jw_obj_close(w);
+}
+
+/* nf_interest_json_keys (one reservation, digits in place) writes the same bytes as the
+ * reference for random values: weights in [0, 1] (its fast path) and outside (its general
+ * path), every topic count, versions and times of every size. */
+static void test_json_matches_reference(void)
+{
+    const char *names[NF_TOPICS_MAX] = {[0] = "world", [1] = "a\"b", [7] = "sports", [63] = "last"};
+    nf_interest_keys_t k;
+    NF_REQUIRE(nf_interest_keys_init(&k, names) == 0);
+    nf_jw_t a, b;
+    nf_jw_init(&a);
+    nf_jw_init(&b);
+    uint64_t x = 0x5eed;
+    int bad = 0;
+    for (int n = 0; n < 20000 && bad < 3; n++) {
+        nf_interest_out_t o;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        o.version = x >> (x % 64);
+        o.updated_ms = (int64_t)(x % 253402300800000ull);
+        o.vec.n = (uint32_t)(x % (NF_TOPICS_MAX + 1));
+        uint32_t t = 0;
+        for (uint32_t i = 0; i < o.vec.n; i++, t++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            double w = (double)(x >> 11) / 9007199254740992.0;
+            if (n % 50 == 0 && i == 0)
+                w = -w; /* the general path */
+            else if (x % 17 == 0)
+                w = (x % 2) ? 1.0 : 0.0;
+            o.vec.t[i] = (nf_topic_weight_t){(uint16_t)t, w};
+        }
+        char user[16];
+        snprintf(user, sizeof user, "u\"%d", n);
+        nf_jw_reset(&a);
+        nf_jw_reset(&b);
+        nf_interest_json_keys(&o, user, &k, &a);
+        json_reference(&o, user, names, &b);
+        if (a.failed || b.failed || a.len != b.len || memcmp(a.buf, b.buf, a.len) != 0) {
+            bad++;
+            fprintf(stderr, "json differs:\n  %.*s\n  %.*s\n", (int)a.len, a.buf, (int)b.len,
+                    b.buf);
+        }
+    }
+    NF_CHECK_EQ(bad, 0);
+    nf_jw_free(&a);
+    nf_jw_free(&b);
+    nf_interest_keys_free(&k);
+}
+
 static void test_json(void)
 {
     nf_interest_out_t o = {.version = 42, .updated_ms = 1700000000123LL};
@@ -810,5 +897,6 @@ int main(void)
     NF_RUN(test_table_eviction);
     NF_RUN(test_encoding);
     NF_RUN(test_json);
+    NF_RUN(test_json_matches_reference);
     return nf_test_report();
 }

@@ -1,0 +1,158 @@
+/* bench_readstages.c — where a read event's time goes: each step of the read path timed alone,
+ * on one thread, over the same events bench_readpath sends through the actors (Zipf users and
+ * articles, perf/analytics/workload.h). The steps are the ones kafka_in and the reads actor
+ * run, called the way they call them (groups of 16 with the event-id slots prefetched, batches
+ * of 64 with the interest engine's staged prefetch):
+ *   decode     nf_read_event_decode (JSON -> struct)
+ *   keys       the event-id key and nf_interest_read_init (user, seen and article keys)
+ *   event_ids  the event-id keyset add
+ *   trending   nf_trend_count (Count-Min Sketch + candidates)
+ *   interest   nf_interest_apply_read
+ *   json       nf_interest_json_keys (the interest-updates value)
+ * Blocks of 64 events go through every step in turn (the actors' buffers stay in cache), each
+ * step timed per block. The keyset and interest state start empty, as bench_readpath's do
+ * without --warmup (growth included). The sum is the work of one event on one shard without the
+ * runtime (batches between actors, timers): bench_readpath measures everything together.
+ *
+ *   bench_readstages [--events N] [--users U] [--articles A] [--zipf S]
+ * One JSON line: {"bench":"readstages","events":N,"decode_ns":...,"total_ns":...}. */
+#include "actors/interest.h"
+#include "actors/reads.h"
+#include "algo/trend.h"
+#include "io/events.h"
+#include "state/keyset.h"
+#include "workload.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    size_t n = 2000000;
+    uint32_t users = 1000000, articles = 100000;
+    double zipf = 1.0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--events") && i + 1 < argc)
+            n = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--users") && i + 1 < argc)
+            users = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--articles") && i + 1 < argc)
+            articles = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--zipf") && i + 1 < argc)
+            zipf = strtod(argv[++i], NULL);
+        else {
+            fprintf(stderr, "usage: bench_readstages [--events N] [--users U] [--articles A] "
+                            "[--zipf S]\n");
+            return 2;
+        }
+    }
+    nf_wl_events_t ev;
+    if (nf_wl_read_events(&ev, n, users, articles, zipf, 1767225600000LL, 600000, 42) != 0)
+        return 1;
+    /* One block of 64 events at a time through every step, as the actors take them (their
+     * buffers stay in cache), each step timed per block. */
+    enum { B = 64 };
+    static nf_read_event_t dec[B];
+    static nf_id128_t ekey[B];
+    static nf_interest_read_t rd[B];
+    static nf_interest_out_t out[B];
+    static int rc[B];
+    int64_t now = 1767225600000LL;
+    nf_keyset_opts_t ko = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = 7200000, .initial_capacity = 4096};
+    nf_keyset_t *ids = nf_keyset_new(NULL, &ko);
+    nf_trend_opts_t to;
+    nf_trend_opts_default(&to);
+    nf_trend_counter_t *tc = nf_trend_counter_new(&to);
+    nf_interest_t *eng = nf_interest_new(NULL, NULL);
+    nf_interest_keys_t keys;
+    nf_jw_t w;
+    nf_jw_init(&w);
+    if (!ids || !tc || !eng || nf_interest_keys_init(&keys, NULL) != 0)
+        return 1;
+    for (uint32_t a = 0; a < articles; a++) { /* as in bench_readpath, before the clock */
+        char hex[33];
+        nf_topic_vec_t v;
+        nf_id128_t id;
+        nf_wl_article_id(a, hex);
+        nf_id128_from_hex(hex, &id);
+        nf_wl_article_topics(a, &v);
+        nf_interest_topics_put(eng, id, &v, now);
+    }
+    double stage[6] = {0};
+    size_t updated = 0, bytes = 0, dups = 0;
+    for (size_t i = 0; i < n; i += B) {
+        size_t m = i + B < n ? B : n - i, k;
+        double t0 = now_ns();
+        for (k = 0; k < m; k++)
+            if (nf_read_event_decode(ev.buf + ev.off[i + k], ev.len[i + k], 65536, &dec[k], NULL,
+                                     0) != 0)
+                return 1;
+        double t1 = now_ns();
+        for (k = 0; k < m; k++) {
+            ekey[k] = nf_reads_event_key(dec[k].event_id);
+            nf_interest_read_init(&rd[k], (uint16_t)((i + k) % 8), dec[k].user_id,
+                                  dec[k].article_id, dec[k].session_id, dec[k].ts_ms);
+        }
+        double t2 = now_ns();
+        for (size_t g = 0; g < m; g += 16) {
+            size_t e = g + 16 < m ? g + 16 : m;
+            for (k = g; k < e; k++)
+                nf_keyset_prefetch(ids, rd[k].kg, ekey[k]);
+            for (k = g; k < e; k++)
+                dups += nf_keyset_add(ids, rd[k].kg, ekey[k], now) == 1;
+        }
+        double t3 = now_ns();
+        for (k = 0; k < m; k++)
+            nf_trend_count(tc, rd[k].kg, dec[k].article_id, strlen(dec[k].article_id), dec[k].ts_ms,
+                           now);
+        double t4 = now_ns();
+        for (unsigned st = 0; st < NF_INTEREST_PREFETCH_STAGES; st++)
+            for (k = 0; k < m; k++)
+                nf_interest_prefetch(eng, &rd[k], st);
+        for (k = 0; k < m; k++)
+            rc[k] = nf_interest_apply_read(eng, &rd[k], now, &out[k]);
+        double t5 = now_ns();
+        for (k = 0; k < m; k++) {
+            if (rc[k] != NF_INTEREST_UPDATED)
+                continue;
+            nf_jw_reset(&w);
+            nf_interest_json_keys(&out[k], dec[k].user_id, &keys, &w);
+            bytes += w.len;
+            updated++;
+        }
+        double t6 = now_ns();
+        stage[0] += t1 - t0;
+        stage[1] += t2 - t1;
+        stage[2] += t3 - t2;
+        stage[3] += t4 - t3;
+        stage[4] += t5 - t4;
+        stage[5] += t6 - t5;
+    }
+    double total = 0;
+    for (int s = 0; s < 6; s++) {
+        stage[s] /= (double)n;
+        total += stage[s];
+    }
+    printf("{\"bench\":\"readstages\",\"events\":%zu,\"decode_ns\":%.1f,\"keys_ns\":%.1f,"
+           "\"event_ids_ns\":%.1f,\"trending_ns\":%.1f,\"interest_ns\":%.1f,\"json_ns\":%.1f,"
+           "\"total_ns\":%.1f,\"one_thread_events_per_s\":%.0f,\"updates\":%zu,"
+           "\"event_id_duplicates\":%zu,\"json_bytes_per_update\":%.1f}\n",
+           n, stage[0], stage[1], stage[2], stage[3], stage[4], stage[5], total, 1e9 / total,
+           updated, dups, updated ? (double)bytes / (double)updated : 0.0);
+    nf_jw_free(&w);
+    nf_interest_keys_free(&keys);
+    nf_interest_free(eng);
+    nf_trend_counter_free(tc);
+    nf_keyset_free(ids);
+    nf_wl_events_free(&ev);
+    return 0;
+}
