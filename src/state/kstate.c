@@ -431,33 +431,47 @@ static entry_t *insert_record(nf_kstate_t *ks, uint32_t idx, size_t pos, uint16_
     return e;
 }
 
-/* Sets e's value, reusing its out-of-line block when it fits (and is not more than twice
+/* Out-of-line blocks come in classes about 1.5x apart (32, 48, 80, 112, 176, 256, ...), so a
+ * value that grows a little at a time (an interest vector gains a topic: +9 bytes) moves a few
+ * times in its life rather than every other update (half the puts of the read path had been a
+ * malloc and a free); the reuse rule below keeps it from shrinking back at once. */
+static uint32_t ool_class(uint32_t len)
+{
+    uint64_t c = 32;
+    while (c < len)
+        c += c / 2;
+    c = (c + 15) & ~(uint64_t)15;
+    return c <= UINT32_MAX ? (uint32_t)c : len;
+}
+
+/* Sets e's value (val NULL: only makes room for len bytes, contents undefined), reusing its
+ * out-of-line block when it fits (and is not more than twice
  * too big). -ENOMEM leaves e unchanged. */
 static int set_value(nf_kstate_t *ks, entry_t *e, const void *val, uint32_t len)
 {
     if (len <= NF_KS_INLINE) {
         /* val may point into e's own value (a caller putting back what get returned). */
         unsigned char tmp[NF_KS_INLINE];
-        if (len)
+        if (len && val)
             memcpy(tmp, val, len);
         free_value(ks, e);
-        if (len)
+        if (len && val)
             memcpy(e->v.inl, tmp, len);
         e->len = len;
         return 0;
     }
     if ((e->flags & F_OOL) && e->v.ool.cap >= len && e->v.ool.cap / 2 <= len) {
-        memmove(e->v.ool.p, val, len);
+        if (val)
+            memmove(e->v.ool.p, val, len);
         e->len = len;
         return 0;
     }
-    uint32_t cap = (len + 15u) & ~15u;
-    if (cap < len) /* wrapped */
-        cap = len;
+    uint32_t cap = ool_class(len);
     unsigned char *p = malloc(cap);
     if (!p)
         return -ENOMEM;
-    memcpy(p, val, len);
+    if (val)
+        memcpy(p, val, len);
     free_value(ks, e);
     e->v.ool.p = p;
     e->v.ool.cap = cap;
@@ -691,13 +705,14 @@ static uint32_t find_or_insert(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, boo
     return idx;
 }
 
-int nf_kstate_put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val, uint32_t len,
-                  uint64_t now_ms)
+/* put and put_ref: val NULL makes room only. The entry's value, or NULL (nothing changed). */
+static void *put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val, uint32_t len,
+                 uint64_t now_ms)
 {
     bool inserted;
     uint32_t idx = find_or_insert(ks, kg, key, &inserted);
     if (idx == NONE)
-        return -ENOMEM;
+        return NULL;
     entry_t *e = &ks->ent[idx];
     /* Make sure the record can join the dirty vector before changing anything. */
     if (!(e->flags & F_DIRTY) && ks->dirty.n == ks->dirty.cap) {
@@ -712,12 +727,23 @@ int nf_kstate_put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val,
     int r = mark_dirty(ks, idx);
     assert(r == 0);
     (void)r;
-    enforce_budget(ks, idx);
-    return 0;
+    enforce_budget(ks, idx); /* evicts others only: e stays where it is */
+    return (void *)val_ptr(e);
 fail:
     if (inserted)
         drop(ks, idx);
-    return -ENOMEM;
+    return NULL;
+}
+
+int nf_kstate_put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val, uint32_t len,
+                  uint64_t now_ms)
+{
+    return put(ks, kg, key, val ? val : "", len, now_ms) ? 0 : -ENOMEM;
+}
+
+void *nf_kstate_put_ref(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t len, uint64_t now_ms)
+{
+    return put(ks, kg, key, NULL, len, now_ms);
 }
 
 int nf_kstate_delete(nf_kstate_t *ks, uint16_t kg, nf_id128_t key)

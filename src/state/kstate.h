@@ -68,6 +68,12 @@ void nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key
 /* Inserts or replaces; the entry becomes dirty. 0 or -ENOMEM (nothing changed). */
 int nf_kstate_put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val, uint32_t len,
                   uint64_t now_ms);
+/* nf_kstate_put without the copy, for a caller that builds the new value where it goes: the
+ * entry becomes dirty with len bytes of undefined contents, and the pointer to write them is
+ * returned (valid until the next call on this kstate), or NULL on -ENOMEM (nothing changed).
+ * The old value may be gone by then: read it before, never from the returned memory. */
+void *nf_kstate_put_ref(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t len,
+                        uint64_t now_ms);
 /* Deletes (a dirty tombstone). 0 or -ENOMEM. */
 int nf_kstate_delete(nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
 
