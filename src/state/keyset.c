@@ -70,11 +70,12 @@ static inline uint64_t rec_pack(int64_t exp, uint16_t kg)
     return e << 16 | kg;
 }
 
-/* Keys are hashes already, but the seen set's share their hi with every key of the same user:
- * mix all of it. */
+/* Keys are hash outputs already (and the seen set's share their hi with every key of the same
+ * user, their lo is what tells them apart): one multiply folds both halves and the key group. */
 static inline uint32_t key_hash(uint16_t kg, nf_id128_t k)
 {
-    return (uint32_t)nf_mix64(k.hi ^ nf_mix64(k.lo ^ ((uint64_t)kg << 48 | 0x6b6579736574ull)));
+    uint64_t x = (k.lo ^ (k.hi * 0x9e3779b97f4a7c15ull) ^ kg) * 0xd6e8feb86659fd93ull;
+    return (uint32_t)(x >> 32) ^ (uint32_t)x;
 }
 
 static inline bool rec_is(const rec_t *r, uint16_t kg, nf_id128_t k)
