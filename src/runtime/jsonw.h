@@ -42,6 +42,13 @@ void nf_jw_bool(nf_jw_t *w, bool v);
  * n bytes, then nf_jw_commit(w, end). */
 char *nf_jw_reserve(nf_jw_t *w, size_t n);
 void nf_jw_commit(nf_jw_t *w, char *end);
+/* "00" "01" ... "99": two decimal digits of x < 100 at p by one look-up. */
+extern const char nf_jw_pairs[201];
+static inline void nf_jw_put2(char *p, uint32_t x)
+{
+    p[0] = nf_jw_pairs[2 * x];
+    p[1] = nf_jw_pairs[2 * x + 1];
+}
 /* What nf_jw_unit writes for v in [0, 1] (the caller checks the range), at p: at most 17
  * bytes; returns the end. */
 char *nf_jw_unit_put(char *p, double v);

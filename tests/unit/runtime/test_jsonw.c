@@ -66,6 +66,70 @@ static void test_round_trip(void)
     nf_jw_free(&w);
 }
 
+/* The reference escaping (RFC 8259), a byte at a time. */
+static size_t str_reference(const unsigned char *s, size_t n, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    out[o++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        const char *e = c == '"'    ? "\\\""
+                        : c == '\\' ? "\\\\"
+                        : c == '\n' ? "\\n"
+                        : c == '\r' ? "\\r"
+                        : c == '\t' ? "\\t"
+                        : c == '\b' ? "\\b"
+                        : c == '\f' ? "\\f"
+                                    : NULL;
+        if (e) {
+            memcpy(out + o, e, 2);
+            o += 2;
+        } else if (c < 0x20) {
+            memcpy(out + o, "\\u00", 4);
+            out[o + 4] = hex[c >> 4];
+            out[o + 5] = hex[c & 15];
+            o += 6;
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o++] = '"';
+    return o;
+}
+
+/* nf_jw_strn (8 bytes a step while nothing needs an escape) against the reference, on random
+ * strings of every length up to 40 made of plain bytes with a few controls, quotes,
+ * backslashes and UTF-8 bytes at random places. */
+static void test_strn_matches_reference(void)
+{
+    nf_jw_t w;
+    nf_jw_init(&w);
+    uint64_t x = 0x5717;
+    int bad = 0;
+    for (int n = 0; n < 100000 && bad < 3; n++) {
+        unsigned char in[40];
+        char want[40 * 6 + 2];
+        size_t len = (size_t)n % 41;
+        for (size_t i = 0; i < len; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            unsigned r = (unsigned)(x % 100);
+            in[i] = r < 3    ? (unsigned char)(x >> 8) % 0x20
+                    : r < 5  ? '"'
+                    : r < 7  ? '\\'
+                    : r < 10 ? (unsigned char)(0x80 + (x >> 8) % 0x80)
+                             : (unsigned char)(0x20 + (x >> 8) % 0x60);
+        }
+        size_t wl = str_reference(in, len, want);
+        nf_jw_reset(&w);
+        nf_jw_strn(&w, (const char *)in, len);
+        if (w.len != wl || memcmp(w.buf, want, wl) != 0)
+            bad++;
+    }
+    NF_CHECK_EQ(bad, 0);
+    nf_jw_free(&w);
+}
+
 /* The reference: round to 15 decimals, one digit per division, trailing zeros dropped. */
 static void unit_reference(double v, char out[24])
 {
@@ -136,6 +200,7 @@ static void test_unit(void)
 int main(void)
 {
     NF_RUN(test_unit);
+    NF_RUN(test_strn_matches_reference);
     NF_RUN(test_round_trip);
     return nf_test_report();
 }
