@@ -10,11 +10,14 @@
  *   interest   nf_interest_apply_read
  *   json       nf_interest_json_keys (the interest-updates value)
  * Blocks of 64 events go through every step in turn (the actors' buffers stay in cache), each
- * step timed per block. The keyset and interest state start empty, as bench_readpath's do
- * without --warmup (growth included). The sum is the work of one event on one shard without the
- * runtime (batches between actors, timers): bench_readpath measures everything together.
+ * step timed per block. The processing clock is simulated at 1M events/s. By default the first
+ * --warmup events (4M) run untimed with both dedup TTLs at --ttl-s (2 s of that clock), so the
+ * sets are at the size they keep when the clock starts (a long-running job's steady state, at a
+ * smaller scale); --warmup 0 times them growing from empty. The sum is the work of one event on
+ * one shard without the runtime (batches between actors, timers): bench_readpath measures
+ * everything together.
  *
- *   bench_readstages [--events N] [--users U] [--articles A] [--zipf S]
+ *   bench_readstages [--events N] [--warmup W] [--ttl-s T] [--users U] [--articles A] [--zipf S]
  * One JSON line: {"bench":"readstages","events":N,"decode_ns":...,"total_ns":...}. */
 #include "actors/interest.h"
 #include "actors/reads.h"
@@ -37,12 +40,17 @@ static double now_ns(void)
 
 int main(int argc, char **argv)
 {
-    size_t n = 2000000;
+    size_t n = 2000000, warmup = 4000000;
+    double ttl_s = 2;
     uint32_t users = 1000000, articles = 100000;
     double zipf = 1.0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--events") && i + 1 < argc)
             n = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+            warmup = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--ttl-s") && i + 1 < argc)
+            ttl_s = strtod(argv[++i], NULL);
         else if (!strcmp(argv[i], "--users") && i + 1 < argc)
             users = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--articles") && i + 1 < argc)
@@ -50,13 +58,15 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--zipf") && i + 1 < argc)
             zipf = strtod(argv[++i], NULL);
         else {
-            fprintf(stderr, "usage: bench_readstages [--events N] [--users U] [--articles A] "
-                            "[--zipf S]\n");
+            fprintf(stderr, "usage: bench_readstages [--events N] [--warmup W] [--ttl-s T] "
+                            "[--users U] [--articles A] [--zipf S]\n");
             return 2;
         }
     }
     nf_wl_events_t ev;
-    if (nf_wl_read_events(&ev, n, users, articles, zipf, 1767225600000LL, 600000, 42) != 0)
+    size_t all = n + warmup;
+    int64_t span = (int64_t)(600000.0 * (double)all / (double)n);
+    if (nf_wl_read_events(&ev, all, users, articles, zipf, 1767225600000LL, span, 42) != 0)
         return 1;
     /* One block of 64 events at a time through every step, as the actors take them (their
      * buffers stay in cache), each step timed per block. */
@@ -66,13 +76,19 @@ int main(int argc, char **argv)
     static nf_interest_read_t rd[B];
     static nf_interest_out_t out[B];
     static int rc[B];
-    int64_t now = 1767225600000LL;
-    nf_keyset_opts_t ko = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = 7200000, .initial_capacity = 4096};
+    const int64_t clock0 = 1767225600000LL;
+    int64_t now = clock0;
+    uint64_t ttl_ms = warmup ? (uint64_t)(ttl_s * 1000) : 7200000;
+    nf_keyset_opts_t ko = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = ttl_ms, .initial_capacity = 4096};
     nf_keyset_t *ids = nf_keyset_new(NULL, &ko);
     nf_trend_opts_t to;
     nf_trend_opts_default(&to);
     nf_trend_counter_t *tc = nf_trend_counter_new(&to);
-    nf_interest_t *eng = nf_interest_new(NULL, NULL);
+    nf_interest_opts_t io;
+    nf_interest_opts_default(&io);
+    if (warmup)
+        io.seen_ttl_ms = ttl_ms;
+    nf_interest_t *eng = nf_interest_new(NULL, &io);
     nf_interest_keys_t keys;
     nf_jw_t w;
     nf_jw_init(&w);
@@ -89,8 +105,13 @@ int main(int argc, char **argv)
     }
     double stage[6] = {0};
     size_t updated = 0, bytes = 0, dups = 0;
-    for (size_t i = 0; i < n; i += B) {
-        size_t m = i + B < n ? B : n - i, k;
+    for (size_t i = 0; i < all; i += B) {
+        size_t m = i + B < all ? B : all - i, k;
+        now = clock0 + (int64_t)(i / 1000); /* 1M events/s */
+        if (i == warmup) {
+            memset(stage, 0, sizeof stage);
+            updated = bytes = dups = 0;
+        }
         double t0 = now_ns();
         for (k = 0; k < m; k++)
             if (nf_read_event_decode(ev.buf + ev.off[i + k], ev.len[i + k], 65536, &dec[k], NULL,
@@ -142,12 +163,16 @@ int main(int argc, char **argv)
         stage[s] /= (double)n;
         total += stage[s];
     }
-    printf("{\"bench\":\"readstages\",\"events\":%zu,\"decode_ns\":%.1f,\"keys_ns\":%.1f,"
+    nf_keyset_stats_t ks;
+    nf_keyset_stats(ids, &ks);
+    printf("{\"bench\":\"readstages\",\"events\":%zu,\"warmup\":%zu,\"dedup_ttl_ms\":%llu,"
+           "\"event_id_keys\":%zu,\"decode_ns\":%.1f,\"keys_ns\":%.1f,"
            "\"event_ids_ns\":%.1f,\"trending_ns\":%.1f,\"interest_ns\":%.1f,\"json_ns\":%.1f,"
            "\"total_ns\":%.1f,\"one_thread_events_per_s\":%.0f,\"updates\":%zu,"
            "\"event_id_duplicates\":%zu,\"json_bytes_per_update\":%.1f}\n",
-           n, stage[0], stage[1], stage[2], stage[3], stage[4], stage[5], total, 1e9 / total,
-           updated, dups, updated ? (double)bytes / (double)updated : 0.0);
+           n, warmup, (unsigned long long)ttl_ms, ks.keys, stage[0], stage[1], stage[2], stage[3],
+           stage[4], stage[5], total, 1e9 / total, updated, dups,
+           updated ? (double)bytes / (double)updated : 0.0);
     nf_jw_free(&w);
     nf_interest_keys_free(&keys);
     nf_interest_free(eng);

@@ -432,6 +432,15 @@ static int article_vec(nf_interest_t *e, nf_id128_t id, int64_t now_ms, const nf
     return 1;
 }
 
+/* A stored user value that does not decode: -EIO with the reason. */
+static int corrupt_user(nf_interest_t *e, nf_id128_t key, uint32_t len)
+{
+    snprintf(e->err, sizeof e->err,
+             "stored interest state of user key %016llx%016llx is corrupt (%u bytes)",
+             (unsigned long long)key.hi, (unsigned long long)key.lo, len);
+    return -EIO;
+}
+
 typedef struct user_state {
     uint64_t version;
     int64_t updated_ms;
@@ -524,8 +533,35 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
         e->unknown++;
         return NF_INTEREST_UNKNOWN_ARTICLE;
     }
-    /* Marked seen before the update: if the user's state then fails, the caller stops the job
-     * and the epoch holding both does not commit. */
+    /* The user's stored value, read where it is: [version][updated_ms][n][topic, weight]... */
+    nf_id128_t uk = r->user;
+    uint32_t len = 0;
+    int err = 0;
+    const unsigned char *p = nf_kstate_get(e->users, kg, uk, (uint64_t)now_ms, &len, &err);
+    if (err) {
+        snprintf(e->err, sizeof e->err, "reading interest state: %s", nf_kstate_error(e->users));
+        return err == -ENOMEM ? -ENOMEM : -EIO;
+    }
+    uint64_t version = 0;
+    int64_t updated_ms = 0;
+    uint32_t un = 0;
+    if (p) {
+        if (len < 17 || p[16] > NF_TOPICS_MAX || len != 17 + 9 * (uint32_t)p[16])
+            return corrupt_user(e, uk, len);
+        version = nf_get_le64(p);
+        updated_ms = (int64_t)nf_get_le64(p + 8);
+        un = p[16];
+        p += 17;
+        /* Checked as the decoder does (in range, strictly increasing, finite) before anything
+         * changes: a damaged value is -EIO and the read is not marked seen. */
+        for (uint32_t k = 0; k < un; k++)
+            if (p[9 * k] >= NF_TOPICS_MAX || (k && p[9 * k] <= p[9 * (k - 1)]) ||
+                !isfinite(bitsd(nf_get_le64(p + 9 * k + 1))))
+                return corrupt_user(e, uk, len);
+    }
+
+    /* Marked seen before the update: if the user's put then fails (no memory) the caller stops
+     * the job and the epoch holding both does not commit. */
     int seen = nf_keyset_add(e->seen, kg, sk, now_ms);
     if (seen < 0)
         return -ENOMEM;
@@ -539,56 +575,58 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
         an = 0;
     }
 
-    nf_id128_t uk = r->user;
-    user_state_t us;
-    rc = user_load(e, kg, uk, now_ms, &us);
-    if (rc < 0)
-        return rc;
-
     /* The definition's operations in its order, over the union of the two sparse vectors
      * (both sorted by topic), the norm summed in topic order: bit for bit what the dense loop
      * over all 64 topics gives, since a topic in neither adds exactly 0 everywhere. */
-    double days = ts_ms > us.updated_ms ? (double)(ts_ms - us.updated_ms) / MS_PER_DAY : 0.0;
-    double decay = us.version == 0 ? 1.0 : pow(e->o.gamma, days);
+    double days = ts_ms > updated_ms ? (double)(ts_ms - updated_ms) / MS_PER_DAY : 0.0;
+    double decay = version == 0 ? 1.0 : pow(e->o.gamma, days);
     nf_topic_weight_t v[NF_TOPICS_MAX];
     uint32_t nv = 0, i = 0, j = 0;
     double ss = 0.0;
-    while (i < us.v.n || j < an) {
-        double x;
+    while (i < un || j < an) {
+        int ut = NF_TOPICS_MAX;
+        double uw = 0.0, x;
         uint16_t t;
-        if (j == an || (i < us.v.n && us.v.t[i].topic < aw[j].topic)) {
-            t = us.v.t[i].topic;
-            x = us.v.t[i++].weight * decay;
-        } else if (i == us.v.n || aw[j].topic < us.v.t[i].topic) {
+        if (i < un) {
+            ut = p[9 * i];
+            uw = bitsd(nf_get_le64(p + 9 * i + 1));
+        }
+        if (j == an || (i < un && ut < aw[j].topic)) {
+            t = (uint16_t)ut;
+            x = uw * decay;
+            i++;
+        } else if (i == un || aw[j].topic < ut) {
             t = aw[j].topic;
             x = e->o.alpha * aw[j++].weight; /* 0 * decay + this, exactly */
         } else {
             t = aw[j].topic;
-            x = us.v.t[i++].weight * decay + e->o.alpha * aw[j++].weight;
+            x = uw * decay + e->o.alpha * aw[j++].weight;
+            i++;
         }
         ss += x * x;
         v[nv++] = (nf_topic_weight_t){t, x};
     }
+    nf_interest_out_t local;
+    if (!out)
+        out = &local;
     double norm = sqrt(ss);
-    us.v.n = 0;
+    out->vec.n = 0;
     for (uint32_t k = 0; k < nv; k++) {
         double x = norm > 0.0 ? v[k].weight / norm : v[k].weight;
         if (x != 0.0)
-            us.v.t[us.v.n++] = (nf_topic_weight_t){v[k].topic, x};
+            out->vec.t[out->vec.n++] = (nf_topic_weight_t){v[k].topic, x};
     }
-    us.version++;
-    if (us.version == 1 || ts_ms > us.updated_ms)
-        us.updated_ms = ts_ms;
+    out->version = version + 1;
+    out->updated_ms = version == 0 || ts_ms > updated_ms ? ts_ms : updated_ms;
 
-    unsigned char buf[16 + NF_TOPICS_ENC_MAX];
-    nf_put_le64(buf, us.version);
-    nf_put_le64(buf + 8, (uint64_t)us.updated_ms);
-    size_t n = 16 + enc_canonical(&us.v, buf + 16);
-    if (nf_kstate_put(e->users, kg, uk, buf, (uint32_t)n, (uint64_t)now_ms) != 0)
+    /* Written where it goes (p is not read after this). */
+    unsigned char *w = nf_kstate_put_ref(e->users, kg, uk, 17 + 9 * out->vec.n, (uint64_t)now_ms);
+    if (!w)
         return -ENOMEM;
+    nf_put_le64(w, out->version);
+    nf_put_le64(w + 8, (uint64_t)out->updated_ms);
+    enc_canonical(&out->vec, w + 16);
     e->updated++;
-    if (out)
-        out_of(&us, out);
     return NF_INTEREST_UPDATED;
 }
 
@@ -673,12 +711,15 @@ int nf_interest_keys_init(nf_interest_keys_t *k, const char *const *topic_names)
         k->at[t] = (uint32_t)at;
         k->len[t] = (uint32_t)(w.len - at);
     }
+    /* 16 bytes of slack: the writer copies a key of up to 16 bytes as one 16-byte block. */
+    nf_jw_raw(&w, "                ", 16);
     if (w.failed) {
         nf_jw_free(&w);
         k->text = NULL;
         return -ENOMEM;
     }
     k->text = w.buf; /* the writer's buffer, kept */
+    k->day = INT64_MIN;
     return 0;
 }
 
@@ -708,15 +749,51 @@ static void json_any(const nf_interest_out_t *o, const nf_interest_keys_t *k, nf
     nf_jw_raw(w, "\"}", 2);
 }
 
-void nf_interest_json_keys(const nf_interest_out_t *o, const char *user_id,
-                           const nf_interest_keys_t *k, nf_jw_t *w)
+/* updated_at as nf_date_format writes it, the date part from the writer's cache when the day
+ * is the one it last wrote (timestamps of a stream are close together). Returns the end. */
+static char *json_time(char *p, int64_t ms, nf_interest_keys_t *k)
+{
+    int64_t day = ms / 86400000, rem = ms % 86400000;
+    if (rem < 0) {
+        rem += 86400000;
+        day--;
+    }
+    if (day != k->day) {
+        size_t n = nf_date_format(ms, p, 40);
+        if (n >= 20 && n < 40 && p[10] == 'T') { /* years 0..9999: the fixed shape */
+            memcpy(k->date, p, sizeof k->date);
+            k->day = day;
+        }
+        return p + (n < 40 ? n : 39);
+    }
+    uint32_t r = (uint32_t)rem;
+    memcpy(p, k->date, sizeof k->date);
+    p += sizeof k->date;
+    nf_jw_put2(p, r / 3600000);
+    p[2] = ':';
+    nf_jw_put2(p + 3, r / 60000 % 60);
+    p[5] = ':';
+    nf_jw_put2(p + 6, r / 1000 % 60);
+    p += 8;
+    if (r % 1000) {
+        *p++ = '.';
+        *p++ = (char)('0' + r % 1000 / 100);
+        nf_jw_put2(p, r % 100);
+        p += 2;
+    }
+    *p++ = 'Z';
+    return p;
+}
+
+void nf_interest_json_keys(const nf_interest_out_t *o, const char *user_id, nf_interest_keys_t *k,
+                           nf_jw_t *w)
 {
     nf_jw_raw(w, "{\"user_id\":", 11);
     nf_jw_str(w, user_id);
     /* The rest in one reservation, written in place (one value per event: the read path's
      * largest output). Weights of a normalised vector of non-negative topic weights are in
      * [0, 1]; anything else takes the general writer. */
-    size_t need = 11 + 20 + 11 + 16 + 40 + 2;
+    size_t need = 11 + 20 + 11 + 16 + 40 + 2 + 16; /* + a key copy's overshoot */
     bool units = true;
     for (uint32_t i = 0; i < o->vec.n; i++) {
         need += 1 + k->len[o->vec.t[i].topic] + 17;
@@ -746,14 +823,16 @@ void nf_interest_json_keys(const nf_interest_out_t *o, const char *user_id,
         unsigned t = o->vec.t[i].topic;
         if (i)
             *p++ = ',';
-        memcpy(p, k->text + k->at[t], k->len[t]);
+        if (k->len[t] <= 16) /* one block (keys have 16 bytes of slack, so has the output) */
+            memcpy(p, k->text + k->at[t], 16);
+        else
+            memcpy(p, k->text + k->at[t], k->len[t]);
         p += k->len[t];
         p = nf_jw_unit_put(p, o->vec.t[i].weight);
     }
     memcpy(p, "},\"updated_at\":\"", 16);
     p += 16;
-    size_t nt = nf_date_format(o->updated_ms, p, 40); /* RFC 3339: nothing to escape */
-    p += nt < 40 ? nt : 39;
+    p = json_time(p, o->updated_ms, k); /* RFC 3339: nothing to escape */
     *p++ = '"';
     *p++ = '}';
     nf_jw_commit(w, p);

@@ -206,18 +206,21 @@ int nf_interest_topics_encode(const nf_topic_vec_t *v, unsigned char *out, size_
  * non-finite). */
 int nf_interest_topics_decode(const void *p, size_t len, nf_topic_vec_t *out);
 
-/* The topic names rendered once as JSON keys ("name": escaped; NULL array or NULL entry: the
- * decimal index), for nf_interest_json_keys: the reads actor writes one value per event. */
+/* A writer's state for nf_interest_json_keys (the reads actor writes one value per event): the
+ * topic names rendered once as JSON keys ("name": escaped; NULL array or NULL entry: the
+ * decimal index) and the date part of the last day written. One thread uses one. */
 typedef struct nf_interest_keys {
     char *text; /* every key, back to back */
     uint32_t at[NF_TOPICS_MAX], len[NF_TOPICS_MAX];
+    int64_t day;   /* of date[]: days since the epoch; INT64_MIN = none */
+    char date[11]; /* "YYYY-MM-DDT" */
 } nf_interest_keys_t;
 /* 0 or -ENOMEM. */
 int nf_interest_keys_init(nf_interest_keys_t *k, const char *const *topic_names);
 void nf_interest_keys_free(nf_interest_keys_t *k);
 /* nf_interest_json with the keys rendered beforehand (same bytes). */
-void nf_interest_json_keys(const nf_interest_out_t *o, const char *user_id,
-                           const nf_interest_keys_t *k, nf_jw_t *w);
+void nf_interest_json_keys(const nf_interest_out_t *o, const char *user_id, nf_interest_keys_t *k,
+                           nf_jw_t *w);
 
 /* Appends the interest-updates value to w (the caller resets w or writes around
  * it):
