@@ -352,12 +352,19 @@ void nf_interest_read_init(nf_interest_read_t *r, uint16_t kg, const char *user_
 {
     if (!session_id)
         session_id = "";
-    r->user = nf_interest_user_key(user_id);
+    nf_interest_read_init_n(r, kg, user_id, strlen(user_id), article_id, strlen(article_id),
+                            session_id, strlen(session_id), ts_ms);
+}
+
+void nf_interest_read_init_n(nf_interest_read_t *r, uint16_t kg, const char *user_id, size_t ulen,
+                             const char *article_id, size_t la, const char *session_id, size_t slen,
+                             int64_t ts_ms)
+{
+    r->user = nf_hash128(user_id, ulen, SEED_USER_A, SEED_USER_B); /* nf_interest_user_key */
     /* Each field hashed with the previous result as its seed; nf_hash64 mixes in the length,
      * so ("ab", "c") and ("a", "bc") differ. The user's half keeps the key on the user's shard. */
-    size_t la = strlen(article_id);
     uint64_t h = nf_hash64(article_id, la, r->user.lo ^ SEED_SEEN_A);
-    r->seen = (nf_id128_t){r->user.hi, nf_hash64(session_id, strlen(session_id), h)};
+    r->seen = (nf_id128_t){r->user.hi, nf_hash64(session_id, slen, h)};
     r->article_ok = la == 32 && nf_id128_from_hex32(article_id, &r->article) == 0;
     if (!r->article_ok)
         r->article = (nf_id128_t){0, 0};

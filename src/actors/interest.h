@@ -139,6 +139,10 @@ typedef struct nf_interest_read {
 /* session_id NULL = "". Pure: any thread. */
 void nf_interest_read_init(nf_interest_read_t *r, uint16_t kg, const char *user_id,
                            const char *article_id, const char *session_id, int64_t ts_ms);
+/* The same with the strings' lengths known (a decoded event has them). */
+void nf_interest_read_init_n(nf_interest_read_t *r, uint16_t kg, const char *user_id, size_t ulen,
+                             const char *article_id, size_t alen, const char *session_id,
+                             size_t slen, int64_t ts_ms);
 
 /* Applies one read event (see the top). kg = the event's input partition.
  * now_ms is the processing clock, used for TTLs (seen entries, stored vectors)

@@ -44,9 +44,9 @@ typedef struct read_batch {
     char text[BATCH_TEXT];
 } read_batch_t;
 
-static uint16_t batch_text(read_batch_t *b, const char *s)
+static uint16_t batch_text(read_batch_t *b, const char *s, size_t len)
 {
-    size_t n = strlen(s) + 1, at = b->text_len;
+    size_t n = len + 1, at = b->text_len;
     memcpy(b->text + at, s, n);
     b->text_len += n;
     return (uint16_t)at;
@@ -98,10 +98,11 @@ typedef struct kin {
 } kin_t;
 
 /* 128-bit key of an event id (the dedup set). */
+#define EVENT_KEY_A 0x6576656e745f6964ull
+#define EVENT_KEY_B 0x4556454e545f4944ull
 nf_id128_t nf_reads_event_key(const char *event_id)
 {
-    size_t n = strlen(event_id);
-    return nf_hash128(event_id, n, 0x6576656e745f6964ull, 0x4556454e545f4944ull);
+    return nf_hash128(event_id, strlen(event_id), EVENT_KEY_A, EVENT_KEY_B);
 }
 
 static bool send_batch(kin_t *k, read_batch_t *b)
@@ -225,7 +226,7 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
         return;
     }
     g->kg = (uint16_t)m->partition;
-    g->key = nf_reads_event_key(g->ev.event_id);
+    g->key = nf_hash128(g->ev.event_id, g->ev.event_id_len, EVENT_KEY_A, EVENT_KEY_B);
     nf_keyset_prefetch(k->ids, g->kg, g->key);
     k->group_now = now_ms;
     if (++k->ngroup == GROUP)
@@ -248,7 +249,7 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
         stop_job(k, "out of memory in the event-id dedup set; stopping the job", rc);
         return;
     }
-    rc = nf_trend_count(k->trend, g->kg, ev->article_id, strlen(ev->article_id), ev->ts_ms, now_ms);
+    rc = nf_trend_count(k->trend, g->kg, ev->article_id, ev->article_len, ev->ts_ms, now_ms);
     if (rc == 1)
         nf_counter_inc(an->m.late_events);
     else if (rc == 0)
@@ -256,7 +257,8 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
     else if (rc == -ENOMEM)
         stop_job(k, "out of memory in the trending counter; stopping the job", rc);
     read_item_t it;
-    nf_interest_read_init(&it.rd, g->kg, ev->user_id, ev->article_id, ev->session_id, ev->ts_ms);
+    nf_interest_read_init_n(&it.rd, g->kg, ev->user_id, ev->user_len, ev->article_id,
+                            ev->article_len, ev->session_id, ev->session_len, ev->ts_ms);
     unsigned dest = nf_route(nf_shard_runtime(k->sh), it.rd.user.hi);
     read_batch_t *b = k->open[dest];
     if (!b && k->spare) {
@@ -278,8 +280,8 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
         b->dest = dest;
         k->open[dest] = b;
     }
-    it.user_at = batch_text(b, ev->user_id);
-    it.article_at = it.rd.article_ok ? 0 : batch_text(b, ev->article_id);
+    it.user_at = batch_text(b, ev->user_id, ev->user_len);
+    it.article_at = it.rd.article_ok ? 0 : batch_text(b, ev->article_id, ev->article_len);
     b->items[b->n++] = it;
     nf_counter_inc(r->m.events);
     if (b->n == BATCH_MAX) {

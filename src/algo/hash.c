@@ -17,6 +17,29 @@ static inline uint64_t load64(const unsigned char *p)
     return v;
 }
 
+static inline uint32_t load32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return v;
+}
+
+/* The r (1..7) bytes at p as a little-endian number, zero above them: what copying them into
+ * a zeroed 8-byte block and loading it gives, without a variable-length copy (two overlapping
+ * 4-byte loads, or three single bytes; every id of the read path ends in one of these). */
+static inline uint64_t load_tail(const unsigned char *p, size_t r)
+{
+    if (r >= 4) {
+        uint64_t hi = load32(p + r - 4); /* bytes r-4 .. r-1: the top 8-r of them wanted */
+        return load32(p) | (hi >> (8 * (8 - r))) << 32;
+    }
+    return (uint64_t)p[0] | (uint64_t)p[r / 2] << (8 * (r / 2)) |
+           (uint64_t)p[r - 1] << (8 * (r - 1));
+}
+
 uint64_t nf_hash64(const void *data, size_t n, uint64_t seed)
 {
     const unsigned char *p = data;
@@ -28,11 +51,8 @@ uint64_t nf_hash64(const void *data, size_t n, uint64_t seed)
         h = nf_mum64(load64(p + i) ^ K1 ^ h, K2 ^ 8);
         i += 8;
     }
-    if (i < n) {
-        unsigned char tail[8] = {0};
-        memcpy(tail, p + i, n - i);
-        h = nf_mum64(load64(tail) ^ K1 ^ h, K2 ^ (n - i));
-    }
+    if (i < n)
+        h = nf_mum64(load_tail(p + i, n - i) ^ K1 ^ h, K2 ^ (n - i));
     return nf_mum64(h ^ K0, (uint64_t)n ^ K2);
 }
 
@@ -59,9 +79,7 @@ nf_id128_t nf_hash128(const void *data, size_t n, uint64_t seed_hi, uint64_t see
         i += 8;
     }
     if (i < n) {
-        unsigned char tail[8] = {0};
-        memcpy(tail, p + i, n - i);
-        uint64_t x = load64(tail);
+        uint64_t x = load_tail(p + i, n - i);
         a = nf_mum64(x ^ K1 ^ a, K2 ^ (n - i));
         b = nf_mum64(x ^ K1 ^ b, K2 ^ (n - i));
     }

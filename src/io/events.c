@@ -953,6 +953,7 @@ static int fast_read_event(const unsigned char *p, const unsigned char *end, nf_
     while (i < n && p[i] == ' ')                                                                   \
     i++
     uint32_t seen = 0;
+    uint8_t lens[RE__N] = {0};
     SPACES();
     if (i >= n || p[i++] != '{')
         return 1;
@@ -1003,6 +1004,7 @@ static int fast_read_event(const unsigned char *p, const unsigned char *end, nf_
                                             : out->event_id;
             memcpy(dst, p + i + 1, len);
             dst[len] = '\0';
+            lens[idx] = (uint8_t)len;
             i = ve + 1;
         }
         SPACES();
@@ -1023,8 +1025,14 @@ static int fast_read_event(const unsigned char *p, const unsigned char *end, nf_
     if ((seen & required) != required)
         return 1;
     out->event_id_given = (seen & (1u << RE_EVENT)) != 0;
-    if (!out->event_id_given)
+    out->user_len = lens[RE_USER];
+    out->article_len = lens[RE_ARTICLE];
+    out->session_len = lens[RE_SESSION];
+    out->event_id_len = lens[RE_EVENT];
+    if (!out->event_id_given) {
         nf_read_event_id(out->user_id, out->article_id, out->session_id, out->event_id);
+        out->event_id_len = 64;
+    }
     return 0;
 }
 
@@ -1032,6 +1040,7 @@ static void read_event_clear(nf_read_event_t *out)
 {
     out->user_id[0] = out->article_id[0] = out->session_id[0] = out->event_id[0] = '\0';
     out->event_id_given = false;
+    out->user_len = out->article_len = out->session_len = out->event_id_len = 0;
     out->ts_ms = 0;
 }
 
@@ -1061,9 +1070,7 @@ int nf_read_event_decode_strict(const char *json, size_t len, size_t max_bytes,
     if (!json || len == 0)
         return plain_error(err, errlen, NF_EVENT_E_NOT_OBJECT,
                            "empty value; expected a JSON object");
-    out->user_id[0] = out->article_id[0] = out->session_id[0] = out->event_id[0] = '\0';
-    out->event_id_given = false;
-    out->ts_ms = 0;
+    read_event_clear(out);
     dec_t d = {(const unsigned char *)json,
                (const unsigned char *)json,
                (const unsigned char *)json + len,
@@ -1083,6 +1090,10 @@ int nf_read_event_decode_strict(const char *json, size_t len, size_t max_bytes,
                                re_names[required[i]].name);
     if (!out->event_id_given)
         nf_read_event_id(out->user_id, out->article_id, out->session_id, out->event_id);
+    out->user_len = (uint8_t)strlen(out->user_id);
+    out->article_len = (uint8_t)strlen(out->article_id);
+    out->session_len = (uint8_t)strlen(out->session_id);
+    out->event_id_len = (uint8_t)strlen(out->event_id);
     return 0;
 }
 

@@ -102,6 +102,8 @@ typedef struct nf_read_event {
     char session_id[NF_EVENT_FIELD_MAX + 1]; /* optional: "" when absent or null */
     char event_id[NF_EVENT_FIELD_MAX + 1];   /* as given (non-empty), else computed */
     bool event_id_given;
+    /* strlen() of each id, so that its users need not measure it again */
+    uint8_t user_len, article_len, session_len, event_id_len;
     int64_t ts_ms; /* UTC epoch milliseconds, 0 .. NF_EVENT_TS_MAX */
 } nf_read_event_t;
 

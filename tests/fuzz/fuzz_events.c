@@ -59,7 +59,11 @@ static bool same_event(const nf_read_event_t *a, const nf_read_event_t *b)
 {
     return strcmp(a->user_id, b->user_id) == 0 && strcmp(a->article_id, b->article_id) == 0 &&
            strcmp(a->session_id, b->session_id) == 0 && strcmp(a->event_id, b->event_id) == 0 &&
-           a->event_id_given == b->event_id_given && a->ts_ms == b->ts_ms;
+           a->event_id_given == b->event_id_given && a->ts_ms == b->ts_ms &&
+           a->user_len == b->user_len && a->article_len == b->article_len &&
+           a->session_len == b->session_len && a->event_id_len == b->event_id_len &&
+           a->user_len == strlen(a->user_id) && a->article_len == strlen(a->article_id) &&
+           a->session_len == strlen(a->session_id) && a->event_id_len == strlen(a->event_id);
 }
 
 static void read_event(const char *in, size_t size)

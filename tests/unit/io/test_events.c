@@ -957,7 +957,11 @@ static void test_fast_path_is_the_strict_decoder(void)
             (ra != 0 ||
              (strcmp(a.user_id, b.user_id) == 0 && strcmp(a.article_id, b.article_id) == 0 &&
               strcmp(a.session_id, b.session_id) == 0 && strcmp(a.event_id, b.event_id) == 0 &&
-              a.event_id_given == b.event_id_given && a.ts_ms == b.ts_ms));
+              a.event_id_given == b.event_id_given && a.ts_ms == b.ts_ms &&
+              a.user_len == strlen(a.user_id) && a.article_len == strlen(a.article_id) &&
+              a.session_len == strlen(a.session_id) && a.event_id_len == strlen(a.event_id) &&
+              b.user_len == a.user_len && b.article_len == a.article_len &&
+              b.session_len == a.session_len && b.event_id_len == a.event_id_len));
         if (!same) {
             differ++;
             fprintf(stderr, "fast %d / strict %d on %.*s\n  %s\n  %s\n", ra, rb, (int)len, buf, ea,
