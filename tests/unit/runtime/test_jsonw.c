@@ -176,6 +176,10 @@ static void test_unit(void)
     for (int i = 0; i < 100000; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         double v = (double)(x >> 11) / 9007199254740992.0;
+        if (i % 4 == 1) /* few decimals: trailing zeros in either half of the 15 digits */
+            v = (double)(x % 100000001) / 1e8;
+        else if (i % 4 == 2)
+            v = (double)(x % 1001) / 1e3;
         nf_jw_reset(&w);
         nf_jw_unit(&w, v);
         nf_jw_raw(&w, "", 1);
