@@ -35,7 +35,7 @@ trap 'rm -rf "$store"' EXIT
   "$B/perf/bench_readpath" --events "$events" --shards 1,2
   "$B/perf/bench_readpath" --events "$events" --warmup "$events" --ttl-s 2 --shards 1 \
     --store "$store"
-  "$B/perf/bench_readstages" --events "$events"
+  "$B/perf/bench_readstages" --events "$events" --warmup "$events" --ttl-s 2
   "$B/perf/bench_trend_redis" --events "$events" --span-hours 0.16666667 --seed 42
   "$B/perf/bench_trend" "${quick[@]}"
   "$B/perf/bench_cluster" "${quick[@]}"
