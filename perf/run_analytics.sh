@@ -10,6 +10,7 @@
 #                      redis-server, ZINCRBY per event into 30 s buckets + ZUNIONSTORE per slide,
 #                      from a pipelined hiredis client
 #   bench_trend        the trending counter and merger alone
+#   bench_interest     the interest engine alone, and its memory per million users
 #   bench_cluster      MinHash + LSH + union-find, precision/recall vs exact Jaccard, memory
 #   bench_classify     the classifier alone
 # and prints the ratios. JSON lines go to stdout and to perf/results/analytics-<date>.jsonl
@@ -25,7 +26,7 @@ if [ "${1:-}" = "--quick" ]; then
 fi
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DNF_BENCH=ON >&2
 cmake --build "$B" -j "$(nproc)" --target bench_readpath bench_readstages bench_trend_redis \
-  bench_trend bench_cluster bench_classify >&2
+  bench_trend bench_interest bench_cluster bench_classify >&2
 mkdir -p perf/results
 out="perf/results/analytics-$(date +%Y%m%d-%H%M%S).jsonl"
 store=$(mktemp -d)
@@ -38,6 +39,7 @@ trap 'rm -rf "$store"' EXIT
   "$B/perf/bench_readstages" --events "$events" --warmup "$events" --ttl-s 2
   "$B/perf/bench_trend_redis" --events "$events" --span-hours 0.16666667 --seed 42
   "$B/perf/bench_trend" "${quick[@]}"
+  "$B/perf/bench_interest" --events "$events"
   "$B/perf/bench_cluster" "${quick[@]}"
   "$B/perf/bench_classify" "${quick[@]}"
 } | tee "$out"
