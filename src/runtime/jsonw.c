@@ -199,6 +199,7 @@ const char nf_jw_pairs[201] = "0001020304050607080910111213141516171819202122232
                               "62636465666768697071727374757677787980818283848586878889909192"
                               "93949596979899";
 
+#if !defined(__SSE2__) /* nf_jw_unit_put does this in SIMD lanes where it can */
 /* The 8 decimal digits of n < 10^8 as ASCII, the first digit in the lowest byte (where a
  * little-endian store puts it first): two halves of four digits in 32-bit lanes, each split
  * into pairs (/100) then digits (/10) by multiplications that never carry across lanes. */
@@ -210,6 +211,7 @@ static inline uint64_t ascii8(uint32_t n)
     uint64_t t = ((v * 103) >> 10) & 0x000f000f000f000full;   /* per lane: / 10 */
     return (t | (v - t * 10) << 8) | 0x3030303030303030ull;
 }
+#endif
 
 char *nf_jw_unit_put(char *p, double v)
 {
