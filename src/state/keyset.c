@@ -3,6 +3,7 @@
 #include "algo/bytes.h"
 #include "algo/hash.h"
 #include "runtime/bigmem.h"
+#include "state/probe.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -25,10 +26,7 @@ typedef struct rec {
     uint64_t expkg; /* expires_at_ms << 16 | kg */
 } rec_t;
 
-typedef struct slot {
-    uint32_t pos1; /* ring position + 1; 0 = empty */
-    uint32_t tag;  /* the hash's low 32 bits: home = tag & smask */
-} slot_t;
+typedef nf_probe_slot_t slot_t; /* ref1 = ring position + 1 */
 
 struct nf_keyset {
     nf_store_t *st;
@@ -89,41 +87,14 @@ static int64_t find(const nf_keyset_t *ks, uint16_t kg, nf_id128_t k, uint32_t h
     uint64_t i = h & ks->smask;
     for (;;) {
         const slot_t *s = &ks->slots[i];
-        if (s->pos1 == 0) {
+        if (s->ref1 == 0) {
             *empty = i;
             return -1;
         }
-        if (s->tag == h && rec_is(&ks->ring[s->pos1 - 1], kg, k))
+        if (s->h == h && rec_is(&ks->ring[s->ref1 - 1], kg, k))
             return (int64_t)i;
         i = (i + 1) & ks->smask;
     }
-}
-
-/* Backward-shift deletion: later members of the probe run move up into the hole unless their
- * home lies cyclically within (hole, their position]. */
-static void slot_remove(nf_keyset_t *ks, uint64_t hole)
-{
-    uint64_t j = hole;
-    for (;;) {
-        j = (j + 1) & ks->smask;
-        if (ks->slots[j].pos1 == 0)
-            break;
-        uint64_t home = ks->slots[j].tag & ks->smask;
-        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-        if (stays)
-            continue;
-        ks->slots[hole] = ks->slots[j];
-        hole = j;
-    }
-    ks->slots[hole] = (slot_t){0, 0};
-}
-
-static void slot_put(nf_keyset_t *ks, uint32_t h, uint64_t pos)
-{
-    uint64_t i = h & ks->smask;
-    while (ks->slots[i].pos1 != 0)
-        i = (i + 1) & ks->smask;
-    ks->slots[i] = (slot_t){(uint32_t)(pos + 1), h};
 }
 
 /* Drops the tail key: its slot goes too, unless the slot now names a newer copy of the key (the
@@ -134,9 +105,9 @@ static void pop_tail(nf_keyset_t *ks)
     const rec_t *r = &ks->ring[pos];
     nf_id128_t k = {r->hi, r->lo};
     uint32_t h = key_hash(rec_kg(r), k);
-    for (uint64_t i = h & ks->smask; ks->slots[i].pos1 != 0; i = (i + 1) & ks->smask) {
-        if (ks->slots[i].pos1 == pos + 1) {
-            slot_remove(ks, i);
+    for (uint64_t i = h & ks->smask; ks->slots[i].ref1 != 0; i = (i + 1) & ks->smask) {
+        if (ks->slots[i].ref1 == pos + 1) {
+            nf_probe_remove(ks->slots, ks->smask, i);
             break;
         }
     }
@@ -189,10 +160,7 @@ static int rebuild(nf_keyset_t *ks, uint64_t new_cap, int64_t now_ms)
         assert(n < new_cap);
         ring[n] = *r;
         uint32_t h = key_hash(rec_kg(r), (nf_id128_t){r->hi, r->lo});
-        uint64_t i = h & smask;
-        while (slots[i].pos1 != 0)
-            i = (i + 1) & smask;
-        slots[i] = (slot_t){(uint32_t)(n + 1), h};
+        slots[nf_probe_empty(slots, smask, h)] = (slot_t){(uint32_t)(n + 1), h};
         n++;
     }
     if (ks->snap >= ks->head)
@@ -261,7 +229,7 @@ bool nf_keyset_contains(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int6
 {
     uint64_t empty = 0;
     int64_t i = find(ks, kg, key, key_hash(kg, key), &empty);
-    return i >= 0 && rec_exp(&ks->ring[ks->slots[i].pos1 - 1]) > now_ms;
+    return i >= 0 && rec_exp(&ks->ring[ks->slots[i].ref1 - 1]) > now_ms;
 }
 
 int nf_keyset_add(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
@@ -270,13 +238,13 @@ int nf_keyset_add(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
     uint64_t empty = UINT64_MAX;
     int64_t i = find(ks, kg, key, h, &empty);
     if (i >= 0) {
-        if (rec_exp(&ks->ring[ks->slots[i].pos1 - 1]) > now_ms) {
+        if (rec_exp(&ks->ring[ks->slots[i].ref1 - 1]) > now_ms) {
             ks->present++;
             return 1;
         }
         /* Expired but not dropped yet: forget this copy (its ring record stays until the tail
          * reaches it; pop_tail then finds no slot naming it). */
-        slot_remove(ks, (uint64_t)i);
+        nf_probe_remove(ks->slots, ks->smask, (size_t)i);
         empty = UINT64_MAX;
     }
     /* Expiry keeps step with insertion: a few expired keys leave the tail with every add. */
@@ -295,7 +263,7 @@ int nf_keyset_add(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
     if (empty != UINT64_MAX)
         ks->slots[empty] = (slot_t){(uint32_t)(pos + 1), h};
     else
-        slot_put(ks, h, pos);
+        ks->slots[nf_probe_empty(ks->slots, ks->smask, h)] = (slot_t){(uint32_t)(pos + 1), h};
     if (ks->head == ks->tail)
         ks->next_exp = rec_exp(&ks->ring[pos]);
     ks->head++;
@@ -539,7 +507,7 @@ long nf_keyset_load(nf_keyset_t *ks, nf_keyset_owns_fn owns, void *ctx, int64_t 
         if (at >= 0) {
             /* The same key twice (re-added after it expired, under a clock that stepped
              * back): one copy, the later expiry. */
-            rec_t *old = &ks->ring[ks->slots[at].pos1 - 1];
+            rec_t *old = &ks->ring[ks->slots[at].ref1 - 1];
             if (rec_exp(r) > rec_exp(old))
                 old->expkg = r->expkg;
             continue;

@@ -41,6 +41,7 @@
 #include "state/kstate.h"
 #include "algo/bytes.h"
 #include "runtime/bigmem.h"
+#include "state/probe.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -81,10 +82,7 @@ typedef struct entry {
 
 _Static_assert(sizeof(entry_t) == 64, "a record is one cache line");
 
-typedef struct slot {
-    uint32_t idx1; /* record index + 1; 0 = empty */
-    uint32_t h;
-} slot_t;
+typedef nf_probe_slot_t slot_t; /* ref1 = record index + 1 */
 
 typedef struct vec {
     uint32_t *v;
@@ -225,11 +223,11 @@ static inline uint32_t lookup(const nf_kstate_t *ks, uint16_t kg, nf_id128_t id,
     size_t i = h & ks->mask;
     for (;;) {
         const slot_t *s = &ks->slots[i];
-        if (s->idx1 == 0)
+        if (s->ref1 == 0)
             break;
-        if (s->h == h && key_eq(&ks->ent[s->idx1 - 1], kg, id)) {
+        if (s->h == h && key_eq(&ks->ent[s->ref1 - 1], kg, id)) {
             *pos = i;
-            return s->idx1 - 1;
+            return s->ref1 - 1;
         }
         i = (i + 1) & ks->mask;
     }
@@ -245,36 +243,14 @@ static int grow_slots(nf_kstate_t *ks)
         return -ENOMEM;
     for (size_t i = 0; i <= ks->mask; i++) {
         slot_t s = ks->slots[i];
-        if (s.idx1 == 0)
+        if (s.ref1 == 0)
             continue;
-        size_t j = s.h & (cap - 1);
-        while (ns[j].idx1 != 0)
-            j = (j + 1) & (cap - 1);
-        ns[j] = s;
+        ns[nf_probe_empty(ns, cap - 1, s.h)] = s;
     }
     nf_bigmem_free(ks->slots, (ks->mask + 1) * sizeof(slot_t));
     ks->slots = ns;
     ks->mask = cap - 1;
     return 0;
-}
-
-/* Backward-shift deletion: later members of the probe run move up into the hole unless their
- * home lies cyclically within (hole, their position]. */
-static void slot_remove(nf_kstate_t *ks, size_t hole)
-{
-    size_t j = hole;
-    for (;;) {
-        j = (j + 1) & ks->mask;
-        if (ks->slots[j].idx1 == 0)
-            break;
-        size_t home = ks->slots[j].h & ks->mask;
-        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-        if (stays)
-            continue;
-        ks->slots[hole] = ks->slots[j];
-        hole = j;
-    }
-    ks->slots[hole] = (slot_t){0, 0};
 }
 
 /* ------------------------------------------------------------------ records */
@@ -311,7 +287,7 @@ static void drop(nf_kstate_t *ks, uint32_t idx)
     uint32_t found = lookup(ks, e->kg, e->id, hash_key(e->kg, e->id), &pos);
     assert(found == idx);
     (void)found;
-    slot_remove(ks, pos);
+    nf_probe_remove(ks->slots, ks->mask, pos);
     if (e->flags & F_DIRTY) {
         dirty_remove(ks, e);
         ks->pinned--;
@@ -657,9 +633,9 @@ void nf_kstate_prefetch(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
 static uint32_t peek(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
 {
     uint32_t h = hash_key(kg, key);
-    for (size_t i = h & ks->mask; ks->slots[i].idx1 != 0; i = (i + 1) & ks->mask)
+    for (size_t i = h & ks->mask; ks->slots[i].ref1 != 0; i = (i + 1) & ks->mask)
         if (ks->slots[i].h == h)
-            return ks->slots[i].idx1 - 1;
+            return ks->slots[i].ref1 - 1;
     return NONE;
 }
 
