@@ -341,10 +341,14 @@ void nf_interest_free(nf_interest_t *e)
     free(e);
 }
 
+static nf_id128_t user_key(const char *user_id, size_t n)
+{
+    return nf_hash128(user_id, n, SEED_USER_A, SEED_USER_B);
+}
+
 nf_id128_t nf_interest_user_key(const char *user_id)
 {
-    size_t n = strlen(user_id);
-    return nf_hash128(user_id, n, SEED_USER_A, SEED_USER_B);
+    return user_key(user_id, strlen(user_id));
 }
 
 void nf_interest_read_init(nf_interest_read_t *r, uint16_t kg, const char *user_id,
@@ -360,7 +364,7 @@ void nf_interest_read_init_n(nf_interest_read_t *r, uint16_t kg, const char *use
                              const char *article_id, size_t la, const char *session_id, size_t slen,
                              int64_t ts_ms)
 {
-    r->user = nf_hash128(user_id, ulen, SEED_USER_A, SEED_USER_B); /* nf_interest_user_key */
+    r->user = user_key(user_id, ulen);
     /* Each field hashed with the previous result as its seed; nf_hash64 mixes in the length,
      * so ("ab", "c") and ("a", "bc") differ. The user's half keeps the key on the user's shard. */
     uint64_t h = nf_hash64(article_id, la, r->user.lo ^ SEED_SEEN_A);

@@ -97,12 +97,15 @@ typedef struct kin {
     bool mem_started, mem_done;
 } kin_t;
 
-/* 128-bit key of an event id (the dedup set). */
-#define EVENT_KEY_A 0x6576656e745f6964ull
-#define EVENT_KEY_B 0x4556454e545f4944ull
+/* 128-bit key of an event id of n bytes (the dedup set). */
+static nf_id128_t event_key(const char *event_id, size_t n)
+{
+    return nf_hash128(event_id, n, 0x6576656e745f6964ull, 0x4556454e545f4944ull);
+}
+
 nf_id128_t nf_reads_event_key(const char *event_id)
 {
-    return nf_hash128(event_id, strlen(event_id), EVENT_KEY_A, EVENT_KEY_B);
+    return event_key(event_id, strlen(event_id));
 }
 
 static bool send_batch(kin_t *k, read_batch_t *b)
@@ -226,7 +229,7 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
         return;
     }
     g->kg = (uint16_t)m->partition;
-    g->key = nf_hash128(g->ev.event_id, g->ev.event_id_len, EVENT_KEY_A, EVENT_KEY_B);
+    g->key = event_key(g->ev.event_id, g->ev.event_id_len);
     nf_keyset_prefetch(k->ids, g->kg, g->key);
     k->group_now = now_ms;
     if (++k->ngroup == GROUP)
