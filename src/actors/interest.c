@@ -3,6 +3,8 @@
 #include "algo/bytes.h"
 #include "algo/hash.h"
 #include "feed/dates.h"
+#include "runtime/bigmem.h"
+#include "runtime/slab.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -23,7 +25,8 @@
  * topic table */
 
 /* One cached vector. The weights live in a block allocated at insert (articles
- * are few next to reads, and lookups never allocate). */
+ * are few next to reads, and lookups never allocate). Records, index and weights are on huge
+ * pages (bigmem, slab): every read looks up a random article. */
 typedef struct tt_rec {
     nf_id128_t id;
     int64_t expires_at; /* 0 = never (broadcasts); loaded entries keep the stored
@@ -39,7 +42,7 @@ typedef struct tt {
     uint32_t *idx; /* open addressing, linear probing: record index + 1, 0 = empty */
     size_t mask;
     size_t hand;
-    size_t wbytes;
+    nf_slab_t wslab; /* the weights */
 } tt_t;
 
 static size_t tt_home(const tt_t *t, nf_id128_t id)
@@ -67,14 +70,14 @@ static int tt_resize(tt_t *t, size_t cap)
     size_t slots = 16;
     while (slots < 2 * cap)
         slots <<= 1;
-    tt_rec_t *r = realloc(t->recs, cap * sizeof *r);
-    if (!r)
+    uint32_t *idx = nf_bigmem_alloc(slots * sizeof *idx);
+    tt_rec_t *r = idx ? nf_bigmem_grow(t->recs, t->cap * sizeof *r, cap * sizeof *r) : NULL;
+    if (!r) {
+        nf_bigmem_free(idx, slots * sizeof *idx);
         return -ENOMEM;
+    }
     t->recs = r;
-    uint32_t *idx = calloc(slots, sizeof *idx);
-    if (!idx)
-        return -ENOMEM; /* recs grew, cap did not: consistent */
-    free(t->idx);
+    nf_bigmem_free(t->idx, (t->mask + 1) * sizeof *idx);
     t->idx = idx;
     t->mask = slots - 1;
     t->cap = cap;
@@ -92,10 +95,21 @@ static int tt_init(tt_t *t, size_t max)
 
 static void tt_free(tt_t *t)
 {
-    for (size_t k = 0; k < t->nrecs; k++)
-        free(t->recs[k].w);
-    free(t->recs);
-    free(t->idx);
+    nf_slab_destroy(&t->wslab); /* every block of weights */
+    nf_bigmem_free(t->recs, t->cap * sizeof *t->recs);
+    nf_bigmem_free(t->idx, (t->mask + 1) * sizeof *t->idx);
+}
+
+static size_t wsize(unsigned n)
+{
+    return n * sizeof(nf_topic_weight_t);
+}
+
+static void tt_wfree(tt_t *t, tt_rec_t *r)
+{
+    if (r->w)
+        nf_slab_free(&t->wslab, r->w, nf_slab_class_size((uint32_t)wsize(r->n)));
+    r->w = NULL;
 }
 
 /* Removes the index slot i (backward-shift deletion keeps every probe chain
@@ -133,17 +147,18 @@ static int tt_put(tt_t *t, nf_id128_t id, const nf_topic_vec_t *v, int64_t expir
 {
     nf_topic_weight_t *w = NULL;
     if (v->n) {
-        w = malloc(v->n * sizeof *w);
+        w = nf_slab_alloc(&t->wslab, (uint32_t)wsize(v->n));
         if (!w)
             return -ENOMEM;
-        memcpy(w, v->t, v->n * sizeof *w);
+        memcpy(w, v->t, wsize(v->n));
     }
     tt_rec_t *r = tt_find(t, id);
     if (!r) {
         if (t->nrecs == t->cap && t->cap < t->max) {
             size_t nc = t->cap * 2 < t->max ? t->cap * 2 : t->max;
             if (tt_resize(t, nc) != 0) {
-                free(w);
+                if (w)
+                    nf_slab_free(&t->wslab, w, nf_slab_class_size((uint32_t)wsize(v->n)));
                 return -ENOMEM;
             }
         }
@@ -159,21 +174,18 @@ static int tt_put(tt_t *t, nf_id128_t id, const nf_topic_vec_t *v, int64_t expir
             r = &t->recs[t->hand];
             t->hand = (t->hand + 1) % t->nrecs;
             tt_unlink(t, tt_slot(t, r->id));
-            t->wbytes -= r->n * sizeof *r->w;
-            free(r->w);
+            tt_wfree(t, r);
             (*evictions)++;
         }
         r->id = id;
         t->idx[tt_slot(t, id)] = (uint32_t)(r - t->recs + 1);
     } else {
-        t->wbytes -= r->n * sizeof *r->w;
-        free(r->w);
+        tt_wfree(t, r);
     }
     r->w = w;
     r->n = (uint8_t)v->n;
     r->ref = 1;
     r->expires_at = expires_at;
-    t->wbytes += v->n * sizeof *w;
     return 0;
 }
 
@@ -182,8 +194,7 @@ static int tt_put(tt_t *t, nf_id128_t id, const nf_topic_vec_t *v, int64_t expir
 static void tt_remove(tt_t *t, tt_rec_t *r)
 {
     tt_unlink(t, tt_slot(t, r->id));
-    t->wbytes -= r->n * sizeof *r->w;
-    free(r->w);
+    tt_wfree(t, r);
     size_t last = --t->nrecs, at = (size_t)(r - t->recs);
     if (at != last) {
         size_t ls = tt_slot(t, t->recs[last].id);
@@ -691,8 +702,8 @@ void nf_interest_stats(const nf_interest_t *e, nf_interest_stats_t *out)
     nf_kstate_stats(e->users, &out->users);
     nf_keyset_stats(e->seen, &out->seen);
     out->table_entries = e->tt.nrecs;
-    out->table_bytes =
-        e->tt.cap * sizeof(tt_rec_t) + (e->tt.mask + 1) * sizeof(uint32_t) + e->tt.wbytes;
+    out->table_bytes = e->tt.cap * sizeof(tt_rec_t) + (e->tt.mask + 1) * sizeof(uint32_t) +
+                       nf_slab_bytes(&e->tt.wslab);
     out->table_hits = e->table_hits;
     out->table_misses = e->table_misses;
     out->table_loads = e->table_loads;

@@ -26,6 +26,25 @@ void *nf_bigmem_alloc(size_t bytes)
     return p;
 }
 
+void *nf_bigmem_alloc_huge(size_t bytes)
+{
+    if (bytes == 0 || bytes % NF_BIGMEM_HUGE || bytes > SIZE_MAX - NF_BIGMEM_HUGE)
+        return NULL;
+    /* Map one huge page more than asked, then unmap the unaligned head and the rest. */
+    size_t span = bytes + NF_BIGMEM_HUGE;
+    unsigned char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    uintptr_t a = ((uintptr_t)p + NF_BIGMEM_HUGE - 1) & ~(uintptr_t)(NF_BIGMEM_HUGE - 1);
+    unsigned char *q = (unsigned char *)a;
+    if (q > p)
+        munmap(p, (size_t)(q - p));
+    if (q + bytes < p + span)
+        munmap(q + bytes, (size_t)(p + span - (q + bytes)));
+    (void)madvise(q, bytes, MADV_HUGEPAGE);
+    return q;
+}
+
 void *nf_bigmem_grow(void *p, size_t old_bytes, size_t new_bytes)
 {
     if (!p)

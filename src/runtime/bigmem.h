@@ -21,6 +21,12 @@ void *nf_bigmem_alloc(size_t bytes);
 /* Grows p (from nf_bigmem_alloc, old_bytes) to new_bytes >= old_bytes: the contents are kept,
  * the tail is zero, the address may change. NULL on failure, and p is left valid and intact. */
 void *nf_bigmem_grow(void *p, size_t old_bytes, size_t new_bytes);
+/* bytes (a multiple of NF_BIGMEM_HUGE) zeroed bytes at an address aligned to NF_BIGMEM_HUGE, so
+ * that every 2 MiB of it can be one huge page (an unaligned mapping has a 4 KiB-paged head and
+ * tail; kernels before 6.7 do not align anonymous mappings themselves). Cannot be grown; freed
+ * with nf_bigmem_free. NULL if bytes is 0 or not a multiple, or no memory. */
+#define NF_BIGMEM_HUGE ((size_t)2 << 20)
+void *nf_bigmem_alloc_huge(size_t bytes);
 /* p may be NULL. */
 void nf_bigmem_free(void *p, size_t bytes);
 

@@ -20,9 +20,10 @@
  *            in old lists are harmless. Vectors are recycled through a small pool, so after
  *            warm-up neither put nor snapshot allocates.
  *
- * Values of at most NF_KS_INLINE bytes live inside the record; longer ones in a malloc'd block
- * whose capacity is kept, so replacing a value with one of the same (or a somewhat smaller)
- * size does not allocate.
+ * Values of at most NF_KS_INLINE bytes live inside the record; longer ones in a block of the
+ * table's runtime/slab.h allocator (huge pages: the values of a million keys, read at random,
+ * would otherwise cost a TLB miss each) whose capacity is kept, so replacing a value with one of
+ * the same (or a somewhat smaller) size does not allocate.
  *
  * Memory: `used` counts what the live keys need (records in use, out-of-line blocks, the slot
  * table, the vectors); eviction and nf_kstate_over_budget() compare it with the budget. The
@@ -41,6 +42,7 @@
 #include "state/kstate.h"
 #include "algo/bytes.h"
 #include "runtime/bigmem.h"
+#include "runtime/slab.h"
 #include "state/probe.h"
 
 #include <assert.h>
@@ -114,7 +116,8 @@ struct nf_kstate {
     slot_t *slots;
     size_t mask;
 
-    size_t ool_bytes;
+    size_t ool_bytes; /* capacity of the live out-of-line blocks */
+    nf_slab_t slab;   /* where they come from */
 
     vec_t dirty;
     inflight_t *infl;
@@ -166,10 +169,10 @@ static inline const unsigned char *val_ptr(const entry_t *e)
     return (e->flags & F_OOL) ? e->v.ool.p : e->v.inl;
 }
 
-/* Out-of-line blocks are counted at their capacity plus a malloc header. */
+/* Out-of-line blocks are counted at their capacity. */
 static inline size_t ool_cost(uint32_t cap)
 {
-    return (size_t)cap + 16;
+    return cap;
 }
 
 static size_t vec_bytes(const nf_kstate_t *ks)
@@ -194,9 +197,11 @@ static size_t used_bytes(const nf_kstate_t *ks)
     return fixed_bytes(ks) + (size_t)ks->live * sizeof(entry_t);
 }
 
+/* What is allocated: the whole record array, and the slab's free blocks as well. */
 static size_t alloc_bytes(const nf_kstate_t *ks)
 {
-    return fixed_bytes(ks) + (size_t)ks->ent_cap * sizeof(entry_t);
+    return fixed_bytes(ks) - ks->ool_bytes + nf_slab_bytes(&ks->slab) +
+           (size_t)ks->ent_cap * sizeof(entry_t);
 }
 
 static int vec_push(vec_t *v, uint32_t x)
@@ -272,7 +277,7 @@ static void free_value(nf_kstate_t *ks, entry_t *e)
 {
     if (e->flags & F_OOL) {
         ks->ool_bytes -= ool_cost(e->v.ool.cap);
-        free(e->v.ool.p);
+        nf_slab_free(&ks->slab, e->v.ool.p, e->v.ool.cap);
         e->flags &= (uint8_t)~F_OOL;
     }
     e->len = 0;
@@ -407,19 +412,6 @@ static entry_t *insert_record(nf_kstate_t *ks, uint32_t idx, size_t pos, uint16_
     return e;
 }
 
-/* Out-of-line blocks come in classes about 1.5x apart (32, 48, 80, 112, 176, 256, ...), so a
- * value that grows a little at a time (an interest vector gains a topic: +9 bytes) moves a few
- * times in its life rather than every other update (half the puts of the read path had been a
- * malloc and a free); the reuse rule below keeps it from shrinking back at once. */
-static uint32_t ool_class(uint32_t len)
-{
-    uint64_t c = 32;
-    while (c < len)
-        c += c / 2;
-    c = (c + 15) & ~(uint64_t)15;
-    return c <= UINT32_MAX ? (uint32_t)c : len;
-}
-
 /* Sets e's value (val NULL: only makes room for len bytes, contents undefined), reusing its
  * out-of-line block when it fits (and is not more than twice
  * too big). -ENOMEM leaves e unchanged. */
@@ -442,8 +434,12 @@ static int set_value(nf_kstate_t *ks, entry_t *e, const void *val, uint32_t len)
         e->len = len;
         return 0;
     }
-    uint32_t cap = ool_class(len);
-    unsigned char *p = malloc(cap);
+    /* Blocks come in the slab's classes, about 1.5x apart (32, 48, 80, 112, 176, 256, ...), so a
+     * value that grows a little at a time (an interest vector gains a topic: +9 bytes) moves a
+     * few times in its life rather than every other update; the reuse rule above keeps it from
+     * shrinking back at once. */
+    uint32_t cap = nf_slab_class_size(len);
+    unsigned char *p = cap ? nf_slab_alloc(&ks->slab, len) : NULL;
     if (!p)
         return -ENOMEM;
     if (val)
@@ -478,6 +474,7 @@ nf_kstate_t *nf_kstate_new(nf_store_t *st, const nf_kstate_opts_t *o)
     nf_kstate_t *ks = calloc(1, sizeof *ks);
     if (!ks)
         return NULL;
+    nf_slab_init(&ks->slab);
     ks->st = st;
     ks->kind = o->kind;
     ks->ttl_ms = o->ttl_ms;
@@ -506,9 +503,10 @@ void nf_kstate_free(nf_kstate_t *ks)
 {
     if (!ks)
         return;
-    for (uint32_t i = 0; ks->ent && i < ks->fresh; i++)
-        if (ks->ent[i].flags & F_OOL)
-            free(ks->ent[i].v.ool.p);
+    for (uint32_t i = 0; ks->ent && i < ks->fresh; i++) /* the large ones are malloc'd */
+        if ((ks->ent[i].flags & F_OOL) && ks->ent[i].v.ool.cap > NF_SLAB_MAX)
+            nf_slab_free(&ks->slab, ks->ent[i].v.ool.p, ks->ent[i].v.ool.cap);
+    nf_slab_destroy(&ks->slab);
     nf_bigmem_free(ks->ent, (size_t)ks->ent_cap * sizeof(entry_t));
     nf_bigmem_free(ks->slots, (ks->mask + 1) * sizeof(slot_t));
     free(ks->dirty.v);
