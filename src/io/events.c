@@ -942,6 +942,26 @@ static inline unsigned fast_key(const unsigned char *k, size_t n)
     }
 }
 
+/* memcpy of an id (< 256 bytes) in 16-, 8-, 4-byte pieces, the last one overlapping: a
+ * variable-length memcpy of this size became `rep movsq`, whose start-up cost is most of it. */
+static inline void copy_id(char *dst, const unsigned char *src, size_t len)
+{
+    if (len >= 16) {
+        for (size_t i = 0; i + 16 < len; i += 16)
+            memcpy(dst + i, src + i, 16);
+        memcpy(dst + len - 16, src + len - 16, 16);
+    } else if (len >= 8) {
+        memcpy(dst, src, 8);
+        memcpy(dst + len - 8, src + len - 8, 8);
+    } else if (len >= 4) {
+        memcpy(dst, src, 4);
+        memcpy(dst + len - 4, src + len - 4, 4);
+    } else {
+        for (size_t i = 0; i < len; i++)
+            dst[i] = (char)src[i];
+    }
+}
+
 static int fast_read_event(const unsigned char *p, const unsigned char *end, nf_read_event_t *out)
 {
     size_t n = (size_t)(end - p), i = 0;
@@ -1002,7 +1022,7 @@ static int fast_read_event(const unsigned char *p, const unsigned char *end, nf_
                         : idx == RE_ARTICLE ? out->article_id
                         : idx == RE_SESSION ? out->session_id
                                             : out->event_id;
-            memcpy(dst, p + i + 1, len);
+            copy_id(dst, p + i + 1, len);
             dst[len] = '\0';
             lens[idx] = (uint8_t)len;
             i = ve + 1;
