@@ -516,6 +516,7 @@ void nf_interest_prefetch(nf_interest_t *e, const nf_interest_read_t *r, unsigne
             __builtin_prefetch(&t->idx[tt_home(t, r->article)]);
     } else if (stage == 1) {
         nf_kstate_prefetch_record(e->users, r->kg, r->user);
+        nf_keyset_prefetch_record(e->seen, r->kg, r->seen);
         uint32_t i = r->article_ok ? t->idx[tt_home(t, r->article)] : 0;
         if (i) /* the home slot's record: the table is at most half full */
             __builtin_prefetch(&t->recs[i - 1]);
@@ -843,6 +844,13 @@ void nf_interest_json_keys(const nf_interest_out_t *o, const char *user_id, nf_i
         *p++ = digits[--nd];
     memcpy(p, ",\"vector\":{", 11);
     p += 11;
+    /* The numbers first, each into its own buffer, then the copies: written straight into the
+     * output, each number's work waited on the previous one's length (where it goes); apart,
+     * the conversions overlap and only the copies follow one another. */
+    char num[NF_TOPICS_MAX][17];
+    uint8_t nlen[NF_TOPICS_MAX];
+    for (uint32_t i = 0; i < o->vec.n; i++)
+        nlen[i] = (uint8_t)(nf_jw_unit_put(num[i], o->vec.t[i].weight) - num[i]);
     for (uint32_t i = 0; i < o->vec.n; i++) {
         unsigned t = o->vec.t[i].topic;
         if (i)
@@ -852,7 +860,11 @@ void nf_interest_json_keys(const nf_interest_out_t *o, const char *user_id, nf_i
         else
             memcpy(p, k->text + k->at[t], k->len[t]);
         p += k->len[t];
-        p = nf_jw_unit_put(p, o->vec.t[i].weight);
+        if (nlen[i] == 1) /* "0" or "1" */
+            *p = num[i][0];
+        else
+            memcpy(p, num[i], 17); /* all 17 written: "0." and 15 digits, trailing 0s cut */
+        p += nlen[i];
     }
     memcpy(p, "},\"updated_at\":\"", 16);
     p += 16;

@@ -79,6 +79,9 @@ bool nf_keyset_contains(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int6
 /* A hint, no effect: starts loading the slot line an add or contains of (kg, key) reads first,
  * so a caller with a batch of keys can overlap their cache misses. */
 void nf_keyset_prefetch(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key);
+/* The hint's second step, once that slot line is in: the ring record of a slot whose tag is
+ * key's (a key present — a duplicate — is the only common case: its record is then compared). */
+void nf_keyset_prefetch_record(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key);
 
 /* Drops expired keys from the tail, at most max (0 = all); returns how many. nf_keyset_add does
  * a little of this itself; call it from a timer so an idle set gives its memory back too. */

@@ -72,6 +72,10 @@ static void test_model(void)
         if (r % 100 < 2) /* time moves: mostly small steps, sometimes past the whole TTL */
             now += (r >> 8) % 100 == 0 ? 3 * ttl : (int64_t)((r >> 16) % 300);
         unsigned i = (unsigned)((r >> 32) % UNIVERSE);
+        if (r & (1ull << 60)) { /* the hints read only (ASan checks where): the model holds */
+            nf_keyset_prefetch(ks, kg_of(i), key_of(i));
+            nf_keyset_prefetch_record(ks, kg_of(i), key_of(i));
+        }
         if (r % 100 < 90) {
             int got = nf_keyset_add(ks, kg_of(i), key_of(i), now);
             bool want = model_add(&m, i, now, ttl);
