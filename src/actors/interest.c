@@ -385,6 +385,8 @@ void nf_interest_read_init_n(nf_interest_read_t *r, uint16_t kg, const char *use
         r->article = (nf_id128_t){0, 0};
     r->ts_ms = ts_ms;
     r->kg = kg;
+    r->user_hint = NF_KSTATE_NO_HINT;
+    r->article_hint = 0;
 }
 
 int nf_interest_topics_put(nf_interest_t *e, nf_id128_t id, const nf_topic_vec_t *v, int64_t now_ms)
@@ -397,10 +399,12 @@ int nf_interest_topics_put(nf_interest_t *e, nf_id128_t id, const nf_topic_vec_t
 
 /* The article's vector: table, else store. 1 (found: *w, *n point into the
  * table until its next insert), 0 (unknown), -EIO, -ENOMEM. */
-static int article_vec(nf_interest_t *e, nf_id128_t id, int64_t now_ms, const nf_topic_weight_t **w,
-                       uint8_t *n)
+static int article_vec(nf_interest_t *e, nf_id128_t id, uint32_t hint, int64_t now_ms,
+                       const nf_topic_weight_t **w, uint8_t *n)
 {
-    tt_rec_t *r = tt_find(&e->tt, id);
+    tt_rec_t *r = hint && hint <= e->tt.nrecs && id_eq(e->tt.recs[hint - 1].id, id)
+                      ? &e->tt.recs[hint - 1] /* ids are unique in the table: its record */
+                      : tt_find(&e->tt, id);
     if (r && r->expires_at != 0 && r->expires_at <= now_ms) {
         /* Expired upstream: forget it and ask the store (which may hold a newer
          * copy). */
@@ -506,7 +510,7 @@ static void out_of(const user_state_t *us, nf_interest_out_t *out)
     memcpy(out->vec.t, us->v.t, us->v.n * sizeof us->v.t[0]);
 }
 
-void nf_interest_prefetch(nf_interest_t *e, const nf_interest_read_t *r, unsigned stage)
+void nf_interest_prefetch(nf_interest_t *e, nf_interest_read_t *r, unsigned stage)
 {
     const tt_t *t = &e->tt;
     if (stage == 0) {
@@ -521,10 +525,13 @@ void nf_interest_prefetch(nf_interest_t *e, const nf_interest_read_t *r, unsigne
         if (i) /* the home slot's record: the table is at most half full */
             __builtin_prefetch(&t->recs[i - 1]);
     } else {
-        nf_kstate_prefetch_value(e->users, r->kg, r->user);
+        r->user_hint = nf_kstate_prefetch_value(e->users, r->kg, r->user);
         uint32_t i = r->article_ok ? t->idx[tt_home(t, r->article)] : 0;
-        if (i && id_eq(t->recs[i - 1].id, r->article) && t->recs[i - 1].w)
-            __builtin_prefetch(t->recs[i - 1].w);
+        if (i && id_eq(t->recs[i - 1].id, r->article)) {
+            r->article_hint = i;
+            if (t->recs[i - 1].w)
+                __builtin_prefetch(t->recs[i - 1].w);
+        }
     }
 }
 
@@ -544,7 +551,7 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
     nf_id128_t sk = r->seen;
     const nf_topic_weight_t *aw = NULL;
     uint8_t an = 0;
-    int rc = r->article_ok ? article_vec(e, r->article, now_ms, &aw, &an) : 0;
+    int rc = r->article_ok ? article_vec(e, r->article, r->article_hint, now_ms, &aw, &an) : 0;
     if (rc < 0)
         return rc;
     if (rc == 0 && !e->o.unknown_as_empty) {
@@ -560,7 +567,8 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
     nf_id128_t uk = r->user;
     uint32_t len = 0;
     int err = 0;
-    const unsigned char *p = nf_kstate_get(e->users, kg, uk, (uint64_t)now_ms, &len, &err);
+    const unsigned char *p =
+        nf_kstate_get_hint(e->users, kg, uk, r->user_hint, (uint64_t)now_ms, &len, &err);
     if (err) {
         snprintf(e->err, sizeof e->err, "reading interest state: %s", nf_kstate_error(e->users));
         return err == -ENOMEM ? -ENOMEM : -EIO;

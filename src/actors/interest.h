@@ -134,6 +134,9 @@ typedef struct nf_interest_read {
     int64_t ts_ms;      /* event time */
     uint16_t kg;        /* the input partition */
     bool article_ok;    /* article_id is 32 hex digits (otherwise it has no vector) */
+    /* Where the prefetch stages found the user's record and the article's (none after
+     * init): hints for the apply, checked there, never trusted. */
+    uint32_t user_hint, article_hint;
 } nf_interest_read_t;
 
 /* session_id NULL = "". Pure: any thread. */
@@ -163,7 +166,7 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
  * it, then stage 1 for every read, then stage 2, then applies them: the batch's cache misses
  * overlap instead of following one another. */
 #define NF_INTEREST_PREFETCH_STAGES 3
-void nf_interest_prefetch(nf_interest_t *e, const nf_interest_read_t *r, unsigned stage);
+void nf_interest_prefetch(nf_interest_t *e, nf_interest_read_t *r, unsigned stage);
 
 /* The current state of a user (1: found and *out filled; 0: never updated;
  * -EIO). */

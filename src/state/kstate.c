@@ -586,17 +586,22 @@ static const void *load(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t h
     return val_ptr(e);
 }
 
-const void *nf_kstate_get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint64_t now_ms,
-                          uint32_t *len, int *err)
+/* nf_kstate_get, starting at idx if that record holds (kg, key) (keys are unique in the table:
+ * it is then the key's record). */
+static const void *get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t idx, uint64_t now_ms,
+                       uint32_t *len, int *err)
 {
     int dummy;
     if (!err)
         err = &dummy;
     *err = 0;
     *len = 0;
-    uint32_t h = hash_key(kg, key);
-    size_t pos;
-    uint32_t idx = lookup(ks, kg, key, h, &pos);
+    uint32_t h = 0;
+    if (idx >= ks->fresh || !(ks->ent[idx].flags & F_USED) || !key_eq(&ks->ent[idx], kg, key)) {
+        size_t pos;
+        h = hash_key(kg, key);
+        idx = lookup(ks, kg, key, h, &pos);
+    }
     if (idx != NONE) {
         entry_t *e = &ks->ent[idx];
         ks->hits++;
@@ -619,6 +624,18 @@ const void *nf_kstate_get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint64_t
     if (!ks->st)
         return NULL;
     return load(ks, kg, key, h, now_ms, len, err);
+}
+
+const void *nf_kstate_get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint64_t now_ms,
+                          uint32_t *len, int *err)
+{
+    return get(ks, kg, key, NONE, now_ms, len, err);
+}
+
+const void *nf_kstate_get_hint(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t hint,
+                               uint64_t now_ms, uint32_t *len, int *err)
+{
+    return get(ks, kg, key, hint, now_ms, len, err);
 }
 
 void nf_kstate_prefetch(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
@@ -644,15 +661,18 @@ void nf_kstate_prefetch_record(const nf_kstate_t *ks, uint16_t kg, nf_id128_t ke
         __builtin_prefetch(&ks->ent[idx]);
 }
 
-void nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
+uint32_t nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
 {
     uint32_t idx = peek(ks, kg, key);
-    if (idx == NONE || !(ks->ent[idx].flags & F_OOL) || !key_eq(&ks->ent[idx], kg, key))
-        return;
-    const unsigned char *p = ks->ent[idx].v.ool.p;
-    uint32_t len = ks->ent[idx].len < 256 ? ks->ent[idx].len : 256; /* the first lines */
-    for (uint32_t off = 0; off < len; off += 64)
-        __builtin_prefetch(p + off);
+    if (idx == NONE || !(ks->ent[idx].flags & F_USED) || !key_eq(&ks->ent[idx], kg, key))
+        return NF_KSTATE_NO_HINT;
+    if (ks->ent[idx].flags & F_OOL) {
+        const unsigned char *p = ks->ent[idx].v.ool.p;
+        uint32_t len = ks->ent[idx].len < 256 ? ks->ent[idx].len : 256; /* the first lines */
+        for (uint32_t off = 0; off < len; off += 64)
+            __builtin_prefetch(p + off);
+    }
+    return idx;
 }
 
 /* The record of (kg, key), inserted (empty, clean) if absent. NONE on allocation failure. */

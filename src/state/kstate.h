@@ -64,7 +64,15 @@ const void *nf_kstate_get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint64_t
  * (its slot is in cache by then), then nf_kstate_prefetch_value, then the gets. */
 void nf_kstate_prefetch(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
 void nf_kstate_prefetch_record(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
-void nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
+/* Returns the record it found for (kg, key) — the hint for nf_kstate_get_hint — or
+ * NF_KSTATE_NO_HINT. */
+#define NF_KSTATE_NO_HINT UINT32_MAX
+uint32_t nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
+/* nf_kstate_get starting at the record a hint names, without hashing or probing, if that
+ * record still holds (kg, key); any hint (stale, or NF_KSTATE_NO_HINT) is safe: it is checked,
+ * never trusted. */
+const void *nf_kstate_get_hint(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t hint,
+                               uint64_t now_ms, uint32_t *len, int *err);
 /* Inserts or replaces; the entry becomes dirty. 0 or -ENOMEM (nothing changed). */
 int nf_kstate_put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val, uint32_t len,
                   uint64_t now_ms);

@@ -143,7 +143,18 @@ static bool check_get(nf_kstate_t *ks, const model_t *m, const mval_t *want, int
     static unsigned char buf[1001];
     uint32_t len = 12345;
     int err = 1;
-    const unsigned char *p = nf_kstate_get(ks, m->kg[u], m->id[u], m->now, &len, &err);
+    /* A third of the gets go through a hint: the one the prefetch finds, or any record index
+     * (a stale hint must only cost a probe). */
+    uint64_t r = rnd() % 6;
+    const unsigned char *p;
+    if (r == 0)
+        p = nf_kstate_get_hint(ks, m->kg[u], m->id[u],
+                               nf_kstate_prefetch_value(ks, m->kg[u], m->id[u]), m->now, &len,
+                               &err);
+    else if (r == 1)
+        p = nf_kstate_get_hint(ks, m->kg[u], m->id[u], (uint32_t)rnd() % 64, m->now, &len, &err);
+    else
+        p = nf_kstate_get(ks, m->kg[u], m->id[u], m->now, &len, &err);
     bool ok = err == 0;
     if (mval_visible(want, m->now)) {
         gen_value(want->ver, want->len, buf);
