@@ -94,8 +94,8 @@ void nf_jw_key(nf_jw_t *w, const char *key)
 void nf_jw_strn(nf_jw_t *w, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    /* Worst case every byte becomes \u00XX. */
-    if (!reserve(w, n * 6 + 2))
+    /* Worst case every byte becomes \u00XX; + 8: the tail below stores 8 bytes. */
+    if (!reserve(w, n * 6 + 10))
         return;
     char *o = w->buf + w->len;
     *o++ = '"';
@@ -103,16 +103,42 @@ void nf_jw_strn(nf_jw_t *w, const char *s, size_t n)
     /* 8 bytes at a time while none needs an escape (a control byte, '"' or '\\'; bytes of
      * UTF-8 sequences pass as they are): ids and names almost never have one. */
     const uint64_t lo = 0x0101010101010101ull, hi = 0x8080808080808080ull;
+#define NEEDS_ESCAPE(v)                                                                            \
+    ((((v)-lo * 0x20) | (((v) ^ (lo * '"')) - lo) | (((v) ^ (lo * '\\')) - lo)) & ~(v)&hi)
     for (; i + 8 <= n; i += 8) {
-        uint64_t v, q, b;
+        uint64_t v;
         memcpy(&v, s + i, 8);
-        q = v ^ (lo * '"');
-        b = v ^ (lo * '\\');
-        if (((v - lo * 0x20) | (q - lo) | (b - lo)) & ~v & hi)
+        if (NEEDS_ESCAPE(v))
             break;
         memcpy(o, &v, 8);
         o += 8;
     }
+    /* The last 1..7 bytes in one go as well (a user id is often shorter than 8): the 8 bytes
+     * that end at n once 8 are out (what they repeat is clean and already written), else the
+     * rest padded with 'a'. Little-endian layout of the padding; elsewhere the byte loop. */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (i < n && i + 8 > n) {
+        size_t r = n - i;
+        uint64_t v;
+        if (n >= 8) {
+            memcpy(&v, s + n - 8, 8);
+            if (!NEEDS_ESCAPE(v)) {
+                memcpy(o - (8 - r), &v, 8);
+                o += r;
+                i = n;
+            }
+        } else {
+            v = 0x6161616161616161ull;
+            memcpy(&v, s, n);
+            if (!NEEDS_ESCAPE(v)) {
+                memcpy(o, &v, 8);
+                o += r;
+                i = n;
+            }
+        }
+    }
+#endif
+#undef NEEDS_ESCAPE
     for (; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\') {
