@@ -519,15 +519,17 @@ void nf_interest_prefetch(nf_interest_t *e, nf_interest_read_t *r, unsigned stag
         if (r->article_ok)
             __builtin_prefetch(&t->idx[tt_home(t, r->article)]);
     } else if (stage == 1) {
-        nf_kstate_prefetch_record(e->users, r->kg, r->user);
+        r->user_hint = nf_kstate_prefetch_record(e->users, r->kg, r->user);
         nf_keyset_prefetch_record(e->seen, r->kg, r->seen);
         uint32_t i = r->article_ok ? t->idx[tt_home(t, r->article)] : 0;
         if (i) /* the home slot's record: the table is at most half full */
             __builtin_prefetch(&t->recs[i - 1]);
+        r->article_hint = i; /* for stage 2, which checks it */
     } else {
-        r->user_hint = nf_kstate_prefetch_value(e->users, r->kg, r->user);
-        uint32_t i = r->article_ok ? t->idx[tt_home(t, r->article)] : 0;
-        if (i && id_eq(t->recs[i - 1].id, r->article)) {
+        r->user_hint = nf_kstate_prefetch_value(e->users, r->kg, r->user, r->user_hint);
+        uint32_t i = r->article_hint;
+        r->article_hint = 0;
+        if (i && i <= t->nrecs && id_eq(t->recs[i - 1].id, r->article)) {
             r->article_hint = i;
             if (t->recs[i - 1].w)
                 __builtin_prefetch(t->recs[i - 1].w);

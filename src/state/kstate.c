@@ -154,6 +154,13 @@ static inline bool key_eq(const entry_t *e, uint16_t kg, nf_id128_t id)
     return e->id.hi == id.hi && e->id.lo == id.lo && e->kg == kg;
 }
 
+/* Whether record idx (any value) holds (kg, key): keys are unique in the table, so it is then
+ * the key's record (a hint is checked this way, never trusted). */
+static inline bool holds(const nf_kstate_t *ks, uint32_t idx, uint16_t kg, nf_id128_t key)
+{
+    return idx < ks->fresh && (ks->ent[idx].flags & F_USED) && key_eq(&ks->ent[idx], kg, key);
+}
+
 static inline bool is_pinned(const entry_t *e)
 {
     return (e->flags & (F_DIRTY | F_COMMITTING)) != 0;
@@ -597,7 +604,7 @@ static const void *get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t id
     *err = 0;
     *len = 0;
     uint32_t h = 0;
-    if (idx >= ks->fresh || !(ks->ent[idx].flags & F_USED) || !key_eq(&ks->ent[idx], kg, key)) {
+    if (!holds(ks, idx, kg, key)) {
         size_t pos;
         h = hash_key(kg, key);
         idx = lookup(ks, kg, key, h, &pos);
@@ -654,17 +661,18 @@ static uint32_t peek(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
     return NONE;
 }
 
-void nf_kstate_prefetch_record(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
+uint32_t nf_kstate_prefetch_record(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
 {
     uint32_t idx = peek(ks, kg, key);
     if (idx != NONE)
         __builtin_prefetch(&ks->ent[idx]);
+    return idx;
 }
 
-uint32_t nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
+uint32_t nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t hint)
 {
-    uint32_t idx = peek(ks, kg, key);
-    if (idx == NONE || !(ks->ent[idx].flags & F_USED) || !key_eq(&ks->ent[idx], kg, key))
+    uint32_t idx = holds(ks, hint, kg, key) ? hint : peek(ks, kg, key);
+    if (idx == NONE || !holds(ks, idx, kg, key))
         return NF_KSTATE_NO_HINT;
     if (ks->ent[idx].flags & F_OOL) {
         const unsigned char *p = ks->ent[idx].v.ool.p;

@@ -63,11 +63,14 @@ const void *nf_kstate_get(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint64_t
  * nf_kstate_prefetch for every key of the batch, then nf_kstate_prefetch_record for every key
  * (its slot is in cache by then), then nf_kstate_prefetch_value, then the gets. */
 void nf_kstate_prefetch(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
-void nf_kstate_prefetch_record(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
-/* Returns the record it found for (kg, key) — the hint for nf_kstate_get_hint — or
- * NF_KSTATE_NO_HINT. */
+/* Returns the record whose slot tag matched (not yet known to hold the key: its line is
+ * only being loaded), or NF_KSTATE_NO_HINT: the hint for nf_kstate_prefetch_value. */
 #define NF_KSTATE_NO_HINT UINT32_MAX
-uint32_t nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
+uint32_t nf_kstate_prefetch_record(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
+/* Starts at the record hint names when it holds (kg, key), else probes. Returns the record it
+ * found for (kg, key) — the hint for nf_kstate_get_hint — or NF_KSTATE_NO_HINT. */
+uint32_t nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key,
+                                  uint32_t hint);
 /* nf_kstate_get starting at the record a hint names, without hashing or probing, if that
  * record still holds (kg, key); any hint (stale, or NF_KSTATE_NO_HINT) is safe: it is checked,
  * never trusted. */

@@ -148,9 +148,11 @@ static bool check_get(nf_kstate_t *ks, const model_t *m, const mval_t *want, int
     uint64_t r = rnd() % 6;
     const unsigned char *p;
     if (r == 0)
-        p = nf_kstate_get_hint(ks, m->kg[u], m->id[u],
-                               nf_kstate_prefetch_value(ks, m->kg[u], m->id[u]), m->now, &len,
-                               &err);
+        p = nf_kstate_get_hint(
+            ks, m->kg[u], m->id[u],
+            nf_kstate_prefetch_value(ks, m->kg[u], m->id[u],
+                                     rnd() % 2 ? NF_KSTATE_NO_HINT : (uint32_t)rnd() % 64),
+            m->now, &len, &err);
     else if (r == 1)
         p = nf_kstate_get_hint(ks, m->kg[u], m->id[u], (uint32_t)rnd() % 64, m->now, &len, &err);
     else
