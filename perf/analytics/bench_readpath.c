@@ -22,13 +22,18 @@
  * from empty, and the figure includes the growth (and this VM's ~0.3 GB/s first touch of memory).
  * One JSON line per shard count:
  *   {"bench":"readpath","shards":S,"events":N,"seconds":T,"events_per_s":R,
- *    "events_per_s_per_shard":R/S,"updates":U,"late":L,"windows":W,"rss_mb":M,...} */
+ *    "events_per_s_per_shard":R/S,"updates":U,"late":L,"windows":W,"rss_mb":M,...,
+ *    "shard_update_share_busy":[[u0,b0],...]}
+ * where u_i is the share of the timed interest updates shard i made (its users' share of the
+ * reads) and b_i the share of the wall time its thread was on a CPU (below 1: it slept, waiting
+ * for work — the other shard, or its ring, set the pace). */
 #include "actors/analytics.h"
 #include "actors/reads.h"
 #include "runtime/metrics.h"
 #include "state/store.h"
 #include "workload.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +68,36 @@ static long rss_kb(void)
     if (f)
         fclose(f);
     return kb;
+}
+
+/* CPU seconds (user + system, in clock ticks) of each thread named nf-shard-<i>, i < n, from
+ * /proc/self/task: with wall time, how busy each shard was (a shard that waits sleeps). */
+static void shard_cpu(unsigned n, double *out)
+{
+    for (unsigned i = 0; i < n; i++)
+        out[i] = 0;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        const char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+        unsigned shard;
+        unsigned long long ut, st;
+        if (!open || !close || sscanf(open + 1, "nf-shard-%u", &shard) != 1 || shard >= n ||
+            sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) !=
+                2)
+            continue;
+        out[shard] = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    }
+    if (d)
+        closedir(d);
 }
 
 static void post(nf_runtime_t *rt, unsigned shard, const nf_msg_t *m)
@@ -169,7 +204,9 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     }
     /* Events are done once counted as an update, a duplicate or an unknown article; the clock
      * starts when the warm-up's are (to the poll's millisecond). */
-    uint64_t done0 = 0, upd0 = 0, dup0 = 0;
+    uint64_t done0 = 0, upd0 = 0, dup0 = 0, upd0_of[NF_MAX_SHARDS] = {0};
+    double busy0[NF_MAX_SHARDS];
+    shard_cpu(shards, busy0);
     bool warm = pa->warmup == 0;
     for (;;) {
         uint64_t events = nf_counter_value(r.m.events);
@@ -183,6 +220,9 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
             done0 = done;
             upd0 = nf_counter_value(r.m.updates);
             dup0 = nf_counter_value(an.m.interest_duplicates);
+            shard_cpu(shards, busy0);
+            for (unsigned s = 0; s < shards; s++)
+                upd0_of[s] = nf_counter_value_of(r.m.updates, s);
         }
         if (atomic_load(&r.mem_shards_done) == shards &&
             done == events + nf_counter_value(an.m.event_duplicates))
@@ -190,6 +230,18 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
         usleep(1000); /* this thread shares the 2 vCPUs with the shards: poll gently */
     }
     double secs = now_s() - t0, cpu = cpu_s() - c0;
+    double busy[NF_MAX_SHARDS];
+    shard_cpu(shards, busy);
+    /* Per shard: the share of the interest updates it made, and the share of the wall time
+     * its thread was on a CPU (the rest it slept, waiting for work). */
+    char per[NF_MAX_SHARDS * 40] = "";
+    size_t pl = 0;
+    for (unsigned s = 0; s < shards && pl < sizeof per; s++) {
+        uint64_t u = nf_counter_value_of(r.m.updates, s) - upd0_of[s];
+        uint64_t all = nf_counter_value(r.m.updates) - upd0;
+        pl += (size_t)snprintf(per + pl, sizeof per - pl, "%s[%.3f,%.3f]", s ? "," : "",
+                               all ? (double)u / (double)all : 0.0, (busy[s] - busy0[s]) / secs);
+    }
     long rss = rss_kb();
     uint64_t timed = ev->n - done0;
     uint64_t updates = nf_counter_value(r.m.updates) - upd0;
@@ -200,7 +252,8 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            "\"events_per_s_per_shard\":%.0f,\"updates\":%llu,\"interest_duplicates\":%llu,"
            "\"unknown\":%llu,\"event_id_duplicates\":%llu,\"late\":%llu,\"counted\":%llu,"
            "\"windows\":%llu,\"exact\":%s,\"store\":%s,\"event_id_keys\":%llu,"
-           "\"seen_keys\":%llu,\"cpu_ns_per_event\":%.0f,\"rss_mb\":%.0f}\n",
+           "\"seen_keys\":%llu,\"cpu_ns_per_event\":%.0f,\"rss_mb\":%.0f,"
+           "\"shard_update_share_busy\":[%s]}\n",
            shards, (unsigned long long)timed, (unsigned long long)done0,
            pa->ttl_s > 0 ? pa->ttl_s : -1.0, secs, (double)timed / secs,
            (double)timed / secs / shards, (unsigned long long)updates,
@@ -212,7 +265,7 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            (unsigned long long)nf_counter_value(an.m.windows), pa->exact ? "true" : "false",
            st ? "true" : "false", (unsigned long long)nf_gauge_value(r.m.event_id_keys),
            (unsigned long long)nf_gauge_value(r.m.seen_keys), cpu * 1e9 / (double)timed,
-           (double)rss / 1024.0);
+           (double)rss / 1024.0, per);
     fflush(stdout);
     nf_runtime_destroy(rt);
     nf_analytics_free(&an);

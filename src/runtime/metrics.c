@@ -235,6 +235,12 @@ uint64_t nf_counter_value(nf_counter_t c)
     return r ? nf_cell_sum(r, c.cell) : 0;
 }
 
+uint64_t nf_counter_value_of(nf_counter_t c, unsigned writer)
+{
+    const nf_registry_t *r = __atomic_load_n(&nf_metrics_reg, __ATOMIC_ACQUIRE);
+    return r && writer <= r->nwriters ? nf_cell_load(r, writer, c.cell) : 0;
+}
+
 int64_t nf_gauge_value(nf_gauge_t g)
 {
     const nf_registry_t *r = __atomic_load_n(&nf_metrics_reg, __ATOMIC_ACQUIRE);

@@ -100,6 +100,9 @@ void nf_histogram_observe(nf_histogram_t h, double v);
 
 /* Sum over writers, for tests and progress lines. */
 uint64_t nf_counter_value(nf_counter_t c);
+/* One writer's part (writer == nwriters: the external one; beyond: 0), for benchmarks that
+ * want to see a hot shard. */
+uint64_t nf_counter_value_of(nf_counter_t c, unsigned writer);
 int64_t nf_gauge_value(nf_gauge_t g);
 
 /* Renders every series as Prometheus text exposition format 0.0.4 into a malloc'ed,

@@ -413,6 +413,9 @@ static void test_concurrent_writers_sum_exactly(void)
         pthread_join(th[i], NULL);
 
     NF_CHECK_EQ(nf_counter_value(c), 3 * PER_THREAD);
+    for (unsigned w = 0; w <= 2; w++) /* shard 0, shard 1, the external writer */
+        NF_CHECK_EQ(nf_counter_value_of(c, w), PER_THREAD);
+    NF_CHECK_EQ(nf_counter_value_of(c, 3), 0);
     NF_CHECK_EQ(nf_gauge_value(g), 3 * PER_THREAD / 2);
     char *text = render();
     NF_REQUIRE(text != NULL);
