@@ -520,6 +520,7 @@ int nf_cli_run(int argc, char **argv)
     ro.ring_capacity = cfg->runtime.ring_capacity;
     ro.batch = cfg->runtime.batch;
     ro.budget = cfg->runtime.budget;
+    ro.spin_ns = (uint64_t)cfg->runtime.spin_us * 1000u;
     ro.shutdown_timeout_ms = cfg->shutdown.timeout_ms;
     if (ro.shards == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);

@@ -63,6 +63,8 @@ static const cfg_key_t cfg_keys[] = {
      .help = "publish a ring after this many pending messages (1 = unbatched)"},
     {KEY(CFG_U32, runtime.budget), .min = 1, .max = 1000000, .def = "256",
      .help = "messages taken from one ring per loop iteration"},
+    {KEY(CFG_U32, runtime.spin_us), .max = 100000, .def = "50",
+     .help = "keep polling this long after the last work before sleeping; 0 = sleep at once"},
     {KEY(CFG_U64, runtime.stop_after_ms), .max = UINT64_C(1) << 63, .def = "0",
      .help = "stop after this many ms; 0 = run until SIGTERM/SIGINT"},
     {KEY(CFG_ENUM, log.level), .choices = cfg_log_levels, .def = "info",

@@ -66,6 +66,7 @@ typedef struct nf_config {
         uint32_t ring_capacity; /* power of two */
         uint32_t batch;
         uint32_t budget;
+        uint32_t spin_us;       /* poll this long after the last work before sleeping */
         uint64_t stop_after_ms; /* 0 = run until a signal */
     } runtime;
     struct {

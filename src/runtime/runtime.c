@@ -141,7 +141,8 @@ void nf_runtime_opts_default(nf_runtime_opts_t *o)
                              .ring_capacity = 1024,
                              .batch = 64,
                              .budget = 256,
-                             .shutdown_timeout_ms = 10000};
+                             .shutdown_timeout_ms = 10000,
+                             .spin_ns = 50000};
 }
 
 static inline nf_ring_t *ring_of(nf_runtime_t *rt, unsigned src, unsigned dst)
@@ -607,7 +608,7 @@ static void *shard_main(void *arg)
     for (int a = 0; a < rt->nactors; a++)
         sh->actors[a] = rt->ops[a]->init ? rt->ops[a]->init(sh, rt->ctx[a]) : NULL;
 
-    uint64_t last_gauges = 0;
+    uint64_t last_gauges = 0, last_work = 0;
     for (;;) {
         sh->now = nf_now_ns();
         atomic_store_explicit(&sh->busy, 1, memory_order_relaxed);
@@ -677,8 +678,16 @@ static void *shard_main(void *arg)
 
         if (atomic_load_explicit(&rt->exit_now, memory_order_acquire))
             break;
-        if (work || sh->sched_mask)
+        if (work || sh->sched_mask) {
+            last_work = sh->now;
             continue;
+        }
+        if (sh->now - last_work < rt->opts.spin_ns) { /* more work is likely soon: poll */
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            continue;
+        }
 
         /* Nothing to do: publish idleness, then sleep unless something raced in. */
         atomic_store_explicit(&sh->busy, 0, memory_order_release);

@@ -300,7 +300,7 @@ static void test_file_errors(void)
 {
     EXPECT_FILE_ERR("{\n  \"runtime\": {\n    \"shardz\": 4\n  }\n}",
                     ":3: unknown key \"runtime.shardz\" (keys in \"runtime\": shards, pin, "
-                    "ring_capacity, batch, budget, stop_after_ms)");
+                    "ring_capacity, batch, budget, spin_us, stop_after_ms)");
     EXPECT_FILE_ERR("{\n\n  \"runtme\": {}\n}",
                     ":3: unknown section \"runtme\" (sections: runtime, log, admin, shutdown, "
                     "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, demo, classify, "
@@ -558,7 +558,7 @@ static void test_set_errors(void)
     EXPECT_SET("runtime.shardz=1",
                "--set runtime.shardz=1: unknown key \"runtime.shardz\" (keys in "
                "\"runtime\": shards, pin, ring_capacity, batch, budget, "
-               "stop_after_ms)");
+               "spin_us, stop_after_ms)");
     EXPECT_SET("runtme.shards=1",
                "--set runtme.shards=1: unknown section \"runtme\" (sections: "
                "runtime, log, admin, shutdown, sources, fetch, crawl, parse, "
@@ -607,7 +607,7 @@ static void test_hash_and_describe(void)
     int lines = 0;
     for (const char *p = text; *p; p++)
         lines += *p == '\n';
-    NF_CHECK_EQ(lines, 79); /* one line per key in the table */
+    NF_CHECK_EQ(lines, 80); /* one line per key in the table */
     NF_CHECK(strstr(text, "runtime.shards ") == text);
     NF_CHECK(strstr(text, "\nlog.level ") != NULL);
     NF_CHECK(strstr(text, "debug|info|warn|error") != NULL);

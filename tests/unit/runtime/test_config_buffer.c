@@ -28,7 +28,7 @@ static void test_error_names_name_and_line(void)
     const char *text = "{\n  \"runtime\": {\n    \"shardz\": 1\n  }\n}\n";
     EXPECT_ERR(text, strlen(text),
                "mem.json:3: unknown key \"runtime.shardz\" (keys in \"runtime\": shards, pin, "
-               "ring_capacity, batch, budget, stop_after_ms)");
+               "ring_capacity, batch, budget, spin_us, stop_after_ms)");
     text = "{\n\n  \"log\": {\"level\": \"loud\"}}";
     EXPECT_ERR(text, strlen(text),
                "mem.json:3: log.level: \"loud\" is not one of debug, info, warn, error");
