@@ -1,5 +1,6 @@
 /* hash.c — nf_hash64 (hash.h). */
 #include "algo/hash.h"
+#include "algo/bytes.h"
 
 #include <string.h>
 
@@ -7,34 +8,14 @@
 #define K1 0xe7037ed1a0b428dbull
 #define K2 0x8ebc6af09c88c6e3ull
 
-static inline uint64_t load64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
-static inline uint32_t load32(const unsigned char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap32(v);
-#endif
-    return v;
-}
-
 /* The r (1..7) bytes at p as a little-endian number, zero above them: what copying them into
  * a zeroed 8-byte block and loading it gives, without a variable-length copy (two overlapping
  * 4-byte loads, or three single bytes; every id of the read path ends in one of these). */
 static inline uint64_t load_tail(const unsigned char *p, size_t r)
 {
     if (r >= 4) {
-        uint64_t hi = load32(p + r - 4); /* bytes r-4 .. r-1: the top 8-r of them wanted */
-        return load32(p) | (hi >> (8 * (8 - r))) << 32;
+        uint64_t hi = nf_get_le32(p + r - 4); /* bytes r-4 .. r-1: the top 8-r of them wanted */
+        return nf_get_le32(p) | (hi >> (8 * (8 - r))) << 32;
     }
     return (uint64_t)p[0] | (uint64_t)p[r / 2] << (8 * (r / 2)) |
            (uint64_t)p[r - 1] << (8 * (r - 1));
@@ -46,9 +27,9 @@ uint64_t nf_hash64(const void *data, size_t n, uint64_t seed)
     uint64_t h = seed ^ nf_mum64(seed ^ K0, (uint64_t)n ^ K1);
     size_t i = 0;
     for (; i + 16 <= n; i += 16)
-        h = nf_mum64(load64(p + i) ^ K1 ^ h, load64(p + i + 8) ^ K2);
+        h = nf_mum64(nf_get_le64(p + i) ^ K1 ^ h, nf_get_le64(p + i + 8) ^ K2);
     if (i + 8 <= n) {
-        h = nf_mum64(load64(p + i) ^ K1 ^ h, K2 ^ 8);
+        h = nf_mum64(nf_get_le64(p + i) ^ K1 ^ h, K2 ^ 8);
         i += 8;
     }
     if (i < n)
@@ -68,12 +49,12 @@ nf_id128_t nf_hash128(const void *data, size_t n, uint64_t seed_hi, uint64_t see
     uint64_t b = seed_lo ^ nf_mum64(seed_lo ^ K0, (uint64_t)n ^ K1);
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        uint64_t x = load64(p + i), y = load64(p + i + 8) ^ K2;
+        uint64_t x = nf_get_le64(p + i), y = nf_get_le64(p + i + 8) ^ K2;
         a = nf_mum64(x ^ K1 ^ a, y);
         b = nf_mum64(x ^ K1 ^ b, y);
     }
     if (i + 8 <= n) {
-        uint64_t x = load64(p + i);
+        uint64_t x = nf_get_le64(p + i);
         a = nf_mum64(x ^ K1 ^ a, K2 ^ 8);
         b = nf_mum64(x ^ K1 ^ b, K2 ^ 8);
         i += 8;

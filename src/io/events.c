@@ -7,6 +7,7 @@
  * precedence in events.h hold without a second pass. */
 #include "io/events.h"
 
+#include "algo/bytes.h"
 #include "algo/sha256.h"
 #include "feed/dates.h"
 
@@ -909,12 +910,7 @@ static inline size_t next_quote(const uint64_t q[FAST_MAX / 64], size_t from, si
 /* The value of 8 ASCII digits at p, or -1 if one is not a digit. */
 static inline int64_t digits8(const unsigned char *p)
 {
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    v -= 0x3030303030303030ull;
+    uint64_t v = nf_get_le64(p) - 0x3030303030303030ull;
     if (((v + 0x7676767676767676ull) | v) & 0x8080808080808080ull)
         return -1;
     v = (v * 10 + (v >> 8)) & 0x00ff00ff00ff00ffull;     /* pairs */
