@@ -105,11 +105,11 @@ static size_t wsize(unsigned n)
     return n * sizeof(nf_topic_weight_t);
 }
 
-static void tt_wfree(tt_t *t, tt_rec_t *r)
+/* Gives back a block of n weights (w may be NULL). */
+static void tt_wfree(tt_t *t, nf_topic_weight_t *w, unsigned n)
 {
-    if (r->w)
-        nf_slab_free(&t->wslab, r->w, nf_slab_class_size((uint32_t)wsize(r->n)));
-    r->w = NULL;
+    if (w)
+        nf_slab_free(&t->wslab, w, nf_slab_class_size((uint32_t)wsize(n)));
 }
 
 /* Removes the index slot i (backward-shift deletion keeps every probe chain
@@ -157,8 +157,7 @@ static int tt_put(tt_t *t, nf_id128_t id, const nf_topic_vec_t *v, int64_t expir
         if (t->nrecs == t->cap && t->cap < t->max) {
             size_t nc = t->cap * 2 < t->max ? t->cap * 2 : t->max;
             if (tt_resize(t, nc) != 0) {
-                if (w)
-                    nf_slab_free(&t->wslab, w, nf_slab_class_size((uint32_t)wsize(v->n)));
+                tt_wfree(t, w, v->n);
                 return -ENOMEM;
             }
         }
@@ -174,13 +173,13 @@ static int tt_put(tt_t *t, nf_id128_t id, const nf_topic_vec_t *v, int64_t expir
             r = &t->recs[t->hand];
             t->hand = (t->hand + 1) % t->nrecs;
             tt_unlink(t, tt_slot(t, r->id));
-            tt_wfree(t, r);
+            tt_wfree(t, r->w, r->n);
             (*evictions)++;
         }
         r->id = id;
         t->idx[tt_slot(t, id)] = (uint32_t)(r - t->recs + 1);
     } else {
-        tt_wfree(t, r);
+        tt_wfree(t, r->w, r->n);
     }
     r->w = w;
     r->n = (uint8_t)v->n;
@@ -194,7 +193,7 @@ static int tt_put(tt_t *t, nf_id128_t id, const nf_topic_vec_t *v, int64_t expir
 static void tt_remove(tt_t *t, tt_rec_t *r)
 {
     tt_unlink(t, tt_slot(t, r->id));
-    tt_wfree(t, r);
+    tt_wfree(t, r->w, r->n);
     size_t last = --t->nrecs, at = (size_t)(r - t->recs);
     if (at != last) {
         size_t ls = tt_slot(t, t->recs[last].id);

@@ -8,17 +8,22 @@
 #define FIRST_CHUNK ((size_t)64 << 10)
 #define MIN_BLOCK   32u
 
-/* The class of len: its index k and its size, the smallest of s_0 = 32, s_k = c_k rounded up to
- * 16 (c_0 = 32, c_k+1 = c_k + c_k / 2) that is >= len. A class size maps to its own class. */
+/* The class sizes: s_0 = 32, s_k = c_k rounded up to 16 (c_0 = 32, c_k+1 = c_k + c_k / 2).
+ * Advances *c to c_k+1 and returns s_k+1. */
+static inline uint64_t next_class(uint64_t *c)
+{
+    *c += *c / 2;
+    return (*c + 15) & ~(uint64_t)15;
+}
+
+/* The class of len: its index k and its size, the smallest class size >= len. A class size
+ * maps to its own class. */
 static unsigned class_of(uint32_t len, uint64_t *size)
 {
     uint64_t c = MIN_BLOCK, s = MIN_BLOCK;
     unsigned k = 0;
-    while (s < len) {
-        c += c / 2;
-        s = (c + 15) & ~(uint64_t)15;
-        k++;
-    }
+    for (; s < len; k++)
+        s = next_class(&c);
     *size = s;
     return k;
 }
@@ -48,13 +53,9 @@ static void retire_tail(nf_slab_t *s)
     size_t left = (size_t)(s->end - s->cur);
     s->cut += left;
     while (left >= MIN_BLOCK) {
-        unsigned k = 0;
-        uint64_t size = MIN_BLOCK, c = MIN_BLOCK;
-        for (;;) {
-            c += c / 2;
-            uint64_t next = (c + 15) & ~(uint64_t)15;
-            if (next > left || next > NF_SLAB_MAX)
-                break;
+        unsigned k = 0; /* the largest class that fits */
+        uint64_t size = MIN_BLOCK, c = MIN_BLOCK, next;
+        while ((next = next_class(&c)) <= left && next <= NF_SLAB_MAX) {
             size = next;
             k++;
         }

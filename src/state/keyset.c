@@ -227,12 +227,9 @@ void nf_keyset_prefetch(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key)
 
 void nf_keyset_prefetch_record(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key)
 {
-    uint32_t h = key_hash(kg, key);
-    for (uint64_t i = h & ks->smask; ks->slots[i].ref1 != 0; i = (i + 1) & ks->smask)
-        if (ks->slots[i].h == h) {
-            __builtin_prefetch(&ks->ring[ks->slots[i].ref1 - 1]);
-            return;
-        }
+    uint32_t ref1 = nf_probe_peek(ks->slots, ks->smask, key_hash(kg, key));
+    if (ref1)
+        __builtin_prefetch(&ks->ring[ref1 - 1]);
 }
 
 bool nf_keyset_contains(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)

@@ -654,11 +654,8 @@ void nf_kstate_prefetch(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
  * not the key only costs a useless prefetch). NONE if no slot matches. */
 static uint32_t peek(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
 {
-    uint32_t h = hash_key(kg, key);
-    for (size_t i = h & ks->mask; ks->slots[i].ref1 != 0; i = (i + 1) & ks->mask)
-        if (ks->slots[i].h == h)
-            return ks->slots[i].ref1 - 1;
-    return NONE;
+    uint32_t ref1 = nf_probe_peek(ks->slots, ks->mask, hash_key(kg, key));
+    return ref1 ? ref1 - 1 : NONE;
 }
 
 uint32_t nf_kstate_prefetch_record(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
@@ -671,9 +668,12 @@ uint32_t nf_kstate_prefetch_record(const nf_kstate_t *ks, uint16_t kg, nf_id128_
 
 uint32_t nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t hint)
 {
-    uint32_t idx = holds(ks, hint, kg, key) ? hint : peek(ks, kg, key);
-    if (idx == NONE || !holds(ks, idx, kg, key))
-        return NF_KSTATE_NO_HINT;
+    uint32_t idx = hint;
+    if (!holds(ks, idx, kg, key)) {
+        idx = peek(ks, kg, key); /* a tag match only: checked below like the hint */
+        if (!holds(ks, idx, kg, key))
+            return NF_KSTATE_NO_HINT;
+    }
     if (ks->ent[idx].flags & F_OOL) {
         const unsigned char *p = ks->ent[idx].v.ool.p;
         uint32_t len = ks->ent[idx].len < 256 ? ks->ent[idx].len : 256; /* the first lines */
@@ -687,9 +687,8 @@ uint32_t nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t
 static uint32_t find_or_insert(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, bool *inserted)
 {
     *inserted = false;
-    if (ks->last < ks->fresh && (ks->ent[ks->last].flags & F_USED) &&
-        key_eq(&ks->ent[ks->last], kg, key))
-        return ks->last; /* keys are unique in the table: this is its record */
+    if (holds(ks, ks->last, kg, key))
+        return ks->last;
     uint32_t h = hash_key(kg, key);
     size_t pos;
     uint32_t idx = lookup(ks, kg, key, h, &pos);

@@ -22,6 +22,17 @@ static inline size_t nf_probe_empty(const nf_probe_slot_t *slots, size_t mask, u
     return i;
 }
 
+/* The ref1 of the first slot of h's probe run whose tag is h, 0 if none: the record a lookup
+ * would compare first, known without reading any record (a tag match may still be another
+ * key). For prefetch hints. */
+static inline uint32_t nf_probe_peek(const nf_probe_slot_t *slots, size_t mask, uint32_t h)
+{
+    for (size_t i = h & mask; slots[i].ref1 != 0; i = (i + 1) & mask)
+        if (slots[i].h == h)
+            return slots[i].ref1;
+    return 0;
+}
+
 /* Empties slot hole by backward-shift deletion: later members of the probe run move up into
  * the hole unless their home lies cyclically within (hole, their position]. */
 static inline void nf_probe_remove(nf_probe_slot_t *slots, size_t mask, size_t hole)

@@ -304,17 +304,26 @@ static workload_t W;
 static mstate_t M[MAXU];
 static int EXPECT[MAXEV];
 
+/* The model tests' workload and the model's results over it (W, M, EXPECT), and a memory-only
+ * engine that knows every known article; NULL if the engine cannot be made. */
+static nf_interest_t *model_setup(void)
+{
+    gen_workload(&W, 3000, 300, 50000);
+    model_run(&W, 0.1, 0.95, M, EXPECT);
+    nf_interest_t *e = nf_interest_new(NULL, NULL);
+    if (e)
+        broadcast_known(e, &W);
+    return e;
+}
+
 /* The reads actor's way: batches of keyed reads, prefetched in stages (which leave hints in
  * each read), then applied in order. Users repeat within a batch, so a hint may have gone stale
  * by the time its read is applied (the user was inserted by an earlier one), and a quarter of
  * the hints are overwritten with any index: the same results and states as the model. */
 static void test_batched_matches_model(void)
 {
-    gen_workload(&W, 3000, 300, 50000);
-    model_run(&W, 0.1, 0.95, M, EXPECT);
-    nf_interest_t *e = nf_interest_new(NULL, NULL);
+    nf_interest_t *e = model_setup();
     NF_REQUIRE(e);
-    broadcast_known(e, &W);
     static nf_interest_read_t rd[64];
     uint64_t r = 7;
     int bad = 0;
@@ -357,11 +366,8 @@ static void test_batched_matches_model(void)
 
 static void test_matches_model(void)
 {
-    gen_workload(&W, 3000, 300, 50000);
-    model_run(&W, 0.1, 0.95, M, EXPECT);
-    nf_interest_t *e = nf_interest_new(NULL, NULL);
+    nf_interest_t *e = model_setup();
     NF_REQUIRE(e);
-    broadcast_known(e, &W);
     int bad = 0, counts[3] = {0, 0, 0};
     static mstate_t run[MAXU]; /* the model's state so far, per event, for the outputs */
     memset(run, 0, sizeof run);
