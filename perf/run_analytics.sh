@@ -2,9 +2,12 @@
 # Analytics benchmarks (issue 5), side by side in one run: builds the benchmarks (Release,
 # NF_BENCH=ON, into build-perf/ or $NF_PERF_BUILD_DIR) and runs
 #   bench_readpath     the job's read path in-process (decode -> event-id dedup -> trending ->
-#                      interest), 1 and 2 shards, Zipf workload (1M users, 100k articles):
-#                      steady state (4M events of warm-up, dedup TTLs 2 s: the sets at the size
-#                      they keep), cold (sets growing from empty), and steady over a RocksDB store
+#                      interest), 1 and 2 shards, Zipf workload (1M users, 100k articles),
+#                      read-events keyed by user_id (an event's partition a hash of its user):
+#                      steady state (every user read once, then 4M events of warm-up, dedup TTLs
+#                      1.5 s: no user new and the sets at the size they keep), the same with
+#                      events dealt to partitions in turn (a producer without keys), cold (sets
+#                      and users growing from empty), and steady over a RocksDB store
 #   bench_readstages   the read path's steps timed one by one on one thread
 #   bench_trend_redis  the seed design's trending store on the same workload: Debian's
 #                      redis-server, ZINCRBY per event into 30 s buckets + ZUNIONSTORE per slide,
@@ -32,11 +35,12 @@ out="perf/results/analytics-$(date +%Y%m%d-%H%M%S).jsonl"
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
 {
-  "$B/perf/bench_readpath" --events "$events" --warmup "$events" --ttl-s 2 --shards 1,2
+  steady=(--events "$events" --warmup "$events" --ttl-s 1.5 --populate)
+  "$B/perf/bench_readpath" "${steady[@]}" --shards 1,2
+  "$B/perf/bench_readpath" "${steady[@]}" --shards 1,2 --round-robin
   "$B/perf/bench_readpath" --events "$events" --shards 1,2
-  "$B/perf/bench_readpath" --events "$events" --warmup "$events" --ttl-s 2 --shards 1 \
-    --store "$store"
-  "$B/perf/bench_readstages" --events "$events" --warmup "$events" --ttl-s 2
+  "$B/perf/bench_readpath" "${steady[@]}" --shards 1 --store "$store"
+  "$B/perf/bench_readstages" --events "$events" --warmup "$events" --ttl-s 2 --populate
   "$B/perf/bench_trend_redis" --events "$events" --span-hours 0.16666667 --seed 42
   "$B/perf/bench_trend" "${quick[@]}"
   "$B/perf/bench_interest" --events "$events"
@@ -49,11 +53,13 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 def mode(r):
     if r.get("store"):
         return "store"
-    return "steady" if r.get("warmup") else "cold"
+    if not r.get("warmup"):
+        return "cold"
+    return "steady_round_robin" if r.get("partitioning") == "round_robin" else "steady"
 rp = {(mode(r), r["shards"]): r for r in rows if r.get("bench") == "readpath"}
 redis = next((r for r in rows if r.get("bench") == "trend_redis"), None)
 res = {"bench": "analytics_summary"}
-for m in ("steady", "cold"):
+for m in ("steady", "steady_round_robin", "cold"):
     one, two = rp.get((m, 1)), rp.get((m, 2))
     if one:
         res[f"readpath_{m}_1_shard_events_per_s"] = one["events_per_s"]

@@ -11,22 +11,33 @@
  *
  *   bench_readpath [--events N] [--shards 1,2] [--users U] [--articles A] [--zipf S]
  *                  [--partitions P] [--exact] [--store DIR] [--budget-mb M]
- *                  [--warmup W --ttl-s T] [--quick]
+ *                  [--warmup W --ttl-s T] [--populate] [--round-robin] [--quick]
  * --store DIR: keyed state over a RocksDB store (created afresh in DIR/<shards>) as in the job,
  * where a user missing from memory is looked up in the store; without it, memory only.
  * --warmup W: W more events go first, untimed; the clock runs over the N after them.
  * --ttl-s T: both dedup sets' TTL (processing time; default the job's 2 h and 24 h). With a
  * warm-up longer than T the sets reach the size they keep (keys expire as fast as they come)
- * before the clock starts: the steady state of a long-running job, whose memory has been
- * touched already, at a smaller scale. Without it, every event adds keys to sets that grow
- * from empty, and the figure includes the growth (and this VM's ~0.3 GB/s first touch of memory).
+ * before the clock starts. Without it, every event adds keys to sets that grow from empty, and
+ * the figure includes the growth (and this VM's ~0.3 GB/s first touch of memory).
+ * --populate: the warm-up starts with one read by every user (U more events), so that no user is
+ * new once the clock runs: the steady state of a job that has served its readers for a while.
+ * Without it a Zipf tail of users still arrives for the first time while the clock runs, and
+ * their state's first touch of memory is timed (page_faults and the sys share below show it).
+ * Partitions (default 8): read-events is keyed by user_id, so an event's partition is a hash
+ * of its user_id, as Kafka's partitioner makes it; --round-robin deals events to partitions in
+ * turn instead (as figures before 2026-11-26 did), which splits each user's state over up to
+ * every partition (state is keyed by partition and user).
  * One JSON line per shard count:
  *   {"bench":"readpath","shards":S,"events":N,"seconds":T,"events_per_s":R,
  *    "events_per_s_per_shard":R/S,"updates":U,"late":L,"windows":W,"rss_mb":M,...,
- *    "shard_update_share_busy":[[u0,b0],...]}
- * where u_i is the share of the timed interest updates shard i made (its users' share of the
- * reads) and b_i the share of the wall time its thread was on a CPU (below 1: it slept, waiting
- * for work — the other shard, or its ring, set the pace). */
+ *    "shard_events_updates_busy_sys":[[u0,b0,s0],...],"page_faults":F,"messages":M,"wakeups":K,
+ *    "ring_full":Q}
+ * where e_i is the share of the timed events shard i decoded (its partitions' share), u_i the
+ * share of the interest updates it made (its users' share of the reads), b_i the share of the wall
+ * time its thread was on a CPU (below 1: it slept, waiting for work — the other shard, or its ring,
+ * set the pace) and s_i the share in the kernel (page faults, wake-ups); F the process's page
+ * faults, M the messages between shards, K the sleeping shards woken and Q the sends refused by a
+ * full ring, all while the clock ran. */
 #include "actors/analytics.h"
 #include "actors/reads.h"
 #include "runtime/metrics.h"
@@ -38,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,6 +69,15 @@ static double cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Page faults of the whole process so far: memory touched for the first time costs one each
+ * (2 MiB at a time where huge pages back it), and this VM clears the page on its first touch. */
+static long faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt + ru.ru_majflt;
+}
+
 static long rss_kb(void)
 {
     FILE *f = fopen("/proc/self/status", "r");
@@ -72,10 +93,10 @@ static long rss_kb(void)
 
 /* CPU seconds (user + system, in clock ticks) of each thread named nf-shard-<i>, i < n, from
  * /proc/self/task: with wall time, how busy each shard was (a shard that waits sleeps). */
-static void shard_cpu(unsigned n, double *out)
+static void shard_cpu(unsigned n, double *out, double *sys)
 {
     for (unsigned i = 0; i < n; i++)
-        out[i] = 0;
+        out[i] = sys[i] = 0;
     DIR *d = opendir("/proc/self/task");
     struct dirent *de;
     while (d && (de = readdir(d))) {
@@ -95,6 +116,7 @@ static void shard_cpu(unsigned n, double *out)
                 2)
             continue;
         out[shard] = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+        sys[shard] = (double)st / (double)sysconf(_SC_CLK_TCK);
     }
     if (d)
         closedir(d);
@@ -116,7 +138,8 @@ typedef struct params {
     size_t events, warmup;
     uint32_t users, articles, partitions;
     double zipf, span_min, ttl_s;
-    bool exact;
+    bool exact, populate, round_robin;
+    const uint16_t *part; /* each event's partition, by a hash of its user_id */
     const char *store_dir;
     size_t budget_mb;
 } params_t;
@@ -176,6 +199,7 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     r.mem.len = ev->len;
     r.mem.n = ev->n;
     r.mem.partitions = pa->partitions;
+    r.mem.part = pa->round_robin ? NULL : pa->part;
     if (nf_reads_register(rt, &r) != 0 || nf_runtime_start(rt) != 0) {
         fprintf(stderr, "bench_readpath: cannot start the runtime\n");
         return 1;
@@ -204,9 +228,14 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     }
     /* Events are done once counted as an update, a duplicate or an unknown article; the clock
      * starts when the warm-up's are (to the poll's millisecond). */
-    uint64_t done0 = 0, upd0 = 0, dup0 = 0, upd0_of[NF_MAX_SHARDS] = {0};
-    double busy0[NF_MAX_SHARDS];
-    shard_cpu(shards, busy0);
+    uint64_t done0 = 0, upd0 = 0, dup0 = 0, upd0_of[NF_MAX_SHARDS] = {0},
+             ev0_of[NF_MAX_SHARDS] = {0}, ev0 = 0;
+    double busy0[NF_MAX_SHARDS], sys0[NF_MAX_SHARDS];
+    shard_cpu(shards, busy0, sys0);
+    long flt0 = faults();
+    int64_t users0 = 0;
+    nf_runtime_stats_t rs0;
+    nf_runtime_stats(rt, &rs0);
     bool warm = pa->warmup == 0;
     for (;;) {
         uint64_t events = nf_counter_value(r.m.events);
@@ -220,9 +249,15 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
             done0 = done;
             upd0 = nf_counter_value(r.m.updates);
             dup0 = nf_counter_value(an.m.interest_duplicates);
-            shard_cpu(shards, busy0);
+            shard_cpu(shards, busy0, sys0);
+            flt0 = faults();
+            users0 = nf_gauge_value(r.m.state_entries) - nf_gauge_value(r.m.seen_keys);
+            nf_runtime_stats(rt, &rs0);
             for (unsigned s = 0; s < shards; s++)
                 upd0_of[s] = nf_counter_value_of(r.m.updates, s);
+            for (unsigned s = 0; s < shards; s++)
+                ev0_of[s] = nf_counter_value_of(r.m.events, s);
+            ev0 = events;
         }
         if (atomic_load(&r.mem_shards_done) == shards &&
             done == events + nf_counter_value(an.m.event_duplicates))
@@ -230,17 +265,25 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
         usleep(1000); /* this thread shares the 2 vCPUs with the shards: poll gently */
     }
     double secs = now_s() - t0, cpu = cpu_s() - c0;
-    double busy[NF_MAX_SHARDS];
-    shard_cpu(shards, busy);
-    /* Per shard: the share of the interest updates it made, and the share of the wall time
-     * its thread was on a CPU (the rest it slept, waiting for work). */
-    char per[NF_MAX_SHARDS * 40] = "";
+    long flt = faults() - flt0;
+    nf_runtime_stats_t rs;
+    nf_runtime_stats(rt, &rs);
+    double busy[NF_MAX_SHARDS], sys[NF_MAX_SHARDS];
+    shard_cpu(shards, busy, sys);
+    /* Per shard: the share of the events it decoded (its partitions' share), of the interest
+     * updates it made (its users'), of the wall time its thread was on a CPU (the rest it
+     * slept, waiting for work) and of the wall time in the kernel. */
+    char per[NF_MAX_SHARDS * 48] = "";
     size_t pl = 0;
     for (unsigned s = 0; s < shards && pl < sizeof per; s++) {
         uint64_t u = nf_counter_value_of(r.m.updates, s) - upd0_of[s];
         uint64_t all = nf_counter_value(r.m.updates) - upd0;
-        pl += (size_t)snprintf(per + pl, sizeof per - pl, "%s[%.3f,%.3f]", s ? "," : "",
-                               all ? (double)u / (double)all : 0.0, (busy[s] - busy0[s]) / secs);
+        uint64_t e = nf_counter_value_of(r.m.events, s) - ev0_of[s];
+        uint64_t eall = nf_counter_value(r.m.events) - ev0;
+        pl += (size_t)snprintf(per + pl, sizeof per - pl, "%s[%.3f,%.3f,%.3f,%.3f]", s ? "," : "",
+                               eall ? (double)e / (double)eall : 0.0,
+                               all ? (double)u / (double)all : 0.0, (busy[s] - busy0[s]) / secs,
+                               (sys[s] - sys0[s]) / secs);
     }
     long rss = rss_kb();
     uint64_t timed = ev->n - done0;
@@ -251,9 +294,11 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            "\"dedup_ttl_s\":%g,\"seconds\":%.3f,\"events_per_s\":%.0f,"
            "\"events_per_s_per_shard\":%.0f,\"updates\":%llu,\"interest_duplicates\":%llu,"
            "\"unknown\":%llu,\"event_id_duplicates\":%llu,\"late\":%llu,\"counted\":%llu,"
-           "\"windows\":%llu,\"exact\":%s,\"store\":%s,\"event_id_keys\":%llu,"
-           "\"seen_keys\":%llu,\"cpu_ns_per_event\":%.0f,\"rss_mb\":%.0f,"
-           "\"shard_update_share_busy\":[%s]}\n",
+           "\"windows\":%llu,\"exact\":%s,\"store\":%s,\"populated\":%s,\"partitioning\":\"%s\","
+           "\"event_id_keys\":%llu,"
+           "\"seen_keys\":%llu,\"users\":[%lld,%lld],\"cpu_ns_per_event\":%.0f,\"rss_mb\":%.0f,"
+           "\"shard_events_updates_busy_sys\":[%s],\"page_faults\":%ld,\"messages\":%llu,"
+           "\"wakeups\":%llu,\"ring_full\":%llu}\n",
            shards, (unsigned long long)timed, (unsigned long long)done0,
            pa->ttl_s > 0 ? pa->ttl_s : -1.0, secs, (double)timed / secs,
            (double)timed / secs / shards, (unsigned long long)updates,
@@ -263,9 +308,14 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            (unsigned long long)nf_counter_value(an.m.late_events),
            (unsigned long long)nf_counter_value(an.m.counted_events),
            (unsigned long long)nf_counter_value(an.m.windows), pa->exact ? "true" : "false",
-           st ? "true" : "false", (unsigned long long)nf_gauge_value(r.m.event_id_keys),
-           (unsigned long long)nf_gauge_value(r.m.seen_keys), cpu * 1e9 / (double)timed,
-           (double)rss / 1024.0, per);
+           st ? "true" : "false", pa->populate ? "true" : "false",
+           pa->round_robin ? "round_robin" : "user",
+           (unsigned long long)nf_gauge_value(r.m.event_id_keys),
+           (unsigned long long)nf_gauge_value(r.m.seen_keys), (long long)users0,
+           (long long)(nf_gauge_value(r.m.state_entries) - nf_gauge_value(r.m.seen_keys)),
+           cpu * 1e9 / (double)timed, (double)rss / 1024.0, per, flt,
+           (unsigned long long)(rs.sent - rs0.sent), (unsigned long long)(rs.wakeups - rs0.wakeups),
+           (unsigned long long)(rs.ring_full - rs0.ring_full));
     fflush(stdout);
     nf_runtime_destroy(rt);
     nf_analytics_free(&an);
@@ -308,16 +358,23 @@ int main(int argc, char **argv)
             pa.budget_mb = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--exact"))
             pa.exact = true;
+        else if (!strcmp(argv[i], "--populate"))
+            pa.populate = true;
+        else if (!strcmp(argv[i], "--round-robin"))
+            pa.round_robin = true;
         else if (!strcmp(argv[i], "--quick"))
             pa.events = 400000;
         else {
             fprintf(stderr, "usage: bench_readpath [--events N] [--shards 1,2] [--users U] "
                             "[--articles A] [--zipf S] [--span-min M] [--partitions P] [--exact] "
-                            "[--store DIR] [--budget-mb M] [--warmup W --ttl-s T] [--quick]\n");
+                            "[--store DIR] [--budget-mb M] [--warmup W --ttl-s T] [--populate] "
+                            "[--round-robin] [--quick]\n");
             return 2;
         }
     }
     nf_wl_events_t ev;
+    if (pa.populate)
+        pa.warmup += pa.users; /* one read per user, before the rest of the warm-up */
     size_t total = pa.events + pa.warmup;
     fprintf(stderr,
             "bench_readpath: %zu events (after %zu of warm-up), %u users, %u articles, zipf "
@@ -326,11 +383,19 @@ int main(int argc, char **argv)
     /* span_min of event time (default 10: the window slides 20 times), from a round hour; the
      * warm-up's events come first, in the same proportion. */
     int64_t span_ms = (int64_t)(pa.span_min * 60000.0 * (double)total / (double)pa.events);
-    if (nf_wl_read_events(&ev, total, pa.users, pa.articles, pa.zipf, 1767225600000LL, span_ms,
-                          42) != 0) {
+    if (nf_wl_read_events(&ev, total, pa.users, pa.articles, pa.zipf, 1767225600000LL, span_ms, 42,
+                          pa.populate) != 0) {
         fprintf(stderr, "bench_readpath: out of memory generating the workload\n");
         return 1;
     }
+    uint16_t *part = malloc(sizeof *part * ev.n);
+    if (!part || pa.partitions == 0 || pa.partitions > 65536) {
+        fprintf(stderr, "bench_readpath: out of memory, or --partitions not in 1..65536\n");
+        return 1;
+    }
+    for (size_t i = 0; i < ev.n; i++)
+        part[i] = nf_wl_partition_of(ev.user_of[i], pa.partitions);
+    pa.part = part;
     int rc = 0;
     for (char *p = shard_list; *p;) {
         unsigned s = (unsigned)strtoul(p, &p, 10);
@@ -348,5 +413,6 @@ int main(int argc, char **argv)
             rc = 1;
     }
     nf_wl_events_free(&ev);
+    free(part);
     return rc;
 }

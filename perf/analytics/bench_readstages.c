@@ -17,7 +17,11 @@
  * one shard without the runtime (batches between actors, timers): bench_readpath measures
  * everything together.
  *
+ * Partitions (8) by a hash of the user_id, as bench_readpath; --populate reads every user once
+ * before the warm-up, as bench_readpath --populate.
+ *
  *   bench_readstages [--events N] [--warmup W] [--ttl-s T] [--users U] [--articles A] [--zipf S]
+ *                    [--populate]
  * One JSON line: {"bench":"readstages","events":N,"decode_ns":...,"total_ns":...}. */
 #include "actors/interest.h"
 #include "actors/reads.h"
@@ -26,6 +30,7 @@
 #include "state/keyset.h"
 #include "workload.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +49,7 @@ int main(int argc, char **argv)
     double ttl_s = 2;
     uint32_t users = 1000000, articles = 100000;
     double zipf = 1.0;
+    bool populate = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--events") && i + 1 < argc)
             n = strtoull(argv[++i], NULL, 10);
@@ -57,17 +63,27 @@ int main(int argc, char **argv)
             articles = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--zipf") && i + 1 < argc)
             zipf = strtod(argv[++i], NULL);
+        else if (!strcmp(argv[i], "--populate"))
+            populate = true;
         else {
             fprintf(stderr, "usage: bench_readstages [--events N] [--warmup W] [--ttl-s T] "
-                            "[--users U] [--articles A] [--zipf S]\n");
+                            "[--users U] [--articles A] [--zipf S] [--populate]\n");
             return 2;
         }
     }
     nf_wl_events_t ev;
+    if (populate)
+        warmup += users; /* one read per user first, as bench_readpath --populate */
     size_t all = n + warmup;
     int64_t span = (int64_t)(600000.0 * (double)all / (double)n);
-    if (nf_wl_read_events(&ev, all, users, articles, zipf, 1767225600000LL, span, 42) != 0)
+    if (nf_wl_read_events(&ev, all, users, articles, zipf, 1767225600000LL, span, 42, populate) !=
+        0)
         return 1;
+    uint16_t *part = malloc(sizeof *part * all); /* each event's partition, outside the clock */
+    if (!part)
+        return 1;
+    for (size_t i = 0; i < all; i++)
+        part[i] = nf_wl_partition_of(ev.user_of[i], 8);
     /* One block of 64 events at a time through every step, as the actors take them (their
      * buffers stay in cache), each step timed per block. */
     enum { B = 64 };
@@ -120,8 +136,8 @@ int main(int argc, char **argv)
         double t1 = now_ns();
         for (k = 0; k < m; k++) {
             ekey[k] = nf_reads_event_key(dec[k].event_id);
-            nf_interest_read_init(&rd[k], (uint16_t)((i + k) % 8), dec[k].user_id,
-                                  dec[k].article_id, dec[k].session_id, dec[k].ts_ms);
+            nf_interest_read_init(&rd[k], part[i + k], dec[k].user_id, dec[k].article_id,
+                                  dec[k].session_id, dec[k].ts_ms);
         }
         double t2 = now_ns();
         for (size_t g = 0; g < m; g += 16) {
@@ -166,18 +182,19 @@ int main(int argc, char **argv)
     nf_keyset_stats_t ks;
     nf_keyset_stats(ids, &ks);
     printf("{\"bench\":\"readstages\",\"events\":%zu,\"warmup\":%zu,\"dedup_ttl_ms\":%llu,"
-           "\"event_id_keys\":%zu,\"decode_ns\":%.1f,\"keys_ns\":%.1f,"
+           "\"populated\":%s,\"event_id_keys\":%zu,\"decode_ns\":%.1f,\"keys_ns\":%.1f,"
            "\"event_ids_ns\":%.1f,\"trending_ns\":%.1f,\"interest_ns\":%.1f,\"json_ns\":%.1f,"
            "\"total_ns\":%.1f,\"one_thread_events_per_s\":%.0f,\"updates\":%zu,"
            "\"event_id_duplicates\":%zu,\"json_bytes_per_update\":%.1f}\n",
-           n, warmup, (unsigned long long)ttl_ms, ks.keys, stage[0], stage[1], stage[2], stage[3],
-           stage[4], stage[5], total, 1e9 / total, updated, dups,
+           n, warmup, (unsigned long long)ttl_ms, populate ? "true" : "false", ks.keys, stage[0],
+           stage[1], stage[2], stage[3], stage[4], stage[5], total, 1e9 / total, updated, dups,
            updated ? (double)bytes / (double)updated : 0.0);
     nf_jw_free(&w);
     nf_interest_keys_free(&keys);
     nf_interest_free(eng);
     nf_trend_counter_free(tc);
     nf_keyset_free(ids);
+    free(part);
     nf_wl_events_free(&ev);
     return 0;
 }

@@ -324,7 +324,7 @@ int main(int argc, char **argv)
     nf_wl_events_t ev;
     int64_t t0 = 1700000000000LL; /* 2023-11-14T22:13:20Z: not pane-aligned on purpose */
     int64_t span = (int64_t)(span_h * 3600000.0);
-    if (nf_wl_read_events(&ev, events, users, articles, zipf, t0, span, seed) != 0) {
+    if (nf_wl_read_events(&ev, events, users, articles, zipf, t0, span, seed, false) != 0) {
         fprintf(stderr, "bench_trend_redis: out of memory generating %zu events\n", events);
         return 1;
     }

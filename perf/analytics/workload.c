@@ -65,9 +65,11 @@ void nf_wl_article_id(uint32_t i, char out[33])
 }
 
 int nf_wl_read_events(nf_wl_events_t *e, size_t n, uint32_t users, uint32_t articles, double zipf_s,
-                      int64_t t0_ms, int64_t span_ms, uint64_t seed)
+                      int64_t t0_ms, int64_t span_ms, uint64_t seed, bool every_user_first)
 {
     memset(e, 0, sizeof *e);
+    if (every_user_first && n < users)
+        return -EINVAL;
     nf_zipf_t zu, za;
     if (nf_zipf_init(&zu, users, zipf_s) || nf_zipf_init(&za, articles, zipf_s))
         return -ENOMEM;
@@ -85,9 +87,18 @@ int nf_wl_read_events(nf_wl_events_t *e, size_t n, uint32_t users, uint32_t arti
         return -ENOMEM;
     }
     uint64_t rng = seed;
-    size_t at = 0;
+    size_t at = 0, first = every_user_first ? users : 0;
+    for (size_t i = 0; i < first; i++) /* user_of as the permutation: Fisher-Yates */
+        e->user_of[i] = (uint32_t)i;
+    for (size_t i = first; i > 1; i--) {
+        size_t j = nf_wl_rand(&rng) % i;
+        uint32_t t = e->user_of[i - 1];
+        e->user_of[i - 1] = e->user_of[j];
+        e->user_of[j] = t;
+    }
     for (size_t i = 0; i < n; i++) {
-        uint32_t u = nf_zipf_next(&zu, &rng), a = nf_zipf_next(&za, &rng);
+        uint32_t u = i < first ? e->user_of[i] : nf_zipf_next(&zu, &rng);
+        uint32_t a = nf_zipf_next(&za, &rng);
         char aid[33];
         nf_wl_article_id(a, aid);
         int64_t ts = t0_ms + (int64_t)((double)i * (double)span_ms / (double)n);
@@ -117,6 +128,13 @@ void nf_wl_events_free(nf_wl_events_t *e)
     free(e->article_of);
     free(e->ts);
     memset(e, 0, sizeof *e);
+}
+
+uint16_t nf_wl_partition_of(uint32_t user, uint32_t partitions)
+{
+    char uid[16];
+    int n = snprintf(uid, sizeof uid, "u%u", user); /* the user_id the events carry */
+    return (uint16_t)(nf_hash64(uid, (size_t)n, 0x6b61666b61ull) % partitions);
 }
 
 void nf_wl_article_topics(uint32_t i, nf_topic_vec_t *v)

@@ -6,6 +6,7 @@
 #ifndef NF_WORKLOAD_H
 #define NF_WORKLOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,8 @@ void nf_wl_article_topics(uint32_t i, struct nf_topic_vec *v);
 /* n read-events values, back to back in buf (value i is buf[off[i]], len[i] bytes):
  *   {"event_id":"e<i>","user_id":"u<rank>","article_id":"<id>","session_id":"s<k>","ts":<ms>}
  * users and articles Zipf-distributed (s = zipf_s), ts = t0_ms + i * span_ms / n (in order).
+ * With every_user_first, the first `users` values (n must be at least that) name each user once,
+ * in a random order: a job that has served its readers for a while has state for all of them.
  * user_of[i] / article_of[i] (optional, may be NULL) receive the ranks. */
 typedef struct nf_wl_events {
     char *buf;
@@ -43,7 +46,12 @@ typedef struct nf_wl_events {
     size_t n;
 } nf_wl_events_t;
 int nf_wl_read_events(nf_wl_events_t *e, size_t n, uint32_t users, uint32_t articles, double zipf_s,
-                      int64_t t0_ms, int64_t span_ms, uint64_t seed);
+                      int64_t t0_ms, int64_t span_ms, uint64_t seed, bool every_user_first);
 void nf_wl_events_free(nf_wl_events_t *e);
+
+/* The partition of user rank u's read events among `partitions`: read-events is keyed by
+ * user_id (DESIGN §4), and Kafka's partitioner puts a key's records in one partition chosen by
+ * a hash of the key. */
+uint16_t nf_wl_partition_of(uint32_t user, uint32_t partitions);
 
 #endif

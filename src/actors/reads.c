@@ -399,7 +399,7 @@ static void consume_memory(kin_t *k)
     int64_t now = nf_wall_ms();
     unsigned parts = r->mem.partitions ? r->mem.partitions : 1;
     for (; i < r->mem.n && taken < CONSUME_MAX; i++) {
-        int32_t p = (int32_t)(i % parts);
+        int32_t p = (int32_t)(r->mem.part ? r->mem.part[i] % parts : i % parts);
         if ((unsigned)p % k->nshards != k->me)
             continue;
         if (i + PREFETCH_AHEAD < r->mem.n)

@@ -28,8 +28,9 @@
  *
  * Memory source: with kafka NULL and mem.n > 0, kafka_in reads read-events values from memory
  * instead (benchmarks and tests of the in-process read path): record i is partition
- * i % mem.partitions, offset i / mem.partitions, and is consumed by the shard owning that
- * partition; each shard starts when its kafka_in gets NF_MSG_MEM_START (post it once the topic
+ * mem.part[i] (as Kafka's partitioner put it, by its user_id) or, with mem.part NULL,
+ * i % mem.partitions; its offset is i / mem.partitions, and it is consumed by the shard owning
+ * that partition; each shard starts when its kafka_in gets NF_MSG_MEM_START (post it once the topic
  * tables are filled) and increments mem_shards_done once it has taken all of its records.
  *
  * Register after nf_runtime_create and before start; the struct must outlive the runtime. */
@@ -62,6 +63,7 @@ typedef struct nf_reads {
         const char *buf;
         const size_t *off;
         const uint32_t *len;
+        const uint16_t *part; /* optional: each record's partition, < partitions */
         size_t n;
         uint32_t partitions;
     } mem;
