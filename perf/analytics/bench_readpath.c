@@ -14,7 +14,9 @@
  *                  [--warmup W --ttl-s T] [--populate] [--round-robin] [--quick]
  * --store DIR: keyed state over a RocksDB store (created afresh in DIR/<shards>) as in the job,
  * where a user missing from memory is looked up in the store; without it, memory only.
- * --warmup W: W more events go first, untimed; the clock runs over the N after them.
+ * --warmup W: W more events go first, untimed; the clock runs from then until the first shard
+ * has taken all of its input (every shard had input all along, as in a live stream; "events" is
+ * what was done meanwhile). drain_events_per_s times all N, until the last shard is done.
  * --ttl-s T: both dedup sets' TTL (processing time; default the job's 2 h and 24 h). With a
  * warm-up longer than T the sets reach the size they keep (keys expire as fast as they come)
  * before the clock starts. Without it, every event adds keys to sets that grow from empty, and
@@ -144,6 +146,35 @@ typedef struct params {
     size_t budget_mb;
 } params_t;
 
+/* What the bench reads at the start and end of its clock. */
+typedef struct snap {
+    double t, cpu, busy[NF_MAX_SHARDS], sys[NF_MAX_SHARDS];
+    uint64_t events, done, updates, dups, events_of[NF_MAX_SHARDS], updates_of[NF_MAX_SHARDS];
+    int64_t users; /* interest state entries */
+    long faults;
+    nf_runtime_stats_t rs;
+} snap_t;
+
+static void snap(snap_t *s, nf_runtime_t *rt, const nf_reads_t *r, const nf_analytics_t *an,
+                 unsigned shards)
+{
+    s->t = now_s();
+    s->cpu = cpu_s();
+    s->events = nf_counter_value(r->m.events);
+    s->updates = nf_counter_value(r->m.updates);
+    s->dups = nf_counter_value(an->m.interest_duplicates);
+    s->done = s->updates + s->dups + nf_counter_value(an->m.interest_unknown) +
+              nf_counter_value(an->m.event_duplicates);
+    for (unsigned i = 0; i < shards; i++) {
+        s->events_of[i] = nf_counter_value_of(r->m.events, i);
+        s->updates_of[i] = nf_counter_value_of(r->m.updates, i);
+    }
+    shard_cpu(shards, s->busy, s->sys);
+    s->users = nf_gauge_value(r->m.state_entries) - nf_gauge_value(r->m.seen_keys);
+    s->faults = faults();
+    nf_runtime_stats(rt, &s->rs);
+}
+
 static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa)
 {
     nf_store_t *st = NULL;
@@ -221,88 +252,70 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     }
     for (unsigned s = 0; s < shards; s++)
         nf_runtime_call(rt, s, noop, NULL, 600000); /* the inbox is FIFO: topics are in */
-    double t0 = now_s(), c0 = cpu_s();
     for (unsigned s = 0; s < shards; s++) {
         nf_msg_t m = {.actor = (uint16_t)r.in_actor, .kind = NF_MSG_MEM_START};
         post(rt, s, &m);
     }
-    /* Events are done once counted as an update, a duplicate or an unknown article; the clock
-     * starts when the warm-up's are (to the poll's millisecond). */
-    uint64_t done0 = 0, upd0 = 0, dup0 = 0, upd0_of[NF_MAX_SHARDS] = {0},
-             ev0_of[NF_MAX_SHARDS] = {0}, ev0 = 0;
-    double busy0[NF_MAX_SHARDS], sys0[NF_MAX_SHARDS];
-    shard_cpu(shards, busy0, sys0);
-    long flt0 = faults();
-    int64_t users0 = 0;
-    nf_runtime_stats_t rs0;
-    nf_runtime_stats(rt, &rs0);
-    bool warm = pa->warmup == 0;
+    /* Events are done once counted as an update, a duplicate or an unknown article. The clock
+     * starts when the warm-up's are done and stops when the first shard has taken all of its
+     * input (each to the poll's millisecond): the window in which every shard had input, as in
+     * a live stream. Draining the rest, one shard may be left alone with its partitions' tail
+     * while the other idles — drain_events_per_s times that too (until all events are done). */
+    snap_t s0, s1 = {0}, s2 = {0};
+    snap(&s0, rt, &r, &an, shards);
+    bool warm = pa->warmup == 0, first = false;
     for (;;) {
-        uint64_t events = nf_counter_value(r.m.events);
-        uint64_t done = nf_counter_value(r.m.updates) + nf_counter_value(an.m.interest_duplicates) +
-                        nf_counter_value(an.m.interest_unknown) +
-                        nf_counter_value(an.m.event_duplicates);
-        if (!warm && done >= pa->warmup) {
+        snap_t now;
+        snap(&now, rt, &r, &an, shards);
+        if (!warm && now.done >= pa->warmup) {
             warm = true;
-            t0 = now_s();
-            c0 = cpu_s();
-            done0 = done;
-            upd0 = nf_counter_value(r.m.updates);
-            dup0 = nf_counter_value(an.m.interest_duplicates);
-            shard_cpu(shards, busy0, sys0);
-            flt0 = faults();
-            users0 = nf_gauge_value(r.m.state_entries) - nf_gauge_value(r.m.seen_keys);
-            nf_runtime_stats(rt, &rs0);
-            for (unsigned s = 0; s < shards; s++)
-                upd0_of[s] = nf_counter_value_of(r.m.updates, s);
-            for (unsigned s = 0; s < shards; s++)
-                ev0_of[s] = nf_counter_value_of(r.m.events, s);
-            ev0 = events;
+            s0 = now;
+        }
+        if (warm && !first && atomic_load(&r.mem_shards_done) >= 1) {
+            first = true;
+            s1 = now;
         }
         if (atomic_load(&r.mem_shards_done) == shards &&
-            done == events + nf_counter_value(an.m.event_duplicates))
+            now.done == now.events + nf_counter_value(an.m.event_duplicates)) {
+            s2 = now;
+            if (!first)
+                s1 = now;
             break;
+        }
         usleep(1000); /* this thread shares the 2 vCPUs with the shards: poll gently */
     }
-    double secs = now_s() - t0, cpu = cpu_s() - c0;
-    long flt = faults() - flt0;
-    nf_runtime_stats_t rs;
-    nf_runtime_stats(rt, &rs);
-    double busy[NF_MAX_SHARDS], sys[NF_MAX_SHARDS];
-    shard_cpu(shards, busy, sys);
+    double secs = s1.t - s0.t, cpu = s1.cpu - s0.cpu;
+    uint64_t timed = s1.done - s0.done, updates = s1.updates - s0.updates;
     /* Per shard: the share of the events it decoded (its partitions' share), of the interest
      * updates it made (its users'), of the wall time its thread was on a CPU (the rest it
      * slept, waiting for work) and of the wall time in the kernel. */
     char per[NF_MAX_SHARDS * 48] = "";
     size_t pl = 0;
-    for (unsigned s = 0; s < shards && pl < sizeof per; s++) {
-        uint64_t u = nf_counter_value_of(r.m.updates, s) - upd0_of[s];
-        uint64_t all = nf_counter_value(r.m.updates) - upd0;
-        uint64_t e = nf_counter_value_of(r.m.events, s) - ev0_of[s];
-        uint64_t eall = nf_counter_value(r.m.events) - ev0;
-        pl += (size_t)snprintf(per + pl, sizeof per - pl, "%s[%.3f,%.3f,%.3f,%.3f]", s ? "," : "",
+    for (unsigned i = 0; i < shards && pl < sizeof per; i++) {
+        uint64_t u = s1.updates_of[i] - s0.updates_of[i], e = s1.events_of[i] - s0.events_of[i];
+        uint64_t eall = s1.events - s0.events;
+        pl += (size_t)snprintf(per + pl, sizeof per - pl, "%s[%.3f,%.3f,%.3f,%.3f]", i ? "," : "",
                                eall ? (double)e / (double)eall : 0.0,
-                               all ? (double)u / (double)all : 0.0, (busy[s] - busy0[s]) / secs,
-                               (sys[s] - sys0[s]) / secs);
+                               updates ? (double)u / (double)updates : 0.0,
+                               (s1.busy[i] - s0.busy[i]) / secs, (s1.sys[i] - s0.sys[i]) / secs);
     }
     long rss = rss_kb();
-    uint64_t timed = ev->n - done0;
-    uint64_t updates = nf_counter_value(r.m.updates) - upd0;
     nf_runtime_request_stop(rt);
     nf_runtime_wait(rt);
     printf("{\"bench\":\"readpath\",\"shards\":%u,\"events\":%llu,\"warmup\":%llu,"
            "\"dedup_ttl_s\":%g,\"seconds\":%.3f,\"events_per_s\":%.0f,"
-           "\"events_per_s_per_shard\":%.0f,\"updates\":%llu,\"interest_duplicates\":%llu,"
+           "\"events_per_s_per_shard\":%.0f,\"drain_events_per_s\":%.0f,\"updates\":%llu,"
+           "\"interest_duplicates\":%llu,"
            "\"unknown\":%llu,\"event_id_duplicates\":%llu,\"late\":%llu,\"counted\":%llu,"
            "\"windows\":%llu,\"exact\":%s,\"store\":%s,\"populated\":%s,\"partitioning\":\"%s\","
            "\"event_id_keys\":%llu,"
            "\"seen_keys\":%llu,\"users\":[%lld,%lld],\"cpu_ns_per_event\":%.0f,\"rss_mb\":%.0f,"
            "\"shard_events_updates_busy_sys\":[%s],\"page_faults\":%ld,\"messages\":%llu,"
            "\"wakeups\":%llu,\"ring_full\":%llu}\n",
-           shards, (unsigned long long)timed, (unsigned long long)done0,
+           shards, (unsigned long long)timed, (unsigned long long)s0.done,
            pa->ttl_s > 0 ? pa->ttl_s : -1.0, secs, (double)timed / secs,
-           (double)timed / secs / shards, (unsigned long long)updates,
-           (unsigned long long)(nf_counter_value(an.m.interest_duplicates) - dup0),
+           (double)timed / secs / shards, (double)(ev->n - s0.done) / (s2.t - s0.t),
+           (unsigned long long)updates, (unsigned long long)(s1.dups - s0.dups),
            (unsigned long long)nf_counter_value(an.m.interest_unknown),
            (unsigned long long)nf_counter_value(an.m.event_duplicates),
            (unsigned long long)nf_counter_value(an.m.late_events),
@@ -311,11 +324,11 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            st ? "true" : "false", pa->populate ? "true" : "false",
            pa->round_robin ? "round_robin" : "user",
            (unsigned long long)nf_gauge_value(r.m.event_id_keys),
-           (unsigned long long)nf_gauge_value(r.m.seen_keys), (long long)users0,
-           (long long)(nf_gauge_value(r.m.state_entries) - nf_gauge_value(r.m.seen_keys)),
-           cpu * 1e9 / (double)timed, (double)rss / 1024.0, per, flt,
-           (unsigned long long)(rs.sent - rs0.sent), (unsigned long long)(rs.wakeups - rs0.wakeups),
-           (unsigned long long)(rs.ring_full - rs0.ring_full));
+           (unsigned long long)nf_gauge_value(r.m.seen_keys), (long long)s0.users,
+           (long long)s2.users, cpu * 1e9 / (double)timed, (double)rss / 1024.0, per,
+           s1.faults - s0.faults, (unsigned long long)(s1.rs.sent - s0.rs.sent),
+           (unsigned long long)(s1.rs.wakeups - s0.rs.wakeups),
+           (unsigned long long)(s1.rs.ring_full - s0.rs.ring_full));
     fflush(stdout);
     nf_runtime_destroy(rt);
     nf_analytics_free(&an);
