@@ -27,12 +27,13 @@
  * their state's first touch of memory is timed (page_faults and the sys share below show it).
  * Partitions (default 8): read-events is keyed by user_id, so an event's partition is a hash
  * of its user_id, as Kafka's partitioner makes it; --round-robin deals events to partitions in
- * turn instead (as figures before 2026-11-26 did), which splits each user's state over up to
- * every partition (state is keyed by partition and user).
+ * turn instead (as the figures of the first two rounds in perf/README did), which splits each
+ * user's state over up to every partition (state is keyed by partition and user).
+ *
  * One JSON line per shard count:
  *   {"bench":"readpath","shards":S,"events":N,"seconds":T,"events_per_s":R,
  *    "events_per_s_per_shard":R/S,"updates":U,"late":L,"windows":W,"rss_mb":M,...,
- *    "shard_events_updates_busy_sys":[[u0,b0,s0],...],"page_faults":F,"messages":M,"wakeups":K,
+ *    "shard_events_updates_busy_sys":[[e0,u0,b0,s0],...],"page_faults":F,"messages":M,"wakeups":K,
  *    "ring_full":Q}
  * where e_i is the share of the timed events shard i decoded (its partitions' share), u_i the
  * share of the interest updates it made (its users' share of the reads), b_i the share of the wall
