@@ -20,6 +20,12 @@
  * Partitions (8) by a hash of the user_id, as bench_readpath; --populate reads every user once
  * before the warm-up, as bench_readpath --populate.
  *
+ * Interest and JSON alternate block by block between two orders: even blocks stage the batch's
+ * prefetches before its applies (interest_ns and json_ns are theirs), odd blocks run the
+ * prefetch stages software-pipelined ahead of each apply, as the reads actor does since
+ * 2026-11-25. interest_json_staged_ns / _pipelined_ns / pipelined_over_staged compare the two
+ * within one process, where this machine's minute-to-minute drift cancels.
+ *
  *   bench_readstages [--events N] [--warmup W] [--ttl-s T] [--users U] [--articles A] [--zipf S]
  *                    [--populate]
  * One JSON line: {"bench":"readstages","events":N,"decode_ns":...,"total_ns":...}. */
@@ -120,6 +126,10 @@ int main(int argc, char **argv)
         nf_interest_topics_put(eng, id, &v, now);
     }
     double stage[6] = {0};
+    /* interest + JSON: staged (even blocks; their per-step split is stage[4], stage[5]) against
+     * pipelined (odd blocks), alternating block by block so that the machine's drift cancels */
+    double staged[2] = {0}, piped_ns = 0;
+    size_t staged_n = 0, piped_n = 0;
     size_t updated = 0, bytes = 0, dups = 0;
     for (size_t i = 0; i < all; i += B) {
         size_t m = i + B < all ? B : all - i, k;
@@ -152,31 +162,65 @@ int main(int argc, char **argv)
             nf_trend_count(tc, rd[k].kg, dec[k].article_id, strlen(dec[k].article_id), dec[k].ts_ms,
                            now);
         double t4 = now_ns();
-        for (unsigned st = 0; st < NF_INTEREST_PREFETCH_STAGES; st++)
+        double t5, t6;
+        if ((i / B) % 2 == 1) {
+            /* Odd blocks: interest and JSON as the reads actor runs them, the prefetch stages
+             * software-pipelined PF_DIST events ahead of each apply (reads.c, reads_handle);
+             * timed together, against the even blocks' staged-then-applied order. */
+            enum { S = NF_INTEREST_PREFETCH_STAGES, PF_DIST = 2 };
+            for (k = 0; k < m + S * PF_DIST; k++) {
+                for (unsigned st = 0; st < S; st++)
+                    if (k >= st * PF_DIST && k - st * PF_DIST < m)
+                        nf_interest_prefetch(eng, &rd[k - st * PF_DIST], st);
+                if (k < S * PF_DIST)
+                    continue;
+                size_t j = k - S * PF_DIST;
+                if (nf_interest_apply_read(eng, &rd[j], now, &out[j]) != NF_INTEREST_UPDATED)
+                    continue;
+                nf_jw_reset(&w);
+                nf_interest_json_keys(&out[j], dec[j].user_id, &keys, &w);
+                bytes += w.len;
+                updated++;
+            }
+            t6 = t5 = now_ns();
+            if (i >= warmup) {
+                piped_ns += t5 - t4;
+                piped_n += m;
+            }
+        } else {
+            for (unsigned st = 0; st < NF_INTEREST_PREFETCH_STAGES; st++)
+                for (k = 0; k < m; k++)
+                    nf_interest_prefetch(eng, &rd[k], st);
             for (k = 0; k < m; k++)
-                nf_interest_prefetch(eng, &rd[k], st);
-        for (k = 0; k < m; k++)
-            rc[k] = nf_interest_apply_read(eng, &rd[k], now, &out[k]);
-        double t5 = now_ns();
-        for (k = 0; k < m; k++) {
-            if (rc[k] != NF_INTEREST_UPDATED)
-                continue;
-            nf_jw_reset(&w);
-            nf_interest_json_keys(&out[k], dec[k].user_id, &keys, &w);
-            bytes += w.len;
-            updated++;
+                rc[k] = nf_interest_apply_read(eng, &rd[k], now, &out[k]);
+            t5 = now_ns();
+            for (k = 0; k < m; k++) {
+                if (rc[k] != NF_INTEREST_UPDATED)
+                    continue;
+                nf_jw_reset(&w);
+                nf_interest_json_keys(&out[k], dec[k].user_id, &keys, &w);
+                bytes += w.len;
+                updated++;
+            }
+            t6 = now_ns();
+            if (i >= warmup) {
+                staged[0] += t5 - t4;
+                staged[1] += t6 - t5;
+                staged_n += m;
+            }
         }
-        double t6 = now_ns();
         stage[0] += t1 - t0;
         stage[1] += t2 - t1;
         stage[2] += t3 - t2;
         stage[3] += t4 - t3;
-        stage[4] += t5 - t4;
-        stage[5] += t6 - t5;
+        (void)t5;
+        (void)t6;
     }
     double total = 0;
+    stage[4] = staged_n ? staged[0] : 0;
+    stage[5] = staged_n ? staged[1] : 0;
     for (int s = 0; s < 6; s++) {
-        stage[s] /= (double)n;
+        stage[s] /= (double)(s >= 4 ? (staged_n ? staged_n : 1) : n);
         total += stage[s];
     }
     nf_keyset_stats_t ks;
@@ -185,10 +229,15 @@ int main(int argc, char **argv)
            "\"populated\":%s,\"event_id_keys\":%zu,\"decode_ns\":%.1f,\"keys_ns\":%.1f,"
            "\"event_ids_ns\":%.1f,\"trending_ns\":%.1f,\"interest_ns\":%.1f,\"json_ns\":%.1f,"
            "\"total_ns\":%.1f,\"one_thread_events_per_s\":%.0f,\"updates\":%zu,"
-           "\"event_id_duplicates\":%zu,\"json_bytes_per_update\":%.1f}\n",
+           "\"event_id_duplicates\":%zu,\"json_bytes_per_update\":%.1f,"
+           "\"interest_json_staged_ns\":%.1f,\"interest_json_pipelined_ns\":%.1f,"
+           "\"pipelined_over_staged\":%.3f}\n",
            n, warmup, (unsigned long long)ttl_ms, populate ? "true" : "false", ks.keys, stage[0],
            stage[1], stage[2], stage[3], stage[4], stage[5], total, 1e9 / total, updated, dups,
-           updated ? (double)bytes / (double)updated : 0.0);
+           updated ? (double)bytes / (double)updated : 0.0, stage[4] + stage[5],
+           piped_n ? piped_ns / (double)piped_n : 0.0,
+           piped_n && stage[4] + stage[5] > 0 ? piped_ns / (double)piped_n / (stage[4] + stage[5])
+                                              : 0.0);
     nf_jw_free(&w);
     nf_interest_keys_free(&keys);
     nf_interest_free(eng);
