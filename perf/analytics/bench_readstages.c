@@ -126,9 +126,9 @@ int main(int argc, char **argv)
         nf_interest_topics_put(eng, id, &v, now);
     }
     double stage[6] = {0};
-    /* interest + JSON: staged (even blocks; their per-step split is stage[4], stage[5]) against
+    /* interest + JSON: staged (even blocks, timed per step in stage[4], stage[5]) against
      * pipelined (odd blocks), alternating block by block so that the machine's drift cancels */
-    double staged[2] = {0}, piped_ns = 0;
+    double piped_ns = 0;
     size_t staged_n = 0, piped_n = 0;
     size_t updated = 0, bytes = 0, dups = 0;
     for (size_t i = 0; i < all; i += B) {
@@ -136,7 +136,8 @@ int main(int argc, char **argv)
         now = clock0 + (int64_t)(i / 1000); /* 1M events/s */
         if (i == warmup) {
             memset(stage, 0, sizeof stage);
-            updated = bytes = dups = 0;
+            updated = bytes = dups = staged_n = piped_n = 0;
+            piped_ns = 0;
         }
         double t0 = now_ns();
         for (k = 0; k < m; k++)
@@ -162,19 +163,14 @@ int main(int argc, char **argv)
             nf_trend_count(tc, rd[k].kg, dec[k].article_id, strlen(dec[k].article_id), dec[k].ts_ms,
                            now);
         double t4 = now_ns();
-        double t5, t6;
         if ((i / B) % 2 == 1) {
-            /* Odd blocks: interest and JSON as the reads actor runs them, the prefetch stages
-             * software-pipelined PF_DIST events ahead of each apply (reads.c, reads_handle);
-             * timed together, against the even blocks' staged-then-applied order. */
-            enum { S = NF_INTEREST_PREFETCH_STAGES, PF_DIST = 2 };
-            for (k = 0; k < m + S * PF_DIST; k++) {
-                for (unsigned st = 0; st < S; st++)
-                    if (k >= st * PF_DIST && k - st * PF_DIST < m)
-                        nf_interest_prefetch(eng, &rd[k - st * PF_DIST], st);
-                if (k < S * PF_DIST)
+            /* Odd blocks: interest and JSON as the reads actor runs them (interest.h, the
+             * pipelined schedule), timed together against the even blocks' staged order. */
+            for (k = 0; k < m + NF_INTEREST_PIPELINE_LAG; k++) {
+                nf_interest_prefetch_step(eng, rd, sizeof rd[0], m, k);
+                if (k < NF_INTEREST_PIPELINE_LAG)
                     continue;
-                size_t j = k - S * PF_DIST;
+                size_t j = k - NF_INTEREST_PIPELINE_LAG;
                 if (nf_interest_apply_read(eng, &rd[j], now, &out[j]) != NF_INTEREST_UPDATED)
                     continue;
                 nf_jw_reset(&w);
@@ -182,18 +178,15 @@ int main(int argc, char **argv)
                 bytes += w.len;
                 updated++;
             }
-            t6 = t5 = now_ns();
-            if (i >= warmup) {
-                piped_ns += t5 - t4;
-                piped_n += m;
-            }
+            piped_ns += now_ns() - t4;
+            piped_n += m;
         } else {
             for (unsigned st = 0; st < NF_INTEREST_PREFETCH_STAGES; st++)
                 for (k = 0; k < m; k++)
                     nf_interest_prefetch(eng, &rd[k], st);
             for (k = 0; k < m; k++)
                 rc[k] = nf_interest_apply_read(eng, &rd[k], now, &out[k]);
-            t5 = now_ns();
+            double t5 = now_ns();
             for (k = 0; k < m; k++) {
                 if (rc[k] != NF_INTEREST_UPDATED)
                     continue;
@@ -202,23 +195,17 @@ int main(int argc, char **argv)
                 bytes += w.len;
                 updated++;
             }
-            t6 = now_ns();
-            if (i >= warmup) {
-                staged[0] += t5 - t4;
-                staged[1] += t6 - t5;
-                staged_n += m;
-            }
+            double t6 = now_ns();
+            stage[4] += t5 - t4;
+            stage[5] += t6 - t5;
+            staged_n += m;
         }
         stage[0] += t1 - t0;
         stage[1] += t2 - t1;
         stage[2] += t3 - t2;
         stage[3] += t4 - t3;
-        (void)t5;
-        (void)t6;
     }
     double total = 0;
-    stage[4] = staged_n ? staged[0] : 0;
-    stage[5] = staged_n ? staged[1] : 0;
     for (int s = 0; s < 6; s++) {
         stage[s] /= (double)(s >= 4 ? (staged_n ? staged_n : 1) : n);
         total += stage[s];

@@ -536,6 +536,16 @@ void nf_interest_prefetch(nf_interest_t *e, nf_interest_read_t *r, unsigned stag
     }
 }
 
+void nf_interest_prefetch_step(nf_interest_t *e, nf_interest_read_t *first, size_t stride, size_t n,
+                               size_t i)
+{
+    for (unsigned st = 0; st < NF_INTEREST_PREFETCH_STAGES; st++) {
+        size_t d = (size_t)st * NF_INTEREST_PREFETCH_DIST;
+        if (i >= d && i - d < n)
+            nf_interest_prefetch(e, (nf_interest_read_t *)((char *)first + (i - d) * stride), st);
+    }
+}
+
 int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const char *article_id,
                       const char *session_id, int64_t ts_ms, int64_t now_ms, nf_interest_out_t *out)
 {

@@ -168,6 +168,16 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
 #define NF_INTEREST_PREFETCH_STAGES 3
 void nf_interest_prefetch(nf_interest_t *e, nf_interest_read_t *r, unsigned stage);
 
+/* The schedule the reads actor runs a batch by: the stages software-pipelined with the applies,
+ * so that the misses overlap the applies rather than come in one burst before them. Step i
+ * (0 <= i < n + NF_INTEREST_PIPELINE_LAG) runs stage s for read i - s * NF_INTEREST_PREFETCH_DIST
+ * (those in [0, n)); the caller then applies read i - NF_INTEREST_PIPELINE_LAG, if any. The reads
+ * lie stride bytes apart from first (they may sit inside larger items). */
+#define NF_INTEREST_PREFETCH_DIST 2
+#define NF_INTEREST_PIPELINE_LAG  (NF_INTEREST_PREFETCH_STAGES * NF_INTEREST_PREFETCH_DIST)
+void nf_interest_prefetch_step(nf_interest_t *e, nf_interest_read_t *first, size_t stride, size_t n,
+                               size_t i);
+
 /* The current state of a user (1: found and *out filled; 0: never updated;
  * -EIO). */
 int nf_interest_get(nf_interest_t *e, uint16_t kg, const char *user_id, int64_t now_ms,

@@ -22,7 +22,6 @@
 enum { MSG_READ_BATCH = 1, MSG_BATCH_BACK = 2 };
 #define SPARE_MAX   32  /* emptied batches a kafka_in keeps */
 #define BATCH_MAX   64  /* events per cross-shard message */
-#define PF_DIST     2   /* events between the interest prefetch stages (reads_handle) */
 #define CONSUME_MAX 256 /* records taken from the queue per turn */
 #define MAX_DEST    NF_MAX_SHARDS
 
@@ -887,20 +886,12 @@ static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         return;
     }
     read_batch_t *b = m->body.ptr;
-    /* Software-pipelined: while event i is applied, the prefetch stages run PF_DIST events
-     * apart ahead of it, so each stage's misses overlap the applies instead of waiting in a
-     * burst of the whole batch's prefetches (which fills the core's miss buffers and leaves the
-     * applies with no memory work to hide behind). */
-    enum { S = NF_INTEREST_PREFETCH_STAGES };
-    unsigned n = b->n;
-    for (unsigned i = 0; i < n + S * PF_DIST; i++) {
-        for (unsigned st = 0; st < S; st++) {
-            unsigned j = i - st * PF_DIST;
-            if (i >= st * PF_DIST && j < n)
-                nf_interest_prefetch(d->eng, &b->items[j].rd, st);
-        }
-        if (i >= S * PF_DIST)
-            reads_event(d, b, &b->items[i - S * PF_DIST], now);
+    /* The prefetch stages run ahead of the applies (interest.h: a burst of the whole batch's
+     * prefetches would fill the core's miss buffers while no apply runs). */
+    for (size_t i = 0; i < b->n + NF_INTEREST_PIPELINE_LAG; i++) {
+        nf_interest_prefetch_step(d->eng, &b->items[0].rd, sizeof b->items[0], b->n, i);
+        if (i >= NF_INTEREST_PIPELINE_LAG)
+            reads_event(d, b, &b->items[i - NF_INTEREST_PIPELINE_LAG], now);
     }
     nf_msg_t back = {.actor = (uint16_t)d->r->in_actor, .kind = MSG_BATCH_BACK};
     back.body.ptr = b;

@@ -316,10 +316,11 @@ static nf_interest_t *model_setup(void)
     return e;
 }
 
-/* The reads actor's way: batches of keyed reads, prefetched in stages (which leave hints in
- * each read), then applied in order. Users repeat within a batch, so a hint may have gone stale
- * by the time its read is applied (the user was inserted by an earlier one), and a quarter of
- * the hints are overwritten with any index: the same results and states as the model. */
+/* The reads actor's way: batches of keyed reads, the prefetch stages (which leave hints in each
+ * read) pipelined ahead of the applies by nf_interest_prefetch_step, applied in order. Users repeat
+ * within a batch, so a hint may have gone stale by the time its read is applied (the user was
+ * inserted by an earlier one), and a quarter of the hints are overwritten with any index: the same
+ * results and states as the model. */
 static void test_batched_matches_model(void)
 {
     nf_interest_t *e = model_setup();
@@ -339,17 +340,16 @@ static void test_batched_matches_model(void)
             session_name(ev->session, s);
             nf_interest_read_init(&rd[k], kg_of(ev->user), u, W.a[ev->article].hex, s, ev->ts);
         }
-        for (unsigned st = 0; st < NF_INTEREST_PREFETCH_STAGES; st++)
-            for (int k = 0; k < n; k++)
-                nf_interest_prefetch(e, &rd[k], st);
-        for (int k = 0; k < n; k++) { /* and hints gone stale in any way */
+        for (size_t step = 0; step < (size_t)n + NF_INTEREST_PIPELINE_LAG; step++) {
+            nf_interest_prefetch_step(e, rd, sizeof rd[0], (size_t)n, step);
+            if (step < NF_INTEREST_PIPELINE_LAG)
+                continue;
+            int k = (int)(step - NF_INTEREST_PIPELINE_LAG);
             r = r * 6364136223846793005ull + 1442695040888963407ull;
-            if ((r >> 60) < 4) {
+            if ((r >> 60) < 4) { /* and hints gone stale in any way */
                 rd[k].user_hint = (uint32_t)(r >> 20) % 4000;
                 rd[k].article_hint = (uint32_t)(r >> 40) % 320;
             }
-        }
-        for (int k = 0; k < n; k++) {
             nf_interest_out_t o;
             int rc = nf_interest_apply_read(e, &rd[k], FUTURE, &o);
             if (rc != EXPECT[i + k] && bad++ < 5)
