@@ -41,6 +41,16 @@ const void *nf_analytics_blob(const void *val, size_t vlen, size_t *len)
     return (const unsigned char *)val + 8;
 }
 
+void nf_analytics_shard_count_error(nf_shard_t *sh, long stored)
+{
+    nf_log(NF_LOG_ERROR, "trending",
+           "the stored trending state was written by another number of shards (it is kept per "
+           "shard); run with runtime.shards as it was, or with another state.dir; stopping",
+           NF_LI("stored_shards", stored),
+           NF_LI("runtime_shards", nf_runtime_shard_count(nf_shard_runtime(sh))), NF_LEND);
+    nf_runtime_fail(nf_shard_runtime(sh));
+}
+
 void nf_analytics_defaults(nf_analytics_t *an)
 {
     memset(an, 0, sizeof *an);
@@ -98,7 +108,7 @@ static void stories_emit(stories_t *s, nf_id128_t article, const nf_cluster_resu
     if (w->failed || nf_analytics_emit(s->an, nf_shard_index(s->sh), NF_TOPIC_STORY_CLUSTERS, aid,
                                        w->buf, w->len) != 0) {
         nf_log(NF_LOG_ERROR, "cluster", "out of memory for outputs; stopping the job", NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(s->sh));
+        nf_runtime_fail(nf_shard_runtime(s->sh));
     }
 }
 
@@ -117,7 +127,7 @@ static void stories_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         nf_log(NF_LOG_ERROR, "cluster", "cluster state failed; stopping the job",
                NF_LS("article_id", aid), NF_LI("errno", -rc),
                NF_LS("error", nf_cluster_error(s->eng)), NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(sh));
+        nf_runtime_fail(nf_shard_runtime(sh));
         free(c);
         return;
     }
@@ -208,7 +218,7 @@ static const nf_actor_ops_t stories_ops = {.name = "stories",
 
 /* State keys in NF_KIND_TRENDING: "m" the merger's meta; "p" + counter (2 bytes BE) + pane_start
  * (8 bytes BE, offset by 2^63 so that order is numeric) one pane summary; "c" + shard (2 bytes
- * BE) a counter's blob (reads.c). */
+ * BE) a counter's blob, "n" the shard count they were written by (4 bytes LE) (reads.c). */
 typedef struct pane_key {
     unsigned char k[11];
 } pane_key_t;
@@ -299,7 +309,7 @@ static void merger_fail(merger_t *g, const char *what, int rc)
 {
     nf_counter_inc(g->an->m.state_errors);
     nf_log(NF_LOG_ERROR, "trending", what, NF_LI("errno", -rc), NF_LEND);
-    nf_runtime_request_stop(nf_shard_runtime(g->sh));
+    nf_runtime_fail(nf_shard_runtime(g->sh));
 }
 
 static void merger_emit(merger_t *g)
@@ -447,20 +457,25 @@ static void merger_restore(merger_t *g)
     if (rc < 0) {
         nf_log(NF_LOG_ERROR, "trending", "cannot read the trending merger's state; stopping",
                NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(g->sh));
+        nf_runtime_fail(nf_shard_runtime(g->sh));
         return;
     }
     if (rc == 1) {
         size_t blen = 0;
         const void *blob = nf_analytics_blob(meta, mlen, &blen);
         int lr = blob ? nf_trend_merger_load(g->m, blob, blen) : -EINVAL;
+        long saved = lr == -EXDEV ? nf_trend_merger_blob_counters(blob, blen) : 0;
         free(meta);
+        if (lr == -EXDEV) {
+            nf_analytics_shard_count_error(g->sh, saved);
+            return;
+        }
         if (lr != 0) {
             nf_log(NF_LOG_ERROR, "trending",
                    "the stored trending merger does not load (corrupt, or saved with other "
-                   "trending options or shard count); stopping",
+                   "trending options); stopping",
                    NF_LI("errno", -lr), NF_LEND);
-            nf_runtime_request_stop(nf_shard_runtime(g->sh));
+            nf_runtime_fail(nf_shard_runtime(g->sh));
             return;
         }
     }
@@ -469,7 +484,7 @@ static void merger_restore(merger_t *g)
     if (rc < 0 || x.err) {
         nf_log(NF_LOG_ERROR, "trending", "cannot restore the trending panes; stopping",
                NF_LI("errno", rc < 0 ? -rc : -x.err), NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(g->sh));
+        nf_runtime_fail(nf_shard_runtime(g->sh));
         return;
     }
     nf_trend_merger_stats_t ms;

@@ -29,7 +29,8 @@
  * Durability: every piece of state above is keyed state, a keyset or a blob in NF_KIND_TRENDING
  * written at the epoch's cut, so state, outputs and input offsets commit together. The trending
  * counters' blobs are keyed by shard index: restart with the same runtime.shards (the other
- * state does not care).
+ * state does not care); the count is stored beside them (key "n") and a run with another
+ * count fails at start, naming both.
  *
  * Register with nf_analytics_register() after nf_runtime_create() and before the ingest and
  * reads actors (they read the actor ids); the struct must outlive the runtime. */
@@ -116,6 +117,9 @@ void nf_analytics_free(nf_analytics_t *an);
 int nf_analytics_put_blob(nf_store_batch_t *b, const void *key, size_t klen, const void *blob,
                           size_t len);
 const void *nf_analytics_blob(const void *val, size_t vlen, size_t *len);
+/* The trending state was stored by `stored` shards and this run has another count: logs both
+ * and fails the job (nf_runtime_fail). NF_KIND_TRENDING key "n" holds the count (reads.h). */
+void nf_analytics_shard_count_error(nf_shard_t *sh, long stored);
 
 /* One output record of an analytics actor: into the epoch when there is one, else the sink. */
 static inline int nf_analytics_emit(nf_analytics_t *an, unsigned shard, nf_topic_t topic,

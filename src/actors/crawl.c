@@ -129,7 +129,7 @@ static void out_of_memory(crawl_t *c, const char *what, const char *source_id)
      * position commits, so the record is read again after the restart. */
     nf_log(NF_LOG_ERROR, "crawl", "out of memory; stopping the job", NF_LS("while", what),
            NF_LS("source_id", source_id), NF_LEND);
-    nf_runtime_request_stop(nf_shard_runtime(c->sh));
+    nf_runtime_fail(nf_shard_runtime(c->sh));
 }
 
 /* ---------------------------------------------------------------- key map */
@@ -1228,7 +1228,7 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
             /* Going on would silently drop the topic's sources (their records are not re-read). */
             nf_log(NF_LOG_ERROR, "crawl", "cannot read the stored sources; stopping the job",
                    NF_LI("errno", -r), NF_LEND);
-            nf_runtime_request_stop(rt);
+            nf_runtime_fail(rt);
         }
     }
     size_t restored = x->restored, from_topic = c->nsrcs;

@@ -185,7 +185,7 @@ static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         if (d->in->an && analytics_new_article(d, b) != 0) {
             nf_log(NF_LOG_ERROR, "dedup", "out of memory for an article's analytics; stopping",
                    NF_LS("article_id", b->article_id), NF_LEND);
-            nf_runtime_request_stop(nf_shard_runtime(sh));
+            nf_runtime_fail(nf_shard_runtime(sh));
         }
         if (d->in->epoch && nf_kstate_over_budget(d->seen))
             nf_epoch_request(d->in->epoch);
@@ -199,7 +199,7 @@ static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
          * Stop the job; the epoch is not committed, so the article is crawled again. */
         nf_log(NF_LOG_ERROR, "dedup", "ArticleKey state failed; stopping the job",
                NF_LS("article_id", b->article_id), NF_LI("errno", -r), NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(sh));
+        nf_runtime_fail(nf_shard_runtime(sh));
     }
     free(b);
 }

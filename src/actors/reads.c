@@ -2,6 +2,7 @@
 #include "actors/reads.h"
 #include "actors/analytics.h"
 #include "actors/ingest.h"
+#include "algo/bytes.h"
 #include "algo/hash.h"
 #include "feed/dates.h"
 #include "io/events.h"
@@ -198,7 +199,7 @@ static void dead_letter(kin_t *k, const rec_t *m, const char *stage, const char 
         nf_log(NF_LOG_ERROR, "kafka", "cannot record a dead letter (out of memory); stopping",
                NF_LS("topic", topic), NF_LI("partition", m->partition), NF_LI("offset", m->offset),
                NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(k->sh));
+        nf_runtime_fail(nf_shard_runtime(k->sh));
         return;
     }
     nf_counter_inc(k->r->m.dead_letters);
@@ -211,7 +212,7 @@ static void stop_job(kin_t *k, const char *what, int rc)
 {
     nf_counter_inc(k->r->m.state_errors);
     nf_log(NF_LOG_ERROR, "kafka", what, NF_LI("errno", -rc), NF_LEND);
-    nf_runtime_request_stop(nf_shard_runtime(k->sh));
+    nf_runtime_fail(nf_shard_runtime(k->sh));
 }
 
 static void count_group(kin_t *k);
@@ -272,7 +273,7 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
         b = malloc(sizeof *b);
         if (!b) {
             nf_log(NF_LOG_ERROR, "kafka", "out of memory batching read events; stopping", NF_LEND);
-            nf_runtime_request_stop(nf_shard_runtime(k->sh));
+            nf_runtime_fail(nf_shard_runtime(k->sh));
             return;
         }
     }
@@ -311,7 +312,7 @@ static void ship_msg(kin_t *k, unsigned dest, const nf_msg_t *m)
         if (m->kind == NF_MSG_SOURCE_SET)
             free(m->body.ptr);
         nf_log(NF_LOG_ERROR, "kafka", "out of memory holding a sources message; stopping", NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(k->sh));
+        nf_runtime_fail(nf_shard_runtime(k->sh));
         return;
     }
     h->next = NULL;
@@ -356,7 +357,7 @@ static void take_source(kin_t *k, const rd_kafka_message_t *km, const rec_t *m)
     if (rc != 0) {
         nf_log(NF_LOG_ERROR, "kafka", "out of memory routing a sources record; stopping",
                NF_LS("source_id", rec.source_id), NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(k->sh));
+        nf_runtime_fail(nf_shard_runtime(k->sh));
         return;
     }
     for (unsigned d = 0; d < k->nshards; d++) {
@@ -513,8 +514,28 @@ static void kin_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64
     counter_key(k->me, key);
     int rc = nf_analytics_put_blob(b, key, sizeof key, blob, len);
     free(blob);
+    if (rc == 0 && k->me == 0) { /* the shard count the counters are keyed by (restore_counter) */
+        unsigned char n[4];
+        nf_put_le32(n, k->nshards);
+        rc = nf_analytics_put_blob(b, "n", 1, n, sizeof n);
+    }
     if (rc != 0)
         stop_job(k, "cannot save the trending counter (out of memory); stopping", rc);
+}
+
+/* The shard count the stored trending counters were written with: 0 (none stored yet), the
+ * count, or -errno. */
+static long stored_shard_count(kin_t *k)
+{
+    void *v = NULL;
+    size_t len = 0, blen = 0;
+    int rc = nf_store_get(k->r->store, NF_KIND_TRENDING, "n", 1, &v, &len, NULL, 0);
+    if (rc != 1)
+        return rc;
+    const unsigned char *n = nf_analytics_blob(v, len, &blen);
+    long count = n && blen == 4 ? (long)nf_get_le32(n) : -EINVAL;
+    free(v);
+    return count;
 }
 
 static void held_drop(void *ctx, const nf_msg_t *m)
@@ -560,7 +581,7 @@ static void load_ids(kin_t *k)
         nf_log(NF_LOG_ERROR, "state", "the event-id dedup set does not load; stopping",
                NF_LI("shard", k->me), NF_LS("error", n == -ENOMEM ? "out of memory" : err),
                NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(k->sh));
+        nf_runtime_fail(nf_shard_runtime(k->sh));
         return;
     }
     nf_log(NF_LOG_INFO, "state", "event-id dedup set loaded", NF_LI("shard", k->me),
@@ -636,6 +657,20 @@ static void on_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
 
 static void restore_counter(kin_t *k)
 {
+    if (k->me == 0) { /* one shard says it */
+        long n = stored_shard_count(k);
+        if (n < 0) {
+            nf_log(NF_LOG_ERROR, "trending",
+                   "cannot read the stored trending shard count (unreadable or corrupt); stopping",
+                   NF_LI("errno", -n), NF_LEND);
+            nf_runtime_fail(nf_shard_runtime(k->sh));
+            return;
+        }
+        if (n > 0 && (unsigned long)n != k->nshards) {
+            nf_analytics_shard_count_error(k->sh, n);
+            return;
+        }
+    }
     unsigned char key[3];
     counter_key(k->me, key);
     void *blob = NULL;
@@ -661,7 +696,7 @@ static void restore_counter(kin_t *k)
                "the stored trending counter does not load (unreadable, corrupt, or saved with "
                "other trending options); stopping",
                NF_LI("shard", k->me), NF_LI("errno", -rc), NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(k->sh));
+        nf_runtime_fail(nf_shard_runtime(k->sh));
     }
 }
 
@@ -851,7 +886,7 @@ static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, u
         nf_log(NF_LOG_ERROR, "interest", "interest state failed; stopping the job",
                NF_LS("user_id", user_id), NF_LI("errno", -rc),
                NF_LS("error", nf_interest_error(d->eng)), NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(d->sh));
+        nf_runtime_fail(nf_shard_runtime(d->sh));
         return;
     }
     nf_jw_t *w = &d->jw;
@@ -860,7 +895,7 @@ static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, u
     if (w->failed || nf_analytics_emit(d->an, nf_shard_index(d->sh), NF_TOPIC_INTEREST_UPDATES,
                                        user_id, w->buf, w->len) != 0) {
         nf_log(NF_LOG_ERROR, "interest", "out of memory for outputs; stopping the job", NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(d->sh));
+        nf_runtime_fail(nf_shard_runtime(d->sh));
         return;
     }
     nf_counter_inc(r->m.updates);
@@ -880,7 +915,7 @@ static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         if (nf_interest_topics_put(d->eng, t->id, &t->vec, (int64_t)now) == -ENOMEM) {
             nf_log(NF_LOG_ERROR, "interest", "out of memory for the topic table; stopping",
                    NF_LEND);
-            nf_runtime_request_stop(nf_shard_runtime(sh));
+            nf_runtime_fail(nf_shard_runtime(sh));
         }
         free(t);
         return;
@@ -950,7 +985,7 @@ static void load_seen(rd_t *d)
                "the (user, article, session) dedup set does not load; stopping",
                NF_LI("shard", nf_shard_index(d->sh)),
                NF_LS("error", n == -ENOMEM ? "out of memory" : err), NF_LEND);
-        nf_runtime_request_stop(nf_shard_runtime(d->sh));
+        nf_runtime_fail(nf_shard_runtime(d->sh));
         return;
     }
     nf_log(NF_LOG_INFO, "state", "(user, article, session) dedup set loaded",

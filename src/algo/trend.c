@@ -1281,6 +1281,17 @@ int nf_trend_merger_save(const nf_trend_merger_t *m, void **blob, size_t *len)
     return 0;
 }
 
+long nf_trend_merger_blob_counters(const void *blob, size_t len)
+{
+    rbuf_t r;
+    nf_trend_opts_t any = {0};
+    if (!r_open(&r, blob, len) || r_u32(&r) != MERGER_MAGIC || r_u32(&r) != BLOB_VERSION)
+        return -EINVAL;
+    (void)r_opts_match(&r, &any); /* reads past the options, whatever they are */
+    uint32_t n = r_u32(&r);
+    return r.bad ? -EINVAL : (long)n;
+}
+
 int nf_trend_merger_load(nf_trend_merger_t *m, const void *blob, size_t len)
 {
     if (m->panes.n)
@@ -1288,14 +1299,16 @@ int nf_trend_merger_load(nf_trend_merger_t *m, const void *blob, size_t len)
     rbuf_t r;
     if (!r_open(&r, blob, len))
         return -EINVAL;
-    if (r_u32(&r) != MERGER_MAGIC || r_u32(&r) != BLOB_VERSION || !r_opts_match(&r, &m->o) ||
-        r_u32(&r) != m->n)
+    if (r_u32(&r) != MERGER_MAGIC || r_u32(&r) != BLOB_VERSION || !r_opts_match(&r, &m->o))
         return -EINVAL;
+    uint32_t n = r_u32(&r);
     int64_t done = (int64_t)r_u64(&r);
     uint64_t windows = r_u64(&r);
-    if (r.bad || r.len - r.at != 8ull * m->n ||
+    if (r.bad || r.len - r.at != 8ull * n ||
         (done != INT64_MIN && floor_div(done, m->o.slide_ms) * m->o.slide_ms != done))
         return -EINVAL;
+    if (n != m->n)
+        return -EXDEV;
     m->done = done;
     m->windows = windows;
     for (unsigned i = 0; i < m->n; i++)

@@ -173,7 +173,10 @@ void nf_trend_merger_stats(const nf_trend_merger_t *m, nf_trend_merger_stats_t *
 /* Meta blob (malloc'd; the caller frees). */
 int nf_trend_merger_save(const nf_trend_merger_t *m, void **blob, size_t *len);
 /* Loads the meta into a merger that holds no pane yet; then re-add the persisted panes. 0,
- * -EINVAL (corrupt, other options or counter count; m unchanged), -EBUSY (panes present). */
+ * -EINVAL (corrupt or other options; m unchanged), -EXDEV (saved with another counter count:
+ * nf_trend_merger_blob_counters tells which; m unchanged), -EBUSY (panes present). */
 int nf_trend_merger_load(nf_trend_merger_t *m, const void *blob, size_t len);
+/* The counter count a meta blob was saved with, or -EINVAL if it is not one. */
+long nf_trend_merger_blob_counters(const void *blob, size_t len);
 
 #endif

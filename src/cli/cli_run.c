@@ -662,7 +662,7 @@ int nf_cli_run(int argc, char **argv)
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    if (g_signals)
+    if (g_signals && !nf_runtime_failed(c.rt))
         nf_log(NF_LOG_INFO, "main",
                "signal received; committing a final epoch and draining (a second signal exits "
                "at once)",
@@ -671,8 +671,13 @@ int nf_cli_run(int argc, char **argv)
     g_kafka = NULL;
     nf_demo_stop(c.demo);
     c.demo = NULL;
-    if (nf_epoch_stop(c.epoch) != 0)
+    if (nf_epoch_stop(c.epoch) != 0 || nf_runtime_failed(c.rt))
         exit_code = NF_EXIT_RUNTIME;
+    if (nf_runtime_failed(c.rt))
+        nf_log(NF_LOG_ERROR, "main",
+               "the job failed (see the first error above); stopped without committing what it "
+               "did after its last epoch: those inputs are read again after a restart",
+               NF_LI("last_epoch", nf_epoch_committed_epoch(c.epoch)), NF_LEND);
     nf_runtime_request_stop(c.rt);
     int wr = nf_runtime_wait(c.rt);
     if (wr == -ETIMEDOUT)

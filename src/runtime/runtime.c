@@ -110,6 +110,7 @@ struct nf_runtime {
     bool started;
     int stop_efd;
     _Atomic int stop_requested;
+    _Atomic int failed; /* nf_runtime_fail */
     _Atomic int exit_now;
     _Atomic int closed; /* post/call refused */
     _Atomic unsigned stop_called_count;
@@ -805,6 +806,17 @@ static bool read_wave(nf_runtime_t *rt, wave_t *w)
 bool nf_runtime_stop_requested(const nf_runtime_t *rt)
 {
     return atomic_load(&rt->stop_requested);
+}
+
+void nf_runtime_fail(nf_runtime_t *rt)
+{
+    atomic_store(&rt->failed, 1);
+    nf_runtime_request_stop(rt);
+}
+
+bool nf_runtime_failed(const nf_runtime_t *rt)
+{
+    return atomic_load(&rt->failed);
 }
 
 bool nf_runtime_quiescent(nf_runtime_t *rt)

@@ -101,6 +101,14 @@ int nf_runtime_start(nf_runtime_t *rt);
 void nf_runtime_request_stop(nf_runtime_t *rt);
 /* Any thread: has a stop been requested (by a signal handler, an actor, a failed commit)? */
 bool nf_runtime_stop_requested(const nf_runtime_t *rt);
+/* Any thread, async-signal-safe, idempotent: the job cannot go on (an input it could not apply,
+ * state that did not load or could not be read). A stop, and not a clean one: nothing may
+ * commit after it (state/epoch.h checks nf_runtime_failed before every commit and skips the
+ * final epoch), so the inputs of the epoch in flight are read again after a restart instead of
+ * being committed half-applied, and `newsflow run` exits 1. Set before the stop is requested:
+ * whoever sees the stop sees the failure. */
+void nf_runtime_fail(nf_runtime_t *rt);
+bool nf_runtime_failed(const nf_runtime_t *rt);
 /* Blocks until every shard thread has exited. 0 after a clean drain, -ETIMEDOUT if the
  * shutdown timeout forced the exit. */
 int nf_runtime_wait(nf_runtime_t *rt);

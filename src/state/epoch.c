@@ -438,6 +438,22 @@ static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, char *err, size_t er
     return 0;
 }
 
+/* A failed job (nf_runtime_fail) commits nothing more: the actor that failed did so while
+ * handling an input it could not apply, and that input's position is in this epoch (the
+ * failure was set before the actor's shard took the cut), so committing would lose it. The
+ * epoch is dropped (no transaction was begun: outputs go to Kafka only in produce) and its
+ * inputs are read again after a restart. -ECANCELED. */
+static int job_failed(nf_epoch_t *ep, uint64_t e, char *err, size_t errlen)
+{
+    if (!nf_runtime_failed(ep->rt))
+        return 0;
+    snprintf(err, errlen,
+             "epoch %" PRIu64 " not committed: the job failed (see the error before this one); "
+             "its inputs are read again after a restart",
+             e);
+    return -ECANCELED;
+}
+
 /* One epoch: cut, then commit. */
 static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
 {
@@ -453,8 +469,17 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         return -ENOMEM;
     }
     size_t noffs = 0;
-    int r = cut(ep, final, offs, &noffs, err, errlen);
+    int r = job_failed(ep, e, err, errlen);
+    if (r == 0) {
+        r = cut(ep, final, offs, &noffs, err, errlen);
+        int f = job_failed(ep, e, err, errlen); /* also what a cut that failed with it means */
+        r = f ? f : r;
+    }
     if (r != 0) {
+        for (unsigned s = 0; s < ep->nshards; s++) {
+            nf_store_batch_free(ep->batches[s]);
+            ep->batches[s] = NULL;
+        }
         free(bufs);
         free(offs);
         return r;
@@ -475,6 +500,8 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
             ep->batches[s] = NULL;
         }
     }
+    if (r == 0)
+        r = job_failed(ep, e, err, errlen); /* a failure while the pending batch was written */
     if (r == 0) {
         fault_at("after_pending");
         if (ep->kafka)
@@ -601,21 +628,27 @@ uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep)
 
 /* ---------------------------------------------------------------- the coordinator thread */
 
-static void fail(nf_epoch_t *ep, const char *err)
+static void fail(nf_epoch_t *ep, int r, const char *err)
 {
     atomic_store(&ep->failed, true);
-    nf_counter_inc(ep->m_failures);
-    nf_log(NF_LOG_ERROR, "epoch", "epoch commit failed; stopping the job (restart recovers)",
-           NF_LI("epoch", atomic_load(&ep->cur_epoch)), NF_LS("error", err), NF_LEND);
-    nf_runtime_request_stop(ep->rt);
+    if (r == -ECANCELED) { /* job_failed: the failure was counted and logged where it happened */
+        nf_log(NF_LOG_ERROR, "epoch", "epoch.dropped", NF_LI("epoch", atomic_load(&ep->cur_epoch)),
+               NF_LS("error", err), NF_LEND);
+    } else {
+        nf_counter_inc(ep->m_failures);
+        nf_log(NF_LOG_ERROR, "epoch", "epoch commit failed; stopping the job (restart recovers)",
+               NF_LI("epoch", atomic_load(&ep->cur_epoch)), NF_LS("error", err), NF_LEND);
+    }
+    nf_runtime_fail(ep->rt);
 }
 
 static void *coordinator(void *arg)
 {
     nf_epoch_t *ep = arg;
     char err[512];
-    if (ep->kafka && nf_kafka_subscribe(ep->kafka, err, sizeof err) != 0) {
-        fail(ep, err);
+    int r;
+    if (ep->kafka && (r = nf_kafka_subscribe(ep->kafka, err, sizeof err)) != 0) {
+        fail(ep, r, err);
         return NULL;
     }
     ep->last_cut_ns = nf_now_ns();
@@ -637,8 +670,8 @@ static void *coordinator(void *arg)
         if (early)
             nf_counter_inc(ep->m_early);
         ep->last_cut_ns = nf_now_ns();
-        if (run_epoch(ep, false, err, sizeof err) != 0) {
-            fail(ep, err);
+        if ((r = run_epoch(ep, false, err, sizeof err)) != 0) {
+            fail(ep, r, err);
             return NULL;
         }
     }
@@ -651,8 +684,9 @@ static void revoke_cb(void *arg)
     char err[512];
     if (atomic_load(&ep->failed))
         return;
-    if (run_epoch(ep, false, err, sizeof err) != 0)
-        fail(ep, err);
+    int r = run_epoch(ep, false, err, sizeof err);
+    if (r != 0)
+        fail(ep, r, err);
 }
 
 int nf_epoch_start(nf_epoch_t *ep)
@@ -685,9 +719,12 @@ int nf_epoch_stop(nf_epoch_t *ep)
         return atomic_load(&ep->failed) ? -EIO : 0;
     ep->final_done = true;
     char err[512];
-    int r = run_epoch(ep, true, err, sizeof err);
+    atomic_store(&ep->cur_epoch, ep->epoch + 1);
+    int r = job_failed(ep, ep->epoch + 1, err, sizeof err); /* no final epoch after a failure */
+    if (r == 0)
+        r = run_epoch(ep, true, err, sizeof err);
     if (r != 0)
-        fail(ep, err);
+        fail(ep, r, err);
     if (ep->kafka)
         nf_kafka_close_consumer(ep->kafka);
     return r;

@@ -102,13 +102,16 @@ int nf_epoch_start(nf_epoch_t *ep);
 /* Asks for an epoch as soon as possible (memory budget crossed). Any thread, lock-free. */
 void nf_epoch_request(nf_epoch_t *ep);
 /* Runs one cut + commit now, from the coordinator's owner thread while the coordinator thread
- * is not running (tests, the final epoch). 0 or -errno. */
+ * is not running (tests, the final epoch). 0 or -errno; -ECANCELED if the job has failed
+ * (nf_runtime_fail): nothing is committed after a failure. */
 int nf_epoch_run_once(nf_epoch_t *ep, char *err, size_t errlen);
 /* Stops the coordinator thread after committing a final epoch (SIGTERM path); call before
- * nf_runtime_request_stop. 0 or -errno of the final commit. */
+ * nf_runtime_request_stop. 0 or -errno of the final commit; after a failure of the job
+ * (nf_runtime_fail) no final epoch is committed and this returns -ECANCELED. */
 int nf_epoch_stop(nf_epoch_t *ep);
-/* A commit failed in a way the job cannot continue from (store write failed, producer fenced):
- * the coordinator logs it, requests the runtime stop and this returns true. */
+/* A commit failed in a way the job cannot continue from (store write failed, producer fenced),
+ * or the job failed and an epoch was dropped: the coordinator logs it, fails the runtime
+ * (nf_runtime_fail) and this returns true. */
 bool nf_epoch_failed(const nf_epoch_t *ep);
 
 /* ---- shard side ---- */

@@ -2,6 +2,7 @@
  * the coordinator, the cut across shards, the store and the Kafka producer together:
  *   - epochs commit keyed state and outputs; a fresh coordinator over the same state sees the
  *     committed epoch and positions;
+ *   - after a failure of the job (nf_runtime_fail) nothing more commits;
  *   - a child process killed (fault injection) at each point of the commit protocol leaves a
  *     state from which recovery produces every output exactly once (read back from the embedded
  *     mock cluster) and applies the pending state (roll forward).
@@ -13,6 +14,7 @@
 #include "state/kstate.h"
 #include "state/store.h"
 
+#include <errno.h>
 #include <librdkafka/rdkafka.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +202,33 @@ static int read_back(unsigned *seen, unsigned max)
 }
 
 static char g_dir[] = "/tmp/nf_test_epoch_XXXXXX";
+
+/* The state under dir: committed epoch `epoch`, with positions, and shard 0's count `count`. */
+static void check_stored(const char *dir, uint64_t epoch, uint64_t count)
+{
+    char err[512];
+    uint64_t e = 0;
+    char *h = NULL;
+    nf_store_opts_t so;
+    nf_store_opts_default(&so);
+    nf_store_t *st = nf_store_open(dir, &so, err, sizeof err);
+    NF_REQUIRE(st);
+    NF_CHECK(nf_store_committed(st, &e, &h, err, sizeof err) == 0);
+    NF_CHECK_EQ(e, epoch);
+    NF_CHECK(h && strstr(h, "\"positions\""));
+    free(h);
+    unsigned char key[18];
+    nf_kstate_encode_key(0, (nf_id128_t){1, 0}, key);
+    void *v = NULL;
+    size_t len = 0;
+    NF_CHECK_EQ(nf_store_get(st, NF_KIND_READS, key, sizeof key, &v, &len, err, sizeof err), 1);
+    uint64_t n = 0;
+    if (v && len == 16)
+        memcpy(&n, (char *)v + 8, 8);
+    NF_CHECK_EQ(n, count);
+    free(v);
+    nf_store_close(st);
+}
 static unsigned g_emitted; /* records emitted by committed or rolled-forward epochs so far */
 
 static void test_epochs_commit(void)
@@ -221,27 +250,48 @@ static void test_epochs_commit(void)
     NF_REQUIRE(job_open(&j, dir, err, sizeof err) == 0);
     NF_CHECK_EQ(nf_epoch_committed_epoch(j.ep), 3);
     job_close(&j);
-    uint64_t epoch = 0;
-    char *h = NULL;
-    nf_store_opts_t so;
-    nf_store_opts_default(&so);
-    nf_store_t *st = nf_store_open(dir, &so, err, sizeof err);
-    NF_REQUIRE(st);
-    NF_CHECK(nf_store_committed(st, &epoch, &h, err, sizeof err) == 0);
-    NF_CHECK_EQ(epoch, 3);
-    NF_CHECK(h && strstr(h, "\"positions\""));
-    free(h);
-    unsigned char key[18];
-    nf_kstate_encode_key(0, (nf_id128_t){1, 0}, key);
-    void *v = NULL;
-    size_t len = 0;
-    NF_CHECK_EQ(nf_store_get(st, NF_KIND_READS, key, sizeof key, &v, &len, err, sizeof err), 1);
-    uint64_t n = 0;
-    if (v && len == 16)
-        memcpy(&n, (char *)v + 8, 8);
-    NF_CHECK_EQ(n, 3 * PER_EPOCH / SHARDS); /* shard 0's count, persisted */
-    free(v);
-    nf_store_close(st);
+    check_stored(dir, 3, 3 * PER_EPOCH / SHARDS);
+}
+
+static void fail_job(nf_shard_t *sh, void *arg)
+{
+    (void)arg;
+    nf_runtime_fail(nf_shard_runtime(sh));
+}
+
+/* A job that failed (an actor called nf_runtime_fail: an input it could not apply) commits
+ * nothing after the failure, neither the epoch in flight nor a final one: its outputs never
+ * reach Kafka, its state and positions stay as the last epoch left them. */
+static void test_failed_job_commits_nothing(void)
+{
+    char err[512], dir[600];
+    snprintf(dir, sizeof dir, "%s/failed", g_dir);
+    job_t j;
+    NF_REQUIRE(job_open(&j, dir, err, sizeof err) == 0);
+    NF_REQUIRE(job_epochs(&j, g_emitted, 1, err, sizeof err) == 0);
+    g_emitted += PER_EPOCH;
+    NF_CHECK(!nf_runtime_failed(j.rt));
+    j.next = g_emitted; /* the next epoch's records and state changes, then a shard fails */
+    for (unsigned s = 0; s < SHARDS; s++)
+        NF_REQUIRE(nf_runtime_call(j.rt, s, emit_some, &j, 10000) == 0);
+    NF_REQUIRE(nf_runtime_call(j.rt, 1, fail_job, &j, 10000) == 0);
+    NF_CHECK(nf_runtime_failed(j.rt));
+    NF_CHECK(nf_runtime_stop_requested(j.rt));
+    NF_CHECK_EQ(nf_epoch_run_once(j.ep, err, sizeof err), -ECANCELED);
+    NF_CHECK(strstr(err, "epoch 2 not committed") != NULL);
+    NF_CHECK_EQ(nf_epoch_stop(j.ep), -ECANCELED); /* no final epoch either */
+    NF_CHECK(nf_epoch_failed(j.ep));
+    NF_CHECK_EQ(nf_epoch_committed_epoch(j.ep), 1);
+    job_close(&j);
+    check_stored(dir, 1, PER_EPOCH / SHARDS);
+    unsigned *seen = calloc(g_emitted + PER_EPOCH, sizeof *seen);
+    NF_REQUIRE(seen);
+    NF_CHECK_EQ(read_back(seen, g_emitted + PER_EPOCH), (int)g_emitted);
+    unsigned late = 0;
+    for (unsigned i = g_emitted; i < g_emitted + PER_EPOCH; i++)
+        late += seen[i];
+    NF_CHECK_EQ(late, 0);
+    free(seen);
 }
 
 /* The child: 4 epochs from record `first` with NF_FAULT at `point` of epoch 3. A fresh process
@@ -352,6 +402,7 @@ int main(int argc, char **argv)
     }
     g_boot = nf_kafka_mock_bootstrap(m);
     NF_RUN(test_epochs_commit);
+    NF_RUN(test_failed_job_commits_nothing);
     NF_RUN(test_crash_after_cut);
     NF_RUN(test_crash_after_pending);
     NF_RUN(test_crash_mid_produce);
