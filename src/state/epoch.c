@@ -719,10 +719,7 @@ int nf_epoch_stop(nf_epoch_t *ep)
         return atomic_load(&ep->failed) ? -EIO : 0;
     ep->final_done = true;
     char err[512];
-    atomic_store(&ep->cur_epoch, ep->epoch + 1);
-    int r = job_failed(ep, ep->epoch + 1, err, sizeof err); /* no final epoch after a failure */
-    if (r == 0)
-        r = run_epoch(ep, true, err, sizeof err);
+    int r = run_epoch(ep, true, err, sizeof err); /* after a failure: -ECANCELED, no cut */
     if (r != 0)
         fail(ep, r, err);
     if (ep->kafka)
