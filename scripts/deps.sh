@@ -23,6 +23,9 @@ BUILD_PACKAGES=(
   prometheus curl
   # tests: kcat reads and writes Kafka topics (read_committed checks); JSON Schema validation
   kcat python3-jsonschema
+  # tests and benchmarks against Apache Kafka itself: scripts/kafka.sh resolves the broker's jars
+  # with Maven (from Maven Central) and runs them on Java 17
+  openjdk-17-jre-headless maven
   # benchmark peers: xmllint --stream, python3-feedparser
   libxml2-utils python3 python3-feedparser
   # benchmark peer: the seed design's trending store (Redis ZINCRBY), driven by a pipelined hiredis client

@@ -20,6 +20,8 @@ static const char usage[] =
     "  config defaults     print the default configuration (config/newsflow.json)\n"
     "  checkpoints list|show ID|verify ID|delete ID [--state-dir DIR] [--config FILE]\n"
     "                      inspect, verify or delete the named checkpoints of state.dir\n"
+    "  topics create|list [--partitions N] [--replication R] [--set ...]\n"
+    "                      create (or list) the job's topics on the cluster of kafka.brokers\n"
     "  mock-kafka [--partitions N] [--topic-prefix P]\n"
     "                      a mock Kafka cluster (librdkafka's) in its own process, for tests\n"
     "                      that kill and restart the job; prints bootstrap=HOST:PORT\n"
@@ -55,6 +57,8 @@ int main(int argc, char **argv)
         return nf_cli_parse(argc - 1, argv + 1);
     if (!strcmp(cmd, "checkpoints"))
         return nf_cli_checkpoints(argc - 1, argv + 1);
+    if (!strcmp(cmd, "topics"))
+        return nf_cli_topics(argc - 1, argv + 1);
     if (!strcmp(cmd, "mock-kafka"))
         return nf_cli_mock_kafka(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))

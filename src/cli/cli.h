@@ -12,5 +12,6 @@ int nf_cli_version(int argc, char **argv);
 int nf_cli_parse(int argc, char **argv);
 int nf_cli_checkpoints(int argc, char **argv);
 int nf_cli_mock_kafka(int argc, char **argv);
+int nf_cli_topics(int argc, char **argv);
 
 #endif

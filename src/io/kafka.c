@@ -34,6 +34,13 @@ static void topic_full_name(char *out, size_t n, const char *prefix, const char 
     snprintf(out, n, "%s%s", prefix ? prefix : "", name);
 }
 
+/* Every topic of DESIGN §4, outputs first (index = nf_topic_t), then the inputs. */
+#define NF_KAFKA_TOPICS (NF_TOPIC__COUNT + NF_INPUT__COUNT)
+static const char *topic_base_name(int t)
+{
+    return t < NF_TOPIC__COUNT ? nf_topic_name((nf_topic_t)t) : input_names[t - NF_TOPIC__COUNT];
+}
+
 nf_kafka_mock_t *nf_kafka_mock_new(unsigned brokers, unsigned partitions, const char *prefix,
                                    char *err, size_t errlen)
 {
@@ -59,10 +66,8 @@ nf_kafka_mock_t *nf_kafka_mock_new(unsigned brokers, unsigned partitions, const 
         return NULL;
     }
     char name[256];
-    for (int t = 0; t < NF_TOPIC__COUNT + NF_INPUT__COUNT; t++) {
-        const char *base =
-            t < NF_TOPIC__COUNT ? nf_topic_name((nf_topic_t)t) : input_names[t - NF_TOPIC__COUNT];
-        topic_full_name(name, sizeof name, prefix, base);
+    for (int t = 0; t < NF_KAFKA_TOPICS; t++) {
+        topic_full_name(name, sizeof name, prefix, topic_base_name(t));
         rd_kafka_resp_err_t e =
             rd_kafka_mock_topic_create(m->mc, name, (int)(partitions ? partitions : 1), 1);
         if (e) {
@@ -163,21 +168,23 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         k->out[t].pos[m->partition] = m->offset + 1;
 }
 
-/* Applies bootstrap, the operator's extra properties and common settings. */
-static rd_kafka_conf_t *base_conf(nf_kafka_t *k, char *err, size_t errlen)
+/* Applies bootstrap, the operator's extra properties ("name=value" lines, may be NULL) and the
+ * callbacks; opaque is the callbacks' argument. */
+static rd_kafka_conf_t *conf_new(const char *brokers, const char *props, void *opaque, char *err,
+                                 size_t errlen)
 {
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     char rerr[256];
-    if (rd_kafka_conf_set(c, "bootstrap.servers", k->brokers, rerr, sizeof rerr) != 0) {
+    if (rd_kafka_conf_set(c, "bootstrap.servers", brokers, rerr, sizeof rerr) != 0) {
         snprintf(err, errlen, "kafka.brokers: %s", rerr);
         rd_kafka_conf_destroy(c);
         return NULL;
     }
     rd_kafka_conf_set_log_cb(c, log_cb);
     rd_kafka_conf_set_error_cb(c, error_cb);
-    rd_kafka_conf_set_opaque(c, k);
-    if (k->props) {
-        char *save = NULL, *copy = strdup(k->props);
+    rd_kafka_conf_set_opaque(c, opaque);
+    if (props && *props) {
+        char *save = NULL, *copy = strdup(props);
         if (!copy) {
             snprintf(err, errlen, "out of memory");
             rd_kafka_conf_destroy(c);
@@ -202,6 +209,11 @@ static rd_kafka_conf_t *base_conf(nf_kafka_t *k, char *err, size_t errlen)
         free(copy);
     }
     return c;
+}
+
+static rd_kafka_conf_t *base_conf(nf_kafka_t *k, char *err, size_t errlen)
+{
+    return conf_new(k->brokers, k->props, k, err, errlen);
 }
 
 static int conf_set(rd_kafka_conf_t *c, const char *name, const char *value, char *err,
@@ -923,4 +935,136 @@ void nf_kafka_stats(const nf_kafka_t *k, nf_kafka_stats_t *out)
     out->assigned = atomic_load(&k->assigned);
     out->revoked = atomic_load(&k->revoked);
     out->pauses = atomic_load(&k->pauses);
+}
+
+/* ---------------------------------------------------------------- topic administration */
+
+/* CreateTopics for every topic; per-topic outcomes into outcome[] ("created", "exists" or
+ * "failed" with why[]). 0 or -errno with err when the request as a whole failed. */
+static int create_topics(rd_kafka_t *rk, const nf_kafka_topics_opts_t *o, char names[][256],
+                         const char **outcome, char why[][256], char *err, size_t errlen)
+{
+    rd_kafka_NewTopic_t *nt[NF_KAFKA_TOPICS] = {0};
+    char rerr[256];
+    int r = 0;
+    for (int t = 0; t < NF_KAFKA_TOPICS && r == 0; t++) {
+        nt[t] =
+            rd_kafka_NewTopic_new(names[t], (int)o->partitions, o->replication, rerr, sizeof rerr);
+        if (!nt[t]) {
+            snprintf(err, errlen, "topic %s: %s", names[t], rerr);
+            r = -EINVAL;
+        } else if (t == NF_TOPIC__COUNT + NF_INPUT_SOURCES) {
+            /* The latest definition of each source is what counts (DESIGN §4). */
+            rd_kafka_NewTopic_set_config(nt[t], "cleanup.policy", "compact");
+        }
+    }
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    if (r == 0) {
+        rd_kafka_AdminOptions_set_request_timeout(ao, NF_KAFKA_TIMEOUT_MS, rerr, sizeof rerr);
+        rd_kafka_AdminOptions_set_operation_timeout(ao, NF_KAFKA_TIMEOUT_MS, rerr, sizeof rerr);
+        rd_kafka_CreateTopics(rk, nt, NF_KAFKA_TOPICS, ao, q);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, NF_KAFKA_TIMEOUT_MS + 5000);
+        const rd_kafka_CreateTopics_result_t *res =
+            ev ? rd_kafka_event_CreateTopics_result(ev) : NULL;
+        if (!res) {
+            snprintf(err, errlen, "kafka: no answer to CreateTopics from %s", o->brokers);
+            r = -ETIMEDOUT;
+        } else if (rd_kafka_event_error(ev)) {
+            snprintf(err, errlen, "kafka: CreateTopics on %s: %s", o->brokers,
+                     rd_kafka_event_error_string(ev));
+            r = -EIO;
+        } else {
+            size_t n = 0;
+            const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(res, &n);
+            for (size_t i = 0; i < n; i++)
+                for (int t = 0; t < NF_KAFKA_TOPICS; t++) {
+                    if (strcmp(rd_kafka_topic_result_name(tr[i]), names[t]) != 0)
+                        continue;
+                    rd_kafka_resp_err_t e = rd_kafka_topic_result_error(tr[i]);
+                    const char *es = rd_kafka_topic_result_error_string(tr[i]);
+                    outcome[t] = e == RD_KAFKA_RESP_ERR_NO_ERROR               ? "created"
+                                 : e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS ? "exists"
+                                                                               : "failed";
+                    if (e && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+                        snprintf(why[t], sizeof why[t], "%s", es ? es : rd_kafka_err2str(e));
+                }
+        }
+        if (ev)
+            rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_AdminOptions_destroy(ao);
+    rd_kafka_queue_destroy(q);
+    for (int t = 0; t < NF_KAFKA_TOPICS; t++)
+        if (nt[t])
+            rd_kafka_NewTopic_destroy(nt[t]);
+    return r;
+}
+
+int nf_kafka_topics(const nf_kafka_topics_opts_t *o, bool create, nf_kafka_topic_cb cb, void *arg,
+                    char *err, size_t errlen)
+{
+    rd_kafka_conf_t *c = conf_new(o->brokers, o->properties, NULL, err, errlen);
+    if (!c)
+        return -EINVAL;
+    char rerr[256];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, rerr, sizeof rerr);
+    if (!rk) {
+        snprintf(err, errlen, "kafka: cannot create a client: %s", rerr);
+        return -EIO;
+    }
+    char names[NF_KAFKA_TOPICS][256], why[NF_KAFKA_TOPICS][256];
+    const char *outcome[NF_KAFKA_TOPICS];
+    for (int t = 0; t < NF_KAFKA_TOPICS; t++) {
+        topic_full_name(names[t], sizeof names[t], o->prefix, topic_base_name(t));
+        outcome[t] = NULL;
+        why[t][0] = 0;
+    }
+    int r = create ? create_topics(rk, o, names, outcome, why, err, errlen) : 0;
+    const struct rd_kafka_metadata *md = NULL;
+    int parts[NF_KAFKA_TOPICS];
+    /* A topic just created reaches every broker's metadata a moment later: wait for it. */
+    for (int tries = 0; r == 0; tries++) {
+        if (md)
+            rd_kafka_metadata_destroy(md);
+        md = NULL;
+        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 1, NULL, &md, NF_KAFKA_TIMEOUT_MS);
+        if (e) {
+            snprintf(err, errlen, "kafka: cannot read cluster metadata from %s: %s", o->brokers,
+                     rd_kafka_err2str(e));
+            r = -EIO;
+            break;
+        }
+        bool settled = true;
+        for (int t = 0; t < NF_KAFKA_TOPICS; t++) {
+            parts[t] = 0;
+            for (int i = 0; i < md->topic_cnt; i++)
+                if (!strcmp(md->topics[i].topic, names[t]) && !md->topics[i].err)
+                    parts[t] = md->topics[i].partition_cnt;
+            if (outcome[t] && strcmp(outcome[t], "failed") != 0 && parts[t] == 0)
+                settled = false;
+        }
+        if (settled || tries == 50)
+            break;
+        usleep(200000);
+    }
+    for (int t = 0; t < NF_KAFKA_TOPICS && r == 0; t++) {
+        if (parts[t] == 0 && outcome[t] && strcmp(outcome[t], "failed") != 0)
+            outcome[t] = NULL; /* created, yet not in the metadata after 10 s */
+        if (!outcome[t])
+            outcome[t] = parts[t] > 0 ? "exists" : "missing";
+        cb(arg, names[t], outcome[t], parts[t], why[t][0] ? why[t] : NULL);
+    }
+    for (int t = 0; t < NF_KAFKA_TOPICS && r == 0; t++)
+        if (!strcmp(outcome[t], "failed")) {
+            snprintf(err, errlen, "topic %s: %s", names[t], why[t]);
+            r = -EIO;
+        } else if (!strcmp(outcome[t], "missing")) {
+            snprintf(err, errlen, "topic %s does not exist on %s", names[t], o->brokers);
+            r = -ENOENT;
+        }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_destroy(rk);
+    return r;
 }

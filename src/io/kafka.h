@@ -52,6 +52,25 @@ const char *nf_kafka_mock_bootstrap(const nf_kafka_mock_t *m);
 struct rd_kafka_mock_cluster_s *nf_kafka_mock_cluster(nf_kafka_mock_t *m);
 void nf_kafka_mock_free(nf_kafka_mock_t *m);
 
+/* ---- topic administration ---- */
+typedef struct nf_kafka_topics_opts {
+    const char *brokers;
+    const char *properties; /* "name=value" lines (kafka.properties), may be NULL */
+    const char *prefix;     /* kafka.topic_prefix */
+    unsigned partitions;
+    int replication; /* -1: the broker's default.replication.factor */
+} nf_kafka_topics_opts_t;
+/* One topic's outcome: "created", "exists", "missing" (not created: listing only) or "failed"
+ * (error says why); partitions as the cluster's metadata shows them afterwards (0 if none). */
+typedef void (*nf_kafka_topic_cb)(void *arg, const char *topic, const char *outcome, int partitions,
+                                  const char *error);
+/* With create, creates every topic of DESIGN §4 (inputs and outputs, names prefixed) that does
+ * not exist on the cluster: `partitions` partitions, `sources` compacted; a topic that exists is
+ * left as it is. Then reads the cluster's metadata and calls cb once per topic. 0 if every topic
+ * exists, -ENOENT if some are missing, other -errno with err. Any thread; blocks up to ~70 s. */
+int nf_kafka_topics(const nf_kafka_topics_opts_t *o, bool create, nf_kafka_topic_cb cb, void *arg,
+                    char *err, size_t errlen);
+
 /* ---- client ---- */
 typedef struct nf_kafka nf_kafka_t;
 

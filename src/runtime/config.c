@@ -156,7 +156,8 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_STR, kafka.transactional_id), .min = 1, .def = "newsflow-0",
      .help = "transactional id; one per process, stable across restarts"},
     {KEY(CFG_U32, kafka.partitions), .min = 1, .max = 1024, .def = "4",
-     .help = "partitions per topic created on the embedded cluster"},
+     .help =
+         "partitions per topic created on the embedded cluster and by `newsflow topics create`"},
     {KEY(CFG_U32, kafka.max_event_bytes), .min = 64, .max = 16777216, .def = "65536",
      .help = "input records above this go to dead-letters"},
     {KEY(CFG_U32, kafka.pause_high_water), .min = 2, .max = 10000000, .def = "8192",

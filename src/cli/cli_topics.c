@@ -1,0 +1,144 @@
+/* cli_topics.c — `newsflow topics create|list`: the job's Kafka topics (DESIGN.md §4) on a real
+ * cluster. The job itself never creates topics (a missing one stops it at start with its name),
+ * so an operator makes them once with the partition count the deployment needs; the embedded and
+ * `mock-kafka` clusters create their own. Names, brokers and librdkafka properties come from the
+ * configuration, loaded exactly as `newsflow run` loads it. */
+#include "cli/cli.h"
+#include "io/kafka.h"
+#include "runtime/config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char topics_usage[] =
+    "Usage: newsflow topics create [--partitions N] [--replication R] [OPTIONS]\n"
+    "       newsflow topics list [OPTIONS]\n"
+    "\n"
+    "The job's topics on the Kafka cluster of kafka.brokers, named with kafka.topic_prefix:\n"
+    "read-events and sources (inputs; sources is compacted), articles, fetch-log,\n"
+    "story-clusters, trending, interest-updates and dead-letters (outputs).\n"
+    "\n"
+    "  create   creates the topics that do not exist (those that do are left as they are),\n"
+    "           then lists them; one line per topic: NAME created|exists|failed PARTITIONS\n"
+    "  list     one line per topic: NAME exists|missing PARTITIONS (exit 1 if one is missing)\n"
+    "\n"
+    "  --partitions N    partitions of each new topic (default: kafka.partitions, 4). Input\n"
+    "                    partitions bound how many processes and shards share the work.\n"
+    "  --replication R   replicas of each new topic (default: the broker's\n"
+    "                    default.replication.factor); 3 with min.insync.replicas 2 is the usual\n"
+    "                    production choice\n"
+    "  --config FILE     configuration file (default: $NEWSFLOW_CONFIG, else built-in defaults)\n"
+    "  --set K=V         override a configuration key, e.g. --set kafka.brokers=HOST:9092\n"
+    "                    (repeatable; NEWSFLOW_<SECTION>_<KEY> variables apply as for run)\n"
+    "\n"
+    "kafka.brokers must name a real cluster: \"embedded\" and \"\" have nothing to create.\n"
+    "\n"
+    "Exit codes: 0 every topic exists, 1 a topic is missing or could not be created, or the\n"
+    "cluster did not answer, 2 usage or configuration error.\n";
+
+static int topics_bad_usage(const char *what, const char *arg)
+{
+    fprintf(stderr, "newsflow topics: %s%s%s%s\n\n%s", what, arg ? " '" : "", arg ? arg : "",
+            arg ? "'" : "", topics_usage);
+    return NF_EXIT_USAGE;
+}
+
+static void print_topic(void *arg, const char *topic, const char *outcome, int partitions,
+                        const char *error)
+{
+    (void)arg;
+    if (error)
+        printf("%s %s: %s\n", topic, outcome, error);
+    else
+        printf("%s %s %d\n", topic, outcome, partitions);
+}
+
+static bool parse_count(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+int nf_cli_topics(int argc, char **argv)
+{
+    if (argc < 2)
+        return topics_bad_usage("missing subcommand (create or list)", NULL);
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(topics_usage, stdout);
+        return NF_EXIT_OK;
+    }
+    bool create = !strcmp(argv[1], "create");
+    if (!create && strcmp(argv[1], "list") != 0)
+        return topics_bad_usage("unknown subcommand", argv[1]);
+    const char *config = getenv("NEWSFLOW_CONFIG");
+    if (config && !*config)
+        config = NULL;
+    char **sets = calloc((size_t)argc, sizeof *sets);
+    unsigned nsets = 0;
+    long partitions = 0, replication = -1;
+    int rc = NF_EXIT_OK;
+    for (int i = 2; i < argc && rc == NF_EXIT_OK; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(topics_usage, stdout);
+            free(sets);
+            return NF_EXIT_OK;
+        }
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            rc = topics_bad_usage("option needs a value:", a);
+            break;
+        }
+        i++;
+        if (!strcmp(a, "--config"))
+            config = v;
+        else if (!strcmp(a, "--set"))
+            sets[nsets++] = (char *)v;
+        else if (create && !strcmp(a, "--partitions")) {
+            if (!parse_count(v, 1, NF_EPOCH_MAX_PARTITIONS, &partitions))
+                rc = topics_bad_usage("--partitions takes 1..1024, not", v);
+        } else if (create && !strcmp(a, "--replication")) {
+            if (!parse_count(v, 1, 32767, &replication))
+                rc = topics_bad_usage("--replication takes a number of replicas, not", v);
+        } else {
+            rc = topics_bad_usage("unknown option", a);
+        }
+    }
+    nf_config_t cfg;
+    char err[NF_CONFIG_ERRLEN];
+    if (rc == NF_EXIT_OK && nf_config_load(&cfg, config, sets, nsets, true, err, sizeof err) != 0) {
+        fprintf(stderr, "newsflow topics: config error: %s\n", err);
+        rc = NF_EXIT_USAGE;
+    }
+    free(sets);
+    if (rc != NF_EXIT_OK)
+        return rc;
+    if (!cfg.kafka.brokers[0] || !strcmp(cfg.kafka.brokers, "embedded")) {
+        fprintf(stderr,
+                "newsflow topics: kafka.brokers is \"%s\": name a Kafka cluster, e.g. --set "
+                "kafka.brokers=127.0.0.1:9092 (the embedded cluster creates its own topics)\n",
+                cfg.kafka.brokers);
+        return NF_EXIT_USAGE;
+    }
+    nf_kafka_topics_opts_t o = {.brokers = cfg.kafka.brokers,
+                                .properties = cfg.kafka.properties,
+                                .prefix = cfg.kafka.topic_prefix,
+                                .partitions =
+                                    partitions ? (unsigned)partitions : cfg.kafka.partitions,
+                                .replication = (int)replication};
+    int r = nf_kafka_topics(&o, create, print_topic, NULL, err, sizeof err);
+    fflush(stdout);
+    if (r != 0) {
+        fprintf(stderr, "newsflow topics: %s\n", err);
+        return NF_EXIT_RUNTIME;
+    }
+    return NF_EXIT_OK;
+}
