@@ -457,6 +457,8 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                               .topic_prefix = cfg->kafka.topic_prefix,
                               .group_id = cfg->kafka.group_id,
                               .transactional_id = cfg->kafka.transactional_id,
+                              .group_instance_id =
+                                  cfg->kafka.static_membership ? cfg->kafka.transactional_id : NULL,
                               .properties = cfg->kafka.properties,
                               .shards = shards,
                               .consume = true,
@@ -673,7 +675,14 @@ int nf_cli_run(int argc, char **argv)
     c.demo = NULL;
     if (nf_epoch_stop(c.epoch) != 0 || nf_runtime_failed(c.rt))
         exit_code = NF_EXIT_RUNTIME;
-    if (nf_runtime_failed(c.rt))
+    if (nf_epoch_fenced(c.epoch))
+        nf_log(NF_LOG_ERROR, "main",
+               "stopped: fenced by a newer process with the same kafka.transactional_id, which "
+               "now owns this job's work and completes what this one left uncommitted; do not "
+               "restart this one while that one runs",
+               NF_LS("transactional_id", cfg->kafka.transactional_id),
+               NF_LI("last_epoch", nf_epoch_committed_epoch(c.epoch)), NF_LEND);
+    else if (nf_runtime_failed(c.rt))
         nf_log(NF_LOG_ERROR, "main",
                "the job failed (see the first error above); stopped without committing what it "
                "did after its last epoch: those inputs are read again after a restart",

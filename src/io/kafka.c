@@ -3,6 +3,7 @@
 #include "io/kafka.h"
 #include "io/outbuf.h"
 #include "runtime/log.h"
+#include "runtime/metrics.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -131,6 +132,9 @@ struct nf_kafka {
     char dr_last_error[256];
     _Atomic uint64_t produced, delivery_errors, transactions, aborts, scans, assigned, revoked,
         pauses;
+    _Atomic bool fatal_seen;
+    nf_counter_t m_committed, m_aborted, m_commit_retries, m_delivery_errors, m_client_errors;
+    nf_gauge_t m_fenced, m_fatal;
 };
 
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
@@ -146,7 +150,9 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     (void)rk;
-    (void)opaque;
+    nf_kafka_t *k = opaque; /* NULL for the short-lived admin client */
+    if (k)
+        nf_counter_inc(k->m_client_errors);
     nf_log(err == RD_KAFKA_RESP_ERR__FATAL ? NF_LOG_ERROR : NF_LOG_WARN, "kafka", reason,
            NF_LS("error", rd_kafka_err2name((rd_kafka_resp_err_t)err)), NF_LEND);
 }
@@ -158,6 +164,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     if (m->err) {
         k->dr_errors++;
         atomic_fetch_add(&k->delivery_errors, 1);
+        nf_counter_inc(k->m_delivery_errors);
         snprintf(k->dr_last_error, sizeof k->dr_last_error, "%s [%d]: %s",
                  rd_kafka_topic_name(m->rkt), m->partition, rd_kafka_err2str(m->err));
         return;
@@ -227,12 +234,54 @@ static int conf_set(rd_kafka_conf_t *c, const char *name, const char *value, cha
     return 0;
 }
 
-static int err_from(rd_kafka_error_t *e, const char *what, char *err, size_t errlen)
+static bool is_fenced(rd_kafka_resp_err_t c)
+{
+    return c == RD_KAFKA_RESP_ERR__FENCED || c == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+           c == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH ||
+           c == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID;
+}
+
+/* After a failure: 0 if neither client has a fatal error; -ESTALE if this process was fenced
+ * (another incarnation with the same transactional.id or group.instance.id took over), with err
+ * saying so; -EPIPE for any other fatal error. */
+static int fatal_state(nf_kafka_t *k, char *err, size_t errlen)
+{
+    char why[256] = "";
+    rd_kafka_resp_err_t c = rd_kafka_fatal_error(k->prod, why, sizeof why);
+    const char *who = "producer";
+    if (!c && k->cons) {
+        c = rd_kafka_fatal_error(k->cons, why, sizeof why);
+        who = "consumer";
+    }
+    if (!c)
+        return 0;
+    if (!atomic_exchange(&k->fatal_seen, true))
+        nf_gauge_set(is_fenced(c) ? k->m_fenced : k->m_fatal, 1);
+    if (is_fenced(c)) {
+        snprintf(err, errlen,
+                 "kafka: fenced: another process took over %s %s (%s); this one must stop "
+                 "without committing",
+                 who, !strcmp(who, "producer") ? k->txid : "group.instance.id", why);
+        return -ESTALE;
+    }
+    snprintf(err, errlen, "kafka: fatal %s error: %s (%s)", who, why, rd_kafka_err2name(c));
+    return -EPIPE;
+}
+
+static int err_from(nf_kafka_t *k, rd_kafka_error_t *e, const char *what, char *err, size_t errlen)
 {
     snprintf(err, errlen, "%s: %s", what, rd_kafka_error_string(e));
-    int r = rd_kafka_error_is_fatal(e) ? -EPIPE : -EIO;
+    bool fatal = rd_kafka_error_is_fatal(e);
     rd_kafka_error_destroy(e);
-    return r;
+    if (!fatal)
+        return -EIO;
+    int r = fatal_state(k, err, errlen);
+    return r ? r : -EPIPE;
+}
+
+int nf_kafka_fatal(nf_kafka_t *k, char *err, size_t errlen)
+{
+    return fatal_state(k, err, errlen);
 }
 
 /* Partition counts of the output topics and the start positions (high watermarks). */
@@ -381,6 +430,27 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
     snprintf(k->txid, sizeof k->txid, "%s", o->transactional_id);
     k->props = o->properties && o->properties[0] ? strdup(o->properties) : NULL;
     k->o.brokers = k->brokers;
+    nf_metrics_counter("newsflow_kafka_transactions_total", "Epoch transactions, by outcome.",
+                       "result=\"committed\"", 0, &k->m_committed);
+    nf_metrics_counter("newsflow_kafka_transactions_total", "Epoch transactions, by outcome.",
+                       "result=\"aborted\"", 0, &k->m_aborted);
+    nf_metrics_counter("newsflow_kafka_commit_retries_total",
+                       "commit_transaction calls retried after a retriable error (coordinator "
+                       "moved or unreachable).",
+                       NULL, 0, &k->m_commit_retries);
+    nf_metrics_counter("newsflow_kafka_delivery_errors_total",
+                       "Output records whose delivery failed (their epoch is retried).", NULL, 0,
+                       &k->m_delivery_errors);
+    nf_metrics_counter("newsflow_kafka_client_errors_total",
+                       "Errors librdkafka reported (brokers down or unreachable, timeouts, "
+                       "fatal errors); each is also logged.",
+                       NULL, 0, &k->m_client_errors);
+    nf_metrics_gauge("newsflow_kafka_fenced",
+                     "1 once the broker fenced this process (another one took over its "
+                     "transactional.id or group.instance.id): it stops without committing.",
+                     NULL, 0, &k->m_fenced);
+    nf_metrics_gauge("newsflow_kafka_fatal", "1 once a Kafka client hit another fatal error.", NULL,
+                     0, &k->m_fatal);
     for (int t = 0; t < NF_TOPIC__COUNT; t++)
         topic_full_name(k->out[t].name, sizeof k->out[t].name, k->prefix,
                         nf_topic_name((nf_topic_t)t));
@@ -411,7 +481,7 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
         if (e) {
             char what[300];
             snprintf(what, sizeof what, "kafka: init_transactions (transactional.id %s)", k->txid);
-            err_from(e, what, err, errlen);
+            err_from(k, e, what, err, errlen);
             goto fail;
         }
     }
@@ -426,7 +496,9 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
             conf_set(cc, "enable.auto.offset.store", "false", err, errlen) != 0 ||
             conf_set(cc, "isolation.level", "read_committed", err, errlen) != 0 ||
             conf_set(cc, "auto.offset.reset", "earliest", err, errlen) != 0 ||
-            conf_set(cc, "partition.assignment.strategy", "cooperative-sticky", err, errlen) != 0) {
+            conf_set(cc, "partition.assignment.strategy", "cooperative-sticky", err, errlen) != 0 ||
+            (o->group_instance_id && !o->assign_all &&
+             conf_set(cc, "group.instance.id", o->group_instance_id, err, errlen) != 0)) {
             rd_kafka_conf_destroy(cc);
             goto fail;
         }
@@ -636,8 +708,8 @@ static int send_offsets(nf_kafka_t *k, uint64_t epoch, const nf_kafka_offset_t *
     if (!n)
         return 0;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
-    char md[32];
-    int mdl = snprintf(md, sizeof md, "epoch=%" PRIu64, epoch);
+    char md[32 + sizeof k->txid];
+    int mdl = snprintf(md, sizeof md, "epoch=%" PRIu64 ";writer=%s", epoch, k->txid);
     for (size_t i = 0; i < n; i++) {
         rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_add(
             l, k->in_names[offsets[i].input], offsets[i].partition);
@@ -657,7 +729,7 @@ static int send_offsets(nf_kafka_t *k, uint64_t epoch, const nf_kafka_offset_t *
             rd_kafka_send_offsets_to_transaction(k->prod, l, g, NF_KAFKA_TIMEOUT_MS);
         rd_kafka_consumer_group_metadata_destroy(g);
         if (e)
-            r = err_from(e, "kafka: send_offsets_to_transaction", err, errlen);
+            r = err_from(k, e, "kafka: send_offsets_to_transaction", err, errlen);
     } else if (k->cons) {
         /* At-least-once: positions live in the job's state; the group's offsets are for
          * monitoring (consumer lag) only. */
@@ -676,7 +748,7 @@ int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, const nf_blob_t *bufs,
 {
     rd_kafka_error_t *e;
     if (k->o.exactly_once && (e = rd_kafka_begin_transaction(k->prod)) != NULL)
-        return err_from(e, "kafka: begin_transaction", err, errlen);
+        return err_from(k, e, "kafka: begin_transaction", err, errlen);
     uint64_t dr_before = k->dr_errors, seq = 0, total = 0, produced = 0;
     for (unsigned b = 0; b < nbufs; b++) {
         size_t pos = 0;
@@ -722,32 +794,108 @@ int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, const nf_blob_t *bufs,
             if (!e)
                 break;
             if (rd_kafka_error_is_retriable(e) && !rd_kafka_error_txn_requires_abort(e)) {
+                nf_counter_inc(k->m_commit_retries);
                 nf_log(NF_LOG_WARN, "kafka", "commit_transaction: retrying",
                        NF_LS("error", rd_kafka_error_string(e)), NF_LEND);
                 rd_kafka_error_destroy(e);
                 continue;
             }
-            rc = err_from(e, "kafka: commit_transaction", err, errlen);
+            rc = err_from(k, e, "kafka: commit_transaction", err, errlen);
             break;
         }
     }
-    if (rc != 0 && rc != -EPIPE && k->o.exactly_once) {
+    if (rc != 0 && rc != -EPIPE && rc != -ESTALE) {
+        /* A failed produce or flush may stem from a fatal error (a fenced producer's deliveries
+         * fail first): name that, not the symptom. */
+        int f = fatal_state(k, err, errlen);
+        rc = f ? f : rc;
+    }
+    if (rc != 0 && rc != -EPIPE && rc != -ESTALE && k->o.exactly_once) {
         e = rd_kafka_abort_transaction(k->prod, 2 * NF_KAFKA_TIMEOUT_MS);
         atomic_fetch_add(&k->aborts, 1);
+        nf_counter_inc(k->m_aborted);
         if (e) {
             char more[256];
             snprintf(more, sizeof more, "%s", err);
-            err_from(e, "kafka: abort_transaction", err, errlen);
+            rc = err_from(k, e, "kafka: abort_transaction", err, errlen);
             nf_log(NF_LOG_ERROR, "kafka", "abort after failed commit also failed",
                    NF_LS("first_error", more), NF_LS("error", err), NF_LEND);
-            rc = -EPIPE;
+            if (rc != -ESTALE)
+                rc = -EPIPE;
         }
     }
     if (rc == 0) {
         atomic_fetch_add(&k->produced, produced);
         atomic_fetch_add(&k->transactions, 1);
+        nf_counter_inc(k->m_committed);
     }
     return rc;
+}
+
+/* ---------------------------------------------------------------- recovery decision */
+
+/* The epoch a partition's committed offset metadata names for this writer, or -1 (no offset,
+ * no metadata, another writer's, or not ours at all). */
+static int64_t metadata_epoch(const nf_kafka_t *k, const rd_kafka_topic_partition_t *tp)
+{
+    char buf[32 + sizeof k->txid];
+    if (tp->err || tp->offset < 0 || !tp->metadata || !tp->metadata_size ||
+        tp->metadata_size >= sizeof buf)
+        return -1;
+    memcpy(buf, tp->metadata, tp->metadata_size);
+    buf[tp->metadata_size] = 0;
+    unsigned long long e;
+    int used = 0;
+    if (sscanf(buf, "epoch=%llu;writer=%n", &e, &used) != 1 || used == 0 ||
+        strcmp(buf + used, k->txid) != 0)
+        return -1;
+    return (int64_t)e;
+}
+
+nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch,
+                                          const nf_kafka_offset_t *offsets, size_t n, char *why,
+                                          size_t whylen)
+{
+    snprintf(why, whylen, "no input offsets in the epoch");
+    if (!k->o.exactly_once || !k->cons || n == 0)
+        return NF_KAFKA_UNKNOWN;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(l, k->in_names[offsets[i].input], offsets[i].partition);
+    /* read_committed: the group coordinator answers with stable (transaction-decided) offsets. */
+    rd_kafka_resp_err_t e = rd_kafka_committed(k->cons, l, NF_KAFKA_TIMEOUT_MS);
+    nf_kafka_outcome_t out = NF_KAFKA_UNKNOWN;
+    if (e) {
+        snprintf(why, whylen, "committed offsets not readable: %s", rd_kafka_err2str(e));
+    } else {
+        int ours_now = 0, ours_before = 0;
+        for (int i = 0; i < l->cnt; i++) {
+            int64_t me = metadata_epoch(k, &l->elems[i]);
+            if (me == (int64_t)epoch)
+                ours_now++;
+            else if (me >= 0 && me < (int64_t)epoch)
+                ours_before++;
+        }
+        /* The group's offsets are committed atomically with the epoch's records: one partition
+         * naming this writer's epoch means the transaction committed. Every partition still
+         * naming an earlier epoch of this writer means it did not (init_transactions has
+         * aborted it by now). Anything else (no metadata: a broker that keeps no transactional
+         * offsets, like librdkafka's mock; another writer's) decides nothing. */
+        if (ours_now > 0) {
+            out = NF_KAFKA_COMMITTED;
+            snprintf(why, whylen, "%d of %d input partitions committed at this epoch", ours_now,
+                     l->cnt);
+        } else if (ours_before == l->cnt) {
+            out = NF_KAFKA_NOT_COMMITTED;
+            snprintf(why, whylen, "all %d input partitions committed at an earlier epoch", l->cnt);
+        } else {
+            snprintf(why, whylen,
+                     "%d of %d input partitions carry no offset of this writer's earlier epochs",
+                     l->cnt - ours_before, l->cnt);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    return out;
 }
 
 /* ---------------------------------------------------------------- recovery scan */

@@ -3,11 +3,11 @@
  *
  * Producer (the epoch coordinator's thread only). nf_kafka_produce_epoch() writes one epoch's
  * outputs: with kafka.exactly_once, inside one transaction together with the input offsets
- * (send_offsets_to_transaction; the metadata is "epoch=<n>"); otherwise with the idempotent
- * producer (at-least-once across producer sessions; deterministic keys let consumers dedup).
- * Every record carries three headers: nf-writer (the transactional id), nf-epoch and nf-seq (its
- * index among the epoch's records), so that recovery can tell which records of an undecided
- * epoch reached the log: nf_kafka_scan_epoch() reads the output partitions back with
+ * (send_offsets_to_transaction; the metadata is "epoch=<n>;writer=<transactional id>"); otherwise
+ * with the idempotent producer (at-least-once across producer sessions; deterministic keys let
+ * consumers dedup). Every record carries three headers: nf-writer (the transactional id), nf-epoch
+ * and nf-seq (its index among the epoch's records), so that recovery can tell which records of an
+ * undecided epoch reached the log: nf_kafka_scan_epoch() reads the output partitions back with
  * isolation.level=read_committed from the positions the pending record noted and marks the seqs
  * found. A broker that hides aborted transactions hides them from this scan too, so they are
  * produced again; one that does not (librdkafka 2.0's mock cluster keeps aborted records visible
@@ -80,10 +80,11 @@ typedef struct nf_kafka_opts {
     const char *topic_prefix;
     const char *group_id;
     const char *transactional_id;
-    const char *properties; /* "name=value" entries separated by '\n' (may be NULL) */
-    unsigned shards;        /* consumer shard queues */
-    bool consume;           /* join the group and feed the shards */
-    bool assign_all;        /* no group: take every partition of the inputs (one process) */
+    const char *group_instance_id; /* static membership (KIP-345); NULL = dynamic member */
+    const char *properties;        /* "name=value" entries separated by '\n' (may be NULL) */
+    unsigned shards;               /* consumer shard queues */
+    bool consume;                  /* join the group and feed the shards */
+    bool assign_all;               /* no group: take every partition of the inputs (one process) */
     /* Called from the coordinator thread; may be NULL. */
     int64_t (*position)(void *arg, nf_input_t in, int32_t partition); /* -1 = none */
     void (*revoke)(void *arg);
@@ -107,6 +108,10 @@ int nf_kafka_input_of(const nf_kafka_t *k, const char *topic);
 
 /* Serves the consumer's events (rebalance) and the producer's delivery reports. */
 void nf_kafka_poll(nf_kafka_t *k, int timeout_ms);
+/* 0 while both clients are usable; -ESTALE once the broker fenced this process (another one
+ * took over its transactional.id or group.instance.id), -EPIPE after any other fatal client
+ * error; err says which. A fenced process must stop without committing anything more. */
+int nf_kafka_fatal(nf_kafka_t *k, char *err, size_t errlen);
 
 /* Output positions: for every output partition, the offset after this writer's last delivered
  * record (or the high watermark at start), as {"topic":[p0,p1,...],...} — the lower bound a
@@ -125,6 +130,21 @@ typedef struct nf_kafka_offset {
 int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, const nf_blob_t *bufs, unsigned nbufs,
                            const uint8_t *present, const nf_kafka_offset_t *offsets,
                            size_t noffsets, char *err, size_t errlen);
+typedef enum {
+    NF_KAFKA_UNKNOWN = 0,
+    NF_KAFKA_COMMITTED,
+    NF_KAFKA_NOT_COMMITTED
+} nf_kafka_outcome_t;
+/* Whether the transaction of (this writer, epoch) committed, from the consumer group's committed
+ * offsets of the epoch's input partitions: every transaction commits them with the metadata
+ * "epoch=<n>;writer=<transactional id>". Only on a broker that stores transactional offset
+ * commits (Apache Kafka; not librdkafka's mock) and only after init_transactions (which
+ * completes or aborts the previous incarnation's transaction): COMMITTED if a partition names
+ * this epoch, NOT_COMMITTED if all name an earlier epoch of this writer, else UNKNOWN (then scan).
+ * why says what was seen. */
+nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch,
+                                          const nf_kafka_offset_t *offsets, size_t n, char *why,
+                                          size_t whylen);
 /* Marks in present (nrecords bits, zeroed by the caller) the records of (this writer, epoch)
  * found in the output partitions from the positions in positions_json (NULL = from the start).
  * Returns how many were found, or -errno with err. */

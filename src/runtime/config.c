@@ -155,6 +155,10 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_STR, kafka.group_id), .min = 1, .def = "newsflow", .help = "consumer group"},
     {KEY(CFG_STR, kafka.transactional_id), .min = 1, .def = "newsflow-0",
      .help = "transactional id; one per process, stable across restarts"},
+    {KEY(CFG_BOOL, kafka.static_membership), .def = "true",
+     .help = "group: join as a static member (group.instance.id = kafka.transactional_id), so a "
+             "restarted process takes its partitions back at once instead of waiting out its "
+             "predecessor's session.timeout.ms"},
     {KEY(CFG_U32, kafka.partitions), .min = 1, .max = 1024, .def = "4",
      .help =
          "partitions per topic created on the embedded cluster and by `newsflow topics create`"},

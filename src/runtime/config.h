@@ -123,8 +123,9 @@ typedef struct nf_config {
         char topic_prefix[64];
         char group_id[128];
         char transactional_id[128];
-        uint32_t partitions; /* partitions of topics created on the embedded cluster */
-        int assignment;      /* kafka.assignment: 0 "group", 1 "all" (nf_kafka_assignment) */
+        bool static_membership; /* group.instance.id = transactional_id (group assignment) */
+        uint32_t partitions;    /* partitions of topics created on the embedded cluster */
+        int assignment;         /* kafka.assignment: 0 "group", 1 "all" (nf_kafka_assignment) */
         uint32_t max_event_bytes;
         uint32_t pause_high_water, pause_low_water; /* per shard, messages queued */
         char properties[4096]; /* extra librdkafka properties "name=value", one per entry */

@@ -45,7 +45,9 @@ struct nf_epoch {
     uint64_t last_cut_ns;
     pthread_t thread;
     bool thread_started, final_done;
-    _Atomic bool stop_requested, early, failed;
+    _Atomic bool stop_requested, early, failed, fenced;
+    bool force_scan;                    /* NF_TEST_FORCE_SCAN: recovery always reads back */
+    _Atomic uint64_t last_commit_at_ns; /* nf_now_ns of the last commit (start before any) */
     nf_jw_t jw;
     /* stats */
     _Atomic uint64_t committed, failures, checkpoints, outputs, recovered_epochs, recovered_records,
@@ -59,19 +61,62 @@ struct nf_epoch {
 
 static char g_fault_point[32];
 static uint64_t g_fault_epoch;
+static uint32_t g_fault_stall_ms; /* 0: exit; else sleep this long, once */
 static _Atomic uint64_t g_current_epoch;
 
 static void fault_at(const char *point)
 {
-    if (g_fault_epoch && g_fault_epoch == atomic_load(&g_current_epoch) &&
-        !strcmp(point, g_fault_point)) {
+    if (!g_fault_epoch || g_fault_epoch != atomic_load(&g_current_epoch) ||
+        strcmp(point, g_fault_point) != 0)
+        return;
+    if (!g_fault_stall_ms) {
         nf_log(NF_LOG_WARN, "epoch", "fault injection: exiting as if killed", NF_LS("point", point),
                NF_LI("epoch", g_fault_epoch), NF_LEND);
         _exit(137);
     }
+    /* A stall lets a test act on the outside world (kill a broker) at a known point of the
+     * commit, then watch the protocol carry on from there. */
+    uint32_t ms = g_fault_stall_ms;
+    g_fault_stall_ms = 0;
+    g_fault_epoch = 0;
+    nf_log(NF_LOG_WARN, "epoch", "fault injection: stalling", NF_LS("point", point),
+           NF_LI("epoch", atomic_load(&g_current_epoch)), NF_LI("ms", ms), NF_LEND);
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    nf_log(NF_LOG_WARN, "epoch", "fault injection: stall over", NF_LS("point", point), NF_LEND);
+}
+
+/* NF_FAULT = POINT:EPOCH[:stall=MS]. 0 or -EINVAL. */
+static int fault_parse(const char *f)
+{
+    char buf[96];
+    if (strlen(f) >= sizeof buf)
+        return -EINVAL;
+    snprintf(buf, sizeof buf, "%s", f);
+    char *save = NULL, *point = strtok_r(buf, ":", &save), *epoch = strtok_r(NULL, ":", &save),
+         *opt = strtok_r(NULL, ":", &save), *end = NULL;
+    if (!point || !epoch || strlen(point) >= sizeof g_fault_point || strtok_r(NULL, ":", &save))
+        return -EINVAL;
+    unsigned long long e = strtoull(epoch, &end, 10);
+    if (!e || *end)
+        return -EINVAL;
+    unsigned long ms = 0;
+    if (opt && (strncmp(opt, "stall=", 6) != 0 || !(ms = strtoul(opt + 6, &end, 10)) || *end ||
+                ms > 600000))
+        return -EINVAL;
+    snprintf(g_fault_point, sizeof g_fault_point, "%s", point);
+    g_fault_epoch = e;
+    g_fault_stall_ms = (uint32_t)ms;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- set-up */
+
+static double seconds_since_commit(void *arg)
+{
+    const nf_epoch_t *ep = arg;
+    return (double)(nf_now_ns() - atomic_load(&ep->last_commit_at_ns)) / 1e9;
+}
 
 nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const nf_epoch_opts_t *o,
                          char *err, size_t errlen)
@@ -101,21 +146,20 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
     nf_jw_init(&ep->jw);
     const char *f = getenv("NF_FAULT");
     if (f && *f) {
-        const char *colon = strrchr(f, ':');
-        char *end = NULL;
-        unsigned long long e = colon ? strtoull(colon + 1, &end, 10) : 0;
-        if (!colon || !e || *end || (size_t)(colon - f) >= sizeof g_fault_point) {
-            snprintf(err, errlen, "NF_FAULT=\"%s\": expected POINT:EPOCH (e.g. after_pending:3)",
+        if (fault_parse(f) != 0) {
+            snprintf(err, errlen,
+                     "NF_FAULT=\"%s\": expected POINT:EPOCH[:stall=MS] (e.g. after_pending:3 or "
+                     "before_commit:8:stall=5000)",
                      f);
             nf_epoch_free(ep);
             return NULL;
         }
-        memcpy(g_fault_point, f, (size_t)(colon - f));
-        g_fault_point[colon - f] = 0;
-        g_fault_epoch = e;
         nf_log(NF_LOG_WARN, "epoch", "fault injection armed", NF_LS("point", g_fault_point),
-               NF_LI("epoch", e), NF_LEND);
+               NF_LI("epoch", g_fault_epoch), NF_LI("stall_ms", g_fault_stall_ms), NF_LEND);
     }
+    const char *fs = getenv("NF_TEST_FORCE_SCAN");
+    ep->force_scan = fs && *fs && strcmp(fs, "0") != 0;
+    ep->last_commit_at_ns = nf_now_ns();
     nf_metrics_histogram("newsflow_epoch_pause_seconds",
                          "Processing pause of an epoch cut (pause, drain, snapshot, resume).", NULL,
                          nf_metrics_latency_bounds, nf_metrics_latency_nbounds, &ep->m_pause);
@@ -138,6 +182,10 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
                        "Records of a pending epoch produced again at start (roll forward).", NULL,
                        0, &ep->m_recovered);
     nf_metrics_gauge("newsflow_epoch", "Last committed epoch.", NULL, 0, &ep->m_epoch);
+    nf_metrics_gauge_fn("newsflow_epoch_seconds_since_commit",
+                        "Seconds since the last epoch committed (or since start): grows while "
+                        "Kafka or the state cannot take a commit.",
+                        NULL, seconds_since_commit, ep);
     return ep;
 }
 
@@ -360,8 +408,39 @@ static int produce(nf_epoch_t *ep, uint64_t e, const nf_blob_t *bufs, unsigned n
 {
     uint8_t *present = NULL;
     int r = 0;
+    bool scan = recovering;
+    if (recovering) {
+        /* On a broker that keeps transactional offset commits, the group's offsets say whether
+         * the epoch's transaction committed, without reading the outputs back. */
+        char why[200];
+        nf_kafka_outcome_t oc =
+            ep->force_scan ? NF_KAFKA_UNKNOWN
+                           : nf_kafka_epoch_outcome(ep->kafka, e, offs, noffs, why, sizeof why);
+        if (ep->force_scan)
+            snprintf(why, sizeof why, "NF_TEST_FORCE_SCAN is set");
+        nf_log(NF_LOG_INFO, "epoch", "pending epoch: outcome from the committed offsets",
+               NF_LI("epoch", e),
+               NF_LS("outcome", oc == NF_KAFKA_COMMITTED ? "committed"
+                                : oc == NF_KAFKA_NOT_COMMITTED
+                                    ? "not committed"
+                                    : "unknown: reading the outputs back"),
+               NF_LS("why", why), NF_LEND);
+        if (oc == NF_KAFKA_COMMITTED) {
+            nf_log(NF_LOG_INFO, "epoch", "epoch outputs already in Kafka", NF_LI("epoch", e),
+                   NF_LI("found", records), NF_LI("records", records), NF_LS("by", "offsets"),
+                   NF_LEND);
+            return 0;
+        }
+        if (oc == NF_KAFKA_NOT_COMMITTED) {
+            scan = false; /* the interrupted transaction was aborted: none of its records count */
+            nf_log(NF_LOG_INFO, "epoch", "epoch outputs already in Kafka", NF_LI("epoch", e),
+                   NF_LI("found", 0), NF_LI("records", records), NF_LS("by", "offsets"), NF_LEND);
+            atomic_fetch_add(&ep->recovered_records, records);
+            nf_counter_add(ep->m_recovered, records);
+        }
+    }
     for (unsigned attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
-        if (recovering || attempt > 0) {
+        if (scan || attempt > 0) {
             if (!present && !(present = calloc(records / 8 + 1, 1)))
                 return -ENOMEM;
             memset(present, 0, records / 8 + 1);
@@ -375,12 +454,12 @@ static int produce(nf_epoch_t *ep, uint64_t e, const nf_blob_t *bufs, unsigned n
                 continue;
             }
             nf_log(NF_LOG_INFO, "epoch", "epoch outputs already in Kafka", NF_LI("epoch", e),
-                   NF_LI("found", found), NF_LI("records", records), NF_LEND);
+                   NF_LI("found", found), NF_LI("records", records), NF_LS("by", "scan"), NF_LEND);
             atomic_fetch_add(&ep->recovered_records, records - (uint64_t)found);
             nf_counter_add(ep->m_recovered, records - (uint64_t)found);
         }
         r = nf_kafka_produce_epoch(ep->kafka, e, bufs, nbufs, present, offs, noffs, err, errlen);
-        if (r == 0 || r == -EPIPE)
+        if (r == 0 || r == -EPIPE || r == -ESTALE)
             break;
         nf_counter_inc(ep->m_failures);
         atomic_fetch_add(&ep->failures, 1);
@@ -419,6 +498,7 @@ static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, char *err, size_t er
     fault_at("after_apply");
     ep->epoch = e;
     nf_gauge_set(ep->m_epoch, (int64_t)e);
+    atomic_store(&ep->last_commit_at_ns, nf_now_ns());
     if (ep->st && ep->o.retain_every && e % ep->o.retain_every == 0) {
         char hash[24];
         snprintf(hash, sizeof hash, "%016" PRIx64, ep->o.config_hash);
@@ -631,9 +711,20 @@ uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep)
 static void fail(nf_epoch_t *ep, int r, const char *err)
 {
     atomic_store(&ep->failed, true);
+    if (r == -ESTALE)
+        atomic_store(&ep->fenced, true);
     if (r == -ECANCELED) { /* job_failed: the failure was counted and logged where it happened */
         nf_log(NF_LOG_ERROR, "epoch", "epoch.dropped", NF_LI("epoch", atomic_load(&ep->cur_epoch)),
                NF_LS("error", err), NF_LEND);
+    } else if (r == -ESTALE) {
+        /* A zombie: its successor owns the transactional id (and rolls forward whatever this
+         * one left pending); restarting this one would fence the successor in turn. */
+        nf_counter_inc(ep->m_failures);
+        nf_log(NF_LOG_ERROR, "epoch",
+               "fenced by the broker: another process now runs with this transactional.id "
+               "(group.instance.id); stopping without committing (restart this one only once "
+               "the other has stopped, or give each process its own kafka.transactional_id)",
+               NF_LI("epoch", atomic_load(&ep->cur_epoch)), NF_LS("error", err), NF_LEND);
     } else {
         nf_counter_inc(ep->m_failures);
         nf_log(NF_LOG_ERROR, "epoch", "epoch commit failed; stopping the job (restart recovers)",
@@ -661,6 +752,10 @@ static void *coordinator(void *arg)
             int wait = (int)(left_ms < 50 ? left_ms : 50);
             if (ep->kafka) {
                 nf_kafka_poll(ep->kafka, wait);
+                if ((r = nf_kafka_fatal(ep->kafka, err, sizeof err)) != 0) {
+                    fail(ep, r, err);
+                    return NULL;
+                }
             } else {
                 struct timespec ts = {0, (long)wait * 1000000L};
                 nanosleep(&ts, NULL);
@@ -730,6 +825,11 @@ int nf_epoch_stop(nf_epoch_t *ep)
 bool nf_epoch_failed(const nf_epoch_t *ep)
 {
     return atomic_load(&ep->failed);
+}
+
+bool nf_epoch_fenced(const nf_epoch_t *ep)
+{
+    return atomic_load(&ep->fenced);
 }
 
 void nf_epoch_stats(const nf_epoch_t *ep, nf_epoch_stats_t *out)

@@ -113,6 +113,9 @@ int nf_epoch_stop(nf_epoch_t *ep);
  * or the job failed and an epoch was dropped: the coordinator logs it, fails the runtime
  * (nf_runtime_fail) and this returns true. */
 bool nf_epoch_failed(const nf_epoch_t *ep);
+/* The failure was the broker fencing this process (a newer one took over its transactional id
+ * or group instance id): see kafka.h nf_kafka_fatal. */
+bool nf_epoch_fenced(const nf_epoch_t *ep);
 
 /* ---- shard side ---- */
 /* From an actor's init hook. 0 or -ENOSPC (too many participants on the shard). */
