@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "io/kafka.h"
 #include "runtime/config.h"
+#include "runtime/log.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -121,6 +122,7 @@ int nf_cli_topics(int argc, char **argv)
     free(sets);
     if (rc != NF_EXIT_OK)
         return rc;
+    nf_log_set_level(cfg.log.level);
     if (!cfg.kafka.brokers[0] || !strcmp(cfg.kafka.brokers, "embedded")) {
         fprintf(stderr,
                 "newsflow topics: kafka.brokers is \"%s\": name a Kafka cluster, e.g. --set "
@@ -133,7 +135,8 @@ int nf_cli_topics(int argc, char **argv)
                                 .prefix = cfg.kafka.topic_prefix,
                                 .partitions =
                                     partitions ? (unsigned)partitions : cfg.kafka.partitions,
-                                .replication = (int)replication};
+                                .replication = (int)replication,
+                                .timeout_ms = 10000};
     int r = nf_kafka_topics(&o, create, print_topic, NULL, err, sizeof err);
     fflush(stdout);
     if (r != 0) {

@@ -1109,14 +1109,15 @@ static int create_topics(rd_kafka_t *rk, const nf_kafka_topics_opts_t *o, char n
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
     rd_kafka_AdminOptions_t *ao = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
     if (r == 0) {
-        rd_kafka_AdminOptions_set_request_timeout(ao, NF_KAFKA_TIMEOUT_MS, rerr, sizeof rerr);
-        rd_kafka_AdminOptions_set_operation_timeout(ao, NF_KAFKA_TIMEOUT_MS, rerr, sizeof rerr);
+        rd_kafka_AdminOptions_set_request_timeout(ao, o->timeout_ms, rerr, sizeof rerr);
+        rd_kafka_AdminOptions_set_operation_timeout(ao, o->timeout_ms, rerr, sizeof rerr);
         rd_kafka_CreateTopics(rk, nt, NF_KAFKA_TOPICS, ao, q);
-        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, NF_KAFKA_TIMEOUT_MS + 5000);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, o->timeout_ms + 5000);
         const rd_kafka_CreateTopics_result_t *res =
             ev ? rd_kafka_event_CreateTopics_result(ev) : NULL;
         if (!res) {
-            snprintf(err, errlen, "kafka: no answer to CreateTopics from %s", o->brokers);
+            snprintf(err, errlen, "kafka: no answer to CreateTopics from %s within %d ms",
+                     o->brokers, o->timeout_ms);
             r = -ETIMEDOUT;
         } else if (rd_kafka_event_error(ev)) {
             snprintf(err, errlen, "kafka: CreateTopics on %s: %s", o->brokers,
@@ -1149,9 +1150,13 @@ static int create_topics(rd_kafka_t *rk, const nf_kafka_topics_opts_t *o, char n
     return r;
 }
 
-int nf_kafka_topics(const nf_kafka_topics_opts_t *o, bool create, nf_kafka_topic_cb cb, void *arg,
-                    char *err, size_t errlen)
+int nf_kafka_topics(const nf_kafka_topics_opts_t *opts, bool create, nf_kafka_topic_cb cb,
+                    void *arg, char *err, size_t errlen)
 {
+    nf_kafka_topics_opts_t oo = *opts;
+    if (oo.timeout_ms <= 0)
+        oo.timeout_ms = NF_KAFKA_TIMEOUT_MS;
+    const nf_kafka_topics_opts_t *o = &oo;
     rd_kafka_conf_t *c = conf_new(o->brokers, o->properties, NULL, err, errlen);
     if (!c)
         return -EINVAL;
@@ -1176,10 +1181,12 @@ int nf_kafka_topics(const nf_kafka_topics_opts_t *o, bool create, nf_kafka_topic
         if (md)
             rd_kafka_metadata_destroy(md);
         md = NULL;
-        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 1, NULL, &md, NF_KAFKA_TIMEOUT_MS);
+        rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 1, NULL, &md, o->timeout_ms);
         if (e) {
-            snprintf(err, errlen, "kafka: cannot read cluster metadata from %s: %s", o->brokers,
-                     rd_kafka_err2str(e));
+            snprintf(err, errlen,
+                     "kafka: no cluster metadata from %s within %d ms: %s (is a broker listening "
+                     "there? see kafka.brokers)",
+                     o->brokers, o->timeout_ms, rd_kafka_err2str(e));
             r = -EIO;
             break;
         }

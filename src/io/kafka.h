@@ -59,6 +59,7 @@ typedef struct nf_kafka_topics_opts {
     const char *prefix;     /* kafka.topic_prefix */
     unsigned partitions;
     int replication; /* -1: the broker's default.replication.factor */
+    int timeout_ms;  /* per request; 0 = 30 s */
 } nf_kafka_topics_opts_t;
 /* One topic's outcome: "created", "exists", "missing" (not created: listing only) or "failed"
  * (error says why); partitions as the cluster's metadata shows them afterwards (0 if none). */
@@ -67,7 +68,8 @@ typedef void (*nf_kafka_topic_cb)(void *arg, const char *topic, const char *outc
 /* With create, creates every topic of DESIGN §4 (inputs and outputs, names prefixed) that does
  * not exist on the cluster: `partitions` partitions, `sources` compacted; a topic that exists is
  * left as it is. Then reads the cluster's metadata and calls cb once per topic. 0 if every topic
- * exists, -ENOENT if some are missing, other -errno with err. Any thread; blocks up to ~70 s. */
+ * exists, -ENOENT if some are missing, other -errno with err. Any thread; blocks up to about
+ * 2 x timeout_ms (+10 s while new topics reach the metadata). */
 int nf_kafka_topics(const nf_kafka_topics_opts_t *o, bool create, nf_kafka_topic_cb cb, void *arg,
                     char *err, size_t errlen);
 

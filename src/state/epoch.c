@@ -629,6 +629,7 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
         uint64_t records = cJSON_IsNumber(rec) ? (uint64_t)rec->valuedouble : 0;
         nf_log(NF_LOG_WARN, "epoch", "pending epoch found at start: rolling it forward",
                NF_LI("epoch", p.epoch), NF_LI("records", records), NF_LEND);
+        uint64_t t0 = nf_now_ns();
         int64_t(*offs_tab)[NF_EPOCH_MAX_PARTITIONS] = calloc(NF_INPUT__COUNT, sizeof *offs_tab);
         nf_kafka_offset_t *offs = calloc(NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *offs);
         size_t noffs = 0;
@@ -662,6 +663,9 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
             r = apply_and_checkpoint(ep, p.epoch, err, errlen);
             tee_outputs(ep, p.outputs, p.noutputs);
             atomic_fetch_add(&ep->recovered_epochs, 1);
+            nf_log(NF_LOG_INFO, "epoch", "pending epoch rolled forward", NF_LI("epoch", p.epoch),
+                   NF_LI("records", records), NF_LF("ms", (double)(nf_now_ns() - t0) / 1e6),
+                   NF_LEND);
         }
         cJSON_Delete(h);
         free(offs_tab);
