@@ -1,0 +1,122 @@
+"""A consumer-group member killed with SIGKILL and restarted, on Apache Kafka (DESIGN.md §9;
+src/io/kafka.h; README "Kafka"): with kafka.assignment=group the restarted process must not wait
+out its dead predecessor's session before it gets its partitions back. newsflow joins as a
+static member (KIP-345: group.instance.id = kafka.transactional_id, kafka.static_membership), so
+the group coordinator hands the returning instance its partitions at once.
+
+  static    session.timeout.ms = 60 s; while read events keep arriving the job is SIGKILLed and
+            restarted at once. Checked: the restarted process is assigned its partitions and
+            commits an epoch with input before the dead member's session could have expired
+            (a causal bound, not a performance figure: a dynamic member could not have had the
+            partitions earlier); the time from restart to that epoch is reported.
+  dynamic   the same with kafka.static_membership=false and session.timeout.ms = 15 s, for
+            comparison: the time is reported; it is expected to be about the session timeout.
+Both end with interest-updates checked exactly once (read_committed).
+
+Needs Apache Kafka (NF_TEST_BROKER=kafka:...): the group coordinator's sessions and static
+membership are what is tested; librdkafka's mock implements neither faithfully.
+
+Usage: python3 group_restart.py NEWSFLOW SRCDIR [static|dynamic ...]
+"""
+import os
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recovery"))
+import acclib  # noqa: E402
+
+MODES = {"static": (True, 60000), "dynamic": (False, 15000)}
+
+
+class Producer(threading.Thread):
+    def __init__(self, ctx, broker, ev):
+        super().__init__(daemon=True)
+        self.ctx, self.broker, self.ev = ctx, broker, ev
+        self.stop_flag = threading.Event()
+        self.error = None
+        self.waves = 0
+
+    def run(self):
+        try:
+            while not self.stop_flag.is_set():
+                acclib.kcat_produce(self.ctx, self.broker, "read-events", self.ev.make(30),
+                                    tag="g%d" % self.waves)
+                self.waves += 1
+                time.sleep(0.1)
+        except Exception as e:
+            self.error = e
+
+    def stop(self):
+        self.stop_flag.set()
+        self.join(120)
+
+
+def first_commit_with_input(job):
+    """Seconds from the job's start to its first epoch.committed with records, or None."""
+    for o in job.msgs("epoch.committed"):
+        if o.get("records", 0) > 0:
+            return o
+    return None
+
+
+def scenario(ctx, mode):
+    static, session_ms = MODES[mode]
+    ctx.log("==== %s membership, session.timeout.ms=%d ====" % (mode, session_ms))
+    broker = acclib.start_broker(ctx, name=mode)
+    ev = acclib.Events(users=25, prefix=mode[0])
+    state = ctx.path("state-%s" % mode)
+    cfg = ctx.path("group-%s.json" % mode)
+    with open(cfg, "w") as f:  # a list value: --set would split it on commas
+        f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000"'
+                ']}}' % session_ms)
+    sets = ["kafka.assignment=group", "kafka.static_membership=%s" % str(static).lower()]
+    prod = Producer(ctx, broker, ev)
+    prod.start()
+    j1 = acclib.Job(ctx, broker, state, sets=sets, args=["--config", cfg], interval_ms=300,
+                    tag="%s-1" % mode)
+    ctx.wait_for("the first member's epochs with input", lambda: first_commit_with_input(j1),
+                 timeout=180, job=j1)
+    time.sleep(2)
+    j1.kill()
+    t_kill = time.monotonic()
+    ctx.log("%s-1 SIGKILLed after epoch %d" % (mode, j1.last_epoch()))
+    j2 = acclib.Job(ctx, broker, state, sets=sets, args=["--config", cfg], interval_ms=300,
+                    tag="%s-2" % mode)
+    t_start = time.monotonic()
+    got = ctx.wait_for("the restarted member's first epoch with input",
+                       lambda: first_commit_with_input(j2), timeout=session_ms / 1000 + 120,
+                       interval=0.1, job=j2)
+    t_commit = time.monotonic()
+    assigned = j2.msgs("partition assigned")
+    ctx.log("%s: restart -> first epoch with input (epoch %d): %.1f s; kill -> it: %.1f s; "
+            "%d partitions assigned" % (mode, got.get("epoch"), t_commit - t_start,
+                                        t_commit - t_kill, len(assigned)))
+    print('{"bench":"group_restart","membership":"%s","session_timeout_ms":%d,'
+          '"restart_to_first_epoch_s":%.2f,"kill_to_first_epoch_s":%.2f}' %
+          (mode, session_ms, t_commit - t_start, t_commit - t_kill), flush=True)
+    if static:
+        ctx.check(t_commit - t_kill < session_ms / 1000.0,
+                  "the restarted static member committed input only %.1f s after the kill: no "
+                  "sooner than the dead member's session timeout (%d ms), so it waited it out" %
+                  (t_commit - t_kill, session_ms), j2)
+    prod.stop()
+    ctx.check(prod.error is None, "producing read events failed: %r" % prod.error)
+    acclib.wait_all_consumed(ctx, j2, broker, ev.valid, timeout=180)
+    rc, hang = j2.terminate_or_report(60)
+    ctx.check(not hang and rc == 0, "exit %s after SIGTERM %s" % (rc, hang or ""), j2)
+    recs = acclib.read_outputs(ctx, broker, "interest-updates")
+    ctx.log(acclib.check_interest_updates(ctx, recs, ev.counts))
+
+
+def body(ctx):
+    if acclib.broker_kind(ctx) != "kafka":
+        ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
+                 "tests do)")
+    for mode in (sys.argv[3:] or list(MODES)):
+        scenario(ctx, mode)
+
+
+if __name__ == "__main__":
+    acclib.main("group_restart", body)

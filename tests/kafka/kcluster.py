@@ -1,0 +1,149 @@
+"""kcluster.py — an Apache Kafka cluster of a test's own (scripts/kafka.sh), for the tests that
+kill, stop and freeze brokers (test_broker_faults*.sh) and so cannot share ctest's broker.
+
+The cluster lives in NF_TEST_KAFKA_ROOT/<name>-<pid> (ctest sets that root inside the build
+directory, so that .ci/run can stop anything a killed test left behind) or in the test's temp
+dir. Its brokers run in their own session (kafka.sh setsid's them), so they are not the test's
+children: Cluster stops them by pid (`kafka.sh stop --dir`) when the test ends, on failure and on
+SIGTERM/SIGINT too. Python 3 standard library, kcat and scripts/kafka.sh.
+"""
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+
+
+def _free(port):
+    s = socket.socket()
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def _port_base(nodes):
+    """A base port with base..base+nodes-1 (clients) and base+100.. (controllers) free."""
+    for _ in range(200):
+        base = random.randrange(20000, 60000, 10)
+        if all(_free(base + i) and _free(base + 100 + i) for i in range(nodes)):
+            return base
+    raise RuntimeError("no free ports for a %d-node Kafka cluster" % nodes)
+
+
+class Cluster:
+    def __init__(self, ctx, name, nodes=3):
+        self.ctx = ctx
+        self.nodes = nodes
+        self.script = os.path.join(os.path.abspath(ctx.srcdir), "scripts", "kafka.sh")
+        root = os.environ.get("NF_TEST_KAFKA_ROOT") or ctx.tmp
+        os.makedirs(root, exist_ok=True)
+        self.dir = os.path.join(root, "%s-%d" % (name, os.getpid()))
+        self.port = _port_base(nodes)
+        self._stopped = False
+        orig = ctx.cleanup
+
+        def cleanup():  # brokers first: the test's temp dir may hold their data
+            self.stop()
+            orig()
+        ctx.cleanup = cleanup
+        t0 = time.monotonic()
+        out = self._run("start", "--nodes", str(nodes), "--port", str(self.port), "--fresh",
+                        timeout=600)
+        self.bootstrap = out.strip().split("\n")[-1]
+        ctx.log("Kafka cluster: %d nodes at %s (%s), ready in %.1fs" %
+                (nodes, self.bootstrap, self.dir, time.monotonic() - t0))
+
+    def _run(self, cmd, *args, timeout=120):
+        """`kafka.sh CMD ARGS --dir DIR`; its stdout (fails the test on an error)."""
+        argv = ["bash", self.script, cmd] + list(args) + ["--dir", self.dir]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0:
+            self.ctx.fail("kafka.sh %s %s failed (%d): %s" % (cmd, " ".join(args), p.returncode,
+                                                              (p.stderr or p.stdout)[-800:]))
+        return p.stdout
+
+    def stop(self):
+        """Every node, by pid (SIGTERM, then SIGKILL after 30 s). Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            subprocess.run(["bash", self.script, "stop", "--dir", self.dir], timeout=120,
+                           capture_output=True)
+        except Exception as e:  # cleanup must go on
+            print("kcluster: stopping %s: %s" % (self.dir, e), flush=True)
+
+    def pid(self, node):
+        return int(self._run("pid", str(node)).strip())
+
+    def signal(self, node, sig):
+        pid = self.pid(node)
+        os.kill(pid, sig)
+        self.ctx.log("broker %d (pid %d) <- %s" % (node, pid, signal.Signals(sig).name))
+        return pid
+
+    def kill9(self, node):
+        """SIGKILL one node and wait until it is gone."""
+        pid = self.signal(node, signal.SIGKILL)
+        self.ctx.wait_for("broker %d to die" % node, lambda: not os.path.exists("/proc/%d" % pid),
+                          timeout=30)
+
+    def start_node(self, node):
+        self._run("start-node", str(node))
+        self.wait_brokers(self.nodes, "broker %d back" % node)
+
+    def stop_all(self):
+        self._run("stop", timeout=180)
+
+    def start_all(self):
+        self._stopped = False
+        self._run("start", timeout=600)
+
+    def metadata(self, topic=None):
+        argv = ["kcat", "-b", self.bootstrap, "-L", "-J", "-m", "5"] + (["-t", topic] if topic
+                                                                       else [])
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            return None
+        try:
+            return json.loads(p.stdout)
+        except ValueError:
+            return None
+
+    def wait_brokers(self, n, what):
+        seen = [0]
+
+        def pred():
+            md = self.metadata()
+            seen[0] = len(md["brokers"]) if md else 0
+            return seen[0] >= n
+        self.ctx.wait_for(what, pred, timeout=180, interval=0.5,
+                          last=lambda: "%d brokers in the metadata" % seen[0])
+
+    def leader(self, topic, partition):
+        md = self.metadata(topic)
+        for t in (md or {}).get("topics", []):
+            for p in t.get("partitions", []):
+                if t.get("topic") == topic and p.get("partition") == partition:
+                    return p.get("leader")
+        self.ctx.fail("no leader known for %s [%d]" % (topic, partition))
+
+    def txn_coordinator(self, txid):
+        """The broker coordinating transactional id txid (kafka-transactions describe)."""
+        env = dict(os.environ, NF_KAFKA_TOOL_HEAP="256")
+        p = subprocess.run(["bash", self.script, "tool",
+                            "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server",
+                            self.bootstrap, "describe", "--transactional-id", txid],
+                           capture_output=True, text=True, timeout=120, env=env)
+        lines = [l.split() for l in p.stdout.strip().split("\n") if l.strip()]
+        if p.returncode != 0 or len(lines) < 2 or lines[0][0] != "CoordinatorId":
+            self.ctx.fail("kafka-transactions describe %s: %s" % (txid, (p.stderr or
+                                                                         p.stdout)[-500:]))
+        return int(lines[1][0])

@@ -1,0 +1,140 @@
+"""The roll-forward rule on Apache Kafka (DESIGN.md §3; src/state/epoch.h, src/io/kafka.h): an
+interrupted epoch's records are invisible to read_committed consumers, and the restarted job
+produces them again, exactly once; both ways of deciding what a pending epoch still needs give
+the same outputs:
+  offsets   the consumer group's committed offsets (every transaction commits them with
+            "epoch=N;writer=TXID"): this epoch = committed, an earlier one = not committed;
+  scan      NF_TEST_FORCE_SCAN=1: the outputs are read back (read_committed) and counted by
+            their nf-writer / nf-epoch / nf-seq headers, as on the mock.
+
+Per (point, method), on topics of its own:
+  1. a first run commits a few epochs with input (so that the group has offsets of this writer)
+     and stops on SIGTERM;
+  2. SIZE events are produced, then a run with checkpoint.interval_ms=5000 dies (NF_FAULT) at
+     POINT of its first epoch, which holds all of them;
+  3. before any restart the output topic is read both ways: read_committed must show none of the
+     epoch's records unless POINT is after_commit (then all of them); read_uncommitted shows what
+     reached the log (after_pending none, mid_produce some, before_commit and after_commit all);
+  4. the restart must decide as the rule says (offsets: "not committed" / "committed"; scan:
+     found 0 / all), produce what is missing, and log how long the roll-forward took;
+  5. everything is checked exactly once (read_committed), and read_uncommitted must show the
+     aborted copy beside the committed one.
+One JSON line per case ({"bench":"recovery_rule",...}) carries the roll-forward time: perf/
+runs this with larger --sizes to measure the read-back cost (perf/README.md).
+
+Needs Apache Kafka (NF_TEST_BROKER=kafka:...): the mock shows aborted records and keeps no
+transactional offsets, which is exactly what this checks.
+
+Usage: python3 recovery_rule.py NEWSFLOW SRCDIR [--points P,P] [--methods offsets,scan]
+                                [--sizes N,N]
+"""
+import json
+import os
+import sys
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recovery"))
+import acclib  # noqa: E402
+
+POINTS = ["after_pending", "mid_produce", "before_commit", "after_commit"]
+METHODS = ["offsets", "scan"]
+SIZES = [20000]
+
+
+def epoch_records(ctx, broker, epoch, isolation):
+    return sum(1 for k, h, v in acclib.read_outputs(ctx, broker, "interest-updates",
+                                                     isolation=isolation)
+               if h.get("nf-epoch") == str(epoch))
+
+
+def case(ctx, point, method, size):
+    name = "%s-%s-%d" % (point, method, size)
+    ctx.log("==== %s ====" % name)
+    broker = acclib.start_broker(ctx, name=name)
+    ev = acclib.Events(users=50, prefix="r")
+    state = ctx.path("state-" + name)
+    env = {"NF_TEST_FORCE_SCAN": "1"} if method == "scan" else {}
+
+    acclib.kcat_produce(ctx, broker, "read-events", ev.make(100), tag=name + "-a")
+    j1 = acclib.Job(ctx, broker, state, interval_ms=300, tag=name + "-1", env=env)
+    acclib.wait_all_consumed(ctx, j1, broker, ev.valid)
+    rc = j1.terminate(60)
+    ctx.check(rc == 0, "first run: exit %s after SIGTERM" % rc, j1)
+    e = j1.last_epoch() + 1
+
+    acclib.kcat_produce(ctx, broker, "read-events", ev.make(size), tag=name + "-b")
+    env2 = dict(env, NF_FAULT="%s:%d" % (point, e))
+    j2 = acclib.Job(ctx, broker, state, interval_ms=5000, tag=name + "-2", env=env2)
+    rc = j2.wait_exit(180, "the fault at %s of epoch %d" % (point, e))
+    ctx.check(rc == 137 and j2.msgs("fault injection: exiting as if killed"),
+              "run 2 should have died at %s of epoch %d (exit %s)" % (point, e, rc), j2)
+    committed = epoch_records(ctx, broker, e, "read_committed")
+    logged = epoch_records(ctx, broker, e, "read_uncommitted")
+    ctx.log("before the restart: epoch %d has %d interest-updates visible read_committed, %d in "
+            "the log" % (e, committed, logged))
+    if point == "after_commit":
+        ctx.check(committed == size and logged == size,
+                  "after_commit: the committed epoch %d should show all %d records both ways "
+                  "(read_committed %d, log %d)" % (e, size, committed, logged))
+    else:
+        ctx.check(committed == 0, "%s: %d records of the interrupted epoch %d are visible to "
+                  "read_committed readers" % (point, committed, e))
+        want = {"after_pending": (0, 0), "mid_produce": (0, size), "before_commit": (size, size)}
+        lo, hi = want[point]
+        ctx.check(lo <= logged <= hi, "%s: the log holds %d records of epoch %d, expected %d..%d"
+                  % (point, logged, e, lo, hi))
+
+    j3 = acclib.Job(ctx, broker, state, interval_ms=300, tag=name + "-3", env=env)
+    ctx.wait_for("the roll-forward", lambda: j3.msgs("pending epoch rolled forward"),
+                 timeout=300, job=j3)
+    done = j3.msgs("pending epoch rolled forward")[0]
+    found = [o for o in j3.msgs("epoch outputs already in Kafka") if o.get("epoch") == e]
+    outcome = j3.msgs("pending epoch: outcome from the committed offsets")
+    ctx.check(done.get("epoch") == e and found, "run 3 rolled forward %r, found %r" %
+              (done, found), j3)
+    by, nfound, recs = found[0].get("by"), found[0].get("found"), found[0].get("records")
+    want_found = recs if point == "after_commit" else 0
+    ctx.check(by == ("scan" if method == "scan" else "offsets"),
+              "the pending epoch was decided by %r, want %s (outcome logged: %r)" %
+              (by, method, outcome), j3)
+    ctx.check(nfound == want_found, "%s: the roll-forward found %s of %s records already "
+              "committed, want %d" % (point, nfound, recs, want_found), j3)
+    print(json.dumps({"bench": "recovery_rule", "point": point, "method": method,
+                      "records": recs, "interest_updates": size, "found": nfound,
+                      "in_log_before": logged, "rollforward_ms": done.get("ms")}), flush=True)
+    ctx.log("roll-forward of epoch %d (%d records, %s): %.1f ms, found %d" %
+            (e, recs, method, done.get("ms"), nfound))
+
+    acclib.wait_all_consumed(ctx, j3, broker, ev.valid, timeout=300)
+    rc, hang = j3.terminate_or_report(60)
+    ctx.check(not hang and rc == 0, "exit %s after SIGTERM %s" % (rc, hang or ""), j3)
+    recs_all = acclib.read_outputs(ctx, broker, "interest-updates")
+    ctx.log(acclib.check_interest_updates(ctx, recs_all, ev.counts))
+    after = epoch_records(ctx, broker, e, "read_uncommitted")
+    want_after = size if point == "after_commit" else logged + size
+    ctx.check(after == want_after, "the log holds %d records of epoch %d, want %d (%s)" %
+              (after, e, want_after, "the committed ones" if point == "after_commit" else
+               "the aborted %d beside the %d produced again" % (logged, size)))
+
+
+def body(ctx):
+    if acclib.broker_kind(ctx) != "kafka":
+        ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
+                 "tests do)")
+    opts = {"points": POINTS, "methods": METHODS, "sizes": SIZES}
+    args = sys.argv[3:]
+    while args:
+        k = args.pop(0)
+        if k.startswith("--") and k[2:] in opts and args:
+            v = args.pop(0).split(",")
+            opts[k[2:]] = [int(x) for x in v] if k == "--sizes" else v
+        else:
+            ctx.fail("unknown argument %r (--points, --methods, --sizes)" % k)
+    for size in opts["sizes"]:
+        for point in opts["points"]:
+            for method in opts["methods"]:
+                case(ctx, point, method, size)
+
+
+if __name__ == "__main__":
+    acclib.main("recovery_rule", body)
