@@ -26,7 +26,9 @@ Needs Apache Kafka (NF_TEST_BROKER=kafka:...): the mock shows aborted records an
 transactional offsets, which is exactly what this checks.
 
 Usage: python3 recovery_rule.py NEWSFLOW SRCDIR [--points P,P] [--methods offsets,scan]
-                                [--sizes N,N]
+                                [--sizes N,N] [--interval MS]
+  --interval MS   checkpoint.interval_ms of the run that dies (default 5000): long enough for
+                  the job to take all SIZE events into that one epoch
 """
 import json
 import os
@@ -47,7 +49,7 @@ def epoch_records(ctx, broker, epoch, isolation):
                if h.get("nf-epoch") == str(epoch))
 
 
-def case(ctx, point, method, size):
+def case(ctx, point, method, size, interval_ms):
     name = "%s-%s-%d" % (point, method, size)
     ctx.log("==== %s ====" % name)
     broker = acclib.start_broker(ctx, name=name)
@@ -64,7 +66,7 @@ def case(ctx, point, method, size):
 
     acclib.kcat_produce(ctx, broker, "read-events", ev.make(size), tag=name + "-b")
     env2 = dict(env, NF_FAULT="%s:%d" % (point, e))
-    j2 = acclib.Job(ctx, broker, state, interval_ms=5000, tag=name + "-2", env=env2)
+    j2 = acclib.Job(ctx, broker, state, interval_ms=interval_ms, tag=name + "-2", env=env2)
     rc = j2.wait_exit(180, "the fault at %s of epoch %d" % (point, e))
     ctx.check(rc == 137 and j2.msgs("fault injection: exiting as if killed"),
               "run 2 should have died at %s of epoch %d (exit %s)" % (point, e, rc), j2)
@@ -121,19 +123,19 @@ def body(ctx):
     if acclib.broker_kind(ctx) != "kafka":
         ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
                  "tests do)")
-    opts = {"points": POINTS, "methods": METHODS, "sizes": SIZES}
+    opts = {"points": POINTS, "methods": METHODS, "sizes": SIZES, "interval": [5000]}
     args = sys.argv[3:]
     while args:
         k = args.pop(0)
         if k.startswith("--") and k[2:] in opts and args:
             v = args.pop(0).split(",")
-            opts[k[2:]] = [int(x) for x in v] if k == "--sizes" else v
+            opts[k[2:]] = [int(x) for x in v] if k in ("--sizes", "--interval") else v
         else:
-            ctx.fail("unknown argument %r (--points, --methods, --sizes)" % k)
+            ctx.fail("unknown argument %r (--points, --methods, --sizes, --interval)" % k)
     for size in opts["sizes"]:
         for point in opts["points"]:
             for method in opts["methods"]:
-                case(ctx, point, method, size)
+                case(ctx, point, method, size, opts["interval"][0])
 
 
 if __name__ == "__main__":
