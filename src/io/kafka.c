@@ -133,7 +133,8 @@ struct nf_kafka {
     _Atomic uint64_t produced, delivery_errors, transactions, aborts, scans, assigned, revoked,
         pauses;
     _Atomic bool fatal_seen;
-    nf_counter_t m_committed, m_aborted, m_commit_retries, m_delivery_errors, m_client_errors;
+    nf_counter_t m_committed, m_aborted, m_commit_retries, m_delivery_errors, m_client_errors,
+        m_resets;
     nf_gauge_t m_fenced, m_fatal;
 };
 
@@ -282,6 +283,66 @@ static int err_from(nf_kafka_t *k, rd_kafka_error_t *e, const char *what, char *
 int nf_kafka_fatal(nf_kafka_t *k, char *err, size_t errlen)
 {
     return fatal_state(k, err, errlen);
+}
+
+/* The producer: transactional (or idempotent), acks=all, delivery reports to dr_cb. */
+static rd_kafka_t *producer_new(nf_kafka_t *k, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *pc = base_conf(k, err, errlen);
+    if (!pc)
+        return NULL;
+    if ((k->o.exactly_once ? conf_set(pc, "transactional.id", k->txid, err, errlen)
+                           : conf_set(pc, "enable.idempotence", "true", err, errlen)) != 0 ||
+        conf_set(pc, "acks", "all", err, errlen) != 0 ||
+        conf_set(pc, "linger.ms", "5", err, errlen) != 0) {
+        rd_kafka_conf_destroy(pc);
+        return NULL;
+    }
+    rd_kafka_conf_set_dr_msg_cb(pc, dr_cb);
+    char rerr[256];
+    rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, pc, rerr, sizeof rerr);
+    if (!p)
+        snprintf(err, errlen, "kafka: cannot create the producer: %s", rerr);
+    return p;
+}
+
+/* init_transactions fences every older incarnation of this transactional id and completes or
+ * aborts its open transaction before it returns. */
+static int init_transactions(nf_kafka_t *k, char *err, size_t errlen)
+{
+    if (!k->o.exactly_once)
+        return 0;
+    rd_kafka_error_t *e = rd_kafka_init_transactions(k->prod, NF_KAFKA_TIMEOUT_MS);
+    if (!e)
+        return 0;
+    char what[300];
+    snprintf(what, sizeof what, "kafka: init_transactions (transactional.id %s)", k->txid);
+    return err_from(k, e, what, err, errlen);
+}
+
+int nf_kafka_reset_producer(nf_kafka_t *k, char *err, size_t errlen)
+{
+    char why[256];
+    rd_kafka_resp_err_t c = rd_kafka_fatal_error(k->prod, why, sizeof why);
+    if (!c || is_fenced(c)) {
+        snprintf(err, errlen, "kafka: the producer %s", c ? "was fenced" : "has no fatal error");
+        return -EINVAL;
+    }
+    rd_kafka_t *old = k->prod;
+    if (!(k->prod = producer_new(k, err, errlen))) {
+        k->prod = old;
+        return -EIO;
+    }
+    /* The new producer fences the old one: nothing the old one still holds reaches the log. */
+    int r = init_transactions(k, err, errlen);
+    rd_kafka_purge(old, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_destroy(old);
+    if (r != 0)
+        return r;
+    atomic_store(&k->fatal_seen, false);
+    nf_gauge_set(k->m_fatal, 0);
+    nf_counter_inc(k->m_resets);
+    return 0;
 }
 
 /* Partition counts of the output topics and the start positions (high watermarks). */
@@ -449,42 +510,23 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
                      "1 once the broker fenced this process (another one took over its "
                      "transactional.id or group.instance.id): it stops without committing.",
                      NULL, 0, &k->m_fenced);
-    nf_metrics_gauge("newsflow_kafka_fatal", "1 once a Kafka client hit another fatal error.", NULL,
+    nf_metrics_gauge("newsflow_kafka_fatal",
+                     "1 while a Kafka client is stuck in a fatal error other than fencing.", NULL,
                      0, &k->m_fatal);
+    nf_metrics_counter("newsflow_kafka_producer_resets_total",
+                       "Transactional producers replaced after a fatal error that was not "
+                       "fencing (the epoch then resumes as after a restart).",
+                       NULL, 0, &k->m_resets);
     for (int t = 0; t < NF_TOPIC__COUNT; t++)
         topic_full_name(k->out[t].name, sizeof k->out[t].name, k->prefix,
                         nf_topic_name((nf_topic_t)t));
     for (int i = 0; i < NF_INPUT__COUNT; i++)
         topic_full_name(k->in_names[i], sizeof k->in_names[i], k->prefix, input_names[i]);
 
-    rd_kafka_conf_t *pc = base_conf(k, err, errlen);
-    if (!pc)
-        goto fail;
-    if ((o->exactly_once ? conf_set(pc, "transactional.id", k->txid, err, errlen)
-                         : conf_set(pc, "enable.idempotence", "true", err, errlen)) != 0 ||
-        conf_set(pc, "acks", "all", err, errlen) != 0 ||
-        conf_set(pc, "linger.ms", "5", err, errlen) != 0) {
-        rd_kafka_conf_destroy(pc);
-        goto fail;
-    }
-    rd_kafka_conf_set_dr_msg_cb(pc, dr_cb);
     char rerr[256];
-    k->prod = rd_kafka_new(RD_KAFKA_PRODUCER, pc, rerr, sizeof rerr);
-    if (!k->prod) {
-        snprintf(err, errlen, "kafka: cannot create the producer: %s", rerr);
+    if (!(k->prod = producer_new(k, err, errlen)) || load_topics(k, err, errlen) != 0 ||
+        init_transactions(k, err, errlen) != 0)
         goto fail;
-    }
-    if (load_topics(k, err, errlen) != 0)
-        goto fail;
-    if (o->exactly_once) {
-        rd_kafka_error_t *e = rd_kafka_init_transactions(k->prod, NF_KAFKA_TIMEOUT_MS);
-        if (e) {
-            char what[300];
-            snprintf(what, sizeof what, "kafka: init_transactions (transactional.id %s)", k->txid);
-            err_from(k, e, what, err, errlen);
-            goto fail;
-        }
-    }
     if (o->consume) {
         k->nshards = o->shards ? o->shards : 1;
         k->sq = calloc(k->nshards, sizeof *k->sq);

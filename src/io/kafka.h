@@ -114,6 +114,12 @@ void nf_kafka_poll(nf_kafka_t *k, int timeout_ms);
  * took over its transactional.id or group.instance.id), -EPIPE after any other fatal client
  * error; err says which. A fenced process must stop without committing anything more. */
 int nf_kafka_fatal(nf_kafka_t *k, char *err, size_t errlen);
+/* After a fatal producer error that is not fencing (nf_kafka_produce_epoch returned -EPIPE):
+ * replaces the producer with a new one under the same transactional id, whose
+ * init_transactions fences the old one and completes or aborts its transaction. What of the
+ * epoch reached the log is then unknown to the caller: decide it as after a restart
+ * (nf_kafka_epoch_outcome, else nf_kafka_scan_epoch). 0 or -errno with err. */
+int nf_kafka_reset_producer(nf_kafka_t *k, char *err, size_t errlen);
 
 /* Output positions: for every output partition, the offset after this writer's last delivered
  * record (or the high watermark at start), as {"topic":[p0,p1,...],...} — the lower bound a

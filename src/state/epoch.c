@@ -400,69 +400,94 @@ static int parse_offsets(const cJSON *h, int64_t dst[NF_INPUT__COUNT][NF_EPOCH_M
     return 0;
 }
 
-/* Produces an epoch's records to Kafka, retrying (scan + produce what is missing) on failure.
- * 0, or -errno once retrying is hopeless. */
+/* What of epoch e is in Kafka already, before (re)producing it: after a restart, after a failed
+ * attempt, after the producer was replaced. On a broker that keeps transactional offset commits
+ * the group's offsets answer without reading the outputs back; otherwise (the mock, another
+ * writer's metadata) the outputs are scanned. 1: all of it (committed: nothing to do); 0: *present
+ * marks what is there (NULL: nothing); <0: -errno with err (the scan failed). */
+static int settle(nf_epoch_t *ep, uint64_t e, uint64_t records, const char *positions,
+                  const nf_kafka_offset_t *offs, size_t noffs, uint8_t **present, char *err,
+                  size_t errlen)
+{
+    char why[200];
+    nf_kafka_outcome_t oc =
+        ep->force_scan ? NF_KAFKA_UNKNOWN
+                       : nf_kafka_epoch_outcome(ep->kafka, e, offs, noffs, why, sizeof why);
+    if (ep->force_scan)
+        snprintf(why, sizeof why, "NF_TEST_FORCE_SCAN is set");
+    nf_log(NF_LOG_INFO, "epoch", "pending epoch: outcome from the committed offsets",
+           NF_LI("epoch", e),
+           NF_LS("outcome", oc == NF_KAFKA_COMMITTED       ? "committed"
+                            : oc == NF_KAFKA_NOT_COMMITTED ? "not committed"
+                                                           : "unknown: reading the outputs back"),
+           NF_LS("why", why), NF_LEND);
+    uint64_t found = 0;
+    if (oc == NF_KAFKA_COMMITTED) {
+        found = records;
+    } else if (oc == NF_KAFKA_NOT_COMMITTED) {
+        free(*present); /* the transaction was aborted: none of its records count */
+        *present = NULL;
+    } else {
+        if (!*present && !(*present = calloc(records / 8 + 1, 1)))
+            return -ENOMEM;
+        memset(*present, 0, records / 8 + 1);
+        long n = nf_kafka_scan_epoch(ep->kafka, e, positions, *present, records, err, errlen);
+        if (n < 0)
+            return (int)n;
+        found = (uint64_t)n;
+    }
+    nf_log(NF_LOG_INFO, "epoch", "epoch outputs already in Kafka", NF_LI("epoch", e),
+           NF_LI("found", found), NF_LI("records", records),
+           NF_LS("by", oc == NF_KAFKA_UNKNOWN ? "scan" : "offsets"), NF_LEND);
+    atomic_fetch_add(&ep->recovered_records, records - found);
+    nf_counter_add(ep->m_recovered, records - found);
+    return oc == NF_KAFKA_COMMITTED;
+}
+
+/* Produces an epoch's records to Kafka in a transaction. Retries settle what is in Kafka first
+ * and produce the rest; a producer stuck in a fatal error (not fencing) is replaced, which
+ * settles its transaction. 0, or -errno once retrying is hopeless (-ESTALE: fenced). */
 static int produce(nf_epoch_t *ep, uint64_t e, const nf_blob_t *bufs, unsigned nbufs,
                    uint64_t records, const char *positions, const nf_kafka_offset_t *offs,
                    size_t noffs, bool recovering, char *err, size_t errlen)
 {
     uint8_t *present = NULL;
     int r = 0;
-    bool scan = recovering;
-    if (recovering) {
-        /* On a broker that keeps transactional offset commits, the group's offsets say whether
-         * the epoch's transaction committed, without reading the outputs back. */
-        char why[200];
-        nf_kafka_outcome_t oc =
-            ep->force_scan ? NF_KAFKA_UNKNOWN
-                           : nf_kafka_epoch_outcome(ep->kafka, e, offs, noffs, why, sizeof why);
-        if (ep->force_scan)
-            snprintf(why, sizeof why, "NF_TEST_FORCE_SCAN is set");
-        nf_log(NF_LOG_INFO, "epoch", "pending epoch: outcome from the committed offsets",
-               NF_LI("epoch", e),
-               NF_LS("outcome", oc == NF_KAFKA_COMMITTED ? "committed"
-                                : oc == NF_KAFKA_NOT_COMMITTED
-                                    ? "not committed"
-                                    : "unknown: reading the outputs back"),
-               NF_LS("why", why), NF_LEND);
-        if (oc == NF_KAFKA_COMMITTED) {
-            nf_log(NF_LOG_INFO, "epoch", "epoch outputs already in Kafka", NF_LI("epoch", e),
-                   NF_LI("found", records), NF_LI("records", records), NF_LS("by", "offsets"),
-                   NF_LEND);
-            return 0;
-        }
-        if (oc == NF_KAFKA_NOT_COMMITTED) {
-            scan = false; /* the interrupted transaction was aborted: none of its records count */
-            nf_log(NF_LOG_INFO, "epoch", "epoch outputs already in Kafka", NF_LI("epoch", e),
-                   NF_LI("found", 0), NF_LI("records", records), NF_LS("by", "offsets"), NF_LEND);
-            atomic_fetch_add(&ep->recovered_records, records);
-            nf_counter_add(ep->m_recovered, records);
-        }
-    }
     for (unsigned attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
-        if (scan || attempt > 0) {
-            if (!present && !(present = calloc(records / 8 + 1, 1)))
-                return -ENOMEM;
-            memset(present, 0, records / 8 + 1);
-            long found =
-                nf_kafka_scan_epoch(ep->kafka, e, positions, present, records, err, errlen);
-            if (found < 0) {
-                r = (int)found;
+        if (recovering || attempt > 0) {
+            r = settle(ep, e, records, positions, offs, noffs, &present, err, errlen);
+            if (r == 1) {
+                r = 0;
+                break;
+            }
+            if (r < 0) {
                 nf_log(NF_LOG_WARN, "epoch", "recovery scan failed; retrying", NF_LI("epoch", e),
                        NF_LS("error", err), NF_LEND);
+                if (r == -ENOMEM)
+                    break;
                 sleep(1);
                 continue;
             }
-            nf_log(NF_LOG_INFO, "epoch", "epoch outputs already in Kafka", NF_LI("epoch", e),
-                   NF_LI("found", found), NF_LI("records", records), NF_LS("by", "scan"), NF_LEND);
-            atomic_fetch_add(&ep->recovered_records, records - (uint64_t)found);
-            nf_counter_add(ep->m_recovered, records - (uint64_t)found);
         }
         r = nf_kafka_produce_epoch(ep->kafka, e, bufs, nbufs, present, offs, noffs, err, errlen);
-        if (r == 0 || r == -EPIPE || r == -ESTALE)
+        if (r == 0 || r == -ESTALE)
             break;
         nf_counter_inc(ep->m_failures);
         atomic_fetch_add(&ep->failures, 1);
+        if (r == -EPIPE) {
+            char rerr[256];
+            if (nf_kafka_reset_producer(ep->kafka, rerr, sizeof rerr) != 0) {
+                nf_log(NF_LOG_ERROR, "epoch", "the Kafka producer failed and cannot be replaced",
+                       NF_LI("epoch", e), NF_LS("error", err), NF_LS("replace_error", rerr),
+                       NF_LEND);
+                break;
+            }
+            nf_log(NF_LOG_WARN, "epoch",
+                   "the Kafka producer hit a fatal error; replaced it (init_transactions settles "
+                   "its transaction) and retrying the epoch",
+                   NF_LI("epoch", e), NF_LS("error", err), NF_LEND);
+            continue;
+        }
         nf_log(NF_LOG_WARN, "epoch", "epoch commit to Kafka failed; retrying", NF_LI("epoch", e),
                NF_LI("attempt", attempt + 1), NF_LS("error", err), NF_LEND);
         struct timespec ts = {attempt < 3 ? 0 : 1, attempt < 3 ? 200000000 : 0};
