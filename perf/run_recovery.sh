@@ -35,5 +35,5 @@ out="perf/results/recovery-$(date +%Y%m%d-%H%M%S).jsonl"
 echo "{\"bench\":\"recovery.env\",\"kernel\":\"$(uname -r)\",\"commit\":\"$(git rev-parse --short HEAD)\",\"loadavg\":\"$(cut -d' ' -f1 /proc/loadavg)\",\"broker\":\"kafka 4.4.0 (1 node)\"}" | tee "$out"
 NF_TEST_BROKER="kafka:$BOOT" python3 tests/kafka/recovery_rule.py "$B/newsflow" . \
   --points after_pending,after_commit --methods offsets,scan --sizes "$SIZES" \
-  --interval "$INTERVAL" | grep '^{' | tee -a "$out"
+  --interval "$INTERVAL" --no-restore | grep '^{' | tee -a "$out"
 echo "run_recovery.sh: results in $out" >&2

@@ -744,14 +744,15 @@ static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint
     }
 }
 
-static int send_offsets(nf_kafka_t *k, uint64_t epoch, const nf_kafka_offset_t *offsets, size_t n,
-                        char *err, size_t errlen)
+static int send_offsets(nf_kafka_t *k, uint64_t epoch, uint64_t nonce,
+                        const nf_kafka_offset_t *offsets, size_t n, char *err, size_t errlen)
 {
     if (!n)
         return 0;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
-    char md[32 + sizeof k->txid];
-    int mdl = snprintf(md, sizeof md, "epoch=%" PRIu64 ";writer=%s", epoch, k->txid);
+    char md[64 + sizeof k->txid];
+    int mdl = snprintf(md, sizeof md, "epoch=%" PRIu64 ";nonce=%" PRIu64 ";writer=%s", epoch, nonce,
+                       k->txid);
     for (size_t i = 0; i < n; i++) {
         rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_add(
             l, k->in_names[offsets[i].input], offsets[i].partition);
@@ -784,8 +785,8 @@ static int send_offsets(nf_kafka_t *k, uint64_t epoch, const nf_kafka_offset_t *
     return r;
 }
 
-int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, const nf_blob_t *bufs, unsigned nbufs,
-                           const uint8_t *present, const nf_kafka_offset_t *offsets,
+int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const nf_blob_t *bufs,
+                           unsigned nbufs, const uint8_t *present, const nf_kafka_offset_t *offsets,
                            size_t noffsets, char *err, size_t errlen)
 {
     rd_kafka_error_t *e;
@@ -828,7 +829,7 @@ int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, const nf_blob_t *bufs,
         }
     }
     if (rc == 0)
-        rc = send_offsets(k, epoch, offsets, noffsets, err, errlen);
+        rc = send_offsets(k, epoch, nonce, offsets, noffsets, err, errlen);
     if (rc == 0 && k->o.exactly_once) {
         fault(k, "before_commit");
         for (;;) {
@@ -876,25 +877,27 @@ int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, const nf_blob_t *bufs,
 
 /* ---------------------------------------------------------------- recovery decision */
 
-/* The epoch a partition's committed offset metadata names for this writer, or -1 (no offset,
- * no metadata, another writer's, or not ours at all). */
-static int64_t metadata_epoch(const nf_kafka_t *k, const rd_kafka_topic_partition_t *tp)
+/* The epoch (and its nonce) a partition's committed offset metadata names for this writer; -1
+ * when there is no offset, no metadata, or another writer's. */
+static int64_t metadata_epoch(const nf_kafka_t *k, const rd_kafka_topic_partition_t *tp,
+                              uint64_t *nonce)
 {
-    char buf[32 + sizeof k->txid];
+    char buf[64 + sizeof k->txid];
     if (tp->err || tp->offset < 0 || !tp->metadata || !tp->metadata_size ||
         tp->metadata_size >= sizeof buf)
         return -1;
     memcpy(buf, tp->metadata, tp->metadata_size);
     buf[tp->metadata_size] = 0;
-    unsigned long long e;
+    unsigned long long e, n;
     int used = 0;
-    if (sscanf(buf, "epoch=%llu;writer=%n", &e, &used) != 1 || used == 0 ||
+    if (sscanf(buf, "epoch=%llu;nonce=%llu;writer=%n", &e, &n, &used) != 2 || used == 0 ||
         strcmp(buf + used, k->txid) != 0)
         return -1;
+    *nonce = n;
     return (int64_t)e;
 }
 
-nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch,
+nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_t nonce,
                                           const nf_kafka_offset_t *offsets, size_t n, char *why,
                                           size_t whylen)
 {
@@ -912,9 +915,10 @@ nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch,
     } else {
         int ours_now = 0, ours_before = 0;
         for (int i = 0; i < l->cnt; i++) {
-            int64_t me = metadata_epoch(k, &l->elems[i]);
-            if (me == (int64_t)epoch)
-                ours_now++;
+            uint64_t mn = 0;
+            int64_t me = metadata_epoch(k, &l->elems[i], &mn);
+            if (me == (int64_t)epoch && nonce && mn == nonce)
+                ours_now++; /* this very transaction (not an older one of the same number) */
             else if (me >= 0 && me < (int64_t)epoch)
                 ours_before++;
         }

@@ -3,17 +3,17 @@
  *
  * Producer (the epoch coordinator's thread only). nf_kafka_produce_epoch() writes one epoch's
  * outputs: with kafka.exactly_once, inside one transaction together with the input offsets
- * (send_offsets_to_transaction; the metadata is "epoch=<n>;writer=<transactional id>"); otherwise
- * with the idempotent producer (at-least-once across producer sessions; deterministic keys let
- * consumers dedup). Every record carries three headers: nf-writer (the transactional id), nf-epoch
- * and nf-seq (its index among the epoch's records), so that recovery can tell which records of an
- * undecided epoch reached the log: nf_kafka_scan_epoch() reads the output partitions back with
- * isolation.level=read_committed from the positions the pending record noted and marks the seqs
- * found. A broker that hides aborted transactions hides them from this scan too, so they are
- * produced again; one that does not (librdkafka 2.0's mock cluster keeps aborted records visible
- * and does not store transactional offset commits) shows them, so they are not produced twice.
- * Either way every record ends up in the log exactly once (single writer per transactional id:
- * init_transactions fences a previous incarnation).
+ * (send_offsets_to_transaction; the metadata is "epoch=<n>;nonce=<n>;writer=<transactional id>");
+ * otherwise with the idempotent producer (at-least-once across producer sessions; deterministic
+ * keys let consumers dedup). Every record carries three headers: nf-writer (the transactional id),
+ * nf-epoch and nf-seq (its index among the epoch's records), so that recovery can tell which
+ * records of an undecided epoch reached the log: nf_kafka_scan_epoch() reads the output partitions
+ * back with isolation.level=read_committed from the positions the pending record noted and marks
+ * the seqs found. A broker that hides aborted transactions hides them from this scan too, so they
+ * are produced again; one that does not (librdkafka 2.0's mock cluster keeps aborted records
+ * visible and does not store transactional offset commits) shows them, so they are not produced
+ * twice. Either way every record ends up in the log exactly once (single writer per transactional
+ * id: init_transactions fences a previous incarnation).
  *
  * Consumer. One KafkaConsumer in the group kafka.group_id (cooperative-sticky), subscribed to
  * the input topics, isolation.level=read_committed, no auto-commit and no offset store: the
@@ -135,22 +135,23 @@ typedef struct nf_kafka_offset {
 /* Produces the records of an epoch (bufs: nf_outbuf data, records numbered 0.. in order) that
  * are not marked in `present` (a bitmap of nrecords bits; NULL = none present) and commits.
  * 0, or -errno with err (nothing is known about what reached the log: scan and call again). */
-int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, const nf_blob_t *bufs, unsigned nbufs,
-                           const uint8_t *present, const nf_kafka_offset_t *offsets,
+int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const nf_blob_t *bufs,
+                           unsigned nbufs, const uint8_t *present, const nf_kafka_offset_t *offsets,
                            size_t noffsets, char *err, size_t errlen);
 typedef enum {
     NF_KAFKA_UNKNOWN = 0,
     NF_KAFKA_COMMITTED,
     NF_KAFKA_NOT_COMMITTED
 } nf_kafka_outcome_t;
-/* Whether the transaction of (this writer, epoch) committed, from the consumer group's committed
- * offsets of the epoch's input partitions: every transaction commits them with the metadata
- * "epoch=<n>;writer=<transactional id>". Only on a broker that stores transactional offset
- * commits (Apache Kafka; not librdkafka's mock) and only after init_transactions (which
- * completes or aborts the previous incarnation's transaction): COMMITTED if a partition names
- * this epoch, NOT_COMMITTED if all name an earlier epoch of this writer, else UNKNOWN (then scan).
- * why says what was seen. */
-nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch,
+/* Whether the transaction of (this writer, epoch, nonce) committed, from the consumer group's
+ * committed offsets of the epoch's input partitions: every transaction commits them with the
+ * metadata "epoch=<n>;nonce=<nonce>;writer=<transactional id>" (the nonce is the pending record's:
+ * after a restored checkpoint the same epoch number comes again, with another nonce). Only on a
+ * broker that stores transactional offset commits (Apache Kafka; not librdkafka's mock) and only
+ * after init_transactions (which completes or aborts the previous incarnation's transaction):
+ * COMMITTED if a partition names this epoch and nonce, NOT_COMMITTED if all name an earlier
+ * epoch of this writer, else UNKNOWN (then scan). why says what was seen. */
+nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_t nonce,
                                           const nf_kafka_offset_t *offsets, size_t n, char *why,
                                           size_t whylen);
 /* Marks in present (nrecords bits, zeroed by the caller) the records of (this writer, epoch)

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -345,14 +346,19 @@ static int cut(nf_epoch_t *ep, bool final, nf_kafka_offset_t *offs, size_t *noff
 
 /* ---------------------------------------------------------------- commit */
 
-static void header_json(nf_epoch_t *ep, uint64_t e, const nf_kafka_offset_t *offs, size_t noffs,
-                        uint64_t records)
+/* The pending record's header. nonce tells this epoch's transaction apart from an earlier one of
+ * the same number (a restored checkpoint numbers epochs again from its own): it goes into the
+ * offsets' commit metadata, which nf_kafka_epoch_outcome matches. */
+static void header_json(nf_epoch_t *ep, uint64_t e, uint64_t nonce, const nf_kafka_offset_t *offs,
+                        size_t noffs, uint64_t records)
 {
     nf_jw_t *w = &ep->jw;
     nf_jw_reset(w);
     nf_jw_obj_open(w);
     nf_jw_key(w, "epoch");
     nf_jw_u64(w, e);
+    nf_jw_key(w, "nonce");
+    nf_jw_u64(w, nonce);
     nf_jw_key(w, "time_ms");
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -405,14 +411,14 @@ static int parse_offsets(const cJSON *h, int64_t dst[NF_INPUT__COUNT][NF_EPOCH_M
  * the group's offsets answer without reading the outputs back; otherwise (the mock, another
  * writer's metadata) the outputs are scanned. 1: all of it (committed: nothing to do); 0: *present
  * marks what is there (NULL: nothing); <0: -errno with err (the scan failed). */
-static int settle(nf_epoch_t *ep, uint64_t e, uint64_t records, const char *positions,
-                  const nf_kafka_offset_t *offs, size_t noffs, uint8_t **present, char *err,
-                  size_t errlen)
+static int settle(nf_epoch_t *ep, uint64_t e, uint64_t nonce, uint64_t records,
+                  const char *positions, const nf_kafka_offset_t *offs, size_t noffs,
+                  uint8_t **present, char *err, size_t errlen)
 {
     char why[200];
     nf_kafka_outcome_t oc =
         ep->force_scan ? NF_KAFKA_UNKNOWN
-                       : nf_kafka_epoch_outcome(ep->kafka, e, offs, noffs, why, sizeof why);
+                       : nf_kafka_epoch_outcome(ep->kafka, e, nonce, offs, noffs, why, sizeof why);
     if (ep->force_scan)
         snprintf(why, sizeof why, "NF_TEST_FORCE_SCAN is set");
     nf_log(NF_LOG_INFO, "epoch", "pending epoch: outcome from the committed offsets",
@@ -447,15 +453,16 @@ static int settle(nf_epoch_t *ep, uint64_t e, uint64_t records, const char *posi
 /* Produces an epoch's records to Kafka in a transaction. Retries settle what is in Kafka first
  * and produce the rest; a producer stuck in a fatal error (not fencing) is replaced, which
  * settles its transaction. 0, or -errno once retrying is hopeless (-ESTALE: fenced). */
-static int produce(nf_epoch_t *ep, uint64_t e, const nf_blob_t *bufs, unsigned nbufs,
-                   uint64_t records, const char *positions, const nf_kafka_offset_t *offs,
-                   size_t noffs, bool recovering, char *err, size_t errlen)
+static int produce(nf_epoch_t *ep, uint64_t e, uint64_t nonce, const nf_blob_t *bufs,
+                   unsigned nbufs, uint64_t records, const char *positions,
+                   const nf_kafka_offset_t *offs, size_t noffs, bool recovering, char *err,
+                   size_t errlen)
 {
     uint8_t *present = NULL;
     int r = 0;
     for (unsigned attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
         if (recovering || attempt > 0) {
-            r = settle(ep, e, records, positions, offs, noffs, &present, err, errlen);
+            r = settle(ep, e, nonce, records, positions, offs, noffs, &present, err, errlen);
             if (r == 1) {
                 r = 0;
                 break;
@@ -469,7 +476,8 @@ static int produce(nf_epoch_t *ep, uint64_t e, const nf_blob_t *bufs, unsigned n
                 continue;
             }
         }
-        r = nf_kafka_produce_epoch(ep->kafka, e, bufs, nbufs, present, offs, noffs, err, errlen);
+        r = nf_kafka_produce_epoch(ep->kafka, e, nonce, bufs, nbufs, present, offs, noffs, err,
+                                   errlen);
         if (r == 0 || r == -ESTALE)
             break;
         nf_counter_inc(ep->m_failures);
@@ -596,7 +604,13 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         bufs[s] = (nf_blob_t){ep->shards[s].taken.data, ep->shards[s].taken.len};
         records += ep->shards[s].taken.count;
     }
-    header_json(ep, e, offs, noffs, records);
+    uint64_t nonce = 0;
+    while (!nonce && getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
+        ;
+    nonce &= (1ull << 53) - 1; /* read back through cJSON's double */
+    if (!nonce)
+        nonce = 1;
+    header_json(ep, e, nonce, offs, noffs, records);
     if (ep->st) {
         r = nf_store_pending_write(ep->st, e, ep->jw.buf, ep->batches, ep->nshards, bufs,
                                    ep->nshards, err, errlen);
@@ -610,7 +624,8 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     if (r == 0) {
         fault_at("after_pending");
         if (ep->kafka)
-            r = produce(ep, e, bufs, ep->nshards, records, NULL, offs, noffs, false, err, errlen);
+            r = produce(ep, e, nonce, bufs, ep->nshards, records, NULL, offs, noffs, false, err,
+                        errlen);
     }
     if (r == 0) {
         fault_at("after_commit");
@@ -680,8 +695,10 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
             const cJSON *pos = cJSON_GetObjectItemCaseSensitive(h, "positions");
             if (pos)
                 positions = cJSON_PrintUnformatted(pos);
-            r = produce(ep, p.epoch, p.outputs, p.noutputs, records, positions, offs, noffs, true,
-                        err, errlen);
+            const cJSON *nj = cJSON_GetObjectItemCaseSensitive(h, "nonce");
+            uint64_t nonce = cJSON_IsNumber(nj) ? (uint64_t)nj->valuedouble : 0;
+            r = produce(ep, p.epoch, nonce, p.outputs, p.noutputs, records, positions, offs, noffs,
+                        true, err, errlen);
             free(positions);
         }
         if (r == 0) {

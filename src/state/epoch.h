@@ -26,16 +26,24 @@
  *   c. apply    the pending record is applied to the live state; participants learn the epoch
  *               is durable (their entries become evictable);
  *   d. named checkpoint every checkpoint.retain_every epochs, pruned to retain_count.
- * Recovery on start rolls a pending record FORWARD (never discards it): the output partitions
- * it touched are read back (read_committed) from the positions recorded in it, records of this
- * writer and epoch already there are counted by nf-seq, the missing ones are produced in a new
- * transaction, then the record is applied. Exactly once with a broker that hides aborted
- * transactions, and also with one that does not (librdkafka's mock cluster): see kafka.h.
- * (DESIGN §3 reads Kafka's committed offsets as the decision record and discards an undecided
- * batch; rolling forward needs no decision and keeps crawl results, which are not replayable.)
+ * Recovery on start rolls a pending record FORWARD (never discards it). What of the epoch is in
+ * Kafka already is settled first: on a broker that keeps transactional offset commits (Apache
+ * Kafka), the consumer group's committed offsets answer it (each transaction commits them with
+ * "epoch=N;nonce=X;writer=TXID"; init_transactions has completed or aborted the previous
+ * incarnation's transaction by then): this epoch and nonce = committed, nothing to produce; an
+ * earlier epoch of this writer everywhere = not committed, its records were aborted, produce
+ * all. Otherwise (librdkafka's mock keeps no such offsets and shows aborted records; another
+ * writer's metadata) the output partitions it touched are read back (read_committed) from the
+ * positions recorded in it and records of this writer and epoch are counted by nf-seq. The
+ * missing records are produced in a new transaction, then the record is applied. Every retry of
+ * a failed commit, and a producer replaced after a fatal error, settles the same way. Exactly
+ * once either way: see kafka.h. (DESIGN §3 now states this roll-forward rule; the offsets-first
+ * step is this code's addition, listed in README's departures.)
  *
  * Fault injection for the crash tests: NF_FAULT="<point>:<epoch>" makes the process _exit(137)
- * (as if SIGKILLed) at that point of that epoch's commit; points: after_cut, after_pending,
+ * (as if SIGKILLed) at that point of that epoch's commit, "<point>:<epoch>:stall=<ms>" sleeps
+ * there instead (tests act on brokers meanwhile); NF_TEST_FORCE_SCAN=1 skips the offsets and
+ * always reads back; points: after_cut, after_pending,
  * mid_produce, before_commit, after_commit, after_apply, mid_checkpoint.
  *
  * Threads: nf_epoch_emit / nf_epoch_set_offset / nf_epoch_participant_add from the shard whose

@@ -25,8 +25,11 @@ runs this with larger --sizes to measure the read-back cost (perf/README.md).
 Needs Apache Kafka (NF_TEST_BROKER=kafka:...): the mock shows aborted records and keeps no
 transactional offsets, which is exactly what this checks.
 
+Then one more case: a checkpoint restore numbers epochs again, so an epoch number comes twice;
+the second, left pending, must not pass for committed (case_restore).
+
 Usage: python3 recovery_rule.py NEWSFLOW SRCDIR [--points P,P] [--methods offsets,scan]
-                                [--sizes N,N] [--interval MS]
+                                [--sizes N,N] [--interval MS] [--no-restore]
   --interval MS   checkpoint.interval_ms of the run that dies (default 5000): long enough for
                   the job to take all SIZE events into that one epoch
 """
@@ -119,6 +122,50 @@ def case(ctx, point, method, size, interval_ms):
                "the aborted %d beside the %d produced again" % (logged, size)))
 
 
+def case_restore(ctx):
+    """A restored checkpoint numbers epochs again, so epoch L comes a second time while the
+    group's offsets still name the first epoch L. The second one, left pending, must not pass
+    for committed (the nonce in the offsets' metadata tells the two apart): its records,
+    including the outputs of events the first epoch L never saw, are produced."""
+    ctx.log("==== restore: the same epoch number twice ====")
+    broker = acclib.start_broker(ctx, name="restore")
+    ev = acclib.Events(users=20, prefix="s")
+    state = ctx.path("state-restore")
+    acclib.kcat_produce(ctx, broker, "read-events", ev.make(100), tag="restore-a")
+    j1 = acclib.Job(ctx, broker, state, interval_ms=300, tag="restore-1",
+                    sets=["checkpoint.retain_every=1", "checkpoint.retain_count=50"])
+    acclib.wait_all_consumed(ctx, j1, broker, ev.valid)
+    ctx.check(j1.terminate(60) == 0, "first run: exit after SIGTERM", j1)
+    last = j1.last_epoch()
+    acclib.kcat_produce(ctx, broker, "read-events", ev.make(500), tag="restore-b")
+    j2 = acclib.Job(ctx, broker, state, interval_ms=3000, tag="restore-2",
+                    args=["--from-checkpoint", str(last - 1)],
+                    env={"NF_FAULT": "after_pending:%d" % last})
+    rc = j2.wait_exit(180, "the fault at after_pending of the second epoch %d" % last)
+    ctx.check(rc == 137, "the restored run should have died at after_pending of epoch %d (exit "
+              "%s)" % (last, rc), j2)
+    j3 = acclib.Job(ctx, broker, state, interval_ms=300, tag="restore-3")
+    ctx.wait_for("the roll-forward", lambda: j3.msgs("pending epoch rolled forward"),
+                 timeout=300, job=j3)
+    found = [o for o in j3.msgs("epoch outputs already in Kafka") if o.get("epoch") == last]
+    ctx.check(found and found[0].get("found") == 0 and found[0].get("records", 0) > 0,
+              "the second epoch %d was pending with none of its records in Kafka, yet the "
+              "roll-forward found %r (outcome: %r)" %
+              (last, found, j3.msgs("pending epoch: outcome from the committed offsets")), j3)
+    acclib.wait_all_consumed(ctx, j3, broker, ev.valid, timeout=300)
+    ctx.check(j3.terminate(60) == 0, "exit after SIGTERM", j3)
+    # A restore replays what followed the checkpoint (the same records again, DESIGN §3): every
+    # (user, version) must be there; repeats of the replayed ones are expected.
+    seen = {}
+    for k, h, v in acclib.read_outputs(ctx, broker, "interest-updates"):
+        seen.setdefault(v["user_id"], set()).add(v["version"])
+    missing = [(u, n) for u, c in ev.counts.items() for n in range(1, c + 1)
+               if n not in seen.get(u, ())]
+    ctx.check(not missing, "%d (user, version) missing after the restore, e.g. %s" %
+              (len(missing), missing[:6]))
+    ctx.log("every (user, version) of %d events is in interest-updates" % ev.valid)
+
+
 def body(ctx):
     if acclib.broker_kind(ctx) != "kafka":
         ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
@@ -127,11 +174,15 @@ def body(ctx):
     args = sys.argv[3:]
     while args:
         k = args.pop(0)
+        if k == "--no-restore":
+            continue
         if k.startswith("--") and k[2:] in opts and args:
             v = args.pop(0).split(",")
             opts[k[2:]] = [int(x) for x in v] if k in ("--sizes", "--interval") else v
         else:
             ctx.fail("unknown argument %r (--points, --methods, --sizes, --interval)" % k)
+    if "--no-restore" not in sys.argv:
+        case_restore(ctx)
     for size in opts["sizes"]:
         for point in opts["points"]:
             for method in opts["methods"]:
