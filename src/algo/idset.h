@@ -1,5 +1,6 @@
-/* idset.h — a set of 128-bit ids with a 64-bit value each: the shard-local ArticleKey table
- * (article_id -> first-seen time) that makes "one article per URL" hold.
+/* idset.h — a set of 128-bit ids with a 64-bit value each, in memory: today the sources list's
+ * index of source ids (actors/sources.c). (It held the ArticleKey table before that became keyed
+ * state over RocksDB in actors/dedup.c.)
  *
  * Open addressing with linear probing over a power-of-two table kept at most 3/4 full; ids are
  * already uniform (SHA-256 prefixes), so their first word is the hash. Grows by doubling (the

@@ -100,7 +100,8 @@ typedef struct nf_kafka_opts {
 nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen);
 void nf_kafka_free(nf_kafka_t *k);
 int nf_kafka_subscribe(nf_kafka_t *k, char *err, size_t errlen);
-/* Leaves the group (revoke runs without committing again if `final`). */
+/* Leaves the group: undoes the partitions' forwarding and pauses, then closes the consumer;
+ * the revoke callback does not commit again (the final epoch is committed before this). */
 void nf_kafka_close_consumer(nf_kafka_t *k);
 
 const char *nf_kafka_output_topic(const nf_kafka_t *k, nf_topic_t t);

@@ -1,7 +1,8 @@
 /* sink.h — where the job's outputs go (DESIGN.md §4 topics).
  *
- * An interface so the Kafka issue can put a transactional producer behind the same calls.
- * Today's backends: "jsonl:PATH" appends one JSON object per line,
+ * Outputs reach Kafka through the epoch's transaction (state/epoch.h, io/kafka.h); a sink is
+ * the tee of what committed (`sink.spec`, default stdout) and a benchmark's output. Backends:
+ * "jsonl:PATH" appends one JSON object per line,
  *   {"topic":"articles","key":"<key>","value":{...}}
  * to PATH ("-" = stdout), and "none" discards (benchmarks). Each shard emits into its own
  * buffer (no locks, no syscall per record) and flushes it with one write(2) on an O_APPEND file
