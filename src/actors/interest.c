@@ -674,14 +674,20 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
     return NF_INTEREST_UPDATED;
 }
 
-int nf_interest_get(nf_interest_t *e, uint16_t kg, const char *user_id, int64_t now_ms,
-                    nf_interest_out_t *out)
+int nf_interest_get_key(nf_interest_t *e, uint16_t kg, nf_id128_t user, int64_t now_ms,
+                        nf_interest_out_t *out)
 {
     user_state_t us;
-    int rc = user_load(e, kg, nf_interest_user_key(user_id), now_ms, &us);
+    int rc = user_load(e, kg, user, now_ms, &us);
     if (rc == 1)
         out_of(&us, out);
     return rc;
+}
+
+int nf_interest_get(nf_interest_t *e, uint16_t kg, const char *user_id, int64_t now_ms,
+                    nf_interest_out_t *out)
+{
+    return nf_interest_get_key(e, kg, nf_interest_user_key(user_id), now_ms, out);
 }
 
 size_t nf_interest_snapshot(nf_interest_t *e, nf_store_batch_t *b, uint64_t epoch)

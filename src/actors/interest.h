@@ -182,6 +182,9 @@ void nf_interest_prefetch_step(nf_interest_t *e, nf_interest_read_t *first, size
  * -EIO). */
 int nf_interest_get(nf_interest_t *e, uint16_t kg, const char *user_id, int64_t now_ms,
                     nf_interest_out_t *out);
+/* The same by the user's key (nf_interest_user_key). */
+int nf_interest_get_key(nf_interest_t *e, uint16_t kg, nf_id128_t user, int64_t now_ms,
+                        nf_interest_out_t *out);
 
 /* Barrier: the users' dirty entries and the seen keys added since the last barrier into b (may
  * be NULL: memory only). Returns entries written. Out of memory marks b failed

@@ -852,7 +852,96 @@ typedef struct rd {
     bool seen_over_budget;
     nf_jw_t jw;
     nf_timer_t gauges;
+    /* interest.coalesce: the users updated since the last flush, user key -> (kg << 48 |
+     * name_at << 16 | name_len), their ids in names */
+    nf_idset_t pending;
+    char *names;
+    size_t names_len, names_cap;
 } rd_t;
+
+static void emit_update(rd_t *d, const char *user_id, const nf_interest_out_t *out)
+{
+    nf_jw_t *w = &d->jw;
+    nf_jw_reset(w);
+    nf_interest_json_keys(out, user_id, &d->keys, w);
+    if (w->failed || nf_analytics_emit(d->an, nf_shard_index(d->sh), NF_TOPIC_INTEREST_UPDATES,
+                                       user_id, w->buf, w->len) != 0) {
+        nf_log(NF_LOG_ERROR, "interest", "out of memory for outputs; stopping the job", NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(d->sh));
+        return;
+    }
+    nf_counter_inc(d->r->m.updates);
+}
+
+/* One record per waiting user, its state as it is now (the latest of the updates it had since
+ * the last flush), then the set is empty. At the cut (reads_snapshot) and when it is full. */
+static void flush_pending(rd_t *d)
+{
+    const nf_idset_t *s = &d->pending;
+    int64_t now = nf_wall_ms();
+    char name[65536];
+    for (size_t i = 0; s->slots && i <= s->mask + (s->has_zero ? 1 : 0); i++) {
+        nf_id128_t key;
+        uint64_t v;
+        if (i <= s->mask) {
+            key = s->slots[i].id;
+            v = s->slots[i].value;
+            if (!key.hi && !key.lo)
+                continue;
+        } else {
+            key = (nf_id128_t){0, 0};
+            v = s->zero_value;
+        }
+        uint16_t kg = (uint16_t)(v >> 48), len = (uint16_t)v;
+        memcpy(name, d->names + ((v >> 16) & 0xffffffffu), len);
+        name[len] = 0;
+        nf_interest_out_t out;
+        int rc = nf_interest_get_key(d->eng, kg, key, now, &out);
+        if (rc != 1) {
+            /* The user was updated moments ago: only a store that cannot be read lands here. */
+            nf_counter_inc(d->r->m.state_errors);
+            nf_log(NF_LOG_ERROR, "interest", "a coalesced user's state cannot be read; stopping",
+                   NF_LS("user_id", name), NF_LI("rc", rc),
+                   NF_LS("error", nf_interest_error(d->eng)), NF_LEND);
+            nf_runtime_fail(nf_shard_runtime(d->sh));
+            break;
+        }
+        emit_update(d, name, &out);
+    }
+    nf_idset_clear(&d->pending);
+    d->names_len = 0;
+}
+
+/* Notes a user whose update is to be emitted at the next flush. false: out of memory. */
+static bool note_pending(rd_t *d, const nf_interest_read_t *rd, const char *user_id)
+{
+    size_t len = strlen(user_id);
+    if (len > UINT16_MAX)
+        len = UINT16_MAX;
+    if (!d->pending.slots && nf_idset_init(&d->pending, 4096) != 0)
+        return false;
+    if (nf_idset_get(&d->pending, rd->user, NULL))
+        return true;
+    if (d->names_len + len > d->names_cap) {
+        size_t cap = d->names_cap ? d->names_cap * 2 : 1 << 16;
+        while (cap < d->names_len + len)
+            cap *= 2;
+        char *n = realloc(d->names, cap);
+        if (!n)
+            return false;
+        d->names = n;
+        d->names_cap = cap;
+    }
+    memcpy(d->names + d->names_len, user_id, len);
+    uint64_t v = (uint64_t)rd->kg << 48 | (uint64_t)d->names_len << 16 | len;
+    d->names_len += len;
+    if (nf_idset_insert(&d->pending, rd->user, v, NULL) < 0)
+        return false;
+    nf_counter_inc(d->r->m.coalesced);
+    if (nf_idset_count(&d->pending) >= d->r->coalesce_max)
+        flush_pending(d);
+    return true;
+}
 
 static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, uint64_t now_ms)
 {
@@ -889,16 +978,14 @@ static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, u
         nf_runtime_fail(nf_shard_runtime(d->sh));
         return;
     }
-    nf_jw_t *w = &d->jw;
-    nf_jw_reset(w);
-    nf_interest_json_keys(&out, user_id, &d->keys, w);
-    if (w->failed || nf_analytics_emit(d->an, nf_shard_index(d->sh), NF_TOPIC_INTEREST_UPDATES,
-                                       user_id, w->buf, w->len) != 0) {
-        nf_log(NF_LOG_ERROR, "interest", "out of memory for outputs; stopping the job", NF_LEND);
+    if (!r->coalesce_max) {
+        emit_update(d, user_id, &out);
+    } else if (!note_pending(d, &it->rd, user_id)) {
+        nf_log(NF_LOG_ERROR, "interest", "out of memory for coalesced updates; stopping the job",
+               NF_LEND);
         nf_runtime_fail(nf_shard_runtime(d->sh));
         return;
     }
-    nf_counter_inc(r->m.updates);
     if (r->slow_us) {
         uint64_t until = nf_now_ns() + (uint64_t)r->slow_us * 1000u;
         while (nf_now_ns() < until)
@@ -938,7 +1025,10 @@ static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 
 static void reads_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
-    nf_interest_snapshot(((rd_t *)self)->eng, b, epoch);
+    rd_t *d = self;
+    if (nf_idset_count(&d->pending)) /* the coalesced updates belong to the epoch being cut */
+        flush_pending(d);
+    nf_interest_snapshot(d->eng, b, epoch);
     (void)sh;
 }
 
@@ -1031,6 +1121,8 @@ static void reads_fini(nf_shard_t *sh, void *self)
     nf_interest_free(d->eng);
     nf_interest_keys_free(&d->keys);
     nf_jw_free(&d->jw);
+    nf_idset_free(&d->pending);
+    free(d->names);
     free(d);
 }
 
@@ -1055,6 +1147,10 @@ int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r)
                             "stage=\"decode\"", 0, &r->m.dead_letters);
     e |= nf_metrics_counter("newsflow_interest_updates_total",
                             "Per-user updates emitted (interest-updates).", NULL, 0, &r->m.updates);
+    e |= nf_metrics_counter("newsflow_interest_updates_coalesced_total",
+                            "Users noted for an update at the epoch's end (interest.coalesce): "
+                            "each becomes one interest-updates record however many reads it had.",
+                            NULL, 0, &r->m.coalesced);
     e |= nf_metrics_counter("newsflow_kafka_pauses_total",
                             "Times a shard paused its partitions (downstream full).", NULL, 0,
                             &r->m.pauses);

@@ -72,9 +72,13 @@ typedef struct nf_reads {
     uint32_t pause_high_water, pause_low_water;
     size_t budget_bytes; /* keyed state per shard */
     uint32_t slow_us;    /* test knob: the reads actor spins this long per event */
+    /* interest.coalesce: one interest-updates record per user per epoch, its latest state (the
+     * versions in between are not emitted), rendered when the epoch is cut or when more than
+     * coalesce_max users wait on a shard; 0 = one record per counted event. */
+    uint32_t coalesce_max;
     int in_actor, reads_actor;
     struct {
-        nf_counter_t records, events, dead_letters, updates, pauses, resumes;
+        nf_counter_t records, events, dead_letters, updates, pauses, resumes, coalesced;
         nf_counter_t state_errors;
         nf_gauge_t held_events, paused_shards, state_bytes, state_entries;
         nf_gauge_t event_id_keys, event_id_bytes, seen_keys, seen_bytes;

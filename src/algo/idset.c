@@ -98,6 +98,15 @@ bool nf_idset_get(const nf_idset_t *s, nf_id128_t id, uint64_t *value)
     return true;
 }
 
+void nf_idset_clear(nf_idset_t *s)
+{
+    if (s->slots)
+        memset(s->slots, 0, (s->mask + 1) * sizeof *s->slots);
+    s->count = 0;
+    s->has_zero = false;
+    s->zero_value = 0;
+}
+
 size_t nf_idset_bytes(const nf_idset_t *s)
 {
     return (s->mask + 1) * sizeof *s->slots;

@@ -42,6 +42,8 @@ static inline size_t nf_idset_count(const nf_idset_t *s)
 {
     return s->count + (s->has_zero ? 1 : 0);
 }
+/* Empties the set, keeping its memory (O(capacity)). */
+void nf_idset_clear(nf_idset_t *s);
 /* Bytes of memory held (for metrics and the memory budget). */
 size_t nf_idset_bytes(const nf_idset_t *s);
 

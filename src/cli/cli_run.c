@@ -567,15 +567,17 @@ int nf_cli_run(int argc, char **argv)
         return NF_EXIT_USAGE;
     }
     c.in.an = &c.an;
-    c.reads = (nf_reads_t){.kafka = c.kafka,
-                           .ingest = &c.in,
-                           .epoch = c.epoch,
-                           .an = &c.an,
-                           .store = c.store,
-                           .max_event_bytes = cfg->kafka.max_event_bytes,
-                           .pause_high_water = cfg->kafka.pause_high_water,
-                           .pause_low_water = cfg->kafka.pause_low_water,
-                           .budget_bytes = (size_t)cfg->state.budget_mb << 20};
+    c.reads =
+        (nf_reads_t){.kafka = c.kafka,
+                     .ingest = &c.in,
+                     .epoch = c.epoch,
+                     .an = &c.an,
+                     .store = c.store,
+                     .max_event_bytes = cfg->kafka.max_event_bytes,
+                     .pause_high_water = cfg->kafka.pause_high_water,
+                     .pause_low_water = cfg->kafka.pause_low_water,
+                     .budget_bytes = (size_t)cfg->state.budget_mb << 20,
+                     .coalesce_max = cfg->interest.coalesce ? cfg->interest.coalesce_max_users : 0};
     const char *slow = getenv("NF_TEST_SLOW_READS_US"); /* backpressure test knob */
     if (slow)
         c.reads.slow_us = (uint32_t)strtoul(slow, NULL, 10);

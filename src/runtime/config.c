@@ -216,6 +216,11 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_ENUM, interest.unknown_articles), .choices = cfg_unknown_articles, .def = "skip",
      .help = "a read of an article without a topic vector: skip (counted) or empty (the user's "
              "version and decay move, the direction does not)"},
+    {KEY(CFG_BOOL, interest.coalesce), .def = "false",
+     .help = "one interest-updates record per user per epoch, the latest (the versions in between "
+             "are not emitted): far fewer outputs when users read several articles an epoch"},
+    {KEY(CFG_U32, interest.coalesce_max_users), .min = 1, .max = 100000000, .def = "262144",
+     .help = "with coalesce: users waiting on a shard before their updates go out early"},
 };
 
 #define CFG_NKEYS    (sizeof cfg_keys / sizeof cfg_keys[0])

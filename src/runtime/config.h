@@ -150,7 +150,9 @@ typedef struct nf_config {
     struct {
         double alpha, gamma;
         uint32_t seen_ttl_s, table_max;
-        int unknown_articles; /* 0 "skip", 1 "empty" */
+        int unknown_articles;        /* 0 "skip", 1 "empty" */
+        bool coalesce;               /* one record per user per epoch */
+        uint32_t coalesce_max_users; /* per shard, before an early flush */
     } interest;
 } nf_config_t;
 
