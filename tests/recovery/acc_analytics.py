@@ -2,7 +2,8 @@
 
 A loopback feed server serves three RSS feeds whose articles include planted near-duplicate
 groups (one member per feed, the same story with one word changed) and unrelated singles. Two
-runs of the whole job, each against its own standalone mock Kafka cluster and state directory:
+runs of the whole job, each against its own standalone mock Kafka cluster (on a real broker,
+NF_TEST_BROKER: its own topic prefix, group and transactional id) and state directory:
 
   A  uninterrupted: crawl -> classify -> dedup -> cluster; then a fixed list of read events
      (out of order within the allowed lateness, some late beyond it, repeated event ids,
@@ -231,16 +232,18 @@ def iso_ms(s):
 
 
 def run(ctx, feeds, tag, kills):
-    mock = acclib.Mock(ctx, partitions=PARTITIONS)
-    B = mock.bootstrap
+    B = acclib.start_broker(ctx, name=tag, partitions=PARTITIONS)
     state = ctx.path("state-" + tag)
-    sets = ["kafka.transactional_id=acc-analytics-" + tag, "runtime.shards=2",
+    sets = ["runtime.shards=2",
             "sources.urls=" + ",".join(feeds.urls()), "fetch.allow_private=127.0.0.0/8",
             "crawl.host_spacing_ms=0", "crawl.host_max_concurrent=8",
             "classify.taxonomy=" + os.path.join(ctx.srcdir, "config", "taxonomy.json"),
             "trending.exact=true", "trending.window_s=%d" % (WINDOW_MS // 1000),
             "trending.idle_ms=3600000", "trending.lateness_ms=%d" % LATENESS_MS,
             "demo.read_events_per_s=0", "interest.unknown_articles=skip"]
+    if B.kind == "mock":
+        # on a real broker Broker.job_sets names the transactional id (under the prefix)
+        sets.insert(0, "kafka.transactional_id=acc-analytics-" + tag)
     n_articles = feeds.narticles()
     slow = {"NF_TEST_SLOW_READS_US": "4000"} if kills else {}
     job = acclib.Job(ctx, B, state, sets=sets, tag=tag + "1")

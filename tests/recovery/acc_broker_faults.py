@@ -11,6 +11,10 @@ them.
 
 Runs twice: against 3 brokers and against 1 (then "down 1" is a whole-cluster outage).
 
+Mock only: the faults are the mock cluster's own fault injection, so this test always starts its
+own mock, whatever NF_TEST_BROKER says (its wrapper, test_mock_broker_faults.sh, is registered
+for the mock only); broker faults on a real Kafka cluster are tested under tests/kafka/.
+
 Usage: python3 acc_broker_faults.py NEWSFLOW SRCDIR [BROKERS ...]   (default: 3 1)
 """
 import json
@@ -35,8 +39,10 @@ def body(ctx):
 
 def scenario(ctx, brokers):
     ctx.log("==== %d broker(s) ====" % brokers)
-    mock = acclib.Mock(ctx, partitions=4, brokers=brokers)
-    B = mock.bootstrap
+    if acclib.broker_kind(ctx) != "mock":
+        ctx.log("mock-only test: NF_TEST_BROKER=%s ignored, starting a mock cluster" %
+                os.environ.get("NF_TEST_BROKER"))
+    B = acclib.mock_broker(ctx, partitions=4, brokers=brokers)
     state = ctx.path("state-%d" % brokers)
     # librdkafka logs its retries at debug level only: the job runs with librdkafka debug
     # contexts (a config file, since --set splits list values on commas) so that the log shows
@@ -105,7 +111,7 @@ def scenario(ctx, brokers):
     # if kcat's next wave still drew them all, the injection is repeated (at most 5 times).
     for attempt in range(1, 6):
         wave()
-        ans = mock.command("errors produce 20 NOT_LEADER_FOR_PARTITION")
+        ans = B.command("errors produce 20 NOT_LEADER_FOR_PARTITION")
         ctx.check(ans == "ok", "mock refused 'errors produce': %r" % ans)
         wait_outputs("after errors produce")
         wave()
@@ -119,7 +125,7 @@ def scenario(ctx, brokers):
 
     # EndTxn errors: only the job sends EndTxn.
     wave()
-    ans = mock.command("errors end_txn 3 COORDINATOR_NOT_AVAILABLE")
+    ans = B.command("errors end_txn 3 COORDINATOR_NOT_AVAILABLE")
     ctx.check(ans == "ok", "mock refused 'errors end_txn': %r" % ans)
     wait_outputs("after errors end_txn")
     for _ in range(2):
@@ -127,13 +133,13 @@ def scenario(ctx, brokers):
     wait_outputs("after errors end_txn")
 
     wave()
-    ans = mock.command("down 1")
+    ans = B.command("down 1")
     ctx.check(ans == "ok", "mock refused 'down 1': %r" % ans)
     t_down = time.monotonic()
     while time.monotonic() - t_down < 3.0:
         current()
         time.sleep(0.2)
-    ans = mock.command("up 1")
+    ans = B.command("up 1")
     ctx.check(ans == "ok", "mock refused 'up 1': %r" % ans)
     for _ in range(4):
         wave()
@@ -146,7 +152,7 @@ def scenario(ctx, brokers):
     for line in inputs:
         p, o, k = line.split("\t", 2)
         if k.startswith("bad"):
-            bad_pos.add("read-events/%s/%s" % (p, o))
+            bad_pos.add("%s/%s/%s" % (B.topic("read-events"), p, o))
         else:
             counts[k] = counts.get(k, 0) + 1
     valid = sum(counts.values())
@@ -216,7 +222,7 @@ def scenario(ctx, brokers):
                                           if not restarts else
                                           "stopped %d time(s) and recovered on restart: %r" %
                                           (len(restarts), restarts)))
-    ctx.stop_child(mock.proc)
+    B.stop()
 
 
 if __name__ == "__main__":

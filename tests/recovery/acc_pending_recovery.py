@@ -5,15 +5,31 @@ and interest-updates must end up holding every (user, version) exactly once.
 
   after_pending  pending record durable, nothing produced   -> rolled forward, found = 0, R > 0
   after_commit   transaction committed, not applied         -> rolled forward, found = R
-  mid_produce    part of the outputs sent, txn left open     -> rolled forward, 0 <= found <= R
-                 (a small epoch: in practice found = 0, nothing left librdkafka's queue)
-  mid_produce_burst  the same in a 20000-record epoch: in practice 0 < found < R
+  mid_produce    part of the outputs sent, txn left open     -> rolled forward
+                 mock: 0 <= found <= R (a small epoch: in practice found = 0, nothing left
+                 librdkafka's queue); real broker: found = 0 (see below)
+  mid_produce_burst  the same in a 20000-record epoch: on the mock often 0 < found < R
+  before_commit  every output flushed, txn left open         -> rolled forward
+                 mock: found = what kcat saw (the mock shows the open transaction's records:
+                 in practice R); real broker: found = 0 (see below)
   after_pending_busy after_pending while a slowed reads actor works through a 20000-event backlog
+                 (epochs 4, 5 and 6; on a real broker, whose first records come later, 5, 6, 7)
 
 After every restart: the read-events offsets it resumes from must cover exactly the events whose
 outputs are in the log for epochs <= E.
   after_apply    applied, before the named checkpoint        -> clean restart (no pending record)
   mid_checkpoint applied, named checkpoint not taken         -> clean restart, checkpoints verify
+
+Broker (NF_TEST_BROKER, see acclib.py): each scenario attempt runs in a fresh mock cluster, or on
+a real Kafka broker under a fresh topic prefix. On a real broker the open transaction a
+mid_produce / before_commit death leaves is aborted by the restarted producer's
+init_transactions, and aborted records are invisible to read_committed readers (the recovery
+scan, kcat): the roll forward finds none of the epoch's records (found = 0) and produces all R
+again. That is checked there with read_uncommitted reads as well: the records of E the log held
+before the restart (every one of them for before_commit; for mid_produce often none, as the
+process dies before librdkafka has registered the partitions with the transaction, sometimes
+part of a burst) are still in the log after it, next to the R committed ones, and
+read_committed shows exactly the R.
 
 Usage: python3 acc_pending_recovery.py NEWSFLOW SRCDIR [point ...]
 """
@@ -28,8 +44,11 @@ import acclib  # noqa: E402
 
 FAULT_EPOCH = 12      # epochs tick every 200 ms; events arrive continuously from before start
 RETAIN_EVERY = 4      # FAULT_EPOCH % RETAIN_EVERY == 0: mid_checkpoint fires at E
-POINTS = ["after_pending", "after_commit", "mid_produce", "mid_produce_burst", "after_apply",
-          "mid_checkpoint", "after_pending_busy"]
+POINTS = ["after_pending", "after_commit", "mid_produce", "mid_produce_burst", "before_commit",
+          "after_apply", "mid_checkpoint", "after_pending_busy"]
+# the points that leave the epoch's transaction open (on a real broker: aborted on restart)
+OPEN_TXN = ("mid_produce", "before_commit")
+ROLLED_FORWARD = ("after_pending", "after_commit") + OPEN_TXN
 # mid_produce_burst: 20000 events wait in read-events before the job starts, so that the first
 # epoch with input (epoch 3 in practice: the consumer's first fetch lands there) is large and the
 # producer has sent part of it when the process dies half-way through the epoch's records.
@@ -39,16 +58,22 @@ BURST_EPOCH, BURST_EVENTS = 3, 20000
 # the process dies right after epoch BUSY_EPOCH's pending record was written. The pending
 # record's input offsets must cover exactly the inputs whose outputs and state it holds.
 # The window (between the cut's resume and the read of the offsets) is short: three epochs are
-# tried, each in a fresh cluster.
+# tried, each in a fresh cluster (a fresh topic prefix on a real broker).
 BUSY_EPOCHS, BUSY_SLOW_US = (4, 5, 6), 40
+# On a real broker the consumer's first records land later and less regularly (epoch 3 to 6
+# observed: the connection, the offset query and every fetch take longer, and the broker shares
+# the machine), so an attempt whose fault epoch comes before any input is retried more often,
+# and the busy epochs start one later (the backlog then still lasts past the third one).
+BUSY_EPOCHS_KAFKA = (5, 6, 7)
+ATTEMPTS, ATTEMPTS_KAFKA = 3, 6
 
 
 class Producer(threading.Thread):
     """Produces small waves of events until stopped, so that every epoch around E has input."""
 
-    def __init__(self, ctx, bootstrap, ev, chunk=25, pause=0.04):
+    def __init__(self, ctx, broker, ev, chunk=25, pause=0.04):
         super().__init__(daemon=True)
-        self.ctx, self.bootstrap, self.ev = ctx, bootstrap, ev
+        self.ctx, self.broker, self.ev = ctx, broker, ev
         self.chunk, self.pause = chunk, pause
         self.stop_flag = threading.Event()
         self.error = None
@@ -59,7 +84,7 @@ class Producer(threading.Thread):
             while not self.stop_flag.is_set():
                 with self.lock:
                     lines = self.ev.make(self.chunk)
-                acclib.kcat_produce(self.ctx, self.bootstrap, "read-events", lines, tag="bg")
+                acclib.kcat_produce(self.ctx, self.broker, "read-events", lines, tag="bg")
                 time.sleep(self.pause)
         except BaseException as e:  # reported by stop()
             self.error = e
@@ -71,8 +96,9 @@ class Producer(threading.Thread):
             raise self.error
 
 
-def epoch_records_in_kafka(ctx, bootstrap, epoch, writer):
-    recs = acclib.read_all_outputs(ctx, bootstrap)  # trending windows are in the epochs too
+def epoch_records_in_kafka(ctx, broker, epoch, writer, isolation="read_committed"):
+    # trending windows are in the epochs too
+    recs = acclib.read_all_outputs(ctx, broker, isolation=isolation)
     return sum(1 for _, h, _ in recs
                if h.get("nf-writer") == writer and h.get("nf-epoch") == str(epoch))
 
@@ -82,14 +108,15 @@ class Retry(Exception):
 
 
 def scenario(ctx, point, epoch=None):
-    for attempt in range(1, 4):
+    attempts = ATTEMPTS_KAFKA if acclib.broker_kind(ctx) == "kafka" else ATTEMPTS
+    for attempt in range(1, attempts + 1):
         try:
             return scenario_attempt(ctx, point, attempt, epoch)
         except Retry as e:
-            ctx.log("%s: attempt %d inconclusive (%s); again with a fresh cluster" %
+            ctx.log("%s: attempt %d inconclusive (%s); again with a fresh cluster / prefix" %
                     (point, attempt, e))
-    ctx.fail("%s: the fault epoch never carried records in 3 attempts: the scenario cannot be "
-             "set up" % point)
+    ctx.fail("%s: the fault epoch never carried records in %d attempts: the scenario cannot be "
+             "set up" % (point, attempts))
 
 
 def scenario_attempt(ctx, tname, attempt, epoch=None):
@@ -98,15 +125,16 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
     FAULT_EPOCH = epoch or {"mid_produce_burst": BURST_EPOCH}.get(tname, globals()["FAULT_EPOCH"])
     backlog = tname in ("mid_produce_burst", "after_pending_busy")
     ctx.log("==== scenario %s:%d (attempt %d) ====" % (tname, FAULT_EPOCH, attempt))
-    mock = acclib.Mock(ctx, partitions=4)
-    B = mock.bootstrap
+    B = acclib.start_broker(ctx, name="%s-e%d-%d" % (tname, FAULT_EPOCH, attempt), partitions=4)
     state = ctx.path("state-%s-e%d-%d" % (tname, FAULT_EPOCH, attempt))
-    writer = "acc-pending-%s-e%d" % (tname, FAULT_EPOCH)
     # fetch.wait.max.ms: the mock answers an empty fetch only after the wait (500 ms by
     # default), which would leave 2 of every 3 epochs empty; with 10 ms every epoch has input.
-    sets = ["kafka.transactional_id=%s" % writer, "runtime.shards=2",
+    sets = ["runtime.shards=2",
             "checkpoint.retain_every=%d" % RETAIN_EVERY, "checkpoint.retain_count=20",
             "kafka.properties=fetch.wait.max.ms=10"]
+    if B.kind == "mock":
+        # on a real broker Broker.job_sets names the transactional id (under the prefix)
+        sets.insert(0, "kafka.transactional_id=acc-pending-%s-e%d" % (tname, FAULT_EPOCH))
     ev = acclib.Events(users=40)
     acclib.kcat_produce(ctx, B, "read-events",
                         ev.make(BURST_EVENTS if backlog else 300), tag="pre")
@@ -119,6 +147,7 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
         env1["NF_TEST_SLOW_READS_US"] = str(BUSY_SLOW_US)
     j1 = acclib.Job(ctx, B, state, sets=sets, env=env1,
                     tag="%s-e%d-run1-%d" % (tname, FAULT_EPOCH, attempt))
+    writer = j1.txid  # the nf-writer header of the job's records
 
     def died_or_passed():
         if not j1.alive():
@@ -132,7 +161,7 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
     prod.stop()
     if how == "passed":
         j1.kill()
-        ctx.stop_child(mock.proc)
+        B.stop()
         if point != "mid_produce":
             ctx.fail("%s: the job went past epoch %d without the fault firing" %
                      (point, FAULT_EPOCH), j1)
@@ -146,8 +175,17 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
     before = j1.committed_records()
     ctx.log("run 1: died at %s:%d; %d outputs committed before (last logged epoch %d); "
             "%d events produced so far" % (point, FAULT_EPOCH, before, j1.last_epoch(), ev.valid))
+    # read_committed; on a real broker an open transaction (mid_produce, before_commit) hides
+    # its records and everything after it until the restart aborts it
     in_kafka = epoch_records_in_kafka(ctx, B, FAULT_EPOCH, writer)
     ctx.log("records of epoch %d in Kafka before the restart: %d" % (FAULT_EPOCH, in_kafka))
+    u_before = None
+    if B.kind == "kafka" and point in OPEN_TXN:
+        # what the dead producer really wrote into the log (its transaction still open)
+        u_before = epoch_records_in_kafka(ctx, B, FAULT_EPOCH, writer,
+                                          isolation="read_uncommitted")
+        ctx.log("records of epoch %d in the log before the restart (read_uncommitted, the "
+                "transaction still open): %d" % (FAULT_EPOCH, u_before))
     if point == "after_pending":
         ctx.check(in_kafka == 0, "after_pending: %d records of epoch %d reached Kafka before the "
                   "restart, want 0 (the fault is before the produce)" % (in_kafka, FAULT_EPOCH))
@@ -163,14 +201,14 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
     scans = j2.msgs("epoch outputs already in Kafka")
     restored = j2.msgs("state restored")
     ctx.check(restored, "%s: no 'state restored' line after the restart" % point, j2)
-    if point in ("after_pending", "after_commit", "mid_produce"):
+    if point in ROLLED_FORWARD:
         ctx.check(len(pend) == 1 and pend[0].get("epoch") == FAULT_EPOCH,
                   "%s: want exactly one 'pending epoch found at start: rolling it forward' for "
                   "epoch %d, got %r" % (point, FAULT_EPOCH, pend), j2)
         R = pend[0].get("records")
         if R == 0:
             j2.kill()
-            ctx.stop_child(mock.proc)
+            B.stop()
             raise Retry("epoch %d had no records" % FAULT_EPOCH)
         ctx.check(isinstance(R, int) and R > 0,
                   "%s: the pending epoch %d has records=%r, want > 0 (events were arriving)" %
@@ -192,16 +230,39 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
                       j2)
             ctx.check(in_kafka == R, "after_commit: %d records of epoch %d in Kafka before the "
                       "restart, want all %d" % (in_kafka, FAULT_EPOCH, R))
+        elif B.kind == "kafka":
+            # mid_produce / before_commit on a real broker: the restarted producer's
+            # init_transactions aborted the open transaction and read_committed hides aborted
+            # records, so the scan finds none and the roll forward produces all R again (the
+            # mock, which shows them, finds what was sent: the branch below)
+            ctx.check(found == 0, "%s on a real broker: found=%r, want 0 (the open transaction "
+                      "was aborted on restart: its records are invisible to read_committed)" %
+                      (tname, found), j2)
+            ctx.check(in_kafka == 0, "%s on a real broker: kcat (read_committed) saw %d records of "
+                      "epoch %d before the restart, want 0 (the transaction was open)" %
+                      (tname, in_kafka, FAULT_EPOCH), j2)
+            ctx.check(0 <= u_before <= R, "%s: %d records of epoch %d in the log before the "
+                      "restart, more than the epoch's %d" % (tname, u_before, FAULT_EPOCH, R), j2)
+            if point == "before_commit":
+                ctx.check(u_before == R, "before_commit on a real broker: %d records of epoch %d "
+                          "in the log (read_uncommitted) before the restart, want all %d (they "
+                          "were flushed before the commit point)" % (u_before, FAULT_EPOCH, R), j2)
+            ctx.log("%s: found=0 of %d: the open transaction (%d of its records in the log) was "
+                    "aborted, the roll forward produced all %d again" % (tname, R, u_before, R))
         else:
             ctx.check(isinstance(found, int) and 0 <= found <= R,
-                      "mid_produce: found=%r not within [0, %d]" % (found, R), j2)
-            ctx.check(found == in_kafka, "mid_produce: the recovery scan found %d records of epoch "
-                      "%d, kcat saw %d before the restart" % (found, FAULT_EPOCH, in_kafka), j2)
+                      "%s: found=%r not within [0, %d]" % (point, found, R), j2)
+            ctx.check(found == in_kafka, "%s: the recovery scan found %d records of epoch "
+                      "%d, kcat saw %d before the restart" % (point, found, FAULT_EPOCH, in_kafka),
+                      j2)
             ctx.log("%s: %s" % (tname, "partial epoch in Kafka (0 < found < records): the roll "
                                 "forward produced only the missing %d" % (R - found)
                                 if 0 < found < R else
-                                "found=%d of %d (the process died before librdkafka sent any of "
-                                "the epoch's records)" % (found, R)))
+                                "found=%d of %d (%s)" % (found, R, "the process died before "
+                                                         "librdkafka sent any of the epoch's "
+                                                         "records" if found == 0 else
+                                                         "the mock shows the open transaction's "
+                                                         "records: nothing produced again")))
         ctx.check(restored[-1].get("epoch") == FAULT_EPOCH,
                   "%s: state restored at epoch %r, want %d" %
                   (point, restored[-1].get("epoch"), FAULT_EPOCH), j2)
@@ -219,7 +280,7 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
     # together): the input positions the restarted job resumes from cover exactly the events
     # whose outputs are in the log for epochs <= E (every event here is valid: one output each).
     assigned = {o["partition"]: o["offset"] for o in j2.msgs("partition assigned")
-                if o.get("topic") == "read-events"}
+                if o.get("topic") == B.topic("read-events")}
     covered = sum(v for v in assigned.values() if v > 0)
     upto_e = sum(1 for _, h, _ in acclib.read_outputs(ctx, B, "interest-updates")
                  if h.get("nf-writer") == writer and int(h.get("nf-epoch", 0)) <= FAULT_EPOCH)
@@ -243,15 +304,25 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
 
     recs = acclib.read_outputs(ctx, B, "interest-updates")
     ctx.log(acclib.check_interest_updates(ctx, recs, ev.counts))
-    if point in ("after_pending", "after_commit", "mid_produce"):
+    if point in ROLLED_FORWARD:
         # the roll forward wrote the missing records under the same writer and epoch: epoch E
-        # now has exactly R records in the log, with seqs 0..R-1
+        # now has exactly R records in the log (read_committed), with seqs 0..R-1
         seqs = sorted(int(h["nf-seq"]) for _, h, _ in acclib.read_all_outputs(ctx, B)
                       if h.get("nf-writer") == writer and h.get("nf-epoch") == str(FAULT_EPOCH))
         ctx.check(seqs == list(range(R)), "%s: epoch %d has %d records in the log (seqs %s...), "
                   "want exactly seqs 0..%d" % (point, FAULT_EPOCH, len(seqs), seqs[:5], R - 1))
         ctx.log("epoch %d holds exactly its %d records (seqs 0..%d) after the roll forward" %
                 (FAULT_EPOCH, R, R - 1))
+        if u_before is not None:
+            # a real broker: the aborted records are still in the log, hidden from
+            # read_committed (the records were produced, then aborted, not lost)
+            u_after = epoch_records_in_kafka(ctx, B, FAULT_EPOCH, writer,
+                                             isolation="read_uncommitted")
+            ctx.check(u_after == R + u_before, "%s: the log holds %d records of epoch %d "
+                      "(read_uncommitted) after the roll forward, want the %d committed plus "
+                      "the %d aborted ones" % (tname, u_after, FAULT_EPOCH, R, u_before))
+            ctx.log("read_uncommitted: epoch %d has %d records in the log, %d of them aborted "
+                    "and hidden from read_committed" % (FAULT_EPOCH, u_after, u_before))
     dl = acclib.count_topic(ctx, B, "dead-letters")
     ctx.check(dl == 0, "%s: %d dead-letters for valid input" % (point, dl))
 
@@ -271,7 +342,7 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
                      if not n.startswith("chk-") or not n[4:].isdigit()]
         ctx.check(not leftovers, "mid_checkpoint: leftovers in checkpoints/: %r" % leftovers)
         ctx.log("checkpoints verify ok: %s" % " ".join(ids))
-    ctx.stop_child(mock.proc)
+    B.stop()
     ctx.log("scenario %s: ok" % tname)
 
 
@@ -281,7 +352,7 @@ def body(ctx):
         if p not in POINTS:
             ctx.fail("unknown fault point %s" % p)
         if p == "after_pending_busy":
-            for e in BUSY_EPOCHS:
+            for e in (BUSY_EPOCHS_KAFKA if acclib.broker_kind(ctx) == "kafka" else BUSY_EPOCHS):
                 scenario(ctx, p, e)
         else:
             scenario(ctx, p)

@@ -1,10 +1,25 @@
 """acclib.py — shared helpers of the recovery acceptance tests (test_pending_recovery.sh,
-test_restore_checkpoint.sh, test_backpressure.sh, test_broker_faults.sh).
+test_restore_checkpoint.sh, test_backpressure.sh, test_analytics.sh, test_mock_broker_faults.sh).
 
 Python 3 standard library only, plus the kcat binary. Everything a test starts (the standalone
 mock cluster, the job, kcat) is tracked here and stopped by its own pid at exit, on SIGTERM /
 SIGINT and on failure; every child also gets PR_SET_PDEATHSIG so that a SIGKILLed test leaves
 nothing behind. The temporary directory is removed at exit unless NF_KEEP_TMP is set.
+
+The broker. A test talks to a Broker (start_broker), chosen by the environment variable
+NF_TEST_BROKER:
+  unset, "" or "mock"          the test starts its own `newsflow mock-kafka` (librdkafka's mock
+                               cluster; topics without a prefix; fault commands on its stdin);
+  "kafka:HOST:PORT[,...]"      a real Apache Kafka cluster runs there (shared with other tests):
+                               each start_broker makes a unique topic prefix
+                               ("nft-<test>[-<name>]-<pid>-<4 hex>."), creates the topics under it
+                               (`newsflow topics create`) and hands the job its own group and
+                               transactional ids under it (Broker.job_sets).
+The kcat helpers take the Broker and a topic's base name ("read-events") and add the prefix.
+On a real broker, read_committed readers see neither aborted transactions (the mock shows
+them) nor anything after a still-open one: a killed job's transaction stays open until the next
+incarnation's init_transactions (or the broker's transaction timeout) aborts it, so read the
+output topics back only after the job restarted or stopped cleanly.
 
 Nothing here measures time as an assertion: waits poll for a condition and give up after a
 generous deadline, with a message saying what was awaited and what was last seen.
@@ -163,7 +178,7 @@ def main(name, body):
     sys.exit(rc)
 
 
-# ------------------------------------------------------------------------------ mock cluster
+# ------------------------------------------------------------------------------ brokers
 
 class Mock:
     """`newsflow mock-kafka`: bootstrap address and the fault-command channel."""
@@ -210,41 +225,210 @@ class Mock:
         return ans
 
 
+# the keys Broker.job_sets sets on a real broker: a test's own --set must not name them
+BROKER_KEYS = ("kafka.brokers", "kafka.topic_prefix", "kafka.group_id", "kafka.transactional_id")
+
+
+class Broker:
+    """What a test talks to: a mock cluster of its own (kind "mock", prefix "") or topics of
+    its own under a unique prefix on a real Kafka cluster (kind "kafka")."""
+
+    def __init__(self, ctx, kind, bootstrap, prefix="", mock=None):
+        self.ctx = ctx
+        self.kind = kind
+        self.bootstrap = bootstrap
+        self.prefix = prefix
+        self.mock = mock  # the Mock (kind "mock")
+
+    def __repr__(self):
+        return "Broker(%s %s%s)" % (self.kind, self.bootstrap,
+                                    " prefix %s" % self.prefix if self.prefix else "")
+
+    @property
+    def proc(self):
+        """The mock cluster's process (None on a real broker)."""
+        return self.mock.proc if self.mock else None
+
+    def topic(self, name):
+        """The topic's name on this broker: topic("interest-updates")."""
+        return self.prefix + name
+
+    def txid(self, txid_suffix=""):
+        """The transactional id job_sets(txid_suffix) gives the job; None on the mock, where
+        job_sets leaves it to the test (or the job's default) unless a suffix is given."""
+        if self.kind == "kafka":
+            return "%stx%s" % (self.prefix, txid_suffix)
+        return "tx%s" % txid_suffix if txid_suffix else None
+
+    def job_sets(self, txid_suffix=""):
+        """["key=value", ...] for the job's --set: on a real broker kafka.brokers,
+        kafka.topic_prefix, kafka.group_id (PREFIXgroup) and kafka.transactional_id
+        (PREFIXtx + txid_suffix: the same across the restarts of one logical job, another
+        suffix for another independent job); on the mock only kafka.brokers (the other keys
+        keep the job's defaults or the test's own --set), plus kafka.transactional_id=tx+suffix
+        when a suffix is given (two jobs on one mock must not fence each other)."""
+        out = ["kafka.brokers=%s" % self.bootstrap]
+        if self.kind == "kafka":
+            out += ["kafka.topic_prefix=%s" % self.prefix,
+                    "kafka.group_id=%sgroup" % self.prefix,
+                    "kafka.transactional_id=%s" % self.txid(txid_suffix)]
+        elif txid_suffix:
+            out.append("kafka.transactional_id=%s" % self.txid(txid_suffix))
+        return out
+
+    def command(self, cmd):
+        """A mock fault command (Mock.command); a real broker has no such channel."""
+        if self.kind != "mock":
+            self.ctx.fail("mock-only: fault command %r needs the mock cluster (NF_TEST_BROKER "
+                          "names a real one)" % cmd)
+        return self.mock.command(cmd)
+
+    def stop(self):
+        """Stops the mock cluster (by its pid); nothing on a real broker (the topics stay,
+        under a prefix nothing else uses)."""
+        if self.mock:
+            self.ctx.stop_child(self.mock.proc)
+
+
+def broker_spec(ctx):
+    """("mock", None) or ("kafka", "HOST:PORT[,...]") from NF_TEST_BROKER."""
+    v = os.environ.get("NF_TEST_BROKER", "").strip()
+    if v in ("", "mock"):
+        return "mock", None
+    m = re.match(r"^kafka:(\S+)$", v)
+    if not m or not all(re.match(r"^\S+:\d+$", hp) for hp in m.group(1).split(",")):
+        ctx.fail("NF_TEST_BROKER=%r: want unset, \"\", \"mock\" or kafka:HOST:PORT[,HOST:PORT...]"
+                 % v)
+    return "kafka", m.group(1)
+
+
+def mock_broker(ctx, partitions=4, brokers=1):
+    """A mock cluster of the test's own, whatever NF_TEST_BROKER says (tests that drive the
+    mock's fault injection)."""
+    m = Mock(ctx, partitions, brokers)
+    return Broker(ctx, "mock", m.bootstrap, mock=m)
+
+
+def _safe(name):
+    return re.sub(r"[^A-Za-z0-9-]+", "-", name).strip("-") or "t"
+
+
+def real_broker(ctx, bootstrap, name=None, partitions=4):
+    """Topics of the test's own on the real Kafka cluster at `bootstrap`: a fresh unique
+    prefix "nft-<test>[-<name>]-<pid>-<4 hex>." (name: which of the test's independent
+    clusters), and every newsflow topic created under it with `partitions` partitions (the
+    broker's default replication)."""
+    prefix = "nft-%s-%d-%s." % (_safe(ctx.name + ("-" + name if name else "")), os.getpid(),
+                                os.urandom(2).hex())
+    out = run_cli(ctx, ["topics", "create", "--set", "kafka.brokers=%s" % bootstrap,
+                        "--set", "kafka.topic_prefix=%s" % prefix,
+                        "--partitions", str(partitions)], ok_codes=(0, 1))
+    got = {}
+    for l in out.split("\n"):
+        w = l.split()
+        if len(w) == 3:
+            got[w[0]] = (w[1], w[2])
+    want = [prefix + t for t in ALL_TOPICS]
+    bad = [(t, got.get(t)) for t in want if got.get(t) != ("created", str(partitions))]
+    if bad:
+        ctx.fail("newsflow topics create on %s (prefix %s) did not create every topic with %d "
+                 "partitions: %r (output: %r)" % (bootstrap, prefix, partitions, bad, out[-800:]))
+    # CreateTopics answers before the partitions' leaders serve them ("Not leader for
+    # partition" for a moment): wait until every partition's end offset can be read.
+    qargs = []
+    for t in want:
+        for p in range(partitions):
+            qargs += ["-t", "%s:%d:-1" % (t, p)]
+    last = [""]
+
+    def ready():
+        p = ctx.spawn(["kcat", "-b", bootstrap, "-Q", *qargs], stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT)
+        try:
+            out, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            last[0] = "kcat -Q hung"
+            return False
+        last[0] = out.decode("utf-8", "replace").strip()[-300:]
+        return p.returncode == 0
+    ctx.wait_for("the leaders of the new topics' partitions (prefix %s)" % prefix, ready,
+                 timeout=60, interval=0.2, last=lambda: last[0])
+    ctx.log("real Kafka at %s: topics created under prefix %s (%d partitions)" %
+            (bootstrap, prefix, partitions))
+    return Broker(ctx, "kafka", bootstrap, prefix=prefix)
+
+
+def start_broker(ctx, name=None, partitions=4, brokers=1):
+    """The broker NF_TEST_BROKER selects: a fresh mock cluster (`brokers` mock brokers, every
+    topic with `partitions` partitions), or a fresh prefix with the topics created on the real
+    cluster (`brokers` is the mock's notion: a real cluster has what it has)."""
+    kind, boot = broker_spec(ctx)
+    if kind == "mock":
+        return mock_broker(ctx, partitions, brokers)
+    return real_broker(ctx, boot, name=name, partitions=partitions)
+
+
+def broker_kind(ctx):
+    """"mock" or "kafka": what start_broker would start (for a test's own choices)."""
+    return broker_spec(ctx)[0]
+
+
 # ------------------------------------------------------------------------------ kcat
 
-def kcat_produce(ctx, bootstrap, topic, lines, tag="p"):
-    """lines: (key, value) pairs; produced with kcat -K '\\t' -l."""
+def _endpoint(broker, topic):
+    """(bootstrap, topic name, extra kcat -X args) for a Broker or a bare bootstrap string."""
+    if isinstance(broker, Broker):
+        extra = []
+        if broker.kind == "kafka":
+            # quicker end-of-partition answers (the default waits 500 ms per empty fetch)
+            extra = ["-X", "fetch.wait.max.ms=50"]
+        return broker.bootstrap, broker.topic(topic), extra
+    return broker, topic, []
+
+
+def kcat_produce(ctx, broker, topic, lines, tag="p"):
+    """lines: (key, value) pairs; produced with kcat -K '\\t' -l to the topic (base name) of
+    the broker (a Broker, or a bare bootstrap string: no prefix)."""
+    bootstrap, name, _ = _endpoint(broker, topic)
+    extra = []
+    if isinstance(broker, Broker) and broker.kind == "kafka":
+        extra = ["-X", "enable.idempotence=true"]  # a retried request cannot duplicate input
     path = ctx.path("produce-%s-%d.tsv" % (tag, int(time.monotonic() * 1e6)))
     with open(path, "w") as f:
         for k, v in lines:
             assert "\t" not in k and "\n" not in k and "\n" not in v
             f.write("%s\t%s\n" % (k, v))
-    p = ctx.spawn(["kcat", "-b", bootstrap, "-P", "-t", topic, "-K", "\t", "-l", path],
+    p = ctx.spawn(["kcat", "-b", bootstrap, "-P", "-t", name, "-K", "\t", *extra, "-l", path],
                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         _, err = p.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
-        ctx.fail("kcat produce to %s hung" % topic)
+        ctx.fail("kcat produce to %s hung" % name)
     if p.returncode != 0:
-        ctx.fail("kcat produce to %s failed (%d): %s" % (topic, p.returncode, err.decode()[-500:]))
+        ctx.fail("kcat produce to %s failed (%d): %s" % (name, p.returncode, err.decode()[-500:]))
     os.unlink(path)
 
 
-def kcat_consume(ctx, bootstrap, topic, fmt="%k\t%h\t%s\n", timeout=120):
-    """The whole topic (read_committed) as text lines."""
-    p = ctx.spawn(["kcat", "-b", bootstrap, "-C", "-t", topic, "-e", "-q",
-                   "-X", "isolation.level=read_committed", "-f", fmt],
+def kcat_consume(ctx, broker, topic, fmt="%k\t%h\t%s\n", timeout=120,
+                 isolation="read_committed"):
+    """The whole topic as text lines, read_committed (on a real broker: up to the last stable
+    offset) unless isolation="read_uncommitted" (aborted and open transactions' records too)."""
+    bootstrap, name, extra = _endpoint(broker, topic)
+    p = ctx.spawn(["kcat", "-b", bootstrap, "-C", "-t", name, "-e", "-q",
+                   "-X", "isolation.level=%s" % isolation, *extra, "-f", fmt],
                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
-        ctx.fail("kcat consume of %s did not reach the end in %ds" % (topic, timeout))
+        ctx.fail("kcat consume of %s did not reach the end in %ds" % (name, timeout))
     if p.returncode != 0:
-        ctx.fail("kcat consume of %s failed (%d): %s" % (topic, p.returncode, err.decode()[-500:]))
+        ctx.fail("kcat consume of %s failed (%d): %s" % (name, p.returncode, err.decode()[-500:]))
     return [l for l in out.decode("utf-8", "replace").split("\n") if l]
 
 
@@ -257,10 +441,10 @@ def parse_headers(h):
     return out
 
 
-def read_outputs(ctx, bootstrap, topic):
+def read_outputs(ctx, broker, topic, isolation="read_committed"):
     """[(key, headers dict, value dict)] of a whole output topic."""
     recs = []
-    for line in kcat_consume(ctx, bootstrap, topic):
+    for line in kcat_consume(ctx, broker, topic, isolation=isolation):
         parts = line.split("\t", 2)
         if len(parts) != 3:
             ctx.fail("unparseable kcat line on %s: %r" % (topic, line[:200]))
@@ -275,19 +459,21 @@ def read_outputs(ctx, bootstrap, topic):
 
 OUTPUT_TOPICS = ("articles", "fetch-log", "story-clusters", "trending", "interest-updates",
                  "dead-letters")
+INPUT_TOPICS = ("read-events", "sources")
+ALL_TOPICS = OUTPUT_TOPICS + INPUT_TOPICS
 
 
-def read_all_outputs(ctx, bootstrap):
+def read_all_outputs(ctx, broker, isolation="read_committed"):
     """[(key, headers dict, value dict)] of every output topic: an epoch's records (and their
     nf-seq numbers) span all of them."""
     recs = []
     for t in OUTPUT_TOPICS:
-        recs += read_outputs(ctx, bootstrap, t)
+        recs += read_outputs(ctx, broker, t, isolation=isolation)
     return recs
 
 
-def count_topic(ctx, bootstrap, topic):
-    return len(kcat_consume(ctx, bootstrap, topic, fmt="%o\n"))
+def count_topic(ctx, broker, topic, isolation="read_committed"):
+    return len(kcat_consume(ctx, broker, topic, fmt="%o\n", isolation=isolation))
 
 
 # ------------------------------------------------------------------------------ events
@@ -380,21 +566,34 @@ def check_interest_updates(ctx, recs, counts, what="interest-updates"):
 
 class Job:
     """One `newsflow run` process; its JSON-lines stderr goes to a file and is parsed on
-    demand."""
+    demand. broker: a Broker (its job_sets(txid_suffix) come first; on a real broker the test's
+    own sets must not name those keys) or, as before, a bare bootstrap string. txid: the
+    transactional id the job runs with (the nf-writer header of its records)."""
 
-    def __init__(self, ctx, bootstrap, state_dir, sets=(), env=None, args=(), tag="job",
-                 interval_ms=200):
+    def __init__(self, ctx, broker, state_dir, sets=(), env=None, args=(), tag="job",
+                 interval_ms=200, txid_suffix=""):
         self.ctx = ctx
         self.tag = tag
+        self.broker = broker
         self.log_path = ctx.path("%s.err" % tag)
         self.out_path = ctx.path("%s.out" % tag)
         self.expect_exit = False
-        argv = [ctx.nf, "run", *args,
-                "--set", "kafka.brokers=%s" % bootstrap,
-                "--set", "kafka.assignment=all",
-                "--set", "state.dir=%s" % state_dir,
-                "--set", "checkpoint.interval_ms=%d" % interval_ms,
-                "--set", "sink.spec=none"]
+        if isinstance(broker, Broker):
+            bsets = broker.job_sets(txid_suffix)
+        else:
+            bsets = ["kafka.brokers=%s" % broker]
+        if isinstance(broker, Broker) and broker.kind == "kafka":
+            clash = [s for s in sets if s.split("=", 1)[0] in BROKER_KEYS]
+            if clash:
+                ctx.fail("%s: --set %s on a real broker: Broker.job_sets names these (use "
+                         "txid_suffix for another transactional id)" % (tag, clash))
+        argv = [ctx.nf, "run", *args]
+        for s in bsets:
+            argv += ["--set", s]
+        argv += ["--set", "kafka.assignment=all",
+                 "--set", "state.dir=%s" % state_dir,
+                 "--set", "checkpoint.interval_ms=%d" % interval_ms,
+                 "--set", "sink.spec=none"]
         sets = list(sets)
         if not any(s.startswith("admin.") for s in sets):
             sets.append("admin.enabled=false")
@@ -408,14 +607,21 @@ class Job:
         e.update(env or {})
         self.env_desc = " ".join("%s=%s" % kv for kv in (env or {}).items())
         self.argv = argv
+        # the last --set wins; "newsflow-0" is the built-in default
+        self.txid = "newsflow-0"
+        for s in bsets + list(sets):
+            if s.startswith("kafka.transactional_id="):
+                self.txid = s.split("=", 1)[1]
         self._errf = open(self.log_path, "wb")
         self._outf = open(self.out_path, "wb")
         self.proc = ctx.spawn(argv, env=e, stdin=subprocess.DEVNULL, stdout=self._outf,
                               stderr=self._errf)
         self.pid = self.proc.pid
         ctx.jobs.append(self)
-        ctx.log("%s started (pid %d) %s %s" % (tag, self.pid, self.env_desc,
-                                               " ".join(a for a in args)))
+        ctx.log("%s started (pid %d) %s %s%s" % (
+            tag, self.pid, self.env_desc, " ".join(a for a in args),
+            " txid=%s" % self.txid if isinstance(broker, Broker) and broker.kind == "kafka"
+            else ""))
 
     def lines(self):
         out = []
@@ -554,12 +760,12 @@ class Job:
         f.flush()
 
 
-def wait_all_consumed(ctx, job, bootstrap, expected, timeout=120.0, topic="interest-updates"):
-    """Waits until `topic` holds at least `expected` committed records."""
+def wait_all_consumed(ctx, job, broker, expected, timeout=120.0, topic="interest-updates"):
+    """Waits until `topic` (base name) holds at least `expected` committed records."""
     seen = [0]
 
     def pred():
-        seen[0] = count_topic(ctx, bootstrap, topic)
+        seen[0] = count_topic(ctx, broker, topic)
         return seen[0] >= expected
 
     ctx.wait_for("%d records on %s" % (expected, topic), pred, timeout=timeout, interval=0.5,
@@ -582,19 +788,20 @@ def run_cli(ctx, args, ok_codes=(0,)):
     return out.decode()
 
 
-def read_input_positions(ctx, bootstrap, topic="read-events"):
+def read_input_positions(ctx, broker, topic="read-events"):
     """[(partition, offset, key)] of an input topic."""
     out = []
-    for line in kcat_consume(ctx, bootstrap, topic, fmt="%p\t%o\t%k\n"):
+    for line in kcat_consume(ctx, broker, topic, fmt="%p\t%o\t%k\n"):
         p, o, k = line.split("\t", 2)
         out.append((int(p), int(o), k))
     return out
 
 
-def read_outputs_pos(ctx, bootstrap, topic):
-    """[(partition, offset, key, headers, value dict)] of a whole output topic."""
+def read_outputs_pos(ctx, broker, topic):
+    """[(partition, offset, key, headers, value dict)] of a whole output topic (on a real
+    broker, offsets also count the transaction markers kcat does not show)."""
     recs = []
-    for line in kcat_consume(ctx, bootstrap, topic, fmt="%p\t%o\t%k\t%h\t%s\n"):
+    for line in kcat_consume(ctx, broker, topic, fmt="%p\t%o\t%k\t%h\t%s\n"):
         parts = line.split("\t", 4)
         if len(parts) != 5:
             ctx.fail("unparseable kcat line on %s: %r" % (topic, line[:200]))

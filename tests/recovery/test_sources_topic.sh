@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The sources topic, end to end (src/actors/ingest.h): a standalone mock cluster, a loopback HTTP
-# server with one RSS file, and `newsflow run` with no configured sources at all.
+# The sources topic, end to end (src/actors/ingest.h): Kafka (a standalone mock cluster, or a real
+# broker: see below), a loopback HTTP server with one RSS file, and `newsflow run` with no
+# configured sources at all.
 #   run 1  a sources record defines src-topic-1 (interval 60 s) -> the feed is crawled and its
 #          articles reach the articles topic (read_committed); a malformed record and one with an
 #          ftp:// URL land in dead-letters with their reasons.
@@ -9,13 +10,18 @@
 #          articles are still there exactly once. Then a tombstone (kcat -Z) removes it.
 #   run 3  after another restart nothing is crawled: no fetch past the time it would have been due.
 # $1 = newsflow binary, $2 = source dir. NF_KEEP_TMP=1 keeps the temp dir (logs, sink files).
+# NF_TEST_BROKER: unset, "" or "mock": a `newsflow mock-kafka` of its own (2 partitions);
+# "kafka:HOST:PORT[,HOST:PORT...]": a real cluster (shared with other tests): this run's topics
+# are created (`newsflow topics create`, 4 partitions) under a unique kafka.topic_prefix
+# "nft-sources-topic-<pid>-<hex>.", with a group and transactional id of their own. The checks are
+# the same; dead letters name the topic as the broker does (origin.topic = PREFIXsources).
 set -uo pipefail
 NF="$1"
 # $2 (the source dir) is not needed: the feed and the server are written here.
 NAME=sources_topic
 if ! command -v kcat >/dev/null 2>&1; then
-  echo "SKIP: kcat is not installed (needed to produce and consume the mock cluster's topics)"
-  exit 0
+  echo "FAIL: kcat is not installed (needed to produce and consume the job's topics; scripts/deps.sh installs it)" >&2
+  exit 1
 fi
 command -v python3 >/dev/null 2>&1 || { echo "FAIL: python3 is not installed" >&2; exit 1; }
 for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
@@ -82,26 +88,54 @@ PIDS+=($!)
 wait_for "the HTTP server's port" 20 test -s "$T/http.port"
 URL="http://127.0.0.1:$(cat "$T/http.port")/feed.xml"
 
-# ---- the mock cluster
-"$NF" mock-kafka --partitions 2 </dev/null >"$T/mock.out" 2>"$T/mock.err" &
-PIDS+=($!)
-wait_for "mock-kafka's bootstrap line" 30 grep -q '^bootstrap=' "$T/mock.out"
-B=$(sed -n 's/^bootstrap=//p' "$T/mock.out" | head -n 1)
-log "feed at $URL, mock cluster at $B"
+# ---- the broker
+PREFIX=""
+case "${NF_TEST_BROKER:-}" in
+  "" | mock)
+    "$NF" mock-kafka --partitions 2 </dev/null >"$T/mock.out" 2>"$T/mock.err" &
+    PIDS+=($!)
+    wait_for "mock-kafka's bootstrap line" 30 grep -q '^bootstrap=' "$T/mock.out"
+    B=$(sed -n 's/^bootstrap=//p' "$T/mock.out" | head -n 1)
+    log "broker: mock cluster (newsflow mock-kafka) at $B; feed at $URL"
+    ;;
+  kafka:*)
+    B="${NF_TEST_BROKER#kafka:}"
+    HP='[A-Za-z0-9._-]+:[0-9]{1,5}'
+    [[ "$B" =~ ^$HP(,$HP)*$ ]] ||
+      fail "NF_TEST_BROKER=$NF_TEST_BROKER: want kafka:HOST:PORT[,HOST:PORT...]"
+    PREFIX="nft-sources-topic-$$-$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')."
+    log "broker: real Kafka at $B, topic prefix $PREFIX; feed at $URL"
+    "$NF" topics create --set kafka.brokers="$B" --set kafka.topic_prefix="$PREFIX" \
+      --partitions 4 </dev/null >"$T/topics.out" 2>"$T/topics.err" ||
+      fail "newsflow topics create failed: $(cat "$T/topics.out" "$T/topics.err" | tail -n 12)"
+    log "topics: $(tr '\n' ';' <"$T/topics.out")"
+    ;;
+  *)
+    fail "NF_TEST_BROKER=$NF_TEST_BROKER: want mock or kafka:HOST:PORT[,HOST:PORT...]"
+    ;;
+esac
+# The job's Kafka settings: on a real broker also the run's prefix, group and transactional id
+# (the same in every run: a restart fences its predecessor).
+KSET=(--set kafka.brokers="$B")
+if [ -n "$PREFIX" ]; then
+  KSET+=(--set kafka.topic_prefix="$PREFIX" --set kafka.group_id="${PREFIX}group"
+    --set kafka.transactional_id="${PREFIX}tx")
+fi
 
 produce() { # produce TSVFILE [extra kcat args]: key<TAB>value lines
   local f="$1"
   shift
-  kcat -b "$B" -P -t sources -K '\t' -l "$@" "$f" 2>>"$T/kcat.err" || fail "kcat produce $f failed"
+  kcat -b "$B" -P -t "${PREFIX}sources" -K '\t' -l "$@" "$f" 2>>"$T/kcat.err" ||
+    fail "kcat produce $f failed"
 }
 consume() { # consume TOPIC: every record, read_committed, as key<TAB>value lines
-  timeout 120 kcat -b "$B" -C -t "$1" -e -q -X isolation.level=read_committed -f '%k\t%s\n' \
-    2>>"$T/kcat.err"
+  timeout 120 kcat -b "$B" -C -t "$PREFIX$1" -e -q -X isolation.level=read_committed \
+    -f '%k\t%s\n' 2>>"$T/kcat.err"
 }
 
 JOB=""
 start_job() { # start_job TAG: runs the job (log TAG.err, sink TAG.jsonl)
-  "$NF" run --set kafka.brokers="$B" --set kafka.assignment=all --set state.dir="$T/state" \
+  "$NF" run "${KSET[@]}" --set kafka.assignment=all --set state.dir="$T/state" \
     --set sink.spec="jsonl:$T/$1.jsonl" --set fetch.allow_private=127.0.0.0/8 \
     --set checkpoint.interval_ms=300 --set runtime.shards=2 --set admin.enabled=false \
     --set crawl.interval_floor_s=60 --set crawl.jitter_permille=0 --set log.level=debug \
@@ -174,16 +208,17 @@ dead_letters_ok() {
   job_alive
   consume dead-letters | python3 -c '
 import json, sys
+topic = sys.argv[1]  # the sources topic as the broker names it (with the prefix)
 seen = {"invalid JSON": 0, "scheme is not http or https": 0}  # bad-json, bad-url
 for l in sys.stdin:
     k, v = l.rstrip("\n").split("\t", 1)
     o = json.loads(v)
-    if o["origin"]["topic"] != "sources" or o["stage"] != "decode":
+    if o["origin"]["topic"] != topic or o["stage"] != "decode":
         continue
     for reason in seen:
         if reason in o["error"]:
             seen[reason] += 1
-sys.exit(0 if all(n == 1 for n in seen.values()) else 1)'
+sys.exit(0 if all(n == 1 for n in seen.values()) else 1)' "${PREFIX}sources"
 }
 wait_for "both bad sources records in dead-letters (stage decode, with their reasons)" 60 \
   dead_letters_ok
@@ -228,7 +263,7 @@ stop_job run3
 [ "$(count_articles)" -eq 3 ] || fail "at the end: $(count_articles) articles of src-topic-1, want 3"
 python3 - <<EOF || fail "articles not exactly once"
 import json, subprocess
-out = subprocess.run(["kcat", "-b", "$B", "-C", "-t", "articles", "-e", "-q", "-X",
+out = subprocess.run(["kcat", "-b", "$B", "-C", "-t", "${PREFIX}articles", "-e", "-q", "-X",
                       "isolation.level=read_committed", "-f", "%s\n"],
                      capture_output=True, text=True, timeout=120).stdout
 urls = [json.loads(l)["url"] for l in out.split("\n") if l]
