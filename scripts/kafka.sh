@@ -155,7 +155,9 @@ wait_ready() {
   command -v kcat >/dev/null || die "kcat is not installed (scripts/deps.sh installs it)"
   for ((i = 0; i < 600; i++)); do
     for ((n = 1; n <= nodes; n++)); do
-      [ -n "$(node_pid "$n")" ] ||
+      # The pid file names the launching subshell until it has exec'd java: check the process
+      # exists, not yet its command line.
+      [ -d "/proc/$(cat "$DIR/node-$n/pid" 2>/dev/null || echo none)" ] ||
         die "node $n exited during start-up; see $DIR/node-$n/server.log and stdout.log"
     done
     seen=$(kcat -b "$boot" -L -m 3 2>/dev/null | grep -c '^  broker [0-9]* at' || true)
