@@ -118,14 +118,7 @@ class Run:
     def finish(self):
         """Every input's output, a clean stop, and the exactly-once verification."""
         ctx, broker = self.ctx, self.broker
-        inputs = acclib.kcat_consume(ctx, broker, "read-events", fmt="%p\t%o\t%k\n")
-        counts, bad_pos = {}, set()
-        for line in inputs:
-            p, o, k = line.split("\t", 2)
-            if k.startswith("bad"):
-                bad_pos.add("%s/%s/%s" % (broker.topic("read-events"), p, o))
-            else:
-                counts[k] = counts.get(k, 0) + 1
+        counts, bad_pos = acclib.expected_from_input(ctx, broker)
         valid = sum(counts.values())
 
         def all_out():
@@ -142,18 +135,7 @@ class Run:
                   j)
         recs = acclib.read_outputs(ctx, broker, "interest-updates")
         ctx.log(acclib.check_interest_updates(ctx, recs, counts))
-        keys = {}
-        for k, h, v in acclib.read_outputs(ctx, broker, "dead-letters"):
-            o = v.get("origin", {})
-            want = "%s/%s/%s" % (o.get("topic"), o.get("partition"), o.get("offset"))
-            ctx.check(k == want, "dead-letter key %r != its origin %r" % (k, want))
-            keys[k] = keys.get(k, 0) + 1
-        dup = sorted(k for k, n in keys.items() if n > 1)
-        missing, extra = sorted(bad_pos - set(keys)), sorted(set(keys) - bad_pos)
-        ctx.check(not dup and not missing and not extra,
-                  "dead-letters not exactly once: %d duplicated %s, %d missing %s, %d unexpected "
-                  "%s" % (len(dup), dup[:3], len(missing), missing[:3], len(extra), extra[:3]))
-        ctx.log("dead-letters: %d, every undecodable input exactly once" % len(keys))
+        ctx.log(acclib.check_dead_letters(ctx, broker, bad_pos))
         self.report()
 
     def counter(self, name):

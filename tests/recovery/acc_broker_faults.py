@@ -147,14 +147,7 @@ def scenario(ctx, brokers):
             (wave_no[0], ev.valid, ev.bad))
 
     # the expectation, from the input log itself
-    inputs = acclib.kcat_consume(ctx, B, "read-events", fmt="%p\t%o\t%k\n")
-    counts, bad_pos = {}, set()
-    for line in inputs:
-        p, o, k = line.split("\t", 2)
-        if k.startswith("bad"):
-            bad_pos.add("%s/%s/%s" % (B.topic("read-events"), p, o))
-        else:
-            counts[k] = counts.get(k, 0) + 1
+    counts, bad_pos = acclib.expected_from_input(ctx, B)
     valid = sum(counts.values())
     ctx.log("read-events holds %d valid and %d undecodable records (sent %d and %d)" %
             (valid, len(bad_pos), ev.valid, ev.bad))
@@ -170,20 +163,7 @@ def scenario(ctx, brokers):
 
     recs = acclib.read_outputs(ctx, B, "interest-updates")
     ctx.log(acclib.check_interest_updates(ctx, recs, counts))
-    dls = acclib.read_outputs(ctx, B, "dead-letters")
-    keys = {}
-    for k, h, v in dls:
-        o = v.get("origin", {})
-        want = "%s/%s/%s" % (o.get("topic"), o.get("partition"), o.get("offset"))
-        ctx.check(k == want, "dead-letter key %r != its origin %r" % (k, want))
-        keys[k] = keys.get(k, 0) + 1
-    dup = sorted(k for k, n in keys.items() if n > 1)
-    missing = sorted(bad_pos - set(keys))
-    extra = sorted(set(keys) - bad_pos)
-    ctx.check(not dup and not missing and not extra,
-              "dead-letters not exactly once: %d duplicated %s, %d missing %s, %d unexpected %s" %
-              (len(dup), dup[:5], len(missing), missing[:5], len(extra), extra[:5]))
-    ctx.log("dead-letters: %d records, every undecodable input exactly once" % len(dls))
+    ctx.log(acclib.check_dead_letters(ctx, B, bad_pos))
 
     # what the job logged about the faults
     lines = [o for jb in jobs for o in jb.lines()]

@@ -518,6 +518,37 @@ class Events:
         return sum(self.counts.values())
 
 
+def expected_from_input(ctx, broker):
+    """(valid counts per user, set of "TOPIC/P/O" of the undecodable records) from read-events
+    itself (Events.make_bad keys start with "bad"): the expectation when a retried produce may
+    have written an input twice."""
+    counts, bad_pos = {}, set()
+    for line in kcat_consume(ctx, broker, "read-events", fmt="%p\t%o\t%k\n"):
+        p, o, k = line.split("\t", 2)
+        if k.startswith("bad"):
+            bad_pos.add("%s/%s/%s" % (broker.topic("read-events"), p, o))
+        else:
+            counts[k] = counts.get(k, 0) + 1
+    return counts, bad_pos
+
+
+def check_dead_letters(ctx, broker, bad_pos):
+    """dead-letters holds one record per undecodable input (bad_pos: "TOPIC/P/O"), keyed by its
+    origin, and nothing else. Returns a short summary."""
+    keys = {}
+    for k, h, v in read_outputs(ctx, broker, "dead-letters"):
+        o = v.get("origin", {})
+        want = "%s/%s/%s" % (o.get("topic"), o.get("partition"), o.get("offset"))
+        ctx.check(k == want, "dead-letter key %r != its origin %r" % (k, want))
+        keys[k] = keys.get(k, 0) + 1
+    dup = sorted(k for k, n in keys.items() if n > 1)
+    missing, extra = sorted(bad_pos - set(keys)), sorted(set(keys) - bad_pos)
+    ctx.check(not dup and not missing and not extra,
+              "dead-letters not exactly once: %d duplicated %s, %d missing %s, %d unexpected %s" %
+              (len(dup), dup[:5], len(missing), missing[:5], len(extra), extra[:5]))
+    return "dead-letters: %d records, every undecodable input exactly once" % len(keys)
+
+
 def check_interest_updates(ctx, recs, counts, what="interest-updates"):
     """Every (user, version) exactly once over 1..counts[user]; nothing else; every record's
     (nf-writer, nf-epoch, nf-seq) unique. Returns a short summary."""
