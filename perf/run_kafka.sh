@@ -24,9 +24,11 @@
 #
 #   perf/run_kafka.sh [--quick] [--intervals 1000,5000] [--rates R,...] [--start-rate R]
 #                     [--duration S] [--warmup S] [--users U] [--ceiling-records N]
-#                     [--port P] [--no-ceiling] [--no-max] [--keep] [--job-set K=V]...
+#                     [--port P] [--no-ceiling] [--no-max] [--keep] [--coalesce] [--job-set K=V]...
 #                     [-- BENCH_E2E_ARGS...]
 # --job-set K=V: one more --set for every job run, e.g. --job-set interest.coalesce=true.
+# --coalesce: the job with interest.coalesce=true, and bench_e2e measuring every event's own
+# latency (--per-event 1: a user's record stands for all its reads of the epoch).
 # --quick: a smoke run (10 s windows, one rate, 1M records for the ceiling; ~4 minutes).
 # Arguments after -- go to every bench_e2e run (e.g. -- --update-frac 0.1 --users 20000).
 # Timings are never judged here: the script fails only if something does not run.
@@ -46,6 +48,7 @@ do_max=1
 keep=0
 bench_extra=()
 job_sets=()
+coalesce=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick)
@@ -68,6 +71,7 @@ while [ $# -gt 0 ]; do
     --no-max) do_max=0; shift ;;
     --keep) keep=1; shift ;;
     --job-set) job_sets+=(--set "$2"); shift 2 ;;
+    --coalesce) job_sets+=(--set interest.coalesce=true); coalesce=1; shift ;;
     --)
       shift
       bench_extra=("$@")
@@ -365,7 +369,7 @@ run_job() {
   last_json=$("$E2E" --brokers "$brokers" --prefix "$p" --rate "$rate" --duration "$duration" \
     --warmup "$warmup" --users "$users" --interval-ms "$interval" --job-pid "$job_pid" \
     --broker-pid "$broker_pid" --job-log "$joblog" --label "run$run_no" \
-    "${bench_extra[@]}" 2>>"$run_dir/bench.log" | tail -1) || true
+    --per-event "$coalesce" "${bench_extra[@]}" 2>>"$run_dir/bench.log" | tail -1) || true
   [ -n "$last_json" ] ||
     last_json="{\"bench\":\"kafka_e2e_failed\",\"run\":$run_no,\"interval_ms\":$interval,\"offered_per_s\":$rate}"
   tail -1 "$run_dir/bench.log" >&2

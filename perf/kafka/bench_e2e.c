@@ -35,6 +35,13 @@
  * sustained = the producer achieved >= 97 % of the offered rate and the window's last outputs
  * were visible within 2 x interval + 2 s of the window's end (no backlog left to drain).
  *
+ * --per-event 1 (for a job with interest.coalesce, whose record for a user carries the newest of
+ * the user's reads that epoch, updated_at, and stands for the older ones too): the load
+ * generator keeps each window event's ts in a queue per user; a record of user u with
+ * updated_at T makes every queued event of u with ts <= T visible now (a user's events reach the
+ * job in order: one key, one partition). Every event then gets exactly one latency, its own, and
+ * "outputs" count events made visible, so the sustained rule above holds as it is.
+ *
  * --job-log FILE: the job's stderr (JSON log lines); its epoch.committed lines within the window
  * give epochs, records per epoch, pause and commit times.
  *
@@ -68,6 +75,7 @@
 typedef struct {
     const char *brokers, *prefix, *label, *job_log, *compression, *articles_arg;
     double rate, duration_s, warmup_s, drain_s, update_frac;
+    bool per_event;
     unsigned users, interval_ms, linger_ms;
     uint64_t seed;
     int job_pid, broker_pid;
@@ -102,6 +110,13 @@ static uint64_t sec_n[MAX_SECONDS], sec_sum[MAX_SECONDS]; /* per second of the w
 static int64_t trend_lag[MAX_TREND], trend_end[MAX_TREND];
 static size_t ntrend;
 static char interest_topic[256], trending_topic[256], events_topic[256], articles_topic[256];
+
+/* --per-event: the window's events per user, oldest first (singly linked through ev_next). */
+#define EVQ_NONE UINT32_MAX
+static pthread_mutex_t evq_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t *ev_ts;
+static uint32_t *ev_next, *evq_head, *evq_tail, ev_n, ev_cap;
+static uint64_t ev_dropped; /* window events beyond ev_cap (not measured) */
 
 static int64_t wall_ms(void)
 {
@@ -602,6 +617,61 @@ static void prime_users(void)
     rd_kafka_flush(prod, 60000);
 }
 
+static void evq_push(uint32_t user, int64_t ts)
+{
+    pthread_mutex_lock(&evq_lock);
+    if (ev_n < ev_cap) {
+        uint32_t i = ev_n++;
+        ev_ts[i] = ts;
+        ev_next[i] = EVQ_NONE;
+        if (evq_tail[user] == EVQ_NONE)
+            evq_head[user] = i;
+        else
+            ev_next[evq_tail[user]] = i;
+        evq_tail[user] = i;
+    } else {
+        ev_dropped++;
+    }
+    pthread_mutex_unlock(&evq_lock);
+}
+
+static void record_latency(int64_t now, int64_t ts)
+{
+    uint64_t lat = now > ts ? (uint64_t)(now - ts) : 0;
+    lat_hist[lat < LAT_MAX_MS ? lat : LAT_MAX_MS]++;
+    if (lat > lat_max)
+        lat_max = lat;
+    size_t sec = (size_t)((ts - t_ws) / 1000);
+    if (sec < MAX_SECONDS) {
+        sec_n[sec]++;
+        sec_sum[sec] += lat;
+    }
+    atomic_fetch_add_explicit(&outputs_window, 1, memory_order_relaxed);
+}
+
+/* --per-event: a record of user u with updated_at T makes u's queued events with ts <= T
+ * visible now. */
+static void evq_cover(const char *user_id, size_t n, int64_t T, int64_t now)
+{
+    if (n < 2 || user_id[0] != 'u')
+        return;
+    uint64_t u = 0;
+    for (size_t i = 1; i < n; i++)
+        u = u * 10 + (uint64_t)(user_id[i] - '0');
+    if (u >= o.users)
+        return;
+    pthread_mutex_lock(&evq_lock);
+    uint32_t i = evq_head[u];
+    while (i != EVQ_NONE && ev_ts[i] <= T) {
+        record_latency(now, ev_ts[i]);
+        i = ev_next[i];
+    }
+    evq_head[u] = i;
+    if (i == EVQ_NONE)
+        evq_tail[u] = EVQ_NONE;
+    pthread_mutex_unlock(&evq_lock);
+}
+
 static void *producer_main(void *arg)
 {
     (void)arg;
@@ -640,6 +710,8 @@ static void *producer_main(void *arg)
                 atomic_fetch_add_explicit(&produced_window, 1, memory_order_relaxed);
                 if (fresh)
                     atomic_fetch_add_explicit(&produced_window_fresh, 1, memory_order_relaxed);
+                if (fresh && o.per_event)
+                    evq_push(user, ts);
             }
         }
         n0 += want;
@@ -677,17 +749,13 @@ static void *consumer_main(void *arg)
                     atomic_fetch_add_explicit(&outputs_wall_window, 1, memory_order_relaxed);
                 s = json_str(m->payload, m->len, "updated_at", &n);
                 int64_t ts = s ? parse_rfc3339(s, n) : -1;
-                if (ts >= t_ws && ts < t_we) {
-                    uint64_t lat = now > ts ? (uint64_t)(now - ts) : 0;
-                    lat_hist[lat < LAT_MAX_MS ? lat : LAT_MAX_MS]++;
-                    if (lat > lat_max)
-                        lat_max = lat;
-                    size_t sec = (size_t)((ts - t_ws) / 1000);
-                    if (sec < MAX_SECONDS) {
-                        sec_n[sec]++;
-                        sec_sum[sec] += lat;
-                    }
-                    atomic_fetch_add_explicit(&outputs_window, 1, memory_order_relaxed);
+                if (o.per_event) {
+                    size_t un;
+                    const char *uid = json_str(m->payload, m->len, "user_id", &un);
+                    if (uid && ts >= 0)
+                        evq_cover(uid, un, ts, now);
+                } else if (ts >= t_ws && ts < t_we) {
+                    record_latency(now, ts);
                 }
             } else if (strcmp(tn, trending_topic) == 0) {
                 atomic_fetch_add_explicit(&trending_total, 1, memory_order_relaxed);
@@ -783,14 +851,17 @@ static void job_log_json(char *out, size_t cap)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: bench_e2e --brokers B --prefix P [--rate R|0] [--duration S] [--warmup S]\n"
-            "                 [--drain S] [--users U] [--update-frac F] [--articles a,b,...]\n"
-            "                 [--interval-ms I] [--linger-ms L] [--compression C]\n"
-            "                 [--job-pid PID] [--broker-pid PID] [--job-log FILE] [--label T]\n"
-            "                 [--seed N]\n"
-            "  --rate 0 = as fast as the producer takes them; --interval-ms is the job's\n"
-            "  checkpoint.interval_ms (recorded, and it sets the sustained criterion).\n");
+    fprintf(
+        stderr,
+        "usage: bench_e2e --brokers B --prefix P [--rate R|0] [--duration S] [--warmup S]\n"
+        "                 [--drain S] [--users U] [--update-frac F] [--articles a,b,...]\n"
+        "                 [--interval-ms I] [--linger-ms L] [--compression C]\n"
+        "                 [--job-pid PID] [--broker-pid PID] [--job-log FILE] [--label T]\n"
+        "                 [--seed N] [--per-event 1]\n"
+        "  --rate 0 = as fast as the producer takes them; --interval-ms is the job's\n"
+        "  checkpoint.interval_ms (recorded, and it sets the sustained criterion).\n"
+        "  --per-event 1: each event's own latency when records stand for several (a job\n"
+        "  with interest.coalesce): a user's record covers its queued events up to updated_at.\n");
     exit(2);
 }
 
@@ -817,6 +888,8 @@ int main(int argc, char **argv)
             o.drain_s = strtod(v, NULL);
         else if (!strcmp(a, "--users"))
             o.users = (unsigned)strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--per-event"))
+            o.per_event = atoi(v) != 0;
         else if (!strcmp(a, "--update-frac"))
             o.update_frac = strtod(v, NULL);
         else if (!strcmp(a, "--articles"))
@@ -855,6 +928,20 @@ int main(int argc, char **argv)
     lat_hist = calloc(LAT_MAX_MS + 1, sizeof *lat_hist);
     if (!lat_hist)
         return 1;
+    if (o.per_event) {
+        double cap = (o.rate > 0 ? o.rate : 1e6) * o.duration_s * 1.1 + 1e6;
+        ev_cap = cap < 4e9 ? (uint32_t)cap : 4000000000u;
+        ev_ts = malloc((size_t)ev_cap * sizeof *ev_ts);
+        ev_next = malloc((size_t)ev_cap * sizeof *ev_next);
+        evq_head = malloc((size_t)o.users * sizeof *evq_head);
+        evq_tail = malloc((size_t)o.users * sizeof *evq_tail);
+        if (!ev_ts || !ev_next || !evq_head || !evq_tail) {
+            fprintf(stderr, "bench_e2e: no memory for --per-event queues\n");
+            return 1;
+        }
+        memset(evq_head, 0xff, (size_t)o.users * sizeof *evq_head);
+        memset(evq_tail, 0xff, (size_t)o.users * sizeof *evq_tail);
+    }
 
     if (o.articles_arg) {
         char *copy = strdup(o.articles_arg);
@@ -1016,7 +1103,7 @@ int main(int argc, char **argv)
     printf("{\"bench\":\"kafka_e2e\",\"label\":\"%s\",\"interval_ms\":%u,\"mode\":\"%s\","
            "\"offered_per_s\":%.0f,\"duration_s\":%.1f,\"warmup_s\":%.1f,\"users\":%u,"
            "\"articles\":%zu,\"update_frac\":%.3f,\"compression\":\"%s\",\"linger_ms\":%u,"
-           "\"event_bytes\":%.0f,"
+           "\"per_event\":%s,\"per_event_unmeasured\":%" PRIu64 ",\"event_bytes\":%.0f,"
            "\"produced\":%" PRIu64 ",\"produced_fresh\":%" PRIu64
            ",\"produce_per_s\":%.0f,\"produce_stalls\":%" PRIu64 ",\"delivery_errors\":%" PRIu64
            ",\"outputs\":%" PRIu64 ",\"outputs_per_s\":%.0f,"
@@ -1030,6 +1117,7 @@ int main(int argc, char **argv)
            "\"loadavg_start\":[%.2f,%.2f,%.2f],\"loadavg_end\":[%.2f,%.2f,%.2f]}\n",
            o.label, o.interval_ms, o.rate > 0 ? "rate" : "max", o.rate, window_s, o.warmup_s,
            o.users, narticles, o.update_frac, o.compression, o.linger_ms,
+           o.per_event ? "true" : "false", ev_dropped,
            event_count_sample ? (double)event_bytes_sum / (double)event_count_sample : 0, pw, pwf,
            produce_rate, atomic_load(&stalls), atomic_load(&delivery_errors),
            atomic_load(&outputs_wall_window), (double)atomic_load(&outputs_wall_window) / window_s,
