@@ -2,6 +2,7 @@
  * line is either written whole or cut with a trailing "truncated":true marker. */
 #include "runtime/log.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -118,6 +119,22 @@ static void lb_json(nf_log_buf_t *b, const char *s)
     lb_raw(b, "\"", 1);
 }
 
+/* The line's own keys; a caller's field of the same name would duplicate them. */
+static const char *const nf_log_header_keys[] = {"ts", "level", "shard", "component", "msg"};
+
+/* A key the line already has (header or an earlier field): many log pipelines reject or
+ * mangle duplicate keys, so a repeat is written as "<key>_2" (then _3...). */
+static bool key_taken(const char *const *seen, size_t nseen, const char *key)
+{
+    for (size_t i = 0; i < sizeof nf_log_header_keys / sizeof *nf_log_header_keys; i++)
+        if (strcmp(nf_log_header_keys[i], key) == 0)
+            return true;
+    for (size_t i = 0; i < nseen; i++)
+        if (strcmp(seen[i], key) == 0)
+            return true;
+    return false;
+}
+
 void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
 {
     if (!nf_log_enabled(level))
@@ -125,6 +142,31 @@ void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
     nf_log_buf_t b;
     b.len = 0;
     b.cut = false;
+
+    /* A "shard" field names the shard the line is about: it fills the header's shard (null on
+     * threads that are not shards) instead of repeating the key. */
+    long long about_shard = -1;
+    bool has_about = false;
+    va_list ap;
+    va_start(ap, msg);
+    for (;;) {
+        int type = va_arg(ap, int);
+        if (type == NF_LOG_FIELD_END)
+            break;
+        const char *key = va_arg(ap, const char *);
+        if (type == NF_LOG_FIELD_STR) {
+            (void)va_arg(ap, const char *);
+        } else if (type == NF_LOG_FIELD_INT) {
+            long long v = va_arg(ap, long long);
+            if (!has_about && strcmp(key, "shard") == 0) {
+                about_shard = v;
+                has_about = true;
+            }
+        } else {
+            (void)va_arg(ap, double);
+        }
+    }
+    va_end(ap);
 
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -137,11 +179,16 @@ void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
     lb_raw(&b, tmp, (size_t)n);
     lb_str(&b, ",\"level\":\"");
     lb_str(&b, nf_log_level_name(level));
-    if (nf_log_shard >= 0) {
-        n = snprintf(tmp, sizeof tmp, "\",\"shard\":%d", nf_log_shard);
+    long long shard = has_about ? about_shard : nf_log_shard;
+    if (shard >= 0) {
+        n = snprintf(tmp, sizeof tmp, "\",\"shard\":%lld", shard);
         lb_raw(&b, tmp, (size_t)n);
     } else {
         lb_str(&b, "\",\"shard\":null");
+    }
+    if (has_about && nf_log_shard >= 0 && nf_log_shard != about_shard) {
+        n = snprintf(tmp, sizeof tmp, ",\"thread_shard\":%d", nf_log_shard);
+        lb_raw(&b, tmp, (size_t)n);
     }
     lb_str(&b, ",\"component\":");
     lb_json(&b, component);
@@ -157,27 +204,62 @@ void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
         b.cut = true;
     }
 
-    va_list ap;
+    const char *seen[32];
+    size_t nseen = 0;
+    bool about_done = false;
     va_start(ap, msg);
     for (;;) {
         int type = va_arg(ap, int);
         if (type == NF_LOG_FIELD_END)
             break;
         const char *key = va_arg(ap, const char *);
+        const char *sv = NULL;
+        long long iv = 0;
+        double dv = 0;
+        if (type == NF_LOG_FIELD_STR)
+            sv = va_arg(ap, const char *);
+        else if (type == NF_LOG_FIELD_INT)
+            iv = va_arg(ap, long long);
+        else
+            dv = va_arg(ap, double);
+        if (type == NF_LOG_FIELD_INT && !about_done && strcmp(key, "shard") == 0) {
+            about_done = true; /* written in the header */
+            continue;
+        }
         mark = b.len;
         lb_raw(&b, ",", 1);
-        lb_json(&b, key);
+        if (key_taken(seen, nseen, key)) {
+            char alt[64];
+            int k = 2;
+            do
+                snprintf(alt, sizeof alt, "%.56s_%d", key, k++);
+            while (key_taken(seen, nseen, alt) && k < 100);
+            lb_json(&b, alt);
+        } else {
+            lb_json(&b, key);
+        }
+        if (nseen < sizeof seen / sizeof *seen)
+            seen[nseen++] = key;
         lb_raw(&b, ":", 1);
         if (type == NF_LOG_FIELD_STR) {
-            lb_json(&b, va_arg(ap, const char *));
+            lb_json(&b, sv);
         } else if (type == NF_LOG_FIELD_INT) {
-            n = snprintf(tmp, sizeof tmp, "%lld", va_arg(ap, long long));
-            lb_raw(&b, tmp, (size_t)n);
+            /* INT64_MIN/MAX are "none" sentinels in the callers' structs: say null */
+            if (iv == LLONG_MIN || iv == LLONG_MAX) {
+                lb_str(&b, "null");
+            } else {
+                n = snprintf(tmp, sizeof tmp, "%lld", iv);
+                lb_raw(&b, tmp, (size_t)n);
+            }
+            if (strcmp(key, "errno") == 0 && iv > 0 && iv < 4096) {
+                const char *name = strerrorname_np((int)iv);
+                lb_str(&b, ",\"errno_name\":");
+                lb_json(&b, name ? name : "unknown");
+            }
         } else {
-            double d = va_arg(ap, double);
-            n = snprintf(tmp, sizeof tmp, "%.6g", d);
+            n = snprintf(tmp, sizeof tmp, "%.6g", dv);
             /* JSON has no NaN/Inf. */
-            if (d != d || d - d != 0)
+            if (dv != dv || dv - dv != 0)
                 lb_str(&b, "null");
             else
                 lb_raw(&b, tmp, (size_t)n);
@@ -194,6 +276,75 @@ void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
         memcpy(b.buf + b.len, ",\"truncated\":true", 17);
         b.len += 17;
     }
+    b.buf[b.len++] = '}';
+    b.buf[b.len++] = '\n';
+    ssize_t w = write(atomic_load_explicit(&nf_log_fd, memory_order_relaxed), b.buf, b.len);
+    (void)w;
+}
+
+/* Howard Hinnant's days_from_civil inverse: days since 1970-01-01 to y-m-d (no locale, no
+ * library call, so usable in a signal handler). */
+static void civil_from_days(long long z, int *y, unsigned *m, unsigned *d)
+{
+    z += 719468;
+    long long era = (z >= 0 ? z : z - 146096) / 146097;
+    unsigned doe = (unsigned)(z - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    long long yy = (long long)yoe + era * 400;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    *d = doy - (153 * mp + 2) / 5 + 1;
+    *m = mp < 10 ? mp + 3 : mp - 9;
+    *y = (int)(yy + (*m <= 2));
+}
+
+static void put_num(nf_log_buf_t *b, unsigned long long v, int width)
+{
+    char d[24];
+    int n = 0;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && n < 20);
+    while (n < width)
+        d[n++] = '0';
+    while (n > 0)
+        lb_raw(b, &d[--n], 1);
+}
+
+void nf_log_signal_safe(nf_log_level_t level, const char *component, const char *msg)
+{
+    if (!nf_log_enabled(level))
+        return;
+    nf_log_buf_t b;
+    b.len = 0;
+    b.cut = false;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long days = ts.tv_sec / 86400, secs = ts.tv_sec % 86400;
+    int y;
+    unsigned mo, d;
+    civil_from_days(days, &y, &mo, &d);
+    lb_str(&b, "{\"ts\":\"");
+    put_num(&b, (unsigned long long)y, 4);
+    lb_raw(&b, "-", 1);
+    put_num(&b, mo, 2);
+    lb_raw(&b, "-", 1);
+    put_num(&b, d, 2);
+    lb_raw(&b, "T", 1);
+    put_num(&b, (unsigned long long)(secs / 3600), 2);
+    lb_raw(&b, ":", 1);
+    put_num(&b, (unsigned long long)(secs / 60 % 60), 2);
+    lb_raw(&b, ":", 1);
+    put_num(&b, (unsigned long long)(secs % 60), 2);
+    lb_raw(&b, ".", 1);
+    put_num(&b, (unsigned long long)(ts.tv_nsec / 1000000), 3);
+    lb_str(&b, "Z\",\"level\":\"");
+    lb_str(&b, nf_log_level_name(level));
+    lb_str(&b, "\",\"shard\":null,\"component\":");
+    lb_json(&b, component);
+    lb_str(&b, ",\"msg\":");
+    lb_json(&b, msg);
     b.buf[b.len++] = '}';
     b.buf[b.len++] = '\n';
     ssize_t w = write(atomic_load_explicit(&nf_log_fd, memory_order_relaxed), b.buf, b.len);

@@ -9,7 +9,11 @@
  *          NF_LEND);
  *
  * Any thread may call it. The shard field comes from a thread-local set by the runtime
- * (-1, printed as null, on threads that are not shards). Not for per-message hot paths. */
+ * (-1, printed as null, on threads that are not shards); an int field "shard" names the shard
+ * the line is about and takes that place (with "thread_shard" when the two differ). No key
+ * appears twice: a repeated one is written "<key>_2". An int field equal to INT64_MIN or
+ * INT64_MAX (the callers' "none" sentinels) is written null; "errno" gets "errno_name" (EIO).
+ * Not for per-message hot paths. */
 #ifndef NF_LOG_H
 #define NF_LOG_H
 
@@ -25,6 +29,10 @@ enum { NF_LOG_FIELD_END = 0, NF_LOG_FIELD_STR, NF_LOG_FIELD_INT, NF_LOG_FIELD_DB
 #define NF_LEND     NF_LOG_FIELD_END
 
 void nf_log(nf_log_level_t level, const char *component, const char *msg, ...);
+
+/* The same line shape with no context fields, from a signal handler: async-signal-safe (no
+ * locale, no stdio, one write). */
+void nf_log_signal_safe(nf_log_level_t level, const char *component, const char *msg);
 
 /* Threshold below which events are discarded (default INFO). */
 void nf_log_set_level(nf_log_level_t level);
