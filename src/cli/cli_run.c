@@ -79,9 +79,9 @@ static void on_signal(int sig)
     (void)sig;
     if (++g_signals == 1)
         return;
-    static const char msg[] = "newsflow: second signal, exiting without draining\n";
-    ssize_t w = write(2, msg, sizeof msg - 1);
-    (void)w;
+    nf_log_signal_safe(NF_LOG_WARN, "main",
+                       "second signal: exiting at once without draining (what the last committed "
+                       "epoch does not hold is read again after a restart)");
     _exit(NF_EXIT_RUNTIME);
 }
 
@@ -109,21 +109,118 @@ static int health(void *arg, char *why, size_t whylen)
     return 0;
 }
 
-static atomic_bool g_ready;
-static nf_kafka_t *g_kafka;
+/* Readiness. What the job waits for, as bits; /readyz (admin thread) and the main loop's
+ * progress line both ask. */
+enum {
+    WAIT_RESTORE = 1,    /* recovering state before the shards start */
+    WAIT_ASSIGNMENT = 2, /* no input partition assigned by the consumer group yet */
+    WAIT_COMMIT = 4,     /* no epoch committed for 3 checkpoint intervals */
+    WAIT_BROKER = 8,     /* a recent Kafka client error while one of the above holds */
+    WAIT_SHUTDOWN = 16,  /* stopping */
+};
+static const char *const wait_names[] = {"restore", "assignment", "commit_overdue", "broker",
+                                         "shutdown"};
+enum { PHASE_STARTING = 0, PHASE_RUNNING, PHASE_STOPPING };
+static _Atomic int g_phase;
+static nf_kafka_t *_Atomic g_kafka;
+static nf_epoch_t *_Atomic g_epoch;
+static _Atomic unsigned g_interval_ms;
 
-/* Ready: state restored (the job started after recovery), not shutting down, and — with Kafka —
- * input partitions assigned. */
-static bool ready(void *arg)
+typedef struct readiness {
+    int waiting; /* WAIT_* bits; 0 = ready */
+    double since_commit_s, overdue_after_s, kafka_error_age_s;
+    uint64_t epoch, partitions;
+    char kafka_error[256];
+} readiness_t;
+
+static void readiness(readiness_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->kafka_error_age_s = -1;
+    int phase = atomic_load(&g_phase);
+    if (phase == PHASE_STARTING)
+        r->waiting |= WAIT_RESTORE;
+    else if (phase == PHASE_STOPPING)
+        r->waiting |= WAIT_SHUTDOWN;
+    nf_epoch_t *ep = atomic_load(&g_epoch);
+    if (ep && phase == PHASE_RUNNING) {
+        r->epoch = nf_epoch_committed_epoch(ep);
+        r->since_commit_s = nf_epoch_seconds_since_commit(ep);
+        r->overdue_after_s = 3.0 * atomic_load(&g_interval_ms) / 1000.0;
+        if (r->since_commit_s > r->overdue_after_s)
+            r->waiting |= WAIT_COMMIT;
+    }
+    nf_kafka_t *k = atomic_load(&g_kafka);
+    if (k && phase == PHASE_RUNNING) {
+        nf_kafka_stats_t ks;
+        nf_kafka_stats(k, &ks);
+        r->partitions = ks.assigned > ks.revoked ? ks.assigned - ks.revoked : 0;
+        if (!r->partitions)
+            r->waiting |= WAIT_ASSIGNMENT;
+        uint64_t age = nf_kafka_last_client_error(k, r->kafka_error, sizeof r->kafka_error);
+        if (age != UINT64_MAX) {
+            r->kafka_error_age_s = (double)age / 1e9;
+            double recent = r->overdue_after_s > 10.0 ? r->overdue_after_s : 10.0;
+            if (r->kafka_error_age_s < recent && (r->waiting & (WAIT_COMMIT | WAIT_ASSIGNMENT)))
+                r->waiting |= WAIT_BROKER;
+        }
+    }
+}
+
+/* "a,b" of the WAIT_* bits into buf. */
+static const char *wait_list(int waiting, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    size_t n = 0;
+    for (unsigned i = 0; i < sizeof wait_names / sizeof *wait_names; i++)
+        if (waiting & (1 << i) && n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", wait_names[i]);
+    return buf;
+}
+
+/* /readyz: ready once state is restored, input partitions are assigned and epochs commit; the
+ * JSON body names what it waits for. */
+static bool ready(void *arg, char *body, size_t bodylen)
 {
     (void)arg;
-    if (!atomic_load(&g_ready))
-        return false;
-    if (!g_kafka)
-        return true;
-    nf_kafka_stats_t ks;
-    nf_kafka_stats(g_kafka, &ks);
-    return ks.assigned > ks.revoked;
+    readiness_t r;
+    readiness(&r);
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "ready");
+    nf_jw_bool(&w, r.waiting == 0);
+    nf_jw_key(&w, "waiting_for");
+    nf_jw_arr_open(&w);
+    for (unsigned i = 0; i < sizeof wait_names / sizeof *wait_names; i++)
+        if (r.waiting & (1 << i)) {
+            nf_jw_elem(&w);
+            nf_jw_str(&w, wait_names[i]);
+        }
+    nf_jw_arr_close(&w);
+    if (atomic_load(&g_phase) == PHASE_RUNNING) {
+        nf_jw_key(&w, "epoch");
+        nf_jw_u64(&w, r.epoch);
+        char num[32];
+        nf_jw_key(&w, "seconds_since_commit");
+        nf_jw_raw(&w, num, (size_t)snprintf(num, sizeof num, "%.3f", r.since_commit_s));
+        nf_jw_key(&w, "commit_overdue_after_s");
+        nf_jw_raw(&w, num, (size_t)snprintf(num, sizeof num, "%.3f", r.overdue_after_s));
+        if (atomic_load(&g_kafka)) {
+            nf_jw_key(&w, "partitions_assigned");
+            nf_jw_u64(&w, r.partitions);
+            if (r.kafka_error_age_s >= 0) {
+                nf_jw_key(&w, "kafka_last_error");
+                nf_jw_str(&w, r.kafka_error);
+                nf_jw_key(&w, "kafka_last_error_age_s");
+                nf_jw_raw(&w, num, (size_t)snprintf(num, sizeof num, "%.3f", r.kafka_error_age_s));
+            }
+        }
+    }
+    nf_jw_obj_close(&w);
+    snprintf(body, bodylen, "%.*s", w.failed ? 0 : (int)w.len, w.buf ? w.buf : "");
+    nf_jw_free(&w);
+    return r.waiting == 0;
 }
 
 static double rss_mb(void)
@@ -365,43 +462,60 @@ static int setup_analytics(run_ctx_t *c, char *err, size_t errlen)
     return nf_analytics_register(c->rt, an, err, errlen) == 0 ? 0 : -1;
 }
 
-/* Bounds the library teardown after the final commit. librdkafka 2.0.2 can leave
- * rd_kafka_destroy() waiting forever on the consumer after partitions were paused and resumed
- * (a reference it never releases); by then everything is committed, so the process exits
- * anyway, saying so, within shutdown.timeout_ms. */
-typedef struct teardown_watch {
+/* Bounds the whole shutdown by shutdown.timeout_ms, counted from the stop request. Each step
+ * bounds itself too (the Kafka calls of the final epoch by nf_epoch_set_deadline, the shards'
+ * drain by the runtime's shutdown timeout); this thread is the backstop for what cannot be
+ * bounded: a consumer close that waits for an unreachable broker, or librdkafka 2.0.2's
+ * rd_kafka_destroy() that can wait forever on the consumer after partitions were paused and
+ * resumed. Past the deadline the process exits with what is committed, and says so. */
+typedef struct stop_watch {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool done;
     unsigned timeout_ms;
-    int exit_code;
-} teardown_watch_t;
+    struct timespec until; /* CLOCK_REALTIME */
+    const char *phase;     /* under lock */
+    bool final_committed;  /* under lock */
+    int exit_code;         /* under lock: the code if the final epoch committed */
+    nf_epoch_t *epoch;
+} stop_watch_t;
 
-static void *teardown_watchdog(void *arg)
+static void *stop_watchdog(void *arg)
 {
-    teardown_watch_t *w = arg;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += w->timeout_ms / 1000;
-    until.tv_nsec += (long)(w->timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    stop_watch_t *w = arg;
     pthread_mutex_lock(&w->lock);
     int r = 0;
     while (!w->done && r != ETIMEDOUT)
-        r = pthread_cond_timedwait(&w->cond, &w->lock, &until);
-    bool done = w->done;
+        r = pthread_cond_timedwait(&w->cond, &w->lock, &w->until);
+    bool done = w->done, committed = w->final_committed;
+    const char *phase = w->phase;
+    int code = committed ? w->exit_code : NF_EXIT_RUNTIME;
     pthread_mutex_unlock(&w->lock);
-    if (!done) {
+    if (done)
+        return NULL;
+    uint64_t last = nf_epoch_committed_epoch(w->epoch);
+    if (committed)
         nf_log(NF_LOG_WARN, "main",
-               "Kafka client teardown did not finish within shutdown.timeout_ms; exiting anyway "
-               "(state and outputs are committed)",
-               NF_LI("timeout_ms", w->timeout_ms), NF_LI("exit_code", w->exit_code), NF_LEND);
-        _exit(w->exit_code);
-    }
-    return NULL;
+               "shutdown.timeout_ms passed after the final epoch committed; exiting now (state "
+               "and outputs are committed)",
+               NF_LI("timeout_ms", w->timeout_ms), NF_LS("phase", phase),
+               NF_LI("committed_epoch", last), NF_LI("exit_code", code), NF_LEND);
+    else
+        nf_log(NF_LOG_ERROR, "main",
+               "shutdown.timeout_ms passed before the final epoch committed; exiting now with "
+               "what is committed (the next start rolls a pending epoch forward or reads its "
+               "inputs again)",
+               NF_LI("timeout_ms", w->timeout_ms), NF_LS("phase", phase),
+               NF_LI("committed_epoch", last), NF_LI("exit_code", code), NF_LEND);
+    _exit(code);
+}
+
+/* The Kafka calls of the final epoch stop this long before the hard deadline, so that the
+ * job exits through its own path (and logs what happened) rather than the watchdog's. */
+static unsigned stop_margin_ms(unsigned timeout_ms)
+{
+    unsigned m = timeout_ms / 4;
+    return m > 2000 ? 2000 : m;
 }
 
 /* State, Kafka and the epoch coordinator, before any actor runs. 0 or an exit code. */
@@ -470,8 +584,10 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                               .arg = c->epoch};
         c->kafka = nf_kafka_new(&ko, err, errlen);
         if (!c->kafka) {
-            nf_log(NF_LOG_ERROR, "main", "cannot connect to Kafka", NF_LS("brokers", brokers),
-                   NF_LS("error", err), NF_LEND);
+            nf_log(NF_LOG_ERROR, "main",
+                   errno == ENOENT ? "the job's Kafka topics are missing"
+                                   : "cannot connect to Kafka",
+                   NF_LS("brokers", brokers), NF_LS("error", err), NF_LEND);
             return NF_EXIT_RUNTIME;
         }
         nf_epoch_attach_kafka(c->epoch, c->kafka);
@@ -629,8 +745,11 @@ int nf_cli_run(int argc, char **argv)
            NF_LS("sink", cfg->sink.spec),
            NF_LS("admin", cfg->admin.enabled ? cfg->admin.listen : "off"),
            NF_LI("admin_port", c.admin ? nf_admin_port(c.admin) : 0), NF_LEND);
-    g_kafka = c.kafka;
-    atomic_store(&g_ready, true);
+    atomic_store(&g_interval_ms, cfg->checkpoint.interval_ms);
+    atomic_store(&g_epoch, c.epoch);
+    atomic_store(&g_kafka, c.kafka);
+    atomic_store(&g_phase, PHASE_RUNNING);
+    int was_waiting = -1; /* readiness last logged */
 
     uint64_t start = nf_now_ns();
     uint64_t stop_at =
@@ -645,12 +764,29 @@ int nf_cli_run(int argc, char **argv)
                    NF_LI("stop_after_ms", cfg->runtime.stop_after_ms), NF_LEND);
             break;
         }
+        readiness_t rd;
+        readiness(&rd);
+        if (rd.waiting != was_waiting) { /* every change, with what it waits for */
+            char wl[128];
+            if (rd.waiting)
+                nf_log(was_waiting == 0 ? NF_LOG_WARN : NF_LOG_INFO, "main",
+                       "not ready: /readyz answers 503",
+                       NF_LS("waiting_for", wait_list(rd.waiting, wl, sizeof wl)),
+                       NF_LI("epoch", rd.epoch), NF_LF("seconds_since_commit", rd.since_commit_s),
+                       NF_LI("partitions_assigned", rd.partitions),
+                       NF_LS("kafka_last_error", rd.kafka_error), NF_LEND);
+            else
+                nf_log(NF_LOG_INFO, "main", "ready: /readyz answers 200", NF_LI("epoch", rd.epoch),
+                       NF_LI("partitions_assigned", rd.partitions), NF_LEND);
+            was_waiting = rd.waiting;
+        }
         if (now >= next_progress) {
             nf_runtime_stats_t st;
             nf_runtime_stats(c.rt, &st);
             nf_epoch_stats_t es;
             nf_epoch_stats(c.epoch, &es);
             double secs = (double)progress_every / 1e9;
+            char wl[128];
             nf_log(NF_LOG_INFO, "main", "progress",
                    NF_LI("uptime_s", (now - start) / 1000000000ull), NF_LI("epoch", es.epoch),
                    NF_LI("articles", nf_counter_value(c.in.m.dedup_new)),
@@ -660,25 +796,56 @@ int nf_cli_run(int argc, char **argv)
                    NF_LI("outputs_committed", es.outputs),
                    NF_LF("pause_ms", (double)es.last_pause_ns / 1e6),
                    NF_LF("messages_per_s", (double)(st.received - prev.received) / secs),
-                   NF_LI("ring_full", st.ring_full), NF_LF("rss_mb", rss_mb()), NF_LEND);
+                   NF_LI("ring_full", st.ring_full), NF_LF("rss_mb", rss_mb()),
+                   NF_LS("waiting_for", wait_list(rd.waiting, wl, sizeof wl)), NF_LEND);
             prev = st;
             next_progress += progress_every;
         }
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
+    /* From here on everything is bounded by shutdown.timeout_ms (stop_watchdog). */
+    static stop_watch_t sw = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+    sw.timeout_ms = cfg->shutdown.timeout_ms;
+    sw.phase = "committing the final epoch";
+    sw.epoch = c.epoch;
+    sw.exit_code = exit_code;
+    clock_gettime(CLOCK_REALTIME, &sw.until);
+    sw.until.tv_sec += cfg->shutdown.timeout_ms / 1000;
+    sw.until.tv_nsec += (long)(cfg->shutdown.timeout_ms % 1000) * 1000000L;
+    if (sw.until.tv_nsec >= 1000000000L) {
+        sw.until.tv_sec++;
+        sw.until.tv_nsec -= 1000000000L;
+    }
+    nf_epoch_set_deadline(c.epoch,
+                          nf_now_ns() + (uint64_t)(cfg->shutdown.timeout_ms -
+                                                   stop_margin_ms(cfg->shutdown.timeout_ms)) *
+                                            1000000ull);
+    pthread_t swt;
+    bool watching = pthread_create(&swt, NULL, stop_watchdog, &sw) == 0;
     if (g_signals && !nf_runtime_failed(c.rt))
         nf_log(NF_LOG_INFO, "main",
-               "signal received; committing a final epoch and draining (a second signal exits "
-               "at once)",
+               "signal received; committing a final epoch and draining within "
+               "shutdown.timeout_ms (a second signal exits at once)",
                NF_LI("timeout_ms", cfg->shutdown.timeout_ms), NF_LEND);
-    atomic_store(&g_ready, false);
-    g_kafka = NULL;
+    atomic_store(&g_phase, PHASE_STOPPING);
+    atomic_store(&g_kafka, NULL);
     nf_demo_stop(c.demo);
     c.demo = NULL;
     if (nf_epoch_stop(c.epoch) != 0 || nf_runtime_failed(c.rt))
         exit_code = NF_EXIT_RUNTIME;
-    if (nf_epoch_fenced(c.epoch))
+    pthread_mutex_lock(&sw.lock);
+    sw.final_committed = true; /* or nothing more will be: the committed state is final */
+    sw.exit_code = exit_code;
+    sw.phase = "draining the shards";
+    pthread_mutex_unlock(&sw.lock);
+    if (nf_epoch_timed_out(c.epoch))
+        nf_log(NF_LOG_ERROR, "main",
+               "stopped at shutdown.timeout_ms without committing the final epoch (is the "
+               "Kafka cluster reachable?); the next start settles it",
+               NF_LI("timeout_ms", cfg->shutdown.timeout_ms),
+               NF_LI("committed_epoch", nf_epoch_committed_epoch(c.epoch)), NF_LEND);
+    else if (nf_epoch_fenced(c.epoch))
         nf_log(NF_LOG_ERROR, "main",
                "stopped: fenced by a newer process with the same kafka.transactional_id, which "
                "now owns this job's work and completes what this one left uncommitted; do not "
@@ -702,18 +869,17 @@ int nf_cli_run(int argc, char **argv)
     c.admin = NULL;
     nf_runtime_destroy(c.rt);
     c.rt = NULL;
-    static teardown_watch_t tw = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, 0};
-    tw.timeout_ms = cfg->shutdown.timeout_ms;
-    tw.exit_code = exit_code;
-    pthread_t twt;
-    bool watching = pthread_create(&twt, NULL, teardown_watchdog, &tw) == 0;
+    pthread_mutex_lock(&sw.lock);
+    sw.exit_code = exit_code;
+    sw.phase = "closing the Kafka clients and the store";
+    pthread_mutex_unlock(&sw.lock);
     run_cleanup(&c);
     if (watching) {
-        pthread_mutex_lock(&tw.lock);
-        tw.done = true;
-        pthread_cond_signal(&tw.cond);
-        pthread_mutex_unlock(&tw.lock);
-        pthread_join(twt, NULL);
+        pthread_mutex_lock(&sw.lock);
+        sw.done = true;
+        pthread_cond_signal(&sw.cond);
+        pthread_mutex_unlock(&sw.lock);
+        pthread_join(swt, NULL);
     }
     int sr = nf_sink_close(c.in.sink);
     if (sr != 0) {

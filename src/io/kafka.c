@@ -4,6 +4,7 @@
 #include "io/outbuf.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
+#include "runtime/runtime.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -133,6 +134,10 @@ struct nf_kafka {
     _Atomic uint64_t produced, delivery_errors, transactions, aborts, scans, assigned, revoked,
         pauses;
     _Atomic bool fatal_seen;
+    _Atomic uint64_t deadline_ns; /* nf_kafka_set_deadline; 0: none */
+    pthread_mutex_t elock;        /* guards the two below (error_cb may run anywhere) */
+    uint64_t client_error_ns;     /* nf_now_ns of the last client error */
+    char client_error[256];
     nf_counter_t m_committed, m_aborted, m_commit_retries, m_delivery_errors, m_client_errors,
         m_resets;
     nf_gauge_t m_fenced, m_fatal;
@@ -148,12 +153,64 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
     nf_log(l, "kafka", buf, NF_LS("facility", fac), NF_LEND);
 }
 
+/* The timeout of a blocking call: dflt, cut to what is left before the deadline set by
+ * nf_kafka_set_deadline (at least 1 ms: a call made past it returns at once, timed out). */
+static int tmo(const nf_kafka_t *k, int dflt)
+{
+    uint64_t d = atomic_load(&k->deadline_ns);
+    if (!d)
+        return dflt;
+    uint64_t now = nf_now_ns();
+    uint64_t left_ms = now >= d ? 0 : (d - now) / 1000000ull;
+    if (left_ms < 1)
+        left_ms = 1;
+    return left_ms < (uint64_t)dflt ? (int)left_ms : dflt;
+}
+
+/* Blocking transactional calls are made in slices of at most this long (librdkafka resumes a
+ * timed-out flush, send_offsets or commit when called again), so that a deadline set while one
+ * is waiting (shutdown) is noticed within a slice. */
+#define NF_KAFKA_SLICE_MS 500
+
+/* The timeout of the next slice of a call that may take until end_ns in all. */
+static int slice(const nf_kafka_t *k, uint64_t end_ns)
+{
+    uint64_t now = nf_now_ns();
+    uint64_t left = end_ns > now ? (end_ns - now) / 1000000ull : 0;
+    int t = tmo(k, NF_KAFKA_SLICE_MS);
+    return left < (uint64_t)t ? (int)(left ? left : 1) : t;
+}
+
+bool nf_kafka_past_deadline(const nf_kafka_t *k)
+{
+    uint64_t d = atomic_load(&k->deadline_ns);
+    return d && nf_now_ns() >= d;
+}
+
+void nf_kafka_set_deadline(nf_kafka_t *k, uint64_t deadline_ns)
+{
+    atomic_store(&k->deadline_ns, deadline_ns);
+}
+
+/* -ETIMEDOUT with err naming what the deadline interrupted. */
+static int deadline_error(const char *what, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "%s: stopped at the shutdown deadline (shutdown.timeout_ms)", what);
+    return -ETIMEDOUT;
+}
+
 static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
     (void)rk;
     nf_kafka_t *k = opaque; /* NULL for the short-lived admin client */
-    if (k)
+    if (k) {
         nf_counter_inc(k->m_client_errors);
+        pthread_mutex_lock(&k->elock);
+        k->client_error_ns = nf_now_ns();
+        snprintf(k->client_error, sizeof k->client_error, "%s: %s",
+                 rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+        pthread_mutex_unlock(&k->elock);
+    }
     nf_log(err == RD_KAFKA_RESP_ERR__FATAL ? NF_LOG_ERROR : NF_LOG_WARN, "kafka", reason,
            NF_LS("error", rd_kafka_err2name((rd_kafka_resp_err_t)err)), NF_LEND);
 }
@@ -312,7 +369,7 @@ static int init_transactions(nf_kafka_t *k, char *err, size_t errlen)
 {
     if (!k->o.exactly_once)
         return 0;
-    rd_kafka_error_t *e = rd_kafka_init_transactions(k->prod, NF_KAFKA_TIMEOUT_MS);
+    rd_kafka_error_t *e = rd_kafka_init_transactions(k->prod, tmo(k, NF_KAFKA_TIMEOUT_MS));
     if (!e)
         return 0;
     char what[300];
@@ -356,6 +413,8 @@ static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
         return -EIO;
     }
     int r = 0;
+    char missing[768] = "";
+    size_t nmissing = 0, ml = 0;
     for (int t = 0; t < NF_TOPIC__COUNT + NF_INPUT__COUNT && r == 0; t++) {
         const char *name = t < NF_TOPIC__COUNT ? k->out[t].name : k->in_names[t - NF_TOPIC__COUNT];
         int found = -1;
@@ -363,12 +422,12 @@ static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
             if (!strcmp(md->topics[i].topic, name) && !md->topics[i].err)
                 found = i;
         if (found < 0 || md->topics[found].partition_cnt <= 0) {
-            snprintf(err, errlen,
-                     "kafka: topic %s does not exist on %s; create it (kafka.topic_prefix is "
-                     "\"%s\")",
-                     name, k->brokers, k->prefix);
-            r = -ENOENT;
-            break;
+            /* every missing topic is named, not only the first */
+            if (ml < sizeof missing)
+                ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "%s%s",
+                                       nmissing ? ", " : "", name);
+            nmissing++;
+            continue;
         }
         if (t >= NF_TOPIC__COUNT) {
             k->in_npart[t - NF_TOPIC__COUNT] = md->topics[found].partition_cnt;
@@ -381,6 +440,13 @@ static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
             snprintf(err, errlen, "out of memory");
             r = -ENOMEM;
         }
+    }
+    if (r == 0 && nmissing) {
+        snprintf(err, errlen,
+                 "kafka: %zu of the job's %d topics do not exist on %s: %s; create them with "
+                 "`newsflow topics create` (kafka.topic_prefix is \"%s\")",
+                 nmissing, NF_TOPIC__COUNT + NF_INPUT__COUNT, k->brokers, missing, k->prefix);
+        r = -ENOENT;
     }
     rd_kafka_metadata_destroy(md);
     for (int t = 0; t < NF_TOPIC__COUNT && r == 0; t++) {
@@ -485,6 +551,7 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
     }
     k->o = *o;
     pthread_mutex_init(&k->lock, NULL);
+    pthread_mutex_init(&k->elock, NULL);
     snprintf(k->brokers, sizeof k->brokers, "%s", o->brokers);
     snprintf(k->prefix, sizeof k->prefix, "%s", o->topic_prefix ? o->topic_prefix : "");
     snprintf(k->group, sizeof k->group, "%s", o->group_id);
@@ -524,9 +591,13 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
         topic_full_name(k->in_names[i], sizeof k->in_names[i], k->prefix, input_names[i]);
 
     char rerr[256];
-    if (!(k->prod = producer_new(k, err, errlen)) || load_topics(k, err, errlen) != 0 ||
-        init_transactions(k, err, errlen) != 0)
-        goto fail;
+    int tr = 0;
+    if (!(k->prod = producer_new(k, err, errlen)) || (tr = load_topics(k, err, errlen)) != 0 ||
+        init_transactions(k, err, errlen) != 0) {
+        nf_kafka_free(k);
+        errno = tr == -ENOENT ? ENOENT : EIO;
+        return NULL;
+    }
     if (o->consume) {
         k->nshards = o->shards ? o->shards : 1;
         k->sq = calloc(k->nshards, sizeof *k->sq);
@@ -567,6 +638,7 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
     return k;
 fail:
     nf_kafka_free(k);
+    errno = EIO;
     return NULL;
 }
 
@@ -663,6 +735,7 @@ void nf_kafka_free(nf_kafka_t *k)
     free(k->sq);
     free(k->props);
     pthread_mutex_destroy(&k->lock);
+    pthread_mutex_destroy(&k->elock);
     free(k);
 }
 
@@ -740,6 +813,8 @@ static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint
                      rd_kafka_err2str(e));
             return -EIO;
         }
+        if (nf_kafka_past_deadline(k))
+            return deadline_error("kafka: produce (local queue full)", err, errlen);
         rd_kafka_poll(k->prod, 50); /* local queue full: wait for deliveries */
     }
 }
@@ -768,8 +843,12 @@ static int send_offsets(nf_kafka_t *k, uint64_t epoch, uint64_t nonce,
         rd_kafka_consumer_group_metadata_t *g =
             k->cons ? rd_kafka_consumer_group_metadata(k->cons)
                     : rd_kafka_consumer_group_metadata_new(k->group);
-        rd_kafka_error_t *e =
-            rd_kafka_send_offsets_to_transaction(k->prod, l, g, NF_KAFKA_TIMEOUT_MS);
+        uint64_t end = nf_now_ns() + NF_KAFKA_TIMEOUT_MS * 1000000ull;
+        rd_kafka_error_t *e;
+        while ((e = rd_kafka_send_offsets_to_transaction(k->prod, l, g, slice(k, end))) &&
+               rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR__TIMED_OUT && nf_now_ns() < end &&
+               !nf_kafka_past_deadline(k))
+            rd_kafka_error_destroy(e);
         rd_kafka_consumer_group_metadata_destroy(g);
         if (e)
             r = err_from(k, e, "kafka: send_offsets_to_transaction", err, errlen);
@@ -790,6 +869,8 @@ int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const 
                            size_t noffsets, char *err, size_t errlen)
 {
     rd_kafka_error_t *e;
+    if (nf_kafka_past_deadline(k))
+        return deadline_error("kafka: epoch transaction not begun", err, errlen);
     if (k->o.exactly_once && (e = rd_kafka_begin_transaction(k->prod)) != NULL)
         return err_from(k, e, "kafka: begin_transaction", err, errlen);
     uint64_t dr_before = k->dr_errors, seq = 0, total = 0, produced = 0;
@@ -818,7 +899,11 @@ int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const 
         }
     }
     if (rc == 0) {
-        rd_kafka_resp_err_t fe = rd_kafka_flush(k->prod, 2 * NF_KAFKA_TIMEOUT_MS);
+        uint64_t end = nf_now_ns() + 2 * NF_KAFKA_TIMEOUT_MS * 1000000ull;
+        rd_kafka_resp_err_t fe;
+        while ((fe = rd_kafka_flush(k->prod, slice(k, end))) == RD_KAFKA_RESP_ERR__TIMED_OUT &&
+               nf_now_ns() < end && !nf_kafka_past_deadline(k))
+            ;
         if (fe) {
             snprintf(err, errlen, "kafka: flush: %s", rd_kafka_err2str(fe));
             rc = -ETIMEDOUT;
@@ -832,15 +917,28 @@ int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const 
         rc = send_offsets(k, epoch, nonce, offsets, noffsets, err, errlen);
     if (rc == 0 && k->o.exactly_once) {
         fault(k, "before_commit");
+        uint64_t end = nf_now_ns() + 2 * NF_KAFKA_TIMEOUT_MS * 1000000ull;
         for (;;) {
-            e = rd_kafka_commit_transaction(k->prod, 2 * NF_KAFKA_TIMEOUT_MS);
+            e = rd_kafka_commit_transaction(k->prod, slice(k, end));
             if (!e)
                 break;
+            if (rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR__TIMED_OUT && nf_now_ns() < end &&
+                !nf_kafka_past_deadline(k)) { /* a slice ran out: call again, quietly */
+                rd_kafka_error_destroy(e);
+                continue;
+            }
+            if (nf_kafka_past_deadline(k)) { /* not retried: see the deadline case below */
+                snprintf(err, errlen, "kafka: commit_transaction: %s", rd_kafka_error_string(e));
+                rd_kafka_error_destroy(e);
+                rc = -ETIMEDOUT;
+                break;
+            }
             if (rd_kafka_error_is_retriable(e) && !rd_kafka_error_txn_requires_abort(e)) {
                 nf_counter_inc(k->m_commit_retries);
                 nf_log(NF_LOG_WARN, "kafka", "commit_transaction: retrying",
                        NF_LS("error", rd_kafka_error_string(e)), NF_LEND);
                 rd_kafka_error_destroy(e);
+                end = nf_now_ns() + 2 * NF_KAFKA_TIMEOUT_MS * 1000000ull;
                 continue;
             }
             rc = err_from(k, e, "kafka: commit_transaction", err, errlen);
@@ -853,8 +951,20 @@ int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const 
         int f = fatal_state(k, err, errlen);
         rc = f ? f : rc;
     }
-    if (rc != 0 && rc != -EPIPE && rc != -ESTALE && k->o.exactly_once) {
-        e = rd_kafka_abort_transaction(k->prod, 2 * NF_KAFKA_TIMEOUT_MS);
+    bool out_of_time = rc != 0 && rc != -ESTALE && nf_kafka_past_deadline(k);
+    if (out_of_time) {
+        /* Out of time: no abort either (it would wait for the broker too); the next
+         * incarnation's init_transactions completes or aborts the transaction. */
+        char first[256];
+        snprintf(first, sizeof first, "%s", err);
+        rc = deadline_error(first, err, errlen);
+    }
+    if (rc != 0 && rc != -EPIPE && rc != -ESTALE && !out_of_time && k->o.exactly_once) {
+        uint64_t end = nf_now_ns() + 2 * NF_KAFKA_TIMEOUT_MS * 1000000ull;
+        while ((e = rd_kafka_abort_transaction(k->prod, slice(k, end))) &&
+               rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR__TIMED_OUT && nf_now_ns() < end &&
+               !nf_kafka_past_deadline(k))
+            rd_kafka_error_destroy(e);
         atomic_fetch_add(&k->aborts, 1);
         nf_counter_inc(k->m_aborted);
         if (e) {
@@ -908,7 +1018,7 @@ nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_
     for (size_t i = 0; i < n; i++)
         rd_kafka_topic_partition_list_add(l, k->in_names[offsets[i].input], offsets[i].partition);
     /* read_committed: the group coordinator answers with stable (transaction-decided) offsets. */
-    rd_kafka_resp_err_t e = rd_kafka_committed(k->cons, l, NF_KAFKA_TIMEOUT_MS);
+    rd_kafka_resp_err_t e = rd_kafka_committed(k->cons, l, tmo(k, NF_KAFKA_TIMEOUT_MS));
     nf_kafka_outcome_t out = NF_KAFKA_UNKNOWN;
     if (e) {
         snprintf(why, whylen, "committed offsets not readable: %s", rd_kafka_err2str(e));
@@ -999,8 +1109,8 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, const char *positions_js
             const cJSON *v = cJSON_IsArray(arr) ? cJSON_GetArrayItem(arr, p) : NULL;
             int64_t start = cJSON_IsNumber(v) && v->valuedouble >= 0 ? (int64_t)v->valuedouble : 0;
             int64_t lo = 0, hi = 0;
-            rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, k->out[t].name, p, &lo,
-                                                                     &hi, NF_KAFKA_TIMEOUT_MS);
+            rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+                rk, k->out[t].name, p, &lo, &hi, tmo(k, NF_KAFKA_TIMEOUT_MS));
             if (e) {
                 snprintf(err, errlen, "kafka: recovery scan: end offset of %s [%d]: %s",
                          k->out[t].name, p, rd_kafka_err2str(e));
@@ -1019,6 +1129,10 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, const char *positions_js
         rd_kafka_assign(rk, l);
         uint64_t deadline = (uint64_t)time(NULL) + 120;
         while (remaining > 0) {
+            if (nf_kafka_past_deadline(k)) {
+                rc = deadline_error("kafka: recovery scan", err, errlen);
+                break;
+            }
             if ((uint64_t)time(NULL) > deadline) {
                 snprintf(err, errlen,
                          "kafka: recovery scan of epoch %" PRIu64 " timed out with %d partitions "
@@ -1117,6 +1231,15 @@ size_t nf_kafka_shard_partitions(nf_kafka_t *k, unsigned shard, nf_input_t in, i
     }
     pthread_mutex_unlock(&k->lock);
     return count;
+}
+
+uint64_t nf_kafka_last_client_error(nf_kafka_t *k, char *buf, size_t len)
+{
+    pthread_mutex_lock(&k->elock);
+    uint64_t at = k->client_error_ns;
+    snprintf(buf, len, "%s", at ? k->client_error : "");
+    pthread_mutex_unlock(&k->elock);
+    return at ? nf_now_ns() - at : UINT64_MAX;
 }
 
 void nf_kafka_stats(const nf_kafka_t *k, nf_kafka_stats_t *out)

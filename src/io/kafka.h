@@ -97,6 +97,8 @@ typedef struct nf_kafka_opts {
 /* Connects the producer (init_transactions, which fences an older incarnation and aborts its
  * open transaction) and, with consume, creates the consumer and the shard queues (subscribing
  * waits for nf_kafka_subscribe). Checks that every topic exists. NULL with err. */
+/* NULL with err on failure; errno is then ENOENT when the cluster answered but topics of the
+ * job are missing (err names every one), else EIO. */
 nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen);
 void nf_kafka_free(nf_kafka_t *k);
 int nf_kafka_subscribe(nf_kafka_t *k, char *err, size_t errlen);
@@ -108,6 +110,14 @@ const char *nf_kafka_output_topic(const nf_kafka_t *k, nf_topic_t t);
 const char *nf_kafka_input_topic(const nf_kafka_t *k, nf_input_t in);
 /* nf_input_t of a consumed record's topic, or -1. */
 int nf_kafka_input_of(const nf_kafka_t *k, const char *topic);
+
+/* Bounds every blocking call from now on (transactions, flushes, committed offsets, the
+ * recovery scan) by deadline_ns (nf_now_ns clock; 0 = none): a call past it returns at once
+ * with -ETIMEDOUT and err naming the deadline; a transaction it interrupts is neither retried
+ * nor aborted (the next incarnation's init_transactions settles it). Shutdown uses it so that
+ * shutdown.timeout_ms holds with the broker down. Any thread. */
+void nf_kafka_set_deadline(nf_kafka_t *k, uint64_t deadline_ns);
+bool nf_kafka_past_deadline(const nf_kafka_t *k);
 
 /* Serves the consumer's events (rebalance) and the producer's delivery reports. */
 void nf_kafka_poll(nf_kafka_t *k, int timeout_ms);
@@ -179,5 +189,9 @@ typedef struct nf_kafka_stats {
     uint64_t produced, delivery_errors, transactions, aborts, scans, assigned, revoked, pauses;
 } nf_kafka_stats_t;
 void nf_kafka_stats(const nf_kafka_t *k, nf_kafka_stats_t *out);
+/* The last error librdkafka reported on either client (error_cb: broker down, transport,
+ * authentication...) into buf, and how long ago in ns (UINT64_MAX and "" if none). Any
+ * thread. */
+uint64_t nf_kafka_last_client_error(nf_kafka_t *k, char *buf, size_t len);
 
 #endif

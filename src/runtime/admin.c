@@ -100,9 +100,16 @@ static enum MHD_Result nf_admin_healthz(const nf_admin_t *a, struct MHD_Connecti
 
 static enum MHD_Result nf_admin_readyz(const nf_admin_t *a, struct MHD_Connection *conn)
 {
-    if (!a->hooks.ready || a->hooks.ready(a->hooks.arg))
-        return nf_admin_static(conn, MHD_HTTP_OK, "ready\n");
-    return nf_admin_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready\n");
+    if (!a->hooks.ready)
+        return nf_admin_static(conn, MHD_HTTP_OK, "{\"ready\":true}\n");
+    char body[1024];
+    body[0] = '\0';
+    bool ok = a->hooks.ready(a->hooks.arg, body, sizeof body - 1);
+    body[sizeof body - 2] = '\0';
+    size_t n = strlen(body);
+    body[n++] = '\n';
+    return nf_admin_reply(conn, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json",
+                          body, n, MHD_RESPMEM_MUST_COPY, NULL);
 }
 
 static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, const char *url,

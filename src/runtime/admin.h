@@ -2,7 +2,8 @@
  *
  * Serves GET /metrics (Prometheus text 0.0.4 from metrics.h), /healthz (liveness: 200 when the
  * health hook says every shard answers, else 503 with the reason) and /readyz (200 once the
- * ready hook says so, else 503). Anything else is 404; non-GET is 405. The server reads shard
+ * ready hook says so, else 503; both with the hook's JSON body, which names what readiness
+ * waits for). Anything else is 404; non-GET is 405. The server reads shard
  * state only through the hooks, which main wires to nf_runtime_call(), so it never touches
  * shard memory directly (metrics cells are read with atomic loads, see metrics.h).
  *
@@ -19,8 +20,9 @@ typedef struct nf_admin nf_admin_t;
 typedef struct nf_admin_hooks {
     /* 0 if healthy; else non-zero with a one-line reason written to why. */
     int (*health)(void *arg, char *why, size_t whylen);
-    /* true once state is restored and inputs are assigned. */
-    bool (*ready)(void *arg);
+    /* true once the job is ready to serve (main decides: state restored, inputs assigned,
+     * epochs committing); writes a one-object JSON body saying why to body (NUL-terminated). */
+    bool (*ready)(void *arg, char *body, size_t bodylen);
     void *arg;
 } nf_admin_hooks_t;
 

@@ -42,7 +42,10 @@ struct nf_epoch {
     nf_store_batch_t **batches;
     _Atomic int64_t offsets[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
     int64_t committed_offsets[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
-    uint64_t epoch; /* last committed */
+    uint64_t epoch;               /* last committed (coordinator's owner thread) */
+    _Atomic uint64_t epoch_pub;   /* the same, for other threads */
+    _Atomic uint64_t deadline_ns; /* nf_epoch_set_deadline; 0: none */
+    _Atomic bool timed_out;       /* a commit stopped at that deadline */
     uint64_t last_cut_ns;
     pthread_t thread;
     bool thread_started, final_done;
@@ -442,12 +445,25 @@ static int settle(nf_epoch_t *ep, uint64_t e, uint64_t nonce, uint64_t records,
             return (int)n;
         found = (uint64_t)n;
     }
-    nf_log(NF_LOG_INFO, "epoch", "epoch outputs already in Kafka", NF_LI("epoch", e),
-           NF_LI("found", found), NF_LI("records", records),
+    /* found: how many of the epoch's records Kafka already holds; the rest is produced now */
+    nf_log(NF_LOG_INFO, "epoch", "pending epoch: its outputs counted in Kafka", NF_LI("epoch", e),
+           NF_LI("records", records), NF_LI("found", found), NF_LI("to_produce", records - found),
            NF_LS("by", oc == NF_KAFKA_UNKNOWN ? "scan" : "offsets"), NF_LEND);
     atomic_fetch_add(&ep->recovered_records, records - found);
     nf_counter_add(ep->m_recovered, records - found);
     return oc == NF_KAFKA_COMMITTED;
+}
+
+static bool past_deadline(const nf_epoch_t *ep)
+{
+    uint64_t d = atomic_load(&ep->deadline_ns);
+    return d && nf_now_ns() >= d;
+}
+
+static int deadline_err(uint64_t e, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "epoch %" PRIu64 ": not committed by the shutdown deadline", e);
+    return -ETIMEDOUT;
 }
 
 /* Produces an epoch's records to Kafka in a transaction. Retries settle what is in Kafka first
@@ -461,6 +477,13 @@ static int produce(nf_epoch_t *ep, uint64_t e, uint64_t nonce, const nf_blob_t *
     uint8_t *present = NULL;
     int r = 0;
     for (unsigned attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
+        if (past_deadline(ep)) {
+            if (attempt > 0) /* else err is not set yet */
+                r = -ETIMEDOUT;
+            else
+                r = deadline_err(e, err, errlen);
+            break;
+        }
         if (recovering || attempt > 0) {
             r = settle(ep, e, nonce, records, positions, offs, noffs, &present, err, errlen);
             if (r == 1) {
@@ -480,6 +503,10 @@ static int produce(nf_epoch_t *ep, uint64_t e, uint64_t nonce, const nf_blob_t *
                                    errlen);
         if (r == 0 || r == -ESTALE)
             break;
+        if (past_deadline(ep)) {
+            r = -ETIMEDOUT;
+            break;
+        }
         nf_counter_inc(ep->m_failures);
         atomic_fetch_add(&ep->failures, 1);
         if (r == -EPIPE) {
@@ -530,6 +557,7 @@ static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, char *err, size_t er
         return -EIO;
     fault_at("after_apply");
     ep->epoch = e;
+    atomic_store(&ep->epoch_pub, e);
     nf_gauge_set(ep->m_epoch, (int64_t)e);
     atomic_store(&ep->last_commit_at_ns, nf_now_ns());
     if (ep->st && ep->o.retain_every && e % ep->o.retain_every == 0) {
@@ -721,6 +749,7 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
     if (nf_store_committed(ep->st, &e, &hj, err, errlen) != 0)
         return -EIO;
     ep->epoch = e;
+    atomic_store(&ep->epoch_pub, e);
     nf_gauge_set(ep->m_epoch, (int64_t)e);
     if (hj) {
         cJSON *h = cJSON_Parse(hj);
@@ -749,7 +778,7 @@ int64_t nf_epoch_committed_offset(const nf_epoch_t *ep, nf_input_t in, int32_t p
 
 uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep)
 {
-    return ep->epoch;
+    return atomic_load(&ep->epoch_pub);
 }
 
 /* ---------------------------------------------------------------- the coordinator thread */
@@ -759,7 +788,18 @@ static void fail(nf_epoch_t *ep, int r, const char *err)
     atomic_store(&ep->failed, true);
     if (r == -ESTALE)
         atomic_store(&ep->fenced, true);
-    if (r == -ECANCELED) { /* job_failed: the failure was counted and logged where it happened */
+    if (r == -ETIMEDOUT && past_deadline(ep)) {
+        /* Shutdown ran out of time: what is pending stays pending, and the next start settles
+         * it (recovery rolls it forward or reads its inputs again). */
+        atomic_store(&ep->timed_out, true);
+        nf_log(NF_LOG_ERROR, "epoch",
+               "shutdown.timeout_ms passed before this epoch committed; stopping with the "
+               "previous epoch committed (the next start rolls this one forward or reads its "
+               "inputs again)",
+               NF_LI("epoch", atomic_load(&ep->cur_epoch)),
+               NF_LI("committed_epoch", atomic_load(&ep->epoch_pub)), NF_LS("error", err), NF_LEND);
+    } else if (r ==
+               -ECANCELED) { /* job_failed: the failure was counted and logged where it happened */
         nf_log(NF_LOG_ERROR, "epoch", "epoch.dropped", NF_LI("epoch", atomic_load(&ep->cur_epoch)),
                NF_LS("error", err), NF_LEND);
     } else if (r == -ESTALE) {
@@ -873,6 +913,23 @@ bool nf_epoch_failed(const nf_epoch_t *ep)
     return atomic_load(&ep->failed);
 }
 
+double nf_epoch_seconds_since_commit(const nf_epoch_t *ep)
+{
+    return seconds_since_commit((void *)ep);
+}
+
+void nf_epoch_set_deadline(nf_epoch_t *ep, uint64_t deadline_ns)
+{
+    atomic_store(&ep->deadline_ns, deadline_ns);
+    if (ep->kafka)
+        nf_kafka_set_deadline(ep->kafka, deadline_ns);
+}
+
+bool nf_epoch_timed_out(const nf_epoch_t *ep)
+{
+    return atomic_load(&ep->timed_out);
+}
+
 bool nf_epoch_fenced(const nf_epoch_t *ep)
 {
     return atomic_load(&ep->fenced);
@@ -880,7 +937,7 @@ bool nf_epoch_fenced(const nf_epoch_t *ep)
 
 void nf_epoch_stats(const nf_epoch_t *ep, nf_epoch_stats_t *out)
 {
-    out->epoch = ep->epoch;
+    out->epoch = atomic_load(&ep->epoch_pub);
     out->committed = atomic_load(&ep->committed);
     out->failed = atomic_load(&ep->failures);
     out->checkpoints = atomic_load(&ep->checkpoints);

@@ -104,6 +104,9 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen);
  * was ever committed. Valid after nf_epoch_recover. Any thread. */
 int64_t nf_epoch_committed_offset(const nf_epoch_t *ep, nf_input_t in, int32_t partition);
 uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep);
+/* Seconds since the last epoch committed (since the coordinator was created before the first).
+ * Any thread. */
+double nf_epoch_seconds_since_commit(const nf_epoch_t *ep);
 
 /* Starts the coordinator thread (after nf_runtime_start). 0 or -errno. */
 int nf_epoch_start(nf_epoch_t *ep);
@@ -117,6 +120,12 @@ int nf_epoch_run_once(nf_epoch_t *ep, char *err, size_t errlen);
  * nf_runtime_request_stop. 0 or -errno of the final commit; after a failure of the job
  * (nf_runtime_fail) no final epoch is committed and this returns -ECANCELED. */
 int nf_epoch_stop(nf_epoch_t *ep);
+/* Bounds the rest of the epoch work by deadline_ns (nf_now_ns clock): the commit in flight and
+ * the final one give up past it (nf_kafka_set_deadline bounds each Kafka call), leaving their
+ * pending record for the next start to settle. Call before nf_epoch_stop. Any thread. */
+void nf_epoch_set_deadline(nf_epoch_t *ep, uint64_t deadline_ns);
+/* An epoch commit stopped at that deadline (the job then stops as failed). */
+bool nf_epoch_timed_out(const nf_epoch_t *ep);
 /* A commit failed in a way the job cannot continue from (store write failed, producer fenced),
  * or the job failed and an epoch was dropped: the coordinator logs it, fails the runtime
  * (nf_runtime_fail) and this returns true. */

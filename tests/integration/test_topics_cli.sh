@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_topics_cli.sh — `newsflow topics`: usage and configuration errors (exit 2, naming what is
-# wrong) and an unreachable cluster (exit 1 with the address and a hint, within its timeout).
+# wrong), an unreachable cluster (exit 1 with the address and a hint, within its timeout) and a
+# cluster without the job's topics (run names every missing topic).
 # Creating and listing topics on a real broker is exercised by every kafka-real test
 # (tests/recovery/acclib.py real_broker checks each "NAME created PARTITIONS" line).
 # Usage: bash test_topics_cli.sh <newsflow binary> <source dir>
@@ -37,4 +38,24 @@ run 2 "unknown key" topics list --set kafka.nope=1
 # Nothing listens on port 1: a precise message naming the address, exit 1.
 run 1 "no cluster metadata from 127.0.0.1:1 within 10000 ms" topics list --set kafka.brokers=127.0.0.1:1
 grep -qF "is a broker listening there?" "$work/err" || fail "no hint for an unreachable cluster"
+
+# A cluster that answers but lacks the job's topics: `run` says the topics are missing (not
+# "cannot connect") and names every one of them, with the command that creates them.
+coproc MOCK { exec "$nf" mock-kafka --partitions 2 --topic-prefix other.; }
+mock_pid=$MOCK_PID
+trap 'kill "$mock_pid" 2>/dev/null; rm -rf "$work"' EXIT
+read -r -t 30 line <&"${MOCK[0]}" || fail "mock-kafka printed nothing"
+bootstrap=${line#bootstrap=}
+rc=0
+"$nf" run --set kafka.brokers="$bootstrap" --set kafka.topic_prefix=mine. --set admin.enabled=false \
+    --set state.dir="$work/state" --set runtime.stop_after_ms=5000 >"$work/out" 2>"$work/err" || rc=$?
+[[ $rc == 1 ]] || fail "run without its topics exited $rc, expected 1: $(tail -3 "$work/err")"
+grep -q '"msg":"the job.s Kafka topics are missing"' "$work/err" ||
+    fail "missing topics not said so: $(tail -3 "$work/err")"
+grep -qF "cannot connect to Kafka" "$work/err" && fail "missing topics reported as a connection failure"
+for t in sources read-events articles fetch-log story-clusters trending interest-updates dead-letters; do
+    grep -qF "mine.$t" "$work/err" || fail "missing topic mine.$t not named: $(tail -3 "$work/err")"
+done
+grep -qF "newsflow topics create" "$work/err" || fail "no hint to create the topics"
+kill "$mock_pid" 2>/dev/null || true
 echo "test_topics_cli: passed"

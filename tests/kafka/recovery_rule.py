@@ -93,7 +93,7 @@ def case(ctx, point, method, size, interval_ms):
     ctx.wait_for("the roll-forward", lambda: j3.msgs("pending epoch rolled forward"),
                  timeout=300, job=j3)
     done = j3.msgs("pending epoch rolled forward")[0]
-    found = [o for o in j3.msgs("epoch outputs already in Kafka") if o.get("epoch") == e]
+    found = [o for o in j3.msgs("pending epoch: its outputs counted in Kafka") if o.get("epoch") == e]
     outcome = j3.msgs("pending epoch: outcome from the committed offsets")
     ctx.check(done.get("epoch") == e and found, "run 3 rolled forward %r, found %r" %
               (done, found), j3)
@@ -147,7 +147,7 @@ def case_restore(ctx):
     j3 = acclib.Job(ctx, broker, state, interval_ms=300, tag="restore-3")
     ctx.wait_for("the roll-forward", lambda: j3.msgs("pending epoch rolled forward"),
                  timeout=300, job=j3)
-    found = [o for o in j3.msgs("epoch outputs already in Kafka") if o.get("epoch") == last]
+    found = [o for o in j3.msgs("pending epoch: its outputs counted in Kafka") if o.get("epoch") == last]
     ctx.check(found and found[0].get("found") == 0 and found[0].get("records", 0) > 0,
               "the second epoch %d was pending with none of its records in Kafka, yet the "
               "roll-forward found %r (outcome: %r)" %

@@ -198,7 +198,7 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
     ctx.wait_for("'newsflow started' after the restart", lambda: j2.msgs("newsflow started"),
                  timeout=60, job=j2)
     pend = j2.msgs("pending epoch found at start: rolling it forward")
-    scans = j2.msgs("epoch outputs already in Kafka")
+    scans = j2.msgs("pending epoch: its outputs counted in Kafka")
     restored = j2.msgs("state restored")
     ctx.check(restored, "%s: no 'state restored' line after the restart" % point, j2)
     if point in ROLLED_FORWARD:
@@ -214,7 +214,7 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
                   "%s: the pending epoch %d has records=%r, want > 0 (events were arriving)" %
                   (point, FAULT_EPOCH, R), j2)
         ctx.check(scans and scans[-1].get("epoch") == FAULT_EPOCH,
-                  "%s: no 'epoch outputs already in Kafka' for epoch %d after rolling forward "
+                  "%s: no 'pending epoch: its outputs counted in Kafka' for epoch %d after rolling forward "
                   "(got %r)" % (point, FAULT_EPOCH, scans), j2)
         found, srec = scans[-1].get("found"), scans[-1].get("records")
         ctx.check(srec == R, "%s: scan says records=%r, pending record says %r" % (point, srec, R),

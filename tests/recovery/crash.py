@@ -613,7 +613,7 @@ class Job:
                         self.run_epochs.append(e)
                 if o.get("level") == "error":
                     self.errors.append((label, line.strip()[:400]))
-                if o.get("msg") == "epoch outputs already in Kafka" and \
+                if o.get("msg") == "pending epoch: its outputs counted in Kafka" and \
                         isinstance(o.get("records"), int) and isinstance(o.get("found"), int):
                     self.rollforwards.append((o.get("epoch"), o["records"], o["found"]))
                 if o.get("msg") == "newsflow stopped":

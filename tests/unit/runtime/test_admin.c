@@ -126,8 +126,11 @@ static int health_hook(void *arg, char *why, size_t whylen)
     return 1;
 }
 
-static bool ready_hook(void *arg)
+static bool ready_hook(void *arg, char *body, size_t bodylen)
 {
+    snprintf(body, bodylen, "{\"ready\":%s,\"waiting_for\":[%s]}",
+             __atomic_load_n(&ready_state, __ATOMIC_RELAXED) ? "true" : "false",
+             __atomic_load_n(&ready_state, __ATOMIC_RELAXED) ? "" : "\"assignment\"");
     return __atomic_load_n(&ready_state, __ATOMIC_RELAXED) != 0;
 }
 
@@ -172,12 +175,12 @@ static void test_endpoints(void)
 
     r = http_get(port, "/readyz");
     NF_CHECK_EQ(r.status, 503);
-    NF_CHECK_STR(r.body, "not ready\n");
+    NF_CHECK_STR(r.body, "{\"ready\":false,\"waiting_for\":[\"assignment\"]}\n");
     http_free(&r);
     __atomic_store_n(&ready_state, 1, __ATOMIC_RELAXED);
     r = http_get(port, "/readyz");
     NF_CHECK_EQ(r.status, 200);
-    NF_CHECK_STR(r.body, "ready\n");
+    NF_CHECK_STR(r.body, "{\"ready\":true,\"waiting_for\":[]}\n");
     http_free(&r);
 
     r = http_get(port, "/nope");
