@@ -536,7 +536,7 @@ static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, char *err, size_t er
         char hash[24];
         snprintf(hash, sizeof hash, "%016" PRIx64, ep->o.config_hash);
         fault_at("mid_checkpoint");
-        if (nf_store_checkpoint(ep->st, e, hash, err, errlen) != 0) {
+        if (nf_store_checkpoint(ep->st, e, hash, ep->nshards, err, errlen) != 0) {
             /* A missed named checkpoint is not a lost epoch: the live state is committed. */
             nf_log(NF_LOG_ERROR, "checkpoint", "named checkpoint failed", NF_LI("epoch", e),
                    NF_LS("error", err), NF_LEND);

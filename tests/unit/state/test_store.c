@@ -482,12 +482,12 @@ static void test_checkpoint_create_list_manifest_verify(void)
 
     kv_t kvs[] = {{"a", "1"}, {"b", "2"}, {"c", "3"}};
     NF_CHECK_EQ(commit(st, 42, NF_KIND_ARTICLE_KEY, kvs, 3), 0);
-    NF_CHECK_EQ(nf_store_checkpoint(st, 42, "cafe0123", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 42, "cafe0123", 0, err, sizeof err), 0);
 
     /* no checkpoint while a record is pending */
     nf_store_batch_t *b = nf_store_batch_new();
     NF_CHECK_EQ(nf_store_pending_write(st, 43, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
-    NF_CHECK_EQ(nf_store_checkpoint(st, 43, NULL, err, sizeof err), -EBUSY);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 43, NULL, 0, err, sizeof err), -EBUSY);
     NF_CHECK(strstr(err, "pending") != NULL);
     NF_CHECK_EQ(nf_store_pending_discard(st, err, sizeof err), 0);
     nf_store_batch_free(b);
@@ -564,7 +564,7 @@ static void test_checkpoint_create_list_manifest_verify(void)
     /* a checkpoint of the same epoch replaces the old one */
     kv_t more[] = {{"d", "4"}};
     NF_CHECK_EQ(commit(st, 43, NF_KIND_ARTICLE_KEY, more, 1), 0);
-    NF_CHECK_EQ(nf_store_checkpoint(st, 42, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 42, NULL, 0, err, sizeof err), 0);
     NF_CHECK_EQ(count_checkpoints(dir), 1);
     NF_CHECK_EQ(nf_checkpoint_verify_stats(dir, "42", &s, err, sizeof err), 0);
     NF_CHECK_EQ(s.keys, 4 + 1);
@@ -600,7 +600,7 @@ static void test_checkpoint_verify_detects_damage(void)
     NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
     nf_store_batch_free(b);
     for (uint64_t e = 1; e <= 4; e++)
-        NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, err, sizeof err), 0);
+        NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, 0, err, sizeof err), 0);
     nf_store_close(st);
     for (int e = 1; e <= 4; e++) {
         char id[8];
@@ -662,7 +662,7 @@ static void test_checkpoint_prune_delete(void)
     for (uint64_t e = 1; e <= 5; e++) {
         kv_t kv[] = {{"k", "v"}};
         NF_CHECK_EQ(commit(st, e, NF_KIND_READS, kv, 1), 0);
-        NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, err, sizeof err), 0);
+        NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, 0, err, sizeof err), 0);
     }
     /* leftovers of a crash mid-checkpoint are neither listed nor kept */
     char stale[PATH_MAX];
@@ -678,7 +678,7 @@ static void test_checkpoint_prune_delete(void)
     NF_CHECK_STR(list[1].id, "chk-000000000005");
     free(list);
     NF_CHECK_EQ(nf_store_checkpoint_prune(dir, 2), 0);
-    NF_CHECK_EQ(nf_store_checkpoint(st, 6, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 6, NULL, 0, err, sizeof err), 0);
     NF_CHECK(access(stale, F_OK) != 0);
 
     NF_CHECK_EQ(nf_checkpoint_delete(dir, "chk-4", err, sizeof err), 0);
@@ -701,13 +701,13 @@ static void test_checkpoint_restore(void)
     char err[1024];
     kv_t v1[] = {{"k", "one"}, {"gone-later", "x"}};
     NF_CHECK_EQ(commit(st, 1, NF_KIND_READS, v1, 2), 0);
-    NF_CHECK_EQ(nf_store_checkpoint(st, 1, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 1, NULL, 0, err, sizeof err), 0);
     kv_t v2[] = {{"k", "two"}, {"gone-later", NULL}, {"new", "y"}};
     NF_CHECK_EQ(commit(st, 2, NF_KIND_READS, v2, 3), 0);
     nf_store_close(st);
 
-    NF_CHECK_EQ(nf_checkpoint_restore(dir, "nope", err, sizeof err), -EINVAL);
-    NF_CHECK_EQ(nf_checkpoint_restore(dir, "1", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "nope", NULL, NULL, err, sizeof err), -EINVAL);
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "1", NULL, NULL, err, sizeof err), 0);
     st = open_store(dir);
     NF_REQUIRE(st);
     NF_CHECK_STR(get_str(st, NF_KIND_READS, "k"), "one");
@@ -747,7 +747,7 @@ static void test_checkpoint_restore(void)
     nf_store_close(old);
 
     /* a second restore in the same second does not overwrite the first replaced db */
-    NF_CHECK_EQ(nf_checkpoint_restore(dir, "latest", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "latest", NULL, NULL, err, sizeof err), 0);
     d = opendir(dir);
     NF_REQUIRE(d);
     nreplaced = 0;
@@ -766,7 +766,7 @@ static void test_checkpoint_restore(void)
     NF_REQUIRE(mkdir(fresh, 0755) == 0);
     snprintf(cp, sizeof cp, "cp -r '%s/checkpoints' '%s/'", dir, fresh);
     NF_REQUIRE(system(cp) == 0);
-    NF_CHECK_EQ(nf_checkpoint_restore(fresh, "1", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_checkpoint_restore(fresh, "1", NULL, NULL, err, sizeof err), 0);
     st = open_store(fresh);
     NF_CHECK(st && !strcmp(get_str(st, NF_KIND_READS, "k"), "one"));
     nf_store_close(st);
