@@ -468,6 +468,7 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
     nf_epoch_opts_t eo = {.interval_ms = cfg->checkpoint.interval_ms,
                           .retain_every = cfg->checkpoint.retain_every,
                           .retain_count = cfg->checkpoint.retain_count,
+                          .checkpoint_on_stop = cfg->checkpoint.on_stop,
                           .config_hash = nf_config_hash(cfg)};
     c->epoch = nf_epoch_new(c->rt, c->store, c->in.sink, &eo, err, errlen);
     if (!c->epoch) {
