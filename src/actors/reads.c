@@ -523,13 +523,16 @@ static void kin_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64
         stop_job(k, "cannot save the trending counter (out of memory); stopping", rc);
 }
 
-/* The shard count the stored trending counters were written with: 0 (none stored yet), the
- * count, or -errno. */
 static long stored_shard_count(kin_t *k)
+{
+    return nf_reads_stored_shards(k->r->store);
+}
+
+long nf_reads_stored_shards(nf_store_t *st)
 {
     void *v = NULL;
     size_t len = 0, blen = 0;
-    int rc = nf_store_get(k->r->store, NF_KIND_TRENDING, "n", 1, &v, &len, NULL, 0);
+    int rc = nf_store_get(st, NF_KIND_TRENDING, "n", 1, &v, &len, NULL, 0);
     if (rc != 1)
         return rc;
     const unsigned char *n = nf_analytics_blob(v, len, &blen);

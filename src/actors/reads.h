@@ -88,6 +88,11 @@ typedef struct nf_reads {
 /* 0 or -errno. */
 int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r);
 
+/* The shard count the trending state in st was written by (the job refuses to start with
+ * another): 0 (none stored yet), the count, or -errno. Any thread (the store is thread-safe);
+ * `run --from-checkpoint` asks it of a checkpoint before restoring it. */
+long nf_reads_stored_shards(nf_store_t *st);
+
 /* The event-id dedup set's key of an event id (persisted: fixed forever). */
 nf_id128_t nf_reads_event_key(const char *event_id);
 

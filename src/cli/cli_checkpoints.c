@@ -23,23 +23,28 @@ static const char checkpoints_usage[] =
     "Usage: newsflow checkpoints list [--json] [OPTIONS]\n"
     "       newsflow checkpoints show ID [OPTIONS]\n"
     "       newsflow checkpoints verify ID [OPTIONS]\n"
-    "       newsflow checkpoints delete ID [OPTIONS]\n"
+    "       newsflow checkpoints delete ID [--force] [OPTIONS]\n"
     "\n"
     "A checkpoint is a complete, consistent copy of the job's state (its RocksDB database) as\n"
     "of one committed epoch, kept in STATE_DIR/checkpoints/chk-<epoch>/ with a manifest.json:\n"
     "epoch, creation time, the input offsets the state corresponds to, configuration hash,\n"
-    "program version and the database's files with their sizes. `newsflow run` takes one every\n"
-    "checkpoint.retain_every epochs and keeps the newest checkpoint.retain_count. Its files are\n"
-    "hard links shared with the live database, so a fresh checkpoint costs little disk space.\n"
+    "program version, shard count and the database's files with their sizes. `newsflow run`\n"
+    "takes one every checkpoint.retain_every epochs and at a clean stop (checkpoint.on_stop),\n"
+    "and keeps the newest checkpoint.retain_count. Its files are hard links shared with the\n"
+    "live database, so a fresh checkpoint costs little disk space.\n"
     "\n"
-    "  list        the checkpoints, oldest first: id, epoch, created_at, files, bytes;\n"
-    "              --json prints them as a JSON array\n"
+    "  list        the checkpoints, oldest first: id, epoch, created_at, files, bytes,\n"
+    "              shards (the runtime.shards the state was written by; unknown for\n"
+    "              checkpoints of older versions) and a note after a restore: \"restored\"\n"
+    "              (the base of the live state) or \"newer than the restore\" (kept: the\n"
+    "              timeline the restore left); --json prints them as a JSON array\n"
     "  show ID     print the checkpoint's manifest.json\n"
     "  verify ID   check that the checkpoint is intact: every file the manifest lists is there\n"
     "              with its size, and the database opens and reads end to end with every\n"
     "              checksum verified; prints \"ok: ID (N files, M bytes, K keys)\" or the first\n"
     "              problem found (exit 1)\n"
-    "  delete ID   remove the checkpoint\n"
+    "  delete ID   remove the checkpoint; while the job runs, deleting the newest one (its\n"
+    "              latest restore point) is refused without --force\n"
     "\n"
     "ID is latest, chk-000000000042 or 42 (an epoch).\n"
     "\n"
@@ -115,6 +120,12 @@ static int ck_list(const char *state_dir, bool json)
             cJSON_AddStringToObject(o, "created_at", list[i].created_at);
             cJSON_AddNumberToObject(o, "files", (double)list[i].files);
             cJSON_AddNumberToObject(o, "bytes", (double)list[i].bytes);
+            if (list[i].shards)
+                cJSON_AddNumberToObject(o, "shards", list[i].shards);
+            else
+                cJSON_AddNullToObject(o, "shards");
+            if (list[i].note[0])
+                cJSON_AddStringToObject(o, "note", list[i].note);
             cJSON_AddItemToArray(arr, o);
         }
         char *text = arr ? cJSON_Print(arr) : NULL;
@@ -127,16 +138,45 @@ static int ck_list(const char *state_dir, bool json)
     } else if (n == 0) {
         printf("no checkpoints in %s/checkpoints\n", state_dir);
     } else {
-        printf("%-18s %12s  %-20s %7s %14s\n", "ID", "EPOCH", "CREATED_AT", "FILES", "BYTES");
-        for (size_t i = 0; i < n; i++)
-            printf("%-18s %12" PRIu64 "  %-20s %7" PRIu64 " %14" PRIu64 "\n", list[i].id,
-                   list[i].epoch, list[i].created_at, list[i].files, list[i].bytes);
+        printf("%-18s %12s  %-20s %7s %14s %7s  NOTE\n", "ID", "EPOCH", "CREATED_AT", "FILES",
+               "BYTES", "SHARDS");
+        for (size_t i = 0; i < n; i++) {
+            char shards[16] = "unknown";
+            if (list[i].shards)
+                snprintf(shards, sizeof shards, "%u", list[i].shards);
+            printf("%-18s %12" PRIu64 "  %-20s %7" PRIu64 " %14" PRIu64 " %7s%s%s\n", list[i].id,
+                   list[i].epoch, list[i].created_at, list[i].files, list[i].bytes, shards,
+                   list[i].note[0] ? "  " : "", list[i].note);
+        }
     }
     free(list);
     return rc;
 }
 
-static int ck_one(sub_t sub, const char *state_dir, const char *id)
+/* Deleting the newest checkpoint while the job runs takes away its latest restore point (and
+ * "latest" may name the one it is about to replace): refused without --force. 0 or an exit
+ * code. */
+static int delete_guard(const char *state_dir, const char *name, bool force)
+{
+    long pid = 0;
+    if (force || nf_store_in_use(state_dir, &pid) != 1)
+        return NF_EXIT_OK;
+    char err[2048];
+    char *newest = nf_checkpoint_path(state_dir, "latest", err, sizeof err);
+    const char *slash = newest ? strrchr(newest, '/') : NULL;
+    bool is_newest = slash && !strcmp(slash + 1, name);
+    free(newest);
+    if (!is_newest)
+        return NF_EXIT_OK;
+    fprintf(stderr,
+            "newsflow checkpoints: refusing to delete %s: it is the newest checkpoint and the job "
+            "is running (process %ld holds %s/db/LOCK), so it is the only restore point as recent "
+            "as the running state; stop the job first, or pass --force\n",
+            name, pid, state_dir);
+    return NF_EXIT_RUNTIME;
+}
+
+static int ck_one(sub_t sub, const char *state_dir, const char *id, bool force)
 {
     char err[2048];
     /* Resolve first: an id that names nothing is a usage error (2), whatever the subcommand. */
@@ -173,6 +213,9 @@ static int ck_one(sub_t sub, const char *state_dir, const char *id)
                s.bytes, s.keys);
         return NF_EXIT_OK;
     }
+    int guard = delete_guard(state_dir, name, force);
+    if (guard != NF_EXIT_OK)
+        return guard;
     if (nf_checkpoint_delete(state_dir, name, err, sizeof err) != 0) {
         fprintf(stderr, "newsflow checkpoints: delete failed: %s\n", err);
         return NF_EXIT_RUNTIME;
@@ -205,7 +248,7 @@ int nf_cli_checkpoints(int argc, char **argv)
     const char *config = getenv("NEWSFLOW_CONFIG"), *state_dir = NULL, *id = NULL;
     if (config && !*config)
         config = NULL;
-    bool json = false;
+    bool json = false, force = false;
     char **sets = calloc((size_t)argc, sizeof *sets);
     unsigned nsets = 0;
     int rc = NF_EXIT_USAGE;
@@ -239,6 +282,8 @@ int nf_cli_checkpoints(int argc, char **argv)
             sets[nsets++] = argv[i] + 6;
         else if (!strcmp(a, "--json") && sub == SUB_LIST)
             json = true;
+        else if (!strcmp(a, "--force") && sub == SUB_DELETE)
+            force = true;
         else if (a[0] == '-' && a[1] != '\0') {
             rc = ck_bad_usage("unknown option", a);
             goto out;
@@ -271,7 +316,7 @@ int nf_cli_checkpoints(int argc, char **argv)
     }
     if (!state_dir)
         state_dir = cfg.state.dir;
-    rc = sub == SUB_LIST ? ck_list(state_dir, json) : ck_one(sub, state_dir, id);
+    rc = sub == SUB_LIST ? ck_list(state_dir, json) : ck_one(sub, state_dir, id, force);
 out:
     free(sets);
     return rc;

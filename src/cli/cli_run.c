@@ -52,9 +52,11 @@ static const char run_usage[] =
     "                  per line, - = stdout) or none; same as --set sink.spec=SPEC\n"
     "  --from-checkpoint ID\n"
     "                  before starting, make named checkpoint ID (chk-N, N, or latest) the live\n"
-    "                  state: state, outputs and Kafka input positions roll back to it (the\n"
-    "                  replaced state is kept as state.dir/db.replaced-TIME); see\n"
-    "                  `newsflow checkpoints list`\n"
+    "                  state: state, outputs and Kafka input positions roll back to it. It is\n"
+    "                  verified in full (every checksum) and checked against runtime.shards\n"
+    "                  first; a refusal (exit 1) changes nothing. The replaced state is kept as\n"
+    "                  state.dir/db.replaced-UTCTIME-epochN (the newest checkpoint.retain_count\n"
+    "                  of them); newer checkpoints are kept. See `newsflow checkpoints list`\n"
     "\n"
     "Feeds come from sources.urls, sources.file and the sources topic (which overrides a\n"
     "configured feed with the same source_id); read events from the read-events topic.\n"
@@ -518,20 +520,55 @@ static unsigned stop_margin_ms(unsigned timeout_ms)
     return m > 2000 ? 2000 : m;
 }
 
+/* --from-checkpoint: every check runs before anything moves (nf_checkpoint_restore); a refusal
+ * leaves the state directory as it was. 0, NF_EXIT_USAGE (no such checkpoint) or
+ * NF_EXIT_RUNTIME (refused or failed). */
+static int restore_checkpoint(const nf_config_t *cfg, unsigned shards, char *err, size_t errlen)
+{
+    nf_restore_opts_t o = {.shards = shards,
+                           .db_shards = nf_reads_stored_shards,
+                           .keep_replaced = cfg->checkpoint.retain_count};
+    nf_restore_result_t res;
+    if (nf_checkpoint_restore(cfg->state.dir, g_from_checkpoint, &o, &res, err, errlen) != 0) {
+        nf_log(NF_LOG_ERROR, "main",
+               res.moved ? "restoring the checkpoint failed"
+                         : "refusing to restore the checkpoint; the state directory is untouched",
+               NF_LS("checkpoint", g_from_checkpoint), NF_LS("error", err), NF_LEND);
+        return res.resolved ? NF_EXIT_RUNTIME : NF_EXIT_USAGE;
+    }
+    nf_log(NF_LOG_WARN, "main",
+           "restored a named checkpoint: state and input positions roll back to it",
+           NF_LS("checkpoint", g_from_checkpoint), NF_LS("id", res.id), NF_LI("epoch", res.epoch),
+           NF_LI("next_epoch", res.next_epoch), NF_LEND);
+    if (res.replaced[0])
+        nf_log(NF_LOG_WARN, "main", "the replaced state is kept", NF_LS("path", res.replaced),
+               NF_LS("hint", "delete it with rm -rf once it is not needed; the newest "
+                             "checkpoint.retain_count are kept, older ones deleted"),
+               NF_LEND);
+    if (res.kept_newer)
+        nf_log(NF_LOG_WARN, "main",
+               "checkpoints newer than the restored one are kept (another timeline); epochs "
+               "continue after the newest of them",
+               NF_LI("count", res.kept_newer), NF_LS("newest", res.newest_kept),
+               NF_LI("next_epoch", res.next_epoch),
+               NF_LS("hint", "`newsflow checkpoints list` marks them; `newsflow checkpoints delete "
+                             "ID` removes one; checkpoint.retain_count prunes them as new "
+                             "checkpoints are taken"),
+               NF_LEND);
+    if (res.pruned)
+        nf_log(NF_LOG_INFO, "main", "deleted older replaced states beyond checkpoint.retain_count",
+               NF_LI("count", res.pruned), NF_LS("deleted", res.pruned_names), NF_LEND);
+    return 0;
+}
+
 /* State, Kafka and the epoch coordinator, before any actor runs. 0 or an exit code. */
 static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t errlen)
 {
     const nf_config_t *cfg = &c->cfg;
     if (g_from_checkpoint) {
-        if (nf_checkpoint_restore(cfg->state.dir, g_from_checkpoint, err, errlen) != 0) {
-            nf_log(NF_LOG_ERROR, "main", "cannot restore the checkpoint",
-                   NF_LS("checkpoint", g_from_checkpoint), NF_LS("error", err), NF_LEND);
-            return NF_EXIT_USAGE;
-        }
-        nf_log(NF_LOG_WARN, "main",
-               "restored a named checkpoint: state and input positions "
-               "roll back to it",
-               NF_LS("checkpoint", g_from_checkpoint), NF_LEND);
+        int code = restore_checkpoint(cfg, shards, err, errlen);
+        if (code != 0)
+            return code;
     }
     nf_store_opts_t so;
     nf_store_opts_default(&so);
@@ -545,6 +582,7 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
     nf_epoch_opts_t eo = {.interval_ms = cfg->checkpoint.interval_ms,
                           .retain_every = cfg->checkpoint.retain_every,
                           .retain_count = cfg->checkpoint.retain_count,
+                          .checkpoint_on_stop = cfg->checkpoint.on_stop,
                           .config_hash = nf_config_hash(cfg)};
     c->epoch = nf_epoch_new(c->rt, c->store, c->in.sink, &eo, err, errlen);
     if (!c->epoch) {

@@ -116,6 +116,7 @@ typedef struct nf_config {
         uint32_t interval_ms;
         uint32_t retain_every; /* a named checkpoint every N epochs; 0 = none */
         uint32_t retain_count;
+        bool on_stop; /* a named checkpoint of the final epoch at a clean stop */
     } checkpoint;
     struct {
         char brokers[1024]; /* "embedded" = in-process mock cluster; "" = no Kafka */

@@ -551,7 +551,9 @@ static void tee_outputs(nf_epoch_t *ep, const nf_blob_t *bufs, unsigned nbufs)
         nf_log(NF_LOG_WARN, "sink", "tee write failed; records kept for the next attempt", NF_LEND);
 }
 
-static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, char *err, size_t errlen)
+/* final: the last epoch of a clean stop, which takes a named checkpoint with checkpoint.on_stop
+ * (a short run then leaves one: RocksDB checkpoints are hard links, cheap at a stop). */
+static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, char *err, size_t errlen)
 {
     if (ep->st && nf_store_pending_apply(ep->st, err, errlen) != 0)
         return -EIO;
@@ -560,11 +562,12 @@ static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, char *err, size_t er
     atomic_store(&ep->epoch_pub, e);
     nf_gauge_set(ep->m_epoch, (int64_t)e);
     atomic_store(&ep->last_commit_at_ns, nf_now_ns());
-    if (ep->st && ep->o.retain_every && e % ep->o.retain_every == 0) {
+    if (ep->st && ep->o.retain_every &&
+        (e % ep->o.retain_every == 0 || (final && ep->o.checkpoint_on_stop))) {
         char hash[24];
         snprintf(hash, sizeof hash, "%016" PRIx64, ep->o.config_hash);
         fault_at("mid_checkpoint");
-        if (nf_store_checkpoint(ep->st, e, hash, err, errlen) != 0) {
+        if (nf_store_checkpoint(ep->st, e, hash, ep->nshards, err, errlen) != 0) {
             /* A missed named checkpoint is not a lost epoch: the live state is committed. */
             nf_log(NF_LOG_ERROR, "checkpoint", "named checkpoint failed", NF_LI("epoch", e),
                    NF_LS("error", err), NF_LEND);
@@ -657,7 +660,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     }
     if (r == 0) {
         fault_at("after_commit");
-        r = apply_and_checkpoint(ep, e, err, errlen);
+        r = apply_and_checkpoint(ep, e, final, err, errlen);
     }
     if (r == 0) {
         for (size_t i = 0; i < noffs; i++)
@@ -730,7 +733,7 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
             free(positions);
         }
         if (r == 0) {
-            r = apply_and_checkpoint(ep, p.epoch, err, errlen);
+            r = apply_and_checkpoint(ep, p.epoch, false, err, errlen);
             tee_outputs(ep, p.outputs, p.noutputs);
             atomic_fetch_add(&ep->recovered_epochs, 1);
             nf_log(NF_LOG_INFO, "epoch", "pending epoch rolled forward", NF_LI("epoch", p.epoch),

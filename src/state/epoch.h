@@ -25,7 +25,8 @@
  *               headers nf-writer, nf-epoch and nf-seq;
  *   c. apply    the pending record is applied to the live state; participants learn the epoch
  *               is durable (their entries become evictable);
- *   d. named checkpoint every checkpoint.retain_every epochs, pruned to retain_count.
+ *   d. named checkpoint every checkpoint.retain_every epochs, and of the final epoch of a clean
+ *      stop (checkpoint.on_stop), pruned to retain_count.
  * Recovery on start rolls a pending record FORWARD (never discards it). What of the epoch is in
  * Kafka already is settled first: on a broker that keeps transactional offset commits (Apache
  * Kafka), the consumer group's committed offsets answer it (each transaction commits them with
@@ -78,6 +79,7 @@ typedef struct nf_epoch_participant {
 typedef struct nf_epoch_opts {
     uint32_t interval_ms;
     uint32_t retain_every, retain_count;
+    bool checkpoint_on_stop; /* also a named checkpoint of the final epoch (retain_every > 0) */
     uint64_t config_hash;
     unsigned fault_epoch; /* from NF_FAULT; 0 = none */
     char fault_point[32];

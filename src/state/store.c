@@ -45,14 +45,16 @@
 #define NF_GIT_COMMIT "unknown"
 #endif
 
-#define PENDING_LO     "pending/"
-#define PENDING_HI     "pending0" /* '0' follows '/': the end of the "pending/" prefix */
-#define PENDING_HEADER "pending/header"
-#define COMMITTED_KEY  "committed"
-#define MANIFEST_NAME  "manifest.json"
-#define CHK_DIGITS     12
-#define TMP_PREFIX     ".tmp-"
-#define COPY_BUF       (64 * 1024)
+#define PENDING_LO      "pending/"
+#define PENDING_HI      "pending0" /* '0' follows '/': the end of the "pending/" prefix */
+#define PENDING_HEADER  "pending/header"
+#define COMMITTED_KEY   "committed"
+#define MANIFEST_NAME   "manifest.json"
+#define LAST_RESTORE    "last-restore.json"
+#define REPLACED_PREFIX "db.replaced-"
+#define CHK_DIGITS      12
+#define TMP_PREFIX      ".tmp-"
+#define COPY_BUF        (64 * 1024)
 
 static const char *const kind_names[NF_KIND__COUNT] = {
     [NF_KIND_ARTICLE_KEY] = "article_key",
@@ -1358,6 +1360,30 @@ static bool json_u64(const cJSON *obj, const char *key, uint64_t *out)
     return true;
 }
 
+/* Notes on the checkpoints the last restore (LAST_RESTORE) restored and kept. */
+static void mark_last_restore(const char *state_dir, nf_checkpoint_info_t *list, size_t n)
+{
+    char path[PATH_MAX];
+    if (path_fmt(path, NULL, 0, "%s/checkpoints/" LAST_RESTORE, state_dir) != 0)
+        return;
+    char *text = read_file(path, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *base = cJSON_GetObjectItemCaseSensitive(j, "restored");
+    const cJSON *newer = cJSON_GetObjectItemCaseSensitive(j, "newer_kept");
+    for (size_t i = 0; i < n; i++) {
+        if (cJSON_IsString(base) && !strcmp(base->valuestring, list[i].id))
+            snprintf(list[i].note, sizeof list[i].note, "restored");
+        const cJSON *k;
+        cJSON_ArrayForEach(k, newer)
+        {
+            if (cJSON_IsString(k) && !strcmp(k->valuestring, list[i].id))
+                snprintf(list[i].note, sizeof list[i].note, "newer than the restore");
+        }
+    }
+    cJSON_Delete(j);
+}
+
 int nf_checkpoint_list(const char *state_dir, nf_checkpoint_info_t **out, size_t *n)
 {
     *out = NULL;
@@ -1392,10 +1418,14 @@ int nf_checkpoint_list(const char *state_dir, nf_checkpoint_info_t **out, size_t
                  cJSON_IsString(c) ? c->valuestring : "");
         json_u64(m, "files", &ci->files);
         json_u64(m, "bytes", &ci->bytes);
+        uint64_t shards = 0;
+        if (json_u64(m, "shards", &shards) && shards <= UINT_MAX)
+            ci->shards = (unsigned)shards;
         cJSON_Delete(m);
         (*n)++;
     }
     free(epochs);
+    mark_last_restore(state_dir, list, *n);
     if (*n == 0) {
         free(list);
         list = NULL;
@@ -1448,8 +1478,8 @@ static cJSON *header_value(const char *json)
 }
 
 static char *manifest_build(nf_store_t *st, const char *name, uint64_t epoch,
-                            const char *config_hash, const dbfile_t *files, size_t nfiles,
-                            uint64_t bytes, char *err, size_t errlen)
+                            const char *config_hash, unsigned shards, const dbfile_t *files,
+                            size_t nfiles, uint64_t bytes, char *err, size_t errlen)
 {
     uint64_t committed = 0;
     char *header = NULL;
@@ -1475,6 +1505,10 @@ static char *manifest_build(nf_store_t *st, const char *name, uint64_t epoch,
         cJSON_AddNullToObject(m, "config_hash");
     cJSON_AddStringToObject(m, "version", NF_VERSION);
     cJSON_AddStringToObject(m, "git_commit", NF_GIT_COMMIT);
+    if (shards)
+        cJSON_AddNumberToObject(m, "shards", shards);
+    else
+        cJSON_AddNullToObject(m, "shards");
     cJSON_AddNumberToObject(m, "files", (double)nfiles);
     cJSON_AddNumberToObject(m, "bytes", (double)bytes);
     cJSON *kinds = cJSON_AddObjectToObject(m, "kinds");
@@ -1500,8 +1534,8 @@ static char *manifest_build(nf_store_t *st, const char *name, uint64_t epoch,
     return text;
 }
 
-int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash, char *err,
-                        size_t errlen)
+int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash, unsigned shards,
+                        char *err, size_t errlen)
 {
     if (!st->state_dir)
         return seterr(err, errlen, -EINVAL,
@@ -1557,7 +1591,7 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
         seterr(err, errlen, r, "checkpoint %s: listing %s: %s", name, tmp, strerror(-r));
         goto fail;
     }
-    text = manifest_build(st, name, epoch, config_hash, files, nfiles, bytes, err, errlen);
+    text = manifest_build(st, name, epoch, config_hash, shards, files, nfiles, bytes, err, errlen);
     if (!text) {
         r = -ENOMEM;
         goto fail;
@@ -1725,8 +1759,10 @@ static int scan_family(nf_store_t *st, rocksdb_column_family_handle_t *h, const 
     return 0;
 }
 
+/* Opens the checkpoint's database read-only and reads it end to end with checksums verified.
+ * keep: on success the store is left open there (the caller closes it). */
 static int check_db(const char *path, const char *name, const cJSON *m,
-                    nf_checkpoint_stats_t *stats, char *err, size_t errlen)
+                    nf_checkpoint_stats_t *stats, nf_store_t **keep, char *err, size_t errlen)
 {
     nf_store_opts_t o;
     nf_store_opts_default(&o);
@@ -1756,7 +1792,10 @@ static int check_db(const char *path, const char *name, const cJSON *m,
                        ", the manifest says %" PRIu64,
                        name, have, want);
     }
-    nf_store_close(st);
+    if (r == 0 && keep)
+        *keep = st;
+    else
+        nf_store_close(st);
     if (r == 0 && stats)
         stats->keys = keys;
     return r;
@@ -1776,7 +1815,7 @@ int nf_checkpoint_verify_stats(const char *state_dir, const char *id, nf_checkpo
     json_u64(m, "epoch", &s.epoch);
     r = check_files(path, name, m, &s, err, errlen);
     if (r == 0)
-        r = check_db(path, name, m, &s, err, errlen);
+        r = check_db(path, name, m, &s, NULL, err, errlen);
     cJSON_Delete(m);
     if (r == 0 && stats)
         *stats = s;
@@ -1788,24 +1827,46 @@ int nf_checkpoint_verify(const char *state_dir, const char *id, char *err, size_
     return nf_checkpoint_verify_stats(state_dir, id, NULL, err, errlen);
 }
 
-/* -EBUSY if another process holds db/LOCK (RocksDB locks it with fcntl). A store open in this
- * process is not seen: the caller must have closed its own. */
-static int check_unlocked(const char *db_dir, char *err, size_t errlen)
+/* 1 if another process holds db_dir/LOCK (RocksDB locks it with fcntl; *pid its holder), 0 if
+ * not (or there is no database), -errno. A store open in this process is not seen. */
+static int lock_holder(const char *db_dir, long *pid)
 {
     char lock[PATH_MAX];
-    if (path_fmt(lock, err, errlen, "%s/LOCK", db_dir) != 0)
+    if (path_fmt(lock, NULL, 0, "%s/LOCK", db_dir) != 0)
         return -ENAMETOOLONG;
     int fd = open(lock, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return errno == ENOENT ? 0 : -errno;
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     int r = 0;
-    if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
-        r = seterr(err, errlen, -EBUSY,
-                   "%s is in use (process %ld holds %s); stop the job before restoring", db_dir,
-                   (long)fl.l_pid, lock);
+    if (fcntl(fd, F_GETLK, &fl) != 0)
+        r = -errno;
+    else if (fl.l_type != F_UNLCK) {
+        r = 1;
+        if (pid)
+            *pid = (long)fl.l_pid;
+    }
     close(fd);
     return r;
+}
+
+int nf_store_in_use(const char *state_dir, long *pid)
+{
+    char db[PATH_MAX];
+    if (path_fmt(db, NULL, 0, "%s/db", state_dir) != 0)
+        return -ENAMETOOLONG;
+    return lock_holder(db, pid);
+}
+
+/* -EBUSY (with err) if another process holds db_dir/LOCK. */
+static int check_unlocked(const char *db_dir, char *err, size_t errlen)
+{
+    long pid = 0;
+    if (lock_holder(db_dir, &pid) == 1)
+        return seterr(err, errlen, -EBUSY,
+                      "%s is in use (process %ld holds %s/LOCK); stop the job before restoring",
+                      db_dir, pid, db_dir);
+    return 0;
 }
 
 /* Only table and blob files are immutable: those are hard-linked. The rest (MANIFEST, CURRENT,
@@ -1817,17 +1878,189 @@ static bool immutable_file(const char *name)
     return (l > 4 && !strcmp(name + l - 4, ".sst")) || (l > 5 && !strcmp(name + l - 5, ".blob"));
 }
 
-int nf_checkpoint_restore(const char *state_dir, const char *id, char *err, size_t errlen)
+/* The checks that can refuse a restore, before anything moves: the checkpoint verified in full
+ * (nf_checkpoint_verify_stats), then its shard count against the job's. */
+static int restore_checks(const char *path, const char *name, const nf_restore_opts_t *o,
+                          nf_restore_result_t *res, char *err, size_t errlen)
 {
+    int r = 0;
+    cJSON *m = manifest_load(path, name, &r, err, errlen);
+    if (!m)
+        return r;
+    json_u64(m, "epoch", &res->epoch);
+    uint64_t mshards = 0;
+    bool has_shards = json_u64(m, "shards", &mshards) && mshards > 0;
+    nf_store_t *chk = NULL;
+    r = check_files(path, name, m, NULL, err, errlen);
+    if (r == 0)
+        r = check_db(path, name, m, NULL, &chk, err, errlen);
+    cJSON_Delete(m);
+    if (r != 0)
+        return r;
+    long dbs = 0;
+    if (!has_shards && o->db_shards) {
+        dbs = o->db_shards(chk);
+        if (dbs < 0)
+            r = seterr(err, errlen, (int)dbs,
+                       "%s: cannot read the shard count its state was written by: %s", name,
+                       strerror((int)-dbs));
+    }
+    nf_store_close(chk);
+    if (r != 0)
+        return r;
+    res->shards = has_shards ? (unsigned)mshards : (unsigned)dbs;
+    if (o->shards && res->shards && res->shards != o->shards)
+        return seterr(
+            err, errlen, -EINVAL,
+            "%s was taken with runtime.shards=%u, the job runs with %u (state is kept per "
+            "shard); restore it with --set runtime.shards=%u",
+            name, res->shards, o->shards, res->shards);
+    return 0;
+}
+
+/* The committed epoch of the database in dir (opened read-only): 1 (*epoch set), or 0 if it
+ * cannot be read (the name of a replaced database then says "unknown"). */
+static int db_epoch(const char *dir, uint64_t *epoch)
+{
+    char e[256];
+    nf_store_t *st = nf_store_open_dir(dir, true, e, sizeof e);
+    if (!st)
+        return 0;
+    int ok = nf_store_committed(st, epoch, NULL, e, sizeof e) == 0;
+    nf_store_close(st);
+    return ok;
+}
+
+/* Sets the committed epoch of the (closed) database in dir to epoch, keeping its header: the
+ * epochs of the restored state continue after the kept newer checkpoints'. */
+static int set_committed_epoch(const char *dir, uint64_t epoch, char *err, size_t errlen)
+{
+    nf_store_t *st = nf_store_open_dir(dir, false, err, errlen);
+    if (!st)
+        return -EIO;
+    char *header = NULL;
+    uint64_t old = 0;
+    int r = nf_store_committed(st, &old, &header, err, errlen);
+    if (r == 0 && header) { /* nothing committed (no header): nothing to renumber */
+        size_t hl = header ? strlen(header) : 0;
+        unsigned char *cv = malloc(8 + hl + 1);
+        if (!cv) {
+            r = seterr(err, errlen, -ENOMEM, "out of memory");
+        } else {
+            nf_put_le64(cv, epoch);
+            if (hl)
+                memcpy(cv + 8, header, hl);
+            char *rerr = NULL;
+            rocksdb_put_cf(st->db, st->wo_sync, st->def, COMMITTED_KEY, strlen(COMMITTED_KEY),
+                           (const char *)cv, 8 + hl, &rerr);
+            if (rerr)
+                r = rocks_err(rerr, err, errlen, -EIO, "setting the committed epoch");
+            free(cv);
+        }
+    }
+    free(header);
+    nf_store_close(st);
+    return r;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Deletes the oldest <state_dir>/db.replaced-* beyond keep (by name: the new names start with
+ * the UTC time, older versions' with Unix seconds, which sort before them until 2033). */
+static void prune_replaced(const char *state_dir, unsigned keep, nf_restore_result_t *res)
+{
+    DIR *d = opendir(state_dir);
+    if (!d)
+        return;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    const struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, REPLACED_PREFIX, strlen(REPLACED_PREFIX)) != 0)
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            char **nn = realloc(names, ncap * sizeof *nn);
+            if (!nn)
+                break;
+            names = nn;
+            cap = ncap;
+        }
+        if (!(names[n] = strdup(de->d_name)))
+            break;
+        n++;
+    }
+    closedir(d);
+    if (n)
+        qsort(names, n, sizeof *names, cmp_str);
+    size_t used = 0;
+    for (size_t i = 0; i + keep < n; i++) {
+        char p[PATH_MAX];
+        if (path_fmt(p, NULL, 0, "%s/%s", state_dir, names[i]) != 0 || rm_rf(p) != 0)
+            continue;
+        res->pruned++;
+        size_t room = sizeof res->pruned_names - used;
+        int w = snprintf(res->pruned_names + used, room, "%s%s", used ? ", " : "", names[i]);
+        if (w < 0 || (size_t)w >= room)
+            snprintf(res->pruned_names + sizeof res->pruned_names - 4, 4, "...");
+        else
+            used += (size_t)w;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* checkpoints/last-restore.json: what nf_checkpoint_list marks. Best effort: the restore is done.
+ */
+static void write_last_restore(const char *state_dir, const nf_restore_result_t *res,
+                               const uint64_t *newer, size_t nnewer, const char *at)
+{
+    char path[PATH_MAX], tmp[PATH_MAX];
+    if (path_fmt(path, NULL, 0, "%s/checkpoints/" LAST_RESTORE, state_dir) != 0 ||
+        path_fmt(tmp, NULL, 0, "%s/checkpoints/" TMP_PREFIX "%s-%ld", state_dir, LAST_RESTORE,
+                 (long)getpid()) != 0)
+        return;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "restored", res->id);
+    cJSON_AddNumberToObject(j, "epoch", (double)res->epoch);
+    cJSON_AddStringToObject(j, "at", at);
+    cJSON_AddNumberToObject(j, "next_epoch", (double)res->next_epoch);
+    cJSON_AddStringToObject(j, "replaced", res->replaced);
+    cJSON *a = cJSON_AddArrayToObject(j, "newer_kept");
+    for (size_t i = 0; i < nnewer; i++) {
+        char name[32];
+        chk_name(name, sizeof name, newer[i]);
+        cJSON_AddItemToArray(a, cJSON_CreateString(name));
+    }
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    unlink(tmp);
+    if (text && write_file_sync(tmp, text, strlen(text)) == 0 && rename(tmp, path) != 0)
+        unlink(tmp);
+    free(text);
+}
+
+int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restore_opts_t *opts,
+                          nf_restore_result_t *res, char *err, size_t errlen)
+{
+    static const nf_restore_opts_t no_opts;
+    nf_restore_result_t local;
+    const nf_restore_opts_t *o = opts ? opts : &no_opts;
+    if (!res)
+        res = &local;
+    memset(res, 0, sizeof *res);
     char path[PATH_MAX], name[32], db[PATH_MAX], tmp[PATH_MAX], replaced[PATH_MAX];
     int r = resolve(state_dir, id, path, name, sizeof name, err, errlen);
     if (r != 0)
         return r;
-    cJSON *m = manifest_load(path, name, &r, err, errlen);
-    if (!m)
-        return r;
-    r = check_files(path, name, m, NULL, err, errlen);
-    cJSON_Delete(m);
+    res->resolved = true;
+    snprintf(res->id, sizeof res->id, "%s", name);
+    /* ---- every check that can refuse the restore: nothing has moved yet ---- */
+    r = restore_checks(path, name, o, res, err, errlen);
     if (r != 0)
         return r;
     if (path_fmt(db, err, errlen, "%s/db", state_dir) != 0 ||
@@ -1836,18 +2069,33 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, char *err, size
     r = check_unlocked(db, err, errlen);
     if (r != 0)
         return r;
+    uint64_t *epochs = NULL;
+    size_t ne = 0, first_newer = 0;
+    r = scan_checkpoints(state_dir, &epochs, &ne);
+    if (r != 0)
+        return seterr(err, errlen, r, "cannot list %s/checkpoints: %s", state_dir, strerror(-r));
+    while (first_newer < ne && epochs[first_newer] <= res->epoch)
+        first_newer++;
+    res->kept_newer = (unsigned)(ne - first_newer);
+    res->next_epoch = (res->kept_newer ? epochs[ne - 1] : res->epoch) + 1;
+    if (res->kept_newer)
+        chk_name(res->newest_kept, sizeof res->newest_kept, epochs[ne - 1]);
 
+    /* ---- a fresh database from the checkpoint's files, beside the live one ---- */
     dbfile_t *files = NULL;
     size_t n = 0;
     uint64_t bytes = 0;
     r = list_db_files(path, &files, &n, &bytes);
-    if (r != 0)
+    if (r != 0) {
+        free(epochs);
         return seterr(err, errlen, r, "%s: listing %s: %s", name, path, strerror(-r));
+    }
     rm_rf(tmp);
     if (mkdir(tmp, 0755) != 0) {
         r = seterr(err, errlen, -errno, "restore %s: cannot create %s: %s", name, tmp,
                    strerror(errno));
         free(files);
+        free(epochs);
         return r;
     }
     for (size_t i = 0; i < n && r == 0; i++) {
@@ -1873,26 +2121,44 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, char *err, size
         }
     }
     free(files);
+    if (r == 0 && res->kept_newer)
+        r = set_committed_epoch(tmp, res->next_epoch - 1, err, errlen);
     if (r == 0 && (r = fsync_path(tmp, true)) != 0)
         seterr(err, errlen, r, "restore %s: fsync %s: %s", name, tmp, strerror(-r));
     if (r != 0) {
         rm_rf(tmp);
+        free(epochs);
         return r;
     }
 
-    /* The old database is kept, never deleted: under db.replaced-<time> (-<n> if that exists). */
-    long now = (long)time(NULL);
-    if (path_fmt(replaced, err, errlen, "%s/db.replaced-%ld", state_dir, now) != 0) {
+    /* The old database is kept, never deleted here: under db.replaced-<UTC time>-epoch<N> (-<n>
+     * if that exists); only the pruning below, beyond keep_replaced, removes old ones. */
+    time_t now = time(NULL);
+    struct tm tm;
+    char stamp[32], at[32], ep[32] = "unknown";
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H%M%SZ", &tm);
+    strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    struct stat sb;
+    bool have_db = stat(db, &sb) == 0;
+    uint64_t old_epoch = 0;
+    if (have_db && db_epoch(db, &old_epoch))
+        snprintf(ep, sizeof ep, "%" PRIu64, old_epoch);
+    if (path_fmt(replaced, err, errlen, "%s/" REPLACED_PREFIX "%s-epoch%s", state_dir, stamp, ep) !=
+        0) {
         rm_rf(tmp);
+        free(epochs);
         return -ENAMETOOLONG;
     }
     for (int i = 1; access(replaced, F_OK) == 0 && i < 1000; i++)
-        if (path_fmt(replaced, err, errlen, "%s/db.replaced-%ld-%d", state_dir, now, i) != 0) {
+        if (path_fmt(replaced, err, errlen, "%s/" REPLACED_PREFIX "%s-epoch%s-%d", state_dir, stamp,
+                     ep, i) != 0) {
             rm_rf(tmp);
+            free(epochs);
             return -ENAMETOOLONG;
         }
-    struct stat sb;
-    if (stat(db, &sb) == 0) {
+    res->moved = true;
+    if (have_db) {
         /* Swap in one step where the file system can, so no crash leaves the state directory
          * without a db/ (an open would then create an empty one): the old database is under the
          * temporary name until the second rename. */
@@ -1906,17 +2172,29 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, char *err, size
             r = seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, db, replaced,
                        strerror(errno));
             rm_rf(tmp);
+            res->moved = false;
         } else if (rename(tmp, db) != 0) {
             r = seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, tmp, db,
                        strerror(errno));
-            if (rename(replaced, db) == 0) /* put the old one back */
+            if (rename(replaced, db) == 0) { /* put the old one back */
                 rm_rf(tmp);
+                res->moved = false;
+            }
         }
+        if (r == 0)
+            snprintf(res->replaced, sizeof res->replaced, "%s", replaced);
     } else if (rename(tmp, db) != 0) {
         r = seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, tmp, db,
                    strerror(errno));
         rm_rf(tmp);
+        res->moved = false;
     }
     fsync_path(state_dir, true);
+    if (r == 0) {
+        write_last_restore(state_dir, res, epochs + first_newer, ne - first_newer, at);
+        if (o->keep_replaced)
+            prune_replaced(state_dir, o->keep_replaced, res);
+    }
+    free(epochs);
     return r;
 }

@@ -105,14 +105,14 @@ EOF
 
 run 0 checkpoints list --state-dir "$state"
 has "$work/out" 'CREATED_AT'
-grep -Eq '^chk-000000000007 +7 +2024-01-02T03:04:05Z +1 +5$' "$work/out" ||
+grep -Eq '^chk-000000000007 +7 +2024-01-02T03:04:05Z +1 +5 +unknown$' "$work/out" ||
     fail "list row: $(cat "$work/out")"
 run 0 checkpoints list --json --state-dir "$state"
 python3 - "$work/out" <<'EOF' || fail "list --json: $(cat "$work/out")"
 import json, sys
 rows = json.load(open(sys.argv[1]))
 assert rows == [{"id": "chk-000000000007", "epoch": 7, "created_at": "2024-01-02T03:04:05Z",
-                 "files": 1, "bytes": 5}], rows
+                 "files": 1, "bytes": 5, "shards": None}], rows
 EOF
 
 for id in latest 7 chk-7 chk-000000000007 0007; do
@@ -156,6 +156,10 @@ has "$work/err" "checkpoints there: none"
 run 0 checkpoints list --state-dir "$state"
 has "$work/out" "no checkpoints in $state/checkpoints"
 if find "$state/checkpoints" -mindepth 1 | grep .; then fail "delete left files behind"; fi
+
+# --force belongs to delete only
+run 2 checkpoints list --force --state-dir "$state"
+has "$work/err" "unknown option '--force'"
 
 # the top-level help names the command
 run 0 --help

@@ -68,6 +68,11 @@ def restore_and_check(ctx, B, state, sets, ev, cid, total, tag, expect_counts=No
                   "expected" % cid)
     before = acclib.read_outputs_pos(ctx, B, "interest-updates")
     seen_before = {(p, o) for p, o, _, _, _ in before}
+    # Checkpoints newer than cid are kept, and epochs continue after the newest of them, so
+    # that the job's own checkpoints never take their numbers.
+    kept_ids, _ = list_ids(ctx, state)
+    stamps = {i: manifest(ctx, state, i)["created_at_ms"] for i in kept_ids}
+    want_epoch = max([c_epoch] + [int(i[4:]) for i in kept_ids])
     j2 = acclib.Job(ctx, B, state, sets=sets, args=["--from-checkpoint", cid], tag=tag)
     ctx.wait_for("'newsflow started' after --from-checkpoint", lambda: j2.msgs("newsflow started"),
                  job=j2)
@@ -75,8 +80,9 @@ def restore_and_check(ctx, B, state, sets, ev, cid, total, tag, expect_counts=No
     ctx.check(rest and rest[0].get("checkpoint") == cid,
               "no 'restored a named checkpoint' line naming %s (got %r)" % (cid, rest), j2)
     sr = j2.msgs("state restored")
-    ctx.check(sr and sr[0].get("epoch") == c_epoch, "state restored at epoch %r, want %d (%s)" %
-              (sr[0].get("epoch") if sr else None, c_epoch, cid), j2)
+    ctx.check(sr and sr[0].get("epoch") == want_epoch, "state restored at epoch %r, want %d (%s "
+              "is epoch %d; epochs continue after the newest checkpoint kept)" %
+              (sr[0].get("epoch") if sr else None, want_epoch, cid, c_epoch), j2)
     ctx.check(not j2.msgs("pending epoch found at start: rolling it forward"),
               "a pending epoch was rolled forward after restoring %s" % cid, j2)
     assigned = {o["partition"]: o["offset"] for o in j2.msgs("partition assigned")
@@ -85,6 +91,11 @@ def restore_and_check(ctx, B, state, sets, ev, cid, total, tag, expect_counts=No
               (assigned, cid, c_offs), j2)
     replaced = [n for n in os.listdir(state) if n.startswith("db.replaced-")]
     ctx.check(replaced, "no db.replaced-* kept in %s: %r" % (state, os.listdir(state)))
+    kept = j2.msgs("the replaced state is kept")
+    ctx.check(kept and os.path.isdir(kept[0].get("path", "")) and
+              os.path.basename(kept[0]["path"]) in replaced,
+              "the replaced state's path is not logged (%r; in %s: %r)" % (kept, state, replaced),
+              j2)
     ctx.log("restored %s (epoch %d, %d of %d events); inputs rewound to %r; kept %s" %
             (cid, c_epoch, c_sum, total, c_offs, replaced))
 
@@ -92,6 +103,11 @@ def restore_and_check(ctx, B, state, sets, ev, cid, total, tag, expect_counts=No
     acclib.wait_all_consumed(ctx, j2, B, len(before) + replay)
     rc = j2.terminate()
     ctx.check(rc == 0, "%s exited %s after SIGTERM, want 0" % (tag, rc), j2)
+    gone = [i for i in kept_ids
+            if not os.path.isdir(os.path.join(state, "checkpoints", i)) or
+            manifest(ctx, state, i)["created_at_ms"] != stamps[i]]
+    ctx.check(not gone, "checkpoints from before the restore of %s deleted or replaced: %r" %
+              (cid, gone))
 
     after = acclib.read_outputs_pos(ctx, B, "interest-updates")
     new = [(k, h, v) for p, o, k, h, v in after if (p, o) not in seen_before]
@@ -187,7 +203,10 @@ def body(ctx):
     ctx.check(sorted(created) == sorted(ids), "the listed checkpoints %r differ from the ones the "
               "job logged as created %r" % (ids, created))
     epochs = [int(i[4:]) for i in ids]
-    ctx.check(all(e % 2 == 0 for e in epochs),
+    stop_epoch = j1.msgs("newsflow stopped")[0].get("epoch")
+    ctx.check(stop_epoch in epochs, "no checkpoint of the final epoch %r of a clean stop "
+              "(checkpoint.on_stop): %r" % (stop_epoch, epochs))
+    ctx.check(all(e % 2 == 0 for e in epochs if e != stop_epoch),
               "retain_every=2 but some checkpoint epochs are odd: %r" % epochs)
     sums = {}
     for cid in ids:
@@ -218,8 +237,8 @@ def body(ctx):
     ctx.log("checkpoints whose offsets do not match their outputs (id, events covered by the "
             "offsets, outputs of epochs <= its epoch): %r" % (mismatched,))
 
-    # A copy of the state directory for the second restore below (a restore rewinds the epochs,
-    # and the checkpoints taken after it replace the ones of the same numbers).
+    # A copy of the state directory for the second restore below: a restore of the original
+    # timeline, not of the one the first restore starts.
     state2 = ctx.path("state-copy")
     shutil.copytree(state, state2, symlinks=True)
 
@@ -243,7 +262,8 @@ def body(ctx):
                   ", ".join("%s covers %d events but holds %d outputs" % m for m in mismatched),
                   "; restoring one loses them: " + restore_problem if restore_problem else ""))
     ctx.check(acclib.count_topic(ctx, B, "dead-letters") == 0, "dead-letters for valid input")
-    # the checkpoints taken after the restore (epochs rewound: same numbers replaced) verify
+    # the checkpoints taken after the restore (numbered after the kept ones) and the kept ones
+    # verify
     ids2, _ = list_ids(ctx, state)
     for cid in ids2:
         out = acclib.run_cli(ctx, ["checkpoints", "verify", cid, "--state-dir", state])

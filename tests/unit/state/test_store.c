@@ -482,12 +482,12 @@ static void test_checkpoint_create_list_manifest_verify(void)
 
     kv_t kvs[] = {{"a", "1"}, {"b", "2"}, {"c", "3"}};
     NF_CHECK_EQ(commit(st, 42, NF_KIND_ARTICLE_KEY, kvs, 3), 0);
-    NF_CHECK_EQ(nf_store_checkpoint(st, 42, "cafe0123", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 42, "cafe0123", 0, err, sizeof err), 0);
 
     /* no checkpoint while a record is pending */
     nf_store_batch_t *b = nf_store_batch_new();
     NF_CHECK_EQ(nf_store_pending_write(st, 43, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
-    NF_CHECK_EQ(nf_store_checkpoint(st, 43, NULL, err, sizeof err), -EBUSY);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 43, NULL, 0, err, sizeof err), -EBUSY);
     NF_CHECK(strstr(err, "pending") != NULL);
     NF_CHECK_EQ(nf_store_pending_discard(st, err, sizeof err), 0);
     nf_store_batch_free(b);
@@ -564,7 +564,7 @@ static void test_checkpoint_create_list_manifest_verify(void)
     /* a checkpoint of the same epoch replaces the old one */
     kv_t more[] = {{"d", "4"}};
     NF_CHECK_EQ(commit(st, 43, NF_KIND_ARTICLE_KEY, more, 1), 0);
-    NF_CHECK_EQ(nf_store_checkpoint(st, 42, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 42, NULL, 0, err, sizeof err), 0);
     NF_CHECK_EQ(count_checkpoints(dir), 1);
     NF_CHECK_EQ(nf_checkpoint_verify_stats(dir, "42", &s, err, sizeof err), 0);
     NF_CHECK_EQ(s.keys, 4 + 1);
@@ -600,7 +600,7 @@ static void test_checkpoint_verify_detects_damage(void)
     NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
     nf_store_batch_free(b);
     for (uint64_t e = 1; e <= 4; e++)
-        NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, err, sizeof err), 0);
+        NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, 0, err, sizeof err), 0);
     nf_store_close(st);
     for (int e = 1; e <= 4; e++) {
         char id[8];
@@ -662,7 +662,7 @@ static void test_checkpoint_prune_delete(void)
     for (uint64_t e = 1; e <= 5; e++) {
         kv_t kv[] = {{"k", "v"}};
         NF_CHECK_EQ(commit(st, e, NF_KIND_READS, kv, 1), 0);
-        NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, err, sizeof err), 0);
+        NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, 0, err, sizeof err), 0);
     }
     /* leftovers of a crash mid-checkpoint are neither listed nor kept */
     char stale[PATH_MAX];
@@ -678,7 +678,7 @@ static void test_checkpoint_prune_delete(void)
     NF_CHECK_STR(list[1].id, "chk-000000000005");
     free(list);
     NF_CHECK_EQ(nf_store_checkpoint_prune(dir, 2), 0);
-    NF_CHECK_EQ(nf_store_checkpoint(st, 6, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 6, NULL, 0, err, sizeof err), 0);
     NF_CHECK(access(stale, F_OK) != 0);
 
     NF_CHECK_EQ(nf_checkpoint_delete(dir, "chk-4", err, sizeof err), 0);
@@ -701,13 +701,13 @@ static void test_checkpoint_restore(void)
     char err[1024];
     kv_t v1[] = {{"k", "one"}, {"gone-later", "x"}};
     NF_CHECK_EQ(commit(st, 1, NF_KIND_READS, v1, 2), 0);
-    NF_CHECK_EQ(nf_store_checkpoint(st, 1, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 1, NULL, 0, err, sizeof err), 0);
     kv_t v2[] = {{"k", "two"}, {"gone-later", NULL}, {"new", "y"}};
     NF_CHECK_EQ(commit(st, 2, NF_KIND_READS, v2, 3), 0);
     nf_store_close(st);
 
-    NF_CHECK_EQ(nf_checkpoint_restore(dir, "nope", err, sizeof err), -EINVAL);
-    NF_CHECK_EQ(nf_checkpoint_restore(dir, "1", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "nope", NULL, NULL, err, sizeof err), -EINVAL);
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "1", NULL, NULL, err, sizeof err), 0);
     st = open_store(dir);
     NF_REQUIRE(st);
     NF_CHECK_STR(get_str(st, NF_KIND_READS, "k"), "one");
@@ -747,7 +747,7 @@ static void test_checkpoint_restore(void)
     nf_store_close(old);
 
     /* a second restore in the same second does not overwrite the first replaced db */
-    NF_CHECK_EQ(nf_checkpoint_restore(dir, "latest", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "latest", NULL, NULL, err, sizeof err), 0);
     d = opendir(dir);
     NF_REQUIRE(d);
     nreplaced = 0;
@@ -766,10 +766,130 @@ static void test_checkpoint_restore(void)
     NF_REQUIRE(mkdir(fresh, 0755) == 0);
     snprintf(cp, sizeof cp, "cp -r '%s/checkpoints' '%s/'", dir, fresh);
     NF_REQUIRE(system(cp) == 0);
-    NF_CHECK_EQ(nf_checkpoint_restore(fresh, "1", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_checkpoint_restore(fresh, "1", NULL, NULL, err, sizeof err), 0);
     st = open_store(fresh);
     NF_CHECK(st && !strcmp(get_str(st, NF_KIND_READS, "k"), "one"));
     nf_store_close(st);
+    tmpdir_free(dir);
+}
+
+static int count_replaced(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    const struct dirent *de;
+    while (d && (de = readdir(d)) != NULL)
+        n += !strncmp(de->d_name, "db.replaced-", 12);
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* A copy of the largest .sst of dir (the original is a hard link shared with the live database)
+ * with one byte in its middle flipped: same size, wrong checksum. */
+static void corrupt_largest_sst(const char *dir)
+{
+    DIR *d = opendir(dir);
+    NF_REQUIRE(d);
+    char best[PATH_MAX * 2] = "";
+    off_t best_size = -1;
+    const struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        size_t l = strlen(de->d_name);
+        struct stat sb;
+        char p[PATH_MAX * 2];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (l > 4 && !strcmp(de->d_name + l - 4, ".sst") && stat(p, &sb) == 0 &&
+            sb.st_size > best_size) {
+            best_size = sb.st_size;
+            snprintf(best, sizeof best, "%s", p);
+        }
+    }
+    closedir(d);
+    NF_REQUIRE(best_size > 0);
+    char *buf = malloc((size_t)best_size);
+    NF_REQUIRE(buf);
+    FILE *f = fopen(best, "rb");
+    NF_REQUIRE(f && fread(buf, 1, (size_t)best_size, f) == (size_t)best_size);
+    fclose(f);
+    buf[best_size / 2] ^= (char)0xFF;
+    char tmp[PATH_MAX * 2 + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", best);
+    f = fopen(tmp, "wb");
+    NF_REQUIRE(f && fwrite(buf, 1, (size_t)best_size, f) == (size_t)best_size);
+    fclose(f);
+    free(buf);
+    NF_REQUIRE(rename(tmp, best) == 0);
+}
+
+/* Every check that can refuse a restore runs before anything moves; newer checkpoints survive a
+ * restore of an older one and epochs continue after them; old databases are pruned. */
+static void test_checkpoint_restore_checks_first_keeps_newer(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    char err[1024];
+    const char *vals[] = {"one", "two", "three"};
+    for (uint64_t e = 1; e <= 3; e++) {
+        kv_t v[] = {{"k", vals[e - 1]}};
+        NF_CHECK_EQ(commit(st, e, NF_KIND_READS, v, 1), 0);
+        NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, 2, err, sizeof err), 0);
+    }
+    nf_store_close(st);
+
+    nf_restore_result_t res;
+    nf_restore_opts_t o = {.shards = 3, .keep_replaced = 1};
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "1", &o, &res, err, sizeof err), -EINVAL);
+    NF_CHECK(res.resolved && !res.moved);
+    NF_CHECK(strstr(err, "was taken with runtime.shards=2, the job runs with 3") != NULL);
+    NF_CHECK_EQ(count_replaced(dir), 0);
+
+    char chk[PATH_MAX + 64];
+    snprintf(chk, sizeof chk, "%s/checkpoints/chk-000000000002", dir);
+    corrupt_largest_sst(chk);
+    o.shards = 2;
+    NF_CHECK(nf_checkpoint_restore(dir, "2", &o, &res, err, sizeof err) != 0);
+    NF_CHECK(res.resolved && !res.moved);
+    NF_CHECK(strstr(err, "orruption") != NULL || strstr(err, "checksum") != NULL);
+    NF_CHECK_EQ(count_replaced(dir), 0);
+    st = open_store(dir);
+    NF_REQUIRE(st);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "k"), "three"); /* the live state as it was */
+    nf_store_close(st);
+
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "1", &o, &res, err, sizeof err), 0);
+    NF_CHECK(res.moved);
+    NF_CHECK_EQ(res.kept_newer, 2);
+    NF_CHECK_EQ(res.next_epoch, 4);
+    NF_CHECK_STR(res.newest_kept, "chk-000000000003");
+    NF_CHECK(strstr(res.replaced, "-epoch3") != NULL);
+    NF_CHECK_EQ(count_replaced(dir), 1);
+    st = open_store(dir);
+    NF_REQUIRE(st);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "k"), "one");
+    uint64_t epoch = 0;
+    NF_CHECK_EQ(nf_store_committed(st, &epoch, NULL, err, sizeof err), 0);
+    NF_CHECK_EQ(epoch, 3); /* the next epoch is 4: no new checkpoint takes a kept one's name */
+    nf_store_close(st);
+    nf_checkpoint_info_t *list = NULL;
+    size_t n = 0;
+    NF_CHECK_EQ(nf_checkpoint_list(dir, &list, &n), 0);
+    NF_CHECK_EQ(n, 3);
+    if (n == 3) {
+        NF_CHECK_STR(list[0].note, "restored");
+        NF_CHECK_STR(list[1].note, "newer than the restore");
+        NF_CHECK_STR(list[2].note, "newer than the restore");
+        NF_CHECK_EQ(list[2].shards, 2);
+    }
+    free(list);
+    NF_CHECK_EQ(nf_checkpoint_verify(dir, "3", err, sizeof err), 0);
+
+    /* keep_replaced = 1: the second restore's old database replaces the first's */
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "3", &o, &res, err, sizeof err), 0);
+    NF_CHECK_EQ(res.pruned, 1);
+    NF_CHECK_EQ(res.kept_newer, 0);
+    NF_CHECK_EQ(count_replaced(dir), 1);
     tmpdir_free(dir);
 }
 
@@ -786,5 +906,6 @@ int main(void)
     NF_RUN(test_checkpoint_verify_detects_damage);
     NF_RUN(test_checkpoint_prune_delete);
     NF_RUN(test_checkpoint_restore);
+    NF_RUN(test_checkpoint_restore_checks_first_keeps_newer);
     return nf_test_report();
 }
