@@ -126,6 +126,16 @@ static bool ready(void *arg)
     return ks.assigned > ks.revoked;
 }
 
+/* start + ms milliseconds, in the monotonic clock's ns; UINT64_MAX (never) for ms 0 or when the
+ * sum does not fit. The config caps runtime.stop_after_ms so that its ns fit in int64, but a
+ * wrapped product or sum would stop the job at once, so saturate whatever the cap says. */
+static uint64_t deadline_ns(uint64_t start, uint64_t ms)
+{
+    if (ms == 0 || ms > (UINT64_MAX - start) / 1000000ull)
+        return UINT64_MAX;
+    return start + ms * 1000000ull;
+}
+
 static double rss_mb(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -633,8 +643,7 @@ int nf_cli_run(int argc, char **argv)
     atomic_store(&g_ready, true);
 
     uint64_t start = nf_now_ns();
-    uint64_t stop_at =
-        cfg->runtime.stop_after_ms ? start + cfg->runtime.stop_after_ms * 1000000ull : UINT64_MAX;
+    uint64_t stop_at = deadline_ns(start, cfg->runtime.stop_after_ms);
     uint64_t progress_every = (uint64_t)cfg->log.progress_interval_ms * 1000000ull;
     uint64_t next_progress = progress_every ? start + progress_every : UINT64_MAX;
     nf_runtime_stats_t prev = {0};
