@@ -219,6 +219,7 @@ static int setup_ingest(const nf_config_t *cfg, nf_ingest_t *in, nf_source_list_
     p->breaker_failures = cfg->crawl.breaker_failures;
     p->breaker_window_ms = (int64_t)cfg->crawl.breaker_window_s * 1000;
     p->breaker_open_ms = (int64_t)cfg->crawl.breaker_open_s * 1000;
+    o->max_future_ms = cfg->trending.max_future_ms;
     if (p->breaker_open_max_ms < p->breaker_open_ms)
         p->breaker_open_max_ms = p->breaker_open_ms;
     const char *bad = nf_crawl_policy_validate(p);
@@ -363,6 +364,7 @@ static int setup_analytics(run_ctx_t *c, char *err, size_t errlen)
     an->trend.top_k = cfg->trending.top_k;
     an->trend.exact = cfg->trending.exact;
     an->event_id_ttl_ms = (uint64_t)cfg->trending.event_id_ttl_s * 1000u;
+    an->max_future_ms = cfg->trending.max_future_ms;
     an->interest.alpha = cfg->interest.alpha;
     an->interest.gamma = cfg->interest.gamma;
     an->interest.seen_ttl_ms = (uint64_t)cfg->interest.seen_ttl_s * 1000u;
@@ -665,7 +667,8 @@ int nf_cli_run(int argc, char **argv)
                    NF_LI("articles", nf_counter_value(c.in.m.dedup_new)),
                    NF_LI("duplicates", nf_counter_value(c.in.m.dedup_duplicate)),
                    NF_LI("read_events", nf_counter_value(c.reads.m.events)),
-                   NF_LI("dead_letters", nf_counter_value(c.reads.m.dead_letters)),
+                   NF_LI("dead_letters", nf_counter_value(c.reads.m.dead_letters) +
+                                             nf_counter_value(c.reads.m.dead_letters_time)),
                    NF_LI("outputs_committed", es.outputs),
                    NF_LF("pause_ms", (double)es.last_pause_ns / 1e6),
                    NF_LF("messages_per_s", (double)(st.received - prev.received) / secs),

@@ -207,6 +207,10 @@ static const cfg_key_t cfg_keys[] = {
      .help = "count exactly (a hash map per pane) instead of Count-Min: for verification"},
     {KEY(CFG_U32, trending.event_id_ttl_s), .min = 1, .max = 31536000, .def = "7200",
      .help = "a read event's id is remembered this long (repeats are dropped)"},
+    {KEY(CFG_U32, trending.max_future_ms), .min = 1000, .max = 86400000, .def = "300000",
+     .help = "event times further ahead of the wall clock are refused: such a read event goes to "
+             "dead-letters (it would move the watermark past every later event), such an article "
+             "date is replaced (its other date, else the fetch time)"},
     {KEY(CFG_F64, interest.alpha), .fmin = 0.0, .fmax = 1.0, .def = "0.1",
      .help = "EMA learning rate: weight of a read's article topics"},
     {KEY(CFG_F64, interest.gamma), .fmin = 0.0, .fmax = 1.0, .def = "0.95",
