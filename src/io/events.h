@@ -22,8 +22,8 @@
  *   - a timestamp is either an RFC 3339 date-time string (upper or lower case T and Z, any
  *     number of fraction digits of which the first three count, a numeric offset or Z, second
  *     60 accepted as the next minute's :00 like timegm) or an integer of epoch milliseconds
- *     (no fraction, no exponent); either must fall in years 1970..9999 UTC. Old or future
- *     events are not refused here: lateness is the windowing stages' business.
+ *     (no fraction, no exponent); either must fall in years 1970..9999 UTC. The decoders read
+ *     no clock: nf_read_event_check_time (below) holds a decoded ts against the wall clock.
  *
  * Errors. A decoder returns 0, or a negative nf_event_error_t with one NUL-terminated message
  * in err (cut to errlen; err may be NULL). The most fundamental problem wins: the size check,
