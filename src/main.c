@@ -19,7 +19,7 @@ static const char usage[] =
     "                      validate a config file; --print shows the effective config\n"
     "  config defaults     print the default configuration (config/newsflow.json)\n"
     "  config keys         every key with its type, default, range and meaning\n"
-    "  checkpoints list [--json] | show ID | verify ID | delete ID\n"
+    "  checkpoints list [--json] | show ID | verify ID | delete ID [--force]\n"
     "                      [--state-dir DIR] [--config FILE] [--set ...]\n"
     "                      inspect, verify or delete the named checkpoints of state.dir\n"
     "  topics create [--partitions N] [--replication R] | list   [--config FILE] [--set ...]\n"

@@ -51,6 +51,24 @@ void nf_analytics_shard_count_error(nf_shard_t *sh, long stored)
     nf_runtime_fail(nf_shard_runtime(sh));
 }
 
+void nf_analytics_trend_fixed(void *ctx, nf_trend_fix_t what, int64_t id, int64_t old_v,
+                              int64_t new_v)
+{
+    nf_analytics_t *an = ctx;
+    char was[40], now[40];
+    nf_date_format(old_v, was, sizeof was);
+    if (new_v == INT64_MIN)
+        snprintf(now, sizeof now, "dropped");
+    else
+        nf_date_format(new_v, now, sizeof now);
+    nf_counter_inc(an->m.trend_repairs);
+    nf_log(NF_LOG_WARN, "trending",
+           "trending state dated beyond the wall clock + trending.max_future_ms repaired (saved "
+           "before future event times were refused; it stopped trending for its partitions)",
+           NF_LS("what", nf_trend_fix_name(what)), NF_LI("id", id), NF_LS("old", was),
+           NF_LS("new", now), NF_LI("old_ms", old_v), NF_LI("new_ms", new_v), NF_LEND);
+}
+
 void nf_analytics_defaults(nf_analytics_t *an)
 {
     memset(an, 0, sizeof *an);
@@ -59,6 +77,7 @@ void nf_analytics_defaults(nf_analytics_t *an)
     nf_trend_opts_default(&an->trend);
     nf_interest_opts_default(&an->interest);
     an->event_id_ttl_ms = 2 * 3600 * 1000ull;
+    an->max_future_ms = 5 * 60 * 1000;
     an->topics_ttl_ms = 7 * NF_CLUSTER_DAY_MS;
     an->stories_actor = an->trend_actor = an->interest_actor = -1;
 }
@@ -305,6 +324,11 @@ static void pane_dropped(void *ctx, int64_t pane_start)
     g->dropped[g->ndropped++] = pane_start;
 }
 
+static void merger_fixed(void *ctx, nf_trend_fix_t what, int64_t id, int64_t old_v, int64_t new_v)
+{
+    nf_analytics_trend_fixed(((merger_t *)ctx)->an, what, id, old_v, new_v);
+}
+
 static void merger_fail(merger_t *g, const char *what, int rc)
 {
     nf_counter_inc(g->an->m.state_errors);
@@ -487,6 +511,12 @@ static void merger_restore(merger_t *g)
         nf_runtime_fail(nf_shard_runtime(g->sh));
         return;
     }
+    if (g->an->max_future_ms > 0) {
+        int64_t now = nf_wall_ms();
+        if (nf_trend_merger_clamp(g->m, now + g->an->max_future_ms, now, merger_fixed, pane_dropped,
+                                  g) > 0)
+            g->meta_dirty = true;
+    }
     nf_trend_merger_stats_t ms;
     nf_trend_merger_stats(g->m, &ms);
     nf_log(NF_LOG_INFO, "trending", "merger restored", NF_LI("panes", (int64_t)x.panes),
@@ -581,6 +611,10 @@ int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_
     e |= nf_metrics_counter("newsflow_trending_late_events_total",
                             "Read events behind their partition's watermark (not in any window).",
                             NULL, 0, &an->m.late_events);
+    e |= nf_metrics_counter("newsflow_trending_state_repairs_total",
+                            "Trending event times and watermarks restored beyond the wall clock + "
+                            "trending.max_future_ms (saved by an older version) and repaired.",
+                            NULL, 0, &an->m.trend_repairs);
     e |= nf_metrics_counter("newsflow_trending_counted_events_total",
                             "Read events counted into a trending pane.", NULL, 0,
                             &an->m.counted_events);

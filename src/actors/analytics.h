@@ -86,6 +86,12 @@ typedef struct nf_analytics {
     unsigned cluster_shard; /* modulo the shard count */
     nf_trend_opts_t trend;
     uint64_t event_id_ttl_ms;
+    /* trending.max_future_ms (0 = no bound): a read event dated further ahead of the wall clock
+     * goes to dead-letters (reads.h), and trending state restored with an event time or
+     * watermark beyond it (saved before the bound existed) is repaired at start
+     * (nf_trend_counter_clamp, nf_trend_merger_clamp): logged at warn, counted in
+     * m.trend_repairs. */
+    int64_t max_future_ms;
     uint64_t topics_ttl_ms; /* an article's topic vector in state (default 7 days) */
     nf_interest_opts_t interest;
     size_t budget_bytes; /* per kind of keyed state per shard (0 = unlimited) */
@@ -97,7 +103,7 @@ typedef struct nf_analytics {
         nf_counter_t clusters[4]; /* new, joined, merged, duplicate */
         nf_counter_t topics_broadcast, unclassified, unsigned_articles;
         nf_counter_t event_duplicates, late_events, counted_events, windows, panes;
-        nf_counter_t interest_duplicates, interest_unknown, state_errors;
+        nf_counter_t interest_duplicates, interest_unknown, state_errors, trend_repairs;
         nf_gauge_t held_messages, index_bytes, index_entries, trend_watermark_lag;
         nf_gauge_t trend_open_panes, trend_bytes, merger_panes, merger_bytes;
     } m;
@@ -120,6 +126,12 @@ const void *nf_analytics_blob(const void *val, size_t vlen, size_t *len);
 /* The trending state was stored by `stored` shards and this run has another count: logs both
  * and fails the job (nf_runtime_fail). NF_KIND_TRENDING key "n" holds the count (reads.h). */
 void nf_analytics_shard_count_error(nf_shard_t *sh, long stored);
+
+/* The nf_trend_fix_fn of the trending repair at start (an->max_future_ms): logs the change at
+ * warn, old and new values as dates, and counts it in m.trend_repairs. ctx: the nf_analytics_t.
+ * Any thread (a counter increment and a log line). */
+void nf_analytics_trend_fixed(void *ctx, nf_trend_fix_t what, int64_t id, int64_t old_v,
+                              int64_t new_v);
 
 /* One output record of an analytics actor: into the epoch when there is one, else the sink. */
 static inline int nf_analytics_emit(nf_analytics_t *an, unsigned shard, nf_topic_t topic,

@@ -437,11 +437,20 @@ static int parse_and_emit(crawl_t *c, src_t *s, nf_fetch_result_t *res, int64_t 
         return r;
     nf_counter_add(m->parse_warnings, feed.warnings);
     nf_counter_add(m->parse_truncated, feed.truncated_items);
+    size_t replaced = 0;
+    char first[40] = "";
     for (size_t i = 0; i < feed.nitems; i++) {
-        const nf_article_t *a = &feed.items[i];
+        nf_article_t *a = &feed.items[i];
         if (!a->url || !a->article_id[0]) {
             nf_counter_inc(m->parse_no_link);
             continue;
+        }
+        int64_t pub = a->published_ms, upd = a->updated_ms;
+        int n = nf_article_bound_dates(a, now, c->in->o.max_future_ms);
+        if (n > 0) {
+            nf_counter_add(m->parse_dates_replaced, (uint64_t)n);
+            if (!replaced++)
+                nf_date_format(a->published_ms != pub ? pub : upd, first, sizeof first);
         }
         nf_article_blob_t *b = article_blob(c, a, s, now);
         if (!b) {
@@ -452,6 +461,12 @@ static int parse_and_emit(crawl_t *c, src_t *s, nf_fetch_result_t *res, int64_t 
         nf_counter_inc(m->parse_articles);
         emit_article(c, b);
     }
+    if (replaced) /* one line per fetch: a feed with a wrong zone has it on every item */
+        nf_log(NF_LOG_WARN, "parse",
+               "article dates after the fetch time + trending.max_future_ms, or at or before "
+               "1970, replaced by the other date or the fetch time",
+               NF_LS("source_id", s->id), NF_LS("url", s->fetch_url),
+               NF_LI("articles", (int64_t)replaced), NF_LS("first_date", first), NF_LEND);
     nf_feed_free(&feed);
     return 0;
 }

@@ -19,6 +19,7 @@ void nf_ingest_opts_default(nf_ingest_opts_t *o)
     o->max_in_flight = 256;
     o->max_pending_articles = 4096;
     o->sink_flush_ms = 100;
+    o->max_future_ms = 5 * 60 * 1000;
 }
 
 static const double lateness_bounds[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5,
@@ -88,6 +89,10 @@ static int reg_metrics(nf_ingest_metrics_t *m)
                             0, &m->parse_warnings);
     r |= nf_metrics_counter("newsflow_parse_items_truncated_total",
                             "Items beyond the per-feed item cap.", NULL, 0, &m->parse_truncated);
+    r |= nf_metrics_counter("newsflow_parse_dates_replaced_total",
+                            "Article dates after the fetch time + trending.max_future_ms, or at or "
+                            "before 1970-01-01, replaced (nf_article_bound_dates).",
+                            NULL, 0, &m->parse_dates_replaced);
     r |= nf_metrics_counter("newsflow_dedup_articles_total", "Articles by dedup result.",
                             "result=\"new\"", 0, &m->dedup_new);
     r |= nf_metrics_counter("newsflow_dedup_articles_total", "Articles by dedup result.",

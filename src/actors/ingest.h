@@ -75,6 +75,9 @@ typedef struct nf_ingest_opts {
     unsigned max_in_flight;        /* concurrent fetches per shard (default 256) */
     unsigned max_pending_articles; /* overflow before fetching pauses (default 4096) */
     uint32_t sink_flush_ms;        /* sink buffers flushed at least this often (default 100) */
+    /* Article dates beyond the fetch time + this (trending.max_future_ms; default 300000; 0 =
+     * no bound), or at or before 1970, are replaced (nf_article_bound_dates in feed/feed.h). */
+    int64_t max_future_ms;
 } nf_ingest_opts_t;
 
 void nf_ingest_opts_default(nf_ingest_opts_t *o);
@@ -87,6 +90,7 @@ typedef struct nf_ingest_metrics {
     nf_counter_t breaker_open, breaker_half_open, breaker_closed, sources_dead;
     nf_counter_t parse_result[6]; /* ok, too_large, not_a_feed, malformed, too_deep, nomem */
     nf_counter_t parse_articles, parse_no_link, parse_warnings, parse_truncated;
+    nf_counter_t parse_dates_replaced;
     nf_counter_t dedup_new, dedup_duplicate, sink_errors, ring_full_articles;
     /* Sources topic, counted by the shard that applies the change; a source whose new URL moves
      * it to another shard counts as removed here and added there. */

@@ -183,6 +183,7 @@ typedef struct rec {
     size_t len;
 } rec_t;
 
+/* stage: "decode" or "event_time"; counted by stage. */
 static void dead_letter(kin_t *k, const rec_t *m, const char *stage, const char *error)
 {
     const char *topic = m->topic;
@@ -202,10 +203,11 @@ static void dead_letter(kin_t *k, const rec_t *m, const char *stage, const char 
         nf_runtime_fail(nf_shard_runtime(k->sh));
         return;
     }
-    nf_counter_inc(k->r->m.dead_letters);
+    nf_counter_inc(strcmp(stage, "event_time") == 0 ? k->r->m.dead_letters_time
+                                                    : k->r->m.dead_letters);
     nf_log(NF_LOG_WARN, "kafka", "record sent to dead-letters", NF_LS("topic", topic),
-           NF_LI("partition", m->partition), NF_LI("offset", m->offset), NF_LS("error", error),
-           NF_LEND);
+           NF_LI("partition", m->partition), NF_LI("offset", m->offset), NF_LS("stage", stage),
+           NF_LS("error", error), NF_LEND);
 }
 
 static void stop_job(kin_t *k, const char *what, int rc)
@@ -227,6 +229,11 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
     int rc = nf_read_event_decode(m->payload, m->len, r->max_event_bytes, &g->ev, err, sizeof err);
     if (rc != 0) {
         dead_letter(k, m, "decode", err);
+        return;
+    }
+    /* Before the dedup set: a refused event must not burn its id, nor move a watermark. */
+    if (nf_read_event_check_time(g->ev.ts_ms, now_ms, r->an->max_future_ms, err, sizeof err) != 0) {
+        dead_letter(k, m, "event_time", err);
         return;
     }
     g->kg = (uint16_t)m->partition;
@@ -686,6 +693,11 @@ static void restore_counter(kin_t *k)
         const void *b = nf_analytics_blob(blob, len, &blen);
         rc = b ? nf_trend_counter_load(k->trend, b, blen) : -EINVAL;
         free(blob);
+        if (rc == 0 && k->r->an->max_future_ms > 0) {
+            int64_t now = nf_wall_ms();
+            nf_trend_counter_clamp(k->trend, now + k->r->an->max_future_ms, now,
+                                   nf_analytics_trend_fixed, k->r->an);
+        }
         if (rc == 0) {
             nf_trend_counter_stats_t cs;
             nf_trend_counter_stats(k->trend, &cs);
@@ -1148,6 +1160,9 @@ int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r)
     e |= nf_metrics_counter("newsflow_dead_letters_total",
                             "Input records sent to dead-letters (undecodable or invalid).",
                             "stage=\"decode\"", 0, &r->m.dead_letters);
+    e |= nf_metrics_counter("newsflow_dead_letters_total",
+                            "Input records sent to dead-letters (undecodable or invalid).",
+                            "stage=\"event_time\"", 0, &r->m.dead_letters_time);
     e |= nf_metrics_counter("newsflow_interest_updates_total",
                             "Per-user updates emitted (interest-updates).", NULL, 0, &r->m.updates);
     e |= nf_metrics_counter("newsflow_interest_updates_coalesced_total",

@@ -5,7 +5,9 @@
  *   kafka_in (per shard; owns the partitions p with p % shards == shard):
  *     consumes its queue in budgeted turns -> decodes each record (io/events.h); a record that
  *     does not decode goes to dead-letters with its origin and the decoder's reason, and its
- *     partition keeps flowing -> decoded events wait in groups of 16 with their event-id slots
+ *     partition keeps flowing; so does an event whose ts is before 2000 or further ahead of the
+ *     wall clock than an->max_future_ms (nf_read_event_check_time, stage "event_time") -> decoded
+ *     events wait in groups of 16 with their event-id slots
  *     prefetched, then meet the event-id dedup set and the shard's trending counter
  *     (analytics.h) -> batched per destination shard (route(user)) as 64-byte items carrying
  *     every key the interest engine needs, and sent; input positions recorded for the epoch.
@@ -78,7 +80,8 @@ typedef struct nf_reads {
     uint32_t coalesce_max;
     int in_actor, reads_actor;
     struct {
-        nf_counter_t records, events, dead_letters, updates, pauses, resumes, coalesced;
+        nf_counter_t records, events, dead_letters, dead_letters_time, updates, pauses, resumes;
+        nf_counter_t coalesced;
         nf_counter_t state_errors;
         nf_gauge_t held_events, paused_shards, state_bytes, state_entries;
         nf_gauge_t event_id_keys, event_id_bytes, seen_keys, seen_bytes;

@@ -1029,6 +1029,57 @@ fail:
     return err;
 }
 
+const char *nf_trend_fix_name(nf_trend_fix_t what)
+{
+    switch (what) {
+    case NF_TREND_FIX_PARTITION_MAX_TS:
+        return "partition max event time";
+    case NF_TREND_FIX_TAKEN_WM:
+        return "counter taken watermark";
+    case NF_TREND_FIX_COUNTER_PANE:
+        return "counter open pane";
+    case NF_TREND_FIX_MERGER_WM:
+        return "merger watermark of a counter";
+    case NF_TREND_FIX_MERGER_DONE:
+        return "merger last window end";
+    case NF_TREND_FIX_MERGER_PANE:
+        return "merger pane";
+    }
+    return "?";
+}
+
+static void fixed(nf_trend_fix_fn fix, void *ctx, nf_trend_fix_t what, int64_t id, int64_t old_v,
+                  int64_t new_v, size_t *n)
+{
+    if (fix)
+        fix(ctx, what, id, old_v, new_v);
+    (*n)++;
+}
+
+size_t nf_trend_counter_clamp(nf_trend_counter_t *c, int64_t limit_ms, int64_t now_ms,
+                              nf_trend_fix_fn fix, void *ctx)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->nparts; i++) {
+        part_t *p = &c->parts[i];
+        if (p->max_ts != INT64_MIN && p->max_ts > limit_ms) {
+            fixed(fix, ctx, NF_TREND_FIX_PARTITION_MAX_TS, p->id, p->max_ts, now_ms, &n);
+            p->max_ts = now_ms;
+        }
+    }
+    int64_t wm = now_ms - c->o.lateness_ms;
+    if (c->taken_wm != INT64_MIN && c->taken_wm > limit_ms - c->o.lateness_ms) {
+        fixed(fix, ctx, NF_TREND_FIX_TAKEN_WM, 0, c->taken_wm, wm, &n);
+        c->taken_wm = wm;
+    }
+    while (c->panes.n > 0 && c->panes.v[c->panes.n - 1]->start > limit_ms) {
+        fixed(fix, ctx, NF_TREND_FIX_COUNTER_PANE, c->panes.v[c->panes.n - 1]->start,
+              c->panes.v[c->panes.n - 1]->start, INT64_MIN, &n);
+        plist_remove(&c->panes, c->panes.n - 1);
+    }
+    return n;
+}
+
 /* ---- merger ---- */
 
 struct nf_trend_merger {
@@ -1314,4 +1365,30 @@ int nf_trend_merger_load(nf_trend_merger_t *m, const void *blob, size_t len)
     for (unsigned i = 0; i < m->n; i++)
         m->wm[i] = (int64_t)r_u64(&r);
     return 0;
+}
+
+size_t nf_trend_merger_clamp(nf_trend_merger_t *m, int64_t limit_ms, int64_t now_ms,
+                             nf_trend_fix_fn fix, nf_trend_drop_fn drop, void *ctx)
+{
+    size_t n = 0;
+    int64_t bound = limit_ms - m->o.lateness_ms, wm = now_ms - m->o.lateness_ms;
+    for (unsigned i = 0; i < m->n; i++) {
+        if (m->wm[i] != INT64_MIN && m->wm[i] > bound) {
+            fixed(fix, ctx, NF_TREND_FIX_MERGER_WM, i, m->wm[i], wm, &n);
+            m->wm[i] = wm;
+        }
+    }
+    if (m->done != INT64_MIN && m->done > bound) {
+        int64_t done = floor_div(wm, m->o.slide_ms) * m->o.slide_ms;
+        fixed(fix, ctx, NF_TREND_FIX_MERGER_DONE, 0, m->done, done, &n);
+        m->done = done;
+    }
+    while (m->panes.n > 0 && m->panes.v[m->panes.n - 1]->start > limit_ms) {
+        int64_t start = m->panes.v[m->panes.n - 1]->start;
+        fixed(fix, ctx, NF_TREND_FIX_MERGER_PANE, start, start, INT64_MIN, &n);
+        if (drop)
+            drop(ctx, start);
+        plist_remove(&m->panes, m->panes.n - 1);
+    }
+    return n;
 }

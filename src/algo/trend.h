@@ -125,6 +125,37 @@ int nf_trend_counter_save(const nf_trend_counter_t *c, void **blob, size_t *len)
  * c unchanged) or -ENOMEM. */
 int nf_trend_counter_load(nf_trend_counter_t *c, const void *blob, size_t len);
 
+/* Repair of state saved before event times were bounded (issue 15): one read event dated
+ * 9999-12-31 set its partition's max event time, and so the taken watermark, past every later
+ * event, and that was persisted. The clamp functions bring every event time and watermark
+ * beyond limit_ms (the caller's wall clock + its allowed skew) back to now_ms:
+ *   counter  a partition's max event time > limit_ms becomes now_ms; a taken watermark
+ *            > limit_ms - lateness_ms becomes now_ms - lateness_ms; an open pane starting after
+ *            limit_ms (it holds only such events) is dropped;
+ *   merger   a counter's watermark > limit_ms - lateness_ms becomes now_ms - lateness_ms; the
+ *            last processed window end beyond that becomes the multiple of slide_ms at or below
+ *            now_ms - lateness_ms (windows after it are emitted again as their panes arrive:
+ *            one emitted partially when the watermark jumped is superseded, its key being the
+ *            window end); a pane starting after limit_ms is dropped (drop, if not NULL, is told
+ *            its pane_start, to delete its persisted summaries).
+ * fix (may be NULL) is told of each change: what, the partition / counter / pane start it
+ * concerns, the old value and the new one (INT64_MIN for a dropped pane). Returns the number of
+ * changes (0 for sound state). Call right after load, before anything is counted or merged. */
+typedef enum nf_trend_fix {
+    NF_TREND_FIX_PARTITION_MAX_TS, /* id = partition */
+    NF_TREND_FIX_TAKEN_WM,         /* id = 0 */
+    NF_TREND_FIX_COUNTER_PANE,     /* id = pane start */
+    NF_TREND_FIX_MERGER_WM,        /* id = counter */
+    NF_TREND_FIX_MERGER_DONE,      /* id = 0 */
+    NF_TREND_FIX_MERGER_PANE,      /* id = pane start */
+} nf_trend_fix_t;
+typedef void (*nf_trend_fix_fn)(void *ctx, nf_trend_fix_t what, int64_t id, int64_t old_v,
+                                int64_t new_v);
+/* "partition max event time", "taken watermark", ... for logs. */
+const char *nf_trend_fix_name(nf_trend_fix_t what);
+size_t nf_trend_counter_clamp(nf_trend_counter_t *c, int64_t limit_ms, int64_t now_ms,
+                              nf_trend_fix_fn fix, void *ctx);
+
 /* ---- merger ---- */
 
 typedef struct nf_trend_merger nf_trend_merger_t;
@@ -178,5 +209,10 @@ int nf_trend_merger_save(const nf_trend_merger_t *m, void **blob, size_t *len);
 int nf_trend_merger_load(nf_trend_merger_t *m, const void *blob, size_t len);
 /* The counter count a meta blob was saved with, or -EINVAL if it is not one. */
 long nf_trend_merger_blob_counters(const void *blob, size_t len);
+
+/* The merger's half of the repair above (nf_trend_counter_clamp); call after the meta is loaded
+ * and the persisted panes re-added. */
+size_t nf_trend_merger_clamp(nf_trend_merger_t *m, int64_t limit_ms, int64_t now_ms,
+                             nf_trend_fix_fn fix, nf_trend_drop_fn drop, void *ctx);
 
 #endif

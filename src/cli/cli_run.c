@@ -225,6 +225,16 @@ static bool ready(void *arg, char *body, size_t bodylen)
     return r.waiting == 0;
 }
 
+/* start + ms milliseconds, in the monotonic clock's ns; UINT64_MAX (never) for ms 0 or when the
+ * sum does not fit. The config caps runtime.stop_after_ms so that its ns fit in int64, but a
+ * wrapped product or sum would stop the job at once, so saturate whatever the cap says. */
+static uint64_t deadline_ns(uint64_t start, uint64_t ms)
+{
+    if (ms == 0 || ms > (UINT64_MAX - start) / 1000000ull)
+        return UINT64_MAX;
+    return start + ms * 1000000ull;
+}
+
 static double rss_mb(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -308,6 +318,7 @@ static int setup_ingest(const nf_config_t *cfg, nf_ingest_t *in, nf_source_list_
     p->breaker_failures = cfg->crawl.breaker_failures;
     p->breaker_window_ms = (int64_t)cfg->crawl.breaker_window_s * 1000;
     p->breaker_open_ms = (int64_t)cfg->crawl.breaker_open_s * 1000;
+    o->max_future_ms = cfg->trending.max_future_ms;
     if (p->breaker_open_max_ms < p->breaker_open_ms)
         p->breaker_open_max_ms = p->breaker_open_ms;
     const char *bad = nf_crawl_policy_validate(p);
@@ -452,6 +463,7 @@ static int setup_analytics(run_ctx_t *c, char *err, size_t errlen)
     an->trend.top_k = cfg->trending.top_k;
     an->trend.exact = cfg->trending.exact;
     an->event_id_ttl_ms = (uint64_t)cfg->trending.event_id_ttl_s * 1000u;
+    an->max_future_ms = cfg->trending.max_future_ms;
     an->interest.alpha = cfg->interest.alpha;
     an->interest.gamma = cfg->interest.gamma;
     an->interest.seen_ttl_ms = (uint64_t)cfg->interest.seen_ttl_s * 1000u;
@@ -790,8 +802,7 @@ int nf_cli_run(int argc, char **argv)
     int was_waiting = -1; /* readiness last logged */
 
     uint64_t start = nf_now_ns();
-    uint64_t stop_at =
-        cfg->runtime.stop_after_ms ? start + cfg->runtime.stop_after_ms * 1000000ull : UINT64_MAX;
+    uint64_t stop_at = deadline_ns(start, cfg->runtime.stop_after_ms);
     uint64_t progress_every = (uint64_t)cfg->log.progress_interval_ms * 1000000ull;
     uint64_t next_progress = progress_every ? start + progress_every : UINT64_MAX;
     nf_runtime_stats_t prev = {0};
@@ -830,7 +841,8 @@ int nf_cli_run(int argc, char **argv)
                    NF_LI("articles", nf_counter_value(c.in.m.dedup_new)),
                    NF_LI("duplicates", nf_counter_value(c.in.m.dedup_duplicate)),
                    NF_LI("read_events", nf_counter_value(c.reads.m.events)),
-                   NF_LI("dead_letters", nf_counter_value(c.reads.m.dead_letters)),
+                   NF_LI("dead_letters", nf_counter_value(c.reads.m.dead_letters) +
+                                             nf_counter_value(c.reads.m.dead_letters_time)),
                    NF_LI("outputs_committed", es.outputs),
                    NF_LF("pause_ms", (double)es.last_pause_ns / 1e6),
                    NF_LF("messages_per_s", (double)(st.received - prev.received) / secs),

@@ -772,3 +772,32 @@ void nf_feed_free(nf_feed_t *f)
     nf_arena_free(f->arena);
     memset(f, 0, sizeof *f);
 }
+
+static bool date_usable(int64_t ms, int64_t fetched_ms, int64_t max_future_ms)
+{
+    if (ms <= 0)
+        return false;
+    int64_t ahead;
+    if (__builtin_sub_overflow(ms, fetched_ms, &ahead))
+        return false;
+    return max_future_ms <= 0 || ahead <= max_future_ms;
+}
+
+int nf_article_bound_dates(nf_article_t *a, int64_t fetched_ms, int64_t max_future_ms)
+{
+    bool pub = date_usable(a->published_ms, fetched_ms, max_future_ms);
+    bool upd = date_usable(a->updated_ms, fetched_ms, max_future_ms);
+    if (pub && upd)
+        return 0;
+    if (pub) {
+        a->updated_ms = a->published_ms;
+        return 1;
+    }
+    if (upd) {
+        a->published_ms = a->updated_ms;
+        return 1;
+    }
+    a->published_ms = a->updated_ms = fetched_ms;
+    a->date_fallback = true;
+    return 2;
+}

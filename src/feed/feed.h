@@ -158,6 +158,16 @@ int nf_feed_parse(nf_feed_t *f, const char *data, size_t len, const char *feed_u
                   int64_t fetched_ms, const nf_feed_limits_t *lim, char *err, size_t errlen);
 void nf_feed_free(nf_feed_t *f);
 
+/* The job's rule for an article's dates (issue 15), which nf_feed_parse does not apply (it
+ * reports what the feed says: the `parse` command, conformance with gofeed). A date is not
+ * usable when it is after fetched_ms + max_future_ms (max_future_ms 0: no upper bound) — an
+ * article cannot have been published after it was fetched, beyond clock skew; a far-future date
+ * would rank it first for ever downstream — or at or before 1970-01-01T00:00:00Z (the epoch
+ * placeholder of feeds with no real date, or a year before 1970). An unusable published_ms
+ * takes updated_ms and the other way round; when neither is usable both become fetched_ms and
+ * date_fallback is set. Returns the number of dates replaced (0, 1 or 2). */
+int nf_article_bound_dates(nf_article_t *a, int64_t fetched_ms, int64_t max_future_ms);
+
 /* "rss", "rdf", "atom", "json", "unknown". */
 const char *nf_feed_format_name(nf_feed_format_t f);
 /* Short description of an nf_feed_err_t. */

@@ -1113,6 +1113,31 @@ int nf_read_event_decode_strict(const char *json, size_t len, size_t max_bytes,
     return 0;
 }
 
+int nf_read_event_check_time(int64_t ts_ms, int64_t now_ms, int64_t max_future_ms, char *err,
+                             size_t errlen)
+{
+    char ts[40], clock[40];
+    if (ts_ms < NF_EVENT_TS_FLOOR) {
+        nf_date_format(ts_ms, ts, sizeof ts);
+        return plain_error(err, errlen, NF_EVENT_E_TS,
+                           "field \"ts\": %s is before 2000-01-01T00:00:00Z (a clock that was not "
+                           "set, or epoch seconds sent as milliseconds?)",
+                           ts);
+    }
+    int64_t ahead;
+    if (__builtin_sub_overflow(ts_ms, now_ms, &ahead))
+        ahead = INT64_MAX;
+    if (max_future_ms > 0 && ahead > max_future_ms) {
+        nf_date_format(ts_ms, ts, sizeof ts);
+        nf_date_format(now_ms, clock, sizeof clock);
+        return plain_error(err, errlen, NF_EVENT_E_TS,
+                           "field \"ts\": %s is %lld ms ahead of the wall clock (%s), more than "
+                           "the %lld allowed (trending.max_future_ms)",
+                           ts, (long long)ahead, clock, (long long)max_future_ms);
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- sources */
 
 enum { SR_URL, SR_TYPE, SR_INTERVAL, SR_STATUS, SR__N };

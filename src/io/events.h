@@ -22,8 +22,8 @@
  *   - a timestamp is either an RFC 3339 date-time string (upper or lower case T and Z, any
  *     number of fraction digits of which the first three count, a numeric offset or Z, second
  *     60 accepted as the next minute's :00 like timegm) or an integer of epoch milliseconds
- *     (no fraction, no exponent); either must fall in years 1970..9999 UTC. Old or future
- *     events are not refused here: lateness is the windowing stages' business.
+ *     (no fraction, no exponent); either must fall in years 1970..9999 UTC. The decoders read
+ *     no clock: nf_read_event_check_time (below) holds a decoded ts against the wall clock.
  *
  * Errors. A decoder returns 0, or a negative nf_event_error_t with one NUL-terminated message
  * in err (cut to errlen; err may be NULL). The most fundamental problem wins: the size check,
@@ -129,6 +129,24 @@ int nf_read_event_decode(const char *json, size_t len, size_t max_bytes, nf_read
  * and the fuzz target check by comparing the two. */
 int nf_read_event_decode_strict(const char *json, size_t len, size_t max_bytes,
                                 nf_read_event_t *out, char *err, size_t errlen);
+
+/* Event time against the job's clock (issue 15). The decoder above takes any ts in years
+ * 1970..9999 and reads no clock; the kafka_in actor (actors/reads.h) then calls this with its
+ * wall clock, and a refused event goes to dead-letters (stage "event_time") before it reaches
+ * the event-id dedup set, the trending watermark or a user's interest: one event dated
+ * 9999-12-31 would otherwise move its partition's watermark past every later event for good.
+ * Accepted: NF_EVENT_TS_FLOOR <= ts_ms <= now_ms + max_future_ms (max_future_ms 0: no upper
+ * bound, for benchmarks). The floor is fixed: no read of this job is older than 2000, and a ts
+ * below it is a clock that was never set (0) or epoch seconds sent as milliseconds (1.7e9 ms
+ * is January 1970). 0, or -NF_EVENT_E_TS with one of these messages in err (cut to errlen; err
+ * may be NULL):
+ *   field "ts": 9999-12-31T23:59:59.999Z is 251606683554235 ms ahead of the wall clock
+ *   (2026-11-25T19:05:54.764Z), more than the 300000 allowed (trending.max_future_ms)
+ *   field "ts": 1970-01-20T16:13:20Z is before 2000-01-01T00:00:00Z (a clock that was not set,
+ *   or epoch seconds sent as milliseconds?) */
+#define NF_EVENT_TS_FLOOR 946684800000LL /* 2000-01-01T00:00:00Z */
+int nf_read_event_check_time(int64_t ts_ms, int64_t now_ms, int64_t max_future_ms, char *err,
+                             size_t errlen);
 
 /* ---------------------------------------------------------------- sources */
 

@@ -65,7 +65,9 @@ static const cfg_key_t cfg_keys[] = {
      .help = "messages taken from one ring per loop iteration"},
     {KEY(CFG_U32, runtime.spin_us), .max = 100000, .def = "50",
      .help = "keep polling this long after the last work before sleeping; 0 = sleep at once"},
-    {KEY(CFG_U64, runtime.stop_after_ms), .max = UINT64_C(1) << 63, .def = "0",
+    /* The largest stop_after_ms whose nanoseconds fit in int64 (about 292 years): the main
+     * loop's deadline is in ns (cli_run.c), and config_units tests every duration key so. */
+    {KEY(CFG_U64, runtime.stop_after_ms), .max = INT64_MAX / 1000000, .def = "0",
      .help = "stop after this many ms; 0 = run until SIGTERM/SIGINT"},
     {KEY(CFG_ENUM, log.level), .choices = cfg_log_levels, .def = "info",
      .help = "least severe level logged"},
@@ -207,6 +209,10 @@ static const cfg_key_t cfg_keys[] = {
      .help = "count exactly (a hash map per pane) instead of Count-Min: for verification"},
     {KEY(CFG_U32, trending.event_id_ttl_s), .min = 1, .max = 31536000, .def = "7200",
      .help = "a read event's id is remembered this long (repeats are dropped)"},
+    {KEY(CFG_U32, trending.max_future_ms), .min = 1000, .max = 86400000, .def = "300000",
+     .help = "event times further ahead of the wall clock are refused: such a read event goes to "
+             "dead-letters (it would move the watermark past every later event), such an article "
+             "date is replaced (its other date, else the fetch time)"},
     {KEY(CFG_F64, interest.alpha), .fmin = 0.0, .fmax = 1.0, .def = "0.1",
      .help = "EMA learning rate: weight of a read's article topics"},
     {KEY(CFG_F64, interest.gamma), .fmin = 0.0, .fmax = 1.0, .def = "0.95",

@@ -147,6 +147,7 @@ typedef struct nf_config {
         uint32_t cms_width, cms_depth, top_k;
         bool exact;
         uint32_t event_id_ttl_s;
+        uint32_t max_future_ms; /* event times beyond wall clock + this are refused */
     } trending;
     struct {
         double alpha, gamma;

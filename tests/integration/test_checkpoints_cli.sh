@@ -163,6 +163,6 @@ has "$work/err" "unknown option '--force'"
 
 # the top-level help names the command
 run 0 --help
-has "$work/out" 'checkpoints list|show ID|verify ID|delete ID'
+has "$work/out" 'checkpoints list [--json] | show ID | verify ID | delete ID [--force]'
 
 echo "ok: checkpoints CLI"
