@@ -27,6 +27,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
@@ -223,20 +224,29 @@ static int setup_ingest(const nf_config_t *cfg, nf_ingest_t *in, nf_source_list_
     o->limits.max_items = cfg->parse.max_items;
     o->limits.max_body = cfg->parse.max_body_bytes;
 
-    char item[1024];
-    unsigned idx = 0;
+    /* The same validation as `config check`: every bad line at once, then refuse the list. */
     nf_sources_init(src);
-    for (const char *it = cfg->sources.urls; *it; idx++) {
-        size_t l = strcspn(it, "\n");
-        char where[48];
-        snprintf(item, sizeof item, "%.*s", (int)l, it);
-        snprintf(where, sizeof where, "sources.urls[%u]", idx);
-        if (nf_sources_add(src, item, where, err, errlen) != 0)
-            return -1;
-        it += l + (it[l] == '\n');
-    }
-    if (cfg->sources.file[0] && nf_sources_load_file(src, cfg->sources.file, err, errlen) != 0)
+    nf_sources_report_t rep;
+    int lr = nf_sources_load(src, cfg->sources.urls, cfg->sources.file, &rep);
+    if (lr != 0) {
+        fprintf(stderr, "newsflow: config error: %u bad line%s in the source list:\n%s",
+                rep.nerrors, rep.nerrors == 1 ? "" : "s", rep.errors ? rep.errors : "");
+        snprintf(err, errlen,
+                 "%u bad source line%s (listed above; `newsflow config check` "
+                 "lists them too)",
+                 rep.nerrors, rep.nerrors == 1 ? "" : "s");
+        nf_sources_report_free(&rep);
         return -1;
+    }
+    for (const char *w = rep.warnings; w && *w;) {
+        size_t n = strcspn(w, "\n");
+        char line[PATH_MAX + 1024];
+        snprintf(line, sizeof line, "%.*s", (int)n, w);
+        nf_log(NF_LOG_WARN, "main", "local source file missing: the source fails until it exists",
+               NF_LS("detail", line), NF_LEND);
+        w += n + (w[n] == '\n');
+    }
+    nf_sources_report_free(&rep);
     in->sources = src;
     /* One writer: the epoch coordinator writes committed outputs (shard slot 0). */
     in->sink = nf_sink_open(cfg->sink.spec, 1, err, errlen);
