@@ -92,6 +92,10 @@ typedef struct nf_ingest_metrics {
      * it to another shard counts as removed here and added there. */
     nf_counter_t sources_added, sources_updated, sources_removed;
     nf_gauge_t in_flight, pending_articles, sources, dedup_keys, dedup_bytes;
+    /* Sources by health (crawl_policy.h: ok, backoff, dead, paused), each shard its own part;
+     * failure log lines the per-source rate limit held back. */
+    nf_gauge_t sources_by_health[NF_CRAWL_HEALTH_N];
+    nf_counter_t failure_logs_suppressed;
 } nf_ingest_metrics_t;
 
 typedef struct nf_ingest {
