@@ -815,6 +815,8 @@ static void *coordinator(void *arg)
             fail(ep, r, err);
             return NULL;
         }
+        if (ep->kafka)
+            nf_kafka_update_lag(ep->kafka); /* against the positions just committed */
     }
     return NULL;
 }
