@@ -1429,6 +1429,56 @@ static void crawl_fini(nf_shard_t *sh, void *self)
     free(c);
 }
 
+/* ---------------------------------------------------------------- for operators */
+
+void nf_ingest_sources_json(nf_shard_t *sh, nf_ingest_t *in, bool failing, nf_jw_t *w)
+{
+    crawl_t *c = nf_shard_actor(sh, in->crawl_actor);
+    for (size_t i = 0; c && i < c->nsrcs; i++) {
+        const src_t *s = c->srcs[i];
+        nf_crawl_health_t h = nf_crawl_health(&s->sched);
+        if (failing && h != NF_CRAWL_HEALTH_BACKOFF && h != NF_CRAWL_HEALTH_DEAD)
+            continue;
+        nf_jw_elem(w);
+        nf_jw_obj_open(w);
+        nf_jw_key(w, "source_id");
+        nf_jw_str(w, s->id);
+        nf_jw_key(w, "url");
+        nf_jw_str(w, s->url);
+        nf_jw_key(w, "state");
+        nf_jw_str(w, nf_crawl_health_name(h));
+        nf_jw_key(w, "failures");
+        nf_jw_u64(w, s->sched.failures);
+        nf_jw_key(w, "next_crawl_at_ms");
+        nf_jw_i64(w, s->sched.next_crawl_at_ms);
+        nf_jw_key(w, "last_outcome");
+        nf_jw_str(w, nf_crawl_outcome_name((nf_crawl_outcome_t)s->sched.last_outcome));
+        nf_jw_key(w, "last_error");
+        nf_jw_str(w, s->last_error);
+        nf_jw_key(w, "last_error_at_ms");
+        nf_jw_i64(w, s->last_error_ms);
+        nf_jw_key(w, "last_ok_at_ms");
+        nf_jw_i64(w, s->last_ok_ms);
+        nf_jw_key(w, "from_topic");
+        nf_jw_bool(w, s->from_topic);
+        nf_jw_obj_close(w);
+    }
+}
+
+bool nf_ingest_schedule_decode(const void *v, size_t len, nf_ingest_stored_source_t *out)
+{
+    stored_t st;
+    if (!sched_decode(v, len, &st))
+        return false;
+    out->sched = st.sched;
+    out->has_def = st.has_def;
+    out->from_topic = st.from_topic;
+    out->is_file = st.is_file;
+    memcpy(out->source_id, st.id, sizeof out->source_id);
+    memcpy(out->url, st.url, sizeof out->url);
+    return true;
+}
+
 static void crawl_drop(void *ctx, const nf_msg_t *m)
 {
     (void)ctx;

@@ -126,6 +126,24 @@ static inline int nf_ingest_emit(nf_ingest_t *in, unsigned shard, nf_topic_t top
 /* Registers the crawl and dedup actors and their metrics. 0 or -errno. */
 int nf_ingest_register(nf_runtime_t *rt, nf_ingest_t *in);
 
+/* ---------------------------------------------------------------- for operators */
+
+/* On shard sh (through nf_runtime_call): appends one JSON object per source of this shard's
+ * crawl actor to the open array in w (nf_jw_elem before each) — source_id, url, state
+ * (nf_crawl_health_name), failures, next_crawl_at_ms, last_outcome, last_error, last_error_at_ms,
+ * last_ok_at_ms (0 = not in this run), from_topic. failing: only sources in backoff or dead. */
+void nf_ingest_sources_json(nf_shard_t *sh, nf_ingest_t *in, bool failing, nf_jw_t *w);
+
+/* A CrawlSchedule value as stored (NF_KIND_CRAWL_SCHEDULE), for reading a stopped job's state. */
+typedef struct nf_ingest_stored_source {
+    nf_crawl_schedule_t sched;
+    bool has_def, from_topic, is_file; /* has_def: the value names its source (format 2) */
+    char source_id[NF_SOURCE_ID_MAX + 1];
+    char url[NF_SOURCE_URL_MAX + 1];
+} nf_ingest_stored_source_t;
+/* true and *out filled if v is a readable CrawlSchedule value. Any thread. */
+bool nf_ingest_schedule_decode(const void *v, size_t len, nf_ingest_stored_source_t *out);
+
 /* ---------------------------------------------------------------- the sources topic */
 
 /* Message kinds of the crawl actor (nf_msg_t.kind). */

@@ -294,6 +294,190 @@ static void run_cleanup(run_ctx_t *c)
     nf_sources_free(&c->sources);
 }
 
+/* ---------------------------------------------------------------- admin API (/v1/) */
+
+/* One shard's part of a sources listing. nf_runtime_call may give up waiting while the shard
+ * still runs the call, so the caller and the shard each hold a reference; the last frees it. */
+typedef struct api_part {
+    _Atomic int refs;
+    nf_ingest_t *in;
+    bool failing;
+    nf_jw_t w;
+} api_part_t;
+
+static void api_part_release(api_part_t *p)
+{
+    if (atomic_fetch_sub(&p->refs, 1) == 1) {
+        nf_jw_free(&p->w);
+        free(p);
+    }
+}
+
+static void api_sources_on_shard(nf_shard_t *sh, void *arg)
+{
+    api_part_t *p = arg;
+    nf_jw_arr_open(&p->w);
+    nf_ingest_sources_json(sh, p->in, p->failing, &p->w);
+    nf_jw_arr_close(&p->w);
+    api_part_release(p);
+}
+
+/* Appends the sources of every shard as array elements to w (an array is open). 0, or -errno
+ * of the first shard that did not answer. */
+static int api_sources(run_ctx_t *c, bool failing, nf_jw_t *w)
+{
+    bool first = true;
+    for (unsigned i = 0; i < nf_runtime_shard_count(c->rt); i++) {
+        api_part_t *p = calloc(1, sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        atomic_init(&p->refs, 2);
+        p->in = &c->in;
+        p->failing = failing;
+        nf_jw_init(&p->w);
+        int r = nf_runtime_call(c->rt, i, api_sources_on_shard, p, 5000);
+        if (r != 0) {
+            if (r != -ETIMEDOUT) /* never queued: the shard holds no reference */
+                api_part_release(p);
+            api_part_release(p);
+            return r;
+        }
+        if (p->w.failed) {
+            api_part_release(p);
+            return -ENOMEM;
+        }
+        if (p->w.len > 2) { /* "[...]" minus the brackets */
+            if (!first)
+                nf_jw_raw(w, ",", 1);
+            nf_jw_raw(w, p->w.buf + 1, p->w.len - 2);
+            first = false;
+        }
+        api_part_release(p);
+    }
+    return 0;
+}
+
+static int api_reply(nf_jw_t *w, int status, char **body, size_t *len)
+{
+    if (w->failed) {
+        nf_jw_free(w);
+        return 500;
+    }
+    nf_jw_raw(w, "\n", 1);
+    *body = w->buf; /* the server frees it */
+    *len = w->len;
+    return status;
+}
+
+static int api_error(int err, char **body, size_t *len)
+{
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "error");
+    nf_jw_str(&w, err == -ESHUTDOWN   ? "shutting down"
+                  : err == -ETIMEDOUT ? "a shard did not answer within 5 s"
+                                      : strerror(-err));
+    nf_jw_obj_close(&w);
+    return api_reply(&w, 503, body, len);
+}
+
+static int api(void *arg, const char *route, const char *failing, char **body, size_t *len)
+{
+    run_ctx_t *c = arg;
+    bool only_failing = failing && strcmp(failing, "0") != 0 && strcmp(failing, "false") != 0;
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    int r = 0;
+    if (!strcmp(route, "sources")) {
+        nf_jw_key(&w, "sources");
+        nf_jw_arr_open(&w);
+        r = api_sources(c, only_failing, &w);
+        nf_jw_arr_close(&w);
+    } else if (!strcmp(route, "status")) {
+        nf_epoch_stats_t es;
+        nf_epoch_stats(c->epoch, &es);
+        nf_jw_key(&w, "source");
+        nf_jw_str(&w, "admin");
+        nf_jw_key(&w, "version");
+        nf_jw_str(&w, NF_VERSION);
+        nf_jw_key(&w, "commit");
+        nf_jw_str(&w, NF_GIT_COMMIT);
+        nf_jw_key(&w, "pid");
+        nf_jw_i64(&w, getpid());
+        nf_jw_key(&w, "ready");
+        nf_jw_bool(&w, ready(c->rt));
+        nf_jw_key(&w, "shards");
+        nf_jw_u64(&w, nf_runtime_shard_count(c->rt));
+        nf_jw_key(&w, "state_dir");
+        nf_jw_str(&w, c->cfg.state.dir);
+        nf_jw_key(&w, "epoch");
+        nf_jw_u64(&w, es.epoch);
+        nf_jw_key(&w, "seconds_since_commit");
+        char secs[32];
+        int sl = snprintf(secs, sizeof secs, "%.3f", nf_epoch_seconds_since_commit(c->epoch));
+        nf_jw_raw(&w, secs, (size_t)sl);
+        nf_jw_key(&w, "restore");
+        nf_jw_obj_open(&w);
+        nf_jw_key(&w, "state");
+        nf_jw_str(&w, atomic_load(&g_ready) ? "restored" : "not ready");
+        nf_jw_key(&w, "from_checkpoint");
+        nf_jw_str(&w, g_from_checkpoint);
+        nf_jw_key(&w, "pending_epochs_rolled_forward");
+        nf_jw_u64(&w, es.recovered_epochs);
+        nf_jw_obj_close(&w);
+        nf_jw_key(&w, "partitions");
+        nf_jw_arr_open(&w);
+        for (int in = 0; c->kafka && in < NF_INPUT__COUNT; in++)
+            for (int p = 0; p < nf_kafka_input_partitions(c->kafka, (nf_input_t)in); p++) {
+                if (!nf_kafka_assigned(c->kafka, (nf_input_t)in, p))
+                    continue;
+                nf_jw_elem(&w);
+                nf_jw_obj_open(&w);
+                nf_jw_key(&w, "topic");
+                nf_jw_str(&w, nf_kafka_input_topic(c->kafka, (nf_input_t)in));
+                nf_jw_key(&w, "partition");
+                nf_jw_i64(&w, p);
+                nf_jw_key(&w, "position");
+                nf_jw_i64(&w, nf_epoch_position(c->epoch, (nf_input_t)in, p));
+                nf_jw_key(&w, "lag");
+                int64_t lag = nf_kafka_lag(c->kafka, (nf_input_t)in, p);
+                if (lag < 0)
+                    nf_jw_null(&w);
+                else
+                    nf_jw_i64(&w, lag);
+                nf_jw_obj_close(&w);
+            }
+        nf_jw_arr_close(&w);
+        nf_jw_key(&w, "sources");
+        nf_jw_obj_open(&w);
+        for (int h = 0; h < NF_CRAWL_HEALTH_N; h++) {
+            nf_jw_key(&w, nf_crawl_health_name(h));
+            nf_jw_i64(&w, nf_gauge_value(c->in.m.sources_by_health[h]));
+        }
+        nf_jw_obj_close(&w);
+        nf_jw_key(&w, "failing");
+        nf_jw_arr_open(&w);
+        r = api_sources(c, true, &w);
+        nf_jw_arr_close(&w);
+    } else {
+        nf_jw_free(&w);
+        nf_jw_init(&w);
+        nf_jw_obj_open(&w);
+        nf_jw_key(&w, "error");
+        nf_jw_str(&w, "unknown route; routes: /v1/status, /v1/sources[?failing=1]");
+        nf_jw_obj_close(&w);
+        return api_reply(&w, 404, body, len);
+    }
+    if (r != 0) {
+        nf_jw_free(&w);
+        return api_error(r, body, len);
+    }
+    nf_jw_obj_close(&w);
+    return api_reply(&w, 200, body, len);
+}
+
 /* The article ids of the configured local feed files (the demo's example feeds), parsed with
  * the job's own parser, so the demo's read events name articles the job will crawl. At most
  * 200; a file that does not read or parse is skipped (the crawl reports it). */
@@ -612,7 +796,8 @@ int nf_cli_run(int argc, char **argv)
 
     int exit_code = NF_EXIT_OK;
     if (cfg->admin.enabled) {
-        nf_admin_hooks_t hooks = {.health = health, .ready = ready, .arg = c.rt};
+        nf_admin_hooks_t hooks = {
+            .health = health, .ready = ready, .arg = c.rt, .api = api, .api_arg = &c};
         c.admin =
             nf_admin_start(cfg->admin.listen, (uint16_t)cfg->admin.port, &hooks, err, sizeof err);
         if (!c.admin) {

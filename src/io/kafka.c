@@ -666,6 +666,19 @@ int64_t nf_kafka_lag(const nf_kafka_t *k, nf_input_t in, int32_t partition)
     return atomic_load(&k->lag[in][partition]);
 }
 
+bool nf_kafka_assigned(nf_kafka_t *k, nf_input_t in, int32_t partition)
+{
+    if (!k || !k->cons || (unsigned)in >= NF_INPUT__COUNT || partition < 0)
+        return false;
+    bool found = false;
+    pthread_mutex_lock(&k->lock);
+    const rd_kafka_topic_partition_list_t *l = k->sq[(unsigned)partition % k->nshards].assigned;
+    for (int i = 0; l && i < l->cnt && !found; i++)
+        found = l->elems[i].partition == partition && !strcmp(l->elems[i].topic, k->in_names[in]);
+    pthread_mutex_unlock(&k->lock);
+    return found;
+}
+
 int nf_kafka_input_partitions(const nf_kafka_t *k, nf_input_t in)
 {
     return k && (unsigned)in < NF_INPUT__COUNT ? k->in_npart[in] : 0;

@@ -183,6 +183,8 @@ void nf_kafka_pause_shard(nf_kafka_t *k, unsigned shard, bool pause);
 void nf_kafka_update_lag(nf_kafka_t *k);
 /* The last lag computed for a partition, -1 if not assigned or not known yet. Any thread. */
 int64_t nf_kafka_lag(const nf_kafka_t *k, nf_input_t in, int32_t partition);
+/* Whether this process is assigned the partition now. Any thread (takes the assignment lock). */
+bool nf_kafka_assigned(nf_kafka_t *k, nf_input_t in, int32_t partition);
 /* Partitions of an input topic (0 before the metadata was read, or without Kafka). Any thread. */
 int nf_kafka_input_partitions(const nf_kafka_t *k, nf_input_t in);
 

@@ -113,10 +113,21 @@ static int fault_parse(const char *f)
 
 /* ---------------------------------------------------------------- set-up */
 
+double nf_epoch_seconds_since_commit(const nf_epoch_t *ep)
+{
+    return (double)(nf_now_ns() - atomic_load(&ep->last_commit_at_ns)) / 1e9;
+}
+
+int64_t nf_epoch_position(const nf_epoch_t *ep, nf_input_t in, int32_t partition)
+{
+    if ((unsigned)in >= NF_INPUT__COUNT || partition < 0 || partition >= NF_EPOCH_MAX_PARTITIONS)
+        return -1;
+    return atomic_load_explicit(&ep->offsets[in][partition], memory_order_relaxed);
+}
+
 static double seconds_since_commit(void *arg)
 {
-    const nf_epoch_t *ep = arg;
-    return (double)(nf_now_ns() - atomic_load(&ep->last_commit_at_ns)) / 1e9;
+    return nf_epoch_seconds_since_commit(arg);
 }
 
 nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const nf_epoch_opts_t *o,

@@ -140,5 +140,10 @@ typedef struct nf_epoch_stats {
     uint64_t last_pause_ns, last_commit_ns;
 } nf_epoch_stats_t;
 void nf_epoch_stats(const nf_epoch_t *ep, nf_epoch_stats_t *out);
+/* For status (any thread): seconds since the last epoch committed (or since start, before any;
+ * the value of newsflow_epoch_seconds_since_commit), and the next offset of an input partition
+ * the shards have taken so far (-1: none; committed with the next epoch). */
+double nf_epoch_seconds_since_commit(const nf_epoch_t *ep);
+int64_t nf_epoch_position(const nf_epoch_t *ep, nf_input_t in, int32_t partition);
 
 #endif
