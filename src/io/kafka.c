@@ -141,6 +141,7 @@ struct nf_kafka {
     _Atomic int64_t lag[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
     nf_gauge_t m_lag[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
     bool m_lag_reg[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
+    bool lag_seen[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS]; /* nf_kafka_update_lag's scratch */
 };
 
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
@@ -612,8 +613,8 @@ void nf_kafka_update_lag(nf_kafka_t *k)
 {
     if (!k->cons || k->closing)
         return;
-    static bool seen[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS]; /* coordinator thread only */
-    memset(seen, 0, sizeof seen);
+    bool(*seen)[NF_EPOCH_MAX_PARTITIONS] = k->lag_seen; /* coordinator thread only */
+    memset(k->lag_seen, 0, sizeof k->lag_seen);
     pthread_mutex_lock(&k->lock);
     for (unsigned s = 0; s < k->nshards; s++) {
         const rd_kafka_topic_partition_list_t *l = k->sq[s].assigned;
