@@ -27,6 +27,10 @@ static const char usage[] =
     "  mock-kafka [--partitions N] [--brokers N] [--topic-prefix P]\n"
     "                      a mock Kafka cluster (librdkafka's) in its own process, for tests\n"
     "                      that kill and restart the job; prints bootstrap=HOST:PORT\n"
+    "  status [--json]     the running job (else its committed state): partitions, lag,\n"
+    "                      epoch, seconds since the last commit, restore state, failing sources\n"
+    "  sources list [--failing] [--json]\n"
+    "                      every source (or the failing ones): ok, backoff, dead; last error\n"
     "  version             version, git commit and library versions\n"
     "  help                this text; `newsflow <command> --help` for a command's options\n"
     "\n"
@@ -63,6 +67,10 @@ int main(int argc, char **argv)
         return nf_cli_topics(argc - 1, argv + 1);
     if (!strcmp(cmd, "mock-kafka"))
         return nf_cli_mock_kafka(argc - 1, argv + 1);
+    if (!strcmp(cmd, "status"))
+        return nf_cli_status(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sources"))
+        return nf_cli_sources(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
         return nf_cli_version(argc - 1, argv + 1);
     fprintf(stderr, "newsflow: unknown command '%s'\n\n%s", cmd, usage);

@@ -64,6 +64,10 @@ typedef struct src {
     int64_t started_for_ms; /* next_crawl_at the running fetch was due at (fetch_id) */
     int64_t started_ms;
     struct src *qnext;
+    /* For operators (logs, /v1/sources): the last failure, kept while the source is failing. */
+    nf_crawl_failure_log_t flog;
+    char *last_error;                  /* malloc'ed; NULL once a fetch succeeds */
+    int64_t last_error_ms, last_ok_ms; /* wall clock; 0 = none in this run */
 } src_t;
 
 typedef struct {
@@ -108,6 +112,7 @@ struct crawl {
     nf_classify_ctx_t *cls; /* NULL: no taxonomy */
     nf_classify_result_t cres;
     nf_minhash_scratch_t mhs;
+    uint32_t health_n[NF_CRAWL_HEALTH_N]; /* sources by nf_crawl_health(), for the gauge */
 };
 
 typedef struct deferred {
@@ -626,6 +631,7 @@ static void first_crawl_spread(crawl_t *c, src_t *s, bool restored, int64_t now)
 
 static void src_free(src_t *s);
 static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res);
+static void health_gauges(crawl_t *c);
 
 static void on_fetched(nf_shard_t *sh, nf_fetch_result_t *res, void *user)
 {
@@ -665,6 +671,64 @@ static const char *fetch_error_text(const nf_fetch_result_t *res, char *buf, siz
         return buf;
     }
     return NULL;
+}
+
+/* A fetch result as operators see it: the source's health counts, its last error, and the one
+ * log policy for failing sources (crawl_policy.h: warn on the first failure and on each change
+ * of health, then at most once per 10 minutes per source with the number suppressed; recovery at
+ * info). */
+static void source_outcome(crawl_t *c, src_t *s, nf_crawl_health_t before,
+                           nf_crawl_outcome_t outcome, const char *errtext, int64_t now)
+{
+    nf_crawl_health_t after = nf_crawl_health(&s->sched);
+    if (before != after) {
+        c->health_n[before]--;
+        c->health_n[after]++;
+        health_gauges(c);
+    }
+    bool failed = outcome == NF_CRAWL_FAILED || outcome == NF_CRAWL_FAILED_PERMANENT;
+    if (failed) {
+        const char *e = errtext ? errtext : nf_crawl_outcome_name(outcome);
+        char *copy = strdup(e);
+        if (copy) { /* without memory the previous error stays: status shows an older reason */
+            free(s->last_error);
+            s->last_error = copy;
+        }
+        s->last_error_ms = now;
+    } else if (outcome == NF_CRAWL_OK || outcome == NF_CRAWL_NOT_MODIFIED) {
+        free(s->last_error);
+        s->last_error = NULL;
+        s->last_ok_ms = now;
+    }
+    uint32_t suppressed;
+    uint32_t unlogged = s->flog.suppressed;
+    nf_crawl_log_t d = nf_crawl_failure_log(&s->flog, before, after, failed, now, &suppressed);
+    const char *err = errtext ? errtext : "";
+    double retry_s = (double)(s->sched.next_crawl_at_ms - now) / 1000.0;
+    switch (d) {
+    case NF_CRAWL_LOG_WARN:
+        nf_log(NF_LOG_WARN, "crawl",
+               after == NF_CRAWL_HEALTH_DEAD ? "source is dead: not crawled until revived"
+                                             : "source failing",
+               NF_LS("source_id", s->id), NF_LS("url", s->url), NF_LS("error", err),
+               NF_LS("state", nf_crawl_health_name(after)), NF_LI("failures", s->sched.failures),
+               NF_LF("retry_in_s", after == NF_CRAWL_HEALTH_DEAD ? 0.0 : retry_s),
+               NF_LI("suppressed", suppressed), NF_LEND);
+        break;
+    case NF_CRAWL_LOG_SUPPRESSED:
+        nf_counter_inc(c->in->m.failure_logs_suppressed);
+        nf_log(NF_LOG_DEBUG, "crawl", "source failing (repeat)", NF_LS("source_id", s->id),
+               NF_LS("url", s->url), NF_LS("error", err), NF_LI("failures", s->sched.failures),
+               NF_LEND);
+        break;
+    case NF_CRAWL_LOG_RECOVERED:
+        nf_log(NF_LOG_INFO, "crawl", "source recovered", NF_LS("source_id", s->id),
+               NF_LS("url", s->url), NF_LS("was", nf_crawl_health_name(before)),
+               NF_LI("unlogged_failures", unlogged), NF_LEND);
+        break;
+    case NF_CRAWL_LOG_QUIET:
+        break;
+    }
 }
 
 static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
@@ -713,34 +777,28 @@ static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
     }
     s->dirty = true;
     nf_crawl_status_t was = s->sched.status;
+    nf_crawl_health_t health = nf_crawl_health(&s->sched);
+    nf_crawl_outcome_t outcome;
     if (res->error == NF_FETCH_OK && res->http_status / 100 == 2 && res->body) {
         int pr = parse_and_emit(c, s, res, now, perr, sizeof perr);
         if (pr != 0) {
             snprintf(error, sizeof error, "parse: %s", perr);
             errtext = error;
-            nf_log(NF_LOG_WARN, "parse", "feed not parsed", NF_LS("source_id", s->id),
-                   NF_LS("feed_url", s->url), NF_LS("error", perr), NF_LEND);
             /* The fetch worked but the document is not a feed: a failure of the source. */
             nf_crawl_set_validators(&s->sched, NULL, NULL);
-            nf_crawl_on_result(&c->in->o.policy, &s->sched, NF_CRAWL_FAILED, -1, now, &c->rng);
+            outcome = NF_CRAWL_FAILED;
+            nf_crawl_on_result(&c->in->o.policy, &s->sched, outcome, -1, now, &c->rng);
         } else {
-            nf_crawl_on_fetch(&c->in->o.policy, &s->sched, res, now, &c->rng);
+            outcome = nf_crawl_on_fetch(&c->in->o.policy, &s->sched, res, now, &c->rng);
         }
     } else {
         errtext = fetch_error_text(res, error, sizeof error);
-        nf_crawl_on_fetch(&c->in->o.policy, &s->sched, res, now, &c->rng);
-        if (errtext && res->error != NF_FETCH_E_CANCELLED)
-            nf_log(NF_LOG_INFO, "fetch", "fetch failed", NF_LS("source_id", s->id),
-                   NF_LS("url", s->url), NF_LS("error", errtext),
-                   NF_LI("failures", s->sched.failures), NF_LEND);
+        outcome = nf_crawl_on_fetch(&c->in->o.policy, &s->sched, res, now, &c->rng);
     }
     emit_fetch_log(c, s, res, errtext, now);
-    if (was != NF_CRAWL_DEAD && s->sched.status == NF_CRAWL_DEAD) {
+    if (was != NF_CRAWL_DEAD && s->sched.status == NF_CRAWL_DEAD)
         nf_counter_inc(m->sources_dead);
-        nf_log(NF_LOG_WARN, "crawl", "source is dead: not crawled until revived",
-               NF_LS("source_id", s->id), NF_LS("url", s->url),
-               NF_LS("last_error", errtext ? errtext : ""), NF_LEND);
-    }
+    source_outcome(c, s, health, outcome, errtext, now);
     if (!c->stopping && s->sched.status == NF_CRAWL_ACTIVE)
         arm_at(c, s, s->sched.next_crawl_at_ms);
     drain_queue(c);
@@ -803,6 +861,7 @@ static src_t *src_new(crawl_t *c, nf_id128_t key, uint64_t host_key, const char 
 
 static void src_free(src_t *s)
 {
+    free(s->last_error);
     free(s->own);
     free(s->old_own);
     free(s);
@@ -867,9 +926,21 @@ static void apply_status(crawl_t *c, src_t *s, uint8_t status, int64_t now)
     }
 }
 
+static void health_gauges(crawl_t *c)
+{
+    for (int h = 0; h < NF_CRAWL_HEALTH_N; h++)
+        nf_gauge_set(c->in->m.sources_by_health[h], c->health_n[h]);
+}
+
+/* After sources came, went or were paused or revived: count them again (rare; a fetch result
+ * moves one source between the counts instead). */
 static void sources_gauge(crawl_t *c)
 {
     nf_gauge_set(c->in->m.sources, (int64_t)c->nsrcs);
+    memset(c->health_n, 0, sizeof c->health_n);
+    for (size_t i = 0; i < c->nsrcs; i++)
+        c->health_n[nf_crawl_health(&c->srcs[i]->sched)]++;
+    health_gauges(c);
 }
 
 /* NF_MSG_SOURCE_SET: upsert by key. */
@@ -1371,6 +1442,56 @@ static void crawl_fini(nf_shard_t *sh, void *self)
     kmap_free(&c->bykey);
     kmap_free(&c->deletes);
     free(c);
+}
+
+/* ---------------------------------------------------------------- for operators */
+
+void nf_ingest_sources_json(nf_shard_t *sh, nf_ingest_t *in, bool failing, nf_jw_t *w)
+{
+    crawl_t *c = nf_shard_actor(sh, in->crawl_actor);
+    for (size_t i = 0; c && i < c->nsrcs; i++) {
+        const src_t *s = c->srcs[i];
+        nf_crawl_health_t h = nf_crawl_health(&s->sched);
+        if (failing && h != NF_CRAWL_HEALTH_BACKOFF && h != NF_CRAWL_HEALTH_DEAD)
+            continue;
+        nf_jw_elem(w);
+        nf_jw_obj_open(w);
+        nf_jw_key(w, "source_id");
+        nf_jw_str(w, s->id);
+        nf_jw_key(w, "url");
+        nf_jw_str(w, s->url);
+        nf_jw_key(w, "state");
+        nf_jw_str(w, nf_crawl_health_name(h));
+        nf_jw_key(w, "failures");
+        nf_jw_u64(w, s->sched.failures);
+        nf_jw_key(w, "next_crawl_at_ms");
+        nf_jw_i64(w, s->sched.next_crawl_at_ms);
+        nf_jw_key(w, "last_outcome");
+        nf_jw_str(w, nf_crawl_outcome_name((nf_crawl_outcome_t)s->sched.last_outcome));
+        nf_jw_key(w, "last_error");
+        nf_jw_str(w, s->last_error);
+        nf_jw_key(w, "last_error_at_ms");
+        nf_jw_i64(w, s->last_error_ms);
+        nf_jw_key(w, "last_ok_at_ms");
+        nf_jw_i64(w, s->last_ok_ms);
+        nf_jw_key(w, "from_topic");
+        nf_jw_bool(w, s->from_topic);
+        nf_jw_obj_close(w);
+    }
+}
+
+bool nf_ingest_schedule_decode(const void *v, size_t len, nf_ingest_stored_source_t *out)
+{
+    stored_t st;
+    if (!sched_decode(v, len, &st))
+        return false;
+    out->sched = st.sched;
+    out->has_def = st.has_def;
+    out->from_topic = st.from_topic;
+    out->is_file = st.is_file;
+    memcpy(out->source_id, st.id, sizeof out->source_id);
+    memcpy(out->url, st.url, sizeof out->url);
+    return true;
 }
 
 static void crawl_drop(void *ctx, const nf_msg_t *m)

@@ -310,6 +310,46 @@ void nf_crawl_revive(nf_crawl_schedule_t *s, int64_t now_ms, uint64_t *rng)
     spread_first_crawl(s, now_ms, rng);
 }
 
+nf_crawl_health_t nf_crawl_health(const nf_crawl_schedule_t *s)
+{
+    if (s->status == NF_CRAWL_DEAD)
+        return NF_CRAWL_HEALTH_DEAD;
+    if (s->status == NF_CRAWL_PAUSED)
+        return NF_CRAWL_HEALTH_PAUSED;
+    return s->failures ? NF_CRAWL_HEALTH_BACKOFF : NF_CRAWL_HEALTH_OK;
+}
+
+const char *nf_crawl_health_name(nf_crawl_health_t h)
+{
+    static const char *const names[NF_CRAWL_HEALTH_N] = {"ok", "backoff", "dead", "paused"};
+    return (unsigned)h < NF_CRAWL_HEALTH_N ? names[h] : "?";
+}
+
+nf_crawl_log_t nf_crawl_failure_log(nf_crawl_failure_log_t *l, nf_crawl_health_t before,
+                                    nf_crawl_health_t after, bool failed, int64_t now_ms,
+                                    uint32_t *suppressed)
+{
+    *suppressed = 0;
+    if (!failed) {
+        bool was_failing = before == NF_CRAWL_HEALTH_BACKOFF || before == NF_CRAWL_HEALTH_DEAD ||
+                           l->last_warn_ms != 0;
+        if (after == NF_CRAWL_HEALTH_OK) {
+            *l = (nf_crawl_failure_log_t){0};
+            return was_failing ? NF_CRAWL_LOG_RECOVERED : NF_CRAWL_LOG_QUIET;
+        }
+        return NF_CRAWL_LOG_QUIET;
+    }
+    if (before != after || l->last_warn_ms == 0 ||
+        now_ms - l->last_warn_ms >= NF_CRAWL_FAILURE_LOG_REPEAT_MS) {
+        *suppressed = l->suppressed;
+        l->suppressed = 0;
+        l->last_warn_ms = now_ms ? now_ms : 1;
+        return NF_CRAWL_LOG_WARN;
+    }
+    l->suppressed++;
+    return NF_CRAWL_LOG_SUPPRESSED;
+}
+
 const char *nf_crawl_status_name(nf_crawl_status_t st)
 {
     switch (st) {

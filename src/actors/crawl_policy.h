@@ -170,6 +170,51 @@ void nf_crawl_revive(nf_crawl_schedule_t *s, int64_t now_ms, uint64_t *rng);
 const char *nf_crawl_status_name(nf_crawl_status_t st);  /* "active", "paused", "dead" */
 const char *nf_crawl_outcome_name(nf_crawl_outcome_t o); /* "ok", "not_modified", ... */
 
+/* ---- a source's health, and when its failures are logged ----
+ *
+ * What an operator sees of a source: OK (no failure points), BACKOFF (ACTIVE with failure
+ * points: retried later than usual), DEAD, PAUSED. Metrics (newsflow_sources{state=}), the
+ * admin API and `newsflow sources list` use these names.
+ *
+ * One log policy for "a source is failing" (a fetch error, an HTTP error, a document that is not
+ * a feed — outcomes FAILED and FAILED_PERMANENT): a warning on the first failure, and on every
+ * change of health (OK -> BACKOFF -> DEAD); further failures of a source that stays in BACKOFF
+ * repeat the warning at most once per NF_CRAWL_FAILURE_LOG_REPEAT_MS, with the number of failures
+ * not logged since (the others are suppressed: debug level, and counted). A failing source that
+ * succeeds again is logged at info (recovered). Throttling (429/503 with Retry-After) and
+ * cancelled fetches are not failures and are never logged at warn. */
+#define NF_CRAWL_FAILURE_LOG_REPEAT_MS (10ll * 60 * 1000)
+
+typedef enum {
+    NF_CRAWL_HEALTH_OK = 0,
+    NF_CRAWL_HEALTH_BACKOFF,
+    NF_CRAWL_HEALTH_DEAD,
+    NF_CRAWL_HEALTH_PAUSED,
+    NF_CRAWL_HEALTH_N
+} nf_crawl_health_t;
+
+nf_crawl_health_t nf_crawl_health(const nf_crawl_schedule_t *s);
+const char *nf_crawl_health_name(nf_crawl_health_t h); /* "ok", "backoff", "dead", "paused" */
+
+/* Per source: when its failure was last logged at warn and how many were not logged since. */
+typedef struct nf_crawl_failure_log {
+    int64_t last_warn_ms; /* 0: none since the source was last OK */
+    uint32_t suppressed;
+} nf_crawl_failure_log_t;
+
+typedef enum {
+    NF_CRAWL_LOG_QUIET = 0,  /* nothing to say (a success, a throttle, a cancel) */
+    NF_CRAWL_LOG_WARN,       /* a failure or a change of health: log at warn */
+    NF_CRAWL_LOG_SUPPRESSED, /* a failure within the repeat period: debug level, count it */
+    NF_CRAWL_LOG_RECOVERED,  /* a failing source succeeded: log at info */
+} nf_crawl_log_t;
+
+/* The decision for one result: health before and after it, whether it was a failure. On WARN,
+ * *suppressed is the number of failures not logged since the previous warning (then reset). */
+nf_crawl_log_t nf_crawl_failure_log(nf_crawl_failure_log_t *l, nf_crawl_health_t before,
+                                    nf_crawl_health_t after, bool failed, int64_t now_ms,
+                                    uint32_t *suppressed);
+
 /* splitmix64 step: the module's only source of randomness, on the caller's state. */
 uint64_t nf_crawl_rng_next(uint64_t *state);
 

@@ -123,6 +123,17 @@ static int reg_metrics(nf_ingest_metrics_t *m)
                           NF_METRIC_PER_SHARD, &m->dedup_keys);
     r |= nf_metrics_gauge("newsflow_dedup_bytes", "Memory of the dedup set.", NULL,
                           NF_METRIC_PER_SHARD, &m->dedup_bytes);
+    for (int h = 0; h < NF_CRAWL_HEALTH_N; h++) {
+        snprintf(labels, sizeof labels, "state=\"%s\"", nf_crawl_health_name(h));
+        r |= nf_metrics_gauge("newsflow_sources",
+                              "Sources by state: ok, backoff (failing, retried later), dead "
+                              "(not crawled until revived), paused.",
+                              labels, 0, &m->sources_by_health[h]);
+    }
+    r |= nf_metrics_counter("newsflow_crawl_failure_logs_suppressed_total",
+                            "Source failures not logged at warn: the source had been logged "
+                            "failing within the repeat period (10 min).",
+                            NULL, 0, &m->failure_logs_suppressed);
     return r ? -EINVAL : 0;
 }
 

@@ -96,6 +96,10 @@ typedef struct nf_ingest_metrics {
      * it to another shard counts as removed here and added there. */
     nf_counter_t sources_added, sources_updated, sources_removed;
     nf_gauge_t in_flight, pending_articles, sources, dedup_keys, dedup_bytes;
+    /* Sources by health (crawl_policy.h: ok, backoff, dead, paused), each shard its own part;
+     * failure log lines the per-source rate limit held back. */
+    nf_gauge_t sources_by_health[NF_CRAWL_HEALTH_N];
+    nf_counter_t failure_logs_suppressed;
 } nf_ingest_metrics_t;
 
 typedef struct nf_ingest {
@@ -125,6 +129,24 @@ static inline int nf_ingest_emit(nf_ingest_t *in, unsigned shard, nf_topic_t top
 
 /* Registers the crawl and dedup actors and their metrics. 0 or -errno. */
 int nf_ingest_register(nf_runtime_t *rt, nf_ingest_t *in);
+
+/* ---------------------------------------------------------------- for operators */
+
+/* On shard sh (through nf_runtime_call): appends one JSON object per source of this shard's
+ * crawl actor to the open array in w (nf_jw_elem before each) — source_id, url, state
+ * (nf_crawl_health_name), failures, next_crawl_at_ms, last_outcome, last_error, last_error_at_ms,
+ * last_ok_at_ms (0 = not in this run), from_topic. failing: only sources in backoff or dead. */
+void nf_ingest_sources_json(nf_shard_t *sh, nf_ingest_t *in, bool failing, nf_jw_t *w);
+
+/* A CrawlSchedule value as stored (NF_KIND_CRAWL_SCHEDULE), for reading a stopped job's state. */
+typedef struct nf_ingest_stored_source {
+    nf_crawl_schedule_t sched;
+    bool has_def, from_topic, is_file; /* has_def: the value names its source (format 2) */
+    char source_id[NF_SOURCE_ID_MAX + 1];
+    char url[NF_SOURCE_URL_MAX + 1];
+} nf_ingest_stored_source_t;
+/* true and *out filled if v is a readable CrawlSchedule value. Any thread. */
+bool nf_ingest_schedule_decode(const void *v, size_t len, nf_ingest_stored_source_t *out);
 
 /* ---------------------------------------------------------------- the sources topic */
 

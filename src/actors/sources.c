@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void nf_sources_init(nf_source_list_t *l)
 {
@@ -89,9 +90,16 @@ static int check_http(const char *raw, nf_source_url_t *out, const char *where, 
     return 0;
 }
 
+/* A local path or file:// URL. "SCHEME:..." without "//" (mailto:, urn:) is a URL with another
+ * scheme, not a path: it is refused, not taken for a file that does not exist. */
 static bool is_local(const char *raw)
 {
-    return strstr(raw, "://") == NULL || !strncmp(raw, "file://", 7);
+    if (!strncmp(raw, "file://", 7))
+        return true;
+    if (strstr(raw, "://"))
+        return false;
+    size_t n = strspn(raw, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
+    return !(n > 1 && raw[n] == ':' && isalpha((unsigned char)raw[0]));
 }
 
 int nf_sources_check_url(const char *spec, nf_source_url_t *out, char *err, size_t errlen)
@@ -149,14 +157,31 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
     memset(&d, 0, sizeof d);
     nf_source_url_t u;
     char *url = u.url, *host = u.host;
+    int rc = 0;
     if (is_local(raw)) {
-        /* A local path (or a file URL): must exist now, so a typo fails at start. */
+        /* A local path (or a file URL). One that does not resolve now is kept: a missing feed
+         * file is that source's failure (fetch error, backoff), not the job's. */
         const char *path = strncmp(raw, "file://", 7) ? raw : raw + 7;
         char abs[PATH_MAX];
         if (!realpath(path, abs)) {
-            snprintf(err, errlen, "%s: \"%s\" is neither an http(s) URL nor a readable file: %s",
-                     where, raw, strerror(errno));
-            return -1;
+            int e = errno;
+            char cwd[PATH_MAX] = "";
+            if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) {
+                snprintf(err, errlen, "%s: \"%s\": cannot make the path absolute: %s", where, raw,
+                         strerror(errno));
+                return -1;
+            }
+            if ((size_t)snprintf(abs, sizeof abs, "%s%s%s", cwd, cwd[0] ? "/" : "", path) >=
+                sizeof abs) {
+                snprintf(err, errlen, "%s: path longer than %zu bytes", where, sizeof abs - 1);
+                return -1;
+            }
+            snprintf(err, errlen,
+                     "%s: \"%s\" is not an http(s) URL and not a readable file now (%s): kept as "
+                     "a local source that fails until %s exists",
+                     where, raw, strerror(e), abs);
+            d.missing = true;
+            rc = 1;
         }
         if (strlen(abs) + 8 > sizeof u.url) {
             snprintf(err, errlen, "%s: path longer than %zu bytes", where, sizeof u.url - 8);
@@ -183,7 +208,7 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
     int ins = nf_idset_insert(&l->seen, seen_key(digest), l->n, NULL);
     if (ins == 0) {
         l->duplicates++;
-        return 0;
+        return rc;
     }
     if (ins < 0) {
         snprintf(err, errlen, "%s: out of memory", where);
@@ -208,21 +233,81 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
         return -1;
     }
     l->items[l->n++] = d;
-    return 0;
+    return rc;
 }
 
-int nf_sources_load_file(nf_source_list_t *l, const char *path, char *err, size_t errlen)
+void nf_sources_report_free(nf_sources_report_t *r)
+{
+    free(r->errors);
+    free(r->warnings);
+    *r = (nf_sources_report_t){0};
+}
+
+/* Appends "line\n" to *buf; false without memory (the report is then short, the count right). */
+static bool report_append(char **buf, size_t *len, size_t *cap, const char *line)
+{
+    size_t n = strlen(line);
+    if (*len + n + 2 > *cap) {
+        size_t c = *cap ? *cap : 1024;
+        while (*len + n + 2 > c)
+            c *= 2;
+        char *b = realloc(*buf, c);
+        if (!b)
+            return false;
+        *buf = b;
+        *cap = c;
+    }
+    memcpy(*buf + *len, line, n);
+    *len += n;
+    (*buf)[(*len)++] = '\n';
+    (*buf)[*len] = '\0';
+    return true;
+}
+
+static void report_error(nf_sources_report_t *r, const char *msg)
+{
+    r->nerrors++;
+    report_append(&r->errors, &r->errors_len, &r->errors_cap, msg);
+}
+
+/* One entry of the list: added, a warning, or an error, each recorded in r. */
+static void load_one(nf_source_list_t *l, const char *spec, const char *where,
+                     nf_sources_report_t *r)
+{
+    char err[PATH_MAX + 1024];
+    int a = nf_sources_add(l, spec, where, err, sizeof err);
+    if (a < 0) {
+        report_error(r, err);
+    } else if (a > 0) {
+        r->nwarnings++;
+        report_append(&r->warnings, &r->warnings_len, &r->warnings_cap, err);
+    }
+}
+
+static void load_file(nf_source_list_t *l, const char *path, nf_sources_report_t *r)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(err, errlen, "sources.file: cannot open %s: %s", path, strerror(errno));
-        return -1;
+        char msg[PATH_MAX + 128];
+        snprintf(msg, sizeof msg, "sources.file: cannot open %s: %s", path, strerror(errno));
+        report_error(r, msg);
+        return;
     }
     char line[2048], where[PATH_MAX + 32];
     unsigned lineno = 0;
-    int rc = 0;
     while (fgets(line, sizeof line, f)) {
         lineno++;
+        size_t n = strlen(line);
+        if (n == sizeof line - 1 && line[n - 1] != '\n' && !feof(f)) {
+            /* Longer than any URL we accept: report it once and skip the rest of it. */
+            snprintf(where, sizeof where, "%s:%u: line longer than %zu bytes", path, lineno,
+                     sizeof line - 2);
+            report_error(r, where);
+            int ch;
+            while ((ch = fgetc(f)) != EOF && ch != '\n')
+                ;
+            continue;
+        }
         char *hash = strchr(line, '#');
         if (hash)
             *hash = '\0';
@@ -235,15 +320,55 @@ int nf_sources_load_file(nf_source_list_t *l, const char *path, char *err, size_
         /* A relative local path is relative to the sources file, not to the working dir. */
         char joined[PATH_MAX + 2048];
         const char *slash = strrchr(path, '/');
-        if (!strstr(p, "://") && p[0] != '/' && slash) {
+        if (is_local(p) && strncmp(p, "file://", 7) != 0 && p[0] != '/' && slash) {
             snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - path), path, p);
             p = joined;
         }
-        if (nf_sources_add(l, p, where, err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
+        load_one(l, p, where, r);
+    }
+    if (ferror(f)) {
+        char msg[PATH_MAX + 128];
+        snprintf(msg, sizeof msg, "sources.file: error reading %s after line %u", path, lineno);
+        report_error(r, msg);
     }
     fclose(f);
+}
+
+int nf_sources_load(nf_source_list_t *l, const char *urls, const char *path,
+                    nf_sources_report_t *rep)
+{
+    *rep = (nf_sources_report_t){0};
+    unsigned idx = 0;
+    for (const char *it = urls ? urls : ""; *it; idx++) {
+        size_t n = strcspn(it, "\n");
+        char item[2048], where[48];
+        snprintf(where, sizeof where, "sources.urls[%u]", idx);
+        if (n >= sizeof item) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "%s: URL longer than 1023 bytes", where);
+            report_error(rep, msg);
+        } else {
+            memcpy(item, it, n);
+            item[n] = '\0';
+            load_one(l, item, where, rep);
+        }
+        it += n + (it[n] == '\n');
+    }
+    if (path && path[0])
+        load_file(l, path, rep);
+    return rep->nerrors ? -1 : 0;
+}
+
+int nf_sources_load_file(nf_source_list_t *l, const char *path, char *err, size_t errlen)
+{
+    nf_sources_report_t r;
+    int rc = nf_sources_load(l, NULL, path, &r);
+    if (rc != 0 && err && errlen) {
+        snprintf(err, errlen, "%s", r.errors ? r.errors : "out of memory");
+        size_t n = strlen(err);
+        if (n && err[n - 1] == '\n')
+            err[n - 1] = '\0';
+    }
+    nf_sources_report_free(&r);
     return rc;
 }

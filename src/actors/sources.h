@@ -29,6 +29,7 @@ typedef struct nf_source_def {
     uint64_t host_key;   /* routing key: FNV-1a of host */
     uint32_t interval_s; /* 0 = the crawl default */
     bool is_file;
+    bool missing; /* a local file that did not exist when the list was loaded */
 } nf_source_def_t;
 
 typedef struct nf_source_list {
@@ -42,10 +43,31 @@ void nf_sources_init(nf_source_list_t *l);
 void nf_sources_free(nf_source_list_t *l);
 
 /* Adds one source; where names the origin for messages ("sources.urls[3]", "FILE:LINE").
- * 0, or -1 with a message in err (not a URL, unsupported scheme, bad host, missing file). */
+ * 0 added (or a duplicate); 1 added, but it is a local file that does not exist now (the
+ * warning, "WHERE: ...", in err); -1 not added, with the reason in err (not a URL, unsupported
+ * scheme, bad host, too long, out of memory). */
 int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, char *err,
                    size_t errlen);
-/* Adds every line of a sources file. 0, or -1 with "FILE:LINE: ..." in err. */
+
+/* What loading a source list found: one "WHERE: reason\n" line per bad line (errors) and per
+ * missing local file (warnings), in list order. */
+typedef struct nf_sources_report {
+    char *errors, *warnings; /* NUL-terminated, malloc'ed; NULL when there are none */
+    size_t errors_len, errors_cap, warnings_len, warnings_cap;
+    unsigned nerrors, nwarnings;
+} nf_sources_report_t;
+
+void nf_sources_report_free(nf_sources_report_t *r);
+
+/* The operator's whole list: urls (entries separated by '\n', as sources.urls holds them; NULL
+ * or "" for none), then the lines of the file at path (NULL or "" for none). Goes on past bad
+ * lines and reports every one in rep (zeroed first). 0 when nothing is wrong (warnings aside),
+ * -1 when rep->nerrors > 0 (a sources file that cannot be read is one error). `config check`
+ * and `run` both load the list with this: a list that passes one passes the other. */
+int nf_sources_load(nf_source_list_t *l, const char *urls, const char *path,
+                    nf_sources_report_t *rep);
+/* Adds every line of a sources file: nf_sources_load with the file alone. 0, or -1 with the
+ * first errors ("FILE:LINE: ...", one per line) in err. */
 int nf_sources_load_file(nf_source_list_t *l, const char *path, char *err, size_t errlen);
 
 uint64_t nf_sources_host_key(const char *host);

@@ -13,5 +13,7 @@ int nf_cli_parse(int argc, char **argv);
 int nf_cli_checkpoints(int argc, char **argv);
 int nf_cli_mock_kafka(int argc, char **argv);
 int nf_cli_topics(int argc, char **argv);
+int nf_cli_status(int argc, char **argv);
+int nf_cli_sources(int argc, char **argv);
 
 #endif

@@ -1,8 +1,13 @@
 /* cli_config.c — `newsflow config`: validate a configuration, show the defaults, list the keys.
  *
  * `check` loads exactly what `run` would (the file, then NEWSFLOW_* variables, then --set), so
- * a file that passes here fails at start-up only for reasons outside the configuration. */
+ * a file that passes here fails at start-up only for reasons outside the configuration. The
+ * source list (sources.urls, sources.file) is loaded as `run` loads it (nf_sources_load): every
+ * bad line is reported at once, a missing local feed file is a warning (that source will fail and
+ * back off; the job runs). */
 #include "cli/cli.h"
+
+#include "actors/sources.h"
 #include "runtime/config.h"
 
 #include <stdbool.h>
@@ -86,7 +91,27 @@ static int config_check(int argc, char **argv)
         fprintf(stderr, "newsflow: config error: %s\n", err);
         goto out;
     }
+    /* The source list too, with the loader `run` uses: every bad line, all at once. */
+    nf_source_list_t src;
+    nf_sources_init(&src);
+    nf_sources_report_t rep;
+    int lr = nf_sources_load(&src, cfg.sources.urls, cfg.sources.file, &rep);
+    if (rep.warnings)
+        for (const char *w = rep.warnings; *w;) {
+            size_t n = strcspn(w, "\n");
+            fprintf(stderr, "newsflow: warning: %.*s\n", (int)n, w);
+            w += n + (w[n] == '\n');
+        }
+    if (lr != 0) {
+        fprintf(stderr, "newsflow: config error: %u bad line%s in the source list:\n%s",
+                rep.nerrors, rep.nerrors == 1 ? "" : "s", rep.errors ? rep.errors : "");
+        nf_sources_report_free(&rep);
+        nf_sources_free(&src);
+        goto out;
+    }
     printf("%s: ok\n", file);
+    nf_sources_report_free(&rep);
+    nf_sources_free(&src);
     rc = NF_EXIT_OK;
     if (print) {
         char *json = nf_config_to_json(&cfg);

@@ -18,6 +18,7 @@
 #include "io/demo.h"
 #include "io/kafka.h"
 #include "runtime/admin.h"
+#include "runtime/buildinfo.h"
 #include "runtime/config.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
@@ -27,6 +28,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
@@ -333,20 +335,29 @@ static int setup_ingest(const nf_config_t *cfg, nf_ingest_t *in, nf_source_list_
     o->limits.max_items = cfg->parse.max_items;
     o->limits.max_body = cfg->parse.max_body_bytes;
 
-    char item[1024];
-    unsigned idx = 0;
+    /* The same validation as `config check`: every bad line at once, then refuse the list. */
     nf_sources_init(src);
-    for (const char *it = cfg->sources.urls; *it; idx++) {
-        size_t l = strcspn(it, "\n");
-        char where[48];
-        snprintf(item, sizeof item, "%.*s", (int)l, it);
-        snprintf(where, sizeof where, "sources.urls[%u]", idx);
-        if (nf_sources_add(src, item, where, err, errlen) != 0)
-            return -1;
-        it += l + (it[l] == '\n');
-    }
-    if (cfg->sources.file[0] && nf_sources_load_file(src, cfg->sources.file, err, errlen) != 0)
+    nf_sources_report_t rep;
+    int lr = nf_sources_load(src, cfg->sources.urls, cfg->sources.file, &rep);
+    if (lr != 0) {
+        fprintf(stderr, "newsflow: config error: %u bad line%s in the source list:\n%s",
+                rep.nerrors, rep.nerrors == 1 ? "" : "s", rep.errors ? rep.errors : "");
+        snprintf(err, errlen,
+                 "%u bad source line%s (listed above; `newsflow config check` "
+                 "lists them too)",
+                 rep.nerrors, rep.nerrors == 1 ? "" : "s");
+        nf_sources_report_free(&rep);
         return -1;
+    }
+    for (const char *w = rep.warnings; w && *w;) {
+        size_t n = strcspn(w, "\n");
+        char line[PATH_MAX + 1024];
+        snprintf(line, sizeof line, "%.*s", (int)n, w);
+        nf_log(NF_LOG_WARN, "main", "local source file missing: the source fails until it exists",
+               NF_LS("detail", line), NF_LEND);
+        w += n + (w[n] == '\n');
+    }
+    nf_sources_report_free(&rep);
     in->sources = src;
     /* One writer: the epoch coordinator writes committed outputs (shard slot 0). */
     in->sink = nf_sink_open(cfg->sink.spec, 1, err, errlen);
@@ -391,6 +402,195 @@ static void run_cleanup(run_ctx_t *c)
     if (c->store)
         nf_store_close(c->store);
     nf_sources_free(&c->sources);
+}
+
+/* ---------------------------------------------------------------- admin API (/v1/) */
+
+/* One shard's part of a sources listing. nf_runtime_call may give up waiting while the shard
+ * still runs the call, so the caller and the shard each hold a reference; the last frees it. */
+typedef struct api_part {
+    _Atomic int refs;
+    nf_ingest_t *in;
+    bool failing;
+    nf_jw_t w;
+} api_part_t;
+
+static void api_part_release(api_part_t *p)
+{
+    if (atomic_fetch_sub(&p->refs, 1) == 1) {
+        nf_jw_free(&p->w);
+        free(p);
+    }
+}
+
+static void api_sources_on_shard(nf_shard_t *sh, void *arg)
+{
+    api_part_t *p = arg;
+    nf_jw_arr_open(&p->w);
+    nf_ingest_sources_json(sh, p->in, p->failing, &p->w);
+    nf_jw_arr_close(&p->w);
+    api_part_release(p);
+}
+
+/* Appends the sources of every shard as array elements to w (an array is open). 0, or -errno
+ * of the first shard that did not answer. */
+static int api_sources(run_ctx_t *c, bool failing, nf_jw_t *w)
+{
+    bool first = true;
+    for (unsigned i = 0; i < nf_runtime_shard_count(c->rt); i++) {
+        api_part_t *p = calloc(1, sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        atomic_init(&p->refs, 2);
+        p->in = &c->in;
+        p->failing = failing;
+        nf_jw_init(&p->w);
+        int r = nf_runtime_call(c->rt, i, api_sources_on_shard, p, 5000);
+        if (r != 0) {
+            if (r != -ETIMEDOUT) /* never queued: the shard holds no reference */
+                api_part_release(p);
+            api_part_release(p);
+            return r;
+        }
+        if (p->w.failed) {
+            api_part_release(p);
+            return -ENOMEM;
+        }
+        if (p->w.len > 2) { /* "[...]" minus the brackets */
+            if (!first)
+                nf_jw_raw(w, ",", 1);
+            nf_jw_raw(w, p->w.buf + 1, p->w.len - 2);
+            first = false;
+        }
+        api_part_release(p);
+    }
+    return 0;
+}
+
+static int api_reply(nf_jw_t *w, int status, char **body, size_t *len)
+{
+    if (w->failed) {
+        nf_jw_free(w);
+        return 500;
+    }
+    nf_jw_raw(w, "\n", 1);
+    *body = w->buf; /* the server frees it */
+    *len = w->len;
+    return status;
+}
+
+static int api_error(int err, char **body, size_t *len)
+{
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "error");
+    nf_jw_str(&w, err == -ESHUTDOWN   ? "shutting down"
+                  : err == -ETIMEDOUT ? "a shard did not answer within 5 s"
+                                      : strerror(-err));
+    nf_jw_obj_close(&w);
+    return api_reply(&w, 503, body, len);
+}
+
+static int api(void *arg, const char *route, const char *failing, char **body, size_t *len)
+{
+    run_ctx_t *c = arg;
+    bool only_failing = failing && strcmp(failing, "0") != 0 && strcmp(failing, "false") != 0;
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    int r = 0;
+    if (!strcmp(route, "sources")) {
+        nf_jw_key(&w, "sources");
+        nf_jw_arr_open(&w);
+        r = api_sources(c, only_failing, &w);
+        nf_jw_arr_close(&w);
+    } else if (!strcmp(route, "status")) {
+        nf_epoch_stats_t es;
+        nf_epoch_stats(c->epoch, &es);
+        nf_jw_key(&w, "source");
+        nf_jw_str(&w, "admin");
+        nf_jw_key(&w, "version");
+        nf_jw_str(&w, NF_VERSION);
+        nf_jw_key(&w, "commit");
+        nf_jw_str(&w, NF_GIT_COMMIT);
+        nf_jw_key(&w, "pid");
+        nf_jw_i64(&w, getpid());
+        readiness_t rd;
+        readiness(&rd);
+        char wl[128];
+        nf_jw_key(&w, "ready");
+        nf_jw_bool(&w, rd.waiting == 0);
+        nf_jw_key(&w, "waiting_for");
+        nf_jw_str(&w, wait_list(rd.waiting, wl, sizeof wl));
+        nf_jw_key(&w, "shards");
+        nf_jw_u64(&w, nf_runtime_shard_count(c->rt));
+        nf_jw_key(&w, "state_dir");
+        nf_jw_str(&w, c->cfg.state.dir);
+        nf_jw_key(&w, "epoch");
+        nf_jw_u64(&w, es.epoch);
+        nf_jw_key(&w, "seconds_since_commit");
+        char secs[32];
+        int sl = snprintf(secs, sizeof secs, "%.3f", nf_epoch_seconds_since_commit(c->epoch));
+        nf_jw_raw(&w, secs, (size_t)sl);
+        nf_jw_key(&w, "restore");
+        nf_jw_obj_open(&w);
+        nf_jw_key(&w, "state");
+        nf_jw_str(&w, atomic_load(&g_phase) == PHASE_STARTING ? "restoring" : "restored");
+        nf_jw_key(&w, "from_checkpoint");
+        nf_jw_str(&w, g_from_checkpoint);
+        nf_jw_key(&w, "pending_epochs_rolled_forward");
+        nf_jw_u64(&w, es.recovered_epochs);
+        nf_jw_obj_close(&w);
+        nf_jw_key(&w, "partitions");
+        nf_jw_arr_open(&w);
+        for (int in = 0; c->kafka && in < NF_INPUT__COUNT; in++)
+            for (int p = 0; p < nf_kafka_input_partitions(c->kafka, (nf_input_t)in); p++) {
+                if (!nf_kafka_assigned(c->kafka, (nf_input_t)in, p))
+                    continue;
+                nf_jw_elem(&w);
+                nf_jw_obj_open(&w);
+                nf_jw_key(&w, "topic");
+                nf_jw_str(&w, nf_kafka_input_topic(c->kafka, (nf_input_t)in));
+                nf_jw_key(&w, "partition");
+                nf_jw_i64(&w, p);
+                nf_jw_key(&w, "position");
+                nf_jw_i64(&w, nf_epoch_position(c->epoch, (nf_input_t)in, p));
+                nf_jw_key(&w, "lag");
+                int64_t lag = nf_kafka_lag(c->kafka, (nf_input_t)in, p);
+                if (lag < 0)
+                    nf_jw_null(&w);
+                else
+                    nf_jw_i64(&w, lag);
+                nf_jw_obj_close(&w);
+            }
+        nf_jw_arr_close(&w);
+        nf_jw_key(&w, "sources");
+        nf_jw_obj_open(&w);
+        for (int h = 0; h < NF_CRAWL_HEALTH_N; h++) {
+            nf_jw_key(&w, nf_crawl_health_name(h));
+            nf_jw_i64(&w, nf_gauge_value(c->in.m.sources_by_health[h]));
+        }
+        nf_jw_obj_close(&w);
+        nf_jw_key(&w, "failing");
+        nf_jw_arr_open(&w);
+        r = api_sources(c, true, &w);
+        nf_jw_arr_close(&w);
+    } else {
+        nf_jw_free(&w);
+        nf_jw_init(&w);
+        nf_jw_obj_open(&w);
+        nf_jw_key(&w, "error");
+        nf_jw_str(&w, "unknown route; routes: /v1/status, /v1/sources[?failing=1]");
+        nf_jw_obj_close(&w);
+        return api_reply(&w, 404, body, len);
+    }
+    if (r != 0) {
+        nf_jw_free(&w);
+        return api_error(r, body, len);
+    }
+    nf_jw_obj_close(&w);
+    return api_reply(&w, 200, body, len);
 }
 
 /* The article ids of the configured local feed files (the demo's example feeds), parsed with
@@ -702,6 +902,9 @@ int nf_cli_run(int argc, char **argv)
     }
     nf_fetch_global_init();
     nf_feed_global_init();
+    if ((mr = nf_buildinfo_register_metric()) != 0)
+        nf_log(NF_LOG_WARN, "main", "newsflow_build_info not registered", NF_LI("errno", -mr),
+               NF_LEND);
     if (setup_ingest(cfg, &c.in, &c.sources, ro.shards, err, sizeof err) != 0) {
         fprintf(stderr, "newsflow: config error: %s\n", err);
         nf_sources_free(&c.sources);
@@ -764,7 +967,8 @@ int nf_cli_run(int argc, char **argv)
 
     int exit_code = NF_EXIT_OK;
     if (cfg->admin.enabled) {
-        nf_admin_hooks_t hooks = {.health = health, .ready = ready, .arg = c.rt};
+        nf_admin_hooks_t hooks = {
+            .health = health, .ready = ready, .arg = c.rt, .api = api, .api_arg = &c};
         c.admin =
             nf_admin_start(cfg->admin.listen, (uint16_t)cfg->admin.port, &hooks, err, sizeof err);
         if (!c.admin) {
@@ -950,10 +1154,12 @@ int nf_cli_version(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    printf("newsflow %s\n", NF_VERSION);
-    printf("commit    %s\n", NF_GIT_COMMIT);
-    printf("liburing  %s (built against)\n", NF_LIBURING_VERSION);
-    printf("cJSON     %s\n", cJSON_Version());
-    printf("libmicrohttpd %s\n", MHD_get_version());
+    nf_buildinfo_item_t items[NF_BUILDINFO_MAX];
+    size_t n = nf_buildinfo(items);
+    /* "newsflow VERSION" first: scripts read the version from that line. */
+    printf("newsflow %s\n", items[0].value);
+    for (size_t i = 1; i < n; i++)
+        printf("%-10s %s%s\n", items[i].name, items[i].value,
+               items[i].built && i > 1 ? " (built against)" : "");
     return NF_EXIT_OK;
 }

@@ -141,6 +141,12 @@ struct nf_kafka {
     nf_counter_t m_committed, m_aborted, m_commit_retries, m_delivery_errors, m_client_errors,
         m_resets;
     nf_gauge_t m_fenced, m_fatal;
+    /* Consumer lag per input partition (nf_kafka_update_lag): -1 = not assigned or not known
+     * yet; the gauges are registered when a partition first has a lag. */
+    _Atomic int64_t lag[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
+    nf_gauge_t m_lag[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
+    bool m_lag_reg[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
+    bool lag_seen[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS]; /* nf_kafka_update_lag's scratch */
 };
 
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
@@ -552,6 +558,9 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
     k->o = *o;
     pthread_mutex_init(&k->lock, NULL);
     pthread_mutex_init(&k->elock, NULL);
+    for (int i = 0; i < NF_INPUT__COUNT; i++)
+        for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS; p++)
+            atomic_init(&k->lag[i][p], -1);
     snprintf(k->brokers, sizeof k->brokers, "%s", o->brokers);
     snprintf(k->prefix, sizeof k->prefix, "%s", o->topic_prefix ? o->topic_prefix : "");
     snprintf(k->group, sizeof k->group, "%s", o->group_id);
@@ -670,6 +679,82 @@ int nf_kafka_subscribe(nf_kafka_t *k, char *err, size_t errlen)
         return -EIO;
     }
     return 0;
+}
+
+void nf_kafka_update_lag(nf_kafka_t *k)
+{
+    if (!k->cons || k->closing)
+        return;
+    bool(*seen)[NF_EPOCH_MAX_PARTITIONS] = k->lag_seen; /* coordinator thread only */
+    memset(k->lag_seen, 0, sizeof k->lag_seen);
+    pthread_mutex_lock(&k->lock);
+    for (unsigned s = 0; s < k->nshards; s++) {
+        const rd_kafka_topic_partition_list_t *l = k->sq[s].assigned;
+        for (int i = 0; i < l->cnt; i++) {
+            const char *topic = l->elems[i].topic;
+            int32_t part = l->elems[i].partition;
+            int in = nf_kafka_input_of(k, topic);
+            if (in < 0 || part < 0 || part >= NF_EPOCH_MAX_PARTITIONS)
+                continue;
+            seen[in][part] = true;
+            int64_t low = -1, high = -1;
+            /* Cached from the last fetch response: never blocks. Unknown until the first one. */
+            if (rd_kafka_get_watermark_offsets(k->cons, topic, part, &low, &high) !=
+                    RD_KAFKA_RESP_ERR_NO_ERROR ||
+                high < 0)
+                continue;
+            int64_t pos = k->o.position ? k->o.position(k->o.arg, (nf_input_t)in, part) : -1;
+            if (pos < 0) /* never committed: everything from the earliest offset is behind */
+                pos = low >= 0 ? low : 0;
+            int64_t lag = high > pos ? high - pos : 0;
+            atomic_store(&k->lag[in][part], lag);
+            if (!k->m_lag_reg[in][part]) {
+                char esc[300], labels[400];
+                nf_metrics_label_escape(esc, sizeof esc, topic);
+                snprintf(labels, sizeof labels, "topic=\"%s\",partition=\"%d\"", esc, (int)part);
+                nf_metrics_gauge("newsflow_kafka_consumer_lag",
+                                 "Records of an input partition after the job's committed "
+                                 "position (high watermark minus committed offset), per "
+                                 "partition this process owns; 0 once it is revoked.",
+                                 labels, 0, &k->m_lag[in][part]);
+                k->m_lag_reg[in][part] = true;
+            }
+            nf_gauge_set(k->m_lag[in][part], lag);
+        }
+    }
+    pthread_mutex_unlock(&k->lock);
+    for (int in = 0; in < NF_INPUT__COUNT; in++)
+        for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS; p++)
+            if (!seen[in][p] && atomic_load(&k->lag[in][p]) >= 0) {
+                atomic_store(&k->lag[in][p], -1);
+                nf_gauge_set(k->m_lag[in][p], 0);
+            }
+}
+
+int64_t nf_kafka_lag(const nf_kafka_t *k, nf_input_t in, int32_t partition)
+{
+    if (!k || (unsigned)in >= NF_INPUT__COUNT || partition < 0 ||
+        partition >= NF_EPOCH_MAX_PARTITIONS)
+        return -1;
+    return atomic_load(&k->lag[in][partition]);
+}
+
+bool nf_kafka_assigned(nf_kafka_t *k, nf_input_t in, int32_t partition)
+{
+    if (!k || !k->cons || (unsigned)in >= NF_INPUT__COUNT || partition < 0)
+        return false;
+    bool found = false;
+    pthread_mutex_lock(&k->lock);
+    const rd_kafka_topic_partition_list_t *l = k->sq[(unsigned)partition % k->nshards].assigned;
+    for (int i = 0; l && i < l->cnt && !found; i++)
+        found = l->elems[i].partition == partition && !strcmp(l->elems[i].topic, k->in_names[in]);
+    pthread_mutex_unlock(&k->lock);
+    return found;
+}
+
+int nf_kafka_input_partitions(const nf_kafka_t *k, nf_input_t in)
+{
+    return k && (unsigned)in < NF_INPUT__COUNT ? k->in_npart[in] : 0;
 }
 
 void nf_kafka_close_consumer(nf_kafka_t *k)

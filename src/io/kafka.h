@@ -185,6 +185,19 @@ size_t nf_kafka_shard_partitions(nf_kafka_t *k, unsigned shard, nf_input_t in, i
 /* Pauses (or resumes) fetching for every partition assigned to the shard. */
 void nf_kafka_pause_shard(nf_kafka_t *k, unsigned shard, bool pause);
 
+/* Consumer lag (coordinator thread, after an epoch commits): for every partition this process
+ * is assigned, the high watermark librdkafka last saw (cached, non-blocking) minus the job's
+ * committed position (the `position` callback; the low watermark if never committed), into the
+ * gauge newsflow_kafka_consumer_lag{topic,partition}. Partitions no longer assigned read 0 there
+ * and -1 from nf_kafka_lag. */
+void nf_kafka_update_lag(nf_kafka_t *k);
+/* The last lag computed for a partition, -1 if not assigned or not known yet. Any thread. */
+int64_t nf_kafka_lag(const nf_kafka_t *k, nf_input_t in, int32_t partition);
+/* Whether this process is assigned the partition now. Any thread (takes the assignment lock). */
+bool nf_kafka_assigned(nf_kafka_t *k, nf_input_t in, int32_t partition);
+/* Partitions of an input topic (0 before the metadata was read, or without Kafka). Any thread. */
+int nf_kafka_input_partitions(const nf_kafka_t *k, nf_input_t in);
+
 typedef struct nf_kafka_stats {
     uint64_t produced, delivery_errors, transactions, aborts, scans, assigned, revoked, pauses;
 } nf_kafka_stats_t;

@@ -28,9 +28,16 @@
 #define NF_ADMIN_CONN_LIMIT   64u
 #define NF_ADMIN_CONN_TIMEOUT 10u /* seconds */
 
-enum { NF_ADMIN_METRICS = 0, NF_ADMIN_HEALTHZ, NF_ADMIN_READYZ, NF_ADMIN_OTHER, NF_ADMIN_NPATHS };
+enum {
+    NF_ADMIN_METRICS = 0,
+    NF_ADMIN_HEALTHZ,
+    NF_ADMIN_READYZ,
+    NF_ADMIN_API,
+    NF_ADMIN_OTHER,
+    NF_ADMIN_NPATHS
+};
 static const char *const nf_admin_paths[NF_ADMIN_NPATHS] = {"/metrics", "/healthz", "/readyz",
-                                                            "other"};
+                                                            "/v1", "other"};
 
 struct nf_admin {
     struct MHD_Daemon *daemon;
@@ -112,6 +119,21 @@ static enum MHD_Result nf_admin_readyz(const nf_admin_t *a, struct MHD_Connectio
                           body, n, MHD_RESPMEM_MUST_COPY, NULL);
 }
 
+static enum MHD_Result nf_admin_api(const nf_admin_t *a, struct MHD_Connection *conn,
+                                    const char *route)
+{
+    if (!a->hooks.api)
+        return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+    const char *failing = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "failing");
+    char *body = NULL;
+    size_t len = 0;
+    int status = a->hooks.api(a->hooks.api_arg, route, failing, &body, &len);
+    if (!body)
+        return nf_admin_static(conn, (unsigned)status, "");
+    return nf_admin_reply(conn, (unsigned)status, "application/json", body, len,
+                          MHD_RESPMEM_MUST_FREE, NULL);
+}
+
 static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, const char *url,
                                        const char *method, const char *version,
                                        const char *upload_data, size_t *upload_data_size,
@@ -122,6 +144,8 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
     for (int i = 0; i < NF_ADMIN_OTHER; i++)
         if (strcmp(url, nf_admin_paths[i]) == 0)
             path = i;
+    if (strncmp(url, "/v1/", 4) == 0)
+        path = NF_ADMIN_API;
     nf_counter_inc(a->requests[path]);
 
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
@@ -135,6 +159,8 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
         return nf_admin_healthz(a, conn);
     case NF_ADMIN_READYZ:
         return nf_admin_readyz(a, conn);
+    case NF_ADMIN_API:
+        return nf_admin_api(a, conn, url + 4);
     default:
         return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
     }

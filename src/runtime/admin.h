@@ -1,11 +1,12 @@
 /* admin.h — the admin HTTP server (libmicrohttpd, its own thread).
  *
  * Serves GET /metrics (Prometheus text 0.0.4 from metrics.h), /healthz (liveness: 200 when the
- * health hook says every shard answers, else 503 with the reason) and /readyz (200 once the
+ * health hook says every shard answers, else 503 with the reason), /readyz (200 once the
  * ready hook says so, else 503; both with the hook's JSON body, which names what readiness
- * waits for). Anything else is 404; non-GET is 405. The server reads shard
- * state only through the hooks, which main wires to nf_runtime_call(), so it never touches
- * shard memory directly (metrics cells are read with atomic loads, see metrics.h).
+ * waits for) and /v1/... (JSON from the api hook: /v1/status, /v1/sources). Anything else is
+ * 404; non-GET is 405. The server reads shard state only through the hooks, which main wires to
+ * nf_runtime_call(), so it never touches shard memory directly (metrics cells are read with
+ * atomic loads, see metrics.h).
  *
  * Thread: create/stop from the main thread; hooks run on the server's thread. */
 #ifndef NF_ADMIN_H
@@ -24,6 +25,12 @@ typedef struct nf_admin_hooks {
      * epochs committing); writes a one-object JSON body saying why to body (NUL-terminated). */
     bool (*ready)(void *arg, char *body, size_t bodylen);
     void *arg;
+    /* GET /v1/ROUTE (route without "/v1/"; failing: the value of the query argument "failing",
+     * NULL if absent): the HTTP status, with a malloc'ed JSON body in *body (freed by the
+     * server; NULL for an empty body). NULL hook: /v1/ is 404. `newsflow status` and `newsflow
+     * sources list` read a running job through it. */
+    int (*api)(void *arg, const char *route, const char *failing, char **body, size_t *len);
+    void *api_arg;
 } nf_admin_hooks_t;
 
 /* Listens on addr:port (IPv4 or IPv6 literal; port 0 = ephemeral). NULL on failure with a

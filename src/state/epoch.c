@@ -116,10 +116,21 @@ static int fault_parse(const char *f)
 
 /* ---------------------------------------------------------------- set-up */
 
+double nf_epoch_seconds_since_commit(const nf_epoch_t *ep)
+{
+    return (double)(nf_now_ns() - atomic_load(&ep->last_commit_at_ns)) / 1e9;
+}
+
+int64_t nf_epoch_position(const nf_epoch_t *ep, nf_input_t in, int32_t partition)
+{
+    if ((unsigned)in >= NF_INPUT__COUNT || partition < 0 || partition >= NF_EPOCH_MAX_PARTITIONS)
+        return -1;
+    return atomic_load_explicit(&ep->offsets[in][partition], memory_order_relaxed);
+}
+
 static double seconds_since_commit(void *arg)
 {
-    const nf_epoch_t *ep = arg;
-    return (double)(nf_now_ns() - atomic_load(&ep->last_commit_at_ns)) / 1e9;
+    return nf_epoch_seconds_since_commit(arg);
 }
 
 nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const nf_epoch_opts_t *o,
@@ -858,6 +869,8 @@ static void *coordinator(void *arg)
             fail(ep, r, err);
             return NULL;
         }
+        if (ep->kafka)
+            nf_kafka_update_lag(ep->kafka); /* against the positions just committed */
     }
     return NULL;
 }
@@ -914,11 +927,6 @@ int nf_epoch_stop(nf_epoch_t *ep)
 bool nf_epoch_failed(const nf_epoch_t *ep)
 {
     return atomic_load(&ep->failed);
-}
-
-double nf_epoch_seconds_since_commit(const nf_epoch_t *ep)
-{
-    return seconds_since_commit((void *)ep);
 }
 
 void nf_epoch_set_deadline(nf_epoch_t *ep, uint64_t deadline_ns)

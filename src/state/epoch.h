@@ -106,9 +106,6 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen);
  * was ever committed. Valid after nf_epoch_recover. Any thread. */
 int64_t nf_epoch_committed_offset(const nf_epoch_t *ep, nf_input_t in, int32_t partition);
 uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep);
-/* Seconds since the last epoch committed (since the coordinator was created before the first).
- * Any thread. */
-double nf_epoch_seconds_since_commit(const nf_epoch_t *ep);
 
 /* Starts the coordinator thread (after nf_runtime_start). 0 or -errno. */
 int nf_epoch_start(nf_epoch_t *ep);
@@ -151,5 +148,10 @@ typedef struct nf_epoch_stats {
     uint64_t last_pause_ns, last_commit_ns;
 } nf_epoch_stats_t;
 void nf_epoch_stats(const nf_epoch_t *ep, nf_epoch_stats_t *out);
+/* For status (any thread): seconds since the last epoch committed (or since start, before any;
+ * the value of newsflow_epoch_seconds_since_commit), and the next offset of an input partition
+ * the shards have taken so far (-1: none; committed with the next epoch). */
+double nf_epoch_seconds_since_commit(const nf_epoch_t *ep);
+int64_t nf_epoch_position(const nf_epoch_t *ep, nf_input_t in, int32_t partition);
 
 #endif

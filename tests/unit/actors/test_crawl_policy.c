@@ -966,6 +966,50 @@ static void test_property_host(void)
             opens, first_opens, closes);
 }
 
+/* Issue 15 item 8: one warning per change of health, then at most one per repeat period with
+ * the number suppressed; recovery at info. A fake clock: a failure every minute for an hour. */
+static void test_failure_log_policy(void)
+{
+    nf_crawl_failure_log_t l = {0};
+    uint32_t sup = 99;
+    const int64_t min = 60000, t0 = 1700000000000ll;
+    const nf_crawl_health_t OK = NF_CRAWL_HEALTH_OK, BO = NF_CRAWL_HEALTH_BACKOFF,
+                            DEAD = NF_CRAWL_HEALTH_DEAD;
+    NF_CHECK_EQ(nf_crawl_failure_log(&l, OK, OK, false, t0, &sup), NF_CRAWL_LOG_QUIET);
+    NF_CHECK_EQ(nf_crawl_failure_log(&l, OK, BO, true, t0, &sup), NF_CRAWL_LOG_WARN);
+    NF_CHECK_EQ(sup, 0);
+    int warns = 0, suppressed = 0;
+    uint32_t reported = 0;
+    for (int i = 1; i <= 60; i++) {
+        nf_crawl_log_t d = nf_crawl_failure_log(&l, BO, BO, true, t0 + i * min, &sup);
+        warns += d == NF_CRAWL_LOG_WARN;
+        suppressed += d == NF_CRAWL_LOG_SUPPRESSED;
+        if (d == NF_CRAWL_LOG_WARN)
+            reported += sup;
+    }
+    /* 60 failures over an hour: a warning every 10 minutes, the 54 others suppressed and
+     * reported in those warnings. */
+    NF_CHECK_EQ(warns, 60 / (NF_CRAWL_FAILURE_LOG_REPEAT_MS / min));
+    NF_CHECK_EQ(suppressed, 60 - warns);
+    NF_CHECK_EQ(reported, (uint32_t)suppressed);
+    /* A change of health is always logged, even within the period. */
+    NF_CHECK_EQ(nf_crawl_failure_log(&l, BO, DEAD, true, t0 + 60 * min + 1, &sup),
+                NF_CRAWL_LOG_WARN);
+    /* Recovery: info, and the next failure warns at once. */
+    NF_CHECK_EQ(nf_crawl_failure_log(&l, DEAD, OK, false, t0 + 61 * min, &sup),
+                NF_CRAWL_LOG_RECOVERED);
+    NF_CHECK_EQ(nf_crawl_failure_log(&l, OK, OK, false, t0 + 62 * min, &sup), NF_CRAWL_LOG_QUIET);
+    NF_CHECK_EQ(nf_crawl_failure_log(&l, OK, BO, true, t0 + 62 * min + 5, &sup), NF_CRAWL_LOG_WARN);
+    /* A throttle (not a failure) of a backing-off source says nothing. */
+    NF_CHECK_EQ(nf_crawl_failure_log(&l, BO, BO, false, t0 + 63 * min, &sup), NF_CRAWL_LOG_QUIET);
+    nf_crawl_schedule_t s = {.status = NF_CRAWL_ACTIVE};
+    NF_CHECK_STR(nf_crawl_health_name(nf_crawl_health(&s)), "ok");
+    s.failures = 2;
+    NF_CHECK_STR(nf_crawl_health_name(nf_crawl_health(&s)), "backoff");
+    s.status = NF_CRAWL_DEAD;
+    NF_CHECK_STR(nf_crawl_health_name(nf_crawl_health(&s)), "dead");
+}
+
 int main(void)
 {
     NF_RUN(test_policy_default_and_validate);
@@ -986,5 +1030,6 @@ int main(void)
     NF_RUN(test_breaker_window);
     NF_RUN(test_breaker_half_open_probe);
     NF_RUN(test_property_host);
+    NF_RUN(test_failure_log_policy);
     return nf_test_report();
 }

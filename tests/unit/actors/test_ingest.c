@@ -229,8 +229,56 @@ static void test_sources_file(void)
     fclose(f);
     NF_CHECK_EQ(nf_sources_load_file(&l, path, err, sizeof err), -1);
     NF_CHECK(strstr(err, ":6: ") != NULL); /* FILE:LINE */
-    NF_CHECK_EQ(nf_sources_add(&l, "/no/such/file.xml", "sources.urls[0]", err, sizeof err), -1);
+    /* A missing local file is kept (it fails at fetch time), with a warning naming it. */
+    size_t before = l.n;
+    NF_CHECK_EQ(nf_sources_add(&l, "/no/such/file.xml", "sources.urls[0]", err, sizeof err), 1);
     NF_CHECK(strstr(err, "sources.urls[0]") != NULL);
+    NF_CHECK_EQ(l.n, before + 1);
+    NF_CHECK_STR(l.items[before].url, "file:///no/such/file.xml");
+    NF_CHECK(l.items[before].is_file && l.items[before].missing);
+    nf_sources_free(&l);
+    unlink(path);
+}
+
+/* Every bad line of the list at once (item 9 of issue 15: 4 runs to find 4 bad lines). */
+static void test_sources_load_reports_all(void)
+{
+    char path[] = "/tmp/nf-sources-XXXXXX";
+    int fd = mkstemp(path);
+    NF_REQUIRE(fd >= 0);
+    const char *text = "https://example.com/a.xml\n"
+                       "ftp://example.com/x\n"
+                       "# comment\n"
+                       "http://bad host/\n"
+                       "/no/such/feed.xml\n"
+                       "gopher://example.com/\n";
+    NF_REQUIRE(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    nf_source_list_t l;
+    nf_sources_init(&l);
+    nf_sources_report_t rep;
+    NF_CHECK_EQ(nf_sources_load(&l, "https://example.org/rss\nmailto:x@example.com", path, &rep),
+                -1);
+    NF_CHECK_EQ(rep.nerrors, 4);
+    NF_CHECK_EQ(rep.nwarnings, 1);
+    char want[64];
+    NF_REQUIRE(rep.errors != NULL);
+    NF_CHECK(strstr(rep.errors, "sources.urls[1]: ") != NULL);
+    for (int line = 2; line <= 6; line += 2) {
+        snprintf(want, sizeof want, "%s:%d: ", path, line);
+        NF_CHECK(strstr(rep.errors, want) != NULL);
+    }
+    snprintf(want, sizeof want, "%s:5: ", path);
+    NF_CHECK(rep.warnings && strstr(rep.warnings, want) != NULL);
+    NF_CHECK_EQ(l.n, 3); /* two good URLs and the missing file */
+    nf_sources_report_free(&rep);
+    nf_sources_free(&l);
+
+    nf_sources_init(&l);
+    NF_CHECK_EQ(nf_sources_load(&l, NULL, "/no/such/sources.txt", &rep), -1);
+    NF_CHECK_EQ(rep.nerrors, 1);
+    NF_CHECK(rep.errors && strstr(rep.errors, "cannot open /no/such/sources.txt") != NULL);
+    nf_sources_report_free(&rep);
     nf_sources_free(&l);
     unlink(path);
 }
@@ -241,6 +289,7 @@ int main(void)
     nf_feed_global_init();
     nf_metrics_init(2);
     NF_RUN(test_sources_file);
+    NF_RUN(test_sources_load_reports_all);
     NF_RUN(test_ingest_end_to_end);
     nf_metrics_shutdown();
     return nf_test_report();

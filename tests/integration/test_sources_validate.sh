@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The operator's source list (issue 15, item 9): `config check` and `run` validate it alike and
+# name every bad line at once (FILE:LINE: reason), and a local feed file that does not exist is
+# that source's failure (it is crawled, fails and backs off), not a reason to stop the job.
+# $1 = newsflow binary, $2 = source dir.
+set -euo pipefail
+NF="$1"
+SRC="$2"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 1; }
+pass() { echo "ok   $*"; }
+for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
+
+cp "$SRC/examples/feeds/world.xml" "$TMP/world.xml"
+cat >"$TMP/bad.txt" <<'EOF'
+# four bad lines, one good feed, one local file that is not there
+world.xml
+ftp://example.com/feed.xml
+http://exa mple.com/rss
+gopher://example.org/x
+https://[::1/feed
+missing.xml
+EOF
+echo '{"sources": {"file": "'"$TMP/bad.txt"'"}, "kafka": {"brokers": ""}}' >"$TMP/bad.json"
+
+# config check: exit 2 and all four bad lines, each as FILE:LINE.
+set +e
+"$NF" config check "$TMP/bad.json" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "config check on a list with 4 bad lines exited $rc, want 2"
+for line in 3 4 5 6; do
+  grep -qF "$TMP/bad.txt:$line: " "$TMP/err" || fail "config check does not report bad.txt:$line"
+done
+grep -qF "4 bad lines" "$TMP/err" || fail "config check does not count the bad lines"
+grep -qF "$TMP/bad.txt:7: " "$TMP/err" || fail "config check does not warn about the missing file"
+grep "bad.txt:7: " "$TMP/err" | grep -q warning || fail "the missing local file is not a warning"
+pass "config check reports all 4 bad lines at once, the missing file as a warning"
+
+# run: the same verdict, the same lines, before anything starts.
+set +e
+"$NF" run --config "$TMP/bad.json" --set state.dir="$TMP/state0" --set admin.enabled=false \
+  --set runtime.stop_after_ms=2000 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "run on a list with 4 bad lines exited $rc, want 2"
+for line in 3 4 5 6; do
+  grep -qF "$TMP/bad.txt:$line: " "$TMP/err" || fail "run does not report bad.txt:$line"
+done
+pass "run refuses the same list naming the same 4 lines"
+
+# Without the bad lines, the missing file does not stop the job: the good feed is crawled and
+# the missing one is recorded as a failed fetch.
+grep -v -e '^ftp' -e '^http' -e '^gopher' "$TMP/bad.txt" >"$TMP/good.txt"
+echo '{"sources": {"file": "'"$TMP/good.txt"'"}, "kafka": {"brokers": ""}}' >"$TMP/good.json"
+"$NF" config check "$TMP/good.json" >"$TMP/out" 2>"$TMP/err" || fail "config check: missing file is an error"
+grep -qF "$TMP/good.json: ok" "$TMP/out" || fail "config check did not say ok"
+set +e
+"$NF" run --config "$TMP/good.json" --set state.dir="$TMP/state1" --set admin.enabled=false \
+  --set runtime.stop_after_ms=3000 --set checkpoint.interval_ms=500 \
+  >"$TMP/out" 2>"$TMP/err"
+rc=$?
+set -e
+[ $rc -eq 0 ] || fail "run with a missing local source exited $rc, want 0"
+python3 - "$TMP/out" "$TMP/missing.xml" <<'PY' || fail "outputs with a missing local source"
+import json, sys
+articles, errors = 0, []
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if o["topic"] == "articles":
+        articles += 1
+    elif o["topic"] == "fetch-log" and o["value"]["error"]:
+        errors.append(o["value"])
+assert articles > 0, "the good feed was not crawled"
+assert len(errors) == 1 and errors[0]["url"] == "file://" + sys.argv[2], errors
+PY
+pass "a missing local file is a failing source; the job runs and crawls the rest"
