@@ -135,6 +135,35 @@ static bool key_taken(const char *const *seen, size_t nseen, const char *key)
     return false;
 }
 
+#define NF_LOG_FIELDS_MAX 32
+
+typedef struct nf_log_field {
+    int type; /* NF_LOG_FIELD_* */
+    const char *key, *s;
+    long long i;
+    double d;
+} nf_log_field_t;
+
+/* The context fields of a call, in order; those beyond cap are dropped (no caller has as many). */
+static size_t read_fields(va_list ap, nf_log_field_t *f, size_t cap)
+{
+    size_t n = 0;
+    for (;;) {
+        int type = va_arg(ap, int);
+        if (type == NF_LOG_FIELD_END)
+            return n;
+        nf_log_field_t x = {.type = type, .key = va_arg(ap, const char *)};
+        if (type == NF_LOG_FIELD_STR)
+            x.s = va_arg(ap, const char *);
+        else if (type == NF_LOG_FIELD_INT)
+            x.i = va_arg(ap, long long);
+        else
+            x.d = va_arg(ap, double);
+        if (n < cap)
+            f[n++] = x;
+    }
+}
+
 void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
 {
     if (!nf_log_enabled(level))
@@ -143,30 +172,20 @@ void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
     b.len = 0;
     b.cut = false;
 
+    nf_log_field_t f[NF_LOG_FIELDS_MAX];
+    va_list ap;
+    va_start(ap, msg);
+    size_t nf = read_fields(ap, f, NF_LOG_FIELDS_MAX);
+    va_end(ap);
     /* A "shard" field names the shard the line is about: it fills the header's shard (null on
      * threads that are not shards) instead of repeating the key. */
     long long about_shard = -1;
     bool has_about = false;
-    va_list ap;
-    va_start(ap, msg);
-    for (;;) {
-        int type = va_arg(ap, int);
-        if (type == NF_LOG_FIELD_END)
-            break;
-        const char *key = va_arg(ap, const char *);
-        if (type == NF_LOG_FIELD_STR) {
-            (void)va_arg(ap, const char *);
-        } else if (type == NF_LOG_FIELD_INT) {
-            long long v = va_arg(ap, long long);
-            if (!has_about && strcmp(key, "shard") == 0) {
-                about_shard = v;
-                has_about = true;
-            }
-        } else {
-            (void)va_arg(ap, double);
+    for (size_t i = 0; i < nf && !has_about; i++)
+        if (f[i].type == NF_LOG_FIELD_INT && strcmp(f[i].key, "shard") == 0) {
+            about_shard = f[i].i;
+            has_about = true;
         }
-    }
-    va_end(ap);
 
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -204,24 +223,14 @@ void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
         b.cut = true;
     }
 
-    const char *seen[32];
+    const char *seen[NF_LOG_FIELDS_MAX];
     size_t nseen = 0;
     bool about_done = false;
-    va_start(ap, msg);
-    for (;;) {
-        int type = va_arg(ap, int);
-        if (type == NF_LOG_FIELD_END)
-            break;
-        const char *key = va_arg(ap, const char *);
-        const char *sv = NULL;
-        long long iv = 0;
-        double dv = 0;
-        if (type == NF_LOG_FIELD_STR)
-            sv = va_arg(ap, const char *);
-        else if (type == NF_LOG_FIELD_INT)
-            iv = va_arg(ap, long long);
-        else
-            dv = va_arg(ap, double);
+    for (size_t fi = 0; fi < nf; fi++) {
+        int type = f[fi].type;
+        const char *key = f[fi].key, *sv = f[fi].s;
+        long long iv = f[fi].i;
+        double dv = f[fi].d;
         if (type == NF_LOG_FIELD_INT && !about_done && strcmp(key, "shard") == 0) {
             about_done = true; /* written in the header */
             continue;
@@ -269,7 +278,6 @@ void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
             break;
         }
     }
-    va_end(ap);
 
     if (b.cut) {
         /* The reserve guarantees room for the marker. */

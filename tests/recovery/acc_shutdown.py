@@ -117,9 +117,11 @@ def body(ctx):
     ctx.check(doc.get("ready") is False and isinstance(doc.get("epoch"), int) and
               doc.get("seconds_since_commit", -1) >= doc.get("commit_overdue_after_s", 1e9),
               "/readyz 503 body lacks the epoch or the overdue seconds: %r" % doc, job)
-    ctx.check(any("commit_overdue" in (o.get("waiting_for") or "")
-                  for o in job.msgs("not ready: /readyz answers 503")),
-              "no 'not ready' log line naming commit_overdue", job)
+    # the main loop logs each change of readiness (it looks every 50 ms)
+    ctx.wait_for("a 'not ready' log line naming commit_overdue",
+                 lambda: any("commit_overdue" in (o.get("waiting_for") or "")
+                             for o in job.msgs("not ready: /readyz answers 503")),
+                 timeout=30, job=job)
 
     time.sleep(max(0.0, 4.0 - (time.monotonic() - t_down)))
     t0 = time.monotonic()
