@@ -689,8 +689,8 @@ typedef struct stop_watch {
     unsigned timeout_ms;
     struct timespec until; /* CLOCK_REALTIME */
     const char *phase;     /* under lock */
-    bool final_committed;  /* under lock */
-    int exit_code;         /* under lock: the code if the final epoch committed */
+    bool final_done;       /* under lock: nf_epoch_stop returned (nothing more commits) */
+    int exit_code;         /* under lock: the code once final_done */
     nf_epoch_t *epoch;
 } stop_watch_t;
 
@@ -701,17 +701,23 @@ static void *stop_watchdog(void *arg)
     int r = 0;
     while (!w->done && r != ETIMEDOUT)
         r = pthread_cond_timedwait(&w->cond, &w->lock, &w->until);
-    bool done = w->done, committed = w->final_committed;
+    bool done = w->done, final_done = w->final_done;
     const char *phase = w->phase;
-    int code = committed ? w->exit_code : NF_EXIT_RUNTIME;
+    int code = final_done ? w->exit_code : NF_EXIT_RUNTIME;
     pthread_mutex_unlock(&w->lock);
     if (done)
         return NULL;
     uint64_t last = nf_epoch_committed_epoch(w->epoch);
-    if (committed)
+    if (final_done && code == NF_EXIT_OK)
         nf_log(NF_LOG_WARN, "main",
                "shutdown.timeout_ms passed after the final epoch committed; exiting now (state "
                "and outputs are committed)",
+               NF_LI("timeout_ms", w->timeout_ms), NF_LS("phase", phase),
+               NF_LI("committed_epoch", last), NF_LI("exit_code", code), NF_LEND);
+    else if (final_done)
+        nf_log(NF_LOG_ERROR, "main",
+               "shutdown.timeout_ms passed after the final epoch failed or was skipped; exiting "
+               "now with what is committed (the next start settles the rest)",
                NF_LI("timeout_ms", w->timeout_ms), NF_LS("phase", phase),
                NF_LI("committed_epoch", last), NF_LI("exit_code", code), NF_LEND);
     else
@@ -1089,7 +1095,7 @@ int nf_cli_run(int argc, char **argv)
     if (nf_epoch_stop(c.epoch) != 0 || nf_runtime_failed(c.rt))
         exit_code = NF_EXIT_RUNTIME;
     pthread_mutex_lock(&sw.lock);
-    sw.final_committed = true; /* or nothing more will be: the committed state is final */
+    sw.final_done = true; /* committed or not, nothing more will be */
     sw.exit_code = exit_code;
     sw.phase = "draining the shards";
     pthread_mutex_unlock(&sw.lock);
