@@ -5,14 +5,7 @@
 # before 1970: such a date takes the item's other date, else the fetch time (date_fallback true),
 # counted in newsflow_parse_dates_replaced_total and logged once per fetch. The sound item keeps
 # its dates. $1 = newsflow binary, $2 = source dir.
-set -euo pipefail
-NF="$1"
-TMP=$(mktemp -d)
-PID=""
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 1; }
-for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 cat >"$TMP/feed.rss" <<'EOF'
 <?xml version="1.0" encoding="UTF-8"?>

@@ -3,17 +3,7 @@
 # job runs on, and /metrics has the same in newsflow_build_info, sources by state, consumer lag
 # per input partition and the seconds since the last committed epoch.
 # $1 = newsflow binary, $2 = source dir.
-set -euo pipefail
-NF="$1"
-SRC="$2"
-TMP=$(mktemp -d)
-PID=""
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 1; }
-pass() { echo "ok   $*"; }
-for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 "$NF" version >"$TMP/version" || fail "version exit code"
 for lib in rdkafka rocksdb curl xml2 uring cjson microhttpd; do

@@ -2,17 +2,7 @@
 # `newsflow run` as an operator meets it: the README's run command for a few seconds, SIGTERM
 # draining to exit 0, the admin endpoints (with promtool on /metrics), JSON-lines logs, and the
 # documented exit codes. $1 = newsflow binary, $2 = source dir.
-set -euo pipefail
-NF="$1"
-SRC="$2"
-TMP=$(mktemp -d)
-PID=""
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 1; }
-pass() { echo "ok   $*"; }
-# Stray NEWSFLOW_* variables would be config errors.
-for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -5,14 +5,7 @@
 # rate limit itself (one warning per change of state, then at most one per 10 minutes with the
 # number suppressed) runs on a fake clock in tests/unit/actors/test_crawl_policy.c.
 # $1 = newsflow binary, $2 = source dir.
-set -euo pipefail
-NF="$1"
-SRC="$2"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 1; }
-pass() { echo "ok   $*"; }
-for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 # A port nothing listens on: bound, then closed.
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

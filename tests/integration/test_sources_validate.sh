@@ -3,14 +3,7 @@
 # name every bad line at once (FILE:LINE: reason), and a local feed file that does not exist is
 # that source's failure (it is crawled, fails and backs off), not a reason to stop the job.
 # $1 = newsflow binary, $2 = source dir.
-set -euo pipefail
-NF="$1"
-SRC="$2"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 1; }
-pass() { echo "ok   $*"; }
-for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 cp "$SRC/examples/feeds/world.xml" "$TMP/world.xml"
 cat >"$TMP/bad.txt" <<'EOF'

@@ -3,17 +3,8 @@
 # runs they read it through its admin server (partitions, epoch, seconds since the last commit,
 # restore state, failing sources with their last error); once it is stopped, from the committed
 # state in state.dir. $1 = newsflow binary, $2 = source dir.
-set -euo pipefail
-NF="$1"
-SRC="$2"
-TMP=$(mktemp -d)
-PID=""
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 fail() { echo "FAIL: $*" >&2; [ -f "$TMP/cerr" ] && cat "$TMP/cerr" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 1; }
-pass() { echo "ok   $*"; }
-for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 cp "$SRC/examples/feeds/world.xml" "$SRC/examples/feeds/wire.rss" "$TMP/"
 printf 'world.xml\nwire.rss\nmissing.xml\n' >"$TMP/sources.txt"

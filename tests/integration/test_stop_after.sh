@@ -4,15 +4,7 @@
 # 18446744073709551 (whose nanoseconds wrap a uint64) — are refused with the range named, exit 2,
 # instead of being accepted and stopping the job at once with exit 0.
 # $1 = newsflow binary, $2 = source dir.
-set -euo pipefail
-NF="$1"
-TMP=$(mktemp -d)
-PID=""
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$TMP"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 1; }
-pass() { echo "ok   $*"; }
-for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 # A job with nothing to read and nowhere to write: only the stop rule decides when it ends.
 common=(--set kafka.brokers= --set admin.enabled=false --set sink.spec=none

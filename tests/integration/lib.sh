@@ -1,0 +1,18 @@
+# lib.sh — the preamble of the integration tests that run the job: `source "$(dirname
+# "${BASH_SOURCE[0]}")/lib.sh" "$@"` right after a test's header comment. It sets
+#   NF   the newsflow binary ($1)        SRC  the source directory ($2, may be empty)
+#   TMP  a scratch directory, removed at exit together with the job in PID (if set)
+# and defines fail MSG (prints MSG and the tail of $TMP/err, exits 1), pass MSG and free_port
+# (a TCP port free on 127.0.0.1 now). Stray NEWSFLOW_* variables, which would be configuration,
+# are unset. A test may redefine fail or cleanup after sourcing.
+set -euo pipefail
+NF="$1"
+SRC="${2:-}"
+TMP=$(mktemp -d)
+PID=""
+cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$TMP"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 1; }
+pass() { echo "ok   $*"; }
+for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
