@@ -16,4 +16,11 @@ int nf_cli_topics(int argc, char **argv);
 int nf_cli_status(int argc, char **argv);
 int nf_cli_sources(int argc, char **argv);
 
+/* The configuration options the commands that load it share: --config FILE (--config=FILE)
+ * and --set K=V (--set=K=V), at argv[*i]. 1 if it was one of them (the value stored in
+ * *config or appended to sets, which has room for argc entries; *i moved past it), 0 if not,
+ * -1 if its value is missing. config NULL: the command has no --config. */
+int nf_cli_config_opt(int argc, char **argv, int *i, const char **config, char **sets,
+                      unsigned *nsets);
+
 #endif

@@ -263,23 +263,17 @@ int nf_cli_checkpoints(int argc, char **argv)
             rc = NF_EXIT_OK;
             goto out;
         }
-        if ((!strcmp(a, "--config") || !strcmp(a, "--set") || !strcmp(a, "--state-dir")) &&
-            i + 1 >= argc) {
+        int co = nf_cli_config_opt(argc, argv, &i, &config, sets, &nsets);
+        if (co < 0 || (!strcmp(a, "--state-dir") && i + 1 >= argc)) {
             rc = ck_bad_usage("option needs a value:", a);
             goto out;
         }
-        if (!strcmp(a, "--config"))
-            config = argv[++i];
-        else if (!strncmp(a, "--config=", 9))
-            config = a + 9;
-        else if (!strcmp(a, "--state-dir"))
+        if (co > 0)
+            continue;
+        if (!strcmp(a, "--state-dir"))
             state_dir = argv[++i];
         else if (!strncmp(a, "--state-dir=", 12))
             state_dir = a + 12;
-        else if (!strcmp(a, "--set"))
-            sets[nsets++] = argv[++i];
-        else if (!strncmp(a, "--set=", 6))
-            sets[nsets++] = argv[i] + 6;
         else if (!strcmp(a, "--json") && sub == SUB_LIST)
             json = true;
         else if (!strcmp(a, "--force") && sub == SUB_DELETE)

@@ -55,18 +55,16 @@ static int config_check(int argc, char **argv)
         fputs("newsflow: out of memory\n", stderr);
         return NF_EXIT_RUNTIME;
     }
+    int co;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--print")) {
             print = true;
-        } else if (!strcmp(a, "--set")) {
-            if (i + 1 == argc) {
+        } else if ((co = nf_cli_config_opt(argc, argv, &i, NULL, sets, &nsets)) != 0) {
+            if (co < 0) {
                 rc = config_bad_usage("--set needs SECTION.KEY=VALUE", NULL);
                 goto out;
             }
-            sets[nsets++] = argv[++i];
-        } else if (!strncmp(a, "--set=", 6)) {
-            sets[nsets++] = argv[i] + 6;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             rc = config_help(stdout, NF_EXIT_OK);
             goto out;
@@ -124,6 +122,27 @@ static int config_check(int argc, char **argv)
 out:
     free(sets);
     return rc;
+}
+
+int nf_cli_config_opt(int argc, char **argv, int *i, const char **config, char **sets,
+                      unsigned *nsets)
+{
+    const char *a = argv[*i];
+    if (config && !strncmp(a, "--config=", 9)) {
+        *config = a + 9;
+    } else if (!strncmp(a, "--set=", 6)) {
+        sets[(*nsets)++] = argv[*i] + 6;
+    } else if ((config && !strcmp(a, "--config")) || !strcmp(a, "--set")) {
+        if (*i + 1 >= argc)
+            return -1;
+        if (a[2] == 'c')
+            *config = argv[++*i];
+        else
+            sets[(*nsets)++] = argv[++*i];
+    } else {
+        return 0;
+    }
+    return 1;
 }
 
 int nf_cli_config(int argc, char **argv)

@@ -416,19 +416,14 @@ static int status_main(int argc, char **argv, bool sources, int first)
             rc = NF_EXIT_OK;
             goto out;
         }
-        if ((!strcmp(a, "--config") || !strcmp(a, "--set")) && i + 1 >= argc) {
+        int co = nf_cli_config_opt(argc, argv, &i, &config, sets, &nsets);
+        if (co < 0) {
             rc = status_bad_usage("option needs a value:", a);
             goto out;
         }
-        if (!strcmp(a, "--config"))
-            config = argv[++i];
-        else if (!strncmp(a, "--config=", 9))
-            config = a + 9;
-        else if (!strcmp(a, "--set"))
-            sets[nsets++] = argv[++i];
-        else if (!strncmp(a, "--set=", 6))
-            sets[nsets++] = argv[i] + 6;
-        else if (!strcmp(a, "--json"))
+        if (co > 0)
+            continue;
+        if (!strcmp(a, "--json"))
             json = true;
         else if (!strcmp(a, "--failing") && sources)
             failing = true;
