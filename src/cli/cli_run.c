@@ -118,13 +118,14 @@ static int health(void *arg, char *why, size_t whylen)
 enum {
     WAIT_RESTORE = 1,    /* recovering state before the shards start */
     WAIT_ASSIGNMENT = 2, /* no input partition assigned by the consumer group yet */
-    WAIT_COMMIT = 4,     /* no epoch committed for 3 checkpoint intervals */
+    WAIT_COMMIT = 4,     /* no epoch committed for 3 checkpoint intervals (at least 5 s) */
     WAIT_BROKER = 8,     /* a recent Kafka client error while one of the above holds */
     WAIT_SHUTDOWN = 16,  /* stopping */
 };
 static const char *const wait_names[] = {"restore", "assignment", "commit_overdue", "broker",
                                          "shutdown"};
 enum { PHASE_STARTING = 0, PHASE_RUNNING, PHASE_STOPPING };
+#define READY_OVERDUE_MIN_S 5.0
 static _Atomic int g_phase;
 static nf_kafka_t *_Atomic g_kafka;
 static nf_epoch_t *_Atomic g_epoch;
@@ -150,7 +151,11 @@ static void readiness(readiness_t *r)
     if (ep && phase == PHASE_RUNNING) {
         r->epoch = nf_epoch_committed_epoch(ep);
         r->since_commit_s = nf_epoch_seconds_since_commit(ep);
+        /* 3 intervals, but never less than a slow commit (fsync, a transaction) may take:
+         * with short intervals readiness would flap */
         r->overdue_after_s = 3.0 * atomic_load(&g_interval_ms) / 1000.0;
+        if (r->overdue_after_s < READY_OVERDUE_MIN_S)
+            r->overdue_after_s = READY_OVERDUE_MIN_S;
         if (r->since_commit_s > r->overdue_after_s)
             r->waiting |= WAIT_COMMIT;
     }
@@ -687,10 +692,11 @@ typedef struct stop_watch {
     pthread_cond_t cond;
     bool done;
     unsigned timeout_ms;
-    struct timespec until; /* CLOCK_REALTIME */
-    const char *phase;     /* under lock */
-    bool final_done;       /* under lock: nf_epoch_stop returned (nothing more commits) */
-    int exit_code;         /* under lock: the code once final_done */
+    struct timespec until;    /* CLOCK_MONOTONIC */
+    const char *phase;        /* under lock */
+    bool final_done;          /* under lock: nf_epoch_stop returned (nothing more commits) */
+    uint64_t committed_epoch; /* under lock, once final_done (then epoch may be freed) */
+    int exit_code;            /* under lock: the code once final_done */
     nf_epoch_t *epoch;
 } stop_watch_t;
 
@@ -704,10 +710,11 @@ static void *stop_watchdog(void *arg)
     bool done = w->done, final_done = w->final_done;
     const char *phase = w->phase;
     int code = final_done ? w->exit_code : NF_EXIT_RUNTIME;
+    /* before final_done the epoch object lives on (run_cleanup frees it later) */
+    uint64_t last = final_done ? w->committed_epoch : nf_epoch_committed_epoch(w->epoch);
     pthread_mutex_unlock(&w->lock);
     if (done)
         return NULL;
-    uint64_t last = nf_epoch_committed_epoch(w->epoch);
     if (final_done && code == NF_EXIT_OK)
         nf_log(NF_LOG_WARN, "main",
                "shutdown.timeout_ms passed after the final epoch committed; exiting now (state "
@@ -1065,12 +1072,18 @@ int nf_cli_run(int argc, char **argv)
         nanosleep(&ts, NULL);
     }
     /* From here on everything is bounded by shutdown.timeout_ms (stop_watchdog). */
-    static stop_watch_t sw = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+    static stop_watch_t sw = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    pthread_condattr_t
+        ca; /* a monotonic deadline: a wall-clock step neither hastens nor delays it */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&sw.cond, &ca);
+    pthread_condattr_destroy(&ca);
     sw.timeout_ms = cfg->shutdown.timeout_ms;
     sw.phase = "committing the final epoch";
     sw.epoch = c.epoch;
     sw.exit_code = exit_code;
-    clock_gettime(CLOCK_REALTIME, &sw.until);
+    clock_gettime(CLOCK_MONOTONIC, &sw.until);
     sw.until.tv_sec += cfg->shutdown.timeout_ms / 1000;
     sw.until.tv_nsec += (long)(cfg->shutdown.timeout_ms % 1000) * 1000000L;
     if (sw.until.tv_nsec >= 1000000000L) {
@@ -1096,6 +1109,7 @@ int nf_cli_run(int argc, char **argv)
         exit_code = NF_EXIT_RUNTIME;
     pthread_mutex_lock(&sw.lock);
     sw.final_done = true; /* committed or not, nothing more will be */
+    sw.committed_epoch = nf_epoch_committed_epoch(c.epoch); /* c.epoch is freed before the end */
     sw.exit_code = exit_code;
     sw.phase = "draining the shards";
     pthread_mutex_unlock(&sw.lock);

@@ -122,17 +122,41 @@ static void lb_json(nf_log_buf_t *b, const char *s)
 /* The line's own keys; a caller's field of the same name would duplicate them. */
 static const char *const nf_log_header_keys[] = {"ts", "level", "shard", "component", "msg"};
 
-/* A key the line already has (header or an earlier field): many log pipelines reject or
- * mangle duplicate keys, so a repeat is written as "<key>_2" (then _3...). */
-static bool key_taken(const char *const *seen, size_t nseen, const char *key)
+/* The keys a line has written so far (each as written, NUL-separated). */
+typedef struct nf_log_keys {
+    char buf[1024];
+    size_t len;
+} nf_log_keys_t;
+
+static bool key_taken(const nf_log_keys_t *ks, const char *key)
 {
     for (size_t i = 0; i < sizeof nf_log_header_keys / sizeof *nf_log_header_keys; i++)
         if (strcmp(nf_log_header_keys[i], key) == 0)
             return true;
-    for (size_t i = 0; i < nseen; i++)
-        if (strcmp(seen[i], key) == 0)
+    for (size_t i = 0; i < ks->len; i += strlen(ks->buf + i) + 1)
+        if (strcmp(ks->buf + i, key) == 0)
             return true;
     return false;
+}
+
+/* Writes "key": with the key made unique in the line: many log pipelines reject or mangle
+ * duplicate keys, so a repeat is written as "<key>_2" (then _3...). */
+static void lb_key(nf_log_buf_t *b, nf_log_keys_t *ks, const char *key)
+{
+    char alt[64];
+    const char *k = key;
+    for (int n = 2; key_taken(ks, k) && n < 100; n++) {
+        snprintf(alt, sizeof alt, "%.56s_%d", key, n);
+        k = alt;
+    }
+    size_t l = strlen(k) + 1;
+    if (ks->len + l <= sizeof ks->buf) {
+        memcpy(ks->buf + ks->len, k, l);
+        ks->len += l;
+    }
+    lb_raw(b, ",", 1);
+    lb_json(b, k);
+    lb_raw(b, ":", 1);
 }
 
 #define NF_LOG_FIELDS_MAX 32
@@ -223,8 +247,8 @@ void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
         b.cut = true;
     }
 
-    const char *seen[NF_LOG_FIELDS_MAX];
-    size_t nseen = 0;
+    nf_log_keys_t ks;
+    ks.len = 0;
     bool about_done = false;
     for (size_t fi = 0; fi < nf; fi++) {
         int type = f[fi].type;
@@ -236,20 +260,7 @@ void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
             continue;
         }
         mark = b.len;
-        lb_raw(&b, ",", 1);
-        if (key_taken(seen, nseen, key)) {
-            char alt[64];
-            int k = 2;
-            do
-                snprintf(alt, sizeof alt, "%.56s_%d", key, k++);
-            while (key_taken(seen, nseen, alt) && k < 100);
-            lb_json(&b, alt);
-        } else {
-            lb_json(&b, key);
-        }
-        if (nseen < sizeof seen / sizeof *seen)
-            seen[nseen++] = key;
-        lb_raw(&b, ":", 1);
+        lb_key(&b, &ks, key);
         if (type == NF_LOG_FIELD_STR) {
             lb_json(&b, sv);
         } else if (type == NF_LOG_FIELD_INT) {
@@ -262,7 +273,7 @@ void nf_log(nf_log_level_t level, const char *component, const char *msg, ...)
             }
             if (strcmp(key, "errno") == 0 && iv > 0 && iv < 4096) {
                 const char *name = strerrorname_np((int)iv);
-                lb_str(&b, ",\"errno_name\":");
+                lb_key(&b, &ks, "errno_name");
                 lb_json(&b, name ? name : "unknown");
             }
         } else {

@@ -74,7 +74,8 @@ static void test_no_key_twice(void)
 {
     char raw[4096];
     nf_log(NF_LOG_WARN, "x", "m", NF_LS("msg", "shadow"), NF_LI("n", 1), NF_LI("n", 2),
-           NF_LS("level", "x"), NF_LEND);
+           NF_LS("level", "x"), NF_LI("n", 3), NF_LI("n_2", 4), NF_LI("errno", 2),
+           NF_LI("errno", 5), NF_LEND);
     cJSON *o = take_line(raw, sizeof raw);
     NF_REQUIRE(o != NULL);
     NF_CHECK_EQ(duplicate_keys(o), 0);
@@ -84,6 +85,11 @@ static void test_no_key_twice(void)
     NF_CHECK_EQ(cJSON_GetObjectItem(o, "n")->valueint, 1);
     NF_CHECK_EQ(cJSON_GetObjectItem(o, "n_2")->valueint, 2);
     NF_CHECK_STR(cJSON_GetObjectItem(o, "level_2")->valuestring, "x");
+    NF_CHECK_EQ(cJSON_GetObjectItem(o, "n_3")->valueint, 3);
+    NF_CHECK_EQ(cJSON_GetObjectItem(o, "n_2_2")->valueint, 4); /* n_2 was taken by then */
+    NF_CHECK_STR(cJSON_GetObjectItem(o, "errno_name")->valuestring, "ENOENT");
+    NF_CHECK_EQ(cJSON_GetObjectItem(o, "errno_2")->valueint, 5);
+    NF_CHECK_STR(cJSON_GetObjectItem(o, "errno_name_2")->valuestring, "EIO");
     cJSON_Delete(o);
 }
 
