@@ -875,16 +875,18 @@ static void fault(nf_kafka_t *k, const char *point)
         k->o.fault(point);
 }
 
-static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint64_t seq, char *err,
-                       size_t errlen)
+static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint64_t nonce,
+                       uint64_t seq, char *err, size_t errlen)
 {
-    char ebuf[24], sbuf[24];
+    char ebuf[24], nbuf[24], sbuf[24];
     int el = snprintf(ebuf, sizeof ebuf, "%" PRIu64, epoch);
+    int nl = snprintf(nbuf, sizeof nbuf, "%" PRIu64, nonce);
     int sl = snprintf(sbuf, sizeof sbuf, "%" PRIu64, seq);
     for (;;) {
-        rd_kafka_headers_t *h = rd_kafka_headers_new(3);
+        rd_kafka_headers_t *h = rd_kafka_headers_new(4);
         rd_kafka_header_add(h, "nf-writer", -1, k->txid, (ssize_t)strlen(k->txid));
         rd_kafka_header_add(h, "nf-epoch", -1, ebuf, el);
+        rd_kafka_header_add(h, "nf-nonce", -1, nbuf, nl);
         rd_kafka_header_add(h, "nf-seq", -1, sbuf, sl);
         rd_kafka_resp_err_t e = rd_kafka_producev(
             k->prod, RD_KAFKA_V_TOPIC(k->out[r->topic].name), RD_KAFKA_V_KEY(r->key, r->klen),
@@ -972,7 +974,7 @@ int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const 
         int nr;
         while (rc == 0 && (nr = nf_outbuf_next(bufs[b].data, bufs[b].len, &pos, &r)) == 1) {
             if (!present || !(present[seq >> 3] & (1u << (seq & 7)))) {
-                rc = produce_one(k, &r, epoch, seq, err, errlen);
+                rc = produce_one(k, &r, epoch, nonce, seq, err, errlen);
                 if (++produced == total / 2 + 1)
                     fault(k, "mid_produce");
             }
@@ -1159,7 +1161,7 @@ static bool header_u64(rd_kafka_headers_t *h, const char *name, uint64_t *out)
     return true;
 }
 
-long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, const char *positions_json,
+long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const char *positions_json,
                          uint8_t *present, size_t nrecords, char *err, size_t errlen)
 {
     cJSON *pj = positions_json ? cJSON_Parse(positions_json) : NULL;
@@ -1238,12 +1240,17 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, const char *positions_js
                 rd_kafka_headers_t *h = NULL;
                 const void *wv;
                 size_t wn;
-                uint64_t e = 0, s = 0;
+                uint64_t e = 0, s = 0, rn = 0;
+                /* The nonce tells this epoch from an earlier one of the same number (after a
+                 * restored checkpoint, or a state directory started afresh); records written
+                 * before the nf-nonce header existed match on epoch and seq alone. */
                 if (rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR &&
                     rd_kafka_header_get_last(h, "nf-writer", &wv, &wn) == 0 &&
                     wn == strlen(k->txid) && !memcmp(wv, k->txid, wn) &&
-                    header_u64(h, "nf-epoch", &e) && e == epoch && header_u64(h, "nf-seq", &s) &&
-                    s < nrecords && !(present[s >> 3] & (1u << (s & 7)))) {
+                    header_u64(h, "nf-epoch", &e) && e == epoch &&
+                    (!header_u64(h, "nf-nonce", &rn) || !nonce || rn == nonce) &&
+                    header_u64(h, "nf-seq", &s) && s < nrecords &&
+                    !(present[s >> 3] & (1u << (s & 7)))) {
                     present[s >> 3] |= (uint8_t)(1u << (s & 7));
                     found++;
                 }

@@ -5,15 +5,16 @@
  * outputs: with kafka.exactly_once, inside one transaction together with the input offsets
  * (send_offsets_to_transaction; the metadata is "epoch=<n>;nonce=<n>;writer=<transactional id>");
  * otherwise with the idempotent producer (at-least-once across producer sessions; deterministic
- * keys let consumers dedup). Every record carries three headers: nf-writer (the transactional id),
- * nf-epoch and nf-seq (its index among the epoch's records), so that recovery can tell which
- * records of an undecided epoch reached the log: nf_kafka_scan_epoch() reads the output partitions
- * back with isolation.level=read_committed from the positions the pending record noted and marks
- * the seqs found. A broker that hides aborted transactions hides them from this scan too, so they
- * are produced again; one that does not (librdkafka 2.0's mock cluster keeps aborted records
- * visible and does not store transactional offset commits) shows them, so they are not produced
- * twice. Either way every record ends up in the log exactly once (single writer per transactional
- * id: init_transactions fences a previous incarnation).
+ * keys let consumers dedup). Every record carries four headers: nf-writer (the transactional id),
+ * nf-epoch, nf-nonce (the epoch's pending record's random nonce: the same epoch number can come
+ * again after a restored checkpoint) and nf-seq (its index among the epoch's records), so that
+ * recovery can tell which records of an undecided epoch reached the log: nf_kafka_scan_epoch()
+ * reads the output partitions back with isolation.level=read_committed from the positions the
+ * pending record noted and marks the seqs found. A broker that hides aborted transactions hides
+ * them from this scan too, so they are produced again; one that does not (librdkafka 2.0's mock
+ * cluster keeps aborted records visible and does not store transactional offset commits) shows
+ * them, so they are not produced twice. Either way every record ends up in the log exactly once
+ * (single writer per transactional id: init_transactions fences a previous incarnation).
  *
  * Consumer. One KafkaConsumer in the group kafka.group_id (cooperative-sticky), subscribed to
  * the input topics, isolation.level=read_committed, no auto-commit and no offset store: the
@@ -165,10 +166,11 @@ typedef enum {
 nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_t nonce,
                                           const nf_kafka_offset_t *offsets, size_t n, char *why,
                                           size_t whylen);
-/* Marks in present (nrecords bits, zeroed by the caller) the records of (this writer, epoch)
- * found in the output partitions from the positions in positions_json (NULL = from the start).
- * Returns how many were found, or -errno with err. */
-long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, const char *positions_json,
+/* Marks in present (nrecords bits, zeroed by the caller) the records of (this writer, epoch,
+ * nonce) found in the output partitions from the positions in positions_json (NULL = from the
+ * start); a record without an nf-nonce header (older versions) matches on epoch alone, and so
+ * does every record when nonce is 0. Returns how many were found, or -errno with err. */
+long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const char *positions_json,
                          uint8_t *present, size_t nrecords, char *err, size_t errlen);
 
 /* ---- shard side ---- */

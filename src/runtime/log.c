@@ -143,7 +143,7 @@ static bool key_taken(const nf_log_keys_t *ks, const char *key)
  * duplicate keys, so a repeat is written as "<key>_2" (then _3...). */
 static void lb_key(nf_log_buf_t *b, nf_log_keys_t *ks, const char *key)
 {
-    char alt[64];
+    char alt[80]; /* 56 bytes of the key, "_", up to 11 digits */
     const char *k = key;
     for (int n = 2; key_taken(ks, k) && n < 100; n++) {
         snprintf(alt, sizeof alt, "%.56s_%d", key, n);

@@ -451,7 +451,8 @@ static int settle(nf_epoch_t *ep, uint64_t e, uint64_t nonce, uint64_t records,
         if (!*present && !(*present = calloc(records / 8 + 1, 1)))
             return -ENOMEM;
         memset(*present, 0, records / 8 + 1);
-        long n = nf_kafka_scan_epoch(ep->kafka, e, positions, *present, records, err, errlen);
+        long n =
+            nf_kafka_scan_epoch(ep->kafka, e, nonce, positions, *present, records, err, errlen);
         if (n < 0)
             return (int)n;
         found = (uint64_t)n;
@@ -665,9 +666,15 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         r = job_failed(ep, e, err, errlen); /* a failure while the pending batch was written */
     if (r == 0) {
         fault_at("after_pending");
-        if (ep->kafka)
-            r = produce(ep, e, nonce, bufs, ep->nshards, records, NULL, offs, noffs, false, err,
-                        errlen);
+        if (ep->kafka) {
+            /* a retry scans the outputs from where they stood at the cut, not from offset 0 */
+            nf_jw_t pw;
+            nf_jw_init(&pw);
+            nf_kafka_positions_json(ep->kafka, &pw);
+            r = produce(ep, e, nonce, bufs, ep->nshards, records, pw.failed ? NULL : pw.buf, offs,
+                        noffs, false, err, errlen);
+            nf_jw_free(&pw);
+        }
     }
     if (r == 0) {
         fault_at("after_commit");

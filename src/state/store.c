@@ -2077,7 +2077,17 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
     while (first_newer < ne && epochs[first_newer] <= res->epoch)
         first_newer++;
     res->kept_newer = (unsigned)(ne - first_newer);
-    res->next_epoch = (res->kept_newer ? epochs[ne - 1] : res->epoch) + 1;
+    /* Epoch numbers go on after every one this state directory has used: the kept newer
+     * checkpoints' and the replaced database's (its epochs' records are in Kafka under this
+     * writer; the nf-nonce header tells them apart too, see kafka.h). */
+    struct stat sb;
+    bool have_db = stat(db, &sb) == 0;
+    uint64_t old_epoch = 0;
+    bool old_known = have_db && db_epoch(db, &old_epoch);
+    uint64_t last_used = res->kept_newer ? epochs[ne - 1] : res->epoch;
+    if (old_known && old_epoch > last_used)
+        last_used = old_epoch;
+    res->next_epoch = last_used + 1;
     if (res->kept_newer)
         chk_name(res->newest_kept, sizeof res->newest_kept, epochs[ne - 1]);
 
@@ -2121,7 +2131,7 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
         }
     }
     free(files);
-    if (r == 0 && res->kept_newer)
+    if (r == 0 && res->next_epoch - 1 > res->epoch)
         r = set_committed_epoch(tmp, res->next_epoch - 1, err, errlen);
     if (r == 0 && (r = fsync_path(tmp, true)) != 0)
         seterr(err, errlen, r, "restore %s: fsync %s: %s", name, tmp, strerror(-r));
@@ -2139,10 +2149,7 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
     gmtime_r(&now, &tm);
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H%M%SZ", &tm);
     strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    struct stat sb;
-    bool have_db = stat(db, &sb) == 0;
-    uint64_t old_epoch = 0;
-    if (have_db && db_epoch(db, &old_epoch))
+    if (old_known)
         snprintf(ep, sizeof ep, "%" PRIu64, old_epoch);
     if (path_fmt(replaced, err, errlen, "%s/" REPLACED_PREFIX "%s-epoch%s", state_dir, stamp, ep) !=
         0) {
