@@ -1,10 +1,12 @@
 /* admin.c — see admin.h. The admin HTTP server on libmicrohttpd.
  *
- * Why it is shaped so. Scrapes and probes are rare and tiny, so one MHD-internal polling thread
- * serves them all; it is not a shard, so it never touches shard memory: metrics come from
- * nf_metrics_render (atomic loads of the cells), health and readiness from the hooks, which main
- * wires to the runtime's cross-thread call. Connections are capped and time out, so a stuck or
- * hostile client cannot pin the thread or exhaust descriptors.
+ * Why it is shaped so. Scrapes and probes are rare and small, but some wait on the shards
+ * (/healthz, /v1/... through the runtime's cross-thread call), so each connection has a thread
+ * of its own: a status request waiting on a busy shard never holds up a liveness probe or a
+ * scrape. None of these threads is a shard, so they never touch shard memory: metrics come from
+ * nf_metrics_render (atomic loads of the cells), health, readiness and /v1 from the hooks.
+ * Connections are capped and time out, so a stuck or hostile client cannot pin threads or
+ * exhaust descriptors.
  *
  * MHD binds the socket itself (MHD_OPTION_SOCK_ADDR) and only returns NULL when that fails;
  * the reason is recovered by repeating the bind on a probe socket, so the user sees "address in
@@ -227,7 +229,8 @@ nf_admin_t *nf_admin_start(const char *addr, uint16_t port, const nf_admin_hooks
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     socklen_t salen;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                     MHD_USE_AUTO | MHD_USE_ERROR_LOG;
     struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, addr, &sin->sin_addr) == 1) {

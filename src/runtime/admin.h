@@ -8,7 +8,8 @@
  * nf_runtime_call(), so it never touches shard memory directly (metrics cells are read with
  * atomic loads, see metrics.h).
  *
- * Thread: create/stop from the main thread; hooks run on the server's thread. */
+ * Thread: create/stop from the main thread; hooks run on the server's threads (one per
+ * connection, up to 64 at once: hooks must be thread-safe). */
 #ifndef NF_ADMIN_H
 #define NF_ADMIN_H
 
