@@ -147,7 +147,8 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_U32, checkpoint.retain_count), .min = 1, .max = 10000, .def = "5",
      .help = "named checkpoints kept (oldest deleted first)"},
     {KEY(CFG_BOOL, checkpoint.on_stop), .def = "true",
-     .help = "a named checkpoint of the final epoch at a clean stop too (when retain_every > 0)"},
+     .help = "a named checkpoint of the final epoch at a clean stop too (when retain_every > 0 "
+             "and outputs were committed since the last named one)"},
     {KEY(CFG_STR, kafka.brokers), .def = "embedded",
      .help = "bootstrap servers; \"embedded\" = in-process mock cluster; \"\" = no Kafka"},
     {KEY(CFG_ENUM, kafka.assignment), .choices = cfg_assignments, .def = "group",

@@ -46,6 +46,7 @@ struct nf_epoch {
     _Atomic uint64_t epoch_pub;   /* the same, for other threads */
     _Atomic uint64_t deadline_ns; /* nf_epoch_set_deadline; 0: none */
     _Atomic bool timed_out;       /* a commit stopped at that deadline */
+    uint64_t records_since_named; /* outputs committed since the last named checkpoint */
     uint64_t last_cut_ns;
     pthread_t thread;
     bool thread_started, final_done;
@@ -574,8 +575,11 @@ static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, char *er
     atomic_store(&ep->epoch_pub, e);
     nf_gauge_set(ep->m_epoch, (int64_t)e);
     atomic_store(&ep->last_commit_at_ns, nf_now_ns());
+    /* At a clean stop only if something was committed since the last named checkpoint: restarts
+     * without traffic do not push the periodic checkpoints out of checkpoint.retain_count. */
     if (ep->st && ep->o.retain_every &&
-        (e % ep->o.retain_every == 0 || (final && ep->o.checkpoint_on_stop))) {
+        (e % ep->o.retain_every == 0 ||
+         (final && ep->o.checkpoint_on_stop && ep->records_since_named > 0))) {
         char hash[24];
         snprintf(hash, sizeof hash, "%016" PRIx64, ep->o.config_hash);
         fault_at("mid_checkpoint");
@@ -586,6 +590,7 @@ static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, char *er
         } else {
             nf_counter_inc(ep->m_checkpoints);
             atomic_fetch_add(&ep->checkpoints, 1);
+            ep->records_since_named = 0;
             int pruned = nf_store_checkpoint_prune(nf_store_state_dir(ep->st), ep->o.retain_count);
             nf_log(NF_LOG_INFO, "checkpoint", "checkpoint.created", NF_LI("epoch", e),
                    NF_LI("pruned", pruned > 0 ? pruned : 0), NF_LEND);
@@ -678,6 +683,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     }
     if (r == 0) {
         fault_at("after_commit");
+        ep->records_since_named += records;
         r = apply_and_checkpoint(ep, e, final, err, errlen);
     }
     if (r == 0) {

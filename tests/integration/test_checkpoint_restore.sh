@@ -14,12 +14,14 @@
 #   e. `checkpoints delete` of the newest checkpoint while the job runs is refused without
 #      --force;
 #   f. `checkpoints show` and `list` record the shard count;
-#   g. a clean stop takes a named checkpoint (checkpoint.on_stop), so a short demo run leaves one.
+#   g. a clean stop takes a named checkpoint (checkpoint.on_stop), so a short demo run leaves one;
+#      a restart that commits nothing does not.
 # Every section runs on a state directory of its own and reports its own failures.
 # Usage: bash test_checkpoint_restore.sh <newsflow binary> <source dir>
 set -uo pipefail
 
 nf=$1
+src=$(realpath "$2")
 work=$(mktemp -d)
 bgpid=
 cleanup() {
@@ -247,14 +249,24 @@ else
     fail "cannot make $s"
 fi
 
-# ---- g. a clean stop leaves a named checkpoint (a short run with the default cadence) ----
+# ---- g. a clean stop leaves a named checkpoint (a short run with the default cadence) when it
+# committed outputs, and none when nothing was committed since the last one ----
 section=on-stop
 s=$work/g
 rc=0
 job "$s" "$s.r" --set checkpoint.interval_ms=5000 --set checkpoint.retain_every=12 \
-    --set runtime.stop_after_ms=300 || rc=$?
+    --set runtime.stop_after_ms=1500 --set "sources.file=$src/examples/feeds/sources.txt" || rc=$?
 [[ $rc == 0 ]] || fail "run exited $rc"
-[[ -n $(ids "$s") ]] || fail "a clean stop after 300 ms left no named checkpoint"
+out=$(logval "$s.r.err" "newsflow stopped" outputs_committed)
+[[ ${out:-0} -gt 0 ]] || fail "the short run committed no outputs (the example feeds): $(tail -2 "$s.r.err")"
+[[ -n $(ids "$s") ]] || fail "a clean stop after 1.5 s with outputs left no named checkpoint"
+before=$(ids "$s")
+rc=0
+job "$s" "$s.r2" --set checkpoint.interval_ms=5000 --set checkpoint.retain_every=12 \
+    --set runtime.stop_after_ms=300 || rc=$?
+[[ $rc == 0 ]] || fail "second run exited $rc"
+[[ $(ids "$s") == "$before" ]] ||
+    fail "a restart without traffic took a checkpoint at its stop: $before -> $(ids "$s")"
 
 if ((failures)); then
     echo "FAIL: $failures checks failed" >&2
