@@ -266,8 +266,19 @@ static bool report_append(char **buf, size_t *len, size_t *cap, const char *line
 
 static void report_error(nf_sources_report_t *r, const char *msg)
 {
-    r->nerrors++;
-    report_append(&r->errors, &r->errors_len, &r->errors_cap, msg);
+    if (r->nerrors++ < NF_SOURCES_REPORT_LINES)
+        report_append(&r->errors, &r->errors_len, &r->errors_cap, msg);
+}
+
+/* "... and N more" after the first NF_SOURCES_REPORT_LINES of a kind. */
+static void report_more(char **buf, size_t *len, size_t *cap, unsigned n, const char *what)
+{
+    if (n <= NF_SOURCES_REPORT_LINES)
+        return;
+    char msg[96];
+    snprintf(msg, sizeof msg, "... and %u more %s (only the first %u are listed)",
+             n - NF_SOURCES_REPORT_LINES, what, NF_SOURCES_REPORT_LINES);
+    report_append(buf, len, cap, msg);
 }
 
 /* One entry of the list: added, a warning, or an error, each recorded in r. */
@@ -278,8 +289,7 @@ static void load_one(nf_source_list_t *l, const char *spec, const char *where,
     int a = nf_sources_add(l, spec, where, err, sizeof err);
     if (a < 0) {
         report_error(r, err);
-    } else if (a > 0) {
-        r->nwarnings++;
+    } else if (a > 0 && r->nwarnings++ < NF_SOURCES_REPORT_LINES) {
         report_append(&r->warnings, &r->warnings_len, &r->warnings_cap, err);
     }
 }
@@ -356,6 +366,8 @@ int nf_sources_load(nf_source_list_t *l, const char *urls, const char *path,
     }
     if (path && path[0])
         load_file(l, path, rep);
+    report_more(&rep->errors, &rep->errors_len, &rep->errors_cap, rep->nerrors, "errors");
+    report_more(&rep->warnings, &rep->warnings_len, &rep->warnings_cap, rep->nwarnings, "warnings");
     return rep->nerrors ? -1 : 0;
 }
 

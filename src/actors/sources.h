@@ -51,8 +51,12 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
 
 /* What loading a source list found: one "WHERE: reason\n" line per bad line (errors) and per
  * missing local file (warnings), in list order. */
+/* Lines of each kind a report keeps (a file of thousands of bad lines, a CSV given by mistake,
+ * must not become a report as large): the rest are counted and summed up in a last line. */
+#define NF_SOURCES_REPORT_LINES 50
+
 typedef struct nf_sources_report {
-    char *errors, *warnings; /* NUL-terminated, malloc'ed; NULL when there are none */
+    char *errors, *warnings; /* NUL-terminated, malloc'ed, one per line; NULL when none */
     size_t errors_len, errors_cap, warnings_len, warnings_cap;
     unsigned nerrors, nwarnings;
 } nf_sources_report_t;

@@ -283,6 +283,33 @@ static void test_sources_load_reports_all(void)
     unlink(path);
 }
 
+/* A file of 10,000 bad lines (a CSV given by mistake): every one counted, the report bounded. */
+static void test_sources_report_bounded(void)
+{
+    char path[] = "/tmp/nf-sources-XXXXXX";
+    int fd = mkstemp(path);
+    NF_REQUIRE(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    NF_REQUIRE(f != NULL);
+    for (int i = 0; i < 10000; i++)
+        fprintf(f, "ftp://example.com/%d,column,another column\n", i);
+    fclose(f);
+    nf_source_list_t l;
+    nf_sources_init(&l);
+    nf_sources_report_t rep;
+    NF_CHECK_EQ(nf_sources_load(&l, NULL, path, &rep), -1);
+    NF_CHECK_EQ(rep.nerrors, 10000);
+    size_t lines = 0;
+    for (const char *p = rep.errors; p && *p; p++)
+        lines += *p == '\n';
+    NF_CHECK_EQ(lines, NF_SOURCES_REPORT_LINES + 1);
+    NF_CHECK(rep.errors && strstr(rep.errors, "... and 9950 more errors") != NULL);
+    NF_CHECK(rep.errors_len < 64 * 1024);
+    nf_sources_report_free(&rep);
+    nf_sources_free(&l);
+    unlink(path);
+}
+
 int main(void)
 {
     nf_fetch_global_init();
@@ -290,6 +317,7 @@ int main(void)
     nf_metrics_init(2);
     NF_RUN(test_sources_file);
     NF_RUN(test_sources_load_reports_all);
+    NF_RUN(test_sources_report_bounded);
     NF_RUN(test_ingest_end_to_end);
     nf_metrics_shutdown();
     return nf_test_report();
