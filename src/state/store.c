@@ -1268,6 +1268,37 @@ static void existing_list(char *out, size_t n, const uint64_t *epochs, size_t ne
 
 /* id -> path (PATH_MAX) and canonical name. 0, -EINVAL (not an id), -ENOENT (no such checkpoint) or
  * -errno, with a message that lists the checkpoints there are. */
+/* The newest of epochs[0..ne) that the last restore did not leave behind as "newer than the
+ * restore" (another timeline: latest must not roll the job back onto the state it left). */
+static uint64_t latest_epoch(const char *state_dir, const uint64_t *epochs, size_t ne)
+{
+    char path[PATH_MAX];
+    cJSON *j = NULL;
+    if (path_fmt(path, NULL, 0, "%s/checkpoints/" LAST_RESTORE, state_dir) == 0) {
+        char *text = read_file(path, NULL);
+        j = text ? cJSON_Parse(text) : NULL;
+        free(text);
+    }
+    const cJSON *newer = cJSON_GetObjectItemCaseSensitive(j, "newer_kept");
+    uint64_t latest = epochs[ne - 1];
+    for (size_t i = ne; i-- > 0;) {
+        char name[32];
+        chk_name(name, sizeof name, epochs[i]);
+        bool left = false;
+        const cJSON *k;
+        cJSON_ArrayForEach(k, newer)
+        {
+            left = left || (cJSON_IsString(k) && !strcmp(k->valuestring, name));
+        }
+        if (!left) {
+            latest = epochs[i];
+            break;
+        }
+    }
+    cJSON_Delete(j);
+    return latest;
+}
+
 static int resolve(const char *state_dir, const char *id, char *path, char *name, size_t namelen,
                    char *err, size_t errlen)
 {
@@ -1283,7 +1314,7 @@ static int resolve(const char *state_dir, const char *id, char *path, char *name
             r = seterr(err, errlen, -ENOENT,
                        "no checkpoint to call latest: %s/checkpoints holds none", state_dir);
         else
-            epoch = epochs[ne - 1];
+            epoch = latest_epoch(state_dir, epochs, ne);
     } else if (!parse_id(id, &epoch)) {
         r = seterr(err, errlen, -EINVAL,
                    "'%s' is not a checkpoint id (latest, chk-<epoch> or <epoch>); checkpoints "

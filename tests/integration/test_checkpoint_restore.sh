@@ -198,6 +198,11 @@ if [[ -d $s ]]; then
     [[ $n == 2 ]] || fail "$n db.replaced-* after 3 restores with checkpoint.retain_count=2, want 2: $(replaced "$s")"
     grep -qF 'deleted older replaced states beyond checkpoint.retain_count' "$s.p2.err" ||
         fail "the pruning is not logged"
+    # no checkpoint since the last restore: latest is the restored one, not a newer kept one of
+    # the timeline it left
+    "$nf" checkpoints show latest --state-dir "$s" >"$s.latest" 2>&1
+    python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["epoch"] == 10' "$s.latest" \
+        2>/dev/null || fail "latest after restoring chk-10 is not chk-10: $(head -c 200 "$s.latest")"
 fi
 
 # ---- e. delete the newest checkpoint while the job runs ----
