@@ -53,7 +53,7 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
  * missing local file (warnings), in list order. */
 /* Lines of each kind a report keeps (a file of thousands of bad lines, a CSV given by mistake,
  * must not become a report as large): the rest are counted and summed up in a last line. */
-#define NF_SOURCES_REPORT_LINES 50
+#define NF_SOURCES_REPORT_LINES 50u
 
 typedef struct nf_sources_report {
     char *errors, *warnings; /* NUL-terminated, malloc'ed, one per line; NULL when none */
