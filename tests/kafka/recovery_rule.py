@@ -25,8 +25,11 @@ runs this with larger --sizes to measure the read-back cost (perf/README.md).
 Needs Apache Kafka (NF_TEST_BROKER=kafka:...): the mock shows aborted records and keeps no
 transactional offsets, which is exactly what this checks.
 
-Then one more case: a checkpoint restore numbers epochs again, so an epoch number comes twice;
-the second, left pending, must not pass for committed (case_restore).
+Then one more case: the state directory is put back from a copy taken an epoch earlier (a volume
+snapshot restored under the job), so an epoch number comes twice; the second, left pending, must
+not pass for committed, by the offsets' nonce nor by the records' nf-nonce in a scan
+(case_restore). `--from-checkpoint` itself never numbers an epoch twice: it goes on after the
+replaced state's epoch, which the case checks too.
 
 Usage: python3 recovery_rule.py NEWSFLOW SRCDIR [--points P,P] [--methods offsets,scan]
                                 [--sizes N,N] [--interval MS] [--no-restore]
@@ -35,6 +38,7 @@ Usage: python3 recovery_rule.py NEWSFLOW SRCDIR [--points P,P] [--methods offset
 """
 import json
 import os
+import shutil
 import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
@@ -122,29 +126,53 @@ def case(ctx, point, method, size, interval_ms):
                "the aborted %d beside the %d produced again" % (logged, size)))
 
 
-def case_restore(ctx):
-    """A restored checkpoint numbers epochs again, so epoch L comes a second time while the
-    group's offsets still name the first epoch L. The second one, left pending, must not pass
-    for committed (the nonce in the offsets' metadata tells the two apart): its records,
-    including the outputs of events the first epoch L never saw, are produced."""
-    ctx.log("==== restore: the same epoch number twice ====")
-    broker = acclib.start_broker(ctx, name="restore")
+def case_restore(ctx, method):
+    """A state directory put back from a copy of checkpoint L-1 (as a volume snapshot would be)
+    numbers epochs again, so epoch L comes a second time while the group's offsets and the output
+    topics still hold the first epoch L. The second one, left pending, must not pass for
+    committed, neither by the offsets (their nonce) nor by a scan (the records' nf-nonce): its
+    records, including the outputs of events the first epoch L never saw, are produced.
+    `--from-checkpoint L-1` on the original state, by contrast, goes on after epoch L."""
+    ctx.log("==== restore: the same epoch number twice (%s) ====" % method)
+    broker = acclib.start_broker(ctx, name="restore-" + method)
     ev = acclib.Events(users=20, prefix="s")
-    state = ctx.path("state-restore")
+    state = ctx.path("state-restore-" + method)
     acclib.kcat_produce(ctx, broker, "read-events", ev.make(100), tag="restore-a")
     j1 = acclib.Job(ctx, broker, state, interval_ms=300, tag="restore-1",
                     sets=["checkpoint.retain_every=1", "checkpoint.retain_count=50"])
     acclib.wait_all_consumed(ctx, j1, broker, ev.valid)
     ctx.check(j1.terminate(60) == 0, "first run: exit after SIGTERM", j1)
-    last = j1.last_epoch()
+    final = j1.last_epoch()
+    # L: the last epoch of the first run with records, so that the output topics hold records
+    # of an epoch L that a scan must not take for the second epoch L's
+    last = max([o["epoch"] for o in j1.msgs("epoch.committed") if o.get("records", 0) > 0] or
+               [final])
+    # --from-checkpoint never numbers an epoch twice: on a copy of the state (and topics of its
+    # own, so that nothing it does reaches this case's), it goes on after the replaced epoch
+    shutil.copytree(state, state + "-cli")
+    jr = acclib.Job(ctx, acclib.start_broker(ctx, name="restore-cli-" + method), state + "-cli",
+                    interval_ms=300, tag="restore-cli-" + method,
+                    args=["--from-checkpoint", str(last - 1)])
+    ctx.wait_for("the restored run's start", lambda: jr.msgs("state restored"), timeout=120,
+                 job=jr)
+    jr.kill()
+    got = jr.msgs("state restored")[0].get("epoch")
+    ctx.check(got == final, "--from-checkpoint %d over a state at epoch %d: epochs go on from "
+              "%r, want %d (never a number twice)" % (last - 1, final, got, final), jr)
+    # a copy of checkpoint L-1 put in place of the state directory: epoch L comes again
+    snap = ctx.path("state-snapshot-" + method)
+    os.makedirs(snap)
+    shutil.copytree(os.path.join(state, "checkpoints", "chk-%012d" % (last - 1)),
+                    os.path.join(snap, "db"))
     acclib.kcat_produce(ctx, broker, "read-events", ev.make(500), tag="restore-b")
-    j2 = acclib.Job(ctx, broker, state, interval_ms=3000, tag="restore-2",
-                    args=["--from-checkpoint", str(last - 1)],
+    state = snap
+    j2 = acclib.Job(ctx, broker, state, interval_ms=3000, tag="restore-2-" + method,
                     env={"NF_FAULT": "after_pending:%d" % last})
     rc = j2.wait_exit(180, "the fault at after_pending of the second epoch %d" % last)
     ctx.check(rc == 137, "the restored run should have died at after_pending of epoch %d (exit "
               "%s)" % (last, rc), j2)
-    j3 = acclib.Job(ctx, broker, state, interval_ms=300, tag="restore-3")
+    j3 = acclib.Job(ctx, broker, state, interval_ms=300, tag="restore-3-" + method,
+                    env={"NF_TEST_FORCE_SCAN": "1"} if method == "scan" else None)
     ctx.wait_for("the roll-forward", lambda: j3.msgs("pending epoch rolled forward"),
                  timeout=300, job=j3)
     found = [o for o in j3.msgs("pending epoch: its outputs counted in Kafka") if o.get("epoch") == last]
@@ -182,7 +210,8 @@ def body(ctx):
         else:
             ctx.fail("unknown argument %r (--points, --methods, --sizes, --interval)" % k)
     if "--no-restore" not in sys.argv:
-        case_restore(ctx)
+        for method in opts["methods"]:
+            case_restore(ctx, method)
     for size in opts["sizes"]:
         for point in opts["points"]:
             for method in opts["methods"]:

@@ -17,6 +17,7 @@ Usage: python3 acc_restore_checkpoint.py NEWSFLOW SRCDIR
 """
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -79,9 +80,15 @@ def restore_and_check(ctx, B, state, sets, ev, cid, total, tag, expect_counts=No
     rest = j2.msgs("restored a named checkpoint: state and input positions roll back to it")
     ctx.check(rest and rest[0].get("checkpoint") == cid,
               "no 'restored a named checkpoint' line naming %s (got %r)" % (cid, rest), j2)
+    # ... and after the replaced state's own epoch (an epoch number is never used twice)
+    rp = j2.msgs("the replaced state is kept")
+    m = re.search(r"-epoch(\d+)", rp[0].get("path", "")) if rp else None
+    ctx.check(m, "no 'the replaced state is kept' line with -epochN in its path: %r" % rp, j2)
+    want_epoch = max(want_epoch, int(m.group(1)))
     sr = j2.msgs("state restored")
     ctx.check(sr and sr[0].get("epoch") == want_epoch, "state restored at epoch %r, want %d (%s "
-              "is epoch %d; epochs continue after the newest checkpoint kept)" %
+              "is epoch %d; epochs continue after the newest checkpoint kept and the replaced "
+              "state's epoch)" %
               (sr[0].get("epoch") if sr else None, want_epoch, cid, c_epoch), j2)
     ctx.check(not j2.msgs("pending epoch found at start: rolling it forward"),
               "a pending epoch was rolled forward after restoring %s" % cid, j2)
@@ -204,8 +211,16 @@ def body(ctx):
               "job logged as created %r" % (ids, created))
     epochs = [int(i[4:]) for i in ids]
     stop_epoch = j1.msgs("newsflow stopped")[0].get("epoch")
-    ctx.check(stop_epoch in epochs, "no checkpoint of the final epoch %r of a clean stop "
-              "(checkpoint.on_stop): %r" % (stop_epoch, epochs))
+    # checkpoint.on_stop: the final epoch of a clean stop gets a checkpoint when outputs were
+    # committed after the newest named checkpoint before it
+    prev_chk = max([e for e in epochs if e < stop_epoch] or [0])
+    outputs_after = sum(o.get("records", 0) for o in j1.msgs("epoch.committed")
+                        if o.get("epoch", 0) > prev_chk)
+    ctx.check((stop_epoch in epochs) == (outputs_after > 0 or stop_epoch % 2 == 0),
+              "checkpoint of the final epoch %r of a clean stop (checkpoint.on_stop): %s, yet "
+              "%d outputs were committed after chk %d: %r" %
+              (stop_epoch, "taken" if stop_epoch in epochs else "missing", outputs_after,
+               prev_chk, epochs))
     ctx.check(all(e % 2 == 0 for e in epochs if e != stop_epoch),
               "retain_every=2 but some checkpoint epochs are odd: %r" % epochs)
     sums = {}
