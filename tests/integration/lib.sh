@@ -2,9 +2,10 @@
 # "${BASH_SOURCE[0]}")/lib.sh" "$@"` right after a test's header comment. It sets
 #   NF   the newsflow binary ($1)        SRC  the source directory ($2, may be empty)
 #   TMP  a scratch directory, removed at exit together with the job in PID (if set)
-# and defines fail MSG (prints MSG and the tail of $TMP/err, exits 1), pass MSG and free_port
-# (a TCP port free on 127.0.0.1 now). Stray NEWSFLOW_* variables, which would be configuration,
-# are unset. A test may redefine fail or cleanup after sourcing.
+# and defines fail MSG (prints MSG and the tail of $TMP/err, exits 1), pass MSG, free_port
+# (a TCP port free on 127.0.0.1 now) and stop_job (SIGTERM to PID, its exit code in RC). Stray
+# NEWSFLOW_* variables, which would be configuration, are unset. A test may redefine fail or
+# cleanup after sourcing.
 set -euo pipefail
 NF="$1"
 SRC="${2:-}"
@@ -16,3 +17,12 @@ fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 
 pass() { echo "ok   $*"; }
 for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# stop_job: SIGTERM to the job in PID, then its exit code in RC (PID is cleared).
+stop_job() {
+  kill -TERM "$PID"
+  set +e
+  wait "$PID"
+  RC=$?
+  set -e
+  PID=""
+}

@@ -37,13 +37,8 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 curl -sf "http://127.0.0.1:$PORT/metrics" >"$TMP/metrics" || fail "no /metrics"
-kill -TERM "$PID"
-set +e
-wait "$PID"
-rc=$?
-set -e
-PID=""
-[ $rc -eq 0 ] || fail "exit $rc after SIGTERM"
+stop_job
+[ $RC -eq 0 ] || fail "exit $RC after SIGTERM"
 
 python3 - "$TMP/out.jsonl" "$TMP/metrics" "$TMP/err" <<'PY' || fail "article dates"
 import datetime, json, re, sys

@@ -52,7 +52,6 @@ assert "read-events" in topics and "sources" in topics, lags
 s = re.search(r'^newsflow_epoch_seconds_since_commit (\S+)$', text, re.M)
 assert s and float(s.group(1)) >= 0, "newsflow_epoch_seconds_since_commit"
 PY
-kill -TERM "$PID"
-wait "$PID" || fail "the job did not stop cleanly"
-PID=""
+stop_job
+[ $RC -eq 0 ] || fail "the job did not stop cleanly (exit $RC)"
 pass "build_info (same versions as \`version\`), sources by state, consumer lag per partition"

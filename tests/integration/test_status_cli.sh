@@ -64,9 +64,8 @@ PY
 grep -q "^failing sources: 1" "$TMP/failing.txt" || fail "sources list text: $(cat "$TMP/failing.txt")"
 pass "status and sources list read the running job through its admin server"
 
-kill -TERM "$PID"
-wait "$PID" || fail "the job did not stop cleanly"
-PID=""
+stop_job
+[ $RC -eq 0 ] || fail "the job did not stop cleanly (exit $RC)"
 "$NF" status --json >"$TMP/status.json" 2>"$TMP/cerr" || fail "status of a stopped job exited $?"
 python3 - "$TMP/status.json" "$TMP" <<'PY' || fail "status --json from the state"
 import json, sys
@@ -99,9 +98,8 @@ python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["source"]=
   "$TMP/status.json" "$PID" || fail "status names the job that holds the state"
 "$NF" status --set admin.enabled=false >"$TMP/status.txt" 2>"$TMP/cerr" || fail "status text beside a running job"
 grep -q "^job: running (pid $PID holds the state)" "$TMP/status.txt" || fail "status text: $(cat "$TMP/status.txt")"
-kill -TERM "$PID"
-wait "$PID" || fail "the job did not stop cleanly"
-PID=""
+stop_job
+[ $RC -eq 0 ] || fail "the job did not stop cleanly (exit $RC)"
 pass "status beside a running job whose admin server does not answer reads its state and names it"
 
 # Neither a job nor a state: exit 1 with a message naming both.

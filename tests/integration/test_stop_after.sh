@@ -36,11 +36,6 @@ grep -q '"msg":"newsflow started"' "$TMP/err" || fail "runtime.stop_after_ms=$MA
 sleep 2
 kill -0 "$PID" 2>/dev/null || fail "runtime.stop_after_ms=$MAX: the job stopped by itself"
 ! grep -q 'stop_after_ms reached' "$TMP/err" || fail "runtime.stop_after_ms=$MAX: reached at once"
-kill -TERM "$PID"
-set +e
-wait "$PID"
-rc=$?
-set -e
-PID=""
-[ $rc -eq 0 ] || fail "runtime.stop_after_ms=$MAX: exit $rc after SIGTERM, want 0"
+stop_job
+[ $RC -eq 0 ] || fail "runtime.stop_after_ms=$MAX: exit $RC after SIGTERM, want 0"
 pass "runtime.stop_after_ms=$MAX runs until SIGTERM, exit 0"

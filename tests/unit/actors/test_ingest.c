@@ -203,18 +203,30 @@ static void test_ingest_end_to_end(void)
     NF_CHECK(system(cmd) == 0);
 }
 
+/* A sources file in /tmp holding text; its path into path (at least 32 bytes). 0 or -1. */
+static int sources_file(char *path, const char *text)
+{
+    strcpy(path, "/tmp/nf-sources-XXXXXX");
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -1;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        return -1;
+    }
+    int ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
 static void test_sources_file(void)
 {
-    char path[] = "/tmp/nf-sources-XXXXXX";
-    int fd = mkstemp(path);
-    NF_REQUIRE(fd >= 0);
-    const char *text = "# feeds\n"
-                       "https://Example.com/feed.xml\n"
-                       "  http://example.com:80/feed.xml?utm_source=x   # same feed\n"
-                       "\n"
-                       "https://other.example/rss\n";
-    NF_REQUIRE(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
-    close(fd);
+    char path[32];
+    NF_REQUIRE(sources_file(path, "# feeds\n"
+                                  "https://Example.com/feed.xml\n"
+                                  "  http://example.com:80/feed.xml?utm_source=x   # same feed\n"
+                                  "\n"
+                                  "https://other.example/rss\n") == 0);
     nf_source_list_t l;
     nf_sources_init(&l);
     char err[512];
@@ -243,17 +255,13 @@ static void test_sources_file(void)
 /* Every bad line of the list at once (item 9 of issue 15: 4 runs to find 4 bad lines). */
 static void test_sources_load_reports_all(void)
 {
-    char path[] = "/tmp/nf-sources-XXXXXX";
-    int fd = mkstemp(path);
-    NF_REQUIRE(fd >= 0);
-    const char *text = "https://example.com/a.xml\n"
-                       "ftp://example.com/x\n"
-                       "# comment\n"
-                       "http://bad host/\n"
-                       "/no/such/feed.xml\n"
-                       "gopher://example.com/\n";
-    NF_REQUIRE(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
-    close(fd);
+    char path[32];
+    NF_REQUIRE(sources_file(path, "https://example.com/a.xml\n"
+                                  "ftp://example.com/x\n"
+                                  "# comment\n"
+                                  "http://bad host/\n"
+                                  "/no/such/feed.xml\n"
+                                  "gopher://example.com/\n") == 0);
     nf_source_list_t l;
     nf_sources_init(&l);
     nf_sources_report_t rep;
@@ -286,14 +294,14 @@ static void test_sources_load_reports_all(void)
 /* A file of 10,000 bad lines (a CSV given by mistake): every one counted, the report bounded. */
 static void test_sources_report_bounded(void)
 {
-    char path[] = "/tmp/nf-sources-XXXXXX";
-    int fd = mkstemp(path);
-    NF_REQUIRE(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    NF_REQUIRE(f != NULL);
+    char *text = malloc(10000 * 64), path[32];
+    NF_REQUIRE(text != NULL);
+    size_t len = 0;
     for (int i = 0; i < 10000; i++)
-        fprintf(f, "ftp://example.com/%d,column,another column\n", i);
-    fclose(f);
+        len += (size_t)sprintf(text + len, "ftp://example.com/%d,column,another column\n", i);
+    int r = sources_file(path, text);
+    free(text);
+    NF_REQUIRE(r == 0);
     nf_source_list_t l;
     nf_sources_init(&l);
     nf_sources_report_t rep;
