@@ -853,7 +853,8 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                    NF_LS("brokers", brokers), NF_LS("error", err), NF_LEND);
             return NF_EXIT_RUNTIME;
         }
-        nf_epoch_attach_kafka(c->epoch, c->kafka);
+        nf_kafka_ops_t kops = nf_kafka_ops(c->kafka);
+        nf_epoch_attach_kafka(c->epoch, &kops);
     }
     if (nf_epoch_recover(c->epoch, err, errlen) != 0) {
         nf_log(NF_LOG_ERROR, "main", "cannot recover the state", NF_LS("error", err), NF_LEND);

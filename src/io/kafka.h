@@ -34,8 +34,8 @@
 #define NF_KAFKA_H
 
 #include "io/sink.h"
+#include "io/streams.h"
 #include "runtime/jsonw.h"
-#include "state/epoch.h"
 
 #include <librdkafka/rdkafka.h>
 #include <stdbool.h>
@@ -138,23 +138,12 @@ int nf_kafka_reset_producer(nf_kafka_t *k, char *err, size_t errlen);
  * recovery scan starts from. */
 void nf_kafka_positions_json(nf_kafka_t *k, nf_jw_t *w);
 
-typedef struct nf_kafka_offset {
-    nf_input_t input;
-    int32_t partition;
-    int64_t next; /* next offset to read */
-} nf_kafka_offset_t;
-
 /* Produces the records of an epoch (bufs: nf_outbuf data, records numbered 0.. in order) that
  * are not marked in `present` (a bitmap of nrecords bits; NULL = none present) and commits.
  * 0, or -errno with err (nothing is known about what reached the log: scan and call again). */
 int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const nf_blob_t *bufs,
                            unsigned nbufs, const uint8_t *present, const nf_kafka_offset_t *offsets,
                            size_t noffsets, char *err, size_t errlen);
-typedef enum {
-    NF_KAFKA_UNKNOWN = 0,
-    NF_KAFKA_COMMITTED,
-    NF_KAFKA_NOT_COMMITTED
-} nf_kafka_outcome_t;
 /* Whether the transaction of (this writer, epoch, nonce) committed, from the consumer group's
  * committed offsets of the epoch's input partitions: every transaction commits them with the
  * metadata "epoch=<n>;nonce=<nonce>;writer=<transactional id>" (the nonce is the pending record's:
@@ -172,6 +161,10 @@ nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_
  * does every record when nonce is 0. Returns how many were found, or -errno with err. */
 long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const char *positions_json,
                          uint8_t *present, size_t nrecords, char *err, size_t errlen);
+
+/* The operations above that the epoch coordinator uses, as the table state/epoch.h takes
+ * (nf_kafka_ops_t, io/streams.h; arg = k). Defined in kafka_ops.c. */
+nf_kafka_ops_t nf_kafka_ops(nf_kafka_t *k);
 
 /* ---- shard side ---- */
 /* Readable when the shard's queue went from empty to non-empty; drain it, then consume. */

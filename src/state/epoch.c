@@ -1,7 +1,6 @@
 /* epoch.c — the epoch coordinator (epoch.h): cut, pending record, Kafka transaction, apply,
  * named checkpoints, roll-forward recovery. */
 #include "state/epoch.h"
-#include "io/kafka.h"
 #include "io/outbuf.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
@@ -34,7 +33,8 @@ typedef struct shard_part {
 struct nf_epoch {
     nf_runtime_t *rt;
     nf_store_t *st;
-    nf_kafka_t *kafka;
+    const nf_kafka_ops_t *kafka; /* NULL, or &kafka_ops: Kafka attached */
+    nf_kafka_ops_t kafka_ops;
     nf_sink_t *tee;
     nf_epoch_opts_t o;
     unsigned nshards;
@@ -398,7 +398,7 @@ static void header_json(nf_epoch_t *ep, uint64_t e, uint64_t nonce, const nf_kaf
     nf_jw_obj_close(w);
     if (ep->kafka) {
         nf_jw_key(w, "positions");
-        nf_kafka_positions_json(ep->kafka, w);
+        ep->kafka->positions_json(ep->kafka->arg, w);
     }
     nf_jw_obj_close(w);
 }
@@ -431,9 +431,9 @@ static int settle(nf_epoch_t *ep, uint64_t e, uint64_t nonce, uint64_t records,
                   uint8_t **present, char *err, size_t errlen)
 {
     char why[200];
-    nf_kafka_outcome_t oc =
-        ep->force_scan ? NF_KAFKA_UNKNOWN
-                       : nf_kafka_epoch_outcome(ep->kafka, e, nonce, offs, noffs, why, sizeof why);
+    nf_kafka_outcome_t oc = ep->force_scan ? NF_KAFKA_UNKNOWN
+                                           : ep->kafka->epoch_outcome(ep->kafka->arg, e, nonce,
+                                                                      offs, noffs, why, sizeof why);
     if (ep->force_scan)
         snprintf(why, sizeof why, "NF_TEST_FORCE_SCAN is set");
     nf_log(NF_LOG_INFO, "epoch", "pending epoch: outcome from the committed offsets",
@@ -452,8 +452,8 @@ static int settle(nf_epoch_t *ep, uint64_t e, uint64_t nonce, uint64_t records,
         if (!*present && !(*present = calloc(records / 8 + 1, 1)))
             return -ENOMEM;
         memset(*present, 0, records / 8 + 1);
-        long n =
-            nf_kafka_scan_epoch(ep->kafka, e, nonce, positions, *present, records, err, errlen);
+        long n = ep->kafka->scan_epoch(ep->kafka->arg, e, nonce, positions, *present, records, err,
+                                       errlen);
         if (n < 0)
             return (int)n;
         found = (uint64_t)n;
@@ -512,8 +512,8 @@ static int produce(nf_epoch_t *ep, uint64_t e, uint64_t nonce, const nf_blob_t *
                 continue;
             }
         }
-        r = nf_kafka_produce_epoch(ep->kafka, e, nonce, bufs, nbufs, present, offs, noffs, err,
-                                   errlen);
+        r = ep->kafka->produce_epoch(ep->kafka->arg, e, nonce, bufs, nbufs, present, offs, noffs,
+                                     err, errlen);
         if (r == 0 || r == -ESTALE)
             break;
         if (past_deadline(ep)) {
@@ -524,7 +524,7 @@ static int produce(nf_epoch_t *ep, uint64_t e, uint64_t nonce, const nf_blob_t *
         atomic_fetch_add(&ep->failures, 1);
         if (r == -EPIPE) {
             char rerr[256];
-            if (nf_kafka_reset_producer(ep->kafka, rerr, sizeof rerr) != 0) {
+            if (ep->kafka->reset_producer(ep->kafka->arg, rerr, sizeof rerr) != 0) {
                 nf_log(NF_LOG_ERROR, "epoch", "the Kafka producer failed and cannot be replaced",
                        NF_LI("epoch", e), NF_LS("error", err), NF_LS("replace_error", rerr),
                        NF_LEND);
@@ -675,7 +675,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
             /* a retry scans the outputs from where they stood at the cut, not from offset 0 */
             nf_jw_t pw;
             nf_jw_init(&pw);
-            nf_kafka_positions_json(ep->kafka, &pw);
+            ep->kafka->positions_json(ep->kafka->arg, &pw);
             r = produce(ep, e, nonce, bufs, ep->nshards, records, pw.failed ? NULL : pw.buf, offs,
                         noffs, false, err, errlen);
             nf_jw_free(&pw);
@@ -851,7 +851,7 @@ static void *coordinator(void *arg)
     nf_epoch_t *ep = arg;
     char err[512];
     int r;
-    if (ep->kafka && (r = nf_kafka_subscribe(ep->kafka, err, sizeof err)) != 0) {
+    if (ep->kafka && (r = ep->kafka->subscribe(ep->kafka->arg, err, sizeof err)) != 0) {
         fail(ep, r, err);
         return NULL;
     }
@@ -864,8 +864,8 @@ static void *coordinator(void *arg)
             uint64_t left_ms = (interval - (now - ep->last_cut_ns)) / 1000000ull + 1;
             int wait = (int)(left_ms < 50 ? left_ms : 50);
             if (ep->kafka) {
-                nf_kafka_poll(ep->kafka, wait);
-                if ((r = nf_kafka_fatal(ep->kafka, err, sizeof err)) != 0) {
+                ep->kafka->poll(ep->kafka->arg, wait);
+                if ((r = ep->kafka->fatal(ep->kafka->arg, err, sizeof err)) != 0) {
                     fail(ep, r, err);
                     return NULL;
                 }
@@ -883,7 +883,7 @@ static void *coordinator(void *arg)
             return NULL;
         }
         if (ep->kafka)
-            nf_kafka_update_lag(ep->kafka); /* against the positions just committed */
+            ep->kafka->update_lag(ep->kafka->arg); /* against the positions just committed */
     }
     return NULL;
 }
@@ -933,7 +933,7 @@ int nf_epoch_stop(nf_epoch_t *ep)
     if (r != 0)
         fail(ep, r, err);
     if (ep->kafka)
-        nf_kafka_close_consumer(ep->kafka);
+        ep->kafka->close_consumer(ep->kafka->arg);
     return r;
 }
 
@@ -946,7 +946,7 @@ void nf_epoch_set_deadline(nf_epoch_t *ep, uint64_t deadline_ns)
 {
     atomic_store(&ep->deadline_ns, deadline_ns);
     if (ep->kafka)
-        nf_kafka_set_deadline(ep->kafka, deadline_ns);
+        ep->kafka->set_deadline(ep->kafka->arg, deadline_ns);
 }
 
 bool nf_epoch_timed_out(const nf_epoch_t *ep)
@@ -972,9 +972,10 @@ void nf_epoch_stats(const nf_epoch_t *ep, nf_epoch_stats_t *out)
     out->last_commit_ns = atomic_load(&ep->last_commit_ns);
 }
 
-void nf_epoch_attach_kafka(nf_epoch_t *ep, nf_kafka_t *kafka)
+void nf_epoch_attach_kafka(nf_epoch_t *ep, const nf_kafka_ops_t *kafka)
 {
-    ep->kafka = kafka;
+    ep->kafka_ops = *kafka;
+    ep->kafka = &ep->kafka_ops;
 }
 
 int64_t nf_epoch_position_cb(void *ep, nf_input_t in, int32_t partition)

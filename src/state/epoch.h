@@ -53,6 +53,7 @@
 #define NF_EPOCH_H
 
 #include "io/sink.h"
+#include "io/streams.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "state/store.h"
@@ -62,11 +63,6 @@
 #include <stdint.h>
 
 typedef struct nf_epoch nf_epoch_t;
-typedef struct nf_kafka nf_kafka_t;
-
-/* Kafka inputs whose positions epochs carry. */
-typedef enum { NF_INPUT_READ_EVENTS = 0, NF_INPUT_SOURCES, NF_INPUT__COUNT } nf_input_t;
-#define NF_EPOCH_MAX_PARTITIONS 1024
 
 typedef struct nf_epoch_participant {
     void (*pause)(nf_shard_t *sh, void *self); /* optional: stop taking input */
@@ -90,9 +86,10 @@ typedef struct nf_epoch_opts {
  * `--sink`). Registers its metrics. Reads NF_FAULT. */
 nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const nf_epoch_opts_t *o,
                          char *err, size_t errlen);
-/* Outputs go to Kafka too (before nf_epoch_recover). Create the client with the hooks below
- * and arg = the coordinator. */
-void nf_epoch_attach_kafka(nf_epoch_t *ep, nf_kafka_t *kafka);
+/* Outputs go to Kafka too (before nf_epoch_recover), through the operations of `kafka`
+ * (copied; nf_kafka_ops() of io/kafka.h fills it). Create the client with the hooks below and
+ * arg = the coordinator. */
+void nf_epoch_attach_kafka(nf_epoch_t *ep, const nf_kafka_ops_t *kafka);
 /* Hooks for nf_kafka_opts_t: committed positions, commit-before-revoke, fault points. */
 int64_t nf_epoch_position_cb(void *ep, nf_input_t in, int32_t partition);
 void nf_epoch_revoke_cb(void *ep);

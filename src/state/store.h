@@ -26,6 +26,8 @@
 #ifndef NF_STORE_H
 #define NF_STORE_H
 
+#include "io/streams.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,11 +52,6 @@ const char *nf_state_kind_name(nf_state_kind_t k);
 
 typedef struct nf_store nf_store_t;
 typedef struct nf_store_batch nf_store_batch_t;
-
-typedef struct nf_blob {
-    const void *data;
-    size_t len;
-} nf_blob_t;
 
 typedef struct nf_store_opts {
     size_t block_cache_mb;  /* default 256 */

@@ -128,7 +128,8 @@ static int job_open(job_t *j, const char *dir, char *err, size_t errlen)
                           .arg = j->ep};
     if (!(j->k = nf_kafka_new(&ko, err, errlen)))
         return -1;
-    nf_epoch_attach_kafka(j->ep, j->k);
+    nf_kafka_ops_t kops = nf_kafka_ops(j->k);
+    nf_epoch_attach_kafka(j->ep, &kops);
     if (nf_epoch_recover(j->ep, err, errlen) != 0)
         return -1;
     if (nf_runtime_register(j->rt, &ops, j) < 0 || nf_runtime_start(j->rt) != 0)

@@ -1,0 +1,85 @@
+/* kafka_ops.c — nf_kafka_ops() (kafka.h): the client's operations the epoch coordinator uses,
+ * as the table of io/streams.h. Each entry only forwards to the nf_kafka_* function of its name;
+ * they take void * so that state/epoch.c needs no Kafka header (state may not be included by
+ * io, and the coordinator names no client type). */
+#include "io/kafka.h"
+
+static int ops_subscribe(void *k, char *err, size_t errlen)
+{
+    return nf_kafka_subscribe(k, err, errlen);
+}
+
+static void ops_poll(void *k, int timeout_ms)
+{
+    nf_kafka_poll(k, timeout_ms);
+}
+
+static int ops_fatal(void *k, char *err, size_t errlen)
+{
+    return nf_kafka_fatal(k, err, errlen);
+}
+
+static int ops_reset_producer(void *k, char *err, size_t errlen)
+{
+    return nf_kafka_reset_producer(k, err, errlen);
+}
+
+static void ops_close_consumer(void *k)
+{
+    nf_kafka_close_consumer(k);
+}
+
+static void ops_set_deadline(void *k, uint64_t deadline_ns)
+{
+    nf_kafka_set_deadline(k, deadline_ns);
+}
+
+static void ops_update_lag(void *k)
+{
+    nf_kafka_update_lag(k);
+}
+
+static void ops_positions_json(void *k, nf_jw_t *w)
+{
+    nf_kafka_positions_json(k, w);
+}
+
+static int ops_produce_epoch(void *k, uint64_t epoch, uint64_t nonce, const nf_blob_t *bufs,
+                             unsigned nbufs, const uint8_t *present,
+                             const nf_kafka_offset_t *offsets, size_t noffsets, char *err,
+                             size_t errlen)
+{
+    return nf_kafka_produce_epoch(k, epoch, nonce, bufs, nbufs, present, offsets, noffsets, err,
+                                  errlen);
+}
+
+static nf_kafka_outcome_t ops_epoch_outcome(void *k, uint64_t epoch, uint64_t nonce,
+                                            const nf_kafka_offset_t *offsets, size_t n, char *why,
+                                            size_t whylen)
+{
+    return nf_kafka_epoch_outcome(k, epoch, nonce, offsets, n, why, whylen);
+}
+
+static long ops_scan_epoch(void *k, uint64_t epoch, uint64_t nonce, const char *positions_json,
+                           uint8_t *present, size_t nrecords, char *err, size_t errlen)
+{
+    return nf_kafka_scan_epoch(k, epoch, nonce, positions_json, present, nrecords, err, errlen);
+}
+
+nf_kafka_ops_t nf_kafka_ops(nf_kafka_t *k)
+{
+    return (nf_kafka_ops_t){
+        .arg = k,
+        .subscribe = ops_subscribe,
+        .poll = ops_poll,
+        .fatal = ops_fatal,
+        .reset_producer = ops_reset_producer,
+        .close_consumer = ops_close_consumer,
+        .set_deadline = ops_set_deadline,
+        .update_lag = ops_update_lag,
+        .positions_json = ops_positions_json,
+        .produce_epoch = ops_produce_epoch,
+        .epoch_outcome = ops_epoch_outcome,
+        .scan_epoch = ops_scan_epoch,
+    };
+}
