@@ -95,10 +95,15 @@ static void noop(nf_shard_t *sh, void *arg)
     (void)arg;
 }
 
+enum { PHASE_STARTING = 0, PHASE_RUNNING, PHASE_STOPPING };
+static _Atomic int g_phase;
+
 /* Liveness: every shard answers a call within a second (a stuck loop fails it). */
 static int health(void *arg, char *why, size_t whylen)
 {
     nf_runtime_t *rt = arg;
+    if (atomic_load(&g_phase) == PHASE_STARTING)
+        return 0; /* alive, restoring state (/readyz says how far): the shards do not run yet */
     for (unsigned i = 0; i < nf_runtime_shard_count(rt); i++) {
         int r = nf_runtime_call(rt, i, noop, NULL, 1000);
         if (r == -ESHUTDOWN) {
@@ -124,9 +129,7 @@ enum {
 };
 static const char *const wait_names[] = {"restore", "assignment", "commit_overdue", "broker",
                                          "shutdown"};
-enum { PHASE_STARTING = 0, PHASE_RUNNING, PHASE_STOPPING };
 #define READY_OVERDUE_MIN_S 5.0
-static _Atomic int g_phase;
 static nf_kafka_t *_Atomic g_kafka;
 static nf_epoch_t *_Atomic g_epoch;
 static _Atomic unsigned g_interval_ms;
@@ -207,6 +210,17 @@ static bool ready(void *arg, char *body, size_t bodylen)
             nf_jw_str(&w, wait_names[i]);
         }
     nf_jw_arr_close(&w);
+    nf_epoch_t *ep = atomic_load(&g_epoch);
+    uint64_t applied = 0, total = 0;
+    bool restoring = false;
+    if (ep)
+        nf_epoch_restore_progress(ep, &applied, &total, &restoring);
+    if (restoring) { /* state.changelog: the restore from the changelog topics */
+        nf_jw_key(&w, "restore_records_applied");
+        nf_jw_u64(&w, applied);
+        nf_jw_key(&w, "restore_records_total");
+        nf_jw_u64(&w, total);
+    }
     if (atomic_load(&g_phase) == PHASE_RUNNING) {
         nf_jw_key(&w, "epoch");
         nf_jw_u64(&w, r.epoch);
@@ -790,6 +804,25 @@ static int restore_checkpoint(const nf_config_t *cfg, unsigned shards, char *err
 static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t errlen)
 {
     const nf_config_t *cfg = &c->cfg;
+    if (cfg->state.changelog && !strcmp(cfg->kafka.brokers, "embedded")) {
+        nf_log(NF_LOG_ERROR, "main",
+               "state.changelog needs Apache Kafka: the embedded mock keeps no transactional "
+               "offsets and shows aborted records, so a restore from it could not be trusted",
+               NF_LS("hint", "set kafka.brokers, or state.changelog=false"), NF_LEND);
+        return NF_EXIT_USAGE;
+    }
+    if (g_from_checkpoint && cfg->state.changelog) {
+        /* The changelog topics hold the state after the checkpoint; the restore at start would
+         * bring it back over the checkpoint's. */
+        nf_log(NF_LOG_ERROR, "main",
+               "--from-checkpoint is not supported with state.changelog=true: the changelog "
+               "topics hold the newer state, which the start would restore over the checkpoint",
+               NF_LS("checkpoint", g_from_checkpoint),
+               NF_LS("hint", "run with --set state.changelog=false to roll back (the changelog "
+                             "then no longer matches the state: recreate its topics)"),
+               NF_LEND);
+        return NF_EXIT_USAGE;
+    }
     if (g_from_checkpoint) {
         int code = restore_checkpoint(cfg, shards, err, errlen);
         if (code != 0)
@@ -808,6 +841,7 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                           .retain_every = cfg->checkpoint.retain_every,
                           .retain_count = cfg->checkpoint.retain_count,
                           .checkpoint_on_stop = cfg->checkpoint.on_stop,
+                          .changelog = cfg->state.changelog,
                           .config_hash = nf_config_hash(cfg)};
     c->epoch = nf_epoch_new(c->rt, c->store, c->in.sink, &eo, err, errlen);
     if (!c->epoch) {
@@ -841,6 +875,7 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                               .shards = shards,
                               .consume = true,
                               .assign_all = cfg->kafka.assignment == 1,
+                              .changelog = cfg->state.changelog,
                               .position = nf_epoch_position_cb,
                               .revoke = nf_epoch_revoke_cb,
                               .fault = nf_epoch_fault_cb,
@@ -993,6 +1028,15 @@ int nf_cli_run(int argc, char **argv)
             nf_sink_close(c.in.sink);
             return NF_EXIT_RUNTIME;
         }
+    }
+    /* After the admin server is up, so that /readyz and the metrics show its progress. */
+    atomic_store(&g_epoch, c.epoch);
+    if (nf_epoch_restore_changelog(c.epoch, err, sizeof err) != 0) {
+        nf_log(NF_LOG_ERROR, "main", "cannot restore the state from the changelog topics",
+               NF_LS("error", err), NF_LEND);
+        run_cleanup(&c);
+        nf_sink_close(c.in.sink);
+        return NF_EXIT_RUNTIME;
     }
     if (nf_runtime_start(c.rt) != 0 || nf_epoch_start(c.epoch) != 0) {
         nf_log(NF_LOG_ERROR, "main", "cannot start the shards", NF_LEND);

@@ -19,6 +19,10 @@
 #include <unistd.h>
 
 #define NF_KAFKA_TIMEOUT_MS 30000
+/* A changelog value can be a key group's whole keyset blob of an epoch: the topics take records
+ * up to 16 MiB, and the producer requests that size plus room for the batch around it. */
+#define NF_KAFKA_CHANGELOG_MAX_BYTES     "16777216"
+#define NF_KAFKA_CHANGELOG_REQUEST_BYTES "17825792"
 
 static const char *const input_names[NF_INPUT__COUNT] = {"read-events", "sources"};
 
@@ -357,7 +361,9 @@ static rd_kafka_t *producer_new(nf_kafka_t *k, char *err, size_t errlen)
     if ((k->o.exactly_once ? conf_set(pc, "transactional.id", k->txid, err, errlen)
                            : conf_set(pc, "enable.idempotence", "true", err, errlen)) != 0 ||
         conf_set(pc, "acks", "all", err, errlen) != 0 ||
-        conf_set(pc, "linger.ms", "5", err, errlen) != 0) {
+        conf_set(pc, "linger.ms", "5", err, errlen) != 0 ||
+        (k->o.changelog &&
+         conf_set(pc, "message.max.bytes", NF_KAFKA_CHANGELOG_REQUEST_BYTES, err, errlen) != 0)) {
         rd_kafka_conf_destroy(pc);
         return NULL;
     }
@@ -422,6 +428,8 @@ static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
     char missing[768] = "";
     size_t nmissing = 0, ml = 0;
     for (int t = 0; t < NF_TOPIC__COUNT + NF_INPUT__COUNT && r == 0; t++) {
+        if (t >= NF_TOPIC_CL_FIRST && t < NF_TOPIC__COUNT && !k->o.changelog)
+            continue; /* not written: not needed */
         const char *name = t < NF_TOPIC__COUNT ? k->out[t].name : k->in_names[t - NF_TOPIC__COUNT];
         int found = -1;
         for (int i = 0; i < md->topic_cnt; i++)
@@ -451,7 +459,10 @@ static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
         snprintf(err, errlen,
                  "kafka: %zu of the job's %d topics do not exist on %s: %s; create them with "
                  "`newsflow topics create` (kafka.topic_prefix is \"%s\")",
-                 nmissing, NF_TOPIC__COUNT + NF_INPUT__COUNT, k->brokers, missing, k->prefix);
+                 nmissing,
+                 NF_TOPIC__COUNT + NF_INPUT__COUNT -
+                     (k->o.changelog ? 0 : NF_TOPIC__COUNT - NF_TOPIC_CL_FIRST),
+                 k->brokers, missing, k->prefix);
         r = -ENOENT;
     }
     rd_kafka_metadata_destroy(md);
@@ -882,6 +893,18 @@ static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint
     int el = snprintf(ebuf, sizeof ebuf, "%" PRIu64, epoch);
     int nl = snprintf(nbuf, sizeof nbuf, "%" PRIu64, nonce);
     int sl = snprintf(sbuf, sizeof sbuf, "%" PRIu64, seq);
+    /* A changelog record goes to the partition of its key group (its first two key bytes,
+     * state/changelog.h); outputs to the partitioner's choice by key. */
+    int32_t part = RD_KAFKA_PARTITION_UA;
+    if (r->topic >= NF_TOPIC_CL_FIRST) {
+        if (r->klen < 2 || k->out[r->topic].npart <= 0) {
+            snprintf(err, errlen, "kafka: changelog record for %s without a key group",
+                     k->out[r->topic].name);
+            return -EINVAL;
+        }
+        const unsigned char *kg = (const unsigned char *)r->key;
+        part = (int32_t)((unsigned)(kg[0] << 8 | kg[1]) % (unsigned)k->out[r->topic].npart);
+    }
     for (;;) {
         rd_kafka_headers_t *h = rd_kafka_headers_new(4);
         rd_kafka_header_add(h, "nf-writer", -1, k->txid, (ssize_t)strlen(k->txid));
@@ -889,9 +912,11 @@ static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint
         rd_kafka_header_add(h, "nf-nonce", -1, nbuf, nl);
         rd_kafka_header_add(h, "nf-seq", -1, sbuf, sl);
         rd_kafka_resp_err_t e = rd_kafka_producev(
-            k->prod, RD_KAFKA_V_TOPIC(k->out[r->topic].name), RD_KAFKA_V_KEY(r->key, r->klen),
-            RD_KAFKA_V_VALUE((void *)r->value, r->vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE((void *)(uintptr_t)r->topic), RD_KAFKA_V_END);
+            k->prod, RD_KAFKA_V_TOPIC(k->out[r->topic].name), RD_KAFKA_V_PARTITION(part),
+            RD_KAFKA_V_KEY(r->key, r->klen),
+            RD_KAFKA_V_VALUE(r->tombstone ? NULL : (void *)r->value, r->tombstone ? 0 : r->vlen),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
+            RD_KAFKA_V_OPAQUE((void *)(uintptr_t)r->topic), RD_KAFKA_V_END);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR)
             return 0;
         rd_kafka_headers_destroy(h);
@@ -1266,6 +1291,152 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const ch
     return rc ? rc : found;
 }
 
+/* ---------------------------------------------------------------- reading a topic whole */
+
+int nf_kafka_topic_partitions(const nf_kafka_t *k, nf_topic_t t)
+{
+    return k && (unsigned)t < NF_TOPIC__COUNT ? k->out[t].npart : 0;
+}
+
+int nf_kafka_topic_ends(nf_kafka_t *k, nf_topic_t t, int64_t *hi, int n, char *err, size_t errlen)
+{
+    for (int p = 0; p < n; p++) {
+        int64_t lo = 0;
+        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+            k->prod, k->out[t].name, p, &lo, &hi[p], tmo(k, NF_KAFKA_TIMEOUT_MS));
+        if (e) {
+            snprintf(err, errlen, "kafka: end offset of %s [%d]: %s", k->out[t].name, p,
+                     rd_kafka_err2str(e));
+            return -EIO;
+        }
+    }
+    return 0;
+}
+
+int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const int *nparts,
+                         int stride, const int64_t *from, int64_t *end, nf_kafka_record_fn rec,
+                         void *arg, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *c = base_conf(k, err, errlen);
+    if (!c)
+        return -EINVAL;
+    char group[160];
+    snprintf(group, sizeof group, "%s.nf-restore", k->group);
+    if (conf_set(c, "group.id", group, err, errlen) != 0 ||
+        conf_set(c, "enable.auto.commit", "false", err, errlen) != 0 ||
+        conf_set(c, "isolation.level", "read_committed", err, errlen) != 0 ||
+        conf_set(c, "enable.partition.eof", "true", err, errlen) != 0 ||
+        conf_set(c, "fetch.max.bytes", "52428800", err, errlen) != 0 ||
+        conf_set(c, "max.partition.fetch.bytes", "16777216", err, errlen) != 0 ||
+        conf_set(c, "queued.max.messages.kbytes", "262144", err, errlen) != 0) {
+        rd_kafka_conf_destroy(c);
+        return -EINVAL;
+    }
+    char rerr[256];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, rerr, sizeof rerr);
+    if (!rk) {
+        snprintf(err, errlen, "kafka: restore consumer: %s", rerr);
+        return -EIO;
+    }
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(16);
+    for (int i = 0; i < ntopics; i++)
+        for (int p = 0; p < nparts[i] && p < stride; p++) {
+            size_t x = (size_t)i * (size_t)stride + (size_t)p;
+            int64_t start = from[x] < 0 ? 0 : from[x];
+            if (start >= end[x]) { /* at the high watermark already: nothing to read */
+                end[x] = start;
+                continue;
+            }
+            rd_kafka_topic_partition_list_add(l, k->out[topics[i]].name, p)->offset =
+                from[x] < 0 ? RD_KAFKA_OFFSET_BEGINNING : start;
+            end[x] = start;
+        }
+    int remaining = l->cnt, rc = 0;
+    if (remaining > 0)
+        rd_kafka_assign(rk, l);
+    /* No overall time limit: a large restore takes as long as it takes, and its progress is
+     * visible (/readyz, newsflow_restore_*). A broker that stops answering shows up as
+     * librdkafka's errors (logged); shutdown's deadline ends it. */
+    while (remaining > 0 && rc == 0) {
+        if (nf_kafka_past_deadline(k)) {
+            rc = deadline_error("kafka: changelog restore", err, errlen);
+            break;
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+        if (!m)
+            continue;
+        const char *tn = m->rkt ? rd_kafka_topic_name(m->rkt) : "";
+        int ti = -1;
+        for (int i = 0; i < ntopics && ti < 0; i++)
+            if (!strcmp(tn, k->out[topics[i]].name))
+                ti = i;
+        size_t x = ti >= 0 && m->partition >= 0 && m->partition < stride
+                       ? (size_t)ti * (size_t)stride + (size_t)m->partition
+                       : SIZE_MAX;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            if (x != SIZE_MAX && m->offset > end[x])
+                end[x] = m->offset;
+            remaining--;
+        } else if (m->err) {
+            nf_log(NF_LOG_WARN, "kafka", "changelog restore: consumer error", NF_LS("topic", tn),
+                   NF_LS("error", rd_kafka_message_errstr(m)), NF_LEND);
+            if (m->err == RD_KAFKA_RESP_ERR__FATAL ||
+                m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+                snprintf(err, errlen, "kafka: changelog restore of %s: %s", tn,
+                         rd_kafka_message_errstr(m));
+                rc = -EIO;
+            }
+        } else if (x != SIZE_MAX) {
+            rc = rec(arg, ti, m->partition, m->offset, m->key, m->key_len, m->payload, m->len,
+                     m->payload == NULL);
+            if (m->offset + 1 > end[x])
+                end[x] = m->offset + 1;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+int nf_kafka_group_offsets(nf_kafka_t *k, nf_kafka_offset_t *out, size_t cap, size_t *n,
+                           uint64_t *max_epoch, char *err, size_t errlen)
+{
+    *n = 0;
+    *max_epoch = 0;
+    if (!k->cons) {
+        snprintf(err, errlen, "kafka: no consumer to read the group's offsets with");
+        return -EINVAL;
+    }
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(16);
+    for (int i = 0; i < NF_INPUT__COUNT; i++)
+        for (int p = 0; p < k->in_npart[i]; p++)
+            rd_kafka_topic_partition_list_add(l, k->in_names[i], p);
+    rd_kafka_resp_err_t e = rd_kafka_committed(k->cons, l, tmo(k, NF_KAFKA_TIMEOUT_MS));
+    int rc = 0;
+    if (e) {
+        snprintf(err, errlen, "kafka: the group's committed offsets are not readable: %s",
+                 rd_kafka_err2str(e));
+        rc = -EIO;
+    }
+    for (int i = 0; rc == 0 && i < l->cnt; i++) {
+        const rd_kafka_topic_partition_t *tp = &l->elems[i];
+        if (tp->err || tp->offset < 0 || *n >= cap)
+            continue;
+        int in = nf_kafka_input_of(k, tp->topic);
+        if (in < 0)
+            continue;
+        out[(*n)++] = (nf_kafka_offset_t){(nf_input_t)in, tp->partition, tp->offset};
+        uint64_t nonce = 0;
+        int64_t me = metadata_epoch(k, tp, &nonce);
+        if (me > 0 && (uint64_t)me > *max_epoch)
+            *max_epoch = (uint64_t)me;
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- shard side */
 
 int nf_kafka_shard_fd(const nf_kafka_t *k, unsigned shard)
@@ -1365,6 +1536,11 @@ static int create_topics(rd_kafka_t *rk, const nf_kafka_topics_opts_t *o, char n
         } else if (t == NF_TOPIC__COUNT + NF_INPUT_SOURCES) {
             /* The latest definition of each source is what counts (DESIGN §4). */
             rd_kafka_NewTopic_set_config(nt[t], "cleanup.policy", "compact");
+        } else if (t >= NF_TOPIC_CL_FIRST && t < NF_TOPIC__COUNT) {
+            /* State: the latest value of each key is what counts (DESIGN §9); one value can be
+             * a whole epoch's keyset blob of a key group. */
+            rd_kafka_NewTopic_set_config(nt[t], "cleanup.policy", "compact");
+            rd_kafka_NewTopic_set_config(nt[t], "max.message.bytes", NF_KAFKA_CHANGELOG_MAX_BYTES);
         }
     }
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);

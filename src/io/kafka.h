@@ -88,6 +88,7 @@ typedef struct nf_kafka_opts {
     unsigned shards;               /* consumer shard queues */
     bool consume;                  /* join the group and feed the shards */
     bool assign_all;               /* no group: take every partition of the inputs (one process) */
+    bool changelog;                /* produce changelog records (their topics must exist) */
     /* Called from the coordinator thread; may be NULL. */
     int64_t (*position)(void *arg, nf_input_t in, int32_t partition); /* -1 = none */
     void (*revoke)(void *arg);
@@ -161,6 +162,27 @@ nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_
  * does every record when nonce is 0. Returns how many were found, or -errno with err. */
 long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const char *positions_json,
                          uint8_t *present, size_t nrecords, char *err, size_t errlen);
+
+/* ---- reading an output topic whole (changelog restore, state/changelog.h) ---- */
+/* Partitions of an output topic (0 when it was not loaded: a changelog topic without
+ * kafka opts `changelog`). */
+int nf_kafka_topic_partitions(const nf_kafka_t *k, nf_topic_t t);
+/* The high watermark of each of the topic's first n partitions into hi. 0 or -EIO with err. */
+int nf_kafka_topic_ends(nf_kafka_t *k, nf_topic_t t, int64_t *hi, int n, char *err, size_t errlen);
+/* Calls rec (io/streams.h) for every record of output topics topics[0..ntopics) (nf_topic_t),
+ * partitions 0..nparts[i]-1 of topic i, from from[i * stride + p] (< 0: the first offset) to the
+ * partition's end, read_committed, with one consumer of its own (no group join). Records of
+ * one partition come in offset order; partitions interleave. end[i * stride + p] comes in as the
+ * high watermark (nothing is read when from >= it) and goes out as the next offset to read.
+ * rec's non-zero return stops the read and is returned. 0 or -errno with err. */
+int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const int *nparts,
+                         int stride, const int64_t *from, int64_t *end, nf_kafka_record_fn rec,
+                         void *arg, char *err, size_t errlen);
+/* The consumer group's committed offsets of every input partition that has one (up to cap into
+ * out, *n of them) and the highest epoch of this writer their metadata names (0 if none).
+ * Needs a broker that keeps transactional offset commits (not librdkafka's mock). 0 or -EIO. */
+int nf_kafka_group_offsets(nf_kafka_t *k, nf_kafka_offset_t *out, size_t cap, size_t *n,
+                           uint64_t *max_epoch, char *err, size_t errlen);
 
 /* The operations above that the epoch coordinator uses, as the table state/epoch.h takes
  * (nf_kafka_ops_t, io/streams.h; arg = k). Defined in kafka_ops.c. */

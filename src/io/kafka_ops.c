@@ -66,6 +66,30 @@ static long ops_scan_epoch(void *k, uint64_t epoch, uint64_t nonce, const char *
     return nf_kafka_scan_epoch(k, epoch, nonce, positions_json, present, nrecords, err, errlen);
 }
 
+static int ops_topic_partitions(void *k, int topic)
+{
+    return nf_kafka_topic_partitions(k, (nf_topic_t)topic);
+}
+
+static int ops_topic_ends(void *k, int topic, int64_t *hi, int n, char *err, size_t errlen)
+{
+    return nf_kafka_topic_ends(k, (nf_topic_t)topic, hi, n, err, errlen);
+}
+
+static int ops_read_topics(void *k, const int *topics, int ntopics, const int *nparts, int stride,
+                           const int64_t *from, int64_t *end, nf_kafka_record_fn rec, void *rarg,
+                           char *err, size_t errlen)
+{
+    return nf_kafka_read_topics(k, topics, ntopics, nparts, stride, from, end, rec, rarg, err,
+                                errlen);
+}
+
+static int ops_group_offsets(void *k, nf_kafka_offset_t *out, size_t cap, size_t *n,
+                             uint64_t *max_epoch, char *err, size_t errlen)
+{
+    return nf_kafka_group_offsets(k, out, cap, n, max_epoch, err, errlen);
+}
+
 nf_kafka_ops_t nf_kafka_ops(nf_kafka_t *k)
 {
     return (nf_kafka_ops_t){
@@ -81,5 +105,9 @@ nf_kafka_ops_t nf_kafka_ops(nf_kafka_t *k)
         .produce_epoch = ops_produce_epoch,
         .epoch_outcome = ops_epoch_outcome,
         .scan_epoch = ops_scan_epoch,
+        .topic_partitions = ops_topic_partitions,
+        .topic_ends = ops_topic_ends,
+        .read_topics = ops_read_topics,
+        .group_offsets = ops_group_offsets,
     };
 }

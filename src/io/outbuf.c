@@ -18,8 +18,10 @@ static uint32_t get32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-int nf_outbuf_add(nf_outbuf_t *b, nf_topic_t topic, const char *key, size_t klen, const char *value,
-                  size_t vlen)
+#define TOMBSTONE 0x80u
+
+static int add(nf_outbuf_t *b, unsigned topic_byte, const char *key, size_t klen, const char *value,
+               size_t vlen)
 {
     if (klen > UINT32_MAX || vlen > UINT32_MAX)
         return -EINVAL;
@@ -35,7 +37,7 @@ int nf_outbuf_add(nf_outbuf_t *b, nf_topic_t topic, const char *key, size_t klen
         b->cap = cap;
     }
     unsigned char *p = b->data + b->len;
-    p[0] = (unsigned char)topic;
+    p[0] = (unsigned char)topic_byte;
     put32(p + 1, (uint32_t)klen);
     put32(p + 5, (uint32_t)vlen);
     if (klen)
@@ -45,6 +47,17 @@ int nf_outbuf_add(nf_outbuf_t *b, nf_topic_t topic, const char *key, size_t klen
     b->len = need;
     b->count++;
     return 0;
+}
+
+int nf_outbuf_add(nf_outbuf_t *b, nf_topic_t topic, const char *key, size_t klen, const char *value,
+                  size_t vlen)
+{
+    return add(b, (unsigned)topic, key, klen, value, vlen);
+}
+
+int nf_outbuf_add_tombstone(nf_outbuf_t *b, nf_topic_t topic, const char *key, size_t klen)
+{
+    return add(b, (unsigned)topic | TOMBSTONE, key, klen, NULL, 0);
 }
 
 void nf_outbuf_reset(nf_outbuf_t *b)
@@ -65,12 +78,13 @@ int nf_outbuf_next(const void *data, size_t len, size_t *pos, nf_outrec_t *r)
     size_t p = *pos;
     if (p >= len)
         return 0;
-    if (len - p < 9 || d[p] >= NF_TOPIC__COUNT)
+    if (len - p < 9 || (d[p] & ~TOMBSTONE) >= NF_TOPIC__COUNT)
         return -EINVAL;
     uint32_t kl = get32(d + p + 1), vl = get32(d + p + 5);
-    if ((uint64_t)kl + vl > len - p - 9)
+    if ((uint64_t)kl + vl > len - p - 9 || ((d[p] & TOMBSTONE) && vl))
         return -EINVAL;
-    r->topic = (nf_topic_t)d[p];
+    r->topic = (nf_topic_t)(d[p] & ~TOMBSTONE);
+    r->tombstone = (d[p] & TOMBSTONE) != 0;
     r->klen = kl;
     r->vlen = vl;
     r->key = (const char *)d + p + 9;

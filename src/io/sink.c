@@ -27,7 +27,23 @@ struct nf_sink {
 };
 
 static const char *const topic_names[NF_TOPIC__COUNT] = {
-    "articles", "fetch-log", "story-clusters", "trending", "interest-updates", "dead-letters"};
+    "articles",
+    "fetch-log",
+    "story-clusters",
+    "trending",
+    "interest-updates",
+    "dead-letters",
+    "changelog-article-key",
+    "changelog-crawl-schedule",
+    "changelog-event-ids",
+    "changelog-cluster-sig",
+    "changelog-cluster-bucket",
+    "changelog-cluster-parent",
+    "changelog-article-topics",
+    "changelog-interest",
+    "changelog-interest-seen",
+    "changelog-trending",
+};
 
 const char *nf_topic_name(nf_topic_t t)
 {

@@ -15,6 +15,7 @@
 
 #include "runtime/jsonw.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,13 @@ typedef enum {
     NF_KAFKA_NOT_COMMITTED
 } nf_kafka_outcome_t;
 
+/* One record of topics read whole (nf_kafka_read_topics): which of the topics asked for (its
+ * index), partition, offset; tombstone: a null value. Return 0 to go on, non-zero to stop the
+ * read with that value. */
+typedef int (*nf_kafka_record_fn)(void *arg, int topic_index, int32_t partition, int64_t offset,
+                                  const void *key, size_t klen, const void *val, size_t vlen,
+                                  bool tombstone);
+
 typedef struct nf_kafka_ops {
     void *arg; /* passed to every entry: the client */
     int (*subscribe)(void *arg, char *err, size_t errlen);
@@ -58,6 +66,14 @@ typedef struct nf_kafka_ops {
                                         size_t whylen);
     long (*scan_epoch)(void *arg, uint64_t epoch, uint64_t nonce, const char *positions_json,
                        uint8_t *present, size_t nrecords, char *err, size_t errlen);
+    /* the changelog's (state/changelog.h); `topic` is an nf_topic_t */
+    int (*topic_partitions)(void *arg, int topic);
+    int (*topic_ends)(void *arg, int topic, int64_t *hi, int n, char *err, size_t errlen);
+    int (*read_topics)(void *arg, const int *topics, int ntopics, const int *nparts, int stride,
+                       const int64_t *from, int64_t *end, nf_kafka_record_fn rec, void *rarg,
+                       char *err, size_t errlen);
+    int (*group_offsets)(void *arg, nf_kafka_offset_t *out, size_t cap, size_t *n,
+                         uint64_t *max_epoch, char *err, size_t errlen);
 } nf_kafka_ops_t;
 
 #endif

@@ -140,6 +140,10 @@ static const cfg_key_t cfg_keys[] = {
      .help = "keyed state kept in memory per shard; over it, an early checkpoint"},
     {KEY(CFG_U32, state.block_cache_mb), .min = 8, .max = 1048576, .def = "256",
      .help = "RocksDB block cache for cold reads"},
+    {KEY(CFG_BOOL, state.changelog), .def = "false",
+     .help = "also append every epoch's state writes, in its transaction, to the compacted "
+             "changelog-<kind> topics, and at start bring state.dir up to them (a lost disk, a "
+             "new machine); needs Apache Kafka (not the embedded mock)"},
     {KEY(CFG_U32, checkpoint.interval_ms), .min = 50, .max = 3600000, .def = "5000",
      .help = "epoch length: state, outputs and input offsets commit together this often"},
     {KEY(CFG_U32, checkpoint.retain_every), .max = 1000000, .def = "12",

@@ -111,6 +111,7 @@ typedef struct nf_config {
         char dir[1024];
         uint32_t budget_mb; /* keyed state in memory, per shard */
         uint32_t block_cache_mb;
+        bool changelog; /* state writes also to the changelog topics; restore from them */
     } state;
     struct {
         uint32_t interval_ms;

@@ -4,6 +4,7 @@
 #include "io/outbuf.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
+#include "state/changelog.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -54,11 +55,15 @@ struct nf_epoch {
     bool force_scan;                    /* NF_TEST_FORCE_SCAN: recovery always reads back */
     _Atomic uint64_t last_commit_at_ns; /* nf_now_ns of the last commit (start before any) */
     nf_jw_t jw;
+    nf_outbuf_t changelog; /* the cut epoch's changelog records (o.changelog) */
+    nf_changelog_progress_t restore;
     /* stats */
     _Atomic uint64_t committed, failures, checkpoints, outputs, recovered_epochs, recovered_records,
         last_pause_ns, last_commit_ns, cur_epoch;
     nf_histogram_t m_pause, m_commit;
     nf_counter_t m_epochs, m_failures, m_outputs, m_checkpoints, m_early, m_recovered;
+    nf_counter_t m_cl_records, m_cl_bytes, m_restored;
+    nf_gauge_t m_restore_seconds;
     nf_gauge_t m_epoch, m_state_bytes;
 };
 
@@ -127,6 +132,15 @@ int64_t nf_epoch_position(const nf_epoch_t *ep, nf_input_t in, int32_t partition
     if ((unsigned)in >= NF_INPUT__COUNT || partition < 0 || partition >= NF_EPOCH_MAX_PARTITIONS)
         return -1;
     return atomic_load_explicit(&ep->offsets[in][partition], memory_order_relaxed);
+}
+
+static double restore_remaining(void *arg)
+{
+    const nf_epoch_t *ep = arg;
+    if (!atomic_load(&ep->restore.running))
+        return 0;
+    uint64_t t = atomic_load(&ep->restore.total), a = atomic_load(&ep->restore.applied);
+    return t > a ? (double)(t - a) : 0;
 }
 
 static double seconds_since_commit(void *arg)
@@ -198,6 +212,21 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
                        "Records of a pending epoch produced again at start (roll forward).", NULL,
                        0, &ep->m_recovered);
     nf_metrics_gauge("newsflow_epoch", "Last committed epoch.", NULL, 0, &ep->m_epoch);
+    nf_metrics_counter("newsflow_changelog_records_total",
+                       "State writes appended to the changelog topics (state.changelog), "
+                       "committed with their epochs.",
+                       NULL, 0, &ep->m_cl_records);
+    nf_metrics_counter("newsflow_changelog_bytes_total",
+                       "Key and value bytes of those changelog records.", NULL, 0, &ep->m_cl_bytes);
+    nf_metrics_counter("newsflow_restore_records_total",
+                       "Changelog records applied to the state directory by restores at start.",
+                       NULL, 0, &ep->m_restored);
+    nf_metrics_gauge_fn("newsflow_restore_remaining_records",
+                        "Changelog records the restore in progress has still to apply (0 when "
+                        "none runs).",
+                        NULL, restore_remaining, ep);
+    nf_metrics_gauge("newsflow_restore_seconds", "Duration of the last changelog restore, s.", NULL,
+                     0, &ep->m_restore_seconds);
     nf_metrics_gauge_fn("newsflow_epoch_seconds_since_commit",
                         "Seconds since the last epoch committed (or since start): grows while "
                         "Kafka or the state cannot take a commit.",
@@ -213,6 +242,7 @@ void nf_epoch_free(nf_epoch_t *ep)
         nf_outbuf_free(&ep->shards[s].out);
         nf_outbuf_free(&ep->shards[s].taken);
     }
+    nf_outbuf_free(&ep->changelog);
     for (unsigned s = 0; ep->batches && s < ep->nshards; s++)
         if (ep->batches[s])
             nf_store_batch_free(ep->batches[s]);
@@ -554,6 +584,8 @@ static void tee_outputs(nf_epoch_t *ep, const nf_blob_t *bufs, unsigned nbufs)
         size_t pos = 0;
         nf_outrec_t r;
         while (nf_outbuf_next(bufs[b].data, bufs[b].len, &pos, &r) == 1) {
+            if (r.topic >= NF_TOPIC_CL_FIRST)
+                continue; /* state, not an output */
             size_t kl = r.klen < sizeof key - 1 ? r.klen : sizeof key - 1;
             memcpy(key, r.key, kl);
             key[kl] = 0;
@@ -615,13 +647,31 @@ static int job_failed(nf_epoch_t *ep, uint64_t e, char *err, size_t errlen)
     return -ECANCELED;
 }
 
+/* After an epoch with changelog records committed: the producer's positions are now past this
+ * process's own changelog records, which are applied; a restore starts there (changelog.h). A
+ * failure to record it costs a longer restore, nothing else. */
+static void save_synced(nf_epoch_t *ep)
+{
+    nf_jw_t pw;
+    nf_jw_init(&pw);
+    ep->kafka->positions_json(ep->kafka->arg, &pw);
+    char err[256] = "out of memory";
+    if (pw.failed || nf_changelog_save_synced(ep->st, pw.buf, err, sizeof err) != 0)
+        nf_log(NF_LOG_WARN, "changelog",
+               "cannot record the changelog offsets reached; the next restore reads from older "
+               "ones",
+               NF_LS("error", err), NF_LEND);
+    nf_jw_free(&pw);
+}
+
 /* One epoch: cut, then commit. */
 static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
 {
     uint64_t e = ep->epoch + 1;
     atomic_store(&ep->cur_epoch, e);
     atomic_store(&g_current_epoch, e);
-    nf_blob_t *bufs = calloc(ep->nshards, sizeof *bufs);
+    /* one output buffer per shard, and the changelog's after them */
+    nf_blob_t *bufs = calloc(ep->nshards + 1, sizeof *bufs);
     nf_kafka_offset_t *offs = calloc(NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *offs);
     if (!bufs || !offs) {
         free(bufs);
@@ -648,9 +698,31 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     fault_at("after_cut");
     uint64_t t0 = nf_now_ns();
     uint64_t records = 0;
+    unsigned nbufs = ep->nshards;
     for (unsigned s = 0; s < ep->nshards; s++) {
         bufs[s] = (nf_blob_t){ep->shards[s].taken.data, ep->shards[s].taken.len};
         records += ep->shards[s].taken.count;
+    }
+    /* The changelog records go in the same pending record and transaction as the outputs
+     * (numbered after them), so that state and its changelog commit or not together. */
+    nf_outbuf_reset(&ep->changelog);
+    for (unsigned s = 0; ep->o.changelog && ep->st && s < ep->nshards && r == 0; s++)
+        if ((r = nf_changelog_from_batch(&ep->changelog, ep->batches[s])) != 0)
+            snprintf(err, errlen, "epoch %" PRIu64 ": changelog records of shard %u: %s", e, s,
+                     strerror(-r));
+    if (r != 0) {
+        for (unsigned s = 0; s < ep->nshards; s++) {
+            nf_store_batch_free(ep->batches[s]);
+            ep->batches[s] = NULL;
+        }
+        free(bufs);
+        free(offs);
+        return r;
+    }
+    uint64_t cl_records = ep->changelog.count;
+    if (ep->o.changelog && ep->st) {
+        bufs[nbufs++] = (nf_blob_t){ep->changelog.data, ep->changelog.len};
+        records += cl_records;
     }
     uint64_t nonce = 0;
     while (!nonce && getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
@@ -660,8 +732,8 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         nonce = 1;
     header_json(ep, e, nonce, offs, noffs, records);
     if (ep->st) {
-        r = nf_store_pending_write(ep->st, e, ep->jw.buf, ep->batches, ep->nshards, bufs,
-                                   ep->nshards, err, errlen);
+        r = nf_store_pending_write(ep->st, e, ep->jw.buf, ep->batches, ep->nshards, bufs, nbufs,
+                                   err, errlen);
         for (unsigned s = 0; s < ep->nshards; s++) {
             nf_store_batch_free(ep->batches[s]);
             ep->batches[s] = NULL;
@@ -676,8 +748,8 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
             nf_jw_t pw;
             nf_jw_init(&pw);
             ep->kafka->positions_json(ep->kafka->arg, &pw);
-            r = produce(ep, e, nonce, bufs, ep->nshards, records, pw.failed ? NULL : pw.buf, offs,
-                        noffs, false, err, errlen);
+            r = produce(ep, e, nonce, bufs, nbufs, records, pw.failed ? NULL : pw.buf, offs, noffs,
+                        false, err, errlen);
             nf_jw_free(&pw);
         }
     }
@@ -686,6 +758,8 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         ep->records_since_named += records;
         r = apply_and_checkpoint(ep, e, final, err, errlen);
     }
+    if (r == 0 && cl_records && ep->kafka)
+        save_synced(ep);
     if (r == 0) {
         for (size_t i = 0; i < noffs; i++)
             ep->committed_offsets[offs[i].input][offs[i].partition] = offs[i].next;
@@ -695,11 +769,14 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         atomic_store(&ep->last_commit_ns, dt);
         nf_histogram_observe(ep->m_commit, (double)dt / 1e9);
         nf_counter_inc(ep->m_epochs);
-        nf_counter_add(ep->m_outputs, records);
+        nf_counter_add(ep->m_outputs, records - cl_records);
+        nf_counter_add(ep->m_cl_records, cl_records);
+        nf_counter_add(ep->m_cl_bytes, ep->changelog.len - 9ull * cl_records);
         atomic_fetch_add(&ep->committed, 1);
-        atomic_fetch_add(&ep->outputs, records);
+        atomic_fetch_add(&ep->outputs, records - cl_records);
         nf_log(records || final ? NF_LOG_INFO : NF_LOG_DEBUG, "epoch", "epoch.committed",
-               NF_LI("epoch", e), NF_LI("records", records),
+               NF_LI("epoch", e), NF_LI("records", records - cl_records),
+               NF_LI("changelog_records", cl_records),
                NF_LF("pause_ms", (double)atomic_load(&ep->last_pause_ns) / 1e6),
                NF_LF("commit_ms", (double)dt / 1e6), NF_LEND);
     }
@@ -759,6 +836,8 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
         if (r == 0) {
             r = apply_and_checkpoint(ep, p.epoch, false, err, errlen);
             tee_outputs(ep, p.outputs, p.noutputs);
+            if (r == 0 && ep->o.changelog && ep->kafka)
+                save_synced(ep);
             atomic_fetch_add(&ep->recovered_epochs, 1);
             nf_log(NF_LOG_INFO, "epoch", "pending epoch rolled forward", NF_LI("epoch", p.epoch),
                    NF_LI("records", records), NF_LF("ms", (double)(nf_now_ns() - t0) / 1e6),
@@ -801,6 +880,78 @@ int64_t nf_epoch_committed_offset(const nf_epoch_t *ep, nf_input_t in, int32_t p
     if (partition < 0 || partition >= NF_EPOCH_MAX_PARTITIONS)
         return -1;
     return ep->committed_offsets[in][partition];
+}
+
+int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen)
+{
+    if (!ep->o.changelog || !ep->st || !ep->kafka)
+        return 0;
+    nf_changelog_stats_t cs;
+    nf_log(NF_LOG_INFO, "changelog", "restoring the state from the changelog topics", NF_LEND);
+    int r = nf_changelog_restore(ep->st, ep->kafka, &ep->restore, &cs, err, errlen);
+    if (r != 0)
+        return r;
+    nf_counter_add(ep->m_restored, cs.records);
+    nf_gauge_set(ep->m_restore_seconds, (int64_t)(cs.ns / 1000000000u));
+    double s = (double)cs.ns / 1e9;
+    nf_log(NF_LOG_INFO, "changelog", "state restored from the changelog topics",
+           NF_LI("records", cs.records), NF_LI("bytes", cs.bytes), NF_LI("puts", cs.puts),
+           NF_LI("deletes", cs.deletes), NF_LI("skipped", cs.skipped),
+           NF_LI("partitions", cs.partitions_read), NF_LF("seconds", s),
+           NF_LF("records_per_s", s > 0 ? (double)cs.records / s : 0), NF_LEND);
+    /* The group's committed offsets were committed in the very transactions whose changelog
+     * records were just applied: they, not this directory's header, say where the restored
+     * state stands in the inputs. Where the group has none (a broker that keeps no
+     * transactional offsets, or offsets expired), the local position stays. */
+    nf_kafka_offset_t *go = calloc(NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *go);
+    if (!go) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    size_t n = 0;
+    uint64_t max_epoch = 0;
+    char gerr[256];
+    r = ep->kafka->group_offsets(ep->kafka->arg, go, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, &n,
+                                 &max_epoch, gerr, sizeof gerr);
+    if (r != 0) {
+        snprintf(err, errlen, "after the changelog restore: %s", gerr);
+        free(go);
+        return r;
+    }
+    size_t moved = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (go[i].partition < 0 || go[i].partition >= NF_EPOCH_MAX_PARTITIONS)
+            continue;
+        int64_t *c = &ep->committed_offsets[go[i].input][go[i].partition];
+        if (*c != go[i].next) {
+            if (moved++ < 8)
+                nf_log(cs.records ? NF_LOG_INFO : NF_LOG_WARN, "changelog",
+                       "input position taken from the consumer group", NF_LI("input", go[i].input),
+                       NF_LI("partition", go[i].partition), NF_LI("local", *c),
+                       NF_LI("group", go[i].next), NF_LEND);
+            *c = go[i].next;
+            atomic_store(&ep->offsets[go[i].input][go[i].partition], go[i].next);
+        }
+    }
+    if (max_epoch > ep->epoch) {
+        /* Epoch numbers continue after the last this writer committed, as they would have on the
+         * lost state directory. */
+        nf_log(NF_LOG_INFO, "changelog", "epochs continue after the group's last",
+               NF_LI("local_epoch", ep->epoch), NF_LI("group_epoch", max_epoch), NF_LEND);
+        ep->epoch = max_epoch;
+        atomic_store(&ep->epoch_pub, max_epoch);
+        nf_gauge_set(ep->m_epoch, (int64_t)max_epoch);
+    }
+    free(go);
+    return 0;
+}
+
+void nf_epoch_restore_progress(const nf_epoch_t *ep, uint64_t *applied, uint64_t *total,
+                               bool *running)
+{
+    *applied = atomic_load(&ep->restore.applied);
+    *total = atomic_load(&ep->restore.total);
+    *running = atomic_load(&ep->restore.running);
 }
 
 uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep)

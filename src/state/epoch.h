@@ -76,6 +76,7 @@ typedef struct nf_epoch_opts {
     uint32_t interval_ms;
     uint32_t retain_every, retain_count;
     bool checkpoint_on_stop; /* also a named checkpoint of the final epoch (retain_every > 0) */
+    bool changelog;          /* state writes go to the changelog topics too (state/changelog.h) */
     uint64_t config_hash;
     unsigned fault_epoch; /* from NF_FAULT; 0 = none */
     char fault_point[32];
@@ -103,6 +104,17 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen);
  * was ever committed. Valid after nf_epoch_recover. Any thread. */
 int64_t nf_epoch_committed_offset(const nf_epoch_t *ep, nf_input_t in, int32_t partition);
 uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep);
+/* With opts.changelog and Kafka attached, after nf_epoch_recover and before the shards start:
+ * brings the state directory up to the changelog topics (nf_changelog_restore), then takes the
+ * input positions from the consumer group's committed offsets wherever the group has them
+ * (they commit in the same transactions as the changelog records, so state and positions
+ * agree), and numbers epochs on after the highest of this writer they name. 0 (also without
+ * changelog) or -errno with err. */
+int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen);
+/* The restore's progress (any thread): records applied, records there were to read, whether it
+ * runs now. */
+void nf_epoch_restore_progress(const nf_epoch_t *ep, uint64_t *applied, uint64_t *total,
+                               bool *running);
 
 /* Starts the coordinator thread (after nf_runtime_start). 0 or -errno. */
 int nf_epoch_start(nf_epoch_t *ep);

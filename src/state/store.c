@@ -807,6 +807,27 @@ void nf_store_batch_delete(nf_store_batch_t *b, nf_state_kind_t kind, const void
     batch_append(b, OP_DELETE, kind, key, klen, NULL, 0);
 }
 
+int nf_store_batch_foreach(const nf_store_batch_t *b, nf_store_batch_fn fn, void *arg)
+{
+    if (b->failed)
+        return -ENOMEM;
+    size_t off = 0;
+    while (off < b->len) {
+        const unsigned char *p = b->buf + off;
+        if (b->len - off < REC_HEAD)
+            return -EINVAL;
+        uint32_t klen = nf_get_le32(p + 2), vlen = nf_get_le32(p + 6);
+        if (b->len - off - REC_HEAD < (size_t)klen + vlen || p[1] >= NF_KIND__COUNT)
+            return -EINVAL;
+        const unsigned char *k = p + REC_HEAD;
+        int r = fn(arg, p[0] == OP_DELETE, (nf_state_kind_t)p[1], k, klen, k + klen, vlen);
+        if (r != 0)
+            return r;
+        off += REC_HEAD + (size_t)klen + vlen;
+    }
+    return 0;
+}
+
 size_t nf_store_batch_count(const nf_store_batch_t *b)
 {
     return b->count;
@@ -927,6 +948,50 @@ static int write_batch(nf_store_t *st, rocksdb_writebatch_t *wb, bool sync, cons
         return rocks_err(rerr, err, errlen, -EIO, msg);
     }
     return 0;
+}
+
+int nf_store_write(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t errlen)
+{
+    if (st->read_only)
+        return seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    int r = batch_to_rocks(st, b, wb, 0, err, errlen);
+    if (r == 0)
+        r = write_batch(st, wb, false, "state write", err, errlen);
+    rocksdb_writebatch_destroy(wb);
+    return r;
+}
+
+#define META_PREFIX "meta/"
+
+int nf_store_meta_put(nf_store_t *st, const char *name, const char *value, char *err, size_t errlen)
+{
+    if (st->read_only)
+        return seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
+    char key[128];
+    snprintf(key, sizeof key, META_PREFIX "%s", name);
+    char *rerr = NULL;
+    rocksdb_put_cf(st->db, st->wo_sync, st->def, key, strlen(key), value, strlen(value), &rerr);
+    if (rerr) {
+        char msg[PATH_MAX + 160];
+        snprintf(msg, sizeof msg, "writing %s in %s", key, st->db_dir);
+        return rocks_err(rerr, err, errlen, -EIO, msg);
+    }
+    return 0;
+}
+
+int nf_store_meta_get(nf_store_t *st, const char *name, char **value, char *err, size_t errlen)
+{
+    char key[128];
+    snprintf(key, sizeof key, META_PREFIX "%s", name);
+    void *v = NULL;
+    size_t len = 0;
+    *value = NULL;
+    int r = get_raw(st, st->def, key, strlen(key), &v, &len, err, errlen);
+    if (r <= 0)
+        return r;
+    *value = v; /* NUL-terminated by get_raw */
+    return 1;
 }
 
 int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_json,

@@ -95,10 +95,27 @@ void nf_store_batch_delete(nf_store_batch_t *b, nf_state_kind_t kind, const void
 /* Marks b incomplete (a participant could not write its state into it): the epoch's pending
  * write then refuses it, so the epoch does not commit. */
 void nf_store_batch_fail(nf_store_batch_t *b);
+/* Calls fn for every write of b in the order they were made (del: a delete, val NULL); stops at
+ * fn's non-zero return and returns it. -ENOMEM for a batch marked incomplete, -EINVAL for a
+ * malformed one. */
+typedef int (*nf_store_batch_fn)(void *arg, bool del, nf_state_kind_t kind, const void *key,
+                                 size_t klen, const void *val, size_t vlen);
+int nf_store_batch_foreach(const nf_store_batch_t *b, nf_store_batch_fn fn, void *arg);
 size_t nf_store_batch_count(const nf_store_batch_t *b);
 size_t nf_store_batch_bytes(const nf_store_batch_t *b);
 void nf_store_batch_clear(nf_store_batch_t *b);
 void nf_store_batch_free(nf_store_batch_t *b);
+
+/* Applies a batch to the live families directly, outside the epoch protocol (a changelog
+ * restore, before the job takes input). Not synced: a crash loses at most what the caller
+ * records as not yet applied. 0, -EROFS or -EIO with err. */
+int nf_store_write(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t errlen);
+/* Small named records of the state directory's own bookkeeping (the changelog's synced offsets),
+ * kept in the "default" family under "meta/<name>", NUL-terminated text. put: synced write, 0 or
+ * -errno; get: 1 (*value malloc'd), 0 (none, *value NULL) or -EIO. */
+int nf_store_meta_put(nf_store_t *st, const char *name, const char *value, char *err,
+                      size_t errlen);
+int nf_store_meta_get(nf_store_t *st, const char *name, char **value, char *err, size_t errlen);
 
 /* ---- the epoch protocol ---- */
 /* One synced write replacing any previous pending record. header_json is opaque text (the epoch

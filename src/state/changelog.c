@@ -1,0 +1,339 @@
+/* changelog.c — see changelog.h. */
+#include "state/changelog.h"
+
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define META_NAME   "changelog"
+#define APPLY_BATCH 4096u /* records per store write while restoring */
+
+static const struct {
+    nf_state_kind_t kind;
+    nf_topic_t topic;
+} k_topics[] = {
+    {NF_KIND_ARTICLE_KEY, NF_TOPIC_CL_ARTICLE_KEY},
+    {NF_KIND_CRAWL_SCHEDULE, NF_TOPIC_CL_CRAWL_SCHEDULE},
+    {NF_KIND_EVENT_IDS, NF_TOPIC_CL_EVENT_IDS},
+    {NF_KIND_CLUSTER_SIG, NF_TOPIC_CL_CLUSTER_SIG},
+    {NF_KIND_CLUSTER_BUCKET, NF_TOPIC_CL_CLUSTER_BUCKET},
+    {NF_KIND_CLUSTER_PARENT, NF_TOPIC_CL_CLUSTER_PARENT},
+    {NF_KIND_ARTICLE_TOPICS, NF_TOPIC_CL_ARTICLE_TOPICS},
+    {NF_KIND_INTEREST, NF_TOPIC_CL_INTEREST},
+    {NF_KIND_INTEREST_SEEN, NF_TOPIC_CL_INTEREST_SEEN},
+    {NF_KIND_TRENDING, NF_TOPIC_CL_TRENDING},
+};
+#define NTOPICS (sizeof k_topics / sizeof k_topics[0])
+_Static_assert(NTOPICS == NF_TOPIC__COUNT - NF_TOPIC_CL_FIRST, "one changelog topic per kind");
+_Static_assert(NTOPICS == NF_KIND__COUNT - 1, "every kind but `reads` has a changelog");
+
+int nf_changelog_topic(nf_state_kind_t kind)
+{
+    for (size_t i = 0; i < NTOPICS; i++)
+        if (k_topics[i].kind == kind)
+            return (int)k_topics[i].topic;
+    return -1;
+}
+
+int nf_changelog_kind(nf_topic_t topic)
+{
+    for (size_t i = 0; i < NTOPICS; i++)
+        if (k_topics[i].topic == topic)
+            return (int)k_topics[i].kind;
+    return -1;
+}
+
+static uint16_t be16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+uint16_t nf_changelog_key_group(nf_state_kind_t kind, const void *key, size_t klen)
+{
+    const unsigned char *k = key;
+    if (kind == NF_KIND_TRENDING) {
+        /* "c" + partition: a partition's counter; "p" + partition + pane start: a pane summary
+         * of that partition's counter; the merger's meta ("m") lives in key group 0. */
+        if (klen >= 3 && (k[0] == 'c' || k[0] == 'p'))
+            return be16(k + 1);
+        return 0;
+    }
+    return klen >= 2 ? be16(k) : 0;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+typedef struct {
+    nf_outbuf_t *out;
+    unsigned char *kbuf;
+    size_t kcap;
+} emit_ctx_t;
+
+static int emit_write(void *arg, bool del, nf_state_kind_t kind, const void *key, size_t klen,
+                      const void *val, size_t vlen)
+{
+    emit_ctx_t *c = arg;
+    int t = nf_changelog_topic(kind);
+    if (t < 0)
+        return 0;
+    if (klen + 2 > c->kcap) {
+        size_t cap = c->kcap ? c->kcap : 64;
+        while (cap < klen + 2)
+            cap *= 2;
+        unsigned char *nk = realloc(c->kbuf, cap);
+        if (!nk)
+            return -ENOMEM;
+        c->kbuf = nk;
+        c->kcap = cap;
+    }
+    uint16_t kg = nf_changelog_key_group(kind, key, klen);
+    c->kbuf[0] = (unsigned char)(kg >> 8);
+    c->kbuf[1] = (unsigned char)kg;
+    if (klen)
+        memcpy(c->kbuf + 2, key, klen);
+    if (del)
+        return nf_outbuf_add_tombstone(c->out, (nf_topic_t)t, (const char *)c->kbuf, klen + 2);
+    return nf_outbuf_add(c->out, (nf_topic_t)t, (const char *)c->kbuf, klen + 2, val, vlen);
+}
+
+int nf_changelog_from_batch(nf_outbuf_t *out, const nf_store_batch_t *b)
+{
+    size_t len0 = out->len;
+    uint32_t count0 = out->count;
+    emit_ctx_t c = {.out = out};
+    int r = nf_store_batch_foreach(b, emit_write, &c);
+    free(c.kbuf);
+    if (r != 0) {
+        out->len = len0;
+        out->count = count0;
+    }
+    return r;
+}
+
+/* ---------------------------------------------------------------- synced offsets */
+
+/* The meta record is keyed by the topic's base name ("changelog-interest"), so that it does not
+ * depend on kafka.topic_prefix. */
+static const char *base_name(const char *full)
+{
+    const char *b = NULL;
+    for (const char *s = full; (s = strstr(s, "changelog-")) != NULL; s++)
+        b = s;
+    return b;
+}
+
+/* The synced offsets of one topic: into from[0..n), -1 where none is recorded. */
+static void synced_of(const cJSON *meta, const char *base, int64_t *from, int n)
+{
+    for (int p = 0; p < n; p++)
+        from[p] = -1;
+    const cJSON *arr = meta ? cJSON_GetObjectItemCaseSensitive(meta, base) : NULL;
+    for (int p = 0; p < n && cJSON_IsArray(arr); p++) {
+        const cJSON *v = cJSON_GetArrayItem(arr, p);
+        if (cJSON_IsNumber(v) && v->valuedouble >= 0)
+            from[p] = (int64_t)v->valuedouble;
+    }
+}
+
+static int set_item(cJSON *meta, const char *name, cJSON *v)
+{
+    if (!v)
+        return -ENOMEM;
+    if (cJSON_GetObjectItemCaseSensitive(meta, name))
+        cJSON_ReplaceItemInObjectCaseSensitive(meta, name, v);
+    else
+        cJSON_AddItemToObject(meta, name, v);
+    return 0;
+}
+
+static int put_meta(nf_store_t *st, cJSON *meta, char *err, size_t errlen)
+{
+    char *s = cJSON_PrintUnformatted(meta);
+    if (!s) {
+        snprintf(err, errlen, "changelog: out of memory");
+        return -ENOMEM;
+    }
+    int r = nf_store_meta_put(st, META_NAME, s, err, errlen);
+    free(s);
+    return r;
+}
+
+/* The meta record (an empty object when there is none or it does not parse), NULL with *rc on a
+ * read error. */
+static cJSON *get_meta(nf_store_t *st, char *err, size_t errlen, int *rc)
+{
+    char *s = NULL;
+    *rc = nf_store_meta_get(st, META_NAME, &s, err, errlen);
+    if (*rc < 0)
+        return NULL;
+    *rc = 0;
+    cJSON *m = s ? cJSON_Parse(s) : NULL;
+    if (s && !m)
+        nf_log(NF_LOG_WARN, "changelog",
+               "the recorded changelog offsets do not parse: every partition is restored from "
+               "its first offset",
+               NF_LEND);
+    free(s);
+    if (!m && !(m = cJSON_CreateObject()))
+        *rc = -ENOMEM;
+    return m;
+}
+
+int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, char *err, size_t errlen)
+{
+    cJSON *pos = cJSON_Parse(positions_json);
+    if (!pos) {
+        snprintf(err, errlen, "changelog: unreadable producer positions");
+        return -EINVAL;
+    }
+    int r;
+    cJSON *meta = get_meta(st, err, errlen, &r);
+    const cJSON *t;
+    cJSON_ArrayForEach(t, pos)
+    {
+        const char *base = t->string ? base_name(t->string) : NULL;
+        if (!meta || r != 0)
+            break;
+        if (base && cJSON_IsArray(t))
+            r = set_item(meta, base, cJSON_Duplicate(t, 1));
+    }
+    if (meta && r == 0)
+        r = put_meta(st, meta, err, errlen);
+    else if (r == -ENOMEM)
+        snprintf(err, errlen, "changelog: out of memory");
+    cJSON_Delete(meta);
+    cJSON_Delete(pos);
+    return r;
+}
+
+/* ---------------------------------------------------------------- restore */
+
+typedef struct {
+    nf_store_t *st;
+    nf_store_batch_t *b;
+    nf_changelog_stats_t *stats;
+    nf_changelog_progress_t *prog;
+    char *err;
+    size_t errlen;
+} restore_ctx_t;
+
+static int flush_batch(restore_ctx_t *c)
+{
+    if (!nf_store_batch_count(c->b))
+        return 0;
+    int r = nf_store_write(c->st, c->b, c->err, c->errlen);
+    nf_store_batch_clear(c->b);
+    return r;
+}
+
+/* topic_index: into k_topics (every changelog topic is asked for, in that order). */
+static int apply_rec(void *arg, int topic_index, int32_t partition, int64_t offset, const void *key,
+                     size_t klen, const void *val, size_t vlen, bool tombstone)
+{
+    restore_ctx_t *c = arg;
+    nf_state_kind_t kind = k_topics[topic_index].kind;
+    c->stats->records++;
+    c->stats->bytes += klen + vlen;
+    if (c->prog)
+        atomic_fetch_add(&c->prog->applied, 1);
+    if (klen < 2 || (!tombstone && vlen < 8)) {
+        /* Not a record this code wrote (every value starts with its 8-byte expiry). */
+        if (c->stats->skipped++ < 5)
+            nf_log(NF_LOG_WARN, "changelog", "malformed changelog record skipped",
+                   NF_LS("kind", nf_state_kind_name(kind)), NF_LI("partition", partition),
+                   NF_LI("offset", offset), NF_LI("key_bytes", klen), NF_LI("value_bytes", vlen),
+                   NF_LEND);
+        return 0;
+    }
+    const unsigned char *k = (const unsigned char *)key + 2;
+    if (tombstone) {
+        nf_store_batch_delete(c->b, kind, k, klen - 2);
+        c->stats->deletes++;
+    } else {
+        nf_store_batch_put(c->b, kind, k, klen - 2, val, vlen);
+        c->stats->puts++;
+    }
+    return nf_store_batch_count(c->b) >= APPLY_BATCH ? flush_batch(c) : 0;
+}
+
+int nf_changelog_restore(nf_store_t *st, const nf_kafka_ops_t *k, nf_changelog_progress_t *prog,
+                         nf_changelog_stats_t *stats, char *err, size_t errlen)
+{
+    enum { STRIDE = NF_CHANGELOG_MAX_PARTITIONS };
+    nf_changelog_stats_t local;
+    if (!stats)
+        stats = &local;
+    memset(stats, 0, sizeof *stats);
+    uint64_t t0 = nf_now_ns();
+    int r;
+    cJSON *meta = get_meta(st, err, errlen, &r);
+    if (!meta)
+        return r;
+    nf_store_batch_t *b = nf_store_batch_new();
+    int64_t *from = calloc(NTOPICS * STRIDE * 2, sizeof *from);
+    if (!b || !from) {
+        nf_store_batch_free(b);
+        free(from);
+        cJSON_Delete(meta);
+        snprintf(err, errlen, "changelog: out of memory");
+        return -ENOMEM;
+    }
+    int64_t *end = from + NTOPICS * STRIDE;
+    int topics[NTOPICS], nparts[NTOPICS];
+    /* Every partition's start and end first, for the progress total. */
+    uint64_t total = 0;
+    for (size_t i = 0; i < NTOPICS && r == 0; i++) {
+        topics[i] = (int)k_topics[i].topic;
+        int n = k->topic_partitions(k->arg, topics[i]);
+        nparts[i] = n < 0 ? 0 : n > STRIDE ? STRIDE : n;
+        int64_t *f = from + i * STRIDE, *h = end + i * STRIDE;
+        synced_of(meta, nf_topic_name(k_topics[i].topic), f, nparts[i]);
+        if (nparts[i] && (r = k->topic_ends(k->arg, topics[i], h, nparts[i], err, errlen)) != 0)
+            break;
+        for (int p = 0; p < nparts[i]; p++) {
+            int64_t lo = f[p] < 0 ? 0 : f[p];
+            if (h[p] > lo) {
+                total += (uint64_t)(h[p] - lo);
+                stats->partitions_read++;
+            }
+        }
+    }
+    if (prog) {
+        atomic_store(&prog->applied, 0);
+        atomic_store(&prog->total, total);
+        atomic_store(&prog->running, true);
+    }
+    restore_ctx_t c = {st, b, stats, prog, err, errlen};
+    if (r == 0)
+        r = k->read_topics(k->arg, topics, (int)NTOPICS, nparts, STRIDE, from, end, apply_rec, &c,
+                           err, errlen);
+    if (r == 0)
+        r = flush_batch(&c);
+    /* Recorded only once applied: a failure reads the same records again next time. */
+    for (size_t i = 0; i < NTOPICS && r == 0; i++) {
+        if (!nparts[i])
+            continue;
+        cJSON *arr = cJSON_CreateArray();
+        for (int p = 0; arr && p < nparts[i]; p++)
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)end[i * STRIDE + p]));
+        if (set_item(meta, nf_topic_name(k_topics[i].topic), arr) != 0) {
+            snprintf(err, errlen, "changelog: out of memory");
+            r = -ENOMEM;
+        }
+    }
+    if (r == 0)
+        r = put_meta(st, meta, err, errlen);
+    if (prog)
+        atomic_store(&prog->running, false);
+    nf_store_batch_free(b);
+    free(from);
+    cJSON_Delete(meta);
+    stats->ns = nf_now_ns() - t0;
+    return r;
+}

@@ -1,0 +1,74 @@
+/* changelog.h — state that follows Kafka (DESIGN.md §9): every state write of an epoch is also a
+ * record of a compacted changelog topic, produced in the epoch's transaction with its outputs
+ * and input offsets; a state directory that lacks those writes (lost disk, a new machine, a
+ * key group another process moved on) is brought up to date from the changelog before the job
+ * takes input.
+ *
+ * Topics: one per state kind, `<prefix>changelog-<kind>` (nf_topic_t NF_TOPIC_CL_*), as many
+ * partitions as the job's other topics, cleanup.policy=compact (`newsflow topics create`).
+ * Record: key = [key group: 2 bytes BE][the store key], value = the store value (its 8-byte
+ * expiry first) or a tombstone for a delete; the producer sends it to partition
+ * key group % partitions (io/kafka.c). The key group is the input partition for read-path state
+ * (event ids, interest, interest_seen), the partition of a trending counter's or pane's key,
+ * and id.hi % 256 for state Kafka does not feed (articles, cluster, crawl schedules).
+ *
+ * Synced offsets: the store keeps, per changelog partition, the next offset this state
+ * directory has not applied ("changelog" meta record, JSON {"<topic>":[offset per partition]}):
+ * after every committed epoch the offsets after this writer's last delivered record (its own
+ * writes are already applied), after a restore the offsets it read to. A restore reads every
+ * partition read_committed from its synced offset (0 when none is recorded) to the end and
+ * applies puts and deletes to the live state as they come; records it has already applied are
+ * applied again harmlessly (absolute values). After a clean stop it therefore reads nothing.
+ *
+ * Threads: nf_changelog_from_batch from the epoch coordinator; restore from the main thread
+ * before the shards start. */
+#ifndef NF_CHANGELOG_H
+#define NF_CHANGELOG_H
+
+#include "io/outbuf.h"
+#include "io/streams.h"
+#include "state/store.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The changelog topic of a kind (every kind has one but the unused `reads`: -1). */
+int nf_changelog_topic(nf_state_kind_t kind);
+/* The kind whose changelog a topic is, or -1. */
+int nf_changelog_kind(nf_topic_t topic);
+/* The key group of a store key of a kind (see the top). */
+uint16_t nf_changelog_key_group(nf_state_kind_t kind, const void *key, size_t klen);
+
+/* Appends one changelog record per write of b to out. 0, -ENOMEM or -EINVAL (a malformed
+ * batch); out is left as it was on failure. */
+int nf_changelog_from_batch(nf_outbuf_t *out, const nf_store_batch_t *b);
+
+#define NF_CHANGELOG_MAX_PARTITIONS 1024
+
+typedef struct nf_changelog_stats {
+    uint64_t records, bytes, puts, deletes, skipped; /* skipped: malformed records (logged) */
+    uint64_t partitions_read;                        /* partitions that had anything to read */
+    uint64_t ns;
+} nf_changelog_stats_t;
+
+/* Progress for /readyz and the metrics (any thread reads it): records applied so far and the
+ * records there were to read when the restore started (end - synced, summed). */
+typedef struct nf_changelog_progress {
+    _Atomic uint64_t applied, total;
+    _Atomic bool running;
+} nf_changelog_progress_t;
+
+/* Brings the live state up to the changelogs' ends (see the top) and records the synced
+ * offsets (reading through k's read_topic). prog may be NULL. 0 or -errno with err (nothing is
+ * recorded as synced then: a retry reads again from the same offsets). */
+int nf_changelog_restore(nf_store_t *st, const nf_kafka_ops_t *k, nf_changelog_progress_t *prog,
+                         nf_changelog_stats_t *stats, char *err, size_t errlen);
+
+/* Records the synced offsets after a committed epoch: positions_json is the producer's
+ * {"<topic>":[next offset per partition],...} (every output topic; only changelog topics are
+ * kept). 0 or -EIO with err. */
+int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, char *err, size_t errlen);
+
+#endif
