@@ -96,9 +96,9 @@ struct nf_store {
 /* ---------------------------------------------------------------------------------------------
  * small helpers */
 
-static int seterr(char *err, size_t errlen, int code, const char *fmt, ...)
+static int store_seterr(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static int seterr(char *err, size_t errlen, int code, const char *fmt, ...)
+static int store_seterr(char *err, size_t errlen, int code, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -110,14 +110,14 @@ static int seterr(char *err, size_t errlen, int code, const char *fmt, ...)
 }
 
 /* "<what>: <RocksDB's reason>"; frees RocksDB's message. */
-static int rocks_err(char *rerr, char *err, size_t errlen, int code, const char *what)
+static int store_rocks_err(char *rerr, char *err, size_t errlen, int code, const char *what)
 {
-    seterr(err, errlen, code, "%s: %s", what, rerr ? rerr : "unknown RocksDB error");
+    store_seterr(err, errlen, code, "%s: %s", what, rerr ? rerr : "unknown RocksDB error");
     rocksdb_free(rerr);
     return code;
 }
 
-static uint64_t realtime_ms(void)
+static uint64_t store_realtime_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -125,20 +125,20 @@ static uint64_t realtime_ms(void)
 }
 
 /* snprintf into a PATH_MAX buffer; -ENAMETOOLONG (with err) if it does not fit. */
-static int path_fmt(char *out, char *err, size_t errlen, const char *fmt, ...)
+static int store_path_fmt(char *out, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static int path_fmt(char *out, char *err, size_t errlen, const char *fmt, ...)
+static int store_path_fmt(char *out, char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(out, PATH_MAX, fmt, ap);
     va_end(ap);
     if (n < 0 || n >= PATH_MAX)
-        return seterr(err, errlen, -ENAMETOOLONG, "path too long: %.200s...", out);
+        return store_seterr(err, errlen, -ENAMETOOLONG, "path too long: %.200s...", out);
     return 0;
 }
 
-static int mkdir_p(const char *path)
+static int store_mkdir_p(const char *path)
 {
     char buf[PATH_MAX];
     size_t len = strlen(path);
@@ -395,7 +395,7 @@ static unsigned char ttl_filter(void *state, int level, const char *key, size_t 
     if (vlen < 8)
         return 0;
     uint64_t expires = nf_get_le64((const unsigned char *)val);
-    return expires != 0 && expires < realtime_ms();
+    return expires != 0 && expires < store_realtime_ms();
 }
 
 static void ttl_filter_destroy(void *state)
@@ -523,7 +523,7 @@ static nf_store_t *store_open(const char *db_dir, const char *state_dir, const n
 
     /* Existing families: RocksDB refuses a read-write open that does not name all of them. */
     char current[PATH_MAX];
-    if (path_fmt(current, err, errlen, "%s/CURRENT", db_dir) != 0)
+    if (store_path_fmt(current, err, errlen, "%s/CURRENT", db_dir) != 0)
         goto fail;
     if (access(current, F_OK) == 0) {
         char *rerr = NULL;
@@ -531,14 +531,15 @@ static nf_store_t *store_open(const char *db_dir, const char *state_dir, const n
         if (rerr) {
             char what[PATH_MAX + 64];
             snprintf(what, sizeof what, "cannot list the column families of %s", db_dir);
-            rocks_err(rerr, err, errlen, -EIO, what);
+            store_rocks_err(rerr, err, errlen, -EIO, what);
             if (existing) /* RocksDB allocates the (empty) list even when it fails */
                 rocksdb_list_column_families_destroy(existing, nexisting);
             existing = NULL;
             goto fail;
         }
     } else if (mode.read_only) {
-        seterr(err, errlen, -ENOENT, "no RocksDB database at %s (%s is missing)", db_dir, current);
+        store_seterr(err, errlen, -ENOENT, "no RocksDB database at %s (%s is missing)", db_dir,
+                     current);
         goto fail;
     }
 
@@ -578,8 +579,8 @@ static nf_store_t *store_open(const char *db_dir, const char *state_dir, const n
                                ? " (is another newsflow process, or another store in this "
                                  "process, using this state directory?)"
                                : "";
-        seterr(err, errlen, -EIO, "cannot open state database %s: %s%s", db_dir,
-               rerr ? rerr : "unknown RocksDB error", hint);
+        store_seterr(err, errlen, -EIO, "cannot open state database %s: %s%s", db_dir,
+                     rerr ? rerr : "unknown RocksDB error", hint);
         rocksdb_free(rerr);
         st->db = NULL;
         goto fail;
@@ -610,7 +611,7 @@ static nf_store_t *store_open(const char *db_dir, const char *state_dir, const n
     return st;
 
 oom:
-    seterr(err, errlen, -ENOMEM, "opening %s: out of memory", db_dir);
+    store_seterr(err, errlen, -ENOMEM, "opening %s: out of memory", db_dir);
 fail:
     free(names);
     free(copts);
@@ -629,12 +630,13 @@ nf_store_t *nf_store_open(const char *state_dir, const nf_store_opts_t *o, char 
         o = &def;
     }
     char db_dir[PATH_MAX];
-    if (path_fmt(db_dir, err, errlen, "%s/db", state_dir) != 0)
+    if (store_path_fmt(db_dir, err, errlen, "%s/db", state_dir) != 0)
         return NULL;
     if (!o->read_only) {
-        int r = mkdir_p(state_dir);
+        int r = store_mkdir_p(state_dir);
         if (r != 0) {
-            seterr(err, errlen, r, "cannot create state directory %s: %s", state_dir, strerror(-r));
+            store_seterr(err, errlen, r, "cannot create state directory %s: %s", state_dir,
+                         strerror(-r));
             return NULL;
         }
     }
@@ -663,7 +665,7 @@ const char *nf_store_state_dir(const nf_store_t *st)
 int nf_store_compact(nf_store_t *st, char *err, size_t errlen)
 {
     if (st->read_only)
-        return seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
+        return store_seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
     rocksdb_compactoptions_t *co = rocksdb_compactoptions_create();
     /* kForce (2): rewrite the bottommost level too, so the TTL filter sees every value */
     rocksdb_compactoptions_set_bottommost_level_compaction(co, 2);
@@ -680,15 +682,15 @@ int nf_store_compact(nf_store_t *st, char *err, size_t errlen)
  * reads */
 
 /* A malloc'd copy of a value in the "default" family (or any family h). 1, 0 (absent), -EIO. */
-static int get_raw(nf_store_t *st, rocksdb_column_family_handle_t *h, const void *key, size_t klen,
-                   void **val, size_t *len, char *err, size_t errlen)
+static int store_get_raw(nf_store_t *st, rocksdb_column_family_handle_t *h, const void *key,
+                         size_t klen, void **val, size_t *len, char *err, size_t errlen)
 {
     char *rerr = NULL;
     rocksdb_pinnableslice_t *ps = rocksdb_get_pinned_cf(st->db, st->ro, h, key, klen, &rerr);
     if (rerr) {
         char what[PATH_MAX + 64];
         snprintf(what, sizeof what, "reading %s", st->db_dir);
-        return rocks_err(rerr, err, errlen, -EIO, what);
+        return store_rocks_err(rerr, err, errlen, -EIO, what);
     }
     if (!ps)
         return 0;
@@ -697,7 +699,7 @@ static int get_raw(nf_store_t *st, rocksdb_column_family_handle_t *h, const void
     char *copy = malloc(n + 1); /* +1: never malloc(0); a NUL makes text values strings */
     if (!copy) {
         rocksdb_pinnableslice_destroy(ps);
-        return seterr(err, errlen, -ENOMEM, "reading %s: out of memory", st->db_dir);
+        return store_seterr(err, errlen, -ENOMEM, "reading %s: out of memory", st->db_dir);
     }
     if (n)
         memcpy(copy, v, n);
@@ -712,10 +714,10 @@ int nf_store_get(nf_store_t *st, nf_state_kind_t kind, const void *key, size_t k
                  size_t *len, char *err, size_t errlen)
 {
     if ((unsigned)kind >= NF_KIND__COUNT)
-        return seterr(err, errlen, -EINVAL, "invalid state kind %d", (int)kind);
+        return store_seterr(err, errlen, -EINVAL, "invalid state kind %d", (int)kind);
     if (!st->kinds[kind])
         return 0;
-    return get_raw(st, st->kinds[kind], key, klen, val, len, err, errlen);
+    return store_get_raw(st, st->kinds[kind], key, klen, val, len, err, errlen);
 }
 
 int nf_store_scan(nf_store_t *st, nf_state_kind_t kind, nf_store_scan_fn fn, void *arg)
@@ -837,7 +839,7 @@ void nf_store_batch_free(nf_store_batch_t *b)
     free(b);
 }
 
-/* Record order for batch_to_rocks: by kind, then key bytes, then position (stable, so a key
+/* Record order for store_batch_to_rocks: by kind, then key bytes, then position (stable, so a key
  * written twice keeps its last write last). */
 static int rec_cmp(const void *a, const void *b, void *arg)
 {
@@ -858,17 +860,17 @@ static int rec_cmp(const void *a, const void *b, void *arg)
 /* Our log -> a RocksDB WriteBatch naming this database's families, in key order: the memtable
  * is a skip list, and inserting sorted keys lets it reuse its search position (several times
  * faster to apply than hash-table order). Sorting costs the coordinator, not the shards. */
-static int batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writebatch_t *wb,
-                          unsigned idx, char *err, size_t errlen)
+static int store_batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writebatch_t *wb,
+                                unsigned idx, char *err, size_t errlen)
 {
     if (b->failed)
-        return seterr(err, errlen, -ENOMEM,
-                      "state batch %u is incomplete (out of memory or an oversized entry "
-                      "while it was filled)",
-                      idx);
+        return store_seterr(err, errlen, -ENOMEM,
+                            "state batch %u is incomplete (out of memory or an oversized entry "
+                            "while it was filled)",
+                            idx);
     size_t *order = malloc((b->count ? b->count : 1) * sizeof *order), n = 0;
     if (!order)
-        return seterr(err, errlen, -ENOMEM, "out of memory ordering state batch %u", idx);
+        return store_seterr(err, errlen, -ENOMEM, "out of memory ordering state batch %u", idx);
     size_t off = 0;
     while (off < b->len) {
         const unsigned char *p = b->buf + off;
@@ -878,13 +880,13 @@ static int batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_wri
         if (b->len - off < REC_HEAD || b->len - off - REC_HEAD < (size_t)klen + vlen ||
             n == b->count) {
             free(order);
-            return seterr(err, errlen, -EINVAL, "state batch %u is malformed at byte %zu", idx,
-                          off);
+            return store_seterr(err, errlen, -EINVAL, "state batch %u is malformed at byte %zu",
+                                idx, off);
         }
         if (p[1] >= NF_KIND__COUNT || !st->kinds[p[1]]) {
             free(order);
-            return seterr(err, errlen, -EINVAL, "state batch %u names unknown kind %u", idx,
-                          (unsigned)p[1]);
+            return store_seterr(err, errlen, -EINVAL, "state batch %u names unknown kind %u", idx,
+                                (unsigned)p[1]);
         }
         order[n++] = off;
         off += REC_HEAD + (size_t)klen + vlen;
@@ -924,7 +926,7 @@ static int write_batch(nf_store_t *st, rocksdb_writebatch_t *wb, bool sync, cons
     if (rerr) {
         char msg[PATH_MAX + 128];
         snprintf(msg, sizeof msg, "%s in %s", what, st->db_dir);
-        return rocks_err(rerr, err, errlen, -EIO, msg);
+        return store_rocks_err(rerr, err, errlen, -EIO, msg);
     }
     return 0;
 }
@@ -934,7 +936,7 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
                            const nf_blob_t *outputs, unsigned noutputs, char *err, size_t errlen)
 {
     if (st->read_only)
-        return seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
+        return store_seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
     if (!header_json)
         header_json = "";
     size_t hlen = strlen(header_json);
@@ -942,8 +944,8 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
     rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
     int r = 0;
     if (!hv) {
-        r = seterr(err, errlen, -ENOMEM, "pending record of epoch %" PRIu64 ": out of memory",
-                   epoch);
+        r = store_seterr(err, errlen, -ENOMEM, "pending record of epoch %" PRIu64 ": out of memory",
+                         epoch);
         goto out;
     }
     /* Whatever an earlier pending record holds goes first, in the same atomic write. */
@@ -955,7 +957,7 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
         if (!batches[i])
             continue;
         rocksdb_writebatch_t *sb = rocksdb_writebatch_create();
-        r = batch_to_rocks(st, batches[i], sb, i, err, errlen);
+        r = store_batch_to_rocks(st, batches[i], sb, i, err, errlen);
         if (r == 0) {
             size_t dlen = 0;
             const char *data = rocksdb_writebatch_data(sb, &dlen);
@@ -985,24 +987,27 @@ out:
     return r;
 }
 
-typedef struct pending_head {
+typedef struct store_pending_head {
     uint64_t epoch;
     uint32_t nbatches, noutputs;
     char *json; /* malloc'd */
-} pending_head_t;
+} store_pending_head_t;
 
 /* 1 (found), 0, or -errno. */
-static int pending_head_read(nf_store_t *st, pending_head_t *h, char *err, size_t errlen)
+static int store_pending_head_read(nf_store_t *st, store_pending_head_t *h, char *err,
+                                   size_t errlen)
 {
     void *v = NULL;
     size_t len = 0;
-    int r = get_raw(st, st->def, PENDING_HEADER, strlen(PENDING_HEADER), &v, &len, err, errlen);
+    int r =
+        store_get_raw(st, st->def, PENDING_HEADER, strlen(PENDING_HEADER), &v, &len, err, errlen);
     if (r <= 0)
         return r;
     if (len < 16) {
         free(v);
-        return seterr(err, errlen, -EIO, "%s: pending record header is %zu bytes, expected >= 16",
-                      st->db_dir, len);
+        return store_seterr(err, errlen, -EIO,
+                            "%s: pending record header is %zu bytes, expected >= 16", st->db_dir,
+                            len);
     }
     const unsigned char *p = v;
     h->epoch = nf_get_le64(p);
@@ -1011,7 +1016,7 @@ static int pending_head_read(nf_store_t *st, pending_head_t *h, char *err, size_
     h->json = malloc(len - 16 + 1);
     if (!h->json) {
         free(v);
-        return seterr(err, errlen, -ENOMEM, "reading the pending record: out of memory");
+        return store_seterr(err, errlen, -ENOMEM, "reading the pending record: out of memory");
     }
     memcpy(h->json, p + 16, len - 16);
     h->json[len - 16] = '\0';
@@ -1022,8 +1027,8 @@ static int pending_head_read(nf_store_t *st, pending_head_t *h, char *err, size_
 int nf_store_pending_read(nf_store_t *st, nf_store_pending_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    pending_head_t h;
-    int r = pending_head_read(st, &h, err, errlen);
+    store_pending_head_t h;
+    int r = store_pending_head_read(st, &h, err, errlen);
     if (r <= 0)
         return r;
     out->epoch = h.epoch;
@@ -1032,7 +1037,7 @@ int nf_store_pending_read(nf_store_t *st, nf_store_pending_t *out, char *err, si
         out->outputs = calloc(h.noutputs, sizeof *out->outputs);
         if (!out->outputs) {
             nf_store_pending_free(out);
-            return seterr(err, errlen, -ENOMEM, "reading the pending record: out of memory");
+            return store_seterr(err, errlen, -ENOMEM, "reading the pending record: out of memory");
         }
     }
     for (unsigned i = 0; i < h.noutputs; i++) {
@@ -1040,11 +1045,11 @@ int nf_store_pending_read(nf_store_t *st, nf_store_pending_t *out, char *err, si
         void *v = NULL;
         size_t len = 0;
         key_out(key, sizeof key, i);
-        r = get_raw(st, st->def, key, strlen(key), &v, &len, err, errlen);
+        r = store_get_raw(st, st->def, key, strlen(key), &v, &len, err, errlen);
         if (r == 0)
-            r = seterr(err, errlen, -EIO,
-                       "%s: pending record of epoch %" PRIu64 " lacks output %u of %u", st->db_dir,
-                       h.epoch, i, (unsigned)h.noutputs);
+            r = store_seterr(err, errlen, -EIO,
+                             "%s: pending record of epoch %" PRIu64 " lacks output %u of %u",
+                             st->db_dir, h.epoch, i, (unsigned)h.noutputs);
         if (r < 0) {
             nf_store_pending_free(out);
             return r;
@@ -1070,9 +1075,9 @@ void nf_store_pending_free(nf_store_pending_t *p)
 int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
 {
     if (st->read_only)
-        return seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
-    pending_head_t h;
-    int r = pending_head_read(st, &h, err, errlen);
+        return store_seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
+    store_pending_head_t h;
+    int r = store_pending_head_read(st, &h, err, errlen);
     if (r <= 0)
         return r;
     /* Each shard's batch as it was written: absolute puts and deletes, so replaying after a crash
@@ -1087,13 +1092,13 @@ int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
             rocksdb_get_pinned_cf(st->db, st->ro, st->def, key, strlen(key), &rerr);
         if (rerr) {
             snprintf(what, sizeof what, "reading pending batch %u of epoch %" PRIu64, i, h.epoch);
-            r = rocks_err(rerr, err, errlen, -EIO, what);
+            r = store_rocks_err(rerr, err, errlen, -EIO, what);
             break;
         }
         if (!ps) {
-            r = seterr(err, errlen, -EIO,
-                       "%s: pending record of epoch %" PRIu64 " lacks batch %u of %u", st->db_dir,
-                       h.epoch, i, (unsigned)h.nbatches);
+            r = store_seterr(err, errlen, -EIO,
+                             "%s: pending record of epoch %" PRIu64 " lacks batch %u of %u",
+                             st->db_dir, h.epoch, i, (unsigned)h.nbatches);
             break;
         }
         size_t len = 0;
@@ -1108,7 +1113,7 @@ int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
         size_t jl = strlen(h.json);
         unsigned char *cv = malloc(8 + jl);
         if (!cv) {
-            r = seterr(err, errlen, -ENOMEM, "applying the pending record: out of memory");
+            r = store_seterr(err, errlen, -ENOMEM, "applying the pending record: out of memory");
         } else {
             nf_put_le64(cv, h.epoch);
             memcpy(cv + 8, h.json, jl);
@@ -1131,7 +1136,7 @@ int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
 int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen)
 {
     if (st->read_only)
-        return seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
+        return store_seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
     rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
     rocksdb_writebatch_delete_range_cf(wb, st->def, PENDING_LO, strlen(PENDING_LO), PENDING_HI,
                                        strlen(PENDING_HI));
@@ -1148,17 +1153,17 @@ int nf_store_committed(nf_store_t *st, uint64_t *epoch, char **header_json, char
     *epoch = 0;
     if (header_json)
         *header_json = NULL;
-    int r = get_raw(st, st->def, COMMITTED_KEY, strlen(COMMITTED_KEY), &v, &len, err, errlen);
+    int r = store_get_raw(st, st->def, COMMITTED_KEY, strlen(COMMITTED_KEY), &v, &len, err, errlen);
     if (r <= 0)
         return r;
     if (len < 8) {
         free(v);
-        return seterr(err, errlen, -EIO, "%s: committed record is %zu bytes, expected >= 8",
-                      st->db_dir, len);
+        return store_seterr(err, errlen, -EIO, "%s: committed record is %zu bytes, expected >= 8",
+                            st->db_dir, len);
     }
     *epoch = nf_get_le64(v);
     if (header_json) {
-        /* the value is NUL-terminated by get_raw: shift the JSON to the front */
+        /* the value is NUL-terminated by store_get_raw: shift the JSON to the front */
         memmove(v, (char *)v + 8, len - 8 + 1);
         *header_json = v;
     } else {
@@ -1201,7 +1206,7 @@ static int scan_checkpoints(const char *state_dir, uint64_t **epochs, size_t *n)
     *epochs = NULL;
     *n = 0;
     char cpdir[PATH_MAX];
-    if (path_fmt(cpdir, NULL, 0, "%s/checkpoints", state_dir) != 0)
+    if (store_path_fmt(cpdir, NULL, 0, "%s/checkpoints", state_dir) != 0)
         return -ENAMETOOLONG;
     DIR *d = opendir(cpdir);
     if (!d)
@@ -1274,7 +1279,7 @@ static uint64_t latest_epoch(const char *state_dir, const uint64_t *epochs, size
 {
     char path[PATH_MAX];
     cJSON *j = NULL;
-    if (path_fmt(path, NULL, 0, "%s/checkpoints/" LAST_RESTORE, state_dir) == 0) {
+    if (store_path_fmt(path, NULL, 0, "%s/checkpoints/" LAST_RESTORE, state_dir) == 0) {
         char *text = read_file(path, NULL);
         j = text ? cJSON_Parse(text) : NULL;
         free(text);
@@ -1306,30 +1311,32 @@ static int resolve(const char *state_dir, const char *id, char *path, char *name
     size_t ne = 0;
     int r = scan_checkpoints(state_dir, &epochs, &ne);
     if (r != 0)
-        return seterr(err, errlen, r, "cannot list %s/checkpoints: %s", state_dir, strerror(-r));
+        return store_seterr(err, errlen, r, "cannot list %s/checkpoints: %s", state_dir,
+                            strerror(-r));
     char have[512];
     existing_list(have, sizeof have, epochs, ne);
     if (!strcmp(id, "latest")) {
         if (ne == 0)
-            r = seterr(err, errlen, -ENOENT,
-                       "no checkpoint to call latest: %s/checkpoints holds none", state_dir);
+            r = store_seterr(err, errlen, -ENOENT,
+                             "no checkpoint to call latest: %s/checkpoints holds none", state_dir);
         else
             epoch = latest_epoch(state_dir, epochs, ne);
     } else if (!parse_id(id, &epoch)) {
-        r = seterr(err, errlen, -EINVAL,
-                   "'%s' is not a checkpoint id (latest, chk-<epoch> or <epoch>); checkpoints "
-                   "in %s/checkpoints: %s",
-                   id, state_dir, have);
+        r = store_seterr(
+            err, errlen, -EINVAL,
+            "'%s' is not a checkpoint id (latest, chk-<epoch> or <epoch>); checkpoints "
+            "in %s/checkpoints: %s",
+            id, state_dir, have);
     } else if (ne == 0 || !bsearch(&epoch, epochs, ne, sizeof *epochs, cmp_u64)) {
-        r = seterr(err, errlen, -ENOENT,
-                   "no checkpoint '%s' in %s/checkpoints; checkpoints there: %s", id, state_dir,
-                   have);
+        r = store_seterr(err, errlen, -ENOENT,
+                         "no checkpoint '%s' in %s/checkpoints; checkpoints there: %s", id,
+                         state_dir, have);
     }
     free(epochs);
     if (r != 0)
         return r;
     chk_name(name, namelen, epoch);
-    return path_fmt(path, err, errlen, "%s/checkpoints/%s", state_dir, name);
+    return store_path_fmt(path, err, errlen, "%s/checkpoints/%s", state_dir, name);
 }
 
 char *nf_checkpoint_path(const char *state_dir, const char *id, char *err, size_t errlen)
@@ -1339,18 +1346,18 @@ char *nf_checkpoint_path(const char *state_dir, const char *id, char *err, size_
         return NULL;
     char *p = strdup(path);
     if (!p)
-        seterr(err, errlen, -ENOMEM, "out of memory");
+        store_seterr(err, errlen, -ENOMEM, "out of memory");
     return p;
 }
 
 static char *manifest_text(const char *chk_path, const char *name, char *err, size_t errlen)
 {
     char mpath[PATH_MAX];
-    if (path_fmt(mpath, err, errlen, "%s/%s", chk_path, MANIFEST_NAME) != 0)
+    if (store_path_fmt(mpath, err, errlen, "%s/%s", chk_path, MANIFEST_NAME) != 0)
         return NULL;
     char *text = read_file(mpath, NULL);
     if (!text)
-        seterr(err, errlen, -errno, "%s: cannot read %s: %s", name, mpath, strerror(errno));
+        store_seterr(err, errlen, -errno, "%s: cannot read %s: %s", name, mpath, strerror(errno));
     return text;
 }
 
@@ -1375,8 +1382,8 @@ static cJSON *manifest_load(const char *chk_path, const char *name, int *rc, cha
     free(text);
     if (!cJSON_IsObject(m)) {
         cJSON_Delete(m);
-        *rc = seterr(err, errlen, -EBADMSG, "%s: %s/%s is not a JSON object", name, chk_path,
-                     MANIFEST_NAME);
+        *rc = store_seterr(err, errlen, -EBADMSG, "%s: %s/%s is not a JSON object", name, chk_path,
+                           MANIFEST_NAME);
         return NULL;
     }
     return m;
@@ -1395,7 +1402,7 @@ static bool json_u64(const cJSON *obj, const char *key, uint64_t *out)
 static void mark_last_restore(const char *state_dir, nf_checkpoint_info_t *list, size_t n)
 {
     char path[PATH_MAX];
-    if (path_fmt(path, NULL, 0, "%s/checkpoints/" LAST_RESTORE, state_dir) != 0)
+    if (store_path_fmt(path, NULL, 0, "%s/checkpoints/" LAST_RESTORE, state_dir) != 0)
         return;
     char *text = read_file(path, NULL);
     cJSON *j = text ? cJSON_Parse(text) : NULL;
@@ -1435,7 +1442,7 @@ int nf_checkpoint_list(const char *state_dir, nf_checkpoint_info_t **out, size_t
         char name[32], path[PATH_MAX];
         int rc = 0;
         chk_name(name, sizeof name, epochs[i]);
-        if (path_fmt(path, NULL, 0, "%s/checkpoints/%s", state_dir, name) != 0)
+        if (store_path_fmt(path, NULL, 0, "%s/checkpoints/%s", state_dir, name) != 0)
             continue;
         cJSON *m = manifest_load(path, name, &rc, NULL, 0);
         if (!m)
@@ -1475,7 +1482,7 @@ static void clean_tmp(const char *cpdir)
     while ((de = readdir(d)) != NULL) {
         char p[PATH_MAX];
         if (!strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) &&
-            path_fmt(p, NULL, 0, "%s/%s", cpdir, de->d_name) == 0)
+            store_path_fmt(p, NULL, 0, "%s/%s", cpdir, de->d_name) == 0)
             rm_rf(p);
     }
     closedir(d);
@@ -1485,18 +1492,18 @@ static void clean_tmp(const char *cpdir)
 static int delete_dir(const char *cpdir, const char *name, char *err, size_t errlen)
 {
     char from[PATH_MAX], aside[PATH_MAX];
-    if (path_fmt(from, err, errlen, "%s/%s", cpdir, name) != 0 ||
-        path_fmt(aside, err, errlen, "%s/" TMP_PREFIX "del-%s-%ld", cpdir, name, (long)getpid()) !=
-            0)
+    if (store_path_fmt(from, err, errlen, "%s/%s", cpdir, name) != 0 ||
+        store_path_fmt(aside, err, errlen, "%s/" TMP_PREFIX "del-%s-%ld", cpdir, name,
+                       (long)getpid()) != 0)
         return -ENAMETOOLONG;
     if (rename(from, aside) != 0)
-        return seterr(err, errlen, -errno, "cannot delete %s: rename to %s: %s", from, aside,
-                      strerror(errno));
+        return store_seterr(err, errlen, -errno, "cannot delete %s: rename to %s: %s", from, aside,
+                            strerror(errno));
     fsync_path(cpdir, true);
     int r = rm_rf(aside);
     if (r != 0)
-        return seterr(err, errlen, r, "%s: removing its files (now under %s): %s", from, aside,
-                      strerror(-r));
+        return store_seterr(err, errlen, r, "%s: removing its files (now under %s): %s", from,
+                            aside, strerror(-r));
     return 0;
 }
 
@@ -1516,7 +1523,7 @@ static char *manifest_build(nf_store_t *st, const char *name, uint64_t epoch,
     char *header = NULL;
     if (nf_store_committed(st, &committed, &header, err, errlen) != 0)
         return NULL;
-    uint64_t now = realtime_ms();
+    uint64_t now = store_realtime_ms();
     time_t secs = (time_t)(now / 1000);
     struct tm tm;
     char created[32];
@@ -1547,7 +1554,7 @@ static char *manifest_build(nf_store_t *st, const char *name, uint64_t epoch,
         uint64_t est = 0;
         if (st->kinds[k])
             rocksdb_property_int_cf(st->db, st->kinds[k], "rocksdb.estimate-num-keys", &est);
-        cJSON *ko = cJSON_AddObjectToObject(kinds, kind_names[k]);
+        cJSON *ko = cJSON_AddObjectToObject(kinds, nf_state_kind_name(k));
         cJSON_AddNumberToObject(ko, "keys_estimate", (double)est);
     }
     cJSON *fl = cJSON_AddArrayToObject(m, "file_list");
@@ -1561,7 +1568,7 @@ static char *manifest_build(nf_store_t *st, const char *name, uint64_t epoch,
     cJSON_Delete(m);
     free(header);
     if (!text)
-        seterr(err, errlen, -ENOMEM, "%s: building manifest.json: out of memory", name);
+        store_seterr(err, errlen, -ENOMEM, "%s: building manifest.json: out of memory", name);
     return text;
 }
 
@@ -1569,34 +1576,36 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
                         char *err, size_t errlen)
 {
     if (!st->state_dir)
-        return seterr(err, errlen, -EINVAL,
-                      "%s was not opened as a state directory; no checkpoints there", st->db_dir);
+        return store_seterr(err, errlen, -EINVAL,
+                            "%s was not opened as a state directory; no checkpoints there",
+                            st->db_dir);
     if (st->read_only)
-        return seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
-    pending_head_t h;
-    int r = pending_head_read(st, &h, err, errlen);
+        return store_seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
+    store_pending_head_t h;
+    int r = store_pending_head_read(st, &h, err, errlen);
     if (r < 0)
         return r;
     if (r > 0) {
         free(h.json);
-        return seterr(err, errlen, -EBUSY,
-                      "checkpoint of epoch %" PRIu64 ": epoch %" PRIu64
-                      " is pending in %s; a checkpoint is taken between commits",
-                      epoch, h.epoch, st->db_dir);
+        return store_seterr(err, errlen, -EBUSY,
+                            "checkpoint of epoch %" PRIu64 ": epoch %" PRIu64
+                            " is pending in %s; a checkpoint is taken between commits",
+                            epoch, h.epoch, st->db_dir);
     }
     char cpdir[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX], old[PATH_MAX], mpath[PATH_MAX];
     char name[32];
     chk_name(name, sizeof name, epoch);
-    if (path_fmt(cpdir, err, errlen, "%s/checkpoints", st->state_dir) != 0 ||
-        path_fmt(tmp, err, errlen, "%s/" TMP_PREFIX "%s-%ld", cpdir, name, (long)getpid()) != 0 ||
-        path_fmt(final, err, errlen, "%s/%s", cpdir, name) != 0 ||
-        path_fmt(old, err, errlen, "%s/" TMP_PREFIX "old-%s-%ld", cpdir, name, (long)getpid()) !=
+    if (store_path_fmt(cpdir, err, errlen, "%s/checkpoints", st->state_dir) != 0 ||
+        store_path_fmt(tmp, err, errlen, "%s/" TMP_PREFIX "%s-%ld", cpdir, name, (long)getpid()) !=
             0 ||
-        path_fmt(mpath, err, errlen, "%s/%s", tmp, MANIFEST_NAME) != 0)
+        store_path_fmt(final, err, errlen, "%s/%s", cpdir, name) != 0 ||
+        store_path_fmt(old, err, errlen, "%s/" TMP_PREFIX "old-%s-%ld", cpdir, name,
+                       (long)getpid()) != 0 ||
+        store_path_fmt(mpath, err, errlen, "%s/%s", tmp, MANIFEST_NAME) != 0)
         return -ENAMETOOLONG;
-    r = mkdir_p(cpdir);
+    r = store_mkdir_p(cpdir);
     if (r != 0)
-        return seterr(err, errlen, r, "cannot create %s: %s", cpdir, strerror(-r));
+        return store_seterr(err, errlen, r, "cannot create %s: %s", cpdir, strerror(-r));
     /* This process holds the database's LOCK, so nobody else makes checkpoints here. */
     clean_tmp(cpdir);
 
@@ -1608,7 +1617,7 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
         rocksdb_checkpoint_object_destroy(cp);
     if (rerr) {
         snprintf(what, sizeof what, "checkpoint %s: RocksDB checkpoint into %s", name, tmp);
-        rocks_err(rerr, err, errlen, -EIO, what);
+        store_rocks_err(rerr, err, errlen, -EIO, what);
         rm_rf(tmp);
         return -EIO;
     }
@@ -1619,7 +1628,7 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
     char *text = NULL;
     r = list_db_files(tmp, &files, &nfiles, &bytes);
     if (r != 0) {
-        seterr(err, errlen, r, "checkpoint %s: listing %s: %s", name, tmp, strerror(-r));
+        store_seterr(err, errlen, r, "checkpoint %s: listing %s: %s", name, tmp, strerror(-r));
         goto fail;
     }
     text = manifest_build(st, name, epoch, config_hash, shards, files, nfiles, bytes, err, errlen);
@@ -1633,15 +1642,15 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
     if (r == 0)
         r = fsync_path(tmp, true);
     if (r != 0) {
-        seterr(err, errlen, r, "checkpoint %s: writing %s: %s", name, mpath, strerror(-r));
+        store_seterr(err, errlen, r, "checkpoint %s: writing %s: %s", name, mpath, strerror(-r));
         goto fail;
     }
     /* A checkpoint of the same epoch can exist from before a restore rewound the epochs: this one
      * is the state that is live now, so it wins. */
     bool replaced = rename(final, old) == 0;
     if (rename(tmp, final) != 0) {
-        r = seterr(err, errlen, -errno, "checkpoint %s: rename %s to %s: %s", name, tmp, final,
-                   strerror(errno));
+        r = store_seterr(err, errlen, -errno, "checkpoint %s: rename %s to %s: %s", name, tmp,
+                         final, strerror(errno));
         if (replaced)
             rename(old, final);
         goto fail;
@@ -1668,7 +1677,7 @@ int nf_store_checkpoint_prune(const char *state_dir, unsigned retain)
         return r;
     char cpdir[PATH_MAX];
     int deleted = 0;
-    if (path_fmt(cpdir, NULL, 0, "%s/checkpoints", state_dir) != 0)
+    if (store_path_fmt(cpdir, NULL, 0, "%s/checkpoints", state_dir) != 0)
         r = -ENAMETOOLONG;
     for (size_t i = 0; r == 0 && i + retain < ne; i++) {
         char name[32];
@@ -1687,7 +1696,7 @@ int nf_checkpoint_delete(const char *state_dir, const char *id, char *err, size_
     int r = resolve(state_dir, id, path, name, sizeof name, err, errlen);
     if (r != 0)
         return r;
-    if (path_fmt(cpdir, err, errlen, "%s/checkpoints", state_dir) != 0)
+    if (store_path_fmt(cpdir, err, errlen, "%s/checkpoints", state_dir) != 0)
         return -ENAMETOOLONG;
     return delete_dir(cpdir, name, err, errlen);
 }
@@ -1704,14 +1713,14 @@ static int check_files(const char *path, const char *name, const cJSON *m,
 {
     uint64_t want_files, want_bytes;
     if (!json_u64(m, "files", &want_files) || !json_u64(m, "bytes", &want_bytes))
-        return seterr(err, errlen, -EBADMSG, "%s: manifest.json lacks \"files\" or \"bytes\"",
-                      name);
+        return store_seterr(err, errlen, -EBADMSG, "%s: manifest.json lacks \"files\" or \"bytes\"",
+                            name);
     dbfile_t *files = NULL;
     size_t n = 0;
     uint64_t bytes = 0;
     int r = list_db_files(path, &files, &n, &bytes);
     if (r != 0)
-        return seterr(err, errlen, r, "%s: listing %s: %s", name, path, strerror(-r));
+        return store_seterr(err, errlen, r, "%s: listing %s: %s", name, path, strerror(-r));
     const cJSON *fl = cJSON_GetObjectItemCaseSensitive(m, "file_list");
     size_t listed = 0;
     if (cJSON_IsArray(fl)) {
@@ -1721,23 +1730,23 @@ static int check_files(const char *path, const char *name, const cJSON *m,
             const cJSON *fn = cJSON_GetObjectItemCaseSensitive(f, "name");
             uint64_t fb = 0;
             if (!cJSON_IsString(fn) || !json_u64(f, "bytes", &fb)) {
-                r = seterr(err, errlen, -EBADMSG, "%s: manifest.json: malformed file_list entry",
-                           name);
+                r = store_seterr(err, errlen, -EBADMSG,
+                                 "%s: manifest.json: malformed file_list entry", name);
                 break;
             }
             const dbfile_t *have =
                 n ? bsearch(fn->valuestring, files, n, sizeof *files, cmp_name) : NULL;
             if (!have) {
-                r = seterr(err, errlen, -ENOENT,
-                           "%s: %s/%s is missing (the manifest lists it, %" PRIu64 " bytes)", name,
-                           path, fn->valuestring, fb);
+                r = store_seterr(err, errlen, -ENOENT,
+                                 "%s: %s/%s is missing (the manifest lists it, %" PRIu64 " bytes)",
+                                 name, path, fn->valuestring, fb);
                 break;
             }
             if (have->size != fb) {
-                r = seterr(err, errlen, -EIO,
-                           "%s: %s/%s is %" PRIu64 " bytes, the manifest says %" PRIu64
-                           " (truncated or overwritten)",
-                           name, path, fn->valuestring, have->size, fb);
+                r = store_seterr(err, errlen, -EIO,
+                                 "%s: %s/%s is %" PRIu64 " bytes, the manifest says %" PRIu64
+                                 " (truncated or overwritten)",
+                                 name, path, fn->valuestring, have->size, fb);
                 break;
             }
             listed++;
@@ -1753,17 +1762,17 @@ static int check_files(const char *path, const char *name, const cJSON *m,
                         found = true;
                 }
                 if (!found)
-                    r = seterr(err, errlen, -EIO,
-                               "%s: %s/%s is not in the manifest (a file from elsewhere?)", name,
-                               path, files[i].name);
+                    r = store_seterr(err, errlen, -EIO,
+                                     "%s: %s/%s is not in the manifest (a file from elsewhere?)",
+                                     name, path, files[i].name);
             }
         }
     }
     if (r == 0 && (n != want_files || bytes != want_bytes))
-        r = seterr(err, errlen, -EIO,
-                   "%s: %zu files, %" PRIu64 " bytes in %s; the manifest says %" PRIu64
-                   " files, %" PRIu64 " bytes",
-                   name, n, bytes, path, want_files, want_bytes);
+        r = store_seterr(err, errlen, -EIO,
+                         "%s: %zu files, %" PRIu64 " bytes in %s; the manifest says %" PRIu64
+                         " files, %" PRIu64 " bytes",
+                         name, n, bytes, path, want_files, want_bytes);
     free(files);
     if (r == 0 && stats) {
         stats->files = n;
@@ -1785,7 +1794,7 @@ static int scan_family(nf_store_t *st, rocksdb_column_family_handle_t *h, const 
     if (rerr) {
         char what[PATH_MAX + 96];
         snprintf(what, sizeof what, "%s: reading column family %s of %s", name, family, st->db_dir);
-        return rocks_err(rerr, err, errlen, -EIO, what);
+        return store_rocks_err(rerr, err, errlen, -EIO, what);
     }
     return 0;
 }
@@ -1803,12 +1812,12 @@ static int check_db(const char *path, const char *name, const cJSON *m,
     nf_store_t *st = store_open(path, NULL, &o, (open_mode_t){.read_only = true, .verify = true},
                                 oerr, sizeof oerr);
     if (!st)
-        return seterr(err, errlen, -EIO, "%s: %s", name, oerr);
+        return store_seterr(err, errlen, -EIO, "%s: %s", name, oerr);
     uint64_t keys = 0;
     int r = scan_family(st, st->def, "default", name, &keys, err, errlen);
     for (int k = 0; r == 0 && k < NF_KIND__COUNT; k++)
         if (st->kinds[k])
-            r = scan_family(st, st->kinds[k], kind_names[k], name, &keys, err, errlen);
+            r = scan_family(st, st->kinds[k], nf_state_kind_name(k), name, &keys, err, errlen);
     for (size_t i = 0; r == 0 && i < st->nothers; i++) {
         char *fam = rocksdb_column_family_handle_get_name(st->others[i], &(size_t){0});
         r = scan_family(st, st->others[i], fam ? fam : "?", name, &keys, err, errlen);
@@ -1818,10 +1827,10 @@ static int check_db(const char *path, const char *name, const cJSON *m,
     if (r == 0 && json_u64(m, "committed_epoch", &want)) {
         r = nf_store_committed(st, &have, NULL, err, errlen);
         if (r == 0 && have != want)
-            r = seterr(err, errlen, -EIO,
-                       "%s: the database's committed epoch is %" PRIu64
-                       ", the manifest says %" PRIu64,
-                       name, have, want);
+            r = store_seterr(err, errlen, -EIO,
+                             "%s: the database's committed epoch is %" PRIu64
+                             ", the manifest says %" PRIu64,
+                             name, have, want);
     }
     if (r == 0 && keep)
         *keep = st;
@@ -1863,7 +1872,7 @@ int nf_checkpoint_verify(const char *state_dir, const char *id, char *err, size_
 static int lock_holder(const char *db_dir, long *pid)
 {
     char lock[PATH_MAX];
-    if (path_fmt(lock, NULL, 0, "%s/LOCK", db_dir) != 0)
+    if (store_path_fmt(lock, NULL, 0, "%s/LOCK", db_dir) != 0)
         return -ENAMETOOLONG;
     int fd = open(lock, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -1884,7 +1893,7 @@ static int lock_holder(const char *db_dir, long *pid)
 int nf_store_in_use(const char *state_dir, long *pid)
 {
     char db[PATH_MAX];
-    if (path_fmt(db, NULL, 0, "%s/db", state_dir) != 0)
+    if (store_path_fmt(db, NULL, 0, "%s/db", state_dir) != 0)
         return -ENAMETOOLONG;
     return lock_holder(db, pid);
 }
@@ -1894,9 +1903,10 @@ static int check_unlocked(const char *db_dir, char *err, size_t errlen)
 {
     long pid = 0;
     if (lock_holder(db_dir, &pid) == 1)
-        return seterr(err, errlen, -EBUSY,
-                      "%s is in use (process %ld holds %s/LOCK); stop the job before restoring",
-                      db_dir, pid, db_dir);
+        return store_seterr(
+            err, errlen, -EBUSY,
+            "%s is in use (process %ld holds %s/LOCK); stop the job before restoring", db_dir, pid,
+            db_dir);
     return 0;
 }
 
@@ -1932,16 +1942,16 @@ static int restore_checks(const char *path, const char *name, const nf_restore_o
     if (!has_shards && o->db_shards) {
         dbs = o->db_shards(chk);
         if (dbs < 0)
-            r = seterr(err, errlen, (int)dbs,
-                       "%s: cannot read the shard count its state was written by: %s", name,
-                       strerror((int)-dbs));
+            r = store_seterr(err, errlen, (int)dbs,
+                             "%s: cannot read the shard count its state was written by: %s", name,
+                             strerror((int)-dbs));
     }
     nf_store_close(chk);
     if (r != 0)
         return r;
     res->shards = has_shards ? (unsigned)mshards : (unsigned)dbs;
     if (o->shards && res->shards && res->shards != o->shards)
-        return seterr(
+        return store_seterr(
             err, errlen, -EINVAL,
             "%s was taken with runtime.shards=%u, the job runs with %u (state is kept per "
             "shard); restore it with --set runtime.shards=%u",
@@ -1976,7 +1986,7 @@ static int set_committed_epoch(const char *dir, uint64_t epoch, char *err, size_
         size_t hl = header ? strlen(header) : 0;
         unsigned char *cv = malloc(8 + hl + 1);
         if (!cv) {
-            r = seterr(err, errlen, -ENOMEM, "out of memory");
+            r = store_seterr(err, errlen, -ENOMEM, "out of memory");
         } else {
             nf_put_le64(cv, epoch);
             if (hl)
@@ -1985,7 +1995,7 @@ static int set_committed_epoch(const char *dir, uint64_t epoch, char *err, size_
             rocksdb_put_cf(st->db, st->wo_sync, st->def, COMMITTED_KEY, strlen(COMMITTED_KEY),
                            (const char *)cv, 8 + hl, &rerr);
             if (rerr)
-                r = rocks_err(rerr, err, errlen, -EIO, "setting the committed epoch");
+                r = store_rocks_err(rerr, err, errlen, -EIO, "setting the committed epoch");
             free(cv);
         }
     }
@@ -2030,7 +2040,7 @@ static void prune_replaced(const char *state_dir, unsigned keep, nf_restore_resu
     size_t used = 0;
     for (size_t i = 0; i + keep < n; i++) {
         char p[PATH_MAX];
-        if (path_fmt(p, NULL, 0, "%s/%s", state_dir, names[i]) != 0 || rm_rf(p) != 0)
+        if (store_path_fmt(p, NULL, 0, "%s/%s", state_dir, names[i]) != 0 || rm_rf(p) != 0)
             continue;
         res->pruned++;
         size_t room = sizeof res->pruned_names - used;
@@ -2051,9 +2061,9 @@ static void write_last_restore(const char *state_dir, const nf_restore_result_t 
                                const uint64_t *newer, size_t nnewer, const char *at)
 {
     char path[PATH_MAX], tmp[PATH_MAX];
-    if (path_fmt(path, NULL, 0, "%s/checkpoints/" LAST_RESTORE, state_dir) != 0 ||
-        path_fmt(tmp, NULL, 0, "%s/checkpoints/" TMP_PREFIX "%s-%ld", state_dir, LAST_RESTORE,
-                 (long)getpid()) != 0)
+    if (store_path_fmt(path, NULL, 0, "%s/checkpoints/" LAST_RESTORE, state_dir) != 0 ||
+        store_path_fmt(tmp, NULL, 0, "%s/checkpoints/" TMP_PREFIX "%s-%ld", state_dir, LAST_RESTORE,
+                       (long)getpid()) != 0)
         return;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "restored", res->id);
@@ -2094,8 +2104,8 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
     r = restore_checks(path, name, o, res, err, errlen);
     if (r != 0)
         return r;
-    if (path_fmt(db, err, errlen, "%s/db", state_dir) != 0 ||
-        path_fmt(tmp, err, errlen, "%s/.db.restoring-%ld", state_dir, (long)getpid()) != 0)
+    if (store_path_fmt(db, err, errlen, "%s/db", state_dir) != 0 ||
+        store_path_fmt(tmp, err, errlen, "%s/.db.restoring-%ld", state_dir, (long)getpid()) != 0)
         return -ENAMETOOLONG;
     r = check_unlocked(db, err, errlen);
     if (r != 0)
@@ -2104,7 +2114,8 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
     size_t ne = 0, first_newer = 0;
     r = scan_checkpoints(state_dir, &epochs, &ne);
     if (r != 0)
-        return seterr(err, errlen, r, "cannot list %s/checkpoints: %s", state_dir, strerror(-r));
+        return store_seterr(err, errlen, r, "cannot list %s/checkpoints: %s", state_dir,
+                            strerror(-r));
     while (first_newer < ne && epochs[first_newer] <= res->epoch)
         first_newer++;
     res->kept_newer = (unsigned)(ne - first_newer);
@@ -2129,20 +2140,20 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
     r = list_db_files(path, &files, &n, &bytes);
     if (r != 0) {
         free(epochs);
-        return seterr(err, errlen, r, "%s: listing %s: %s", name, path, strerror(-r));
+        return store_seterr(err, errlen, r, "%s: listing %s: %s", name, path, strerror(-r));
     }
     rm_rf(tmp);
     if (mkdir(tmp, 0755) != 0) {
-        r = seterr(err, errlen, -errno, "restore %s: cannot create %s: %s", name, tmp,
-                   strerror(errno));
+        r = store_seterr(err, errlen, -errno, "restore %s: cannot create %s: %s", name, tmp,
+                         strerror(errno));
         free(files);
         free(epochs);
         return r;
     }
     for (size_t i = 0; i < n && r == 0; i++) {
         char src[PATH_MAX], dst[PATH_MAX];
-        if (path_fmt(src, err, errlen, "%s/%s", path, files[i].name) != 0 ||
-            path_fmt(dst, err, errlen, "%s/%s", tmp, files[i].name) != 0) {
+        if (store_path_fmt(src, err, errlen, "%s/%s", path, files[i].name) != 0 ||
+            store_path_fmt(dst, err, errlen, "%s/%s", tmp, files[i].name) != 0) {
             r = -ENAMETOOLONG;
             break;
         }
@@ -2151,21 +2162,21 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
             if (link(src, dst) == 0)
                 linked = true;
             else if (errno != EXDEV && errno != EPERM && errno != EMLINK)
-                r = seterr(err, errlen, -errno, "restore %s: link %s to %s: %s", name, src, dst,
-                           strerror(errno));
+                r = store_seterr(err, errlen, -errno, "restore %s: link %s to %s: %s", name, src,
+                                 dst, strerror(errno));
         }
         if (r == 0 && !linked) {
             r = copy_file(src, dst);
             if (r != 0)
-                seterr(err, errlen, r, "restore %s: copy %s to %s: %s", name, src, dst,
-                       strerror(-r));
+                store_seterr(err, errlen, r, "restore %s: copy %s to %s: %s", name, src, dst,
+                             strerror(-r));
         }
     }
     free(files);
     if (r == 0 && res->next_epoch - 1 > res->epoch)
         r = set_committed_epoch(tmp, res->next_epoch - 1, err, errlen);
     if (r == 0 && (r = fsync_path(tmp, true)) != 0)
-        seterr(err, errlen, r, "restore %s: fsync %s: %s", name, tmp, strerror(-r));
+        store_seterr(err, errlen, r, "restore %s: fsync %s: %s", name, tmp, strerror(-r));
     if (r != 0) {
         rm_rf(tmp);
         free(epochs);
@@ -2182,15 +2193,15 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
     strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
     if (old_known)
         snprintf(ep, sizeof ep, "%" PRIu64, old_epoch);
-    if (path_fmt(replaced, err, errlen, "%s/" REPLACED_PREFIX "%s-epoch%s", state_dir, stamp, ep) !=
-        0) {
+    if (store_path_fmt(replaced, err, errlen, "%s/" REPLACED_PREFIX "%s-epoch%s", state_dir, stamp,
+                       ep) != 0) {
         rm_rf(tmp);
         free(epochs);
         return -ENAMETOOLONG;
     }
     for (int i = 1; access(replaced, F_OK) == 0 && i < 1000; i++)
-        if (path_fmt(replaced, err, errlen, "%s/" REPLACED_PREFIX "%s-epoch%s-%d", state_dir, stamp,
-                     ep, i) != 0) {
+        if (store_path_fmt(replaced, err, errlen, "%s/" REPLACED_PREFIX "%s-epoch%s-%d", state_dir,
+                           stamp, ep, i) != 0) {
             rm_rf(tmp);
             free(epochs);
             return -ENAMETOOLONG;
@@ -2202,18 +2213,18 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
          * temporary name until the second rename. */
         if (renameat2(AT_FDCWD, tmp, AT_FDCWD, db, RENAME_EXCHANGE) == 0) {
             if (rename(tmp, replaced) != 0)
-                r = seterr(err, errlen, -errno,
-                           "restore %s: the checkpoint is live in %s, but the old database "
-                           "could not be renamed from %s to %s: %s",
-                           name, db, tmp, replaced, strerror(errno));
+                r = store_seterr(err, errlen, -errno,
+                                 "restore %s: the checkpoint is live in %s, but the old database "
+                                 "could not be renamed from %s to %s: %s",
+                                 name, db, tmp, replaced, strerror(errno));
         } else if (rename(db, replaced) != 0) {
-            r = seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, db, replaced,
-                       strerror(errno));
+            r = store_seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, db,
+                             replaced, strerror(errno));
             rm_rf(tmp);
             res->moved = false;
         } else if (rename(tmp, db) != 0) {
-            r = seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, tmp, db,
-                       strerror(errno));
+            r = store_seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, tmp, db,
+                             strerror(errno));
             if (rename(replaced, db) == 0) { /* put the old one back */
                 rm_rf(tmp);
                 res->moved = false;
@@ -2222,8 +2233,8 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
         if (r == 0)
             snprintf(res->replaced, sizeof res->replaced, "%s", replaced);
     } else if (rename(tmp, db) != 0) {
-        r = seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, tmp, db,
-                   strerror(errno));
+        r = store_seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, tmp, db,
+                         strerror(errno));
         rm_rf(tmp);
         res->moved = false;
     }
