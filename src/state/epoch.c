@@ -4,6 +4,7 @@
 #include "io/outbuf.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
+#include "state/checkpoint.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
