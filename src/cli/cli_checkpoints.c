@@ -7,6 +7,7 @@
  * `newsflow run` loads it, unless --state-dir names one. */
 #include "cli/cli.h"
 #include "runtime/config.h"
+#include "state/checkpoint.h"
 #include "state/store.h"
 
 #include <cjson/cJSON.h>

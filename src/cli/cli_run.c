@@ -23,6 +23,7 @@
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "state/checkpoint.h"
 #include "state/epoch.h"
 #include "state/store.h"
 

@@ -5,6 +5,7 @@
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
 #include "state/changelog.h"
+#include "state/checkpoint.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -3,6 +3,7 @@
  * crash between pending and apply), the TTL compaction filter, and named checkpoints (create,
  * list, manifest, verify catching truncated and corrupted files, prune, delete, restore). */
 #include "nf_test.h"
+#include "state/checkpoint.h"
 #include "state/store.h"
 
 #include <cjson/cJSON.h>

@@ -1,0 +1,68 @@
+/* store_int.h — what the store's three files share (store.c the live database, store_pending.c
+ * the epoch protocol's records, checkpoint.c named checkpoints). Not a contract: only those
+ * three include it. */
+#ifndef NF_STORE_INT_H
+#define NF_STORE_INT_H
+
+#include "state/store.h"
+
+#include <rocksdb/c.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define COMMITTED_KEY "committed" /* "default" family: u64le epoch | header JSON */
+
+struct nf_store {
+    rocksdb_t *db;
+    rocksdb_options_t *dbopts; /* the database and "default" (and families we do not know) */
+    rocksdb_options_t *cfopts; /* state kinds: dbopts + the TTL filter */
+    rocksdb_compactionfilter_t *ttl;
+    rocksdb_cache_t *cache;
+    rocksdb_block_based_table_options_t *bbto;
+    rocksdb_readoptions_t *ro, *ro_scan;
+    rocksdb_writeoptions_t *wo, *wo_sync;
+    rocksdb_column_family_handle_t *def;
+    rocksdb_column_family_handle_t *kinds[NF_KIND__COUNT]; /* NULL: absent (read-only open) */
+    rocksdb_column_family_handle_t **others;               /* open families that are none of ours */
+    size_t nothers;
+    bool read_only;
+    char *state_dir; /* NULL when opened by nf_store_open_dir */
+    char *db_dir;
+};
+
+typedef struct open_mode {
+    bool read_only;
+    bool verify; /* checkpoint verification: open every table file, no caching */
+} open_mode_t;
+
+/* ---- store.c ---- */
+/* Opens the database in db_dir (state_dir: NULL for a checkpoint's). NULL with err. */
+nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store_opts_t *o,
+                       open_mode_t mode, char *err, size_t errlen);
+/* Point read of any family: 1 (found, *val malloc'd), 0 (absent), -EIO with err. */
+int store_get_raw(nf_store_t *st, rocksdb_column_family_handle_t *h, const void *key, size_t klen,
+                  void **val, size_t *len, char *err, size_t errlen);
+/* Shard idx's batch as a RocksDB WriteBatch on this database's families, in key order. */
+int store_batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writebatch_t *wb,
+                         unsigned idx, char *err, size_t errlen);
+int store_seterr(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* "<what>: <RocksDB's reason>"; frees RocksDB's message. */
+int store_rocks_err(char *rerr, char *err, size_t errlen, int code, const char *what);
+uint64_t store_realtime_ms(void);
+/* snprintf into a PATH_MAX buffer; -ENAMETOOLONG (with err) if it does not fit. */
+int store_path_fmt(char *out, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int store_mkdir_p(const char *path);
+
+/* ---- store_pending.c ---- */
+typedef struct store_pending_head {
+    uint64_t epoch;
+    uint32_t nbatches, noutputs;
+    char *json; /* malloc'd */
+} store_pending_head_t;
+/* The pending record's header: 1 (found), 0, or -errno. */
+int store_pending_head_read(nf_store_t *st, store_pending_head_t *h, char *err, size_t errlen);
+
+#endif
