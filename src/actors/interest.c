@@ -707,6 +707,37 @@ long nf_interest_load(nf_interest_t *e, nf_keyset_owns_fn owns, void *ctx, int64
     return nf_keyset_load(e->seen, owns, ctx, now_ms, err, errlen);
 }
 
+typedef struct {
+    const bool *groups;
+} groups_ctx_t;
+
+static bool in_groups(uint16_t kg, void *ctx)
+{
+    return ((const groups_ctx_t *)ctx)->groups[kg];
+}
+
+static bool key_in_groups(uint16_t kg, nf_id128_t key, void *ctx)
+{
+    (void)key;
+    return in_groups(kg, ctx);
+}
+
+long nf_interest_groups_gained(nf_interest_t *e, const uint16_t *kgs, size_t n,
+                               nf_keyset_owns_fn owns, void *ctx, int64_t now_ms, char *err,
+                               size_t errlen)
+{
+    return nf_keyset_load_groups(e->seen, kgs, n, owns, ctx, now_ms, err, errlen);
+}
+
+long nf_interest_groups_lost(nf_interest_t *e, const bool groups[65536], int64_t now_ms,
+                             size_t *kept)
+{
+    groups_ctx_t g = {groups};
+    size_t users = nf_kstate_drop_groups(e->users, in_groups, &g, kept);
+    long seen = nf_keyset_drop(e->seen, key_in_groups, &g, now_ms);
+    return seen < 0 ? seen : (long)users + seen;
+}
+
 size_t nf_interest_expire(nf_interest_t *e, int64_t now_ms, size_t max_entries)
 {
     return nf_keyset_expire(e->seen, now_ms, max_entries);

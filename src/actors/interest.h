@@ -195,6 +195,17 @@ void nf_interest_committed(nf_interest_t *e, uint64_t epoch);
  * routed to this shard; NULL: all). Keys loaded, or -ENOMEM, or -EIO with err (keyset.h). */
 long nf_interest_load(nf_interest_t *e, nf_keyset_owns_fn owns, void *ctx, int64_t now_ms,
                       char *err, size_t errlen);
+/* Key groups (input partitions) assigned to this process after it started (a rebalance): their
+ * seen keys that owns accepts are read from the store (restored from the changelog before).
+ * Keys loaded, or -ENOMEM / -EIO with err. The users' vectors need nothing: a get reads them. */
+long nf_interest_groups_gained(nf_interest_t *e, const uint16_t *kgs, size_t n,
+                               nf_keyset_owns_fn owns, void *ctx, int64_t now_ms, char *err,
+                               size_t errlen);
+/* Key groups revoked from this process, their last epoch committed: their users' vectors and
+ * seen keys leave memory (groups[kg] true). *kept: vectors still dirty, which stay (there should
+ * be none). Entries forgotten, or -ENOMEM. */
+long nf_interest_groups_lost(nf_interest_t *e, const bool groups[65536], int64_t now_ms,
+                             size_t *kept);
 /* Drops up to max_entries expired seen keys (0 = all); returns how many. */
 size_t nf_interest_expire(nf_interest_t *e, int64_t now_ms, size_t max_entries);
 /* The users' kstate is over its budget with nothing evictable: ask for an early checkpoint. */

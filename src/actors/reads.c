@@ -453,8 +453,14 @@ static void consume_turn(kin_t *k)
             rd_kafka_message_destroy(m);
             continue;
         }
-        nf_counter_inc(r->m.records);
         int in = nf_kafka_input_of(r->kafka, rd_kafka_topic_name(m->rkt));
+        if (in >= 0 && !nf_kafka_owns(r->kafka, (nf_input_t)in, m->partition)) {
+            /* revoked (or being revoked): its next owner reads it from the committed position */
+            nf_counter_inc(r->m.revoked_dropped);
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        nf_counter_inc(r->m.records);
         rec_t rc = {rd_kafka_topic_name(m->rkt), m->partition, m->offset, m->payload, m->len};
         if (in == NF_INPUT_READ_EVENTS)
             take_read_event(k, &rc, now);
@@ -722,8 +728,65 @@ static void kin_cut_resume(nf_shard_t *sh, void *self)
     nf_actor_schedule(sh, k->r->in_actor);
 }
 
-static const nf_epoch_participant_t kin_part = {
-    .pause = kin_cut_pause, .busy = kin_busy, .snapshot = kin_snapshot, .resume = kin_cut_resume};
+/* Key groups (read-events partitions) as a set, for the keysets' and kstates' group calls. */
+typedef struct kg_set {
+    bool in[65536];
+} kg_set_t;
+
+static bool kg_match(uint16_t kg, nf_id128_t key, void *ctx)
+{
+    (void)key;
+    return ((const kg_set_t *)ctx)->in[kg];
+}
+
+/* A rebalance (epoch.h): this shard's event ids of gained partitions come from the store (where
+ * the changelog restore put them); those of lost ones, committed, leave memory. */
+static void kin_partitions(nf_shard_t *sh, void *self, nf_input_t in, const int32_t *parts,
+                           size_t n, bool gained)
+{
+    kin_t *k = self;
+    if (in != NF_INPUT_READ_EVENTS)
+        return;
+    int64_t now = nf_wall_ms();
+    char err[512] = "";
+    long r;
+    if (gained) {
+        uint16_t kgs[NF_EPOCH_MAX_PARTITIONS];
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned)parts[i] % k->nshards == k->me)
+                kgs[m++] = (uint16_t)parts[i];
+        r = m ? nf_keyset_load_groups(k->ids, kgs, m, owns_partition, k, now, err, sizeof err) : 0;
+    } else {
+        kg_set_t *set = calloc(1, sizeof *set);
+        if (!set) {
+            r = -ENOMEM;
+        } else {
+            for (size_t i = 0; i < n; i++)
+                set->in[(uint16_t)parts[i]] = true;
+            r = nf_keyset_drop(k->ids, kg_match, set, now);
+            free(set);
+        }
+    }
+    if (r < 0) {
+        nf_log(NF_LOG_ERROR, "state",
+               gained ? "the event ids of gained partitions do not load; stopping"
+                      : "cannot let go of the event ids of revoked partitions; stopping",
+               NF_LI("shard", k->me), NF_LS("error", r == -ENOMEM ? "out of memory" : err),
+               NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(sh));
+        return;
+    }
+    if (r > 0)
+        nf_log(NF_LOG_INFO, "state", gained ? "event ids loaded" : "event ids let go",
+               NF_LI("shard", k->me), NF_LI("keys", r), NF_LEND);
+}
+
+static const nf_epoch_participant_t kin_part = {.pause = kin_cut_pause,
+                                                .busy = kin_busy,
+                                                .snapshot = kin_snapshot,
+                                                .resume = kin_cut_resume,
+                                                .partitions = kin_partitions};
 
 static void *kin_init(nf_shard_t *sh, void *ctx)
 {
@@ -1053,8 +1116,56 @@ static void reads_committed(nf_shard_t *sh, void *self, uint64_t epoch)
     (void)sh;
 }
 
-static const nf_epoch_participant_t reads_part = {.snapshot = reads_snapshot,
-                                                  .committed = reads_committed};
+static bool owns_user(uint16_t kg, nf_id128_t key, void *ctx);
+
+/* A rebalance (epoch.h): seen keys of this shard's users in gained partitions come from the
+ * store; vectors and seen keys of lost partitions, committed, leave memory. */
+static void reads_partitions(nf_shard_t *sh, void *self, nf_input_t in, const int32_t *parts,
+                             size_t n, bool gained)
+{
+    rd_t *d = self;
+    if (in != NF_INPUT_READ_EVENTS)
+        return;
+    int64_t now = nf_wall_ms();
+    char err[512] = "";
+    long r;
+    size_t kept = 0;
+    if (gained) {
+        uint16_t kgs[NF_EPOCH_MAX_PARTITIONS];
+        for (size_t i = 0; i < n; i++)
+            kgs[i] = (uint16_t)parts[i];
+        r = nf_interest_groups_gained(d->eng, kgs, n, owns_user, d, now, err, sizeof err);
+    } else {
+        bool *set = calloc(65536, sizeof *set);
+        if (!set) {
+            r = -ENOMEM;
+        } else {
+            for (size_t i = 0; i < n; i++)
+                set[(uint16_t)parts[i]] = true;
+            r = nf_interest_groups_lost(d->eng, set, now, &kept);
+            free(set);
+        }
+    }
+    if (r < 0) {
+        nf_log(NF_LOG_ERROR, "state",
+               gained ? "the seen keys of gained partitions do not load; stopping"
+                      : "cannot let go of the interest state of revoked partitions; stopping",
+               NF_LI("shard", nf_shard_index(sh)),
+               NF_LS("error", r == -ENOMEM ? "out of memory" : err), NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(sh));
+        return;
+    }
+    if (kept)
+        nf_log(NF_LOG_WARN, "state",
+               "vectors of revoked partitions still uncommitted: kept in memory",
+               NF_LI("shard", nf_shard_index(sh)), NF_LI("entries", kept), NF_LEND);
+    if (r > 0)
+        nf_log(NF_LOG_INFO, "state", gained ? "seen keys loaded" : "interest state let go",
+               NF_LI("shard", nf_shard_index(sh)), NF_LI("entries", r), NF_LEND);
+}
+
+static const nf_epoch_participant_t reads_part = {
+    .snapshot = reads_snapshot, .committed = reads_committed, .partitions = reads_partitions};
 
 static void on_gauges(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {
@@ -1157,6 +1268,10 @@ int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r)
                             "stage=\"kafka_in\"", 0, &r->m.records);
     e |= nf_metrics_counter("newsflow_read_events_total", "Valid read events decoded.", NULL, 0,
                             &r->m.events);
+    e |= nf_metrics_counter("newsflow_kafka_records_revoked_total",
+                            "Records of a partition being revoked from this process, dropped "
+                            "unprocessed: its next owner reads them from the committed position.",
+                            NULL, 0, &r->m.revoked_dropped);
     e |= nf_metrics_counter("newsflow_dead_letters_total",
                             "Input records sent to dead-letters (undecodable or invalid).",
                             "stage=\"decode\"", 0, &r->m.dead_letters);

@@ -81,6 +81,8 @@ typedef struct nf_reads {
     int in_actor, reads_actor;
     struct {
         nf_counter_t records, events, dead_letters, dead_letters_time, updates, pauses, resumes;
+        nf_counter_t
+            revoked_dropped; /* records of a partition being revoked, left to its next owner */
         nf_counter_t coalesced;
         nf_counter_t state_errors;
         nf_gauge_t held_events, paused_shards, state_bytes, state_entries;

@@ -843,6 +843,7 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                           .retain_count = cfg->checkpoint.retain_count,
                           .checkpoint_on_stop = cfg->checkpoint.on_stop,
                           .changelog = cfg->state.changelog,
+                          .group = cfg->kafka.assignment != 1,
                           .config_hash = nf_config_hash(cfg)};
     c->epoch = nf_epoch_new(c->rt, c->store, c->in.sink, &eo, err, errlen);
     if (!c->epoch) {
@@ -878,6 +879,7 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                               .assign_all = cfg->kafka.assignment == 1,
                               .changelog = cfg->state.changelog,
                               .position = nf_epoch_position_cb,
+                              .assign = nf_epoch_assign_cb,
                               .revoke = nf_epoch_revoke_cb,
                               .fault = nf_epoch_fault_cb,
                               .arg = c->epoch};

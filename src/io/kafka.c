@@ -148,6 +148,8 @@ struct nf_kafka {
     /* Consumer lag per input partition (nf_kafka_update_lag): -1 = not assigned or not known
      * yet; the gauges are registered when a partition first has a lag. */
     _Atomic int64_t lag[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
+    /* assigned and not being revoked: the shards take a record only from these (nf_kafka_owns) */
+    _Atomic bool owned[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
     nf_gauge_t m_lag[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
     bool m_lag_reg[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
     bool lag_seen[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS]; /* nf_kafka_update_lag's scratch */
@@ -363,7 +365,14 @@ static rd_kafka_t *producer_new(nf_kafka_t *k, char *err, size_t errlen)
         conf_set(pc, "acks", "all", err, errlen) != 0 ||
         conf_set(pc, "linger.ms", "5", err, errlen) != 0 ||
         (k->o.changelog &&
-         conf_set(pc, "message.max.bytes", NF_KAFKA_CHANGELOG_REQUEST_BYTES, err, errlen) != 0)) {
+         conf_set(pc, "message.max.bytes", NF_KAFKA_CHANGELOG_REQUEST_BYTES, err, errlen) != 0) ||
+        /* A process that dies mid-transaction holds back the read_committed end of every
+         * partition it wrote, the changelogs its successor restores from included, until the
+         * broker aborts the transaction: keep that short (Kafka Streams uses 10 s), unless
+         * kafka.properties says otherwise. */
+        (k->o.changelog && k->o.exactly_once &&
+         !(k->props && strstr(k->props, "transaction.timeout.ms")) &&
+         conf_set(pc, "transaction.timeout.ms", "15000", err, errlen) != 0)) {
         rd_kafka_conf_destroy(pc);
         return NULL;
     }
@@ -466,6 +475,16 @@ static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
         r = -ENOENT;
     }
     rd_kafka_metadata_destroy(md);
+    /* A changelog partition is a read-events partition's key group (state/changelog.h). */
+    for (int t = NF_TOPIC_CL_FIRST; t < NF_TOPIC__COUNT && r == 0 && k->o.changelog; t++)
+        if (k->out[t].npart != k->in_npart[NF_INPUT_READ_EVENTS]) {
+            snprintf(err, errlen,
+                     "kafka: %s has %d partitions and %s %d: a changelog topic needs as many as "
+                     "the input (recreate it with `newsflow topics create`)",
+                     k->out[t].name, k->out[t].npart, k->in_names[NF_INPUT_READ_EVENTS],
+                     k->in_npart[NF_INPUT_READ_EVENTS]);
+            r = -EINVAL;
+        }
     for (int t = 0; t < NF_TOPIC__COUNT && r == 0; t++) {
         out_topic_t *ot = &k->out[t];
         for (int p = 0; p < ot->npart; p++) {
@@ -498,8 +517,34 @@ static void take_partition(nf_kafka_t *k, rd_kafka_topic_partition_t *tp)
         rd_kafka_queue_destroy(pq);
     }
     rd_kafka_topic_partition_list_add(k->sq[s].assigned, tp->topic, tp->partition);
+    if (in >= 0 && tp->partition >= 0 && tp->partition < NF_EPOCH_MAX_PARTITIONS)
+        atomic_store(&k->owned[in][tp->partition], true);
     nf_log(NF_LOG_INFO, "kafka", "partition assigned", NF_LS("topic", tp->topic),
            NF_LI("partition", tp->partition), NF_LI("offset", pos), NF_LI("shard", s), NF_LEND);
+}
+
+/* The partitions of a rebalance as (input, partition) pairs (next = -1), malloc'd; NULL when out
+ * of memory (logged: the hooks are then skipped, and the rebalance goes on). */
+static nf_kafka_offset_t *input_list(nf_kafka_t *k, const rd_kafka_topic_partition_list_t *parts)
+{
+    nf_kafka_offset_t *l = calloc(parts->cnt > 0 ? (size_t)parts->cnt : 1, sizeof *l);
+    if (!l) {
+        nf_log(NF_LOG_ERROR, "kafka", "out of memory in a rebalance", NF_LEND);
+        return NULL;
+    }
+    for (int i = 0; i < parts->cnt; i++) {
+        int in = nf_kafka_input_of(k, parts->elems[i].topic);
+        l[i] = (nf_kafka_offset_t){in < 0 ? NF_INPUT__COUNT : (nf_input_t)in,
+                                   parts->elems[i].partition, -1};
+    }
+    return l;
+}
+
+bool nf_kafka_owns(const nf_kafka_t *k, nf_input_t in, int32_t partition)
+{
+    return (unsigned)in < NF_INPUT__COUNT && partition >= 0 &&
+           partition < NF_EPOCH_MAX_PARTITIONS &&
+           atomic_load_explicit(&k->owned[in][partition], memory_order_acquire);
 }
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
@@ -509,6 +554,12 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
     bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
     rd_kafka_error_t *ae = NULL;
     if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        /* The key groups come first (restored from the changelog, loaded by the shards), then
+         * the positions, which the `position` hook answers from the restored state. */
+        nf_kafka_offset_t *list = input_list(k, parts);
+        if (k->o.assign && list)
+            k->o.assign(k->o.arg, list, (size_t)parts->cnt);
+        free(list);
         pthread_mutex_lock(&k->lock);
         for (int i = 0; i < parts->cnt; i++)
             take_partition(k, &parts->elems[i]);
@@ -524,9 +575,19 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
                 rd_kafka_pause_partitions(rk, k->sq[s].assigned);
         pthread_mutex_unlock(&k->lock);
     } else if (e == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
-        /* State and positions must move together: commit before letting go. */
-        if (!k->closing && k->o.revoke)
-            k->o.revoke(k->o.arg);
+        /* State and positions must move together: no record of a revoked partition is taken
+         * from now on (a shard drops what its queue still holds: the next owner reads it), the
+         * epoch in flight commits what was taken, then the key groups are let go. */
+        for (int i = 0; i < parts->cnt; i++) {
+            int in = nf_kafka_input_of(k, parts->elems[i].topic);
+            int32_t p = parts->elems[i].partition;
+            if (in >= 0 && p >= 0 && p < NF_EPOCH_MAX_PARTITIONS)
+                atomic_store(&k->owned[in][p], false);
+        }
+        nf_kafka_offset_t *list = input_list(k, parts);
+        if (!k->closing && k->o.revoke && list)
+            k->o.revoke(k->o.arg, list, (size_t)parts->cnt);
+        free(list);
         pthread_mutex_lock(&k->lock);
         for (int i = 0; i < parts->cnt; i++) {
             unsigned s = (unsigned)parts->elems[i].partition % k->nshards;
@@ -1328,7 +1389,9 @@ int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const in
         conf_set(c, "enable.partition.eof", "true", err, errlen) != 0 ||
         conf_set(c, "fetch.max.bytes", "52428800", err, errlen) != 0 ||
         conf_set(c, "max.partition.fetch.bytes", "16777216", err, errlen) != 0 ||
-        conf_set(c, "queued.max.messages.kbytes", "262144", err, errlen) != 0) {
+        conf_set(c, "queued.max.messages.kbytes", "262144", err, errlen) != 0 ||
+        /* a recorded offset below the log start (compacted away) reads from the start */
+        conf_set(c, "auto.offset.reset", "earliest", err, errlen) != 0) {
         rd_kafka_conf_destroy(c);
         return -EINVAL;
     }
@@ -1347,13 +1410,33 @@ int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const in
                 end[x] = start;
                 continue;
             }
-            rd_kafka_topic_partition_list_add(l, k->out[topics[i]].name, p)->offset =
-                from[x] < 0 ? RD_KAFKA_OFFSET_BEGINNING : start;
+            rd_kafka_topic_partition_t *tp =
+                rd_kafka_topic_partition_list_add(l, k->out[topics[i]].name, p);
+            tp->offset = from[x] < 0 ? RD_KAFKA_OFFSET_BEGINNING : start;
+            tp->opaque = (void *)(intptr_t)end[x]; /* the high watermark: the target */
             end[x] = start;
         }
+    /* A partition is done once the consumer's position reaches the high watermark it had when
+     * the read began (end[] on entry, kept in target[]): records written after that belong to
+     * epochs the reader does not need to wait for, and read_committed never reports an end
+     * (EOF) while another process keeps a transaction open on the partition. The position
+     * moves past transaction markers and aborted records, which are never delivered. */
+    int64_t *target = calloc(l->cnt > 0 ? (size_t)l->cnt : 1, sizeof *target);
+    int *tix = calloc(l->cnt > 0 ? (size_t)l->cnt : 1, sizeof *tix);
     int remaining = l->cnt, rc = 0;
-    if (remaining > 0)
+    if (!target || !tix) {
+        snprintf(err, errlen, "out of memory");
+        rc = -ENOMEM;
+    }
+    for (int j = 0; rc == 0 && j < l->cnt; j++) {
+        for (int i = 0; i < ntopics; i++)
+            if (!strcmp(l->elems[j].topic, k->out[topics[i]].name))
+                tix[j] = i;
+        target[j] = (int64_t)(intptr_t)l->elems[j].opaque;
+    }
+    if (rc == 0 && remaining > 0)
         rd_kafka_assign(rk, l);
+    uint64_t next_check = 0;
     /* No overall time limit: a large restore takes as long as it takes, and its progress is
      * visible (/readyz, newsflow_restore_*). A broker that stops answering shows up as
      * librdkafka's errors (logged); shutdown's deadline ends it. */
@@ -1362,38 +1445,51 @@ int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const in
             rc = deadline_error("kafka: changelog restore", err, errlen);
             break;
         }
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
-        if (!m)
-            continue;
-        const char *tn = m->rkt ? rd_kafka_topic_name(m->rkt) : "";
-        int ti = -1;
-        for (int i = 0; i < ntopics && ti < 0; i++)
-            if (!strcmp(tn, k->out[topics[i]].name))
-                ti = i;
-        size_t x = ti >= 0 && m->partition >= 0 && m->partition < stride
-                       ? (size_t)ti * (size_t)stride + (size_t)m->partition
-                       : SIZE_MAX;
-        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            if (x != SIZE_MAX && m->offset > end[x])
-                end[x] = m->offset;
-            remaining--;
-        } else if (m->err) {
-            nf_log(NF_LOG_WARN, "kafka", "changelog restore: consumer error", NF_LS("topic", tn),
-                   NF_LS("error", rd_kafka_message_errstr(m)), NF_LEND);
-            if (m->err == RD_KAFKA_RESP_ERR__FATAL ||
-                m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
-                snprintf(err, errlen, "kafka: changelog restore of %s: %s", tn,
-                         rd_kafka_message_errstr(m));
-                rc = -EIO;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (m) {
+            const char *tn = m->rkt ? rd_kafka_topic_name(m->rkt) : "";
+            int ti = -1;
+            for (int i = 0; i < ntopics && ti < 0; i++)
+                if (!strcmp(tn, k->out[topics[i]].name))
+                    ti = i;
+            size_t x = ti >= 0 && m->partition >= 0 && m->partition < stride
+                           ? (size_t)ti * (size_t)stride + (size_t)m->partition
+                           : SIZE_MAX;
+            if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                nf_log(NF_LOG_WARN, "kafka", "changelog restore: consumer error",
+                       NF_LS("topic", tn), NF_LS("error", rd_kafka_message_errstr(m)), NF_LEND);
+                if (m->err == RD_KAFKA_RESP_ERR__FATAL ||
+                    m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED) {
+                    snprintf(err, errlen, "kafka: changelog restore of %s: %s", tn,
+                             rd_kafka_message_errstr(m));
+                    rc = -EIO;
+                }
+            } else if (!m->err && x != SIZE_MAX) {
+                rc = rec(arg, ti, m->partition, m->offset, m->key, m->key_len, m->payload, m->len,
+                         m->payload == NULL);
+                if (m->offset + 1 > end[x])
+                    end[x] = m->offset + 1;
             }
-        } else if (x != SIZE_MAX) {
-            rc = rec(arg, ti, m->partition, m->offset, m->key, m->key_len, m->payload, m->len,
-                     m->payload == NULL);
-            if (m->offset + 1 > end[x])
-                end[x] = m->offset + 1;
+            rd_kafka_message_destroy(m);
         }
-        rd_kafka_message_destroy(m);
+        uint64_t now = nf_now_ns();
+        if (rc != 0 || (m && now < next_check))
+            continue;
+        next_check = now + 50000000ull; /* positions are local: cheap, but not per record */
+        if (rd_kafka_position(rk, l) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            continue;
+        remaining = 0;
+        for (int j = 0; j < l->cnt; j++) {
+            size_t x = (size_t)tix[j] * (size_t)stride + (size_t)l->elems[j].partition;
+            int64_t pos = l->elems[j].offset;
+            if (pos >= 0 && pos > end[x])
+                end[x] = pos;
+            if (end[x] < target[j])
+                remaining++;
+        }
     }
+    free(target);
+    free(tix);
     rd_kafka_topic_partition_list_destroy(l);
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);

@@ -91,7 +91,11 @@ typedef struct nf_kafka_opts {
     bool changelog;                /* produce changelog records (their topics must exist) */
     /* Called from the coordinator thread; may be NULL. */
     int64_t (*position)(void *arg, nf_input_t in, int32_t partition); /* -1 = none */
-    void (*revoke)(void *arg);
+    /* A rebalance (group mode): partitions (input, partition; input NF_INPUT__COUNT for a topic
+     * that is not one) assigned, before they are positioned; revoked, after the shards stopped
+     * taking their records (nf_kafka_owns) and before they are released. */
+    void (*assign)(void *arg, const nf_kafka_offset_t *parts, size_t n);
+    void (*revoke)(void *arg, const nf_kafka_offset_t *parts, size_t n);
     void (*fault)(const char *point); /* fault-injection points inside the produce */
     void *arg;
 } nf_kafka_opts_t;
@@ -199,6 +203,10 @@ size_t nf_kafka_shard_consume(nf_kafka_t *k, unsigned shard, rd_kafka_message_t 
  * watermark back (analytics.h). */
 size_t nf_kafka_shard_partitions(nf_kafka_t *k, unsigned shard, nf_input_t in, int32_t *out,
                                  size_t n);
+/* Whether the shards may take records of the partition: assigned and not being revoked. A record
+ * of a partition this returns false for is dropped unprocessed (its next owner reads it). Any
+ * thread, lock-free. */
+bool nf_kafka_owns(const nf_kafka_t *k, nf_input_t in, int32_t partition);
 /* Pauses (or resumes) fetching for every partition assigned to the shard. */
 void nf_kafka_pause_shard(nf_kafka_t *k, unsigned shard, bool pause);
 

@@ -14,20 +14,22 @@
 #define META_NAME   "changelog"
 #define APPLY_BATCH 4096u /* records per store write while restoring */
 
+/* by_input: the kind's key group is the read-events partition (what a rebalance moves). */
 static const struct {
     nf_state_kind_t kind;
     nf_topic_t topic;
+    bool by_input;
 } k_topics[] = {
-    {NF_KIND_ARTICLE_KEY, NF_TOPIC_CL_ARTICLE_KEY},
-    {NF_KIND_CRAWL_SCHEDULE, NF_TOPIC_CL_CRAWL_SCHEDULE},
-    {NF_KIND_EVENT_IDS, NF_TOPIC_CL_EVENT_IDS},
-    {NF_KIND_CLUSTER_SIG, NF_TOPIC_CL_CLUSTER_SIG},
-    {NF_KIND_CLUSTER_BUCKET, NF_TOPIC_CL_CLUSTER_BUCKET},
-    {NF_KIND_CLUSTER_PARENT, NF_TOPIC_CL_CLUSTER_PARENT},
-    {NF_KIND_ARTICLE_TOPICS, NF_TOPIC_CL_ARTICLE_TOPICS},
-    {NF_KIND_INTEREST, NF_TOPIC_CL_INTEREST},
-    {NF_KIND_INTEREST_SEEN, NF_TOPIC_CL_INTEREST_SEEN},
-    {NF_KIND_TRENDING, NF_TOPIC_CL_TRENDING},
+    {NF_KIND_ARTICLE_KEY, NF_TOPIC_CL_ARTICLE_KEY, false},
+    {NF_KIND_CRAWL_SCHEDULE, NF_TOPIC_CL_CRAWL_SCHEDULE, false},
+    {NF_KIND_EVENT_IDS, NF_TOPIC_CL_EVENT_IDS, true},
+    {NF_KIND_CLUSTER_SIG, NF_TOPIC_CL_CLUSTER_SIG, false},
+    {NF_KIND_CLUSTER_BUCKET, NF_TOPIC_CL_CLUSTER_BUCKET, false},
+    {NF_KIND_CLUSTER_PARENT, NF_TOPIC_CL_CLUSTER_PARENT, false},
+    {NF_KIND_ARTICLE_TOPICS, NF_TOPIC_CL_ARTICLE_TOPICS, false},
+    {NF_KIND_INTEREST, NF_TOPIC_CL_INTEREST, true},
+    {NF_KIND_INTEREST_SEEN, NF_TOPIC_CL_INTEREST_SEEN, true},
+    {NF_KIND_TRENDING, NF_TOPIC_CL_TRENDING, true},
 };
 #define NTOPICS (sizeof k_topics / sizeof k_topics[0])
 _Static_assert(NTOPICS == NF_TOPIC__COUNT - NF_TOPIC_CL_FIRST, "one changelog topic per kind");
@@ -262,8 +264,12 @@ static int apply_rec(void *arg, int topic_index, int32_t partition, int64_t offs
     return nf_store_batch_count(c->b) >= APPLY_BATCH ? flush_batch(c) : 0;
 }
 
-int nf_changelog_restore(nf_store_t *st, const nf_kafka_ops_t *k, nf_changelog_progress_t *prog,
-                         nf_changelog_stats_t *stats, char *err, size_t errlen)
+/* only: NULL (every partition of every topic, or of the kinds not keyed by the input partition
+ * when skip_by_input) or the key groups (partitions) to read, of the kinds keyed by the input
+ * partition only. */
+static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *only, bool skip_by_input,
+                   nf_changelog_progress_t *prog, nf_changelog_stats_t *stats, char *err,
+                   size_t errlen)
 {
     enum { STRIDE = NF_CHANGELOG_MAX_PARTITIONS };
     nf_changelog_stats_t local;
@@ -294,8 +300,13 @@ int nf_changelog_restore(nf_store_t *st, const nf_kafka_ops_t *k, nf_changelog_p
         nparts[i] = n < 0 ? 0 : n > STRIDE ? STRIDE : n;
         int64_t *f = from + i * STRIDE, *h = end + i * STRIDE;
         synced_of(meta, nf_topic_name(k_topics[i].topic), f, nparts[i]);
+        if ((only && !k_topics[i].by_input) || (skip_by_input && k_topics[i].by_input))
+            nparts[i] = 0;
         if (nparts[i] && (r = k->topic_ends(k->arg, topics[i], h, nparts[i], err, errlen)) != 0)
             break;
+        for (int p = 0; only && p < nparts[i]; p++)
+            if (!only[p])
+                h[p] = -1; /* not asked for: nothing read, its recorded offset stays */
         for (int p = 0; p < nparts[i]; p++) {
             int64_t lo = f[p] < 0 ? 0 : f[p];
             if (h[p] > lo) {
@@ -320,8 +331,12 @@ int nf_changelog_restore(nf_store_t *st, const nf_kafka_ops_t *k, nf_changelog_p
         if (!nparts[i])
             continue;
         cJSON *arr = cJSON_CreateArray();
-        for (int p = 0; arr && p < nparts[i]; p++)
-            cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)end[i * STRIDE + p]));
+        for (int p = 0; arr && p < nparts[i]; p++) {
+            int64_t e = end[i * STRIDE + p];
+            if (only && !only[p]) /* as recorded (-1: none) */
+                e = from[i * STRIDE + p];
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)e));
+        }
         if (set_item(meta, nf_topic_name(k_topics[i].topic), arr) != 0) {
             snprintf(err, errlen, "changelog: out of memory");
             r = -ENOMEM;
@@ -336,4 +351,18 @@ int nf_changelog_restore(nf_store_t *st, const nf_kafka_ops_t *k, nf_changelog_p
     cJSON_Delete(meta);
     stats->ns = nf_now_ns() - t0;
     return r;
+}
+
+int nf_changelog_restore(nf_store_t *st, const nf_kafka_ops_t *k, bool by_input,
+                         nf_changelog_progress_t *prog, nf_changelog_stats_t *stats, char *err,
+                         size_t errlen)
+{
+    return restore(st, k, NULL, !by_input, prog, stats, err, errlen);
+}
+
+int nf_changelog_restore_partitions(nf_store_t *st, const nf_kafka_ops_t *k, const bool *parts,
+                                    nf_changelog_progress_t *prog, nf_changelog_stats_t *stats,
+                                    char *err, size_t errlen)
+{
+    return restore(st, k, parts, false, prog, stats, err, errlen);
 }

@@ -60,11 +60,21 @@ typedef struct nf_changelog_progress {
     _Atomic bool running;
 } nf_changelog_progress_t;
 
-/* Brings the live state up to the changelogs' ends (see the top) and records the synced
- * offsets (reading through k's read_topic). prog may be NULL. 0 or -errno with err (nothing is
- * recorded as synced then: a retry reads again from the same offsets). */
-int nf_changelog_restore(nf_store_t *st, const nf_kafka_ops_t *k, nf_changelog_progress_t *prog,
-                         nf_changelog_stats_t *stats, char *err, size_t errlen);
+/* Brings the live state up to the changelogs' ends (see the top; each partition up to its end
+ * when the read began) and records the synced offsets (reading through k's read_topics).
+ * by_input false leaves out the kinds keyed by the read-events partition (in a consumer group
+ * they are restored per partition as they are assigned). prog may be NULL. 0 or -errno with err
+ * (nothing is recorded as synced then: a retry reads again from the same offsets). */
+int nf_changelog_restore(nf_store_t *st, const nf_kafka_ops_t *k, bool by_input,
+                         nf_changelog_progress_t *prog, nf_changelog_stats_t *stats, char *err,
+                         size_t errlen);
+
+/* The same for some input partitions only (parts[p] true, p < NF_CHANGELOG_MAX_PARTITIONS): the
+ * partitions of the kinds keyed by the read-events partition (event ids, interest, seen keys,
+ * trending counters), which a rebalance moves between processes. */
+int nf_changelog_restore_partitions(nf_store_t *st, const nf_kafka_ops_t *k, const bool *parts,
+                                    nf_changelog_progress_t *prog, nf_changelog_stats_t *stats,
+                                    char *err, size_t errlen);
 
 /* Records the synced offsets after a committed epoch: positions_json is the producer's
  * {"<topic>":[next offset per partition],...} (every output topic; only changelog topics are

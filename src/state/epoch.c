@@ -59,6 +59,7 @@ struct nf_epoch {
     nf_outbuf_t changelog; /* the cut epoch's changelog records (o.changelog) */
     nf_changelog_progress_t restore;
     /* stats */
+    _Atomic uint64_t discarded_epochs; /* pending records discarded at start (state.changelog) */
     _Atomic uint64_t committed, failures, checkpoints, outputs, recovered_epochs, recovered_records,
         last_pause_ns, last_commit_ns, cur_epoch;
     nf_histogram_t m_pause, m_commit;
@@ -796,6 +797,22 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
     int r = nf_store_pending_read(ep->st, &p, err, errlen);
     if (r < 0)
         return r;
+    if (r == 1 && ep->o.changelog && ep->kafka) {
+        /* With changelogs, Kafka holds the state: the epoch's transaction either committed (its
+         * changelog records and input offsets are in Kafka, and the restore that follows
+         * brings them here) or it did not (init_transactions aborted it, and whoever owns its
+         * partitions now reads their input again from the committed offsets). Rolling it
+         * forward instead could commit inputs that another process has taken over since. */
+        nf_log(NF_LOG_WARN, "epoch",
+               "pending epoch found at start: discarded (state.changelog: the changelog "
+               "restore brings what of it committed)",
+               NF_LI("epoch", p.epoch), NF_LEND);
+        nf_store_pending_free(&p);
+        if ((r = nf_store_pending_discard(ep->st, err, errlen)) != 0)
+            return r;
+        atomic_fetch_add(&ep->discarded_epochs, 1);
+        r = 0;
+    }
     if (r == 1) {
         cJSON *h = cJSON_Parse(p.header_json);
         const cJSON *rec = cJSON_GetObjectItemCaseSensitive(h, "records");
@@ -869,9 +886,11 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
         cJSON_Delete(h);
         free(hj);
     }
+    /* Epochs carry the positions of the partitions this process is assigned only: each is set
+     * when the partition is positioned (nf_epoch_position_cb) and as its records are taken. */
     for (int i = 0; i < NF_INPUT__COUNT; i++)
         for (int q = 0; q < NF_EPOCH_MAX_PARTITIONS; q++)
-            atomic_store(&ep->offsets[i][q], ep->committed_offsets[i][q]);
+            atomic_store(&ep->offsets[i][q], -1);
     nf_log(NF_LOG_INFO, "epoch", "state restored", NF_LI("epoch", e), NF_LEND);
     return 0;
 }
@@ -889,7 +908,7 @@ int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen)
         return 0;
     nf_changelog_stats_t cs;
     nf_log(NF_LOG_INFO, "changelog", "restoring the state from the changelog topics", NF_LEND);
-    int r = nf_changelog_restore(ep->st, ep->kafka, &ep->restore, &cs, err, errlen);
+    int r = nf_changelog_restore(ep->st, ep->kafka, !ep->o.group, &ep->restore, &cs, err, errlen);
     if (r != 0)
         return r;
     nf_counter_add(ep->m_restored, cs.records);
@@ -931,7 +950,6 @@ int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen)
                        NF_LI("partition", go[i].partition), NF_LI("local", *c),
                        NF_LI("group", go[i].next), NF_LEND);
             *c = go[i].next;
-            atomic_store(&ep->offsets[go[i].input][go[i].partition], go[i].next);
         }
     }
     if (max_epoch > ep->epoch) {
@@ -1040,15 +1058,139 @@ static void *coordinator(void *arg)
     return NULL;
 }
 
-static void revoke_cb(void *arg)
+/* The partitions of one input a rebalance moves, for the shards' `partitions` hooks. */
+typedef struct moved {
+    nf_epoch_t *ep;
+    nf_input_t in;
+    int32_t parts[NF_EPOCH_MAX_PARTITIONS];
+    size_t n;
+    bool gained;
+} moved_t;
+
+static void call_partitions(nf_shard_t *sh, void *arg)
+{
+    moved_t *m = arg;
+    shard_part_t *sp = &m->ep->shards[nf_shard_index(sh)];
+    for (unsigned i = 0; i < sp->n; i++)
+        if (sp->p[i]->partitions)
+            sp->p[i]->partitions(sh, sp->self[i], m->in, m->parts, m->n, m->gained);
+}
+
+/* Every shard's `partitions` hook for the partitions of `in` among parts. */
+static int tell_shards(nf_epoch_t *ep, nf_input_t in, const nf_kafka_offset_t *parts, size_t n,
+                       bool gained)
+{
+    moved_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return -ENOMEM;
+    *m = (moved_t){.ep = ep, .in = in, .gained = gained};
+    for (size_t i = 0; i < n; i++)
+        if (parts[i].input == in && parts[i].partition >= 0 &&
+            parts[i].partition < NF_EPOCH_MAX_PARTITIONS)
+            m->parts[m->n++] = parts[i].partition;
+    int r = 0;
+    for (unsigned s = 0; m->n && s < ep->nshards && r == 0; s++)
+        r = nf_runtime_call(ep->rt, s, call_partitions, m, CALL_TIMEOUT_MS);
+    free(m);
+    return r;
+}
+
+static void log_moved(const char *msg, const nf_kafka_offset_t *parts, size_t n)
+{
+    char list[512];
+    size_t len = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < n && len < sizeof list; i++)
+        if (parts[i].input == NF_INPUT_READ_EVENTS)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", len ? "," : "",
+                                    parts[i].partition);
+    nf_log(NF_LOG_INFO, "epoch", msg, NF_LS("read_events_partitions", list), NF_LEND);
+}
+
+void nf_epoch_revoke_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
 {
     nf_epoch_t *ep = arg;
     char err[512];
     if (atomic_load(&ep->failed))
         return;
     int r = run_epoch(ep, false, err, sizeof err);
-    if (r != 0)
+    if (r != 0) {
         fail(ep, r, err);
+        return;
+    }
+    /* Committed: the next owner starts where this epoch stopped. Positions of partitions this
+     * process no longer reads must not be committed again by its later epochs. */
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned)parts[i].input >= NF_INPUT__COUNT || parts[i].partition < 0 ||
+            parts[i].partition >= NF_EPOCH_MAX_PARTITIONS)
+            continue;
+        atomic_store(&ep->offsets[parts[i].input][parts[i].partition], -1);
+    }
+    if ((r = tell_shards(ep, NF_INPUT_READ_EVENTS, parts, n, false)) != 0) {
+        snprintf(err, sizeof err, "revoked partitions: the shards did not let go: %s",
+                 strerror(-r));
+        fail(ep, r, err);
+        return;
+    }
+    log_moved("partitions revoked: their epoch committed, their key groups let go", parts, n);
+}
+
+void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
+{
+    nf_epoch_t *ep = arg;
+    char err[512];
+    if (atomic_load(&ep->failed))
+        return;
+    int r = 0;
+    if (ep->o.changelog && ep->st && ep->kafka) {
+        bool *only = calloc(NF_EPOCH_MAX_PARTITIONS, sizeof *only);
+        nf_kafka_offset_t *go = calloc(NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *go);
+        size_t ngo = 0, nread = 0;
+        uint64_t max_epoch = 0;
+        for (size_t i = 0; only && i < n; i++)
+            if (parts[i].input == NF_INPUT_READ_EVENTS && parts[i].partition >= 0 &&
+                parts[i].partition < NF_EPOCH_MAX_PARTITIONS) {
+                only[parts[i].partition] = true;
+                nread++;
+            }
+        nf_changelog_stats_t cs = {0};
+        if (!only || !go) {
+            snprintf(err, sizeof err, "out of memory");
+            r = -ENOMEM;
+        }
+        if (r == 0 && nread)
+            r = nf_changelog_restore_partitions(ep->st, ep->kafka, only, &ep->restore, &cs, err,
+                                                sizeof err);
+        if (r == 0)
+            r = ep->kafka->group_offsets(ep->kafka->arg, go,
+                                         NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, &ngo,
+                                         &max_epoch, err, sizeof err);
+        /* The group's offsets of the gained partitions: where the restored state stands. */
+        for (size_t i = 0; r == 0 && i < ngo; i++)
+            for (size_t j = 0; j < n; j++)
+                if (parts[j].input == go[i].input && parts[j].partition == go[i].partition &&
+                    go[i].partition < NF_EPOCH_MAX_PARTITIONS) {
+                    ep->committed_offsets[go[i].input][go[i].partition] = go[i].next;
+                }
+        if (r == 0 && cs.records) {
+            nf_counter_add(ep->m_restored, cs.records);
+            nf_log(NF_LOG_INFO, "changelog", "gained partitions restored from the changelog",
+                   NF_LI("records", cs.records), NF_LI("bytes", cs.bytes),
+                   NF_LF("seconds", (double)cs.ns / 1e9), NF_LEND);
+        }
+        free(only);
+        free(go);
+    }
+    if (r == 0 && (r = tell_shards(ep, NF_INPUT_READ_EVENTS, parts, n, true)) != 0)
+        snprintf(err, sizeof err, "gained partitions: the shards did not load them: %s",
+                 strerror(-r));
+    if (r != 0) {
+        /* Taking the partitions without their state would count their events on an empty
+         * state: stop instead (a restart restores again). */
+        fail(ep, r, err);
+        return;
+    }
+    log_moved("partitions assigned: their key groups loaded", parts, n);
 }
 
 int nf_epoch_start(nf_epoch_t *ep)
@@ -1130,14 +1272,17 @@ void nf_epoch_attach_kafka(nf_epoch_t *ep, const nf_kafka_ops_t *kafka)
     ep->kafka = &ep->kafka_ops;
 }
 
-int64_t nf_epoch_position_cb(void *ep, nf_input_t in, int32_t partition)
+int64_t nf_epoch_position_cb(void *arg, nf_input_t in, int32_t partition)
 {
-    return nf_epoch_committed_offset(ep, in, partition);
-}
-
-void nf_epoch_revoke_cb(void *ep)
-{
-    revoke_cb(ep);
+    nf_epoch_t *ep = arg;
+    int64_t v = nf_epoch_committed_offset(ep, in, partition);
+    /* A partition being positioned is ours from here: epochs commit its position. Only when it
+     * has none yet: the lag computation asks too, and a position taken since must stay. */
+    int64_t none = -1;
+    if (v >= 0 && (unsigned)in < NF_INPUT__COUNT && partition >= 0 &&
+        partition < NF_EPOCH_MAX_PARTITIONS)
+        atomic_compare_exchange_strong(&ep->offsets[in][partition], &none, v);
+    return v;
 }
 
 void nf_epoch_fault_cb(const char *point)

@@ -70,6 +70,11 @@ typedef struct nf_epoch_participant {
     void (*snapshot)(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch);
     void (*committed)(nf_shard_t *sh, void *self, uint64_t epoch); /* optional */
     void (*resume)(nf_shard_t *sh, void *self);                    /* optional: take input again */
+    /* optional: input partitions this process gained after it started (a rebalance; their
+     * key groups are in the store, restored from the changelog) or lost (revoked; their last
+     * epoch committed): load their key groups into memory, or forget them */
+    void (*partitions)(nf_shard_t *sh, void *self, nf_input_t in, const int32_t *parts, size_t n,
+                       bool gained);
 } nf_epoch_participant_t;
 
 typedef struct nf_epoch_opts {
@@ -77,6 +82,8 @@ typedef struct nf_epoch_opts {
     uint32_t retain_every, retain_count;
     bool checkpoint_on_stop; /* also a named checkpoint of the final epoch (retain_every > 0) */
     bool changelog;          /* state writes go to the changelog topics too (state/changelog.h) */
+    bool group;              /* partitions come from a consumer group: the state keyed by them
+                                is restored as they are assigned, not at start */
     uint64_t config_hash;
     unsigned fault_epoch; /* from NF_FAULT; 0 = none */
     char fault_point[32];
@@ -91,9 +98,17 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
  * (copied; nf_kafka_ops() of io/kafka.h fills it). Create the client with the hooks below and
  * arg = the coordinator. */
 void nf_epoch_attach_kafka(nf_epoch_t *ep, const nf_kafka_ops_t *kafka);
-/* Hooks for nf_kafka_opts_t: committed positions, commit-before-revoke, fault points. */
+/* Hooks for nf_kafka_opts_t: committed positions, fault points, and the rebalance:
+ *   assign  with opts.changelog, the key groups of the gained read-events partitions are
+ *           brought up to the changelog (their tail from this directory's recorded offsets) and
+ *           their positions taken from the consumer group's committed offsets; then every
+ *           participant's `partitions` hook loads them;
+ *   revoke  an epoch commits what was taken of the revoked partitions (the shards take no
+ *           more: nf_kafka_owns), their positions leave the epochs, and every participant's
+ *           `partitions` hook forgets them. */
 int64_t nf_epoch_position_cb(void *ep, nf_input_t in, int32_t partition);
-void nf_epoch_revoke_cb(void *ep);
+void nf_epoch_assign_cb(void *ep, const nf_kafka_offset_t *parts, size_t n);
+void nf_epoch_revoke_cb(void *ep, const nf_kafka_offset_t *parts, size_t n);
 void nf_epoch_fault_cb(const char *point);
 void nf_epoch_free(nf_epoch_t *ep);
 

@@ -138,8 +138,10 @@ static size_t table_bytes(uint64_t cap)
 }
 
 /* A ring of new_cap holding the keys of the old one still present at now_ms (expired ones,
- * including any replaced copy, are left behind), in order, and slots rebuilt for it. */
-static int rebuild(nf_keyset_t *ks, uint64_t new_cap, int64_t now_ms)
+ * including any replaced copy, are left behind) and not matched by drop (NULL: none), in order,
+ * and slots rebuilt for it. */
+static int rebuild_drop(nf_keyset_t *ks, uint64_t new_cap, int64_t now_ms, nf_keyset_owns_fn drop,
+                        void *ctx)
 {
     if (new_cap > RING_MAX)
         return -ENOMEM;
@@ -155,7 +157,7 @@ static int rebuild(nf_keyset_t *ks, uint64_t new_cap, int64_t now_ms)
         if (s == ks->snap)
             snap = n;
         const rec_t *r = &ks->ring[s & ks->rmask];
-        if (rec_exp(r) <= now_ms)
+        if (rec_exp(r) <= now_ms || (drop && drop(rec_kg(r), (nf_id128_t){r->hi, r->lo}, ctx)))
             continue;
         assert(n < new_cap);
         ring[n] = *r;
@@ -178,6 +180,11 @@ static int rebuild(nf_keyset_t *ks, uint64_t new_cap, int64_t now_ms)
     ks->snap = snap;
     ks->next_exp = n ? rec_exp(&ring[0]) : INT64_MAX;
     return 0;
+}
+
+static int rebuild(nf_keyset_t *ks, uint64_t new_cap, int64_t now_ms)
+{
+    return rebuild_drop(ks, new_cap, now_ms, NULL, NULL);
 }
 
 nf_keyset_t *nf_keyset_new(nf_store_t *st, const nf_keyset_opts_t *o)
@@ -452,8 +459,10 @@ static int load_one(const void *key, size_t klen, const void *val, size_t vlen, 
     return 0;
 }
 
-long nf_keyset_load(nf_keyset_t *ks, nf_keyset_owns_fn owns, void *ctx, int64_t now_ms, char *err,
-                    size_t errlen)
+/* Loads into the set, which may hold keys already (kgs != NULL: only those key groups are read,
+ * by prefix; NULL: every key of the kind, into an empty set). */
+static long load(nf_keyset_t *ks, const uint16_t *kgs, size_t nkgs, nf_keyset_owns_fn owns,
+                 void *ctx, int64_t now_ms, char *err, size_t errlen)
 {
     char dummy[8];
     if (!err || errlen == 0) {
@@ -461,12 +470,20 @@ long nf_keyset_load(nf_keyset_t *ks, nf_keyset_owns_fn owns, void *ctx, int64_t 
         errlen = sizeof dummy;
     }
     err[0] = '\0';
-    if (ks->head != ks->tail)
+    if (!kgs && ks->head != ks->tail)
         return -ENOTEMPTY;
     if (!ks->st)
         return 0;
     loader_t l = {.ks = ks, .owns = owns, .ctx = ctx, .now = now_ms, .err = err, .errlen = errlen};
-    int rc = nf_store_scan(ks->st, ks->kind, load_one, &l);
+    int rc = 0;
+    if (!kgs) {
+        rc = nf_store_scan(ks->st, ks->kind, load_one, &l);
+    } else {
+        for (size_t i = 0; i < nkgs && rc == 0; i++) {
+            unsigned char prefix[2] = {(unsigned char)(kgs[i] >> 8), (unsigned char)kgs[i]};
+            rc = nf_store_scan_prefix(ks->st, ks->kind, prefix, sizeof prefix, load_one, &l);
+        }
+    }
     if (rc == -EIO && !err[0])
         snprintf(err, errlen, "state %s: reading the store failed", nf_state_kind_name(ks->kind));
     if (rc != 0) {
@@ -497,13 +514,17 @@ long nf_keyset_load(nf_keyset_t *ks, nf_keyset_owns_fn owns, void *ctx, int64_t 
     }
     free(start);
     free(l.v);
-    uint64_t cap = ks->cap;
-    while (cap < RING_MAX && cap < l.n + l.n / 4 + 16)
+    uint64_t live = ks->head - ks->tail, cap = ks->cap;
+    while (cap < RING_MAX && cap < live + l.n + (live + l.n) / 4 + 16)
         cap <<= 1;
     if (cap != ks->cap && rebuild(ks, cap, now_ms) != 0) {
         free(sorted);
         return -ENOMEM;
     }
+    /* Keys added since the last snapshot stay marked new; the loaded ones, in the store
+     * already, are marked written only if nothing new precedes them (a set loaded into while it
+     * holds new keys writes the loaded ones again with them: harmless, keys dedup on load). */
+    bool all_written = ks->snap >= ks->head;
     size_t loaded = 0;
     for (size_t i = 0; i < l.n && ks->head - ks->tail < ks->cap; i++) {
         const rec_t *r = &sorted[i];
@@ -513,7 +534,7 @@ long nf_keyset_load(nf_keyset_t *ks, nf_keyset_owns_fn owns, void *ctx, int64_t 
         int64_t at = find(ks, rec_kg(r), k, h, &empty);
         if (at >= 0) {
             /* The same key twice (re-added after it expired, under a clock that stepped
-             * back): one copy, the later expiry. */
+             * back; or held already): one copy, the later expiry. */
             rec_t *old = &ks->ring[ks->slots[at].ref1 - 1];
             if (rec_exp(r) > rec_exp(old))
                 old->expkg = r->expkg;
@@ -527,9 +548,31 @@ long nf_keyset_load(nf_keyset_t *ks, nf_keyset_owns_fn owns, void *ctx, int64_t 
     }
     free(sorted);
     ks->next_exp = ks->head > ks->tail ? rec_exp(&ks->ring[ks->tail & ks->rmask]) : INT64_MAX;
-    ks->snap = ks->head; /* in the store already */
+    if (all_written)
+        ks->snap = ks->head; /* in the store already */
     ks->loaded += loaded;
     return (long)loaded;
+}
+
+long nf_keyset_load(nf_keyset_t *ks, nf_keyset_owns_fn owns, void *ctx, int64_t now_ms, char *err,
+                    size_t errlen)
+{
+    return load(ks, NULL, 0, owns, ctx, now_ms, err, errlen);
+}
+
+long nf_keyset_load_groups(nf_keyset_t *ks, const uint16_t *kgs, size_t n, nf_keyset_owns_fn owns,
+                           void *ctx, int64_t now_ms, char *err, size_t errlen)
+{
+    return load(ks, kgs, n, owns, ctx, now_ms, err, errlen);
+}
+
+long nf_keyset_drop(nf_keyset_t *ks, nf_keyset_owns_fn match, void *ctx, int64_t now_ms)
+{
+    uint64_t before = ks->head - ks->tail, expired0 = ks->expired;
+    if (rebuild_drop(ks, ks->cap, now_ms, match, ctx) != 0)
+        return -ENOMEM;
+    ks->expired = expired0; /* rebuild counts every key it left behind as expired */
+    return (long)(before - (ks->head - ks->tail));
 }
 
 /* ---------------------------------------------------------------- stats */

@@ -100,6 +100,15 @@ typedef bool (*nf_keyset_owns_fn)(uint16_t kg, nf_id128_t key, void *ctx);
 long nf_keyset_load(nf_keyset_t *ks, nf_keyset_owns_fn owns, void *ctx, int64_t now_ms, char *err,
                     size_t errlen);
 
+/* The keys of some key groups only (a partition this process was assigned), read by prefix, into
+ * a set that may hold keys already. Same returns as nf_keyset_load (never -ENOTEMPTY). */
+long nf_keyset_load_groups(nf_keyset_t *ks, const uint16_t *kgs, size_t n, nf_keyset_owns_fn owns,
+                           void *ctx, int64_t now_ms, char *err, size_t errlen);
+/* Forgets every key match accepts (a partition revoked from this process, once its epoch
+ * committed: the keys are in the store and its changelog), and the expired ones. O(keys).
+ * Returns how many keys were forgotten (expired ones included), or -ENOMEM (nothing changed). */
+long nf_keyset_drop(nf_keyset_t *ks, nf_keyset_owns_fn match, void *ctx, int64_t now_ms);
+
 typedef struct nf_keyset_stats {
     size_t keys;  /* in the ring: present, plus expired ones not yet dropped */
     size_t bytes; /* ring and slots */

@@ -920,6 +920,25 @@ size_t nf_kstate_expire(nf_kstate_t *ks, uint64_t now_ms, size_t max_entries)
     return dropped;
 }
 
+size_t nf_kstate_drop_groups(nf_kstate_t *ks, bool (*match)(uint16_t kg, void *ctx), void *ctx,
+                             size_t *kept)
+{
+    size_t dropped = 0;
+    *kept = 0;
+    for (uint32_t idx = 0; idx < ks->fresh; idx++) {
+        entry_t *e = &ks->ent[idx];
+        if (!(e->flags & F_USED) || !match(e->kg, ctx))
+            continue;
+        if (e->flags & (F_DIRTY | F_COMMITTING)) {
+            (*kept)++; /* not in the store yet: forgetting it would lose it */
+            continue;
+        }
+        drop(ks, idx);
+        dropped++;
+    }
+    return dropped;
+}
+
 void nf_kstate_stats(const nf_kstate_t *ks, nf_kstate_stats_t *out)
 {
     *out = (nf_kstate_stats_t){

@@ -103,6 +103,13 @@ void nf_kstate_uncommitted(nf_kstate_t *ks, uint64_t epoch);
  * dropped. Expired dirty entries are dropped too unless committing (their store copy expires). */
 size_t nf_kstate_expire(nf_kstate_t *ks, uint64_t now_ms, size_t max_entries);
 
+/* Forgets the clean entries of the key groups match accepts (a partition revoked from this
+ * process, its epoch committed: the store and the changelog hold them; a later get reads them
+ * back). Dirty or committing entries are kept and counted in *kept (the caller's protocol
+ * should leave none). Returns how many were forgotten. O(entries). */
+size_t nf_kstate_drop_groups(nf_kstate_t *ks, bool (*match)(uint16_t kg, void *ctx), void *ctx,
+                             size_t *kept);
+
 typedef struct nf_kstate_stats {
     size_t entries, dirty, committing, bytes;
     uint64_t hits, misses, loads, load_errors, evictions, expired;

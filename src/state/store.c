@@ -443,15 +443,27 @@ int nf_store_get(nf_store_t *st, nf_state_kind_t kind, const void *key, size_t k
 
 int nf_store_scan(nf_store_t *st, nf_state_kind_t kind, nf_store_scan_fn fn, void *arg)
 {
+    return nf_store_scan_prefix(st, kind, NULL, 0, fn, arg);
+}
+
+int nf_store_scan_prefix(nf_store_t *st, nf_state_kind_t kind, const void *prefix, size_t plen,
+                         nf_store_scan_fn fn, void *arg)
+{
     if ((unsigned)kind >= NF_KIND__COUNT)
         return -EINVAL;
     if (!st->kinds[kind])
         return 0;
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(st->db, st->ro_scan, st->kinds[kind]);
     int r = 0;
-    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+    if (plen)
+        rocksdb_iter_seek(it, prefix, plen);
+    else
+        rocksdb_iter_seek_to_first(it);
+    for (; rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t kl, vl;
         const char *k = rocksdb_iter_key(it, &kl);
+        if (plen && (kl < plen || memcmp(k, prefix, plen) != 0))
+            break; /* past the prefix: keys are in order */
         const char *v = rocksdb_iter_value(it, &vl);
         r = fn(k, kl, v, vl, arg);
         if (r != 0)

@@ -88,6 +88,9 @@ int nf_store_get(nf_store_t *st, nf_state_kind_t kind, const void *key, size_t k
 typedef int (*nf_store_scan_fn)(const void *key, size_t klen, const void *val, size_t vlen,
                                 void *arg);
 int nf_store_scan(nf_store_t *st, nf_state_kind_t kind, nf_store_scan_fn fn, void *arg);
+/* The same over the keys that start with prefix (plen bytes; 0 = every key): a key group's. */
+int nf_store_scan_prefix(nf_store_t *st, nf_state_kind_t kind, const void *prefix, size_t plen,
+                         nf_store_scan_fn fn, void *arg);
 
 /* ---- batches (one per shard and epoch) ---- */
 nf_store_batch_t *nf_store_batch_new(void);
