@@ -3,6 +3,7 @@
  * the topic broadcast and cluster hand-off in dedup.c, event-id dedup and the trending counter in
  * reads.c's kafka_in, the interest engine in reads.c's reads actor. */
 #include "actors/analytics.h"
+#include "algo/bytes.h"
 #include "feed/dates.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
@@ -41,14 +42,17 @@ const void *nf_analytics_blob(const void *val, size_t vlen, size_t *len)
     return (const unsigned char *)val + 8;
 }
 
-void nf_analytics_shard_count_error(nf_shard_t *sh, long stored)
+long nf_analytics_legacy_shards(nf_store_t *st)
 {
-    nf_log(NF_LOG_ERROR, "trending",
-           "the stored trending state was written by another number of shards (it is kept per "
-           "shard); run with runtime.shards as it was, or with another state.dir; stopping",
-           NF_LI("stored_shards", stored),
-           NF_LI("runtime_shards", nf_runtime_shard_count(nf_shard_runtime(sh))), NF_LEND);
-    nf_runtime_fail(nf_shard_runtime(sh));
+    void *v = NULL;
+    size_t len = 0, blen = 0;
+    int rc = nf_store_get(st, NF_KIND_TRENDING, "n", 1, &v, &len, NULL, 0);
+    if (rc != 1)
+        return rc;
+    const unsigned char *n = nf_analytics_blob(v, len, &blen);
+    long count = n && blen == 4 ? (long)nf_get_le32(n) : -EINVAL;
+    free(v);
+    return count;
 }
 
 void nf_analytics_trend_fixed(void *ctx, nf_trend_fix_t what, int64_t id, int64_t old_v,
@@ -235,9 +239,11 @@ static const nf_actor_ops_t stories_ops = {.name = "stories",
 
 /* ================================================================ trending merger */
 
-/* State keys in NF_KIND_TRENDING: "m" the merger's meta; "p" + counter (2 bytes BE) + pane_start
- * (8 bytes BE, offset by 2^63 so that order is numeric) one pane summary; "c" + shard (2 bytes
- * BE) a counter's blob, "n" the shard count they were written by (4 bytes LE) (reads.c). */
+/* State keys in NF_KIND_TRENDING: "M" the merger's meta; "P" + partition (2 bytes BE) +
+ * pane_start (8 bytes BE, offset by 2^63 so that order is numeric) one pane summary; "C" +
+ * partition (2 bytes BE) a partition's counter (reads.c). The lower-case keys of the per-shard
+ * layout ("m", "p" + shard + pane_start, "c" + shard, "n" the shard count) are dropped at start
+ * (legacy_*). */
 typedef struct pane_key {
     unsigned char k[11];
 } pane_key_t;
@@ -246,7 +252,7 @@ static pane_key_t pane_key(unsigned counter, int64_t pane_start)
 {
     pane_key_t pk;
     uint64_t u = (uint64_t)pane_start ^ (1ull << 63);
-    pk.k[0] = 'p';
+    pk.k[0] = 'P';
     pk.k[1] = (unsigned char)(counter >> 8);
     pk.k[2] = (unsigned char)counter;
     for (int i = 0; i < 8; i++)
@@ -273,6 +279,10 @@ typedef struct merger {
     size_t ndropped, dropped_cap;
     bool meta_dirty;
     nf_jw_t jw;
+    /* Keys of the per-shard layout found at start, deleted at the first cut. */
+    unsigned char (*legacy)[11];
+    unsigned char *legacy_len;
+    size_t nlegacy, legacy_cap;
 } merger_t;
 
 static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_ranked_t *items,
@@ -371,13 +381,26 @@ static int remember_pane(merger_t *g, unsigned counter, const nf_pane_msg_t *p)
     return 0;
 }
 
+/* A partition beyond the merger's counters: the topic grew while the job ran. */
+static void partition_out_of_range(merger_t *g, unsigned partition)
+{
+    nf_counter_inc(g->an->m.state_errors);
+    nf_log(NF_LOG_ERROR, "trending",
+           "a read-events partition beyond the partition count the trending merger started with "
+           "(partitions were added to the topic); restart the job to count them; stopping",
+           NF_LI("partition", partition), NF_LI("partitions", g->ncounters), NF_LEND);
+    nf_runtime_fail(nf_shard_runtime(g->sh));
+}
+
 static void merger_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 {
     merger_t *g = self;
-    unsigned counter = m->src;
+    unsigned counter = m->kind == NF_MSG_PANE ? (unsigned)((nf_pane_msg_t *)m->body.ptr)->partition
+                                              : (unsigned)m->body.u64[1];
     if (counter >= g->ncounters) {
         if (m->kind == NF_MSG_PANE)
             free(m->body.ptr);
+        partition_out_of_range(g, counter);
         return;
     }
     if (m->kind == NF_MSG_PANE) {
@@ -393,8 +416,11 @@ static void merger_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
             merger_fail(g, "a trending pane could not be merged; stopping the job", rc);
         return;
     }
-    if (m->kind == NF_MSG_WATERMARK) {
-        nf_trend_merger_set_watermark(g->m, counter, (int64_t)m->body.u64[0]);
+    if (m->kind == NF_MSG_WATERMARK || m->kind == NF_MSG_IDLE) {
+        if (m->kind == NF_MSG_WATERMARK)
+            nf_trend_merger_set_watermark(g->m, counter, (int64_t)m->body.u64[0]);
+        else
+            nf_trend_merger_set_idle(g->m, counter, (int64_t)m->body.u64[0]);
         g->meta_dirty = true;
         merger_emit(g);
     }
@@ -407,9 +433,12 @@ static void merger_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uin
     (void)sh;
     (void)epoch;
     if (!b) {
-        g->nadded = g->ndropped = 0;
+        g->nadded = g->ndropped = g->nlegacy = 0;
         return;
     }
+    for (size_t i = 0; i < g->nlegacy; i++)
+        nf_store_batch_delete(b, NF_KIND_TRENDING, g->legacy[i], g->legacy_len[i]);
+    g->nlegacy = 0;
     for (size_t i = 0; i < g->ndropped; i++)
         for (unsigned c = 0; c < g->ncounters; c++) {
             pane_key_t k = pane_key(c, g->dropped[i]);
@@ -435,7 +464,7 @@ static void merger_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uin
             merger_fail(g, "cannot save the trending merger (out of memory); stopping", -ENOMEM);
             return;
         }
-        int rc = nf_analytics_put_blob(b, "m", 1, blob, len);
+        int rc = nf_analytics_put_blob(b, "M", 1, blob, len);
         free(blob);
         if (rc != 0) {
             merger_fail(g, "cannot save the trending merger (out of memory); stopping", rc);
@@ -453,12 +482,43 @@ typedef struct restore_ctx {
     size_t panes, scanned;
 } restore_ctx_t;
 
+/* A key of the per-shard layout: "m", "n", "c" + shard, "p" + shard + pane_start. */
+static bool legacy_key(const unsigned char *key, size_t klen)
+{
+    return (klen == 1 && (key[0] == 'm' || key[0] == 'n')) || (klen == 3 && key[0] == 'c') ||
+           (klen == 11 && key[0] == 'p');
+}
+
+static int legacy_note(merger_t *g, const unsigned char *key, size_t klen)
+{
+    if (g->nlegacy == g->legacy_cap) {
+        size_t cap = g->legacy_cap ? g->legacy_cap * 2 : 64;
+        unsigned char(*v)[11] = realloc(g->legacy, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        g->legacy = v;
+        unsigned char *l = realloc(g->legacy_len, cap);
+        if (!l)
+            return -ENOMEM;
+        g->legacy_len = l;
+        g->legacy_cap = cap;
+    }
+    memcpy(g->legacy[g->nlegacy], key, klen);
+    g->legacy_len[g->nlegacy++] = (unsigned char)klen;
+    return 0;
+}
+
 static int restore_pane(const void *k, size_t klen, const void *v, size_t vlen, void *arg)
 {
     restore_ctx_t *x = arg;
     const unsigned char *key = k;
     x->scanned++;
-    if (klen != sizeof(pane_key_t) || key[0] != 'p')
+    if (legacy_key(key, klen)) {
+        if ((x->err = legacy_note(x->g, key, klen)) != 0)
+            return 1;
+        return 0;
+    }
+    if (klen != sizeof(pane_key_t) || key[0] != 'P')
         return 0;
     unsigned counter = (unsigned)key[1] << 8 | key[2];
     size_t blen = 0;
@@ -472,15 +532,49 @@ static int restore_pane(const void *k, size_t klen, const void *v, size_t vlen, 
     return 0;
 }
 
+/* Legacy (per-shard) state: its last window end is kept, so that no window is emitted twice;
+ * the rest cannot be split by partition and is dropped (deleted at the first cut). */
+static void legacy_drop(merger_t *g, long shards)
+{
+    void *meta = NULL;
+    size_t mlen = 0, blen = 0;
+    int64_t done = INT64_MIN;
+    if (nf_store_get(g->an->store, NF_KIND_TRENDING, "m", 1, &meta, &mlen, NULL, 0) == 1) {
+        const void *blob = nf_analytics_blob(meta, mlen, &blen);
+        if (blob && nf_trend_merger_adopt_done(g->m, blob, blen) == 0) {
+            nf_trend_merger_stats_t ms;
+            nf_trend_merger_stats(g->m, &ms);
+            done = ms.done_end;
+        }
+        free(meta);
+    }
+    g->meta_dirty = true;
+    for (size_t i = 0; i < g->nlegacy; i++)
+        nf_counter_inc(g->an->m.trend_legacy_dropped);
+    char last[40] = "none";
+    if (done != INT64_MIN)
+        nf_date_format(done, last, sizeof last);
+    nf_log(NF_LOG_WARN, "trending",
+           "trending state of the per-shard layout (before trending counters were kept per "
+           "partition) cannot be split by partition and is dropped: events counted before this "
+           "start in panes not yet merged, and the pane summaries of windows not yet complete, "
+           "are lost, so for one trending.window_s the lists count only events read from now "
+           "on; windows up to the last one emitted are not emitted again",
+           NF_LI("stored_shards", shards), NF_LI("blobs", (int64_t)g->nlegacy),
+           NF_LS("last_window_end", last), NF_LEND);
+}
+
 static void merger_restore(merger_t *g)
 {
     nf_store_t *st = g->an->store;
     void *meta = NULL;
     size_t mlen = 0;
-    int rc = nf_store_get(st, NF_KIND_TRENDING, "m", 1, &meta, &mlen, NULL, 0);
+    long legacy = nf_analytics_legacy_shards(st);
+    int rc = legacy < 0 ? (int)legacy
+                        : nf_store_get(st, NF_KIND_TRENDING, "M", 1, &meta, &mlen, NULL, 0);
     if (rc < 0) {
         nf_log(NF_LOG_ERROR, "trending", "cannot read the trending merger's state; stopping",
-               NF_LEND);
+               NF_LI("errno", -rc), NF_LEND);
         nf_runtime_fail(nf_shard_runtime(g->sh));
         return;
     }
@@ -491,7 +585,11 @@ static void merger_restore(merger_t *g)
         long saved = lr == -EXDEV ? nf_trend_merger_blob_counters(blob, blen) : 0;
         free(meta);
         if (lr == -EXDEV) {
-            nf_analytics_shard_count_error(g->sh, saved);
+            nf_log(NF_LOG_ERROR, "trending",
+                   "the stored trending state has more read-events partitions than the topic "
+                   "has now (a topic was recreated?); run with another state.dir; stopping",
+                   NF_LI("stored_partitions", saved), NF_LI("partitions", g->ncounters), NF_LEND);
+            nf_runtime_fail(nf_shard_runtime(g->sh));
             return;
         }
         if (lr != 0) {
@@ -511,6 +609,8 @@ static void merger_restore(merger_t *g)
         nf_runtime_fail(nf_shard_runtime(g->sh));
         return;
     }
+    if (g->nlegacy)
+        legacy_drop(g, legacy);
     if (g->an->max_future_ms > 0) {
         int64_t now = nf_wall_ms();
         if (nf_trend_merger_clamp(g->m, now + g->an->max_future_ms, now, merger_fixed, pane_dropped,
@@ -533,7 +633,7 @@ static void *merger_init(nf_shard_t *sh, void *ctx)
         abort();
     g->an = an;
     g->sh = sh;
-    g->ncounters = nf_runtime_shard_count(nf_shard_runtime(sh));
+    g->ncounters = an->trend_partitions ? an->trend_partitions : 1;
     if (!(g->m = nf_trend_merger_new(&an->trend, g->ncounters)))
         abort();
     nf_jw_init(&g->jw);
@@ -554,6 +654,8 @@ static void merger_fini(nf_shard_t *sh, void *self)
         free(g->added[i].blob);
     free(g->added);
     free(g->dropped);
+    free(g->legacy);
+    free(g->legacy_len);
     nf_trend_merger_free(g->m);
     nf_jw_free(&g->jw);
     free(g);
@@ -615,6 +717,10 @@ int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_
                             "Trending event times and watermarks restored beyond the wall clock + "
                             "trending.max_future_ms (saved by an older version) and repaired.",
                             NULL, 0, &an->m.trend_repairs);
+    e |= nf_metrics_counter("newsflow_trending_legacy_dropped_total",
+                            "Trending blobs of the per-shard layout of earlier versions dropped "
+                            "at start (they cannot be split by partition).",
+                            NULL, 0, &an->m.trend_legacy_dropped);
     e |= nf_metrics_counter("newsflow_trending_counted_events_total",
                             "Read events counted into a trending pane.", NULL, 0,
                             &an->m.counted_events);
@@ -642,8 +748,9 @@ int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_
                           &an->m.index_entries);
     e |= nf_metrics_gauge(
         "newsflow_trending_watermark_lag_seconds",
-        "Wall clock minus each shard's trending watermark, seconds, summed over shards.", NULL, 0,
-        &an->m.trend_watermark_lag);
+        "Wall clock minus the lowest trending watermark of each shard's active partitions, "
+        "seconds, summed over shards.",
+        NULL, 0, &an->m.trend_watermark_lag);
     e |=
         nf_metrics_gauge("newsflow_trending_open_panes",
                          "Panes the shards' trending counters hold (not final yet): grows with the "
@@ -653,8 +760,9 @@ int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_
                           "Memory of the shards' trending counters.", NULL, 0, &an->m.trend_bytes);
     e |= nf_metrics_gauge(
         "newsflow_trending_merger_panes",
-        "Pane summaries the trending merger holds (at most window/slide per shard).", NULL, 0,
-        &an->m.merger_panes);
+        "Panes the trending merger holds, each the sum of the partitions' summaries (at most "
+        "window/slide + a few).",
+        NULL, 0, &an->m.merger_panes);
     e |= nf_metrics_gauge("newsflow_trending_merger_bytes", "Memory of the trending merger.", NULL,
                           0, &an->m.merger_bytes);
     if (e) {

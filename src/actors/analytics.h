@@ -17,20 +17,28 @@
  *   kafka_in (reads.h), per read event after decoding: the event_id dedup set (a keyset,
  *     state/keyset.h: kind NF_KIND_EVENT_IDS, key group = partition, TTL
  *     trending.event_id_ttl_s, held wholly in memory by the shard that consumes the partition;
- *     a repeat changes nothing downstream), then the shard's trending counter (algo/trend.h:
- *     per-partition watermarks, panes of slide_s), then to the user's interest shard with its
- *     keys computed (nf_interest_read_init). Every 250 ms the counter's final panes and its
- *     watermark go to the trending merger.
- *   trending merger (shard 0): merges the counters' panes; each time the minimum of their
+ *     a repeat changes nothing downstream), then the trending counter of the event's partition
+ *     (algo/trend.h: one counter per read-events partition, held by the shard that consumes
+ *     it; its watermark, panes of slide_s, and late decisions depend on that partition's stream
+ *     only), then to the user's interest shard with its keys computed (nf_interest_read_init).
+ *     Every 250 ms each counter's final panes and then its watermark go to the trending merger,
+ *     or, once the partition has been idle for trending.idle_ms, its open panes and
+ *     NF_MSG_IDLE.
+ *   trending merger (shard 0): its counters are the read-events partitions (trend_partitions);
+ *     it sums their pane summaries per pane; each time the minimum of the active partitions'
  *     watermarks passes a window end, one ranked list to `trending` (key = window_end).
  *   interest (the reads actor, reads.h): actors/interest.h per event; one interest-updates
  *     record per counted event.
  *
  * Durability: every piece of state above is keyed state, a keyset or a blob in NF_KIND_TRENDING
- * written at the epoch's cut, so state, outputs and input offsets commit together. The trending
- * counters' blobs are keyed by shard index: restart with the same runtime.shards (the other
- * state does not care); the count is stored beside them (key "n") and a run with another
- * count fails at start, naming both.
+ * written at the epoch's cut, so state, outputs and input offsets commit together. Trending
+ * blobs are keyed by partition ("C" + partition: a counter; "P" + partition + pane_start: a pane
+ * summary the merger took; "M": the merger's meta), so runtime.shards may change between runs:
+ * whichever shard consumes a partition loads its counter. State of the per-shard layout of
+ * earlier versions (lower-case keys "c" + shard, "n", "p", "m") cannot be split by partition:
+ * the merger drops it at start (nf_analytics_legacy_shards finds it), keeping only its last
+ * window end so no window is emitted twice, logs at warn what is lost and counts the dropped
+ * blobs in newsflow_trending_legacy_dropped_total.
  *
  * Register with nf_analytics_register() after nf_runtime_create() and before the ingest and
  * reads actors (they read the actor ids); the struct must outlive the runtime. */
@@ -52,8 +60,15 @@
 #include <string.h>
 
 /* Message kinds. NF_MSG_TOPICS goes to the reads actor; NF_MSG_CLUSTER to stories;
- * NF_MSG_PANE and NF_MSG_WATERMARK to the trending merger. */
-enum { NF_MSG_TOPICS = 20, NF_MSG_CLUSTER = 21, NF_MSG_PANE = 22, NF_MSG_WATERMARK = 23 };
+ * NF_MSG_PANE, NF_MSG_WATERMARK and NF_MSG_IDLE to the trending merger. WATERMARK and IDLE:
+ * body.u64[0] the counter's taken watermark, body.u64[1] its partition. */
+enum {
+    NF_MSG_TOPICS = 20,
+    NF_MSG_CLUSTER = 21,
+    NF_MSG_PANE = 22,
+    NF_MSG_WATERMARK = 23,
+    NF_MSG_IDLE = 24
+};
 
 /* NF_MSG_TOPICS body.ptr (heap, freed by the receiver). */
 typedef struct nf_topics_msg {
@@ -68,8 +83,9 @@ typedef struct nf_cluster_msg {
     uint32_t sig[]; /* minhash hashes */
 } nf_cluster_msg_t;
 
-/* NF_MSG_PANE body.ptr (heap): one final pane of counter `seq` (= the sending shard). */
+/* NF_MSG_PANE body.ptr (heap): one final pane of a partition's counter. */
 typedef struct nf_pane_msg {
+    int32_t partition;
     int64_t pane_start;
     size_t len;
     unsigned char blob[];
@@ -85,6 +101,9 @@ typedef struct nf_analytics {
     nf_cluster_opts_t cluster;
     unsigned cluster_shard; /* modulo the shard count */
     nf_trend_opts_t trend;
+    /* The read-events partition count: the merger's counters. 0: nf_reads_register sets it
+     * (from Kafka's metadata, or the memory source's partition count). */
+    unsigned trend_partitions;
     uint64_t event_id_ttl_ms;
     /* trending.max_future_ms (0 = no bound): a read event dated further ahead of the wall clock
      * goes to dead-letters (reads.h), and trending state restored with an event time or
@@ -104,6 +123,7 @@ typedef struct nf_analytics {
         nf_counter_t topics_broadcast, unclassified, unsigned_articles;
         nf_counter_t event_duplicates, late_events, counted_events, windows, panes;
         nf_counter_t interest_duplicates, interest_unknown, state_errors, trend_repairs;
+        nf_counter_t trend_legacy_dropped;
         nf_gauge_t held_messages, index_bytes, index_entries, trend_watermark_lag;
         nf_gauge_t trend_open_panes, trend_bytes, merger_panes, merger_bytes;
     } m;
@@ -123,9 +143,9 @@ void nf_analytics_free(nf_analytics_t *an);
 int nf_analytics_put_blob(nf_store_batch_t *b, const void *key, size_t klen, const void *blob,
                           size_t len);
 const void *nf_analytics_blob(const void *val, size_t vlen, size_t *len);
-/* The trending state was stored by `stored` shards and this run has another count: logs both
- * and fails the job (nf_runtime_fail). NF_KIND_TRENDING key "n" holds the count (reads.h). */
-void nf_analytics_shard_count_error(nf_shard_t *sh, long stored);
+/* The shard count of trending state of the per-shard layout (earlier versions: key "n"), 0 if
+ * there is none, or -errno. Any thread (the store is thread-safe). */
+long nf_analytics_legacy_shards(nf_store_t *st);
 
 /* The nf_trend_fix_fn of the trending repair at start (an->max_future_ms): logs the change at
  * warn, old and new values as dates, and counts it in m.trend_repairs. ctx: the nf_analytics_t.

@@ -62,6 +62,17 @@ typedef struct held_msg {
 
 /* ================================================================ kafka_in */
 
+/* The trending counter of one read-events partition this shard consumes (analytics.h): created
+ * when the partition is first listed or seen, loaded from its own blob, saved at every cut it
+ * changed in, and freed at the cut after the partition left this shard. */
+typedef struct tpart {
+    nf_trend_counter_t *c;
+    int64_t reported_wm;
+    bool idle_reported; /* the merger was told it is idle (until it reports a watermark) */
+    bool dirty;         /* changed since the last cut */
+    bool gone;          /* no longer assigned here: saved, then freed, at the next cut */
+} tpart_t;
+
 /* A decoded read event waiting for its group (take_read_event). */
 typedef struct decoded {
     nf_read_event_t ev;
@@ -85,10 +96,11 @@ typedef struct kin {
     /* analytics.h: the event-id dedup set (of this shard's partitions) and trending counter */
     nf_keyset_t *ids;
     bool ids_over_budget;
-    nf_trend_counter_t *trend;
-    nf_outbox_t ob; /* panes and watermarks for the merger a full ring refused */
+    tpart_t **tp; /* by partition id: its trending counter, NULL if none here */
+    size_t ntp;
+    int32_t tick_part; /* the partition whose panes send_pane is handing over */
+    nf_outbox_t ob;    /* panes and watermarks for the merger a full ring refused */
     nf_timer_t tick;
-    int64_t reported_wm;
     read_batch_t *spare; /* emptied batches back from the reads actors */
     unsigned nspare;
     decoded_t group[GROUP];
@@ -218,6 +230,8 @@ static void stop_job(kin_t *k, const char *what, int rc)
 }
 
 static void count_group(kin_t *k);
+static tpart_t *trend_part(kin_t *k, int32_t partition);
+static int restore_counter(kin_t *k, int32_t partition, tpart_t *tp);
 
 /* Decoded events wait here in groups of GROUP, their event-id slots prefetched, so that the
  * dedup set's cache misses overlap (count_group then takes them in order). */
@@ -260,7 +274,11 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
         stop_job(k, "out of memory in the event-id dedup set; stopping the job", rc);
         return;
     }
-    rc = nf_trend_count(k->trend, g->kg, ev->article_id, ev->article_len, ev->ts_ms, now_ms);
+    tpart_t *tp = trend_part(k, g->kg);
+    if (!tp)
+        return; /* the job is stopping (trend_part said why) */
+    rc = nf_trend_count(tp->c, g->kg, ev->article_id, ev->article_len, ev->ts_ms, now_ms);
+    tp->dirty = true;
     if (rc == 1)
         nf_counter_inc(an->m.late_events);
     else if (rc == 0)
@@ -500,58 +518,48 @@ static bool kin_busy(nf_shard_t *sh, void *self)
     return k->hhead != NULL || k->shead != NULL || nf_outbox_drain(sh, &k->ob) != 0;
 }
 
-static void counter_key(unsigned shard, unsigned char key[3])
+/* NF_KIND_TRENDING key of a partition's counter: "C" + partition (2 bytes BE, the key group). */
+static void counter_key(int32_t partition, unsigned char key[3])
 {
-    key[0] = 'c';
-    key[1] = (unsigned char)(shard >> 8);
-    key[2] = (unsigned char)shard;
+    key[0] = 'C';
+    key[1] = (unsigned char)((uint32_t)partition >> 8);
+    key[2] = (unsigned char)partition;
 }
 
 /* Positions are in the epoch (nf_epoch_set_offset); the state is the event-id set and the
- * trending counter (its open panes and watermarks, one blob per shard). */
+ * trending counters that changed since the last cut (one blob per partition). A counter whose
+ * partition left this shard is saved a last time and freed. */
 static void kin_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
     kin_t *k = self;
     (void)sh;
     if (nf_keyset_snapshot(k->ids, b, epoch) < 0) /* b is marked failed: no commit */
         stop_job(k, "out of memory writing the event-id set into the epoch; stopping", -ENOMEM);
-    if (!b)
-        return;
-    void *blob = NULL;
-    size_t len = 0;
-    if (nf_trend_counter_save(k->trend, &blob, &len) != 0) {
-        stop_job(k, "cannot save the trending counter (out of memory); stopping", -ENOMEM);
-        return;
+    for (size_t p = 0; p < k->ntp; p++) {
+        tpart_t *tp = k->tp[p];
+        if (!tp || !(tp->dirty || tp->gone))
+            continue;
+        if (b && tp->dirty) {
+            void *blob = NULL;
+            size_t len = 0;
+            unsigned char key[3];
+            counter_key((int32_t)p, key);
+            int rc = nf_trend_counter_save(tp->c, &blob, &len);
+            if (rc == 0)
+                rc = nf_analytics_put_blob(b, key, sizeof key, blob, len);
+            free(blob);
+            if (rc != 0) {
+                stop_job(k, "cannot save a trending counter (out of memory); stopping", rc);
+                return;
+            }
+        }
+        tp->dirty = false;
+        if (tp->gone) {
+            nf_trend_counter_free(tp->c);
+            free(tp);
+            k->tp[p] = NULL;
+        }
     }
-    unsigned char key[3];
-    counter_key(k->me, key);
-    int rc = nf_analytics_put_blob(b, key, sizeof key, blob, len);
-    free(blob);
-    if (rc == 0 && k->me == 0) { /* the shard count the counters are keyed by (restore_counter) */
-        unsigned char n[4];
-        nf_put_le32(n, k->nshards);
-        rc = nf_analytics_put_blob(b, "n", 1, n, sizeof n);
-    }
-    if (rc != 0)
-        stop_job(k, "cannot save the trending counter (out of memory); stopping", rc);
-}
-
-static long stored_shard_count(kin_t *k)
-{
-    return nf_reads_stored_shards(k->r->store);
-}
-
-long nf_reads_stored_shards(nf_store_t *st)
-{
-    void *v = NULL;
-    size_t len = 0, blen = 0;
-    int rc = nf_store_get(st, NF_KIND_TRENDING, "n", 1, &v, &len, NULL, 0);
-    if (rc != 1)
-        return rc;
-    const unsigned char *n = nf_analytics_blob(v, len, &blen);
-    long count = n && blen == 4 ? (long)nf_get_le32(n) : -EINVAL;
-    free(v);
-    return count;
 }
 
 static void held_drop(void *ctx, const nf_msg_t *m)
@@ -567,6 +575,7 @@ static int send_pane(void *ctx, int64_t pane_start, const void *blob, size_t len
     nf_pane_msg_t *p = malloc(sizeof *p + len);
     if (!p)
         return -ENOMEM;
+    p->partition = k->tick_part;
     p->pane_start = pane_start;
     p->len = len;
     memcpy(p->blob, blob, len);
@@ -618,36 +627,146 @@ static void dedup_budget_warn(bool over, bool *was, const char *set, unsigned sh
     *was = over;
 }
 
-/* Every 250 ms: the counter's final panes, then its watermark, to the merger (shard 0). Not
- * during a cut: a pane taken after this shard's snapshot but merged before the merger's would
- * be in both. */
+/* The counter of a partition, created (and loaded from its blob, wherever it was saved) on
+ * first sight. NULL: the job is stopping (out of memory, unreadable state, or a partition id
+ * the key group cannot hold). */
+static tpart_t *trend_part(kin_t *k, int32_t partition)
+{
+    if ((size_t)partition < k->ntp && k->tp[partition]) {
+        k->tp[partition]->gone = false; /* listed or seen again before the cut freed it */
+        return k->tp[partition];
+    }
+    if (partition < 0 || partition > UINT16_MAX) {
+        stop_job(k, "a read-events partition id does not fit a key group (0..65535); stopping",
+                 -ERANGE);
+        return NULL;
+    }
+    if ((size_t)partition >= k->ntp) {
+        size_t n = k->ntp ? k->ntp : 16;
+        while (n <= (size_t)partition)
+            n *= 2;
+        tpart_t **v = realloc(k->tp, n * sizeof *v);
+        if (!v) {
+            stop_job(k, "out of memory in the trending counters; stopping the job", -ENOMEM);
+            return NULL;
+        }
+        memset(v + k->ntp, 0, (n - k->ntp) * sizeof *v);
+        k->tp = v;
+        k->ntp = n;
+    }
+    tpart_t *tp = calloc(1, sizeof *tp);
+    if (!tp || !(tp->c = nf_trend_counter_new(&k->r->an->trend))) {
+        free(tp);
+        stop_job(k, "out of memory in the trending counters; stopping the job", -ENOMEM);
+        return NULL;
+    }
+    tp->reported_wm = INT64_MIN;
+    k->tp[partition] = tp;
+    if (k->r->store && restore_counter(k, partition, tp) != 0) {
+        k->tp[partition] = NULL;
+        nf_trend_counter_free(tp->c);
+        free(tp);
+        return NULL;
+    }
+    return tp;
+}
+
+/* The read-events partitions this shard consumes now, sorted (up to 1024). */
+static size_t shard_partitions(kin_t *k, int32_t *parts, size_t cap)
+{
+    size_t np = 0;
+    if (k->r->kafka) {
+        np = nf_kafka_shard_partitions(k->r->kafka, k->me, NF_INPUT_READ_EVENTS, parts, cap);
+        np = np > cap ? cap : np;
+        /* not one being revoked: its counter was saved by the revoke's epoch and let go */
+        size_t kept = 0;
+        for (size_t i = 0; i < np; i++)
+            if (nf_kafka_owns(k->r->kafka, NF_INPUT_READ_EVENTS, parts[i]))
+                parts[kept++] = parts[i];
+        return kept;
+    }
+    for (uint32_t p = 0; p < k->r->mem.partitions && np < cap; p++)
+        if (p % k->nshards == k->me)
+            parts[np++] = (int32_t)p;
+    return np;
+}
+
+/* One partition's turn of the tick: its final panes, then its watermark (or that it is idle),
+ * to the merger. 0, or -errno (the job stops). */
+static int tick_partition(kin_t *k, int32_t part, tpart_t *tp, int64_t now)
+{
+    int64_t wm = INT64_MIN;
+    k->tick_part = part;
+    int rc = nf_trend_counter_take(tp->c, now, send_pane, k, &wm);
+    if (rc < 0)
+        return rc;
+    if (rc > 0)
+        tp->dirty = true;
+    bool idle = nf_trend_counter_idle(tp->c, now);
+    nf_msg_t m = {.actor = (uint16_t)k->r->an->trend_actor};
+    m.body.u64[0] = (uint64_t)wm;
+    m.body.u64[1] = (uint64_t)(uint32_t)part;
+    if (idle && (!tp->idle_reported || rc > 0)) {
+        m.kind = NF_MSG_IDLE;
+    } else if (!idle && wm != INT64_MIN && (wm != tp->reported_wm || rc > 0 || tp->idle_reported)) {
+        m.kind = NF_MSG_WATERMARK;
+    } else {
+        return 0;
+    }
+    if (nf_outbox_send(k->sh, &k->ob, 0, &m) != 0)
+        return -ENOMEM;
+    tp->idle_reported = idle;
+    tp->reported_wm = wm;
+    return 0;
+}
+
+/* Every 250 ms, for each partition's counter: its final panes, then its watermark, to the merger
+ * (shard 0). Not during a cut: a pane taken after this shard's snapshot but merged before the
+ * merger's would be in both. */
 static void on_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {
     kin_t *k = arg;
     (void)t;
+    (void)sh;
     if (k->cut_paused)
         return;
-    int64_t now = nf_wall_ms(), wm = INT64_MIN;
+    int64_t now = nf_wall_ms();
     /* Assigned partitions hold the watermark back from the start, not from their first event:
-     * otherwise a partition consumed later than the others would find its panes taken. */
-    int32_t parts[256];
-    size_t np = 0;
-    if (k->r->kafka) {
-        np = nf_kafka_shard_partitions(k->r->kafka, k->me, NF_INPUT_READ_EVENTS, parts, 256);
-        np = np > 256 ? 256 : np;
-    } else {
-        for (uint32_t p = 0; p < k->r->mem.partitions && np < 256; p++)
-            if (p % k->nshards == k->me)
-                parts[np++] = (int32_t)p;
+     * otherwise a partition consumed later than the others would find its panes taken. A
+     * counter whose partition is no longer listed is saved and freed at the next cut. */
+    int32_t parts[1024];
+    size_t np = shard_partitions(k, parts, 1024);
+    for (size_t p = 0; p < k->ntp; p++)
+        if (k->tp[p])
+            k->tp[p]->gone = true;
+    for (size_t i = 0; i < np; i++) {
+        tpart_t *tp = trend_part(k, parts[i]);
+        if (!tp)
+            return;
+        if (nf_trend_counter_expect(tp->c, &parts[i], 1, now) != 0) {
+            stop_job(k, "out of memory in the trending counter; stopping the job", -ENOMEM);
+            return;
+        }
     }
-    if (nf_trend_counter_expect(k->trend, parts, np, now) != 0) {
-        stop_job(k, "out of memory in the trending counter; stopping the job", -ENOMEM);
-        return;
-    }
-    int rc = nf_trend_counter_take(k->trend, now, send_pane, k, &wm);
-    if (rc < 0) {
-        stop_job(k, "out of memory handing trending panes over; stopping the job", rc);
-        return;
+    nf_trend_counter_stats_t sum = {0};
+    int64_t lag_wm = INT64_MAX;
+    for (size_t p = 0; p < k->ntp; p++) {
+        tpart_t *tp = k->tp[p];
+        if (!tp)
+            continue;
+        if (!tp->gone) {
+            int rc = tick_partition(k, (int32_t)p, tp, now);
+            if (rc < 0) {
+                stop_job(k, "out of memory handing trending panes over; stopping the job", rc);
+                return;
+            }
+            if (!tp->idle_reported && tp->reported_wm != INT64_MIN && tp->reported_wm < lag_wm)
+                lag_wm = tp->reported_wm;
+        }
+        nf_trend_counter_stats_t cs;
+        nf_trend_counter_stats(tp->c, &cs);
+        sum.open_panes += cs.open_panes;
+        sum.bytes += cs.bytes;
     }
     nf_keyset_expire(k->ids, now, 1u << 16); /* adds expire as they go; this is for idle sets */
     nf_keyset_stats_t ks;
@@ -655,70 +774,52 @@ static void on_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
     nf_gauge_set(k->r->m.event_id_keys, (int64_t)ks.keys);
     nf_gauge_set(k->r->m.event_id_bytes, (int64_t)ks.bytes);
     dedup_budget_warn(nf_keyset_over_budget(k->ids), &k->ids_over_budget, "event_ids", k->me, &ks);
-    nf_trend_counter_stats_t cs;
-    nf_trend_counter_stats(k->trend, &cs);
-    nf_gauge_set(k->r->an->m.trend_open_panes, (int64_t)cs.open_panes);
-    nf_gauge_set(k->r->an->m.trend_bytes, (int64_t)cs.bytes);
-    if (wm != INT64_MIN && (wm != k->reported_wm || rc > 0)) {
-        nf_msg_t m = {.actor = (uint16_t)k->r->an->trend_actor, .kind = NF_MSG_WATERMARK};
-        m.body.u64[0] = (uint64_t)wm;
-        if (nf_outbox_send(sh, &k->ob, 0, &m) != 0) {
-            stop_job(k, "out of memory reporting the trending watermark; stopping", -ENOMEM);
-            return;
-        }
-        k->reported_wm = wm;
-        nf_gauge_set(k->r->an->m.trend_watermark_lag, (now - wm) / 1000);
-    }
+    nf_gauge_set(k->r->an->m.trend_open_panes, (int64_t)sum.open_panes);
+    nf_gauge_set(k->r->an->m.trend_bytes, (int64_t)sum.bytes);
+    if (lag_wm != INT64_MAX)
+        nf_gauge_set(k->r->an->m.trend_watermark_lag, (now - lag_wm) / 1000);
 }
 
-static void restore_counter(kin_t *k)
+/* Loads a partition's counter from its blob, if it has one. 0, or -errno (the job stops). */
+static int restore_counter(kin_t *k, int32_t partition, tpart_t *tp)
 {
-    if (k->me == 0) { /* one shard says it */
-        long n = stored_shard_count(k);
-        if (n < 0) {
-            nf_log(NF_LOG_ERROR, "trending",
-                   "cannot read the stored trending shard count (unreadable or corrupt); stopping",
-                   NF_LI("errno", -n), NF_LEND);
-            nf_runtime_fail(nf_shard_runtime(k->sh));
-            return;
-        }
-        if (n > 0 && (unsigned long)n != k->nshards) {
-            nf_analytics_shard_count_error(k->sh, n);
-            return;
-        }
-    }
     unsigned char key[3];
-    counter_key(k->me, key);
+    counter_key(partition, key);
     void *blob = NULL;
     size_t len = 0;
-    char err[256];
+    char err[256] = "";
     int rc =
         nf_store_get(k->r->store, NF_KIND_TRENDING, key, sizeof key, &blob, &len, err, sizeof err);
     if (rc == 1) {
         size_t blen = 0;
         const void *b = nf_analytics_blob(blob, len, &blen);
-        rc = b ? nf_trend_counter_load(k->trend, b, blen) : -EINVAL;
+        rc = b ? nf_trend_counter_load(tp->c, b, blen) : -EINVAL;
         free(blob);
         if (rc == 0 && k->r->an->max_future_ms > 0) {
             int64_t now = nf_wall_ms();
-            nf_trend_counter_clamp(k->trend, now + k->r->an->max_future_ms, now,
-                                   nf_analytics_trend_fixed, k->r->an);
+            if (nf_trend_counter_clamp(tp->c, now + k->r->an->max_future_ms, now,
+                                       nf_analytics_trend_fixed, k->r->an) > 0)
+                tp->dirty = true;
         }
         if (rc == 0) {
             nf_trend_counter_stats_t cs;
-            nf_trend_counter_stats(k->trend, &cs);
-            nf_log(NF_LOG_INFO, "trending", "counter restored", NF_LI("shard", k->me),
-                   NF_LI("bytes", (int64_t)len), NF_LI("open_panes", (int64_t)cs.open_panes),
-                   NF_LI("partitions", (int64_t)cs.partitions), NF_LEND);
+            nf_trend_counter_stats(tp->c, &cs);
+            nf_log(NF_LOG_DEBUG, "trending", "counter restored", NF_LI("shard", k->me),
+                   NF_LI("partition", partition), NF_LI("bytes", (int64_t)len),
+                   NF_LI("open_panes", (int64_t)cs.open_panes), NF_LEND);
         }
     }
     if (rc < 0) {
         nf_log(NF_LOG_ERROR, "trending",
                "the stored trending counter does not load (unreadable, corrupt, or saved with "
                "other trending options); stopping",
-               NF_LI("shard", k->me), NF_LI("errno", -rc), NF_LEND);
+               NF_LI("shard", k->me), NF_LI("partition", partition), NF_LI("errno", -rc),
+               NF_LS("error", err), NF_LEND);
+        nf_counter_inc(k->r->m.state_errors);
         nf_runtime_fail(nf_shard_runtime(k->sh));
+        return rc;
     }
+    return 0;
 }
 
 static void kin_cut_resume(nf_shard_t *sh, void *self)
@@ -767,6 +868,16 @@ static void kin_partitions(nf_shard_t *sh, void *self, nf_input_t in, const int3
             r = nf_keyset_drop(k->ids, kg_match, set, now);
             free(set);
         }
+        /* The revoke's epoch saved each counter as it stood; whatever a tick took from it since
+         * is its next owner's to take again from that state. */
+        for (size_t i = 0; i < n; i++) {
+            size_t p = (size_t)parts[i];
+            if (p < k->ntp && k->tp[p]) {
+                nf_trend_counter_free(k->tp[p]->c);
+                free(k->tp[p]);
+                k->tp[p] = NULL;
+            }
+        }
     }
     if (r < 0) {
         nf_log(NF_LOG_ERROR, "state",
@@ -807,11 +918,6 @@ static void *kin_init(nf_shard_t *sh, void *ctx)
         abort();
     if (k->r->store)
         load_ids(k);
-    if (!(k->trend = nf_trend_counter_new(&k->r->an->trend)))
-        abort();
-    k->reported_wm = INT64_MIN;
-    if (k->r->store)
-        restore_counter(k);
     nf_timer_init(&k->tick, on_tick, k);
     nf_timer_arm(sh, &k->tick, nf_now_ns() + 250000000ull, 250000000ull);
     if (k->r->epoch && nf_epoch_participant_add(k->r->epoch, sh, &kin_part, k) != 0)
@@ -900,7 +1006,12 @@ static void kin_fini(nf_shard_t *sh, void *self)
     nf_jw_free(&k->jw);
     nf_outbox_free(&k->ob, held_drop, NULL); /* forced shutdown only: uncommitted */
     nf_keyset_free(k->ids);
-    nf_trend_counter_free(k->trend);
+    for (size_t p = 0; p < k->ntp; p++)
+        if (k->tp[p]) {
+            nf_trend_counter_free(k->tp[p]->c);
+            free(k->tp[p]);
+        }
+    free(k->tp);
     free(k);
 }
 
@@ -1315,6 +1426,11 @@ int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r)
                           &r->m.seen_bytes);
     if (e)
         return -EINVAL;
+    if (!r->an->trend_partitions) { /* the merger's counters: one per read-events partition */
+        int np = r->kafka ? nf_kafka_input_partitions(r->kafka, NF_INPUT_READ_EVENTS)
+                          : (int)r->mem.partitions;
+        r->an->trend_partitions = np > 0 ? (unsigned)np : 1;
+    }
     r->in_actor = nf_runtime_register(rt, &kin_ops, r);
     if (r->in_actor < 0)
         return r->in_actor;

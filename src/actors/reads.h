@@ -1,6 +1,6 @@
 /* reads.h — the read-events path (DESIGN.md §1, §4): the Kafka source actor that feeds shards
- * from their assigned partitions (with event-id dedup and the trending counter of
- * analytics.h), and the interest actor keyed by user.
+ * from their assigned partitions (with event-id dedup and the trending counters of
+ * analytics.h, one per partition), and the interest actor keyed by user.
  *
  *   kafka_in (per shard; owns the partitions p with p % shards == shard):
  *     consumes its queue in budgeted turns -> decodes each record (io/events.h); a record that
@@ -8,7 +8,7 @@
  *     partition keeps flowing; so does an event whose ts is before 2000 or further ahead of the
  *     wall clock than an->max_future_ms (nf_read_event_check_time, stage "event_time") -> decoded
  *     events wait in groups of 16 with their event-id slots
- *     prefetched, then meet the event-id dedup set and the shard's trending counter
+ *     prefetched, then meet the event-id dedup set and their partition's trending counter
  *     (analytics.h) -> batched per destination shard (route(user)) as 64-byte items carrying
  *     every key the interest engine needs, and sent; input positions recorded for the epoch.
  *     Emptied batches come back (MSG_BATCH_BACK) and are reused.
@@ -92,11 +92,6 @@ typedef struct nf_reads {
 
 /* 0 or -errno. */
 int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r);
-
-/* The shard count the trending state in st was written by (the job refuses to start with
- * another): 0 (none stored yet), the count, or -errno. Any thread (the store is thread-safe);
- * `run --from-checkpoint` asks it of a checkpoint before restoring it. */
-long nf_reads_stored_shards(nf_store_t *st);
 
 /* The event-id dedup set's key of an event id (persisted: fixed forever). */
 nf_id128_t nf_reads_event_key(const char *event_id);

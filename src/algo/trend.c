@@ -1,4 +1,5 @@
-/* trend.c — the trending engine (trend.h): per-shard counters of panes, one merger of windows.
+/* trend.c — the trending engine (trend.h): counters of panes (one per input partition in the
+ * job), one merger of windows.
  *
  * Layout of the file: byte writer/reader for the blobs, the item table (article -> count, with
  * an optional min-heap that bounds it to the top candidates), panes and their encoding, the
@@ -401,12 +402,27 @@ static void tab_offer(itemtab_t *t, uint64_t h, const char *id, size_t len, uint
 
 /* ---- panes ---- */
 
+static size_t bitmap_bytes(unsigned n)
+{
+    return ((size_t)n + 7) / 8;
+}
+
+static bool bit_get(const uint8_t *b, unsigned i)
+{
+    return b[i / 8] >> (i % 8) & 1;
+}
+
+static void bit_set(uint8_t *b, unsigned i)
+{
+    b[i / 8] = (uint8_t)(b[i / 8] | 1u << (i % 8));
+}
+
 typedef struct pane {
     int64_t start;
     uint64_t events;
     nf_cms_t cms; /* unused (no cells) in exact mode */
     itemtab_t tab;
-    uint8_t *added; /* merger only: which counters' summaries are in */
+    uint8_t *added; /* merger only: bitmap of the counters whose summaries are in */
 } pane_t;
 
 static void pane_free(pane_t *p)
@@ -428,7 +444,7 @@ static pane_t *pane_new(const nf_trend_opts_t *o, uint32_t cand, bool bounded, u
     bool sketch = !o->exact;
     if ((sketch && nf_cms_init(&p->cms, o->cms_width, o->cms_depth, o->seed)) ||
         tab_init(&p->tab, bounded && sketch ? cand : 64, bounded && sketch) ||
-        (ncounters && !(p->added = calloc(ncounters, 1)))) {
+        (ncounters && !(p->added = calloc(bitmap_bytes(ncounters), 1)))) {
         pane_free(p);
         return NULL;
     }
@@ -443,7 +459,7 @@ static void pane_reset(pane_t *p, int64_t start, unsigned ncounters)
         nf_cms_clear(&p->cms);
     tab_reset(&p->tab);
     if (p->added)
-        memset(p->added, 0, ncounters);
+        memset(p->added, 0, bitmap_bytes(ncounters));
 }
 
 static size_t pane_bytes(const pane_t *p)
@@ -850,10 +866,20 @@ int64_t nf_trend_counter_watermark(const nf_trend_counter_t *c, int64_t now_ms)
     return any ? wm : INT64_MIN;
 }
 
+bool nf_trend_counter_idle(const nf_trend_counter_t *c, int64_t now_ms)
+{
+    for (size_t i = 0; i < c->nparts; i++)
+        if (now_ms - c->parts[i].last_now < c->o.idle_ms)
+            return false;
+    return c->nparts > 0;
+}
+
 int nf_trend_counter_take(nf_trend_counter_t *c, int64_t now_ms, nf_trend_pane_fn fn, void *ctx,
                           int64_t *taken_wm)
 {
     int64_t wm = nf_trend_counter_watermark(c, now_ms);
+    if (wm == INT64_MIN && c->panes.n > 0 && nf_trend_counter_idle(c, now_ms))
+        wm = c->panes.v[c->panes.n - 1]->start + c->o.slide_ms; /* idle: every pane is final */
     if (wm != INT64_MIN && wm > c->taken_wm)
         c->taken_wm = wm;
     if (taken_wm)
@@ -1086,8 +1112,9 @@ struct nf_trend_merger {
     nf_trend_opts_t o;
     uint32_t cand;
     unsigned n;
-    int64_t *wm;  /* per counter; INT64_MIN = never reported */
-    int64_t done; /* last processed window end; INT64_MIN = none */
+    int64_t *wm;   /* per counter; INT64_MIN = never reported */
+    uint8_t *idle; /* per counter: 1 = idle, left out of the min watermark until it reports */
+    int64_t done;  /* last processed window end; INT64_MIN = none */
     uint64_t windows;
     panelist_t panes;
     nf_cms_t win;      /* the window's summed sketch (sketch mode) */
@@ -1109,8 +1136,9 @@ nf_trend_merger_t *nf_trend_merger_new(const nf_trend_opts_t *o, unsigned ncount
     m->n = ncounters;
     m->done = INT64_MIN;
     m->wm = malloc(sizeof *m->wm * ncounters);
+    m->idle = calloc(ncounters, 1);
     m->ranked = malloc(sizeof *m->ranked * o->top_k);
-    if (!m->wm || !m->ranked || tab_init(&m->scratch, 256, false) ||
+    if (!m->wm || !m->idle || !m->ranked || tab_init(&m->scratch, 256, false) ||
         (!o->exact && nf_cms_init(&m->win, o->cms_width, o->cms_depth, o->seed))) {
         nf_trend_merger_free(m);
         return NULL;
@@ -1130,6 +1158,7 @@ void nf_trend_merger_free(nf_trend_merger_t *m)
     free(m->order);
     free(m->ranked);
     free(m->wm);
+    free(m->idle);
     free(m);
 }
 
@@ -1142,7 +1171,7 @@ int nf_trend_merger_add_pane(nf_trend_merger_t *m, unsigned counter, const void 
         return 1;
     size_t at = plist_lower(&m->panes, v.start);
     pane_t *p = at < m->panes.n && m->panes.v[at]->start == v.start ? m->panes.v[at] : NULL;
-    if (p && p->added[counter])
+    if (p && bit_get(p->added, counter))
         return -EEXIST;
     bool fresh = !p;
     if (fresh && !(p = plist_insert(&m->panes, at, v.start, &m->o, m->cand, false, m->n)))
@@ -1169,7 +1198,7 @@ int nf_trend_merger_add_pane(nf_trend_merger_t *m, unsigned counter, const void 
             tab_append(&p->tab, slot, h, id, n, count);
     }
     p->events += v.events;
-    p->added[counter] = 1;
+    bit_set(p->added, counter);
     return 0;
 }
 
@@ -1179,7 +1208,36 @@ int nf_trend_merger_set_watermark(nf_trend_merger_t *m, unsigned counter, int64_
         return -EINVAL;
     if (wm > m->wm[counter])
         m->wm[counter] = wm;
+    m->idle[counter] = 0;
     return 0;
+}
+
+int nf_trend_merger_set_idle(nf_trend_merger_t *m, unsigned counter, int64_t wm)
+{
+    if (counter >= m->n)
+        return -EINVAL;
+    if (wm > m->wm[counter])
+        m->wm[counter] = wm;
+    m->idle[counter] = 1;
+    return 0;
+}
+
+/* The watermark windows may be emitted up to: the min over the active counters; with none
+ * active, the min over the idle ones that ever reported (each handed over all it had). */
+static int64_t merger_watermark(const nf_trend_merger_t *m)
+{
+    int64_t active = INT64_MAX, idle = INT64_MAX;
+    bool any_active = false, any_idle = false;
+    for (unsigned i = 0; i < m->n; i++) {
+        if (!m->idle[i]) {
+            any_active = true;
+            active = m->wm[i] < active ? m->wm[i] : active;
+        } else if (m->wm[i] != INT64_MIN) {
+            any_idle = true;
+            idle = m->wm[i] < idle ? m->wm[i] : idle;
+        }
+    }
+    return any_active ? active : any_idle ? idle : INT64_MIN;
 }
 
 static int cmp_ranked(const void *a, const void *b, void *arg)
@@ -1255,9 +1313,7 @@ static void merger_drop(nf_trend_merger_t *m, nf_trend_drop_fn drop, void *ctx)
 int nf_trend_merger_emit(nf_trend_merger_t *m, nf_trend_window_fn fn, nf_trend_drop_fn drop,
                          void *ctx)
 {
-    int64_t gwm = INT64_MAX;
-    for (unsigned i = 0; i < m->n; i++)
-        gwm = m->wm[i] < gwm ? m->wm[i] : gwm;
+    int64_t gwm = merger_watermark(m);
     if (gwm == INT64_MIN)
         return 0;
     int64_t wmax = floor_div(gwm, m->o.slide_ms) * m->o.slide_ms;
@@ -1300,28 +1356,32 @@ void nf_trend_merger_stats(const nf_trend_merger_t *m, nf_trend_merger_stats_t *
     out->panes = m->panes.n;
     out->done_end = m->done;
     out->windows = m->windows;
-    out->bytes = sizeof *m + sizeof *m->wm * m->n + tab_bytes(&m->scratch) +
+    out->bytes = sizeof *m + (sizeof *m->wm + 1) * m->n + tab_bytes(&m->scratch) +
                  sizeof *m->order * m->order_cap + sizeof *m->ranked * m->o.top_k +
                  (m->win.cells ? nf_cms_bytes(&m->win) : 0);
     for (size_t i = 0; i < m->panes.n; i++)
-        out->bytes += pane_bytes(m->panes.v[i]) + m->n;
+        out->bytes += pane_bytes(m->panes.v[i]) + bitmap_bytes(m->n);
     for (size_t i = 0; i < m->panes.npool; i++)
-        out->bytes += pane_bytes(m->panes.pool[i]) + m->n;
+        out->bytes += pane_bytes(m->panes.pool[i]) + bitmap_bytes(m->n);
 }
 
-/* Merger meta: u32 magic, u32 version, options, u32 ncounters, i64 done, u64 windows,
- * ncounters x i64 watermark, u64 check. */
+/* Merger meta: u32 magic, u32 version (2), options, u32 ncounters, i64 done, u64 windows,
+ * ncounters x {i64 watermark, u8 idle}, u64 check. Version 1 (no idle byte) was written while
+ * counters were per shard; only nf_trend_merger_adopt_done reads it. */
+#define MERGER_VERSION 2u
 int nf_trend_merger_save(const nf_trend_merger_t *m, void **blob, size_t *len)
 {
     wbuf_t w = {0};
     w_u32(&w, MERGER_MAGIC);
-    w_u32(&w, BLOB_VERSION);
+    w_u32(&w, MERGER_VERSION);
     w_opts(&w, &m->o);
     w_u32(&w, m->n);
     w_u64(&w, (uint64_t)m->done);
     w_u64(&w, m->windows);
-    for (unsigned i = 0; i < m->n; i++)
+    for (unsigned i = 0; i < m->n; i++) {
         w_u64(&w, (uint64_t)m->wm[i]);
+        w_u8(&w, m->idle[i]);
+    }
     w_check(&w, 0);
     if (w.oom) {
         free(w.p);
@@ -1336,11 +1396,32 @@ long nf_trend_merger_blob_counters(const void *blob, size_t len)
 {
     rbuf_t r;
     nf_trend_opts_t any = {0};
-    if (!r_open(&r, blob, len) || r_u32(&r) != MERGER_MAGIC || r_u32(&r) != BLOB_VERSION)
+    uint32_t version = 0;
+    if (!r_open(&r, blob, len) || r_u32(&r) != MERGER_MAGIC ||
+        ((version = r_u32(&r)) != MERGER_VERSION && version != 1))
         return -EINVAL;
     (void)r_opts_match(&r, &any); /* reads past the options, whatever they are */
     uint32_t n = r_u32(&r);
     return r.bad ? -EINVAL : (long)n;
+}
+
+int nf_trend_merger_adopt_done(nf_trend_merger_t *m, const void *blob, size_t len)
+{
+    rbuf_t r;
+    uint32_t version = 0;
+    if (!r_open(&r, blob, len) || r_u32(&r) != MERGER_MAGIC ||
+        ((version = r_u32(&r)) != MERGER_VERSION && version != 1) || !r_opts_match(&r, &m->o))
+        return -EINVAL;
+    (void)r_u32(&r);
+    int64_t done = (int64_t)r_u64(&r);
+    uint64_t windows = r_u64(&r);
+    if (r.bad || (done != INT64_MIN && floor_div(done, m->o.slide_ms) * m->o.slide_ms != done))
+        return -EINVAL;
+    if (done > m->done)
+        m->done = done;
+    m->windows = windows > m->windows ? windows : m->windows;
+    merger_drop(m, NULL, NULL);
+    return 0;
 }
 
 int nf_trend_merger_load(nf_trend_merger_t *m, const void *blob, size_t len)
@@ -1350,20 +1431,22 @@ int nf_trend_merger_load(nf_trend_merger_t *m, const void *blob, size_t len)
     rbuf_t r;
     if (!r_open(&r, blob, len))
         return -EINVAL;
-    if (r_u32(&r) != MERGER_MAGIC || r_u32(&r) != BLOB_VERSION || !r_opts_match(&r, &m->o))
+    if (r_u32(&r) != MERGER_MAGIC || r_u32(&r) != MERGER_VERSION || !r_opts_match(&r, &m->o))
         return -EINVAL;
     uint32_t n = r_u32(&r);
     int64_t done = (int64_t)r_u64(&r);
     uint64_t windows = r_u64(&r);
-    if (r.bad || r.len - r.at != 8ull * n ||
+    if (r.bad || r.len - r.at != 9ull * n ||
         (done != INT64_MIN && floor_div(done, m->o.slide_ms) * m->o.slide_ms != done))
         return -EINVAL;
-    if (n != m->n)
+    if (n > m->n)
         return -EXDEV;
     m->done = done;
     m->windows = windows;
-    for (unsigned i = 0; i < m->n; i++)
+    for (unsigned i = 0; i < n; i++) {
         m->wm[i] = (int64_t)r_u64(&r);
+        m->idle[i] = r_u8(&r) ? 1 : 0;
+    }
     return 0;
 }
 

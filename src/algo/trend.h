@@ -1,12 +1,14 @@
 /* trend.h — the trending engine (DESIGN.md §1, issue 5): event-time sliding windows of read
  * events, ranked top-K articles per slide. Two objects:
  *
- *   counter  one per shard; owns some input partitions (int32 ids). Counts each read event into
+ *   counter  counts some input partitions (int32 ids); the job keeps one per partition (the
+ *            actors: one per read-events partition, whichever shard consumes it), so that what
+ *            it decides depends on that partition's stream alone. Counts each read event into
  *            its pane (slide_ms wide, aligned to multiples of slide_ms) with a Count-Min Sketch
  *            and a bounded candidate set (or an exact map in exact mode), tracks watermarks,
  *            and hands over each pane once it is final, as a serialized pane summary.
  *   merger   one per job; receives the pane summaries of every counter and the counters'
- *            watermarks, and emits one ranked list per window end.
+ *            watermarks (or that a counter is idle), and emits one ranked list per window end.
  *
  * Time. A window is window_ms / slide_ms consecutive panes; it ends at a multiple of slide_ms
  * and covers [end - window_ms, end). Per partition, watermark = max event time seen on it -
@@ -14,15 +16,22 @@
  * is idle and left out until its next event. The counter's watermark is the min over its active
  * partitions (INT64_MIN when none is active). A pane is final, and taken, once its end <= the
  * counter's watermark; the counter remembers the highest watermark it took panes at ("taken
- * watermark", monotonic).
+ * watermark", monotonic). A counter whose partitions are all idle (nf_trend_counter_idle) holds
+ * nothing back: its open panes are final, and its taken watermark moves to the end of its last
+ * pane (the last events of a partition that goes quiet are not kept waiting for its next one).
+ * The caller tells the merger (nf_trend_merger_set_idle), which leaves idle counters out of the
+ * min watermark until they report one again.
  *
  * Late events. An event is late, counted per partition and mixed into no pane, iff
  *   ts < its own partition's watermark computed from the events before it, or
  *   its pane was already taken (pane end <= the taken watermark).
- * The second case only happens when an idle partition wakes up behind the others, or a new
- * partition starts behind them; it is what keeps "each pane is handed over once" true (Flink
- * drops such events at the window operator the same way). Every event, late or not, advances
- * its partition's max event time and activity.
+ * The second case only happens when an idle partition wakes up behind the others (or behind
+ * its own idle hand-over), or a new partition starts behind them; it is what keeps "each pane is
+ * handed over once" true (Flink drops such events at the window operator the same way). With one
+ * partition per counter and no idle hand-over it never applies: every decision is the
+ * partition's own. Every event, late or not, advances its partition's max event time and
+ * activity. On the merger's side, a pane that can no longer be in a window still to emit (an
+ * idle counter woke up behind the others) is ignored.
  *
  * Scores. For a window, score(article) = sum over its panes and over all counters of the pane
  * sketches, estimated at the article (sketches are linear, so this is the sketch of the whole
@@ -33,13 +42,16 @@
  * map per pane instead and reports exact counts. Ranking: score desc, article_id asc (bytes).
  *
  * Memory: the counter holds only open panes (not yet final), the merger only panes that can
- * still be in a future window; freed panes are reused. Once warm the counter's hot path does
+ * still be in a future window, each the sum of the counters' summaries (one sketch and one
+ * union of candidates per pane, plus a bit per counter to tell a duplicate delivery): O(panes),
+ * not O(counters x panes); freed panes are reused. Once warm the counter's hot path does
  * no allocation (a new pane takes a recycled one; an exact map grows by doubling), no lock, no
  * syscall.
  *
  * Persistence. Counter: nf_trend_counter_save/load, one blob (open panes, partitions, late
  * counts, taken watermark). Merger: nf_trend_merger_save/load hold the meta (last processed
- * window end, counters' watermarks); pane summaries are persisted by the caller, once each,
+ * window end, counters' watermarks and idle flags); pane summaries are persisted by the caller,
+ * once each,
  * keyed by (counter, pane_start), deleted when the merger drops that pane_start (drop
  * callback), and re-added after nf_trend_merger_load. A restored pair emits exactly what an
  * uninterrupted one would have. All blobs are little-endian, versioned and end with an
@@ -98,13 +110,17 @@ int nf_trend_counter_expect(nf_trend_counter_t *c, const int32_t *partitions, si
 /* min over active partitions of their watermark; INT64_MIN when none is active, or when an
  * active partition has not seen an event yet (see nf_trend_counter_expect). */
 int64_t nf_trend_counter_watermark(const nf_trend_counter_t *c, int64_t now_ms);
+/* Whether the counter has partitions and every one of them is idle at now_ms (no event, nor a
+ * first declaration, for idle_ms). Such a counter's take hands over all its open panes. */
+bool nf_trend_counter_idle(const nf_trend_counter_t *c, int64_t now_ms);
 
 /* Called once per final pane, in pane order; the blob is valid during the call only. Return 0
  * to go on; a negative errno stops the take and the pane stays (it is handed over again next
  * time). */
 typedef int (*nf_trend_pane_fn)(void *ctx, int64_t pane_start, const void *blob, size_t len);
 
-/* Takes every pane whose end <= the watermark at now_ms. *taken_wm (may be NULL) gets the taken
+/* Takes every pane whose end <= the watermark at now_ms (every pane when the counter is idle:
+ * the taken watermark then moves to the last pane's end). *taken_wm (may be NULL) gets the taken
  * watermark to report to the merger (INT64_MIN if none yet). Returns the number of panes taken,
  * or -ENOMEM, or the callback's non-zero value if it stopped. */
 int nf_trend_counter_take(nf_trend_counter_t *c, int64_t now_ms, nf_trend_pane_fn fn, void *ctx,
@@ -177,8 +193,15 @@ void nf_trend_merger_free(nf_trend_merger_t *m);
  * for free: deliver the panes, then the watermark). */
 int nf_trend_merger_add_pane(nf_trend_merger_t *m, unsigned counter, const void *blob, size_t len);
 /* Counter i's taken watermark. Watermarks only move forward (a lower one is ignored), and
- * INT64_MIN means "nothing yet". -EINVAL if counter is out of range. */
+ * INT64_MIN means "nothing yet". A counter that reports a watermark is active again. -EINVAL if
+ * counter is out of range. */
 int nf_trend_merger_set_watermark(nf_trend_merger_t *m, unsigned counter, int64_t wm);
+/* Counter i is idle (nf_trend_counter_idle; wm is its taken watermark after the take that handed
+ * its panes over, kept as set_watermark would): it is left out of the min watermark until its
+ * next set_watermark. With every counter idle, windows go up to the min of the idle counters'
+ * watermarks (those that ever reported). Panes it sends after waking up behind are added to the
+ * windows still to emit, or ignored (add_pane's 1) if none is left. -EINVAL if out of range. */
+int nf_trend_merger_set_idle(nf_trend_merger_t *m, unsigned counter, int64_t wm);
 
 /* items are ranked, at most top_k of them, valid during the call. Return 0 to go on; a
  * negative errno stops emission and that window is emitted again by the next call. */
@@ -187,10 +210,10 @@ typedef int (*nf_trend_window_fn)(void *ctx, int64_t window_start, int64_t windo
 /* A pane_start the merger forgot: delete its persisted summaries (of every counter). */
 typedef void (*nf_trend_drop_fn)(void *ctx, int64_t pane_start);
 
-/* Emits every window end W, multiple of slide, with last processed < W <= min of the counters'
- * watermarks (a counter that never reported holds it back) whose window holds at least one
- * counted event, in increasing W. Returns the number emitted, -ENOMEM, or the callback's
- * non-zero value. drop may be NULL. */
+/* Emits every window end W, multiple of slide, with last processed < W <= min of the active
+ * counters' watermarks (a counter that never reported and was not declared idle holds it back)
+ * whose window holds at least one counted event, in increasing W. Returns the number emitted,
+ * -ENOMEM, or the callback's non-zero value. drop may be NULL. */
 int nf_trend_merger_emit(nf_trend_merger_t *m, nf_trend_window_fn fn, nf_trend_drop_fn drop,
                          void *ctx);
 
@@ -203,12 +226,18 @@ void nf_trend_merger_stats(const nf_trend_merger_t *m, nf_trend_merger_stats_t *
 
 /* Meta blob (malloc'd; the caller frees). */
 int nf_trend_merger_save(const nf_trend_merger_t *m, void **blob, size_t *len);
-/* Loads the meta into a merger that holds no pane yet; then re-add the persisted panes. 0,
- * -EINVAL (corrupt or other options; m unchanged), -EXDEV (saved with another counter count:
- * nf_trend_merger_blob_counters tells which; m unchanged), -EBUSY (panes present). */
+/* Loads the meta into a merger that holds no pane yet; then re-add the persisted panes. A meta
+ * saved with fewer counters loads (counters were added: the new ones have reported nothing).
+ * 0, -EINVAL (corrupt or other options; m unchanged), -EXDEV (saved with more counters than m
+ * has: nf_trend_merger_blob_counters tells how many; m unchanged), -EBUSY (panes present). */
 int nf_trend_merger_load(nf_trend_merger_t *m, const void *blob, size_t len);
-/* The counter count a meta blob was saved with, or -EINVAL if it is not one. */
+/* The counter count a meta blob was saved with, or -EINVAL if it is not one (either version). */
 long nf_trend_merger_blob_counters(const void *blob, size_t len);
+/* Takes only the last processed window end (and the window count) of a meta blob of either
+ * version and any counter count, saved with the same options: windows up to it are not emitted
+ * again. For state whose counters cannot be carried over (the per-shard counters of version 1).
+ * 0 or -EINVAL (m unchanged). */
+int nf_trend_merger_adopt_done(nf_trend_merger_t *m, const void *blob, size_t len);
 
 /* The merger's half of the repair above (nf_trend_counter_clamp); call after the meta is loaded
  * and the persisted panes re-added. */

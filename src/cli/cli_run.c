@@ -56,8 +56,8 @@ static const char run_usage[] =
     "  --from-checkpoint ID\n"
     "                  before starting, make named checkpoint ID (chk-N, N, or latest) the live\n"
     "                  state: state, outputs and Kafka input positions roll back to it. It is\n"
-    "                  verified in full (every checksum) and checked against runtime.shards\n"
-    "                  first; a refusal (exit 1) changes nothing. The replaced state is kept as\n"
+    "                  verified in full (every checksum) first; a refusal (exit 1) changes\n"
+    "                  nothing; any runtime.shards fits. The replaced state is kept as\n"
     "                  state.dir/db.replaced-UTCTIME-epochN (the newest checkpoint.retain_count\n"
     "                  of them); newer checkpoints are kept. See `newsflow checkpoints list`\n"
     "\n"
@@ -763,11 +763,11 @@ static unsigned stop_margin_ms(unsigned timeout_ms)
 /* --from-checkpoint: every check runs before anything moves (nf_checkpoint_restore); a refusal
  * leaves the state directory as it was. 0, NF_EXIT_USAGE (no such checkpoint) or
  * NF_EXIT_RUNTIME (refused or failed). */
-static int restore_checkpoint(const nf_config_t *cfg, unsigned shards, char *err, size_t errlen)
+static int restore_checkpoint(const nf_config_t *cfg, char *err, size_t errlen)
 {
-    nf_restore_opts_t o = {.shards = shards,
-                           .db_shards = nf_reads_stored_shards,
-                           .keep_replaced = cfg->checkpoint.retain_count};
+    /* No shard-count check: trending state is kept per input partition, so a checkpoint fits any
+     * runtime.shards (state of the older per-shard layout is dropped at start, analytics.h). */
+    nf_restore_opts_t o = {.keep_replaced = cfg->checkpoint.retain_count};
     nf_restore_result_t res;
     if (nf_checkpoint_restore(cfg->state.dir, g_from_checkpoint, &o, &res, err, errlen) != 0) {
         nf_log(NF_LOG_ERROR, "main",
@@ -825,7 +825,7 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
         return NF_EXIT_USAGE;
     }
     if (g_from_checkpoint) {
-        int code = restore_checkpoint(cfg, shards, err, errlen);
+        int code = restore_checkpoint(cfg, err, errlen);
         if (code != 0)
             return code;
     }
