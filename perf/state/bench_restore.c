@@ -319,13 +319,14 @@ static int count_rec(void *arg, int topic_index, int32_t partition, int64_t offs
     (void)val;
     (void)tombstone;
     uint64_t *c = arg;
-    c[0]++;
+    if (!c[0]++)
+        c[2] = nf_now_ns();
     c[1] += klen + vlen;
     return 0;
 }
 
 /* Kafka alone: every changelog topic's partitions read whole, records counted. */
-static int fetch_only(nf_kafka_t *k, uint64_t counts[2], char *err, size_t errlen)
+static int fetch_only(nf_kafka_t *k, uint64_t counts[3], char *err, size_t errlen)
 {
     enum { STRIDE = NF_CHANGELOG_MAX_PARTITIONS };
     int topics[NF_TOPIC__COUNT], nparts[NF_TOPIC__COUNT], nt = 0;
@@ -486,7 +487,7 @@ static int run_size(const opts_t *o, size_t n)
 
     /* 3. Kafka alone */
     if (o->fetch) {
-        uint64_t c[2] = {0, 0};
+        uint64_t c[3] = {0, 0, 0}; /* records, bytes, when the first came */
         s = span_start(o);
         if ((rc = fetch_only(k, c, err, sizeof err)) != 0) {
             fprintf(stderr, "bench_restore: fetch: %s\n", err);
@@ -494,8 +495,9 @@ static int run_size(const opts_t *o, size_t n)
         }
         sec = span_end(o, &s, cpu, sizeof cpu);
         printf("{\"bench\":\"changelog_restore.fetch\",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64
-               ",%s,\"records_per_s\":%.0f,\"mb_per_s\":%.1f}\n",
-               c[0], c[1], cpu, (double)c[0] / sec, (double)c[1] / 1e6 / sec);
+               ",%s,\"records_per_s\":%.0f,\"mb_per_s\":%.1f,\"first_record_s\":%.3f}\n",
+               c[0], c[1], cpu, (double)c[0] / sec, (double)c[1] / 1e6 / sec,
+               c[0] ? (double)(c[2] - s.t0) / 1e9 : 0.0);
         fflush(stdout);
     }
 
