@@ -25,8 +25,21 @@
 #   perf/run_kafka.sh [--quick] [--intervals 1000,5000] [--rates R,...] [--start-rate R]
 #                     [--duration S] [--warmup S] [--users U] [--ceiling-records N]
 #                     [--port P] [--no-ceiling] [--no-max] [--keep] [--coalesce] [--job-set K=V]...
+#                     [--variant K=V[,K=V...]]... [--admin-port P] [--kafka-dir DIR] [--tag T]
 #                     [-- BENCH_E2E_ARGS...]
 # --job-set K=V: one more --set for every job run, e.g. --job-set interest.coalesce=true.
+# --variant K=V,...: every job run is made once per variant (in the order given, one after the
+# other at the same interval and rate), the variant's keys as more --set; its kafka_e2e line
+# names it ("variant"). The rate search then goes on while every variant is sustained; the
+# summary's per-interval keys are per variant (i<interval>.<variant>_...). E.g.
+# --variant state.changelog=false --variant state.changelog=true (perf/run_changelog.sh).
+# --admin-port P: the job serves its admin endpoints on P (else admin.enabled=false); /metrics is
+# read just before each bench_e2e run and just after it, and the kafka_e2e line gets the
+# differences of newsflow_read_events_total, newsflow_changelog_records_total and
+# newsflow_changelog_bytes_total, and changelog_bytes_per_event (their ratio).
+# --kafka-dir DIR: the broker's directory (default: inside the run's temporary directory); it is
+# wiped at start (--fresh) and the broker stopped by pid at the end either way.
+# --tag T: the results file is perf/results/<T>-<date>-<time>.jsonl (default kafka).
 # --coalesce: the job with interest.coalesce=true, and bench_e2e measuring every event's own
 # latency (--per-event 1: a user's record stands for all its reads of the epoch).
 # --quick: a smoke run (10 s windows, one rate, 1M records for the ceiling; ~4 minutes).
@@ -49,6 +62,10 @@ keep=0
 bench_extra=()
 job_sets=()
 coalesce=0
+variants=()
+admin_port=""
+kdir_opt=""
+tag=kafka
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick)
@@ -71,6 +88,10 @@ while [ $# -gt 0 ]; do
     --no-max) do_max=0; shift ;;
     --keep) keep=1; shift ;;
     --job-set) job_sets+=(--set "$2"); shift 2 ;;
+    --variant) variants+=("$2"); shift 2 ;;
+    --admin-port) admin_port="$2"; shift 2 ;;
+    --kafka-dir) kdir_opt="$2"; shift 2 ;;
+    --tag) tag="$2"; shift 2 ;;
     --coalesce) job_sets+=(--set interest.coalesce=true); coalesce=1; shift ;;
     --)
       shift
@@ -95,9 +116,10 @@ E2E="$B/perf/bench_e2e"
 
 stamp=$(date +%Y%m%d-%H%M%S)
 mkdir -p perf/results
-out="perf/results/kafka-$stamp.jsonl"
+out="perf/results/$tag-$stamp.jsonl"
 run_dir=$(mktemp -d "/tmp/nf-e2e-$stamp-XXXX")
-kdir="$run_dir/kafka"
+kdir="${kdir_opt:-$run_dir/kafka}"
+[ ${#variants[@]} -gt 0 ] || variants=("")
 job_pid=""
 
 log() { echo "run_kafka.sh: $*" >&2; }
@@ -147,7 +169,7 @@ for _ in $(seq 1 20); do
   fi
 done
 log "starting Apache Kafka in $kdir on 127.0.0.1:$port"
-brokers=$(bash scripts/kafka.sh start --dir "$kdir" --port "$port" --heap 1024 2>"$run_dir/kafka-start.log" |
+brokers=$(bash scripts/kafka.sh start --fresh --dir "$kdir" --port "$port" --heap 1024 2>"$run_dir/kafka-start.log" |
   tail -1) || {
   cat "$run_dir/kafka-start.log" >&2
   exit 1
@@ -171,10 +193,13 @@ wait_topics() {
   return 1
 }
 
-create_topics() { # create_topics PREFIX: the job's 8 topics, 4 partitions each
-  "$NF" topics create --set kafka.brokers="$brokers" --set kafka.topic_prefix="$1" \
-    --partitions 4 >>"$run_dir/topics.log" 2>&1
-  wait_topics "$1" 32
+create_topics() { # create_topics PREFIX: every topic of the job (its changelogs too), 4 partitions each
+  local lines
+  lines=$("$NF" topics create --set kafka.brokers="$brokers" --set kafka.topic_prefix="$1" \
+    --partitions 4 2>>"$run_dir/topics.log") || true
+  printf '%s\n' "$lines" >>"$run_dir/topics.log"
+  # one line per topic, "<topic> created|exists <partitions>": wait for all their leaders
+  wait_topics "$1" "$(printf '%s\n' "$lines" | awk '$NF ~ /^[0-9]+$/ { n += $NF } END { print n + 0 }')"
 }
 
 delete_topics() { # frees the broker's disk between runs
@@ -324,19 +349,26 @@ PY
 # ---- 4. the job ----------------------------------------------------------------------------
 run_no=0
 last_json=""
-# start_job INTERVAL PREFIX STATE_DIR LOG: a fresh job, in the background (job_pid), waited for
-# until it logs "newsflow started"; retried when it stops first (a partition of topics created
-# a moment ago can still answer "Not leader for partition" although its leader is known).
+# start_job INTERVAL PREFIX STATE_DIR LOG [VARIANT]: a fresh job, in the background (job_pid),
+# waited for until it logs "newsflow started"; retried when it stops first (a partition of topics
+# created a moment ago can still answer "Not leader for partition" although its leader is known).
 start_job() {
-  local interval="$1" p="$2" st="$3" joblog="$4" attempt
+  local interval="$1" p="$2" st="$3" joblog="$4" variant="${5:-}" attempt kv
+  local extra=(--set admin.enabled=false)
+  if [ -n "$admin_port" ]; then
+    extra=(--set admin.enabled=true --set admin.port="$admin_port")
+  fi
+  for kv in ${variant//,/ }; do
+    extra+=(--set "$kv")
+  done
   for attempt in 1 2 3 4 5; do
     rm -rf "$st"
     "$NF" run --set kafka.brokers="$brokers" --set kafka.topic_prefix="$p" \
       --set kafka.assignment=all --set kafka.transactional_id="${p}tx" \
       --set kafka.group_id="${p}group" --set state.dir="$st" --set sink.spec=none \
       --set checkpoint.interval_ms="$interval" --set demo.read_events_per_s=0 \
-      --set sources.file=examples/feeds/sources.txt --set admin.enabled=false \
-      --set log.progress_interval_ms=5000 "${job_sets[@]}" 2>"$joblog" &
+      --set sources.file=examples/feeds/sources.txt \
+      --set log.progress_interval_ms=5000 "${extra[@]}" "${job_sets[@]}" 2>"$joblog" &
     job_pid=$!
     for _ in $(seq 1 600); do
       if grep -q '"msg":"newsflow started"' "$joblog"; then
@@ -351,27 +383,83 @@ start_job() {
   done
   return 1
 }
-# run_job INTERVAL RATE(0 = max): one fresh job, one bench_e2e run; sets last_json
+# metrics_snapshot FILE: the job's /metrics counters this script reports (with --admin-port)
+metrics_snapshot() {
+  [ -n "$admin_port" ] || return 0
+  curl -s --max-time 5 "http://127.0.0.1:$admin_port/metrics" 2>/dev/null |
+    grep -E '^newsflow_(read_events_total|changelog_records_total|changelog_bytes_total)[ {]' \
+      >"$1" || true
+}
+# with_metrics JSON BEFORE AFTER VARIANT: JSON with the variant and the metrics' differences
+with_metrics() {
+  python3 - "$@" <<'PY'
+import json, sys
+line, before, after, variant = sys.argv[1:5]
+def read(path):
+    out = {}
+    try:
+        for l in open(path):
+            f = l.split()
+            name = f[0].partition("{")[0]
+            out[name] = out.get(name, 0) + float(f[-1])
+    except OSError:
+        pass
+    return out
+try:
+    r = json.loads(line)
+except ValueError:
+    print(line)
+    sys.exit(0)
+if variant:
+    r["variant"] = variant
+b, a = read(before), read(after)
+if a:
+    d = {k: a.get(k, 0) - b.get(k, 0) for k in a}
+    ev = d.get("newsflow_read_events_total", 0)
+    r["metrics_read_events"] = int(ev)
+    r["metrics_changelog_records"] = int(d.get("newsflow_changelog_records_total", 0))
+    r["metrics_changelog_bytes"] = int(d.get("newsflow_changelog_bytes_total", 0))
+    if ev:
+        r["changelog_bytes_per_event"] = round(r["metrics_changelog_bytes"] / ev, 1)
+        r["changelog_records_per_event"] = round(r["metrics_changelog_records"] / ev, 3)
+print(json.dumps(r))
+PY
+}
+# run_job INTERVAL RATE(0 = max): run_one once per variant; last_json is the last one's, and
+# all_sustained says whether every variant's run was sustained
 run_job() {
-  local interval="$1" rate="$2" p st joblog
+  local v
+  all_sustained=1
+  for v in "${variants[@]}"; do
+    run_one "$1" "$2" "$v"
+    sustained "$last_json" || all_sustained=0
+  done
+}
+# run_one INTERVAL RATE VARIANT: one fresh job, one bench_e2e run; sets last_json
+run_one() {
+  local interval="$1" rate="$2" variant="$3" p st joblog
   run_no=$((run_no + 1))
   p="e2e-$stamp-$run_no."
   st="$run_dir/state-$run_no"
   joblog="$run_dir/job-$run_no.log"
   create_topics "$p"
-  start_job "$interval" "$p" "$st" "$joblog" || {
-    emit "{\"bench\":\"kafka_e2e_failed\",\"run\":$run_no,\"interval_ms\":$interval,\"offered_per_s\":$rate,\"error\":\"the job did not start\"}"
+  start_job "$interval" "$p" "$st" "$joblog" "$variant" || {
+    emit "{\"bench\":\"kafka_e2e_failed\",\"run\":$run_no,\"interval_ms\":$interval,\"offered_per_s\":$rate,\"variant\":\"$variant\",\"error\":\"the job did not start\"}"
     last_json=""
     delete_topics "$p"
     return 0
   }
-  log "run $run_no: interval ${interval} ms, offered ${rate} events/s (0 = max), job pid $job_pid"
+  log "run $run_no: interval ${interval} ms, offered ${rate} events/s (0 = max), job pid $job_pid${variant:+, $variant}"
+  metrics_snapshot "$run_dir/metrics-$run_no.before"
   last_json=$("$E2E" --brokers "$brokers" --prefix "$p" --rate "$rate" --duration "$duration" \
     --warmup "$warmup" --users "$users" --interval-ms "$interval" --job-pid "$job_pid" \
     --broker-pid "$broker_pid" --job-log "$joblog" --label "run$run_no" \
     --per-event "$coalesce" "${bench_extra[@]}" 2>>"$run_dir/bench.log" | tail -1) || true
   [ -n "$last_json" ] ||
-    last_json="{\"bench\":\"kafka_e2e_failed\",\"run\":$run_no,\"interval_ms\":$interval,\"offered_per_s\":$rate}"
+    last_json="{\"bench\":\"kafka_e2e_failed\",\"run\":$run_no,\"interval_ms\":$interval,\"offered_per_s\":$rate,\"variant\":\"$variant\"}"
+  metrics_snapshot "$run_dir/metrics-$run_no.after"
+  last_json=$(with_metrics "$last_json" "$run_dir/metrics-$run_no.before" \
+    "$run_dir/metrics-$run_no.after" "$variant")
   tail -1 "$run_dir/bench.log" >&2
   if [ ! -d "/proc/$job_pid" ]; then
     log "the job exited during run $run_no; its log:"
@@ -402,7 +490,7 @@ for interval in ${intervals//,/ }; do
     bad=0
     while [ "$r" -le 1600000 ]; do
       run_job "$interval" "$r"
-      if sustained "$last_json"; then
+      if [ "$all_sustained" = 1 ]; then
         ok=$r
         r=$((r * 2))
       else
@@ -453,6 +541,8 @@ def g(r, k):
     v = r.get(k)
     return "-" if v is None else v
 for r in runs:
+    if r.get("variant"):
+        print(f"  {r['variant']}:", file=out)
     print(f"{r['interval_ms']:>8}{r['offered_per_s']:>9,.0f}{r['produce_per_s']:>10,.0f}"
           f"{r['outputs_per_s']:>10,.0f}{'yes' if r['sustained'] else 'no':>6}"
           f"{g(r, 'lat_ms_p50'):>8}{g(r, 'lat_ms_p99'):>8}{g(r, 'p99_over_interval'):>8}"
@@ -462,11 +552,12 @@ for r in runs:
 res = {"bench": "kafka_summary", "producer_ceiling_per_s": p, "consumer_ceiling_per_s": c,
        "producer_txn_ceiling_per_s": pt, "consumer_txn_ceiling_per_s": ct,
        "broker_alone_cpu_us_per_event": brk_us}
-for iv in sorted({r["interval_ms"] for r in runs}):
-    ok = [r for r in runs if r["interval_ms"] == iv and r["sustained"] and r["mode"] == "rate"]
+for iv, var in sorted({(r["interval_ms"], r.get("variant", "")) for r in runs}):
+    mine = [r for r in runs if r["interval_ms"] == iv and r.get("variant", "") == var]
+    ok = [r for r in mine if r["sustained"] and r["mode"] == "rate"]
     best = max(ok, key=lambda r: r["produce_per_s"]) if ok else None
-    mx = next((r for r in runs if r["interval_ms"] == iv and r["mode"] == "max"), None)
-    k = f"i{iv}"
+    mx = next((r for r in mine if r["mode"] == "max"), None)
+    k = f"i{iv}" + (f".{var}" if var else "")
     if best:
         res[f"{k}_sustained_per_s"] = best["produce_per_s"]
         res[f"{k}_p50_ms"] = best["lat_ms_p50"]
@@ -486,6 +577,8 @@ for iv in sorted({r["interval_ms"] for r in runs}):
                 best["job_cpu_us_per_event"] / best["broker_cpu_us_per_event"], 2)
         res[f"{k}_target_200k_met"] = best["produce_per_s"] >= 200000
         res[f"{k}_p99_le_2x_interval"] = (best["p99_over_interval"] or 99) <= 2
+        if "changelog_bytes_per_event" in best:
+            res[f"{k}_changelog_bytes_per_event"] = best["changelog_bytes_per_event"]
     else:
         res[f"{k}_sustained_per_s"] = 0
     if mx:

@@ -1391,7 +1391,11 @@ int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const in
         conf_set(c, "max.partition.fetch.bytes", "16777216", err, errlen) != 0 ||
         conf_set(c, "queued.max.messages.kbytes", "262144", err, errlen) != 0 ||
         /* a recorded offset below the log start (compacted away) reads from the start */
-        conf_set(c, "auto.offset.reset", "earliest", err, errlen) != 0) {
+        conf_set(c, "auto.offset.reset", "earliest", err, errlen) != 0 ||
+        /* Bounded by the kbytes above instead: at the default (100,000) one 16 MB fetch of small
+         * records crosses it, and librdkafka 2.0 then leaves the partition unfetched for up to a
+         * second (a 1M-record restore sat idle more than half the time, perf/README.md). */
+        conf_set(c, "queued.min.messages", "10000000", err, errlen) != 0) {
         rd_kafka_conf_destroy(c);
         return -EINVAL;
     }

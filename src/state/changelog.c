@@ -11,8 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define META_NAME   "changelog"
-#define APPLY_BATCH 4096u /* records per store write while restoring */
+#define META_NAME "changelog"
+/* Records per store write while restoring. Larger writes cost RocksDB less per record (each is
+ * sorted first, so more of the memtable inserts land next to the previous one): 65536 ~250 B
+ * records took ~20 % less CPU than 4096 (perf/README.md, "Changelog"), for ~40 MB held at once. */
+#define APPLY_BATCH 65536u
 
 /* by_input: the kind's key group is the read-events partition (what a rebalance moves). */
 static const struct {
