@@ -278,6 +278,7 @@ typedef struct merger {
     int64_t *dropped;
     size_t ndropped, dropped_cap;
     bool meta_dirty;
+    bool active; /* merges (panes_topic: only while this process has trending-panes) */
     nf_jw_t jw;
     /* Keys of the per-shard layout found at start, deleted at the first cut. */
     unsigned char (*legacy)[11];
@@ -395,6 +396,11 @@ static void partition_out_of_range(merger_t *g, unsigned partition)
 static void merger_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 {
     merger_t *g = self;
+    if (!g->active) { /* a record read while the partition was being revoked: its next owner's */
+        if (m->kind == NF_MSG_PANE)
+            free(m->body.ptr);
+        return;
+    }
     unsigned counter = m->kind == NF_MSG_PANE ? (unsigned)((nf_pane_msg_t *)m->body.ptr)->partition
                                               : (unsigned)m->body.u64[1];
     if (counter >= g->ncounters) {
@@ -432,6 +438,8 @@ static void merger_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uin
     merger_t *g = self;
     (void)sh;
     (void)epoch;
+    if (!g->active)
+        return; /* not the merger of the job (panes_topic): its state is another process's */
     if (!b) {
         g->nadded = g->ndropped = g->nlegacy = 0;
         return;
@@ -474,7 +482,44 @@ static void merger_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uin
     }
 }
 
-static const nf_epoch_participant_t merger_part = {.snapshot = merger_snapshot};
+static void merger_restore(merger_t *g);
+
+/* An empty merger (panes_topic: the trending-panes partition left this process, or is about to
+ * be restored); what it had is in the store, committed. */
+static void merger_reset(merger_t *g)
+{
+    for (size_t i = 0; i < g->nadded; i++)
+        free(g->added[i].blob);
+    g->nadded = g->ndropped = g->nlegacy = 0;
+    g->meta_dirty = false;
+    nf_trend_merger_free(g->m);
+    if (!(g->m = nf_trend_merger_new(&g->an->trend, g->ncounters)))
+        merger_fail(g, "out of memory resetting the trending merger; stopping", -ENOMEM);
+}
+
+/* panes_topic: the merger follows the trending-panes partition (epoch.h `partitions`). */
+static void merger_partitions(nf_shard_t *sh, void *self, nf_input_t in, const int32_t *parts,
+                              size_t n, bool gained)
+{
+    merger_t *g = self;
+    (void)sh;
+    bool zero = false; /* the panes go to partition 0 only */
+    for (size_t i = 0; i < n; i++)
+        zero |= parts[i] == 0;
+    if (in != NF_INPUT_TRENDING_PANES || !g->an->panes_topic || !zero)
+        return;
+    merger_reset(g);
+    g->active = gained;
+    if (gained && g->an->store)
+        merger_restore(g);
+    nf_log(NF_LOG_INFO, "trending",
+           gained ? "this process merges the job's trending panes"
+                  : "the job's trending panes are merged elsewhere now",
+           NF_LEND);
+}
+
+static const nf_epoch_participant_t merger_part = {.snapshot = merger_snapshot,
+                                                   .partitions = merger_partitions};
 
 typedef struct restore_ctx {
     merger_t *g;
@@ -637,7 +682,8 @@ static void *merger_init(nf_shard_t *sh, void *ctx)
     if (!(g->m = nf_trend_merger_new(&an->trend, g->ncounters)))
         abort();
     nf_jw_init(&g->jw);
-    if (an->store)
+    g->active = !an->panes_topic; /* panes_topic: once trending-panes is assigned here */
+    if (an->store && g->active)
         merger_restore(g);
     if (an->epoch && nf_epoch_participant_add(an->epoch, sh, &merger_part, g) != 0)
         abort();

@@ -104,6 +104,11 @@ typedef struct nf_analytics {
     /* The read-events partition count: the merger's counters. 0: nf_reads_register sets it
      * (from Kafka's metadata, or the memory source's partition count). */
     unsigned trend_partitions;
+    /* A job in several processes (state.changelog with a consumer group): the counters' panes,
+     * watermarks and idle marks go through the trending-panes topic (one partition), and the
+     * merger runs in the process assigned it, restored there from the changelog; elsewhere it
+     * stays empty and writes nothing. false: straight to shard 0's merger, as messages. */
+    bool panes_topic;
     uint64_t event_id_ttl_ms;
     /* trending.max_future_ms (0 = no bound): a read event dated further ahead of the wall clock
      * goes to dead-letters (reads.h), and trending state restored with an event time or

@@ -331,7 +331,8 @@ nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o)
                            .ttl_ms = o->seen_ttl_ms,
                            .budget_bytes = o->seen_budget_bytes,
                            .initial_capacity = 1024,
-                           .writer = o->writer};
+                           .writer = o->writer,
+                           .process = o->process};
     e->users = nf_kstate_new(st, &ku);
     e->seen = nf_keyset_new(st, &ks);
     if (!e->users || !e->seen || tt_init(&e->tt, o->table_max) != 0) {

@@ -89,6 +89,7 @@ typedef struct nf_interest_opts {
     size_t users_budget_bytes; /* kstate budget (kstate.h); 0 = unlimited */
     size_t seen_budget_bytes;  /* keyset budget (keyset.h: reported, not enforced) */
     uint16_t writer;           /* the owning shard's index (keyset.h: blob keys) */
+    uint64_t process;          /* the process's id in blob keys (keyset.h; 0: none) */
     /* A read of an article without a vector: false (default) = NF_INTEREST_UNKNOWN_ARTICLE,
      * nothing changes; true = applied as an article with an empty vector (counted in
      * stats.unknown too), so every read moves the user's version and decay. */

@@ -231,6 +231,7 @@ static void stop_job(kin_t *k, const char *what, int rc)
 
 static void count_group(kin_t *k);
 static tpart_t *trend_part(kin_t *k, int32_t partition);
+static void take_panes_record(kin_t *k, const rd_kafka_message_t *m);
 static int restore_counter(kin_t *k, int32_t partition, tpart_t *tp);
 
 /* Decoded events wait here in groups of GROUP, their event-id slots prefetched, so that the
@@ -484,6 +485,8 @@ static void consume_turn(kin_t *k)
             take_read_event(k, &rc, now);
         else if (in == NF_INPUT_SOURCES)
             take_source(k, m, &rc);
+        else if (in == NF_INPUT_TRENDING_PANES)
+            take_panes_record(k, m);
         if (in >= 0)
             nf_epoch_set_offset(r->epoch, (nf_input_t)in, m->partition, m->offset + 1);
         rd_kafka_message_destroy(m);
@@ -569,9 +572,34 @@ static void held_drop(void *ctx, const nf_msg_t *m)
         free(m->body.ptr);
 }
 
+/* panes_topic (analytics.h): a pane, watermark or idle mark is a record of trending-panes in
+ * this shard's epoch outputs (with the counter's state of the same epoch), key = the partition
+ * (2 bytes BE), value = [type: 'P' pane, 'W' watermark, 'I' idle][int64 LE: pane start or
+ * watermark][the pane's summary]. The process that merges reads them back (take_panes_record). */
+enum { PANES_REC_HEAD = 9 };
+
+static int emit_panes_record(kin_t *k, int32_t part, char type, int64_t v, const void *blob,
+                             size_t len)
+{
+    unsigned char *buf = malloc(PANES_REC_HEAD + len);
+    if (!buf)
+        return -ENOMEM;
+    buf[0] = (unsigned char)type;
+    nf_put_le64(buf + 1, (uint64_t)v);
+    if (len)
+        memcpy(buf + PANES_REC_HEAD, blob, len);
+    char key[2] = {(char)(part >> 8), (char)part};
+    int rc = nf_epoch_emit(k->r->epoch, k->me, NF_TOPIC_TRENDING_PANES, key, sizeof key,
+                           (const char *)buf, PANES_REC_HEAD + len);
+    free(buf);
+    return rc;
+}
+
 static int send_pane(void *ctx, int64_t pane_start, const void *blob, size_t len)
 {
     kin_t *k = ctx;
+    if (k->r->an->panes_topic)
+        return emit_panes_record(k, k->tick_part, 'P', pane_start, blob, len);
     nf_pane_msg_t *p = malloc(sizeof *p + len);
     if (!p)
         return -ENOMEM;
@@ -713,11 +741,59 @@ static int tick_partition(kin_t *k, int32_t part, tpart_t *tp, int64_t now)
     } else {
         return 0;
     }
-    if (nf_outbox_send(k->sh, &k->ob, 0, &m) != 0)
+    if (k->r->an->panes_topic) {
+        int er = emit_panes_record(k, part, m.kind == NF_MSG_IDLE ? 'I' : 'W', wm, NULL, 0);
+        if (er != 0)
+            return er;
+    } else if (nf_outbox_send(k->sh, &k->ob, 0, &m) != 0) {
         return -ENOMEM;
+    }
     tp->idle_reported = idle;
     tp->reported_wm = wm;
     return 0;
+}
+
+/* A record of trending-panes (panes_topic; this process merges): to the merger on shard 0 as
+ * the message the counter would have sent it in one process. A record that does not decode is
+ * not ours to drop silently: the job stops (only this code writes the topic). */
+static void take_panes_record(kin_t *k, const rd_kafka_message_t *m)
+{
+    const unsigned char *v = m->payload;
+    const unsigned char *key = m->key;
+    if (!v || m->len < PANES_REC_HEAD || !key || m->key_len != 2 ||
+        (v[0] != 'P' && v[0] != 'W' && v[0] != 'I')) {
+        nf_log(NF_LOG_ERROR, "trending", "a trending-panes record does not decode; stopping",
+               NF_LI("partition", m->partition), NF_LI("offset", m->offset), NF_LI("bytes", m->len),
+               NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(k->sh));
+        return;
+    }
+    int32_t part = (int32_t)(key[0] << 8 | key[1]);
+    int64_t x = (int64_t)nf_get_le64(v + 1);
+    nf_msg_t msg = {.actor = (uint16_t)k->r->an->trend_actor};
+    if (v[0] == 'P') {
+        size_t len = m->len - PANES_REC_HEAD;
+        nf_pane_msg_t *p = malloc(sizeof *p + len);
+        if (!p) {
+            stop_job(k, "out of memory reading a trending pane; stopping the job", -ENOMEM);
+            return;
+        }
+        p->partition = part;
+        p->pane_start = x;
+        p->len = len;
+        memcpy(p->blob, v + PANES_REC_HEAD, len);
+        msg.kind = NF_MSG_PANE;
+        msg.body.ptr = p;
+    } else {
+        msg.kind = v[0] == 'W' ? NF_MSG_WATERMARK : NF_MSG_IDLE;
+        msg.body.u64[0] = (uint64_t)x;
+        msg.body.u64[1] = (uint64_t)(uint32_t)part;
+    }
+    if (nf_outbox_send(k->sh, &k->ob, 0, &msg) != 0) {
+        if (msg.kind == NF_MSG_PANE)
+            free(msg.body.ptr);
+        stop_job(k, "out of memory handing a trending pane over; stopping the job", -ENOMEM);
+    }
 }
 
 /* Every 250 ms, for each partition's counter: its final panes, then its watermark, to the merger
@@ -913,7 +989,8 @@ static void *kin_init(nf_shard_t *sh, void *ctx)
                            .ttl_ms = k->r->an->event_id_ttl_ms,
                            .budget_bytes = k->r->budget_bytes,
                            .initial_capacity = 1 << 12,
-                           .writer = (uint16_t)k->me};
+                           .writer = (uint16_t)k->me,
+                           .process = k->r->process_id};
     if (!(k->ids = nf_keyset_new(k->r->store, &io)))
         abort();
     if (k->r->store)
@@ -1331,6 +1408,7 @@ static void *reads_init(nf_shard_t *sh, void *ctx)
     nf_interest_opts_t o = d->an->interest;
     o.users_budget_bytes = o.seen_budget_bytes = d->r->budget_bytes;
     o.writer = (uint16_t)nf_shard_index(sh);
+    o.process = d->r->process_id;
     d->eng = nf_interest_new(d->r->store, &o);
     if (!d->eng)
         abort();

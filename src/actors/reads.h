@@ -61,6 +61,9 @@ typedef struct nf_reads {
     nf_epoch_t *epoch;
     struct nf_analytics *an; /* required: dedup, trending and interest options and metrics */
     nf_store_t *store;       /* NULL: memory-only state */
+    /* Non-zero when processes may write one key group in turn (a consumer group with
+     * changelogs): this process's id in the dedup sets' blob keys (keyset.h). */
+    uint64_t process_id;
     struct {
         const char *buf;
         const size_t *off;

@@ -13,6 +13,7 @@
 #include "actors/analytics.h"
 #include "actors/ingest.h"
 #include "actors/reads.h"
+#include "algo/hash.h"
 #include "cli/cli_fetch.h"
 #include "feed/feed.h"
 #include "io/demo.h"
@@ -651,6 +652,8 @@ static int setup_analytics(run_ctx_t *c, char *err, size_t errlen)
     nf_analytics_t *an = &c->an;
     nf_analytics_defaults(an);
     an->epoch = c->epoch;
+    /* several processes may share the job: trending panes through Kafka to one merger */
+    an->panes_topic = cfg->state.changelog && cfg->kafka.assignment != 1 && c->kafka;
     an->sink = c->in.sink;
     an->store = c->store;
     an->budget_bytes = (size_t)cfg->state.budget_mb << 20;
@@ -878,6 +881,7 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                               .consume = true,
                               .assign_all = cfg->kafka.assignment == 1,
                               .changelog = cfg->state.changelog,
+                              .trending_panes = cfg->state.changelog && cfg->kafka.assignment != 1,
                               .position = nf_epoch_position_cb,
                               .assign = nf_epoch_assign_cb,
                               .revoke = nf_epoch_revoke_cb,
@@ -988,17 +992,21 @@ int nf_cli_run(int argc, char **argv)
         return NF_EXIT_USAGE;
     }
     c.in.an = &c.an;
-    c.reads =
-        (nf_reads_t){.kafka = c.kafka,
-                     .ingest = &c.in,
-                     .epoch = c.epoch,
-                     .an = &c.an,
-                     .store = c.store,
-                     .max_event_bytes = cfg->kafka.max_event_bytes,
-                     .pause_high_water = cfg->kafka.pause_high_water,
-                     .pause_low_water = cfg->kafka.pause_low_water,
-                     .budget_bytes = (size_t)cfg->state.budget_mb << 20,
-                     .coalesce_max = cfg->interest.coalesce ? cfg->interest.coalesce_max_users : 0};
+    c.reads = (nf_reads_t){
+        .kafka = c.kafka,
+        .ingest = &c.in,
+        .epoch = c.epoch,
+        .an = &c.an,
+        .store = c.store,
+        /* the transactional id is the process's stable identity in the job */
+        .process_id = cfg->state.changelog && cfg->kafka.assignment != 1
+                          ? nf_hash64_str(cfg->kafka.transactional_id, 0x6b6579736574ull) | 1
+                          : 0,
+        .max_event_bytes = cfg->kafka.max_event_bytes,
+        .pause_high_water = cfg->kafka.pause_high_water,
+        .pause_low_water = cfg->kafka.pause_low_water,
+        .budget_bytes = (size_t)cfg->state.budget_mb << 20,
+        .coalesce_max = cfg->interest.coalesce ? cfg->interest.coalesce_max_users : 0};
     const char *slow = getenv("NF_TEST_SLOW_READS_US"); /* backpressure test knob */
     if (slow)
         c.reads.slow_us = (uint32_t)strtoul(slow, NULL, 10);

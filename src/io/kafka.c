@@ -23,8 +23,15 @@
  * up to 16 MiB, and the producer requests that size plus room for the batch around it. */
 #define NF_KAFKA_CHANGELOG_MAX_BYTES     "16777216"
 #define NF_KAFKA_CHANGELOG_REQUEST_BYTES "17825792"
+#define NF_KAFKA_CHANGELOG_TTL_MS        "691200000" /* 8 days */
 
-static const char *const input_names[NF_INPUT__COUNT] = {"read-events", "sources"};
+static const char *const input_names[NF_INPUT__COUNT] = {"read-events", "sources",
+                                                         "trending-panes"};
+
+const char *nf_input_name(nf_input_t in)
+{
+    return (unsigned)in < NF_INPUT__COUNT ? input_names[in] : "?";
+}
 
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
 
@@ -42,6 +49,8 @@ static void topic_full_name(char *out, size_t n, const char *prefix, const char 
 
 /* Every topic of DESIGN §4, outputs first (index = nf_topic_t), then the inputs. */
 #define NF_KAFKA_TOPICS (NF_TOPIC__COUNT + NF_INPUT__COUNT)
+/* The input that is an output topic read back (trending-panes): one topic, listed once. */
+#define PANES_INPUT (NF_TOPIC__COUNT + NF_INPUT_TRENDING_PANES)
 static const char *topic_base_name(int t)
 {
     return t < NF_TOPIC__COUNT ? nf_topic_name((nf_topic_t)t) : input_names[t - NF_TOPIC__COUNT];
@@ -73,6 +82,8 @@ nf_kafka_mock_t *nf_kafka_mock_new(unsigned brokers, unsigned partitions, const 
     }
     char name[256];
     for (int t = 0; t < NF_KAFKA_TOPICS; t++) {
+        if (t == PANES_INPUT)
+            continue; /* the output of the same name */
         topic_full_name(name, sizeof name, prefix, topic_base_name(t));
         rd_kafka_resp_err_t e =
             rd_kafka_mock_topic_create(m->mc, name, (int)(partitions ? partitions : 1), 1);
@@ -423,6 +434,16 @@ int nf_kafka_reset_producer(nf_kafka_t *k, char *err, size_t errlen)
     return 0;
 }
 
+/* Whether topic t (an output, or NF_TOPIC__COUNT + an input) is one this client needs. */
+static bool topic_used(const nf_kafka_t *k, int t)
+{
+    if (t >= NF_TOPIC_CL_FIRST && t < NF_TOPIC__COUNT)
+        return k->o.changelog;
+    if (t == NF_TOPIC_TRENDING_PANES || t == PANES_INPUT)
+        return k->o.trending_panes;
+    return true;
+}
+
 /* Partition counts of the output topics and the start positions (high watermarks). */
 static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
 {
@@ -433,17 +454,21 @@ static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
                  rd_kafka_err2str(e));
         return -EIO;
     }
-    int r = 0;
+    int r = 0, used = 0;
     char missing[768] = "";
     size_t nmissing = 0, ml = 0;
+    for (int t = 0; t < NF_TOPIC__COUNT + NF_INPUT__COUNT; t++)
+        used += topic_used(k, t) && t != PANES_INPUT;
     for (int t = 0; t < NF_TOPIC__COUNT + NF_INPUT__COUNT && r == 0; t++) {
-        if (t >= NF_TOPIC_CL_FIRST && t < NF_TOPIC__COUNT && !k->o.changelog)
-            continue; /* not written: not needed */
+        if (!topic_used(k, t))
+            continue; /* not written or read: not needed */
         const char *name = t < NF_TOPIC__COUNT ? k->out[t].name : k->in_names[t - NF_TOPIC__COUNT];
         int found = -1;
         for (int i = 0; i < md->topic_cnt; i++)
             if (!strcmp(md->topics[i].topic, name) && !md->topics[i].err)
                 found = i;
+        if ((found < 0 || md->topics[found].partition_cnt <= 0) && t == PANES_INPUT)
+            continue; /* named as the output of the same name */
         if (found < 0 || md->topics[found].partition_cnt <= 0) {
             /* every missing topic is named, not only the first */
             if (ml < sizeof missing)
@@ -468,10 +493,7 @@ static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
         snprintf(err, errlen,
                  "kafka: %zu of the job's %d topics do not exist on %s: %s; create them with "
                  "`newsflow topics create` (kafka.topic_prefix is \"%s\")",
-                 nmissing,
-                 NF_TOPIC__COUNT + NF_INPUT__COUNT -
-                     (k->o.changelog ? 0 : NF_TOPIC__COUNT - NF_TOPIC_CL_FIRST),
-                 k->brokers, missing, k->prefix);
+                 nmissing, used, k->brokers, missing, k->prefix);
         r = -ENOENT;
     }
     rd_kafka_metadata_destroy(md);
@@ -585,8 +607,11 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
                 atomic_store(&k->owned[in][p], false);
         }
         nf_kafka_offset_t *list = input_list(k, parts);
+        /* Lost (the group evicted this member): another owner may read them already, and this
+         * process's transactions are fenced; the hook must not commit. */
+        bool lost = rd_kafka_assignment_lost(rk) != 0;
         if (!k->closing && k->o.revoke && list)
-            k->o.revoke(k->o.arg, list, (size_t)parts->cnt);
+            k->o.revoke(k->o.arg, list, (size_t)parts->cnt, lost);
         free(list);
         pthread_mutex_lock(&k->lock);
         for (int i = 0; i < parts->cnt; i++) {
@@ -692,7 +717,11 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
             conf_set(cc, "auto.offset.reset", "earliest", err, errlen) != 0 ||
             conf_set(cc, "partition.assignment.strategy", "cooperative-sticky", err, errlen) != 0 ||
             (o->group_instance_id && !o->assign_all &&
-             conf_set(cc, "group.instance.id", o->group_instance_id, err, errlen) != 0)) {
+             conf_set(cc, "group.instance.id", o->group_instance_id, err, errlen) != 0) ||
+            /* a rebalance callback restores the changelog of gained partitions: give it time
+             * (librdkafka evicts a member that polls less often than this) */
+            (o->changelog && !(k->props && strstr(k->props, "max.poll.interval.ms")) &&
+             conf_set(cc, "max.poll.interval.ms", "1800000", err, errlen) != 0)) {
             rd_kafka_conf_destroy(cc);
             goto fail;
         }
@@ -741,7 +770,8 @@ int nf_kafka_subscribe(nf_kafka_t *k, char *err, size_t errlen)
         atomic_fetch_add(&k->assigned, (uint64_t)l->cnt);
     } else {
         for (int i = 0; i < NF_INPUT__COUNT; i++)
-            rd_kafka_topic_partition_list_add(l, k->in_names[i], RD_KAFKA_PARTITION_UA);
+            if (topic_used(k, NF_TOPIC__COUNT + i))
+                rd_kafka_topic_partition_list_add(l, k->in_names[i], RD_KAFKA_PARTITION_UA);
         e = rd_kafka_subscribe(k->cons, l);
     }
     rd_kafka_topic_partition_list_destroy(l);
@@ -957,6 +987,8 @@ static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint
     /* A changelog record goes to the partition of its key group (its first two key bytes,
      * state/changelog.h); outputs to the partitioner's choice by key. */
     int32_t part = RD_KAFKA_PARTITION_UA;
+    if (r->topic == NF_TOPIC_TRENDING_PANES)
+        part = 0; /* one merger: the owner of partition 0 (a topic made with more has idle ones) */
     if (r->topic >= NF_TOPIC_CL_FIRST) {
         if (r->klen < 2 || k->out[r->topic].npart <= 0) {
             snprintf(err, errlen, "kafka: changelog record for %s without a key group",
@@ -1626,10 +1658,13 @@ static int create_topics(rd_kafka_t *rk, const nf_kafka_topics_opts_t *o, char n
 {
     rd_kafka_NewTopic_t *nt[NF_KAFKA_TOPICS] = {0};
     char rerr[256];
-    int r = 0;
+    int r = 0, nreq = 0;
     for (int t = 0; t < NF_KAFKA_TOPICS && r == 0; t++) {
-        nt[t] =
-            rd_kafka_NewTopic_new(names[t], (int)o->partitions, o->replication, rerr, sizeof rerr);
+        if (t == PANES_INPUT)
+            continue; /* the output of the same name is the topic */
+        /* trending-panes: one partition, so that one process merges (analytics.h) */
+        int np = t == NF_TOPIC_TRENDING_PANES ? 1 : (int)o->partitions;
+        nt[t] = rd_kafka_NewTopic_new(names[t], np, o->replication, rerr, sizeof rerr);
         if (!nt[t]) {
             snprintf(err, errlen, "topic %s: %s", names[t], rerr);
             r = -EINVAL;
@@ -1639,7 +1674,16 @@ static int create_topics(rd_kafka_t *rk, const nf_kafka_topics_opts_t *o, char n
         } else if (t >= NF_TOPIC_CL_FIRST && t < NF_TOPIC__COUNT) {
             /* State: the latest value of each key is what counts (DESIGN §9); one value can be
              * a whole epoch's keyset blob of a key group. */
-            rd_kafka_NewTopic_set_config(nt[t], "cleanup.policy", "compact");
+            /* Kinds whose values expire (event ids 2 h, seen keys 24 h, topic vectors and the
+             * cluster index 7 days by default) are never deleted by the job: their records
+             * also leave by age, after 8 days, longer than any of those TTLs by default. */
+            bool ttl = t == NF_TOPIC_CL_EVENT_IDS || t == NF_TOPIC_CL_INTEREST_SEEN ||
+                       t == NF_TOPIC_CL_ARTICLE_TOPICS || t == NF_TOPIC_CL_CLUSTER_SIG ||
+                       t == NF_TOPIC_CL_CLUSTER_BUCKET || t == NF_TOPIC_CL_CLUSTER_PARENT;
+            rd_kafka_NewTopic_set_config(nt[t], "cleanup.policy",
+                                         ttl ? "compact,delete" : "compact");
+            if (ttl)
+                rd_kafka_NewTopic_set_config(nt[t], "retention.ms", NF_KAFKA_CHANGELOG_TTL_MS);
             rd_kafka_NewTopic_set_config(nt[t], "max.message.bytes", NF_KAFKA_CHANGELOG_MAX_BYTES);
         }
     }
@@ -1648,7 +1692,11 @@ static int create_topics(rd_kafka_t *rk, const nf_kafka_topics_opts_t *o, char n
     if (r == 0) {
         rd_kafka_AdminOptions_set_request_timeout(ao, o->timeout_ms, rerr, sizeof rerr);
         rd_kafka_AdminOptions_set_operation_timeout(ao, o->timeout_ms, rerr, sizeof rerr);
-        rd_kafka_CreateTopics(rk, nt, NF_KAFKA_TOPICS, ao, q);
+        rd_kafka_NewTopic_t *req[NF_KAFKA_TOPICS];
+        for (int t = 0; t < NF_KAFKA_TOPICS; t++)
+            if (nt[t])
+                req[nreq++] = nt[t];
+        rd_kafka_CreateTopics(rk, req, (size_t)nreq, ao, q);
         rd_kafka_event_t *ev = rd_kafka_queue_poll(q, o->timeout_ms + 5000);
         const rd_kafka_CreateTopics_result_t *res =
             ev ? rd_kafka_event_CreateTopics_result(ev) : NULL;
@@ -1741,6 +1789,8 @@ int nf_kafka_topics(const nf_kafka_topics_opts_t *opts, bool create, nf_kafka_to
         usleep(200000);
     }
     for (int t = 0; t < NF_KAFKA_TOPICS && r == 0; t++) {
+        if (t == PANES_INPUT)
+            continue; /* reported as the output of the same name */
         if (parts[t] == 0 && outcome[t] && strcmp(outcome[t], "failed") != 0)
             outcome[t] = NULL; /* created, yet not in the metadata after 10 s */
         if (!outcome[t])
@@ -1748,7 +1798,9 @@ int nf_kafka_topics(const nf_kafka_topics_opts_t *opts, bool create, nf_kafka_to
         cb(arg, names[t], outcome[t], parts[t], why[t][0] ? why[t] : NULL);
     }
     for (int t = 0; t < NF_KAFKA_TOPICS && r == 0; t++)
-        if (!strcmp(outcome[t], "failed")) {
+        if (t == PANES_INPUT) {
+            continue;
+        } else if (!strcmp(outcome[t], "failed")) {
             snprintf(err, errlen, "topic %s: %s", names[t], why[t]);
             r = -EIO;
         } else if (!strcmp(outcome[t], "missing")) {

@@ -89,13 +89,14 @@ typedef struct nf_kafka_opts {
     bool consume;                  /* join the group and feed the shards */
     bool assign_all;               /* no group: take every partition of the inputs (one process) */
     bool changelog;                /* produce changelog records (their topics must exist) */
+    bool trending_panes; /* trending panes through the trending-panes topic (analytics.h) */
     /* Called from the coordinator thread; may be NULL. */
     int64_t (*position)(void *arg, nf_input_t in, int32_t partition); /* -1 = none */
     /* A rebalance (group mode): partitions (input, partition; input NF_INPUT__COUNT for a topic
      * that is not one) assigned, before they are positioned; revoked, after the shards stopped
      * taking their records (nf_kafka_owns) and before they are released. */
     void (*assign)(void *arg, const nf_kafka_offset_t *parts, size_t n);
-    void (*revoke)(void *arg, const nf_kafka_offset_t *parts, size_t n);
+    void (*revoke)(void *arg, const nf_kafka_offset_t *parts, size_t n, bool lost);
     void (*fault)(const char *point); /* fault-injection points inside the produce */
     void *arg;
 } nf_kafka_opts_t;

@@ -33,6 +33,7 @@ static const char *const topic_names[NF_TOPIC__COUNT] = {
     "trending",
     "interest-updates",
     "dead-letters",
+    "trending-panes",
     "changelog-article-key",
     "changelog-crawl-schedule",
     "changelog-event-ids",

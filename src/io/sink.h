@@ -21,7 +21,11 @@ typedef enum {
     NF_TOPIC_TRENDING,
     NF_TOPIC_INTEREST_UPDATES,
     NF_TOPIC_DEAD_LETTERS,
-    /* The changelog topics (state/changelog.h): state, not outputs; never teed to the sink. */
+    /* Internal topics, never teed to the sink. The trending counters' panes and watermarks on
+     * their way to the one merger of a job in several processes (one partition; analytics.h). */
+    NF_TOPIC_TRENDING_PANES,
+    NF_TOPIC_INTERNAL_FIRST = NF_TOPIC_TRENDING_PANES,
+    /* The changelog topics (state/changelog.h): state, not outputs. */
     NF_TOPIC_CL_ARTICLE_KEY,
     NF_TOPIC_CL_FIRST = NF_TOPIC_CL_ARTICLE_KEY,
     NF_TOPIC_CL_CRAWL_SCHEDULE,

@@ -20,7 +20,16 @@
 #include <stdint.h>
 
 /* Kafka inputs whose positions epochs carry. */
-typedef enum { NF_INPUT_READ_EVENTS = 0, NF_INPUT_SOURCES, NF_INPUT__COUNT } nf_input_t;
+/* NF_INPUT_TRENDING_PANES: the output topic trending-panes read back by the process that merges
+ * (a job in several processes, analytics.h). */
+typedef enum {
+    NF_INPUT_READ_EVENTS = 0,
+    NF_INPUT_SOURCES,
+    NF_INPUT_TRENDING_PANES,
+    NF_INPUT__COUNT
+} nf_input_t;
+/* An input's name in epoch headers and logs ("read-events", "sources", "trending-panes"). */
+const char *nf_input_name(nf_input_t in);
 #define NF_EPOCH_MAX_PARTITIONS 1024
 
 /* A position in an input: what an epoch commits per (input, partition). */

@@ -1,6 +1,7 @@
 /* changelog.c — see changelog.h. */
 #include "state/changelog.h"
 
+#include "algo/bytes.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"
 
@@ -63,10 +64,14 @@ uint16_t nf_changelog_key_group(nf_state_kind_t kind, const void *key, size_t kl
 {
     const unsigned char *k = key;
     if (kind == NF_KIND_TRENDING) {
-        /* "c" + partition: a partition's counter; "p" + partition + pane start: a pane summary
-         * of that partition's counter; the merger's meta ("m") lives in key group 0. */
-        if (klen >= 3 && (k[0] == 'c' || k[0] == 'p'))
+        /* "C" + partition: a partition's counter, in that partition's key group; the merger's
+         * meta "M" and pane summaries "P" + partition + pane start are the merger's
+         * (NF_CHANGELOG_MERGER_KG); the keys of the per-shard layout, deleted at start, 0
+         * (analytics.c). */
+        if (klen >= 3 && k[0] == 'C')
             return be16(k + 1);
+        if (klen >= 1 && (k[0] == 'M' || k[0] == 'P'))
+            return NF_CHANGELOG_MERGER_KG;
         return 0;
     }
     return klen >= 2 ? be16(k) : 0;
@@ -190,7 +195,17 @@ static cJSON *get_meta(nf_store_t *st, char *err, size_t errlen, int *rc)
     return m;
 }
 
-int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, char *err, size_t errlen)
+/* The k_topics entry of a meta name ("changelog-interest"), or -1. */
+static int topic_index(const char *base)
+{
+    for (size_t i = 0; i < NTOPICS; i++)
+        if (!strcmp(base, nf_topic_name(k_topics[i].topic)))
+            return (int)i;
+    return -1;
+}
+
+int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, const bool *owned,
+                             bool merger_owned, char *err, size_t errlen)
 {
     cJSON *pos = cJSON_Parse(positions_json);
     if (!pos) {
@@ -205,8 +220,36 @@ int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, char *e
         const char *base = t->string ? base_name(t->string) : NULL;
         if (!meta || r != 0)
             break;
-        if (base && cJSON_IsArray(t))
+        int ti = base ? topic_index(base) : -1;
+        if (ti < 0 || !cJSON_IsArray(t))
+            continue;
+        if (!owned) { /* one process: every writer is this one */
             r = set_item(meta, base, cJSON_Duplicate(t, 1));
+            continue;
+        }
+        if (!k_topics[ti].by_input)
+            continue; /* several writers may share these partitions: only a restore moves them */
+        /* Own writes move a partition's synced offset only where this process is its only
+         * writer: its read-events partition is assigned here (and, for the trending partition
+         * that also holds the merger's key group, the merger too). */
+        int n = cJSON_GetArraySize(t);
+        int64_t *cur = calloc(n > 0 ? (size_t)n : 1, sizeof *cur);
+        if (!cur) {
+            r = -ENOMEM;
+            break;
+        }
+        synced_of(meta, base, cur, n);
+        int merger_part = n > 0 ? (int)(NF_CHANGELOG_MERGER_KG % (unsigned)n) : -1;
+        cJSON *arr = cJSON_CreateArray();
+        for (int p = 0; arr && p < n; p++) {
+            const cJSON *v = cJSON_GetArrayItem(t, p);
+            bool mine = p < NF_CHANGELOG_MAX_PARTITIONS && owned[p] &&
+                        (k_topics[ti].kind != NF_KIND_TRENDING || p != merger_part || merger_owned);
+            double x = mine && cJSON_IsNumber(v) ? v->valuedouble : (double)cur[p];
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber(x));
+        }
+        free(cur);
+        r = set_item(meta, base, arr);
     }
     if (meta && r == 0)
         r = put_meta(st, meta, err, errlen);
@@ -224,6 +267,7 @@ typedef struct {
     nf_store_batch_t *b;
     nf_changelog_stats_t *stats;
     nf_changelog_progress_t *prog;
+    uint64_t now_ms;
     char *err;
     size_t errlen;
 } restore_ctx_t;
@@ -257,6 +301,11 @@ static int apply_rec(void *arg, int topic_index, int32_t partition, int64_t offs
         return 0;
     }
     const unsigned char *k = (const unsigned char *)key + 2;
+    uint64_t exp = tombstone ? 0 : nf_get_le64(val);
+    if (exp != 0 && exp <= c->now_ms) {
+        c->stats->expired++; /* the TTL filter would drop it; a later value may follow */
+        return 0;
+    }
     if (tombstone) {
         nf_store_batch_delete(c->b, kind, k, klen - 2);
         c->stats->deletes++;
@@ -323,7 +372,7 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *only, bo
         atomic_store(&prog->total, total);
         atomic_store(&prog->running, true);
     }
-    restore_ctx_t c = {st, b, stats, prog, err, errlen};
+    restore_ctx_t c = {st, b, stats, prog, (uint64_t)nf_wall_ms(), err, errlen};
     if (r == 0)
         r = k->read_topics(k->arg, topics, (int)NTOPICS, nparts, STRIDE, from, end, apply_rec, &c,
                            err, errlen);

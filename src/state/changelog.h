@@ -46,10 +46,15 @@ uint16_t nf_changelog_key_group(nf_state_kind_t kind, const void *key, size_t kl
 int nf_changelog_from_batch(nf_outbuf_t *out, const nf_store_batch_t *b);
 
 #define NF_CHANGELOG_MAX_PARTITIONS 1024
+/* The key group of the trending merger's state ("M", "P" + partition + pane start): the merger
+ * belongs to the trending-panes partition, not to a read-events partition; its changelog
+ * partition is this % partitions, which a process restores when it is assigned trending-panes. */
+#define NF_CHANGELOG_MERGER_KG 0xFFFFu
 
 typedef struct nf_changelog_stats {
     uint64_t records, bytes, puts, deletes, skipped; /* skipped: malformed records (logged) */
-    uint64_t partitions_read;                        /* partitions that had anything to read */
+    uint64_t expired;         /* values already expired (not written: the TTL filter drops them) */
+    uint64_t partitions_read; /* partitions that had anything to read */
     uint64_t ns;
 } nf_changelog_stats_t;
 
@@ -78,7 +83,12 @@ int nf_changelog_restore_partitions(nf_store_t *st, const nf_kafka_ops_t *k, con
 
 /* Records the synced offsets after a committed epoch: positions_json is the producer's
  * {"<topic>":[next offset per partition],...} (every output topic; only changelog topics are
- * kept). 0 or -EIO with err. */
-int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, char *err, size_t errlen);
+ * kept). owned NULL: one process writes every partition (kafka.assignment=all), all move;
+ * else (a consumer group) only the partitions of the kinds keyed by the read-events partition
+ * whose partition is assigned here (owned[p]) move — the trending one that also holds the
+ * merger's key group only with merger_owned too — and the others keep what a restore recorded:
+ * another process writes them (or wrote them while this one did not read them). 0 or -errno. */
+int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, const bool *owned,
+                             bool merger_owned, char *err, size_t errlen);
 
 #endif

@@ -412,10 +412,14 @@ static void header_json(nf_epoch_t *ep, uint64_t e, uint64_t nonce, const nf_kaf
     nf_jw_i64(w, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
     nf_jw_key(w, "records");
     nf_jw_u64(w, records);
+    if (ep->o.changelog) { /* recovery: settled by discarding, as Kafka holds the state */
+        nf_jw_key(w, "changelog");
+        nf_jw_bool(w, true);
+    }
     nf_jw_key(w, "offsets");
     nf_jw_obj_open(w);
     for (int i = 0; i < NF_INPUT__COUNT; i++) {
-        nf_jw_key(w, i == NF_INPUT_READ_EVENTS ? "read-events" : "sources");
+        nf_jw_key(w, nf_input_name((nf_input_t)i));
         nf_jw_obj_open(w);
         for (size_t k = 0; k < noffs; k++) {
             if (offs[k].input != (nf_input_t)i)
@@ -439,8 +443,7 @@ static int parse_offsets(const cJSON *h, int64_t dst[NF_INPUT__COUNT][NF_EPOCH_M
 {
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(h, "offsets");
     for (int i = 0; i < NF_INPUT__COUNT; i++) {
-        const cJSON *o = cJSON_GetObjectItemCaseSensitive(
-            offs, i == NF_INPUT_READ_EVENTS ? "read-events" : "sources");
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(offs, nf_input_name((nf_input_t)i));
         const cJSON *it;
         cJSON_ArrayForEach(it, o)
         {
@@ -658,11 +661,18 @@ static void save_synced(nf_epoch_t *ep)
     nf_jw_init(&pw);
     ep->kafka->positions_json(ep->kafka->arg, &pw);
     char err[256] = "out of memory";
-    if (pw.failed || nf_changelog_save_synced(ep->st, pw.buf, err, sizeof err) != 0)
+    bool *owned = NULL;
+    if (ep->o.group && (owned = calloc(NF_EPOCH_MAX_PARTITIONS, sizeof *owned)) != NULL)
+        for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS; p++)
+            owned[p] = atomic_load(&ep->offsets[NF_INPUT_READ_EVENTS][p]) >= 0;
+    bool merger = atomic_load(&ep->offsets[NF_INPUT_TRENDING_PANES][0]) >= 0;
+    if (pw.failed || (ep->o.group && !owned) ||
+        nf_changelog_save_synced(ep->st, pw.buf, owned, merger, err, sizeof err) != 0)
         nf_log(NF_LOG_WARN, "changelog",
                "cannot record the changelog offsets reached; the next restore reads from older "
                "ones",
                NF_LS("error", err), NF_LEND);
+    free(owned);
     nf_jw_free(&pw);
 }
 
@@ -797,7 +807,21 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
     int r = nf_store_pending_read(ep->st, &p, err, errlen);
     if (r < 0)
         return r;
-    if (r == 1 && ep->o.changelog && ep->kafka) {
+    bool pending_cl = false;
+    if (r == 1) {
+        cJSON *h = cJSON_Parse(p.header_json);
+        pending_cl = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(h, "changelog"));
+        cJSON_Delete(h);
+    }
+    if (r == 1 && pending_cl && !ep->o.changelog) {
+        snprintf(err, errlen,
+                 "state: pending epoch %" PRIu64 " was written with state.changelog=true; start "
+                 "once more with it (the start settles the epoch), then turn it off",
+                 p.epoch);
+        nf_store_pending_free(&p);
+        return -EINVAL;
+    }
+    if (r == 1 && pending_cl && ep->kafka) {
         /* With changelogs, Kafka holds the state: the epoch's transaction either committed (its
          * changelog records and input offsets are in Kafka, and the restore that follows
          * brings them here) or it did not (init_transactions aborted it, and whoever owns its
@@ -916,7 +940,7 @@ int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen)
     double s = (double)cs.ns / 1e9;
     nf_log(NF_LOG_INFO, "changelog", "state restored from the changelog topics",
            NF_LI("records", cs.records), NF_LI("bytes", cs.bytes), NF_LI("puts", cs.puts),
-           NF_LI("deletes", cs.deletes), NF_LI("skipped", cs.skipped),
+           NF_LI("deletes", cs.deletes), NF_LI("expired", cs.expired), NF_LI("skipped", cs.skipped),
            NF_LI("partitions", cs.partitions_read), NF_LF("seconds", s),
            NF_LF("records_per_s", s > 0 ? (double)cs.records / s : 0), NF_LEND);
     /* The group's committed offsets were committed in the very transactions whose changelog
@@ -1099,20 +1123,32 @@ static void log_moved(const char *msg, const nf_kafka_offset_t *parts, size_t n)
 {
     char list[512];
     size_t len = 0;
+    bool panes = false;
     list[0] = '\0';
-    for (size_t i = 0; i < n && len < sizeof list; i++)
+    for (size_t i = 0; i < n && len < sizeof list; i++) {
         if (parts[i].input == NF_INPUT_READ_EVENTS)
             len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", len ? "," : "",
                                     parts[i].partition);
-    nf_log(NF_LOG_INFO, "epoch", msg, NF_LS("read_events_partitions", list), NF_LEND);
+        panes |= parts[i].input == NF_INPUT_TRENDING_PANES;
+    }
+    nf_log(NF_LOG_INFO, "epoch", msg, NF_LS("read_events_partitions", list),
+           NF_LI("trending_panes", panes), NF_LEND);
 }
 
-void nf_epoch_revoke_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
+void nf_epoch_revoke_cb(void *arg, const nf_kafka_offset_t *parts, size_t n, bool lost)
 {
     nf_epoch_t *ep = arg;
     char err[512];
     if (atomic_load(&ep->failed))
         return;
+    if (lost) {
+        snprintf(err, sizeof err,
+                 "the consumer group evicted this process and its partitions were lost (its "
+                 "session or max.poll.interval.ms ran out): nothing more can be committed; what "
+                 "it took since its last epoch is read again by their new owners. Restart it");
+        fail(ep, -EPIPE, err);
+        return;
+    }
     int r = run_epoch(ep, false, err, sizeof err);
     if (r != 0) {
         fail(ep, r, err);
@@ -1126,7 +1162,8 @@ void nf_epoch_revoke_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
             continue;
         atomic_store(&ep->offsets[parts[i].input][parts[i].partition], -1);
     }
-    if ((r = tell_shards(ep, NF_INPUT_READ_EVENTS, parts, n, false)) != 0) {
+    if ((r = tell_shards(ep, NF_INPUT_READ_EVENTS, parts, n, false)) != 0 ||
+        (r = tell_shards(ep, NF_INPUT_TRENDING_PANES, parts, n, false)) != 0) {
         snprintf(err, sizeof err, "revoked partitions: the shards did not let go: %s",
                  strerror(-r));
         fail(ep, r, err);
@@ -1147,12 +1184,19 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
         nf_kafka_offset_t *go = calloc(NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *go);
         size_t ngo = 0, nread = 0;
         uint64_t max_epoch = 0;
-        for (size_t i = 0; only && i < n; i++)
+        int ncl = ep->kafka->topic_partitions(ep->kafka->arg, NF_TOPIC_CL_TRENDING);
+        for (size_t i = 0; only && i < n; i++) {
             if (parts[i].input == NF_INPUT_READ_EVENTS && parts[i].partition >= 0 &&
                 parts[i].partition < NF_EPOCH_MAX_PARTITIONS) {
                 only[parts[i].partition] = true;
                 nread++;
             }
+            /* the trending merger's state comes with trending-panes (changelog.h) */
+            if (parts[i].input == NF_INPUT_TRENDING_PANES && parts[i].partition == 0 && ncl > 0) {
+                only[NF_CHANGELOG_MERGER_KG % (unsigned)ncl] = true;
+                nread++;
+            }
+        }
         nf_changelog_stats_t cs = {0};
         if (!only || !go) {
             snprintf(err, sizeof err, "out of memory");
@@ -1181,7 +1225,8 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
         free(only);
         free(go);
     }
-    if (r == 0 && (r = tell_shards(ep, NF_INPUT_READ_EVENTS, parts, n, true)) != 0)
+    if (r == 0 && ((r = tell_shards(ep, NF_INPUT_READ_EVENTS, parts, n, true)) != 0 ||
+                   (r = tell_shards(ep, NF_INPUT_TRENDING_PANES, parts, n, true)) != 0))
         snprintf(err, sizeof err, "gained partitions: the shards did not load them: %s",
                  strerror(-r));
     if (r != 0) {

@@ -105,10 +105,12 @@ void nf_epoch_attach_kafka(nf_epoch_t *ep, const nf_kafka_ops_t *kafka);
  *           participant's `partitions` hook loads them;
  *   revoke  an epoch commits what was taken of the revoked partitions (the shards take no
  *           more: nf_kafka_owns), their positions leave the epochs, and every participant's
- *           `partitions` hook forgets them. */
+ *           `partitions` hook forgets them. Lost partitions (the group evicted this process:
+ *           its session or max.poll.interval.ms ran out) cannot be committed for: the job
+ *           fails, and what it took since its last epoch is read again by the new owners. */
 int64_t nf_epoch_position_cb(void *ep, nf_input_t in, int32_t partition);
 void nf_epoch_assign_cb(void *ep, const nf_kafka_offset_t *parts, size_t n);
-void nf_epoch_revoke_cb(void *ep, const nf_kafka_offset_t *parts, size_t n);
+void nf_epoch_revoke_cb(void *ep, const nf_kafka_offset_t *parts, size_t n, bool lost);
 void nf_epoch_fault_cb(const char *point);
 void nf_epoch_free(nf_epoch_t *ep);
 

@@ -16,7 +16,9 @@
 #define BLOB_HEAD  13                 /* [expires_at 8][format 1][count 4] */
 #define BLOB_REC   24                 /* [hi 8][lo 8][expires_at 8] */
 #define BLOB_KEY   12                 /* [kg 2][epoch 8][writer 2] */
-#define LEGACY_KEY 18                 /* kstate's [kg 2][hi 8][lo 8] */
+#define BLOB_KEY2  20                 /* [kg 2][epoch 8][writer 2][process 6][chunk 2] */
+#define CHUNK_KEYS 400000u /* keys per blob at most: 9.6 MB, under a changelog record's 16 MiB */
+#define LEGACY_KEY 18      /* kstate's [kg 2][hi 8][lo 8] */
 #define FORMAT     1
 #define POP_STEP   4 /* expired keys an add drops, so expiry keeps pace with insertion */
 #define POP_AHEAD  8 /* how far ahead of the tail pop_tail prefetches */
@@ -34,6 +36,7 @@ struct nf_keyset {
     int64_t ttl;
     size_t budget;
     uint16_t writer;
+    uint64_t process;
 
     rec_t *ring;
     uint64_t cap, rmask;
@@ -199,6 +202,7 @@ nf_keyset_t *nf_keyset_new(nf_store_t *st, const nf_keyset_opts_t *o)
     ks->ttl = (int64_t)o->ttl_ms;
     ks->budget = o->budget_bytes;
     ks->writer = o->writer;
+    ks->process = o->process & 0xFFFFFFFFFFFFull;
     uint64_t cap = 16, want = o->initial_capacity ? o->initial_capacity : 1024;
     while (cap < want && cap < RING_MAX)
         cap <<= 1;
@@ -302,6 +306,50 @@ static int blob_reserve(nf_keyset_t *ks, size_t n)
     return 0;
 }
 
+/* A key group's blob h (count keys) under 20-byte keys that name the process too (two
+ * processes' epochs number independently: their blobs of one key group must not collide when
+ * the group moves between them), in chunks of at most CHUNK_KEYS keys (each a blob of its own,
+ * so that one fits a changelog record). 0 or -ENOMEM. */
+static int put_chunks(nf_keyset_t *ks, nf_store_batch_t *b, uint16_t kg, uint64_t epoch,
+                      const unsigned char *h, uint32_t count)
+{
+    unsigned char key[BLOB_KEY2];
+    key[0] = (unsigned char)(kg >> 8);
+    key[1] = (unsigned char)kg;
+    for (int i = 0; i < 8; i++)
+        key[2 + i] = (unsigned char)(epoch >> (56 - 8 * i));
+    key[10] = (unsigned char)(ks->writer >> 8);
+    key[11] = (unsigned char)ks->writer;
+    for (int i = 0; i < 6; i++)
+        key[12 + i] = (unsigned char)(ks->process >> (40 - 8 * i));
+    if (count <= CHUNK_KEYS) {
+        key[18] = key[19] = 0;
+        nf_store_batch_put(b, ks->kind, key, sizeof key, h, BLOB_HEAD + (size_t)count * BLOB_REC);
+        return 0;
+    }
+    unsigned char *tmp = malloc(BLOB_HEAD + (size_t)CHUNK_KEYS * BLOB_REC);
+    if (!tmp)
+        return -ENOMEM;
+    for (uint32_t c = 0, first = 0; first < count; c++, first += CHUNK_KEYS) {
+        uint32_t m = count - first < CHUNK_KEYS ? count - first : CHUNK_KEYS;
+        const unsigned char *recs = h + BLOB_HEAD + (size_t)first * BLOB_REC;
+        uint64_t latest = 0;
+        for (uint32_t i = 0; i < m; i++) {
+            uint64_t e = nf_get_le64(recs + (size_t)i * BLOB_REC + 16);
+            latest = e > latest ? e : latest;
+        }
+        nf_put_le64(tmp, latest);
+        tmp[8] = FORMAT;
+        nf_put_le32(tmp + 9, m);
+        memcpy(tmp + BLOB_HEAD, recs, (size_t)m * BLOB_REC);
+        key[18] = (unsigned char)(c >> 8);
+        key[19] = (unsigned char)c;
+        nf_store_batch_put(b, ks->kind, key, sizeof key, tmp, BLOB_HEAD + (size_t)m * BLOB_REC);
+    }
+    free(tmp);
+    return 0;
+}
+
 long nf_keyset_snapshot(nf_keyset_t *ks, nf_store_batch_t *b, uint64_t epoch)
 {
     uint64_t from = ks->snap > ks->tail ? ks->snap : ks->tail, to = ks->head;
@@ -362,15 +410,22 @@ long nf_keyset_snapshot(nf_keyset_t *ks, nf_store_batch_t *b, uint64_t epoch)
             latest = e > latest ? e : latest;
         }
         nf_put_le64(h, latest);
-        unsigned char key[BLOB_KEY];
-        key[0] = (unsigned char)(kg >> 8);
-        key[1] = (unsigned char)kg;
-        for (int i = 0; i < 8; i++)
-            key[2 + i] = (unsigned char)(epoch >> (56 - 8 * i));
-        key[10] = (unsigned char)(ks->writer >> 8);
-        key[11] = (unsigned char)ks->writer;
         size_t len = BLOB_HEAD + (size_t)count * BLOB_REC;
-        nf_store_batch_put(b, ks->kind, key, sizeof key, h, len);
+        if (!ks->process) { /* the original layout: one blob, 12-byte key */
+            unsigned char key[BLOB_KEY];
+            key[0] = (unsigned char)(kg >> 8);
+            key[1] = (unsigned char)kg;
+            for (int i = 0; i < 8; i++)
+                key[2 + i] = (unsigned char)(epoch >> (56 - 8 * i));
+            key[10] = (unsigned char)(ks->writer >> 8);
+            key[11] = (unsigned char)ks->writer;
+            nf_store_batch_put(b, ks->kind, key, sizeof key, h, len);
+        } else if (put_chunks(ks, b, kg, epoch, h, count) != 0) {
+            for (size_t g2 = g; g2 < ngroups; g2++)
+                ks->kg_count[ks->kg_list[g2]] = 0;
+            nf_store_batch_fail(b);
+            return -ENOMEM;
+        }
         ks->kg_count[kg] = 0;
         at += len;
     }
@@ -441,8 +496,9 @@ static int load_one(const void *key, size_t klen, const void *val, size_t vlen, 
             exp = l->now + l->ks->ttl;
         return keep(l, kg, be64(k + 2), be64(k + 10), exp);
     }
-    if (klen != BLOB_KEY)
-        return corrupt(l, k, klen, "neither a keyset blob (12-byte key) nor a per-key record");
+    if (klen != BLOB_KEY && klen != BLOB_KEY2)
+        return corrupt(l, k, klen,
+                       "neither a keyset blob (12- or 20-byte key) nor a per-key record");
     if (vlen < BLOB_HEAD || v[8] != FORMAT)
         return corrupt(l, k, klen, "blob header is short or of an unknown format");
     uint32_t count = nf_get_le32(v + 9);

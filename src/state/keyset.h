@@ -64,6 +64,11 @@ typedef struct nf_keyset_opts {
     size_t budget_bytes;     /* 0 = unlimited; only reported (see the top) */
     size_t initial_capacity; /* keys; rounded up to a power of two (default 1024) */
     uint16_t writer;         /* the owner's shard index, part of the blob keys */
+    /* 0: blobs under 12-byte keys [kg][epoch][writer], one per key group and epoch. Else (a
+     * job of several processes may write one key group in turn): 20-byte keys
+     * [kg 2][epoch 8][writer 2][process: its low 48 bits, 6][chunk 2], and a key group's keys
+     * of an epoch split in blobs of at most 400,000 (9.6 MB). Both load. */
+    uint64_t process;
 } nf_keyset_opts_t;
 
 /* NULL on allocation failure or ttl_ms == 0. st may be NULL (memory only: snapshots write

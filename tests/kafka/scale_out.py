@@ -11,15 +11,19 @@ checkpoint.interval_ms=300. While read events (with poison records) arrive on 6 
   2. p2 is SIGKILLed and started again on its directory (it gets its partitions back);
   3. p4 joins: partitions move to it (their owners commit and let go; p4 restores them from the
      changelog and takes their positions from the group);
-  4. rolling restart: each process in turn SIGTERMed (exit 0) and started again;
-  5. p3 is SIGKILLed for good: its partitions move to the others once its session expires;
-     the time from the kill to their first epoch committed elsewhere is reported.
+  4. rolling restart: each process in turn SIGTERMed (exit 0) and started again, p1 with
+     runtime.shards=1 and p2 with 3 (the others run with the default, one per core);
+  5. the process that merges trending is SIGKILLed for good: its partitions (trending-panes
+     among them) move to the others once its session expires; the time from the kill to their
+     first epoch committed elsewhere is reported.
 
 Then the producer stops, the last events are consumed, every process stops (exit 0), and the
 outputs are read back read_committed: interest-updates hold every (user, version) exactly once
 over 1..n (a vector that did not follow its partition would start again at 1, an event taken
-twice would exceed n), every poison record has exactly one dead letter, and no (writer, epoch,
-seq) appears twice. Prints {"bench":"scale_out_failover",...}.
+twice would exceed n), every poison record has exactly one dead letter, no (writer, epoch,
+seq) appears twice, and trending (exact mode; its panes merged by the one process assigned
+trending-panes, which moves too) emits every window once, equal to an exact recount of the
+events. Prints {"bench":"scale_out_failover",...}.
 
 Needs Apache Kafka (NF_TEST_BROKER=kafka:...).
 
@@ -38,6 +42,78 @@ import acclib  # noqa: E402
 
 PARTITIONS = 6
 SESSION_MS = 10000
+T0 = 1767225600000  # 2026-01-01T00:00:00Z: events 100 ms apart from there
+WINDOW_MS, SLIDE_MS, LATENESS_MS = 60000, 5000, 1000
+TRENDING = ["trending.exact=true", "trending.window_s=%d" % (WINDOW_MS // 1000),
+            "trending.slide_s=%d" % (SLIDE_MS // 1000), "trending.lateness_ms=%d" % LATENESS_MS,
+            "trending.idle_ms=3600000"]
+
+
+class PoolEvents(acclib.Events):
+    """acclib.Events whose articles come from a pool of 23 (so trending lists have counts), at
+    event times 100 ms apart in produce order (so every event is on time on its partition)."""
+
+    def __init__(self):
+        super().__init__(users=60, prefix="s")
+        self.sent = []  # (article_id, ts) of every valid event
+
+    def make(self, n):
+        out = []
+        for _ in range(n):
+            i = self.n
+            self.n += 1
+            u = self.users[(i * 7 + i // len(self.users)) % len(self.users)]
+            a = "a%02d" % ((i * i + 3 * i) % 23)
+            ts = T0 + i * 100
+            v = {"user_id": u, "article_id": a, "session_id": "s-%d" % i, "ts": ts}
+            out.append((u, json.dumps(v, separators=(",", ":"))))
+            self.counts[u] = self.counts.get(u, 0) + 1
+            self.sent.append((a, ts))
+        return out
+
+
+def model_window(sent, w):
+    """The exact ranked list of the window ending at w (count desc, article_id asc)."""
+    counts = {}
+    for a, ts in sent:
+        if w - WINDOW_MS <= ts < w:
+            counts[a] = counts.get(a, 0) + 1
+    items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:50]
+    return [{"article_id": a, "score": c} for a, c in items]
+
+
+def iso_ms(s):
+    return int(datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp() * 1000 + 0.5) if "." in s else int(
+        datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp() * 1000)
+
+
+def check_trending(ctx, broker, ev):
+    """Every window emitted once and equal to the exact recount of the events before its end
+    (all events are on time: when a window is emitted every partition is past it); no window
+    missing before the last one emitted, and the last one within 3 slides of the end."""
+    got = {}
+    for k, h, v in acclib.read_outputs(ctx, broker, "trending"):
+        w = iso_ms(v["window_end"])
+        ctx.check(w not in got, "trending: window %s emitted twice" % v["window_end"])
+        got[w] = v["items"]
+    ctx.check(got, "trending: no window emitted")
+    first = (min(ts for _, ts in ev.sent) // SLIDE_MS + 1) * SLIDE_MS
+    last_ts = max(ts for _, ts in ev.sent)
+    want_last = ((last_ts - LATENESS_MS) // SLIDE_MS) * SLIDE_MS
+    wrong = [w for w in sorted(got) if got[w] != model_window(ev.sent, w)]
+    ctx.check(not wrong, "trending: %d windows differ from the exact recount, first %d: got %s "
+              "want %s" % (len(wrong), wrong[0] if wrong else 0,
+                           got.get(wrong[0]) if wrong else None,
+                           model_window(ev.sent, wrong[0]) if wrong else None))
+    missing = [w for w in range(first, max(got) + 1, SLIDE_MS) if w not in got]
+    ctx.check(not missing, "trending: %d windows missing before the last emitted, e.g. %s" %
+              (len(missing), missing[:5]))
+    ctx.check(max(got) >= want_last - 3 * SLIDE_MS,
+              "trending: the last window emitted ends at %d, the events reach %d" %
+              (max(got), want_last))
+    return "trending: %d windows, each once, each equal to the exact recount" % len(got)
 
 
 class Producer(threading.Thread):
@@ -75,12 +151,12 @@ class Member:
         self.runs = 0
         self.job = None
 
-    def start(self):
+    def start(self, extra=()):
         self.runs += 1
         self.job = acclib.Job(
             self.ctx, self.broker, self.state,
             sets=["state.changelog=true", "kafka.assignment=group",
-                  "kafka.static_membership=true"],
+                  "kafka.static_membership=true", *TRENDING, *extra],
             args=["--config", self.cfg], interval_ms=300, txid_suffix="-" + self.name,
             tag="%s-run%d" % (self.name, self.runs))
         return self.job
@@ -105,8 +181,6 @@ def gained_after(members, t0):
     best = None
     for m in members:
         for o in m.job.msgs("partitions assigned: their key groups loaded"):
-            if not o.get("read_events_partitions"):
-                continue  # only sources partitions
             t = log_time(o)
             if t is not None and t >= t0 and (best is None or t < best[1]):
                 best = (m, t)
@@ -122,7 +196,7 @@ def body(ctx):
     with open(cfg, "w") as f:  # a list value: --set would split it on commas
         f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000"'
                 ']}}' % SESSION_MS)
-    ev = acclib.Events(users=60, prefix="s")
+    ev = PoolEvents()
     prod = Producer(ctx, broker, ev)
     prod.start()
     ms = {n: Member(ctx, broker, n, cfg) for n in ("p1", "p2", "p3", "p4")}
@@ -140,8 +214,8 @@ def body(ctx):
         ctx.wait_for(what, pred, timeout=180, interval=0.5, job=job,
                      last=lambda: "%d records (from %d)" % (seen[0], mark))
 
-    def start(n):
-        ms[n].start()
+    def start(n, extra=()):
+        ms[n].start(extra)
         ctx.wait_for("%s ready" % n, ms[n].ready, timeout=180, job=ms[n].job)
 
     ctx.log("---- 1. three processes")
@@ -162,21 +236,30 @@ def body(ctx):
                                      "groups let go")) for n in ("p1", "p2", "p3"))
     ctx.check(revoked > 0, "p4 joined but no process let partitions go")
 
-    ctx.log("---- 4. rolling restart")
+    ctx.log("---- 4. rolling restart (p1 comes back with 1 shard, p2 with 3)")
+    shards = {"p1": ["runtime.shards=1"], "p2": ["runtime.shards=3"]}
     for n in ("p1", "p2", "p3", "p4"):
         rc, hang = ms[n].job.terminate_or_report(60)
         ctx.check(not hang and rc == 0, "%s: exit %s after SIGTERM %s" % (n, rc, hang or ""),
                   ms[n].job)
-        start(n)
+        start(n, shards.get(n, ()))
         progress("the group committing input after %s's restart" % n, ms[n].job, more=60)
 
-    ctx.log("---- 5. kill -9 p3 for good")
+    # the process that merges trending now: its merger must move too
+    def merges(m):
+        gained = m.job.msgs("this process merges the job's trending panes")
+        lost = m.job.msgs("the job's trending panes are merged elsewhere now")
+        return len(gained) > len(lost)
+
+    owner = ctx.wait_for("a process merging trending",
+                         lambda: next((n for n in ms if merges(ms[n])), None), timeout=60)
+    ctx.log("---- 5. kill -9 %s (it merges trending) for good" % owner)
     time.sleep(2)
     t_kill = time.time()
-    ms["p3"].job.kill()
-    live = [ms[n] for n in ("p1", "p2", "p4")]
-    got = ctx.wait_for("p3's partitions taken by the others", lambda: gained_after(live, t_kill),
-                       timeout=SESSION_MS / 1000 + 120)
+    ms[owner].job.kill()
+    live = [ms[n] for n in ms if n != owner]
+    got = ctx.wait_for("%s's partitions taken by the others" % owner,
+                       lambda: gained_after(live, t_kill), timeout=SESSION_MS / 1000 + 120)
     m, t_gain = got
     def committed_after():
         for o in m.job.msgs("epoch.committed"):
@@ -206,6 +289,11 @@ def body(ctx):
     counts, bad_pos = acclib.expected_from_input(ctx, broker)
     ctx.check(counts == ev.counts, "read-events holds other counts than were produced")
     ctx.log(acclib.check_dead_letters(ctx, broker, bad_pos))
+    ctx.log(check_trending(ctx, broker, ev))
+    merged = [m.name for m in ms.values() if m.job.msgs("this process merges the job's trending "
+                                                        "panes")]
+    ctx.log("processes that merged trending panes at some point: %s" % merged)
+    ctx.check(len(merged) >= 2, "the trending merger did not move when %s was killed" % owner)
 
 
 if __name__ == "__main__":

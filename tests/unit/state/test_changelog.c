@@ -1,0 +1,153 @@
+/* test_changelog.c — src/state/changelog.c without a broker: which topic and key group every
+ * state kind's writes go to, a store batch turned into changelog records (puts, deletes as
+ * tombstones, order kept, an incomplete batch refused and the output left as it was), the
+ * outbuf's tombstone encoding, and the synced offsets kept in the store (prefix-free, only the
+ * changelog topics). Restores need Apache Kafka: tests/kafka/test_changelog.sh and
+ * test_scale_out.sh. */
+#include "io/outbuf.h"
+#include "nf_test.h"
+#include "state/changelog.h"
+#include "state/kstate.h"
+#include "teststore.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_topics_and_key_groups(void)
+{
+    for (int k = 0; k < NF_KIND__COUNT; k++) {
+        int t = nf_changelog_topic((nf_state_kind_t)k);
+        if (k == NF_KIND_READS) {
+            NF_CHECK_EQ(t, -1);
+            continue;
+        }
+        NF_CHECK(t >= NF_TOPIC_CL_FIRST && t < NF_TOPIC__COUNT);
+        NF_CHECK_EQ(nf_changelog_kind((nf_topic_t)t), k);
+        NF_CHECK(strncmp(nf_topic_name((nf_topic_t)t), "changelog-", 10) == 0);
+    }
+    NF_CHECK_EQ(nf_changelog_kind(NF_TOPIC_ARTICLES), -1);
+    /* keyed state: the key's own 2-byte key group */
+    unsigned char kk[18];
+    nf_kstate_encode_key(517, (nf_id128_t){1, 2}, kk);
+    NF_CHECK_EQ(nf_changelog_key_group(NF_KIND_INTEREST, kk, sizeof kk), 517);
+    NF_CHECK_EQ(nf_changelog_key_group(NF_KIND_EVENT_IDS, kk, sizeof kk), 517);
+    /* trending: "C" + partition; the merger's "M" and "P": its own key group; anything else 0 */
+    const unsigned char c[] = {'C', 0x01, 0x02};
+    const unsigned char p[] = {'P', 0x00, 0x07, 1, 2, 3, 4, 5, 6, 7, 8};
+    NF_CHECK_EQ(nf_changelog_key_group(NF_KIND_TRENDING, c, sizeof c), 0x0102);
+    NF_CHECK_EQ(nf_changelog_key_group(NF_KIND_TRENDING, p, sizeof p), NF_CHANGELOG_MERGER_KG);
+    NF_CHECK_EQ(nf_changelog_key_group(NF_KIND_TRENDING, "M", 1), NF_CHANGELOG_MERGER_KG);
+    NF_CHECK_EQ(nf_changelog_key_group(NF_KIND_TRENDING, "C", 1), 0);
+    NF_CHECK_EQ(nf_changelog_key_group(NF_KIND_TRENDING, "c\x01", 2), 0);
+}
+
+static void test_from_batch(void)
+{
+    nf_store_batch_t *b = nf_store_batch_new();
+    NF_REQUIRE(b);
+    unsigned char k1[18], k2[18];
+    nf_kstate_encode_key(3, (nf_id128_t){10, 11}, k1);
+    nf_kstate_encode_key(4, (nf_id128_t){12, 13}, k2);
+    const char v1[] = "\0\0\0\0\0\0\0\0vector-one";
+    nf_store_batch_put(b, NF_KIND_INTEREST, k1, sizeof k1, v1, sizeof v1);
+    nf_store_batch_delete(b, NF_KIND_ARTICLE_KEY, k2, sizeof k2);
+    nf_store_batch_put(b, NF_KIND_READS, k1, sizeof k1, v1, sizeof v1); /* no changelog */
+    nf_store_batch_put(b, NF_KIND_INTEREST, k1, sizeof k1, v1, 9);      /* later write wins */
+    nf_outbuf_t out = {0};
+    NF_CHECK_EQ(nf_outbuf_add(&out, NF_TOPIC_ARTICLES, "a", 1, "{}", 2), 0);
+    NF_REQUIRE(nf_changelog_from_batch(&out, b) == 0);
+    NF_CHECK_EQ(out.count, 4u);
+    size_t pos = 0;
+    nf_outrec_t r;
+    NF_REQUIRE(nf_outbuf_next(out.data, out.len, &pos, &r) == 1); /* the output before */
+    NF_CHECK_EQ(r.topic, NF_TOPIC_ARTICLES);
+    NF_REQUIRE(nf_outbuf_next(out.data, out.len, &pos, &r) == 1);
+    NF_CHECK_EQ(r.topic, NF_TOPIC_CL_INTEREST);
+    NF_CHECK(!r.tombstone);
+    NF_CHECK_EQ(r.klen, 20u);
+    NF_CHECK(r.key[0] == 0 && r.key[1] == 3 && !memcmp(r.key + 2, k1, sizeof k1));
+    NF_CHECK_EQ(r.vlen, (uint32_t)sizeof v1);
+    NF_CHECK(!memcmp(r.value, v1, sizeof v1));
+    NF_REQUIRE(nf_outbuf_next(out.data, out.len, &pos, &r) == 1);
+    NF_CHECK_EQ(r.topic, NF_TOPIC_CL_ARTICLE_KEY);
+    NF_CHECK(r.tombstone);
+    NF_CHECK_EQ(r.vlen, 0u);
+    NF_CHECK(r.key[0] == 0 && r.key[1] == 4);
+    NF_REQUIRE(nf_outbuf_next(out.data, out.len, &pos, &r) == 1);
+    NF_CHECK_EQ(r.topic, NF_TOPIC_CL_INTEREST);
+    NF_CHECK_EQ(r.vlen, 9u);
+    NF_CHECK_EQ(nf_outbuf_next(out.data, out.len, &pos, &r), 0);
+    /* an incomplete batch is refused and the buffer stays as it was */
+    size_t len0 = out.len;
+    nf_store_batch_fail(b);
+    NF_CHECK_EQ(nf_changelog_from_batch(&out, b), -ENOMEM);
+    NF_CHECK_EQ(out.len, len0);
+    NF_CHECK_EQ(out.count, 4u);
+    nf_store_batch_free(b);
+    /* a tombstone that carries a value is a malformed buffer */
+    unsigned char bad[9 + 1 + 1] = {
+        (unsigned char)(NF_TOPIC_CL_INTEREST | 0x80), 1, 0, 0, 0, 1, 0, 0, 0, 'k', 'v'};
+    pos = 0;
+    NF_CHECK_EQ(nf_outbuf_next(bad, sizeof bad, &pos, &r), -EINVAL);
+    nf_outbuf_free(&out);
+}
+
+static void test_synced_offsets(void)
+{
+    char dir[128];
+    NF_REQUIRE(nf_teststore_tmpdir("changelog", dir, sizeof dir));
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    char err[256];
+    char *v = NULL;
+    NF_CHECK_EQ(nf_store_meta_get(st, "changelog", &v, err, sizeof err), 0);
+    NF_CHECK(v == NULL);
+    NF_REQUIRE(nf_changelog_save_synced(st,
+                                        "{\"pre.articles\":[5,6],\"pre.changelog-interest\":[7,8],"
+                                        "\"pre.changelog-event-ids\":[1,2]}",
+                                        NULL, false, err, sizeof err) == 0);
+    /* a later epoch that wrote to one topic only keeps the other's offsets */
+    NF_REQUIRE(nf_changelog_save_synced(st, "{\"pre.changelog-interest\":[9,10]}", NULL, false, err,
+                                        sizeof err) == 0);
+    NF_REQUIRE(nf_store_meta_get(st, "changelog", &v, err, sizeof err) == 1);
+    cJSON *m = cJSON_Parse(v);
+    NF_REQUIRE(m);
+    NF_CHECK(cJSON_GetObjectItemCaseSensitive(m, "articles") == NULL);
+    NF_CHECK(cJSON_GetObjectItemCaseSensitive(m, "pre.articles") == NULL);
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(m, "changelog-interest");
+    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(m, "changelog-event-ids");
+    NF_REQUIRE(cJSON_IsArray(in) && cJSON_IsArray(ev));
+    NF_CHECK_EQ((int)cJSON_GetArrayItem(in, 1)->valuedouble, 10);
+    NF_CHECK_EQ((int)cJSON_GetArrayItem(ev, 0)->valuedouble, 1);
+    cJSON_Delete(m);
+    free(v);
+    /* in a group: only partitions assigned here move, and only for the kinds keyed by them */
+    bool owned[NF_CHANGELOG_MAX_PARTITIONS] = {false};
+    owned[0] = true;
+    NF_REQUIRE(nf_changelog_save_synced(st,
+                                        "{\"pre.changelog-interest\":[20,30],"
+                                        "\"pre.changelog-article-key\":[5,5]}",
+                                        owned, false, err, sizeof err) == 0);
+    NF_REQUIRE(nf_store_meta_get(st, "changelog", &v, err, sizeof err) == 1);
+    m = cJSON_Parse(v);
+    NF_REQUIRE(m);
+    in = cJSON_GetObjectItemCaseSensitive(m, "changelog-interest");
+    NF_CHECK_EQ((int)cJSON_GetArrayItem(in, 0)->valuedouble, 20);
+    NF_CHECK_EQ((int)cJSON_GetArrayItem(in, 1)->valuedouble, 10);
+    NF_CHECK(cJSON_GetObjectItemCaseSensitive(m, "changelog-article-key") == NULL);
+    cJSON_Delete(m);
+    free(v);
+    NF_CHECK_EQ(nf_changelog_save_synced(st, "not json", NULL, false, err, sizeof err), -EINVAL);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+}
+
+int main(void)
+{
+    NF_RUN(test_topics_and_key_groups);
+    NF_RUN(test_from_batch);
+    NF_RUN(test_synced_offsets);
+    return nf_test_report();
+}
