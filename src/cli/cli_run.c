@@ -558,6 +558,17 @@ static int api(void *arg, const char *route, const char *failing, char **body, s
         nf_jw_obj_open(&w);
         nf_jw_key(&w, "state");
         nf_jw_str(&w, atomic_load(&g_phase) == PHASE_STARTING ? "restoring" : "restored");
+        uint64_t cl_applied = 0, cl_total = 0;
+        bool cl_running = false;
+        nf_epoch_restore_progress(c->epoch, &cl_applied, &cl_total, &cl_running);
+        nf_jw_key(&w, "changelog");
+        nf_jw_bool(&w, c->cfg.state.changelog);
+        nf_jw_key(&w, "changelog_restore_running");
+        nf_jw_bool(&w, cl_running);
+        nf_jw_key(&w, "changelog_records_applied"); /* the last (or current) restore's */
+        nf_jw_u64(&w, cl_applied);
+        nf_jw_key(&w, "changelog_records_total");
+        nf_jw_u64(&w, cl_total);
         nf_jw_key(&w, "from_checkpoint");
         nf_jw_str(&w, g_from_checkpoint);
         nf_jw_key(&w, "pending_epochs_rolled_forward");

@@ -362,6 +362,13 @@ static void print_status(const cJSON *j, const char *admin)
         printf("restore: %s (pending epochs rolled forward at start: %.0f; from checkpoint: %s)\n",
                str_of(rs, "state", "?"), num_of(rs, "pending_epochs_rolled_forward", 0),
                str_of(rs, "from_checkpoint", "none"));
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rs, "changelog")))
+            printf("changelog: on; %s restore: %.0f of %.0f records applied\n",
+                   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rs, "changelog_restore_running"))
+                       ? "running"
+                       : "last",
+                   num_of(rs, "changelog_records_applied", 0),
+                   num_of(rs, "changelog_records_total", 0));
     }
     double since = num_of(j, "seconds_since_commit", -1);
     if (since >= 0)

@@ -359,6 +359,17 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *only, bo
         for (int p = 0; only && p < nparts[i]; p++)
             if (!only[p])
                 h[p] = -1; /* not asked for: nothing read, its recorded offset stays */
+        for (int p = 0; p < nparts[i]; p++)
+            if (h[p] >= 0 && f[p] > h[p]) {
+                /* Recorded beyond the end: the topic was recreated or truncated. What it holds
+                 * now is all there is. */
+                nf_log(NF_LOG_WARN, "changelog",
+                       "recorded changelog offset beyond the partition's end: reading it from "
+                       "the start",
+                       NF_LS("topic", nf_topic_name(k_topics[i].topic)), NF_LI("partition", p),
+                       NF_LI("recorded", f[p]), NF_LI("end", h[p]), NF_LEND);
+                f[p] = -1;
+            }
         for (int p = 0; p < nparts[i]; p++) {
             int64_t lo = f[p] < 0 ? 0 : f[p];
             if (h[p] > lo) {
