@@ -676,6 +676,14 @@ static void save_synced(nf_epoch_t *ep)
     nf_jw_free(&pw);
 }
 
+static void free_batches(nf_epoch_t *ep)
+{
+    for (unsigned s = 0; s < ep->nshards; s++) {
+        nf_store_batch_free(ep->batches[s]);
+        ep->batches[s] = NULL;
+    }
+}
+
 /* One epoch: cut, then commit. */
 static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
 {
@@ -699,10 +707,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         r = f ? f : r;
     }
     if (r != 0) {
-        for (unsigned s = 0; s < ep->nshards; s++) {
-            nf_store_batch_free(ep->batches[s]);
-            ep->batches[s] = NULL;
-        }
+        free_batches(ep);
         free(bufs);
         free(offs);
         return r;
@@ -723,10 +728,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
             snprintf(err, errlen, "epoch %" PRIu64 ": changelog records of shard %u: %s", e, s,
                      strerror(-r));
     if (r != 0) {
-        for (unsigned s = 0; s < ep->nshards; s++) {
-            nf_store_batch_free(ep->batches[s]);
-            ep->batches[s] = NULL;
-        }
+        free_batches(ep);
         free(bufs);
         free(offs);
         return r;

@@ -310,16 +310,33 @@ static int blob_reserve(nf_keyset_t *ks, size_t n)
  * processes' epochs number independently: their blobs of one key group must not collide when
  * the group moves between them), in chunks of at most CHUNK_KEYS keys (each a blob of its own,
  * so that one fits a changelog record). 0 or -ENOMEM. */
-static int put_chunks(nf_keyset_t *ks, nf_store_batch_t *b, uint16_t kg, uint64_t epoch,
-                      const unsigned char *h, uint32_t count)
+/* [kg 2][epoch 8][writer 2]: the first BLOB_KEY bytes of either layout. */
+static void blob_key_head(const nf_keyset_t *ks, uint16_t kg, uint64_t epoch, unsigned char *key)
 {
-    unsigned char key[BLOB_KEY2];
     key[0] = (unsigned char)(kg >> 8);
     key[1] = (unsigned char)kg;
     for (int i = 0; i < 8; i++)
         key[2 + i] = (unsigned char)(epoch >> (56 - 8 * i));
     key[10] = (unsigned char)(ks->writer >> 8);
     key[11] = (unsigned char)ks->writer;
+}
+
+/* The latest expiry of count blob records. */
+static uint64_t latest_expiry(const unsigned char *recs, uint32_t count)
+{
+    uint64_t latest = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t e = nf_get_le64(recs + (size_t)i * BLOB_REC + 16);
+        latest = e > latest ? e : latest;
+    }
+    return latest;
+}
+
+static int put_chunks(nf_keyset_t *ks, nf_store_batch_t *b, uint16_t kg, uint64_t epoch,
+                      const unsigned char *h, uint32_t count)
+{
+    unsigned char key[BLOB_KEY2];
+    blob_key_head(ks, kg, epoch, key);
     for (int i = 0; i < 6; i++)
         key[12 + i] = (unsigned char)(ks->process >> (40 - 8 * i));
     if (count <= CHUNK_KEYS) {
@@ -333,12 +350,7 @@ static int put_chunks(nf_keyset_t *ks, nf_store_batch_t *b, uint16_t kg, uint64_
     for (uint32_t c = 0, first = 0; first < count; c++, first += CHUNK_KEYS) {
         uint32_t m = count - first < CHUNK_KEYS ? count - first : CHUNK_KEYS;
         const unsigned char *recs = h + BLOB_HEAD + (size_t)first * BLOB_REC;
-        uint64_t latest = 0;
-        for (uint32_t i = 0; i < m; i++) {
-            uint64_t e = nf_get_le64(recs + (size_t)i * BLOB_REC + 16);
-            latest = e > latest ? e : latest;
-        }
-        nf_put_le64(tmp, latest);
+        nf_put_le64(tmp, latest_expiry(recs, m));
         tmp[8] = FORMAT;
         nf_put_le32(tmp + 9, m);
         memcpy(tmp + BLOB_HEAD, recs, (size_t)m * BLOB_REC);
@@ -404,21 +416,11 @@ long nf_keyset_snapshot(nf_keyset_t *ks, nf_store_batch_t *b, uint64_t epoch)
         uint16_t kg = ks->kg_list[g];
         unsigned char *h = ks->blob + at;
         uint32_t count = nf_get_le32(h + 9);
-        uint64_t latest = 0;
-        for (uint32_t i = 0; i < count; i++) {
-            uint64_t e = nf_get_le64(h + BLOB_HEAD + (size_t)i * BLOB_REC + 16);
-            latest = e > latest ? e : latest;
-        }
-        nf_put_le64(h, latest);
+        nf_put_le64(h, latest_expiry(h + BLOB_HEAD, count));
         size_t len = BLOB_HEAD + (size_t)count * BLOB_REC;
         if (!ks->process) { /* the original layout: one blob, 12-byte key */
             unsigned char key[BLOB_KEY];
-            key[0] = (unsigned char)(kg >> 8);
-            key[1] = (unsigned char)kg;
-            for (int i = 0; i < 8; i++)
-                key[2 + i] = (unsigned char)(epoch >> (56 - 8 * i));
-            key[10] = (unsigned char)(ks->writer >> 8);
-            key[11] = (unsigned char)ks->writer;
+            blob_key_head(ks, kg, epoch, key);
             nf_store_batch_put(b, ks->kind, key, sizeof key, h, len);
         } else if (put_chunks(ks, b, kg, epoch, h, count) != 0) {
             for (size_t g2 = g; g2 < ngroups; g2++)

@@ -22,7 +22,9 @@ PID=$!
 # Wait (not a timing assertion: up to 60 s) for a lag sample and both source states.
 for _ in $(seq 600); do
   curl -sf "http://127.0.0.1:$PORT/metrics" >"$TMP/metrics" 2>/dev/null || true
-  if grep -q '^newsflow_kafka_consumer_lag{' "$TMP/metrics" &&
+  # both inputs' lags: one sample of them is registered a partition at a time
+  if grep -q '^newsflow_kafka_consumer_lag{topic="read-events"' "$TMP/metrics" &&
+     grep -q '^newsflow_kafka_consumer_lag{topic="sources"' "$TMP/metrics" &&
      grep -q '^newsflow_sources{state="backoff"} 1$' "$TMP/metrics"; then
     break
   fi

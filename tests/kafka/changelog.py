@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import sys
-import threading
 import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
@@ -34,32 +33,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import acclib  # noqa: E402
 
 SETS = ["state.changelog=true"]
-
-
-class Producer(threading.Thread):
-    def __init__(self, ctx, broker, ev):
-        super().__init__(daemon=True)
-        self.ctx, self.broker, self.ev = ctx, broker, ev
-        self.stop_flag = threading.Event()
-        self.error = None
-        self.waves = 0
-        self.sent = []  # every (key, value) produced, for the replay
-
-    def run(self):
-        try:
-            while not self.stop_flag.is_set():
-                recs = self.ev.make(40)
-                acclib.kcat_produce(self.ctx, self.broker, "read-events", recs,
-                                    tag="w%d" % self.waves)
-                self.sent.extend(recs)
-                self.waves += 1
-                time.sleep(0.1)
-        except Exception as e:
-            self.error = e
-
-    def stop(self):
-        self.stop_flag.set()
-        self.join(120)
 
 
 def restored(job):
@@ -73,7 +46,7 @@ def committed_with_input(job):
 
 def lost_disk(ctx, broker, ev):
     state = ctx.path("state")
-    prod = Producer(ctx, broker, ev)
+    prod = acclib.Producer(ctx, broker, ev, per_wave=40)
     prod.start()
     j1 = acclib.Job(ctx, broker, state, sets=SETS, interval_ms=300, tag="before-loss")
     ctx.wait_for("epochs with input", lambda: committed_with_input(j1) and prod.waves > 20,

@@ -20,7 +20,6 @@ Usage: python3 group_restart.py NEWSFLOW SRCDIR [static|dynamic ...]
 """
 import os
 import sys
-import threading
 import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
@@ -28,29 +27,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import acclib  # noqa: E402
 
 MODES = {"static": (True, 60000), "dynamic": (False, 15000)}
-
-
-class Producer(threading.Thread):
-    def __init__(self, ctx, broker, ev):
-        super().__init__(daemon=True)
-        self.ctx, self.broker, self.ev = ctx, broker, ev
-        self.stop_flag = threading.Event()
-        self.error = None
-        self.waves = 0
-
-    def run(self):
-        try:
-            while not self.stop_flag.is_set():
-                acclib.kcat_produce(self.ctx, self.broker, "read-events", self.ev.make(30),
-                                    tag="g%d" % self.waves)
-                self.waves += 1
-                time.sleep(0.1)
-        except Exception as e:
-            self.error = e
-
-    def stop(self):
-        self.stop_flag.set()
-        self.join(120)
 
 
 def first_commit_with_input(job):
@@ -72,7 +48,7 @@ def scenario(ctx, mode):
         f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000"'
                 ']}}' % session_ms)
     sets = ["kafka.assignment=group", "kafka.static_membership=%s" % str(static).lower()]
-    prod = Producer(ctx, broker, ev)
+    prod = acclib.Producer(ctx, broker, ev, tag="g")
     prod.start()
     j1 = acclib.Job(ctx, broker, state, sets=sets, args=["--config", cfg], interval_ms=300,
                     tag="%s-1" % mode)

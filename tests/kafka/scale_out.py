@@ -33,7 +33,6 @@ import datetime
 import json
 import os
 import sys
-import threading
 import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
@@ -116,32 +115,6 @@ def check_trending(ctx, broker, ev):
     return "trending: %d windows, each once, each equal to the exact recount" % len(got)
 
 
-class Producer(threading.Thread):
-    def __init__(self, ctx, broker, ev):
-        super().__init__(daemon=True)
-        self.ctx, self.broker, self.ev = ctx, broker, ev
-        self.stop_flag = threading.Event()
-        self.error = None
-        self.waves = 0
-
-    def run(self):
-        try:
-            while not self.stop_flag.is_set():
-                recs = self.ev.make(30)
-                if self.waves % 5 == 0:
-                    recs += self.ev.make_bad(1)
-                acclib.kcat_produce(self.ctx, self.broker, "read-events", recs,
-                                    tag="w%d" % self.waves)
-                self.waves += 1
-                time.sleep(0.15)
-        except Exception as e:
-            self.error = e
-
-    def stop(self):
-        self.stop_flag.set()
-        self.join(120)
-
-
 class Member:
     """One process of the job: its txid suffix, state directory and the runs so far."""
 
@@ -197,7 +170,7 @@ def body(ctx):
         f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000"'
                 ']}}' % SESSION_MS)
     ev = PoolEvents()
-    prod = Producer(ctx, broker, ev)
+    prod = acclib.Producer(ctx, broker, ev, pause=0.15, bad_every=5)
     prod.start()
     ms = {n: Member(ctx, broker, n, cfg) for n in ("p1", "p2", "p3", "p4")}
 

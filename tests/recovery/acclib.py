@@ -35,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -516,6 +517,39 @@ class Events:
     @property
     def valid(self):
         return sum(self.counts.values())
+
+
+class Producer(threading.Thread):
+    """Produces read events in waves on a thread of its own until stop(): each wave `per_wave`
+    events of ev.make (and one undecodable record every `bad_every` waves, 0 = none), `pause`
+    seconds apart. sent keeps every (key, value) produced; error the exception that ended it."""
+
+    def __init__(self, ctx, broker, ev, per_wave=30, pause=0.1, bad_every=0, tag="w"):
+        super().__init__(daemon=True)
+        self.ctx, self.broker, self.ev = ctx, broker, ev
+        self.per_wave, self.pause, self.bad_every, self.tag = per_wave, pause, bad_every, tag
+        self.stop_flag = threading.Event()
+        self.error = None
+        self.waves = 0
+        self.sent = []
+
+    def run(self):
+        try:
+            while not self.stop_flag.is_set():
+                recs = self.ev.make(self.per_wave)
+                if self.bad_every and self.waves % self.bad_every == 0:
+                    recs += self.ev.make_bad(1)
+                kcat_produce(self.ctx, self.broker, "read-events", recs,
+                             tag="%s%d" % (self.tag, self.waves))
+                self.sent.extend(recs)
+                self.waves += 1
+                time.sleep(self.pause)
+        except Exception as e:
+            self.error = e
+
+    def stop(self):
+        self.stop_flag.set()
+        self.join(120)
 
 
 def expected_from_input(ctx, broker):

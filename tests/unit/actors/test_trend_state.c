@@ -158,6 +158,7 @@ static void run(nf_store_t *st, unsigned shards, size_t n)
     nf_runtime_wait(rt);
     nf_runtime_destroy(rt);
     nf_epoch_free(ep);
+    nf_analytics_free(&an);
 }
 
 static int64_t stored_done(nf_store_t *st, unsigned counters)

@@ -411,6 +411,51 @@ static void test_groups_move(void)
     nf_teststore_rmtree(dir);
 }
 
+/* With a process id: 20-byte keys naming the process, a key group's keys of one epoch split in
+ * blobs of at most 400,000 (one changelog record each), and another process's blob of the same
+ * key group and epoch number beside it, not over it; both load. */
+static void test_process_keys_and_chunks(void)
+{
+    char dir[128];
+    NF_REQUIRE(nf_teststore_tmpdir("keyset-chunks", dir, sizeof dir));
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    const uint32_t n = 900001;
+    nf_keyset_opts_t o = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = 100000, .process = 0xabc};
+    nf_keyset_t *a = nf_keyset_new(st, &o);
+    NF_REQUIRE(a);
+    for (uint32_t i = 0; i < n; i++)
+        NF_REQUIRE(nf_keyset_add(a, 3, (nf_id128_t){i, i * 7u}, 10) == 0);
+    nf_store_batch_t *b = nf_store_batch_new();
+    NF_REQUIRE(b);
+    NF_CHECK_EQ(nf_keyset_snapshot(a, b, 5), (long)n);
+    NF_CHECK_EQ(nf_store_batch_count(b), (size_t)3); /* 400,000 + 400,000 + 100,001 */
+    NF_REQUIRE(nf_teststore_commit(st, 1, b) == 0);
+    nf_store_batch_free(b);
+    /* another process, the same key group and epoch number, the same shard index */
+    o.process = 0xdef;
+    nf_keyset_t *other = nf_keyset_new(st, &o);
+    NF_REQUIRE(other);
+    NF_CHECK_EQ(nf_keyset_add(other, 3, (nf_id128_t){UINT64_MAX, 1}, 10), 0);
+    b = nf_store_batch_new();
+    NF_REQUIRE(b);
+    NF_CHECK_EQ(nf_keyset_snapshot(other, b, 5), 1);
+    NF_REQUIRE(nf_teststore_commit(st, 2, b) == 0);
+    nf_store_batch_free(b);
+    nf_keyset_t *c = nf_keyset_new(st, &o);
+    NF_REQUIRE(c);
+    char err[256];
+    NF_CHECK_EQ(nf_keyset_load(c, NULL, NULL, 20, err, sizeof err), (long)n + 1);
+    NF_CHECK(nf_keyset_contains(c, 3, (nf_id128_t){0, 0}, 20));
+    NF_CHECK(nf_keyset_contains(c, 3, (nf_id128_t){n - 1, (n - 1) * 7u}, 20));
+    NF_CHECK(nf_keyset_contains(c, 3, (nf_id128_t){UINT64_MAX, 1}, 20));
+    nf_keyset_free(a);
+    nf_keyset_free(other);
+    nf_keyset_free(c);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+}
+
 int main(void)
 {
     NF_RUN(test_model);
@@ -421,5 +466,6 @@ int main(void)
     NF_RUN(test_clock_step_back);
     NF_RUN(test_budget);
     NF_RUN(test_groups_move);
+    NF_RUN(test_process_keys_and_chunks);
     return nf_test_report();
 }
