@@ -1207,10 +1207,17 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
         if (r == 0 && nread)
             r = nf_changelog_restore_partitions(ep->st, ep->kafka, only, &ep->restore, &cs, err,
                                                 sizeof err);
-        if (r == 0)
+        /* The group answers with stable offsets only: while a process that died mid-epoch
+         * holds a transaction open on them, it waits (up to transaction.timeout.ms) */
+        for (int attempt = 0; r == 0 || (r == -EIO && attempt < 3); attempt++) {
             r = ep->kafka->group_offsets(ep->kafka->arg, go,
                                          NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, &ngo,
                                          &max_epoch, err, sizeof err);
+            if (r == 0)
+                break;
+            nf_log(NF_LOG_WARN, "changelog", "the group's committed offsets: retrying",
+                   NF_LI("attempt", attempt + 1), NF_LS("error", err), NF_LEND);
+        }
         /* The group's offsets of the gained partitions: where the restored state stands. */
         for (size_t i = 0; r == 0 && i < ngo; i++)
             for (size_t j = 0; j < n; j++)
@@ -1234,7 +1241,9 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
     if (r != 0) {
         /* Taking the partitions without their state would count their events on an empty
          * state: stop instead (a restart restores again). */
-        fail(ep, r, err);
+        char why[640];
+        snprintf(why, sizeof why, "assigned partitions: their state cannot be restored: %s", err);
+        fail(ep, r, why);
         return;
     }
     log_moved("partitions assigned: their key groups loaded", parts, n);
