@@ -669,10 +669,13 @@ print(f"{'interval':>8}{'offered':>9}{'produced':>10}{'outputs/s':>10}{'sust':>6
 def g(r, k):
     v = r.get(k)
     return "-" if v is None else v
+head = None
 for r in runs:
-    if r.get("variant") or r.get("processes"):
-        print(f"  {r.get('variant', '')}" + (f" {r['processes']} process(es), partitions "
-              f"{json.dumps(r.get('assignment'))}" if r.get("processes") else "") + ":", file=out)
+    h = (r.get("variant", ""), r.get("processes"), json.dumps(r.get("assignment")))
+    if (r.get("variant") or r.get("processes")) and h != head:
+        print(f"  {h[0]}" + (f" {h[1]} process(es), partitions {h[2]}" if h[1] else "") + ":",
+              file=out)
+    head = h
     print(f"{r['interval_ms']:>8}{r['offered_per_s']:>9,.0f}{r['produce_per_s']:>10,.0f}"
           f"{r['outputs_per_s']:>10,.0f}{'yes' if r['sustained'] else 'no':>6}"
           f"{g(r, 'lat_ms_p50'):>8}{g(r, 'lat_ms_p99'):>8}{g(r, 'p99_over_interval'):>8}"
