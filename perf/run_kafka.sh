@@ -26,20 +26,34 @@
 #                     [--duration S] [--warmup S] [--users U] [--ceiling-records N]
 #                     [--port P] [--no-ceiling] [--no-max] [--keep] [--coalesce] [--job-set K=V]...
 #                     [--variant K=V[,K=V...]]... [--admin-port P] [--kafka-dir DIR] [--tag T]
-#                     [-- BENCH_E2E_ARGS...]
+#                     [--processes N[,M...]] [--partitions P] [-- BENCH_E2E_ARGS...]
 # --job-set K=V: one more --set for every job run, e.g. --job-set interest.coalesce=true.
 # --variant K=V,...: every job run is made once per variant (in the order given, one after the
 # other at the same interval and rate), the variant's keys as more --set; its kafka_e2e line
 # names it ("variant"). The rate search then goes on while every variant is sustained; the
 # summary's per-interval keys are per variant (i<interval>.<variant>_...). E.g.
 # --variant state.changelog=false --variant state.changelog=true (perf/run_changelog.sh).
-# --admin-port P: the job serves its admin endpoints on P (else admin.enabled=false); /metrics is
+# --admin-port P: the job serves its admin endpoints on P (else admin.enabled=false; keep P, P+1,
+# ... below the ephemeral range, /proc/sys/net/ipv4/ip_local_port_range: a client's local port
+# there, also in TIME_WAIT, makes the job's bind fail with "Address already in use"); /metrics is
 # read just before each bench_e2e run and just after it, and the kafka_e2e line gets the
 # differences of newsflow_read_events_total, newsflow_changelog_records_total and
 # newsflow_changelog_bytes_total, and changelog_bytes_per_event (their ratio).
 # --kafka-dir DIR: the broker's directory (default: inside the run's temporary directory); it is
 # wiped at start (--fresh) and the broker stopped by pid at the end either way.
 # --tag T: the results file is perf/results/<T>-<date>-<time>.jsonl (default kafka).
+# --processes N[,M...]: one job in N processes (DESIGN.md §9, tests/kafka/scale_out.py), for
+# each N in turn (at every interval and rate): kafka.assignment=group,
+# kafka.static_membership=true, state.changelog=true, one consumer group and topic prefix, each
+# process its own state directory, transactional id (<prefix>tx-p<K>), log and admin port
+# (--admin-port P: P, P+1, ...). All N are started at once and waited for until each logs
+# "ready: /readyz answers 200"; bench_e2e sums their CPU (--job-pid P1,P2,...) and pools their
+# epochs; the kafka_e2e line gets "processes" and "assignment" (each process's partitions at the
+# end of the window, from the group's description). Without --processes the job is one process
+# with kafka.assignment=all, as before. Trending is not needed (not merged across processes yet).
+# --partitions P: partitions of every topic of a run (default 4; 6 with --processes: the
+# cooperative-sticky assignor balances read-events and sources partitions together, so with few
+# partitions a process can get only sources partitions).
 # --coalesce: the job with interest.coalesce=true, and bench_e2e measuring every event's own
 # latency (--per-event 1: a user's record stands for all its reads of the epoch).
 # --quick: a smoke run (10 s windows, one rate, 1M records for the ceiling; ~4 minutes).
@@ -66,6 +80,8 @@ variants=()
 admin_port=""
 kdir_opt=""
 tag=kafka
+procs_list=""
+partitions=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick)
@@ -92,6 +108,8 @@ while [ $# -gt 0 ]; do
     --admin-port) admin_port="$2"; shift 2 ;;
     --kafka-dir) kdir_opt="$2"; shift 2 ;;
     --tag) tag="$2"; shift 2 ;;
+    --processes) procs_list="$2"; shift 2 ;;
+    --partitions) partitions="$2"; shift 2 ;;
     --coalesce) job_sets+=(--set interest.coalesce=true); coalesce=1; shift ;;
     --)
       shift
@@ -110,7 +128,7 @@ while [ $# -gt 0 ]; do
 done
 
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DNF_BENCH=ON >&2
-cmake --build "$B" -j "$(nproc)" --target newsflow bench_e2e >&2
+cmake --build "$B" -j "${NF_PERF_JOBS:-$(nproc)}" --target newsflow bench_e2e >&2
 NF="$B/newsflow"
 E2E="$B/perf/bench_e2e"
 
@@ -120,28 +138,41 @@ out="perf/results/$tag-$stamp.jsonl"
 run_dir=$(mktemp -d "/tmp/nf-e2e-$stamp-XXXX")
 kdir="${kdir_opt:-$run_dir/kafka}"
 [ ${#variants[@]} -gt 0 ] || variants=("")
-job_pid=""
+[ -n "$partitions" ] || partitions=$([ -n "$procs_list" ] && echo 6 || echo 4)
+job_pids=() # the running job's processes (one without --processes)
+nprocs=""   # processes of the current runs ("" = one process, kafka.assignment=all)
 
 log() { echo "run_kafka.sh: $*" >&2; }
 emit() { # a JSON line to stdout and to the results file
   printf '%s\n' "$1" | tee -a "$out"
 }
 
-stop_job() {
-  [ -n "$job_pid" ] || return 0
-  if [ -d "/proc/$job_pid" ]; then
-    kill -TERM "$job_pid" 2>/dev/null || true
-    for _ in $(seq 1 300); do
-      [ -d "/proc/$job_pid" ] || break
-      sleep 0.1
-    done
-    if [ -d "/proc/$job_pid" ]; then
-      log "the job (pid $job_pid) did not stop within 30 s of SIGTERM; killing it"
-      kill -KILL "$job_pid" 2>/dev/null || true
+any_alive() { # any_alive PID...: whether one of them still runs
+  local q
+  for q in "$@"; do
+    [ -d "/proc/$q" ] && return 0
+  done
+  return 1
+}
+
+stop_job() { # every process of the job: SIGTERM to all, 30 s, then SIGKILL to what is left
+  [ ${#job_pids[@]} -gt 0 ] || return 0
+  local q
+  for q in "${job_pids[@]}"; do
+    kill -TERM "$q" 2>/dev/null || true
+  done
+  for _ in $(seq 1 300); do
+    any_alive "${job_pids[@]}" || break
+    sleep 0.1
+  done
+  for q in "${job_pids[@]}"; do
+    if [ -d "/proc/$q" ]; then
+      log "the job (pid $q) did not stop within 30 s of SIGTERM; killing it"
+      kill -KILL "$q" 2>/dev/null || true
     fi
-  fi
-  wait "$job_pid" 2>/dev/null || true
-  job_pid=""
+    wait "$q" 2>/dev/null || true
+  done
+  job_pids=()
 }
 
 cleanup() {
@@ -168,6 +199,12 @@ for _ in $(seq 1 20); do
     break
   fi
 done
+# With --processes the broker keeps Kafka's default group.initial.rebalance.delay.ms (3000, the
+# test broker's is 0): the N processes, started together, then join one generation and get one
+# assignment that interleaves both topics' partitions. With 0, the first to join takes every
+# partition and the next ones take partitions from it topic by topic (seen: one process with all
+# of read-events, the other with all of sources).
+[ -z "$procs_list" ] || export NF_KAFKA_INITIAL_REBALANCE_DELAY_MS=3000
 log "starting Apache Kafka in $kdir on 127.0.0.1:$port"
 brokers=$(bash scripts/kafka.sh start --fresh --dir "$kdir" --port "$port" --heap 1024 2>"$run_dir/kafka-start.log" |
   tail -1) || {
@@ -193,10 +230,10 @@ wait_topics() {
   return 1
 }
 
-create_topics() { # create_topics PREFIX: every topic of the job (its changelogs too), 4 partitions each
+create_topics() { # create_topics PREFIX [N]: every topic of the job (its changelogs too), N partitions each
   local lines
   lines=$("$NF" topics create --set kafka.brokers="$brokers" --set kafka.topic_prefix="$1" \
-    --partitions 4 2>>"$run_dir/topics.log") || true
+    --partitions "${2:-4}" 2>>"$run_dir/topics.log") || true
   printf '%s\n' "$lines" >>"$run_dir/topics.log"
   # one line per topic, "<topic> created|exists <partitions>": wait for all their leaders
   wait_topics "$1" "$(printf '%s\n' "$lines" | awk '$NF ~ /^[0-9]+$/ { n += $NF } END { print n + 0 }')"
@@ -349,39 +386,109 @@ PY
 # ---- 4. the job ----------------------------------------------------------------------------
 run_no=0
 last_json=""
-# start_job INTERVAL PREFIX STATE_DIR LOG [VARIANT]: a fresh job, in the background (job_pid),
-# waited for until it logs "newsflow started"; retried when it stops first (a partition of topics
-# created a moment ago can still answer "Not leader for partition" although its leader is known).
+# start_job INTERVAL PREFIX STATE_DIR LOG [VARIANT]: a fresh job, in the background (job_pids,
+# and job_logs: its stderr files), waited for until it logs "newsflow started"; retried when it
+# stops first (a partition of topics created a moment ago can still answer "Not leader for
+# partition" although its leader is known). With --processes (nprocs set): nprocs processes of
+# one job, STATE_DIR-p<K> and LOG without .log plus -p<K>.log, all started at once and waited
+# for until each logs "ready: /readyz answers 200" (it has partitions from the group and its
+# first epoch committed); a retry restarts them all.
 start_job() {
-  local interval="$1" p="$2" st="$3" joblog="$4" variant="${5:-}" attempt kv
-  local extra=(--set admin.enabled=false)
-  if [ -n "$admin_port" ]; then
-    extra=(--set admin.enabled=true --set admin.port="$admin_port")
-  fi
+  local interval="$1" p="$2" st="$3" joblog="$4" variant="${5:-}" attempt kv k n="${nprocs:-1}"
+  local ready_msg='"msg":"newsflow started"' common=() per=() dead
   for kv in ${variant//,/ }; do
-    extra+=(--set "$kv")
+    common+=(--set "$kv")
+  done
+  if [ -n "$nprocs" ]; then
+    ready_msg='"msg":"ready: /readyz answers 200"'
+    common+=(--set kafka.assignment=group --set kafka.static_membership=true
+      --set state.changelog=true)
+  else
+    common+=(--set kafka.assignment=all --set kafka.transactional_id="${p}tx")
+  fi
+  job_logs=()
+  for k in $(seq 1 "$n"); do
+    if [ -n "$nprocs" ]; then
+      job_logs+=("${joblog%.log}-p$k.log")
+    else
+      job_logs+=("$joblog")
+    fi
   done
   for attempt in 1 2 3 4 5; do
-    rm -rf "$st"
-    "$NF" run --set kafka.brokers="$brokers" --set kafka.topic_prefix="$p" \
-      --set kafka.assignment=all --set kafka.transactional_id="${p}tx" \
-      --set kafka.group_id="${p}group" --set state.dir="$st" --set sink.spec=none \
-      --set checkpoint.interval_ms="$interval" --set demo.read_events_per_s=0 \
-      --set sources.file=examples/feeds/sources.txt \
-      --set log.progress_interval_ms=5000 "${extra[@]}" "${job_sets[@]}" 2>"$joblog" &
-    job_pid=$!
-    for _ in $(seq 1 600); do
-      if grep -q '"msg":"newsflow started"' "$joblog"; then
-        return 0
+    job_pids=()
+    for k in $(seq 1 "$n"); do
+      per=(--set admin.enabled=false)
+      if [ -n "$admin_port" ]; then
+        per=(--set admin.enabled=true --set admin.port="$((admin_port + k - 1))")
       fi
-      [ -d "/proc/$job_pid" ] || break
+      if [ -n "$nprocs" ]; then
+        per+=(--set kafka.transactional_id="${p}tx-p$k" --set state.dir="$st-p$k")
+        rm -rf "$st-p$k"
+      else
+        per+=(--set state.dir="$st")
+        rm -rf "$st"
+      fi
+      "$NF" run --set kafka.brokers="$brokers" --set kafka.topic_prefix="$p" \
+        --set kafka.group_id="${p}group" --set sink.spec=none \
+        --set checkpoint.interval_ms="$interval" --set demo.read_events_per_s=0 \
+        --set sources.file=examples/feeds/sources.txt \
+        --set log.progress_interval_ms=5000 "${common[@]}" "${per[@]}" "${job_sets[@]}" \
+        2>"${job_logs[$((k - 1))]}" &
+      job_pids+=($!)
+    done
+    dead=""
+    for _ in $(seq 1 1200); do
+      local all=1
+      for k in $(seq 1 "$n"); do
+        grep -q "$ready_msg" "${job_logs[$((k - 1))]}" || all=0
+        [ -d "/proc/${job_pids[$((k - 1))]}" ] || dead=$k
+      done
+      [ "$all" = 1 ] && return 0
+      [ -z "$dead" ] || break
       sleep 0.1
     done
     stop_job
-    log "the job did not start (attempt $attempt): $(tail -1 "$joblog" | cut -c1-300)"
+    log "the job did not start (attempt $attempt${dead:+, process $dead exited}): $(tail -1 \
+      "${job_logs[$((${dead:-1} - 1))]}" | cut -c1-300)"
     sleep 2
   done
   return 1
+}
+# metrics_snapshot FILE: the job's /metrics counters this script reports (with --admin-port),
+# summed over its processes by with_metrics (one block per process, same names)
+metrics_snapshot() {
+  [ -n "$admin_port" ] || return 0
+  local k
+  : >"$1"
+  for k in $(seq 1 "${nprocs:-1}"); do
+    curl -s --max-time 5 "http://127.0.0.1:$((admin_port + k - 1))/metrics" 2>/dev/null |
+      grep -E '^newsflow_(read_events_total|changelog_records_total|changelog_bytes_total)[ {]' \
+        >>"$1" || true
+  done
+}
+# assignment_json GROUP: {"p1":{"read-events":[0,3],"sources":[1]},...}, what the group's
+# members own now (static members: the consumer id starts with the transactional id); {} when the
+# group cannot be described
+assignment_json() {
+  NF_KAFKA_TOOL_HEAP=256 bash scripts/kafka.sh tool \
+    org.apache.kafka.tools.consumer.group.ConsumerGroupCommand --bootstrap-server "$brokers" \
+    --describe --group "$1" 2>/dev/null | python3 -c '
+import json, re, sys
+out = {}
+for l in sys.stdin:
+    f = l.split()
+    if len(f) < 7 or not f[2].isdigit():
+        continue
+    topic, part, cid = f[1], int(f[2]), f[6]
+    m = re.search(r"tx-(p\d+)", cid)
+    if not m:
+        continue
+    kind = topic.rsplit(".", 1)[-1]
+    out.setdefault(m.group(1), {}).setdefault(kind, []).append(part)
+for v in out.values():
+    for k in v:
+        v[k].sort()
+print(json.dumps(dict(sorted(out.items()))))' || echo '{}'
 }
 # metrics_snapshot FILE: the job's /metrics counters this script reports (with --admin-port)
 metrics_snapshot() {
@@ -390,11 +497,13 @@ metrics_snapshot() {
     grep -E '^newsflow_(read_events_total|changelog_records_total|changelog_bytes_total)[ {]' \
       >"$1" || true
 }
-# with_metrics JSON BEFORE AFTER VARIANT: JSON with the variant and the metrics' differences
+# with_metrics JSON BEFORE AFTER VARIANT [PROCESSES ASSIGNMENT]: JSON with the variant, the
+# metrics' differences and (with --processes) the number of processes and their partitions
 with_metrics() {
   python3 - "$@" <<'PY'
 import json, sys
 line, before, after, variant = sys.argv[1:5]
+procs, assign = (sys.argv[5:7] + ["", ""])[:2]
 def read(path):
     out = {}
     try:
@@ -412,6 +521,12 @@ except ValueError:
     sys.exit(0)
 if variant:
     r["variant"] = variant
+if procs:
+    r["processes"] = int(procs)
+    try:
+        r["assignment"] = json.loads(assign or "{}")
+    except ValueError:
+        r["assignment"] = {}
 b, a = read(before), read(after)
 if a:
     d = {k: a.get(k, 0) - b.get(k, 0) for k in a}
@@ -437,37 +552,46 @@ run_job() {
 }
 # run_one INTERVAL RATE VARIANT: one fresh job, one bench_e2e run; sets last_json
 run_one() {
-  local interval="$1" rate="$2" variant="$3" p st joblog
+  local interval="$1" rate="$2" variant="$3" p st joblog pids logs assign="" k
   run_no=$((run_no + 1))
   p="e2e-$stamp-$run_no."
   st="$run_dir/state-$run_no"
   joblog="$run_dir/job-$run_no.log"
-  create_topics "$p"
+  create_topics "$p" "$partitions"
+  # N processes starting at once are N chances to meet "Not leader for partition" on topics just
+  # created (and a retry restarts them all): give the leaders a moment more
+  [ -z "$nprocs" ] || sleep 2
   start_job "$interval" "$p" "$st" "$joblog" "$variant" || {
-    emit "{\"bench\":\"kafka_e2e_failed\",\"run\":$run_no,\"interval_ms\":$interval,\"offered_per_s\":$rate,\"variant\":\"$variant\",\"error\":\"the job did not start\"}"
+    emit "{\"bench\":\"kafka_e2e_failed\",\"run\":$run_no,\"interval_ms\":$interval,\"offered_per_s\":$rate,\"variant\":\"$variant\",\"processes\":${nprocs:-1},\"error\":\"the job did not start\"}"
     last_json=""
     delete_topics "$p"
     return 0
   }
-  log "run $run_no: interval ${interval} ms, offered ${rate} events/s (0 = max), job pid $job_pid${variant:+, $variant}"
+  pids=$(IFS=,; echo "${job_pids[*]}")
+  logs=$(IFS=,; echo "${job_logs[*]}")
+  log "run $run_no: interval ${interval} ms, offered ${rate} events/s (0 = max), job pid $pids${variant:+, $variant}${nprocs:+, $nprocs processes}"
   metrics_snapshot "$run_dir/metrics-$run_no.before"
   last_json=$("$E2E" --brokers "$brokers" --prefix "$p" --rate "$rate" --duration "$duration" \
-    --warmup "$warmup" --users "$users" --interval-ms "$interval" --job-pid "$job_pid" \
-    --broker-pid "$broker_pid" --job-log "$joblog" --label "run$run_no" \
+    --warmup "$warmup" --users "$users" --interval-ms "$interval" --job-pid "$pids" \
+    --broker-pid "$broker_pid" --job-log "$logs" --label "run$run_no" \
     --per-event "$coalesce" "${bench_extra[@]}" 2>>"$run_dir/bench.log" | tail -1) || true
   [ -n "$last_json" ] ||
     last_json="{\"bench\":\"kafka_e2e_failed\",\"run\":$run_no,\"interval_ms\":$interval,\"offered_per_s\":$rate,\"variant\":\"$variant\"}"
   metrics_snapshot "$run_dir/metrics-$run_no.after"
+  [ -z "$nprocs" ] || assign=$(assignment_json "${p}group")
   last_json=$(with_metrics "$last_json" "$run_dir/metrics-$run_no.before" \
-    "$run_dir/metrics-$run_no.after" "$variant")
+    "$run_dir/metrics-$run_no.after" "$variant" "$nprocs" "$assign")
   tail -1 "$run_dir/bench.log" >&2
-  if [ ! -d "/proc/$job_pid" ]; then
-    log "the job exited during run $run_no; its log:"
-    tail -5 "$joblog" >&2
-  fi
+  [ -z "$assign" ] || log "run $run_no: partitions at the end: $assign"
+  for k in $(seq 1 "${#job_pids[@]}"); do
+    if [ ! -d "/proc/${job_pids[$((k - 1))]}" ]; then
+      log "the job's process $k exited during run $run_no; its log:"
+      tail -5 "${job_logs[$((k - 1))]}" >&2
+    fi
+  done
   stop_job
   emit "$last_json"
-  rm -rf "$st"
+  rm -rf "$st" "$st"-p*
   delete_topics "$p"
   sleep 3
 }
@@ -480,32 +604,37 @@ if [ "$do_ceiling" = 1 ]; then
   ceiling
 fi
 for interval in ${intervals//,/ }; do
-  if [ -n "$rates" ]; then
-    for r in ${rates//,/ }; do
-      run_job "$interval" "$r"
-    done
-  else
-    ok=0
-    r="$start_rate"
-    bad=0
-    while [ "$r" -le 1600000 ]; do
-      run_job "$interval" "$r"
-      if [ "$all_sustained" = 1 ]; then
-        ok=$r
-        r=$((r * 2))
-      else
-        bad=$r
-        break
+  pl="${procs_list:--}"
+  for np in ${pl//,/ }; do
+    nprocs="${np#-}" # "-": no --processes, one process with kafka.assignment=all
+    if [ -n "$rates" ]; then
+      for r in ${rates//,/ }; do
+        run_job "$interval" "$r"
+      done
+    else
+      ok=0
+      r="$start_rate"
+      bad=0
+      while [ "$r" -le 1600000 ]; do
+        run_job "$interval" "$r"
+        if [ "$all_sustained" = 1 ]; then
+          ok=$r
+          r=$((r * 2))
+        else
+          bad=$r
+          break
+        fi
+      done
+      if [ "$bad" -gt 0 ] && [ "$ok" -gt 0 ]; then
+        run_job "$interval" $(((ok + bad) / 2 / 1000 * 1000))
       fi
-    done
-    if [ "$bad" -gt 0 ] && [ "$ok" -gt 0 ]; then
-      run_job "$interval" $(((ok + bad) / 2 / 1000 * 1000))
     fi
-  fi
-  if [ "$do_max" = 1 ]; then
-    run_job "$interval" 0
-  fi
+    if [ "$do_max" = 1 ]; then
+      run_job "$interval" 0
+    fi
+  done
 done
+nprocs=""
 
 python3 - "$out" <<'PY' | tee -a "$out"
 import json, sys
@@ -540,9 +669,13 @@ print(f"{'interval':>8}{'offered':>9}{'produced':>10}{'outputs/s':>10}{'sust':>6
 def g(r, k):
     v = r.get(k)
     return "-" if v is None else v
+head = None
 for r in runs:
-    if r.get("variant"):
-        print(f"  {r['variant']}:", file=out)
+    h = (r.get("variant", ""), r.get("processes"), json.dumps(r.get("assignment")))
+    if (r.get("variant") or r.get("processes")) and h != head:
+        print(f"  {h[0]}" + (f" {h[1]} process(es), partitions {h[2]}" if h[1] else "") + ":",
+              file=out)
+    head = h
     print(f"{r['interval_ms']:>8}{r['offered_per_s']:>9,.0f}{r['produce_per_s']:>10,.0f}"
           f"{r['outputs_per_s']:>10,.0f}{'yes' if r['sustained'] else 'no':>6}"
           f"{g(r, 'lat_ms_p50'):>8}{g(r, 'lat_ms_p99'):>8}{g(r, 'p99_over_interval'):>8}"
@@ -552,12 +685,26 @@ for r in runs:
 res = {"bench": "kafka_summary", "producer_ceiling_per_s": p, "consumer_ceiling_per_s": c,
        "producer_txn_ceiling_per_s": pt, "consumer_txn_ceiling_per_s": ct,
        "broker_alone_cpu_us_per_event": brk_us}
-for iv, var in sorted({(r["interval_ms"], r.get("variant", "")) for r in runs}):
-    mine = [r for r in runs if r["interval_ms"] == iv and r.get("variant", "") == var]
+def procs(r):
+    return r.get("processes", 0)
+one = {}  # (interval, variant) -> the best sustained run with 1 process, for the ratios
+for iv, var, np in sorted({(r["interval_ms"], r.get("variant", ""), procs(r)) for r in runs}):
+    mine = [r for r in runs if r["interval_ms"] == iv and r.get("variant", "") == var
+            and procs(r) == np]
     ok = [r for r in mine if r["sustained"] and r["mode"] == "rate"]
     best = max(ok, key=lambda r: r["produce_per_s"]) if ok else None
     mx = next((r for r in mine if r["mode"] == "max"), None)
-    k = f"i{iv}" + (f".{var}" if var else "")
+    k = f"i{iv}" + (f".{var}" if var else "") + (f".n{np}" if np else "")
+    if best and np == 1:
+        one[(iv, var)] = best
+    if best and np > 1 and (iv, var) in one:
+        b1 = one[(iv, var)]
+        res[f"{k}_sustained_vs_n1"] = round(best["produce_per_s"] / b1["produce_per_s"], 2)
+        if b1["job_cpu_us_per_event"]:
+            res[f"{k}_job_cpu_per_event_vs_n1"] = round(
+                best["job_cpu_us_per_event"] / b1["job_cpu_us_per_event"], 2)
+    if best and np:
+        res[f"{k}_assignment"] = best.get("assignment")
     if best:
         res[f"{k}_sustained_per_s"] = best["produce_per_s"]
         res[f"{k}_p50_ms"] = best["lat_ms_p50"]

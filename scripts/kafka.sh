@@ -24,6 +24,9 @@
 # offsets and the transaction state log. Automatic topic creation is off, as newsflow expects
 # (`newsflow topics create` makes its topics). `start` on a DIR that holds a cluster restarts it
 # with its data (--fresh wipes it first) and waits until every node is in the cluster's metadata.
+# group.initial.rebalance.delay.ms is 0 (a test's first group member is not kept waiting), or
+# $NF_KAFKA_INITIAL_REBALANCE_DELAY_MS when a new cluster is written (Kafka's default is 3000:
+# members that join a new group within it get one first assignment together).
 # Needs: java (17+), mvn, kcat. Exit: 0 ok, 1 failure (the message says which log to read), 2 usage.
 set -euo pipefail
 
@@ -125,7 +128,7 @@ transaction.state.log.min.isr=$min
 transaction.state.log.num.partitions=10
 auto.create.topics.enable=false
 unclean.leader.election.enable=false
-group.initial.rebalance.delay.ms=0
+group.initial.rebalance.delay.ms=${NF_KAFKA_INITIAL_REBALANCE_DELAY_MS:-0}
 # a test broker's log: small segments so compaction and retention can be seen in minutes
 log.segment.bytes=67108864
 EOF

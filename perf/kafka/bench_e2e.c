@@ -45,11 +45,17 @@
  * --job-log FILE: the job's stderr (JSON log lines); its epoch.committed lines within the window
  * give epochs, records per epoch, pause and commit times.
  *
+ * One job in several processes (perf/run_kafka.sh --processes): --job-pid and --job-log take
+ * comma-separated lists; cpu_job_s (and job_cpu_us_per_event) is the sum over the processes, the
+ * per-thread split sums each thread name over them, and the epoch figures pool their epochs.
+ * Nothing here needs the trending output: "sustained" and latency are interest-updates' (trending
+ * lists are only counted, and a job split over processes emits none yet).
+ *
  * One JSON line on stdout ("bench":"kafka_e2e"); progress every 5 s on stderr.
  *   bench_e2e --brokers B --prefix P [--rate R|0] [--duration S] [--warmup S] [--drain S]
  *             [--users U] [--update-frac F] [--articles a,b,...] [--interval-ms I]
- *             [--linger-ms L] [--compression none|lz4|zstd|snappy|gzip] [--job-pid PID]
- *             [--broker-pid PID] [--job-log FILE] [--label TEXT] [--seed N] */
+ *             [--linger-ms L] [--compression none|lz4|zstd|snappy|gzip] [--job-pid PID[,PID...]]
+ *             [--broker-pid PID] [--job-log FILE[,FILE...]] [--label TEXT] [--seed N] */
 #include <librdkafka/rdkafka.h>
 
 #include <ctype.h>
@@ -71,6 +77,7 @@
 #define LAT_MAX_MS  600000 /* histogram of 1 ms buckets; later ones go to the last bucket */
 #define MAX_SECONDS 3600
 #define MAX_TREND   4096
+#define MAX_JOBS    16 /* job processes whose CPU is summed (--job-pid P1,P2,...) */
 
 typedef struct {
     const char *brokers, *prefix, *label, *job_log, *compression, *articles_arg;
@@ -78,7 +85,8 @@ typedef struct {
     bool per_event;
     unsigned users, interval_ms, linger_ms;
     uint64_t seed;
-    int job_pid, broker_pid;
+    int job_pids[MAX_JOBS], broker_pid;
+    size_t njobs; /* --job-pid: one pid, or a comma-separated list (one job in N processes) */
 } opts_t;
 
 static opts_t o = {.prefix = "",
@@ -259,6 +267,18 @@ static double proc_cpu_s(int pid)
     return t < 0 ? -1 : (double)t / clk_tck;
 }
 
+/* The job's CPU seconds: the sum over its processes (0 without --job-pid). */
+static double jobs_cpu_s(void)
+{
+    double s = 0;
+    for (size_t i = 0; i < o.njobs; i++) {
+        double c = proc_cpu_s(o.job_pids[i]);
+        if (c > 0)
+            s += c;
+    }
+    return s;
+}
+
 static double self_cpu_s(void)
 {
     struct rusage ru;
@@ -341,6 +361,24 @@ static int group_cmp(const void *a, const void *b)
 {
     double x = ((const group_t *)a)->s, y = ((const group_t *)b)->s;
     return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The threads of every job process in one list (tids are unique across processes, so
+ * threads_json matches them as it does for one process; a name sums over the processes). */
+static thrs_t jobs_threads(void)
+{
+    thrs_t r = {NULL, 0};
+    for (size_t i = 0; i < o.njobs; i++) {
+        thrs_t one = threads_of(o.job_pids[i]);
+        thr_t *nt = one.n ? realloc(r.t, (r.n + one.n) * sizeof *nt) : r.t;
+        if (nt) {
+            r.t = nt;
+            memcpy(r.t + r.n, one.t, one.n * sizeof *nt);
+            r.n += one.n;
+        }
+        free(one.t);
+    }
+    return r;
 }
 
 /* CPU seconds per thread name between two snapshots, as a JSON object (top 12, the rest as
@@ -803,42 +841,60 @@ static double pct_d(double *v, size_t n, double p)
     return v[i];
 }
 
-/* The job's epoch.committed log lines within the window: epochs, records, pause, commit. */
+/* The job's epoch.committed log lines within the window: epochs, records, pause, commit.
+ * --job-log may name several files (one per process, comma-separated): their epochs are pooled
+ * (records_per_epoch is then per process's epoch). */
 static void job_log_json(char *out, size_t cap)
 {
     snprintf(out, cap, "null");
     if (!o.job_log)
         return;
-    FILE *f = fopen(o.job_log, "r");
-    if (!f)
-        return;
-    size_t cap_n = 4096, n = 0, warns = 0;
+    size_t cap_n = 4096, n = 0, warns = 0, files = 0;
     double *commit = malloc(cap_n * sizeof *commit), *pause = malloc(cap_n * sizeof *pause);
     double records = 0;
-    char *line = NULL;
+    char *line = NULL, *paths = strdup(o.job_log);
     size_t lcap = 0;
-    ssize_t ll;
-    while ((ll = getline(&line, &lcap, f)) > 0) {
-        size_t tl;
-        const char *ts = json_str(line, (size_t)ll, "ts", &tl);
-        int64_t t = ts ? parse_rfc3339(ts, tl) : -1;
-        if (t < t_ws || t >= t_we)
+    if (!commit || !pause || !paths) {
+        free(commit);
+        free(pause);
+        free(paths);
+        return;
+    }
+    for (char *save = NULL, *path = strtok_r(paths, ",", &save); path;
+         path = strtok_r(NULL, ",", &save)) {
+        FILE *f = fopen(path, "r");
+        if (!f)
             continue;
-        if (strstr(line, "\"level\":\"warn\"") || strstr(line, "\"level\":\"error\""))
-            warns++;
-        if (!strstr(line, "\"msg\":\"epoch.committed\"") || n == cap_n)
-            continue;
-        const char *r = strstr(line, "\"records\":"), *p = strstr(line, "\"pause_ms\":"),
-                   *c = strstr(line, "\"commit_ms\":");
-        if (!r || !p || !c)
-            continue;
-        records += strtod(r + 10, NULL);
-        pause[n] = strtod(p + 11, NULL);
-        commit[n] = strtod(c + 12, NULL);
-        n++;
+        files++;
+        ssize_t ll;
+        while ((ll = getline(&line, &lcap, f)) > 0) {
+            size_t tl;
+            const char *ts = json_str(line, (size_t)ll, "ts", &tl);
+            int64_t t = ts ? parse_rfc3339(ts, tl) : -1;
+            if (t < t_ws || t >= t_we)
+                continue;
+            if (strstr(line, "\"level\":\"warn\"") || strstr(line, "\"level\":\"error\""))
+                warns++;
+            if (!strstr(line, "\"msg\":\"epoch.committed\"") || n == cap_n)
+                continue;
+            const char *r = strstr(line, "\"records\":"), *p = strstr(line, "\"pause_ms\":"),
+                       *c = strstr(line, "\"commit_ms\":");
+            if (!r || !p || !c)
+                continue;
+            records += strtod(r + 10, NULL);
+            pause[n] = strtod(p + 11, NULL);
+            commit[n] = strtod(c + 12, NULL);
+            n++;
+        }
+        fclose(f);
     }
     free(line);
-    fclose(f);
+    free(paths);
+    if (!files) {
+        free(commit);
+        free(pause);
+        return;
+    }
     snprintf(out, cap,
              "{\"epochs\":%zu,\"records_per_epoch\":%.0f,\"commit_ms_p50\":%.1f,"
              "\"commit_ms_p99\":%.1f,\"commit_ms_max\":%.1f,\"pause_ms_p50\":%.2f,"
@@ -856,10 +912,13 @@ static void usage(void)
         "usage: bench_e2e --brokers B --prefix P [--rate R|0] [--duration S] [--warmup S]\n"
         "                 [--drain S] [--users U] [--update-frac F] [--articles a,b,...]\n"
         "                 [--interval-ms I] [--linger-ms L] [--compression C]\n"
-        "                 [--job-pid PID] [--broker-pid PID] [--job-log FILE] [--label T]\n"
+        "                 [--job-pid PID[,PID...]] [--broker-pid PID] [--job-log FILE[,FILE...]]\n"
+        "                 [--label T]\n"
         "                 [--seed N] [--per-event 1]\n"
         "  --rate 0 = as fast as the producer takes them; --interval-ms is the job's\n"
         "  checkpoint.interval_ms (recorded, and it sets the sustained criterion).\n"
+        "  Several --job-pid (and --job-log) values: one job in several processes; their CPU\n"
+        "  and epochs are summed.\n"
         "  --per-event 1: each event's own latency when records stand for several (a job\n"
         "  with interest.coalesce): a user's record covers its queued events up to updated_at.\n");
     exit(2);
@@ -900,9 +959,17 @@ int main(int argc, char **argv)
             o.linger_ms = (unsigned)strtoul(v, NULL, 10);
         else if (!strcmp(a, "--compression"))
             o.compression = v;
-        else if (!strcmp(a, "--job-pid"))
-            o.job_pid = atoi(v);
-        else if (!strcmp(a, "--broker-pid"))
+        else if (!strcmp(a, "--job-pid")) {
+            char *copy = strdup(v);
+            o.njobs = 0;
+            for (char *save = NULL, *t = strtok_r(copy, ",", &save); t;
+                 t = strtok_r(NULL, ",", &save)) {
+                if (o.njobs == MAX_JOBS || atoi(t) <= 0)
+                    usage();
+                o.job_pids[o.njobs++] = atoi(t);
+            }
+            free(copy);
+        } else if (!strcmp(a, "--broker-pid"))
             o.broker_pid = atoi(v);
         else if (!strcmp(a, "--job-log"))
             o.job_log = v;
@@ -992,11 +1059,11 @@ int main(int argc, char **argv)
         int64_t now = wall_ms();
         if (!sampled && now >= t_ws) {
             loadavg(la0);
-            job0 = proc_cpu_s(o.job_pid);
+            job0 = jobs_cpu_s();
             brk0 = proc_cpu_s(o.broker_pid);
             self0 = self_cpu_s();
             m0 = machine_cpu();
-            jt0 = threads_of(o.job_pid);
+            jt0 = jobs_threads();
             bt0 = threads_of(o.broker_pid);
             cpu_t0 = wall_ms();
             sampled = true;
@@ -1021,11 +1088,11 @@ int main(int argc, char **argv)
             until = next_progress;
         sleep_ms(until - now > 100 ? 100 : (double)(until - now));
     }
-    job1 = proc_cpu_s(o.job_pid);
+    job1 = jobs_cpu_s();
     brk1 = proc_cpu_s(o.broker_pid);
     self1 = self_cpu_s();
     m1 = machine_cpu();
-    jt1 = threads_of(o.job_pid);
+    jt1 = jobs_threads();
     bt1 = threads_of(o.broker_pid);
     cpu_t1 = wall_ms();
     loadavg(la1);
@@ -1049,7 +1116,7 @@ int main(int argc, char **argv)
     uint64_t pw = atomic_load(&produced_window), ow = atomic_load(&outputs_window),
              pwf = atomic_load(&produced_window_fresh);
     double produce_rate = (double)pw / window_s;
-    double cpu_job = o.job_pid ? job1 - job0 : 0, cpu_broker = o.broker_pid ? brk1 - brk0 : 0,
+    double cpu_job = o.njobs ? job1 - job0 : 0, cpu_broker = o.broker_pid ? brk1 - brk0 : 0,
            cpu_loadgen = self1 - self0, cpu_machine = m1.busy_s - m0.busy_s;
     double cpu_other = cpu_machine - cpu_job - cpu_broker - cpu_loadgen;
     bool produce_ok = o.rate <= 0 || produce_rate >= 0.97 * o.rate;
@@ -1110,7 +1177,8 @@ int main(int argc, char **argv)
            "\"outputs_of_window_events\":%" PRIu64 ",\"backlog_at_end\":%" PRIu64
            ",\"drain_ms\":%" PRId64 ",\"sustained\":%s,"
            "%s,\"trending_lists\":%zu,\"trending_lag_ms_max\":%.0f,"
-           "\"cpu_window_s\":%.1f,\"cpu_job_s\":%.2f,\"cpu_broker_s\":%.2f,\"cpu_loadgen_s\":%.2f,"
+           "\"job_processes\":%zu,\"cpu_window_s\":%.1f,\"cpu_job_s\":%.2f,\"cpu_broker_s\":%.2f,"
+           "\"cpu_loadgen_s\":%.2f,"
            "\"cpu_machine_s\":%.2f,\"cpu_other_s\":%.2f,\"cpu_steal_s\":%.2f,"
            "\"job_cpu_us_per_event\":%.2f,\"broker_cpu_us_per_event\":%.2f,"
            "\"events_per_cpu_s\":%.0f,\"job_threads\":%s,\"broker_threads\":%s,\"job_log\":%s,"
@@ -1122,7 +1190,7 @@ int main(int argc, char **argv)
            produce_rate, atomic_load(&stalls), atomic_load(&delivery_errors),
            atomic_load(&outputs_wall_window), (double)atomic_load(&outputs_wall_window) / window_s,
            ow, backlog_at_end, drain_ms, produce_ok && drained ? "true" : "false", lat, nt,
-           pct_d(tl, nt, 1.0), cpu_window_s, cpu_job, cpu_broker, cpu_loadgen, cpu_machine,
+           pct_d(tl, nt, 1.0), o.njobs, cpu_window_s, cpu_job, cpu_broker, cpu_loadgen, cpu_machine,
            cpu_other, m1.steal_s - m0.steal_s, pw ? cpu_job * 1e6 / (double)pw : 0,
            pw ? cpu_broker * 1e6 / (double)pw : 0, evcpu > 0 ? (double)pw / evcpu : 0, jthr, bthr,
            jlog, la0[0], la0[1], la0[2], la1[0], la1[1], la1[2]);
