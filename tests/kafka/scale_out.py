@@ -166,9 +166,12 @@ def body(ctx):
                  "tests do)")
     broker = acclib.start_broker(ctx, name="so", partitions=PARTITIONS)
     cfg = ctx.path("group.json")
-    with open(cfg, "w") as f:  # a list value: --set would split it on commas
-        f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000"'
-                ']}}' % SESSION_MS)
+    # A list value (--set would split it on commas). The transaction timeout bounds how long a
+    # killed process's open transaction holds back the read_committed end of what it wrote (the
+    # outputs read back at the end included): 6 s, within the session timeout.
+    with open(cfg, "w") as f:
+        f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000",'
+                ' "transaction.timeout.ms=6000"]}}' % SESSION_MS)
     ev = PoolEvents()
     prod = acclib.Producer(ctx, broker, ev, pause=0.15, bad_every=5)
     prod.start()
