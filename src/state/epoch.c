@@ -1209,14 +1209,15 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
                                                 sizeof err);
         /* The group answers with stable offsets only: while a process that died mid-epoch
          * holds a transaction open on them, it waits (up to transaction.timeout.ms) */
-        for (int attempt = 0; r == 0 || (r == -EIO && attempt < 3); attempt++) {
+        for (int attempt = 0; r == 0 && attempt < 3; attempt++) {
             r = ep->kafka->group_offsets(ep->kafka->arg, go,
                                          NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, &ngo,
                                          &max_epoch, err, sizeof err);
-            if (r == 0)
+            if (r != -EIO || attempt == 2)
                 break;
             nf_log(NF_LOG_WARN, "changelog", "the group's committed offsets: retrying",
                    NF_LI("attempt", attempt + 1), NF_LS("error", err), NF_LEND);
+            r = 0;
         }
         /* The group's offsets of the gained partitions: where the restored state stands. */
         for (size_t i = 0; r == 0 && i < ngo; i++)
