@@ -279,8 +279,13 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
     # Invariant of a committed epoch (DESIGN §3: state, outputs and input positions move
     # together): the input positions the restarted job resumes from cover exactly the events
     # whose outputs are in the log for epochs <= E (every event here is valid: one output each).
-    assigned = {o["partition"]: o["offset"] for o in j2.msgs("partition assigned")
+    def assigned_now():
+        return {o["partition"]: o["offset"] for o in j2.msgs("partition assigned")
                 if o.get("topic") == B.topic("read-events")}
+    # logged by the consumer once the coordinator has started, after "newsflow started"
+    assigned = ctx.wait_for("the 4 read-events partitions assigned after the restart",
+                            lambda: (lambda a: a if len(a) == 4 else None)(assigned_now()),
+                            timeout=60, job=j2)
     covered = sum(v for v in assigned.values() if v > 0)
     upto_e = sum(1 for _, h, _ in acclib.read_outputs(ctx, B, "interest-updates")
                  if h.get("nf-writer") == writer and int(h.get("nf-epoch", 0)) <= FAULT_EPOCH)

@@ -92,8 +92,13 @@ def restore_and_check(ctx, B, state, sets, ev, cid, total, tag, expect_counts=No
               (sr[0].get("epoch") if sr else None, want_epoch, cid, c_epoch), j2)
     ctx.check(not j2.msgs("pending epoch found at start: rolling it forward"),
               "a pending epoch was rolled forward after restoring %s" % cid, j2)
-    assigned = {o["partition"]: o["offset"] for o in j2.msgs("partition assigned")
+    def assigned_now():
+        return {o["partition"]: o["offset"] for o in j2.msgs("partition assigned")
                 if o.get("topic") == B.topic("read-events")}
+    # logged by the consumer once the coordinator has started, after "newsflow started"
+    assigned = ctx.wait_for("every read-events partition assigned",
+                            lambda: (lambda a: a if len(a) >= len(c_offs) else None)(
+                                assigned_now()), timeout=60, job=j2)
     ctx.check(assigned == c_offs, "read-events partitions assigned at %r, want %s's offsets %r" %
               (assigned, cid, c_offs), j2)
     replaced = [n for n in os.listdir(state) if n.startswith("db.replaced-")]
