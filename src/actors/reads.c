@@ -386,6 +386,21 @@ static void take_source(kin_t *k, const rd_kafka_message_t *km, const rec_t *m)
         nf_runtime_fail(nf_shard_runtime(k->sh));
         return;
     }
+    if (r->ingest->in_partitions && route.set) {
+        /* The partition is the source's key group; its host's partition is where it belongs
+         * (several partitions for one host split its politeness between processes). */
+        route.set->part = km->partition;
+        int np = nf_kafka_input_partitions(r->kafka, NF_INPUT_SOURCES);
+        if (np > 0 && nf_sources_partition(route.set->host, np) != km->partition) {
+            nf_counter_inc(r->ingest->m.sources_misplaced);
+            nf_log(NF_LOG_WARN, "kafka",
+                   "a sources record is not in its host's partition (Kafka's default "
+                   "partitioner for the host as key: murmur2(host) % partitions)",
+                   NF_LS("source_id", rec.source_id), NF_LS("host", route.set->host),
+                   NF_LI("partition", km->partition),
+                   NF_LI("host_partition", nf_sources_partition(route.set->host, np)), NF_LEND);
+        }
+    }
     for (unsigned d = 0; d < k->nshards; d++) {
         nf_msg_t msg;
         nf_ingest_source_msg(r->ingest, &route, d, &msg);

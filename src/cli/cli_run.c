@@ -12,6 +12,7 @@
 
 #include "actors/analytics.h"
 #include "actors/ingest.h"
+#include "actors/sources_publish.h"
 #include "actors/reads.h"
 #include "algo/hash.h"
 #include "cli/cli_fetch.h"
@@ -815,6 +816,44 @@ static int restore_checkpoint(const nf_config_t *cfg, char *err, size_t errlen)
     return 0;
 }
 
+/* In a consumer group the sources live in the sources topic, shared by every process: a local
+ * file of one machine cannot be. 0 or NF_EXIT_USAGE (logged). */
+static int check_shared_sources(const nf_source_list_t *l)
+{
+    size_t files = 0;
+    const char *first = NULL;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->items[i].is_file && files++ == 0)
+            first = l->items[i].url;
+    if (!files)
+        return 0;
+    nf_log(NF_LOG_ERROR, "main",
+           "local feed files cannot be shared by the processes of a consumer group (state."
+           "changelog with kafka.assignment=group): the sources go through the sources topic",
+           NF_LS("first", first), NF_LI("files", files),
+           NF_LS("hint", "serve them over http(s), or run one process with kafka.assignment=all"),
+           NF_LEND);
+    return NF_EXIT_USAGE;
+}
+
+/* The configured sources into the sources topic (sources_publish.h), before the shards start.
+ * 0 or NF_EXIT_RUNTIME (logged). */
+static int publish_sources(run_ctx_t *c)
+{
+    char err[512];
+    nf_sources_publish_stats_t ps;
+    if (nf_sources_publish(c->kafka, &c->sources, &ps, err, sizeof err) != 0) {
+        nf_log(NF_LOG_ERROR, "main", "cannot publish the configured sources to the sources topic",
+               NF_LS("error", err), NF_LEND);
+        return NF_EXIT_RUNTIME;
+    }
+    nf_log(NF_LOG_INFO, "main",
+           "configured sources published to the sources topic", NF_LI("configured", ps.configured),
+           NF_LI("published", ps.published), NF_LI("unchanged", ps.unchanged),
+           NF_LI("operator_records", ps.operator), NF_LI("records_read", ps.records), NF_LEND);
+    return 0;
+}
+
 /* State, Kafka and the epoch coordinator, before any actor runs. 0 or an exit code. */
 static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t errlen)
 {
@@ -996,6 +1035,13 @@ int nf_cli_run(int argc, char **argv)
     c.in.epoch = c.epoch;
     c.in.store = c.store;
     c.in.budget_bytes = (size_t)cfg->state.budget_mb << 20;
+    /* Several processes may share the job: sources follow the sources partitions (ingest.h). */
+    c.in.in_partitions = cfg->state.changelog && cfg->kafka.assignment != 1 && c.kafka;
+    if (c.in.in_partitions && (code = check_shared_sources(&c.sources)) != 0) {
+        run_cleanup(&c);
+        nf_sink_close(c.in.sink);
+        return code;
+    }
     if (setup_analytics(&c, err, sizeof err) != 0) {
         fprintf(stderr, "newsflow: config error: %s\n", err);
         run_cleanup(&c);
@@ -1059,6 +1105,11 @@ int nf_cli_run(int argc, char **argv)
         run_cleanup(&c);
         nf_sink_close(c.in.sink);
         return NF_EXIT_RUNTIME;
+    }
+    if (c.in.in_partitions && (code = publish_sources(&c)) != 0) {
+        run_cleanup(&c);
+        nf_sink_close(c.in.sink);
+        return code;
     }
     if (nf_runtime_start(c.rt) != 0 || nf_epoch_start(c.epoch) != 0) {
         nf_log(NF_LOG_ERROR, "main", "cannot start the shards", NF_LEND);

@@ -1,0 +1,304 @@
+"""Sources follow the sources topic's partitions in a consumer group (DESIGN.md §9;
+src/actors/sources_publish.h, ingest.h `in_partitions`), on Apache Kafka.
+
+A feed farm on loopback: 8 hosts (127.0.0.2 .. 127.0.0.9, one HTTP server each), 2 feeds per
+host, every feed answering with an ETag and 304 to If-None-Match. Two processes of one job
+(state.changelog=true, kafka.assignment=group) are started with the same sources file, each
+with its own User-Agent so that the farm knows who asked. Checked:
+
+  publish     the first process publishes the 16 configured sources to the sources topic, each
+              to its host's partition (Kafka's murmur2 of the host), value origin "config";
+              the second publishes nothing (its list is already there): 16 records in all.
+  one owner   from the farm's request log: every host's requests come from one process at a
+              time (the User-Agent changes at most at the two rebalances: the second process
+              joining, the first one killed) and keep crawl.host_spacing_ms between request
+              starts across the whole job (a lower bound: a slower machine only widens it).
+  schedules   the process that owned more sources is SIGKILLed; the survivor gains its sources
+              partitions and its first requests for the moved feeds carry If-None-Match: the
+              CrawlSchedules (validators included) came with the partitions, from the
+              changelog. The survivor then owns every host.
+  articles    every item URL of the farm is in `articles` exactly once (read_committed).
+
+Needs Apache Kafka (NF_TEST_BROKER=kafka:...).
+
+Usage: python3 sources_group.py NEWSFLOW SRCDIR
+"""
+import http.server
+import json
+import os
+import sys
+import threading
+import time
+import urllib.request
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recovery"))
+import acclib  # noqa: E402
+
+PARTITIONS = 4
+HOSTS = ["127.0.0.%d" % i for i in range(2, 10)]
+FEEDS_PER_HOST = 2
+SPACING_MS = 1000
+SESSION_MS = 6000
+
+
+def murmur2(data):
+    """Kafka's murmur2 (Utils.murmur2), unsigned."""
+    m, r = 0x5bd1e995, 24
+    h = (0x9747b28c ^ len(data)) & 0xffffffff
+    n4 = len(data) // 4
+    for i in range(n4):
+        k = int.from_bytes(data[4 * i:4 * i + 4], "little")
+        k = (k * m) & 0xffffffff
+        k ^= k >> r
+        k = (k * m) & 0xffffffff
+        h = (h * m) & 0xffffffff
+        h ^= k
+    t = data[4 * n4:]
+    rem = len(data) % 4
+    if rem >= 3:
+        h ^= t[2] << 16
+    if rem >= 2:
+        h ^= t[1] << 8
+    if rem >= 1:
+        h ^= t[0]
+        h = (h * m) & 0xffffffff
+    h ^= h >> 13
+    h = (h * m) & 0xffffffff
+    h ^= h >> 15
+    return h
+
+
+def host_partition(host):
+    return (murmur2(host.encode()) & 0x7fffffff) % PARTITIONS
+
+
+class Farm:
+    """One threaded HTTP server per loopback host; a log of every request."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.lock = threading.Lock()
+        self.log = []  # (monotonic s, host, path, user agent, if-none-match or None, status)
+        self.servers = []
+        self.base = {}
+        farm = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                host = self.server.server_address[0]
+                inm = self.headers.get("If-None-Match")
+                etag = '"v1-%s%s"' % (host, self.path)
+                item = "http://%s/articles%s" % (host, self.path.replace(".xml", ""))
+                status = 304 if inm == etag else 200
+                with farm.lock:
+                    farm.log.append((time.monotonic(), host, self.path,
+                                     self.headers.get("User-Agent", ""), inm, status))
+                if status == 304:
+                    self.send_response(304)
+                    self.send_header("ETag", etag)
+                    self.end_headers()
+                    return
+                body = ("<?xml version='1.0'?><rss version='2.0'><channel><title>%s%s</title>"
+                        "<link>http://%s/</link><description>farm</description>" %
+                        (host, self.path, host))
+                for i in range(3):
+                    body += ("<item><title>Story %d of %s%s</title><link>%s/%d</link>"
+                             "<description>Body %d of the feed %s on %s.</description></item>" %
+                             (i, host, self.path, item, i, i, self.path, host))
+                body += "</channel></rss>"
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/rss+xml")
+                self.send_header("ETag", etag)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        for h in HOSTS:
+            s = http.server.ThreadingHTTPServer((h, 0), H)
+            s.daemon_threads = True
+            threading.Thread(target=s.serve_forever, daemon=True).start()
+            self.servers.append(s)
+            self.base[h] = "http://%s:%d" % (h, s.server_address[1])
+
+    def urls(self):
+        return [("%s/f%d.xml" % (self.base[h], i), h) for h in HOSTS
+                for i in range(FEEDS_PER_HOST)]
+
+    def items(self):
+        return {"http://%s/articles/f%d/%d" % (h, i, k) for h in HOSTS
+                for i in range(FEEDS_PER_HOST) for k in range(3)}
+
+    def requests(self):
+        with self.lock:
+            return list(self.log)
+
+    def stop(self):
+        for s in self.servers:
+            s.shutdown()
+            s.server_close()
+
+
+class Member:
+    def __init__(self, ctx, broker, name, cfg):
+        self.ctx, self.broker, self.name, self.cfg = ctx, broker, name, cfg
+        self.state = ctx.path("state-%s" % name)
+        self.ua = "nft-farm-%s" % name
+        self.job = None
+
+    def start(self):
+        self.job = acclib.Job(
+            self.ctx, self.broker, self.state,
+            sets=["state.changelog=true", "kafka.assignment=group",
+                  "kafka.static_membership=true", "admin.enabled=true", "admin.port=0",
+                  "fetch.allow_private=127.0.0.0/8", "fetch.user_agent=%s" % self.ua,
+                  "crawl.interval_s=60", "crawl.interval_floor_s=60", "crawl.jitter_permille=0",
+                  "crawl.host_spacing_ms=%d" % SPACING_MS],
+            args=["--config", self.cfg], interval_ms=300, txid_suffix="-" + self.name,
+            tag=self.name)
+        return self.job
+
+    def ready(self):
+        return bool(self.job.msgs("ready: /readyz answers 200"))
+
+    def published(self):
+        m = self.job.msgs("configured sources published to the sources topic")
+        return m[-1] if m else None
+
+    def sources_held(self):
+        """Sources this process crawls now (its /v1/sources); -1 when it does not answer."""
+        port = self.job.admin_port()
+        if not port or not self.job.alive():
+            return -1
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/v1/sources" % port,
+                                        timeout=10) as r:
+                return len(json.loads(r.read().decode()).get("sources", []))
+        except (OSError, ValueError):
+            return -1
+
+
+def body(ctx):
+    if acclib.broker_kind(ctx) != "kafka":
+        ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
+                 "tests do)")
+    broker = acclib.start_broker(ctx, name="sg", partitions=PARTITIONS)
+    farm = Farm(ctx)
+    urls = farm.urls()
+    srcfile = ctx.path("sources.txt")
+    with open(srcfile, "w") as f:
+        for u, _ in urls:
+            f.write(u + "\n")
+    cfg = ctx.path("group.json")
+    with open(cfg, "w") as f:
+        f.write('{"sources": {"file": "%s"}, "kafka": {"properties": ["session.timeout.ms=%d",'
+                ' "heartbeat.interval.ms=1000", "transaction.timeout.ms=6000"]}}' %
+                (srcfile, SESSION_MS))
+    ms = {n: Member(ctx, broker, n, cfg) for n in ("p1", "p2")}
+
+    ctx.log("---- 1. p1 publishes and crawls everything")
+    ms["p1"].start()
+    ctx.wait_for("p1 ready", ms["p1"].ready, timeout=120, job=ms["p1"].job)
+    pub = ctx.wait_for("p1's publish line", ms["p1"].published, timeout=30, job=ms["p1"].job)
+    ctx.check(pub.get("published") == len(urls) and pub.get("configured") == len(urls),
+              "p1 should publish all %d sources: %r" % (len(urls), pub), ms["p1"].job)
+
+    def fetched_by(ua):
+        return {(r[1], r[2]) for r in farm.requests() if r[3] == ua and r[5] in (200, 304)}
+
+    ctx.wait_for("every feed fetched by p1", lambda: len(fetched_by(ms["p1"].ua)) == len(urls),
+                 timeout=60, job=ms["p1"].job)
+
+    ctx.log("---- 2. p2 joins: publishes nothing, takes some sources partitions")
+    ms["p2"].start()
+    ctx.wait_for("p2 ready", ms["p2"].ready, timeout=120, job=ms["p2"].job)
+    pub2 = ctx.wait_for("p2's publish line", ms["p2"].published, timeout=30, job=ms["p2"].job)
+    ctx.check(pub2.get("published") == 0 and pub2.get("unchanged") == len(urls),
+              "p2 should find every source published already: %r" % pub2, ms["p2"].job)
+    recs = acclib.kcat_consume(ctx, broker, "sources", fmt="%p\t%k\t%s\n")
+    ctx.check(len(recs) == len(urls), "the sources topic holds %d records, want %d: %r" %
+              (len(recs), len(urls), recs[:4]))
+    want = {}
+    for u, h in urls:
+        want[u] = host_partition(h)
+    for line in recs:
+        p, k, v = line.split("\t", 2)
+        val = json.loads(v)
+        ctx.check(val.get("origin") == "config", "record %s is not marked origin config: %s" %
+                  (k, v))
+        ctx.check(want.get(val.get("url")) == int(p), "source %s (%s) is in partition %s, its "
+                  "host's is %s" % (k, val.get("url"), p, want.get(val.get("url"))))
+    ctx.log("sources topic: %d records, each in its host's partition" % len(recs))
+
+    # Both take part once the second round of crawls (60 s after the first) is done.
+    t_round = time.monotonic()
+    ctx.wait_for("a second round of crawls after p2 joined",
+                 lambda: len({(r[1], r[2]) for r in farm.requests() if r[0] > t_round}) ==
+                 len(urls), timeout=120, interval=1, job=ms["p2"].job)
+    time.sleep(1.5)  # the round's schedules committed (epochs every 300 ms)
+
+    ctx.log("---- 3. kill -9 the process holding more sources")
+    held = {n: ms[n].sources_held() for n in ms}
+    victim = max(held, key=lambda n: held[n])
+    survivor = "p2" if victim == "p1" else "p1"
+    ctx.check(held[victim] > 0, "no process holds sources: %r" % held)
+    ctx.log("sources held: %r; killing %s" % (held, victim))
+    moved_hosts = {h for (_, h) in urls
+                   if any(r[1] == h and r[3] == ms[victim].ua for r in farm.requests()
+                          if r[0] > t_round)}
+    ms[victim].job.kill()
+    t_kill = time.monotonic()
+    sj = ms[survivor].job
+    ctx.wait_for("%s holding every source" % survivor,
+                 lambda: ms[survivor].sources_held() == len(urls), timeout=SESSION_MS / 1000 + 90,
+                 job=sj)
+    moved = {(h, p) for (h, p) in {(r[1], r[2]) for r in farm.requests()} if h in moved_hosts}
+    ctx.wait_for("the moved feeds crawled by %s" % survivor,
+                 lambda: moved <= {(r[1], r[2]) for r in farm.requests()
+                                   if r[0] > t_kill and r[3] == ms[survivor].ua},
+                 timeout=120, interval=1, job=sj)
+    firsts = {}
+    for r in farm.requests():
+        if r[0] > t_kill and r[3] == ms[survivor].ua and (r[1], r[2]) in moved:
+            firsts.setdefault((r[1], r[2]), r)
+    cold = [k for k, r in firsts.items() if r[4] is None]
+    ctx.check(not cold, "%d moved feeds were fetched without their validators (schedule not "
+              "restored): %r" % (len(cold), sorted(cold)[:4]), sj)
+    ctx.log("%d moved feeds: each fetched first with If-None-Match" % len(firsts))
+
+    ctx.log("---- 4. one owner per host at a time, politeness across the job")
+    reqs = farm.requests()
+    for h in HOSTS:
+        rs = sorted(r for r in reqs if r[1] == h)
+        switches = sum(1 for a, b in zip(rs, rs[1:]) if a[3] != b[3])
+        ctx.check(switches <= 2, "host %s switched between processes %d times (one owner at a "
+                  "time allows 2 moves): %r" % (h, switches, [(round(r[0], 1), r[3]) for r in rs]))
+        gaps = [b[0] - a[0] for a, b in zip(rs, rs[1:])]
+        close = [g for g in gaps if g < SPACING_MS / 1000.0 - 0.05]
+        ctx.check(not close, "host %s: request starts %r s apart, under crawl.host_spacing_ms" %
+                  (h, close))
+        after = {r[3] for r in rs if r[0] > t_kill}
+        ctx.check(after <= {ms[survivor].ua}, "host %s crawled by %r after the kill" % (h, after))
+
+    ctx.log("---- 5. every item once in articles")
+    rc, hang = sj.terminate_or_report(60)
+    ctx.check(not hang and rc == 0, "%s: exit %s after SIGTERM %s" % (survivor, rc, hang or ""),
+              sj)
+    arts = acclib.read_outputs(ctx, broker, "articles")
+    count = {}
+    for _, _, v in arts:
+        count[v.get("url")] = count.get(v.get("url"), 0) + 1
+    twice = {u: n for u, n in count.items() if n != 1}
+    ctx.check(not twice, "articles emitted more than once: %r" % twice)
+    missing = farm.items() - set(count)
+    ctx.check(not missing, "items never emitted: %r" % sorted(missing)[:5])
+    ctx.log("articles: %d, each once" % len(count))
+    farm.stop()
+
+
+if __name__ == "__main__":
+    acclib.main("sources_group", body)
