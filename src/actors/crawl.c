@@ -255,8 +255,24 @@ static void kmap_free(kmap_t *m)
 
 /* ---------------------------------------------------------------- articles out */
 
+/* In a consumer group (in_partitions) an article goes to the job's one deduplicating process
+ * as a record of the one-partition topic, in this epoch's transaction with the schedule that
+ * found it (ingest.h); else to the dedup shard that owns its id. false: the ring is full. */
 static bool send_blob(crawl_t *c, nf_article_blob_t *b)
 {
+    if (c->in->in_partitions) {
+        size_t len = 0;
+        unsigned char *rec = nf_article_blob_encode(b, &len);
+        /* key: the article id (the record's bytes 1..16) */
+        int r = rec ? nf_epoch_emit(c->in->epoch, nf_shard_index(c->sh), NF_TOPIC_TRENDING_PANES,
+                                    (const char *)rec + 1, 16, (const char *)rec, len)
+                    : -ENOMEM;
+        free(rec);
+        if (r != 0)
+            out_of_memory(c, "handing an article to the deduplicating process", b->article_id);
+        free(b);
+        return true;
+    }
     nf_msg_t m = {.actor = (uint16_t)c->in->dedup_actor, .kind = NF_MSG_ARTICLE, .key = b->id.hi};
     m.body.ptr = b;
     return nf_send_keyed(c->sh, &m) == 0;

@@ -59,6 +59,12 @@
  *     holds all of a host's feeds and its politeness and breaker hold across the job. A record
  *     in another partition is taken there (that partition is its key group) and counted in
  *     newsflow_sources_misplaced_total.
+ *     Articles then go through the job's one-partition topic (trending-panes, DESIGN.md §9
+ *     "global stages"): crawl emits each as a record (article_msg.h) in the epoch that found
+ *     it; kafka_in of the process assigned that partition hands it to its dedup shard. ArticleKey,
+ *     topic vectors and the story index are kept in the global key group
+ *     (NF_CHANGELOG_GLOBAL_KG) and move with that partition: one article per URL, one cluster
+ *     index for the whole job.
  *
  * Call nf_ingest_register() after nf_runtime_create() and before nf_runtime_start(); the
  * context must outlive the runtime. Sources and options are read-only once shards run. */

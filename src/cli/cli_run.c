@@ -13,6 +13,7 @@
 #include "actors/analytics.h"
 #include "actors/ingest.h"
 #include "actors/sources_publish.h"
+#include "state/changelog.h"
 #include "actors/reads.h"
 #include "algo/hash.h"
 #include "cli/cli_fetch.h"
@@ -689,6 +690,10 @@ static int setup_analytics(run_ctx_t *c, char *err, size_t errlen)
     an->cluster.threshold = cfg->cluster.threshold;
     an->cluster.ttl_ms = an->topics_ttl_ms = (uint64_t)cfg->cluster.ttl_s * 1000u;
     an->cluster_shard = cfg->cluster.shard;
+    if (c->in.in_partitions) { /* the articles' state belongs to the one-partition topic */
+        an->cluster.key_group = NF_CHANGELOG_GLOBAL_KG;
+        an->interest.topics_key_group = NF_CHANGELOG_GLOBAL_KG;
+    }
     an->trend.window_ms = (int64_t)cfg->trending.window_s * 1000;
     an->trend.slide_ms = (int64_t)cfg->trending.slide_s * 1000;
     an->trend.lateness_ms = cfg->trending.lateness_ms;

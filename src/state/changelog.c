@@ -18,19 +18,21 @@
  * records took ~20 % less CPU than 4096 (perf/README.md, "Changelog"), for ~40 MB held at once. */
 #define APPLY_BATCH 65536u
 
-/* input: the input whose partition is the kind's key group (what a rebalance moves), or -1. */
+/* input: the input whose partition is the kind's key group (what a rebalance moves), or -1.
+ * The one-partition trending-panes input stands for the global key group (changelog.h: the
+ * articles' state in a consumer group; every key in NF_CHANGELOG_GLOBAL_KG). */
 static const struct {
     nf_state_kind_t kind;
     nf_topic_t topic;
     int input;
 } k_topics[] = {
-    {NF_KIND_ARTICLE_KEY, NF_TOPIC_CL_ARTICLE_KEY, -1},
+    {NF_KIND_ARTICLE_KEY, NF_TOPIC_CL_ARTICLE_KEY, NF_INPUT_TRENDING_PANES},
     {NF_KIND_CRAWL_SCHEDULE, NF_TOPIC_CL_CRAWL_SCHEDULE, NF_INPUT_SOURCES},
     {NF_KIND_EVENT_IDS, NF_TOPIC_CL_EVENT_IDS, NF_INPUT_READ_EVENTS},
-    {NF_KIND_CLUSTER_SIG, NF_TOPIC_CL_CLUSTER_SIG, -1},
-    {NF_KIND_CLUSTER_BUCKET, NF_TOPIC_CL_CLUSTER_BUCKET, -1},
-    {NF_KIND_CLUSTER_PARENT, NF_TOPIC_CL_CLUSTER_PARENT, -1},
-    {NF_KIND_ARTICLE_TOPICS, NF_TOPIC_CL_ARTICLE_TOPICS, -1},
+    {NF_KIND_CLUSTER_SIG, NF_TOPIC_CL_CLUSTER_SIG, NF_INPUT_TRENDING_PANES},
+    {NF_KIND_CLUSTER_BUCKET, NF_TOPIC_CL_CLUSTER_BUCKET, NF_INPUT_TRENDING_PANES},
+    {NF_KIND_CLUSTER_PARENT, NF_TOPIC_CL_CLUSTER_PARENT, NF_INPUT_TRENDING_PANES},
+    {NF_KIND_ARTICLE_TOPICS, NF_TOPIC_CL_ARTICLE_TOPICS, NF_INPUT_TRENDING_PANES},
     {NF_KIND_INTEREST, NF_TOPIC_CL_INTEREST, NF_INPUT_READ_EVENTS},
     {NF_KIND_INTEREST_SEEN, NF_TOPIC_CL_INTEREST_SEEN, NF_INPUT_READ_EVENTS},
     {NF_KIND_TRENDING, NF_TOPIC_CL_TRENDING, NF_INPUT_READ_EVENTS},
@@ -38,6 +40,18 @@ static const struct {
 #define NTOPICS (sizeof k_topics / sizeof k_topics[0])
 _Static_assert(NTOPICS == NF_TOPIC__COUNT - NF_TOPIC_CL_FIRST, "one changelog topic per kind");
 _Static_assert(NTOPICS == NF_KIND__COUNT - 1, "every kind but `reads` has a changelog");
+
+/* Whether changelog partition p (of n) of a kind keyed by `input` is among the input partitions
+ * parts names (parts[p] for a partitioned input; the global key group's partition for the
+ * one-partition topic, whose partition 0 stands for it). */
+static bool part_wanted(int input, const bool *parts, int p, int n)
+{
+    if (!parts)
+        return false;
+    if (input == NF_INPUT_TRENDING_PANES)
+        return parts[0] && n > 0 && p == (int)(NF_CHANGELOG_GLOBAL_KG % (unsigned)n);
+    return parts[p];
+}
 
 int nf_changelog_topic(nf_state_kind_t kind)
 {
@@ -245,7 +259,7 @@ int nf_changelog_save_synced(nf_store_t *st, const char *positions_json,
         cJSON *arr = cJSON_CreateArray();
         for (int p = 0; arr && p < n; p++) {
             const cJSON *v = cJSON_GetArrayItem(t, p);
-            bool mine = p < NF_CHANGELOG_MAX_PARTITIONS && owned[in][p] &&
+            bool mine = p < NF_CHANGELOG_MAX_PARTITIONS && part_wanted(in, owned[in], p, n) &&
                         (k_topics[ti].kind != NF_KIND_TRENDING || p != merger_part || merger_owned);
             double x = mine && cJSON_IsNumber(v) ? v->valuedouble : (double)cur[p];
             cJSON_AddItemToArray(arr, cJSON_CreateNumber(x));
@@ -361,7 +375,7 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *const *o
         if (nparts[i] && (r = k->topic_ends(k->arg, topics[i], h, nparts[i], err, errlen)) != 0)
             break;
         for (int p = 0; want && p < nparts[i]; p++)
-            if (!want[p])
+            if (!part_wanted(k_topics[i].input, want, p, nparts[i]))
                 h[p] = -1; /* not asked for: nothing read, its recorded offset stays */
         for (int p = 0; p < nparts[i]; p++)
             if (h[p] >= 0 && f[p] > h[p]) {
@@ -401,7 +415,7 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *const *o
         cJSON *arr = cJSON_CreateArray();
         for (int p = 0; arr && p < nparts[i]; p++) {
             int64_t e = end[i * STRIDE + p];
-            if (want && !want[p]) /* as recorded (-1: none) */
+            if (want && !part_wanted(k_topics[i].input, want, p, nparts[i])) /* as recorded */
                 e = from[i * STRIDE + p];
             cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)e));
         }

@@ -11,7 +11,9 @@
  * key group % partitions (io/kafka.c). The key group is the input partition for read-path state
  * (event ids, interest, interest_seen), the partition of a trending counter's or pane's key,
  * the sources partition for crawl schedules in a consumer group (crawl.c; id.hi % 256 in one
- * process), and id.hi % 256 for state Kafka does not feed (articles, cluster).
+ * process), and for the articles' state (ArticleKey, topic vectors, cluster index) the global
+ * key group in a consumer group (it follows trending-panes' one partition) or id.hi % 256 in
+ * one process.
  *
  * Synced offsets: the store keeps, per changelog partition, the next offset this state
  * directory has not applied ("changelog" meta record, JSON {"<topic>":[offset per partition]}):
@@ -51,6 +53,10 @@ int nf_changelog_from_batch(nf_outbuf_t *out, const nf_store_batch_t *b);
  * belongs to the trending-panes partition, not to a read-events partition; its changelog
  * partition is this % partitions, which a process restores when it is assigned trending-panes. */
 #define NF_CHANGELOG_MERGER_KG 0xFFFFu
+/* The same key group holds the other global stages in a consumer group (ingest.h,
+ * in_partitions): article dedup (ArticleKey), topic vectors and the cluster index belong to the
+ * one-partition topic too, and move with it. */
+#define NF_CHANGELOG_GLOBAL_KG NF_CHANGELOG_MERGER_KG
 
 typedef struct nf_changelog_stats {
     uint64_t records, bytes, puts, deletes, skipped; /* skipped: malformed records (logged) */

@@ -1211,9 +1211,11 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
         bool *reads = calloc(NF_EPOCH_MAX_PARTITIONS, sizeof *reads);
         bool *srcs = calloc(NF_EPOCH_MAX_PARTITIONS, sizeof *srcs);
         bool *only = reads && srcs ? reads : NULL;
+        bool panes[1] = {false}; /* trending-panes 0: the global key group (changelog.h) */
         const bool *want[NF_INPUT__COUNT] = {NULL};
         want[NF_INPUT_READ_EVENTS] = reads;
         want[NF_INPUT_SOURCES] = srcs;
+        want[NF_INPUT_TRENDING_PANES] = panes;
         nf_kafka_offset_t *go = calloc(NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *go);
         size_t ngo = 0, nread = 0;
         uint64_t max_epoch = 0;
@@ -1230,6 +1232,7 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
             }
             if (parts[i].input == NF_INPUT_TRENDING_PANES && parts[i].partition == 0 && ncl > 0) {
                 reads[NF_CHANGELOG_MERGER_KG % (unsigned)ncl] = true;
+                panes[0] = true;
                 nread++;
             }
         }

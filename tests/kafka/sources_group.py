@@ -17,7 +17,11 @@ with its own User-Agent so that the farm knows who asked. Checked:
               partitions and its first requests for the moved feeds carry If-None-Match: the
               CrawlSchedules (validators included) came with the partitions, from the
               changelog. The survivor then owns every host.
-  articles    every item URL of the farm is in `articles` exactly once (read_committed).
+  articles    then every feed gains an item; the survivor (which took the one-partition topic,
+              and with it article dedup and the story index, from the killed one) emits only the
+              new items: every item URL of the farm — one of them in the feeds of two hosts in
+              different partitions — is in `articles` exactly once, and in `story-clusters`
+              once (read_committed).
 
 Needs Apache Kafka (NF_TEST_BROKER=kafka:...).
 
@@ -40,6 +44,9 @@ HOSTS = ["127.0.0.%d" % i for i in range(2, 10)]
 FEEDS_PER_HOST = 2
 SPACING_MS = 1000
 SESSION_MS = 6000
+# one item URL in the feeds of hosts whose sources partitions differ (1 and 0)
+SYNDICATED = "http://127.0.0.99/syndicated/story"
+SYNDICATING = ("127.0.0.2", "127.0.0.3")
 
 
 def murmur2(data):
@@ -82,13 +89,15 @@ class Farm:
         self.log = []  # (monotonic s, host, path, user agent, if-none-match or None, status)
         self.servers = []
         self.base = {}
+        self.version = 1  # 2: every feed gains an item (and a new ETag)
         farm = self
 
         class H(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
                 host = self.server.server_address[0]
                 inm = self.headers.get("If-None-Match")
-                etag = '"v1-%s%s"' % (host, self.path)
+                ver = farm.version
+                etag = '"v%d-%s%s"' % (ver, host, self.path)
                 item = "http://%s/articles%s" % (host, self.path.replace(".xml", ""))
                 status = 304 if inm == etag else 200
                 with farm.lock:
@@ -102,10 +111,14 @@ class Farm:
                 body = ("<?xml version='1.0'?><rss version='2.0'><channel><title>%s%s</title>"
                         "<link>http://%s/</link><description>farm</description>" %
                         (host, self.path, host))
-                for i in range(3):
+                for i in range(2 + ver):
                     body += ("<item><title>Story %d of %s%s</title><link>%s/%d</link>"
                              "<description>Body %d of the feed %s on %s.</description></item>" %
                              (i, host, self.path, item, i, i, self.path, host))
+                if host in SYNDICATING:
+                    body += ("<item><title>The syndicated story</title><link>%s</link>"
+                             "<description>Shared by several hosts.</description></item>" %
+                             SYNDICATED)
                 body += "</channel></rss>"
                 data = body.encode()
                 self.send_response(200)
@@ -131,7 +144,7 @@ class Farm:
 
     def items(self):
         return {"http://%s/articles/f%d/%d" % (h, i, k) for h in HOSTS
-                for i in range(FEEDS_PER_HOST) for k in range(3)}
+                for i in range(FEEDS_PER_HOST) for k in range(2 + self.version)} | {SYNDICATED}
 
     def requests(self):
         with self.lock:
@@ -270,6 +283,17 @@ def body(ctx):
               "restored): %r" % (len(cold), sorted(cold)[:4]), sj)
     ctx.log("%d moved feeds: each fetched first with If-None-Match" % len(firsts))
 
+    ctx.log("---- 3b. every feed gains an item: the survivor emits only the new ones")
+    t_v2 = time.monotonic()
+    farm.version = 2
+    ctx.wait_for("every feed fetched again (200) by %s" % survivor,
+                 lambda: len({(r[1], r[2]) for r in farm.requests()
+                              if r[0] > t_v2 and r[5] == 200}) == len(urls),
+                 timeout=120, interval=1, job=sj)
+    ctx.wait_for("the new items in articles",
+                 lambda: len(acclib.read_outputs(ctx, broker, "articles")) >=
+                 len(farm.items()), timeout=60, interval=1, job=sj)
+
     ctx.log("---- 4. one owner per host at a time, politeness across the job")
     reqs = farm.requests()
     for h in HOSTS:
@@ -297,6 +321,14 @@ def body(ctx):
     missing = farm.items() - set(count)
     ctx.check(not missing, "items never emitted: %r" % sorted(missing)[:5])
     ctx.log("articles: %d, each once" % len(count))
+    stories = acclib.read_outputs(ctx, broker, "story-clusters")
+    per = {}
+    for k, _, _ in stories:
+        per[k] = per.get(k, 0) + 1
+    ctx.check(len(per) == len(count) and all(n == 1 for n in per.values()),
+              "story-clusters: %d records for %d articles, %d articles more than once" %
+              (len(stories), len(count), sum(1 for n in per.values() if n != 1)))
+    ctx.log("story-clusters: one record per article")
     farm.stop()
 
 
