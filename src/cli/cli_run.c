@@ -13,6 +13,7 @@
 #include "actors/analytics.h"
 #include "actors/ingest.h"
 #include "actors/sources_publish.h"
+#include "actors/topics_follow.h"
 #include "state/changelog.h"
 #include "actors/reads.h"
 #include "algo/hash.h"
@@ -399,6 +400,7 @@ struct run_ctx {
     nf_config_t cfg;
     nf_ingest_t in;
     nf_source_list_t sources;
+    nf_topics_follow_t *follow; /* in a consumer group: the articles' topic vectors */
     nf_reads_t reads;
     nf_analytics_t an;
     nf_classify_taxonomy_t *taxonomy;
@@ -1124,6 +1126,13 @@ int nf_cli_run(int argc, char **argv)
         nf_sink_close(c.in.sink);
         return NF_EXIT_RUNTIME;
     }
+    if (c.in.in_partitions && c.an.interest_actor >= 0 && c.an.taxonomy &&
+        !(c.follow = nf_topics_follow_start(c.kafka, c.rt, &c.an, err, sizeof err))) {
+        /* Interest would count the other processes' articles as unknown: stop instead. */
+        nf_log(NF_LOG_ERROR, "main", "cannot follow the articles topic for topic vectors",
+               NF_LS("error", err), NF_LEND);
+        nf_runtime_fail(c.rt);
+    }
     char hash[17];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)nf_config_hash(cfg));
     nf_log(NF_LOG_INFO, "main", "newsflow started", NF_LS("version", NF_VERSION),
@@ -1228,6 +1237,8 @@ int nf_cli_run(int argc, char **argv)
     atomic_store(&g_kafka, NULL);
     nf_demo_stop(c.demo);
     c.demo = NULL;
+    nf_topics_follow_stop(c.follow);
+    c.follow = NULL;
     if (nf_epoch_stop(c.epoch) != 0 || nf_runtime_failed(c.rt))
         exit_code = NF_EXIT_RUNTIME;
     pthread_mutex_lock(&sw.lock);

@@ -1665,6 +1665,128 @@ int nf_kafka_publish(nf_kafka_t *k, nf_input_t in, const nf_kafka_pub_t *recs, s
     return rc;
 }
 
+struct nf_kafka_follower {
+    rd_kafka_t *rk;
+    rd_kafka_topic_partition_list_t *parts;
+    nf_kafka_record_fn rec;
+    void *arg;
+    pthread_t thread;
+    _Atomic bool stop;
+    _Atomic uint64_t records;
+    _Atomic int64_t lag;
+};
+
+static void *follow_main(void *a)
+{
+    nf_kafka_follower_t *f = a;
+    uint64_t next_lag = 0;
+    while (!atomic_load(&f->stop)) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(f->rk, 200);
+        if (m) {
+            if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                nf_log(NF_LOG_WARN, "kafka", "following a topic: consumer error",
+                       NF_LS("error", rd_kafka_message_errstr(m)), NF_LEND);
+            else if (!m->err) {
+                f->rec(f->arg, 0, m->partition, m->offset, m->key, m->key_len, m->payload, m->len,
+                       m->payload == NULL);
+                atomic_fetch_add(&f->records, 1);
+            }
+            rd_kafka_message_destroy(m);
+        }
+        uint64_t now = nf_now_ns();
+        if (now < next_lag)
+            continue;
+        next_lag = now + 1000000000ull;
+        /* lag: cached high watermarks (no request) minus the positions */
+        if (rd_kafka_position(f->rk, f->parts) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            continue;
+        int64_t lag = 0;
+        for (int i = 0; i < f->parts->cnt && lag >= 0; i++) {
+            int64_t lo = -1, hi = -1, pos = f->parts->elems[i].offset;
+            if (rd_kafka_get_watermark_offsets(f->rk, f->parts->elems[i].topic,
+                                               f->parts->elems[i].partition, &lo, &hi) ||
+                hi < 0)
+                lag = -1;
+            else
+                lag += hi - (pos < 0 ? lo : pos) > 0 ? hi - (pos < 0 ? lo : pos) : 0;
+        }
+        atomic_store(&f->lag, lag);
+    }
+    return NULL;
+}
+
+nf_kafka_follower_t *nf_kafka_follow(nf_kafka_t *k, nf_topic_t t, nf_kafka_record_fn rec,
+                                     void *arg, char *err, size_t errlen)
+{
+    if ((unsigned)t >= NF_TOPIC__COUNT || k->out[t].npart <= 0) {
+        snprintf(err, errlen, "kafka: the topic to follow has no known partitions");
+        return NULL;
+    }
+    nf_kafka_follower_t *f = calloc(1, sizeof *f);
+    rd_kafka_conf_t *c = f ? base_conf(k, err, errlen) : NULL;
+    if (!c) {
+        if (!f)
+            snprintf(err, errlen, "out of memory");
+        free(f);
+        return NULL;
+    }
+    char group[160];
+    snprintf(group, sizeof group, "%s.nf-follow", k->group);
+    if (conf_set(c, "group.id", group, err, errlen) != 0 ||
+        conf_set(c, "enable.auto.commit", "false", err, errlen) != 0 ||
+        conf_set(c, "isolation.level", "read_committed", err, errlen) != 0 ||
+        conf_set(c, "auto.offset.reset", "earliest", err, errlen) != 0) {
+        rd_kafka_conf_destroy(c);
+        free(f);
+        return NULL;
+    }
+    char rerr[256];
+    if (!(f->rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, rerr, sizeof rerr))) {
+        snprintf(err, errlen, "kafka: follower: %s", rerr);
+        free(f);
+        return NULL;
+    }
+    f->rec = rec;
+    f->arg = arg;
+    atomic_init(&f->lag, -1);
+    f->parts = rd_kafka_topic_partition_list_new(k->out[t].npart);
+    for (int p = 0; p < k->out[t].npart; p++)
+        rd_kafka_topic_partition_list_add(f->parts, k->out[t].name, p)->offset =
+            RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_resp_err_t e = rd_kafka_assign(f->rk, f->parts);
+    int r = e ? EIO : pthread_create(&f->thread, NULL, follow_main, f);
+    if (r != 0) {
+        snprintf(err, errlen, "kafka: follower: %s", e ? rd_kafka_err2str(e) : strerror(r));
+        rd_kafka_topic_partition_list_destroy(f->parts);
+        rd_kafka_destroy(f->rk);
+        free(f);
+        return NULL;
+    }
+    return f;
+}
+
+uint64_t nf_kafka_follow_records(const nf_kafka_follower_t *f)
+{
+    return f ? atomic_load(&f->records) : 0;
+}
+
+int64_t nf_kafka_follow_lag(const nf_kafka_follower_t *f)
+{
+    return f ? atomic_load(&f->lag) : -1;
+}
+
+void nf_kafka_follow_stop(nf_kafka_follower_t *f)
+{
+    if (!f)
+        return;
+    atomic_store(&f->stop, true);
+    pthread_join(f->thread, NULL);
+    rd_kafka_consumer_close(f->rk);
+    rd_kafka_topic_partition_list_destroy(f->parts);
+    rd_kafka_destroy(f->rk);
+    free(f);
+}
+
 int nf_kafka_group_offsets(nf_kafka_t *k, nf_kafka_offset_t *out, size_t cap, size_t *n,
                            uint64_t *max_epoch, char *err, size_t errlen)
 {

@@ -17,143 +17,33 @@ with its own User-Agent so that the farm knows who asked. Checked:
               partitions and its first requests for the moved feeds carry If-None-Match: the
               CrawlSchedules (validators included) came with the partitions, from the
               changelog. The survivor then owns every host.
-  articles    then every feed gains an item; the survivor (which took the one-partition topic,
-              and with it article dedup and the story index, from the killed one) emits only the
-              new items: every item URL of the farm — one of them in the feeds of two hosts in
-              different partitions — is in `articles` exactly once, and in `story-clusters`
-              once (read_committed).
+  vectors     readers of the farm's articles, consumed by the process that does not
+              deduplicate, get the articles' topic (it follows `articles`: topics_follow.h).
+  articles    every feed gains an item before the second round (after the second process
+              started: only the deduplicating process knows them) and again after the kill; the
+              survivor (which took the one-partition topic, and with it article dedup and the
+              story index, from the killed one) emits only the newest: every item URL of the
+              farm — one of them in the feeds of two hosts in different partitions — is in
+              `articles` exactly once, and in `story-clusters` once (read_committed).
 
 Needs Apache Kafka (NF_TEST_BROKER=kafka:...).
 
 Usage: python3 sources_group.py NEWSFLOW SRCDIR
 """
-import http.server
 import json
 import os
 import sys
-import threading
 import time
 import urllib.request
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recovery"))
 import acclib  # noqa: E402
+from farm import Farm, host_partition  # noqa: E402
 
 PARTITIONS = 4
-HOSTS = ["127.0.0.%d" % i for i in range(2, 10)]
-FEEDS_PER_HOST = 2
 SPACING_MS = 1000
 SESSION_MS = 6000
-# one item URL in the feeds of hosts whose sources partitions differ (1 and 0)
-SYNDICATED = "http://127.0.0.99/syndicated/story"
-SYNDICATING = ("127.0.0.2", "127.0.0.3")
-
-
-def murmur2(data):
-    """Kafka's murmur2 (Utils.murmur2), unsigned."""
-    m, r = 0x5bd1e995, 24
-    h = (0x9747b28c ^ len(data)) & 0xffffffff
-    n4 = len(data) // 4
-    for i in range(n4):
-        k = int.from_bytes(data[4 * i:4 * i + 4], "little")
-        k = (k * m) & 0xffffffff
-        k ^= k >> r
-        k = (k * m) & 0xffffffff
-        h = (h * m) & 0xffffffff
-        h ^= k
-    t = data[4 * n4:]
-    rem = len(data) % 4
-    if rem >= 3:
-        h ^= t[2] << 16
-    if rem >= 2:
-        h ^= t[1] << 8
-    if rem >= 1:
-        h ^= t[0]
-        h = (h * m) & 0xffffffff
-    h ^= h >> 13
-    h = (h * m) & 0xffffffff
-    h ^= h >> 15
-    return h
-
-
-def host_partition(host):
-    return (murmur2(host.encode()) & 0x7fffffff) % PARTITIONS
-
-
-class Farm:
-    """One threaded HTTP server per loopback host; a log of every request."""
-
-    def __init__(self, ctx):
-        self.ctx = ctx
-        self.lock = threading.Lock()
-        self.log = []  # (monotonic s, host, path, user agent, if-none-match or None, status)
-        self.servers = []
-        self.base = {}
-        self.version = 1  # 2: every feed gains an item (and a new ETag)
-        farm = self
-
-        class H(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                host = self.server.server_address[0]
-                inm = self.headers.get("If-None-Match")
-                ver = farm.version
-                etag = '"v%d-%s%s"' % (ver, host, self.path)
-                item = "http://%s/articles%s" % (host, self.path.replace(".xml", ""))
-                status = 304 if inm == etag else 200
-                with farm.lock:
-                    farm.log.append((time.monotonic(), host, self.path,
-                                     self.headers.get("User-Agent", ""), inm, status))
-                if status == 304:
-                    self.send_response(304)
-                    self.send_header("ETag", etag)
-                    self.end_headers()
-                    return
-                body = ("<?xml version='1.0'?><rss version='2.0'><channel><title>%s%s</title>"
-                        "<link>http://%s/</link><description>farm</description>" %
-                        (host, self.path, host))
-                for i in range(2 + ver):
-                    body += ("<item><title>Story %d of %s%s</title><link>%s/%d</link>"
-                             "<description>Body %d of the feed %s on %s.</description></item>" %
-                             (i, host, self.path, item, i, i, self.path, host))
-                if host in SYNDICATING:
-                    body += ("<item><title>The syndicated story</title><link>%s</link>"
-                             "<description>Shared by several hosts.</description></item>" %
-                             SYNDICATED)
-                body += "</channel></rss>"
-                data = body.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/rss+xml")
-                self.send_header("ETag", etag)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *a):
-                pass
-
-        for h in HOSTS:
-            s = http.server.ThreadingHTTPServer((h, 0), H)
-            s.daemon_threads = True
-            threading.Thread(target=s.serve_forever, daemon=True).start()
-            self.servers.append(s)
-            self.base[h] = "http://%s:%d" % (h, s.server_address[1])
-
-    def urls(self):
-        return [("%s/f%d.xml" % (self.base[h], i), h) for h in HOSTS
-                for i in range(FEEDS_PER_HOST)]
-
-    def items(self):
-        return {"http://%s/articles/f%d/%d" % (h, i, k) for h in HOSTS
-                for i in range(FEEDS_PER_HOST) for k in range(2 + self.version)} | {SYNDICATED}
-
-    def requests(self):
-        with self.lock:
-            return list(self.log)
-
-    def stop(self):
-        for s in self.servers:
-            s.shutdown()
-            s.server_close()
 
 
 class Member:
@@ -202,10 +92,7 @@ def body(ctx):
     broker = acclib.start_broker(ctx, name="sg", partitions=PARTITIONS)
     farm = Farm(ctx)
     urls = farm.urls()
-    srcfile = ctx.path("sources.txt")
-    with open(srcfile, "w") as f:
-        for u, _ in urls:
-            f.write(u + "\n")
+    srcfile = farm.sources_file(ctx.path("sources.txt"))
     cfg = ctx.path("group.json")
     with open(cfg, "w") as f:
         f.write('{"sources": {"file": "%s"}, "kafka": {"properties": ["session.timeout.ms=%d",'
@@ -237,7 +124,7 @@ def body(ctx):
               (len(recs), len(urls), recs[:4]))
     want = {}
     for u, h in urls:
-        want[u] = host_partition(h)
+        want[u] = host_partition(h, PARTITIONS)
     for line in recs:
         p, k, v = line.split("\t", 2)
         val = json.loads(v)
@@ -247,12 +134,45 @@ def body(ctx):
                   "host's is %s" % (k, val.get("url"), p, want.get(val.get("url"))))
     ctx.log("sources topic: %d records, each in its host's partition" % len(recs))
 
-    # Both take part once the second round of crawls (60 s after the first) is done.
+    # The second round of crawls (60 s after the first) finds an item more in every feed, which
+    # only the process that deduplicates now knows (p2's start restored the first round's).
+    farm.version = 2
     t_round = time.monotonic()
     ctx.wait_for("a second round of crawls after p2 joined",
                  lambda: len({(r[1], r[2]) for r in farm.requests() if r[0] > t_round}) ==
                  len(urls), timeout=120, interval=1, job=ms["p2"].job)
     time.sleep(1.5)  # the round's schedules committed (epochs every 300 ms)
+
+    ctx.log("---- 2b. reads of the farm's articles, wherever they are consumed")
+    owner = next((n for n in ms if ms[n].job.msgs("this process clusters the job's articles")),
+                 None)
+    ctx.check(owner, "no process took the article dedup and story index")
+    ids = sorted({v["article_id"] for _, _, v in acclib.read_outputs(ctx, broker, "articles")})
+    ctx.wait_for("every process's interest engines told of the articles' topic vectors",
+                 lambda: all((ms[n].job.metrics() or {}).get(
+                     "newsflow_topics_follow_vectors_total", 0) >= len(ids) for n in ms),
+                 timeout=60, interval=0.5)
+    users = ["fu%d" % i for i in range(8)]
+    reads = [(u, json.dumps({"user_id": u, "article_id": ids[(i * 5) % len(ids)],
+                             "session_id": "fs-%d" % i, "ts": int(time.time() * 1000)}))
+             for i, u in enumerate(users)]
+    acclib.kcat_produce(ctx, broker, "read-events", reads, tag="farm-reads")
+
+    def updates():
+        got = {}
+        for _, h, v in acclib.read_outputs(ctx, broker, "interest-updates"):
+            if v.get("user_id") in users:
+                got[v["user_id"]] = (h.get("nf-writer", ""), v)
+        return got if len(got) == len(users) else None
+    got = ctx.wait_for("the readers' interest updates", updates, timeout=60, interval=0.5)
+    empty = [u for u, (_, v) in got.items() if not v.get("vector", {}).get("sports")]
+    ctx.check(not empty, "readers of sports articles without a sports interest: %r" %
+              [(u, got[u]) for u in empty])
+    others = [u for u, (w, _) in got.items() if not w.endswith("tx-" + owner)]
+    ctx.check(others, "every read was consumed by %s, which deduplicates: the other process's "
+              "topic vectors were not exercised" % owner)
+    ctx.log("%d readers, %d of them in the process that does not deduplicate: each has the "
+            "articles' sports topic" % (len(got), len(others)))
 
     ctx.log("---- 3. kill -9 the process holding more sources")
     held = {n: ms[n].sources_held() for n in ms}
@@ -265,6 +185,7 @@ def body(ctx):
                           if r[0] > t_round)}
     ms[victim].job.kill()
     t_kill = time.monotonic()
+    farm.version = 3  # and every feed gains an item again: the survivor's first fetch gets it
     sj = ms[survivor].job
     ctx.wait_for("%s holding every source" % survivor,
                  lambda: ms[survivor].sources_held() == len(urls), timeout=SESSION_MS / 1000 + 90,
@@ -283,12 +204,10 @@ def body(ctx):
               "restored): %r" % (len(cold), sorted(cold)[:4]), sj)
     ctx.log("%d moved feeds: each fetched first with If-None-Match" % len(firsts))
 
-    ctx.log("---- 3b. every feed gains an item: the survivor emits only the new ones")
-    t_v2 = time.monotonic()
-    farm.version = 2
+    ctx.log("---- 3b. the survivor emits only the items new to the job")
     ctx.wait_for("every feed fetched again (200) by %s" % survivor,
                  lambda: len({(r[1], r[2]) for r in farm.requests()
-                              if r[0] > t_v2 and r[5] == 200}) == len(urls),
+                              if r[0] > t_kill and r[5] == 200}) == len(urls),
                  timeout=120, interval=1, job=sj)
     ctx.wait_for("the new items in articles",
                  lambda: len(acclib.read_outputs(ctx, broker, "articles")) >=
@@ -296,7 +215,7 @@ def body(ctx):
 
     ctx.log("---- 4. one owner per host at a time, politeness across the job")
     reqs = farm.requests()
-    for h in HOSTS:
+    for h in farm.hosts:
         rs = sorted(r for r in reqs if r[1] == h)
         switches = sum(1 for a, b in zip(rs, rs[1:]) if a[3] != b[3])
         ctx.check(switches <= 2, "host %s switched between processes %d times (one owner at a "
@@ -312,23 +231,7 @@ def body(ctx):
     rc, hang = sj.terminate_or_report(60)
     ctx.check(not hang and rc == 0, "%s: exit %s after SIGTERM %s" % (survivor, rc, hang or ""),
               sj)
-    arts = acclib.read_outputs(ctx, broker, "articles")
-    count = {}
-    for _, _, v in arts:
-        count[v.get("url")] = count.get(v.get("url"), 0) + 1
-    twice = {u: n for u, n in count.items() if n != 1}
-    ctx.check(not twice, "articles emitted more than once: %r" % twice)
-    missing = farm.items() - set(count)
-    ctx.check(not missing, "items never emitted: %r" % sorted(missing)[:5])
-    ctx.log("articles: %d, each once" % len(count))
-    stories = acclib.read_outputs(ctx, broker, "story-clusters")
-    per = {}
-    for k, _, _ in stories:
-        per[k] = per.get(k, 0) + 1
-    ctx.check(len(per) == len(count) and all(n == 1 for n in per.values()),
-              "story-clusters: %d records for %d articles, %d articles more than once" %
-              (len(stories), len(count), sum(1 for n in per.values() if n != 1)))
-    ctx.log("story-clusters: one record per article")
+    ctx.log(farm.check_articles(ctx, broker))
     farm.stop()
 
 
