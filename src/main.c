@@ -31,6 +31,8 @@ static const char usage[] =
     "                      epoch, seconds since the last commit, restore state, failing sources\n"
     "  sources list [--failing] [--json]\n"
     "                      every source (or the failing ones): ok, backoff, dead; last error\n"
+    "  sources partition --partitions N URL|HOST...\n"
+    "                      the sources topic's partition of each feed's host (consumer group)\n"
     "  version             version, git commit and library versions\n"
     "  help                this text; `newsflow <command> --help` for a command's options\n"
     "\n"

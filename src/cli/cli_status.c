@@ -34,13 +34,18 @@
 static const char status_usage[] =
     "Usage: newsflow status [--json] [--config FILE] [--set SECTION.KEY=VALUE]...\n"
     "       newsflow sources list [--failing] [--json] [--config FILE] [--set ...]\n"
+    "       newsflow sources partition --partitions N URL|HOST...\n"
     "\n"
     "  status        this process's input partitions (position, lag), the last committed epoch\n"
     "                and how long ago, the restore state, sources by state and the failing ones\n"
     "  sources list  every source: state (ok, backoff, dead, paused), failures, next crawl,\n"
     "                last error; --failing: only those in backoff or dead\n"
+    "  sources partition  the sources topic's partition of each feed URL's host (or host)\n"
+    "                among N: where a consumer group wants its record (Kafka's default\n"
+    "                partitioner for the host as key; `kcat -P -t sources -p P`); prints\n"
+    "                URL, host and partition, tab-separated\n"
     "\n"
-    "Both read the running job through its admin server (admin.listen, admin.port of the\n"
+    "status and list read the running job through its admin server (admin.listen, admin.port of the\n"
     "configuration, loaded as `newsflow run` loads it); when nothing answers there, the\n"
     "committed state in state.dir (read-only; a job that holds it is named). --json prints the\n"
     "JSON the admin server serves at /v1/status and /v1/sources.\n"
@@ -479,6 +484,54 @@ int nf_cli_status(int argc, char **argv)
     return status_main(argc, argv, false, 1);
 }
 
+/* `sources partition --partitions N URL|HOST...` (argv[0] = "partition"). */
+static int sources_partition(int argc, char **argv)
+{
+    long parts = 0;
+    int first = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--partitions") && i + 1 < argc) {
+            char *end;
+            parts = strtol(argv[++i], &end, 10);
+            if (*end || parts < 1 || parts > 100000)
+                return status_bad_usage("--partitions wants 1..100000, not", argv[i]);
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return status_bad_usage("unknown option", argv[i]);
+        } else if (!first) {
+            first = i;
+        }
+    }
+    if (!parts || !first)
+        return status_bad_usage("sources partition needs --partitions N and a URL or host", NULL);
+    int rc = NF_EXIT_OK;
+    for (int i = first; i < argc; i++) {
+        if (!strcmp(argv[i], "--partitions")) {
+            i++;
+            continue;
+        }
+        nf_source_url_t u;
+        char err[512];
+        if (strstr(argv[i], "://")) {
+            if (nf_sources_check_url(argv[i], &u, err, sizeof err) != 0) {
+                fprintf(stderr, "newsflow: %s\n", err);
+                rc = NF_EXIT_USAGE;
+                continue;
+            }
+        } else {
+            /* a host: checked as the URL http://HOST/ would be */
+            char url[600];
+            snprintf(url, sizeof url, "http://%s/", argv[i]);
+            if (strlen(argv[i]) > 255 || nf_sources_check_url(url, &u, err, sizeof err) != 0) {
+                fprintf(stderr, "newsflow: host \"%s\": not a host name\n", argv[i]);
+                rc = NF_EXIT_USAGE;
+                continue;
+            }
+        }
+        printf("%s\t%s\t%d\n", argv[i], u.host, nf_sources_partition(u.host, (int32_t)parts));
+    }
+    return rc;
+}
+
 int nf_cli_sources(int argc, char **argv)
 {
     if (argc < 2)
@@ -487,6 +540,8 @@ int nf_cli_sources(int argc, char **argv)
         fputs(status_usage, stdout);
         return NF_EXIT_OK;
     }
+    if (!strcmp(argv[1], "partition"))
+        return sources_partition(argc - 1, argv + 1);
     if (strcmp(argv[1], "list") != 0)
         return status_bad_usage("unknown sources subcommand", argv[1]);
     return status_main(argc, argv, true, 2);

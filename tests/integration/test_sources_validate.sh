@@ -69,3 +69,25 @@ assert articles > 0, "the good feed was not crawled"
 assert len(errors) == 1 and errors[0]["url"] == "file://" + sys.argv[2], errors
 PY
 pass "a missing local file is a failing source; the job runs and crawls the rest"
+
+# `sources partition`: where a consumer group wants a feed's record — Kafka's murmur2 of the
+# host (the Python reference of tests/kafka/farm.py), for URLs and bare hosts alike.
+out=$("$NF" sources partition --partitions 6 http://127.0.0.2:8080/f.xml 127.0.0.3 \
+  'https://Example.COM/rss' news.example.org) || fail "sources partition exited $?"
+python3 - "$SRC" "$out" <<'PY' || fail "sources partition disagrees with the reference"
+import os, sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(sys.argv[1], "tests", "kafka"))
+from farm import host_partition
+rows = [l.split("\t") for l in sys.argv[2].strip().split("\n")]
+assert [r[1] for r in rows] == ["127.0.0.2", "127.0.0.3", "example.com", "news.example.org"], rows
+for arg, host, part in rows:
+    assert int(part) == host_partition(host, 6), (arg, host, part, host_partition(host, 6))
+PY
+set +e
+"$NF" sources partition --partitions 0 example.com >/dev/null 2>&1
+[ $? -eq 2 ] || fail "sources partition --partitions 0 should be a usage error"
+"$NF" sources partition --partitions 4 'ftp://example.com/x' >/dev/null 2>&1
+[ $? -eq 2 ] || fail "sources partition of a non-http URL should be a usage error"
+set -e
+pass "sources partition: murmur2(host) % N for URLs and hosts, bad input refused"
