@@ -9,7 +9,12 @@
  * every shard's interest engine (NF_MSG_TOPICS, as dedup does; the engine's table is a bounded
  * cache of them, interest.h). A vector arrives once its article is committed: a read of an
  * article within that time counts as unknown (interest.unknown_articles), as a read that
- * arrives before the article does in one process.
+ * arrives before the article does in one process. The vectors also go to the store as dedup
+ * writes them (NF_KIND_ARTICLE_TOPICS, the global key group, TTL cluster.ttl_s), where the
+ * engine looks up what its table no longer holds, at least once a second together with the
+ * offsets reached (meta record "topics_follow"): a restart reads on from there, not from the
+ * start. These writes are outside the epochs (derived from committed records: nothing to
+ * roll back) and not in the changelog.
  *
  * Metrics: newsflow_topics_follow_{records,vectors}_total, newsflow_topics_follow_lag_records.
  * Threads: start and stop from the main thread (after the shards started; before they stop);

@@ -1674,7 +1674,15 @@ struct nf_kafka_follower {
     _Atomic bool stop;
     _Atomic uint64_t records;
     _Atomic int64_t lag;
+    _Atomic bool has_gauge;
+    nf_gauge_t gauge;
 };
+
+void nf_kafka_follow_gauge(nf_kafka_follower_t *f, nf_gauge_t g)
+{
+    f->gauge = g;
+    atomic_store(&f->has_gauge, true);
+}
 
 static void *follow_main(void *a)
 {
@@ -1711,12 +1719,15 @@ static void *follow_main(void *a)
                 lag += hi - (pos < 0 ? lo : pos) > 0 ? hi - (pos < 0 ? lo : pos) : 0;
         }
         atomic_store(&f->lag, lag);
+        if (atomic_load(&f->has_gauge))
+            nf_gauge_set(f->gauge, lag);
     }
     return NULL;
 }
 
-nf_kafka_follower_t *nf_kafka_follow(nf_kafka_t *k, nf_topic_t t, nf_kafka_record_fn rec,
-                                     void *arg, char *err, size_t errlen)
+nf_kafka_follower_t *nf_kafka_follow(nf_kafka_t *k, nf_topic_t t, const int64_t *from, int nfrom,
+                                     nf_kafka_record_fn rec, void *arg, char *err,
+                                     size_t errlen)
 {
     if ((unsigned)t >= NF_TOPIC__COUNT || k->out[t].npart <= 0) {
         snprintf(err, errlen, "kafka: the topic to follow has no known partitions");
@@ -1752,7 +1763,7 @@ nf_kafka_follower_t *nf_kafka_follow(nf_kafka_t *k, nf_topic_t t, nf_kafka_recor
     f->parts = rd_kafka_topic_partition_list_new(k->out[t].npart);
     for (int p = 0; p < k->out[t].npart; p++)
         rd_kafka_topic_partition_list_add(f->parts, k->out[t].name, p)->offset =
-            RD_KAFKA_OFFSET_BEGINNING;
+            from && p < nfrom && from[p] >= 0 ? from[p] : RD_KAFKA_OFFSET_BEGINNING;
     rd_kafka_resp_err_t e = rd_kafka_assign(f->rk, f->parts);
     int r = e ? EIO : pthread_create(&f->thread, NULL, follow_main, f);
     if (r != 0) {

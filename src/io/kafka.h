@@ -35,6 +35,7 @@
 
 #include "io/sink.h"
 #include "io/streams.h"
+#include "runtime/metrics.h"
 #include "runtime/jsonw.h"
 
 #include <librdkafka/rdkafka.h>
@@ -187,18 +188,24 @@ int nf_kafka_publish(nf_kafka_t *k, nf_input_t in, const nf_kafka_pub_t *recs, s
 
 /* ---- following an output topic (a global table: actors/topics_follow.h) ---- */
 typedef struct nf_kafka_follower nf_kafka_follower_t;
-/* Starts a thread that reads every partition of output topic t from its first offset on,
- * read_committed, with a consumer of its own (no group), and calls rec (topic_index 0) for each
- * record on that thread, in offset order per partition, until nf_kafka_follow_stop. Consumer
- * errors are logged and retried by librdkafka. NULL with err if it cannot start. */
-nf_kafka_follower_t *nf_kafka_follow(nf_kafka_t *k, nf_topic_t t, nf_kafka_record_fn rec,
-                                     void *arg, char *err, size_t errlen);
+/* Starts a thread that reads every partition p of output topic t from from[p] (p < nfrom and
+ * from[p] >= 0; else its first offset) on, read_committed, with a consumer of its own (no
+ * group), and calls rec (topic_index 0) for each record on that thread, in offset order per
+ * partition, until nf_kafka_follow_stop. Consumer errors are logged and retried by
+ * librdkafka. NULL with err if it cannot start. */
+nf_kafka_follower_t *nf_kafka_follow(nf_kafka_t *k, nf_topic_t t, const int64_t *from, int nfrom,
+                                     nf_kafka_record_fn rec, void *arg, char *err,
+                                     size_t errlen);
 /* Records handed to rec so far, and the partitions' summed lag behind their high watermarks
- * (-1 before it is known). Any thread. */
+ * (-1 before it is known; computed every second, also into the gauge nf_kafka_follow_gauge
+ * names). Any thread. */
 uint64_t nf_kafka_follow_records(const nf_kafka_follower_t *f);
 int64_t nf_kafka_follow_lag(const nf_kafka_follower_t *f);
 /* Stops the thread (waits for it) and frees f. NULL is a no-op. */
 void nf_kafka_follow_stop(nf_kafka_follower_t *f);
+/* A gauge the follower thread sets to the lag each second (before records arrive too). Call
+ * right after nf_kafka_follow. */
+void nf_kafka_follow_gauge(nf_kafka_follower_t *f, nf_gauge_t g);
 
 /* ---- reading an output topic whole (changelog restore, state/changelog.h) ---- */
 /* Partitions of an output topic (0 when it was not loaded: a changelog topic without

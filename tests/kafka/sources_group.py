@@ -18,7 +18,8 @@ with its own User-Agent so that the farm knows who asked. Checked:
               CrawlSchedules (validators included) came with the partitions, from the
               changelog. The survivor then owns every host.
   vectors     readers of the farm's articles, consumed by the process that does not
-              deduplicate, get the articles' topic (it follows `articles`: topics_follow.h).
+              deduplicate, get the articles' topic (it follows `articles`: topics_follow.h);
+              after a clean restart the follower reads on from the offsets it saved.
   articles    every feed gains an item before the second round (after the second process
               started: only the deduplicating process knows them) and again after the kill; the
               survivor (which took the one-partition topic, and with it article dedup and the
@@ -232,6 +233,21 @@ def body(ctx):
     ctx.check(not hang and rc == 0, "%s: exit %s after SIGTERM %s" % (survivor, rc, hang or ""),
               sj)
     ctx.log(farm.check_articles(ctx, broker))
+
+    ctx.log("---- 6. %s again: its topic-vector follower reads on where it stopped" % survivor)
+    narts = len(farm.items())
+    j = ms[survivor].start()
+    ctx.wait_for("%s ready" % survivor, ms[survivor].ready, timeout=120, job=j)
+    m = ctx.wait_for("%s's follower at the end of articles" % survivor,
+                     lambda: (lambda x: x if x and x.get("newsflow_topics_follow_lag_records")
+                              == 0 else None)(j.metrics()), timeout=60, interval=0.5, job=j)
+    again = m.get("newsflow_topics_follow_records_total", -1)
+    ctx.check(0 <= again < narts, "the follower read %s articles records again after a clean "
+              "restart (of %d): it did not resume from its saved offsets" % (again, narts), j)
+    rc, hang = j.terminate_or_report(60)
+    ctx.check(not hang and rc == 0, "%s: exit %s after SIGTERM %s" % (survivor, rc, hang or ""),
+              j)
+    ctx.log("follower after a restart: %d records read (of %d)" % (again, narts))
     farm.stop()
 
 

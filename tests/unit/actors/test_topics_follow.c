@@ -33,6 +33,10 @@ static void test_parse(void)
     NF_CHECK(v.t[1].topic == sports && v.t[1].weight == 0.8);
     const char *none = "{\"article_id\":\"6f09fce05af7d21c280b5d2ef1713fb4\",\"topics\":{}}";
     NF_CHECK(nf_topics_follow_parse(tax, none, strlen(none), &id, &v) && v.n == 0);
+    const char *dup = "{\"article_id\":\"6f09fce05af7d21c280b5d2ef1713fb4\",\"topics\":"
+                      "{\"sports\":0.5,\"sports\":0.9,\"politics\":1e999}}";
+    NF_CHECK(nf_topics_follow_parse(tax, dup, strlen(dup), &id, &v));
+    NF_CHECK(v.n == 1 && v.t[0].topic == sports && v.t[0].weight == 0.5);
     const char *bad[] = {"", "{", "[]", "{\"topics\":{\"sports\":1}}", "{\"article_id\":\"xyz\"}",
                          "{\"article_id\":17}", "null"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
