@@ -203,14 +203,14 @@ static void stories_partitions(nf_shard_t *sh, void *self, nf_input_t in, const 
         return;
     }
     nf_log(NF_LOG_INFO, "cluster",
-           gained ? "this process clusters the job's articles" : "the job's articles are "
-                                                                 "clustered elsewhere now",
+           gained ? "this process clusters the job's articles"
+                  : "the job's articles are "
+                    "clustered elsewhere now",
            NF_LEND);
 }
 
-static const nf_epoch_participant_t stories_part = {.snapshot = stories_snapshot,
-                                                    .committed = stories_committed,
-                                                    .partitions = stories_partitions};
+static const nf_epoch_participant_t stories_part = {
+    .snapshot = stories_snapshot, .committed = stories_committed, .partitions = stories_partitions};
 
 static void stories_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {

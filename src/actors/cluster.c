@@ -488,7 +488,8 @@ int nf_cluster_add(nf_cluster_t *c, nf_id128_t article, int64_t ingested_ms, con
         nf_put_le64(c->val, (uint64_t)ingested_ms);
         for (unsigned i = 0; i < n; i++)
             nf_put_le32(c->val + 8 + 4 * (size_t)i, sig[i]);
-        if (nf_kstate_put(c->sig, article_kg(c, article), article, c->val, 8 + 4 * n, c->clock) != 0)
+        if (nf_kstate_put(c->sig, article_kg(c, article), article, c->val, 8 + 4 * n, c->clock) !=
+            0)
             return put_failed(c, "a signature");
     }
 

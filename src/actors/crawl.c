@@ -1108,7 +1108,6 @@ typedef struct stored {
     char url[NF_SOURCE_URL_MAX + 1];
 } stored_t;
 
-
 static size_t sched_encode(const src_t *s, unsigned char *val)
 {
     uint32_t fmt = SCHED_FORMAT2, iv = s->interval_s;
@@ -1215,8 +1214,7 @@ static void crawl_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint
         if (!c->deletes.slots[i].val)
             continue;
         if (b) {
-            nf_kstate_encode_key(del_group(c->deletes.slots[i].val), c->deletes.slots[i].key,
-                                 key);
+            nf_kstate_encode_key(del_group(c->deletes.slots[i].val), c->deletes.slots[i].key, key);
             nf_store_batch_delete(b, NF_KIND_CRAWL_SCHEDULE, key, sizeof key);
         }
         c->deletes.slots[i].val = NULL;
@@ -1379,8 +1377,8 @@ static void crawl_partitions(nf_shard_t *sh, void *self, nf_input_t in, const in
     sources_gauge(c);
     if (c->nsrcs != before || dropped)
         nf_log(NF_LOG_INFO, "crawl", gained ? "sources of gained partitions" : "sources moved away",
-               NF_LI("sources", gained ? c->nsrcs - before : dropped),
-               NF_LI("now_held", c->nsrcs), NF_LEND);
+               NF_LI("sources", gained ? c->nsrcs - before : dropped), NF_LI("now_held", c->nsrcs),
+               NF_LEND);
 }
 
 static void *crawl_init(nf_shard_t *sh, void *ctx)

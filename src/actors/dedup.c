@@ -44,8 +44,8 @@ static int analytics_new_article(dedup_t *d, const nf_article_blob_t *b)
     if (an->interest_actor >= 0) {
         unsigned char enc[NF_TOPICS_ENC_MAX];
         int len = nf_interest_topics_encode(&b->topics, enc, sizeof enc);
-        if (len < 0 || nf_kstate_put(d->topics, key_group(d, b->id), b->id, enc,
-                                     (uint32_t)len, (uint64_t)b->ingested_ms) != 0)
+        if (len < 0 || nf_kstate_put(d->topics, key_group(d, b->id), b->id, enc, (uint32_t)len,
+                                     (uint64_t)b->ingested_ms) != 0)
             return -ENOMEM;
         for (unsigned dst = 0; dst < n; dst++) {
             nf_topics_msg_t *t = malloc(sizeof *t);

@@ -208,9 +208,8 @@ int nf_ingest_source_route(const nf_ingest_t *in, nf_runtime_t *rt, const nf_sou
     out->set = NULL;
     nf_source_set_t *s;
     if (rec->tombstone) {
-        const nf_source_def_t *d = in->sources && !in->in_partitions
-                                       ? nf_sources_find(in->sources, rec->source_id)
-                                       : NULL;
+        const nf_source_def_t *d =
+            in->sources && !in->in_partitions ? nf_sources_find(in->sources, rec->source_id) : NULL;
         if (!d)
             return 0; /* removed everywhere */
         if (!(s = source_set_new(rec->source_id, d->url, d->host)))

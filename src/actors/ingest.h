@@ -128,7 +128,7 @@ typedef struct nf_ingest {
      * to the sink (tests of the ingestion path alone). */
     nf_epoch_t *epoch;
     nf_sink_t *sink;
-    nf_store_t *store;   /* NULL: ArticleKey and CrawlSchedule in memory only */
+    nf_store_t *store; /* NULL: ArticleKey and CrawlSchedule in memory only */
     /* Sources follow the sources topic's partitions (a consumer group with changelogs, DESIGN
      * §9): a process crawls the sources whose records are in the partitions assigned to it;
      * their CrawlSchedules are that partition's key group and move with it (the changelog);

@@ -777,9 +777,8 @@ static int tick_partition(kin_t *k, int32_t part, tpart_t *tp, int64_t now)
 static void take_article_record(kin_t *k, const rd_kafka_message_t *m)
 {
     char err[256];
-    nf_article_blob_t *b = k->r->ingest ? nf_article_blob_decode(m->payload, m->len, err,
-                                                                 sizeof err)
-                                        : NULL;
+    nf_article_blob_t *b =
+        k->r->ingest ? nf_article_blob_decode(m->payload, m->len, err, sizeof err) : NULL;
     if (!b) {
         nf_log(NF_LOG_ERROR, "dedup", "an article record does not decode; stopping",
                NF_LS("error", k->r->ingest ? err : "no dedup actor in this job"),
@@ -787,9 +786,8 @@ static void take_article_record(kin_t *k, const rd_kafka_message_t *m)
         nf_runtime_fail(nf_shard_runtime(k->sh));
         return;
     }
-    nf_msg_t msg = {.actor = (uint16_t)k->r->ingest->dedup_actor,
-                    .kind = NF_MSG_ARTICLE,
-                    .key = b->id.hi};
+    nf_msg_t msg = {
+        .actor = (uint16_t)k->r->ingest->dedup_actor, .kind = NF_MSG_ARTICLE, .key = b->id.hi};
     msg.body.ptr = b;
     unsigned dst = nf_route(nf_shard_runtime(k->sh), b->id.hi);
     if (nf_outbox_send(k->sh, &k->ob, dst, &msg) != 0) {

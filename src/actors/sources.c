@@ -48,8 +48,8 @@ int32_t nf_murmur2(const void *data, size_t len)
     size_t n4 = len / 4;
     for (size_t i = 0; i < n4; i++) {
         const unsigned char *q = d + 4 * i;
-        uint32_t k = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
-                     (uint32_t)q[3] << 24;
+        uint32_t k =
+            (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
         k *= m;
         k ^= k >> r;
         k *= m;

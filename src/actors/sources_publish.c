@@ -46,8 +46,8 @@ static bool from_config(const void *val, size_t vlen)
     return yes;
 }
 
-static int on_record(void *arg, int topic_index, int32_t partition, int64_t offset,
-                     const void *key, size_t klen, const void *val, size_t vlen, bool tombstone)
+static int on_record(void *arg, int topic_index, int32_t partition, int64_t offset, const void *key,
+                     size_t klen, const void *val, size_t vlen, bool tombstone)
 {
     read_ctx_t *x = arg;
     char id[NF_SOURCE_ID_MAX + 1];
@@ -77,8 +77,8 @@ static int on_record(void *arg, int topic_index, int32_t partition, int64_t offs
     return 0;
 }
 
-int nf_sources_publish(nf_kafka_t *k, const nf_source_list_t *l,
-                       nf_sources_publish_stats_t *stats, char *err, size_t errlen)
+int nf_sources_publish(nf_kafka_t *k, const nf_source_list_t *l, nf_sources_publish_stats_t *stats,
+                       char *err, size_t errlen)
 {
     memset(stats, 0, sizeof *stats);
     int np = nf_kafka_input_partitions(k, NF_INPUT_SOURCES);

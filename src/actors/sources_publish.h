@@ -37,7 +37,7 @@ typedef struct nf_sources_publish_stats {
 void nf_sources_publish_value(const nf_source_def_t *d, nf_jw_t *w);
 
 /* Publishes the list's http(s) sources as above. 0 or -errno with err. */
-int nf_sources_publish(nf_kafka_t *k, const nf_source_list_t *l,
-                       nf_sources_publish_stats_t *stats, char *err, size_t errlen);
+int nf_sources_publish(nf_kafka_t *k, const nf_source_list_t *l, nf_sources_publish_stats_t *stats,
+                       char *err, size_t errlen);
 
 #endif

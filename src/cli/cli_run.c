@@ -12,10 +12,9 @@
 
 #include "actors/analytics.h"
 #include "actors/ingest.h"
+#include "actors/reads.h"
 #include "actors/sources_publish.h"
 #include "actors/topics_follow.h"
-#include "state/changelog.h"
-#include "actors/reads.h"
 #include "algo/hash.h"
 #include "cli/cli_fetch.h"
 #include "feed/feed.h"
@@ -27,6 +26,7 @@
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "state/changelog.h"
 #include "state/checkpoint.h"
 #include "state/epoch.h"
 #include "state/store.h"
@@ -854,10 +854,10 @@ static int publish_sources(run_ctx_t *c)
                NF_LS("error", err), NF_LEND);
         return NF_EXIT_RUNTIME;
     }
-    nf_log(NF_LOG_INFO, "main",
-           "configured sources published to the sources topic", NF_LI("configured", ps.configured),
-           NF_LI("published", ps.published), NF_LI("unchanged", ps.unchanged),
-           NF_LI("operator_records", ps.operator), NF_LI("records_read", ps.records), NF_LEND);
+    nf_log(NF_LOG_INFO, "main", "configured sources published to the sources topic",
+           NF_LI("configured", ps.configured), NF_LI("published", ps.published),
+           NF_LI("unchanged", ps.unchanged), NF_LI("operator_records", ps.operator),
+           NF_LI("records_read", ps.records), NF_LEND);
     return 0;
 }
 

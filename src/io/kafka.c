@@ -1447,8 +1447,7 @@ static int read_named(nf_kafka_t *k, const char *const *names, int ntopics, cons
                 end[x] = start;
                 continue;
             }
-            rd_kafka_topic_partition_t *tp =
-                rd_kafka_topic_partition_list_add(l, names[i], p);
+            rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_add(l, names[i], p);
             tp->offset = from[x] < 0 ? RD_KAFKA_OFFSET_BEGINNING : start;
             tp->opaque = (void *)(intptr_t)end[x]; /* the high watermark: the target */
             end[x] = start;
@@ -1547,13 +1546,12 @@ int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const in
     return read_named(k, names, ntopics, nparts, stride, from, end, rec, arg, err, errlen);
 }
 
-int nf_kafka_read_input(nf_kafka_t *k, nf_input_t in, nf_kafka_record_fn rec, void *arg,
-                        char *err, size_t errlen)
+int nf_kafka_read_input(nf_kafka_t *k, nf_input_t in, nf_kafka_record_fn rec, void *arg, char *err,
+                        size_t errlen)
 {
     int n = (unsigned)in < NF_INPUT__COUNT ? k->in_npart[in] : 0;
     if (n <= 0) {
-        snprintf(err, errlen, "kafka: the %s topic's partitions are not known",
-                 nf_input_name(in));
+        snprintf(err, errlen, "kafka: the %s topic's partitions are not known", nf_input_name(in));
         return -EINVAL;
     }
     int64_t *from = calloc((size_t)n * 2, sizeof *from);
@@ -1567,11 +1565,10 @@ int nf_kafka_read_input(nf_kafka_t *k, nf_input_t in, nf_kafka_record_fn rec, vo
     for (int p = 0; p < n && rc == 0; p++) {
         int64_t lo = 0;
         from[p] = -1;
-        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-            k->prod, name, p, &lo, &end[p], tmo(k, NF_KAFKA_TIMEOUT_MS));
+        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(k->prod, name, p, &lo, &end[p],
+                                                                 tmo(k, NF_KAFKA_TIMEOUT_MS));
         if (e) {
-            snprintf(err, errlen, "kafka: end offset of %s [%d]: %s", name, p,
-                     rd_kafka_err2str(e));
+            snprintf(err, errlen, "kafka: end offset of %s [%d]: %s", name, p, rd_kafka_err2str(e));
             rc = -EIO;
         }
     }
@@ -1600,14 +1597,13 @@ static void publish_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque
         snprintf(x->first_error, sizeof x->first_error, "%s", rd_kafka_err2str(m->err));
 }
 
-int nf_kafka_publish(nf_kafka_t *k, nf_input_t in, const nf_kafka_pub_t *recs, size_t n,
-                     char *err, size_t errlen)
+int nf_kafka_publish(nf_kafka_t *k, nf_input_t in, const nf_kafka_pub_t *recs, size_t n, char *err,
+                     size_t errlen)
 {
     if (!n)
         return 0;
     if ((unsigned)in >= NF_INPUT__COUNT || k->in_npart[in] <= 0) {
-        snprintf(err, errlen, "kafka: the %s topic's partitions are not known",
-                 nf_input_name(in));
+        snprintf(err, errlen, "kafka: the %s topic's partitions are not known", nf_input_name(in));
         return -EINVAL;
     }
     publish_ctx_t *x = calloc(1, sizeof *x);
@@ -1637,11 +1633,11 @@ int nf_kafka_publish(nf_kafka_t *k, nf_input_t in, const nf_kafka_pub_t *recs, s
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         rd_kafka_resp_err_t e;
-        while ((e = rd_kafka_producev(
-                    rk, RD_KAFKA_V_TOPIC(k->in_names[in]), RD_KAFKA_V_PARTITION(recs[i].partition),
-                    RD_KAFKA_V_KEY(recs[i].key, recs[i].klen),
-                    RD_KAFKA_V_VALUE((void *)recs[i].value, recs[i].vlen),
-                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
+        while ((e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(k->in_names[in]),
+                                      RD_KAFKA_V_PARTITION(recs[i].partition),
+                                      RD_KAFKA_V_KEY(recs[i].key, recs[i].klen),
+                                      RD_KAFKA_V_VALUE((void *)recs[i].value, recs[i].vlen),
+                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
                RD_KAFKA_RESP_ERR__QUEUE_FULL)
             rd_kafka_poll(rk, 100);
         if (e) {
@@ -1726,8 +1722,7 @@ static void *follow_main(void *a)
 }
 
 nf_kafka_follower_t *nf_kafka_follow(nf_kafka_t *k, nf_topic_t t, const int64_t *from, int nfrom,
-                                     nf_kafka_record_fn rec, void *arg, char *err,
-                                     size_t errlen)
+                                     nf_kafka_record_fn rec, void *arg, char *err, size_t errlen)
 {
     if ((unsigned)t >= NF_TOPIC__COUNT || k->out[t].npart <= 0) {
         snprintf(err, errlen, "kafka: the topic to follow has no known partitions");

@@ -35,8 +35,8 @@
 
 #include "io/sink.h"
 #include "io/streams.h"
-#include "runtime/metrics.h"
 #include "runtime/jsonw.h"
+#include "runtime/metrics.h"
 
 #include <librdkafka/rdkafka.h>
 #include <stdbool.h>
@@ -173,8 +173,8 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const ch
 /* Calls rec for every record of the input topic's partitions, from the first offset to each
  * partition's end when the read began, read_committed (topic_index is 0). 0 or -errno with
  * err. */
-int nf_kafka_read_input(nf_kafka_t *k, nf_input_t in, nf_kafka_record_fn rec, void *arg,
-                        char *err, size_t errlen);
+int nf_kafka_read_input(nf_kafka_t *k, nf_input_t in, nf_kafka_record_fn rec, void *arg, char *err,
+                        size_t errlen);
 typedef struct nf_kafka_pub {
     const char *key, *value;
     size_t klen, vlen;
@@ -183,8 +183,8 @@ typedef struct nf_kafka_pub {
 /* Produces the records to the input topic with an idempotent producer of its own (outside any
  * epoch) and waits for every delivery. 0 or -errno with err (then some may have been
  * written). */
-int nf_kafka_publish(nf_kafka_t *k, nf_input_t in, const nf_kafka_pub_t *recs, size_t n,
-                     char *err, size_t errlen);
+int nf_kafka_publish(nf_kafka_t *k, nf_input_t in, const nf_kafka_pub_t *recs, size_t n, char *err,
+                     size_t errlen);
 
 /* ---- following an output topic (a global table: actors/topics_follow.h) ---- */
 typedef struct nf_kafka_follower nf_kafka_follower_t;
@@ -194,8 +194,7 @@ typedef struct nf_kafka_follower nf_kafka_follower_t;
  * partition, until nf_kafka_follow_stop. Consumer errors are logged and retried by
  * librdkafka. NULL with err if it cannot start. */
 nf_kafka_follower_t *nf_kafka_follow(nf_kafka_t *k, nf_topic_t t, const int64_t *from, int nfrom,
-                                     nf_kafka_record_fn rec, void *arg, char *err,
-                                     size_t errlen);
+                                     nf_kafka_record_fn rec, void *arg, char *err, size_t errlen);
 /* Records handed to rec so far, and the partitions' summed lag behind their high watermarks
  * (-1 before it is known; computed every second, also into the gauge nf_kafka_follow_gauge
  * names). Any thread. */

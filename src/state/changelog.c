@@ -218,9 +218,8 @@ static int topic_index(const char *base)
     return -1;
 }
 
-int nf_changelog_save_synced(nf_store_t *st, const char *positions_json,
-                             const bool *const *owned, bool merger_owned, char *err,
-                             size_t errlen)
+int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, const bool *const *owned,
+                             bool merger_owned, char *err, size_t errlen)
 {
     cJSON *pos = cJSON_Parse(positions_json);
     if (!pos) {
@@ -336,9 +335,8 @@ static int apply_rec(void *arg, int topic_index, int32_t partition, int64_t offs
  * when skip_by_input) or, per input, the key groups (partitions) to read of the kinds keyed by
  * that input's partition (NULL: none). */
 static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *const *only,
-                   bool skip_by_input,
-                   nf_changelog_progress_t *prog, nf_changelog_stats_t *stats, char *err,
-                   size_t errlen)
+                   bool skip_by_input, nf_changelog_progress_t *prog, nf_changelog_stats_t *stats,
+                   char *err, size_t errlen)
 {
     enum { STRIDE = NF_CHANGELOG_MAX_PARTITIONS };
     nf_changelog_stats_t local;

@@ -98,8 +98,7 @@ int nf_changelog_restore_partitions(nf_store_t *st, const nf_kafka_ops_t *k,
  * that also holds the merger's key group only with merger_owned too — and the others keep what
  * a restore recorded: another process writes them (or wrote them while this one did not read
  * them). 0 or -errno. */
-int nf_changelog_save_synced(nf_store_t *st, const char *positions_json,
-                             const bool *const *owned, bool merger_owned, char *err,
-                             size_t errlen);
+int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, const bool *const *owned,
+                             bool merger_owned, char *err, size_t errlen);
 
 #endif

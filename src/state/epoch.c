@@ -1146,8 +1146,8 @@ static void list_parts(char *list, size_t cap, nf_input_t in, const nf_kafka_off
     list[0] = '\0';
     for (size_t i = 0; i < n && len < cap; i++)
         if (parts[i].input == in)
-            len += (size_t)snprintf(list + len, cap - len, "%s%d", len ? "," : "",
-                                    parts[i].partition);
+            len +=
+                (size_t)snprintf(list + len, cap - len, "%s%d", len ? "," : "", parts[i].partition);
 }
 
 static void log_moved(const char *msg, const nf_kafka_offset_t *parts, size_t n)

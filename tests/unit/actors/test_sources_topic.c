@@ -19,8 +19,8 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
-#include <librdkafka/rdkafka.h>
 #include <errno.h>
+#include <librdkafka/rdkafka.h>
 #include <stdlib.h>
 #include <unistd.h>
 

@@ -37,8 +37,13 @@ static void test_parse(void)
                       "{\"sports\":0.5,\"sports\":0.9,\"politics\":1e999}}";
     NF_CHECK(nf_topics_follow_parse(tax, dup, strlen(dup), &id, &v));
     NF_CHECK(v.n == 1 && v.t[0].topic == sports && v.t[0].weight == 0.5);
-    const char *bad[] = {"", "{", "[]", "{\"topics\":{\"sports\":1}}", "{\"article_id\":\"xyz\"}",
-                         "{\"article_id\":17}", "null"};
+    const char *bad[] = {"",
+                         "{",
+                         "[]",
+                         "{\"topics\":{\"sports\":1}}",
+                         "{\"article_id\":\"xyz\"}",
+                         "{\"article_id\":17}",
+                         "null"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         NF_CHECK(!nf_topics_follow_parse(tax, bad[i], strlen(bad[i]), &id, &v));
     NF_CHECK(!nf_topics_follow_parse(tax, NULL, 0, &id, &v));
