@@ -25,6 +25,9 @@ seq) appears twice, and trending (exact mode; its panes merged by the one proces
 trending-panes, which moves too) emits every window once, equal to an exact recount of the
 events. Prints {"bench":"scale_out_failover",...}.
 
+NF_TEST_STANDBY_REPLICAS=N runs every process with scale.standby_replicas=N (default 0), for the
+failover figure with standbys (perf/README.md); tests/kafka/standby.py checks what they save.
+
 Needs Apache Kafka (NF_TEST_BROKER=kafka:...).
 
 Usage: python3 scale_out.py NEWSFLOW SRCDIR
@@ -41,6 +44,7 @@ import acclib  # noqa: E402
 
 PARTITIONS = 6
 SESSION_MS = 10000
+REPLICAS = int(os.environ.get("NF_TEST_STANDBY_REPLICAS", "0"))
 T0 = 1767225600000  # 2026-01-01T00:00:00Z: events 100 ms apart from there
 WINDOW_MS, SLIDE_MS, LATENESS_MS = 60000, 5000, 1000
 TRENDING = ["trending.exact=true", "trending.window_s=%d" % (WINDOW_MS // 1000),
@@ -129,7 +133,8 @@ class Member:
         self.job = acclib.Job(
             self.ctx, self.broker, self.state,
             sets=["state.changelog=true", "kafka.assignment=group",
-                  "kafka.static_membership=true", *TRENDING, *extra],
+                  "kafka.static_membership=true", "scale.standby_replicas=%d" % REPLICAS,
+                  *TRENDING, *extra],
             args=["--config", self.cfg], interval_ms=300, txid_suffix="-" + self.name,
             tag="%s-run%d" % (self.name, self.runs))
         return self.job
@@ -248,7 +253,7 @@ def body(ctx):
                             timeout=120, job=m.job)
     print(json.dumps({"bench": "scale_out_failover", "session_timeout_ms": SESSION_MS,
                       "kill_to_assigned_s": round(t_gain - t_kill, 2),
-                      "kill_to_commit_s": round(t_commit - t_kill, 2), "standby": False}),
+                      "kill_to_commit_s": round(t_commit - t_kill, 2), "standby": REPLICAS > 0}),
           flush=True)
     ctx.log("failover: kill -> assigned elsewhere %.1f s, -> committing there %.1f s" %
             (t_gain - t_kill, t_commit - t_kill))
