@@ -202,6 +202,15 @@ static cJSON *get_meta(nf_store_t *st, char *err, size_t errlen, int *rc)
     return m;
 }
 
+/* get_meta for a reader that writes nothing back. */
+static cJSON *get_meta_locked(nf_store_t *st, char *err, size_t errlen, int *rc)
+{
+    pthread_mutex_lock(&g_meta_lock);
+    cJSON *m = get_meta(st, err, errlen, rc);
+    pthread_mutex_unlock(&g_meta_lock);
+    return m;
+}
+
 /* The k_topics entry of a meta name ("changelog-interest"), or -1. */
 static int topic_index(const char *base)
 {
@@ -318,9 +327,7 @@ int nf_changelog_synced_get(nf_store_t *st, int topic, int32_t partition, int64_
     if (partition < 0 || partition >= NF_CHANGELOG_MAX_PARTITIONS)
         return -EINVAL;
     int r;
-    pthread_mutex_lock(&g_meta_lock);
-    cJSON *meta = get_meta(st, err, errlen, &r);
-    pthread_mutex_unlock(&g_meta_lock);
+    cJSON *meta = get_meta_locked(st, err, errlen, &r);
     if (!meta)
         return r;
     int64_t *from = calloc((size_t)partition + 1, sizeof *from);
@@ -451,9 +458,7 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *only, bo
     memset(stats, 0, sizeof *stats);
     uint64_t t0 = nf_now_ns();
     int r;
-    pthread_mutex_lock(&g_meta_lock);
-    cJSON *meta = get_meta(st, err, errlen, &r);
-    pthread_mutex_unlock(&g_meta_lock);
+    cJSON *meta = get_meta_locked(st, err, errlen, &r);
     if (!meta)
         return r;
     restore_ctx_t c = {.err = err, .errlen = errlen};

@@ -288,33 +288,31 @@ void nf_standby_hold(nf_standby_t *sb, const bool *parts)
     pthread_mutex_unlock(&sb->mu);
 }
 
-void nf_standby_assigned(nf_standby_t *sb, const nf_kafka_offset_t *parts, size_t n)
+/* The read-events partitions among parts are owned (or no longer); tailing starts. */
+static void set_owned(nf_standby_t *sb, const nf_kafka_offset_t *parts, size_t n, bool owned)
 {
-    if (!sb)
-        return;
     pthread_mutex_lock(&sb->mu);
     for (size_t i = 0; i < n; i++)
         if (parts[i].input == NF_INPUT_READ_EVENTS && parts[i].partition >= 0 &&
             parts[i].partition < MAXP)
-            sb->owned[parts[i].partition] = true;
-    memset(sb->held, 0, sizeof sb->held);
+            sb->owned[parts[i].partition] = owned;
+    if (owned) /* the restore that held them is over */
+        memset(sb->held, 0, sizeof sb->held);
     sb->started = true;
     changed_and_wait(sb, false);
     pthread_mutex_unlock(&sb->mu);
 }
 
+void nf_standby_assigned(nf_standby_t *sb, const nf_kafka_offset_t *parts, size_t n)
+{
+    if (sb)
+        set_owned(sb, parts, n, true);
+}
+
 void nf_standby_revoked(nf_standby_t *sb, const nf_kafka_offset_t *parts, size_t n)
 {
-    if (!sb)
-        return;
-    pthread_mutex_lock(&sb->mu);
-    for (size_t i = 0; i < n; i++)
-        if (parts[i].input == NF_INPUT_READ_EVENTS && parts[i].partition >= 0 &&
-            parts[i].partition < MAXP)
-            sb->owned[parts[i].partition] = false;
-    sb->started = true;
-    changed_and_wait(sb, false);
-    pthread_mutex_unlock(&sb->mu);
+    if (sb)
+        set_owned(sb, parts, n, false);
 }
 
 void nf_standby_status(const nf_standby_t *sb, nf_standby_status_t *out, bool *parts)

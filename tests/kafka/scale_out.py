@@ -165,11 +165,13 @@ def gained_after(members, t0):
     return best
 
 
-def body(ctx):
+def group_setup(ctx, name, partitions):
+    """Apache Kafka's topics for a job of several processes, and their config file (session
+    and transaction timeouts): (broker, config path). Also standby.py's."""
     if acclib.broker_kind(ctx) != "kafka":
         ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
                  "tests do)")
-    broker = acclib.start_broker(ctx, name="so", partitions=PARTITIONS)
+    broker = acclib.start_broker(ctx, name=name, partitions=partitions)
     cfg = ctx.path("group.json")
     # A list value (--set would split it on commas). The transaction timeout bounds how long a
     # killed process's open transaction holds back the read_committed end of what it wrote (the
@@ -177,6 +179,11 @@ def body(ctx):
     with open(cfg, "w") as f:
         f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000",'
                 ' "transaction.timeout.ms=6000"]}}' % SESSION_MS)
+    return broker, cfg
+
+
+def body(ctx):
+    broker, cfg = group_setup(ctx, "so", PARTITIONS)
     ev = PoolEvents()
     prod = acclib.Producer(ctx, broker, ev, pause=0.15, bad_every=5)
     prod.start()

@@ -17,7 +17,7 @@ Checked:
   - the survivor commits input after the failover, and in the end every (user, version) of
     interest-updates exactly once over 1..n, every poison record one dead letter.
 Prints {"bench":"standby_failover",...}: kill -> assigned, kill -> committing, the records
-restored and the moved partitions' changelog records.
+restored (and the restore's own seconds) and the moved partitions' changelog records.
 
 NF_TEST_STANDBY_REPLICAS (default 1) sets scale.standby_replicas: 0 is the negative check (the
 restore assertion fails) and the perf/README figure without a standby.
@@ -27,7 +27,6 @@ Needs Apache Kafka (NF_TEST_BROKER=kafka:...).
 Usage: python3 standby.py NEWSFLOW SRCDIR
 """
 import collections
-import datetime
 import json
 import os
 import sys
@@ -36,22 +35,15 @@ import time
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recovery"))
 import acclib  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scale_out import SESSION_MS, group_setup, log_time  # noqa: E402
 
 PARTITIONS = 4
-SESSION_MS = 10000
 REPLICAS = int(os.environ.get("NF_TEST_STANDBY_REPLICAS", "1"))
 # the changelog topics of the kinds keyed by the read-events partition (changelog.c k_topics)
 INPUT_CHANGELOGS = ("changelog-event-ids", "changelog-interest", "changelog-interest-seen",
                     "changelog-trending")
 MERGER_KG = 0xFFFF
-
-
-def log_time(o):
-    try:
-        return datetime.datetime.strptime(o.get("ts", ""), "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-            tzinfo=datetime.timezone.utc).timestamp()
-    except ValueError:
-        return None
 
 
 def after(job, msg, t0):
@@ -79,16 +71,7 @@ def changelog_counts(ctx, broker):
 
 
 def body(ctx):
-    if acclib.broker_kind(ctx) != "kafka":
-        ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
-                 "tests do)")
-    broker = acclib.start_broker(ctx, name="sb", partitions=PARTITIONS)
-    cfg = ctx.path("group.json")
-    # A killed process's open transaction holds back the read_committed end of what it wrote
-    # until the broker aborts it: 6 s, within the session timeout (as test_scale_out).
-    with open(cfg, "w") as f:
-        f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000",'
-                ' "transaction.timeout.ms=6000"]}}' % SESSION_MS)
+    broker, cfg = group_setup(ctx, "sb", PARTITIONS)  # session 10 s, transaction timeout 6 s
     ev = acclib.Events(users=80, prefix="sb")
     prod = acclib.Producer(ctx, broker, ev, per_wave=40, pause=0.1, bad_every=5)
     prod.start()
@@ -152,8 +135,9 @@ def body(ctx):
 
     t_commit = ctx.wait_for("the survivor committing input after the failover", committed_after,
                             timeout=120, job=p2)
-    restored = sum(o.get("records", 0) for o in
-                   after(p2, "gained partitions restored from the changelog", t_kill))
+    restores = after(p2, "gained partitions restored from the changelog", t_kill)
+    restored = sum(o.get("records", 0) for o in restores)
+    restore_s = sum(o.get("seconds", 0) for o in restores)
     moved = set()
     merger = False
     for o in got:
@@ -179,7 +163,8 @@ def body(ctx):
                       "session_timeout_ms": SESSION_MS,
                       "kill_to_assigned_s": round(t_gain - t_kill, 2),
                       "kill_to_commit_s": round(t_commit - t_kill, 2),
-                      "restored_records": restored, "moved_partitions": sorted(moved),
+                      "restored_records": restored, "restore_s": round(restore_s, 3),
+                      "moved_partitions": sorted(moved),
                       "changelog_records_of_moved": total}), flush=True)
     ctx.log("failover: kill -> assigned %.2f s, -> committing %.2f s; restored %d of %d "
             "changelog records of partitions %s" % (t_gain - t_kill, t_commit - t_kill,
