@@ -20,7 +20,9 @@ Prints {"bench":"standby_failover",...}: kill -> assigned, kill -> committing, t
 restored (and the restore's own seconds) and the moved partitions' changelog records.
 
 NF_TEST_STANDBY_REPLICAS (default 1) sets scale.standby_replicas: 0 is the negative check (the
-restore assertion fails) and the perf/README figure without a standby.
+restore assertion fails) and the perf/README figure without a standby. NF_TEST_STANDBY_USERS
+(80), NF_TEST_STANDBY_PER_WAVE (40 events per 0.1 s wave) and NF_TEST_STANDBY_LOAD_S (25 s
+before the kill) set the load, so that perf/README can measure a larger restore.
 
 Needs Apache Kafka (NF_TEST_BROKER=kafka:...).
 
@@ -40,6 +42,11 @@ from scale_out import SESSION_MS, group_setup, log_time  # noqa: E402
 
 PARTITIONS = 4
 REPLICAS = int(os.environ.get("NF_TEST_STANDBY_REPLICAS", "1"))
+# the load (perf/README.md's larger-state figures raise them): users, events per wave of the
+# producer (a wave every 0.1 s), seconds of load before the kill
+USERS = int(os.environ.get("NF_TEST_STANDBY_USERS", "80"))
+PER_WAVE = int(os.environ.get("NF_TEST_STANDBY_PER_WAVE", "40"))
+LOAD_S = float(os.environ.get("NF_TEST_STANDBY_LOAD_S", "25"))
 # the changelog topics of the kinds keyed by the read-events partition (changelog.c k_topics)
 INPUT_CHANGELOGS = ("changelog-event-ids", "changelog-interest", "changelog-interest-seen",
                     "changelog-trending")
@@ -48,6 +55,24 @@ MERGER_KG = 0xFFFF
 
 def after(job, msg, t0):
     return [o for o in job.msgs(msg) if (log_time(o) or 0) >= t0]
+
+
+class DenseEvents(acclib.Events):
+    """acclib.Events at event times 1 ms apart over 500 articles (acclib's are 1 s apart, each
+    its own article: at thousands of events/s a trending counter would span days of panes and
+    outgrow a changelog record). Sessions stay distinct, so every event counts."""
+
+    def make(self, n):
+        out = []
+        for _ in range(n):
+            i = self.n
+            self.n += 1
+            u = self.users[(i * 7 + i // len(self.users)) % len(self.users)]
+            v = {"user_id": u, "article_id": "art-%d" % (i % 500), "session_id": "s-%d" % i,
+                 "ts": 1767225600000 + i}
+            out.append((u, json.dumps(v, separators=(",", ":"))))
+            self.counts[u] = self.counts.get(u, 0) + 1
+        return out
 
 
 def owned(job):
@@ -72,8 +97,8 @@ def changelog_counts(ctx, broker):
 
 def body(ctx):
     broker, cfg = group_setup(ctx, "sb", PARTITIONS)  # session 10 s, transaction timeout 6 s
-    ev = acclib.Events(users=80, prefix="sb")
-    prod = acclib.Producer(ctx, broker, ev, per_wave=40, pause=0.1, bad_every=5)
+    ev = DenseEvents(users=USERS, prefix="sb")
+    prod = acclib.Producer(ctx, broker, ev, per_wave=PER_WAVE, pause=0.1, bad_every=5)
     prod.start()
     jobs = {}
 
@@ -89,14 +114,14 @@ def body(ctx):
 
     start("p1")
     start("p2")
-    ctx.log("replicas=%d; both ready; load for 25 s" % REPLICAS)
+    ctx.log("replicas=%d; both ready; load for %.0f s" % (REPLICAS, LOAD_S))
 
     def committing(j):
         return sum(1 for o in j.msgs("epoch.committed") if o.get("records", 0) > 0) >= 5
 
     ctx.wait_for("both committing input", lambda: committing(jobs["p1"]) and
                  committing(jobs["p2"]), timeout=120, job=jobs["p2"])
-    time.sleep(25)
+    time.sleep(LOAD_S)
     # The victim owns read-events partitions (cooperative-sticky balances the count of all the
     # group's partitions: one process may hold every read-events partition, the other sources
     # and trending-panes); the survivor stands by for them.
@@ -118,6 +143,8 @@ def body(ctx):
                      last=lambda: "standby metrics %r" % {k: v for k, v in last.items()
                                                           if "standby" in k})
         ctx.log("survivor's standby: %r" % {k: v for k, v in last.items() if "standby" in k})
+    # what standing by cost the survivor so far (it owned no read-events partition meanwhile)
+    cpu = (p2.metrics() or {}).get("newsflow_process_cpu_seconds_total")
     ctx.log("---- kill -9 %s" % victim)
     t_kill = time.time()
     jobs[victim].kill()
@@ -164,6 +191,7 @@ def body(ctx):
                       "kill_to_assigned_s": round(t_gain - t_kill, 2),
                       "kill_to_commit_s": round(t_commit - t_kill, 2),
                       "restored_records": restored, "restore_s": round(restore_s, 3),
+                      "survivor_cpu_s_before_kill": cpu,
                       "moved_partitions": sorted(moved),
                       "changelog_records_of_moved": total}), flush=True)
     ctx.log("failover: kill -> assigned %.2f s, -> committing %.2f s; restored %d of %d "
