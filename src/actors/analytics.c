@@ -175,8 +175,42 @@ static void stories_committed(nf_shard_t *sh, void *self, uint64_t epoch)
     (void)sh;
 }
 
+static nf_cluster_t *stories_engine(const stories_t *s)
+{
+    nf_cluster_opts_t o = s->an->cluster;
+    o.budget_bytes = s->an->budget_bytes;
+    return nf_cluster_new(s->an->store, &o);
+}
+
+/* In a consumer group the index belongs to the one-partition topic (ingest.h): when it comes to
+ * or leaves this process, the engine starts again from the store (restored from the changelog
+ * on arrival: the clock and every entry are read on demand), so nothing of another owner's
+ * time stays in memory. */
+static void stories_partitions(nf_shard_t *sh, void *self, nf_input_t in, const int32_t *parts,
+                               size_t n, bool gained)
+{
+    stories_t *s = self;
+    bool zero = false;
+    for (size_t i = 0; i < n; i++)
+        zero |= parts[i] == 0;
+    if (in != NF_INPUT_TRENDING_PANES || !s->an->panes_topic || !zero)
+        return;
+    nf_cluster_free(s->eng);
+    if (!(s->eng = stories_engine(s))) {
+        nf_log(NF_LOG_ERROR, "cluster", "out of memory reopening the story index; stopping",
+               NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(sh));
+        return;
+    }
+    nf_log(NF_LOG_INFO, "cluster",
+           gained ? "this process clusters the job's articles" : "the job's articles are "
+                                                                 "clustered elsewhere now",
+           NF_LEND);
+}
+
 static const nf_epoch_participant_t stories_part = {.snapshot = stories_snapshot,
-                                                    .committed = stories_committed};
+                                                    .committed = stories_committed,
+                                                    .partitions = stories_partitions};
 
 static void stories_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {
@@ -201,9 +235,7 @@ static void *stories_init(nf_shard_t *sh, void *ctx)
         abort();
     s->an = an;
     s->sh = sh;
-    nf_cluster_opts_t o = an->cluster;
-    o.budget_bytes = an->budget_bytes;
-    if (!(s->eng = nf_cluster_new(an->store, &o)))
+    if (!(s->eng = stories_engine(s)))
         abort();
     nf_jw_init(&s->jw);
     if (an->epoch && nf_epoch_participant_add(an->epoch, sh, &stories_part, s) != 0)

@@ -25,6 +25,17 @@ typedef struct nf_article_blob {
     char json[]; /* len bytes + NUL, then the signature */
 } nf_article_blob_t;
 
+/* An article as a record of the job's one-partition topic (`trending-panes`), the way crawl hands
+ * articles to the one deduplicating process of a consumer group (ingest.h, in_partitions):
+ *   ['A'][id: 16 BE][ingested_ms: 8 LE][article_id: 32][topics length: 2 LE][topics:
+ *    nf_interest_topics_encode][nsig: 4 LE][signature: nsig x 4 LE][json length: 4 LE][json]
+ * nf_article_blob_encode returns the malloc'ed record and its length in *len (NULL: out of
+ * memory or an unencodable vector); nf_article_blob_decode returns a blob as crawl builds it
+ * (one heap block, next = NULL), or NULL with the reason in err (truncated or inconsistent:
+ * the record was not written by this version). */
+unsigned char *nf_article_blob_encode(const nf_article_blob_t *b, size_t *len);
+nf_article_blob_t *nf_article_blob_decode(const void *rec, size_t len, char *err, size_t errlen);
+
 extern const nf_actor_ops_t nf_crawl_ops; /* crawl.c */
 extern const nf_actor_ops_t nf_dedup_ops; /* dedup.c */
 

@@ -90,9 +90,9 @@ static inline bool root_before(int64_t ams, nf_id128_t a, int64_t bms, nf_id128_
     return ams != bms ? ams < bms : id_cmp(a, b) < 0;
 }
 
-static inline uint16_t article_kg(nf_id128_t id)
+static inline uint16_t article_kg(const nf_cluster_t *c, nf_id128_t id)
 {
-    return (uint16_t)(id.hi % 256);
+    return c->o.key_group >= 0 ? (uint16_t)c->o.key_group : (uint16_t)(id.hi % 256);
 }
 
 void nf_cluster_opts_default(nf_cluster_opts_t *o)
@@ -104,6 +104,7 @@ void nf_cluster_opts_default(nf_cluster_opts_t *o)
     o->ttl_ms = 7 * NF_CLUSTER_DAY_MS;
     o->bucket_cap = 32;
     o->budget_bytes = 0;
+    o->key_group = -1;
 }
 
 const char *nf_cluster_action_name(nf_cluster_action_t a)
@@ -234,7 +235,7 @@ static int put_parent(nf_cluster_t *c, nf_id128_t id, nf_id128_t parent, int64_t
     unsigned char b[PARENT_LEN];
     put_id(b, parent);
     nf_put_le64(b + 16, (uint64_t)ms);
-    if (nf_kstate_put(c->parent, article_kg(id), id, b, PARENT_LEN, c->clock) != 0)
+    if (nf_kstate_put(c->parent, article_kg(c, id), id, b, PARENT_LEN, c->clock) != 0)
         return put_failed(c, "a union-find parent");
     return 0;
 }
@@ -249,7 +250,7 @@ static int find_root(nf_cluster_t *c, nf_id128_t x, root_t *r)
         uint32_t len;
         int err;
         const unsigned char *v =
-            nf_kstate_get(c->parent, article_kg(cur), cur, c->clock, &len, &err);
+            nf_kstate_get(c->parent, article_kg(c, cur), cur, c->clock, &len, &err);
         if (err)
             return read_failed(c, c->parent, err, "a union-find parent");
         if (!v || len != PARENT_LEN) {
@@ -342,7 +343,7 @@ static int read_buckets(nf_cluster_t *c, size_t *ncand)
         uint32_t len;
         int err;
         const unsigned char *v =
-            nf_kstate_get(c->bucket, (uint16_t)(key.hi % 256), key, c->clock, &len, &err);
+            nf_kstate_get(c->bucket, article_kg(c, key), key, c->clock, &len, &err);
         if (err)
             return read_failed(c, c->bucket, err, "an LSH bucket");
         c->ovf[b] = 0;
@@ -387,7 +388,7 @@ static int write_buckets(nf_cluster_t *c, size_t ncand, size_t nu, nf_id128_t ar
         }
         nf_put_le32(c->val, ovf);
         nf_id128_t key = {c->keys[b], b};
-        if (nf_kstate_put(c->bucket, (uint16_t)(key.hi % 256), key, c->val, (uint32_t)(4 + 16 * m),
+        if (nf_kstate_put(c->bucket, article_kg(c, key), key, c->val, (uint32_t)(4 + 16 * m),
                           c->clock) != 0)
             return put_failed(c, "an LSH bucket");
     }
@@ -447,7 +448,7 @@ int nf_cluster_add(nf_cluster_t *c, nf_id128_t article, int64_t ingested_ms, con
             uint32_t len;
             int err;
             const unsigned char *v =
-                nf_kstate_get(c->sig, article_kg(u->id), u->id, c->clock, &len, &err);
+                nf_kstate_get(c->sig, article_kg(c, u->id), u->id, c->clock, &len, &err);
             if (err)
                 return read_failed(c, c->sig, err, "a signature");
             if (!v || len != 8 + 4 * n)
@@ -487,7 +488,7 @@ int nf_cluster_add(nf_cluster_t *c, nf_id128_t article, int64_t ingested_ms, con
         nf_put_le64(c->val, (uint64_t)ingested_ms);
         for (unsigned i = 0; i < n; i++)
             nf_put_le32(c->val + 8 + 4 * (size_t)i, sig[i]);
-        if (nf_kstate_put(c->sig, article_kg(article), article, c->val, 8 + 4 * n, c->clock) != 0)
+        if (nf_kstate_put(c->sig, article_kg(c, article), article, c->val, 8 + 4 * n, c->clock) != 0)
             return put_failed(c, "a signature");
     }
 

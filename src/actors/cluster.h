@@ -63,6 +63,9 @@ typedef struct nf_cluster_opts {
     uint64_t ttl_ms;      /* signatures, buckets, parents; default 7 days; 0 = never */
     unsigned bucket_cap;  /* article ids per bucket, default 32 */
     size_t budget_bytes;  /* per kstate memory budget, default 0 = unlimited */
+    /* -1 (default): the key groups above; else every key of the index in this one group (a
+     * consumer group: the index belongs to the job's one-partition topic, ingest.h) */
+    int32_t key_group;
 } nf_cluster_opts_t;
 
 void nf_cluster_opts_default(nf_cluster_opts_t *o);

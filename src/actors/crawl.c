@@ -53,6 +53,7 @@ typedef struct src {
     char *old_own;         /* the strings the running fetch started with, after a URL change */
     const char *fetch_url; /* URL of the running (or last) fetch */
     nf_id128_t key;        /* nf_ingest_source_key(id) */
+    int32_t part;          /* in_partitions: the sources partition its record is in, else -1 */
     uint32_t interval_s;   /* 0 = the crawl default */
     uint32_t host, fhost;  /* indexes into crawl_t.hosts: now, and of the running fetch */
     size_t pos;            /* index into crawl_t.srcs */
@@ -95,7 +96,7 @@ struct crawl {
     src_t **srcs;
     size_t nsrcs, srcs_cap;
     kmap_t bykey;   /* source key -> src_t */
-    kmap_t deletes; /* keys whose state the next cut deletes (value: any non-NULL marker) */
+    kmap_t deletes; /* keys whose state the next cut deletes (value: del_mark of the key group) */
     host_t *hosts;
     size_t nhosts, hosts_cap;
     nf_idset_t host_index; /* host_key -> index into hosts */
@@ -224,6 +225,28 @@ static void kmap_del(kmap_t *m, nf_id128_t k)
     }
 }
 
+/* The key group of a source's state: its sources partition in a consumer group (what a
+ * rebalance moves, with the changelog: changelog.h), else id.hi % 256. */
+static uint16_t key_group(nf_id128_t id, int32_t part)
+{
+    return part >= 0 ? (uint16_t)part : (uint16_t)(id.hi % 256);
+}
+
+static void state_key(nf_id128_t id, int32_t part, unsigned char key[18])
+{
+    nf_kstate_encode_key(key_group(id, part), id, key);
+}
+
+/* The deletes map's value for a key group (non-NULL, as the map requires), and back. */
+static void *del_mark(uint16_t kg)
+{
+    return (void *)((uintptr_t)kg + 1);
+}
+static uint16_t del_group(const void *mark)
+{
+    return (uint16_t)((uintptr_t)mark - 1);
+}
+
 static void kmap_free(kmap_t *m)
 {
     free(m->slots);
@@ -232,8 +255,24 @@ static void kmap_free(kmap_t *m)
 
 /* ---------------------------------------------------------------- articles out */
 
+/* In a consumer group (in_partitions) an article goes to the job's one deduplicating process
+ * as a record of the one-partition topic, in this epoch's transaction with the schedule that
+ * found it (ingest.h); else to the dedup shard that owns its id. false: the ring is full. */
 static bool send_blob(crawl_t *c, nf_article_blob_t *b)
 {
+    if (c->in->in_partitions) {
+        size_t len = 0;
+        unsigned char *rec = nf_article_blob_encode(b, &len);
+        /* key: the article id (the record's bytes 1..16) */
+        int r = rec ? nf_epoch_emit(c->in->epoch, nf_shard_index(c->sh), NF_TOPIC_TRENDING_PANES,
+                                    (const char *)rec + 1, 16, (const char *)rec, len)
+                    : -ENOMEM;
+        free(rec);
+        if (r != 0)
+            out_of_memory(c, "handing an article to the deduplicating process", b->article_id);
+        free(b);
+        return true;
+    }
     nf_msg_t m = {.actor = (uint16_t)c->in->dedup_actor, .kind = NF_MSG_ARTICLE, .key = b->id.hi};
     m.body.ptr = b;
     return nf_send_keyed(c->sh, &m) == 0;
@@ -851,6 +890,7 @@ static src_t *src_new(crawl_t *c, nf_id128_t key, uint64_t host_key, const char 
     }
     s->c = c;
     s->key = key;
+    s->part = -1;
     s->host = s->fhost = (uint32_t)h;
     s->want = NF_SOURCE_ACTIVE;
     nf_timer_init(&s->timer, on_due, s);
@@ -978,6 +1018,13 @@ static void source_set(crawl_t *c, const nf_source_set_t *m)
             nf_crawl_set_interval(&c->in->o.policy, &s->sched, m->interval_s);
         }
     }
+    if (!added && s->part != m->part && c->in->store && c->in->epoch &&
+        kmap_put(&c->deletes, m->key, del_mark(key_group(m->key, s->part))) != 0) {
+        /* its record moved to another partition: the old key group's copy goes */
+        out_of_memory(c, "moving a source's state", m->source_id);
+        return;
+    }
+    s->part = m->part;
     bool status_changed = m->status != s->want;
     s->interval_s = m->interval_s;
     s->type = m->type;
@@ -1003,7 +1050,8 @@ static void source_forget(crawl_t *c, nf_id128_t key, bool moved)
     src_t *s = kmap_get(&c->bykey, key);
     if (!s)
         return;
-    if (!moved && c->in->store && c->in->epoch && kmap_put(&c->deletes, key, c) != 0) {
+    if (!moved && c->in->store && c->in->epoch &&
+        kmap_put(&c->deletes, key, del_mark(key_group(key, s->part))) != 0) {
         out_of_memory(c, "removing a source", s->id);
         return;
     }
@@ -1060,10 +1108,6 @@ typedef struct stored {
     char url[NF_SOURCE_URL_MAX + 1];
 } stored_t;
 
-static void state_key(nf_id128_t id, unsigned char key[18])
-{
-    nf_kstate_encode_key((uint16_t)(id.hi % 256), id, key);
-}
 
 static size_t sched_encode(const src_t *s, unsigned char *val)
 {
@@ -1145,7 +1189,7 @@ static bool sched_load(crawl_t *c, nf_id128_t id, const char *source_id, stored_
     if (!c->in->store)
         return false;
     unsigned char key[18];
-    state_key(id, key);
+    state_key(id, -1, key);
     void *v = NULL;
     size_t len = 0;
     char err[256];
@@ -1171,7 +1215,8 @@ static void crawl_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint
         if (!c->deletes.slots[i].val)
             continue;
         if (b) {
-            state_key(c->deletes.slots[i].key, key);
+            nf_kstate_encode_key(del_group(c->deletes.slots[i].val), c->deletes.slots[i].key,
+                                 key);
             nf_store_batch_delete(b, NF_KIND_CRAWL_SCHEDULE, key, sizeof key);
         }
         c->deletes.slots[i].val = NULL;
@@ -1185,7 +1230,7 @@ static void crawl_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint
         s->dirty = false;
         if (!b)
             continue;
-        state_key(s->key, key);
+        state_key(s->key, s->part, key);
         size_t n = sched_encode(s, val);
         nf_store_batch_put(b, NF_KIND_CRAWL_SCHEDULE, key, sizeof key, val, n);
     }
@@ -1222,16 +1267,20 @@ static void crawl_cut_resume(nf_shard_t *sh, void *self)
     drain_queue(c);
 }
 
+static void crawl_partitions(nf_shard_t *sh, void *self, nf_input_t in, const int32_t *parts,
+                             size_t n, bool gained);
 static const nf_epoch_participant_t crawl_part = {.pause = crawl_cut_pause,
                                                   .busy = crawl_busy,
                                                   .snapshot = crawl_snapshot,
-                                                  .resume = crawl_cut_resume};
+                                                  .resume = crawl_cut_resume,
+                                                  .partitions = crawl_partitions};
 
 /* ---------------------------------------------------------------- actor hooks */
 
 typedef struct restore_ctx {
     crawl_t *c;
     unsigned me;
+    int32_t part; /* the sources partition whose key group is read, or -1 (every key) */
     size_t restored;
     stored_t st;
 } restore_ctx_t;
@@ -1246,9 +1295,11 @@ static int restore_topic_source(const void *k, size_t klen, const void *v, size_
         return 0;
     nf_id128_t id = nf_ingest_source_key(st->id);
     unsigned char key[18];
-    state_key(id, key);
+    state_key(id, x->part, key);
     if (klen != sizeof key || memcmp(k, key, sizeof key) != 0)
         return 0; /* not the key its id maps to: not ours to interpret */
+    if (kmap_get(&c->bykey, id))
+        return 0; /* held already (its record came first) */
     nf_source_url_t u;
     char err[512];
     if (nf_sources_check_url(st->url, &u, err, sizeof err) != 0) {
@@ -1267,10 +1318,69 @@ static int restore_topic_source(const void *k, size_t klen, const void *v, size_
     s->type = st->type;
     s->want = st->want;
     s->from_topic = true;
+    s->part = x->part;
     s->restored = true;
-    s->dirty = true;
+    s->dirty = x->part < 0; /* a gained partition's schedule is stored as it is */
     x->restored++;
     return 0;
+}
+
+/* With in_partitions: the sources partitions this process gained (their crawl schedules are in
+ * the store, restored from the changelog: load this shard's and crawl them on) or lost (their
+ * last epoch committed: forget them without deleting their state, which the new owner holds;
+ * a fetch in flight completes into fetch-log only). */
+static void crawl_partitions(nf_shard_t *sh, void *self, nf_input_t in, const int32_t *parts,
+                             size_t n, bool gained)
+{
+    crawl_t *c = self;
+    if (in != NF_INPUT_SOURCES || !c->in->in_partitions)
+        return;
+    size_t before = c->nsrcs, dropped = 0;
+    if (gained) {
+        restore_ctx_t *x = calloc(1, sizeof *x);
+        if (!x) {
+            out_of_memory(c, "loading the sources of gained partitions", "");
+            return;
+        }
+        x->c = c;
+        x->me = nf_shard_index(sh);
+        for (size_t i = 0; i < n; i++) {
+            unsigned char prefix[2] = {(unsigned char)(parts[i] >> 8), (unsigned char)parts[i]};
+            x->part = parts[i];
+            int r = nf_store_scan_prefix(c->in->store, NF_KIND_CRAWL_SCHEDULE, prefix,
+                                         sizeof prefix, restore_topic_source, x);
+            if (r < 0) {
+                nf_log(NF_LOG_ERROR, "crawl",
+                       "cannot read the stored sources of a gained partition; stopping the job",
+                       NF_LI("partition", parts[i]), NF_LI("errno", -r), NF_LEND);
+                nf_runtime_fail(nf_shard_runtime(sh));
+                break;
+            }
+        }
+        free(x);
+        int64_t now = nf_wall_ms();
+        for (size_t i = before; i < c->nsrcs; i++) {
+            first_crawl_spread(c, c->srcs[i], true, now);
+            arm_src(c, c->srcs[i]);
+        }
+    } else {
+        for (size_t i = c->nsrcs; i-- > 0;) {
+            src_t *s = c->srcs[i];
+            bool lost = false;
+            for (size_t j = 0; j < n && !lost; j++)
+                lost = s->part == parts[j];
+            if (!lost)
+                continue;
+            kmap_del(&c->deletes, s->key);
+            src_drop(c, s);
+            dropped++;
+        }
+    }
+    sources_gauge(c);
+    if (c->nsrcs != before || dropped)
+        nf_log(NF_LOG_INFO, "crawl", gained ? "sources of gained partitions" : "sources moved away",
+               NF_LI("sources", gained ? c->nsrcs - before : dropped),
+               NF_LI("now_held", c->nsrcs), NF_LEND);
 }
 
 static void *crawl_init(nf_shard_t *sh, void *ctx)
@@ -1308,7 +1418,10 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
         abort();
     x->c = c;
     x->me = me;
-    if (in->store) {
+    x->part = -1;
+    /* With in_partitions, sources come with the sources partitions assigned (crawl_partitions)
+     * and the configured ones through the topic (published at start: sources_publish.h). */
+    if (in->store && !in->in_partitions) {
         int r = nf_store_scan(in->store, NF_KIND_CRAWL_SCHEDULE, restore_topic_source, x);
         if (r < 0) {
             /* Going on would silently drop the topic's sources (their records are not re-read). */
@@ -1319,7 +1432,7 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
     }
     size_t restored = x->restored, from_topic = c->nsrcs;
 
-    for (size_t i = 0; l && i < l->n; i++) {
+    for (size_t i = 0; l && !in->in_partitions && i < l->n; i++) {
         const nf_source_def_t *d = &l->items[i];
         if (nf_route(rt, d->host_key) != me)
             continue;

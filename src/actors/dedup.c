@@ -10,6 +10,7 @@
 #include "actors/article_msg.h"
 #include "actors/ingest.h"
 #include "runtime/log.h"
+#include "state/changelog.h"
 #include "state/kstate.h"
 
 #include <errno.h>
@@ -25,6 +26,13 @@ typedef struct {
     nf_timer_t flush;
 } dedup_t;
 
+/* The key group of an article's state: the job's global one in a consumer group (the state
+ * belongs to the one-partition topic the articles come through: ingest.h), else id.hi % 256. */
+static uint16_t key_group(const dedup_t *d, nf_id128_t id)
+{
+    return d->in->in_partitions ? (uint16_t)NF_CHANGELOG_GLOBAL_KG : (uint16_t)(id.hi % 256);
+}
+
 /* A new article's analytics (analytics.h): its topic vector into state and to every shard's
  * interest engine, its signature to the cluster shard. 0, or -ENOMEM (the caller stops the job:
  * the article is emitted in this epoch, its analytics must be too). */
@@ -36,7 +44,7 @@ static int analytics_new_article(dedup_t *d, const nf_article_blob_t *b)
     if (an->interest_actor >= 0) {
         unsigned char enc[NF_TOPICS_ENC_MAX];
         int len = nf_interest_topics_encode(&b->topics, enc, sizeof enc);
-        if (len < 0 || nf_kstate_put(d->topics, (uint16_t)(b->id.hi % 256), b->id, enc,
+        if (len < 0 || nf_kstate_put(d->topics, key_group(d, b->id), b->id, enc,
                                      (uint32_t)len, (uint64_t)b->ingested_ms) != 0)
             return -ENOMEM;
         for (unsigned dst = 0; dst < n; dst++) {
@@ -124,8 +132,35 @@ static bool dedup_busy(nf_shard_t *sh, void *self)
     return nf_outbox_drain(sh, &((dedup_t *)self)->ob) != 0;
 }
 
-static const nf_epoch_participant_t dedup_part = {
-    .busy = dedup_busy, .snapshot = dedup_snapshot, .committed = dedup_committed};
+static bool is_global(uint16_t kg, void *ctx)
+{
+    (void)ctx;
+    return kg == NF_CHANGELOG_GLOBAL_KG;
+}
+
+/* In a consumer group the articles' state follows the one-partition topic (ingest.h): when it
+ * leaves this process (its last epoch committed) the memory copy goes; when it comes, the
+ * store holds what the changelog restored and gets read it on demand. */
+static void dedup_partitions(nf_shard_t *sh, void *self, nf_input_t in, const int32_t *parts,
+                             size_t n, bool gained)
+{
+    dedup_t *d = self;
+    (void)sh;
+    (void)parts;
+    if (in != NF_INPUT_TRENDING_PANES || !d->in->in_partitions || !n || gained)
+        return;
+    size_t kept = 0, dropped = nf_kstate_drop_groups(d->seen, is_global, NULL, &kept);
+    if (d->topics)
+        dropped += nf_kstate_drop_groups(d->topics, is_global, NULL, &kept);
+    nf_log(kept ? NF_LOG_WARN : NF_LOG_DEBUG, "dedup",
+           "article dedup moved to another process: its keys let go", NF_LI("dropped", dropped),
+           NF_LI("kept_dirty", kept), NF_LEND);
+}
+
+static const nf_epoch_participant_t dedup_part = {.busy = dedup_busy,
+                                                  .snapshot = dedup_snapshot,
+                                                  .committed = dedup_committed,
+                                                  .partitions = dedup_partitions};
 
 static void *dedup_init(nf_shard_t *sh, void *ctx)
 {
@@ -161,7 +196,7 @@ static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
     dedup_t *d = self;
     nf_article_blob_t *b = m->body.ptr;
     uint64_t first_seen = 0;
-    uint16_t kg = (uint16_t)(b->id.hi % 256);
+    uint16_t kg = key_group(d, b->id);
     uint32_t len = 0;
     int err = 0, r;
     const void *v = nf_kstate_get(d->seen, kg, b->id, (uint64_t)b->ingested_ms, &len, &err);

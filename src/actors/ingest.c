@@ -112,6 +112,11 @@ static int reg_metrics(nf_ingest_metrics_t *m)
                             "Sources dropped by the sources topic (tombstones; moves to another "
                             "shard count here and as added there).",
                             NULL, 0, &m->sources_removed);
+    r |= nf_metrics_counter("newsflow_sources_misplaced_total",
+                            "Sources records read from a partition other than their host's "
+                            "(a consumer group: that host's politeness is split between the "
+                            "partitions' owners).",
+                            NULL, 0, &m->sources_misplaced);
     r |= nf_metrics_gauge("newsflow_crawl_in_flight", "Fetches in flight.", NULL,
                           NF_METRIC_PER_SHARD, &m->in_flight);
     r |= nf_metrics_gauge("newsflow_crawl_pending_articles",
@@ -191,6 +196,7 @@ static nf_source_set_t *source_set_new(const char *source_id, const char *url, c
     memcpy(p += lu, host, lh);
     s->host = p;
     s->key = nf_ingest_source_key(source_id);
+    s->part = -1;
     return s;
 }
 
@@ -202,8 +208,9 @@ int nf_ingest_source_route(const nf_ingest_t *in, nf_runtime_t *rt, const nf_sou
     out->set = NULL;
     nf_source_set_t *s;
     if (rec->tombstone) {
-        const nf_source_def_t *d =
-            in->sources ? nf_sources_find(in->sources, rec->source_id) : NULL;
+        const nf_source_def_t *d = in->sources && !in->in_partitions
+                                       ? nf_sources_find(in->sources, rec->source_id)
+                                       : NULL;
         if (!d)
             return 0; /* removed everywhere */
         if (!(s = source_set_new(rec->source_id, d->url, d->host)))

@@ -48,6 +48,24 @@
  *     configured feed from the topic, publish it with status "paused"). Other keys are sources
  *     of their own, even when their URL equals a configured one's. Topic URLs must be http(s).
  *
+ *   In a consumer group with changelogs (in_partitions, DESIGN.md §9): the sources partitions
+ *     are spread over the processes like read-events; a process holds only the sources whose
+ *     records are in the partitions assigned to it, their CrawlSchedule in that partition's key
+ *     group. A gained partition's schedules are restored from the changelog and loaded
+ *     (crawl_partitions: crawled on at their next_crawl_at, validators kept); a lost one's are
+ *     forgotten once its last epoch committed, without deleting their state. The configured
+ *     sources are not crawled from the list but published to the topic at start
+ *     (sources_publish.h), each to its host's partition (nf_sources_partition), so one process
+ *     holds all of a host's feeds and its politeness and breaker hold across the job. A record
+ *     in another partition is taken there (that partition is its key group) and counted in
+ *     newsflow_sources_misplaced_total.
+ *     Articles then go through the job's one-partition topic (trending-panes, DESIGN.md §9
+ *     "global stages"): crawl emits each as a record (article_msg.h) in the epoch that found
+ *     it; kafka_in of the process assigned that partition hands it to its dedup shard. ArticleKey,
+ *     topic vectors and the story index are kept in the global key group
+ *     (NF_CHANGELOG_GLOBAL_KG) and move with that partition: one article per URL, one cluster
+ *     index for the whole job.
+ *
  * Call nf_ingest_register() after nf_runtime_create() and before nf_runtime_start(); the
  * context must outlive the runtime. Sources and options are read-only once shards run. */
 #ifndef NF_INGEST_H
@@ -95,6 +113,7 @@ typedef struct nf_ingest_metrics {
     /* Sources topic, counted by the shard that applies the change; a source whose new URL moves
      * it to another shard counts as removed here and added there. */
     nf_counter_t sources_added, sources_updated, sources_removed;
+    nf_counter_t sources_misplaced; /* in_partitions: records outside their host's partition */
     nf_gauge_t in_flight, pending_articles, sources, dedup_keys, dedup_bytes;
     /* Sources by health (crawl_policy.h: ok, backoff, dead, paused), each shard its own part;
      * failure log lines the per-source rate limit held back. */
@@ -110,6 +129,12 @@ typedef struct nf_ingest {
     nf_epoch_t *epoch;
     nf_sink_t *sink;
     nf_store_t *store;   /* NULL: ArticleKey and CrawlSchedule in memory only */
+    /* Sources follow the sources topic's partitions (a consumer group with changelogs, DESIGN
+     * §9): a process crawls the sources whose records are in the partitions assigned to it;
+     * their CrawlSchedules are that partition's key group and move with it (the changelog);
+     * configured sources are crawled only through their published records (sources_publish.h),
+     * and a tombstone removes a source (the next start publishes a configured one again). */
+    bool in_partitions;
     size_t budget_bytes; /* ArticleKey state in memory per shard (0 = unlimited) */
     /* Classify, cluster and the topic broadcast (analytics.h); NULL: articles only. */
     struct nf_analytics *an;
@@ -161,6 +186,7 @@ enum { NF_MSG_SOURCE_SET = 2, NF_MSG_SOURCE_FORGET = 3 };
 typedef struct nf_source_set {
     nf_id128_t key;      /* nf_ingest_source_key(source_id) */
     uint64_t host_key;   /* routes to the receiving shard */
+    int32_t part;        /* in_partitions: the sources partition of its record, else -1 */
     uint32_t interval_s; /* 0 = the crawl default */
     uint8_t type;        /* nf_source_type_t (kept; the parser detects the format itself) */
     uint8_t status;      /* nf_source_status_t */

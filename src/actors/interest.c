@@ -308,6 +308,7 @@ void nf_interest_opts_default(nf_interest_opts_t *o)
     o->gamma = 0.95;
     o->seen_ttl_ms = 24ull * 3600 * 1000;
     o->table_max = 1u << 20;
+    o->topics_key_group = -1;
 }
 
 nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o)
@@ -422,7 +423,9 @@ static int article_vec(nf_interest_t *e, nf_id128_t id, uint32_t hint, int64_t n
     if (!e->st)
         return 0;
     unsigned char key[18];
-    nf_kstate_encode_key((uint16_t)(id.hi % 256), id, key);
+    nf_kstate_encode_key(e->o.topics_key_group >= 0 ? (uint16_t)e->o.topics_key_group
+                                                    : (uint16_t)(id.hi % 256),
+                         id, key);
     void *val = NULL;
     size_t len = 0;
     char err[384] = "";

@@ -94,6 +94,10 @@ typedef struct nf_interest_opts {
      * nothing changes; true = applied as an article with an empty vector (counted in
      * stats.unknown too), so every read moves the user's version and decay. */
     bool unknown_as_empty;
+    /* The key group the articles' topic vectors are stored under (NF_KIND_ARTICLE_TOPICS, read
+     * on a table miss): -1 (default) id.hi % 256; in a consumer group the job's global one
+     * (dedup.c). */
+    int32_t topics_key_group;
 } nf_interest_opts_t;
 
 void nf_interest_opts_default(nf_interest_opts_t *o);

@@ -1,6 +1,7 @@
 /* reads.c — the kafka_in and reads actors (reads.h). */
 #include "actors/reads.h"
 #include "actors/analytics.h"
+#include "actors/article_msg.h"
 #include "actors/ingest.h"
 #include "algo/bytes.h"
 #include "algo/hash.h"
@@ -386,6 +387,21 @@ static void take_source(kin_t *k, const rd_kafka_message_t *km, const rec_t *m)
         nf_runtime_fail(nf_shard_runtime(k->sh));
         return;
     }
+    if (r->ingest->in_partitions && route.set) {
+        /* The partition is the source's key group; its host's partition is where it belongs
+         * (several partitions for one host split its politeness between processes). */
+        route.set->part = km->partition;
+        int np = nf_kafka_input_partitions(r->kafka, NF_INPUT_SOURCES);
+        if (np > 0 && nf_sources_partition(route.set->host, np) != km->partition) {
+            nf_counter_inc(r->ingest->m.sources_misplaced);
+            nf_log(NF_LOG_WARN, "kafka",
+                   "a sources record is not in its host's partition (Kafka's default "
+                   "partitioner for the host as key: murmur2(host) % partitions)",
+                   NF_LS("source_id", rec.source_id), NF_LS("host", route.set->host),
+                   NF_LI("partition", km->partition),
+                   NF_LI("host_partition", nf_sources_partition(route.set->host, np)), NF_LEND);
+        }
+    }
     for (unsigned d = 0; d < k->nshards; d++) {
         nf_msg_t msg;
         nf_ingest_source_msg(r->ingest, &route, d, &msg);
@@ -756,10 +772,40 @@ static int tick_partition(kin_t *k, int32_t part, tpart_t *tp, int64_t now)
 /* A record of trending-panes (panes_topic; this process merges): to the merger on shard 0 as
  * the message the counter would have sent it in one process. A record that does not decode is
  * not ours to drop silently: the job stops (only this code writes the topic). */
+/* An article record of the one-partition topic (crawl's send_blob in a consumer group): to the
+ * dedup actor of the shard that owns its id, as crawl sends it in one process. */
+static void take_article_record(kin_t *k, const rd_kafka_message_t *m)
+{
+    char err[256];
+    nf_article_blob_t *b = k->r->ingest ? nf_article_blob_decode(m->payload, m->len, err,
+                                                                 sizeof err)
+                                        : NULL;
+    if (!b) {
+        nf_log(NF_LOG_ERROR, "dedup", "an article record does not decode; stopping",
+               NF_LS("error", k->r->ingest ? err : "no dedup actor in this job"),
+               NF_LI("partition", m->partition), NF_LI("offset", m->offset), NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(k->sh));
+        return;
+    }
+    nf_msg_t msg = {.actor = (uint16_t)k->r->ingest->dedup_actor,
+                    .kind = NF_MSG_ARTICLE,
+                    .key = b->id.hi};
+    msg.body.ptr = b;
+    unsigned dst = nf_route(nf_shard_runtime(k->sh), b->id.hi);
+    if (nf_outbox_send(k->sh, &k->ob, dst, &msg) != 0) {
+        free(b);
+        stop_job(k, "out of memory handing an article to dedup; stopping the job", -ENOMEM);
+    }
+}
+
 static void take_panes_record(kin_t *k, const rd_kafka_message_t *m)
 {
     const unsigned char *v = m->payload;
     const unsigned char *key = m->key;
+    if (v && m->len > 0 && v[0] == 'A') {
+        take_article_record(k, m);
+        return;
+    }
     if (!v || m->len < PANES_REC_HEAD || !key || m->key_len != 2 ||
         (v[0] != 'P' && v[0] != 'W' && v[0] != 'I')) {
         nf_log(NF_LOG_ERROR, "trending", "a trending-panes record does not decode; stopping",

@@ -39,6 +39,50 @@ uint64_t nf_sources_host_key(const char *host)
     return h;
 }
 
+int32_t nf_murmur2(const void *data, size_t len)
+{
+    const uint32_t m = 0x5bd1e995u;
+    const int r = 24;
+    const unsigned char *d = data;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)len;
+    size_t n4 = len / 4;
+    for (size_t i = 0; i < n4; i++) {
+        const unsigned char *q = d + 4 * i;
+        uint32_t k = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+                     (uint32_t)q[3] << 24;
+        k *= m;
+        k ^= k >> r;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const unsigned char *t = d + 4 * n4;
+    switch (len % 4) {
+    case 3:
+        h ^= (uint32_t)t[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)t[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= t[0];
+        h *= m;
+        break;
+    default:
+        break;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return (int32_t)h;
+}
+
+int32_t nf_sources_partition(const char *host, int32_t partitions)
+{
+    uint32_t h = (uint32_t)nf_murmur2(host, strlen(host)) & 0x7fffffffu;
+    return partitions > 0 ? (int32_t)(h % (uint32_t)partitions) : 0;
+}
+
 /* Host of a normalized http(s) URL: between "://" (after any userinfo) and the next ':', '/'. */
 static void url_host(const char *url, char *out, size_t outlen)
 {

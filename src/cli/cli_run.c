@@ -12,6 +12,9 @@
 
 #include "actors/analytics.h"
 #include "actors/ingest.h"
+#include "actors/sources_publish.h"
+#include "actors/topics_follow.h"
+#include "state/changelog.h"
 #include "actors/reads.h"
 #include "algo/hash.h"
 #include "cli/cli_fetch.h"
@@ -398,6 +401,7 @@ struct run_ctx {
     nf_config_t cfg;
     nf_ingest_t in;
     nf_source_list_t sources;
+    nf_topics_follow_t *follow; /* in a consumer group: the articles' topic vectors */
     nf_reads_t reads;
     nf_analytics_t an;
     nf_classify_taxonomy_t *taxonomy;
@@ -726,6 +730,10 @@ static int setup_analytics(run_ctx_t *c, char *err, size_t errlen)
     an->cluster.threshold = cfg->cluster.threshold;
     an->cluster.ttl_ms = an->topics_ttl_ms = (uint64_t)cfg->cluster.ttl_s * 1000u;
     an->cluster_shard = cfg->cluster.shard;
+    if (c->in.in_partitions) { /* the articles' state belongs to the one-partition topic */
+        an->cluster.key_group = NF_CHANGELOG_GLOBAL_KG;
+        an->interest.topics_key_group = NF_CHANGELOG_GLOBAL_KG;
+    }
     an->trend.window_ms = (int64_t)cfg->trending.window_s * 1000;
     an->trend.slide_ms = (int64_t)cfg->trending.slide_s * 1000;
     an->trend.lateness_ms = cfg->trending.lateness_ms;
@@ -850,6 +858,44 @@ static int restore_checkpoint(const nf_config_t *cfg, char *err, size_t errlen)
     if (res.pruned)
         nf_log(NF_LOG_INFO, "main", "deleted older replaced states beyond checkpoint.retain_count",
                NF_LI("count", res.pruned), NF_LS("deleted", res.pruned_names), NF_LEND);
+    return 0;
+}
+
+/* In a consumer group the sources live in the sources topic, shared by every process: a local
+ * file of one machine cannot be. 0 or NF_EXIT_USAGE (logged). */
+static int check_shared_sources(const nf_source_list_t *l)
+{
+    size_t files = 0;
+    const char *first = NULL;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->items[i].is_file && files++ == 0)
+            first = l->items[i].url;
+    if (!files)
+        return 0;
+    nf_log(NF_LOG_ERROR, "main",
+           "local feed files cannot be shared by the processes of a consumer group (state."
+           "changelog with kafka.assignment=group): the sources go through the sources topic",
+           NF_LS("first", first), NF_LI("files", files),
+           NF_LS("hint", "serve them over http(s), or run one process with kafka.assignment=all"),
+           NF_LEND);
+    return NF_EXIT_USAGE;
+}
+
+/* The configured sources into the sources topic (sources_publish.h), before the shards start.
+ * 0 or NF_EXIT_RUNTIME (logged). */
+static int publish_sources(run_ctx_t *c)
+{
+    char err[512];
+    nf_sources_publish_stats_t ps;
+    if (nf_sources_publish(c->kafka, &c->sources, &ps, err, sizeof err) != 0) {
+        nf_log(NF_LOG_ERROR, "main", "cannot publish the configured sources to the sources topic",
+               NF_LS("error", err), NF_LEND);
+        return NF_EXIT_RUNTIME;
+    }
+    nf_log(NF_LOG_INFO, "main",
+           "configured sources published to the sources topic", NF_LI("configured", ps.configured),
+           NF_LI("published", ps.published), NF_LI("unchanged", ps.unchanged),
+           NF_LI("operator_records", ps.operator), NF_LI("records_read", ps.records), NF_LEND);
     return 0;
 }
 
@@ -1067,6 +1113,13 @@ int nf_cli_run(int argc, char **argv)
     c.in.epoch = c.epoch;
     c.in.store = c.store;
     c.in.budget_bytes = (size_t)cfg->state.budget_mb << 20;
+    /* Several processes may share the job: sources follow the sources partitions (ingest.h). */
+    c.in.in_partitions = cfg->state.changelog && cfg->kafka.assignment != 1 && c.kafka;
+    if (c.in.in_partitions && (code = check_shared_sources(&c.sources)) != 0) {
+        run_cleanup(&c);
+        nf_sink_close(c.in.sink);
+        return code;
+    }
     if (setup_analytics(&c, err, sizeof err) != 0) {
         fprintf(stderr, "newsflow: config error: %s\n", err);
         run_cleanup(&c);
@@ -1131,6 +1184,11 @@ int nf_cli_run(int argc, char **argv)
         nf_sink_close(c.in.sink);
         return NF_EXIT_RUNTIME;
     }
+    if (c.in.in_partitions && (code = publish_sources(&c)) != 0) {
+        run_cleanup(&c);
+        nf_sink_close(c.in.sink);
+        return code;
+    }
     start_standby(&c);
     if (nf_runtime_start(c.rt) != 0 || nf_epoch_start(c.epoch) != 0) {
         nf_log(NF_LOG_ERROR, "main", "cannot start the shards", NF_LEND);
@@ -1139,6 +1197,13 @@ int nf_cli_run(int argc, char **argv)
         run_cleanup(&c);
         nf_sink_close(c.in.sink);
         return NF_EXIT_RUNTIME;
+    }
+    if (c.in.in_partitions && c.an.interest_actor >= 0 && c.an.taxonomy &&
+        !(c.follow = nf_topics_follow_start(c.kafka, c.rt, &c.an, err, sizeof err))) {
+        /* Interest would count the other processes' articles as unknown: stop instead. */
+        nf_log(NF_LOG_ERROR, "main", "cannot follow the articles topic for topic vectors",
+               NF_LS("error", err), NF_LEND);
+        nf_runtime_fail(c.rt);
     }
     char hash[17];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)nf_config_hash(cfg));
@@ -1244,6 +1309,8 @@ int nf_cli_run(int argc, char **argv)
     atomic_store(&g_kafka, NULL);
     nf_demo_stop(c.demo);
     c.demo = NULL;
+    nf_topics_follow_stop(c.follow);
+    c.follow = NULL;
     if (nf_epoch_stop(c.epoch) != 0 || nf_runtime_failed(c.rt))
         exit_code = NF_EXIT_RUNTIME;
     pthread_mutex_lock(&sw.lock);

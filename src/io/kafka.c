@@ -1406,9 +1406,10 @@ int nf_kafka_topic_ends(nf_kafka_t *k, nf_topic_t t, int64_t *hi, int n, char *e
     return 0;
 }
 
-int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const int *nparts,
-                         int stride, const int64_t *from, int64_t *end, nf_kafka_record_fn rec,
-                         void *arg, char *err, size_t errlen)
+/* nf_kafka_read_topics over topics named names[0..ntopics). */
+static int read_named(nf_kafka_t *k, const char *const *names, int ntopics, const int *nparts,
+                      int stride, const int64_t *from, int64_t *end, nf_kafka_record_fn rec,
+                      void *arg, char *err, size_t errlen)
 {
     rd_kafka_conf_t *c = base_conf(k, err, errlen);
     if (!c)
@@ -1447,7 +1448,7 @@ int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const in
                 continue;
             }
             rd_kafka_topic_partition_t *tp =
-                rd_kafka_topic_partition_list_add(l, k->out[topics[i]].name, p);
+                rd_kafka_topic_partition_list_add(l, names[i], p);
             tp->offset = from[x] < 0 ? RD_KAFKA_OFFSET_BEGINNING : start;
             tp->opaque = (void *)(intptr_t)end[x]; /* the high watermark: the target */
             end[x] = start;
@@ -1466,7 +1467,7 @@ int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const in
     }
     for (int j = 0; rc == 0 && j < l->cnt; j++) {
         for (int i = 0; i < ntopics; i++)
-            if (!strcmp(l->elems[j].topic, k->out[topics[i]].name))
+            if (!strcmp(l->elems[j].topic, names[i]))
                 tix[j] = i;
         target[j] = (int64_t)(intptr_t)l->elems[j].opaque;
     }
@@ -1486,7 +1487,7 @@ int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const in
             const char *tn = m->rkt ? rd_kafka_topic_name(m->rkt) : "";
             int ti = -1;
             for (int i = 0; i < ntopics && ti < 0; i++)
-                if (!strcmp(tn, k->out[topics[i]].name))
+                if (!strcmp(tn, names[i]))
                     ti = i;
             size_t x = ti >= 0 && m->partition >= 0 && m->partition < stride
                            ? (size_t)ti * (size_t)stride + (size_t)m->partition
@@ -1530,6 +1531,260 @@ int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const in
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     return rc;
+}
+
+int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const int *nparts,
+                         int stride, const int64_t *from, int64_t *end, nf_kafka_record_fn rec,
+                         void *arg, char *err, size_t errlen)
+{
+    const char *names[NF_TOPIC__COUNT];
+    if (ntopics > NF_TOPIC__COUNT) {
+        snprintf(err, errlen, "kafka: too many topics to read");
+        return -EINVAL;
+    }
+    for (int i = 0; i < ntopics; i++)
+        names[i] = k->out[topics[i]].name;
+    return read_named(k, names, ntopics, nparts, stride, from, end, rec, arg, err, errlen);
+}
+
+int nf_kafka_read_input(nf_kafka_t *k, nf_input_t in, nf_kafka_record_fn rec, void *arg,
+                        char *err, size_t errlen)
+{
+    int n = (unsigned)in < NF_INPUT__COUNT ? k->in_npart[in] : 0;
+    if (n <= 0) {
+        snprintf(err, errlen, "kafka: the %s topic's partitions are not known",
+                 nf_input_name(in));
+        return -EINVAL;
+    }
+    int64_t *from = calloc((size_t)n * 2, sizeof *from);
+    if (!from) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int64_t *end = from + n;
+    const char *name = k->in_names[in];
+    int rc = 0;
+    for (int p = 0; p < n && rc == 0; p++) {
+        int64_t lo = 0;
+        from[p] = -1;
+        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+            k->prod, name, p, &lo, &end[p], tmo(k, NF_KAFKA_TIMEOUT_MS));
+        if (e) {
+            snprintf(err, errlen, "kafka: end offset of %s [%d]: %s", name, p,
+                     rd_kafka_err2str(e));
+            rc = -EIO;
+        }
+    }
+    if (rc == 0)
+        rc = read_named(k, &name, 1, &n, n, from, end, rec, arg, err, errlen);
+    free(from);
+    return rc;
+}
+
+typedef struct {
+    _Atomic uint64_t delivered, failed;
+    char first_error[256];
+    _Atomic bool have_error;
+} publish_ctx_t;
+
+static void publish_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    publish_ctx_t *x = opaque;
+    (void)rk;
+    if (!m->err) {
+        atomic_fetch_add(&x->delivered, 1);
+        return;
+    }
+    atomic_fetch_add(&x->failed, 1);
+    if (!atomic_exchange(&x->have_error, true))
+        snprintf(x->first_error, sizeof x->first_error, "%s", rd_kafka_err2str(m->err));
+}
+
+int nf_kafka_publish(nf_kafka_t *k, nf_input_t in, const nf_kafka_pub_t *recs, size_t n,
+                     char *err, size_t errlen)
+{
+    if (!n)
+        return 0;
+    if ((unsigned)in >= NF_INPUT__COUNT || k->in_npart[in] <= 0) {
+        snprintf(err, errlen, "kafka: the %s topic's partitions are not known",
+                 nf_input_name(in));
+        return -EINVAL;
+    }
+    publish_ctx_t *x = calloc(1, sizeof *x);
+    rd_kafka_conf_t *c = x ? base_conf(k, err, errlen) : NULL;
+    if (!c) {
+        if (!x)
+            snprintf(err, errlen, "out of memory");
+        free(x);
+        return x ? -EINVAL : -ENOMEM;
+    }
+    /* Its own idempotent producer: these records are not an epoch's (the transactional one
+     * produces only inside transactions), and a retry must not write one twice. */
+    if (conf_set(c, "enable.idempotence", "true", err, errlen) != 0) {
+        rd_kafka_conf_destroy(c);
+        free(x);
+        return -EINVAL;
+    }
+    rd_kafka_conf_set_opaque(c, x);
+    rd_kafka_conf_set_dr_msg_cb(c, publish_dr);
+    char rerr[256];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, rerr, sizeof rerr);
+    if (!rk) {
+        snprintf(err, errlen, "kafka: publishing producer: %s", rerr);
+        free(x);
+        return -EIO;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        rd_kafka_resp_err_t e;
+        while ((e = rd_kafka_producev(
+                    rk, RD_KAFKA_V_TOPIC(k->in_names[in]), RD_KAFKA_V_PARTITION(recs[i].partition),
+                    RD_KAFKA_V_KEY(recs[i].key, recs[i].klen),
+                    RD_KAFKA_V_VALUE((void *)recs[i].value, recs[i].vlen),
+                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
+               RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(rk, 100);
+        if (e) {
+            snprintf(err, errlen, "kafka: publishing to %s [%d]: %s", k->in_names[in],
+                     recs[i].partition, rd_kafka_err2str(e));
+            rc = -EIO;
+        }
+    }
+    rd_kafka_resp_err_t fe = rd_kafka_flush(rk, tmo(k, NF_KAFKA_TIMEOUT_MS));
+    if (rc == 0 && fe) {
+        snprintf(err, errlen, "kafka: publishing to %s: %s", k->in_names[in], rd_kafka_err2str(fe));
+        rc = -EIO;
+    }
+    if (rc == 0 && atomic_load(&x->failed)) {
+        snprintf(err, errlen, "kafka: publishing to %s: %llu records not delivered: %s",
+                 k->in_names[in], (unsigned long long)atomic_load(&x->failed), x->first_error);
+        rc = -EIO;
+    }
+    rd_kafka_destroy(rk);
+    free(x);
+    return rc;
+}
+
+struct nf_kafka_follower {
+    rd_kafka_t *rk;
+    rd_kafka_topic_partition_list_t *parts;
+    nf_kafka_record_fn rec;
+    void *arg;
+    pthread_t thread;
+    _Atomic bool stop;
+    _Atomic uint64_t records;
+    _Atomic int64_t lag;
+};
+
+static void *follow_main(void *a)
+{
+    nf_kafka_follower_t *f = a;
+    uint64_t next_lag = 0;
+    while (!atomic_load(&f->stop)) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(f->rk, 200);
+        if (m) {
+            if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                nf_log(NF_LOG_WARN, "kafka", "following a topic: consumer error",
+                       NF_LS("error", rd_kafka_message_errstr(m)), NF_LEND);
+            else if (!m->err) {
+                f->rec(f->arg, 0, m->partition, m->offset, m->key, m->key_len, m->payload, m->len,
+                       m->payload == NULL);
+                atomic_fetch_add(&f->records, 1);
+            }
+            rd_kafka_message_destroy(m);
+        }
+        uint64_t now = nf_now_ns();
+        if (now < next_lag)
+            continue;
+        next_lag = now + 1000000000ull;
+        /* lag: cached high watermarks (no request) minus the positions */
+        if (rd_kafka_position(f->rk, f->parts) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            continue;
+        int64_t lag = 0;
+        for (int i = 0; i < f->parts->cnt && lag >= 0; i++) {
+            int64_t lo = -1, hi = -1, pos = f->parts->elems[i].offset;
+            if (rd_kafka_get_watermark_offsets(f->rk, f->parts->elems[i].topic,
+                                               f->parts->elems[i].partition, &lo, &hi) ||
+                hi < 0)
+                lag = -1;
+            else
+                lag += hi - (pos < 0 ? lo : pos) > 0 ? hi - (pos < 0 ? lo : pos) : 0;
+        }
+        atomic_store(&f->lag, lag);
+    }
+    return NULL;
+}
+
+nf_kafka_follower_t *nf_kafka_follow(nf_kafka_t *k, nf_topic_t t, nf_kafka_record_fn rec,
+                                     void *arg, char *err, size_t errlen)
+{
+    if ((unsigned)t >= NF_TOPIC__COUNT || k->out[t].npart <= 0) {
+        snprintf(err, errlen, "kafka: the topic to follow has no known partitions");
+        return NULL;
+    }
+    nf_kafka_follower_t *f = calloc(1, sizeof *f);
+    rd_kafka_conf_t *c = f ? base_conf(k, err, errlen) : NULL;
+    if (!c) {
+        if (!f)
+            snprintf(err, errlen, "out of memory");
+        free(f);
+        return NULL;
+    }
+    char group[160];
+    snprintf(group, sizeof group, "%s.nf-follow", k->group);
+    if (conf_set(c, "group.id", group, err, errlen) != 0 ||
+        conf_set(c, "enable.auto.commit", "false", err, errlen) != 0 ||
+        conf_set(c, "isolation.level", "read_committed", err, errlen) != 0 ||
+        conf_set(c, "auto.offset.reset", "earliest", err, errlen) != 0) {
+        rd_kafka_conf_destroy(c);
+        free(f);
+        return NULL;
+    }
+    char rerr[256];
+    if (!(f->rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, rerr, sizeof rerr))) {
+        snprintf(err, errlen, "kafka: follower: %s", rerr);
+        free(f);
+        return NULL;
+    }
+    f->rec = rec;
+    f->arg = arg;
+    atomic_init(&f->lag, -1);
+    f->parts = rd_kafka_topic_partition_list_new(k->out[t].npart);
+    for (int p = 0; p < k->out[t].npart; p++)
+        rd_kafka_topic_partition_list_add(f->parts, k->out[t].name, p)->offset =
+            RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_resp_err_t e = rd_kafka_assign(f->rk, f->parts);
+    int r = e ? EIO : pthread_create(&f->thread, NULL, follow_main, f);
+    if (r != 0) {
+        snprintf(err, errlen, "kafka: follower: %s", e ? rd_kafka_err2str(e) : strerror(r));
+        rd_kafka_topic_partition_list_destroy(f->parts);
+        rd_kafka_destroy(f->rk);
+        free(f);
+        return NULL;
+    }
+    return f;
+}
+
+uint64_t nf_kafka_follow_records(const nf_kafka_follower_t *f)
+{
+    return f ? atomic_load(&f->records) : 0;
+}
+
+int64_t nf_kafka_follow_lag(const nf_kafka_follower_t *f)
+{
+    return f ? atomic_load(&f->lag) : -1;
+}
+
+void nf_kafka_follow_stop(nf_kafka_follower_t *f)
+{
+    if (!f)
+        return;
+    atomic_store(&f->stop, true);
+    pthread_join(f->thread, NULL);
+    rd_kafka_consumer_close(f->rk);
+    rd_kafka_topic_partition_list_destroy(f->parts);
+    rd_kafka_destroy(f->rk);
+    free(f);
 }
 
 /* ---------------------------------------------------------------- tailing topics (standbys) */

@@ -168,6 +168,38 @@ nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_
 long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const char *positions_json,
                          uint8_t *present, size_t nrecords, char *err, size_t errlen);
 
+/* ---- an input topic whole, and records published to one (actors/sources_publish.h) ---- */
+/* Calls rec for every record of the input topic's partitions, from the first offset to each
+ * partition's end when the read began, read_committed (topic_index is 0). 0 or -errno with
+ * err. */
+int nf_kafka_read_input(nf_kafka_t *k, nf_input_t in, nf_kafka_record_fn rec, void *arg,
+                        char *err, size_t errlen);
+typedef struct nf_kafka_pub {
+    const char *key, *value;
+    size_t klen, vlen;
+    int32_t partition; /* explicit; < the topic's partitions */
+} nf_kafka_pub_t;
+/* Produces the records to the input topic with an idempotent producer of its own (outside any
+ * epoch) and waits for every delivery. 0 or -errno with err (then some may have been
+ * written). */
+int nf_kafka_publish(nf_kafka_t *k, nf_input_t in, const nf_kafka_pub_t *recs, size_t n,
+                     char *err, size_t errlen);
+
+/* ---- following an output topic (a global table: actors/topics_follow.h) ---- */
+typedef struct nf_kafka_follower nf_kafka_follower_t;
+/* Starts a thread that reads every partition of output topic t from its first offset on,
+ * read_committed, with a consumer of its own (no group), and calls rec (topic_index 0) for each
+ * record on that thread, in offset order per partition, until nf_kafka_follow_stop. Consumer
+ * errors are logged and retried by librdkafka. NULL with err if it cannot start. */
+nf_kafka_follower_t *nf_kafka_follow(nf_kafka_t *k, nf_topic_t t, nf_kafka_record_fn rec,
+                                     void *arg, char *err, size_t errlen);
+/* Records handed to rec so far, and the partitions' summed lag behind their high watermarks
+ * (-1 before it is known). Any thread. */
+uint64_t nf_kafka_follow_records(const nf_kafka_follower_t *f);
+int64_t nf_kafka_follow_lag(const nf_kafka_follower_t *f);
+/* Stops the thread (waits for it) and frees f. NULL is a no-op. */
+void nf_kafka_follow_stop(nf_kafka_follower_t *f);
+
 /* ---- reading an output topic whole (changelog restore, state/changelog.h) ---- */
 /* Partitions of an output topic (0 when it was not loaded: a changelog topic without
  * kafka opts `changelog`). */

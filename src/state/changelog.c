@@ -25,26 +25,40 @@
  * another's older offsets. One lock for the process: it has one store. */
 static pthread_mutex_t g_meta_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* by_input: the kind's key group is the read-events partition (what a rebalance moves). */
+/* input: the input whose partition is the kind's key group (what a rebalance moves), or -1.
+ * The one-partition trending-panes input stands for the global key group (changelog.h: the
+ * articles' state in a consumer group; every key in NF_CHANGELOG_GLOBAL_KG). */
 static const struct {
     nf_state_kind_t kind;
     nf_topic_t topic;
-    bool by_input;
+    int input;
 } k_topics[] = {
-    {NF_KIND_ARTICLE_KEY, NF_TOPIC_CL_ARTICLE_KEY, false},
-    {NF_KIND_CRAWL_SCHEDULE, NF_TOPIC_CL_CRAWL_SCHEDULE, false},
-    {NF_KIND_EVENT_IDS, NF_TOPIC_CL_EVENT_IDS, true},
-    {NF_KIND_CLUSTER_SIG, NF_TOPIC_CL_CLUSTER_SIG, false},
-    {NF_KIND_CLUSTER_BUCKET, NF_TOPIC_CL_CLUSTER_BUCKET, false},
-    {NF_KIND_CLUSTER_PARENT, NF_TOPIC_CL_CLUSTER_PARENT, false},
-    {NF_KIND_ARTICLE_TOPICS, NF_TOPIC_CL_ARTICLE_TOPICS, false},
-    {NF_KIND_INTEREST, NF_TOPIC_CL_INTEREST, true},
-    {NF_KIND_INTEREST_SEEN, NF_TOPIC_CL_INTEREST_SEEN, true},
-    {NF_KIND_TRENDING, NF_TOPIC_CL_TRENDING, true},
+    {NF_KIND_ARTICLE_KEY, NF_TOPIC_CL_ARTICLE_KEY, NF_INPUT_TRENDING_PANES},
+    {NF_KIND_CRAWL_SCHEDULE, NF_TOPIC_CL_CRAWL_SCHEDULE, NF_INPUT_SOURCES},
+    {NF_KIND_EVENT_IDS, NF_TOPIC_CL_EVENT_IDS, NF_INPUT_READ_EVENTS},
+    {NF_KIND_CLUSTER_SIG, NF_TOPIC_CL_CLUSTER_SIG, NF_INPUT_TRENDING_PANES},
+    {NF_KIND_CLUSTER_BUCKET, NF_TOPIC_CL_CLUSTER_BUCKET, NF_INPUT_TRENDING_PANES},
+    {NF_KIND_CLUSTER_PARENT, NF_TOPIC_CL_CLUSTER_PARENT, NF_INPUT_TRENDING_PANES},
+    {NF_KIND_ARTICLE_TOPICS, NF_TOPIC_CL_ARTICLE_TOPICS, NF_INPUT_TRENDING_PANES},
+    {NF_KIND_INTEREST, NF_TOPIC_CL_INTEREST, NF_INPUT_READ_EVENTS},
+    {NF_KIND_INTEREST_SEEN, NF_TOPIC_CL_INTEREST_SEEN, NF_INPUT_READ_EVENTS},
+    {NF_KIND_TRENDING, NF_TOPIC_CL_TRENDING, NF_INPUT_READ_EVENTS},
 };
 #define NTOPICS (sizeof k_topics / sizeof k_topics[0])
 _Static_assert(NTOPICS == NF_TOPIC__COUNT - NF_TOPIC_CL_FIRST, "one changelog topic per kind");
 _Static_assert(NTOPICS == NF_KIND__COUNT - 1, "every kind but `reads` has a changelog");
+
+/* Whether changelog partition p (of n) of a kind keyed by `input` is among the input partitions
+ * parts names (parts[p] for a partitioned input; the global key group's partition for the
+ * one-partition topic, whose partition 0 stands for it). */
+static bool part_wanted(int input, const bool *parts, int p, int n)
+{
+    if (!parts)
+        return false;
+    if (input == NF_INPUT_TRENDING_PANES)
+        return parts[0] && n > 0 && p == (int)(NF_CHANGELOG_GLOBAL_KG % (unsigned)n);
+    return parts[p];
+}
 
 int nf_changelog_topic(nf_state_kind_t kind)
 {
@@ -220,8 +234,9 @@ static int topic_index(const char *base)
     return -1;
 }
 
-int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, const bool *owned,
-                             bool merger_owned, char *err, size_t errlen)
+int nf_changelog_save_synced(nf_store_t *st, const char *positions_json,
+                             const bool *const *owned, bool merger_owned, char *err,
+                             size_t errlen)
 {
     cJSON *pos = cJSON_Parse(positions_json);
     if (!pos) {
@@ -244,11 +259,12 @@ int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, const b
             r = set_item(meta, base, cJSON_Duplicate(t, 1));
             continue;
         }
-        if (!k_topics[ti].by_input)
+        int in = k_topics[ti].input;
+        if (in < 0 || !owned[in])
             continue; /* several writers may share these partitions: only a restore moves them */
         /* Own writes move a partition's synced offset only where this process is its only
-         * writer: its read-events partition is assigned here (and, for the trending partition
-         * that also holds the merger's key group, the merger too). */
+         * writer: its input partition is assigned here (and, for the trending partition that
+         * also holds the merger's key group, the merger too). */
         int n = cJSON_GetArraySize(t);
         int64_t *cur = calloc(n > 0 ? (size_t)n : 1, sizeof *cur);
         if (!cur) {
@@ -260,7 +276,7 @@ int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, const b
         cJSON *arr = cJSON_CreateArray();
         for (int p = 0; arr && p < n; p++) {
             const cJSON *v = cJSON_GetArrayItem(t, p);
-            bool mine = p < NF_CHANGELOG_MAX_PARTITIONS && owned[p] &&
+            bool mine = p < NF_CHANGELOG_MAX_PARTITIONS && part_wanted(in, owned[in], p, n) &&
                         (k_topics[ti].kind != NF_KIND_TRENDING || p != merger_part || merger_owned);
             double x = mine && cJSON_IsNumber(v) ? v->valuedouble : (double)cur[p];
             cJSON_AddItemToArray(arr, cJSON_CreateNumber(x));
@@ -353,7 +369,7 @@ int nf_changelog_input_topics(int *topics, int cap)
 {
     int n = 0;
     for (size_t i = 0; i < NTOPICS; i++)
-        if (k_topics[i].by_input && n < cap)
+        if (k_topics[i].input == NF_INPUT_READ_EVENTS && n < cap)
             topics[n++] = (int)k_topics[i].topic;
     return n;
 }
@@ -444,10 +460,11 @@ static int restore_rec(void *arg, int topic_index, int32_t partition, int64_t of
                               vlen, tombstone, c->err, c->errlen);
 }
 
-/* only: NULL (every partition of every topic, or of the kinds not keyed by the input partition
- * when skip_by_input) or the key groups (partitions) to read, of the kinds keyed by the input
- * partition only. */
-static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *only, bool skip_by_input,
+/* only: NULL (every partition of every topic, or of the kinds not keyed by an input partition
+ * when skip_by_input) or, per input, the key groups (partitions) to read of the kinds keyed by
+ * that input's partition (NULL: none). */
+static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *const *only,
+                   bool skip_by_input,
                    nf_changelog_progress_t *prog, nf_changelog_stats_t *stats, char *err,
                    size_t errlen)
 {
@@ -488,12 +505,13 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *only, bo
         nparts[i] = n < 0 ? 0 : n > STRIDE ? STRIDE : n;
         int64_t *f = from + i * STRIDE, *h = end + i * STRIDE;
         synced_of(meta, nf_topic_name(k_topics[i].topic), f, nparts[i]);
-        if ((only && !k_topics[i].by_input) || (skip_by_input && k_topics[i].by_input))
+        const bool *want = only && k_topics[i].input >= 0 ? only[k_topics[i].input] : NULL;
+        if ((only && !want) || (skip_by_input && k_topics[i].input >= 0))
             nparts[i] = 0;
         if (nparts[i] && (r = k->topic_ends(k->arg, topics[i], h, nparts[i], err, errlen)) != 0)
             break;
-        for (int p = 0; only && p < nparts[i]; p++)
-            if (!only[p])
+        for (int p = 0; want && p < nparts[i]; p++)
+            if (!part_wanted(k_topics[i].input, want, p, nparts[i]))
                 h[p] = -1; /* not asked for: nothing read, its recorded offset stays */
         for (int p = 0; p < nparts[i]; p++)
             if (h[p] >= 0 && f[p] > h[p]) {
@@ -527,13 +545,15 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *only, bo
     /* Recorded only once applied: a failure reads the same records again next time. Only the
      * partitions read are written: the others may have moved meanwhile (a standby's). */
     size_t nrec = 0;
-    for (size_t i = 0; i < NTOPICS && r == 0; i++)
+    for (size_t i = 0; i < NTOPICS && r == 0; i++) {
+        const bool *want = only && k_topics[i].input >= 0 ? only[k_topics[i].input] : NULL;
         for (int p = 0; p < nparts[i]; p++)
-            if (!only || only[p]) {
+            if (!want || part_wanted(k_topics[i].input, want, p, nparts[i])) {
                 rt[nrec] = topics[i];
                 rp[nrec] = p;
                 ro[nrec++] = end[i * STRIDE + p];
             }
+    }
     if (r == 0 && nrec)
         r = record_offsets(st, rt, rp, ro, nrec, err, errlen);
     if (prog)
@@ -555,7 +575,8 @@ int nf_changelog_restore(nf_store_t *st, const nf_kafka_ops_t *k, bool by_input,
     return restore(st, k, NULL, !by_input, prog, stats, err, errlen);
 }
 
-int nf_changelog_restore_partitions(nf_store_t *st, const nf_kafka_ops_t *k, const bool *parts,
+int nf_changelog_restore_partitions(nf_store_t *st, const nf_kafka_ops_t *k,
+                                    const bool *const parts[NF_INPUT__COUNT],
                                     nf_changelog_progress_t *prog, nf_changelog_stats_t *stats,
                                     char *err, size_t errlen)
 {

@@ -10,7 +10,10 @@
  * expiry first) or a tombstone for a delete; the producer sends it to partition
  * key group % partitions (io/kafka.c). The key group is the input partition for read-path state
  * (event ids, interest, interest_seen), the partition of a trending counter's or pane's key,
- * and id.hi % 256 for state Kafka does not feed (articles, cluster, crawl schedules).
+ * the sources partition for crawl schedules in a consumer group (crawl.c; id.hi % 256 in one
+ * process), and for the articles' state (ArticleKey, topic vectors, cluster index) the global
+ * key group in a consumer group (it follows trending-panes' one partition) or id.hi % 256 in
+ * one process.
  *
  * Synced offsets: the store keeps, per changelog partition, the next offset this state
  * directory has not applied ("changelog" meta record, JSON {"<topic>":[offset per partition]}):
@@ -55,6 +58,10 @@ int nf_changelog_from_batch(nf_outbuf_t *out, const nf_store_batch_t *b);
  * belongs to the trending-panes partition, not to a read-events partition; its changelog
  * partition is this % partitions, which a process restores when it is assigned trending-panes. */
 #define NF_CHANGELOG_MERGER_KG 0xFFFFu
+/* The same key group holds the other global stages in a consumer group (ingest.h,
+ * in_partitions): article dedup (ArticleKey), topic vectors and the cluster index belong to the
+ * one-partition topic too, and move with it. */
+#define NF_CHANGELOG_GLOBAL_KG NF_CHANGELOG_MERGER_KG
 
 typedef struct nf_changelog_stats {
     uint64_t records, bytes, puts, deletes, skipped; /* skipped: malformed records (logged) */
@@ -79,10 +86,12 @@ int nf_changelog_restore(nf_store_t *st, const nf_kafka_ops_t *k, bool by_input,
                          nf_changelog_progress_t *prog, nf_changelog_stats_t *stats, char *err,
                          size_t errlen);
 
-/* The same for some input partitions only (parts[p] true, p < NF_CHANGELOG_MAX_PARTITIONS): the
- * partitions of the kinds keyed by the read-events partition (event ids, interest, seen keys,
- * trending counters), which a rebalance moves between processes. */
-int nf_changelog_restore_partitions(nf_store_t *st, const nf_kafka_ops_t *k, const bool *parts,
+/* The same for some input partitions only (parts[input][p] true, p <
+ * NF_CHANGELOG_MAX_PARTITIONS; parts[input] NULL: none of that input): the partitions of the
+ * kinds keyed by an input partition, which a rebalance moves between processes — read-events
+ * (event ids, interest, seen keys, trending counters) and sources (crawl schedules). */
+int nf_changelog_restore_partitions(nf_store_t *st, const nf_kafka_ops_t *k,
+                                    const bool *const parts[NF_INPUT__COUNT],
                                     nf_changelog_progress_t *prog, nf_changelog_stats_t *stats,
                                     char *err, size_t errlen);
 
@@ -127,11 +136,13 @@ int nf_changelog_synced_set(nf_store_t *st, const int *topics, const int32_t *pa
 /* Records the synced offsets after a committed epoch: positions_json is the producer's
  * {"<topic>":[next offset per partition],...} (every output topic; only changelog topics are
  * kept). owned NULL: one process writes every partition (kafka.assignment=all), all move;
- * else (a consumer group) only the partitions of the kinds keyed by the read-events partition
- * whose partition is assigned here (owned[p]) move — the trending one that also holds the
- * merger's key group only with merger_owned too — and the others keep what a restore recorded:
- * another process writes them (or wrote them while this one did not read them). 0 or -errno. */
-int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, const bool *owned,
-                             bool merger_owned, char *err, size_t errlen);
+ * else (a consumer group) only the partitions of the kinds keyed by an input partition whose
+ * partition is assigned here (owned[input][p]; owned[input] NULL: none) move — the trending one
+ * that also holds the merger's key group only with merger_owned too — and the others keep what
+ * a restore recorded: another process writes them (or wrote them while this one did not read
+ * them). 0 or -errno. */
+int nf_changelog_save_synced(nf_store_t *st, const char *positions_json,
+                             const bool *const *owned, bool merger_owned, char *err,
+                             size_t errlen);
 
 #endif

@@ -663,18 +663,26 @@ static void save_synced(nf_epoch_t *ep)
     nf_jw_init(&pw);
     ep->kafka->positions_json(ep->kafka->arg, &pw);
     char err[256] = "out of memory";
-    bool *owned = NULL;
-    if (ep->o.group && (owned = calloc(NF_EPOCH_MAX_PARTITIONS, sizeof *owned)) != NULL)
-        for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS; p++)
-            owned[p] = atomic_load(&ep->offsets[NF_INPUT_READ_EVENTS][p]) >= 0;
+    /* In a group, the partitions of each input that are assigned here (positioned). */
+    bool *own = NULL;
+    const bool *owned[NF_INPUT__COUNT] = {NULL};
+    if (ep->o.group &&
+        (own = calloc((size_t)NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *own)) != NULL)
+        for (int in = 0; in < NF_INPUT__COUNT; in++) {
+            owned[in] = own + (size_t)in * NF_EPOCH_MAX_PARTITIONS;
+            for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS; p++)
+                own[(size_t)in * NF_EPOCH_MAX_PARTITIONS + (size_t)p] =
+                    atomic_load(&ep->offsets[in][p]) >= 0;
+        }
     bool merger = atomic_load(&ep->offsets[NF_INPUT_TRENDING_PANES][0]) >= 0;
-    if (pw.failed || (ep->o.group && !owned) ||
-        nf_changelog_save_synced(ep->st, pw.buf, owned, merger, err, sizeof err) != 0)
+    if (pw.failed || (ep->o.group && !own) ||
+        nf_changelog_save_synced(ep->st, pw.buf, ep->o.group ? owned : NULL, merger, err,
+                                 sizeof err) != 0)
         nf_log(NF_LOG_WARN, "changelog",
                "cannot record the changelog offsets reached; the next restore reads from older "
                "ones",
                NF_LS("error", err), NF_LEND);
-    free(owned);
+    free(own);
     nf_jw_free(&pw);
 }
 
@@ -1123,20 +1131,37 @@ static int tell_shards(nf_epoch_t *ep, nf_input_t in, const nf_kafka_offset_t *p
     return r;
 }
 
+/* Every input's partitions among parts, one input after the other (read-events first). */
+static int tell_all_shards(nf_epoch_t *ep, const nf_kafka_offset_t *parts, size_t n, bool gained)
+{
+    int r = 0;
+    for (int in = 0; in < NF_INPUT__COUNT && r == 0; in++)
+        r = tell_shards(ep, (nf_input_t)in, parts, n, gained);
+    return r;
+}
+
+/* "p,p,..." of one input's partitions among parts into list. */
+static void list_parts(char *list, size_t cap, nf_input_t in, const nf_kafka_offset_t *parts,
+                       size_t n)
+{
+    size_t len = 0;
+    list[0] = '\0';
+    for (size_t i = 0; i < n && len < cap; i++)
+        if (parts[i].input == in)
+            len += (size_t)snprintf(list + len, cap - len, "%s%d", len ? "," : "",
+                                    parts[i].partition);
+}
+
 static void log_moved(const char *msg, const nf_kafka_offset_t *parts, size_t n)
 {
-    char list[512];
-    size_t len = 0;
+    char reads[512], srcs[512];
     bool panes = false;
-    list[0] = '\0';
-    for (size_t i = 0; i < n && len < sizeof list; i++) {
-        if (parts[i].input == NF_INPUT_READ_EVENTS)
-            len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", len ? "," : "",
-                                    parts[i].partition);
+    list_parts(reads, sizeof reads, NF_INPUT_READ_EVENTS, parts, n);
+    list_parts(srcs, sizeof srcs, NF_INPUT_SOURCES, parts, n);
+    for (size_t i = 0; i < n; i++)
         panes |= parts[i].input == NF_INPUT_TRENDING_PANES;
-    }
-    nf_log(NF_LOG_INFO, "epoch", msg, NF_LS("read_events_partitions", list),
-           NF_LI("trending_panes", panes), NF_LEND);
+    nf_log(NF_LOG_INFO, "epoch", msg, NF_LS("read_events_partitions", reads),
+           NF_LS("sources_partitions", srcs), NF_LI("trending_panes", panes), NF_LEND);
 }
 
 void nf_epoch_revoke_cb(void *arg, const nf_kafka_offset_t *parts, size_t n, bool lost)
@@ -1166,8 +1191,7 @@ void nf_epoch_revoke_cb(void *arg, const nf_kafka_offset_t *parts, size_t n, boo
             continue;
         atomic_store(&ep->offsets[parts[i].input][parts[i].partition], -1);
     }
-    if ((r = tell_shards(ep, NF_INPUT_READ_EVENTS, parts, n, false)) != 0 ||
-        (r = tell_shards(ep, NF_INPUT_TRENDING_PANES, parts, n, false)) != 0) {
+    if ((r = tell_all_shards(ep, parts, n, false)) != 0) {
         snprintf(err, sizeof err, "revoked partitions: the shards did not let go: %s",
                  strerror(-r));
         fail(ep, r, err);
@@ -1185,20 +1209,33 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
         return;
     int r = 0;
     if (ep->o.changelog && ep->st && ep->kafka) {
-        bool *only = calloc(NF_EPOCH_MAX_PARTITIONS, sizeof *only);
+        /* The key groups to restore: read-events partitions (and the merger's, which comes
+         * with trending-panes: changelog.h) and sources partitions (crawl schedules). */
+        bool *reads = calloc(NF_EPOCH_MAX_PARTITIONS, sizeof *reads);
+        bool *srcs = calloc(NF_EPOCH_MAX_PARTITIONS, sizeof *srcs);
+        bool *only = reads && srcs ? reads : NULL;
+        bool panes[1] = {false}; /* trending-panes 0: the global key group (changelog.h) */
+        const bool *want[NF_INPUT__COUNT] = {NULL};
+        want[NF_INPUT_READ_EVENTS] = reads;
+        want[NF_INPUT_SOURCES] = srcs;
+        want[NF_INPUT_TRENDING_PANES] = panes;
         nf_kafka_offset_t *go = calloc(NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *go);
         size_t ngo = 0, nread = 0;
         uint64_t max_epoch = 0;
         int ncl = ep->kafka->topic_partitions(ep->kafka->arg, NF_TOPIC_CL_TRENDING);
         for (size_t i = 0; only && i < n; i++) {
-            if (parts[i].input == NF_INPUT_READ_EVENTS && parts[i].partition >= 0 &&
-                parts[i].partition < NF_EPOCH_MAX_PARTITIONS) {
-                only[parts[i].partition] = true;
+            bool in_range = parts[i].partition >= 0 && parts[i].partition < NF_EPOCH_MAX_PARTITIONS;
+            if (parts[i].input == NF_INPUT_READ_EVENTS && in_range) {
+                reads[parts[i].partition] = true;
                 nread++;
             }
-            /* the trending merger's state comes with trending-panes (changelog.h) */
+            if (parts[i].input == NF_INPUT_SOURCES && in_range) {
+                srcs[parts[i].partition] = true;
+                nread++;
+            }
             if (parts[i].input == NF_INPUT_TRENDING_PANES && parts[i].partition == 0 && ncl > 0) {
-                only[NF_CHANGELOG_MERGER_KG % (unsigned)ncl] = true;
+                reads[NF_CHANGELOG_MERGER_KG % (unsigned)ncl] = true;
+                panes[0] = true;
                 nread++;
             }
         }
@@ -1210,7 +1247,7 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
         if (r == 0 && nread && ep->standby)
             nf_standby_hold(ep->standby, only); /* it stops writing them first */
         if (r == 0 && nread)
-            r = nf_changelog_restore_partitions(ep->st, ep->kafka, only, &ep->restore, &cs, err,
+            r = nf_changelog_restore_partitions(ep->st, ep->kafka, want, &ep->restore, &cs, err,
                                                 sizeof err);
         /* The group answers with stable offsets only: while a process that died mid-epoch
          * holds a transaction open on them, it waits (up to transaction.timeout.ms) */
@@ -1237,11 +1274,11 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
                    NF_LI("records", cs.records), NF_LI("bytes", cs.bytes),
                    NF_LF("seconds", (double)cs.ns / 1e9), NF_LEND);
         }
-        free(only);
+        free(reads);
+        free(srcs);
         free(go);
     }
-    if (r == 0 && ((r = tell_shards(ep, NF_INPUT_READ_EVENTS, parts, n, true)) != 0 ||
-                   (r = tell_shards(ep, NF_INPUT_TRENDING_PANES, parts, n, true)) != 0))
+    if (r == 0 && (r = tell_all_shards(ep, parts, n, true)) != 0)
         snprintf(err, sizeof err, "gained partitions: the shards did not load them: %s",
                  strerror(-r));
     if (r != 0) {

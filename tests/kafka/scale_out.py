@@ -23,7 +23,12 @@ over 1..n (a vector that did not follow its partition would start again at 1, an
 twice would exceed n), every poison record has exactly one dead letter, no (writer, epoch,
 seq) appears twice, and trending (exact mode; its panes merged by the one process assigned
 trending-panes, which moves too) emits every window once, equal to an exact recount of the
-events. Prints {"bench":"scale_out_failover",...}.
+events. Feeds too: a feed farm on loopback (farm.py: 8 hosts, 2 feeds each, one item URL on two
+hosts) is every process's sources file; the sources topic spreads it by host over the
+processes, the articles go to the one process that deduplicates for the job, and every feed
+gains an item before the rolling restart and again after the last kill: at the end every item
+is in `articles` once and every article in `story-clusters` once. Prints
+{"bench":"scale_out_failover",...}.
 
 NF_TEST_STANDBY_REPLICAS=N runs every process with scale.standby_replicas=N (default 0), for the
 failover figure with standbys (perf/README.md); tests/kafka/standby.py checks what they save.
@@ -41,6 +46,7 @@ import time
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recovery"))
 import acclib  # noqa: E402
+from farm import Farm  # noqa: E402
 
 PARTITIONS = 6
 SESSION_MS = 10000
@@ -134,7 +140,9 @@ class Member:
             self.ctx, self.broker, self.state,
             sets=["state.changelog=true", "kafka.assignment=group",
                   "kafka.static_membership=true", "scale.standby_replicas=%d" % REPLICAS,
-                  *TRENDING, *extra],
+                  "fetch.allow_private=127.0.0.0/8",
+                  "crawl.interval_s=60", "crawl.interval_floor_s=60",
+                  "crawl.jitter_permille=0", *TRENDING, *extra],
             args=["--config", self.cfg], interval_ms=300, txid_suffix="-" + self.name,
             tag="%s-run%d" % (self.name, self.runs))
         return self.job
@@ -165,9 +173,10 @@ def gained_after(members, t0):
     return best
 
 
-def group_setup(ctx, name, partitions):
+def group_setup(ctx, name, partitions, sources_file=None):
     """Apache Kafka's topics for a job of several processes, and their config file (session
-    and transaction timeouts): (broker, config path). Also standby.py's."""
+    and transaction timeouts, sources.file when given): (broker, config path). Also
+    standby.py's."""
     if acclib.broker_kind(ctx) != "kafka":
         ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
                  "tests do)")
@@ -176,14 +185,19 @@ def group_setup(ctx, name, partitions):
     # A list value (--set would split it on commas). The transaction timeout bounds how long a
     # killed process's open transaction holds back the read_committed end of what it wrote (the
     # outputs read back at the end included): 6 s, within the session timeout.
+    sources = '"sources": {"file": "%s"}, ' % sources_file if sources_file else ""
     with open(cfg, "w") as f:
-        f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000",'
-                ' "transaction.timeout.ms=6000"]}}' % SESSION_MS)
+        f.write('{%s"kafka": {"properties": ["session.timeout.ms=%d", '
+                '"heartbeat.interval.ms=1000", "transaction.timeout.ms=6000"]}}' %
+                (sources, SESSION_MS))
     return broker, cfg
 
 
 def body(ctx):
-    broker, cfg = group_setup(ctx, "so", PARTITIONS)
+    # The feed farm (farm.py): every process has its list, the sources topic spreads it by host.
+    farm = Farm(ctx)
+    srcfile = farm.sources_file(ctx.path("sources.txt"))
+    broker, cfg = group_setup(ctx, "so", PARTITIONS, srcfile)
     ev = PoolEvents()
     prod = acclib.Producer(ctx, broker, ev, pause=0.15, bad_every=5)
     prod.start()
@@ -224,6 +238,7 @@ def body(ctx):
                                      "groups let go")) for n in ("p1", "p2", "p3"))
     ctx.check(revoked > 0, "p4 joined but no process let partitions go")
 
+    farm.version = 2  # every feed gains an item: crawled by whoever owns it from now on
     ctx.log("---- 4. rolling restart (p1 comes back with 1 shard, p2 with 3)")
     shards = {"p1": ["runtime.shards=1"], "p2": ["runtime.shards=3"]}
     for n in ("p1", "p2", "p3", "p4"):
@@ -265,6 +280,18 @@ def body(ctx):
     ctx.log("failover: kill -> assigned elsewhere %.1f s, -> committing there %.1f s" %
             (t_gain - t_kill, t_commit - t_kill))
 
+    # Every feed gains an item again, crawled (200) by the processes left; then all that is in
+    # the feeds must be in articles once.
+    t_v3 = time.monotonic()
+    farm.version = 3
+    ctx.wait_for("every feed fetched after its last change",
+                 lambda: len({(r[1], r[2]) for r in farm.requests()
+                              if r[0] > t_v3 and r[5] == 200}) == len(farm.urls()),
+                 timeout=150, interval=1, job=live[0].job)
+    ctx.wait_for("the farm's items in articles",
+                 lambda: len(acclib.read_outputs(ctx, broker, "articles")) >= len(farm.items()),
+                 timeout=90, interval=1, job=live[0].job)
+
     prod.stop()
     ctx.check(prod.error is None, "producing read events failed: %r" % prod.error)
     acclib.wait_all_consumed(ctx, live[0].job, broker, ev.valid, timeout=240)
@@ -282,6 +309,8 @@ def body(ctx):
                                                         "panes")]
     ctx.log("processes that merged trending panes at some point: %s" % merged)
     ctx.check(len(merged) >= 2, "the trending merger did not move when %s was killed" % owner)
+    ctx.log(farm.check_articles(ctx, broker))
+    farm.stop()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <librdkafka/rdkafka.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -594,6 +595,40 @@ static void test_restart(void)
     NF_CHECK(system(cmd) == 0);
 }
 
+/* The sources topic's partition of a host is Kafka's default partitioner's for a record keyed by
+ * the host: Kafka's own murmur2 test vectors (Utils.murmur2 in its UtilsTest), then librdkafka's
+ * murmur2 partitioner as the reference over many hosts and partition counts. */
+static void test_host_partition(void)
+{
+    static const struct {
+        const char *s;
+        int32_t h;
+    } v[] = {{"21", -973932308},
+             {"foobar", -790332482},
+             {"a-little-bit-long-string", -985981536},
+             {"a-little-bit-longer-string", -1486304829},
+             {"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971},
+             {"abc", 479470107}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        NF_CHECK_EQ(nf_murmur2(v[i].s, strlen(v[i].s)), v[i].h);
+    uint64_t x = 0x243f6a8885a308d3ull;
+    char host[64];
+    size_t differ = 0;
+    for (int i = 0; i < 20000; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        int len = snprintf(host, sizeof host, "feeds%llu.example-%u.com",
+                           (unsigned long long)(x >> 40), (unsigned)(x >> 20) % 997);
+        int32_t n = 1 + (int32_t)(x % 64);
+        int32_t want = rd_kafka_msg_partitioner_murmur2(NULL, host, (size_t)len, n, NULL, NULL);
+        int32_t got = nf_sources_partition(host, n);
+        if (got != want && differ++ < 5)
+            fprintf(stderr, "  %s over %d: %d, librdkafka %d\n", host, n, got, want);
+        NF_CHECK(got >= 0 && got < n);
+    }
+    NF_CHECK_EQ(differ, 0);
+    NF_CHECK_EQ(nf_sources_partition("example.com", 1), 0);
+}
+
 int main(void)
 {
     nf_fetch_global_init();
@@ -606,6 +641,7 @@ int main(void)
     }
     g_port = nf_testhttpd_port(srv);
     snprintf(g_base, sizeof g_base, "http://127.0.0.1:%u", g_port);
+    NF_RUN(test_host_partition);
     NF_RUN(test_route_refuses);
     NF_RUN(test_live_changes);
     NF_RUN(test_many_sources);

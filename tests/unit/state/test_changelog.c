@@ -124,10 +124,15 @@ static void test_synced_offsets(void)
     cJSON_Delete(m);
     free(v);
     /* in a group: only partitions assigned here move, and only for the kinds keyed by them */
-    bool owned[NF_CHANGELOG_MAX_PARTITIONS] = {false};
-    owned[0] = true;
+    bool reads[NF_CHANGELOG_MAX_PARTITIONS] = {false}, srcs[NF_CHANGELOG_MAX_PARTITIONS] = {false};
+    reads[0] = true;
+    srcs[1] = true;
+    const bool *owned[NF_INPUT__COUNT] = {NULL};
+    owned[NF_INPUT_READ_EVENTS] = reads;
+    owned[NF_INPUT_SOURCES] = srcs;
     NF_REQUIRE(nf_changelog_save_synced(st,
                                         "{\"pre.changelog-interest\":[20,30],"
+                                        "\"pre.changelog-crawl-schedule\":[4,6],"
                                         "\"pre.changelog-article-key\":[5,5]}",
                                         owned, false, err, sizeof err) == 0);
     NF_REQUIRE(nf_store_meta_get(st, "changelog", &v, err, sizeof err) == 1);
@@ -136,6 +141,12 @@ static void test_synced_offsets(void)
     in = cJSON_GetObjectItemCaseSensitive(m, "changelog-interest");
     NF_CHECK_EQ((int)cJSON_GetArrayItem(in, 0)->valuedouble, 20);
     NF_CHECK_EQ((int)cJSON_GetArrayItem(in, 1)->valuedouble, 10);
+    /* crawl schedules follow the sources partitions: only the one assigned here moves (-1 =
+     * nothing recorded for the other) */
+    const cJSON *cs = cJSON_GetObjectItemCaseSensitive(m, "changelog-crawl-schedule");
+    NF_REQUIRE(cJSON_IsArray(cs));
+    NF_CHECK_EQ((int)cJSON_GetArrayItem(cs, 0)->valuedouble, -1);
+    NF_CHECK_EQ((int)cJSON_GetArrayItem(cs, 1)->valuedouble, 6);
     NF_CHECK(cJSON_GetObjectItemCaseSensitive(m, "changelog-article-key") == NULL);
     cJSON_Delete(m);
     free(v);

@@ -1,0 +1,161 @@
+"""A feed farm on loopback for the tests of sources in a consumer group (sources_group.py,
+scale_out.py): one threaded HTTP server per host address (127.0.0.2, ...; Linux routes all of
+127.0.0.0/8 to lo), a few RSS feeds per host whose items grow with `version` (ETag per version,
+304 to If-None-Match), one item URL syndicated by two hosts in different sources partitions,
+and a log of every request (time, host, path, User-Agent, If-None-Match, status). Every item
+is about sports (classify gives it a topic vector)."""
+import http.server
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recovery"))
+import acclib  # noqa: E402
+
+HOSTS = ["127.0.0.%d" % i for i in range(2, 10)]
+# one item URL in the feeds of two hosts whose sources partitions differ (with 4 or 6)
+SYNDICATED = "http://127.0.0.99/syndicated/story"
+SYNDICATING = ("127.0.0.2", "127.0.0.3")
+
+
+def murmur2(data):
+    """Kafka's murmur2 (Utils.murmur2), unsigned."""
+    m, r = 0x5bd1e995, 24
+    h = (0x9747b28c ^ len(data)) & 0xffffffff
+    n4 = len(data) // 4
+    for i in range(n4):
+        k = int.from_bytes(data[4 * i:4 * i + 4], "little")
+        k = (k * m) & 0xffffffff
+        k ^= k >> r
+        k = (k * m) & 0xffffffff
+        h = (h * m) & 0xffffffff
+        h ^= k
+    t = data[4 * n4:]
+    rem = len(data) % 4
+    if rem >= 3:
+        h ^= t[2] << 16
+    if rem >= 2:
+        h ^= t[1] << 8
+    if rem >= 1:
+        h ^= t[0]
+        h = (h * m) & 0xffffffff
+    h ^= h >> 13
+    h = (h * m) & 0xffffffff
+    h ^= h >> 15
+    return h
+
+
+def host_partition(host, partitions):
+    """The sources partition of a host (actors/sources.h nf_sources_partition)."""
+    return (murmur2(host.encode()) & 0x7fffffff) % partitions
+
+
+class Farm:
+    """One threaded HTTP server per loopback host; a log of every request."""
+
+    def __init__(self, ctx, hosts=HOSTS, feeds_per_host=2):
+        self.ctx = ctx
+        self.hosts, self.feeds_per_host = list(hosts), feeds_per_host
+        self.lock = threading.Lock()
+        self.log = []  # (monotonic s, host, path, user agent, if-none-match or None, status)
+        self.servers = []
+        self.base = {}
+        self.version = 1  # 2: every feed gains an item (and a new ETag)
+        farm = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                host = self.server.server_address[0]
+                inm = self.headers.get("If-None-Match")
+                ver = farm.version
+                etag = '"v%d-%s%s"' % (ver, host, self.path)
+                item = "http://%s/articles%s" % (host, self.path.replace(".xml", ""))
+                status = 304 if inm == etag else 200
+                with farm.lock:
+                    farm.log.append((time.monotonic(), host, self.path,
+                                     self.headers.get("User-Agent", ""), inm, status))
+                if status == 304:
+                    self.send_response(304)
+                    self.send_header("ETag", etag)
+                    self.end_headers()
+                    return
+                body = ("<?xml version='1.0'?><rss version='2.0'><channel><title>%s%s</title>"
+                        "<link>http://%s/</link><description>farm</description>" %
+                        (host, self.path, host))
+                for i in range(2 + ver):
+                    body += ("<item><title>Story %d of %s%s</title><link>%s/%d</link>"
+                             "<description>Body %d of the feed %s on %s. The football club "
+                             "won the championship game after the coach changed tactics."
+                             "</description></item>" %
+                             (i, host, self.path, item, i, i, self.path, host))
+                if host in SYNDICATING:
+                    body += ("<item><title>The syndicated story</title><link>%s</link>"
+                             "<description>Shared by several hosts.</description></item>" %
+                             SYNDICATED)
+                body += "</channel></rss>"
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/rss+xml")
+                self.send_header("ETag", etag)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        for h in self.hosts:
+            s = http.server.ThreadingHTTPServer((h, 0), H)
+            s.daemon_threads = True
+            threading.Thread(target=s.serve_forever, daemon=True).start()
+            self.servers.append(s)
+            self.base[h] = "http://%s:%d" % (h, s.server_address[1])
+
+    def urls(self):
+        """[(feed URL, host)] of every feed."""
+        return [("%s/f%d.xml" % (self.base[h], i), h) for h in self.hosts
+                for i in range(self.feeds_per_host)]
+
+    def items(self):
+        """The item URLs the feeds hold now (each the URL of one article)."""
+        return {"http://%s/articles/f%d/%d" % (h, i, k) for h in self.hosts
+                for i in range(self.feeds_per_host) for k in range(2 + self.version)} | \
+            {SYNDICATED}
+
+    def requests(self):
+        with self.lock:
+            return list(self.log)
+
+    def sources_file(self, path):
+        """Writes the feeds' URLs, one per line (sources.file)."""
+        with open(path, "w") as f:
+            for u, _ in self.urls():
+                f.write(u + "\n")
+        return path
+
+    def check_articles(self, ctx, broker):
+        """Every item URL the feeds hold in `articles` exactly once and every article in
+        `story-clusters` exactly once (read_committed). Returns a summary line."""
+        count = {}
+        for _, _, v in acclib.read_outputs(ctx, broker, "articles"):
+            count[v.get("url")] = count.get(v.get("url"), 0) + 1
+        twice = {u: n for u, n in count.items() if n != 1}
+        ctx.check(not twice, "articles emitted more than once: %r" % dict(list(twice.items())[:8]))
+        missing = self.items() - set(count)
+        ctx.check(not missing, "items never emitted: %r" % sorted(missing)[:5])
+        stories = acclib.read_outputs(ctx, broker, "story-clusters")
+        per = {}
+        for k, _, _ in stories:
+            per[k] = per.get(k, 0) + 1
+        ctx.check(len(per) == len(count) and all(n == 1 for n in per.values()),
+                  "story-clusters: %d records for %d articles, %d articles more than once" %
+                  (len(stories), len(count), sum(1 for n in per.values() if n != 1)))
+        return "articles: %d, each once; story-clusters: one record each" % len(count)
+
+    def stop(self):
+        for s in self.servers:
+            s.shutdown()
+            s.server_close()
+
+
