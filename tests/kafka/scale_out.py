@@ -60,10 +60,13 @@ TRENDING = ["trending.exact=true", "trending.window_s=%d" % (WINDOW_MS // 1000),
 
 class PoolEvents(acclib.Events):
     """acclib.Events whose articles come from a pool of 23 (so trending lists have counts), at
-    event times 100 ms apart in produce order (so every event is on time on its partition)."""
+    event times 100 ms apart in produce order (so every event is on time on its partition).
+    standby.py's load takes other counts and spacing: at thousands of events/s, events 100 ms
+    apart would make a trending counter span hours of panes."""
 
-    def __init__(self):
-        super().__init__(users=60, prefix="s")
+    def __init__(self, users=60, prefix="s", step_ms=100):
+        super().__init__(users=users, prefix=prefix)
+        self.step_ms = step_ms
         self.sent = []  # (article_id, ts) of every valid event
 
     def make(self, n):
@@ -73,7 +76,7 @@ class PoolEvents(acclib.Events):
             self.n += 1
             u = self.users[(i * 7 + i // len(self.users)) % len(self.users)]
             a = "a%02d" % ((i * i + 3 * i) % 23)
-            ts = T0 + i * 100
+            ts = T0 + i * self.step_ms
             v = {"user_id": u, "article_id": a, "session_id": "s-%d" % i, "ts": ts}
             out.append((u, json.dumps(v, separators=(",", ":"))))
             self.counts[u] = self.counts.get(u, 0) + 1

@@ -38,7 +38,7 @@ sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recovery"))
 import acclib  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scale_out import SESSION_MS, group_setup, log_time  # noqa: E402
+from scale_out import SESSION_MS, PoolEvents, group_setup, log_time  # noqa: E402
 
 PARTITIONS = 4
 REPLICAS = int(os.environ.get("NF_TEST_STANDBY_REPLICAS", "1"))
@@ -55,24 +55,6 @@ MERGER_KG = 0xFFFF
 
 def after(job, msg, t0):
     return [o for o in job.msgs(msg) if (log_time(o) or 0) >= t0]
-
-
-class DenseEvents(acclib.Events):
-    """acclib.Events at event times 1 ms apart over 500 articles (acclib's are 1 s apart, each
-    its own article: at thousands of events/s a trending counter would span days of panes and
-    outgrow a changelog record). Sessions stay distinct, so every event counts."""
-
-    def make(self, n):
-        out = []
-        for _ in range(n):
-            i = self.n
-            self.n += 1
-            u = self.users[(i * 7 + i // len(self.users)) % len(self.users)]
-            v = {"user_id": u, "article_id": "art-%d" % (i % 500), "session_id": "s-%d" % i,
-                 "ts": 1767225600000 + i}
-            out.append((u, json.dumps(v, separators=(",", ":"))))
-            self.counts[u] = self.counts.get(u, 0) + 1
-        return out
 
 
 def owned(job):
@@ -97,7 +79,7 @@ def changelog_counts(ctx, broker):
 
 def body(ctx):
     broker, cfg = group_setup(ctx, "sb", PARTITIONS)  # session 10 s, transaction timeout 6 s
-    ev = DenseEvents(users=USERS, prefix="sb")
+    ev = PoolEvents(users=USERS, prefix="sb", step_ms=1)  # event times 1 ms apart
     prod = acclib.Producer(ctx, broker, ev, per_wave=PER_WAVE, pause=0.1, bad_every=5)
     prod.start()
     jobs = {}
