@@ -29,6 +29,7 @@
 #include "state/changelog.h"
 #include "state/checkpoint.h"
 #include "state/epoch.h"
+#include "state/standby.h"
 #include "state/store.h"
 
 #include <cjson/cJSON.h>
@@ -408,6 +409,7 @@ struct run_ctx {
     nf_kafka_mock_t *mock;
     nf_kafka_t *kafka;
     nf_epoch_t *epoch;
+    nf_standby_t *standby; /* scale.standby_replicas */
     nf_demo_t *demo;
     nf_runtime_t *rt;
     nf_admin_t *admin;
@@ -417,6 +419,10 @@ static void run_cleanup(run_ctx_t *c)
 {
     nf_demo_stop(c->demo);
     nf_admin_stop(c->admin);
+    if (c->epoch) /* its coordinator has stopped: no rebalance callback reaches the standby */
+        nf_epoch_attach_standby(c->epoch, NULL);
+    nf_standby_free(c->standby); /* before the Kafka client and the store it uses */
+    c->standby = NULL;
     if (c->rt)
         nf_runtime_destroy(c->rt);
     nf_kafka_free(c->kafka);
@@ -517,6 +523,37 @@ static int api_error(int err, char **body, size_t *len)
     return api_reply(&w, 503, body, len);
 }
 
+/* /v1/status "standby": null without standbys, else the partitions stood by for and the lag. */
+static void api_standby(run_ctx_t *c, nf_jw_t *w)
+{
+    nf_jw_key(w, "standby");
+    if (!c->standby) {
+        nf_jw_null(w);
+        return;
+    }
+    bool parts[NF_EPOCH_MAX_PARTITIONS];
+    nf_standby_status_t s;
+    nf_standby_status(c->standby, &s, parts);
+    nf_jw_obj_open(w);
+    nf_jw_key(w, "replicas");
+    nf_jw_u64(w, c->cfg.scale.standby_replicas);
+    nf_jw_key(w, "partitions");
+    nf_jw_arr_open(w);
+    for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS; p++)
+        if (parts[p]) {
+            nf_jw_elem(w);
+            nf_jw_i64(w, p);
+        }
+    nf_jw_arr_close(w);
+    nf_jw_key(w, "lag_records");
+    nf_jw_u64(w, s.lag);
+    nf_jw_key(w, "records_applied");
+    nf_jw_u64(w, s.records);
+    nf_jw_key(w, "failed");
+    nf_jw_bool(w, s.failed);
+    nf_jw_obj_close(w);
+}
+
 static int api(void *arg, const char *route, const char *failing, char **body, size_t *len)
 {
     run_ctx_t *c = arg;
@@ -578,6 +615,7 @@ static int api(void *arg, const char *route, const char *failing, char **body, s
         nf_jw_key(&w, "pending_epochs_rolled_forward");
         nf_jw_u64(&w, es.recovered_epochs);
         nf_jw_obj_close(&w);
+        api_standby(c, &w);
         nf_jw_key(&w, "partitions");
         nf_jw_arr_open(&w);
         for (int in = 0; c->kafka && in < NF_INPUT__COUNT; in++)
@@ -974,6 +1012,39 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
     return 0;
 }
 
+/* Warm standbys (state/standby.h), after the start's restore and before the coordinator: in a
+ * consumer group with changelogs only. One that cannot start is logged: the job runs without. */
+static void start_standby(run_ctx_t *c)
+{
+    const nf_config_t *cfg = &c->cfg;
+    if (!cfg->scale.standby_replicas)
+        return;
+    if (!cfg->state.changelog || cfg->kafka.assignment == 1 || !c->kafka || c->mock) {
+        nf_log(NF_LOG_WARN, "main",
+               "scale.standby_replicas ignored: standbys need state.changelog=true, "
+               "kafka.assignment=group and Apache Kafka",
+               NF_LEND);
+        return;
+    }
+    char err[256];
+    nf_kafka_ops_t kops = nf_kafka_ops(c->kafka);
+    nf_standby_opts_t so = {.st = c->store,
+                            .kafka = &kops,
+                            .partitions = nf_kafka_input_partitions(c->kafka, NF_INPUT_READ_EVENTS),
+                            .replicas = cfg->scale.standby_replicas};
+    c->standby = nf_standby_new(&so, err, sizeof err);
+    if (c->standby && nf_standby_start(c->standby, err, sizeof err) != 0) {
+        nf_standby_free(c->standby);
+        c->standby = NULL;
+    }
+    if (!c->standby) {
+        nf_log(NF_LOG_WARN, "main", "standby not started: failovers restore more",
+               NF_LS("error", err), NF_LEND);
+        return;
+    }
+    nf_epoch_attach_standby(c->epoch, c->standby);
+}
+
 int nf_cli_run(int argc, char **argv)
 {
     const char *path;
@@ -1118,6 +1189,7 @@ int nf_cli_run(int argc, char **argv)
         nf_sink_close(c.in.sink);
         return code;
     }
+    start_standby(&c);
     if (nf_runtime_start(c.rt) != 0 || nf_epoch_start(c.epoch) != 0) {
         nf_log(NF_LOG_ERROR, "main", "cannot start the shards", NF_LEND);
         nf_runtime_request_stop(c.rt);

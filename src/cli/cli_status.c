@@ -37,7 +37,8 @@ static const char status_usage[] =
     "       newsflow sources partition --partitions N URL|HOST...\n"
     "\n"
     "  status        this process's input partitions (position, lag), the last committed epoch\n"
-    "                and how long ago, the restore state, sources by state and the failing ones\n"
+    "                and how long ago, the restore state, the standby (partitions stood by\n"
+    "                for, lag), sources by state and the failing ones\n"
     "  sources list  every source: state (ok, backoff, dead, paused), failures, next crawl,\n"
     "                last error; --failing: only those in backoff or dead\n"
     "  sources partition  the sources topic's partition of each feed URL's host (or host)\n"
@@ -356,6 +357,26 @@ static void print_origin(const cJSON *j, const char *admin)
         printf("job: not running — from the committed state in %s\n", str_of(j, "state_dir", "?"));
 }
 
+/* /v1/status "standby" (scale.standby_replicas): nothing when null. */
+static void print_standby(const cJSON *sb)
+{
+    if (!cJSON_IsObject(sb))
+        return;
+    char list[256] = "";
+    size_t len = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(sb, "partitions"))
+    {
+        if (len < sizeof list)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%.0f", len ? "," : "",
+                                    p->valuedouble);
+    }
+    printf("standby: %s; read-events partitions stood by for: %s; lag %.0f records; %.0f "
+           "records applied\n",
+           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sb, "failed")) ? "FAILED" : "on",
+           len ? list : "none", num_of(sb, "lag_records", 0), num_of(sb, "records_applied", 0));
+}
+
 static void print_status(const cJSON *j, const char *admin)
 {
     print_origin(j, admin);
@@ -375,6 +396,7 @@ static void print_status(const cJSON *j, const char *admin)
                        : "last",
                    num_of(rs, "changelog_records_applied", 0),
                    num_of(rs, "changelog_records_total", 0));
+        print_standby(cJSON_GetObjectItemCaseSensitive(j, "standby"));
     }
     double since = num_of(j, "seconds_since_commit", -1);
     if (since >= 0)

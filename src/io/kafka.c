@@ -1793,6 +1793,132 @@ void nf_kafka_follow_stop(nf_kafka_follower_t *f)
     free(f);
 }
 
+/* ---------------------------------------------------------------- tailing topics (standbys) */
+
+struct nf_kafka_tail {
+    nf_kafka_t *k;
+    rd_kafka_t *rk;
+};
+
+nf_kafka_tail_t *nf_kafka_tail_new(nf_kafka_t *k, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *c = base_conf(k, err, errlen);
+    if (!c)
+        return NULL;
+    char group[160];
+    snprintf(group, sizeof group, "%s.nf-standby", k->group);
+    if (conf_set(c, "group.id", group, err, errlen) != 0 ||
+        conf_set(c, "enable.auto.commit", "false", err, errlen) != 0 ||
+        conf_set(c, "enable.auto.offset.store", "false", err, errlen) != 0 ||
+        conf_set(c, "isolation.level", "read_committed", err, errlen) != 0 ||
+        conf_set(c, "max.partition.fetch.bytes", "16777216", err, errlen) != 0 ||
+        conf_set(c, "queued.max.messages.kbytes", "65536", err, errlen) != 0 ||
+        /* an offset below the log start (compacted away) reads from the start */
+        conf_set(c, "auto.offset.reset", "earliest", err, errlen) != 0) {
+        rd_kafka_conf_destroy(c);
+        return NULL;
+    }
+    nf_kafka_tail_t *t = calloc(1, sizeof *t);
+    char rerr[256];
+    if (!t || !(t->rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, rerr, sizeof rerr))) {
+        if (t)
+            snprintf(err, errlen, "kafka: standby consumer: %s", rerr);
+        else {
+            rd_kafka_conf_destroy(c);
+            snprintf(err, errlen, "out of memory");
+        }
+        free(t);
+        return NULL;
+    }
+    rd_kafka_poll_set_consumer(t->rk);
+    t->k = k;
+    return t;
+}
+
+int nf_kafka_tail_set(nf_kafka_tail_t *t, nf_topic_t topic, int32_t partition, int64_t from,
+                      char *err, size_t errlen)
+{
+    if ((unsigned)topic >= NF_TOPIC__COUNT || !t->k->out[topic].name[0]) {
+        snprintf(err, errlen, "kafka: standby: topic %d is not loaded", (int)topic);
+        return -EINVAL;
+    }
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_t *tp =
+        rd_kafka_topic_partition_list_add(l, t->k->out[topic].name, partition);
+    tp->offset = from < 0 ? RD_KAFKA_OFFSET_BEGINNING : from;
+    rd_kafka_error_t *e = from == NF_KAFKA_TAIL_STOP ? rd_kafka_incremental_unassign(t->rk, l)
+                                                     : rd_kafka_incremental_assign(t->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (e) {
+        snprintf(err, errlen, "kafka: standby: %s %s [%d]: %s",
+                 from == NF_KAFKA_TAIL_STOP ? "unassign" : "assign", t->k->out[topic].name,
+                 partition, rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        return -EIO;
+    }
+    return 0;
+}
+
+int nf_kafka_tail_poll(nf_kafka_tail_t *t, int timeout_ms, int max, nf_kafka_record_fn rec,
+                       void *arg, char *err, size_t errlen)
+{
+    int n = 0, rc = 0;
+    while (n < max && rc == 0) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(t->rk, n ? 0 : timeout_ms);
+        if (!m)
+            break;
+        const char *tn = m->rkt ? rd_kafka_topic_name(m->rkt) : "";
+        int topic = -1;
+        for (int i = 0; i < NF_TOPIC__COUNT && topic < 0; i++)
+            if (t->k->out[i].name[0] && !strcmp(tn, t->k->out[i].name))
+                topic = i;
+        if (m->err) {
+            if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                nf_log(NF_LOG_WARN, "kafka", "standby: consumer error", NF_LS("topic", tn),
+                       NF_LS("error", rd_kafka_message_errstr(m)), NF_LEND);
+            if (m->err == RD_KAFKA_RESP_ERR__FATAL) {
+                snprintf(err, errlen, "kafka: standby consumer: %s", rd_kafka_message_errstr(m));
+                rc = -EIO;
+            }
+        } else if (topic >= 0) {
+            n++;
+            rc = rec(arg, topic, m->partition, m->offset, m->key, m->key_len, m->payload, m->len,
+                     m->payload == NULL);
+        }
+        rd_kafka_message_destroy(m);
+    }
+    return rc ? rc : n;
+}
+
+int nf_kafka_tail_position(nf_kafka_tail_t *t, nf_topic_t topic, int32_t partition, int64_t *pos,
+                           int64_t *hi)
+{
+    *pos = *hi = -1;
+    if ((unsigned)topic >= NF_TOPIC__COUNT)
+        return -EINVAL;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, t->k->out[topic].name, partition);
+    if (rd_kafka_position(t->rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR && !l->elems[0].err &&
+        l->elems[0].offset >= 0)
+        *pos = l->elems[0].offset;
+    rd_kafka_topic_partition_list_destroy(l);
+    int64_t lo = -1;
+    /* cached from the fetches: no request */
+    if (rd_kafka_get_watermark_offsets(t->rk, t->k->out[topic].name, partition, &lo, hi) !=
+        RD_KAFKA_RESP_ERR_NO_ERROR)
+        *hi = -1;
+    return 0;
+}
+
+void nf_kafka_tail_free(nf_kafka_tail_t *t)
+{
+    if (!t)
+        return;
+    rd_kafka_consumer_close(t->rk);
+    rd_kafka_destroy(t->rk);
+    free(t);
+}
+
 int nf_kafka_group_offsets(nf_kafka_t *k, nf_kafka_offset_t *out, size_t cap, size_t *n,
                            uint64_t *max_epoch, char *err, size_t errlen)
 {

@@ -221,6 +221,26 @@ int nf_kafka_topic_ends(nf_kafka_t *k, nf_topic_t t, int64_t *hi, int n, char *e
 int nf_kafka_read_topics(nf_kafka_t *k, const int *topics, int ntopics, const int *nparts,
                          int stride, const int64_t *from, int64_t *end, nf_kafka_record_fn rec,
                          void *arg, char *err, size_t errlen);
+/* A consumer of output topics' partitions kept open (a standby's, state/standby.h): no group
+ * join, read_committed, each partition from the offset it is set at. One thread uses it. */
+typedef struct nf_kafka_tail nf_kafka_tail_t;
+/* NULL with err on failure. */
+nf_kafka_tail_t *nf_kafka_tail_new(nf_kafka_t *k, char *err, size_t errlen);
+/* Starts reading topic's partition at from (-1: its first offset), or stops reading it (from =
+ * NF_KAFKA_TAIL_STOP: nothing of it is delivered after this returns). 0 or -EIO/-EINVAL. */
+int nf_kafka_tail_set(nf_kafka_tail_t *t, nf_topic_t topic, int32_t partition, int64_t from,
+                      char *err, size_t errlen);
+/* Calls rec (topic_index = the nf_topic_t) for up to max records, waiting up to timeout_ms for
+ * the first; records of a partition in offset order. The count, rec's non-zero return, or -EIO
+ * (the consumer failed for good). */
+int nf_kafka_tail_poll(nf_kafka_tail_t *t, int timeout_ms, int max, nf_kafka_record_fn rec,
+                       void *arg, char *err, size_t errlen);
+/* The next offset rec has not been given (past transaction markers and aborted records; -1
+ * before the first fetch) and the partition's high watermark as last fetched (-1: unknown). */
+int nf_kafka_tail_position(nf_kafka_tail_t *t, nf_topic_t topic, int32_t partition, int64_t *pos,
+                           int64_t *hi);
+void nf_kafka_tail_free(nf_kafka_tail_t *t);
+
 /* The consumer group's committed offsets of every input partition that has one (up to cap into
  * out, *n of them) and the highest epoch of this writer their metadata names (0 if none).
  * Needs a broker that keeps transactional offset commits (not librdkafka's mock). 0 or -EIO. */

@@ -90,6 +90,33 @@ static int ops_group_offsets(void *k, nf_kafka_offset_t *out, size_t cap, size_t
     return nf_kafka_group_offsets(k, out, cap, n, max_epoch, err, errlen);
 }
 
+static void *ops_tail_new(void *k, char *err, size_t errlen)
+{
+    return nf_kafka_tail_new(k, err, errlen);
+}
+
+static int ops_tail_set(void *t, int topic, int32_t partition, int64_t from, char *err,
+                        size_t errlen)
+{
+    return nf_kafka_tail_set(t, (nf_topic_t)topic, partition, from, err, errlen);
+}
+
+static int ops_tail_poll(void *t, int timeout_ms, int max, nf_kafka_record_fn rec, void *rarg,
+                         char *err, size_t errlen)
+{
+    return nf_kafka_tail_poll(t, timeout_ms, max, rec, rarg, err, errlen);
+}
+
+static int ops_tail_position(void *t, int topic, int32_t partition, int64_t *pos, int64_t *hi)
+{
+    return nf_kafka_tail_position(t, (nf_topic_t)topic, partition, pos, hi);
+}
+
+static void ops_tail_free(void *t)
+{
+    nf_kafka_tail_free(t);
+}
+
 nf_kafka_ops_t nf_kafka_ops(nf_kafka_t *k)
 {
     return (nf_kafka_ops_t){
@@ -109,5 +136,10 @@ nf_kafka_ops_t nf_kafka_ops(nf_kafka_t *k)
         .topic_ends = ops_topic_ends,
         .read_topics = ops_read_topics,
         .group_offsets = ops_group_offsets,
+        .tail_new = ops_tail_new,
+        .tail_set = ops_tail_set,
+        .tail_poll = ops_tail_poll,
+        .tail_position = ops_tail_position,
+        .tail_free = ops_tail_free,
     };
 }

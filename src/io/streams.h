@@ -83,6 +83,17 @@ typedef struct nf_kafka_ops {
                        char *err, size_t errlen);
     int (*group_offsets)(void *arg, nf_kafka_offset_t *out, size_t cap, size_t *n,
                          uint64_t *max_epoch, char *err, size_t errlen);
+    /* the standby's (state/standby.h): a consumer of changelog partitions kept open, used by
+     * one thread; `tail` is what tail_new returned, `topic` an nf_topic_t */
+    void *(*tail_new)(void *arg, char *err, size_t errlen);
+    int (*tail_set)(void *tail, int topic, int32_t partition, int64_t from, char *err,
+                    size_t errlen);
+    int (*tail_poll)(void *tail, int timeout_ms, int max, nf_kafka_record_fn rec, void *rarg,
+                     char *err, size_t errlen);
+    int (*tail_position)(void *tail, int topic, int32_t partition, int64_t *pos, int64_t *hi);
+    void (*tail_free)(void *tail);
 } nf_kafka_ops_t;
+/* tail_set's `from` that stops reading a partition */
+#define NF_KAFKA_TAIL_STOP (-2)
 
 #endif

@@ -179,6 +179,10 @@ static const cfg_key_t cfg_keys[] = {
      .help = "queued input below which paused partitions resume"},
     {KEY(CFG_LIST, kafka.properties), .def = "",
      .help = "extra librdkafka properties, \"name=value\" each"},
+    {KEY(CFG_U32, scale.standby_replicas), .max = 16, .def = "0",
+     .help = "warm standbys: with state.changelog and kafka.assignment=group, >= 1 keeps the "
+             "changelogs of every read-events partition other processes own applied to this "
+             "process's state.dir, so that a failover restores only their tail (0 = off)"},
     {KEY(CFG_U32, demo.read_events_per_s), .max = 1000000, .def = "5",
      .help = "synthetic read events per second into read-events with embedded Kafka (0 = off)"},
     {KEY(CFG_STR, classify.taxonomy), .def = "builtin",

@@ -133,6 +133,9 @@ typedef struct nf_config {
         char properties[4096]; /* extra librdkafka properties "name=value", one per entry */
     } kafka;
     struct {
+        uint32_t standby_replicas; /* warm standbys (state/standby.h); 0 = none */
+    } scale;
+    struct {
         uint32_t read_events_per_s; /* 0 = no demo producer */
     } demo;
     struct {

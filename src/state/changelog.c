@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,12 @@
  * sorted first, so more of the memtable inserts land next to the previous one): 65536 ~250 B
  * records took ~20 % less CPU than 4096 (perf/README.md, "Changelog"), for ~40 MB held at once. */
 #define APPLY_BATCH 65536u
+
+/* The meta record is read, changed and written back by the coordinator (after each commit, and
+ * by the restores of its rebalance callbacks) and by a standby's thread (state/standby.h): each
+ * changes only the partitions it is the writer of, under this lock, so that none writes back
+ * another's older offsets. One lock for the process: it has one store. */
+static pthread_mutex_t g_meta_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* input: the input whose partition is the kind's key group (what a rebalance moves), or -1.
  * The one-partition trending-panes input stands for the global key group (changelog.h: the
@@ -209,6 +216,15 @@ static cJSON *get_meta(nf_store_t *st, char *err, size_t errlen, int *rc)
     return m;
 }
 
+/* get_meta for a reader that writes nothing back. */
+static cJSON *get_meta_locked(nf_store_t *st, char *err, size_t errlen, int *rc)
+{
+    pthread_mutex_lock(&g_meta_lock);
+    cJSON *m = get_meta(st, err, errlen, rc);
+    pthread_mutex_unlock(&g_meta_lock);
+    return m;
+}
+
 /* The k_topics entry of a meta name ("changelog-interest"), or -1. */
 static int topic_index(const char *base)
 {
@@ -227,6 +243,7 @@ int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, const b
         return -EINVAL;
     }
     int r;
+    pthread_mutex_lock(&g_meta_lock);
     cJSON *meta = get_meta(st, err, errlen, &r);
     const cJSON *t;
     cJSON_ArrayForEach(t, pos)
@@ -270,65 +287,176 @@ int nf_changelog_save_synced(nf_store_t *st, const char *positions_json, const b
         r = put_meta(st, meta, err, errlen);
     else if (r == -ENOMEM)
         snprintf(err, errlen, "changelog: out of memory");
+    pthread_mutex_unlock(&g_meta_lock);
     cJSON_Delete(meta);
     cJSON_Delete(pos);
     return r;
 }
 
-/* ---------------------------------------------------------------- restore */
-
-typedef struct {
-    nf_store_t *st;
-    nf_store_batch_t *b;
-    nf_changelog_stats_t *stats;
-    nf_changelog_progress_t *prog;
-    uint64_t now_ms;
-    char *err;
-    size_t errlen;
-} restore_ctx_t;
-
-static int flush_batch(restore_ctx_t *c)
+/* Sets entry p of the array `name` of meta to x (padding with -1: none recorded). */
+static int set_offset(cJSON *meta, const char *name, int p, int64_t x)
 {
-    if (!nf_store_batch_count(c->b))
-        return 0;
-    int r = nf_store_write(c->st, c->b, c->err, c->errlen);
-    nf_store_batch_clear(c->b);
+    cJSON *arr = cJSON_GetObjectItemCaseSensitive(meta, name);
+    if (!cJSON_IsArray(arr)) {
+        if (set_item(meta, name, cJSON_CreateArray()) != 0)
+            return -ENOMEM;
+        arr = cJSON_GetObjectItemCaseSensitive(meta, name);
+    }
+    while (cJSON_GetArraySize(arr) <= p) {
+        cJSON *v = cJSON_CreateNumber(-1);
+        if (!v)
+            return -ENOMEM;
+        cJSON_AddItemToArray(arr, v);
+    }
+    cJSON *v = cJSON_CreateNumber((double)x);
+    if (!v)
+        return -ENOMEM;
+    cJSON_ReplaceItemInArray(arr, p, v);
+    return 0;
+}
+
+/* Records offsets[i] (>= 0) for (topics[i], parts[i]) and leaves every other entry as it is now,
+ * under the lock. */
+static int record_offsets(nf_store_t *st, const int *topics, const int32_t *parts,
+                          const int64_t *offsets, size_t n, char *err, size_t errlen)
+{
+    int r;
+    pthread_mutex_lock(&g_meta_lock);
+    cJSON *meta = get_meta(st, err, errlen, &r);
+    for (size_t i = 0; meta && r == 0 && i < n; i++)
+        if (offsets[i] >= 0 && parts[i] >= 0 && parts[i] < NF_CHANGELOG_MAX_PARTITIONS)
+            r = set_offset(meta, nf_topic_name((nf_topic_t)topics[i]), parts[i], offsets[i]);
+    if (r == -ENOMEM)
+        snprintf(err, errlen, "changelog: out of memory");
+    else if (meta && r == 0)
+        r = put_meta(st, meta, err, errlen);
+    pthread_mutex_unlock(&g_meta_lock);
+    cJSON_Delete(meta);
     return r;
 }
 
-/* topic_index: into k_topics (every changelog topic is asked for, in that order). */
-static int apply_rec(void *arg, int topic_index, int32_t partition, int64_t offset, const void *key,
-                     size_t klen, const void *val, size_t vlen, bool tombstone)
+int nf_changelog_synced_get(nf_store_t *st, int topic, int32_t partition, int64_t *offset,
+                            char *err, size_t errlen)
 {
-    restore_ctx_t *c = arg;
-    nf_state_kind_t kind = k_topics[topic_index].kind;
-    c->stats->records++;
-    c->stats->bytes += klen + vlen;
-    if (c->prog)
-        atomic_fetch_add(&c->prog->applied, 1);
+    *offset = -1;
+    if (partition < 0 || partition >= NF_CHANGELOG_MAX_PARTITIONS)
+        return -EINVAL;
+    int r;
+    cJSON *meta = get_meta_locked(st, err, errlen, &r);
+    if (!meta)
+        return r;
+    int64_t *from = calloc((size_t)partition + 1, sizeof *from);
+    if (from) {
+        synced_of(meta, nf_topic_name((nf_topic_t)topic), from, partition + 1);
+        *offset = from[partition];
+    } else {
+        snprintf(err, errlen, "changelog: out of memory");
+        r = -ENOMEM;
+    }
+    free(from);
+    cJSON_Delete(meta);
+    return r;
+}
+
+int nf_changelog_synced_set(nf_store_t *st, const int *topics, const int32_t *partitions,
+                            const int64_t *offsets, size_t n, char *err, size_t errlen)
+{
+    return record_offsets(st, topics, partitions, offsets, n, err, errlen);
+}
+
+int nf_changelog_input_topics(int *topics, int cap)
+{
+    int n = 0;
+    for (size_t i = 0; i < NTOPICS; i++)
+        if (k_topics[i].input == NF_INPUT_READ_EVENTS && n < cap)
+            topics[n++] = (int)k_topics[i].topic;
+    return n;
+}
+
+/* ---------------------------------------------------------------- applying */
+
+int nf_changelog_applier_init(nf_changelog_applier_t *a, nf_store_t *st,
+                              nf_changelog_progress_t *prog, nf_changelog_stats_t *stats)
+{
+    *a = (nf_changelog_applier_t){
+        .st = st, .prog = prog, .stats = stats, .now_ms = (uint64_t)nf_wall_ms()};
+    a->b = nf_store_batch_new();
+    return a->b ? 0 : -ENOMEM;
+}
+
+void nf_changelog_applier_free(nf_changelog_applier_t *a)
+{
+    nf_store_batch_free(a->b);
+    a->b = NULL;
+}
+
+int nf_changelog_applier_flush(nf_changelog_applier_t *a, char *err, size_t errlen)
+{
+    a->now_ms = (uint64_t)nf_wall_ms();
+    if (!nf_store_batch_count(a->b))
+        return 0;
+    int r = nf_store_write(a->st, a->b, err, errlen);
+    nf_store_batch_clear(a->b);
+    return r;
+}
+
+size_t nf_changelog_applier_pending(const nf_changelog_applier_t *a)
+{
+    return nf_store_batch_count(a->b);
+}
+
+int nf_changelog_apply(nf_changelog_applier_t *a, int topic, int32_t partition, int64_t offset,
+                       const void *key, size_t klen, const void *val, size_t vlen, bool tombstone,
+                       char *err, size_t errlen)
+{
+    int kind = nf_changelog_kind((nf_topic_t)topic);
+    if (kind < 0)
+        return 0;
+    a->stats->records++;
+    a->stats->bytes += klen + vlen;
+    if (a->prog)
+        atomic_fetch_add(&a->prog->applied, 1);
     if (klen < 2 || (!tombstone && vlen < 8)) {
         /* Not a record this code wrote (every value starts with its 8-byte expiry). */
-        if (c->stats->skipped++ < 5)
+        if (a->stats->skipped++ < 5)
             nf_log(NF_LOG_WARN, "changelog", "malformed changelog record skipped",
-                   NF_LS("kind", nf_state_kind_name(kind)), NF_LI("partition", partition),
-                   NF_LI("offset", offset), NF_LI("key_bytes", klen), NF_LI("value_bytes", vlen),
-                   NF_LEND);
+                   NF_LS("kind", nf_state_kind_name((nf_state_kind_t)kind)),
+                   NF_LI("partition", partition), NF_LI("offset", offset), NF_LI("key_bytes", klen),
+                   NF_LI("value_bytes", vlen), NF_LEND);
         return 0;
     }
     const unsigned char *k = (const unsigned char *)key + 2;
     uint64_t exp = tombstone ? 0 : nf_get_le64(val);
-    if (exp != 0 && exp <= c->now_ms) {
-        c->stats->expired++; /* the TTL filter would drop it; a later value may follow */
+    if (exp != 0 && exp <= a->now_ms) {
+        a->stats->expired++; /* the TTL filter would drop it; a later value may follow */
         return 0;
     }
     if (tombstone) {
-        nf_store_batch_delete(c->b, kind, k, klen - 2);
-        c->stats->deletes++;
+        nf_store_batch_delete(a->b, (nf_state_kind_t)kind, k, klen - 2);
+        a->stats->deletes++;
     } else {
-        nf_store_batch_put(c->b, kind, k, klen - 2, val, vlen);
-        c->stats->puts++;
+        nf_store_batch_put(a->b, (nf_state_kind_t)kind, k, klen - 2, val, vlen);
+        a->stats->puts++;
     }
-    return nf_store_batch_count(c->b) >= APPLY_BATCH ? flush_batch(c) : 0;
+    return nf_store_batch_count(a->b) >= APPLY_BATCH ? nf_changelog_applier_flush(a, err, errlen)
+                                                     : 0;
+}
+
+/* ---------------------------------------------------------------- restore */
+
+typedef struct {
+    nf_changelog_applier_t a;
+    const int *topics; /* read_topics' topic index -> nf_topic_t */
+    char *err;
+    size_t errlen;
+} restore_ctx_t;
+
+static int restore_rec(void *arg, int topic_index, int32_t partition, int64_t offset,
+                       const void *key, size_t klen, const void *val, size_t vlen, bool tombstone)
+{
+    restore_ctx_t *c = arg;
+    return nf_changelog_apply(&c->a, c->topics[topic_index], partition, offset, key, klen, val,
+                              vlen, tombstone, c->err, c->errlen);
 }
 
 /* only: NULL (every partition of every topic, or of the kinds not keyed by an input partition
@@ -345,20 +473,28 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *const *o
     memset(stats, 0, sizeof *stats);
     uint64_t t0 = nf_now_ns();
     int r;
-    cJSON *meta = get_meta(st, err, errlen, &r);
+    cJSON *meta = get_meta_locked(st, err, errlen, &r);
     if (!meta)
         return r;
-    nf_store_batch_t *b = nf_store_batch_new();
+    restore_ctx_t c = {.err = err, .errlen = errlen};
     int64_t *from = calloc(NTOPICS * STRIDE * 2, sizeof *from);
-    if (!b || !from) {
-        nf_store_batch_free(b);
+    /* the (topic, partition, offset) triples recorded at the end */
+    int *rt = calloc(NTOPICS * STRIDE, sizeof *rt);
+    int32_t *rp = calloc(NTOPICS * STRIDE, sizeof *rp);
+    int64_t *ro = calloc(NTOPICS * STRIDE, sizeof *ro);
+    if (nf_changelog_applier_init(&c.a, st, prog, stats) != 0 || !from || !rt || !rp || !ro) {
+        nf_changelog_applier_free(&c.a);
         free(from);
+        free(rt);
+        free(rp);
+        free(ro);
         cJSON_Delete(meta);
         snprintf(err, errlen, "changelog: out of memory");
         return -ENOMEM;
     }
     int64_t *end = from + NTOPICS * STRIDE;
     int topics[NTOPICS], nparts[NTOPICS];
+    c.topics = topics;
     /* Every partition's start and end first, for the progress total. */
     uint64_t total = 0;
     for (size_t i = 0; i < NTOPICS && r == 0; i++) {
@@ -399,35 +535,32 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *const *o
         atomic_store(&prog->total, total);
         atomic_store(&prog->running, true);
     }
-    restore_ctx_t c = {st, b, stats, prog, (uint64_t)nf_wall_ms(), err, errlen};
     if (r == 0)
-        r = k->read_topics(k->arg, topics, (int)NTOPICS, nparts, STRIDE, from, end, apply_rec, &c,
+        r = k->read_topics(k->arg, topics, (int)NTOPICS, nparts, STRIDE, from, end, restore_rec, &c,
                            err, errlen);
     if (r == 0)
-        r = flush_batch(&c);
-    /* Recorded only once applied: a failure reads the same records again next time. */
+        r = nf_changelog_applier_flush(&c.a, err, errlen);
+    /* Recorded only once applied: a failure reads the same records again next time. Only the
+     * partitions read are written: the others may have moved meanwhile (a standby's). */
+    size_t nrec = 0;
     for (size_t i = 0; i < NTOPICS && r == 0; i++) {
-        if (!nparts[i])
-            continue;
         const bool *want = only && k_topics[i].input >= 0 ? only[k_topics[i].input] : NULL;
-        cJSON *arr = cJSON_CreateArray();
-        for (int p = 0; arr && p < nparts[i]; p++) {
-            int64_t e = end[i * STRIDE + p];
-            if (want && !part_wanted(k_topics[i].input, want, p, nparts[i])) /* as recorded */
-                e = from[i * STRIDE + p];
-            cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)e));
-        }
-        if (set_item(meta, nf_topic_name(k_topics[i].topic), arr) != 0) {
-            snprintf(err, errlen, "changelog: out of memory");
-            r = -ENOMEM;
-        }
+        for (int p = 0; p < nparts[i]; p++)
+            if (!want || part_wanted(k_topics[i].input, want, p, nparts[i])) {
+                rt[nrec] = topics[i];
+                rp[nrec] = p;
+                ro[nrec++] = end[i * STRIDE + p];
+            }
     }
-    if (r == 0)
-        r = put_meta(st, meta, err, errlen);
+    if (r == 0 && nrec)
+        r = record_offsets(st, rt, rp, ro, nrec, err, errlen);
     if (prog)
         atomic_store(&prog->running, false);
-    nf_store_batch_free(b);
+    nf_changelog_applier_free(&c.a);
     free(from);
+    free(rt);
+    free(rp);
+    free(ro);
     cJSON_Delete(meta);
     stats->ns = nf_now_ns() - t0;
     return r;

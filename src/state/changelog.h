@@ -23,8 +23,13 @@
  * applies puts and deletes to the live state as they come; records it has already applied are
  * applied again harmlessly (absolute values). After a clean stop it therefore reads nothing.
  *
+ * Standbys (state/standby.h) apply the changelog partitions of read-events partitions this
+ * process does not own with the same code (nf_changelog_apply) and move their synced offsets;
+ * every writer of the meta record changes only its own partitions' entries, under one lock.
+ *
  * Threads: nf_changelog_from_batch from the epoch coordinator; restore from the main thread
- * before the shards start. */
+ * before the shards start, or from the coordinator's rebalance callbacks; the applier from one
+ * thread at a time (its own); the synced offsets' calls from any thread. */
 #ifndef NF_CHANGELOG_H
 #define NF_CHANGELOG_H
 
@@ -89,6 +94,44 @@ int nf_changelog_restore_partitions(nf_store_t *st, const nf_kafka_ops_t *k,
                                     const bool *const parts[NF_INPUT__COUNT],
                                     nf_changelog_progress_t *prog, nf_changelog_stats_t *stats,
                                     char *err, size_t errlen);
+
+/* Applying changelog records to the live state: what a restore and a standby share. Puts and
+ * deletes are gathered and written in batches of 64k records; a value already expired (its
+ * 8-byte expiry passed) is skipped, as the TTL filter would drop it; a malformed record is
+ * counted and logged. Writes go to the store only (never to memory: the owner of a key group
+ * loads it when it is assigned). */
+typedef struct nf_changelog_applier {
+    nf_store_t *st;
+    nf_store_batch_t *b;
+    nf_changelog_progress_t *prog; /* may be NULL */
+    nf_changelog_stats_t *stats;   /* counted into */
+    uint64_t now_ms;               /* wall clock for expiries, renewed at every flush */
+} nf_changelog_applier_t;
+/* 0 or -ENOMEM. */
+int nf_changelog_applier_init(nf_changelog_applier_t *a, nf_store_t *st,
+                              nf_changelog_progress_t *prog, nf_changelog_stats_t *stats);
+void nf_changelog_applier_free(nf_changelog_applier_t *a);
+/* One record of changelog topic `topic` (an nf_topic_t; records of other topics are ignored).
+ * 0 or -errno with err (a failed store write). */
+int nf_changelog_apply(nf_changelog_applier_t *a, int topic, int32_t partition, int64_t offset,
+                       const void *key, size_t klen, const void *val, size_t vlen, bool tombstone,
+                       char *err, size_t errlen);
+/* Writes what is gathered. Every record passed before it is applied once it returns 0. */
+int nf_changelog_applier_flush(nf_changelog_applier_t *a, char *err, size_t errlen);
+/* Records gathered and not written yet. */
+size_t nf_changelog_applier_pending(const nf_changelog_applier_t *a);
+
+/* The changelog topics (nf_topic_t) of the kinds keyed by the read-events partition, whose
+ * partition p holds that input partition's key group (and, for trending, partition
+ * NF_CHANGELOG_MERGER_KG % partitions the merger's): up to cap into topics; their count. */
+int nf_changelog_input_topics(int *topics, int cap);
+/* The synced offset of one changelog partition (-1: none recorded). 0 or -errno. */
+int nf_changelog_synced_get(nf_store_t *st, int topic, int32_t partition, int64_t *offset,
+                            char *err, size_t errlen);
+/* Records offsets[i] (those >= 0) as synced for (topics[i], partitions[i]) and leaves every
+ * other entry as it is: for a writer that applied those partitions (a standby). 0 or -errno. */
+int nf_changelog_synced_set(nf_store_t *st, const int *topics, const int32_t *partitions,
+                            const int64_t *offsets, size_t n, char *err, size_t errlen);
 
 /* Records the synced offsets after a committed epoch: positions_json is the producer's
  * {"<topic>":[next offset per partition],...} (every output topic; only changelog topics are

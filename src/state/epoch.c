@@ -6,6 +6,7 @@
 #include "runtime/log.h"
 #include "state/changelog.h"
 #include "state/checkpoint.h"
+#include "state/standby.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -58,6 +59,7 @@ struct nf_epoch {
     nf_jw_t jw;
     nf_outbuf_t changelog; /* the cut epoch's changelog records (o.changelog) */
     nf_changelog_progress_t restore;
+    nf_standby_t *standby; /* nf_epoch_attach_standby; NULL: none */
     /* stats */
     _Atomic uint64_t discarded_epochs; /* pending records discarded at start (state.changelog) */
     _Atomic uint64_t committed, failures, checkpoints, outputs, recovered_epochs, recovered_records,
@@ -1195,6 +1197,7 @@ void nf_epoch_revoke_cb(void *arg, const nf_kafka_offset_t *parts, size_t n, boo
         fail(ep, r, err);
         return;
     }
+    nf_standby_revoked(ep->standby, parts, n); /* let go: tailed from here on */
     log_moved("partitions revoked: their epoch committed, their key groups let go", parts, n);
 }
 
@@ -1241,6 +1244,8 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
             snprintf(err, sizeof err, "out of memory");
             r = -ENOMEM;
         }
+        if (r == 0 && nread && ep->standby)
+            nf_standby_hold(ep->standby, only); /* it stops writing them first */
         if (r == 0 && nread)
             r = nf_changelog_restore_partitions(ep->st, ep->kafka, want, &ep->restore, &cs, err,
                                                 sizeof err);
@@ -1263,7 +1268,7 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
                     go[i].partition < NF_EPOCH_MAX_PARTITIONS) {
                     ep->committed_offsets[go[i].input][go[i].partition] = go[i].next;
                 }
-        if (r == 0 && cs.records) {
+        if (r == 0 && nread) {
             nf_counter_add(ep->m_restored, cs.records);
             nf_log(NF_LOG_INFO, "changelog", "gained partitions restored from the changelog",
                    NF_LI("records", cs.records), NF_LI("bytes", cs.bytes),
@@ -1284,6 +1289,7 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
         fail(ep, r, why);
         return;
     }
+    nf_standby_assigned(ep->standby, parts, n); /* owned now: no longer tailed */
     log_moved("partitions assigned: their key groups loaded", parts, n);
 }
 
@@ -1364,6 +1370,11 @@ void nf_epoch_attach_kafka(nf_epoch_t *ep, const nf_kafka_ops_t *kafka)
 {
     ep->kafka_ops = *kafka;
     ep->kafka = &ep->kafka_ops;
+}
+
+void nf_epoch_attach_standby(nf_epoch_t *ep, nf_standby_t *sb)
+{
+    ep->standby = sb;
 }
 
 int64_t nf_epoch_position_cb(void *arg, nf_input_t in, int32_t partition)

@@ -56,6 +56,7 @@
 #include "io/streams.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "state/standby.h"
 #include "state/store.h"
 
 #include <stdbool.h>
@@ -98,6 +99,10 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
  * (copied; nf_kafka_ops() of io/kafka.h fills it). Create the client with the hooks below and
  * arg = the coordinator. */
 void nf_epoch_attach_kafka(nf_epoch_t *ep, const nf_kafka_ops_t *kafka);
+/* Warm standbys (state/standby.h): the rebalance callbacks tell sb which read-events partitions
+ * this process owns, and hold a partition's standby while its restore runs. Before the
+ * coordinator starts; sb outlives it. */
+void nf_epoch_attach_standby(nf_epoch_t *ep, nf_standby_t *sb);
 /* Hooks for nf_kafka_opts_t: committed positions, fault points, and the rebalance:
  *   assign  with opts.changelog, the key groups of the gained read-events partitions are
  *           brought up to the changelog (their tail from this directory's recorded offsets) and

@@ -30,6 +30,9 @@ gains an item before the rolling restart and again after the last kill: at the e
 is in `articles` once and every article in `story-clusters` once. Prints
 {"bench":"scale_out_failover",...}.
 
+NF_TEST_STANDBY_REPLICAS=N runs every process with scale.standby_replicas=N (default 0), for the
+failover figure with standbys (perf/README.md); tests/kafka/standby.py checks what they save.
+
 Needs Apache Kafka (NF_TEST_BROKER=kafka:...).
 
 Usage: python3 scale_out.py NEWSFLOW SRCDIR
@@ -47,6 +50,7 @@ from farm import Farm  # noqa: E402
 
 PARTITIONS = 6
 SESSION_MS = 10000
+REPLICAS = int(os.environ.get("NF_TEST_STANDBY_REPLICAS", "0"))
 T0 = 1767225600000  # 2026-01-01T00:00:00Z: events 100 ms apart from there
 WINDOW_MS, SLIDE_MS, LATENESS_MS = 60000, 5000, 1000
 TRENDING = ["trending.exact=true", "trending.window_s=%d" % (WINDOW_MS // 1000),
@@ -56,10 +60,13 @@ TRENDING = ["trending.exact=true", "trending.window_s=%d" % (WINDOW_MS // 1000),
 
 class PoolEvents(acclib.Events):
     """acclib.Events whose articles come from a pool of 23 (so trending lists have counts), at
-    event times 100 ms apart in produce order (so every event is on time on its partition)."""
+    event times 100 ms apart in produce order (so every event is on time on its partition).
+    standby.py's load takes other counts and spacing: at thousands of events/s, events 100 ms
+    apart would make a trending counter span hours of panes."""
 
-    def __init__(self):
-        super().__init__(users=60, prefix="s")
+    def __init__(self, users=60, prefix="s", step_ms=100):
+        super().__init__(users=users, prefix=prefix)
+        self.step_ms = step_ms
         self.sent = []  # (article_id, ts) of every valid event
 
     def make(self, n):
@@ -69,7 +76,7 @@ class PoolEvents(acclib.Events):
             self.n += 1
             u = self.users[(i * 7 + i // len(self.users)) % len(self.users)]
             a = "a%02d" % ((i * i + 3 * i) % 23)
-            ts = T0 + i * 100
+            ts = T0 + i * self.step_ms
             v = {"user_id": u, "article_id": a, "session_id": "s-%d" % i, "ts": ts}
             out.append((u, json.dumps(v, separators=(",", ":"))))
             self.counts[u] = self.counts.get(u, 0) + 1
@@ -135,7 +142,8 @@ class Member:
         self.job = acclib.Job(
             self.ctx, self.broker, self.state,
             sets=["state.changelog=true", "kafka.assignment=group",
-                  "kafka.static_membership=true", "fetch.allow_private=127.0.0.0/8",
+                  "kafka.static_membership=true", "scale.standby_replicas=%d" % REPLICAS,
+                  "fetch.allow_private=127.0.0.0/8",
                   "crawl.interval_s=60", "crawl.interval_floor_s=60",
                   "crawl.jitter_permille=0", *TRENDING, *extra],
             args=["--config", self.cfg], interval_ms=300, txid_suffix="-" + self.name,
@@ -168,22 +176,31 @@ def gained_after(members, t0):
     return best
 
 
-def body(ctx):
+def group_setup(ctx, name, partitions, sources_file=None):
+    """Apache Kafka's topics for a job of several processes, and their config file (session
+    and transaction timeouts, sources.file when given): (broker, config path). Also
+    standby.py's."""
     if acclib.broker_kind(ctx) != "kafka":
         ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
                  "tests do)")
-    broker = acclib.start_broker(ctx, name="so", partitions=PARTITIONS)
+    broker = acclib.start_broker(ctx, name=name, partitions=partitions)
     cfg = ctx.path("group.json")
     # A list value (--set would split it on commas). The transaction timeout bounds how long a
     # killed process's open transaction holds back the read_committed end of what it wrote (the
     # outputs read back at the end included): 6 s, within the session timeout.
+    sources = '"sources": {"file": "%s"}, ' % sources_file if sources_file else ""
+    with open(cfg, "w") as f:
+        f.write('{%s"kafka": {"properties": ["session.timeout.ms=%d", '
+                '"heartbeat.interval.ms=1000", "transaction.timeout.ms=6000"]}}' %
+                (sources, SESSION_MS))
+    return broker, cfg
+
+
+def body(ctx):
     # The feed farm (farm.py): every process has its list, the sources topic spreads it by host.
     farm = Farm(ctx)
     srcfile = farm.sources_file(ctx.path("sources.txt"))
-    with open(cfg, "w") as f:
-        f.write('{"sources": {"file": "%s"}, "kafka": {"properties": ["session.timeout.ms=%d", '
-                '"heartbeat.interval.ms=1000", "transaction.timeout.ms=6000"]}}' %
-                (srcfile, SESSION_MS))
+    broker, cfg = group_setup(ctx, "so", PARTITIONS, srcfile)
     ev = PoolEvents()
     prod = acclib.Producer(ctx, broker, ev, pause=0.15, bad_every=5)
     prod.start()
@@ -261,7 +278,7 @@ def body(ctx):
                             timeout=120, job=m.job)
     print(json.dumps({"bench": "scale_out_failover", "session_timeout_ms": SESSION_MS,
                       "kill_to_assigned_s": round(t_gain - t_kill, 2),
-                      "kill_to_commit_s": round(t_commit - t_kill, 2), "standby": False}),
+                      "kill_to_commit_s": round(t_commit - t_kill, 2), "standby": REPLICAS > 0}),
           flush=True)
     ctx.log("failover: kill -> assigned elsewhere %.1f s, -> committing there %.1f s" %
             (t_gain - t_kill, t_commit - t_kill))
