@@ -85,6 +85,17 @@ nf_article_blob_t *nf_article_blob_decode(const void *rec, size_t len, char *err
     b->ingested_ms = (int64_t)nf_get_le64(p + 17);
     memcpy(b->article_id, p + 25, 32);
     b->article_id[32] = '\0';
+    nf_id128_t hex;
+    bool lower = true;
+    for (int i = 0; i < 32 && lower; i++)
+        lower = (b->article_id[i] >= '0' && b->article_id[i] <= '9') ||
+                (b->article_id[i] >= 'a' && b->article_id[i] <= 'f');
+    if (!lower || nf_id128_from_hex(b->article_id, &hex) != 0 || hex.hi != b->id.hi ||
+        hex.lo != b->id.lo) {
+        snprintf(err, errlen, "article record: its article_id is not the hex of its id");
+        free(b);
+        return NULL;
+    }
     if (nf_interest_topics_decode(tp, tl, &b->topics) != 0) {
         snprintf(err, errlen, "article record: its topic vector does not decode");
         free(b);
