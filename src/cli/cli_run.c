@@ -887,6 +887,7 @@ static int publish_sources(run_ctx_t *c)
 {
     char err[512];
     nf_sources_publish_stats_t ps;
+    uint64_t t0 = nf_now_ns();
     if (nf_sources_publish(c->kafka, &c->sources, &ps, err, sizeof err) != 0) {
         nf_log(NF_LOG_ERROR, "main", "cannot publish the configured sources to the sources topic",
                NF_LS("error", err), NF_LEND);
@@ -895,7 +896,8 @@ static int publish_sources(run_ctx_t *c)
     nf_log(NF_LOG_INFO, "main", "configured sources published to the sources topic",
            NF_LI("configured", ps.configured), NF_LI("published", ps.published),
            NF_LI("unchanged", ps.unchanged), NF_LI("operator_records", ps.operator),
-           NF_LI("records_read", ps.records), NF_LEND);
+           NF_LI("records_read", ps.records), NF_LF("seconds", (double)(nf_now_ns() - t0) / 1e9),
+           NF_LEND);
     return 0;
 }
 
