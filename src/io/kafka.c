@@ -315,6 +315,25 @@ static int conf_set(rd_kafka_conf_t *c, const char *name, const char *value, cha
     return 0;
 }
 
+/* The configuration of a consumer of its own that reads committed records of partitions it
+ * assigns itself (recovery scan, changelog restore, standby, follower): group.id
+ * "<group>.nf-<purpose>" (never joined; librdkafka wants one), nothing committed. NULL with err. */
+static rd_kafka_conf_t *reader_conf(nf_kafka_t *k, const char *purpose, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *c = base_conf(k, err, errlen);
+    if (!c)
+        return NULL;
+    char group[160];
+    snprintf(group, sizeof group, "%s.nf-%s", k->group, purpose);
+    if (conf_set(c, "group.id", group, err, errlen) != 0 ||
+        conf_set(c, "enable.auto.commit", "false", err, errlen) != 0 ||
+        conf_set(c, "isolation.level", "read_committed", err, errlen) != 0) {
+        rd_kafka_conf_destroy(c);
+        return NULL;
+    }
+    return c;
+}
+
 static bool is_fenced(rd_kafka_resp_err_t c)
 {
     return c == RD_KAFKA_RESP_ERR__FENCED || c == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
@@ -1283,17 +1302,12 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const ch
                          uint8_t *present, size_t nrecords, char *err, size_t errlen)
 {
     cJSON *pj = positions_json ? cJSON_Parse(positions_json) : NULL;
-    rd_kafka_conf_t *c = base_conf(k, err, errlen);
+    rd_kafka_conf_t *c = reader_conf(k, "scan", err, errlen);
     if (!c) {
         cJSON_Delete(pj);
         return -EINVAL;
     }
-    char group[160];
-    snprintf(group, sizeof group, "%s.nf-scan", k->group);
-    if (conf_set(c, "group.id", group, err, errlen) != 0 ||
-        conf_set(c, "enable.auto.commit", "false", err, errlen) != 0 ||
-        conf_set(c, "isolation.level", "read_committed", err, errlen) != 0 ||
-        conf_set(c, "enable.partition.eof", "true", err, errlen) != 0) {
+    if (conf_set(c, "enable.partition.eof", "true", err, errlen) != 0) {
         rd_kafka_conf_destroy(c);
         cJSON_Delete(pj);
         return -EINVAL;
@@ -1391,19 +1405,24 @@ int nf_kafka_topic_partitions(const nf_kafka_t *k, nf_topic_t t)
     return k && (unsigned)t < NF_TOPIC__COUNT ? k->out[t].npart : 0;
 }
 
-int nf_kafka_topic_ends(nf_kafka_t *k, nf_topic_t t, int64_t *hi, int n, char *err, size_t errlen)
+/* The high watermarks of the first n partitions of the topic named name into hi. */
+static int ends_of(nf_kafka_t *k, const char *name, int64_t *hi, int n, char *err, size_t errlen)
 {
     for (int p = 0; p < n; p++) {
         int64_t lo = 0;
-        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-            k->prod, k->out[t].name, p, &lo, &hi[p], tmo(k, NF_KAFKA_TIMEOUT_MS));
+        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(k->prod, name, p, &lo, &hi[p],
+                                                                 tmo(k, NF_KAFKA_TIMEOUT_MS));
         if (e) {
-            snprintf(err, errlen, "kafka: end offset of %s [%d]: %s", k->out[t].name, p,
-                     rd_kafka_err2str(e));
+            snprintf(err, errlen, "kafka: end offset of %s [%d]: %s", name, p, rd_kafka_err2str(e));
             return -EIO;
         }
     }
     return 0;
+}
+
+int nf_kafka_topic_ends(nf_kafka_t *k, nf_topic_t t, int64_t *hi, int n, char *err, size_t errlen)
+{
+    return ends_of(k, k->out[t].name, hi, n, err, errlen);
 }
 
 /* nf_kafka_read_topics over topics named names[0..ntopics). */
@@ -1411,15 +1430,10 @@ static int read_named(nf_kafka_t *k, const char *const *names, int ntopics, cons
                       int stride, const int64_t *from, int64_t *end, nf_kafka_record_fn rec,
                       void *arg, char *err, size_t errlen)
 {
-    rd_kafka_conf_t *c = base_conf(k, err, errlen);
+    rd_kafka_conf_t *c = reader_conf(k, "restore", err, errlen);
     if (!c)
         return -EINVAL;
-    char group[160];
-    snprintf(group, sizeof group, "%s.nf-restore", k->group);
-    if (conf_set(c, "group.id", group, err, errlen) != 0 ||
-        conf_set(c, "enable.auto.commit", "false", err, errlen) != 0 ||
-        conf_set(c, "isolation.level", "read_committed", err, errlen) != 0 ||
-        conf_set(c, "enable.partition.eof", "true", err, errlen) != 0 ||
+    if (conf_set(c, "enable.partition.eof", "true", err, errlen) != 0 ||
         conf_set(c, "fetch.max.bytes", "52428800", err, errlen) != 0 ||
         conf_set(c, "max.partition.fetch.bytes", "16777216", err, errlen) != 0 ||
         conf_set(c, "queued.max.messages.kbytes", "262144", err, errlen) != 0 ||
@@ -1561,17 +1575,9 @@ int nf_kafka_read_input(nf_kafka_t *k, nf_input_t in, nf_kafka_record_fn rec, vo
     }
     int64_t *end = from + n;
     const char *name = k->in_names[in];
-    int rc = 0;
-    for (int p = 0; p < n && rc == 0; p++) {
-        int64_t lo = 0;
+    for (int p = 0; p < n; p++)
         from[p] = -1;
-        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(k->prod, name, p, &lo, &end[p],
-                                                                 tmo(k, NF_KAFKA_TIMEOUT_MS));
-        if (e) {
-            snprintf(err, errlen, "kafka: end offset of %s [%d]: %s", name, p, rd_kafka_err2str(e));
-            rc = -EIO;
-        }
-    }
+    int rc = ends_of(k, name, end, n, err, errlen);
     if (rc == 0)
         rc = read_named(k, &name, 1, &n, n, from, end, rec, arg, err, errlen);
     free(from);
@@ -1729,19 +1735,14 @@ nf_kafka_follower_t *nf_kafka_follow(nf_kafka_t *k, nf_topic_t t, const int64_t 
         return NULL;
     }
     nf_kafka_follower_t *f = calloc(1, sizeof *f);
-    rd_kafka_conf_t *c = f ? base_conf(k, err, errlen) : NULL;
+    rd_kafka_conf_t *c = f ? reader_conf(k, "follow", err, errlen) : NULL;
     if (!c) {
         if (!f)
             snprintf(err, errlen, "out of memory");
         free(f);
         return NULL;
     }
-    char group[160];
-    snprintf(group, sizeof group, "%s.nf-follow", k->group);
-    if (conf_set(c, "group.id", group, err, errlen) != 0 ||
-        conf_set(c, "enable.auto.commit", "false", err, errlen) != 0 ||
-        conf_set(c, "isolation.level", "read_committed", err, errlen) != 0 ||
-        conf_set(c, "auto.offset.reset", "earliest", err, errlen) != 0) {
+    if (conf_set(c, "auto.offset.reset", "earliest", err, errlen) != 0) {
         rd_kafka_conf_destroy(c);
         free(f);
         return NULL;
@@ -1802,15 +1803,10 @@ struct nf_kafka_tail {
 
 nf_kafka_tail_t *nf_kafka_tail_new(nf_kafka_t *k, char *err, size_t errlen)
 {
-    rd_kafka_conf_t *c = base_conf(k, err, errlen);
+    rd_kafka_conf_t *c = reader_conf(k, "standby", err, errlen);
     if (!c)
         return NULL;
-    char group[160];
-    snprintf(group, sizeof group, "%s.nf-standby", k->group);
-    if (conf_set(c, "group.id", group, err, errlen) != 0 ||
-        conf_set(c, "enable.auto.commit", "false", err, errlen) != 0 ||
-        conf_set(c, "enable.auto.offset.store", "false", err, errlen) != 0 ||
-        conf_set(c, "isolation.level", "read_committed", err, errlen) != 0 ||
+    if (conf_set(c, "enable.auto.offset.store", "false", err, errlen) != 0 ||
         conf_set(c, "max.partition.fetch.bytes", "16777216", err, errlen) != 0 ||
         conf_set(c, "queued.max.messages.kbytes", "65536", err, errlen) != 0 ||
         /* an offset below the log start (compacted away) reads from the start */
