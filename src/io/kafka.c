@@ -1043,6 +1043,24 @@ static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint
     }
 }
 
+/* The group metadata sent with a transaction's offsets (KIP-447: the coordinator refuses them
+ * from a member fenced by a newer generation). A consumer that has not joined the group yet (the
+ * roll-forward of a pending epoch at start) has no member id; with a group.instance.id the
+ * coordinator would take it for a fenced static member until the join completes, which it cannot
+ * while we wait here. Such a commit goes without member, generation or instance id, as one from
+ * a process without a consumer does: the producer's transactional id fences zombies there. */
+static rd_kafka_consumer_group_metadata_t *txn_group_metadata(nf_kafka_t *k)
+{
+    if (!k->cons)
+        return rd_kafka_consumer_group_metadata_new(k->group);
+    char *member = rd_kafka_memberid(k->cons);
+    bool joined = member && *member;
+    if (member)
+        rd_kafka_mem_free(k->cons, member);
+    return joined ? rd_kafka_consumer_group_metadata(k->cons)
+                  : rd_kafka_consumer_group_metadata_new(k->group);
+}
+
 static int send_offsets(nf_kafka_t *k, uint64_t epoch, uint64_t nonce,
                         const nf_kafka_offset_t *offsets, size_t n, char *err, size_t errlen)
 {
@@ -1064,9 +1082,7 @@ static int send_offsets(nf_kafka_t *k, uint64_t epoch, uint64_t nonce,
     }
     int r = 0;
     if (k->o.exactly_once) {
-        rd_kafka_consumer_group_metadata_t *g =
-            k->cons ? rd_kafka_consumer_group_metadata(k->cons)
-                    : rd_kafka_consumer_group_metadata_new(k->group);
+        rd_kafka_consumer_group_metadata_t *g = txn_group_metadata(k);
         uint64_t end = nf_now_ns() + NF_KAFKA_TIMEOUT_MS * 1000000ull;
         rd_kafka_error_t *e;
         while ((e = rd_kafka_send_offsets_to_transaction(k->prod, l, g, slice(k, end))) &&

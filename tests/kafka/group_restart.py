@@ -11,7 +11,13 @@ the group coordinator hands the returning instance its partitions at once.
             partitions earlier); the time from restart to that epoch is reported.
   dynamic   the same with kafka.static_membership=false and session.timeout.ms = 15 s, for
             comparison: the time is reported; it is expected to be about the session timeout.
-Both end with interest-updates checked exactly once (read_committed).
+  static-pending  as static, but the first process dies (NF_FAULT=after_pending:6, an _exit as
+            if killed) after it wrote epoch 6 as pending and before Kafka committed it: the
+            restarted member must roll that epoch forward, offsets included, before it has joined
+            the group. The coordinator refuses transactional offsets that name the static
+            instance before its new member id exists (FENCED_INSTANCE_ID), so the roll-forward
+            must not name it; it once retried until it gave up, and the job stopped.
+All end with interest-updates checked exactly once (read_committed).
 
 Needs Apache Kafka (NF_TEST_BROKER=kafka:...): the group coordinator's sessions and static
 membership are what is tested; librdkafka's mock implements neither faithfully.
@@ -26,7 +32,8 @@ sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recovery"))
 import acclib  # noqa: E402
 
-MODES = {"static": (True, 60000), "dynamic": (False, 15000)}
+MODES = {"static": (True, 60000, None), "dynamic": (False, 15000, None),
+         "static-pending": (True, 60000, "after_pending:6")}
 
 
 def first_commit_with_input(job):
@@ -38,7 +45,7 @@ def first_commit_with_input(job):
 
 
 def scenario(ctx, mode):
-    static, session_ms = MODES[mode]
+    static, session_ms, fault = MODES[mode]
     ctx.log("==== %s membership, session.timeout.ms=%d ====" % (mode, session_ms))
     broker = acclib.start_broker(ctx, name=mode)
     ev = acclib.Events(users=25, prefix=mode[0])
@@ -51,13 +58,20 @@ def scenario(ctx, mode):
     prod = acclib.Producer(ctx, broker, ev, tag="g")
     prod.start()
     j1 = acclib.Job(ctx, broker, state, sets=sets, args=["--config", cfg], interval_ms=300,
-                    tag="%s-1" % mode)
-    ctx.wait_for("the first member's epochs with input", lambda: first_commit_with_input(j1),
-                 timeout=180, job=j1)
-    time.sleep(2)
-    j1.kill()
-    t_kill = time.monotonic()
-    ctx.log("%s-1 SIGKILLed after epoch %d" % (mode, j1.last_epoch()))
+                    env={"NF_FAULT": fault} if fault else None, tag="%s-1" % mode)
+    if fault:
+        j1.wait_exit(timeout=180, what="the fault point %s" % fault)
+        ctx.check(j1.msgs("fault injection: exiting as if killed"),
+                  "%s-1 exited without reaching the fault point %s" % (mode, fault), j1)
+        t_kill = time.monotonic()
+        ctx.log("%s-1 died at %s" % (mode, fault))
+    else:
+        ctx.wait_for("the first member's epochs with input", lambda: first_commit_with_input(j1),
+                     timeout=180, job=j1)
+        time.sleep(2)
+        j1.kill()
+        t_kill = time.monotonic()
+        ctx.log("%s-1 SIGKILLed after epoch %d" % (mode, j1.last_epoch()))
     j2 = acclib.Job(ctx, broker, state, sets=sets, args=["--config", cfg], interval_ms=300,
                     tag="%s-2" % mode)
     t_start = time.monotonic()
@@ -65,6 +79,9 @@ def scenario(ctx, mode):
                        lambda: first_commit_with_input(j2), timeout=session_ms / 1000 + 120,
                        interval=0.1, job=j2)
     t_commit = time.monotonic()
+    if fault:
+        ctx.check(j2.msgs("pending epoch rolled forward"),
+                  "%s-2 did not roll the pending epoch forward" % mode, j2)
     assigned = j2.msgs("partition assigned")
     ctx.log("%s: restart -> first epoch with input (epoch %d): %.1f s; kill -> it: %.1f s; "
             "%d partitions assigned" % (mode, got.get("epoch"), t_commit - t_start,
