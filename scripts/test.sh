@@ -10,13 +10,16 @@ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DNF_BENCH=ON
 cmake --build "$B" -j "$(nproc)"
 # The recovery tests run twice: against librdkafka's mock (label recovery) and against Apache
 # Kafka (label kafka-real: ctest's fixture starts one broker with scripts/kafka.sh, Java 17 and
-# the jars from Maven Central); broker-faults tests start a 3-node cluster of their own. Only
-# those: `bash scripts/test.sh -L 'kafka-real|broker-faults'`; none of them: `-LE recovery`.
+# the jars from Maven Central); scale-out tests (several processes of one job) share a 3-node
+# cluster that their fixture starts; broker-faults tests start a 3-node cluster of their own.
+# Only those: `bash scripts/test.sh -L 'kafka-real|scale-out|broker-faults'`; none of them:
+# `-LE recovery`. Tests run NF_TEST_JOBS (default 3) at a time: most of them wait on processes
+# and brokers, not on the CPU; NF_TEST_JOBS=1 runs them one by one.
 cd "$B"
 rc=0
-ctest --output-on-failure "$@" || rc=$?
+ctest --output-on-failure -j "${NF_TEST_JOBS:-3}" "$@" || rc=$?
 # Brokers run in sessions of their own: stop, by pid, any that a killed test left behind.
-for d in kafka-test kafka-private/*/; do
+for d in kafka-test kafka-scale kafka-private/*/; do
   if [ -d "$d" ]; then bash "$ROOT/scripts/kafka.sh" stop --dir "$d" >/dev/null 2>&1 || true; fi
 done
 exit $rc
