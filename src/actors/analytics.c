@@ -42,6 +42,129 @@ const void *nf_analytics_blob(const void *val, size_t vlen, size_t *len)
     return (const unsigned char *)val + 8;
 }
 
+/* KEY + chunk index i (2 bytes BE) into out; its length. */
+static size_t chunk_key(unsigned char *out, const void *key, size_t klen, unsigned i)
+{
+    memcpy(out, key, klen);
+    out[klen] = (unsigned char)(i >> 8);
+    out[klen + 1] = (unsigned char)i;
+    return klen + 2;
+}
+
+int nf_analytics_put_chunked(nf_store_batch_t *b, const void *key, size_t klen, const void *blob,
+                             size_t len, unsigned prev, unsigned *chunks)
+{
+    const unsigned char *p = blob;
+    size_t n = len <= NF_ANALYTICS_CHUNK_BYTES
+                   ? 1
+                   : (len + NF_ANALYTICS_CHUNK_BYTES - 1) / NF_ANALYTICS_CHUNK_BYTES;
+    if (n > 65535 || klen > NF_ANALYTICS_KEY_MAX)
+        return -EFBIG;
+    unsigned char ck[NF_ANALYTICS_KEY_MAX + 2];
+    int rc = 0;
+    if (n == 1) {
+        rc = nf_analytics_put_blob(b, key, klen, blob, len);
+    } else {
+        unsigned char *v = malloc(16 + NF_ANALYTICS_CHUNK_BYTES);
+        if (!v)
+            return -ENOMEM;
+        nf_put_le32(v, NF_ANALYTICS_CHUNKED);
+        nf_put_le32(v + 4, (uint32_t)n);
+        nf_put_le64(v + 8, (uint64_t)len);
+        memcpy(v + 16, p, NF_ANALYTICS_CHUNK_BYTES);
+        rc = nf_analytics_put_blob(b, key, klen, v, 16 + NF_ANALYTICS_CHUNK_BYTES);
+        free(v);
+        for (size_t i = 1; rc == 0 && i < n; i++) {
+            size_t at = i * NF_ANALYTICS_CHUNK_BYTES;
+            size_t sz = len - at < NF_ANALYTICS_CHUNK_BYTES ? len - at : NF_ANALYTICS_CHUNK_BYTES;
+            rc = nf_analytics_put_blob(b, ck, chunk_key(ck, key, klen, (unsigned)i), p + at, sz);
+        }
+    }
+    for (unsigned i = (unsigned)n; rc == 0 && i < prev; i++)
+        nf_store_batch_delete(b, NF_KIND_TRENDING, ck, chunk_key(ck, key, klen, i));
+    if (rc == 0)
+        *chunks = (unsigned)n;
+    return rc;
+}
+
+int nf_analytics_get_chunked(nf_store_t *st, const void *key, size_t klen, void **blob, size_t *len,
+                             unsigned *chunks, char *err, size_t errlen)
+{
+    void *v = NULL;
+    size_t vlen = 0, blen = 0;
+    *blob = NULL;
+    *len = 0;
+    if (klen > NF_ANALYTICS_KEY_MAX) {
+        snprintf(err, errlen, "trending: key of %zu bytes", klen);
+        return -EINVAL;
+    }
+    int rc = nf_store_get(st, NF_KIND_TRENDING, key, klen, &v, &vlen, err, errlen);
+    if (rc != 1)
+        return rc;
+    const unsigned char *h = nf_analytics_blob(v, vlen, &blen);
+    if (!h) {
+        free(v);
+        snprintf(err, errlen, "trending: a stored value of %zu bytes (no header)", vlen);
+        return -EINVAL;
+    }
+    if (blen < 16 || nf_get_le32(h) != NF_ANALYTICS_CHUNKED) { /* one chunk: the blob itself */
+        unsigned char *one = malloc(blen ? blen : 1);
+        if (!one) {
+            free(v);
+            return -ENOMEM;
+        }
+        memcpy(one, h, blen);
+        free(v);
+        *blob = one;
+        *len = blen;
+        *chunks = 1;
+        return 1;
+    }
+    uint32_t n = nf_get_le32(h + 4);
+    uint64_t total = nf_get_le64(h + 8);
+    if (n < 2 || n > 65535 || total <= (uint64_t)(n - 1) * NF_ANALYTICS_CHUNK_BYTES ||
+        total > (uint64_t)n * NF_ANALYTICS_CHUNK_BYTES || blen != 16 + NF_ANALYTICS_CHUNK_BYTES) {
+        free(v);
+        snprintf(err, errlen,
+                 "trending: chunked value with a bad header (%" PRIu32 " chunks, %" PRIu64
+                 " bytes, first chunk %zu bytes)",
+                 n, total, blen - 16);
+        return -EINVAL;
+    }
+    unsigned char *out = malloc((size_t)total);
+    if (!out) {
+        free(v);
+        return -ENOMEM;
+    }
+    memcpy(out, h + 16, NF_ANALYTICS_CHUNK_BYTES);
+    free(v);
+    unsigned char ck[NF_ANALYTICS_KEY_MAX + 2];
+    for (uint32_t i = 1; i < n; i++) {
+        size_t at = (size_t)i * NF_ANALYTICS_CHUNK_BYTES;
+        size_t want =
+            total - at < NF_ANALYTICS_CHUNK_BYTES ? (size_t)(total - at) : NF_ANALYTICS_CHUNK_BYTES;
+        v = NULL;
+        rc = nf_store_get(st, NF_KIND_TRENDING, ck, chunk_key(ck, key, klen, i), &v, &vlen, err,
+                          errlen);
+        h = rc == 1 ? nf_analytics_blob(v, vlen, &blen) : NULL;
+        if (!h || blen != want) {
+            if (rc >= 0)
+                snprintf(err, errlen,
+                         "trending: chunk %" PRIu32 " of %" PRIu32 " %s (%zu bytes, want %zu)", i,
+                         n, rc == 1 ? "has the wrong length" : "is missing", h ? blen : 0, want);
+            free(v);
+            free(out);
+            return rc < 0 ? rc : -EINVAL;
+        }
+        memcpy(out + at, h, want);
+        free(v);
+    }
+    *blob = out;
+    *len = (size_t)total;
+    *chunks = n;
+    return 1;
+}
+
 long nf_analytics_legacy_shards(nf_store_t *st)
 {
     void *v = NULL;
@@ -273,9 +396,10 @@ static const nf_actor_ops_t stories_ops = {.name = "stories",
 
 /* State keys in NF_KIND_TRENDING: "M" the merger's meta; "P" + partition (2 bytes BE) +
  * pane_start (8 bytes BE, offset by 2^63 so that order is numeric) one pane summary; "C" +
- * partition (2 bytes BE) a partition's counter (reads.c). The lower-case keys of the per-shard
- * layout ("m", "p" + shard + pane_start, "c" + shard, "n" the shard count) are dropped at start
- * (legacy_*). */
+ * partition (2 bytes BE) a partition's counter (reads.c), and past 1 MiB "C" + partition + chunk
+ * index (2 bytes BE) its further chunks (nf_analytics_put_chunked). The lower-case keys of the
+ * per-shard layout ("m", "p" + shard + pane_start, "c" + shard, "n" the shard count) are dropped at
+ * start (legacy_*). */
 typedef struct pane_key {
     unsigned char k[11];
 } pane_key_t;

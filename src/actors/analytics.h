@@ -148,6 +148,22 @@ void nf_analytics_free(nf_analytics_t *an);
 int nf_analytics_put_blob(nf_store_batch_t *b, const void *key, size_t klen, const void *blob,
                           size_t len);
 const void *nf_analytics_blob(const void *val, size_t vlen, size_t *len);
+/* A blob of any size under KEY (klen <= NF_ANALYTICS_KEY_MAX), as chunks of at most
+ * NF_ANALYTICS_CHUNK_BYTES: each chunk is one RocksDB value and one changelog record, so a
+ * trending counter of any size stays under Kafka's record limit. Up to one chunk: one value under
+ * KEY, as nf_analytics_put_blob writes it. More: KEY holds [u32 NF_ANALYTICS_CHUNKED][u32 n]
+ * [u64 total length] and the first chunk; KEY + chunk index (2 bytes BE) the others. put also
+ * deletes the chunks past the new count of the PREV chunks the key had (0 if unknown) and sets
+ * *chunks to the new count. 0 or -ENOMEM (-EFBIG past 65535 chunks).
+ * get: 1 and the whole blob (malloc'ed) with its chunk count, 0 if KEY has none, or -errno
+ * (err says what: a chunk missing or of the wrong length). */
+#define NF_ANALYTICS_CHUNK_BYTES (1u << 20)
+#define NF_ANALYTICS_CHUNKED     0x4B434E4Eu /* "NNCK" little-endian; not a blob's magic */
+#define NF_ANALYTICS_KEY_MAX     32
+int nf_analytics_put_chunked(nf_store_batch_t *b, const void *key, size_t klen, const void *blob,
+                             size_t len, unsigned prev, unsigned *chunks);
+int nf_analytics_get_chunked(nf_store_t *st, const void *key, size_t klen, void **blob, size_t *len,
+                             unsigned *chunks, char *err, size_t errlen);
 /* The shard count of trending state of the per-shard layout (earlier versions: key "n"), 0 if
  * there is none, or -errno. Any thread (the store is thread-safe). */
 long nf_analytics_legacy_shards(nf_store_t *st);

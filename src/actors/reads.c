@@ -72,6 +72,7 @@ typedef struct tpart {
     bool idle_reported; /* the merger was told it is idle (until it reports a watermark) */
     bool dirty;         /* changed since the last cut */
     bool gone;          /* no longer assigned here: saved, then freed, at the next cut */
+    unsigned chunks;    /* chunks of its stored blob (nf_analytics_put_chunked), 0: none */
 } tpart_t;
 
 /* A decoded read event waiting for its group (take_read_event). */
@@ -565,10 +566,13 @@ static void kin_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64
             counter_key((int32_t)p, key);
             int rc = nf_trend_counter_save(tp->c, &blob, &len);
             if (rc == 0)
-                rc = nf_analytics_put_blob(b, key, sizeof key, blob, len);
+                rc = nf_analytics_put_chunked(b, key, sizeof key, blob, len, tp->chunks,
+                                              &tp->chunks);
             free(blob);
             if (rc != 0) {
-                stop_job(k, "cannot save a trending counter (out of memory); stopping", rc);
+                stop_job(k,
+                         "cannot save a trending counter (out of memory, or over 64 GiB); stopping",
+                         rc);
                 return;
             }
         }
@@ -908,12 +912,10 @@ static int restore_counter(kin_t *k, int32_t partition, tpart_t *tp)
     void *blob = NULL;
     size_t len = 0;
     char err[256] = "";
-    int rc =
-        nf_store_get(k->r->store, NF_KIND_TRENDING, key, sizeof key, &blob, &len, err, sizeof err);
+    int rc = nf_analytics_get_chunked(k->r->store, key, sizeof key, &blob, &len, &tp->chunks, err,
+                                      sizeof err);
     if (rc == 1) {
-        size_t blen = 0;
-        const void *b = nf_analytics_blob(blob, len, &blen);
-        rc = b ? nf_trend_counter_load(tp->c, b, blen) : -EINVAL;
+        rc = nf_trend_counter_load(tp->c, blob, len);
         free(blob);
         if (rc == 0 && k->r->an->max_future_ms > 0) {
             int64_t now = nf_wall_ms();

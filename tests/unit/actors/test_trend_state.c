@@ -6,11 +6,18 @@
  *     newsflow_trending_legacy_dropped_total, its last window end kept in the new meta "M";
  *   - counters are stored per read-events partition ("C" + partition), whatever the shard
  *     count: a run with 2 shards, then one with 1 shard over the same state, store one blob per
- *     partition and the merger's meta keeps one watermark per partition. */
+ *     partition and the merger's meta keeps one watermark per partition;
+ *   - a blob of any size is stored in chunks of at most NF_ANALYTICS_CHUNK_BYTES (one changelog
+ *     record each: a counter of many open panes once exceeded Kafka's 16 MiB record limit and
+ *     stopped the job): sizes around the chunk boundaries read back equal, a shrinking blob
+ *     leaves no stale chunk, the one-value layout of earlier versions still reads, a missing
+ *     chunk is an error, chunk keys stay in the partition's key group, and a real counter of
+ *     ~3 chunks loads back to the same state. */
 #include "actors/analytics.h"
 #include "actors/reads.h"
 #include "algo/bytes.h"
 #include "nf_test.h"
+#include "state/changelog.h"
 #include "support/teststore.h"
 
 #include <errno.h>
@@ -214,11 +221,143 @@ static void test_legacy_then_reshard(void)
     nf_teststore_rmtree(dir);
 }
 
+static int count_key(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+    (void)key, (void)klen, (void)val, (void)vlen;
+    (*(size_t *)ctx)++;
+    return 0;
+}
+
+static size_t trending_keys(nf_store_t *st)
+{
+    size_t n = 0;
+    NF_CHECK_EQ(nf_store_scan(st, NF_KIND_TRENDING, count_key, &n), 0);
+    return n;
+}
+
+static const unsigned char CKEY[3] = {'C', 0, 1};
+
+/* put_chunked of len bytes (a pattern of seed) in epoch e over *chunks chunks; checks the new
+ * chunk count (into *chunks), the read back, and the number of stored keys. */
+static void put_get(nf_store_t *st, uint64_t e, size_t len, unsigned *chunks, unsigned seed)
+{
+    unsigned char *blob = malloc(len ? len : 1);
+    NF_REQUIRE(blob);
+    for (size_t i = 0; i < len; i++)
+        blob[i] = (unsigned char)(i * 31 + seed + i / 4093);
+    nf_store_batch_t *b = nf_store_batch_new();
+    unsigned prev = *chunks;
+    NF_CHECK_EQ(nf_analytics_put_chunked(b, CKEY, 3, blob, len, prev, chunks), 0);
+    NF_CHECK_EQ(nf_teststore_commit(st, e, b), 0);
+    nf_store_batch_free(b);
+    unsigned want =
+        len <= NF_ANALYTICS_CHUNK_BYTES
+            ? 1
+            : (unsigned)((len + NF_ANALYTICS_CHUNK_BYTES - 1) / NF_ANALYTICS_CHUNK_BYTES);
+    NF_CHECK_EQ(*chunks, want);
+    void *got = NULL;
+    size_t glen = 0;
+    unsigned gchunks = 0;
+    char err[256] = "";
+    NF_CHECK_EQ(nf_analytics_get_chunked(st, CKEY, 3, &got, &glen, &gchunks, err, sizeof err), 1);
+    NF_CHECK_EQ(glen, len);
+    NF_CHECK_EQ(gchunks, want);
+    NF_CHECK(got && memcmp(got, blob, len) == 0);
+    NF_CHECK_EQ(trending_keys(st), (size_t)want);
+    free(got);
+    free(blob);
+}
+
+static void test_chunked_blob(void)
+{
+    char dir[256];
+    NF_REQUIRE(nf_teststore_tmpdir("trend-chunks", dir, sizeof dir));
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    char err[256] = "";
+    void *got = NULL;
+    size_t glen = 0;
+    unsigned gchunks = 0;
+    NF_CHECK_EQ(nf_analytics_get_chunked(st, CKEY, 3, &got, &glen, &gchunks, err, sizeof err), 0);
+
+    const size_t C = NF_ANALYTICS_CHUNK_BYTES;
+    const size_t sizes[] = {0, 1, C - 1, C, C + 1, 2 * C, 3 * C + 5, C / 2};
+    unsigned chunks = 0;
+    uint64_t e = 1;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) /* 4 chunks down to 1: no stale */
+        put_get(st, e++, sizes[i], &chunks, (unsigned)i);
+
+    /* The one-value layout of earlier versions (nf_analytics_put_blob) reads as one chunk, even
+     * a blob that begins like a chunked head but is too short for one. */
+    nf_store_batch_t *b = nf_store_batch_new();
+    NF_CHECK_EQ(nf_analytics_put_blob(b, CKEY, 3, "NNCK", 4), 0);
+    NF_CHECK_EQ(nf_teststore_commit(st, e++, b), 0);
+    nf_store_batch_free(b);
+    NF_CHECK_EQ(nf_analytics_get_chunked(st, CKEY, 3, &got, &glen, &gchunks, err, sizeof err), 1);
+    NF_CHECK(glen == 4 && gchunks == 1 && memcmp(got, "NNCK", 4) == 0);
+    free(got);
+
+    /* A missing chunk: an error that says so, nothing returned. */
+    chunks = 1;
+    put_get(st, e++, 2 * C + 7, &chunks, 9);
+    unsigned char k2[5] = {'C', 0, 1, 0, 2};
+    b = nf_store_batch_new();
+    nf_store_batch_delete(b, NF_KIND_TRENDING, k2, sizeof k2);
+    NF_CHECK_EQ(nf_teststore_commit(st, e++, b), 0);
+    nf_store_batch_free(b);
+    got = NULL;
+    NF_CHECK_EQ(nf_analytics_get_chunked(st, CKEY, 3, &got, &glen, &gchunks, err, sizeof err),
+                -EINVAL);
+    NF_CHECK(got == NULL && strstr(err, "chunk 2 of 3 is missing") != NULL);
+
+    /* Chunk keys are in the partition's key group, so they move with it. */
+    NF_CHECK_EQ(nf_changelog_key_group(NF_KIND_TRENDING, k2, sizeof k2), 1);
+    NF_CHECK_EQ(nf_changelog_key_group(NF_KIND_TRENDING, CKEY, 3), 1);
+
+    /* A real counter of ~3 chunks (many articles in open panes) loads back to the same state. */
+    nf_trend_opts_t o;
+    test_opts(&o);
+    nf_trend_counter_t *c = nf_trend_counter_new(&o);
+    NF_REQUIRE(c);
+    for (int i = 0; i < 150000; i++) {
+        char id[48];
+        int n = snprintf(id, sizeof id, "article-%07d-of-a-long-id", i);
+        NF_CHECK_EQ(nf_trend_count(c, i % 3, id, (size_t)n, T0 + i / 3000 * 1000, T0), 0);
+    }
+    void *blob = NULL;
+    size_t len = 0;
+    NF_REQUIRE(nf_trend_counter_save(c, &blob, &len) == 0);
+    if (len <= 2 * C)
+        fprintf(stderr, "counter blob: %zu bytes\n", len);
+    NF_CHECK(len > 2 * C); /* the test is only worth something if the counter spans chunks */
+    b = nf_store_batch_new();
+    NF_CHECK_EQ(nf_analytics_put_chunked(b, CKEY, 3, blob, len, 3, &chunks), 0);
+    NF_CHECK_EQ(nf_teststore_commit(st, e++, b), 0);
+    nf_store_batch_free(b);
+    NF_CHECK(chunks >= 3);
+    NF_CHECK_EQ(nf_analytics_get_chunked(st, CKEY, 3, &got, &glen, &gchunks, err, sizeof err), 1);
+    nf_trend_counter_t *c2 = nf_trend_counter_new(&o);
+    NF_REQUIRE(c2);
+    NF_CHECK_EQ(nf_trend_counter_load(c2, got, glen), 0);
+    void *blob2 = NULL;
+    size_t len2 = 0;
+    NF_REQUIRE(nf_trend_counter_save(c2, &blob2, &len2) == 0);
+    NF_CHECK(len2 == len && memcmp(blob, blob2, len) == 0);
+    free(blob);
+    free(blob2);
+    free(got);
+    nf_trend_counter_free(c);
+    nf_trend_counter_free(c2);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+}
+
 int main(void)
 {
     nf_metrics_init(4);
     make_events();
     NF_RUN(test_legacy_then_reshard);
+    NF_RUN(test_chunked_blob);
     free(evs.buf);
     return nf_test_report();
 }
