@@ -279,7 +279,9 @@ int nf_interest_topics_decode(const void *p, size_t len, nf_topic_vec_t *out)
     for (uint32_t i = 0; i < out->n; i++) {
         const unsigned char *q = b + 1 + 9 * i;
         double w = bitsd(nf_get_le64(q + 1));
-        if (q[0] >= NF_TOPICS_MAX || (i > 0 && q[0] <= out->t[i - 1].topic) || !isfinite(w))
+        /* the canonical form only (enc_canonical): a zero weight is never written */
+        if (q[0] >= NF_TOPICS_MAX || (i > 0 && q[0] <= out->t[i - 1].topic) || !isfinite(w) ||
+            w == 0.0)
             return -EINVAL;
         out->t[i].topic = q[0];
         out->t[i].weight = w;

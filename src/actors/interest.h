@@ -238,8 +238,8 @@ nf_id128_t nf_interest_user_key(const char *user_id);
  * NF_TOPICS_ENC_MAX is always enough). Returns the length, -EINVAL (index >=
  * 64, repeated index, non-finite weight) or -ENOSPC. */
 int nf_interest_topics_encode(const nf_topic_vec_t *v, unsigned char *out, size_t cap);
-/* Decodes exactly len bytes. 0 or -EINVAL (wrong length, unsorted, index >= 64,
- * non-finite). */
+/* Decodes exactly len bytes of the canonical form. 0 or -EINVAL (wrong length, unsorted,
+ * index >= 64, non-finite or zero weight: nothing enc_canonical writes). */
 int nf_interest_topics_decode(const void *p, size_t len, nf_topic_vec_t *out);
 
 /* A writer's state for nf_interest_json_keys (the reads actor writes one value per event): the
