@@ -15,10 +15,12 @@
  *      nothing — Kafka (broker + librdkafka + the consumer loop) alone;
  *   4. "restore": nf_changelog_restore into a fresh store in a temporary directory (deleted at
  *      the end), through nf_kafka_ops: exactly what `newsflow run` does at start on an empty
- *      state directory. Time inside the record callback (batching + nf_store_write) is
- *      measured apart (two clock reads per record), the rest is Kafka;
- *   5. "write": the same records written straight into another fresh store with nf_store_write
- *      in batches of 4096 (changelog.c's APPLY_BATCH) — RocksDB alone.
+ *      state directory. Time inside the record callback (batching + the store write, without
+ *      the WAL) is measured apart (two clock reads per record), the rest is Kafka;
+ *   5. "write": the same records written straight into another fresh store in batches of
+ *      --write-batch — RocksDB alone; twice: with the WAL (nf_store_write, "wal":true) and
+ *      without it plus the final flush (nf_store_write_unlogged + nf_store_flush, what the
+ *      restore does, "wal":false).
  * Process CPU (getrusage) and, with --broker-pid, the broker's CPU (/proc/PID/stat) are given
  * for every step. One JSON line per step on stdout ("bench":"changelog_restore" is step 4);
  * progress on stderr. Nothing is judged: no timing assertions. Topics are left on the broker
@@ -392,7 +394,7 @@ static nf_store_t *fresh_store(const opts_t *o, const char *tag, char *path, siz
 
 /* RocksDB alone: the same records in batches of --write-batch (default 4096, changelog.c's
  * APPLY_BATCH). */
-static int write_only(const opts_t *o, nf_store_t *st, size_t n, char *err, size_t errlen)
+static int write_only(const opts_t *o, nf_store_t *st, size_t n, bool wal, char *err, size_t errlen)
 {
     nf_store_batch_t *b = nf_store_batch_new();
     gen_t *g = malloc(sizeof *g);
@@ -405,10 +407,13 @@ static int write_only(const opts_t *o, nf_store_t *st, size_t n, char *err, size
         gen_record(o, g, i, key, &vlen);
         nf_store_batch_put(b, o->kind, key, sizeof key, g->val, vlen);
         if (nf_store_batch_count(b) >= o->write_batch || i + 1 == n) {
-            rc = nf_store_write(st, b, err, errlen);
+            rc = wal ? nf_store_write(st, b, err, errlen)
+                     : nf_store_write_unlogged(st, b, err, errlen);
             nf_store_batch_clear(b);
         }
     }
+    if (rc == 0 && !wal) /* as the restore does before it records its offsets */
+        rc = nf_store_flush(st, err, errlen);
     nf_store_batch_free(b);
     free(g);
     return rc;
@@ -529,23 +534,28 @@ static int run_size(const opts_t *o, size_t n)
         fprintf(stderr, "bench_restore: restored %" PRIu64 " records, produced %zu\n", cs.records,
                 n);
 
-    /* 5. RocksDB alone */
-    if (o->write) {
+    /* 5. RocksDB alone: with the WAL (nf_store_write), and without it plus the final flush
+     * (what the restore does) */
+    for (int wal = 1; o->write && wal >= 0; wal--) {
         if (!(ws = fresh_store(o, "write", wpath, sizeof wpath, err, sizeof err))) {
             fprintf(stderr, "bench_restore: store: %s\n", err);
             rc = 1;
             goto out;
         }
         s = span_start(o);
-        if ((rc = write_only(o, ws, n, err, sizeof err)) != 0) {
+        if ((rc = write_only(o, ws, n, wal, err, sizeof err)) != 0) {
             fprintf(stderr, "bench_restore: write: %s\n", err);
             goto out;
         }
         sec = span_end(o, &s, cpu, sizeof cpu);
-        printf("{\"bench\":\"changelog_restore.write\",\"records\":%zu,\"batch\":%zu,%s,"
-               "\"records_per_s\":%.0f}\n",
-               n, o->write_batch, cpu, (double)n / sec);
+        printf("{\"bench\":\"changelog_restore.write\",\"records\":%zu,\"batch\":%zu,"
+               "\"wal\":%s,%s,\"records_per_s\":%.0f}\n",
+               n, o->write_batch, wal ? "true" : "false", cpu, (double)n / sec);
         fflush(stdout);
+        nf_store_close(ws);
+        ws = NULL;
+        rm_rf(wpath);
+        wpath[0] = 0;
     }
 out:
     if (st)

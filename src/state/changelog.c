@@ -395,7 +395,8 @@ int nf_changelog_applier_flush(nf_changelog_applier_t *a, char *err, size_t errl
     a->now_ms = (uint64_t)nf_wall_ms();
     if (!nf_store_batch_count(a->b))
         return 0;
-    int r = nf_store_write(a->st, a->b, err, errlen);
+    int r = a->unlogged ? nf_store_write_unlogged(a->st, a->b, err, errlen)
+                        : nf_store_write(a->st, a->b, err, errlen);
     nf_store_batch_clear(a->b);
     return r;
 }
@@ -492,6 +493,9 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *const *o
         snprintf(err, errlen, "changelog: out of memory");
         return -ENOMEM;
     }
+    /* Without the WAL (it would write every record a second time): the families are flushed
+     * before the offsets are recorded, so a crash in between reads the same records again. */
+    c.a.unlogged = true;
     int64_t *end = from + NTOPICS * STRIDE;
     int topics[NTOPICS], nparts[NTOPICS];
     c.topics = topics;
@@ -540,8 +544,10 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *const *o
                            err, errlen);
     if (r == 0)
         r = nf_changelog_applier_flush(&c.a, err, errlen);
-    /* Recorded only once applied: a failure reads the same records again next time. Only the
-     * partitions read are written: the others may have moved meanwhile (a standby's). */
+    if (r == 0 && stats->puts + stats->deletes > 0)
+        r = nf_store_flush(st, err, errlen);
+    /* Recorded only once applied (and flushed): a failure reads the same records again next time.
+     * Only the partitions read are written: the others may have moved meanwhile (a standby's). */
     size_t nrec = 0;
     for (size_t i = 0; i < NTOPICS && r == 0; i++) {
         const bool *want = only && k_topics[i].input >= 0 ? only[k_topics[i].input] : NULL;

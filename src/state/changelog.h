@@ -106,6 +106,7 @@ typedef struct nf_changelog_applier {
     nf_changelog_progress_t *prog; /* may be NULL */
     nf_changelog_stats_t *stats;   /* counted into */
     uint64_t now_ms;               /* wall clock for expiries, renewed at every flush */
+    bool unlogged; /* writes without RocksDB's WAL: the caller flushes before it records offsets */
 } nf_changelog_applier_t;
 /* 0 or -ENOMEM. */
 int nf_changelog_applier_init(nf_changelog_applier_t *a, nf_store_t *st,

@@ -169,6 +169,8 @@ static void store_free(nf_store_t *st)
         rocksdb_writeoptions_destroy(st->wo);
     if (st->wo_sync)
         rocksdb_writeoptions_destroy(st->wo_sync);
+    if (st->wo_nowal)
+        rocksdb_writeoptions_destroy(st->wo_nowal);
     free(st->state_dir);
     free(st->db_dir);
     free(st);
@@ -241,6 +243,8 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
     st->wo = rocksdb_writeoptions_create();
     st->wo_sync = rocksdb_writeoptions_create();
     rocksdb_writeoptions_set_sync(st->wo_sync, 1);
+    st->wo_nowal = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_disable_WAL(st->wo_nowal, 1);
 
     /* Existing families: RocksDB refuses a read-write open that does not name all of them. */
     char current[PATH_MAX];
@@ -662,7 +666,8 @@ int store_batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writ
 /* ---------------------------------------------------------------------------------------------
  * writes outside the epoch protocol: a changelog restore, the bookkeeping records */
 
-int nf_store_write(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t errlen)
+static int store_write(nf_store_t *st, const rocksdb_writeoptions_t *wo, const nf_store_batch_t *b,
+                       char *err, size_t errlen)
 {
     if (st->read_only)
         return store_seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
@@ -670,7 +675,7 @@ int nf_store_write(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t 
     int r = store_batch_to_rocks(st, b, wb, 0, err, errlen);
     if (r == 0) {
         char *rerr = NULL;
-        rocksdb_write(st->db, st->wo, wb, &rerr);
+        rocksdb_write(st->db, wo, wb, &rerr);
         if (rerr) {
             char msg[PATH_MAX + 64];
             snprintf(msg, sizeof msg, "state write in %s", st->db_dir);
@@ -678,6 +683,39 @@ int nf_store_write(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t 
         }
     }
     rocksdb_writebatch_destroy(wb);
+    return r;
+}
+
+int nf_store_write(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t errlen)
+{
+    return store_write(st, st->wo, b, err, errlen);
+}
+
+int nf_store_write_unlogged(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t errlen)
+{
+    return store_write(st, st->wo_nowal, b, err, errlen);
+}
+
+int nf_store_flush(nf_store_t *st, char *err, size_t errlen)
+{
+    if (st->read_only)
+        return 0;
+    rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+    rocksdb_flushoptions_set_wait(fo, 1);
+    int r = 0;
+    for (int k = 0; k < NF_KIND__COUNT && r == 0; k++) {
+        if (!st->kinds[k])
+            continue;
+        char *rerr = NULL;
+        rocksdb_flush_cf(st->db, fo, st->kinds[k], &rerr);
+        if (rerr) {
+            char msg[PATH_MAX + 64];
+            snprintf(msg, sizeof msg, "flushing %s in %s", nf_state_kind_name((nf_state_kind_t)k),
+                     st->db_dir);
+            r = store_rocks_err(rerr, err, errlen, -EIO, msg);
+        }
+    }
+    rocksdb_flushoptions_destroy(fo);
     return r;
 }
 

@@ -115,6 +115,11 @@ void nf_store_batch_free(nf_store_batch_t *b);
  * restore, before the job takes input). Not synced: a crash loses at most what the caller
  * records as not yet applied. 0, -EROFS or -EIO with err. */
 int nf_store_write(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t errlen);
+/* The same without the write-ahead log (a restore into the state, many records): a crash loses
+ * any of it not yet flushed, so a caller records what it applied only after nf_store_flush, which
+ * writes every family's memtable to its files and waits. 0, -EROFS or -EIO with err. */
+int nf_store_write_unlogged(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t errlen);
+int nf_store_flush(nf_store_t *st, char *err, size_t errlen);
 /* Small named records of the state directory's own bookkeeping (the changelog's synced offsets),
  * kept in the "default" family under "meta/<name>", NUL-terminated text. put: synced write, 0 or
  * -errno; get: 1 (*value malloc'd), 0 (none, *value NULL) or -EIO. */

@@ -21,7 +21,7 @@ struct nf_store {
     rocksdb_cache_t *cache;
     rocksdb_block_based_table_options_t *bbto;
     rocksdb_readoptions_t *ro, *ro_scan;
-    rocksdb_writeoptions_t *wo, *wo_sync;
+    rocksdb_writeoptions_t *wo, *wo_sync, *wo_nowal; /* wo_nowal: nf_store_write_unlogged */
     rocksdb_column_family_handle_t *def;
     rocksdb_column_family_handle_t *kinds[NF_KIND__COUNT]; /* NULL: absent (read-only open) */
     rocksdb_column_family_handle_t **others;               /* open families that are none of ours */

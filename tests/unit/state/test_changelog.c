@@ -2,8 +2,11 @@
  * state kind's writes go to, a store batch turned into changelog records (puts, deletes as
  * tombstones, order kept, an incomplete batch refused and the output left as it was), the
  * outbuf's tombstone encoding, and the synced offsets kept in the store (prefix-free, only the
- * changelog topics). Restores need Apache Kafka: tests/kafka/test_changelog.sh and
- * test_scale_out.sh. */
+ * changelog topics), and a restore's durability: it writes without RocksDB's WAL, so a process
+ * that dies right after the restore returned (no close) must still find every record it applied
+ * and the offsets it recorded (the flush before the offsets). The restore reads a changelog of
+ * the test's own through the nf_kafka_ops table; against Apache Kafka it is tested by
+ * tests/kafka/test_changelog.sh and test_scale_out.sh. */
 #include "io/outbuf.h"
 #include "nf_test.h"
 #include "state/changelog.h"
@@ -12,8 +15,11 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static void test_topics_and_key_groups(void)
 {
@@ -155,10 +161,122 @@ static void test_synced_offsets(void)
     nf_teststore_rmtree(dir);
 }
 
-int main(void)
+/* A changelog-interest of one partition held in memory: record i has key group 7, id i and a
+ * 120-byte value whose first byte after the expiry is i's low byte. */
+enum { LOG_RECORDS = 150000, LOG_VALUE = 128 };
+
+static void log_key(int64_t i, unsigned char key[20])
 {
+    key[0] = 0;
+    key[1] = 7; /* the changelog key's key group, then the store key */
+    nf_kstate_encode_key(7, (nf_id128_t){(uint64_t)i, 42}, key + 2);
+}
+
+static int log_partitions(void *arg, int topic)
+{
+    (void)arg;
+    return topic == NF_TOPIC_CL_INTEREST ? 1 : 0;
+}
+
+static int log_ends(void *arg, int topic, int64_t *hi, int n, char *err, size_t errlen)
+{
+    (void)arg, (void)err, (void)errlen;
+    for (int p = 0; p < n; p++)
+        hi[p] = topic == NF_TOPIC_CL_INTEREST ? LOG_RECORDS : 0;
+    return 0;
+}
+
+static int log_read(void *arg, const int *topics, int ntopics, const int *nparts, int stride,
+                    const int64_t *from, int64_t *end, nf_kafka_record_fn rec, void *rarg,
+                    char *err, size_t errlen)
+{
+    (void)arg, (void)err, (void)errlen;
+    for (int t = 0; t < ntopics; t++) {
+        if (topics[t] != NF_TOPIC_CL_INTEREST || nparts[t] < 1)
+            continue;
+        int64_t lo = from[t * stride] < 0 ? 0 : from[t * stride], hi = end[t * stride];
+        for (int64_t i = lo; i < hi; i++) {
+            unsigned char key[20], val[LOG_VALUE];
+            log_key(i, key);
+            memset(val, 0, sizeof val); /* expiry 0: never */
+            memset(val + 8, (int)(i & 0xff), sizeof val - 8);
+            int r = rec(rarg, t, 0, i, key, sizeof key, val, sizeof val, false);
+            if (r)
+                return r;
+        }
+    }
+    return 0;
+}
+
+/* The child of test_restore_durable_without_close: restores into DIR, then dies as if killed
+ * (no close, no flush of its own). */
+static int restore_and_die(const char *dir)
+{
+    char err[256] = "";
+    nf_kafka_ops_t ops = {
+        .topic_partitions = log_partitions, .topic_ends = log_ends, .read_topics = log_read};
+    nf_store_t *st = nf_teststore_open(dir);
+    nf_changelog_stats_t cs;
+    int r = st ? nf_changelog_restore(st, &ops, true, NULL, &cs, err, sizeof err) : -1;
+    if (r != 0 || cs.puts != LOG_RECORDS)
+        fprintf(stderr, "restore-and-die: %d, %s\n", r, err);
+    _exit(r == 0 && cs.puts == LOG_RECORDS ? 0 : 3);
+}
+
+static void test_restore_durable_without_close(void)
+{
+    char dir[128], err[256] = "";
+    NF_REQUIRE(nf_teststore_tmpdir("changelog-crash", dir, sizeof dir));
+    nf_kafka_ops_t ops = {
+        .topic_partitions = log_partitions, .topic_ends = log_ends, .read_topics = log_read};
+    /* A fresh process (fork + exec): RocksDB's background threads of the stores this process
+     * opened before would not exist in a child that is only forked. */
+    pid_t pid = fork();
+    NF_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_changelog", "--restore-and-die", dir, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    NF_REQUIRE(waitpid(pid, &status, 0) == pid);
+    NF_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    int64_t off = -2;
+    NF_CHECK_EQ(nf_changelog_synced_get(st, NF_TOPIC_CL_INTEREST, 0, &off, err, sizeof err), 0);
+    NF_CHECK_EQ(off, LOG_RECORDS);
+    size_t missing = 0, wrong = 0;
+    for (int64_t i = 0; i < LOG_RECORDS; i++) {
+        unsigned char key[20];
+        log_key(i, key);
+        void *v = NULL;
+        size_t vlen = 0;
+        int r =
+            nf_store_get(st, NF_KIND_INTEREST, key + 2, sizeof key - 2, &v, &vlen, err, sizeof err);
+        if (r != 1)
+            missing++;
+        else if (vlen != LOG_VALUE || ((unsigned char *)v)[LOG_VALUE - 1] != (i & 0xff))
+            wrong++;
+        free(v);
+    }
+    NF_CHECK_EQ(missing, 0);
+    NF_CHECK_EQ(wrong, 0);
+    /* and a second restore finds nothing to read */
+    nf_changelog_stats_t cs;
+    NF_CHECK_EQ(nf_changelog_restore(st, &ops, true, NULL, &cs, err, sizeof err), 0);
+    NF_CHECK_EQ(cs.records, 0);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--restore-and-die") == 0)
+        return restore_and_die(argv[2]);
     NF_RUN(test_topics_and_key_groups);
     NF_RUN(test_from_batch);
     NF_RUN(test_synced_offsets);
+    NF_RUN(test_restore_durable_without_close);
     return nf_test_report();
 }
