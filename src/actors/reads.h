@@ -19,7 +19,7 @@
  *     more than kafka.pause_high_water events and source messages are held the shard's
  *     partitions are paused in librdkafka
  *     (bounded memory: librdkafka stops fetching them), resumed below pause_low_water.
- *   reads (per shard; owns the users that route to it): the interest engine
+ *   reads (interest_update.c; per shard; owns the users that route to it): the interest engine
  *     (actors/interest.h; key group = the input partition), a batch at a time with the batch's
  *     memory prefetched in stages; each counted event emits one interest-updates record. It
  *     also takes the topic broadcasts (NF_MSG_TOPICS) of dedup.

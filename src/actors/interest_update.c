@@ -1,0 +1,355 @@
+/* interest_update.c — the interest-update actor (reads.h: "reads", one per shard, owning the
+ * users that route to it): applies each batch of counted reads from kafka_in to the interest
+ * engine (interest.h), emits interest-updates (one per counted read, or one per user and epoch
+ * with interest.coalesce), takes the topic vectors broadcast to it (NF_MSG_TOPICS), and is an
+ * epoch participant for the engine's state: snapshot, committed, partitions gained and lost. */
+#include "actors/analytics.h"
+#include "actors/ingest.h"
+#include "actors/reads.h"
+#include "actors/reads_batch.h"
+#include "runtime/jsonw.h"
+#include "runtime/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rd {
+    nf_reads_t *r;
+    nf_analytics_t *an;
+    nf_shard_t *sh;
+    nf_interest_t *eng;
+    nf_interest_keys_t keys; /* the topic names as JSON keys, rendered once */
+    bool seen_over_budget;
+    nf_jw_t jw;
+    nf_timer_t gauges;
+    /* interest.coalesce: the users updated since the last flush, user key -> (kg << 48 |
+     * name_at << 16 | name_len), their ids in names */
+    nf_idset_t pending;
+    char *names;
+    size_t names_len, names_cap;
+} rd_t;
+
+static void emit_update(rd_t *d, const char *user_id, const nf_interest_out_t *out)
+{
+    nf_jw_t *w = &d->jw;
+    nf_jw_reset(w);
+    nf_interest_json_keys(out, user_id, &d->keys, w);
+    if (w->failed || nf_analytics_emit(d->an, nf_shard_index(d->sh), NF_TOPIC_INTEREST_UPDATES,
+                                       user_id, w->buf, w->len) != 0) {
+        nf_log(NF_LOG_ERROR, "interest", "out of memory for outputs; stopping the job", NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(d->sh));
+        return;
+    }
+    nf_counter_inc(d->r->m.updates);
+}
+
+/* One record per waiting user, its state as it is now (the latest of the updates it had since
+ * the last flush), then the set is empty. At the cut (reads_snapshot) and when it is full. */
+static void flush_pending(rd_t *d)
+{
+    const nf_idset_t *s = &d->pending;
+    int64_t now = nf_wall_ms();
+    char name[65536];
+    for (size_t i = 0; s->slots && i <= s->mask + (s->has_zero ? 1 : 0); i++) {
+        nf_id128_t key;
+        uint64_t v;
+        if (i <= s->mask) {
+            key = s->slots[i].id;
+            v = s->slots[i].value;
+            if (!key.hi && !key.lo)
+                continue;
+        } else {
+            key = (nf_id128_t){0, 0};
+            v = s->zero_value;
+        }
+        uint16_t kg = (uint16_t)(v >> 48), len = (uint16_t)v;
+        memcpy(name, d->names + ((v >> 16) & 0xffffffffu), len);
+        name[len] = 0;
+        nf_interest_out_t out;
+        int rc = nf_interest_get_key(d->eng, kg, key, now, &out);
+        if (rc != 1) {
+            /* The user was updated moments ago: only a store that cannot be read lands here. */
+            nf_counter_inc(d->r->m.state_errors);
+            nf_log(NF_LOG_ERROR, "interest", "a coalesced user's state cannot be read; stopping",
+                   NF_LS("user_id", name), NF_LI("rc", rc),
+                   NF_LS("error", nf_interest_error(d->eng)), NF_LEND);
+            nf_runtime_fail(nf_shard_runtime(d->sh));
+            break;
+        }
+        emit_update(d, name, &out);
+    }
+    nf_idset_clear(&d->pending);
+    d->names_len = 0;
+}
+
+/* Notes a user whose update is to be emitted at the next flush. false: out of memory. */
+static bool note_pending(rd_t *d, const nf_interest_read_t *rd, const char *user_id)
+{
+    size_t len = strlen(user_id);
+    if (len > UINT16_MAX)
+        len = UINT16_MAX;
+    if (!d->pending.slots && nf_idset_init(&d->pending, 4096) != 0)
+        return false;
+    if (nf_idset_get(&d->pending, rd->user, NULL))
+        return true;
+    if (d->names_len + len > d->names_cap) {
+        size_t cap = d->names_cap ? d->names_cap * 2 : 1 << 16;
+        while (cap < d->names_len + len)
+            cap *= 2;
+        char *n = realloc(d->names, cap);
+        if (!n)
+            return false;
+        d->names = n;
+        d->names_cap = cap;
+    }
+    memcpy(d->names + d->names_len, user_id, len);
+    uint64_t v = (uint64_t)rd->kg << 48 | (uint64_t)d->names_len << 16 | len;
+    d->names_len += len;
+    if (nf_idset_insert(&d->pending, rd->user, v, NULL) < 0)
+        return false;
+    nf_counter_inc(d->r->m.coalesced);
+    if (nf_idset_count(&d->pending) >= d->r->coalesce_max)
+        flush_pending(d);
+    return true;
+}
+
+static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, uint64_t now_ms)
+{
+    nf_reads_t *r = d->r;
+    nf_interest_out_t out;
+    const char *user_id = b->text + it->user_at;
+    int rc = nf_interest_apply_read(d->eng, &it->rd, (int64_t)now_ms, &out);
+    if (rc == NF_INTEREST_DUPLICATE) {
+        nf_counter_inc(d->an->m.interest_duplicates);
+        return;
+    }
+    if (rc == NF_INTEREST_UNKNOWN_ARTICLE) {
+        nf_counter_inc(d->an->m.interest_unknown);
+        if (nf_log_enabled(NF_LOG_DEBUG)) {
+            char hex[33];
+            const char *aid = b->text + it->article_at;
+            if (it->rd.article_ok) {
+                snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)it->rd.article.hi,
+                         (unsigned long long)it->rd.article.lo);
+                aid = hex;
+            }
+            nf_log(NF_LOG_DEBUG, "interest", "read of an unknown article skipped",
+                   NF_LS("article_id", aid), NF_LS("user_id", user_id), NF_LEND);
+        }
+        return;
+    }
+    if (rc < 0) {
+        /* A store that cannot be read (or no memory): going on would restart this user from
+         * zero. Stop; the uncommitted epoch is re-read after a restart. */
+        nf_counter_inc(r->m.state_errors);
+        nf_log(NF_LOG_ERROR, "interest", "interest state failed; stopping the job",
+               NF_LS("user_id", user_id), NF_LI("errno", -rc),
+               NF_LS("error", nf_interest_error(d->eng)), NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(d->sh));
+        return;
+    }
+    if (!r->coalesce_max) {
+        emit_update(d, user_id, &out);
+    } else if (!note_pending(d, &it->rd, user_id)) {
+        nf_log(NF_LOG_ERROR, "interest", "out of memory for coalesced updates; stopping the job",
+               NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(d->sh));
+        return;
+    }
+    if (r->slow_us) {
+        uint64_t until = nf_now_ns() + (uint64_t)r->slow_us * 1000u;
+        while (nf_now_ns() < until)
+            ;
+    }
+}
+
+static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
+{
+    rd_t *d = self;
+    uint64_t now = (uint64_t)nf_wall_ms();
+    if (m->kind == NF_MSG_TOPICS) {
+        nf_topics_msg_t *t = m->body.ptr;
+        if (nf_interest_topics_put(d->eng, t->id, &t->vec, (int64_t)now) == -ENOMEM) {
+            nf_log(NF_LOG_ERROR, "interest", "out of memory for the topic table; stopping",
+                   NF_LEND);
+            nf_runtime_fail(nf_shard_runtime(sh));
+        }
+        free(t);
+        return;
+    }
+    read_batch_t *b = m->body.ptr;
+    /* The prefetch stages run ahead of the applies (interest.h: a burst of the whole batch's
+     * prefetches would fill the core's miss buffers while no apply runs). */
+    for (size_t i = 0; i < b->n + NF_INTEREST_PIPELINE_LAG; i++) {
+        nf_interest_prefetch_step(d->eng, &b->items[0].rd, sizeof b->items[0], b->n, i);
+        if (i >= NF_INTEREST_PIPELINE_LAG)
+            reads_event(d, b, &b->items[i - NF_INTEREST_PIPELINE_LAG], now);
+    }
+    nf_msg_t back = {.actor = (uint16_t)d->r->in_actor, .kind = MSG_BATCH_BACK};
+    back.body.ptr = b;
+    if (nf_send(sh, b->origin, &back) != 0)
+        free(b); /* the ring back is full: the sender allocates another */
+    if (d->r->epoch && nf_interest_over_budget(d->eng))
+        nf_epoch_request(d->r->epoch);
+}
+
+static void reads_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
+{
+    rd_t *d = self;
+    if (nf_idset_count(&d->pending)) /* the coalesced updates belong to the epoch being cut */
+        flush_pending(d);
+    nf_interest_snapshot(d->eng, b, epoch);
+    (void)sh;
+}
+
+static void reads_committed(nf_shard_t *sh, void *self, uint64_t epoch)
+{
+    nf_interest_committed(((rd_t *)self)->eng, epoch);
+    (void)sh;
+}
+
+static bool owns_user(uint16_t kg, nf_id128_t key, void *ctx);
+
+/* A rebalance (epoch.h): seen keys of this shard's users in gained partitions come from the
+ * store; vectors and seen keys of lost partitions, committed, leave memory. */
+static void reads_partitions(nf_shard_t *sh, void *self, nf_input_t in, const int32_t *parts,
+                             size_t n, bool gained)
+{
+    rd_t *d = self;
+    if (in != NF_INPUT_READ_EVENTS)
+        return;
+    int64_t now = nf_wall_ms();
+    char err[512] = "";
+    long r;
+    size_t kept = 0;
+    if (gained) {
+        uint16_t kgs[NF_EPOCH_MAX_PARTITIONS];
+        for (size_t i = 0; i < n; i++)
+            kgs[i] = (uint16_t)parts[i];
+        r = nf_interest_groups_gained(d->eng, kgs, n, owns_user, d, now, err, sizeof err);
+    } else {
+        bool *set = calloc(65536, sizeof *set);
+        if (!set) {
+            r = -ENOMEM;
+        } else {
+            for (size_t i = 0; i < n; i++)
+                set[(uint16_t)parts[i]] = true;
+            r = nf_interest_groups_lost(d->eng, set, now, &kept);
+            free(set);
+        }
+    }
+    if (r < 0) {
+        nf_log(NF_LOG_ERROR, "state",
+               gained ? "the seen keys of gained partitions do not load; stopping"
+                      : "cannot let go of the interest state of revoked partitions; stopping",
+               NF_LI("shard", nf_shard_index(sh)),
+               NF_LS("error", r == -ENOMEM ? "out of memory" : err), NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(sh));
+        return;
+    }
+    if (kept)
+        nf_log(NF_LOG_WARN, "state",
+               "vectors of revoked partitions still uncommitted: kept in memory",
+               NF_LI("shard", nf_shard_index(sh)), NF_LI("entries", kept), NF_LEND);
+    if (r > 0)
+        nf_log(NF_LOG_INFO, "state", gained ? "seen keys loaded" : "interest state let go",
+               NF_LI("shard", nf_shard_index(sh)), NF_LI("entries", r), NF_LEND);
+}
+
+static const nf_epoch_participant_t reads_part = {
+    .snapshot = reads_snapshot, .committed = reads_committed, .partitions = reads_partitions};
+
+static void on_gauges(nf_shard_t *sh, nf_timer_t *t, void *arg)
+{
+    rd_t *d = arg;
+    nf_interest_expire(d->eng, nf_wall_ms(), 1u << 16); /* adds expire as they go: idle sets */
+    nf_interest_stats_t s;
+    nf_interest_stats(d->eng, &s);
+    nf_gauge_set(d->r->m.state_bytes, (int64_t)(s.users.bytes + s.seen.bytes + s.table_bytes));
+    nf_gauge_set(d->r->m.state_entries, (int64_t)(s.users.entries + s.seen.keys));
+    nf_gauge_set(d->r->m.seen_keys, (int64_t)s.seen.keys);
+    nf_gauge_set(d->r->m.seen_bytes, (int64_t)s.seen.bytes);
+    nf_reads_dedup_budget_warn(nf_interest_seen_over_budget(d->eng), &d->seen_over_budget, "seen",
+                               nf_shard_index(d->sh), &s.seen);
+    (void)sh;
+    (void)t;
+}
+
+/* The seen keys of the users routed to this shard. */
+static bool owns_user(uint16_t kg, nf_id128_t key, void *ctx)
+{
+    const rd_t *d = ctx;
+    (void)kg;
+    return nf_route(nf_shard_runtime(d->sh), key.hi) == nf_shard_index(d->sh);
+}
+
+static void load_seen(rd_t *d)
+{
+    char err[512];
+    int64_t t0 = nf_wall_ms();
+    long n = nf_interest_load(d->eng, owns_user, d, t0, err, sizeof err);
+    if (n < 0) {
+        nf_log(NF_LOG_ERROR, "state",
+               "the (user, article, session) dedup set does not load; stopping",
+               NF_LI("shard", nf_shard_index(d->sh)),
+               NF_LS("error", n == -ENOMEM ? "out of memory" : err), NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(d->sh));
+        return;
+    }
+    nf_log(NF_LOG_INFO, "state", "(user, article, session) dedup set loaded",
+           NF_LI("shard", nf_shard_index(d->sh)), NF_LI("keys", n), NF_LI("ms", nf_wall_ms() - t0),
+           NF_LEND);
+}
+
+static void *reads_init(nf_shard_t *sh, void *ctx)
+{
+    rd_t *d = calloc(1, sizeof *d);
+    if (!d)
+        abort();
+    d->r = ctx;
+    d->an = d->r->an;
+    d->sh = sh;
+    nf_interest_opts_t o = d->an->interest;
+    o.users_budget_bytes = o.seen_budget_bytes = d->r->budget_bytes;
+    o.writer = (uint16_t)nf_shard_index(sh);
+    o.process = d->r->process_id;
+    d->eng = nf_interest_new(d->r->store, &o);
+    if (!d->eng)
+        abort();
+    if (d->r->store)
+        load_seen(d);
+    nf_jw_init(&d->jw);
+    if (nf_interest_keys_init(&d->keys, d->an->topic_names) != 0)
+        abort();
+    if (d->r->epoch && nf_epoch_participant_add(d->r->epoch, sh, &reads_part, d) != 0)
+        abort();
+    nf_timer_init(&d->gauges, on_gauges, d);
+    nf_timer_arm(sh, &d->gauges, nf_now_ns() + 1000000000ull, 1000000000ull);
+    return d;
+}
+
+static void reads_stop(nf_shard_t *sh, void *self)
+{
+    nf_timer_cancel(sh, &((rd_t *)self)->gauges);
+}
+
+static void reads_fini(nf_shard_t *sh, void *self)
+{
+    rd_t *d = self;
+    nf_timer_cancel(sh, &d->gauges);
+    nf_interest_free(d->eng);
+    nf_interest_keys_free(&d->keys);
+    nf_jw_free(&d->jw);
+    nf_idset_free(&d->pending);
+    free(d->names);
+    free(d);
+}
+
+const nf_actor_ops_t nf_interest_update_ops = {.name = "reads",
+                                               .init = reads_init,
+                                               .handle = reads_handle,
+                                               .stop = reads_stop,
+                                               .fini = reads_fini,
+                                               .drop = nf_reads_batch_drop};
