@@ -18,7 +18,9 @@ checkpoint.interval_ms=300. While read events (with poison records) arrive on 6 
      first epoch committed elsewhere is reported.
 
 Then the producer stops, the last events are consumed, every process stops (exit 0), and the
-outputs are read back read_committed: interest-updates hold every (user, version) exactly once
+outputs are read back read_committed (and, last, compared with a reference: one process that
+never restarted over the same input on topics of its own, whose interest-updates — each user's
+state after each read — must be equal record for record): interest-updates hold every (user, version) exactly once
 over 1..n (a vector that did not follow its partition would start again at 1, an event taken
 twice would exceed n), every poison record has exactly one dead letter, no (writer, epoch,
 seq) appears twice, and trending (exact mode; its panes merged by the one process assigned
@@ -314,6 +316,37 @@ def body(ctx):
     ctx.check(len(merged) >= 2, "the trending merger did not move when %s was killed" % owner)
     ctx.log(farm.check_articles(ctx, broker))
     farm.stop()
+    check_reference(ctx, prod.sent, broker)
+
+
+def check_reference(ctx, sent, broker):
+    """State equal to the reference: every interest-updates record (the user's state after each
+    read: version, vector, times) equals the one of a single process that never restarted,
+    over the same input (the records the producer sent, in its order, on topics of their own)."""
+    ref = acclib.start_broker(ctx, name="so-ref", partitions=PARTITIONS)
+    acclib.kcat_produce(ctx, ref, "read-events", sent, tag="ref")
+    want, _ = acclib.expected_from_input(ctx, ref)
+    job = acclib.Job(ctx, ref, ctx.path("state-ref"), sets=[*TRENDING], interval_ms=300,
+                     txid_suffix="-ref", tag="ref")
+    acclib.wait_all_consumed(ctx, job, ref, sum(want.values()), timeout=180)
+    rc, hang = job.terminate_or_report(60)
+    ctx.check(not hang and rc == 0, "reference: exit %s after SIGTERM %s" % (rc, hang or ""), job)
+    mine = {(v["user_id"], v["version"]): v
+            for k, h, v in acclib.read_outputs(ctx, broker, "interest-updates")}
+    theirs = {(v["user_id"], v["version"]): v
+              for k, h, v in acclib.read_outputs(ctx, ref, "interest-updates")}
+    only_ref = sorted(set(theirs) - set(mine))
+    only_job = sorted(set(mine) - set(theirs))
+    differ = sorted(k for k in set(mine) & set(theirs) if mine[k] != theirs[k])
+    ctx.check(not (only_ref or only_job or differ),
+              "interest-updates differ from the single-process reference: %d only there %s, %d "
+              "only here %s, %d differ %s%s" %
+              (len(only_ref), only_ref[:3], len(only_job), only_job[:3], len(differ), differ[:3],
+               " (first: here %s / reference %s)" % (json.dumps(mine[differ[0]])[:300],
+                                                      json.dumps(theirs[differ[0]])[:300])
+               if differ else ""))
+    ctx.log("state equal to the reference: %d interest-updates records equal to a single "
+            "process's over the same input" % len(mine))
 
 
 if __name__ == "__main__":
