@@ -384,19 +384,142 @@ int nf_changelog_applier_init(nf_changelog_applier_t *a, nf_store_t *st,
     return a->b ? 0 : -ENOMEM;
 }
 
+static int write_batch(const nf_changelog_applier_t *a, const nf_store_batch_t *b, char *err,
+                       size_t errlen)
+{
+    return a->unlogged ? nf_store_write_unlogged(a->st, b, err, errlen)
+                       : nf_store_write(a->st, b, err, errlen);
+}
+
+/* The applier's writer thread: takes one full batch at a time (job), writes it, hands it back
+ * cleared. */
+struct nf_changelog_writer {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    const nf_changelog_applier_t *a;
+    nf_store_batch_t *job;   /* being written; NULL: idle */
+    nf_store_batch_t *spare; /* written and cleared, for the caller's next batch */
+    bool stop;
+    int rc; /* the first failed write; sticky */
+    char err[512];
+};
+
+static void *writer_main(void *arg)
+{
+    struct nf_changelog_writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->job && !w->stop)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->job)
+            break;
+        nf_store_batch_t *b = w->job;
+        pthread_mutex_unlock(&w->mu);
+        char err[512] = "";
+        int r = w->rc ? 0 : write_batch(w->a, b, err, sizeof err);
+        nf_store_batch_clear(b);
+        pthread_mutex_lock(&w->mu);
+        if (r && !w->rc) {
+            w->rc = r;
+            snprintf(w->err, sizeof w->err, "%s", err);
+        }
+        w->spare = b;
+        w->job = NULL;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Waits until the writer is idle; its sticky result (err filled on failure). Locked by the
+ * caller. */
+static int writer_idle_locked(struct nf_changelog_writer *w, char *err, size_t errlen)
+{
+    while (w->job)
+        pthread_cond_wait(&w->cv, &w->mu);
+    if (w->rc)
+        snprintf(err, errlen, "%s", w->err);
+    return w->rc;
+}
+
+int nf_changelog_applier_thread(nf_changelog_applier_t *a)
+{
+    if (a->w)
+        return 0;
+    struct nf_changelog_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    w->a = a;
+    if (!(w->spare = nf_store_batch_new())) {
+        free(w);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    int r = pthread_create(&w->th, NULL, writer_main, w);
+    if (r != 0) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        nf_store_batch_free(w->spare);
+        free(w);
+        return -r;
+    }
+    a->w = w;
+    return 0;
+}
+
 void nf_changelog_applier_free(nf_changelog_applier_t *a)
 {
+    struct nf_changelog_writer *w = a->w;
+    if (w) {
+        pthread_mutex_lock(&w->mu);
+        w->stop = true;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->th, NULL);
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        nf_store_batch_free(w->spare);
+        free(w);
+        a->w = NULL;
+    }
     nf_store_batch_free(a->b);
     a->b = NULL;
+}
+
+/* A full batch: to the writer (once it is done with the previous one), or written here. */
+static int hand_off(nf_changelog_applier_t *a, char *err, size_t errlen)
+{
+    struct nf_changelog_writer *w = a->w;
+    if (!w)
+        return nf_changelog_applier_flush(a, err, errlen);
+    a->now_ms = (uint64_t)nf_wall_ms();
+    pthread_mutex_lock(&w->mu);
+    int r = writer_idle_locked(w, err, errlen);
+    if (r == 0) {
+        w->job = a->b;
+        a->b = w->spare;
+        w->spare = NULL;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return r;
 }
 
 int nf_changelog_applier_flush(nf_changelog_applier_t *a, char *err, size_t errlen)
 {
     a->now_ms = (uint64_t)nf_wall_ms();
+    if (a->w) { /* what the writer has first: records are applied in their order */
+        pthread_mutex_lock(&a->w->mu);
+        int r = writer_idle_locked(a->w, err, errlen);
+        pthread_mutex_unlock(&a->w->mu);
+        if (r)
+            return r;
+    }
     if (!nf_store_batch_count(a->b))
         return 0;
-    int r = a->unlogged ? nf_store_write_unlogged(a->st, a->b, err, errlen)
-                        : nf_store_write(a->st, a->b, err, errlen);
+    int r = write_batch(a, a->b, err, errlen);
     nf_store_batch_clear(a->b);
     return r;
 }
@@ -439,8 +562,7 @@ int nf_changelog_apply(nf_changelog_applier_t *a, int topic, int32_t partition, 
         nf_store_batch_put(a->b, (nf_state_kind_t)kind, k, klen - 2, val, vlen);
         a->stats->puts++;
     }
-    return nf_store_batch_count(a->b) >= APPLY_BATCH ? nf_changelog_applier_flush(a, err, errlen)
-                                                     : 0;
+    return nf_store_batch_count(a->b) >= APPLY_BATCH ? hand_off(a, err, errlen) : 0;
 }
 
 /* ---------------------------------------------------------------- restore */
@@ -496,6 +618,9 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *const *o
     /* Without the WAL (it would write every record a second time): the families are flushed
      * before the offsets are recorded, so a crash in between reads the same records again. */
     c.a.unlogged = true;
+    if (nf_changelog_applier_thread(&c.a) != 0) /* then the records are written here */
+        nf_log(NF_LOG_WARN, "changelog", "no writer thread for the restore; writing in this one",
+               NF_LEND);
     int64_t *end = from + NTOPICS * STRIDE;
     int topics[NTOPICS], nparts[NTOPICS];
     c.topics = topics;

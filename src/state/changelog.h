@@ -107,10 +107,16 @@ typedef struct nf_changelog_applier {
     nf_changelog_stats_t *stats;   /* counted into */
     uint64_t now_ms;               /* wall clock for expiries, renewed at every flush */
     bool unlogged; /* writes without RocksDB's WAL: the caller flushes before it records offsets */
+    struct nf_changelog_writer *w; /* nf_changelog_applier_thread; NULL: writes in the caller */
 } nf_changelog_applier_t;
 /* 0 or -ENOMEM. */
 int nf_changelog_applier_init(nf_changelog_applier_t *a, nf_store_t *st,
                               nf_changelog_progress_t *prog, nf_changelog_stats_t *stats);
+/* Full batches are then written by a thread of the applier's own while the caller gathers the
+ * next one (one batch in flight): a restore reads Kafka and writes RocksDB at the same time.
+ * nf_changelog_applier_flush still returns only once everything is written; a failed write is
+ * returned by the next apply or flush. 0 or -errno (the applier then writes in the caller). */
+int nf_changelog_applier_thread(nf_changelog_applier_t *a);
 void nf_changelog_applier_free(nf_changelog_applier_t *a);
 /* One record of changelog topic `topic` (an nf_topic_t; records of other topics are ignored).
  * 0 or -errno with err (a failed store write). */

@@ -3,8 +3,9 @@
  * tombstones, order kept, an incomplete batch refused and the output left as it was), the
  * outbuf's tombstone encoding, and the synced offsets kept in the store (prefix-free, only the
  * changelog topics), and a restore's durability: it writes without RocksDB's WAL, so a process
- * that dies right after the restore returned (no close) must still find every record it applied
- * and the offsets it recorded (the flush before the offsets). The restore reads a changelog of
+ * that dies right after the restore returned (no close) must still find every record it applied,
+ * in order (a writer thread writes one batch while the next is gathered), and the offsets it
+ * recorded (the flush before the offsets). The restore reads a changelog of
  * the test's own through the nf_kafka_ops table; against Apache Kafka it is tested by
  * tests/kafka/test_changelog.sh and test_scale_out.sh. */
 #include "io/outbuf.h"
@@ -161,9 +162,10 @@ static void test_synced_offsets(void)
     nf_teststore_rmtree(dir);
 }
 
-/* A changelog-interest of one partition held in memory: record i has key group 7, id i and a
- * 120-byte value whose first byte after the expiry is i's low byte. */
-enum { LOG_RECORDS = 150000, LOG_VALUE = 128 };
+/* A changelog-interest of one partition held in memory: record i < LOG_PUTS puts key group 7,
+ * id i, a value of i's low byte after the expiry; the records after it delete ids 0, 1, ...
+ * again (tombstones two batches after their puts: a restore must apply them in order). */
+enum { LOG_RECORDS = 150000, LOG_PUTS = 140000, LOG_VALUE = 128 };
 
 static void log_key(int64_t i, unsigned char key[20])
 {
@@ -197,10 +199,12 @@ static int log_read(void *arg, const int *topics, int ntopics, const int *nparts
         int64_t lo = from[t * stride] < 0 ? 0 : from[t * stride], hi = end[t * stride];
         for (int64_t i = lo; i < hi; i++) {
             unsigned char key[20], val[LOG_VALUE];
-            log_key(i, key);
+            bool del = i >= LOG_PUTS;
+            log_key(del ? i - LOG_PUTS : i, key);
             memset(val, 0, sizeof val); /* expiry 0: never */
             memset(val + 8, (int)(i & 0xff), sizeof val - 8);
-            int r = rec(rarg, t, 0, i, key, sizeof key, val, sizeof val, false);
+            int r = del ? rec(rarg, t, 0, i, key, sizeof key, NULL, 0, true)
+                        : rec(rarg, t, 0, i, key, sizeof key, val, sizeof val, false);
             if (r)
                 return r;
         }
@@ -218,9 +222,10 @@ static int restore_and_die(const char *dir)
     nf_store_t *st = nf_teststore_open(dir);
     nf_changelog_stats_t cs;
     int r = st ? nf_changelog_restore(st, &ops, true, NULL, &cs, err, sizeof err) : -1;
-    if (r != 0 || cs.puts != LOG_RECORDS)
+    bool ok = r == 0 && cs.puts == LOG_PUTS && cs.deletes == LOG_RECORDS - LOG_PUTS;
+    if (!ok)
         fprintf(stderr, "restore-and-die: %d, %s\n", r, err);
-    _exit(r == 0 && cs.puts == LOG_RECORDS ? 0 : 3);
+    _exit(ok ? 0 : 3);
 }
 
 static void test_restore_durable_without_close(void)
@@ -246,15 +251,17 @@ static void test_restore_durable_without_close(void)
     int64_t off = -2;
     NF_CHECK_EQ(nf_changelog_synced_get(st, NF_TOPIC_CL_INTEREST, 0, &off, err, sizeof err), 0);
     NF_CHECK_EQ(off, LOG_RECORDS);
-    size_t missing = 0, wrong = 0;
-    for (int64_t i = 0; i < LOG_RECORDS; i++) {
+    size_t missing = 0, wrong = 0, deleted = 0;
+    for (int64_t i = 0; i < LOG_PUTS; i++) {
         unsigned char key[20];
         log_key(i, key);
         void *v = NULL;
         size_t vlen = 0;
         int r =
             nf_store_get(st, NF_KIND_INTEREST, key + 2, sizeof key - 2, &v, &vlen, err, sizeof err);
-        if (r != 1)
+        if (i < LOG_RECORDS - LOG_PUTS)
+            deleted += r == 0;
+        else if (r != 1)
             missing++;
         else if (vlen != LOG_VALUE || ((unsigned char *)v)[LOG_VALUE - 1] != (i & 0xff))
             wrong++;
@@ -262,6 +269,7 @@ static void test_restore_durable_without_close(void)
     }
     NF_CHECK_EQ(missing, 0);
     NF_CHECK_EQ(wrong, 0);
+    NF_CHECK_EQ(deleted, LOG_RECORDS - LOG_PUTS);
     /* and a second restore finds nothing to read */
     nf_changelog_stats_t cs;
     NF_CHECK_EQ(nf_changelog_restore(st, &ops, true, NULL, &cs, err, sizeof err), 0);
