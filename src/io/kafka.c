@@ -1047,8 +1047,11 @@ static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint
  * from a member fenced by a newer generation). A consumer that has not joined the group yet (the
  * roll-forward of a pending epoch at start) has no member id; with a group.instance.id the
  * coordinator would take it for a fenced static member until the join completes, which it cannot
- * while we wait here. Such a commit goes without member, generation or instance id, as one from
- * a process without a consumer does: the producer's transactional id fences zombies there. */
+ * while we wait here. Such a commit, before this process was ever assigned anything, goes
+ * without member, generation or instance id, as one from a process without a consumer does (the
+ * producer's transactional id fences an older run of this process). Once it has been assigned
+ * partitions, a member that lost its id (evicted, rejoining) sends the consumer's own metadata,
+ * so that the coordinator refuses its offsets for partitions that moved. */
 static rd_kafka_consumer_group_metadata_t *txn_group_metadata(nf_kafka_t *k)
 {
     if (!k->cons)
@@ -1057,8 +1060,8 @@ static rd_kafka_consumer_group_metadata_t *txn_group_metadata(nf_kafka_t *k)
     bool joined = member && *member;
     if (member)
         rd_kafka_mem_free(k->cons, member);
-    return joined ? rd_kafka_consumer_group_metadata(k->cons)
-                  : rd_kafka_consumer_group_metadata_new(k->group);
+    return joined || atomic_load(&k->assigned) > 0 ? rd_kafka_consumer_group_metadata(k->cons)
+                                                   : rd_kafka_consumer_group_metadata_new(k->group);
 }
 
 static int send_offsets(nf_kafka_t *k, uint64_t epoch, uint64_t nonce,

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
  * sorted first, so more of the memtable inserts land next to the previous one): 65536 ~250 B
  * records took ~20 % less CPU than 4096 (perf/README.md, "Changelog"), for ~40 MB held at once. */
 #define APPLY_BATCH 65536u
+#define APPLY_BYTES (64u << 20) /* or fewer records when they are large (trending chunks) */
 
 /* The meta record is read, changed and written back by the coordinator (after each commit, and
  * by the restores of its rebalance callbacks) and by a standby's thread (state/standby.h): each
@@ -457,7 +459,12 @@ int nf_changelog_applier_thread(nf_changelog_applier_t *a)
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
+    /* No process signals on this thread (they go to the main thread, as from the shards'). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
     int r = pthread_create(&w->th, NULL, writer_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r != 0) {
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);
@@ -562,7 +569,9 @@ int nf_changelog_apply(nf_changelog_applier_t *a, int topic, int32_t partition, 
         nf_store_batch_put(a->b, (nf_state_kind_t)kind, k, klen - 2, val, vlen);
         a->stats->puts++;
     }
-    return nf_store_batch_count(a->b) >= APPLY_BATCH ? hand_off(a, err, errlen) : 0;
+    return nf_store_batch_count(a->b) >= APPLY_BATCH || nf_store_batch_bytes(a->b) >= APPLY_BYTES
+               ? hand_off(a, err, errlen)
+               : 0;
 }
 
 /* ---------------------------------------------------------------- restore */

@@ -96,8 +96,8 @@ int nf_changelog_restore_partitions(nf_store_t *st, const nf_kafka_ops_t *k,
                                     char *err, size_t errlen);
 
 /* Applying changelog records to the live state: what a restore and a standby share. Puts and
- * deletes are gathered and written in batches of 64k records; a value already expired (its
- * 8-byte expiry passed) is skipped, as the TTL filter would drop it; a malformed record is
+ * deletes are gathered and written in batches of 64k records (or 64 MiB); a value already expired
+ * (its 8-byte expiry passed) is skipped, as the TTL filter would drop it; a malformed record is
  * counted and logged. Writes go to the store only (never to memory: the owner of a key group
  * loads it when it is assigned). */
 typedef struct nf_changelog_applier {
@@ -115,7 +115,8 @@ int nf_changelog_applier_init(nf_changelog_applier_t *a, nf_store_t *st,
 /* Full batches are then written by a thread of the applier's own while the caller gathers the
  * next one (one batch in flight): a restore reads Kafka and writes RocksDB at the same time.
  * nf_changelog_applier_flush still returns only once everything is written; a failed write is
- * returned by the next apply or flush. 0 or -errno (the applier then writes in the caller). */
+ * returned by the next apply that fills a batch, or by the flush. 0 or -errno (the applier then
+ * writes in the caller). */
 int nf_changelog_applier_thread(nf_changelog_applier_t *a);
 void nf_changelog_applier_free(nf_changelog_applier_t *a);
 /* One record of changelog topic `topic` (an nf_topic_t; records of other topics are ignored).
