@@ -152,7 +152,7 @@ set -e
 # The merger (shard 0) and the partitions' counters load their state concurrently: whichever
 # is first to find it saved with other options names the cause.
 grep -qE '"msg":"the stored trending (merger does not load \(corrupt|counter does not load \(unreadable, corrupt), or saved with other trending options\); stopping' "$TMP/err5" ||
-  fail "no cause named"
+  { grep '"level":"error"' "$TMP/err5" | head -5 >&2; fail "no cause named"; }
 grep -q '"msg":"the job failed (see the first error above)' "$TMP/err5" || fail "no failure line"
 grep -q '"msg":"epoch.committed"' "$TMP/err5" && fail "an epoch committed after the failure"
 [ "$(epoch_of "newsflow stopped" "$TMP/err5")" = "$e2" ] || fail "committed epoch moved"
