@@ -84,84 +84,104 @@ int nf_analytics_put_chunked(nf_store_batch_t *b, const void *key, size_t klen, 
         nf_store_batch_delete(b, NF_KIND_TRENDING, ck, chunk_key(ck, key, klen, i));
     if (rc == 0)
         *chunks = (unsigned)n;
+    else
+        nf_store_batch_fail(b); /* part of the chunks in the batch: it must not commit */
     return rc;
+}
+
+/* get_chunked's scan over KEY and its chunk keys: one iterator, so one consistent view of the
+ * head and every chunk (a save in between could not mix two counters). */
+typedef struct chunk_scan {
+    size_t klen;
+    bool head;          /* KEY seen */
+    uint32_t n, next;   /* chunks announced by the head; the next index expected */
+    uint64_t total;     /* bytes announced */
+    unsigned char *out; /* the blob being assembled */
+    char *err;
+    size_t errlen;
+} chunk_scan_t;
+
+static int chunk_scan_fn(const void *k, size_t kl, const void *val, size_t vlen, void *arg)
+{
+    chunk_scan_t *c = arg;
+    size_t blen = 0;
+    const unsigned char *h = nf_analytics_blob(val, vlen, &blen);
+    if (kl == c->klen) { /* the head comes first: a prefix sorts before its extensions */
+        if (!h) {
+            snprintf(c->err, c->errlen, "trending: a stored value of %zu bytes (no header)", vlen);
+            return -EINVAL;
+        }
+        c->head = true;
+        if (blen < 16 || nf_get_le32(h) != NF_ANALYTICS_CHUNKED) { /* one chunk: the blob */
+            c->n = c->next = 1;
+            c->total = blen;
+            c->out = malloc(blen ? blen : 1);
+            if (!c->out)
+                return -ENOMEM;
+            memcpy(c->out, h, blen);
+            return 1; /* done: keys past it are not this blob's */
+        }
+        c->n = nf_get_le32(h + 4);
+        c->total = nf_get_le64(h + 8);
+        if (c->n < 2 || c->n > 65535 ||
+            c->total <= (uint64_t)(c->n - 1) * NF_ANALYTICS_CHUNK_BYTES ||
+            c->total > (uint64_t)c->n * NF_ANALYTICS_CHUNK_BYTES ||
+            blen != 16 + NF_ANALYTICS_CHUNK_BYTES) {
+            snprintf(c->err, c->errlen,
+                     "trending: chunked value with a bad header (%" PRIu32 " chunks, %" PRIu64
+                     " bytes, first chunk %zu bytes)",
+                     c->n, c->total, blen - 16);
+            return -EINVAL;
+        }
+        if (!(c->out = malloc((size_t)c->total)))
+            return -ENOMEM;
+        memcpy(c->out, h + 16, NF_ANALYTICS_CHUNK_BYTES);
+        c->next = 1;
+        return 0;
+    }
+    if (!c->head || kl != c->klen + 2)
+        return 0; /* not a chunk key of this blob */
+    const unsigned char *kk = k;
+    uint32_t i = (uint32_t)kk[c->klen] << 8 | kk[c->klen + 1];
+    if (i >= c->n)
+        return 1; /* past the last chunk: done */
+    size_t at = (size_t)i * NF_ANALYTICS_CHUNK_BYTES;
+    size_t want = c->total - at < NF_ANALYTICS_CHUNK_BYTES ? (size_t)(c->total - at)
+                                                           : NF_ANALYTICS_CHUNK_BYTES;
+    if (i != c->next || !h || blen != want) {
+        snprintf(c->err, c->errlen, "trending: chunk %" PRIu32 " of %" PRIu32 " %s", c->next, c->n,
+                 i != c->next ? "is missing" : "has the wrong length");
+        return -EINVAL;
+    }
+    memcpy(c->out + at, h, want);
+    c->next++;
+    return 0;
 }
 
 int nf_analytics_get_chunked(nf_store_t *st, const void *key, size_t klen, void **blob, size_t *len,
                              unsigned *chunks, char *err, size_t errlen)
 {
-    void *v = NULL;
-    size_t vlen = 0, blen = 0;
     *blob = NULL;
     *len = 0;
     if (klen > NF_ANALYTICS_KEY_MAX) {
         snprintf(err, errlen, "trending: key of %zu bytes", klen);
         return -EINVAL;
     }
-    int rc = nf_store_get(st, NF_KIND_TRENDING, key, klen, &v, &vlen, err, errlen);
-    if (rc != 1)
-        return rc;
-    const unsigned char *h = nf_analytics_blob(v, vlen, &blen);
-    if (!h) {
-        free(v);
-        snprintf(err, errlen, "trending: a stored value of %zu bytes (no header)", vlen);
-        return -EINVAL;
+    chunk_scan_t c = {.klen = klen, .err = err, .errlen = errlen};
+    int rc = nf_store_scan_prefix(st, NF_KIND_TRENDING, key, klen, chunk_scan_fn, &c);
+    if (rc < 0 && rc != -EINVAL && rc != -ENOMEM)
+        snprintf(err, errlen, "trending: reading the stored blob failed (%d)", rc);
+    if (rc >= 0 && c.head && c.next < c.n) {
+        snprintf(err, errlen, "trending: chunk %" PRIu32 " of %" PRIu32 " is missing", c.next, c.n);
+        rc = -EINVAL;
     }
-    if (blen < 16 || nf_get_le32(h) != NF_ANALYTICS_CHUNKED) { /* one chunk: the blob itself */
-        unsigned char *one = malloc(blen ? blen : 1);
-        if (!one) {
-            free(v);
-            return -ENOMEM;
-        }
-        memcpy(one, h, blen);
-        free(v);
-        *blob = one;
-        *len = blen;
-        *chunks = 1;
-        return 1;
+    if (rc < 0 || !c.head) {
+        free(c.out);
+        return rc < 0 ? rc : 0;
     }
-    uint32_t n = nf_get_le32(h + 4);
-    uint64_t total = nf_get_le64(h + 8);
-    if (n < 2 || n > 65535 || total <= (uint64_t)(n - 1) * NF_ANALYTICS_CHUNK_BYTES ||
-        total > (uint64_t)n * NF_ANALYTICS_CHUNK_BYTES || blen != 16 + NF_ANALYTICS_CHUNK_BYTES) {
-        free(v);
-        snprintf(err, errlen,
-                 "trending: chunked value with a bad header (%" PRIu32 " chunks, %" PRIu64
-                 " bytes, first chunk %zu bytes)",
-                 n, total, blen - 16);
-        return -EINVAL;
-    }
-    unsigned char *out = malloc((size_t)total);
-    if (!out) {
-        free(v);
-        return -ENOMEM;
-    }
-    memcpy(out, h + 16, NF_ANALYTICS_CHUNK_BYTES);
-    free(v);
-    unsigned char ck[NF_ANALYTICS_KEY_MAX + 2];
-    for (uint32_t i = 1; i < n; i++) {
-        size_t at = (size_t)i * NF_ANALYTICS_CHUNK_BYTES;
-        size_t want =
-            total - at < NF_ANALYTICS_CHUNK_BYTES ? (size_t)(total - at) : NF_ANALYTICS_CHUNK_BYTES;
-        v = NULL;
-        rc = nf_store_get(st, NF_KIND_TRENDING, ck, chunk_key(ck, key, klen, i), &v, &vlen, err,
-                          errlen);
-        h = rc == 1 ? nf_analytics_blob(v, vlen, &blen) : NULL;
-        if (!h || blen != want) {
-            if (rc >= 0)
-                snprintf(err, errlen,
-                         "trending: chunk %" PRIu32 " of %" PRIu32 " %s (%zu bytes, want %zu)", i,
-                         n, rc == 1 ? "has the wrong length" : "is missing", h ? blen : 0, want);
-            free(v);
-            free(out);
-            return rc < 0 ? rc : -EINVAL;
-        }
-        memcpy(out + at, h, want);
-        free(v);
-    }
-    *blob = out;
-    *len = (size_t)total;
-    *chunks = n;
+    *blob = c.out;
+    *len = (size_t)c.total;
+    *chunks = c.n;
     return 1;
 }
 

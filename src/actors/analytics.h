@@ -156,7 +156,8 @@ const void *nf_analytics_blob(const void *val, size_t vlen, size_t *len);
  * deletes the chunks past the new count of the PREV chunks the key had (0 if unknown) and sets
  * *chunks to the new count. 0 or -ENOMEM (-EFBIG past 65535 chunks).
  * get: 1 and the whole blob (malloc'ed) with its chunk count, 0 if KEY has none, or -errno
- * (err says what: a chunk missing or of the wrong length). */
+ * (err says what: a chunk missing or of the wrong length); the head and the chunks are read in
+ * one scan, so from one consistent view of the store. A failed put marks b failed. */
 #define NF_ANALYTICS_CHUNK_BYTES (1u << 20)
 #define NF_ANALYTICS_CHUNKED     0x4B434E4Eu /* "NNCK" little-endian; not a blob's magic */
 #define NF_ANALYTICS_KEY_MAX     32
