@@ -18,9 +18,10 @@
  *      state directory. Time inside the record callback (batching + the store write, without
  *      the WAL) is measured apart (two clock reads per record), the rest is Kafka;
  *   5. "write": the same records written straight into another fresh store in batches of
- *      --write-batch — RocksDB alone; twice: with the WAL (nf_store_write, "wal":true) and
- *      without it plus the final flush (nf_store_write_unlogged + nf_store_flush, what the
- *      restore does, "wal":false).
+ *      --write-batch — RocksDB alone; three times: with the WAL (nf_store_write, "mode":"wal"),
+ *      without it plus the final flush (nf_store_write_unlogged + nf_store_flush, "no_wal"),
+ *      and bulk-loaded in 65,536-record batches (nf_store_ingest + the flush, what the restore
+ *      does with full batches, "bulk").
  * Process CPU (getrusage) and, with --broker-pid, the broker's CPU (/proc/PID/stat) are given
  * for every step. One JSON line per step on stdout ("bench":"changelog_restore" is step 4);
  * progress on stderr. Nothing is judged: no timing assertions. Topics are left on the broker
@@ -392,10 +393,17 @@ static nf_store_t *fresh_store(const opts_t *o, const char *tag, char *path, siz
     return nf_store_open(path, &so, err, errlen);
 }
 
-/* RocksDB alone: the same records in batches of --write-batch (default 4096, changelog.c's
- * APPLY_BATCH). */
-static int write_only(const opts_t *o, nf_store_t *st, size_t n, bool wal, char *err, size_t errlen)
+/* How step 5 writes: through the memtable with the WAL, without it (+ the final flush), or as
+ * table files ingested (nf_store_ingest, what the restore does with full batches). */
+typedef enum { W_WAL, W_NO_WAL, W_BULK, W__COUNT } wmode_t;
+static const char *const wmode_names[W__COUNT] = {"wal", "no_wal", "bulk"};
+
+/* RocksDB alone: the same records in batches of --write-batch (default 4096), or of the
+ * restore's full batch (65,536) when bulk. */
+static int write_only(const opts_t *o, nf_store_t *st, size_t n, wmode_t mode, char *err,
+                      size_t errlen)
 {
+    size_t batch = mode == W_BULK ? 65536 : o->write_batch;
     nf_store_batch_t *b = nf_store_batch_new();
     gen_t *g = malloc(sizeof *g);
     int rc = b && g ? 0 : -ENOMEM;
@@ -406,13 +414,14 @@ static int write_only(const opts_t *o, nf_store_t *st, size_t n, bool wal, char 
         size_t vlen;
         gen_record(o, g, i, key, &vlen);
         nf_store_batch_put(b, o->kind, key, sizeof key, g->val, vlen);
-        if (nf_store_batch_count(b) >= o->write_batch || i + 1 == n) {
-            rc = wal ? nf_store_write(st, b, err, errlen)
-                     : nf_store_write_unlogged(st, b, err, errlen);
+        if (nf_store_batch_count(b) >= batch || i + 1 == n) {
+            rc = mode == W_WAL      ? nf_store_write(st, b, err, errlen)
+                 : mode == W_NO_WAL ? nf_store_write_unlogged(st, b, err, errlen)
+                                    : nf_store_ingest(st, b, err, errlen);
             nf_store_batch_clear(b);
         }
     }
-    if (rc == 0 && !wal) /* as the restore does before it records its offsets */
+    if (rc == 0 && mode != W_WAL) /* as the restore does before it records its offsets */
         rc = nf_store_flush(st, err, errlen);
     nf_store_batch_free(b);
     free(g);
@@ -534,23 +543,24 @@ static int run_size(const opts_t *o, size_t n)
         fprintf(stderr, "bench_restore: restored %" PRIu64 " records, produced %zu\n", cs.records,
                 n);
 
-    /* 5. RocksDB alone: with the WAL (nf_store_write), and without it plus the final flush
-     * (what the restore does) */
-    for (int wal = 1; o->write && wal >= 0; wal--) {
+    /* 5. RocksDB alone: with the WAL (nf_store_write), without it plus the final flush, and
+     * bulk-loaded (nf_store_ingest) */
+    for (int mode = 0; o->write && mode < W__COUNT; mode++) {
         if (!(ws = fresh_store(o, "write", wpath, sizeof wpath, err, sizeof err))) {
             fprintf(stderr, "bench_restore: store: %s\n", err);
             rc = 1;
             goto out;
         }
         s = span_start(o);
-        if ((rc = write_only(o, ws, n, wal, err, sizeof err)) != 0) {
+        if ((rc = write_only(o, ws, n, (wmode_t)mode, err, sizeof err)) != 0) {
             fprintf(stderr, "bench_restore: write: %s\n", err);
             goto out;
         }
         sec = span_end(o, &s, cpu, sizeof cpu);
         printf("{\"bench\":\"changelog_restore.write\",\"records\":%zu,\"batch\":%zu,"
-               "\"wal\":%s,%s,\"records_per_s\":%.0f}\n",
-               n, o->write_batch, wal ? "true" : "false", cpu, (double)n / sec);
+               "\"mode\":\"%s\",%s,\"records_per_s\":%.0f}\n",
+               n, mode == W_BULK ? (size_t)65536 : o->write_batch, wmode_names[mode], cpu,
+               (double)n / sec);
         fflush(stdout);
         nf_store_close(ws);
         ws = NULL;

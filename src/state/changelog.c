@@ -389,6 +389,8 @@ int nf_changelog_applier_init(nf_changelog_applier_t *a, nf_store_t *st,
 static int write_batch(const nf_changelog_applier_t *a, const nf_store_batch_t *b, char *err,
                        size_t errlen)
 {
+    if (a->bulk && nf_store_batch_count(b) >= NF_CHANGELOG_BULK_MIN)
+        return nf_store_ingest(a->st, b, err, errlen);
     return a->unlogged ? nf_store_write_unlogged(a->st, b, err, errlen)
                        : nf_store_write(a->st, b, err, errlen);
 }
@@ -624,9 +626,12 @@ static int restore(nf_store_t *st, const nf_kafka_ops_t *k, const bool *const *o
         snprintf(err, errlen, "changelog: out of memory");
         return -ENOMEM;
     }
-    /* Without the WAL (it would write every record a second time): the families are flushed
-     * before the offsets are recorded, so a crash in between reads the same records again. */
+    /* Full batches bulk-loaded (table files linked into the database: no memtable, durable at
+     * once), the rest without the WAL (it would write every record a second time): the families
+     * are flushed before the offsets are recorded, so a crash in between reads the same records
+     * again. */
     c.a.unlogged = true;
+    c.a.bulk = true;
     if (nf_changelog_applier_thread(&c.a) != 0) /* then the records are written here */
         nf_log(NF_LOG_WARN, "changelog", "no writer thread for the restore; writing in this one",
                NF_LEND);

@@ -107,8 +107,12 @@ typedef struct nf_changelog_applier {
     nf_changelog_stats_t *stats;   /* counted into */
     uint64_t now_ms;               /* wall clock for expiries, renewed at every flush */
     bool unlogged; /* writes without RocksDB's WAL: the caller flushes before it records offsets */
+    bool bulk;     /* batches of >= NF_CHANGELOG_BULK_MIN records bulk-loaded (nf_store_ingest) */
     struct nf_changelog_writer *w; /* nf_changelog_applier_thread; NULL: writes in the caller */
 } nf_changelog_applier_t;
+/* Fewer records than this are written through the memtable even when bulk: a table file per
+ * family and call is worth it only for many records (each adds to level 0). */
+#define NF_CHANGELOG_BULK_MIN 4096u
 /* 0 or -ENOMEM. */
 int nf_changelog_applier_init(nf_changelog_applier_t *a, nf_store_t *st,
                               nf_changelog_progress_t *prog, nf_changelog_stats_t *stats);

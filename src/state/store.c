@@ -13,10 +13,12 @@
 #include "algo/bytes.h"
 #include "state/store_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <rocksdb/c.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +135,26 @@ static const char *ttl_filter_name(void *state)
 {
     (void)state;
     return "newsflow.ttl";
+}
+
+#define INGEST_TMP "newsflow-ingest-"
+
+/* nf_store_ingest's table files are written here before RocksDB links them in. Removes those an
+ * ingest left behind (a crash between writing and ingesting them). */
+static void ingest_tmp_sweep(const char *db_dir)
+{
+    DIR *d = opendir(db_dir);
+    if (!d)
+        return;
+    const struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, INGEST_TMP, sizeof INGEST_TMP - 1) != 0)
+            continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", db_dir, e->d_name) < (int)sizeof path)
+            unlink(path);
+    }
+    closedir(d);
 }
 
 static void store_free(nf_store_t *st)
@@ -333,6 +355,8 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
     free(handles);
     if (existing)
         rocksdb_list_column_families_destroy(existing, nexisting);
+    if (!mode.read_only)
+        ingest_tmp_sweep(db_dir);
     return st;
 
 oom:
@@ -615,28 +639,28 @@ static int rec_cmp(const void *a, const void *b, void *arg)
     return oa < ob ? -1 : oa > ob;
 }
 
-/* Our log -> a RocksDB WriteBatch naming this database's families, in key order: the memtable
- * is a skip list, and inserting sorted keys lets it reuse its search position (several times
- * faster to apply than hash-table order). Sorting costs the coordinator, not the shards. */
-int store_batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writebatch_t *wb,
-                         unsigned idx, char *err, size_t errlen)
+/* *out: the offsets of b's records in rec_cmp order (malloc'd; *n of them). 0, or -errno with
+ * err (idx names the batch in it). */
+static int batch_order(nf_store_t *st, const nf_store_batch_t *b, unsigned idx, size_t **out,
+                       size_t *n, char *err, size_t errlen)
 {
     if (b->failed)
         return store_seterr(err, errlen, -ENOMEM,
                             "state batch %u is incomplete (out of memory or an oversized entry "
                             "while it was filled)",
                             idx);
-    size_t *order = malloc((b->count ? b->count : 1) * sizeof *order), n = 0;
+    size_t *order = malloc((b->count ? b->count : 1) * sizeof *order);
     if (!order)
         return store_seterr(err, errlen, -ENOMEM, "out of memory ordering state batch %u", idx);
     size_t off = 0;
+    *n = 0;
     while (off < b->len) {
         const unsigned char *p = b->buf + off;
         /* batch_append wrote whole records; a short one is a bug */
         uint32_t klen = b->len - off >= REC_HEAD ? nf_get_le32(p + 2) : 0;
         uint32_t vlen = b->len - off >= REC_HEAD ? nf_get_le32(p + 6) : 0;
         if (b->len - off < REC_HEAD || b->len - off - REC_HEAD < (size_t)klen + vlen ||
-            n == b->count) {
+            *n == b->count) {
             free(order);
             return store_seterr(err, errlen, -EINVAL, "state batch %u is malformed at byte %zu",
                                 idx, off);
@@ -646,10 +670,24 @@ int store_batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writ
             return store_seterr(err, errlen, -EINVAL, "state batch %u names unknown kind %u", idx,
                                 (unsigned)p[1]);
         }
-        order[n++] = off;
+        order[(*n)++] = off;
         off += REC_HEAD + (size_t)klen + vlen;
     }
-    qsort_r(order, n, sizeof *order, rec_cmp, b->buf);
+    qsort_r(order, *n, sizeof *order, rec_cmp, b->buf);
+    *out = order;
+    return 0;
+}
+
+/* Our log -> a RocksDB WriteBatch naming this database's families, in key order: the memtable
+ * is a skip list, and inserting sorted keys lets it reuse its search position (several times
+ * faster to apply than hash-table order). Sorting costs the coordinator, not the shards. */
+int store_batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writebatch_t *wb,
+                         unsigned idx, char *err, size_t errlen)
+{
+    size_t n = 0, *order = NULL;
+    int r = batch_order(st, b, idx, &order, &n, err, errlen);
+    if (r != 0)
+        return r;
     for (size_t i = 0; i < n; i++) {
         const unsigned char *p = b->buf + order[i];
         uint32_t klen = nf_get_le32(p + 2), vlen = nf_get_le32(p + 6);
@@ -716,6 +754,75 @@ int nf_store_flush(nf_store_t *st, char *err, size_t errlen)
         }
     }
     rocksdb_flushoptions_destroy(fo);
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * bulk load: a batch as table files, ingested */
+
+/* One family's records order[from..to) (one kind, key order, a key's writes in their order) as
+ * a table file at path, the last write of each key only, then ingested. */
+static int ingest_kind(nf_store_t *st, const nf_store_batch_t *b, const size_t *order, size_t from,
+                       size_t to, const char *path, char *err, size_t errlen)
+{
+    const unsigned char *first = b->buf + order[from];
+    int kind = first[1];
+    char what[PATH_MAX + 96];
+    snprintf(what, sizeof what, "bulk load of %s into %s (table file %s)",
+             nf_state_kind_name((nf_state_kind_t)kind), st->db_dir, path);
+    rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
+    rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, st->cfopts);
+    char *rerr = NULL;
+    rocksdb_sstfilewriter_open(w, path, &rerr);
+    for (size_t i = from; i < to && !rerr; i++) {
+        const unsigned char *p = b->buf + order[i];
+        uint32_t klen = nf_get_le32(p + 2), vlen = nf_get_le32(p + 6);
+        const char *k = (const char *)p + REC_HEAD;
+        if (i + 1 < to) { /* a later write of the same key wins: this one is not written */
+            const unsigned char *q = b->buf + order[i + 1];
+            if (nf_get_le32(q + 2) == klen && !memcmp(q + REC_HEAD, k, klen))
+                continue;
+        }
+        if (p[0] == OP_PUT)
+            rocksdb_sstfilewriter_put(w, k, klen, k + klen, vlen, &rerr);
+        else
+            rocksdb_sstfilewriter_delete(w, k, klen, &rerr);
+    }
+    if (!rerr)
+        rocksdb_sstfilewriter_finish(w, &rerr);
+    rocksdb_sstfilewriter_destroy(w);
+    rocksdb_envoptions_destroy(eo);
+    if (!rerr) {
+        rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
+        rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
+        const char *files[1] = {path};
+        rocksdb_ingest_external_file_cf(st->db, st->kinds[kind], files, 1, io, &rerr);
+        rocksdb_ingestexternalfileoptions_destroy(io);
+    }
+    unlink(path); /* moved (linked into the database) when ingested; ours to remove otherwise */
+    return rerr ? store_rocks_err(rerr, err, errlen, -EIO, what) : 0;
+}
+
+int nf_store_ingest(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t errlen)
+{
+    static atomic_uint seq;
+    if (st->read_only)
+        return store_seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
+    size_t n = 0, *order = NULL;
+    int r = batch_order(st, b, 0, &order, &n, err, errlen);
+    for (size_t from = 0; r == 0 && from < n;) {
+        unsigned char kind = b->buf[order[from] + 1];
+        size_t to = from + 1;
+        while (to < n && b->buf[order[to] + 1] == kind)
+            to++;
+        char path[PATH_MAX];
+        r = store_path_fmt(path, err, errlen, "%s/" INGEST_TMP "%ld-%u.sst", st->db_dir,
+                           (long)getpid(), atomic_fetch_add(&seq, 1));
+        if (r == 0)
+            r = ingest_kind(st, b, order, from, to, path, err, errlen);
+        from = to;
+    }
+    free(order);
     return r;
 }
 

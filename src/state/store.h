@@ -120,6 +120,12 @@ int nf_store_write(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t 
  * writes every family's memtable to its files and waits. 0, -EROFS or -EIO with err. */
 int nf_store_write_unlogged(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t errlen);
 int nf_store_flush(nf_store_t *st, char *err, size_t errlen);
+/* The same as a bulk load: each family's records sorted into a table file (the last write of a
+ * key kept, deletes as tombstones) that RocksDB links into the database, newer than everything
+ * in it — no memtable, no write-ahead log, durable once it returns (a crash before leaves a
+ * file that the next open removes). For many records at once: every call adds a file per family
+ * to level 0. 0, -EROFS, -ENOMEM, -EINVAL or -EIO with err. */
+int nf_store_ingest(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t errlen);
 /* Small named records of the state directory's own bookkeeping (the changelog's synced offsets),
  * kept in the "default" family under "meta/<name>", NUL-terminated text. put: synced write, 0 or
  * -errno; get: 1 (*value malloc'd), 0 (none, *value NULL) or -EIO. */

@@ -896,11 +896,151 @@ static void test_checkpoint_restore_checks_first_keeps_newer(void)
     tmpdir_free(dir);
 }
 
+/* ---- nf_store_ingest against nf_store_write (a reference: the same batches written) ---- */
+
+typedef struct dump {
+    char *buf;
+    size_t len, cap;
+} dump_t;
+
+static int dump_cb(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    dump_t *d = arg;
+    size_t need = klen + vlen + 2;
+    if (d->cap - d->len < need + 1) {
+        size_t ncap = d->cap ? d->cap * 2 : 4096;
+        while (ncap - d->len < need + 1)
+            ncap *= 2;
+        char *nb = realloc(d->buf, ncap);
+        if (!nb)
+            return -ENOMEM;
+        d->buf = nb;
+        d->cap = ncap;
+    }
+    memcpy(d->buf + d->len, key, klen);
+    d->buf[d->len + klen] = '=';
+    memcpy(d->buf + d->len + klen + 1, val, vlen);
+    d->buf[d->len + klen + 1 + vlen] = ';';
+    d->len += need;
+    d->buf[d->len] = 0;
+    return 0;
+}
+
+/* Every family's content as "kind:k=v;...|...": malloc'd. */
+static char *dump_all(nf_store_t *st)
+{
+    dump_t d = {0};
+    for (int k = 0; k < NF_KIND__COUNT; k++) {
+        char tag[8];
+        int tl = snprintf(tag, sizeof tag, "|%d:", k);
+        dump_cb(tag, (size_t)tl, "", 0, &d);
+        if (nf_store_scan(st, (nf_state_kind_t)k, dump_cb, &d) != 0) {
+            free(d.buf);
+            return strdup("SCAN ERROR");
+        }
+    }
+    return d.buf;
+}
+
+static uint64_t rnd_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static int count_ingest_tmp(const char *db_dir)
+{
+    DIR *d = opendir(db_dir);
+    int n = 0;
+    const struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, "newsflow-ingest-", 16) == 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void test_ingest_equals_write(void)
+{
+    char dir_a[PATH_MAX], dir_b[PATH_MAX], db_b[PATH_MAX + 8], err[512];
+    snprintf(dir_a, sizeof dir_a, "%s", tmpdir_new());
+    snprintf(dir_b, sizeof dir_b, "%s", tmpdir_new());
+    snprintf(db_b, sizeof db_b, "%s/db", dir_b);
+    nf_store_t *a = open_store(dir_a), *b = open_store(dir_b);
+    NF_REQUIRE(a && b);
+    const nf_state_kind_t kinds[3] = {NF_KIND_INTEREST, NF_KIND_EVENT_IDS, NF_KIND_TRENDING};
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    nf_store_batch_t *batch = nf_store_batch_new();
+    NF_REQUIRE(batch);
+    for (int round = 0; round < 40; round++) {
+        /* 1..600 operations over 64 keys per kind: the same key several times in a batch, keys
+         * that are prefixes of others, deletes of keys written before and of absent ones */
+        int nops = 1 + (int)(rnd_next(&seed) % 600);
+        for (int i = 0; i < nops; i++) {
+            uint64_t x = rnd_next(&seed);
+            nf_state_kind_t kind = kinds[x % 3];
+            char key[16], val[32];
+            int kl = snprintf(key, sizeof key, "k%u", (unsigned)((x >> 8) % 64));
+            if ((x >> 20) % 4 == 0) {
+                nf_store_batch_delete(batch, kind, key, (size_t)kl);
+            } else {
+                int vl = (x >> 24) % 7 == 0 ? 0 : snprintf(val, sizeof val, "r%d-%d", round, i);
+                nf_store_batch_put(batch, kind, key, (size_t)kl, val, (size_t)vl);
+            }
+        }
+        NF_CHECK_EQ(nf_store_write(a, batch, err, sizeof err), 0);
+        /* b: every third round through the memtable (so an ingest lands on unflushed writes) */
+        int r = round % 3 == 2 ? nf_store_write(b, batch, err, sizeof err)
+                               : nf_store_ingest(b, batch, err, sizeof err);
+        if (r != 0)
+            fprintf(stderr, "round %d: %s\n", round, err);
+        NF_CHECK_EQ(r, 0);
+        nf_store_batch_clear(batch);
+        char *da = dump_all(a), *db = dump_all(b);
+        if (strcmp(da, db) != 0)
+            fprintf(stderr, "round %d differs:\n write:  %.300s\n ingest: %.300s\n", round, da, db);
+        NF_CHECK_STR(da, db);
+        free(da);
+        free(db);
+    }
+    NF_CHECK_EQ(count_ingest_tmp(db_b), 0);
+    /* an empty batch ingests nothing; an incomplete one is refused */
+    NF_CHECK_EQ(nf_store_ingest(b, batch, err, sizeof err), 0);
+    nf_store_batch_fail(batch);
+    NF_CHECK_EQ(nf_store_ingest(b, batch, err, sizeof err), -ENOMEM);
+    nf_store_batch_free(batch);
+
+    /* durable without a flush (b reopened), and a table file an ingest left behind is removed */
+    char *before = dump_all(b);
+    nf_store_close(b);
+    char junk[PATH_MAX + 64];
+    snprintf(junk, sizeof junk, "%s/newsflow-ingest-1-1.sst", db_b);
+    int fd = open(junk, O_CREAT | O_WRONLY, 0644);
+    NF_CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    NF_CHECK_EQ(count_ingest_tmp(db_b), 1);
+    b = open_store(dir_b);
+    NF_REQUIRE(b);
+    NF_CHECK_EQ(count_ingest_tmp(db_b), 0);
+    char *after = dump_all(b);
+    NF_CHECK_STR(after, before);
+    free(before);
+    free(after);
+    nf_store_close(a);
+    nf_store_close(b);
+    tmpdir_free(dir_a);
+    tmpdir_free(dir_b);
+}
+
 int main(void)
 {
     NF_RUN(test_open_creates_families_and_reopen_persists);
     NF_RUN(test_open_keeps_unknown_families);
     NF_RUN(test_get_scan_batch);
+    NF_RUN(test_ingest_equals_write);
     NF_RUN(test_pending_write_read_apply);
     NF_RUN(test_pending_survives_crash_and_discard);
     NF_RUN(test_ttl_compaction_filter);
