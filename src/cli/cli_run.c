@@ -531,20 +531,25 @@ static void api_standby(run_ctx_t *c, nf_jw_t *w)
         nf_jw_null(w);
         return;
     }
-    bool parts[NF_EPOCH_MAX_PARTITIONS];
+    bool parts[NF_EPOCH_MAX_PARTITIONS], sources[NF_EPOCH_MAX_PARTITIONS];
     nf_standby_status_t s;
-    nf_standby_status(c->standby, &s, parts);
+    nf_standby_status(c->standby, &s, parts, sources);
     nf_jw_obj_open(w);
     nf_jw_key(w, "replicas");
     nf_jw_u64(w, c->cfg.scale.standby_replicas);
-    nf_jw_key(w, "partitions");
-    nf_jw_arr_open(w);
-    for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS; p++)
-        if (parts[p]) {
-            nf_jw_elem(w);
-            nf_jw_i64(w, p);
-        }
-    nf_jw_arr_close(w);
+    for (int i = 0; i < 2; i++) {
+        const bool *flags = i ? sources : parts;
+        nf_jw_key(w, i ? "sources_partitions" : "partitions");
+        nf_jw_arr_open(w);
+        for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS; p++)
+            if (flags[p]) {
+                nf_jw_elem(w);
+                nf_jw_i64(w, p);
+            }
+        nf_jw_arr_close(w);
+    }
+    nf_jw_key(w, "global_key_group");
+    nf_jw_bool(w, s.global);
     nf_jw_key(w, "lag_records");
     nf_jw_u64(w, s.lag);
     nf_jw_key(w, "records_applied");
@@ -1033,6 +1038,8 @@ static void start_standby(run_ctx_t *c)
     nf_standby_opts_t so = {.st = c->store,
                             .kafka = &kops,
                             .partitions = nf_kafka_input_partitions(c->kafka, NF_INPUT_READ_EVENTS),
+                            .source_partitions =
+                                nf_kafka_input_partitions(c->kafka, NF_INPUT_SOURCES),
                             .replicas = cfg->scale.standby_replicas};
     c->standby = nf_standby_new(&so, err, sizeof err);
     if (c->standby && nf_standby_start(c->standby, err, sizeof err) != 0) {

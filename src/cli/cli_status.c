@@ -357,24 +357,34 @@ static void print_origin(const cJSON *j, const char *admin)
         printf("job: not running — from the committed state in %s\n", str_of(j, "state_dir", "?"));
 }
 
+/* A JSON array of partition numbers as "0,2,3" ("none" when empty), cut to fit out. */
+static const char *partition_list(const cJSON *arr, char *out, size_t n)
+{
+    size_t len = 0;
+    const cJSON *p;
+    out[0] = 0;
+    cJSON_ArrayForEach(p, arr)
+    {
+        if (len < n)
+            len += (size_t)snprintf(out + len, n - len, "%s%.0f", len ? "," : "", p->valuedouble);
+    }
+    return len ? out : "none";
+}
+
 /* /v1/status "standby" (scale.standby_replicas): nothing when null. */
 static void print_standby(const cJSON *sb)
 {
     if (!cJSON_IsObject(sb))
         return;
-    char list[256] = "";
-    size_t len = 0;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(sb, "partitions"))
-    {
-        if (len < sizeof list)
-            len += (size_t)snprintf(list + len, sizeof list - len, "%s%.0f", len ? "," : "",
-                                    p->valuedouble);
-    }
-    printf("standby: %s; read-events partitions stood by for: %s; lag %.0f records; %.0f "
-           "records applied\n",
+    char reads[256], sources[256];
+    printf("standby: %s; stood by for: read-events partitions %s, sources partitions %s, the "
+           "global key group: %s; lag %.0f records; %.0f records applied\n",
            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sb, "failed")) ? "FAILED" : "on",
-           len ? list : "none", num_of(sb, "lag_records", 0), num_of(sb, "records_applied", 0));
+           partition_list(cJSON_GetObjectItemCaseSensitive(sb, "partitions"), reads, sizeof reads),
+           partition_list(cJSON_GetObjectItemCaseSensitive(sb, "sources_partitions"), sources,
+                          sizeof sources),
+           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sb, "global_key_group")) ? "yes" : "no",
+           num_of(sb, "lag_records", 0), num_of(sb, "records_applied", 0));
 }
 
 static void print_status(const cJSON *j, const char *admin)

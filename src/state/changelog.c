@@ -366,13 +366,21 @@ int nf_changelog_synced_set(nf_store_t *st, const int *topics, const int32_t *pa
     return record_offsets(st, topics, partitions, offsets, n, err, errlen);
 }
 
-int nf_changelog_input_topics(int *topics, int cap)
+int nf_changelog_input_topics(int input, int *topics, int cap)
 {
     int n = 0;
     for (size_t i = 0; i < NTOPICS; i++)
-        if (k_topics[i].input == NF_INPUT_READ_EVENTS && n < cap)
+        if (k_topics[i].input == input && n < cap)
             topics[n++] = (int)k_topics[i].topic;
     return n;
+}
+
+int nf_changelog_topic_input(int topic)
+{
+    for (size_t i = 0; i < NTOPICS; i++)
+        if ((int)k_topics[i].topic == topic)
+            return k_topics[i].input;
+    return -1;
 }
 
 /* ---------------------------------------------------------------- applying */
@@ -546,6 +554,7 @@ int nf_changelog_apply(nf_changelog_applier_t *a, int topic, int32_t partition, 
     if (kind < 0)
         return 0;
     a->stats->records++;
+    a->stats->by_input[nf_changelog_topic_input(topic)]++;
     a->stats->bytes += klen + vlen;
     if (a->prog)
         atomic_fetch_add(&a->prog->applied, 1);

@@ -68,6 +68,9 @@ typedef struct nf_changelog_stats {
     uint64_t expired;         /* values already expired (not written: the TTL filter drops them) */
     uint64_t partitions_read; /* partitions that had anything to read */
     uint64_t ns;
+    /* records of the kinds keyed by each input (an nf_input_t): read-events partitions' key
+     * groups, sources partitions' (crawl schedules), trending-panes' (the global key group) */
+    uint64_t by_input[NF_INPUT__COUNT];
 } nf_changelog_stats_t;
 
 /* Progress for /readyz and the metrics (any thread reads it): records applied so far and the
@@ -133,10 +136,14 @@ int nf_changelog_applier_flush(nf_changelog_applier_t *a, char *err, size_t errl
 /* Records gathered and not written yet. */
 size_t nf_changelog_applier_pending(const nf_changelog_applier_t *a);
 
-/* The changelog topics (nf_topic_t) of the kinds keyed by the read-events partition, whose
- * partition p holds that input partition's key group (and, for trending, partition
- * NF_CHANGELOG_MERGER_KG % partitions the merger's): up to cap into topics; their count. */
-int nf_changelog_input_topics(int *topics, int cap);
+/* The changelog topics (nf_topic_t) of the kinds keyed by input's partition (an nf_input_t):
+ * up to cap into topics; their count. Partition p of those of read-events and sources holds
+ * that input partition's key group (and, for trending, partition NF_CHANGELOG_MERGER_KG %
+ * partitions the merger's); those of trending-panes hold the global key group, in partition
+ * NF_CHANGELOG_GLOBAL_KG % partitions. */
+int nf_changelog_input_topics(int input, int *topics, int cap);
+/* The input (nf_input_t) whose partition keys changelog topic `topic`, or -1 (not one). */
+int nf_changelog_topic_input(int topic);
 /* The synced offset of one changelog partition (-1: none recorded). 0 or -errno. */
 int nf_changelog_synced_get(nf_store_t *st, int topic, int32_t partition, int64_t *offset,
                             char *err, size_t errlen);

@@ -1245,7 +1245,7 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
             r = -ENOMEM;
         }
         if (r == 0 && nread && ep->standby)
-            nf_standby_hold(ep->standby, only); /* it stops writing them first */
+            nf_standby_hold(ep->standby, want); /* it stops writing them first */
         if (r == 0 && nread)
             r = nf_changelog_restore_partitions(ep->st, ep->kafka, want, &ep->restore, &cs, err,
                                                 sizeof err);
@@ -1271,8 +1271,11 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
         if (r == 0 && nread) {
             nf_counter_add(ep->m_restored, cs.records);
             nf_log(NF_LOG_INFO, "changelog", "gained partitions restored from the changelog",
-                   NF_LI("records", cs.records), NF_LI("bytes", cs.bytes),
-                   NF_LF("seconds", (double)cs.ns / 1e9), NF_LEND);
+                   NF_LI("records", cs.records),
+                   NF_LI("records_read_events", cs.by_input[NF_INPUT_READ_EVENTS]),
+                   NF_LI("records_sources", cs.by_input[NF_INPUT_SOURCES]),
+                   NF_LI("records_global", cs.by_input[NF_INPUT_TRENDING_PANES]),
+                   NF_LI("bytes", cs.bytes), NF_LF("seconds", (double)cs.ns / 1e9), NF_LEND);
         }
         free(reads);
         free(srcs);

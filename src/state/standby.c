@@ -1,6 +1,7 @@
 /* standby.c — see standby.h. */
 #include "state/standby.h"
 
+#include "io/sink.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -15,7 +16,9 @@
 
 enum {
     MAXP = NF_EPOCH_MAX_PARTITIONS,
-    MAXT = 8,              /* changelog topics keyed by the read-events partition */
+    MAXT = 8,          /* changelog topics keyed by one input */
+    NU = 2 * MAXP + 1, /* units: read-events p, sources MAXP + p, the global key group */
+    U_GLOBAL = 2 * MAXP,
     POLL_MS = 100,         /* the longest a hold waits for a poll to end */
     POLL_MAX = 20000,      /* records per poll, before the next look at holds */
     SAVE_NS = 1000000000,  /* offsets recorded at least this often while records come */
@@ -23,35 +26,63 @@ enum {
 };
 _Static_assert(NF_CHANGELOG_MAX_PARTITIONS == NF_EPOCH_MAX_PARTITIONS, "one partition space");
 
+/* A unit is what one input partition's owner writes: the changelog partitions of the kinds
+ * keyed by that input, at that partition (read-events, sources) or at the global key group's
+ * (trending-panes 0). */
 struct nf_standby {
     nf_standby_opts_t o;
     nf_kafka_ops_t kops; /* o.kafka points here */
-    int topics[MAXT], ntopics;
+    int topics[NF_INPUT__COUNT][MAXT], ntopics[NF_INPUT__COUNT];
+    int nunits[NF_INPUT__COUNT]; /* units per input: its partitions (trending-panes: 1) */
+    int global_part;             /* the changelog partition of the global key group */
     pthread_t thread;
     bool thread_started;
     /* the coordinator's wishes, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool owned[MAXP], held[MAXP], started, stop;
+    bool owned[NU], held[NU], started, stop;
     uint64_t gen, acked; /* a hold waits until the thread acted on its generation */
     _Atomic bool running;
     /* the thread's own */
-    bool tailing[MAXP];
-    int64_t pos[MAXT][MAXP];     /* next offset not applied, -1 unknown */
-    int rec_topics[MAXT * MAXP]; /* save()'s offsets to record */
-    int32_t rec_parts[MAXT * MAXP];
-    int64_t rec_offsets[MAXT * MAXP];
+    bool tailing[NU];
+    bool want[NU];
+    int64_t pos[NU][MAXT];     /* next offset not applied, -1 unknown */
+    int rec_topics[MAXT * NU]; /* save()'s offsets to record */
+    int32_t rec_parts[MAXT * NU];
+    int64_t rec_offsets[MAXT * NU];
     nf_changelog_applier_t ap;
     nf_changelog_stats_t stats;
     void *tail;
     /* published */
-    _Atomic bool pub_tailing[MAXP];
+    _Atomic bool pub_tailing[NU];
     _Atomic unsigned pub_partitions;
     _Atomic uint64_t pub_lag, pub_records;
     _Atomic bool failed;
     nf_counter_t m_records;
     nf_gauge_t m_lag, m_partitions;
 };
+
+static int unit_of(int input, int32_t p)
+{
+    return input == NF_INPUT_TRENDING_PANES ? U_GLOBAL : input * MAXP + p;
+}
+
+static int unit_input(int u)
+{
+    return u == U_GLOBAL ? NF_INPUT_TRENDING_PANES : u / MAXP;
+}
+
+/* The unit's partition of its changelog topics. */
+static int32_t unit_clpart(const nf_standby_t *sb, int u)
+{
+    return u == U_GLOBAL ? sb->global_part : u % MAXP;
+}
+
+static bool unit_exists(const nf_standby_t *sb, int u)
+{
+    int in = unit_input(u);
+    return u == U_GLOBAL ? sb->nunits[in] > 0 : u % MAXP < sb->nunits[in];
+}
 
 nf_standby_t *nf_standby_new(const nf_standby_opts_t *o, char *err, size_t errlen)
 {
@@ -68,7 +99,15 @@ nf_standby_t *nf_standby_new(const nf_standby_opts_t *o, char *err, size_t errle
     sb->o = *o;
     sb->kops = *o->kafka;
     sb->o.kafka = &sb->kops;
-    sb->ntopics = nf_changelog_input_topics(sb->topics, MAXT);
+    for (int in = 0; in < NF_INPUT__COUNT; in++)
+        sb->ntopics[in] = nf_changelog_input_topics(in, sb->topics[in], MAXT);
+    /* the changelog topics have the read-events partitions' count: a sources partition beyond
+     * it has no changelog partition of its own (changelog.c part_wanted) */
+    sb->nunits[NF_INPUT_READ_EVENTS] = o->partitions;
+    sb->nunits[NF_INPUT_SOURCES] =
+        o->source_partitions < o->partitions ? o->source_partitions : o->partitions;
+    sb->nunits[NF_INPUT_TRENDING_PANES] = 1;
+    sb->global_part = (int)(NF_CHANGELOG_GLOBAL_KG % (unsigned)o->partitions);
     pthread_mutex_init(&sb->mu, NULL);
     pthread_cond_init(&sb->cv, NULL);
     nf_metrics_counter("newsflow_standby_records_total",
@@ -80,8 +119,9 @@ nf_standby_t *nf_standby_new(const nf_standby_opts_t *o, char *err, size_t errle
                      "stands by for.",
                      NULL, 0, &sb->m_lag);
     nf_metrics_gauge("newsflow_standby_partitions",
-                     "Read-events partitions whose changelogs the standby keeps applied.", NULL, 0,
-                     &sb->m_partitions);
+                     "Input partitions whose changelogs the standby keeps applied: read-events "
+                     "and sources partitions, and trending-panes 0 for the global key group.",
+                     NULL, 0, &sb->m_partitions);
     return sb;
 }
 
@@ -91,20 +131,24 @@ static int on_record(void *arg, int topic, int32_t partition, int64_t offset, co
                      size_t klen, const void *val, size_t vlen, bool tombstone)
 {
     nf_standby_t *sb = arg;
-    if (partition < 0 || partition >= MAXP || !sb->tailing[partition])
+    int in = nf_changelog_topic_input(topic);
+    if (in < 0 || partition < 0 || partition >= MAXP ||
+        (in == NF_INPUT_TRENDING_PANES && partition != sb->global_part))
+        return 0;
+    if (!sb->tailing[unit_of(in, partition)])
         return 0; /* let go a moment ago */
     char err[256];
     int r = nf_changelog_apply(&sb->ap, topic, partition, offset, key, klen, val, vlen, tombstone,
                                err, sizeof err);
     if (r != 0)
         nf_log(NF_LOG_ERROR, "standby", "standby: applying a changelog record failed",
-               NF_LI("partition", partition), NF_LI("offset", offset), NF_LS("error", err),
-               NF_LEND);
+               NF_LS("topic", nf_topic_name((nf_topic_t)topic)), NF_LI("partition", partition),
+               NF_LI("offset", offset), NF_LS("error", err), NF_LEND);
     return r;
 }
 
-/* Writes what is applied, then records the consumer's positions of the partitions tailed as
- * their synced offsets and publishes the lag. */
+/* Writes what is applied, then records the consumer's positions of the units tailed as their
+ * synced offsets and publishes the lag. */
 static int save(nf_standby_t *sb)
 {
     char err[256];
@@ -119,21 +163,23 @@ static int save(nf_standby_t *sb)
     int64_t *to = sb->rec_offsets;
     size_t n = 0;
     uint64_t lag = 0;
-    unsigned parts = 0;
-    for (int p = 0; p < sb->o.partitions; p++) {
-        if (!sb->tailing[p])
+    unsigned units = 0;
+    for (int u = 0; u < NU; u++) {
+        if (!sb->tailing[u])
             continue;
-        parts++;
-        for (int t = 0; t < sb->ntopics; t++) {
+        units++;
+        int in = unit_input(u);
+        int32_t p = unit_clpart(sb, u);
+        for (int t = 0; t < sb->ntopics[in]; t++) {
             int64_t pos, hi;
-            sb->o.kafka->tail_position(sb->tail, sb->topics[t], p, &pos, &hi);
-            if (pos >= 0 && pos != sb->pos[t][p]) {
-                sb->pos[t][p] = pos;
-                tt[n] = sb->topics[t];
+            sb->o.kafka->tail_position(sb->tail, sb->topics[in][t], p, &pos, &hi);
+            if (pos >= 0 && pos != sb->pos[u][t]) {
+                sb->pos[u][t] = pos;
+                tt[n] = sb->topics[in][t];
                 tp[n] = p;
                 to[n++] = pos;
             }
-            int64_t at = sb->pos[t][p] < 0 ? 0 : sb->pos[t][p];
+            int64_t at = sb->pos[u][t] < 0 ? 0 : sb->pos[u][t];
             if (hi > at)
                 lag += (uint64_t)(hi - at);
         }
@@ -142,9 +188,9 @@ static int save(nf_standby_t *sb)
         nf_log(NF_LOG_WARN, "standby", "standby: cannot record the changelog offsets reached",
                NF_LS("error", err), NF_LEND);
     atomic_store(&sb->pub_lag, lag);
-    atomic_store(&sb->pub_partitions, parts);
+    atomic_store(&sb->pub_partitions, units);
     nf_gauge_set(sb->m_lag, (int64_t)lag);
-    nf_gauge_set(sb->m_partitions, parts);
+    nf_gauge_set(sb->m_partitions, units);
     return 0;
 }
 
@@ -153,29 +199,33 @@ static int reconcile(nf_standby_t *sb, const bool *want)
 {
     char err[256];
     bool leaving = false;
-    for (int p = 0; p < sb->o.partitions && !leaving; p++)
-        leaving = sb->tailing[p] && !want[p];
+    for (int u = 0; u < NU && !leaving; u++)
+        leaving = sb->tailing[u] && !want[u];
     int r = leaving ? save(sb) : 0;
-    for (int p = 0; p < sb->o.partitions && r == 0; p++) {
-        if (sb->tailing[p] == want[p])
+    for (int u = 0; u < NU && r == 0; u++) {
+        if (sb->tailing[u] == want[u])
             continue;
-        for (int t = 0; t < sb->ntopics && r == 0; t++) {
+        int in = unit_input(u);
+        int32_t p = unit_clpart(sb, u);
+        for (int t = 0; t < sb->ntopics[in] && r == 0; t++) {
             int64_t from = NF_KAFKA_TAIL_STOP;
-            if (want[p] &&
-                (r = nf_changelog_synced_get(sb->o.st, sb->topics[t], p, &from, err, sizeof err)))
+            if (want[u] && (r = nf_changelog_synced_get(sb->o.st, sb->topics[in][t], p, &from, err,
+                                                        sizeof err)))
                 break;
-            sb->pos[t][p] = want[p] ? from : -1;
-            r = sb->o.kafka->tail_set(sb->tail, sb->topics[t], p, from, err, sizeof err);
+            sb->pos[u][t] = want[u] ? from : -1;
+            r = sb->o.kafka->tail_set(sb->tail, sb->topics[in][t], p, from, err, sizeof err);
         }
         if (r != 0) {
             nf_log(NF_LOG_ERROR, "standby", "standby: cannot change the partitions it reads",
-                   NF_LI("partition", p), NF_LS("error", err), NF_LEND);
+                   NF_LS("input", nf_input_name((nf_input_t)in)), NF_LI("partition", u % MAXP),
+                   NF_LS("error", err), NF_LEND);
             break;
         }
-        sb->tailing[p] = want[p];
-        atomic_store(&sb->pub_tailing[p], want[p]);
-        nf_log(NF_LOG_DEBUG, "standby", want[p] ? "standing by for" : "no longer standing by for",
-               NF_LI("partition", p), NF_LEND);
+        sb->tailing[u] = want[u];
+        atomic_store(&sb->pub_tailing[u], want[u]);
+        nf_log(NF_LOG_DEBUG, "standby", want[u] ? "standing by for" : "no longer standing by for",
+               NF_LS("input", nf_input_name((nf_input_t)in)),
+               NF_LI("partition", u == U_GLOBAL ? 0 : u % MAXP), NF_LEND);
     }
     return r;
 }
@@ -184,7 +234,7 @@ static void *standby_main(void *arg)
 {
     nf_standby_t *sb = arg;
     char err[256];
-    bool want[MAXP];
+    bool *want = sb->want;
     uint64_t t0 = nf_now_ns(), last_save = t0;
     int r = 0;
     for (;;) {
@@ -192,8 +242,8 @@ static void *standby_main(void *arg)
         if (!sb->started && nf_now_ns() - t0 > (uint64_t)START_NS)
             sb->started = true;
         bool stop = sb->stop;
-        for (int p = 0; p < sb->o.partitions; p++)
-            want[p] = !stop && sb->started && !sb->owned[p] && !sb->held[p];
+        for (int u = 0; u < NU; u++)
+            want[u] = !stop && sb->started && unit_exists(sb, u) && !sb->owned[u] && !sb->held[u];
         uint64_t gen = sb->gen;
         pthread_mutex_unlock(&sb->mu);
 
@@ -247,9 +297,9 @@ int nf_standby_start(nf_standby_t *sb, char *err, size_t errlen)
         snprintf(err, errlen, "standby: out of memory");
         return -ENOMEM;
     }
-    for (int t = 0; t < MAXT; t++)
-        for (int p = 0; p < MAXP; p++)
-            sb->pos[t][p] = -1;
+    for (int u = 0; u < NU; u++)
+        for (int t = 0; t < MAXT; t++)
+            sb->pos[u][t] = -1;
     if (!(sb->tail = sb->o.kafka->tail_new(sb->o.kafka->arg, err, errlen)))
         return -EIO;
     atomic_store(&sb->running, true);
@@ -261,9 +311,10 @@ int nf_standby_start(nf_standby_t *sb, char *err, size_t errlen)
     }
     sb->thread_started = true;
     nf_log(NF_LOG_INFO, "standby",
-           "standby on: the changelogs of the read-events partitions assigned to other processes "
-           "are kept applied here",
-           NF_LI("replicas", sb->o.replicas), NF_LI("partitions", sb->o.partitions), NF_LEND);
+           "standby on: the changelogs of the read-events and sources partitions and of the "
+           "global key group assigned to other processes are kept applied here",
+           NF_LI("replicas", sb->o.replicas), NF_LI("partitions", sb->o.partitions),
+           NF_LI("sources_partitions", sb->nunits[NF_INPUT_SOURCES]), NF_LEND);
     return 0;
 }
 
@@ -277,25 +328,29 @@ static void changed_and_wait(nf_standby_t *sb, bool wait)
         pthread_cond_wait(&sb->cv, &sb->mu);
 }
 
-void nf_standby_hold(nf_standby_t *sb, const bool *parts)
+void nf_standby_hold(nf_standby_t *sb, const bool *const parts[NF_INPUT__COUNT])
 {
     if (!sb)
         return;
     pthread_mutex_lock(&sb->mu);
-    for (int p = 0; p < sb->o.partitions; p++)
-        sb->held[p] |= parts[p];
+    for (int in = 0; in < NF_INPUT__COUNT; in++)
+        for (int p = 0; parts[in] && p < sb->nunits[in]; p++)
+            if (parts[in][p])
+                sb->held[unit_of(in, p)] = true;
     changed_and_wait(sb, true);
     pthread_mutex_unlock(&sb->mu);
 }
 
-/* The read-events partitions among parts are owned (or no longer); tailing starts. */
+/* The input partitions among parts are owned (or no longer); tailing starts. */
 static void set_owned(nf_standby_t *sb, const nf_kafka_offset_t *parts, size_t n, bool owned)
 {
     pthread_mutex_lock(&sb->mu);
-    for (size_t i = 0; i < n; i++)
-        if (parts[i].input == NF_INPUT_READ_EVENTS && parts[i].partition >= 0 &&
-            parts[i].partition < MAXP)
-            sb->owned[parts[i].partition] = owned;
+    for (size_t i = 0; i < n; i++) {
+        int in = (int)parts[i].input;
+        int32_t p = parts[i].partition;
+        if (in >= 0 && in < NF_INPUT__COUNT && p >= 0 && p < sb->nunits[in])
+            sb->owned[unit_of(in, p)] = owned;
+    }
     if (owned) /* the restore that held them is over */
         memset(sb->held, 0, sizeof sb->held);
     sb->started = true;
@@ -315,7 +370,7 @@ void nf_standby_revoked(nf_standby_t *sb, const nf_kafka_offset_t *parts, size_t
         set_owned(sb, parts, n, false);
 }
 
-void nf_standby_status(const nf_standby_t *sb, nf_standby_status_t *out, bool *parts)
+void nf_standby_status(const nf_standby_t *sb, nf_standby_status_t *out, bool *parts, bool *sources)
 {
     memset(out, 0, sizeof *out);
     if (!sb)
@@ -324,8 +379,13 @@ void nf_standby_status(const nf_standby_t *sb, nf_standby_status_t *out, bool *p
     out->lag = atomic_load(&sb->pub_lag);
     out->records = atomic_load(&sb->pub_records);
     out->failed = atomic_load(&sb->failed);
-    for (int p = 0; parts && p < MAXP; p++)
-        parts[p] = p < sb->o.partitions && atomic_load(&sb->pub_tailing[p]);
+    out->global = atomic_load(&sb->pub_tailing[U_GLOBAL]);
+    for (int p = 0; p < MAXP; p++) {
+        if (parts)
+            parts[p] = atomic_load(&sb->pub_tailing[unit_of(NF_INPUT_READ_EVENTS, p)]);
+        if (sources)
+            sources[p] = atomic_load(&sb->pub_tailing[unit_of(NF_INPUT_SOURCES, p)]);
+    }
 }
 
 void nf_standby_free(nf_standby_t *sb)
