@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NF_KAFKA_TIMEOUT_MS 30000
@@ -208,6 +209,49 @@ bool nf_kafka_past_deadline(const nf_kafka_t *k)
 {
     uint64_t d = atomic_load(&k->deadline_ns);
     return d && nf_now_ns() >= d;
+}
+
+/* Whether a watermark query's error is one a moment can cure: no leader yet (a broker restarting,
+ * a partition moving), a request that timed out, a connection being set up. */
+static bool watermark_retriable(rd_kafka_resp_err_t e)
+{
+    switch (e) {
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+    case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR:
+    case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* rd_kafka_query_watermark_offsets, retried (100 ms, doubling to 1 s) on a retriable error until
+ * timeout_ms have passed or the shutdown deadline: a job started right after a broker restart
+ * meets partitions without a leader for a few seconds. The last error, or 0. */
+static rd_kafka_resp_err_t watermarks(const nf_kafka_t *k, rd_kafka_t *rk, const char *topic,
+                                      int32_t p, int64_t *lo, int64_t *hi, int timeout_ms)
+{
+    uint64_t until = nf_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    unsigned pause_ms = 100;
+    for (;;) {
+        rd_kafka_resp_err_t e =
+            rd_kafka_query_watermark_offsets(rk, topic, p, lo, hi, tmo(k, timeout_ms));
+        if (!e || !watermark_retriable(e) || nf_now_ns() + pause_ms * 1000000ull >= until ||
+            nf_kafka_past_deadline(k))
+            return e;
+        nf_log(NF_LOG_DEBUG, "kafka", "end offset: retrying", NF_LS("topic", topic),
+               NF_LI("partition", p), NF_LS("error", rd_kafka_err2str(e)), NF_LEND);
+        struct timespec ts = {0, (long)pause_ms * 1000000L};
+        nanosleep(&ts, NULL);
+        pause_ms = pause_ms * 2 > 1000 ? 1000 : pause_ms * 2;
+    }
 }
 
 void nf_kafka_set_deadline(nf_kafka_t *k, uint64_t deadline_ns)
@@ -530,8 +574,7 @@ static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
         out_topic_t *ot = &k->out[t];
         for (int p = 0; p < ot->npart; p++) {
             int64_t lo = 0, hi = 0;
-            e = rd_kafka_query_watermark_offsets(k->prod, ot->name, p, &lo, &hi,
-                                                 NF_KAFKA_TIMEOUT_MS);
+            e = watermarks(k, k->prod, ot->name, p, &lo, &hi, NF_KAFKA_TIMEOUT_MS);
             if (e) {
                 snprintf(err, errlen, "kafka: cannot read the end offset of %s [%d]: %s", ot->name,
                          p, rd_kafka_err2str(e));
@@ -1347,8 +1390,8 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const ch
             const cJSON *v = cJSON_IsArray(arr) ? cJSON_GetArrayItem(arr, p) : NULL;
             int64_t start = cJSON_IsNumber(v) && v->valuedouble >= 0 ? (int64_t)v->valuedouble : 0;
             int64_t lo = 0, hi = 0;
-            rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-                rk, k->out[t].name, p, &lo, &hi, tmo(k, NF_KAFKA_TIMEOUT_MS));
+            rd_kafka_resp_err_t e =
+                watermarks(k, rk, k->out[t].name, p, &lo, &hi, NF_KAFKA_TIMEOUT_MS);
             if (e) {
                 snprintf(err, errlen, "kafka: recovery scan: end offset of %s [%d]: %s",
                          k->out[t].name, p, rd_kafka_err2str(e));
@@ -1429,8 +1472,7 @@ static int ends_of(nf_kafka_t *k, const char *name, int64_t *hi, int n, char *er
 {
     for (int p = 0; p < n; p++) {
         int64_t lo = 0;
-        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(k->prod, name, p, &lo, &hi[p],
-                                                                 tmo(k, NF_KAFKA_TIMEOUT_MS));
+        rd_kafka_resp_err_t e = watermarks(k, k->prod, name, p, &lo, &hi[p], NF_KAFKA_TIMEOUT_MS);
         if (e) {
             snprintf(err, errlen, "kafka: end offset of %s [%d]: %s", name, p, rd_kafka_err2str(e));
             return -EIO;
