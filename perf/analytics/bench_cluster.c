@@ -14,11 +14,29 @@
  * (candidate and estimate >= 0.85); "cluster" scores final clusters (same
  * cluster id) against the planted groups.
  *
- * Usage: bench_cluster [--quick] [--articles N]. One JSON object per line on
- * stdout. */
+ * Store and budget (issue 17): with --budget-mb M (repeatable), the same adds
+ * again on a RocksDB store in a temporary directory under --dir (default $TMPDIR or
+ * /tmp) with the index's kstates held to M MB each, an epoch committed every 1,000
+ * articles (snapshot, pending write, apply, committed: what makes entries evictable),
+ * every result compared with a memory-only engine's fed alongside (action, cluster
+ * id, similarity, merged ids): "mismatches" must be 0. Both without a TTL: the
+ * articles' times here are synthetic (2023, 1 s apart) while the store's compaction
+ * filter drops values by the wall clock, so with one the store would lose entries the
+ * engine's own clock still counts live (in a job ingested_ms is the wall clock).
+ * Reports articles/s, memory, loads and evictions, and the process's peak RSS.
+ *
+ * Usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... [--dir D]. One JSON
+ * object per line on stdout. */
 #include "actors/cluster.h"
 #include "algo/minhash.h"
+#include "state/store.h"
 #include "workload.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -193,14 +211,147 @@ static int cmp_id_idx(const void *x, const void *y)
     return a.lo < b.lo ? -1 : a.lo > b.lo;
 }
 
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb, (void)flag, (void)f;
+    return remove(p);
+}
+
+static bool same_result(const nf_cluster_result_t *a, const nf_cluster_result_t *b)
+{
+    if (a->action != b->action || a->cluster_id.hi != b->cluster_id.hi ||
+        a->cluster_id.lo != b->cluster_id.lo || a->similarity != b->similarity ||
+        a->merged_count != b->merged_count || a->merged_more != b->merged_more)
+        return false;
+    for (unsigned i = 0; i < a->merged_count; i++)
+        if (a->merged_from[i].hi != b->merged_from[i].hi ||
+            a->merged_from[i].lo != b->merged_from[i].lo)
+            return false;
+    return true;
+}
+
+/* Commits epoch e of the index into st (as the epoch coordinator does). 0 or -errno. */
+static int commit_epoch(nf_cluster_t *cl, nf_store_t *st, uint64_t e)
+{
+    nf_store_batch_t *b = nf_store_batch_new();
+    if (!b)
+        return -ENOMEM;
+    nf_cluster_snapshot(cl, b, e);
+    char err[512] = "";
+    nf_store_batch_t *bs[1] = {b};
+    int r = nf_store_pending_write(st, e, "{}", bs, 1, NULL, 0, err, sizeof err);
+    if (r == 0)
+        r = nf_store_pending_apply(st, err, sizeof err);
+    if (r == 0)
+        nf_cluster_committed(cl, e);
+    else
+        fprintf(stderr, "bench_cluster: commit of epoch %llu: %s\n", (unsigned long long)e, err);
+    nf_store_batch_free(b);
+    return r;
+}
+
+/* (d) the adds again on a store with a budget, compared with want[] (memory only). */
+static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, size_t budget_mb,
+                       const char *base)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/nf-bench-cluster-%d-%zu", base, (int)getpid(), budget_mb);
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    nf_store_opts_t so;
+    nf_store_opts_default(&so);
+    so.block_cache_mb = 32;
+    char err[512];
+    nf_store_t *st = nf_store_open(dir, &so, err, sizeof err);
+    if (!st) {
+        fprintf(stderr, "bench_cluster: store: %s\n", err);
+        return 1;
+    }
+    nf_cluster_opts_t co;
+    nf_cluster_opts_default(&co);
+    co.ttl_ms = 0; /* see the top: the store's TTL filter runs on the wall clock */
+    /* the reference: memory only, the same options */
+    nf_cluster_t *ref = nf_cluster_new(NULL, &co);
+    co.budget_bytes = budget_mb << 20;
+    nf_cluster_t *cl = nf_cluster_new(st, &co);
+    if (!cl || !ref) {
+        nf_cluster_free(cl);
+        nf_cluster_free(ref);
+        nf_store_close(st);
+        return 1;
+    }
+    nf_cluster_result_t want;
+    nf_cluster_stats_t rs;
+    size_t mismatches = 0, peak = 0;
+    uint64_t e = 0;
+    int rc = 0;
+    double t0 = now_s(), commit_s = 0;
+    for (size_t i = 0; i < N && rc == 0; i++) {
+        nf_cluster_result_t got;
+        if ((rc = nf_cluster_add(cl, ids[i], 1700000000000 + (int64_t)i * 1000, sigs + i * 128,
+                                 &got)) != 0) {
+            fprintf(stderr, "bench_cluster: add: %s\n", nf_cluster_error(cl));
+            break;
+        }
+        nf_cluster_add(ref, ids[i], 1700000000000 + (int64_t)i * 1000, sigs + i * 128, &want);
+        mismatches += !same_result(&got, &want);
+        if (i % 1000 == 999 || i + 1 == N) {
+            nf_cluster_stats_t cs;
+            nf_cluster_stats(cl, &cs);
+            if (cs.bytes > peak)
+                peak = cs.bytes;
+            double c0 = now_s();
+            rc = commit_epoch(cl, st, ++e);
+            commit_s += now_s() - c0;
+        }
+    }
+    double t = now_s() - t0;
+    nf_cluster_stats_t st_;
+    nf_cluster_stats(cl, &st_);
+    nf_cluster_stats(ref, &rs);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("{\"bench\":\"cluster\",\"phase\":\"lsh+unionfind on a store\",\"articles\":%zu,"
+           "\"budget_mb_per_kstate\":%zu,\"seconds\":%.3f,\"commit_seconds\":%.3f,"
+           "\"articles_per_s\":%.0f,\"mismatches\":%zu,\"bytes\":%zu,\"peak_bytes\":%zu,"
+           "\"bytes_per_article\":%.0f,\"loads\":%llu,\"evictions\":%llu,"
+           "\"hits\":%llu,\"misses\":%llu,\"max_rss_mb\":%.0f,"
+           "\"memory_only_bytes_per_article\":%.0f}\n",
+           N, budget_mb, t, commit_s, (double)N / t, mismatches, st_.bytes, peak,
+           (double)peak / (double)N,
+           (unsigned long long)(st_.sig.loads + st_.bucket.loads + st_.parent.loads),
+           (unsigned long long)(st_.sig.evictions + st_.bucket.evictions + st_.parent.evictions),
+           (unsigned long long)(st_.sig.hits + st_.bucket.hits + st_.parent.hits),
+           (unsigned long long)(st_.sig.misses + st_.bucket.misses + st_.parent.misses),
+           (double)ru.ru_maxrss / 1024.0, (double)rs.bytes / (double)N);
+    fflush(stdout);
+    nf_cluster_free(cl);
+    nf_cluster_free(ref);
+    nf_store_close(st);
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (mismatches)
+        fprintf(stderr, "bench_cluster: %zu results differ on a store with %zu MB\n", mismatches,
+                budget_mb);
+    return rc || mismatches ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
-    size_t N = 100000;
+    size_t N = 100000, budgets[8], nbudgets = 0;
+    const char *tmp = getenv("TMPDIR"), *dir = tmp && *tmp ? tmp : "/tmp";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             N = 10000;
         else if (strcmp(argv[i], "--articles") == 0 && i + 1 < argc)
             N = strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--budget-mb") == 0 && i + 1 < argc && nbudgets < 8)
+            budgets[nbudgets++] = strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
+            dir = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... "
+                            "[--dir D]\n");
+            return 2;
+        }
     }
     uint64_t r = 42;
     for (int i = 0; i < VOCAB; i++) {
@@ -307,6 +458,9 @@ int main(int argc, char **argv)
            (double)st.bytes / (double)N * 1e6 / 1048576.0, st.sig.bytes, st.bucket.bytes,
            st.parent.bytes);
     fflush(stdout);
+    int store_rc = 0;
+    for (size_t k = 0; k < nbudgets; k++)
+        store_rc |= store_phase(N, ids, sigs, budgets[k], dir);
 
     /* Final clusters as indices. */
     uint32_t *byid = malloc(N * sizeof *byid), *root = malloc(N * sizeof *root);
@@ -437,5 +591,5 @@ int main(int argc, char **argv)
     free(ttl);
     free(ids);
     free(arts);
-    return 0;
+    return store_rc;
 }
