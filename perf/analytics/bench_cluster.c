@@ -30,6 +30,7 @@
 #include "actors/cluster.h"
 #include "algo/minhash.h"
 #include "state/store.h"
+#include "testcluster.h"
 #include "workload.h"
 
 #include <errno.h>
@@ -217,39 +218,6 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return remove(p);
 }
 
-static bool same_result(const nf_cluster_result_t *a, const nf_cluster_result_t *b)
-{
-    if (a->action != b->action || a->cluster_id.hi != b->cluster_id.hi ||
-        a->cluster_id.lo != b->cluster_id.lo || a->similarity != b->similarity ||
-        a->merged_count != b->merged_count || a->merged_more != b->merged_more)
-        return false;
-    for (unsigned i = 0; i < a->merged_count; i++)
-        if (a->merged_from[i].hi != b->merged_from[i].hi ||
-            a->merged_from[i].lo != b->merged_from[i].lo)
-            return false;
-    return true;
-}
-
-/* Commits epoch e of the index into st (as the epoch coordinator does). 0 or -errno. */
-static int commit_epoch(nf_cluster_t *cl, nf_store_t *st, uint64_t e)
-{
-    nf_store_batch_t *b = nf_store_batch_new();
-    if (!b)
-        return -ENOMEM;
-    nf_cluster_snapshot(cl, b, e);
-    char err[512] = "";
-    nf_store_batch_t *bs[1] = {b};
-    int r = nf_store_pending_write(st, e, "{}", bs, 1, NULL, 0, err, sizeof err);
-    if (r == 0)
-        r = nf_store_pending_apply(st, err, sizeof err);
-    if (r == 0)
-        nf_cluster_committed(cl, e);
-    else
-        fprintf(stderr, "bench_cluster: commit of epoch %llu: %s\n", (unsigned long long)e, err);
-    nf_store_batch_free(b);
-    return r;
-}
-
 /* (d) the adds again on a store with a budget, compared with want[] (memory only). */
 static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, size_t budget_mb,
                        const char *base)
@@ -293,14 +261,14 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
             break;
         }
         nf_cluster_add(ref, ids[i], 1700000000000 + (int64_t)i * 1000, sigs + i * 128, &want);
-        mismatches += !same_result(&got, &want);
+        mismatches += !nf_testcluster_same(&got, &want);
         if (i % 1000 == 999 || i + 1 == N) {
             nf_cluster_stats_t cs;
             nf_cluster_stats(cl, &cs);
             if (cs.bytes > peak)
                 peak = cs.bytes;
             double c0 = now_s();
-            rc = commit_epoch(cl, st, ++e);
+            rc = nf_testcluster_commit(cl, st, ++e);
             commit_s += now_s() - c0;
         }
     }

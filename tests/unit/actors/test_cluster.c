@@ -20,6 +20,7 @@
 #include "algo/minhash.h"
 #include "nf_test.h"
 #include "state/store.h"
+#include "testcluster.h"
 #include "teststore.h"
 
 #include <errno.h>
@@ -480,37 +481,6 @@ static void test_ttl(void)
 /* ------------------------------------------------------------------ restart through a store */
 
 /* A barrier and a commit, as the epoch module does them. */
-static int checkpoint(nf_cluster_t *cl, nf_store_t *st, uint64_t epoch)
-{
-    nf_store_batch_t *b = nf_store_batch_new();
-    if (!b)
-        return -ENOMEM;
-    nf_cluster_snapshot(cl, b, epoch);
-    char err[512] = "";
-    nf_store_batch_t *bs[1] = {b};
-    int r = nf_store_pending_write(st, epoch, "{}", bs, 1, NULL, 0, err, sizeof err);
-    if (r == 0)
-        r = nf_store_pending_apply(st, err, sizeof err);
-    if (r == 0)
-        nf_cluster_committed(cl, epoch);
-    else
-        fprintf(stderr, "commit of epoch %llu: %s\n", (unsigned long long)epoch, err);
-    nf_store_batch_free(b);
-    return r;
-}
-
-static bool same_result(const nf_cluster_result_t *a, const nf_cluster_result_t *b)
-{
-    if (a->action != b->action || !id_eq(a->cluster_id, b->cluster_id) ||
-        a->similarity != b->similarity || a->merged_count != b->merged_count ||
-        a->merged_more != b->merged_more || a->candidates != b->candidates)
-        return false;
-    for (unsigned k = 0; k < a->merged_count; k++)
-        if (!id_eq(a->merged_from[k], b->merged_from[k]))
-            return false;
-    return true;
-}
-
 static void test_restart_identity(void)
 {
     nf_minhash_opts_t mo;
@@ -556,11 +526,11 @@ static void test_restart_identity(void)
     for (size_t k = 0; k < half; k++) {
         NF_CHECK_EQ(nf_cluster_add(cl, c.d[order[k]].id, c.d[order[k]].ms, c.d[order[k]].sig, &got),
                     0);
-        mismatches += !same_result(&got, &want[k]);
+        mismatches += !nf_testcluster_same(&got, &want[k]);
         if (k % 50 == 49)
-            NF_CHECK_EQ(checkpoint(cl, st, ++epoch), 0);
+            NF_CHECK_EQ(nf_testcluster_commit(cl, st, ++epoch), 0);
     }
-    NF_CHECK_EQ(checkpoint(cl, st, ++epoch), 0);
+    NF_CHECK_EQ(nf_testcluster_commit(cl, st, ++epoch), 0);
     nf_cluster_stats_t s1;
     nf_cluster_stats(cl, &s1);
     nf_cluster_free(cl);
@@ -573,9 +543,9 @@ static void test_restart_identity(void)
     for (size_t k = half; k < n; k++) {
         NF_CHECK_EQ(nf_cluster_add(cl, c.d[order[k]].id, c.d[order[k]].ms, c.d[order[k]].sig, &got),
                     0);
-        mismatches += !same_result(&got, &want[k]);
+        mismatches += !nf_testcluster_same(&got, &want[k]);
         if (k % 50 == 49)
-            NF_CHECK_EQ(checkpoint(cl, st, ++epoch), 0);
+            NF_CHECK_EQ(nf_testcluster_commit(cl, st, ++epoch), 0);
     }
     nf_cluster_stats_t s2;
     nf_cluster_stats(cl, &s2);
@@ -612,7 +582,7 @@ static void test_restart_clock(void)
     nf_cluster_result_t r;
     NF_CHECK_EQ(nf_cluster_add(cl, id_of(1), FUTURE, x, &r), 0);
     NF_CHECK_EQ(nf_cluster_add(cl, id_of(2), FUTURE + 10 * DAY, a, &r), 0);
-    NF_CHECK_EQ(checkpoint(cl, st, 1), 0);
+    NF_CHECK_EQ(nf_testcluster_commit(cl, st, 1), 0);
     nf_cluster_free(cl);
     nf_store_close(st);
     st = nf_teststore_open(dir);

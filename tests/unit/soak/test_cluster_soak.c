@@ -15,6 +15,7 @@
 #include "algo/hash.h"
 #include "nf_test.h"
 #include "state/store.h"
+#include "testcluster.h"
 #include "teststore.h"
 
 #include <errno.h>
@@ -31,38 +32,6 @@ static uint64_t rnd(void)
 {
     rng += 0x9e3779b97f4a7c15ull;
     return nf_mix64(rng);
-}
-
-static bool same(const nf_cluster_result_t *a, const nf_cluster_result_t *b)
-{
-    if (a->action != b->action || a->cluster_id.hi != b->cluster_id.hi ||
-        a->cluster_id.lo != b->cluster_id.lo || a->similarity != b->similarity ||
-        a->merged_count != b->merged_count || a->merged_more != b->merged_more)
-        return false;
-    for (unsigned i = 0; i < a->merged_count; i++)
-        if (a->merged_from[i].hi != b->merged_from[i].hi ||
-            a->merged_from[i].lo != b->merged_from[i].lo)
-            return false;
-    return true;
-}
-
-static int commit(nf_cluster_t *cl, nf_store_t *st, uint64_t e)
-{
-    nf_store_batch_t *b = nf_store_batch_new();
-    if (!b)
-        return -ENOMEM;
-    nf_cluster_snapshot(cl, b, e);
-    char err[512] = "";
-    nf_store_batch_t *bs[1] = {b};
-    int r = nf_store_pending_write(st, e, "{}", bs, 1, NULL, 0, err, sizeof err);
-    if (r == 0)
-        r = nf_store_pending_apply(st, err, sizeof err);
-    if (r == 0)
-        nf_cluster_committed(cl, e);
-    else
-        fprintf(stderr, "commit of epoch %llu: %s\n", (unsigned long long)e, err);
-    nf_store_batch_free(b);
-    return r;
 }
 
 static void test_cluster_index_under_budget(void)
@@ -103,10 +72,10 @@ static void test_cluster_index_under_budget(void)
         if (r != 0)
             fprintf(stderr, "add %zu: %s\n", i, nf_cluster_error(disk));
         NF_REQUIRE(r == 0);
-        mismatches += !same(&got, &want);
+        mismatches += !nf_testcluster_same(&got, &want);
         actions[want.action]++;
         if (i % EPOCH == EPOCH - 1) {
-            NF_REQUIRE(commit(disk, st, ++e) == 0);
+            NF_REQUIRE(nf_testcluster_commit(disk, st, ++e) == 0);
             nf_cluster_stats_t s;
             nf_cluster_stats(disk, &s);
             const nf_kstate_stats_t *k[3] = {&s.sig, &s.bucket, &s.parent};
