@@ -10,7 +10,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <rocksdb/c.h>
@@ -46,27 +45,6 @@ static int fsync_path(const char *path, bool dir)
     int r = fsync(fd) == 0 ? 0 : -errno;
     close(fd);
     return r;
-}
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb;
-    (void)flag;
-    (void)f;
-    if (remove(p) != 0 && errno != ENOENT)
-        return errno;
-    return 0;
-}
-
-/* rm -rf; a path that is not there is fine. 0 or -errno. */
-static int rm_rf(const char *path)
-{
-    int r = nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
-    if (r == 0)
-        return 0;
-    if (r == -1)
-        return errno == ENOENT ? 0 : -errno;
-    return -r;
 }
 
 /* The whole file, NUL-terminated, malloc'd. NULL with errno set. */
@@ -561,17 +539,7 @@ int nf_checkpoint_list(const char *state_dir, nf_checkpoint_info_t **out, size_t
 /* Removes leftovers of checkpoints, deletes and replacements a crash interrupted. */
 static void clean_tmp(const char *cpdir)
 {
-    DIR *d = opendir(cpdir);
-    if (!d)
-        return;
-    const struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        char p[PATH_MAX];
-        if (!strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) &&
-            store_path_fmt(p, NULL, 0, "%s/%s", cpdir, de->d_name) == 0)
-            rm_rf(p);
-    }
-    closedir(d);
+    store_sweep(cpdir, TMP_PREFIX);
 }
 
 /* Moves cpdir/name aside (atomically: it is either there whole or not at all) and removes it. */
@@ -586,7 +554,7 @@ static int delete_dir(const char *cpdir, const char *name, char *err, size_t err
         return store_seterr(err, errlen, -errno, "cannot delete %s: rename to %s: %s", from, aside,
                             strerror(errno));
     fsync_path(cpdir, true);
-    int r = rm_rf(aside);
+    int r = store_rm_rf(aside);
     if (r != 0)
         return store_seterr(err, errlen, r, "%s: removing its files (now under %s): %s", from,
                             aside, strerror(-r));
@@ -704,7 +672,7 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
     if (rerr) {
         snprintf(what, sizeof what, "checkpoint %s: RocksDB checkpoint into %s", name, tmp);
         store_rocks_err(rerr, err, errlen, -EIO, what);
-        rm_rf(tmp);
+        store_rm_rf(tmp);
         return -EIO;
     }
 
@@ -743,14 +711,14 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
     }
     fsync_path(cpdir, true);
     if (replaced)
-        rm_rf(old);
+        store_rm_rf(old);
     free(files);
     free(text);
     return 0;
 fail:
     free(files);
     free(text);
-    rm_rf(tmp);
+    store_rm_rf(tmp);
     return r;
 }
 
@@ -1126,7 +1094,7 @@ static void prune_replaced(const char *state_dir, unsigned keep, nf_restore_resu
     size_t used = 0;
     for (size_t i = 0; i + keep < n; i++) {
         char p[PATH_MAX];
-        if (store_path_fmt(p, NULL, 0, "%s/%s", state_dir, names[i]) != 0 || rm_rf(p) != 0)
+        if (store_path_fmt(p, NULL, 0, "%s/%s", state_dir, names[i]) != 0 || store_rm_rf(p) != 0)
             continue;
         res->pruned++;
         size_t room = sizeof res->pruned_names - used;
@@ -1228,7 +1196,7 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
         free(epochs);
         return store_seterr(err, errlen, r, "%s: listing %s: %s", name, path, strerror(-r));
     }
-    rm_rf(tmp);
+    store_rm_rf(tmp);
     if (mkdir(tmp, 0755) != 0) {
         r = store_seterr(err, errlen, -errno, "restore %s: cannot create %s: %s", name, tmp,
                          strerror(errno));
@@ -1264,7 +1232,7 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
     if (r == 0 && (r = fsync_path(tmp, true)) != 0)
         store_seterr(err, errlen, r, "restore %s: fsync %s: %s", name, tmp, strerror(-r));
     if (r != 0) {
-        rm_rf(tmp);
+        store_rm_rf(tmp);
         free(epochs);
         return r;
     }
@@ -1281,14 +1249,14 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
         snprintf(ep, sizeof ep, "%" PRIu64, old_epoch);
     if (store_path_fmt(replaced, err, errlen, "%s/" REPLACED_PREFIX "%s-epoch%s", state_dir, stamp,
                        ep) != 0) {
-        rm_rf(tmp);
+        store_rm_rf(tmp);
         free(epochs);
         return -ENAMETOOLONG;
     }
     for (int i = 1; access(replaced, F_OK) == 0 && i < 1000; i++)
         if (store_path_fmt(replaced, err, errlen, "%s/" REPLACED_PREFIX "%s-epoch%s-%d", state_dir,
                            stamp, ep, i) != 0) {
-            rm_rf(tmp);
+            store_rm_rf(tmp);
             free(epochs);
             return -ENAMETOOLONG;
         }
@@ -1306,13 +1274,13 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
         } else if (rename(db, replaced) != 0) {
             r = store_seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, db,
                              replaced, strerror(errno));
-            rm_rf(tmp);
+            store_rm_rf(tmp);
             res->moved = false;
         } else if (rename(tmp, db) != 0) {
             r = store_seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, tmp, db,
                              strerror(errno));
             if (rename(replaced, db) == 0) { /* put the old one back */
-                rm_rf(tmp);
+                store_rm_rf(tmp);
                 res->moved = false;
             }
         }
@@ -1321,7 +1289,7 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
     } else if (rename(tmp, db) != 0) {
         r = store_seterr(err, errlen, -errno, "restore %s: rename %s to %s: %s", name, tmp, db,
                          strerror(errno));
-        rm_rf(tmp);
+        store_rm_rf(tmp);
         res->moved = false;
     }
     fsync_path(state_dir, true);

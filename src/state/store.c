@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <rocksdb/c.h>
 #include <stdarg.h>
@@ -109,6 +110,42 @@ int store_mkdir_p(const char *path)
     return S_ISDIR(sb.st_mode) ? 0 : -ENOTDIR;
 }
 
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+    (void)sb;
+    (void)flag;
+    (void)f;
+    if (remove(p) != 0 && errno != ENOENT)
+        return errno;
+    return 0;
+}
+
+int store_rm_rf(const char *path)
+{
+    int r = nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    if (r == 0)
+        return 0;
+    if (r == -1)
+        return errno == ENOENT ? 0 : -errno;
+    return -r;
+}
+
+void store_sweep(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t plen = strlen(prefix);
+    const struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char p[PATH_MAX];
+        if (!strncmp(e->d_name, prefix, plen) &&
+            store_path_fmt(p, NULL, 0, "%s/%s", dir, e->d_name) == 0)
+            store_rm_rf(p);
+    }
+    closedir(d);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * open / close */
 
@@ -137,25 +174,8 @@ static const char *ttl_filter_name(void *state)
     return "newsflow.ttl";
 }
 
-#define INGEST_TMP "newsflow-ingest-"
-
-/* nf_store_ingest's table files are written here before RocksDB links them in. Removes those an
- * ingest left behind (a crash between writing and ingesting them). */
-static void ingest_tmp_sweep(const char *db_dir)
-{
-    DIR *d = opendir(db_dir);
-    if (!d)
-        return;
-    const struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, INGEST_TMP, sizeof INGEST_TMP - 1) != 0)
-            continue;
-        char path[PATH_MAX];
-        if (snprintf(path, sizeof path, "%s/%s", db_dir, e->d_name) < (int)sizeof path)
-            unlink(path);
-    }
-    closedir(d);
-}
+#define INGEST_TMP                                                                                 \
+    "newsflow-ingest-" /* nf_store_ingest's table files, before RocksDB links them in */
 
 static void store_free(nf_store_t *st)
 {
@@ -356,7 +376,7 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
     if (existing)
         rocksdb_list_column_families_destroy(existing, nexisting);
     if (!mode.read_only)
-        ingest_tmp_sweep(db_dir);
+        store_sweep(db_dir, INGEST_TMP);
     return st;
 
 oom:

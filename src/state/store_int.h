@@ -55,6 +55,11 @@ uint64_t store_realtime_ms(void);
 int store_path_fmt(char *out, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int store_mkdir_p(const char *path);
+/* rm -rf; a path that is not there is fine. 0 or -errno. */
+int store_rm_rf(const char *path);
+/* Removes (whole trees) every entry of dir whose name starts with prefix: what a crash left of
+ * files or directories written aside before being moved in. */
+void store_sweep(const char *dir, const char *prefix);
 
 /* ---- store_pending.c ---- */
 typedef struct store_pending_head {
