@@ -30,7 +30,7 @@ static pthread_mutex_t g_meta_lock = PTHREAD_MUTEX_INITIALIZER;
 /* input: the input whose partition is the kind's key group (what a rebalance moves), or -1.
  * The one-partition trending-panes input stands for the global key group (changelog.h: the
  * articles' state in a consumer group; every key in NF_CHANGELOG_GLOBAL_KG). */
-static const struct {
+static const struct k_topic {
     nf_state_kind_t kind;
     nf_topic_t topic;
     int input;
@@ -62,6 +62,15 @@ static bool part_wanted(int input, const bool *parts, int p, int n)
     return parts[p];
 }
 
+/* The k_topics entry of changelog topic `topic`, or NULL (not one). */
+static const struct k_topic *k_topic_of(int topic)
+{
+    for (size_t i = 0; i < NTOPICS; i++)
+        if ((int)k_topics[i].topic == topic)
+            return &k_topics[i];
+    return NULL;
+}
+
 int nf_changelog_topic(nf_state_kind_t kind)
 {
     for (size_t i = 0; i < NTOPICS; i++)
@@ -72,10 +81,8 @@ int nf_changelog_topic(nf_state_kind_t kind)
 
 int nf_changelog_kind(nf_topic_t topic)
 {
-    for (size_t i = 0; i < NTOPICS; i++)
-        if (k_topics[i].topic == topic)
-            return (int)k_topics[i].kind;
-    return -1;
+    const struct k_topic *t = k_topic_of((int)topic);
+    return t ? (int)t->kind : -1;
 }
 
 static uint16_t be16(const unsigned char *p)
@@ -377,10 +384,8 @@ int nf_changelog_input_topics(int input, int *topics, int cap)
 
 int nf_changelog_topic_input(int topic)
 {
-    for (size_t i = 0; i < NTOPICS; i++)
-        if ((int)k_topics[i].topic == topic)
-            return k_topics[i].input;
-    return -1;
+    const struct k_topic *t = k_topic_of(topic);
+    return t ? t->input : -1;
 }
 
 /* ---------------------------------------------------------------- applying */
@@ -550,11 +555,12 @@ int nf_changelog_apply(nf_changelog_applier_t *a, int topic, int32_t partition, 
                        const void *key, size_t klen, const void *val, size_t vlen, bool tombstone,
                        char *err, size_t errlen)
 {
-    int kind = nf_changelog_kind((nf_topic_t)topic);
-    if (kind < 0)
+    const struct k_topic *kt = k_topic_of(topic);
+    if (!kt)
         return 0;
+    int kind = (int)kt->kind;
     a->stats->records++;
-    a->stats->by_input[nf_changelog_topic_input(topic)]++;
+    a->stats->by_input[kt->input]++;
     a->stats->bytes += klen + vlen;
     if (a->prog)
         atomic_fetch_add(&a->prog->applied, 1);

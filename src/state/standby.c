@@ -45,7 +45,6 @@ struct nf_standby {
     _Atomic bool running;
     /* the thread's own */
     bool tailing[NU];
-    bool want[NU];
     int64_t pos[NU][MAXT];     /* next offset not applied, -1 unknown */
     int rec_topics[MAXT * NU]; /* save()'s offsets to record */
     int32_t rec_parts[MAXT * NU];
@@ -234,7 +233,7 @@ static void *standby_main(void *arg)
 {
     nf_standby_t *sb = arg;
     char err[256];
-    bool *want = sb->want;
+    bool want[NU];
     uint64_t t0 = nf_now_ns(), last_save = t0;
     int r = 0;
     for (;;) {
