@@ -171,7 +171,7 @@ static void snap(snap_t *s, nf_runtime_t *rt, const nf_reads_t *r, const nf_anal
         s->updates_of[i] = nf_counter_value_of(r->m.updates, i);
     }
     shard_cpu(shards, s->busy, s->sys);
-    s->users = nf_gauge_value(r->m.state_entries) - nf_gauge_value(r->m.seen_keys);
+    s->users = nf_gauge_value(r->m.state_entries) - nf_gauge_value(r->m.seen_m.keys);
     s->faults = faults();
     nf_runtime_stats(rt, &s->rs);
 }
@@ -324,8 +324,8 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            (unsigned long long)nf_counter_value(an.m.windows), pa->exact ? "true" : "false",
            st ? "true" : "false", pa->populate ? "true" : "false",
            pa->round_robin ? "round_robin" : "user",
-           (unsigned long long)nf_gauge_value(r.m.event_id_keys),
-           (unsigned long long)nf_gauge_value(r.m.seen_keys), (long long)s0.users,
+           (unsigned long long)nf_gauge_value(r.m.ids_m.keys),
+           (unsigned long long)nf_gauge_value(r.m.seen_m.keys), (long long)s0.users,
            (long long)s2.users, cpu * 1e9 / (double)timed, (double)rss / 1024.0, per,
            s1.faults - s0.faults, (unsigned long long)(s1.rs.sent - s0.rs.sent),
            (unsigned long long)(s1.rs.wakeups - s0.rs.wakeups),

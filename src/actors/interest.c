@@ -335,7 +335,8 @@ nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o)
                            .budget_bytes = o->seen_budget_bytes,
                            .initial_capacity = 1024,
                            .writer = o->writer,
-                           .process = o->process};
+                           .process = o->process,
+                           .spill_dir = o->seen_spill_dir};
     e->users = nf_kstate_new(st, &ku);
     e->seen = nf_keyset_new(st, &ks);
     if (!e->users || !e->seen || tt_init(&e->tt, o->table_max) != 0) {
@@ -573,7 +574,12 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
         return rc;
     if (rc == 0 && !e->o.unknown_as_empty) {
         /* Nothing to count: a duplicate still reads as one (it was counted once). */
-        if (nf_keyset_contains(e->seen, kg, sk, now_ms)) {
+        int seen = nf_keyset_contains(e->seen, kg, sk, now_ms);
+        if (seen < 0) {
+            snprintf(e->err, sizeof e->err, "reading the seen set's keys on disk failed");
+            return seen;
+        }
+        if (seen) {
             e->duplicates++;
             return NF_INTEREST_DUPLICATE;
         }
@@ -614,8 +620,12 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
     /* Marked seen before the update: if the user's put then fails (no memory) the caller stops
      * the job and the epoch holding both does not commit. */
     int seen = nf_keyset_add(e->seen, kg, sk, now_ms);
-    if (seen < 0)
-        return -ENOMEM;
+    if (seen < 0) {
+        snprintf(e->err, sizeof e->err, "%s",
+                 seen == -EIO ? "reading the seen set's keys on disk failed"
+                              : "out of memory in the seen set");
+        return seen;
+    }
     if (seen == 1) {
         e->duplicates++;
         return NF_INTEREST_DUPLICATE;

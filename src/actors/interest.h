@@ -82,14 +82,15 @@ typedef struct nf_topic_vec {
 } nf_topic_vec_t;
 
 typedef struct nf_interest_opts {
-    double alpha;              /* learning rate, default 0.1 */
-    double gamma;              /* decay per day of event time, default 0.95; in (0, 1] */
-    uint64_t seen_ttl_ms;      /* dedup horizon, default 24 h */
-    size_t table_max;          /* article topic table entries, default 1M (>= 1) */
-    size_t users_budget_bytes; /* kstate budget (kstate.h); 0 = unlimited */
-    size_t seen_budget_bytes;  /* keyset budget (keyset.h: reported, not enforced) */
-    uint16_t writer;           /* the owning shard's index (keyset.h: blob keys) */
-    uint64_t process;          /* the process's id in blob keys (keyset.h; 0: none) */
+    double alpha;               /* learning rate, default 0.1 */
+    double gamma;               /* decay per day of event time, default 0.95; in (0, 1] */
+    uint64_t seen_ttl_ms;       /* dedup horizon, default 24 h */
+    size_t table_max;           /* article topic table entries, default 1M (>= 1) */
+    size_t users_budget_bytes;  /* kstate budget (kstate.h); 0 = unlimited */
+    size_t seen_budget_bytes;   /* keyset budget (keyset.h: enforced with seen_spill_dir) */
+    const char *seen_spill_dir; /* the seen set's keys past its budget go here; NULL: none */
+    uint16_t writer;            /* the owning shard's index (keyset.h: blob keys) */
+    uint64_t process;           /* the process's id in blob keys (keyset.h; 0: none) */
     /* A read of an article without a vector: false (default) = NF_INTEREST_UNKNOWN_ARTICLE,
      * nothing changes; true = applied as an article with an empty vector (counted in
      * stats.unknown too), so every read moves the user's version and decay. */

@@ -21,7 +21,7 @@ typedef struct rd {
     nf_shard_t *sh;
     nf_interest_t *eng;
     nf_interest_keys_t keys; /* the topic names as JSON keys, rendered once */
-    bool seen_over_budget;
+    nf_reads_dedup_seen_t seen_seen;
     nf_jw_t jw;
     nf_timer_t gauges;
     /* interest.coalesce: the users updated since the last flush, user key -> (kg << 48 |
@@ -269,10 +269,8 @@ static void on_gauges(nf_shard_t *sh, nf_timer_t *t, void *arg)
     nf_interest_stats(d->eng, &s);
     nf_gauge_set(d->r->m.state_bytes, (int64_t)(s.users.bytes + s.seen.bytes + s.table_bytes));
     nf_gauge_set(d->r->m.state_entries, (int64_t)(s.users.entries + s.seen.keys));
-    nf_gauge_set(d->r->m.seen_keys, (int64_t)s.seen.keys);
-    nf_gauge_set(d->r->m.seen_bytes, (int64_t)s.seen.bytes);
-    nf_reads_dedup_budget_warn(nf_interest_seen_over_budget(d->eng), &d->seen_over_budget, "seen",
-                               nf_shard_index(d->sh), &s.seen);
+    nf_reads_dedup_report(&d->r->m.seen_m, &d->seen_seen, nf_interest_seen_over_budget(d->eng),
+                          "seen", nf_shard_index(d->sh), &s.seen);
     (void)sh;
     (void)t;
 }
@@ -313,6 +311,7 @@ static void *reads_init(nf_shard_t *sh, void *ctx)
     d->sh = sh;
     nf_interest_opts_t o = d->an->interest;
     o.users_budget_bytes = o.seen_budget_bytes = d->r->budget_bytes;
+    o.seen_spill_dir = d->r->store ? nf_store_state_dir(d->r->store) : NULL;
     o.writer = (uint16_t)nf_shard_index(sh);
     o.process = d->r->process_id;
     d->eng = nf_interest_new(d->r->store, &o);

@@ -77,7 +77,7 @@ typedef struct kin {
     nf_jw_t jw;
     /* analytics.h: the event-id dedup set (of this shard's partitions) and trending counter */
     nf_keyset_t *ids;
-    bool ids_over_budget;
+    nf_reads_dedup_seen_t ids_seen;
     tpart_t **tp; /* by partition id: its trending counter, NULL if none here */
     size_t ntp;
     int32_t tick_part; /* the partition whose panes send_pane is handing over */
@@ -254,7 +254,11 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
         return;
     }
     if (rc < 0) {
-        stop_job(k, "out of memory in the event-id dedup set; stopping the job", rc);
+        stop_job(k,
+                 rc == -EIO
+                     ? "reading the event-id dedup set's keys on disk failed; stopping the job"
+                     : "out of memory in the event-id dedup set; stopping the job",
+                 rc);
         return;
     }
     tpart_t *tp = trend_part(k, g->kg);
@@ -641,16 +645,75 @@ static void load_ids(kin_t *k)
            NF_LI("keys", n), NF_LI("ms", nf_wall_ms() - t0), NF_LEND);
 }
 
-void nf_reads_dedup_budget_warn(bool over, bool *was, const char *set, unsigned shard,
-                                const nf_keyset_stats_t *st)
+void nf_reads_dedup_report(const nf_reads_dedup_m_t *m, nf_reads_dedup_seen_t *seen, bool over,
+                           const char *set, unsigned shard, const nf_keyset_stats_t *st)
 {
-    if (over && !*was)
-        nf_log(NF_LOG_WARN, "state",
-               "a dedup set is over state.budget_mb and keeps growing (it cannot evict); lower "
-               "its TTL or raise the budget",
-               NF_LS("set", set), NF_LI("shard", shard), NF_LI("keys", (int64_t)st->keys),
-               NF_LI("bytes", (int64_t)st->bytes), NF_LEND);
-    *was = over;
+    nf_gauge_set(m->keys, (int64_t)st->keys);
+    nf_gauge_set(m->bytes, (int64_t)st->bytes);
+    nf_gauge_set(m->disk_keys, (int64_t)st->cold_keys);
+    nf_gauge_set(m->disk_bytes, (int64_t)st->disk_bytes);
+    nf_gauge_set(m->unfiltered, (int64_t)st->unfiltered);
+    nf_keyset_stats_t *r = &seen->reported;
+    nf_counter_add(m->disk_lookups, st->cold_lookups - r->cold_lookups);
+    nf_counter_add(m->disk_reads, st->cold_reads - r->cold_reads);
+    nf_counter_add(m->disk_hits, st->cold_hits - r->cold_hits);
+    nf_counter_add(m->spill_failures, st->spill_failures - r->spill_failures);
+    *r = *st;
+    if (over && !seen->over)
+        nf_log(
+            NF_LOG_WARN, "state",
+            st->spill_failures
+                ? "a dedup set is over state.budget_mb: its keys could not be written to disk "
+                  "(see newsflow_read_dedup_spill_failures_total; is state.dir full?)"
+                : "a dedup set is over state.budget_mb: it cannot evict, and it has no state.dir "
+                  "to move keys to (or one epoch's keys alone outgrow a fifth of the budget); "
+                  "set state.dir, lower its TTL or raise the budget",
+            NF_LS("set", set), NF_LI("shard", shard), NF_LI("keys", (int64_t)st->keys),
+            NF_LI("bytes", (int64_t)st->bytes), NF_LEND);
+    seen->over = over;
+}
+
+/* A dedup set's series (nf_reads_dedup_m_t) under {set="<set>"}. 0 or non-zero. */
+static int dedup_metrics(nf_reads_dedup_m_t *m, const char *set)
+{
+    char l[64];
+    snprintf(l, sizeof l, "set=\"%s\"", set);
+    int e = 0;
+    e |= nf_metrics_gauge(
+        "newsflow_read_dedup_keys",
+        "Keys in a read-path dedup set, in memory and on disk, until they expire.", l, 0, &m->keys);
+    e |=
+        nf_metrics_gauge("newsflow_read_dedup_bytes",
+                         "Memory of a read-path dedup set (its ring, and the filter and page index "
+                         "of its keys on disk).",
+                         l, 0, &m->bytes);
+    e |=
+        nf_metrics_gauge("newsflow_read_dedup_disk_keys",
+                         "Keys of a read-path dedup set moved to disk (state.dir) past its budget.",
+                         l, 0, &m->disk_keys);
+    e |= nf_metrics_gauge("newsflow_read_dedup_disk_bytes",
+                          "Disk used by a read-path dedup set's keys past its budget.", l, 0,
+                          &m->disk_bytes);
+    e |= nf_metrics_gauge("newsflow_read_dedup_unfiltered_keys",
+                          "Keys on disk past the room of the set's filter: every lookup reads a "
+                          "page of their runs (raise state.budget_mb).",
+                          l, 0, &m->unfiltered);
+    e |= nf_metrics_counter("newsflow_read_dedup_disk_lookups_total",
+                            "Lookups of a dedup set that missed its ring and asked the disk tier "
+                            "(most are answered by its filter without a read).",
+                            l, 0, &m->disk_lookups);
+    e |= nf_metrics_counter("newsflow_read_dedup_disk_reads_total",
+                            "Pages a dedup set read from disk for its lookups.", l, 0,
+                            &m->disk_reads);
+    e |= nf_metrics_counter("newsflow_read_dedup_disk_hits_total",
+                            "Lookups of a dedup set answered present from disk.", l, 0,
+                            &m->disk_hits);
+    e |=
+        nf_metrics_counter("newsflow_read_dedup_spill_failures_total",
+                           "Moves of a dedup set's keys to disk that failed (the set grew past its "
+                           "budget instead; nothing is lost).",
+                           l, 0, &m->spill_failures);
+    return e;
 }
 
 /* The counter of a partition, created (and loaded from its blob, wherever it was saved) on
@@ -873,10 +936,8 @@ static void on_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
     nf_keyset_expire(k->ids, now, 1u << 16); /* adds expire as they go; this is for idle sets */
     nf_keyset_stats_t ks;
     nf_keyset_stats(k->ids, &ks);
-    nf_gauge_set(k->r->m.event_id_keys, (int64_t)ks.keys);
-    nf_gauge_set(k->r->m.event_id_bytes, (int64_t)ks.bytes);
-    nf_reads_dedup_budget_warn(nf_keyset_over_budget(k->ids), &k->ids_over_budget, "event_ids",
-                               k->me, &ks);
+    nf_reads_dedup_report(&k->r->m.ids_m, &k->ids_seen, nf_keyset_over_budget(k->ids), "event_ids",
+                          k->me, &ks);
     nf_gauge_set(k->r->an->m.trend_open_panes, (int64_t)sum.open_panes);
     nf_gauge_set(k->r->an->m.trend_bytes, (int64_t)sum.bytes);
     if (lag_wm != INT64_MAX)
@@ -1015,9 +1076,16 @@ static void *kin_init(nf_shard_t *sh, void *ctx)
                            .budget_bytes = k->r->budget_bytes,
                            .initial_capacity = 1 << 12,
                            .writer = (uint16_t)k->me,
-                           .process = k->r->process_id};
-    if (!(k->ids = nf_keyset_new(k->r->store, &io)))
+                           .process = k->r->process_id,
+                           .spill_dir = k->r->store ? nf_store_state_dir(k->r->store) : NULL};
+    char err[256] = "out of memory";
+    io.err = err;
+    io.errlen = sizeof err;
+    if (!(k->ids = nf_keyset_new(k->r->store, &io))) {
+        nf_log(NF_LOG_ERROR, "reads", "cannot create the event-id dedup set", NF_LS("error", err),
+               NF_LEND);
         abort();
+    }
     if (k->r->store)
         load_ids(k);
     nf_timer_init(&k->tick, on_tick, k);
@@ -1174,18 +1242,8 @@ int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r)
                           0, &r->m.state_bytes);
     e |= nf_metrics_gauge("newsflow_state_entries", "Keyed state entries held in memory.",
                           "kind=\"reads\"", 0, &r->m.state_entries);
-    e |= nf_metrics_gauge("newsflow_read_dedup_keys",
-                          "Keys in a read-path dedup set (held in memory until they expire).",
-                          "set=\"event_ids\"", 0, &r->m.event_id_keys);
-    e |= nf_metrics_gauge("newsflow_read_dedup_keys",
-                          "Keys in a read-path dedup set (held in memory until they expire).",
-                          "set=\"seen\"", 0, &r->m.seen_keys);
-    e |= nf_metrics_gauge("newsflow_read_dedup_bytes",
-                          "Memory of a read-path dedup set (ring and slots).", "set=\"event_ids\"",
-                          0, &r->m.event_id_bytes);
-    e |= nf_metrics_gauge("newsflow_read_dedup_bytes",
-                          "Memory of a read-path dedup set (ring and slots).", "set=\"seen\"", 0,
-                          &r->m.seen_bytes);
+    e |= dedup_metrics(&r->m.ids_m, "event_ids");
+    e |= dedup_metrics(&r->m.seen_m, "seen");
     if (e)
         return -EINVAL;
     if (!r->an->trend_partitions) { /* the merger's counters: one per read-events partition */

@@ -53,6 +53,12 @@ struct nf_analytics;
 
 enum { NF_MSG_MEM_START = 30 }; /* to kafka_in: start the memory source */
 
+/* A read-path dedup set's series, the same for both ({set="event_ids"} and {set="seen"}). */
+typedef struct nf_reads_dedup_m {
+    nf_gauge_t keys, bytes, disk_keys, disk_bytes, unfiltered;
+    nf_counter_t disk_lookups, disk_reads, disk_hits, spill_failures;
+} nf_reads_dedup_m_t;
+
 typedef struct nf_reads {
     nf_kafka_t *kafka; /* NULL: no Kafka input (the actors idle) */
     /* The crawl actors the sources topic feeds (registered before this). NULL: sources records
@@ -89,7 +95,7 @@ typedef struct nf_reads {
         nf_counter_t coalesced;
         nf_counter_t state_errors;
         nf_gauge_t held_events, paused_shards, state_bytes, state_entries;
-        nf_gauge_t event_id_keys, event_id_bytes, seen_keys, seen_bytes;
+        nf_reads_dedup_m_t ids_m, seen_m; /* the two dedup sets */
     } m;
 } nf_reads_t;
 

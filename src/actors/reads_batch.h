@@ -43,9 +43,16 @@ extern const nf_actor_ops_t nf_interest_update_ops;
 /* The drop hook of both actors: a batch (or a message body) never delivered is freed. */
 void nf_reads_batch_drop(void *ctx, const nf_msg_t *m);
 
-/* The dedup sets cannot evict (a forgotten id would count twice): over its budget a set is
- * reported, once per crossing, with what to do about it. */
-void nf_reads_dedup_budget_warn(bool over, bool *was, const char *set, unsigned shard,
-                                const nf_keyset_stats_t *st);
+/* What a dedup set's owner remembers between reports. */
+typedef struct nf_reads_dedup_seen {
+    bool over;                  /* reported over budget */
+    nf_keyset_stats_t reported; /* the counters as last added to the metrics */
+} nf_reads_dedup_seen_t;
+
+/* A dedup set's gauges (this shard's part) and counters (what grew since the last report) from
+ * its stats; and, once per crossing, a warning when it is over its budget — it cannot evict (a
+ * forgotten id would count twice), so it is over only when it could not move keys to disk. */
+void nf_reads_dedup_report(const nf_reads_dedup_m_t *m, nf_reads_dedup_seen_t *seen, bool over,
+                           const char *set, unsigned shard, const nf_keyset_stats_t *st);
 
 #endif

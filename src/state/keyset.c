@@ -3,6 +3,7 @@
 #include "algo/bytes.h"
 #include "algo/hash.h"
 #include "runtime/bigmem.h"
+#include "state/coldset.h"
 #include "state/probe.h"
 
 #include <assert.h>
@@ -23,10 +24,7 @@
 #define POP_STEP   4 /* expired keys an add drops, so expiry keeps pace with insertion */
 #define POP_AHEAD  8 /* how far ahead of the tail pop_tail prefetches */
 
-typedef struct rec {
-    uint64_t hi, lo;
-    uint64_t expkg; /* expires_at_ms << 16 | kg */
-} rec_t;
+typedef nf_coldrec_t rec_t; /* {hi, lo, expires_at_ms << 16 | kg} */
 
 typedef nf_probe_slot_t slot_t; /* ref1 = ring position + 1 */
 
@@ -51,6 +49,12 @@ struct nf_keyset {
     uint16_t *kg_list;
     unsigned char *blob;
     size_t blob_cap;
+
+    /* bounded (a spill directory and a budget): the hot ring stops growing at hot_max and
+     * its oldest written keys go to the cold tier, spill_n at a time */
+    nf_coldset_t *cold;
+    uint64_t hot_max, spill_n;
+    uint64_t spill_failures; /* spills the disk refused (the ring grew instead) */
 
     uint64_t added, present, expired, loaded;
 };
@@ -100,22 +104,25 @@ static int64_t find(const nf_keyset_t *ks, uint16_t kg, nf_id128_t k, uint32_t h
     }
 }
 
-/* Drops the tail key: its slot goes too, unless the slot now names a newer copy of the key (the
- * tail one expired and was added again) or nothing (already removed). */
-static void pop_tail(nf_keyset_t *ks)
+/* The slot naming ring position pos, or -1 (the record is a replaced copy, or removed). */
+static int64_t slot_of(const nf_keyset_t *ks, uint64_t pos)
 {
-    uint64_t pos = ks->tail & ks->rmask;
     const rec_t *r = &ks->ring[pos];
-    nf_id128_t k = {r->hi, r->lo};
-    uint32_t h = key_hash(rec_kg(r), k);
-    for (uint64_t i = h & ks->smask; ks->slots[i].ref1 != 0; i = (i + 1) & ks->smask) {
-        if (ks->slots[i].ref1 == pos + 1) {
-            nf_probe_remove(ks->slots, ks->smask, i);
-            break;
-        }
-    }
+    uint32_t h = key_hash(rec_kg(r), (nf_id128_t){r->hi, r->lo});
+    for (uint64_t i = h & ks->smask; ks->slots[i].ref1 != 0; i = (i + 1) & ks->smask)
+        if (ks->slots[i].ref1 == pos + 1)
+            return (int64_t)i;
+    return -1;
+}
+
+/* Takes the tail key out of the ring: its slot goes too, unless the slot now names a newer copy
+ * of the key (the tail one expired and was added again) or nothing (already removed). */
+static void unlink_tail(nf_keyset_t *ks)
+{
+    int64_t i = slot_of(ks, ks->tail & ks->rmask);
+    if (i >= 0)
+        nf_probe_remove(ks->slots, ks->smask, (size_t)i);
     ks->tail++;
-    ks->expired++;
     ks->next_exp = ks->tail < ks->head ? rec_exp(&ks->ring[ks->tail & ks->rmask]) : INT64_MAX;
     /* Keys leave in ring order: start loading the slot of the one POP_AHEAD behind, so its pop
      * does not wait for memory (the ring itself is read in order, which the hardware follows). */
@@ -125,12 +132,59 @@ static void pop_tail(nf_keyset_t *ks)
     }
 }
 
-size_t nf_keyset_expire(nf_keyset_t *ks, int64_t now_ms, size_t max)
+/* Drops the (expired) tail key. */
+static void pop_tail(nf_keyset_t *ks)
+{
+    unlink_tail(ks);
+    ks->expired++;
+}
+
+static size_t hot_expire(nf_keyset_t *ks, int64_t now_ms, size_t max)
 {
     size_t n = 0;
     while (now_ms >= ks->next_exp && (max == 0 || n < max)) {
         pop_tail(ks);
         n++;
+    }
+    return n;
+}
+
+/* Moves the oldest keys of the ring to the cold tier: at most spill_n, and only keys a snapshot
+ * wrote already (the ones since must stay for the next). 0; 1: too few such keys to be worth a
+ * run (the caller grows the ring instead); or -ENOMEM / -EIO, with nothing moved. */
+static int spill(nf_keyset_t *ks, int64_t now_ms)
+{
+    uint64_t m = ks->snap > ks->tail ? ks->snap - ks->tail : 0;
+    m = m < ks->spill_n ? m : ks->spill_n;
+    if (m == 0 || m < ks->spill_n / 4)
+        return 1;
+    rec_t *buf = nf_bigmem_alloc((size_t)m * sizeof *buf);
+    if (!buf)
+        return -ENOMEM;
+    size_t n = 0;
+    for (uint64_t s = ks->tail; s < ks->tail + m; s++) {
+        const rec_t *r = &ks->ring[s & ks->rmask];
+        if (rec_exp(r) > now_ms && slot_of(ks, s & ks->rmask) >= 0)
+            buf[n++] = *r;
+    }
+    /* Written to disk before the ring lets go of them: a failure loses nothing. */
+    int rc = nf_coldset_spill(ks->cold, buf, n);
+    nf_bigmem_free(buf, (size_t)m * sizeof *buf);
+    if (rc != 0)
+        return rc;
+    ks->expired += m - n;
+    for (uint64_t i = 0; i < m; i++)
+        unlink_tail(ks);
+    return 0;
+}
+
+size_t nf_keyset_expire(nf_keyset_t *ks, int64_t now_ms, size_t max)
+{
+    size_t n = hot_expire(ks, now_ms, max);
+    if (ks->cold) {
+        long c = nf_coldset_expire(ks->cold, now_ms);
+        n += c > 0 ? (size_t)c : 0;
+        ks->expired += c > 0 ? (uint64_t)c : 0;
     }
     return n;
 }
@@ -216,6 +270,23 @@ nf_keyset_t *nf_keyset_new(nf_store_t *st, const nf_keyset_opts_t *o)
         nf_keyset_free(ks);
         return NULL;
     }
+    if (o->spill_dir && o->budget_bytes) {
+        /* A fifth of the budget at most for the hot ring (40 bytes a position, and 12 more
+         * while a quarter of it spills: the copy and its sort), seven tenths for the filter
+         * (which the keys on disk need most: 3.4 bytes each), the rest for the page index. */
+        ks->hot_max = 64;
+        while (ks->hot_max * 2 * 52 * 5 <= o->budget_bytes && ks->hot_max * 2 <= RING_MAX)
+            ks->hot_max *= 2;
+        ks->spill_n = ks->hot_max / 4;
+        nf_coldset_opts_t co = {.dir = o->spill_dir, .filter_max_bytes = o->budget_bytes / 10 * 7};
+        char err[256];
+        if (!(ks->cold = nf_coldset_new(&co, err, sizeof err))) {
+            if (o->err)
+                snprintf(o->err, o->errlen, "%s", err);
+            nf_keyset_free(ks);
+            return NULL;
+        }
+    }
     return ks;
 }
 
@@ -228,12 +299,15 @@ void nf_keyset_free(nf_keyset_t *ks)
     free(ks->kg_count);
     free(ks->kg_list);
     free(ks->blob);
+    nf_coldset_free(ks->cold);
     free(ks);
 }
 
 void nf_keyset_prefetch(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key)
 {
     __builtin_prefetch(&ks->slots[key_hash(kg, key) & ks->smask]);
+    if (ks->cold)
+        nf_coldset_prefetch(ks->cold, kg, key);
 }
 
 void nf_keyset_prefetch_record(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key)
@@ -241,13 +315,17 @@ void nf_keyset_prefetch_record(const nf_keyset_t *ks, uint16_t kg, nf_id128_t ke
     uint32_t ref1 = nf_probe_peek(ks->slots, ks->smask, key_hash(kg, key));
     if (ref1)
         __builtin_prefetch(&ks->ring[ref1 - 1]);
+    else if (ks->cold)
+        nf_coldset_prefetch_page(ks->cold, kg, key);
 }
 
-bool nf_keyset_contains(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
+int nf_keyset_contains(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
 {
     uint64_t empty = 0;
     int64_t i = find(ks, kg, key, key_hash(kg, key), &empty);
-    return i >= 0 && rec_exp(&ks->ring[ks->slots[i].ref1 - 1]) > now_ms;
+    if (i >= 0 && rec_exp(&ks->ring[ks->slots[i].ref1 - 1]) > now_ms)
+        return 1;
+    return ks->cold ? nf_coldset_contains(ks->cold, kg, key, now_ms) : 0;
 }
 
 int nf_keyset_add(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
@@ -264,6 +342,15 @@ int nf_keyset_add(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
          * reaches it; pop_tail then finds no slot naming it). */
         nf_probe_remove(ks->slots, ks->smask, (size_t)i);
         empty = UINT64_MAX;
+    } else if (ks->cold) {
+        /* Not in the ring: a key the ring let go of is on disk until it expires. */
+        int c = nf_coldset_contains(ks->cold, kg, key, now_ms);
+        if (c < 0)
+            return c;
+        if (c == 1) {
+            ks->present++;
+            return 1;
+        }
     }
     /* Expiry keeps step with insertion: a few expired keys leave the tail with every add. */
     for (int n = 0; n < POP_STEP && now_ms >= ks->next_exp; n++) {
@@ -271,9 +358,23 @@ int nf_keyset_add(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
         empty = UINT64_MAX; /* slots may have shifted */
     }
     if (ks->head - ks->tail == ks->cap) {
-        nf_keyset_expire(ks, now_ms, 0);
-        if (ks->head - ks->tail == ks->cap && rebuild(ks, ks->cap * 2, now_ms) != 0)
+        hot_expire(ks, now_ms, 0);
+        /* Full of live keys: bounded, the oldest written ones go to disk; else (or when none
+         * can: every key is new since the last snapshot, or the disk failed) the ring grows. */
+        int s = ks->head - ks->tail < ks->cap        ? 0
+                : ks->cold && ks->cap >= ks->hot_max ? spill(ks, now_ms)
+                                                     : 1;
+        if (s != 0 && rebuild(ks, ks->cap * 2, now_ms) != 0)
             return -ENOMEM;
+        if (s < 0)
+            ks->spill_failures++;
+        if (s == 0 && ks->cap > ks->hot_max) {
+            /* grown past its bound before (a spill could not run): back within it */
+            while (ks->head - ks->tail > ks->hot_max / 2 && spill(ks, now_ms) == 0)
+                ;
+            if (ks->head - ks->tail <= ks->hot_max / 2)
+                (void)rebuild(ks, ks->hot_max, now_ms);
+        }
         empty = UINT64_MAX;
     }
     uint64_t pos = ks->head & ks->rmask;
@@ -444,6 +545,8 @@ typedef struct loader {
     int64_t now;
     rec_t *v;
     size_t n, cap;
+    size_t spill_at; /* bounded: every spill_at keys go to the cold tier (0: never) */
+    size_t spilled;
     int rc;
     char *err;
     size_t errlen;
@@ -470,6 +573,14 @@ static int keep(loader_t *l, uint16_t kg, uint64_t hi, uint64_t lo, int64_t exp)
         l->cap = cap;
     }
     l->v[l->n++] = (rec_t){hi, lo, rec_pack(exp, kg)};
+    if (l->spill_at && l->n == l->spill_at) {
+        /* In the store already: straight to disk, the ring stays for new keys. */
+        int rc = nf_coldset_spill(l->ks->cold, l->v, l->n);
+        if (rc != 0)
+            return rc == -ENOMEM ? -ENOMEM : -EIO;
+        l->spilled += l->n;
+        l->n = 0;
+    }
     return 0;
 }
 
@@ -532,7 +643,13 @@ static long load(nf_keyset_t *ks, const uint16_t *kgs, size_t nkgs, nf_keyset_ow
         return -ENOTEMPTY;
     if (!ks->st)
         return 0;
-    loader_t l = {.ks = ks, .owns = owns, .ctx = ctx, .now = now_ms, .err = err, .errlen = errlen};
+    loader_t l = {.ks = ks,
+                  .owns = owns,
+                  .ctx = ctx,
+                  .now = now_ms,
+                  .err = err,
+                  .errlen = errlen,
+                  .spill_at = ks->cold ? (size_t)ks->spill_n : 0};
     int rc = 0;
     if (!kgs) {
         rc = nf_store_scan(ks->st, ks->kind, load_one, &l);
@@ -542,12 +659,23 @@ static long load(nf_keyset_t *ks, const uint16_t *kgs, size_t nkgs, nf_keyset_ow
             rc = nf_store_scan_prefix(ks->st, ks->kind, prefix, sizeof prefix, load_one, &l);
         }
     }
+    if (rc == 0 && ks->cold && (l.spilled || (ks->head - ks->tail) + l.n > ks->hot_max / 2)) {
+        rc = nf_coldset_spill(ks->cold, l.v, l.n);
+        if (rc == 0) {
+            l.spilled += l.n;
+            l.n = 0;
+        }
+    }
     if (rc == -EIO && !err[0])
         snprintf(err, errlen, "state %s: reading the store failed", nf_state_kind_name(ks->kind));
     if (rc != 0) {
         free(l.v);
+        if (rc == -ENOSPC)
+            snprintf(err, errlen, "state %s: no space left for its cold keys",
+                     nf_state_kind_name(ks->kind));
         return rc == -ENOMEM ? -ENOMEM : -EIO;
     }
+    ks->loaded += l.spilled;
     /* Blobs come in key-group order, not time order: put the keys roughly in expiry order
      * (4096 buckets over the TTL) so the tail can drop them as they expire. */
     enum { BUCKETS = 4096 };
@@ -609,7 +737,7 @@ static long load(nf_keyset_t *ks, const uint16_t *kgs, size_t nkgs, nf_keyset_ow
     if (all_written)
         ks->snap = ks->head; /* in the store already */
     ks->loaded += loaded;
-    return (long)loaded;
+    return (long)(loaded + l.spilled);
 }
 
 long nf_keyset_load(nf_keyset_t *ks, nf_keyset_owns_fn owns, void *ctx, int64_t now_ms, char *err,
@@ -630,22 +758,42 @@ long nf_keyset_drop(nf_keyset_t *ks, nf_keyset_owns_fn match, void *ctx, int64_t
     if (rebuild_drop(ks, ks->cap, now_ms, match, ctx) != 0)
         return -ENOMEM;
     ks->expired = expired0; /* rebuild counts every key it left behind as expired */
-    return (long)(before - (ks->head - ks->tail));
+    long cold = ks->cold ? nf_coldset_drop(ks->cold, match, ctx, now_ms) : 0;
+    if (cold < 0)
+        return cold;
+    return (long)(before - (ks->head - ks->tail)) + cold;
 }
 
 /* ---------------------------------------------------------------- stats */
 
 void nf_keyset_stats(const nf_keyset_t *ks, nf_keyset_stats_t *out)
 {
-    *out = (nf_keyset_stats_t){.keys = (size_t)(ks->head - ks->tail),
-                               .bytes = table_bytes(ks->cap),
+    nf_coldset_stats_t c = {0};
+    if (ks->cold)
+        nf_coldset_stats(ks->cold, &c);
+    *out = (nf_keyset_stats_t){.keys = (size_t)(ks->head - ks->tail) + c.keys,
+                               .bytes = table_bytes(ks->cap) + c.bytes,
                                .added = ks->added,
                                .present = ks->present,
                                .expired = ks->expired,
-                               .loaded = ks->loaded};
+                               .loaded = ks->loaded,
+                               .cold_keys = c.keys,
+                               .cold_runs = c.runs,
+                               .cold_bytes = c.bytes,
+                               .disk_bytes = c.disk_bytes,
+                               .unfiltered = c.unfiltered,
+                               .cold_lookups = c.lookups,
+                               .cold_reads = c.reads,
+                               .cold_hits = c.hits,
+                               .spills = c.spills,
+                               .spill_failures = ks->spill_failures,
+                               .spill_ns = c.spill_ns,
+                               .spill_ns_max = c.spill_ns_max};
 }
 
 bool nf_keyset_over_budget(const nf_keyset_t *ks)
 {
-    return ks->budget != 0 && table_bytes(ks->cap) > ks->budget;
+    nf_keyset_stats_t st;
+    nf_keyset_stats(ks, &st);
+    return ks->budget != 0 && st.bytes > ks->budget;
 }

@@ -1,5 +1,6 @@
-/* keyset.h — a durable set of 128-bit keys with a time to live, held wholly in memory: the read
- * path's two dedup sets, event ids (TTL 2 h) and (user, article, session) triples (TTL 24 h).
+/* keyset.h — a durable set of 128-bit keys with a time to live, in memory up to a budget and on
+ * disk past it: the read path's two dedup sets, event ids (TTL 2 h) and (user, article, session)
+ * triples (TTL 24 h).
  *
  * Why not keyed state (kstate.h): a dedup set meets a new key with almost every event. kstate
  * gives each key a 64-byte record and a slot, writes each key to RocksDB separately at the cut
@@ -39,13 +40,29 @@
  * commits are in no blob: a restart forgets them along with the rest of that epoch (a failed
  * commit stops the job: epoch.h).
  *
- * Memory budget: a keyset cannot evict (a forgotten key would count twice). Past its budget it
- * still grows and nf_keyset_over_budget() turns true, for the owner to report; the remedies are
- * a shorter TTL or more memory (size ~ TTL x keys per second x 60 bytes).
+ * Memory budget. A keyset cannot evict (a forgotten key would count twice), so with a budget and
+ * a spill directory it is bounded by moving keys to disk instead (state/coldset.h):
+ *   hot    the ring stops growing at hot_max positions (at most a fifth of the budget: 40
+ *          bytes a position, 12 more while a quarter of it spills); when it is full of live
+ *          keys its oldest quarter, keys a snapshot wrote already, goes to disk as one sorted
+ *          run;
+ *   cold   the runs, and one cuckoo filter over them (up to seven tenths of the budget, 3.4
+ *          bytes a key): a key the ring does not hold is looked up there, and read from disk
+ *          only when the filter names a run (a present key; ~15 in 100,000 absent ones).
+ *          Past the filter's room (~budget / 4.9 keys on disk) the keys still go to disk,
+ *          unfiltered: memory stays bounded and answers exact, but lookups read a page of
+ *          every such run (coldset.h).
+ * Exact either way: a key leaves the ring only once it is on disk, and the cold tier answers
+ * "present" until it expires. The runs are a cache of the store's blobs, not a second copy of
+ * record: a restart loads the blobs again (keys past the ring's room straight into runs). Keys
+ * since the last snapshot never spill; a set that cannot spill (an epoch's keys alone exceed
+ * the ring, or the disk refuses) grows instead, exact but over budget, and
+ * nf_keyset_over_budget() turns true for the owner to report. Without a spill directory the
+ * set only reports (size ~ TTL x keys per second x 60 bytes).
  *
  * Threads: one shard owns a keyset; every call is from that shard's thread. nf_keyset_load reads
- * the store (thread-safe). Hot path (add, contains): no allocation but the ring's doubling, no
- * lock, no syscall. */
+ * the store (thread-safe). Hot path (add, contains): no allocation but the ring's doubling or a
+ * spill, no lock, no syscall but the page read of a key found on disk. */
 #ifndef NF_KEYSET_H
 #define NF_KEYSET_H
 
@@ -69,23 +86,31 @@ typedef struct nf_keyset_opts {
      * [kg 2][epoch 8][writer 2][process: its low 48 bits, 6][chunk 2], and a key group's keys
      * of an epoch split in blobs of at most 400,000 (9.6 MB). Both load. */
     uint64_t process;
+    /* A directory for keys past the budget (the state directory), or NULL: unbounded, the
+     * budget only reported. Needs budget_bytes. */
+    const char *spill_dir;
+    char *err; /* where nf_keyset_new says why it failed (may be NULL) */
+    size_t errlen;
 } nf_keyset_opts_t;
 
-/* NULL on allocation failure or ttl_ms == 0. st may be NULL (memory only: snapshots write
- * nothing, load finds nothing). */
+/* NULL on allocation failure, ttl_ms == 0, or a spill_dir that takes no files. st may be NULL
+ * (memory only: snapshots write nothing, load finds nothing). */
 nf_keyset_t *nf_keyset_new(nf_store_t *st, const nf_keyset_opts_t *o);
 void nf_keyset_free(nf_keyset_t *ks);
 
 /* 1: (kg, key) was present (nothing changes); 0: added, expiring at now_ms + ttl_ms; -ENOMEM
- * (not added: the ring could not grow). */
+ * (not added: the ring could not grow) or -EIO (not added: a page of the cold tier could not be
+ * read). */
 int nf_keyset_add(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms);
-/* Whether (kg, key) is present at now_ms; changes nothing. */
-bool nf_keyset_contains(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms);
+/* 1 if (kg, key) is present at now_ms, 0 if not, -EIO (the cold tier could not be read);
+ * changes nothing but the lookup counters. */
+int nf_keyset_contains(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms);
 /* A hint, no effect: starts loading the slot line an add or contains of (kg, key) reads first,
  * so a caller with a batch of keys can overlap their cache misses. */
 void nf_keyset_prefetch(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key);
 /* The hint's second step, once that slot line is in: the ring record of a slot whose tag is
- * key's (a key present — a duplicate — is the only common case: its record is then compared). */
+ * key's (a key present — a duplicate — is the only common case: its record is then compared);
+ * for a key not in the ring, the disk page the cold filter names, if any (readahead). */
 void nf_keyset_prefetch_record(const nf_keyset_t *ks, uint16_t kg, nf_id128_t key);
 
 /* Drops expired keys from the tail, at most max (0 = all); returns how many. nf_keyset_add does
@@ -115,9 +140,13 @@ long nf_keyset_load_groups(nf_keyset_t *ks, const uint16_t *kgs, size_t n, nf_ke
 long nf_keyset_drop(nf_keyset_t *ks, nf_keyset_owns_fn match, void *ctx, int64_t now_ms);
 
 typedef struct nf_keyset_stats {
-    size_t keys;  /* in the ring: present, plus expired ones not yet dropped */
-    size_t bytes; /* ring and slots */
+    size_t keys;  /* in the ring and on disk: present, plus expired ones not yet dropped */
+    size_t bytes; /* memory: ring, slots, and the cold tier's filter and page index */
     uint64_t added, present, expired, loaded;
+    /* the cold tier (all 0 without one): coldset.h */
+    size_t cold_keys, cold_runs, cold_bytes, disk_bytes, unfiltered;
+    uint64_t cold_lookups, cold_reads, cold_hits, spills, spill_failures;
+    uint64_t spill_ns, spill_ns_max; /* the time spills took (the owner waits: one at a time) */
 } nf_keyset_stats_t;
 void nf_keyset_stats(const nf_keyset_t *ks, nf_keyset_stats_t *out);
 bool nf_keyset_over_budget(const nf_keyset_t *ks);

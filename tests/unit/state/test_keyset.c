@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#define UNIVERSE 3000 /* distinct (kg, key) pairs, so that keys repeat */
+#define UNIVERSE 20000 /* distinct (kg, key) pairs, so that keys repeat */
 
 typedef struct model {
     int64_t exp[UNIVERSE]; /* 0 = absent */
@@ -44,7 +44,7 @@ static bool model_add(model_t *m, unsigned i, int64_t now, int64_t ttl)
 }
 
 /* Every key of the universe reads the same in the set and the model at now. */
-static int compare(const nf_keyset_t *ks, const model_t *m, int64_t now)
+static int compare(nf_keyset_t *ks, const model_t *m, int64_t now)
 {
     int bad = 0;
     for (unsigned i = 0; i < UNIVERSE; i++) {
@@ -56,17 +56,36 @@ static int compare(const nf_keyset_t *ks, const model_t *m, int64_t now)
     return bad;
 }
 
-static void test_model(void)
+static bool in_odd_group(uint16_t kg, nf_id128_t key, void *ctx)
+{
+    (void)key;
+    (void)ctx;
+    return kg % 2 == 1;
+}
+
+/* Random adds, lookups and expiry against the model. bounded: a budget small enough that most
+ * keys live on disk (spill_dir), snapshots marking keys written (only those may spill), a drop
+ * of half the key groups midway, and an unbounded set fed alongside that must decide alike. */
+static void run_model(bool bounded)
 {
     const int64_t ttl = 10000;
+    char dir[128] = "";
+    if (bounded)
+        NF_REQUIRE(nf_teststore_tmpdir("keyset-cold", dir, sizeof dir));
     nf_keyset_opts_t o = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = ttl, .initial_capacity = 16};
+    nf_keyset_t *ref = bounded ? nf_keyset_new(NULL, &o) : NULL;
+    if (bounded) {
+        o.budget_bytes = 512 << 10;
+        o.spill_dir = dir;
+    }
     nf_keyset_t *ks = nf_keyset_new(NULL, &o);
     NF_REQUIRE(ks);
     static model_t m;
     memset(&m, 0, sizeof m);
-    uint64_t rng = 42;
+    uint64_t rng = 42, epoch = 0;
     int64_t now = 1700000000000;
     size_t grew_to = 0;
+    bool dropped = false;
     for (int op = 0; op < 400000; op++) {
         uint64_t r = rng_next(&rng);
         if (r % 100 < 2) /* time moves: mostly small steps, sometimes past the whole TTL */
@@ -76,12 +95,23 @@ static void test_model(void)
             nf_keyset_prefetch(ks, kg_of(i), key_of(i));
             nf_keyset_prefetch_record(ks, kg_of(i), key_of(i));
         }
+        if (bounded && op % 61 == 0)
+            NF_CHECK(nf_keyset_snapshot(ks, NULL, ++epoch) >= 0);
+        if (bounded && op == 200000) { /* the odd key groups move away */
+            NF_CHECK(nf_keyset_drop(ks, in_odd_group, NULL, now) >= 0);
+            NF_CHECK(nf_keyset_drop(ref, in_odd_group, NULL, now) >= 0);
+            for (unsigned j = 0; j < UNIVERSE; j++)
+                if (kg_of(j) % 2 == 1)
+                    m.exp[j] = 0;
+            dropped = true;
+        }
         if (r % 100 < 90) {
             int got = nf_keyset_add(ks, kg_of(i), key_of(i), now);
             bool want = model_add(&m, i, now, ttl);
-            if (got != (want ? 1 : 0)) {
-                fprintf(stderr, "op %d: add %u at %lld: %d, model %d\n", op, i, (long long)now, got,
-                        want);
+            int got_ref = ref ? nf_keyset_add(ref, kg_of(i), key_of(i), now) : got;
+            if (got != (want ? 1 : 0) || got_ref != got) {
+                fprintf(stderr, "op %d: add %u at %lld: %d (in memory %d), model %d\n", op, i,
+                        (long long)now, got, got_ref, want);
                 NF_CHECK(0);
                 break;
             }
@@ -99,15 +129,38 @@ static void test_model(void)
         grew_to = st.bytes > grew_to ? st.bytes : grew_to;
     }
     NF_CHECK_EQ(compare(ks, &m, now), 0);
+    nf_keyset_stats_t st;
+    nf_keyset_stats(ks, &st);
+    if (bounded) {
+        /* Most keys went through the disk, and memory never passed the budget. */
+        NF_CHECK(dropped && st.spills > 100 && st.cold_hits > 1000 && st.cold_keys > st.keys / 2);
+        NF_CHECK(grew_to <= o.budget_bytes);
+        NF_CHECK_EQ(st.unfiltered, 0);
+        NF_CHECK_EQ(st.spill_failures, 0);
+        NF_CHECK(!nf_keyset_over_budget(ks));
+    }
     /* Everything expires, and an idle set gives its keys up to the expire call. */
     now += ttl;
     nf_keyset_expire(ks, now, 0);
-    nf_keyset_stats_t st;
     nf_keyset_stats(ks, &st);
     NF_CHECK_EQ(st.keys, 0);
+    NF_CHECK_EQ(st.disk_bytes, 0);
     NF_CHECK(grew_to > 16 * 40); /* the ring grew from 16 */
     NF_CHECK(st.added > 0 && st.present > 0 && st.expired > 0);
     nf_keyset_free(ks);
+    nf_keyset_free(ref);
+    if (bounded)
+        nf_teststore_rmtree(dir);
+}
+
+static void test_model(void)
+{
+    run_model(false);
+}
+
+static void test_model_bounded(void)
+{
+    run_model(true);
 }
 
 /* Two owners (as two shards) split the universe by key; epochs commit through a real store;
@@ -118,10 +171,13 @@ static bool owns_even(uint16_t kg, nf_id128_t key, void *ctx)
     return (key.hi & 1) == (uint64_t)(uintptr_t)ctx;
 }
 
-static void test_restart_through_store(void)
+static void run_restarts(bool bounded)
 {
     char dir[128];
     NF_REQUIRE(nf_teststore_tmpdir("keyset", dir, sizeof dir));
+    size_t budget = bounded ? 256u << 10 : 0; /* a ring of 512: most keys go to disk */
+    const char *spill = bounded ? dir : NULL;
+    size_t cold_seen = 0;
     nf_store_t *st = nf_teststore_open(dir);
     NF_REQUIRE(st);
     const int64_t ttl = 5000;
@@ -130,7 +186,9 @@ static void test_restart_through_store(void)
         nf_keyset_opts_t o = {.kind = NF_KIND_INTEREST_SEEN,
                               .ttl_ms = ttl,
                               .initial_capacity = 64,
-                              .writer = (uint16_t)w};
+                              .writer = (uint16_t)w,
+                              .budget_bytes = budget,
+                              .spill_dir = spill};
         ks[w] = nf_keyset_new(st, &o);
         NF_REQUIRE(ks[w]);
     }
@@ -162,8 +220,11 @@ static void test_restart_through_store(void)
             m = committed;
             for (unsigned k = 0; k < 2; k++) {
                 nf_keyset_free(ks[k]);
-                nf_keyset_opts_t o = {
-                    .kind = NF_KIND_INTEREST_SEEN, .ttl_ms = ttl, .writer = (uint16_t)k};
+                nf_keyset_opts_t o = {.kind = NF_KIND_INTEREST_SEEN,
+                                      .ttl_ms = ttl,
+                                      .writer = (uint16_t)k,
+                                      .budget_bytes = budget,
+                                      .spill_dir = spill};
                 ks[k] = nf_keyset_new(st, &o);
                 NF_REQUIRE(ks[k]);
                 char err[256];
@@ -172,6 +233,10 @@ static void test_restart_through_store(void)
                 if (n < 0)
                     fprintf(stderr, "load: %s\n", err);
                 NF_CHECK(n >= 0);
+                nf_keyset_stats_t kst;
+                nf_keyset_stats(ks[k], &kst);
+                cold_seen += kst.cold_keys; /* bounded: the loaded keys went to disk */
+                NF_CHECK(!nf_keyset_over_budget(ks[k]));
             }
             for (unsigned j = 0; j < UNIVERSE; j++) {
                 unsigned k = (unsigned)(key_of(j).hi & 1);
@@ -184,10 +249,21 @@ static void test_restart_through_store(void)
     }
     NF_CHECK_EQ(bad, 0);
     NF_CHECK(restarts >= 5);
+    NF_CHECK(bounded ? cold_seen > 1000 : cold_seen == 0);
     for (unsigned k = 0; k < 2; k++)
         nf_keyset_free(ks[k]);
     nf_store_close(st);
     nf_teststore_rmtree(dir);
+}
+
+static void test_restart_through_store(void)
+{
+    run_restarts(false);
+}
+
+static void test_restart_bounded(void)
+{
+    run_restarts(true);
 }
 
 /* The blob layout (keyset.h), and the store's TTL filter dropping a blob whose keys expired. */
@@ -354,13 +430,6 @@ static void test_budget(void)
 /* A rebalance: the keys of revoked key groups leave memory (nf_keyset_drop) and nothing else
  * does; gained key groups are read back by prefix into a set that holds other keys
  * (nf_keyset_load_groups), keys already held are not doubled, and the model agrees throughout. */
-static bool in_odd_group(uint16_t kg, nf_id128_t key, void *ctx)
-{
-    (void)key;
-    (void)ctx;
-    return kg % 2 == 1;
-}
-
 static void test_groups_move(void)
 {
     char dir[128];
@@ -459,7 +528,9 @@ static void test_process_keys_and_chunks(void)
 int main(void)
 {
     NF_RUN(test_model);
+    NF_RUN(test_model_bounded);
     NF_RUN(test_restart_through_store);
+    NF_RUN(test_restart_bounded);
     NF_RUN(test_blob_layout_and_ttl_filter);
     NF_RUN(test_legacy_records);
     NF_RUN(test_corrupt);
