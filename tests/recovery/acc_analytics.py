@@ -9,7 +9,9 @@ NF_TEST_BROKER: its own topic prefix, group and transactional id) and state dire
      (out of order within the allowed lateness, some late beyond it, repeated event ids,
      repeated (user, article, session)) -> event-id dedup -> trending (exact mode) -> interest;
   B  the same, SIGKILLed twice: once while articles are being crawled and clustered, once while
-     the read events are being consumed; each time restarted on the same state.
+     the read events are being consumed; each time restarted on the same state. B runs with
+     state.budget_mb=1, so that its dedup sets keep most keys on disk (state/keyset.h: a ring
+     of 2,048 keys, the rest in runs behind a filter) and its restarts load them there.
 
 Checked, from the read_committed topics:
   - articles carry category_labels and a unit-norm topics vector; story-clusters has one record
@@ -20,7 +22,8 @@ Checked, from the read_committed topics:
   - trending: the windows equal a batch recomputation (the model below) over the events that
     were on time per partition, and A and B emitted the same records;
   - story-clusters: B's clusters equal A's (as sets of articles: cluster ids are the earliest
-    article by fetch time, which differs between runs).
+    article by fetch time, which differs between runs);
+  - B's dedup sets did keep keys on disk and answered lookups from there (its metrics).
 
 Usage: python3 acc_analytics.py NEWSFLOW SRCDIR
 """
@@ -231,7 +234,7 @@ def iso_ms(s):
     return calendar.timegm(t) * 1000 + ms
 
 
-def run(ctx, feeds, tag, kills):
+def run(ctx, feeds, tag, kills, budget_mb=None):
     B = acclib.start_broker(ctx, name=tag, partitions=PARTITIONS)
     state = ctx.path("state-" + tag)
     sets = ["runtime.shards=2",
@@ -241,6 +244,9 @@ def run(ctx, feeds, tag, kills):
             "trending.exact=true", "trending.window_s=%d" % (WINDOW_MS // 1000),
             "trending.idle_ms=3600000", "trending.lateness_ms=%d" % LATENESS_MS,
             "demo.read_events_per_s=0", "interest.unknown_articles=skip"]
+    if budget_mb:  # and the metrics, to see where the dedup keys are
+        sets += ["state.budget_mb=%d" % budget_mb, "admin.enabled=true", "admin.port=0",
+                 "admin.listen=127.0.0.1"]
     if B.kind == "mock":
         # on a real broker Broker.job_sets names the transactional id (under the prefix)
         sets.insert(0, "kafka.transactional_id=acc-analytics-" + tag)
@@ -297,9 +303,11 @@ def run(ctx, feeds, tag, kills):
     ctx.wait_for("%d trending windows on %s" % (len(twant), tag),
                  lambda: acclib.count_topic(ctx, B, "trending") >= len(twant), timeout=120,
                  job=job)
+    metrics = job.metrics() or {}
     rc = job.terminate()
     ctx.check(rc == 0, "%s: exit %s after SIGTERM" % (tag, rc), job)
     return {
+        "metrics": metrics,
         "articles": by_slug,
         "clusters": acclib.read_outputs(ctx, B, "story-clusters"),
         "interest": acclib.read_outputs(ctx, B, "interest-updates"),
@@ -402,8 +410,15 @@ def body(ctx):
     feeds.start(ctx)
     a = run(ctx, feeds, "A", kills=False)
     ta = check_run(ctx, feeds, a, "A")
-    b = run(ctx, feeds, "B", kills=True)
+    b = run(ctx, feeds, "B", kills=True, budget_mb=1)
     tb = check_run(ctx, feeds, b, "B")
+    m = b["metrics"]
+    disk = (m.get("newsflow_read_dedup_disk_keys", 0), m.get("newsflow_read_dedup_keys", 0),
+            m.get("newsflow_read_dedup_disk_lookups_total", 0),
+            m.get("newsflow_read_dedup_disk_hits_total", 0))
+    ctx.log("B: dedup keys on disk %d of %d, disk lookups %d, found there %d" % disk)
+    ctx.check(disk[0] > 0 and disk[2] > 0,
+              "B: the dedup sets kept no keys on disk under state.budget_mb=1 (%r)" % (disk,))
     # A and B: the same interest records and the same trending windows.
     ia = sorted(json.dumps(v, sort_keys=True) for k, h, v in a["interest"])
     ib = sorted(json.dumps(v, sort_keys=True) for k, h, v in b["interest"])
