@@ -665,9 +665,12 @@ void nf_reads_dedup_report(const nf_reads_dedup_m_t *m, nf_reads_dedup_seen_t *s
             st->spill_failures
                 ? "a dedup set is over state.budget_mb: its keys could not be written to disk "
                   "(see newsflow_read_dedup_spill_failures_total; is state.dir full?)"
-                : "a dedup set is over state.budget_mb: it cannot evict, and it has no state.dir "
-                  "to move keys to (or one epoch's keys alone outgrow a fifth of the budget); "
-                  "set state.dir, lower its TTL or raise the budget",
+            : st->spill_deferred
+                ? "a dedup set is over state.budget_mb: one epoch's new keys alone fill its ring "
+                  "(a fifth of the budget, 40 bytes a key), and keys move to disk only once an "
+                  "epoch wrote them; raise the budget or shorten checkpoint.interval_ms"
+                : "a dedup set is over state.budget_mb: it cannot evict, and without a state.dir "
+                  "it cannot move keys to disk; set state.dir, lower its TTL or raise the budget",
             NF_LS("set", set), NF_LI("shard", shard), NF_LI("keys", (int64_t)st->keys),
             NF_LI("bytes", (int64_t)st->bytes), NF_LEND);
     seen->over = over;

@@ -123,6 +123,17 @@ static inline uint64_t alt_bucket(const nf_coldset_t *cs, uint64_t b, uint32_t f
     return h >= b ? h - b : h + cs->nb - b;
 }
 
+/* Filling or emptying the filter a run at a time touches a random bucket pair per key: the pair
+ * of the key AHEAD places on is loaded meanwhile. */
+#define AHEAD 8
+
+static inline void prefetch_sk(const nf_coldset_t *cs, uint64_t sk)
+{
+    uint64_t b = home_bucket(cs, sk);
+    __builtin_prefetch(&cs->fb[b], 1);
+    __builtin_prefetch(&cs->fb[alt_bucket(cs, b, fp_of(sk))], 1);
+}
+
 static bool bucket_put(nf_coldset_t *cs, uint64_t b, uint32_t v)
 {
     for (int i = 0; i < SLOTS; i++) {
@@ -271,6 +282,10 @@ static int run_each(nf_coldset_t *cs, const run_t *r, uint64_t n,
             const unsigned char *pg = cs->io + q * PAGE;
             for (uint64_t i = 0; i < m && first < n; i++) {
                 nf_coldrec_t rec;
+                if (cs->nb && i + AHEAD < m) {
+                    memcpy(&rec, pg + (i + AHEAD) * sizeof rec, sizeof rec);
+                    prefetch_sk(cs, rec_sk(&rec));
+                }
                 memcpy(&rec, pg + i * sizeof rec, sizeof rec);
                 fn(cs, r, &rec, arg);
             }
@@ -281,72 +296,22 @@ static int run_each(nf_coldset_t *cs, const run_t *r, uint64_t n,
     return 0;
 }
 
-static void refilter_one(nf_coldset_t *cs, const run_t *r, const nf_coldrec_t *rec, void *arg)
-{
-    int *failed = arg;
-    if (!*failed && filt_put(cs, rec_sk(rec), r->tag) != 0)
-        *failed = 1;
-}
-
 static void unfilter_one(nf_coldset_t *cs, const run_t *r, const nf_coldrec_t *rec, void *arg)
 {
     (void)arg;
     filt_del(cs, rec_sk(rec), r->tag);
 }
 
-/* A filter of nb buckets with every run's filtered keys in it again. */
-static int filter_rebuild(nf_coldset_t *cs, uint64_t nb)
+/* The filter, at its full size, when the first run needs it: a set that spills has filled a
+ * ring of a fifth of its budget already, and a filter that grew by doubling would have to read
+ * every run back at each step — a pause of seconds at tens of millions of keys. */
+static void filter_alloc(nf_coldset_t *cs)
 {
-    bucket_t *fb = nf_bigmem_alloc((size_t)nb * sizeof *fb);
-    if (!fb)
-        return -ENOMEM;
-    bucket_t *old = cs->fb;
-    uint64_t old_nb = cs->nb;
-    cs->fb = fb;
-    cs->nb = nb;
-    cs->nfk = 0;
-    cs->nstash = 0;
-    int rc = 0;
-    for (size_t i = 0; i < cs->nruns && rc == 0; i++) {
-        run_t *r = cs->runs[i];
-        int failed = 0;
-        if (r->nfilt > 0)
-            rc = run_each(cs, r, r->nfilt, refilter_one, &failed);
-        /* A larger filter takes every key a smaller one did: failed is not expected, but the
-         * run would stay exact with a shorter filtered prefix; only an unreadable run can't. */
-        if (failed)
-            rc = -EIO;
-    }
-    if (rc != 0) {
-        nf_bigmem_free(fb, (size_t)nb * sizeof *fb);
-        cs->fb = old; /* untouched: the caller puts its count and stash back */
-        cs->nb = old_nb;
-        return rc;
-    }
-    nf_bigmem_free(old, (size_t)old_nb * sizeof *old);
-    return 0;
-}
-
-/* Grows the filter, if its budget allows, so that keys more fit under the load limit. */
-static void filter_reserve(nf_coldset_t *cs, uint64_t more)
-{
-    if (cs->max_nb == 0)
+    if (cs->nb || cs->max_nb == 0)
         return;
-    uint64_t want = cs->nfk + more, nb = cs->nb ? cs->nb : cs->max_nb < 256 ? cs->max_nb : 256;
-    while (nb * SLOTS * LOAD_NUM / LOAD_DEN < want && nb < cs->max_nb)
-        nb = nb * 2 < cs->max_nb ? nb * 2 : cs->max_nb;
-    if (nb > cs->max_nb || nb == cs->nb)
-        return;
-    /* the stash and count go with the rebuild; a failed rebuild keeps the old filter whole */
-    unsigned nstash = cs->nstash;
-    stash_ent_t st[STASH];
-    memcpy(st, cs->stash, sizeof st);
-    uint64_t nfk = cs->nfk;
-    if (filter_rebuild(cs, nb) != 0) {
-        memcpy(cs->stash, st, sizeof st);
-        cs->nstash = nstash;
-        cs->nfk = nfk;
-    }
+    cs->fb = nf_bigmem_alloc((size_t)cs->max_nb * sizeof *cs->fb);
+    if (cs->fb)
+        cs->nb = cs->max_nb; /* else no filter: every run unfiltered, exact and slow */
 }
 
 /* ---------------------------------------------------------------- sort */
@@ -541,9 +506,14 @@ static int spill(nf_coldset_t *cs, nf_coldrec_t *recs, size_t n)
     s->end += npages * PAGE;
     s->runs++;
     r->tag = next_tag(cs);
-    filter_reserve(cs, n);
-    while (r->nfilt < n && filt_put(cs, rec_sk(&recs[r->nfilt]), r->tag) == 0)
+    filter_alloc(cs);
+    while (r->nfilt < n) {
+        if (cs->nb && r->nfilt + AHEAD < n)
+            prefetch_sk(cs, rec_sk(&recs[r->nfilt + AHEAD]));
+        if (filt_put(cs, rec_sk(&recs[r->nfilt]), r->tag) != 0)
+            break;
         r->nfilt++;
+    }
     r->tag_next = cs->by_tag[r->tag];
     cs->by_tag[r->tag] = r;
     if (r->nfilt < n) {

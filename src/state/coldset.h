@@ -23,9 +23,10 @@
  *           100,000 absent keys; the tag (a run's number mod 256) names the one or two live runs
  *           to search, so a present key costs a page read or two however many runs there are.
  *           Keys are removed when their run is dropped (the run is read back for it). The
- *           filter doubles (rebuilt from the runs) up to filter_max_bytes, any size; past that,
- *           the keys that find no room stay out of it and the run they are in is searched by
- *           every lookup of an sk at or past them ("unfiltered": exact, slow, counted).
+ *           filter takes filter_max_bytes (any size) at the first spill, whole: growing it
+ *           would mean reading every run back. Past its room (95 %), the keys that find none
+ *           stay out of it and the run they are in is searched by every lookup of an sk at or
+ *           past them ("unfiltered": exact, slow, counted).
  *
  * Cost: a lookup of an absent key, two cache lines; of a present cold key, one pread of 4 KiB
  * (from the page cache when it is warm; nf_coldset_prefetch_page starts it with readahead).
@@ -51,7 +52,7 @@ typedef struct nf_coldset nf_coldset_t;
 
 typedef struct nf_coldset_opts {
     const char *dir;         /* where the segment files go (a directory that exists) */
-    size_t filter_max_bytes; /* the filter grows up to this (rounded down to a power of two) */
+    size_t filter_max_bytes; /* the filter's size, with ~100 KiB of fixed parts (0: none) */
 } nf_coldset_opts_t;
 
 /* NULL with the reason in err (the directory cannot hold files, no memory). */

@@ -55,6 +55,7 @@ struct nf_keyset {
     nf_coldset_t *cold;
     uint64_t hot_max, spill_n;
     uint64_t spill_failures; /* spills the disk refused (the ring grew instead) */
+    uint64_t spill_deferred; /* full of keys newer than the last snapshot (the ring grew) */
 
     uint64_t added, present, expired, loaded;
 };
@@ -164,6 +165,11 @@ static int spill(nf_keyset_t *ks, int64_t now_ms)
     size_t n = 0;
     for (uint64_t s = ks->tail; s < ks->tail + m; s++) {
         const rec_t *r = &ks->ring[s & ks->rmask];
+        if (s + POP_AHEAD < ks->tail + m) { /* its slot's line, while this one is looked at */
+            const rec_t *a = &ks->ring[(s + POP_AHEAD) & ks->rmask];
+            __builtin_prefetch(
+                &ks->slots[key_hash(rec_kg(a), (nf_id128_t){a->hi, a->lo}) & ks->smask]);
+        }
         if (rec_exp(r) > now_ms && slot_of(ks, s & ks->rmask) >= 0)
             buf[n++] = *r;
     }
@@ -178,9 +184,24 @@ static int spill(nf_keyset_t *ks, int64_t now_ms)
     return 0;
 }
 
+static int rebuild(nf_keyset_t *ks, uint64_t new_cap, int64_t now_ms);
+
+/* A ring grown past hot_max (no key could spill then: all were newer than the last snapshot,
+ * or the disk failed) moves its written keys out and shrinks back, once it can. */
+static void back_within(nf_keyset_t *ks, int64_t now_ms)
+{
+    if (!ks->cold || ks->cap <= ks->hot_max)
+        return;
+    while (ks->head - ks->tail > ks->hot_max / 2 && spill(ks, now_ms) == 0)
+        ;
+    if (ks->head - ks->tail <= ks->hot_max / 2)
+        (void)rebuild(ks, ks->hot_max, now_ms);
+}
+
 size_t nf_keyset_expire(nf_keyset_t *ks, int64_t now_ms, size_t max)
 {
     size_t n = hot_expire(ks, now_ms, max);
+    back_within(ks, now_ms);
     if (ks->cold) {
         long c = nf_coldset_expire(ks->cold, now_ms);
         n += c > 0 ? (size_t)c : 0;
@@ -368,13 +389,10 @@ int nf_keyset_add(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
             return -ENOMEM;
         if (s < 0)
             ks->spill_failures++;
-        if (s == 0 && ks->cap > ks->hot_max) {
-            /* grown past its bound before (a spill could not run): back within it */
-            while (ks->head - ks->tail > ks->hot_max / 2 && spill(ks, now_ms) == 0)
-                ;
-            if (ks->head - ks->tail <= ks->hot_max / 2)
-                (void)rebuild(ks, ks->hot_max, now_ms);
-        }
+        else if (s == 1 && ks->cold && ks->cap >= ks->hot_max)
+            ks->spill_deferred++;
+        if (s == 0)
+            back_within(ks, now_ms);
         empty = UINT64_MAX;
     }
     uint64_t pos = ks->head & ks->rmask;
@@ -787,6 +805,7 @@ void nf_keyset_stats(const nf_keyset_t *ks, nf_keyset_stats_t *out)
                                .cold_hits = c.hits,
                                .spills = c.spills,
                                .spill_failures = ks->spill_failures,
+                               .spill_deferred = ks->spill_deferred,
                                .spill_ns = c.spill_ns,
                                .spill_ns_max = c.spill_ns_max};
 }

@@ -46,9 +46,10 @@
  *          bytes a position, 12 more while a quarter of it spills); when it is full of live
  *          keys its oldest quarter, keys a snapshot wrote already, goes to disk as one sorted
  *          run;
- *   cold   the runs, and one cuckoo filter over them (up to seven tenths of the budget, 3.4
- *          bytes a key): a key the ring does not hold is looked up there, and read from disk
- *          only when the filter names a run (a present key; ~15 in 100,000 absent ones).
+ *   cold   the runs, and one cuckoo filter over them (seven tenths of the budget, taken at
+ *          the first spill; 3.4 bytes a key): a key the ring does not hold is looked up there,
+ *          and read from disk only when the filter names a run (a present key; ~15 in 100,000
+ *          absent ones).
  *          Past the filter's room (~budget / 4.9 keys on disk) the keys still go to disk,
  *          unfiltered: memory stays bounded and answers exact, but lookups read a page of
  *          every such run (coldset.h).
@@ -146,6 +147,7 @@ typedef struct nf_keyset_stats {
     /* the cold tier (all 0 without one): coldset.h */
     size_t cold_keys, cold_runs, cold_bytes, disk_bytes, unfiltered;
     uint64_t cold_lookups, cold_reads, cold_hits, spills, spill_failures;
+    uint64_t spill_deferred; /* times the ring was full of keys newer than the last snapshot */
     uint64_t spill_ns, spill_ns_max; /* the time spills took (the owner waits: one at a time) */
 } nf_keyset_stats_t;
 void nf_keyset_stats(const nf_keyset_t *ks, nf_keyset_stats_t *out);

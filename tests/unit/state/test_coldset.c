@@ -1,6 +1,6 @@
 /* test_coldset.c — src/state/coldset.c against a reference model: runs spilled with filters of
- * every size (none, one that fills up early so later keys stay unfiltered, one that grows by
- * rebuilds from the runs), lookups of present, absent and expired keys, runs dropped as they
+ * every size (none, one that fills up early so later keys stay unfiltered, one with room for
+ * all), lookups of present, absent and expired keys, runs dropped as they
  * expire (and their disk space with them), and runs rewritten without a group's keys. */
 #include "nf_test.h"
 #include "state/coldset.h"
@@ -136,7 +136,7 @@ static void run_filter(size_t filter_bytes, bool want_unfiltered)
 
 static void test_filter_holds_all(void)
 {
-    run_filter(1 << 20, false); /* grows from 256 buckets by rebuilds to ~17,000 */
+    run_filter(1 << 20, false); /* ~58,000 buckets: room for every key */
 }
 
 static void test_filter_fills_up(void)

@@ -153,6 +153,37 @@ static void run_model(bool bounded)
         nf_teststore_rmtree(dir);
 }
 
+/* Keys move to disk only once a snapshot wrote them: a bounded set fed without snapshots grows
+ * past its budget (exact, and saying why); after one it spills and shrinks back within it. */
+static void test_spill_waits_for_snapshot(void)
+{
+    char dir[128];
+    NF_REQUIRE(nf_teststore_tmpdir("keyset-defer", dir, sizeof dir));
+    nf_keyset_opts_t o = {.kind = NF_KIND_EVENT_IDS,
+                          .ttl_ms = 1000000,
+                          .initial_capacity = 16,
+                          .budget_bytes = 256 << 10, /* a ring of 512 */
+                          .spill_dir = dir};
+    nf_keyset_t *ks = nf_keyset_new(NULL, &o);
+    NF_REQUIRE(ks);
+    int64_t now = 1000;
+    for (uint64_t i = 0; i < 5000; i++)
+        NF_CHECK_EQ(nf_keyset_add(ks, 1, (nf_id128_t){i, i * 7}, now), 0);
+    nf_keyset_stats_t st;
+    nf_keyset_stats(ks, &st);
+    NF_CHECK(nf_keyset_over_budget(ks) && st.spill_deferred > 0 && st.cold_keys == 0);
+    NF_CHECK(nf_keyset_snapshot(ks, NULL, 1) == 5000);
+    for (uint64_t i = 5000; i < 5200; i++) /* new ones, which stay: under half a ring */
+        NF_CHECK_EQ(nf_keyset_add(ks, 1, (nf_id128_t){i, i * 7}, now), 0);
+    nf_keyset_expire(ks, now, 0); /* the owner's timer: the written keys leave the ring */
+    nf_keyset_stats(ks, &st);
+    NF_CHECK(!nf_keyset_over_budget(ks) && st.cold_keys >= 4000);
+    for (uint64_t i = 0; i < 5200; i++)
+        NF_CHECK_EQ(nf_keyset_add(ks, 1, (nf_id128_t){i, i * 7}, now), 1);
+    nf_keyset_free(ks);
+    nf_teststore_rmtree(dir);
+}
+
 static void test_model(void)
 {
     run_model(false);
@@ -529,6 +560,7 @@ int main(void)
 {
     NF_RUN(test_model);
     NF_RUN(test_model_bounded);
+    NF_RUN(test_spill_waits_for_snapshot);
     NF_RUN(test_restart_through_store);
     NF_RUN(test_restart_bounded);
     NF_RUN(test_blob_layout_and_ttl_filter);
