@@ -25,8 +25,11 @@
  * engine's own clock still counts live (in a job ingested_ms is the wall clock).
  * Reports articles/s, memory, loads and evictions, and the process's peak RSS.
  *
- * Usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... [--dir D]. One JSON
- * object per line on stdout. */
+ * --store-only: the store phase alone, without the reference (it needs ~2 KB of memory an
+ * article) and with the signatures made a batch at a time (outside the clock): for 10M+ articles.
+ *
+ * Usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... [--dir D] [--store-only]. One
+ * JSON object per line on stdout. */
 #include "actors/cluster.h"
 #include "algo/minhash.h"
 #include "state/store.h"
@@ -218,9 +221,11 @@ static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *
     return remove(p);
 }
 
-/* (d) the adds again on a store with a budget, compared with want[] (memory only). */
+/* (d) the adds again on a store with a budget, compared with a memory-only engine's fed
+ * alongside. sigs NULL (--store-only): no reference (it would need ~2 KB an article), and the
+ * articles rendered and signed a batch at a time, outside the clock. */
 static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, size_t budget_mb,
-                       const char *base)
+                       const char *base, const art_t *arts, nf_minhash_t *mh)
 {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/nf-bench-cluster-%d-%zu", base, (int)getpid(), budget_mb);
@@ -238,10 +243,13 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
     nf_cluster_opts_default(&co);
     co.ttl_ms = 0; /* see the top: the store's TTL filter runs on the wall clock */
     /* the reference: memory only, the same options */
-    nf_cluster_t *ref = nf_cluster_new(NULL, &co);
+    nf_cluster_t *ref = sigs ? nf_cluster_new(NULL, &co) : NULL;
     co.budget_bytes = budget_mb << 20;
     nf_cluster_t *cl = nf_cluster_new(st, &co);
-    if (!cl || !ref) {
+    uint32_t *bsig = sigs ? NULL : malloc((size_t)BATCH * 128 * sizeof *bsig);
+    char *texts = sigs ? NULL : malloc((size_t)BATCH * TEXT_MAX);
+    nf_minhash_scratch_t scr = {0};
+    if (!cl || (sigs && !ref) || (!sigs && (!bsig || !texts))) {
         nf_cluster_free(cl);
         nf_cluster_free(ref);
         nf_store_close(st);
@@ -252,16 +260,27 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
     size_t mismatches = 0, peak = 0;
     uint64_t e = 0;
     int rc = 0;
-    double t0 = now_s(), commit_s = 0;
+    double t0 = now_s(), commit_s = 0, sign_s = 0;
     for (size_t i = 0; i < N && rc == 0; i++) {
+        const uint32_t *sig = sigs ? sigs + i * 128 : bsig + (i % BATCH) * 128;
+        if (!sigs && i % BATCH == 0) {
+            double s0 = now_s();
+            for (size_t k = 0; k < BATCH && i + k < N; k++) {
+                size_t ttl;
+                size_t len = render(&arts[i + k], texts, &ttl);
+                nf_minhash_sign_text(mh, &scr, texts, ttl, texts + ttl, len - ttl, bsig + k * 128);
+            }
+            sign_s += now_s() - s0;
+        }
         nf_cluster_result_t got;
-        if ((rc = nf_cluster_add(cl, ids[i], 1700000000000 + (int64_t)i * 1000, sigs + i * 128,
-                                 &got)) != 0) {
+        if ((rc = nf_cluster_add(cl, ids[i], 1700000000000 + (int64_t)i * 1000, sig, &got)) != 0) {
             fprintf(stderr, "bench_cluster: add: %s\n", nf_cluster_error(cl));
             break;
         }
-        nf_cluster_add(ref, ids[i], 1700000000000 + (int64_t)i * 1000, sigs + i * 128, &want);
-        mismatches += !nf_testcluster_same(&got, &want);
+        if (ref) {
+            nf_cluster_add(ref, ids[i], 1700000000000 + (int64_t)i * 1000, sig, &want);
+            mismatches += !nf_testcluster_same(&got, &want);
+        }
         if (i % 1000 == 999 || i + 1 == N) {
             nf_cluster_stats_t cs;
             nf_cluster_stats(cl, &cs);
@@ -272,19 +291,24 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
             commit_s += now_s() - c0;
         }
     }
-    double t = now_s() - t0;
+    double t = now_s() - t0 - sign_s;
+    char mtext[24];
+    snprintf(mtext, sizeof mtext, "%zu", mismatches);
     nf_cluster_stats_t st_;
     nf_cluster_stats(cl, &st_);
-    nf_cluster_stats(ref, &rs);
+    if (ref)
+        nf_cluster_stats(ref, &rs);
+    else
+        rs.bytes = 0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("{\"bench\":\"cluster\",\"phase\":\"lsh+unionfind on a store\",\"articles\":%zu,"
            "\"budget_mb_per_kstate\":%zu,\"seconds\":%.3f,\"commit_seconds\":%.3f,"
-           "\"articles_per_s\":%.0f,\"mismatches\":%zu,\"bytes\":%zu,\"peak_bytes\":%zu,"
+           "\"articles_per_s\":%.0f,\"mismatches\":%s,\"bytes\":%zu,\"peak_bytes\":%zu,"
            "\"bytes_per_article\":%.0f,\"loads\":%llu,\"evictions\":%llu,"
            "\"hits\":%llu,\"misses\":%llu,\"max_rss_mb\":%.0f,"
            "\"memory_only_bytes_per_article\":%.0f}\n",
-           N, budget_mb, t, commit_s, (double)N / t, mismatches, st_.bytes, peak,
+           N, budget_mb, t, commit_s, (double)N / t, ref ? mtext : "null", st_.bytes, peak,
            (double)peak / (double)N,
            (unsigned long long)(st_.sig.loads + st_.bucket.loads + st_.parent.loads),
            (unsigned long long)(st_.sig.evictions + st_.bucket.evictions + st_.parent.evictions),
@@ -294,6 +318,9 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
     fflush(stdout);
     nf_cluster_free(cl);
     nf_cluster_free(ref);
+    free(bsig);
+    free(texts);
+    nf_minhash_scratch_free(&scr);
     nf_store_close(st);
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     if (mismatches)
@@ -305,6 +332,7 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
 int main(int argc, char **argv)
 {
     size_t N = 100000, budgets[8], nbudgets = 0;
+    bool store_only = false;
     const char *tmp = getenv("TMPDIR"), *dir = tmp && *tmp ? tmp : "/tmp";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
@@ -315,6 +343,8 @@ int main(int argc, char **argv)
             budgets[nbudgets++] = strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
             dir = argv[++i];
+        else if (strcmp(argv[i], "--store-only") == 0)
+            store_only = true;
         else {
             fprintf(stderr, "usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... "
                             "[--dir D]\n");
@@ -354,6 +384,12 @@ int main(int argc, char **argv)
     nf_minhash_t *mh = nf_minhash_new(&mo, err, sizeof err);
     nf_cluster_opts_t co;
     nf_cluster_opts_default(&co);
+    if (store_only) { /* (d) alone, unchecked: the sizes where the others do not fit */
+        int rc = 0;
+        for (size_t k = 0; k < nbudgets; k++)
+            rc |= store_phase(N, ids, NULL, budgets[k], dir, arts, mh);
+        return rc;
+    }
     uint32_t *sigs = malloc(N * 128 * sizeof *sigs);
     char *texts = malloc((size_t)BATCH * TEXT_MAX);
     size_t *toff = malloc(BATCH * sizeof *toff), *tlen = malloc(BATCH * sizeof *tlen),
@@ -428,7 +464,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     int store_rc = 0;
     for (size_t k = 0; k < nbudgets; k++)
-        store_rc |= store_phase(N, ids, sigs, budgets[k], dir);
+        store_rc |= store_phase(N, ids, sigs, budgets[k], dir, arts, mh);
 
     /* Final clusters as indices. */
     uint32_t *byid = malloc(N * sizeof *byid), *root = malloc(N * sizeof *root);
