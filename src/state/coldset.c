@@ -14,7 +14,7 @@
 #define PAGE      4096
 #define PER_PAGE  170                   /* 24-byte records in a page (4,080 bytes) */
 #define SEG_MAX   ((uint64_t)256 << 20) /* a segment takes runs until it is this long */
-#define TAGS      256                   /* a run's tag: its number mod TAGS */
+#define TAGS      1024                  /* a run's tag: its number mod TAGS */
 #define SLOTS     5                     /* 24-bit slots in a 16-byte bucket */
 #define SLOT_MASK 0xFFFFFFu
 #define STASH     64 /* filter victims that found no bucket */
@@ -22,7 +22,7 @@
 #define IO_PAGES  16 /* pages per sequential read or write */
 #define LOAD_NUM  95 /* the filter is kept at most 95 % full */
 #define LOAD_DEN  100
-#define FP_SHIFT  8
+#define FP_SHIFT  10
 
 typedef struct seg {
     int fd;
@@ -92,7 +92,7 @@ static inline int64_t rec_exp(const nf_coldrec_t *r)
 
 static inline uint32_t fp_of(uint64_t sk)
 {
-    uint32_t fp = (uint32_t)(sk >> 48); /* 16 bits; the bucket comes from the low 44 */
+    uint32_t fp = (uint32_t)(sk >> 50); /* 14 bits; the bucket comes from the low 44 */
     return fp ? fp : 1;
 }
 

@@ -17,11 +17,11 @@
  *   segment the files runs are appended to, opened unlinked (O_TMPFILE, or created and unlinked
  *           at once): a crash leaves nothing to clean, and a segment's disk space returns when
  *           its last run is dropped. Runs are not durable: the keyset's blobs in the store are.
- *   filter  a cuckoo filter of 24-bit slots, {16-bit fingerprint, 8-bit run tag}, five to a
+ *   filter  a cuckoo filter of 24-bit slots, {14-bit fingerprint, 10-bit run tag}, five to a
  *           16-byte bucket, at most 95 % full: a lookup reads two buckets (a cache line each)
- *           and reads a run's page only for a slot whose fingerprint matches, about 15 in
- *           100,000 absent keys; the tag (a run's number mod 256) names the one or two live runs
- *           to search, so a present key costs a page read or two however many runs there are.
+ *           and reads a run's page only for a slot whose fingerprint matches, about 6 in 10,000
+ *           absent keys; the tag (a run's number mod 1,024) names the one or two live runs to
+ *           search, so a present key costs a page read or two however many runs there are.
  *           Keys are removed when their run is dropped (the run is read back for it). The
  *           filter takes filter_max_bytes (any size) at the first spill, whole: growing it
  *           would mean reading every run back. Past its room (95 %), the keys that find none

@@ -21,8 +21,9 @@
 #define CHUNK_KEYS 400000u /* keys per blob at most: 9.6 MB, under a changelog record's 16 MiB */
 #define LEGACY_KEY 18      /* kstate's [kg 2][hi 8][lo 8] */
 #define FORMAT     1
-#define POP_STEP   4 /* expired keys an add drops, so expiry keeps pace with insertion */
-#define POP_AHEAD  8 /* how far ahead of the tail pop_tail prefetches */
+#define POP_STEP   4          /* expired keys an add drops, so expiry keeps pace with insertion */
+#define POP_AHEAD  8          /* how far ahead of the tail pop_tail prefetches */
+#define SPILL_MAX  (1u << 18) /* keys a spill moves at most */
 
 typedef nf_coldrec_t rec_t; /* {hi, lo, expires_at_ms << 16 | kg} */
 
@@ -298,7 +299,9 @@ nf_keyset_t *nf_keyset_new(nf_store_t *st, const nf_keyset_opts_t *o)
         ks->hot_max = 64;
         while (ks->hot_max * 2 * 52 * 5 <= o->budget_bytes && ks->hot_max * 2 <= RING_MAX)
             ks->hot_max *= 2;
-        ks->spill_n = ks->hot_max / 4;
+        /* a spill pauses the owner (sort, write, filter): ~200 ns a key, so at most 2^18 keys
+         * (~50 ms); smaller runs only mean more of them, told apart by the filter's tags */
+        ks->spill_n = ks->hot_max / 4 < SPILL_MAX ? ks->hot_max / 4 : SPILL_MAX;
         nf_coldset_opts_t co = {.dir = o->spill_dir, .filter_max_bytes = o->budget_bytes / 10 * 7};
         char err[256];
         if (!(ks->cold = nf_coldset_new(&co, err, sizeof err))) {

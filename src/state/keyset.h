@@ -44,11 +44,11 @@
  * a spill directory it is bounded by moving keys to disk instead (state/coldset.h):
  *   hot    the ring stops growing at hot_max positions (at most a fifth of the budget: 40
  *          bytes a position, 12 more while a quarter of it spills); when it is full of live
- *          keys its oldest quarter, keys a snapshot wrote already, goes to disk as one sorted
- *          run;
+ *          keys its oldest quarter (at most 262,144 keys: a spill pauses the shard ~50 ms),
+ *          keys a snapshot wrote already, goes to disk as one sorted run;
  *   cold   the runs, and one cuckoo filter over them (seven tenths of the budget, taken at
  *          the first spill; 3.4 bytes a key): a key the ring does not hold is looked up there,
- *          and read from disk only when the filter names a run (a present key; ~15 in 100,000
+ *          and read from disk only when the filter names a run (a present key; ~6 in 10,000
  *          absent ones).
  *          Past the filter's room (~budget / 4.9 keys on disk) the keys still go to disk,
  *          unfiltered: memory stays bounded and answers exact, but lookups read a page of
