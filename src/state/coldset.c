@@ -697,58 +697,6 @@ long nf_coldset_expire(nf_coldset_t *cs, int64_t now_ms)
     return rc ? -EIO : dropped;
 }
 
-typedef struct keep_ctx {
-    nf_coldset_match_fn match;
-    void *ctx;
-    int64_t now;
-    nf_coldrec_t *v;
-    size_t n;
-} keep_ctx_t;
-
-static void keep_one(nf_coldset_t *cs, const run_t *r, const nf_coldrec_t *rec, void *arg)
-{
-    (void)cs;
-    (void)r;
-    keep_ctx_t *k = arg;
-    if (rec_exp(rec) > k->now &&
-        !(k->match && k->match((uint16_t)rec->expkg, (nf_id128_t){rec->hi, rec->lo}, k->ctx)))
-        k->v[k->n++] = *rec;
-}
-
-long nf_coldset_drop(nf_coldset_t *cs, nf_coldset_match_fn match, void *ctx, int64_t now_ms)
-{
-    size_t nold = cs->nruns;
-    run_t **old = nold ? malloc(nold * sizeof *old) : NULL;
-    if (nold && !old)
-        return -ENOMEM;
-    memcpy(old, cs->runs, nold * sizeof *old);
-    long forgotten = 0;
-    int rc = 0;
-    for (size_t k = 0; k < nold && rc == 0; k++) {
-        run_t *r = old[k];
-        keep_ctx_t kc = {.match = match, .ctx = ctx, .now = now_ms};
-        if (!(kc.v = nf_bigmem_alloc(r->n * sizeof *kc.v))) {
-            rc = -ENOMEM;
-            break;
-        }
-        rc = run_each(cs, r, r->n, keep_one, &kc);
-        if (rc == 0 && kc.n < r->n) {
-            /* the survivors into a new run first: a failure leaves the old one whole */
-            rc = nf_coldset_spill(cs, kc.v, kc.n);
-            if (rc == 0) {
-                forgotten += (long)(r->n - kc.n);
-                size_t at = 0;
-                while (cs->runs[at] != r)
-                    at++;
-                (void)run_remove(cs, at);
-            }
-        }
-        nf_bigmem_free(kc.v, r->n * sizeof *kc.v);
-    }
-    free(old);
-    return rc != 0 ? rc : forgotten;
-}
-
 void nf_coldset_stats(const nf_coldset_t *cs, nf_coldset_stats_t *out)
 {
     *out = (nf_coldset_stats_t){

@@ -12,7 +12,7 @@
  *   run     the keys of one spill, sorted by a 64-bit mix of (kg, key) ("sk"), in 4 KiB pages of
  *           170 records {hi, lo, expires_at << 16 | kg} (24 bytes); in memory, the sk of each
  *           page's first record (8 bytes per 170 keys) and the run's latest expiry. A run is
- *           read back whole only to be dropped (expired, or rewritten by nf_coldset_drop), and
+ *           read back whole only to be dropped (all its keys expired), and
  *           one page at a time by a lookup.
  *   segment the files runs are appended to, opened unlinked (O_TMPFILE, or created and unlinked
  *           at once): a crash leaves nothing to clean, and a segment's disk space returns when
@@ -71,12 +71,6 @@ void nf_coldset_prefetch(const nf_coldset_t *cs, uint16_t kg, nf_id128_t key);
 void nf_coldset_prefetch_page(const nf_coldset_t *cs, uint16_t kg, nf_id128_t key);
 /* Drops the runs whose every key expired by now_ms. Returns the keys dropped, or -EIO. */
 long nf_coldset_expire(nf_coldset_t *cs, int64_t now_ms);
-
-/* Rewrites every run without the keys match accepts and the expired ones. Returns the keys
- * forgotten, or -ENOMEM / -EIO (the runs are then as they were, or some rewritten: every key
- * kept is still in exactly one live run). */
-typedef bool (*nf_coldset_match_fn)(uint16_t kg, nf_id128_t key, void *ctx);
-long nf_coldset_drop(nf_coldset_t *cs, nf_coldset_match_fn match, void *ctx, int64_t now_ms);
 
 typedef struct nf_coldset_stats {
     size_t keys;       /* in runs (expired ones not dropped yet included) */

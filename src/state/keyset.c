@@ -779,10 +779,10 @@ long nf_keyset_drop(nf_keyset_t *ks, nf_keyset_owns_fn match, void *ctx, int64_t
     if (rebuild_drop(ks, ks->cap, now_ms, match, ctx) != 0)
         return -ENOMEM;
     ks->expired = expired0; /* rebuild counts every key it left behind as expired */
-    long cold = ks->cold ? nf_coldset_drop(ks->cold, match, ctx, now_ms) : 0;
-    if (cold < 0)
-        return cold;
-    return (long)(before - (ks->head - ks->tail)) + cold;
+    /* Keys on disk stay until they expire: reading every run back would pause the shard for
+     * seconds a gigabyte, and they are harmless — no lookup asks for a group this process no
+     * longer owns, and should the group come back they are still true (committed, unexpired). */
+    return (long)(before - (ks->head - ks->tail));
 }
 
 /* ---------------------------------------------------------------- stats */

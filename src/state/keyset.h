@@ -135,8 +135,9 @@ long nf_keyset_load(nf_keyset_t *ks, nf_keyset_owns_fn owns, void *ctx, int64_t 
  * a set that may hold keys already. Same returns as nf_keyset_load (never -ENOTEMPTY). */
 long nf_keyset_load_groups(nf_keyset_t *ks, const uint16_t *kgs, size_t n, nf_keyset_owns_fn owns,
                            void *ctx, int64_t now_ms, char *err, size_t errlen);
-/* Forgets every key match accepts (a partition revoked from this process, once its epoch
- * committed: the keys are in the store and its changelog), and the expired ones. O(keys).
+/* Forgets every key of the ring match accepts (a partition revoked from this process, once its
+ * epoch committed: the keys are in the store and its changelog), and the expired ones. O(keys in
+ * memory). Keys on disk stay until they expire (see keyset.c: the owner no longer asks for them).
  * Returns how many keys were forgotten (expired ones included), or -ENOMEM (nothing changed). */
 long nf_keyset_drop(nf_keyset_t *ks, nf_keyset_owns_fn match, void *ctx, int64_t now_ms);
 

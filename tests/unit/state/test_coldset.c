@@ -1,7 +1,7 @@
 /* test_coldset.c — src/state/coldset.c against a reference model: runs spilled with filters of
  * every size (none, one that fills up early so later keys stay unfiltered, one with room for
  * all), lookups of present, absent and expired keys, runs dropped as they
- * expire (and their disk space with them), and runs rewritten without a group's keys. */
+ * expire (and their disk space with them). */
 #include "nf_test.h"
 #include "state/coldset.h"
 #include "teststore.h"
@@ -45,15 +45,8 @@ static int check_all(nf_coldset_t *cs, const model_t *m, int64_t now)
     return bad;
 }
 
-static bool odd_group(uint16_t kg, nf_id128_t key, void *ctx)
-{
-    (void)key;
-    (void)ctx;
-    return kg % 2 == 1;
-}
-
 /* Spills KEYS keys in runs of RUN (each run's keys expiring over a window later than the last),
- * then checks every key at several times, drops half the groups, expires everything. */
+ * then checks every key at several times, expires everything. */
 static void run_filter(size_t filter_bytes, bool want_unfiltered)
 {
     char dir[128];
@@ -104,20 +97,6 @@ static void run_filter(size_t filter_bytes, bool want_unfiltered)
         NF_CHECK(st2.reads - st.reads < 5);
     for (int64_t now = t0 - 1; now < t0 + (KEYS / RUN) * 100 + 300; now += 700)
         NF_CHECK_EQ(check_all(cs, &m, now), 0);
-
-    /* half the groups move away: the runs are rewritten without them */
-    int64_t now = t0 + 450;
-    long gone = nf_coldset_drop(cs, odd_group, NULL, now);
-    long want_gone = 0;
-    for (unsigned i = 0; i < KEYS; i++) {
-        if (m.exp[i] && (m.exp[i] <= now || (i % 4) % 2 == 1)) {
-            want_gone++;
-            m.exp[i] = 0;
-        }
-    }
-    NF_CHECK_EQ(gone, want_gone);
-    NF_CHECK_EQ(check_all(cs, &m, now), 0);
-    NF_CHECK_EQ(check_all(cs, &m, now + 1000), 0);
 
     /* runs leave as their last key expires, and their disk space with them */
     nf_coldset_stats(cs, &st);
