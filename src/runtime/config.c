@@ -137,7 +137,9 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_STR, state.dir), .min = 1, .def = "./newsflow-state",
      .help = "RocksDB state directory (db/ and checkpoints/ inside)"},
     {KEY(CFG_U32, state.budget_mb), .min = 1, .max = 1048576, .def = "1024",
-     .help = "keyed state kept in memory per shard; over it, an early checkpoint"},
+     .help = "memory per shard for each kind of keyed state and each read-path dedup set; over "
+             "it, keyed state takes an early checkpoint and a dedup set moves its older keys "
+             "to disk in state.dir"},
     {KEY(CFG_U32, state.block_cache_mb), .min = 8, .max = 1048576, .def = "256",
      .help = "RocksDB block cache for cold reads"},
     {KEY(CFG_BOOL, state.changelog), .def = "false",
