@@ -662,6 +662,10 @@ static int run_remove(nf_coldset_t *cs, size_t i)
 {
     run_t *r = cs->runs[i];
     int rc = r->nfilt > 0 ? run_each(cs, r, r->nfilt, unfilter_one, NULL) : 0;
+    /* its disk space back now, not when the segment's last run goes (best effort: a file
+     * system without hole punching keeps it until then) */
+    (void)fallocate(r->seg->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)r->off,
+                    (off_t)(r->npages * PAGE));
     run_t **at = &cs->by_tag[r->tag];
     while (*at != r)
         at = &(*at)->tag_next;
