@@ -597,8 +597,11 @@ static int keep(loader_t *l, uint16_t kg, uint64_t hi, uint64_t lo, int64_t exp)
     if (l->spill_at && l->n == l->spill_at) {
         /* In the store already: straight to disk, the ring stays for new keys. */
         int rc = nf_coldset_spill(l->ks->cold, l->v, l->n);
-        if (rc != 0)
+        if (rc != 0) {
+            snprintf(l->err, l->errlen, "state %s: writing its keys to disk (state.dir) failed: %s",
+                     nf_state_kind_name(l->ks->kind), strerror(-rc));
             return rc == -ENOMEM ? -ENOMEM : -EIO;
+        }
         l->spilled += l->n;
         l->n = 0;
     }
@@ -685,15 +688,15 @@ static long load(nf_keyset_t *ks, const uint16_t *kgs, size_t nkgs, nf_keyset_ow
         if (rc == 0) {
             l.spilled += l.n;
             l.n = 0;
+        } else {
+            snprintf(err, errlen, "state %s: writing its keys to disk (state.dir) failed: %s",
+                     nf_state_kind_name(ks->kind), strerror(-rc));
         }
     }
     if (rc == -EIO && !err[0])
         snprintf(err, errlen, "state %s: reading the store failed", nf_state_kind_name(ks->kind));
     if (rc != 0) {
         free(l.v);
-        if (rc == -ENOSPC)
-            snprintf(err, errlen, "state %s: no space left for its cold keys",
-                     nf_state_kind_name(ks->kind));
         return rc == -ENOMEM ? -ENOMEM : -EIO;
     }
     ks->loaded += l.spilled;
