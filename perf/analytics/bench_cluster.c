@@ -34,10 +34,10 @@
 #include "algo/minhash.h"
 #include "state/store.h"
 #include "testcluster.h"
+#include "teststore.h"
 #include "workload.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -215,12 +215,6 @@ static int cmp_id_idx(const void *x, const void *y)
     return a.lo < b.lo ? -1 : a.lo > b.lo;
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb, (void)flag, (void)f;
-    return remove(p);
-}
-
 /* (d) the adds again on a store with a budget, compared with a memory-only engine's fed
  * alongside. sigs NULL (--store-only): no reference (it would need ~2 KB an article), and the
  * articles rendered and signed a batch at a time, outside the clock. */
@@ -229,7 +223,7 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
 {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/nf-bench-cluster-%d-%zu", base, (int)getpid(), budget_mb);
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    nf_teststore_rmtree(dir);
     nf_store_opts_t so;
     nf_store_opts_default(&so);
     so.block_cache_mb = 32;
@@ -322,7 +316,7 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
     free(texts);
     nf_minhash_scratch_free(&scr);
     nf_store_close(st);
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    nf_teststore_rmtree(dir);
     if (mismatches)
         fprintf(stderr, "bench_cluster: %zu results differ on a store with %zu MB\n", mismatches,
                 budget_mb);

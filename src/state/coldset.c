@@ -27,7 +27,7 @@
 typedef struct seg {
     int fd;
     uint64_t end;  /* bytes written */
-    unsigned runs; /* live runs in it: closed (and its space freed) at 0 */
+    unsigned refs; /* its live runs, +1 while it is the current one: closed at 0 */
 } seg_t;
 
 typedef struct run {
@@ -51,8 +51,8 @@ typedef struct stash_ent {
 
 struct nf_coldset {
     char *dir;
-    uint64_t max_nb; /* buckets the filter may grow to */
-    bucket_t *fb;    /* nb buckets of SLOTS slots {fp << 8 | tag}, 0 = empty */
+    uint64_t max_nb; /* buckets the filter takes at the first spill */
+    bucket_t *fb;    /* nb buckets of SLOTS slots {fp << FP_SHIFT | tag}, 0 = empty */
     uint64_t nb, nfk;
     stash_ent_t stash[STASH];
     unsigned nstash;
@@ -130,8 +130,8 @@ static inline uint64_t alt_bucket(const nf_coldset_t *cs, uint64_t b, uint32_t f
 static inline void prefetch_sk(const nf_coldset_t *cs, uint64_t sk)
 {
     uint64_t b = home_bucket(cs, sk);
-    __builtin_prefetch(&cs->fb[b], 1);
-    __builtin_prefetch(&cs->fb[alt_bucket(cs, b, fp_of(sk))], 1);
+    __builtin_prefetch(&cs->fb[b]);
+    __builtin_prefetch(&cs->fb[alt_bucket(cs, b, fp_of(sk))]);
 }
 
 static bool bucket_put(nf_coldset_t *cs, uint64_t b, uint32_t v)
@@ -203,6 +203,15 @@ static void filt_del(nf_coldset_t *cs, uint64_t sk, uint32_t tag)
 
 /* ---------------------------------------------------------------- runs on disk */
 
+static void seg_unref(seg_t *s)
+{
+    if (--s->refs == 0) {
+        close(s->fd);
+        free(s);
+    }
+}
+
+/* A new current segment (the old one's reference as current dropped). */
 static int seg_new(nf_coldset_t *cs)
 {
     int fd = open(cs->dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -225,18 +234,11 @@ static int seg_new(nf_coldset_t *cs)
         return -ENOMEM;
     }
     s->fd = fd;
+    s->refs = 1;
+    if (cs->cur)
+        seg_unref(cs->cur);
     cs->cur = s;
     return 0;
-}
-
-static void seg_unref(nf_coldset_t *cs, seg_t *s)
-{
-    if (--s->runs > 0)
-        return;
-    if (cs->cur == s)
-        cs->cur = NULL;
-    close(s->fd);
-    free(s);
 }
 
 static int read_full(int fd, void *buf, size_t len, uint64_t off)
@@ -267,11 +269,11 @@ static int write_full(int fd, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
-/* Calls fn on records [0, n) of the run in order, IO_PAGES pages at a time. */
-static int run_each(nf_coldset_t *cs, const run_t *r, uint64_t n,
-                    void (*fn)(nf_coldset_t *, const run_t *, const nf_coldrec_t *, void *),
-                    void *arg)
+/* Takes records [0, r->nfilt) of run r out of the filter, reading the run back IO_PAGES pages
+ * at a time (and the bucket pair of the record AHEAD places on meanwhile). 0 or -EIO. */
+static int unfilter_run(nf_coldset_t *cs, const run_t *r)
 {
+    uint64_t n = r->nfilt;
     for (uint64_t p = 0; p * PER_PAGE < n; p += IO_PAGES) {
         uint64_t np = r->npages - p < IO_PAGES ? r->npages - p : IO_PAGES;
         if (read_full(r->seg->fd, cs->io, np * PAGE, r->off + p * PAGE) != 0)
@@ -280,26 +282,20 @@ static int run_each(nf_coldset_t *cs, const run_t *r, uint64_t n,
             uint64_t first = (p + q) * PER_PAGE;
             uint64_t m = n - first < PER_PAGE ? n - first : PER_PAGE;
             const unsigned char *pg = cs->io + q * PAGE;
-            for (uint64_t i = 0; i < m && first < n; i++) {
+            for (uint64_t i = 0; i < m; i++) {
                 nf_coldrec_t rec;
-                if (cs->nb && i + AHEAD < m) {
+                if (i + AHEAD < m) {
                     memcpy(&rec, pg + (i + AHEAD) * sizeof rec, sizeof rec);
                     prefetch_sk(cs, rec_sk(&rec));
                 }
                 memcpy(&rec, pg + i * sizeof rec, sizeof rec);
-                fn(cs, r, &rec, arg);
+                filt_del(cs, rec_sk(&rec), r->tag);
             }
             if (first + m >= n)
                 return 0;
         }
     }
     return 0;
-}
-
-static void unfilter_one(nf_coldset_t *cs, const run_t *r, const nf_coldrec_t *rec, void *arg)
-{
-    (void)arg;
-    filt_del(cs, rec_sk(rec), r->tag);
 }
 
 /* The filter, at its full size, when the first run needs it: a set that spills has filled a
@@ -394,19 +390,14 @@ void nf_coldset_free(nf_coldset_t *cs)
 {
     if (!cs)
         return;
-    seg_t *cur = cs->cur;
-    bool cur_held = false;
     for (size_t i = 0; i < cs->nruns; i++) {
         run_t *r = cs->runs[i];
-        cur_held |= r->seg == cur;
         free(r->fence);
-        seg_unref(cs, r->seg);
+        seg_unref(r->seg);
         free(r);
     }
-    if (cur && !cur_held) {
-        close(cur->fd);
-        free(cur);
-    }
+    if (cs->cur)
+        seg_unref(cs->cur);
     free(cs->runs);
     nf_bigmem_free(cs->fb, (size_t)cs->nb * sizeof *cs->fb);
     free(cs->io);
@@ -414,7 +405,8 @@ void nf_coldset_free(nf_coldset_t *cs)
     free(cs);
 }
 
-static int runs_push(nf_coldset_t *cs, run_t *r)
+/* Room for one more run in cs->runs. */
+static int runs_reserve(nf_coldset_t *cs)
 {
     if (cs->nruns == cs->runs_cap) {
         size_t cap = cs->runs_cap ? cs->runs_cap * 2 : 16;
@@ -424,7 +416,6 @@ static int runs_push(nf_coldset_t *cs, run_t *r)
         cs->runs = v;
         cs->runs_cap = cap;
     }
-    cs->runs[cs->nruns++] = r;
     return 0;
 }
 
@@ -465,12 +456,11 @@ static int spill(nf_coldset_t *cs, nf_coldrec_t *recs, size_t n)
     uint64_t npages = (n + PER_PAGE - 1) / PER_PAGE;
     run_t *r = calloc(1, sizeof *r);
     uint64_t *fence = malloc(npages * sizeof *fence);
-    if (!r || !fence || runs_push(cs, r) != 0) {
+    if (!r || !fence || runs_reserve(cs) != 0) {
         free(r);
         free(fence);
         return -ENOMEM;
     }
-    cs->nruns--; /* reserved; pushed for good below */
     int rc = 0;
     if (!cs->cur || (cs->cur->end > 0 && cs->cur->end + npages * PAGE > SEG_MAX))
         rc = seg_new(cs);
@@ -504,7 +494,7 @@ static int spill(nf_coldset_t *cs, nf_coldrec_t *recs, size_t n)
                  .max_exp = max_exp,
                  .open_sk = UINT64_MAX};
     s->end += npages * PAGE;
-    s->runs++;
+    s->refs++;
     r->tag = next_tag(cs);
     filter_alloc(cs);
     while (r->nfilt < n) {
@@ -566,6 +556,29 @@ static int run_search(nf_coldset_t *cs, const run_t *r, uint64_t sk, uint16_t kg
     }
 }
 
+/* The tags of the filter's entries whose fingerprint is sk's, in its two buckets and the
+ * stash, into tags (room for 2 * SLOTS + STASH); how many. A tag may come twice. */
+static unsigned match_tags(const nf_coldset_t *cs, uint64_t sk, uint32_t *tags)
+{
+    uint32_t fp = fp_of(sk);
+    uint64_t b[2] = {home_bucket(cs, sk), 0};
+    b[1] = alt_bucket(cs, b[0], fp);
+    unsigned n = 0;
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < SLOTS; i++) {
+            uint32_t v = slot_get(&cs->fb[b[k]], i);
+            if (v >> FP_SHIFT == fp)
+                tags[n++] = v & (TAGS - 1);
+        }
+    }
+    for (unsigned i = 0; i < cs->nstash; i++) {
+        const stash_ent_t *e = &cs->stash[i];
+        if (e->v >> FP_SHIFT == fp && (e->b == b[0] || e->b == b[1]))
+            tags[n++] = e->v & (TAGS - 1);
+    }
+    return n;
+}
+
 /* run_search over the live runs with the tag: 1 (counted a hit), 0, or -EIO. */
 static int search_tag(nf_coldset_t *cs, uint32_t tag, uint64_t sk, uint16_t kg, nf_id128_t key,
                       int64_t now)
@@ -587,23 +600,9 @@ int nf_coldset_contains(nf_coldset_t *cs, uint16_t kg, nf_id128_t key, int64_t n
     cs->lookups++;
     uint64_t sk = key_sk(kg, key.hi, key.lo);
     if (cs->nb) {
-        uint32_t fp = fp_of(sk);
-        uint64_t b[2] = {home_bucket(cs, sk), 0};
-        b[1] = alt_bucket(cs, b[0], fp);
-        for (int k = 0; k < 2; k++) {
-            for (int i = 0; i < SLOTS; i++) {
-                uint32_t v = slot_get(&cs->fb[b[k]], i);
-                int rc =
-                    v >> FP_SHIFT == fp ? search_tag(cs, v & (TAGS - 1), sk, kg, key, now_ms) : 0;
-                if (rc != 0)
-                    return rc;
-            }
-        }
-        for (unsigned s = 0; s < cs->nstash; s++) {
-            const stash_ent_t *e = &cs->stash[s];
-            if (e->v >> FP_SHIFT != fp || (e->b != b[0] && e->b != b[1]))
-                continue;
-            int rc = search_tag(cs, e->v & (TAGS - 1), sk, kg, key, now_ms);
+        uint32_t tags[2 * SLOTS + STASH];
+        for (unsigned i = 0, n = match_tags(cs, sk, tags); i < n; i++) {
+            int rc = search_tag(cs, tags[i], sk, kg, key, now_ms);
             if (rc != 0)
                 return rc;
         }
@@ -623,11 +622,8 @@ int nf_coldset_contains(nf_coldset_t *cs, uint16_t kg, nf_id128_t key, int64_t n
 
 void nf_coldset_prefetch(const nf_coldset_t *cs, uint16_t kg, nf_id128_t key)
 {
-    if (!cs->nb)
-        return;
-    uint64_t sk = key_sk(kg, key.hi, key.lo), b = home_bucket(cs, sk);
-    __builtin_prefetch(&cs->fb[b]);
-    __builtin_prefetch(&cs->fb[alt_bucket(cs, b, fp_of(sk))]);
+    if (cs->nb)
+        prefetch_sk(cs, key_sk(kg, key.hi, key.lo));
 }
 
 static void advise_page(const run_t *r, uint64_t sk)
@@ -642,16 +638,10 @@ void nf_coldset_prefetch_page(const nf_coldset_t *cs, uint16_t kg, nf_id128_t ke
     if (!cs->nb || cs->nruns == 0)
         return;
     uint64_t sk = key_sk(kg, key.hi, key.lo);
-    uint32_t fp = fp_of(sk);
-    uint64_t b0 = home_bucket(cs, sk), b[2] = {b0, alt_bucket(cs, b0, fp)};
-    for (int k = 0; k < 2; k++) {
-        for (int i = 0; i < SLOTS; i++) {
-            uint32_t v = slot_get(&cs->fb[b[k]], i);
-            for (const run_t *r = v >> FP_SHIFT == fp ? cs->by_tag[v & (TAGS - 1)] : NULL; r;
-                 r = r->tag_next)
-                advise_page(r, sk);
-        }
-    }
+    uint32_t tags[2 * SLOTS + STASH];
+    for (unsigned i = 0, n = match_tags(cs, sk, tags); i < n; i++)
+        for (const run_t *r = cs->by_tag[tags[i]]; r; r = r->tag_next)
+            advise_page(r, sk);
 }
 
 /* Takes run i out: its keys out of the filter (the run is read back for them), its tag, its
@@ -661,7 +651,7 @@ void nf_coldset_prefetch_page(const nf_coldset_t *cs, uint16_t kg, nf_id128_t ke
 static int run_remove(nf_coldset_t *cs, size_t i)
 {
     run_t *r = cs->runs[i];
-    int rc = r->nfilt > 0 ? run_each(cs, r, r->nfilt, unfilter_one, NULL) : 0;
+    int rc = r->nfilt > 0 && cs->nb ? unfilter_run(cs, r) : 0;
     /* its disk space back now, not when the segment's last run goes (best effort: a file
      * system without hole punching keeps it until then) */
     (void)fallocate(r->seg->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)r->off,
@@ -679,7 +669,7 @@ static int run_remove(nf_coldset_t *cs, size_t i)
     cs->fence_bytes -= r->npages * sizeof *r->fence;
     memmove(&cs->runs[i], &cs->runs[i + 1], (cs->nruns - i - 1) * sizeof *cs->runs);
     cs->nruns--;
-    seg_unref(cs, r->seg);
+    seg_unref(r->seg);
     free(r->fence);
     free(r);
     return rc;

@@ -117,6 +117,15 @@ static int64_t slot_of(const nf_keyset_t *ks, uint64_t pos)
     return -1;
 }
 
+/* Starts loading the slot line of the key at sequence seq: keys leave the ring in order, so the
+ * one POP_AHEAD behind does not wait for memory when its turn comes (the ring itself is read in
+ * order, which the hardware follows). */
+static inline void prefetch_slot_at(const nf_keyset_t *ks, uint64_t seq)
+{
+    const rec_t *n = &ks->ring[seq & ks->rmask];
+    __builtin_prefetch(&ks->slots[key_hash(rec_kg(n), (nf_id128_t){n->hi, n->lo}) & ks->smask]);
+}
+
 /* Takes the tail key out of the ring: its slot goes too, unless the slot now names a newer copy
  * of the key (the tail one expired and was added again) or nothing (already removed). */
 static void unlink_tail(nf_keyset_t *ks)
@@ -126,12 +135,8 @@ static void unlink_tail(nf_keyset_t *ks)
         nf_probe_remove(ks->slots, ks->smask, (size_t)i);
     ks->tail++;
     ks->next_exp = ks->tail < ks->head ? rec_exp(&ks->ring[ks->tail & ks->rmask]) : INT64_MAX;
-    /* Keys leave in ring order: start loading the slot of the one POP_AHEAD behind, so its pop
-     * does not wait for memory (the ring itself is read in order, which the hardware follows). */
-    if (ks->tail + POP_AHEAD < ks->head) {
-        const rec_t *n = &ks->ring[(ks->tail + POP_AHEAD) & ks->rmask];
-        __builtin_prefetch(&ks->slots[key_hash(rec_kg(n), (nf_id128_t){n->hi, n->lo}) & ks->smask]);
-    }
+    if (ks->tail + POP_AHEAD < ks->head)
+        prefetch_slot_at(ks, ks->tail + POP_AHEAD);
 }
 
 /* Drops the (expired) tail key. */
@@ -166,11 +171,8 @@ static int spill(nf_keyset_t *ks, int64_t now_ms)
     size_t n = 0;
     for (uint64_t s = ks->tail; s < ks->tail + m; s++) {
         const rec_t *r = &ks->ring[s & ks->rmask];
-        if (s + POP_AHEAD < ks->tail + m) { /* its slot's line, while this one is looked at */
-            const rec_t *a = &ks->ring[(s + POP_AHEAD) & ks->rmask];
-            __builtin_prefetch(
-                &ks->slots[key_hash(rec_kg(a), (nf_id128_t){a->hi, a->lo}) & ks->smask]);
-        }
+        if (s + POP_AHEAD < ks->tail + m)
+            prefetch_slot_at(ks, s + POP_AHEAD);
         if (rec_exp(r) > now_ms && slot_of(ks, s & ks->rmask) >= 0)
             buf[n++] = *r;
     }
@@ -385,14 +387,13 @@ int nf_keyset_add(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
         hot_expire(ks, now_ms, 0);
         /* Full of live keys: bounded, the oldest written ones go to disk; else (or when none
          * can: every key is new since the last snapshot, or the disk failed) the ring grows. */
-        int s = ks->head - ks->tail < ks->cap        ? 0
-                : ks->cold && ks->cap >= ks->hot_max ? spill(ks, now_ms)
-                                                     : 1;
+        bool bounded = ks->cold && ks->cap >= ks->hot_max;
+        int s = ks->head - ks->tail < ks->cap ? 0 : bounded ? spill(ks, now_ms) : 1;
         if (s != 0 && rebuild(ks, ks->cap * 2, now_ms) != 0)
             return -ENOMEM;
         if (s < 0)
             ks->spill_failures++;
-        else if (s == 1 && ks->cold && ks->cap >= ks->hot_max)
+        else if (s == 1 && bounded)
             ks->spill_deferred++;
         if (s == 0)
             back_within(ks, now_ms);
@@ -581,6 +582,13 @@ static uint64_t be64(const unsigned char *p)
     return v;
 }
 
+/* err: keys of the set's kind could not go to disk (rc from nf_coldset_spill). */
+static void spill_failed(const nf_keyset_t *ks, int rc, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "state %s: writing its keys to disk (state.dir) failed: %s",
+             nf_state_kind_name(ks->kind), strerror(-rc));
+}
+
 static int keep(loader_t *l, uint16_t kg, uint64_t hi, uint64_t lo, int64_t exp)
 {
     if (exp <= l->now || (l->owns && !l->owns(kg, (nf_id128_t){hi, lo}, l->ctx)))
@@ -598,8 +606,7 @@ static int keep(loader_t *l, uint16_t kg, uint64_t hi, uint64_t lo, int64_t exp)
         /* In the store already: straight to disk, the ring stays for new keys. */
         int rc = nf_coldset_spill(l->ks->cold, l->v, l->n);
         if (rc != 0) {
-            snprintf(l->err, l->errlen, "state %s: writing its keys to disk (state.dir) failed: %s",
-                     nf_state_kind_name(l->ks->kind), strerror(-rc));
+            spill_failed(l->ks, rc, l->err, l->errlen);
             return rc == -ENOMEM ? -ENOMEM : -EIO;
         }
         l->spilled += l->n;
@@ -689,8 +696,7 @@ static long load(nf_keyset_t *ks, const uint16_t *kgs, size_t nkgs, nf_keyset_ow
             l.spilled += l.n;
             l.n = 0;
         } else {
-            snprintf(err, errlen, "state %s: writing its keys to disk (state.dir) failed: %s",
-                     nf_state_kind_name(ks->kind), strerror(-rc));
+            spill_failed(ks, rc, err, errlen);
         }
     }
     if (rc == -EIO && !err[0])
