@@ -71,6 +71,15 @@ static int nf_test_ran;
         }                                                                                          \
     } while (0)
 
+/* splitmix64: a seeded sequence for reference-model tests (the same seed, the same run). */
+static inline uint64_t nf_test_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 static inline int nf_test_report(void)
 {
     fprintf(stderr, "%d tests, %d failed\n", nf_test_ran, nf_test_failed_tests);

@@ -16,14 +16,6 @@ typedef struct model {
     int64_t exp[KEYS]; /* 0 = never spilled */
 } model_t;
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Key i: 4 key groups; every 32 share a hi (as one user's seen keys). */
 static nf_coldrec_t rec_of(unsigned i, int64_t exp)
 {
@@ -64,7 +56,7 @@ static void run_filter(size_t filter_bytes, bool want_unfiltered)
     for (unsigned i = 0; i < KEYS; i++)
         order[i] = i;
     for (unsigned i = KEYS - 1; i > 0; i--) { /* keys arrive in random order */
-        unsigned j = (unsigned)(rng_next(&rng) % (i + 1));
+        unsigned j = (unsigned)(nf_test_rand(&rng) % (i + 1));
         unsigned t = order[i];
         order[i] = order[j];
         order[j] = t;
@@ -72,7 +64,7 @@ static void run_filter(size_t filter_bytes, bool want_unfiltered)
     for (unsigned r = 0; r < KEYS / RUN; r++) {
         for (unsigned k = 0; k < RUN; k++) {
             unsigned i = order[r * RUN + k];
-            m.exp[i] = t0 + r * 100 + (int64_t)(rng_next(&rng) % 200);
+            m.exp[i] = t0 + r * 100 + (int64_t)(nf_test_rand(&rng) % 200);
             buf[k] = rec_of(i, m.exp[i]);
         }
         NF_CHECK_EQ(nf_coldset_spill(cs, buf, RUN), 0);

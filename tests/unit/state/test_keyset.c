@@ -16,14 +16,6 @@ typedef struct model {
     int64_t exp[UNIVERSE]; /* 0 = absent */
 } model_t;
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Key i of the universe: 8 key groups; every 16 share a hi, as the seen set's keys of one user. */
 static uint16_t kg_of(unsigned i)
 {
@@ -90,7 +82,7 @@ static void run_model(bool bounded)
     size_t grew_to = 0;
     bool dropped = false;
     for (int op = 0; op < 400000; op++) {
-        uint64_t r = rng_next(&rng);
+        uint64_t r = nf_test_rand(&rng);
         if (r % 100 < 2) /* time moves: mostly small steps, sometimes past the whole TTL */
             now += (r >> 8) % 100 == 0 ? 3 * ttl : (int64_t)((r >> 16) % 300);
         unsigned i = (unsigned)((r >> 32) % UNIVERSE);
@@ -235,7 +227,7 @@ static void run_restarts(bool bounded)
     int64_t now = 1700000000000;
     int restarts = 0, bad = 0;
     for (int op = 0; op < 60000 && !bad; op++) {
-        uint64_t r = rng_next(&rng);
+        uint64_t r = nf_test_rand(&rng);
         now += (int64_t)(r % 3);
         unsigned i = (unsigned)((r >> 32) % UNIVERSE);
         unsigned w = (unsigned)(key_of(i).hi & 1);
