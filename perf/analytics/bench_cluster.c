@@ -28,8 +28,17 @@
  * --store-only: the store phase alone, without the reference (it needs ~2 KB of memory an
  * article) and with the signatures made a batch at a time (outside the clock): for 10M+ articles.
  *
- * Usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... [--dir D] [--store-only]. One
- * JSON object per line on stdout. */
+ * --restore R (with --store-only): the restart of the index, checked. After the N articles
+ * (committed), R more are added to the running engine and their results kept, never committed;
+ * the engine is dropped, the store closed and (--drop-caches: as root, the kernel's page cache
+ * dropped, so nothing of the store is in memory) opened again, a new engine made on it, and the
+ * same R articles added: every result must equal the one before the restart ("restore_mismatches"
+ * 0). Reports the close, the open (the restore: a job reopens its store the same way, and its
+ * entries load on demand) and the R adds before and after (warm, then cold), and the store's size
+ * on disk.
+ *
+ * Usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... [--dir D] [--store-only
+ * [--restore R [--drop-caches]]]. One JSON object per line on stdout. */
 #include "actors/cluster.h"
 #include "algo/minhash.h"
 #include "state/store.h"
@@ -38,8 +47,10 @@
 #include "workload.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <stdbool.h>
@@ -49,6 +60,7 @@
 #include <time.h>
 
 enum { VOCAB = 50000, MAXW = 350, BATCH = 1000, TEXT_MAX = 4608 }; /* 350 x (10 + 1) + '.'s */
+enum { PROGRESS = 1000000 }; /* --store-only: a progress line every million articles */
 
 static char vocab[VOCAB][12];
 static unsigned char vlen[VOCAB];
@@ -215,11 +227,146 @@ static int cmp_id_idx(const void *x, const void *y)
     return a.lo < b.lo ? -1 : a.lo > b.lo;
 }
 
+static uint64_t du_total;
+static int du_add(const char *path, const struct stat *sb, int type, struct FTW *f)
+{
+    (void)path;
+    (void)f;
+    if (type == FTW_F)
+        du_total += (uint64_t)sb->st_blocks * 512;
+    return 0;
+}
+
+/* Bytes allocated on disk under dir. */
+static uint64_t disk_bytes(const char *dir)
+{
+    du_total = 0;
+    nftw(dir, du_add, 16, FTW_PHYS);
+    return du_total;
+}
+
+/* The process's resident memory now. */
+static double rss_mb(void)
+{
+    long pages = 0, res = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return (double)res * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+}
+
+/* true if the kernel dropped its page cache (root only). */
+static bool drop_page_cache(void)
+{
+    sync();
+    FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
+    bool ok = f && fputs("3\n", f) != EOF;
+    if ((f && fclose(f) != 0) || !ok) {
+        fprintf(stderr, "bench_cluster: cannot drop the page cache (%s): the reopen is warm\n",
+                strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+typedef struct restore_opts {
+    size_t held;      /* R: articles N..N+R-1, added before and after the restart */
+    bool drop_caches; /* drop the page cache between close and open */
+} restore_opts_t;
+
+/* Renders and signs articles [from, from + n) into sig (n x 128). */
+static void sign_range(const art_t *arts, size_t from, size_t n, nf_minhash_t *mh,
+                       nf_minhash_scratch_t *scr, char *texts, uint32_t *sig)
+{
+    for (size_t k = 0; k < n; k++) {
+        size_t ttl;
+        size_t len = render(&arts[from + k], texts, &ttl);
+        nf_minhash_sign_text(mh, scr, texts, ttl, texts + ttl, len - ttl, sig + k * 128);
+    }
+}
+
+/* Adds articles [N, N + R) (signatures hsig) to cl, results into res (or compared with res:
+ * the number that differ into *differ). Returns seconds, or -1 on an error. */
+static double add_held(nf_cluster_t *cl, const nf_id128_t *ids, size_t N, size_t R,
+                       const uint32_t *hsig, nf_cluster_result_t *res, size_t *differ)
+{
+    double t0 = now_s();
+    for (size_t k = 0; k < R; k++) {
+        nf_cluster_result_t got;
+        if (nf_cluster_add(cl, ids[N + k], 1700000000000 + (int64_t)(N + k) * 1000, hsig + k * 128,
+                           differ ? &got : &res[k]) != 0) {
+            fprintf(stderr, "bench_cluster: add: %s\n", nf_cluster_error(cl));
+            return -1;
+        }
+        if (differ)
+            *differ += !nf_testcluster_same(&got, &res[k]);
+    }
+    return now_s() - t0;
+}
+
+/* (e) the restart: see the top. cl (committed up to its last epoch) is freed here; *stp is
+ * closed and reopened. */
+static int restore_phase(nf_cluster_t *cl, nf_store_t **stp, const char *dir,
+                         const nf_store_opts_t *so, const nf_cluster_opts_t *co,
+                         const nf_id128_t *ids, size_t N, const restore_opts_t *ro,
+                         const art_t *arts, nf_minhash_t *mh, nf_minhash_scratch_t *scr,
+                         char *texts)
+{
+    size_t R = ro->held;
+    uint32_t *hsig = malloc(R * 128 * sizeof *hsig);
+    nf_cluster_result_t *res = malloc(R * sizeof *res);
+    if (!hsig || !res) {
+        free(hsig);
+        free(res);
+        nf_cluster_free(cl);
+        fprintf(stderr, "bench_cluster: out of memory\n");
+        return 1;
+    }
+    sign_range(arts, N, R, mh, scr, texts, hsig);
+    double warm = add_held(cl, ids, N, R, hsig, res, NULL);
+    nf_cluster_free(cl); /* its R adds were never committed */
+    double c0 = now_s();
+    nf_store_close(*stp);
+    double close_s = now_s() - c0;
+    uint64_t disk = disk_bytes(dir);
+    bool dropped = ro->drop_caches && drop_page_cache();
+    char err[512];
+    double o0 = now_s();
+    *stp = nf_store_open(dir, so, err, sizeof err);
+    nf_cluster_t *re = *stp ? nf_cluster_new(*stp, co) : NULL;
+    double open_s = now_s() - o0;
+    size_t differ = 0;
+    double cold = -1;
+    if (!*stp)
+        fprintf(stderr, "bench_cluster: reopening the store: %s\n", err);
+    else if (re)
+        cold = add_held(re, ids, N, R, hsig, res, &differ);
+    printf("{\"bench\":\"cluster\",\"phase\":\"restart on the store\",\"articles\":%zu,"
+           "\"held_back\":%zu,\"disk_bytes\":%llu,\"disk_bytes_per_article\":%.0f,"
+           "\"close_seconds\":%.3f,\"open_seconds\":%.3f,\"page_cache_dropped\":%s,"
+           "\"held_adds_per_s_before\":%.0f,\"held_adds_per_s_after\":%.0f,"
+           "\"restore_mismatches\":%zu}\n",
+           N, R, (unsigned long long)disk, (double)disk / (double)N, close_s, open_s,
+           dropped ? "true" : "false", warm > 0 ? (double)R / warm : 0,
+           cold > 0 ? (double)R / cold : 0, differ);
+    fflush(stdout);
+    nf_cluster_free(re);
+    free(hsig);
+    free(res);
+    if (differ)
+        fprintf(stderr, "bench_cluster: %zu of %zu results differ after the restart\n", differ, R);
+    return warm < 0 || cold < 0 || differ ? 1 : 0;
+}
+
 /* (d) the adds again on a store with a budget, compared with a memory-only engine's fed
  * alongside. sigs NULL (--store-only): no reference (it would need ~2 KB an article), and the
- * articles rendered and signed a batch at a time, outside the clock. */
+ * articles rendered and signed a batch at a time, outside the clock; then, with ro->held, (e). */
 static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, size_t budget_mb,
-                       const char *base, const art_t *arts, nf_minhash_t *mh)
+                       const char *base, const art_t *arts, nf_minhash_t *mh,
+                       const restore_opts_t *ro)
 {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/nf-bench-cluster-%d-%zu", base, (int)getpid(), budget_mb);
@@ -259,11 +406,7 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
         const uint32_t *sig = sigs ? sigs + i * 128 : bsig + (i % BATCH) * 128;
         if (!sigs && i % BATCH == 0) {
             double s0 = now_s();
-            for (size_t k = 0; k < BATCH && i + k < N; k++) {
-                size_t ttl;
-                size_t len = render(&arts[i + k], texts, &ttl);
-                nf_minhash_sign_text(mh, &scr, texts, ttl, texts + ttl, len - ttl, bsig + k * 128);
-            }
+            sign_range(arts, i, BATCH < N - i ? BATCH : N - i, mh, &scr, texts, bsig);
             sign_s += now_s() - s0;
         }
         nf_cluster_result_t got;
@@ -283,6 +426,14 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
             double c0 = now_s();
             rc = nf_testcluster_commit(cl, st, ++e);
             commit_s += now_s() - c0;
+        }
+        if (!sigs && (i + 1) % PROGRESS == 0 && i + 1 < N) { /* long runs: figures on the way */
+            printf("{\"bench\":\"cluster\",\"phase\":\"progress on the store\",\"articles\":%zu,"
+                   "\"seconds\":%.3f,\"commit_seconds\":%.3f,\"peak_bytes\":%zu,"
+                   "\"rss_mb\":%.0f,\"disk_bytes\":%llu}\n",
+                   i + 1, now_s() - t0 - sign_s, commit_s, peak, rss_mb(),
+                   (unsigned long long)disk_bytes(dir));
+            fflush(stdout);
         }
     }
     double t = now_s() - t0 - sign_s;
@@ -310,12 +461,17 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
            (unsigned long long)(st_.sig.misses + st_.bucket.misses + st_.parent.misses),
            (double)ru.ru_maxrss / 1024.0, (double)rs.bytes / (double)N);
     fflush(stdout);
+    if (rc == 0 && ro->held && !sigs) {
+        rc = restore_phase(cl, &st, dir, &so, &co, ids, N, ro, arts, mh, &scr, texts);
+        cl = NULL;
+    }
     nf_cluster_free(cl);
     nf_cluster_free(ref);
     free(bsig);
     free(texts);
     nf_minhash_scratch_free(&scr);
-    nf_store_close(st);
+    if (st)
+        nf_store_close(st);
     nf_teststore_rmtree(dir);
     if (mismatches)
         fprintf(stderr, "bench_cluster: %zu results differ on a store with %zu MB\n", mismatches,
@@ -327,6 +483,7 @@ int main(int argc, char **argv)
 {
     size_t N = 100000, budgets[8], nbudgets = 0;
     bool store_only = false;
+    restore_opts_t ro = {0};
     const char *tmp = getenv("TMPDIR"), *dir = tmp && *tmp ? tmp : "/tmp";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
@@ -339,11 +496,19 @@ int main(int argc, char **argv)
             dir = argv[++i];
         else if (strcmp(argv[i], "--store-only") == 0)
             store_only = true;
+        else if (strcmp(argv[i], "--restore") == 0 && i + 1 < argc)
+            ro.held = strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--drop-caches") == 0)
+            ro.drop_caches = true;
         else {
             fprintf(stderr, "usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... "
-                            "[--dir D]\n");
+                            "[--dir D] [--store-only [--restore R [--drop-caches]]]\n");
             return 2;
         }
+    }
+    if (ro.held && !store_only) {
+        fprintf(stderr, "bench_cluster: --restore needs --store-only\n");
+        return 2;
     }
     uint64_t r = 42;
     for (int i = 0; i < VOCAB; i++) {
@@ -354,22 +519,23 @@ int main(int argc, char **argv)
     }
 
     /* The corpus: bases, 30% of them with 1-5 near-duplicates, shuffled. */
-    art_t *arts = calloc(N, sizeof *arts);
+    size_t NA = N + ro.held; /* the held-back articles come after the N */
+    art_t *arts = calloc(NA, sizeof *arts);
     size_t n = 0;
-    for (uint32_t b = 0; n < N; b++) {
+    for (uint32_t b = 0; n < NA; b++) {
         unsigned copies = nf_wl_rand(&r) % 10 < 3 ? 1 + (unsigned)(nf_wl_rand(&r) % 5) : 0;
-        for (unsigned k = 0; k <= copies && n < N; k++)
+        for (unsigned k = 0; k <= copies && n < NA; k++)
             arts[n++] =
                 (art_t){b, b, k == 0 ? 0 : 1 + (uint32_t)(nf_wl_rand(&r) % 10), nf_wl_rand(&r)};
     }
-    for (size_t i = N; i > 1; i--) {
+    for (size_t i = NA; i > 1; i--) {
         size_t j = nf_wl_rand(&r) % i;
         art_t t = arts[i - 1];
         arts[i - 1] = arts[j];
         arts[j] = t;
     }
-    nf_id128_t *ids = malloc(N * sizeof *ids);
-    for (size_t i = 0; i < N; i++)
+    nf_id128_t *ids = malloc(NA * sizeof *ids);
+    for (size_t i = 0; i < NA; i++)
         ids[i] = id_of(i);
 
     nf_minhash_opts_t mo;
@@ -381,7 +547,7 @@ int main(int argc, char **argv)
     if (store_only) { /* (d) alone, unchecked: the sizes where the others do not fit */
         int rc = 0;
         for (size_t k = 0; k < nbudgets; k++)
-            rc |= store_phase(N, ids, NULL, budgets[k], dir, arts, mh);
+            rc |= store_phase(N, ids, NULL, budgets[k], dir, arts, mh, &ro);
         return rc;
     }
     uint32_t *sigs = malloc(N * 128 * sizeof *sigs);
@@ -458,7 +624,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     int store_rc = 0;
     for (size_t k = 0; k < nbudgets; k++)
-        store_rc |= store_phase(N, ids, sigs, budgets[k], dir, arts, mh);
+        store_rc |= store_phase(N, ids, sigs, budgets[k], dir, arts, mh, &ro);
 
     /* Final clusters as indices. */
     uint32_t *byid = malloc(N * sizeof *byid), *root = malloc(N * sizeof *root);

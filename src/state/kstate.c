@@ -319,7 +319,13 @@ static bool evict_one(nf_kstate_t *ks, uint32_t keep)
     uint32_t clean = ks->live - ks->pinned;
     if (keep != NONE && !is_pinned(&ks->ent[keep]))
         clean--;
-    if (clean == 0) /* without this, an over-budget load would sweep the whole array */
+    /* Without this, an over-budget load would sweep the whole array. And when clean records are
+     * rare among pinned ones (an epoch whose changes outgrow the budget), finding one costs a
+     * sweep past the pinned ones, twice when the few clean ones were just loaded (their REF
+     * bits): a load per sweep made such an epoch crawl (an article a millisecond in
+     * bench_cluster --restore). Fewer clean records than a 64th of the array stay, over budget
+     * like the pinned ones, until a commit makes the pinned ones clean. */
+    if (clean == 0 || clean < ks->fresh / 64)
         return false;
     /* Two sweeps clear every REF bit, so a clean record is found within 2 * fresh steps unless
      * the only clean one is `keep`. Records at or past `fresh` were never used. */
@@ -796,11 +802,30 @@ static void write_record(nf_kstate_t *ks, nf_store_batch_t *b, const entry_t *e)
     nf_store_batch_put(b, ks->kind, k, sizeof k, ks->scratch, need);
 }
 
+/* Key order (the store's: kg, hi, lo, as nf_kstate_encode_key writes them big-endian). */
+static int cmp_records(const void *a, const void *b, void *ctx)
+{
+    const entry_t *ent = ctx;
+    const entry_t *x = &ent[*(const uint32_t *)a], *y = &ent[*(const uint32_t *)b];
+    if (x->kg != y->kg)
+        return x->kg < y->kg ? -1 : 1;
+    if (x->id.hi != y->id.hi)
+        return x->id.hi < y->id.hi ? -1 : 1;
+    if (x->id.lo != y->id.lo)
+        return x->id.lo < y->id.lo ? -1 : 1;
+    return 0;
+}
+
 size_t nf_kstate_snapshot(nf_kstate_t *ks, nf_store_batch_t *b, uint64_t epoch)
 {
     size_t n = ks->dirty.n;
     if (n == 0)
         return 0;
+    /* Written in key order: RocksDB's memtable (a skip list) inserts a run of ascending keys
+     * from where the last one went instead of searching from the top, which took most of the
+     * commit's time with the cluster index's random keys (bench_cluster --store-only). */
+    if (b && n > 1)
+        qsort_r(ks->dirty.v, n, sizeof *ks->dirty.v, cmp_records, ks->ent);
     if (ks->ninfl == ks->infl_cap) {
         size_t cap = ks->infl_cap ? ks->infl_cap * 2 : 4;
         inflight_t *p = realloc(ks->infl, cap * sizeof *p);
@@ -946,6 +971,7 @@ void nf_kstate_stats(const nf_kstate_t *ks, nf_kstate_stats_t *out)
         .dirty = ks->dirty.n,
         .committing = ks->ncommit,
         .bytes = alloc_bytes(ks),
+        .records = ks->fresh,
         .hits = ks->hits,
         .misses = ks->misses,
         .loads = ks->loads,

@@ -15,8 +15,10 @@
  *     does not have it and a reload would read an older value.
  *   nf_kstate_committed(e): entries committing in epochs <= e become clean (tombstones vanish).
  * Eviction only takes clean entries (approximately least recently used, CLOCK). When the memory
- * used exceeds the budget and no clean entry is left, nf_kstate_over_budget() turns true: the
- * owner asks the epoch coordinator for an early checkpoint (which makes entries clean).
+ * used exceeds the budget and no clean entry is left (or fewer than a 64th of the records: the
+ * sweep past the pinned ones to find them would cost more than they free),
+ * nf_kstate_over_budget() turns true: the owner asks the epoch coordinator for an early
+ * checkpoint (which makes entries clean). Entries are written to the store in key order.
  *
  * TTL: with ttl_ms > 0, a put sets expires_at = now_ms + ttl_ms; an expired entry reads as
  * absent, is dropped by nf_kstate_expire() (in memory; the store's compaction filter drops it on
@@ -112,10 +114,12 @@ size_t nf_kstate_drop_groups(nf_kstate_t *ks, bool (*match)(uint16_t kg, void *c
 
 typedef struct nf_kstate_stats {
     size_t entries, dirty, committing, bytes;
+    size_t records; /* records of the array ever used (what an eviction sweep walks) */
     uint64_t hits, misses, loads, load_errors, evictions, expired;
 } nf_kstate_stats_t;
 void nf_kstate_stats(const nf_kstate_t *ks, nf_kstate_stats_t *out);
-/* Memory in use exceeds the budget and nothing clean is left to evict. "In use" counts the
+/* Memory in use exceeds the budget and nothing clean is left to evict (or so little that
+ * finding it would cost a sweep past the pinned: fewer than records / 64). "In use" counts the
  * entries' records, out-of-line values, the slot table and bookkeeping vectors; stats.bytes is
  * what is allocated, which also counts free records kept for reuse (the record array never
  * shrinks, but grows past the budget only when nothing is evictable). */
