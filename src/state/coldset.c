@@ -481,6 +481,11 @@ static int spill(nf_coldset_t *cs, nf_coldrec_t *recs, size_t n)
         }
         rc = write_full(s->fd, cs->io, np * PAGE, s->end + p * PAGE);
     }
+    /* Writeback starts now, without waiting for it: left to the kernel, the dirty pages of
+     * many runs piled up until it throttled a later spill's writes for seconds (a 4.1 s pause
+     * in the 760M-event run of perf/README). */
+    if (rc == 0)
+        (void)sync_file_range(s->fd, (off_t)s->end, (off_t)(npages * PAGE), SYNC_FILE_RANGE_WRITE);
     if (rc != 0) {
         free(r);
         free(fence);
