@@ -452,14 +452,17 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
            "\"articles_per_s\":%.0f,\"mismatches\":%s,\"bytes\":%zu,\"peak_bytes\":%zu,"
            "\"bytes_per_article\":%.0f,\"loads\":%llu,\"evictions\":%llu,"
            "\"hits\":%llu,\"misses\":%llu,\"max_rss_mb\":%.0f,"
-           "\"memory_only_bytes_per_article\":%.0f}\n",
+           "\"memory_only_bytes_per_article\":%.0f,\"candidates_per_article\":%.3f,"
+           "\"news\":%llu,\"joins\":%llu,\"merges\":%llu}\n",
            N, budget_mb, t, commit_s, (double)N / t, ref ? mtext : "null", st_.bytes, peak,
            (double)peak / (double)N,
            (unsigned long long)(st_.sig.loads + st_.bucket.loads + st_.parent.loads),
            (unsigned long long)(st_.sig.evictions + st_.bucket.evictions + st_.parent.evictions),
            (unsigned long long)(st_.sig.hits + st_.bucket.hits + st_.parent.hits),
            (unsigned long long)(st_.sig.misses + st_.bucket.misses + st_.parent.misses),
-           (double)ru.ru_maxrss / 1024.0, (double)rs.bytes / (double)N);
+           (double)ru.ru_maxrss / 1024.0, (double)rs.bytes / (double)N,
+           (double)st_.candidates / (double)N, (unsigned long long)st_.news,
+           (unsigned long long)st_.joins, (unsigned long long)st_.merges);
     fflush(stdout);
     if (rc == 0 && ro->held && !sigs) {
         rc = restore_phase(cl, &st, dir, &so, &co, ids, N, ro, arts, mh, &scr, texts);

@@ -54,7 +54,9 @@ struct nf_cluster {
     uniq_t *uniq;       /* bands * bucket_cap */
     root_t *roots;      /* bands * bucket_cap */
     unsigned char *val; /* a bucket or signature value being written */
-    node_t *path;       /* find's walk, grown on demand (paths stay short) */
+    uint16_t *fkg;      /* bands * bucket_cap: keys for nf_kstate_fetch */
+    nf_id128_t *fkey;
+    node_t *path; /* find's walk, grown on demand (paths stay short) */
     size_t path_cap;
 
     uint64_t adds, news, joins, merges, duplicates, empty, candidates, verified, overflow;
@@ -153,10 +155,12 @@ nf_cluster_t *nf_cluster_new(nf_store_t *st, const nf_cluster_opts_t *o)
     c->uniq = malloc(ncand * sizeof *c->uniq);
     c->roots = malloc(ncand * sizeof *c->roots);
     c->val = malloc(vlen);
+    c->fkg = malloc(ncand * sizeof *c->fkg);
+    c->fkey = malloc(ncand * sizeof *c->fkey);
     c->path_cap = 16;
     c->path = malloc(c->path_cap * sizeof *c->path);
     if (!c->sig || !c->bucket || !c->parent || !c->keys || !c->ovf || !c->cand || !c->uniq ||
-        !c->roots || !c->val || !c->path) {
+        !c->roots || !c->val || !c->fkg || !c->fkey || !c->path) {
         nf_cluster_free(c);
         return NULL;
     }
@@ -179,6 +183,8 @@ void nf_cluster_free(nf_cluster_t *c)
     free(c->uniq);
     free(c->roots);
     free(c->val);
+    free(c->fkg);
+    free(c->fkey);
     free(c->path);
     free(c);
 }
@@ -337,6 +343,15 @@ static unsigned equal_slots(const uint32_t *sig, const unsigned char *stored, un
 /* Reads the article's buckets into c->cand (in band order) and c->ovf; returns the count. */
 static int read_buckets(nf_cluster_t *c, size_t *ncand)
 {
+    /* The cold ones in one batched read: most of a new article's band keys are in no bucket,
+     * so on a store most of these gets would each be a point read. */
+    for (unsigned b = 0; b < c->o.bands; b++) {
+        c->fkey[b] = (nf_id128_t){c->keys[b], b};
+        c->fkg[b] = article_kg(c, c->fkey[b]);
+    }
+    int fe = nf_kstate_fetch(c->bucket, c->o.bands, c->fkg, c->fkey);
+    if (fe)
+        return read_failed(c, c->bucket, fe, "LSH buckets");
     size_t n = 0;
     for (unsigned b = 0; b < c->o.bands; b++) {
         nf_id128_t key = {c->keys[b], b};
@@ -439,6 +454,14 @@ int nf_cluster_add(nf_cluster_t *c, nf_id128_t article, int64_t ingested_ms, con
         unsigned need = 0; /* equal slots for threshold: the smallest eq with eq/n >= thr */
         while (need < n && (double)need / n < c->o.threshold)
             need++;
+        if (nu > 1) {
+            for (size_t i = 0; i < nu; i++) {
+                c->fkey[i] = c->uniq[i].id;
+                c->fkg[i] = article_kg(c, c->uniq[i].id);
+            }
+            if ((e = nf_kstate_fetch(c->sig, nu, c->fkg, c->fkey)) != 0)
+                return read_failed(c, c->sig, e, "signatures");
+        }
         for (size_t i = 0; i < nu; i++) {
             uniq_t *u = &c->uniq[i];
             if (id_eq(u->id, article)) {

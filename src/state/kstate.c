@@ -91,6 +91,9 @@ typedef struct vec {
     uint32_t n, cap;
 } vec_t;
 
+/* nf_kstate_fetch reads at most this many keys; the gets read the others one by one. */
+enum { FETCH_MAX = 64 };
+
 typedef struct inflight {
     uint64_t epoch;
     uint32_t seq;
@@ -131,11 +134,28 @@ struct nf_kstate {
     unsigned char *scratch; /* [expires_at][value] for batch puts */
     size_t scratch_cap;
 
+    /* nf_kstate_fetch's answers, waiting for their gets: keys (and their store keys), values
+     * as stored (malloc'd; NULL = absent) and lengths. */
+    unsigned nfetch;
+    uint16_t fetch_kg[FETCH_MAX];
+    nf_id128_t fetch_id[FETCH_MAX];
+    void *fetch_val[FETCH_MAX];
+    size_t fetch_len[FETCH_MAX];
+    unsigned char fetch_key[FETCH_MAX][18];
+
     uint64_t hits, misses, loads, load_errors, evictions, expired;
     char err[256];
 };
 
 /* ------------------------------------------------------------------ helpers */
+
+/* Drops nf_kstate_fetch's answers not taken. */
+static void fetch_clear(nf_kstate_t *ks)
+{
+    for (unsigned i = 0; i < ks->nfetch; i++)
+        free(ks->fetch_val[i]);
+    ks->nfetch = 0;
+}
 
 static inline uint32_t hash_key(uint16_t kg, nf_id128_t id)
 {
@@ -529,6 +549,7 @@ void nf_kstate_free(nf_kstate_t *ks)
     for (unsigned i = 0; i < ks->npool; i++)
         free(ks->pool[i].v);
     free(ks->scratch);
+    fetch_clear(ks);
     free(ks);
 }
 
@@ -543,14 +564,68 @@ void nf_kstate_encode_key(uint16_t kg, nf_id128_t key, unsigned char out[18])
 }
 
 /* Miss in memory: point read from the store; on success the key is in memory, clean. */
+/* Takes the fetched answer for (kg, key), if there is one: 1 (a value: *raw, *rlen) or 0
+ * (absent), -1 if none was fetched. */
+static int fetch_take(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, void **raw, size_t *rlen)
+{
+    for (unsigned i = 0; i < ks->nfetch; i++) {
+        if (ks->fetch_kg[i] != kg || ks->fetch_id[i].hi != key.hi || ks->fetch_id[i].lo != key.lo)
+            continue;
+        *raw = ks->fetch_val[i];
+        *rlen = ks->fetch_len[i];
+        unsigned last = --ks->nfetch; /* the last answer moves into its place */
+        ks->fetch_kg[i] = ks->fetch_kg[last];
+        ks->fetch_id[i] = ks->fetch_id[last];
+        ks->fetch_val[i] = ks->fetch_val[last];
+        ks->fetch_len[i] = ks->fetch_len[last];
+        return *raw != NULL;
+    }
+    return -1;
+}
+
+int nf_kstate_fetch(nf_kstate_t *ks, size_t n, const uint16_t *kgs, const nf_id128_t *keys)
+{
+    fetch_clear(ks);
+    if (!ks->st)
+        return 0;
+    for (size_t i = 0; i < n && ks->nfetch < FETCH_MAX; i++) {
+        size_t pos;
+        if (lookup(ks, kgs[i], keys[i], hash_key(kgs[i], keys[i]), &pos) != NONE)
+            continue; /* in memory: its get needs no read */
+        bool dup = false;
+        for (unsigned j = 0; j < ks->nfetch && !dup; j++)
+            dup = ks->fetch_kg[j] == kgs[i] && ks->fetch_id[j].hi == keys[i].hi &&
+                  ks->fetch_id[j].lo == keys[i].lo;
+        if (dup)
+            continue;
+        unsigned m = ks->nfetch++;
+        ks->fetch_kg[m] = kgs[i];
+        ks->fetch_id[m] = keys[i];
+        nf_kstate_encode_key(kgs[i], keys[i], ks->fetch_key[m]);
+    }
+    if (ks->nfetch == 0)
+        return 0;
+    int r = nf_store_multi_get(ks->st, ks->kind, ks->nfetch, &ks->fetch_key[0][0], 18,
+                               ks->fetch_val, ks->fetch_len, ks->err, sizeof ks->err);
+    if (r != 0) {
+        ks->nfetch = 0; /* nf_store_multi_get freed what it had read */
+        ks->load_errors++;
+        return r == -ENOMEM ? -ENOMEM : -EIO;
+    }
+    return 0;
+}
+
 static const void *load(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t h, uint64_t now_ms,
                         uint32_t *len, int *err)
 {
-    unsigned char k[18];
-    nf_kstate_encode_key(kg, key, k);
     void *raw = NULL;
     size_t rlen = 0;
-    int r = nf_store_get(ks->st, ks->kind, k, sizeof k, &raw, &rlen, ks->err, sizeof ks->err);
+    int r = fetch_take(ks, kg, key, &raw, &rlen);
+    if (r < 0) {
+        unsigned char k[18];
+        nf_kstate_encode_key(kg, key, k);
+        r = nf_store_get(ks->st, ks->kind, k, sizeof k, &raw, &rlen, ks->err, sizeof ks->err);
+    }
     if (r < 0) {
         ks->load_errors++;
         *err = -EIO;
@@ -716,6 +791,8 @@ static uint32_t find_or_insert(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, boo
 static void *put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val, uint32_t len,
                  uint64_t now_ms)
 {
+    if (ks->nfetch)
+        fetch_clear(ks);
     bool inserted;
     uint32_t idx = find_or_insert(ks, kg, key, &inserted);
     if (idx == NONE)
@@ -755,6 +832,7 @@ void *nf_kstate_put_ref(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t l
 
 int nf_kstate_delete(nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
 {
+    fetch_clear(ks);
     bool inserted;
     uint32_t idx = find_or_insert(ks, kg, key, &inserted);
     if (idx == NONE)
@@ -818,6 +896,7 @@ static int cmp_records(const void *a, const void *b, void *ctx)
 
 size_t nf_kstate_snapshot(nf_kstate_t *ks, nf_store_batch_t *b, uint64_t epoch)
 {
+    fetch_clear(ks);
     size_t n = ks->dirty.n;
     if (n == 0)
         return 0;
@@ -879,6 +958,7 @@ static void recycle(nf_kstate_t *ks, vec_t v)
  * (exactly `epoch`: uncommitted). */
 static void finish(nf_kstate_t *ks, uint64_t epoch, bool durable)
 {
+    fetch_clear(ks); /* the store has changed (durable), or the entries are dirty again */
     size_t keep = 0;
     for (size_t q = 0; q < ks->ninfl; q++) {
         inflight_t *f = &ks->infl[q];
@@ -927,6 +1007,7 @@ void nf_kstate_uncommitted(nf_kstate_t *ks, uint64_t epoch)
 
 size_t nf_kstate_expire(nf_kstate_t *ks, uint64_t now_ms, size_t max_entries)
 {
+    fetch_clear(ks);
     if (ks->ttl_ms == 0 || ks->live == 0)
         return 0;
     size_t n = max_entries == 0 || max_entries > ks->fresh ? ks->fresh : max_entries;
@@ -950,6 +1031,7 @@ size_t nf_kstate_drop_groups(nf_kstate_t *ks, bool (*match)(uint16_t kg, void *c
 {
     size_t dropped = 0;
     *kept = 0;
+    fetch_clear(ks); /* the store's copies of these groups may change (a restore) */
     for (uint32_t idx = 0; idx < ks->fresh; idx++) {
         entry_t *e = &ks->ent[idx];
         if (!(e->flags & F_USED) || !match(e->kg, ctx))

@@ -78,6 +78,14 @@ uint32_t nf_kstate_prefetch_value(const nf_kstate_t *ks, uint16_t kg, nf_id128_t
  * never trusted. */
 const void *nf_kstate_get_hint(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t hint,
                                uint64_t now_ms, uint32_t *len, int *err);
+/* For a caller about to get several keys that may be cold: reads those of keys[0, n) (key
+ * groups kgs) that are not in memory from the store in one batched read (nf_store_multi_get,
+ * at most 64 keys; the others are read by their gets), and keeps each answer, a value or its
+ * absence, for the get that follows, which takes it instead of a point read. Answers not taken
+ * are dropped by the next fetch, put, delete, snapshot, committed, uncommitted, expire or
+ * drop_groups (after which the store or memory may say otherwise). No effect on the state. 0,
+ * -EIO (nf_kstate_error says why) or -ENOMEM. */
+int nf_kstate_fetch(nf_kstate_t *ks, size_t n, const uint16_t *kgs, const nf_id128_t *keys);
 /* Inserts or replaces; the entry becomes dirty. 0 or -ENOMEM (nothing changed). */
 int nf_kstate_put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val, uint32_t len,
                   uint64_t now_ms);

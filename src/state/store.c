@@ -493,6 +493,65 @@ int nf_store_get(nf_store_t *st, nf_state_kind_t kind, const void *key, size_t k
     return store_get_raw(st, st->kinds[kind], key, klen, val, len, err, errlen);
 }
 
+/* The batch nf_store_multi_get reads at once; larger requests go in several. */
+enum { MULTI_GET_MAX = 64 };
+
+int nf_store_multi_get(nf_store_t *st, nf_state_kind_t kind, size_t n, const unsigned char *keys,
+                       size_t klen, void **vals, size_t *lens, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++)
+        vals[i] = NULL;
+    if ((unsigned)kind >= NF_KIND__COUNT)
+        return store_seterr(err, errlen, -EINVAL, "invalid state kind %d", (int)kind);
+    if (!st->kinds[kind])
+        return 0;
+    const char *kp[MULTI_GET_MAX];
+    size_t ks[MULTI_GET_MAX];
+    rocksdb_pinnableslice_t *ps[MULTI_GET_MAX];
+    char *errs[MULTI_GET_MAX];
+    int r = 0;
+    for (size_t at = 0; at < n && r == 0; at += MULTI_GET_MAX) {
+        size_t m = n - at < MULTI_GET_MAX ? n - at : MULTI_GET_MAX;
+        for (size_t i = 0; i < m; i++) {
+            kp[i] = (const char *)keys + (at + i) * klen;
+            ks[i] = klen;
+        }
+        rocksdb_batched_multi_get_cf(st->db, st->ro, st->kinds[kind], m, kp, ks, ps, errs, false);
+        for (size_t i = 0; i < m; i++) {
+            if (errs[i]) {
+                if (r == 0) {
+                    char what[PATH_MAX + 64];
+                    snprintf(what, sizeof what, "reading %s", st->db_dir);
+                    r = store_rocks_err(errs[i], err, errlen, -EIO, what);
+                } else {
+                    rocksdb_free(errs[i]);
+                }
+            } else if (ps[i] && r == 0) {
+                size_t len = 0;
+                const char *v = rocksdb_pinnableslice_value(ps[i], &len);
+                char *copy = malloc(len + 1); /* as store_get_raw: never malloc(0), a NUL */
+                if (!copy) {
+                    r = store_seterr(err, errlen, -ENOMEM, "reading %s: out of memory", st->db_dir);
+                } else {
+                    if (len)
+                        memcpy(copy, v, len);
+                    copy[len] = '\0';
+                    vals[at + i] = copy;
+                    lens[at + i] = len;
+                }
+            }
+            if (ps[i])
+                rocksdb_pinnableslice_destroy(ps[i]);
+        }
+    }
+    if (r != 0)
+        for (size_t i = 0; i < n; i++) {
+            free(vals[i]);
+            vals[i] = NULL;
+        }
+    return r;
+}
+
 int nf_store_scan(nf_store_t *st, nf_state_kind_t kind, nf_store_scan_fn fn, void *arg)
 {
     return nf_store_scan_prefix(st, kind, NULL, 0, fn, arg);

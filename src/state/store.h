@@ -83,6 +83,13 @@ int nf_store_compact(nf_store_t *st, char *err, size_t errlen);
 int nf_store_get(nf_store_t *st, nf_state_kind_t kind, const void *key, size_t klen, void **val,
                  size_t *len, char *err, size_t errlen);
 
+/* Point reads of n keys of one kind, all klen bytes long (keys: n x klen), in one batch
+ * (RocksDB's MultiGet: the lookups share their filter and index probes and read a block once).
+ * For each i, vals[i] is the value (malloc'd, caller frees; lens[i] its length) or NULL
+ * (absent). 0, or -EIO / -ENOMEM with a message in err (and every vals[i] NULL). */
+int nf_store_multi_get(nf_store_t *st, nf_state_kind_t kind, size_t n, const unsigned char *keys,
+                       size_t klen, void **vals, size_t *lens, char *err, size_t errlen);
+
 /* Calls fn for every key of a kind in key order (committed state); stops when fn returns
  * non-zero and returns that value. 0 at the end, -EIO on a read error. */
 typedef int (*nf_store_scan_fn)(const void *key, size_t klen, const void *val, size_t vlen,

@@ -222,7 +222,17 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
     for (int step = 0; step < c->steps && nf_test_failed_checks == fails0; step++) {
         uint64_t r = below(1000);
         int u = (int)below(U);
-        if (r < 400) { /* get */
+        if (r < 40) { /* a batch of keys fetched for the gets that follow (or not) */
+            uint16_t kgs[80];
+            nf_id128_t ids[80];
+            size_t n = (size_t)below(80) + 1;
+            for (size_t i = 0; i < n; i++) {
+                int v = (int)below(U);
+                kgs[i] = m.kg[v];
+                ids[i] = m.id[v];
+            }
+            NF_CHECK_EQ(nf_kstate_fetch(ks, n, kgs, ids), 0);
+        } else if (r < 400) { /* get */
             pc->gets++;
             NF_CHECK(check_get(ks, &m, &m.live[u], u));
         } else if (r < 700) { /* put */
