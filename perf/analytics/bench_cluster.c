@@ -20,9 +20,9 @@
  * articles (snapshot, pending write, apply, committed: what makes entries evictable),
  * every result compared with a memory-only engine's fed alongside (action, cluster
  * id, similarity, merged ids): "mismatches" must be 0. Both without a TTL: the
- * articles' times here are synthetic (2023, 1 s apart) while the store's compaction
- * filter drops values by the wall clock, so with one the store would lose entries the
- * engine's own clock still counts live (in a job ingested_ms is the wall clock).
+ * articles are 1 s apart, so with the 7-day TTL an index holds at most 604,800 of them and
+ * these runs would not measure an index of N articles. (The store's filter drops by the
+ * engine's clock, so a TTL is exact too: actors/test_cluster, times in 2023, compacted.)
  * Reports articles/s, memory, loads and evictions, and the process's peak RSS.
  *
  * --store-only: the store phase alone, without the reference (it needs ~2 KB of memory an
@@ -382,7 +382,7 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
     }
     nf_cluster_opts_t co;
     nf_cluster_opts_default(&co);
-    co.ttl_ms = 0; /* see the top: the store's TTL filter runs on the wall clock */
+    co.ttl_ms = 0; /* see the top: an index of N articles */
     /* the reference: memory only, the same options */
     nf_cluster_t *ref = sigs ? nf_cluster_new(NULL, &co) : NULL;
     co.budget_bytes = budget_mb << 20;

@@ -41,11 +41,21 @@ typedef struct root {
     int64_t ms;
 } root_t;
 
+/* The engine clock at an epoch's snapshot: the store's TTL filter gets it once that epoch is
+ * committed (a later clock could drop what a replay after a crash still sees live). */
+typedef struct snap_clock {
+    uint64_t epoch, clock;
+} snap_clock_t;
+enum { SNAP_CLOCKS = 16 };
+
 struct nf_cluster {
     nf_cluster_opts_t o;
+    nf_store_t *st;
     nf_kstate_t *sig, *bucket, *parent;
     uint64_t clock;
     bool clock_known;
+    snap_clock_t snaps[SNAP_CLOCKS]; /* epochs snapshotted, not yet committed, oldest first */
+    unsigned nsnaps;
 
     /* Scratch, sized at creation: a bounded add never allocates. */
     uint64_t *keys;     /* bands */
@@ -138,6 +148,7 @@ nf_cluster_t *nf_cluster_new(nf_store_t *st, const nf_cluster_opts_t *o)
     if (!c)
         return NULL;
     c->o = *o;
+    c->st = st;
     nf_kstate_opts_t ko = {.ttl_ms = o->ttl_ms, .budget_bytes = o->budget_bytes};
     ko.kind = NF_KIND_CLUSTER_SIG;
     c->sig = nf_kstate_new(st, &ko);
@@ -211,6 +222,18 @@ static int put_failed(nf_cluster_t *c, const char *what)
 
 /* The engine clock: the largest ingested_ms seen, kept in the parent kstate so a restarted
  * engine reads entries against the same time as an uninterrupted one. */
+/* The store's TTL filter drops the index's values by the engine clock, not the wall clock
+ * (nf_state_kind_owner_clock): with the wall clock it dropped entries the engine still counted
+ * live whenever ingest times lagged it (a replay, a backfill). */
+static void set_store_clock(nf_cluster_t *c, uint64_t clock)
+{
+    if (!c->st || clock == 0 || c->o.ttl_ms == 0)
+        return;
+    nf_store_set_clock(c->st, NF_KIND_CLUSTER_SIG, clock);
+    nf_store_set_clock(c->st, NF_KIND_CLUSTER_BUCKET, clock);
+    nf_store_set_clock(c->st, NF_KIND_CLUSTER_PARENT, clock);
+}
+
 static int advance_clock(nf_cluster_t *c, int64_t ingested_ms)
 {
     if (!c->clock_known) {
@@ -224,6 +247,7 @@ static int advance_clock(nf_cluster_t *c, int64_t ingested_ms)
         if (v && len == 8)
             c->clock = nf_get_le64(v);
         c->clock_known = true;
+        set_store_clock(c, c->clock); /* the committed clock: what the store holds */
     }
     uint64_t t = ingested_ms > 0 ? (uint64_t)ingested_ms : 0;
     if (t > c->clock) {
@@ -557,12 +581,25 @@ int nf_cluster_add(nf_cluster_t *c, nf_id128_t article, int64_t ingested_ms, con
 
 size_t nf_cluster_snapshot(nf_cluster_t *c, nf_store_batch_t *b, uint64_t epoch)
 {
+    if (c->nsnaps == SNAP_CLOCKS) { /* more epochs in flight than ever happens: keep the newest */
+        memmove(&c->snaps[0], &c->snaps[1], (SNAP_CLOCKS - 1) * sizeof c->snaps[0]);
+        c->nsnaps--;
+    }
+    c->snaps[c->nsnaps++] = (snap_clock_t){epoch, c->clock};
     return nf_kstate_snapshot(c->sig, b, epoch) + nf_kstate_snapshot(c->bucket, b, epoch) +
            nf_kstate_snapshot(c->parent, b, epoch);
 }
 
 void nf_cluster_committed(nf_cluster_t *c, uint64_t epoch)
 {
+    unsigned keep = 0;
+    for (unsigned i = 0; i < c->nsnaps; i++) {
+        if (c->snaps[i].epoch <= epoch)
+            set_store_clock(c, c->snaps[i].clock);
+        else
+            c->snaps[keep++] = c->snaps[i];
+    }
+    c->nsnaps = keep;
     nf_kstate_committed(c->sig, epoch);
     nf_kstate_committed(c->bucket, epoch);
     nf_kstate_committed(c->parent, epoch);

@@ -17,10 +17,11 @@
  *   NF_KIND_CLUSTER_PARENT  article -> [parent id: 16 bytes][ingested_ms: i64]; a root is its
  *                           own parent. Key group 0xFFFF, id 0 holds the engine clock.
  * The engine clock is the largest ingested_ms seen (so out-of-order input never moves time
- * back); entries are put with it and read against it. An expired signature, bucket or parent
- * reads as absent: articles older than ttl_ms no longer match anything. Every join re-puts the
- * root, and a path is compressed when walked, so a node's parent never expires before the node
- * (if it did, the walk stops there and that node acts as the root).
+ * back); entries are put with it and read against it, and the store's TTL filter drops them by
+ * it too (nf_store_set_clock, the clock of the last committed epoch), never by the wall clock. An
+ * expired signature, bucket or parent reads as absent: articles older than ttl_ms no longer match
+ * anything. Every join re-puts the root, and a path is compressed when walked, so a node's parent
+ * never expires before the node (if it did, the walk stops there and that node acts as the root).
  *
  * Actions (nf_cluster_result_t.action):
  *   NEW        no verified match: the article is a cluster of its own, cluster_id = article,

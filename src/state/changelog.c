@@ -575,7 +575,9 @@ int nf_changelog_apply(nf_changelog_applier_t *a, int topic, int32_t partition, 
     }
     const unsigned char *k = (const unsigned char *)key + 2;
     uint64_t exp = tombstone ? 0 : nf_get_le64(val);
-    if (exp != 0 && exp <= a->now_ms) {
+    /* By the wall clock only the kinds that expire by it: the cluster index's run on its
+     * engine's clock, which the store's filter applies once the engine has set it. */
+    if (exp != 0 && exp <= a->now_ms && !nf_state_kind_owner_clock((nf_state_kind_t)kind)) {
         a->stats->expired++; /* the TTL filter would drop it; a later value may follow */
         return 0;
     }

@@ -46,6 +46,11 @@ const char *nf_state_kind_name(nf_state_kind_t k)
     return (unsigned)k < NF_KIND__COUNT ? kind_names[k] : "?";
 }
 
+bool nf_state_kind_owner_clock(nf_state_kind_t k)
+{
+    return k == NF_KIND_CLUSTER_SIG || k == NF_KIND_CLUSTER_BUCKET || k == NF_KIND_CLUSTER_PARENT;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * small helpers */
 
@@ -163,6 +168,37 @@ static unsigned char ttl_filter(void *state, int level, const char *key, size_t 
     return expires != 0 && expires < store_realtime_ms();
 }
 
+/* The same by an owner's clock (state: its nf_store.clock slot); 0 = not set yet: keep. */
+static unsigned char owner_ttl_filter(void *state, int level, const char *key, size_t klen,
+                                      const char *val, size_t vlen, char **nv, size_t *nvlen,
+                                      unsigned char *changed)
+{
+    (void)level, (void)key, (void)klen, (void)nv, (void)nvlen;
+    *changed = 0;
+    uint64_t clock = atomic_load_explicit((_Atomic uint64_t *)state, memory_order_relaxed);
+    if (vlen < 8 || clock == 0)
+        return 0;
+    uint64_t expires = nf_get_le64((const unsigned char *)val);
+    return expires != 0 && expires < clock;
+}
+
+static const char *owner_ttl_filter_name(void *state)
+{
+    (void)state;
+    return "newsflow.ttl-owner-clock";
+}
+
+void nf_store_set_clock(nf_store_t *st, nf_state_kind_t kind, uint64_t now_ms)
+{
+    if ((unsigned)kind >= NF_KIND__COUNT)
+        return;
+    _Atomic uint64_t *c = &st->clock[kind];
+    uint64_t cur = atomic_load_explicit(c, memory_order_relaxed);
+    while (now_ms > cur && !atomic_compare_exchange_weak_explicit(
+                               c, &cur, now_ms, memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
 static void ttl_filter_destroy(void *state)
 {
     (void)state; /* the C API calls the destructor unconditionally */
@@ -199,6 +235,12 @@ static void store_free(nf_store_t *st)
         rocksdb_options_destroy(st->dbopts);
     if (st->ttl)
         rocksdb_compactionfilter_destroy(st->ttl);
+    for (int k = 0; k < NF_KIND__COUNT; k++) {
+        if (st->owner_cfopts[k])
+            rocksdb_options_destroy(st->owner_cfopts[k]);
+        if (st->owner_ttl[k])
+            rocksdb_compactionfilter_destroy(st->owner_ttl[k]);
+    }
     if (st->bbto)
         rocksdb_block_based_options_destroy(st->bbto);
     if (st->cache)
@@ -278,6 +320,14 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
         rocksdb_compactionfilter_create(NULL, ttl_filter_destroy, ttl_filter, ttl_filter_name);
     st->cfopts = rocksdb_options_create_copy(st->dbopts);
     rocksdb_options_set_compaction_filter(st->cfopts, st->ttl);
+    for (int k = 0; k < NF_KIND__COUNT; k++) {
+        if (!nf_state_kind_owner_clock((nf_state_kind_t)k))
+            continue;
+        st->owner_ttl[k] = rocksdb_compactionfilter_create(
+            (void *)&st->clock[k], ttl_filter_destroy, owner_ttl_filter, owner_ttl_filter_name);
+        st->owner_cfopts[k] = rocksdb_options_create_copy(st->dbopts);
+        rocksdb_options_set_compaction_filter(st->owner_cfopts[k], st->owner_ttl[k]);
+    }
 
     st->ro = rocksdb_readoptions_create();
     st->ro_scan = rocksdb_readoptions_create();
@@ -328,7 +378,7 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
             present = !strcmp(existing[i], kind_names[k]);
         if (present) {
             names[n] = kind_names[k];
-            copts[n++] = st->cfopts;
+            copts[n++] = st->owner_cfopts[k] ? st->owner_cfopts[k] : st->cfopts;
         }
     }
     for (size_t i = 0; i < nexisting; i++) {

@@ -51,6 +51,10 @@ typedef enum {
 
 /* Column family name of a kind ("article_key", "crawl_schedule", "reads", "event_ids"). */
 const char *nf_state_kind_name(nf_state_kind_t k);
+/* Whether a kind's values expire by a clock of their owner's (nf_store_set_clock) rather than
+ * the wall clock: the story-cluster index, whose TTL runs on the articles' ingest times (which
+ * lag the wall clock, by far on a replay). */
+bool nf_state_kind_owner_clock(nf_state_kind_t k);
 
 typedef struct nf_store nf_store_t;
 typedef struct nf_store_batch nf_store_batch_t;
@@ -74,6 +78,11 @@ nf_store_t *nf_store_open_dir(const char *db_dir, bool read_only, char *err, siz
 void nf_store_close(nf_store_t *st);
 /* The state directory (nf_store_open) or the database directory (nf_store_open_dir). */
 const char *nf_store_state_dir(const nf_store_t *st);
+/* Moves an owner-clocked kind's clock forward to now_ms (never back): its TTL filter drops a
+ * value once its expiry is before this clock, and drops none of the kind until the owner has
+ * set the clock after the open. Cheap, any thread (compactions read it in RocksDB's). */
+void nf_store_set_clock(nf_store_t *st, nf_state_kind_t kind, uint64_t now_ms);
+
 /* Flushes and compacts every column family down to the bottommost level, so the TTL filter
  * sees every value (operators reclaiming space; tests). Blocks until done. 0 or -EROFS. */
 int nf_store_compact(nf_store_t *st, char *err, size_t errlen);

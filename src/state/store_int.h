@@ -7,6 +7,7 @@
 #include "state/store.h"
 
 #include <rocksdb/c.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +19,11 @@ struct nf_store {
     rocksdb_options_t *dbopts; /* the database and "default" (and families we do not know) */
     rocksdb_options_t *cfopts; /* state kinds: dbopts + the TTL filter */
     rocksdb_compactionfilter_t *ttl;
+    /* Kinds that expire by their owner's clock (nf_state_kind_owner_clock): their own options
+     * and filter, which reads clock[kind] (0 until nf_store_set_clock: nothing dropped). */
+    rocksdb_options_t *owner_cfopts[NF_KIND__COUNT];
+    rocksdb_compactionfilter_t *owner_ttl[NF_KIND__COUNT];
+    _Atomic uint64_t clock[NF_KIND__COUNT];
     rocksdb_cache_t *cache;
     rocksdb_block_based_table_options_t *bbto;
     rocksdb_readoptions_t *ro, *ro_scan;
