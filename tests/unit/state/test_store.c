@@ -236,6 +236,56 @@ static void test_get_scan_batch(void)
     tmpdir_free(dir);
 }
 
+/* nf_store_multi_get against nf_store_get, key by key: 150 keys (more than one MultiGet's
+ * 64), every other one present, in no order, with an empty value and a repeated key. */
+static void test_multi_get(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    nf_store_batch_t *b = nf_store_batch_new();
+    NF_REQUIRE(b);
+    enum { N = 150 };
+    unsigned char keys[N][4];
+    for (unsigned i = 0; i < N; i++) {
+        unsigned k = (i * 37u) % N; /* every key once, out of order */
+        if (i == 7)
+            k = (2 * 37u) % N; /* key 2's key (74: present) again */
+        memcpy(keys[i], (unsigned char[4]){'k', (unsigned char)(k >> 8), (unsigned char)k, 0}, 4);
+        if (k % 2 == 0) {
+            char v[16];
+            int n = k == 0 ? 0 : snprintf(v, sizeof v, "v%u", k);
+            nf_store_batch_put(b, NF_KIND_CLUSTER_SIG, keys[i], 4, v, (size_t)n);
+        }
+    }
+    char err[512];
+    NF_CHECK_EQ(nf_store_pending_write(st, 1, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+    void *vals[N];
+    size_t lens[N];
+    NF_CHECK_EQ(
+        nf_store_multi_get(st, NF_KIND_CLUSTER_SIG, N, &keys[0][0], 4, vals, lens, err, sizeof err),
+        0);
+    size_t found = 0;
+    for (unsigned i = 0; i < N; i++) {
+        void *one = NULL;
+        size_t len = 0;
+        int r = nf_store_get(st, NF_KIND_CLUSTER_SIG, keys[i], 4, &one, &len, err, sizeof err);
+        NF_CHECK_EQ(r, vals[i] != NULL);
+        if (r == 1 && vals[i]) {
+            found++;
+            NF_CHECK_EQ(lens[i], len);
+            NF_CHECK(memcmp(vals[i], one, len) == 0);
+        }
+        free(one);
+        free(vals[i]);
+    }
+    NF_CHECK_EQ(found, N / 2 + 1); /* 75 even keys present, one of them asked twice */
+    nf_store_batch_free(b);
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
 static void test_pending_write_read_apply(void)
 {
     const char *dir = tmpdir_new();
@@ -1040,6 +1090,7 @@ int main(void)
     NF_RUN(test_open_creates_families_and_reopen_persists);
     NF_RUN(test_open_keeps_unknown_families);
     NF_RUN(test_get_scan_batch);
+    NF_RUN(test_multi_get);
     NF_RUN(test_ingest_equals_write);
     NF_RUN(test_pending_write_read_apply);
     NF_RUN(test_pending_survives_crash_and_discard);
