@@ -237,6 +237,7 @@ typedef struct stories {
     nf_cluster_t *eng;
     nf_jw_t jw;
     nf_timer_t tick;
+    uint64_t loads, evictions; /* the index's, as last reported */
 } stories_t;
 
 static void stories_emit(stories_t *s, nf_id128_t article, const nf_cluster_result_t *r,
@@ -339,6 +340,7 @@ static void stories_partitions(nf_shard_t *sh, void *self, nf_input_t in, const 
     if (in != NF_INPUT_TRENDING_PANES || !s->an->panes_topic || !zero)
         return;
     nf_cluster_free(s->eng);
+    s->loads = s->evictions = 0; /* the new engine counts from 0 */
     if (!(s->eng = stories_engine(s))) {
         nf_log(NF_LOG_ERROR, "cluster", "out of memory reopening the story index; stopping",
                NF_LEND);
@@ -363,6 +365,12 @@ static void stories_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
     nf_cluster_stats(s->eng, &st);
     nf_gauge_set(s->an->m.index_bytes, (int64_t)st.bytes);
     nf_gauge_set(s->an->m.index_entries, (int64_t)st.entries);
+    uint64_t loads = st.sig.loads + st.bucket.loads + st.parent.loads;
+    uint64_t evictions = st.sig.evictions + st.bucket.evictions + st.parent.evictions;
+    nf_counter_add(s->an->m.index_loads, loads - s->loads);
+    nf_counter_add(s->an->m.index_evictions, evictions - s->evictions);
+    s->loads = loads;
+    s->evictions = evictions;
     (void)sh;
     (void)t;
 }
@@ -968,6 +976,13 @@ int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_
     e |= nf_metrics_gauge("newsflow_cluster_index_entries",
                           "Entries of the story-cluster index in memory.", NULL, 0,
                           &an->m.index_entries);
+    e |= nf_metrics_counter("newsflow_cluster_index_loads_total",
+                            "Entries of the story-cluster index read back from the store (cold).",
+                            NULL, 0, &an->m.index_loads);
+    e |= nf_metrics_counter("newsflow_cluster_index_evictions_total",
+                            "Entries of the story-cluster index evicted from memory to keep "
+                            "within state.budget_mb (they stay on the store).",
+                            NULL, 0, &an->m.index_evictions);
     e |= nf_metrics_gauge(
         "newsflow_trending_watermark_lag_seconds",
         "Wall clock minus the lowest trending watermark of each shard's active partitions, "

@@ -109,7 +109,9 @@ int nf_cluster_find(nf_cluster_t *c, nf_id128_t article, nf_id128_t *cluster_id)
 /* Barrier and commit, as nf_kstate_snapshot / nf_kstate_committed over the three kstates. */
 size_t nf_cluster_snapshot(nf_cluster_t *c, nf_store_batch_t *b, uint64_t epoch);
 void nf_cluster_committed(nf_cluster_t *c, uint64_t epoch);
-/* Drops expired entries from memory (at most max per kstate, 0 = all); returns how many. */
+/* Drops entries expired by now_ms and by the engine clock both (the reads go by the engine
+ * clock, which lags the wall clock on a replay) from memory, at most max per kstate (0 = all);
+ * returns how many. */
 size_t nf_cluster_expire(nf_cluster_t *c, uint64_t now_ms, size_t max);
 
 typedef struct nf_cluster_stats {

@@ -419,6 +419,12 @@ def body(ctx):
     ctx.log("B: dedup keys on disk %d of %d, disk lookups %d, found there %d" % disk)
     ctx.check(disk[0] > 0 and disk[2] > 0,
               "B: the dedup sets kept no keys on disk under state.budget_mb=1 (%r)" % (disk,))
+    ctx.check("newsflow_cluster_index_loads_total" in m and
+              "newsflow_cluster_index_evictions_total" in m,
+              "B: /metrics lacks the cluster index's loads and evictions")
+    ctx.log("B: cluster index loads %d, evictions %d" % (
+        m.get("newsflow_cluster_index_loads_total", 0),
+        m.get("newsflow_cluster_index_evictions_total", 0)))
     # A and B: the same interest records and the same trending windows.
     ia = sorted(json.dumps(v, sort_keys=True) for k, h, v in a["interest"])
     ib = sorted(json.dumps(v, sort_keys=True) for k, h, v in b["interest"])
