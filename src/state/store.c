@@ -505,6 +505,27 @@ int nf_store_compact(nf_store_t *st, char *err, size_t errlen)
  * reads */
 
 /* A malloc'd copy of a value in the "default" family (or any family h). 1, 0 (absent), -EIO. */
+/* A found value, copied out of RocksDB's slice (which is destroyed): *val malloc'd with a NUL
+ * after its *len bytes (never malloc(0); text values are strings). 0 or -ENOMEM with err. */
+static int take_slice(nf_store_t *st, rocksdb_pinnableslice_t *ps, void **val, size_t *len,
+                      char *err, size_t errlen)
+{
+    size_t n = 0;
+    const char *v = rocksdb_pinnableslice_value(ps, &n);
+    char *copy = malloc(n + 1);
+    if (copy) {
+        if (n)
+            memcpy(copy, v, n);
+        copy[n] = '\0';
+    }
+    rocksdb_pinnableslice_destroy(ps);
+    if (!copy)
+        return store_seterr(err, errlen, -ENOMEM, "reading %s: out of memory", st->db_dir);
+    *val = copy;
+    *len = n;
+    return 0;
+}
+
 int store_get_raw(nf_store_t *st, rocksdb_column_family_handle_t *h, const void *key, size_t klen,
                   void **val, size_t *len, char *err, size_t errlen)
 {
@@ -517,20 +538,8 @@ int store_get_raw(nf_store_t *st, rocksdb_column_family_handle_t *h, const void 
     }
     if (!ps)
         return 0;
-    size_t n = 0;
-    const char *v = rocksdb_pinnableslice_value(ps, &n);
-    char *copy = malloc(n + 1); /* +1: never malloc(0); a NUL makes text values strings */
-    if (!copy) {
-        rocksdb_pinnableslice_destroy(ps);
-        return store_seterr(err, errlen, -ENOMEM, "reading %s: out of memory", st->db_dir);
-    }
-    if (n)
-        memcpy(copy, v, n);
-    copy[n] = '\0';
-    rocksdb_pinnableslice_destroy(ps);
-    *val = copy;
-    *len = n;
-    return 1;
+    int r = take_slice(st, ps, val, len, err, errlen);
+    return r == 0 ? 1 : r;
 }
 
 int nf_store_get(nf_store_t *st, nf_state_kind_t kind, const void *key, size_t klen, void **val,
@@ -577,18 +586,8 @@ int nf_store_multi_get(nf_store_t *st, nf_state_kind_t kind, size_t n, const uns
                     rocksdb_free(errs[i]);
                 }
             } else if (ps[i] && r == 0) {
-                size_t len = 0;
-                const char *v = rocksdb_pinnableslice_value(ps[i], &len);
-                char *copy = malloc(len + 1); /* as store_get_raw: never malloc(0), a NUL */
-                if (!copy) {
-                    r = store_seterr(err, errlen, -ENOMEM, "reading %s: out of memory", st->db_dir);
-                } else {
-                    if (len)
-                        memcpy(copy, v, len);
-                    copy[len] = '\0';
-                    vals[at + i] = copy;
-                    lens[at + i] = len;
-                }
+                r = take_slice(st, ps[i], &vals[at + i], &lens[at + i], err, errlen);
+                continue; /* take_slice destroyed it */
             }
             if (ps[i])
                 rocksdb_pinnableslice_destroy(ps[i]);
