@@ -563,7 +563,6 @@ void nf_kstate_encode_key(uint16_t kg, nf_id128_t key, unsigned char out[18])
     }
 }
 
-/* Miss in memory: point read from the store; on success the key is in memory, clean. */
 /* Takes the fetched answer for (kg, key), if there is one: 1 (a value: *raw, *rlen) or 0
  * (absent), -1 if none was fetched. */
 static int fetch_take(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, void **raw, size_t *rlen)
@@ -615,6 +614,8 @@ int nf_kstate_fetch(nf_kstate_t *ks, size_t n, const uint16_t *kgs, const nf_id1
     return 0;
 }
 
+/* Miss in memory: the fetched answer, else a point read from the store; on success the key is
+ * in memory, clean. */
 static const void *load(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, uint32_t h, uint64_t now_ms,
                         uint32_t *len, int *err)
 {
