@@ -56,9 +56,17 @@ fetch() {
     return 0
   fi
   command -v mvn >/dev/null || die "mvn is not installed (scripts/deps.sh installs it)"
+  # One resolver at a time: ctest starts several brokers at once, and on a machine without the
+  # cache their Mavens copied into the same libs.tmp and failed each other.
+  mkdir -p "$CACHE"
+  exec 9>"$CACHE/.fetch.lock"
+  flock 9
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ]; then
+    exec 9>&-
+    return 0 # another one resolved them while this one waited
+  fi
   echo "kafka.sh: resolving Apache Kafka $KAFKA_VERSION from Maven Central into $CACHE" >&2
   rm -rf "$CACHE/libs.tmp"
-  mkdir -p "$CACHE"
   if ! mvn -q -B -f "$HERE/kafka/pom.xml" dependency:copy-dependencies \
     -DoutputDirectory="$CACHE/libs.tmp" >"$CACHE/mvn.log" 2>&1; then
     tail -20 "$CACHE/mvn.log" >&2
@@ -67,6 +75,7 @@ fetch() {
   rm -rf "$CACHE/libs"
   mv "$CACHE/libs.tmp" "$CACHE/libs"
   echo "$sum" >"$stamp"
+  exec 9>&-
 }
 
 java_cmd() { # java_cmd LOGFILE HEAP_MB CLASS ARGS...
