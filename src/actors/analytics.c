@@ -422,12 +422,13 @@ static const nf_actor_ops_t stories_ops = {.name = "stories",
 
 /* ================================================================ trending merger */
 
-/* State keys in NF_KIND_TRENDING: "M" the merger's meta; "P" + partition (2 bytes BE) +
- * pane_start (8 bytes BE, offset by 2^63 so that order is numeric) one pane summary; "C" +
- * partition (2 bytes BE) a partition's counter (reads.c), and past 1 MiB "C" + partition + chunk
- * index (2 bytes BE) its further chunks (nf_analytics_put_chunked). The lower-case keys of the
- * per-shard layout ("m", "p" + shard + pane_start, "c" + shard, "n" the shard count) are dropped at
- * start (legacy_*). */
+/* State keys in NF_KIND_TRENDING: "M" the merger's meta; "L" the last window emitted (its
+ * `trending` record, JSON: what /v1/trending answers, src/serve/query.c); "P" + partition (2
+ * bytes BE) + pane_start (8 bytes BE, offset by 2^63 so that order is numeric) one pane summary;
+ * "C" + partition (2 bytes BE) a partition's counter (reads.c), and past 1 MiB "C" + partition +
+ * chunk index (2 bytes BE) its further chunks (nf_analytics_put_chunked). The lower-case keys of
+ * the per-shard layout ("m", "p" + shard + pane_start, "c" + shard, "n" the shard count) are
+ * dropped at start (legacy_*). */
 typedef struct pane_key {
     unsigned char k[11];
 } pane_key_t;
@@ -464,6 +465,10 @@ typedef struct merger {
     bool meta_dirty;
     bool active; /* merges (panes_topic: only while this process has trending-panes) */
     nf_jw_t jw;
+    /* The last window emitted (its trending record's JSON), kept as "L" at the next cut for the
+     * query API (/v1/trending): last_len 0 = none since the last cut. */
+    char *last;
+    size_t last_len, last_cap;
     /* Keys of the per-shard layout found at start, deleted at the first cut. */
     unsigned char (*legacy)[11];
     unsigned char *legacy_len;
@@ -500,6 +505,15 @@ static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_rank
     if (w->failed ||
         nf_analytics_emit(g->an, nf_shard_index(g->sh), NF_TOPIC_TRENDING, we, w->buf, w->len) != 0)
         return -ENOMEM;
+    if (w->len > g->last_cap) {
+        char *l = realloc(g->last, w->len);
+        if (!l)
+            return -ENOMEM;
+        g->last = l;
+        g->last_cap = w->len;
+    }
+    memcpy(g->last, w->buf, w->len);
+    g->last_len = w->len;
     nf_counter_inc(g->an->m.windows);
     g->meta_dirty = true;
     return 0;
@@ -626,7 +640,16 @@ static void merger_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uin
         return; /* not the merger of the job (panes_topic): its state is another process's */
     if (!b) {
         g->nadded = g->ndropped = g->nlegacy = 0;
+        g->last_len = 0;
         return;
+    }
+    if (g->last_len) {
+        if (nf_analytics_put_blob(b, "L", 1, g->last, g->last_len) != 0) {
+            merger_fail(g, "cannot save the last trending window (out of memory); stopping",
+                        -ENOMEM);
+            return;
+        }
+        g->last_len = 0;
     }
     for (size_t i = 0; i < g->nlegacy; i++)
         nf_store_batch_delete(b, NF_KIND_TRENDING, g->legacy[i], g->legacy_len[i]);
@@ -675,6 +698,7 @@ static void merger_reset(merger_t *g)
     for (size_t i = 0; i < g->nadded; i++)
         free(g->added[i].blob);
     g->nadded = g->ndropped = g->nlegacy = 0;
+    g->last_len = 0;
     g->meta_dirty = false;
     nf_trend_merger_free(g->m);
     if (!(g->m = nf_trend_merger_new(&g->an->trend, g->ncounters)))
@@ -888,6 +912,7 @@ static void merger_fini(nf_shard_t *sh, void *self)
     free(g->legacy_len);
     nf_trend_merger_free(g->m);
     nf_jw_free(&g->jw);
+    free(g->last);
     free(g);
 }
 

@@ -26,6 +26,7 @@
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "serve/query.h"
 #include "state/changelog.h"
 #include "state/checkpoint.h"
 #include "state/epoch.h"
@@ -412,13 +413,15 @@ struct run_ctx {
     nf_standby_t *standby; /* scale.standby_replicas */
     nf_demo_t *demo;
     nf_runtime_t *rt;
+    nf_query_t *query; /* the query API's routes on the admin server */
     nf_admin_t *admin;
 };
 
 static void run_cleanup(run_ctx_t *c)
 {
     nf_demo_stop(c->demo);
-    nf_admin_stop(c->admin);
+    nf_admin_stop(c->admin); /* its requests have released their views: the store may close */
+    nf_query_free(c->query);
     if (c->epoch) /* its coordinator has stopped: no rebalance callback reaches the standby */
         nf_epoch_attach_standby(c->epoch, NULL);
     nf_standby_free(c->standby); /* before the Kafka client and the store it uses */
@@ -559,9 +562,10 @@ static void api_standby(run_ctx_t *c, nf_jw_t *w)
     nf_jw_obj_close(w);
 }
 
-static int api(void *arg, const char *route, const char *failing, char **body, size_t *len)
+static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
 {
     run_ctx_t *c = arg;
+    const char *failing = nf_admin_req_arg(req, "failing");
     bool only_failing = failing && strcmp(failing, "0") != 0 && strcmp(failing, "false") != 0;
     nf_jw_t w;
     nf_jw_init(&w);
@@ -657,10 +661,15 @@ static int api(void *arg, const char *route, const char *failing, char **body, s
         nf_jw_arr_close(&w);
     } else {
         nf_jw_free(&w);
+        int qs = c->query ? nf_query_handle(c->query, route, req, body, len) : 0;
+        if (qs)
+            return qs;
         nf_jw_init(&w);
         nf_jw_obj_open(&w);
         nf_jw_key(&w, "error");
-        nf_jw_str(&w, "unknown route; routes: /v1/status, /v1/sources[?failing=1]");
+        nf_jw_str(&w, "unknown route; routes: /v1/status, /v1/sources[?failing=1], "
+                      "/v1/users/{user_id}/interest, /v1/trending[?limit=&topic=] "
+                      "(docs/openapi.json)");
         nf_jw_obj_close(&w);
         return api_reply(&w, 404, body, len);
     }
@@ -670,6 +679,30 @@ static int api(void *arg, const char *route, const char *failing, char **body, s
     }
     nf_jw_obj_close(&w);
     return api_reply(&w, 200, body, len);
+}
+
+/* Whether this process owns read-events partition p now (a consumer group's assignment). */
+static bool query_owns(void *arg, unsigned p)
+{
+    const run_ctx_t *c = arg;
+    return nf_kafka_owns(c->kafka, NF_INPUT_READ_EVENTS, (int32_t)p);
+}
+
+static nf_query_t *new_query(run_ctx_t *c)
+{
+    unsigned ntopics = 0;
+    while (ntopics < NF_TOPICS_MAX && c->an.topic_names[ntopics])
+        ntopics++;
+    int parts = c->kafka ? nf_kafka_input_partitions(c->kafka, NF_INPUT_READ_EVENTS) : 0;
+    bool group = c->cfg.kafka.assignment != 1 && c->kafka;
+    nf_query_opts_t qo = {.store = c->store,
+                          .topic_names = c->an.topic_names,
+                          .ntopics = ntopics,
+                          .read_partitions = parts > 0 ? (unsigned)parts : 1,
+                          .owns = group ? query_owns : NULL,
+                          .owns_arg = c,
+                          .global_articles = c->in.in_partitions};
+    return nf_query_new(&qo);
 }
 
 /* The article ids of the configured local feed files (the demo's example feeds), parsed with
@@ -1170,6 +1203,12 @@ int nf_cli_run(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     int exit_code = NF_EXIT_OK;
+    if (cfg->admin.enabled && !(c.query = new_query(&c))) {
+        nf_log(NF_LOG_ERROR, "main", "out of memory", NF_LEND);
+        run_cleanup(&c);
+        nf_sink_close(c.in.sink);
+        return NF_EXIT_RUNTIME;
+    }
     if (cfg->admin.enabled) {
         nf_admin_hooks_t hooks = {
             .health = health, .ready = ready, .arg = c.rt, .api = api, .api_arg = &c};

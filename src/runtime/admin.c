@@ -121,19 +121,64 @@ static enum MHD_Result nf_admin_readyz(const nf_admin_t *a, struct MHD_Connectio
                           body, n, MHD_RESPMEM_MUST_COPY, NULL);
 }
 
+#define NF_ADMIN_REQ_HEADERS 4
+
+struct nf_admin_req {
+    struct MHD_Connection *conn;
+    unsigned nheaders;
+    char headers[NF_ADMIN_REQ_HEADERS][2][512];
+};
+
+const char *nf_admin_req_arg(const nf_admin_req_t *r, const char *name)
+{
+    const char *v = NULL;
+    size_t n = 0;
+    if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &v, &n) !=
+        MHD_YES)
+        return NULL;
+    if (!v)
+        return "";
+    return strlen(v) == n ? v : "\x7f";
+}
+
+void nf_admin_req_header(nf_admin_req_t *r, const char *name, const char *value)
+{
+    if (r->nheaders == NF_ADMIN_REQ_HEADERS || strpbrk(name, "\r\n") || strpbrk(value, "\r\n"))
+        return;
+    snprintf(r->headers[r->nheaders][0], sizeof r->headers[0][0], "%s", name);
+    snprintf(r->headers[r->nheaders][1], sizeof r->headers[0][1], "%s", value);
+    r->nheaders++;
+}
+
 static enum MHD_Result nf_admin_api(const nf_admin_t *a, struct MHD_Connection *conn,
                                     const char *route)
 {
     if (!a->hooks.api)
         return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
-    const char *failing = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "failing");
+    nf_admin_req_t *req = calloc(1, sizeof *req);
+    if (!req)
+        return nf_admin_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+    req->conn = conn;
     char *body = NULL;
     size_t len = 0;
-    int status = a->hooks.api(a->hooks.api_arg, route, failing, &body, &len);
-    if (!body)
-        return nf_admin_static(conn, (unsigned)status, "");
-    return nf_admin_reply(conn, (unsigned)status, "application/json", body, len,
-                          MHD_RESPMEM_MUST_FREE, NULL);
+    int status = a->hooks.api(a->hooks.api_arg, route, req, &body, &len);
+    struct MHD_Response *resp =
+        body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
+             : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(body);
+        free(req);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            body ? "application/json" : nf_admin_text);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    for (unsigned i = 0; i < req->nheaders; i++)
+        MHD_add_response_header(resp, req->headers[i][0], req->headers[i][1]);
+    free(req);
+    enum MHD_Result r = MHD_queue_response(conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return r;
 }
 
 static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -148,6 +193,8 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
             path = i;
     if (strncmp(url, "/v1/", 4) == 0)
         path = NF_ADMIN_API;
+    else if (path == NF_ADMIN_API) /* "/v1" alone: no route */
+        path = NF_ADMIN_OTHER;
     nf_counter_inc(a->requests[path]);
 
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
@@ -175,7 +222,11 @@ static void nf_admin_mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    nf_log(NF_LOG_WARN, "admin", "http server", NF_LS("detail", msg), NF_LEND);
+    /* A request the server refused (too big, malformed) is the client's doing: a flood of them
+     * must not flood the log. */
+    bool client = strncmp(msg, "Error processing request", 24) == 0;
+    nf_log(client ? NF_LOG_DEBUG : NF_LOG_WARN, "admin", "http server", NF_LS("detail", msg),
+           NF_LEND);
 }
 
 /* Why binding addr failed, found by trying it on a throwaway socket. */

@@ -3,10 +3,10 @@
  * Serves GET /metrics (Prometheus text 0.0.4 from metrics.h), /healthz (liveness: 200 when the
  * health hook says every shard answers, else 503 with the reason), /readyz (200 once the
  * ready hook says so, else 503; both with the hook's JSON body, which names what readiness
- * waits for) and /v1/... (JSON from the api hook: /v1/status, /v1/sources). Anything else is
- * 404; non-GET is 405. The server reads shard state only through the hooks, which main wires to
- * nf_runtime_call(), so it never touches shard memory directly (metrics cells are read with
- * atomic loads, see metrics.h).
+ * waits for) and /v1/... (JSON from the api hook: /v1/status, /v1/sources, the query API's
+ * routes). Anything else is 404; non-GET is 405. The server reads shard state only through the
+ * hooks, which main wires to nf_runtime_call(), so it never touches shard memory directly (metrics
+ * cells are read with atomic loads, see metrics.h).
  *
  * Thread: create/stop from the main thread; hooks run on the server's threads (one per
  * connection, up to 64 at once: hooks must be thread-safe). */
@@ -19,6 +19,16 @@
 
 typedef struct nf_admin nf_admin_t;
 
+/* A /v1/ request as the api hook sees it (valid during the hook's call only). */
+typedef struct nf_admin_req nf_admin_req_t;
+/* The value of the query argument name (URL-decoded; "" when given without a value, the first
+ * when given twice), NULL if absent. A value holding a NUL byte reads as "\x7f", which no
+ * parameter accepts, rather than as the part before the NUL. */
+const char *nf_admin_req_arg(const nf_admin_req_t *r, const char *name);
+/* Adds a header to the reply (Retry-After, Location; at most 4 per reply, each copied and cut
+ * at 511 bytes; CR and LF are refused). */
+void nf_admin_req_header(nf_admin_req_t *r, const char *name, const char *value);
+
 typedef struct nf_admin_hooks {
     /* 0 if healthy; else non-zero with a one-line reason written to why. */
     int (*health)(void *arg, char *why, size_t whylen);
@@ -26,11 +36,11 @@ typedef struct nf_admin_hooks {
      * epochs committing); writes a one-object JSON body saying why to body (NUL-terminated). */
     bool (*ready)(void *arg, char *body, size_t bodylen);
     void *arg;
-    /* GET /v1/ROUTE (route without "/v1/"; failing: the value of the query argument "failing",
-     * NULL if absent): the HTTP status, with a malloc'ed JSON body in *body (freed by the
-     * server; NULL for an empty body). NULL hook: /v1/ is 404. `newsflow status` and `newsflow
-     * sources list` read a running job through it. */
-    int (*api)(void *arg, const char *route, const char *failing, char **body, size_t *len);
+    /* GET /v1/ROUTE (route without "/v1/", URL-decoded; its query arguments through req): the
+     * HTTP status, with a malloc'ed JSON body in *body (freed by the server; NULL for an empty
+     * body). NULL hook: /v1/ is 404. `newsflow status` and `newsflow sources list` read a
+     * running job through it, and so does the query API (src/serve/query.h). */
+    int (*api)(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len);
     void *api_arg;
 } nf_admin_hooks_t;
 

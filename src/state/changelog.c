@@ -95,12 +95,12 @@ uint16_t nf_changelog_key_group(nf_state_kind_t kind, const void *key, size_t kl
     const unsigned char *k = key;
     if (kind == NF_KIND_TRENDING) {
         /* "C" + partition: a partition's counter, in that partition's key group; the merger's
-         * meta "M" and pane summaries "P" + partition + pane start are the merger's
-         * (NF_CHANGELOG_MERGER_KG); the keys of the per-shard layout, deleted at start, 0
-         * (analytics.c). */
+         * meta "M", last window "L" and pane summaries "P" + partition + pane start are the
+         * merger's (NF_CHANGELOG_MERGER_KG); the keys of the per-shard layout, deleted at start,
+         * 0 (analytics.c). */
         if (klen >= 3 && k[0] == 'C')
             return be16(k + 1);
-        if (klen >= 1 && (k[0] == 'M' || k[0] == 'P'))
+        if (klen >= 1 && (k[0] == 'M' || k[0] == 'L' || k[0] == 'P'))
             return NF_CHANGELOG_MERGER_KG;
         return 0;
     }

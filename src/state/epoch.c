@@ -605,6 +605,16 @@ static void tee_outputs(nf_epoch_t *ep, const nf_blob_t *bufs, unsigned nbufs)
 
 /* final: the last epoch of a clean stop, which takes a named checkpoint with checkpoint.on_stop
  * (a short run then leaves one: RocksDB checkpoints are hard links, cheap at a stop). */
+/* The store as of epoch e becomes what queries read (store.h, "committed views"). Without one,
+ * queries keep answering from the previous epoch's view, which stays true, only older. */
+static void publish_view(nf_epoch_t *ep, uint64_t e)
+{
+    if (ep->st && nf_store_view_publish(ep->st, e) != 0)
+        nf_log(NF_LOG_WARN, "epoch",
+               "no memory for the committed view: queries show an older epoch", NF_LI("epoch", e),
+               NF_LEND);
+}
+
 static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, char *err, size_t errlen)
 {
     if (ep->st && nf_store_pending_apply(ep->st, err, errlen) != 0)
@@ -614,6 +624,7 @@ static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, char *er
     atomic_store(&ep->epoch_pub, e);
     nf_gauge_set(ep->m_epoch, (int64_t)e);
     atomic_store(&ep->last_commit_at_ns, nf_now_ns());
+    publish_view(ep, e); /* after epoch_pub: no answer names an epoch /v1/status does not yet */
     /* At a clean stop only if something was committed since the last named checkpoint: restarts
      * without traffic do not push the periodic checkpoints out of checkpoint.retain_count. */
     if (ep->st && ep->o.retain_every &&
@@ -940,8 +951,10 @@ int64_t nf_epoch_committed_offset(const nf_epoch_t *ep, nf_input_t in, int32_t p
 
 int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen)
 {
-    if (!ep->o.changelog || !ep->st || !ep->kafka)
+    if (!ep->o.changelog || !ep->st || !ep->kafka) {
+        publish_view(ep, ep->epoch); /* what the store holds at start */
         return 0;
+    }
     nf_changelog_stats_t cs;
     nf_log(NF_LOG_INFO, "changelog", "restoring the state from the changelog topics", NF_LEND);
     int r = nf_changelog_restore(ep->st, ep->kafka, !ep->o.group, &ep->restore, &cs, err, errlen);
@@ -998,6 +1011,7 @@ int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen)
         nf_gauge_set(ep->m_epoch, (int64_t)max_epoch);
     }
     free(go);
+    publish_view(ep, ep->epoch);
     return 0;
 }
 

@@ -131,7 +131,8 @@ uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep);
  * input positions from the consumer group's committed offsets wherever the group has them
  * (they commit in the same transactions as the changelog records, so state and positions
  * agree), and numbers epochs on after the highest of this writer they name. 0 (also without
- * changelog) or -errno with err. */
+ * changelog) or -errno with err. Either way it then publishes the store's first committed view
+ * (store.h), as every epoch's apply publishes the next. */
 int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen);
 /* The restore's progress (any thread): records applied, records there were to read, whether it
  * runs now. */

@@ -217,6 +217,7 @@ static void store_free(nf_store_t *st)
 {
     if (!st)
         return;
+    store_view_drop(st); /* its snapshot belongs to the database */
     if (st->db) {
         if (st->def)
             rocksdb_column_family_handle_destroy(st->def);
@@ -255,6 +256,7 @@ static void store_free(nf_store_t *st)
         rocksdb_writeoptions_destroy(st->wo_sync);
     if (st->wo_nowal)
         rocksdb_writeoptions_destroy(st->wo_nowal);
+    pthread_mutex_destroy(&st->view_mu);
     free(st->state_dir);
     free(st->db_dir);
     free(st);
@@ -287,6 +289,7 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
     rocksdb_column_family_handle_t **handles = NULL;
     if (!st)
         goto oom;
+    pthread_mutex_init(&st->view_mu, NULL);
     st->read_only = mode.read_only;
     st->db_dir = strdup(db_dir);
     if (!st->db_dir || (state_dir && !(st->state_dir = strdup(state_dir))))
@@ -504,7 +507,6 @@ int nf_store_compact(nf_store_t *st, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------------------------
  * reads */
 
-/* A malloc'd copy of a value in the "default" family (or any family h). 1, 0 (absent), -EIO. */
 /* A found value, copied out of RocksDB's slice (which is destroyed): *val malloc'd with a NUL
  * after its *len bytes (never malloc(0); text values are strings). 0 or -ENOMEM with err. */
 static int take_slice(nf_store_t *st, rocksdb_pinnableslice_t *ps, void **val, size_t *len,
@@ -526,11 +528,12 @@ static int take_slice(nf_store_t *st, rocksdb_pinnableslice_t *ps, void **val, s
     return 0;
 }
 
-int store_get_raw(nf_store_t *st, rocksdb_column_family_handle_t *h, const void *key, size_t klen,
-                  void **val, size_t *len, char *err, size_t errlen)
+static int get_raw_ro(nf_store_t *st, const rocksdb_readoptions_t *ro,
+                      rocksdb_column_family_handle_t *h, const void *key, size_t klen, void **val,
+                      size_t *len, char *err, size_t errlen)
 {
     char *rerr = NULL;
-    rocksdb_pinnableslice_t *ps = rocksdb_get_pinned_cf(st->db, st->ro, h, key, klen, &rerr);
+    rocksdb_pinnableslice_t *ps = rocksdb_get_pinned_cf(st->db, ro, h, key, klen, &rerr);
     if (rerr) {
         char what[PATH_MAX + 64];
         snprintf(what, sizeof what, "reading %s", st->db_dir);
@@ -542,14 +545,26 @@ int store_get_raw(nf_store_t *st, rocksdb_column_family_handle_t *h, const void 
     return r == 0 ? 1 : r;
 }
 
-int nf_store_get(nf_store_t *st, nf_state_kind_t kind, const void *key, size_t klen, void **val,
-                 size_t *len, char *err, size_t errlen)
+int store_get_raw(nf_store_t *st, rocksdb_column_family_handle_t *h, const void *key, size_t klen,
+                  void **val, size_t *len, char *err, size_t errlen)
+{
+    return get_raw_ro(st, st->ro, h, key, klen, val, len, err, errlen);
+}
+
+int store_get_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
+                 const void *key, size_t klen, void **val, size_t *len, char *err, size_t errlen)
 {
     if ((unsigned)kind >= NF_KIND__COUNT)
         return store_seterr(err, errlen, -EINVAL, "invalid state kind %d", (int)kind);
     if (!st->kinds[kind])
         return 0;
-    return store_get_raw(st, st->kinds[kind], key, klen, val, len, err, errlen);
+    return get_raw_ro(st, ro, st->kinds[kind], key, klen, val, len, err, errlen);
+}
+
+int nf_store_get(nf_store_t *st, nf_state_kind_t kind, const void *key, size_t klen, void **val,
+                 size_t *len, char *err, size_t errlen)
+{
+    return store_get_ro(st, st->ro, kind, key, klen, val, len, err, errlen);
 }
 
 /* The batch nf_store_multi_get reads at once; larger requests go in several. */
@@ -557,6 +572,13 @@ enum { MULTI_GET_MAX = 64 };
 
 int nf_store_multi_get(nf_store_t *st, nf_state_kind_t kind, size_t n, const unsigned char *keys,
                        size_t klen, void **vals, size_t *lens, char *err, size_t errlen)
+{
+    return store_multi_get_ro(st, st->ro, kind, n, keys, klen, vals, lens, err, errlen);
+}
+
+int store_multi_get_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
+                       size_t n, const unsigned char *keys, size_t klen, void **vals, size_t *lens,
+                       char *err, size_t errlen)
 {
     for (size_t i = 0; i < n; i++)
         vals[i] = NULL;
@@ -575,7 +597,7 @@ int nf_store_multi_get(nf_store_t *st, nf_state_kind_t kind, size_t n, const uns
             kp[i] = (const char *)keys + (at + i) * klen;
             ks[i] = klen;
         }
-        rocksdb_batched_multi_get_cf(st->db, st->ro, st->kinds[kind], m, kp, ks, ps, errs, false);
+        rocksdb_batched_multi_get_cf(st->db, ro, st->kinds[kind], m, kp, ks, ps, errs, false);
         for (size_t i = 0; i < m; i++) {
             if (errs[i]) {
                 if (r == 0) {
@@ -609,11 +631,17 @@ int nf_store_scan(nf_store_t *st, nf_state_kind_t kind, nf_store_scan_fn fn, voi
 int nf_store_scan_prefix(nf_store_t *st, nf_state_kind_t kind, const void *prefix, size_t plen,
                          nf_store_scan_fn fn, void *arg)
 {
+    return store_scan_prefix_ro(st, st->ro_scan, kind, prefix, plen, fn, arg);
+}
+
+int store_scan_prefix_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
+                         const void *prefix, size_t plen, nf_store_scan_fn fn, void *arg)
+{
     if ((unsigned)kind >= NF_KIND__COUNT)
         return -EINVAL;
     if (!st->kinds[kind])
         return 0;
-    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(st->db, st->ro_scan, st->kinds[kind]);
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(st->db, ro, st->kinds[kind]);
     int r = 0;
     if (plen)
         rocksdb_iter_seek(it, prefix, plen);

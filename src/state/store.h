@@ -108,6 +108,36 @@ int nf_store_scan(nf_store_t *st, nf_state_kind_t kind, nf_store_scan_fn fn, voi
 int nf_store_scan_prefix(nf_store_t *st, nf_state_kind_t kind, const void *prefix, size_t plen,
                          nf_store_scan_fn fn, void *arg);
 
+/* ---- committed views: what the query API reads (src/serve/query.h) ----
+ * A view is the store as of one committed epoch: a RocksDB snapshot taken right after the
+ * epoch's batches were applied (nf_epoch publishes one per commit, and one at start for the
+ * epoch the store holds), so a reader on any thread sees whole epochs, never a half-applied one
+ * or what a crash could take back. Views are reference-counted: a reader acquires the latest,
+ * reads through it for as long as its answer takes, and releases it; publishing a newer one
+ * does not disturb readers of the old. A view pins the values it can see (RocksDB keeps them
+ * through compactions), so hold one for one request, not longer.
+ * Writes made outside the epochs (a rebalance's changelog restore, the standby, the articles
+ * follower) are seen from the next published view on.
+ * Threads: publish from the epoch thread (or main before the shards start); acquire, release
+ * and the reads from any thread. Every view must be released before nf_store_close. */
+typedef struct nf_store_view nf_store_view_t;
+/* Takes a view of the store as it is now, names it epoch and makes it the latest. 0 or -ENOMEM. */
+int nf_store_view_publish(nf_store_t *st, uint64_t epoch);
+/* The latest view, referenced (release it); NULL before the first publish. */
+nf_store_view_t *nf_store_view_acquire(nf_store_t *st);
+void nf_store_view_release(nf_store_view_t *v);
+/* The epoch a view shows, and when it was published (ms since the Unix epoch, wall clock). */
+uint64_t nf_store_view_epoch(const nf_store_view_t *v);
+int64_t nf_store_view_published_ms(const nf_store_view_t *v);
+/* nf_store_get / nf_store_multi_get / nf_store_scan_prefix as of the view. */
+int nf_store_view_get(nf_store_view_t *v, nf_state_kind_t kind, const void *key, size_t klen,
+                      void **val, size_t *len, char *err, size_t errlen);
+int nf_store_view_multi_get(nf_store_view_t *v, nf_state_kind_t kind, size_t n,
+                            const unsigned char *keys, size_t klen, void **vals, size_t *lens,
+                            char *err, size_t errlen);
+int nf_store_view_scan_prefix(nf_store_view_t *v, nf_state_kind_t kind, const void *prefix,
+                              size_t plen, nf_store_scan_fn fn, void *arg);
+
 /* ---- batches (one per shard and epoch) ---- */
 nf_store_batch_t *nf_store_batch_new(void);
 void nf_store_batch_put(nf_store_batch_t *b, nf_state_kind_t kind, const void *key, size_t klen,

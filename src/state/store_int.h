@@ -1,11 +1,12 @@
-/* store_int.h — what the store's three files share (store.c the live database, store_pending.c
- * the epoch protocol's records, checkpoint.c named checkpoints). Not a contract: only those
- * three include it. */
+/* store_int.h — what the store's files share (store.c the live database, store_pending.c the
+ * epoch protocol's records, checkpoint.c named checkpoints, store_view.c committed views). Not a
+ * contract: only those four include it. */
 #ifndef NF_STORE_INT_H
 #define NF_STORE_INT_H
 
 #include "state/store.h"
 
+#include <pthread.h>
 #include <rocksdb/c.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -35,6 +36,9 @@ struct nf_store {
     bool read_only;
     char *state_dir; /* NULL when opened by nf_store_open_dir */
     char *db_dir;
+    /* The latest committed view (store_view.c), under view_mu; NULL before the first publish. */
+    pthread_mutex_t view_mu;
+    nf_store_view_t *view;
 };
 
 typedef struct open_mode {
@@ -49,6 +53,17 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
 /* Point read of any family: 1 (found, *val malloc'd), 0 (absent), -EIO with err. */
 int store_get_raw(nf_store_t *st, rocksdb_column_family_handle_t *h, const void *key, size_t klen,
                   void **val, size_t *len, char *err, size_t errlen);
+/* nf_store_get, nf_store_multi_get and nf_store_scan_prefix with the read options given (a
+ * view's: its snapshot). */
+int store_get_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
+                 const void *key, size_t klen, void **val, size_t *len, char *err, size_t errlen);
+int store_multi_get_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
+                       size_t n, const unsigned char *keys, size_t klen, void **vals, size_t *lens,
+                       char *err, size_t errlen);
+int store_scan_prefix_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
+                         const void *prefix, size_t plen, nf_store_scan_fn fn, void *arg);
+/* Drops the store's reference to its latest view (at close). */
+void store_view_drop(nf_store_t *st);
 /* Shard idx's batch as a RocksDB WriteBatch on this database's families, in key order. */
 int store_batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writebatch_t *wb,
                          unsigned idx, char *err, size_t errlen);

@@ -12,7 +12,9 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <rocksdb/c.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -81,19 +83,24 @@ static int commit(nf_store_t *st, uint64_t epoch, nf_state_kind_t kind, const kv
     return r;
 }
 
-/* The value of key as a string ("" if absent, "ERROR" on a read error); static buffer. */
-static const char *get_str(nf_store_t *st, nf_state_kind_t kind, const char *key)
+/* A read's result (r: 1 found, 0 absent, < 0 error) as a string ("" if absent, "ERROR" on a
+ * read error); frees v; static buffer. */
+static const char *read_str(int r, void *v, size_t len)
 {
     static char out[256];
+    snprintf(out, sizeof out, "%.*s", r > 0 ? (int)len : 0, r > 0 ? (const char *)v : "");
+    free(v);
+    return r < 0 ? "ERROR" : out;
+}
+
+/* The value of key as read_str gives it. */
+static const char *get_str(nf_store_t *st, nf_state_kind_t kind, const char *key)
+{
     void *v = NULL;
     size_t len = 0;
     char err[256];
     int r = nf_store_get(st, kind, key, strlen(key), &v, &len, err, sizeof err);
-    if (r < 0)
-        return "ERROR";
-    snprintf(out, sizeof out, "%.*s", r ? (int)len : 0, r ? (const char *)v : "");
-    free(v);
-    return out;
+    return read_str(r, v, len);
 }
 
 static void test_open_creates_families_and_reopen_persists(void)
@@ -625,7 +632,7 @@ static void test_checkpoint_create_list_manifest_verify(void)
 
 /* Checkpoints share their table files with each other and the live database (hard links):
  * give the file a private copy before damaging it. */
-static int unshare(const char *path)
+static int unshare_link(const char *path)
 {
     char tmp[PATH_MAX + 8], cmd[3 * PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -662,7 +669,7 @@ static void test_checkpoint_verify_detects_damage(void)
     char sst[PATH_MAX];
     /* 1: a table file truncated */
     NF_REQUIRE(file_in(dir, "checkpoints/chk-000000000001", ".sst", sst, sizeof sst));
-    NF_REQUIRE(unshare(sst) == 0);
+    NF_REQUIRE(unshare_link(sst) == 0);
     struct stat sb;
     NF_REQUIRE(stat(sst, &sb) == 0);
     NF_REQUIRE(truncate(sst, sb.st_size - 100) == 0);
@@ -672,7 +679,7 @@ static void test_checkpoint_verify_detects_damage(void)
 
     /* 2: bytes flipped inside a data block, size unchanged: RocksDB's checksums catch it */
     NF_REQUIRE(file_in(dir, "checkpoints/chk-000000000002", ".sst", sst, sizeof sst));
-    NF_REQUIRE(unshare(sst) == 0);
+    NF_REQUIRE(unshare_link(sst) == 0);
     int fd = open(sst, O_RDWR);
     NF_REQUIRE(fd >= 0);
     char junk[64];
@@ -1085,12 +1092,128 @@ static void test_ingest_equals_write(void)
     tmpdir_free(dir_b);
 }
 
+/* The value of key through view v as read_str gives it. */
+static const char *view_str(nf_store_view_t *v, const char *key)
+{
+    void *val = NULL;
+    size_t len = 0;
+    char err[256];
+    int r = nf_store_view_get(v, NF_KIND_READS, key, strlen(key), &val, &len, err, sizeof err);
+    return read_str(r, val, len);
+}
+
+static int count_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
+{
+    (void)k, (void)kl, (void)v, (void)vl;
+    ++*(size_t *)arg;
+    return 0;
+}
+
+typedef struct view_reader {
+    nf_store_t *st;
+    _Atomic int stop;
+    size_t reads, torn; /* views whose "a" and "b" disagree (a half-applied epoch) */
+} view_reader_t;
+
+/* Every view it acquires shows one whole epoch: "a" and "b" are always written together. */
+static void *view_reader_main(void *arg)
+{
+    view_reader_t *r = arg;
+    while (!atomic_load(&r->stop)) {
+        nf_store_view_t *v = nf_store_view_acquire(r->st);
+        if (!v)
+            continue;
+        char a[64];
+        snprintf(a, sizeof a, "%s", view_str(v, "a"));
+        const char *b = view_str(v, "b");
+        char want[32];
+        snprintf(want, sizeof want, "%llu", (unsigned long long)nf_store_view_epoch(v));
+        if (strcmp(a, b) != 0 || (strcmp(a, want) != 0 && nf_store_view_epoch(v) > 1))
+            r->torn++;
+        r->reads++;
+        nf_store_view_release(v);
+    }
+    return NULL;
+}
+
+/* Committed views: a view shows the store as of its publish, whatever is written after, until
+ * released; the latest published is what acquire gives; none before the first publish; a reader
+ * on another thread sees whole epochs only, while epochs are applied and views published. */
+static void test_views(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    NF_CHECK(nf_store_view_acquire(st) == NULL);
+    kv_t e1[] = {{"a", "1"}, {"b", "1"}, {"c", "1"}};
+    NF_CHECK_EQ(commit(st, 1, NF_KIND_READS, e1, 3), 0);
+    NF_CHECK_EQ(nf_store_view_publish(st, 1), 0);
+    nf_store_view_t *v1 = nf_store_view_acquire(st);
+    NF_REQUIRE(v1);
+    NF_CHECK_EQ(nf_store_view_epoch(v1), 1);
+    NF_CHECK(nf_store_view_published_ms(v1) > 1700000000000);
+    kv_t e2[] = {{"a", "2"}, {"b", "2"}, {"c", NULL}, {"d", "2"}};
+    NF_CHECK_EQ(commit(st, 2, NF_KIND_READS, e2, 4), 0);
+    /* Not yet published: v1 and acquire still show epoch 1; the live store shows 2. */
+    NF_CHECK_STR(view_str(v1, "a"), "1");
+    NF_CHECK_STR(view_str(v1, "c"), "1");
+    NF_CHECK_STR(view_str(v1, "d"), "");
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "a"), "2");
+    nf_store_view_t *again = nf_store_view_acquire(st);
+    NF_CHECK(again == v1);
+    nf_store_view_release(again);
+    NF_CHECK_EQ(nf_store_view_publish(st, 2), 0);
+    nf_store_view_t *v2 = nf_store_view_acquire(st);
+    NF_REQUIRE(v2);
+    NF_CHECK_EQ(nf_store_view_epoch(v2), 2);
+    NF_CHECK_STR(view_str(v2, "a"), "2");
+    NF_CHECK_STR(view_str(v2, "c"), "");
+    NF_CHECK_STR(view_str(v1, "a"), "1"); /* the old view, still held, is unchanged */
+    /* multi-get and scan through a view */
+    const unsigned char keys[] = {'a', 'c', 'd'};
+    void *vals[3];
+    size_t lens[3];
+    char err[256];
+    NF_CHECK_EQ(nf_store_view_multi_get(v1, NF_KIND_READS, 3, keys, 1, vals, lens, err, sizeof err),
+                0);
+    NF_CHECK(vals[0] && lens[0] == 1 && ((char *)vals[0])[0] == '1');
+    NF_CHECK(vals[1] != NULL && vals[2] == NULL);
+    for (int i = 0; i < 3; i++)
+        free(vals[i]);
+    size_t n1 = 0, n2 = 0;
+    NF_CHECK_EQ(nf_store_view_scan_prefix(v1, NF_KIND_READS, NULL, 0, count_cb, &n1), 0);
+    NF_CHECK_EQ(nf_store_view_scan_prefix(v2, NF_KIND_READS, NULL, 0, count_cb, &n2), 0);
+    NF_CHECK_EQ(n1, 3); /* a b c */
+    NF_CHECK_EQ(n2, 3); /* a b d */
+    nf_store_view_release(v1);
+    nf_store_view_release(v2);
+
+    /* A reader on another thread while epochs 3..202 are applied and published. */
+    view_reader_t r = {.st = st};
+    pthread_t t;
+    NF_REQUIRE(pthread_create(&t, NULL, view_reader_main, &r) == 0);
+    for (uint64_t e = 3; e <= 202; e++) {
+        char val[32];
+        snprintf(val, sizeof val, "%llu", (unsigned long long)e);
+        kv_t kv[] = {{"a", val}, {"b", val}};
+        NF_CHECK_EQ(commit(st, e, NF_KIND_READS, kv, 2), 0);
+        NF_CHECK_EQ(nf_store_view_publish(st, e), 0);
+    }
+    atomic_store(&r.stop, 1);
+    pthread_join(t, NULL);
+    NF_CHECK(r.reads > 0);
+    NF_CHECK_EQ(r.torn, 0);
+    nf_store_close(st); /* drops the store's own reference to the last view */
+    tmpdir_free(dir);
+}
+
 int main(void)
 {
     NF_RUN(test_open_creates_families_and_reopen_persists);
     NF_RUN(test_open_keeps_unknown_families);
     NF_RUN(test_get_scan_batch);
     NF_RUN(test_multi_get);
+    NF_RUN(test_views);
     NF_RUN(test_ingest_equals_write);
     NF_RUN(test_pending_write_read_apply);
     NF_RUN(test_pending_survives_crash_and_discard);

@@ -1,0 +1,64 @@
+/* query.h — the query API (DESIGN.md §10): readers' questions answered from the job's own
+ * committed state, on the admin server's /v1/ routes.
+ *
+ * Every answer reads one committed view of the store (state/store.h, "committed views"): the
+ * state as the last committed epoch left it, never what a crash could take back. Each JSON
+ * answer names that epoch ("epoch") and when it was published ("committed_at").
+ *
+ * Routes (docs/openapi.json describes them; tests/integration/test_query_api.py checks that the
+ * server and the document agree):
+ *   GET /v1/users/{user_id}/interest   the reader's interest vector (interest.h), by topic name,
+ *                                      its version and last update; 404 for a reader without one
+ *   GET /v1/trending?limit=&topic=     the last trending window emitted (the `trending` record
+ *                                      the merger keeps as "L", analytics.c), each article with
+ *                                      its topic vector; topic= keeps the articles whose vector
+ *                                      names that topic
+ * Errors are JSON {"error": "...", "parameter": "..."} (parameter only when one is at fault):
+ * 400 a bad user id, limit or topic; 404 an unknown route or thing; 503 while no committed
+ * view exists yet (restoring: Retry-After: 1) or when the store cannot be read.
+ *
+ * Where state lives (the key groups read):
+ *   interest   key group = the read-events partition the reader's events came in on, which the
+ *              job does not choose (the producer's partitioner does): every partition this
+ *              process owns is tried (one batched read), and the most recently updated vector
+ *              found wins.
+ *   article topic vectors (NF_KIND_ARTICLE_TOPICS)  id.hi % 256, or the global key group in a
+ *              consumer group (dedup.c).
+ *
+ * Threads: nf_query_new/free from main; nf_query_handle from any thread, concurrently (it only
+ * reads the options and the store's views). */
+#ifndef NF_QUERY_H
+#define NF_QUERY_H
+
+#include "runtime/admin.h"
+#include "state/store.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct nf_query_opts {
+    nf_store_t *store;
+    /* The taxonomy: topic index -> name (ntopics of them, each non-NULL). */
+    const char *const *topic_names;
+    unsigned ntopics;
+    /* Read-events partitions (interest's key groups); owns(arg, p): whether this process owns
+     * partition p now (NULL: every one). */
+    unsigned read_partitions;
+    bool (*owns)(void *arg, unsigned partition);
+    void *owns_arg;
+    /* Article state in the global key group (a consumer group), not id.hi % 256. */
+    bool global_articles;
+} nf_query_opts_t;
+
+typedef struct nf_query nf_query_t;
+
+/* NULL on out-of-memory. The options' pointers must outlive the query object. */
+nf_query_t *nf_query_new(const nf_query_opts_t *o);
+void nf_query_free(nf_query_t *q);
+
+/* Answers GET /v1/ROUTE (route as the admin hook gets it): the HTTP status with a malloc'd JSON
+ * body in *body (*len bytes), or 0 when route is none of the query API's (nothing written). */
+int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char **body,
+                    size_t *len);
+
+#endif

@@ -1,0 +1,271 @@
+/* Tests src/serve/query.c through the admin server it answers on (real HTTP with libcurl) over a
+ * real store: 503 with Retry-After before the first committed view and the epoch of the view
+ * after; answers that stay on the published view while newer state is applied; the interest
+ * vector found in whichever owned partition's key group holds it (the latest updated when
+ * several do, none from a partition this process does not own); the trending window with
+ * topic vectors and the topic filter; and the 400s that name their parameter. */
+#include "nf_test.h"
+#include "teststore.h"
+
+#include "actors/interest.h"
+#include "algo/bytes.h"
+#include "feed/text.h"
+#include "runtime/admin.h"
+#include "serve/query.h"
+#include "state/kstate.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const g_topics[] = {"politics", "science", "sports"};
+static bool g_owned[4] = {true, true, true, true};
+
+static bool owns(void *arg, unsigned p)
+{
+    (void)arg;
+    return p < 4 && g_owned[p];
+}
+
+static nf_query_t *g_query;
+
+static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
+{
+    (void)arg;
+    int s = nf_query_handle(g_query, route, req, body, len);
+    return s ? s : 404;
+}
+
+typedef struct reply {
+    long status;
+    char body[8192];
+    size_t len;
+    char retry_after[32];
+} reply_t;
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+    reply_t *r = arg;
+    size_t k = size * n;
+    if (r->len + k < sizeof r->body) {
+        memcpy(r->body + r->len, p, k);
+        r->len += k;
+        r->body[r->len] = '\0';
+    }
+    return k;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *arg)
+{
+    reply_t *r = arg;
+    size_t k = size * n;
+    if (k > 13 && strncasecmp(p, "Retry-After: ", 13) == 0)
+        snprintf(r->retry_after, sizeof r->retry_after, "%.*s", (int)(k - 13 - 2), p + 13);
+    return k;
+}
+
+/* GET path on the server; the parsed body (caller deletes) or NULL. */
+static cJSON *get(uint16_t port, const char *path, reply_t *r)
+{
+    memset(r, 0, sizeof *r);
+    char url[512];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", (unsigned)port, path);
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_cleanup(c);
+    return cJSON_Parse(r->body);
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(x) ? x->valuedouble : -1;
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(x) ? x->valuestring : "";
+}
+
+/* An interest value: [expiry 0][version][updated_ms][topic vector]. */
+static void put_interest(nf_store_batch_t *b, unsigned kg, const char *user, uint64_t version,
+                         int64_t updated_ms, const nf_topic_vec_t *vec)
+{
+    unsigned char key[18], val[24 + NF_TOPICS_ENC_MAX];
+    nf_kstate_encode_key((uint16_t)kg, nf_interest_user_key(user), key);
+    nf_put_le64(val, 0);
+    nf_put_le64(val + 8, version);
+    nf_put_le64(val + 16, (uint64_t)updated_ms);
+    int n = nf_interest_topics_encode(vec, val + 24, NF_TOPICS_ENC_MAX);
+    nf_store_batch_put(b, NF_KIND_INTEREST, key, sizeof key, val, 24 + (size_t)n);
+}
+
+static void put_topics(nf_store_batch_t *b, const char *hex, const nf_topic_vec_t *vec)
+{
+    nf_id128_t id;
+    nf_id128_from_hex32(hex, &id);
+    unsigned char key[18], val[8 + NF_TOPICS_ENC_MAX];
+    nf_kstate_encode_key((uint16_t)(id.hi % 256), id, key);
+    nf_put_le64(val, 0);
+    int n = nf_interest_topics_encode(vec, val + 8, NF_TOPICS_ENC_MAX);
+    nf_store_batch_put(b, NF_KIND_ARTICLE_TOPICS, key, sizeof key, val, 8 + (size_t)n);
+}
+
+static void put_trending(nf_store_batch_t *b, const char *json)
+{
+    size_t n = strlen(json);
+    unsigned char *v = calloc(1, 8 + n);
+    memcpy(v + 8, json, n);
+    nf_store_batch_put(b, NF_KIND_TRENDING, "L", 1, v, 8 + n);
+    free(v);
+}
+
+#define A1 "0123456789abcdef0123456789abcdef"
+#define A2 "fedcba9876543210fedcba9876543210"
+
+static void test_query_api(void)
+{
+    char dir[128];
+    NF_REQUIRE(nf_teststore_tmpdir("query", dir, sizeof dir));
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    nf_query_opts_t qo = {
+        .store = st, .topic_names = g_topics, .ntopics = 3, .read_partitions = 4, .owns = owns};
+    g_query = nf_query_new(&qo);
+    NF_REQUIRE(g_query);
+    nf_admin_hooks_t hooks = {.api = api};
+    char err[256];
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
+    NF_REQUIRE(a);
+    uint16_t port = nf_admin_port(a);
+    reply_t r;
+
+    /* No committed view yet: 503, Retry-After. */
+    cJSON *j = get(port, "/v1/trending", &r);
+    NF_CHECK_EQ(r.status, 503);
+    NF_CHECK_STR(r.retry_after, "1");
+    NF_CHECK(strstr(str(j, "error"), "restoring") != NULL);
+    cJSON_Delete(j);
+
+    /* Epoch 1: reader "ann" in partitions 1 (older) and 2 (newer); "bob" only in partition 3. */
+    nf_topic_vec_t old = {.n = 1, .t = {{0, 1.0}}};
+    nf_topic_vec_t ann = {.n = 2, .t = {{1, 0.6}, {2, 0.8}}};
+    nf_topic_vec_t bob = {.n = 1, .t = {{2, 1.0}}};
+    nf_topic_vec_t sci = {.n = 1, .t = {{1, 1.0}}};
+    nf_store_batch_t *b = nf_store_batch_new();
+    put_interest(b, 1, "ann", 3, 1700000000000, &old);
+    put_interest(b, 2, "ann", 7, 1700000500000, &ann);
+    put_interest(b, 3, "bob", 1, 1700000000000, &bob);
+    put_topics(b, A1, &sci);
+    put_trending(
+        b, "{\"window_start\":\"2026-11-26T10:00:00Z\",\"window_end\":\"2026-11-26T11:00:00Z\","
+           "\"items\":[{\"article_id\":\"" A1 "\",\"score\":9},{\"article_id\":\"not-hex\","
+           "\"score\":5},{\"article_id\":\"" A2 "\",\"score\":2}]}");
+    NF_REQUIRE(nf_teststore_commit(st, 1, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(st, 1) == 0);
+
+    j = get(port, "/v1/users/ann/interest", &r);
+    NF_CHECK_EQ(r.status, 200);
+    NF_CHECK_EQ(num(j, "epoch"), 1);
+    NF_CHECK_EQ(num(j, "version"), 7); /* the newer of the two partitions' */
+    const cJSON *vec = cJSON_GetObjectItemCaseSensitive(j, "vector");
+    NF_CHECK(num(vec, "science") == 0.6 && num(vec, "sports") == 0.8);
+    NF_CHECK_STR(str(j, "updated_at"), "2023-11-14T22:21:40Z");
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(j, "top_topics");
+    NF_CHECK(cJSON_GetArraySize(top) == 2 &&
+             strcmp(cJSON_GetArrayItem(top, 0)->valuestring, "sports") == 0);
+    cJSON_Delete(j);
+
+    /* Partition 3 not owned: bob is not found here. */
+    g_owned[3] = false;
+    j = get(port, "/v1/users/bob/interest", &r);
+    NF_CHECK_EQ(r.status, 404);
+    NF_CHECK_STR(str(j, "parameter"), "user_id");
+    cJSON_Delete(j);
+    g_owned[3] = true;
+    j = get(port, "/v1/users/bob/interest", &r);
+    NF_CHECK_EQ(r.status, 200);
+    cJSON_Delete(j);
+
+    /* Trending: items in order with their vectors (null where unknown); the topic filter. */
+    j = get(port, "/v1/trending", &r);
+    NF_CHECK_EQ(r.status, 200);
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items");
+    NF_CHECK_EQ(cJSON_GetArraySize(items), 3);
+    NF_CHECK_STR(str(cJSON_GetArrayItem(items, 0), "article_id"), A1);
+    NF_CHECK_EQ(num(cJSON_GetArrayItem(items, 0), "score"), 9);
+    NF_CHECK(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(items, 1), "topics")));
+    NF_CHECK_STR(str(j, "window_end"), "2026-11-26T11:00:00Z");
+    cJSON_Delete(j);
+    j = get(port, "/v1/trending?topic=science", &r);
+    items = cJSON_GetObjectItemCaseSensitive(j, "items");
+    NF_CHECK_EQ(cJSON_GetArraySize(items), 1);
+    NF_CHECK_STR(str(j, "topic"), "science");
+    cJSON_Delete(j);
+    j = get(port, "/v1/trending?limit=2", &r);
+    NF_CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "items")), 2);
+    cJSON_Delete(j);
+
+    /* Bad parameters: 400 naming each. */
+    const char *bad[][2] = {
+        {"/v1/trending?limit=0", "limit"},     {"/v1/trending?limit=101", "limit"},
+        {"/v1/trending?limit=abc", "limit"},   {"/v1/trending?limit=", "limit"},
+        {"/v1/trending?limit=1%002", "limit"}, {"/v1/trending?topic=Science", "topic"},
+        {"/v1/trending?topic=", "topic"},      {"/v1/users/a%01b/interest", "user_id"},
+        {"/v1/users/%ff/interest", "user_id"}, {"/v1/users//interest", "user_id"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        j = get(port, bad[i][0], &r);
+        NF_CHECK_EQ(r.status, 400);
+        NF_CHECK_STR(str(j, "parameter"), bad[i][1]);
+        cJSON_Delete(j);
+    }
+
+    /* A long multi-byte topic: the error quotes a prefix cut at a character boundary. */
+    char path[512] = "/v1/trending?topic=a";
+    for (int i = 0; i < 40; i++)
+        strcat(path, "%C3%A9");
+    j = get(port, path, &r);
+    NF_CHECK_EQ(r.status, 400);
+    NF_CHECK(nf_utf8_valid(r.body, r.len));
+    NF_CHECK(strstr(str(j, "error"), "unknown topic 'a") != NULL);
+    cJSON_Delete(j);
+
+    /* Epoch 2 applied but not yet published: answers stay on epoch 1. */
+    nf_topic_vec_t ann2 = {.n = 1, .t = {{0, 1.0}}};
+    b = nf_store_batch_new();
+    put_interest(b, 2, "ann", 8, 1700000600000, &ann2);
+    NF_REQUIRE(nf_teststore_commit(st, 2, b) == 0);
+    nf_store_batch_free(b);
+    j = get(port, "/v1/users/ann/interest", &r);
+    NF_CHECK_EQ(num(j, "epoch"), 1);
+    NF_CHECK_EQ(num(j, "version"), 7);
+    cJSON_Delete(j);
+    NF_REQUIRE(nf_store_view_publish(st, 2) == 0);
+    j = get(port, "/v1/users/ann/interest", &r);
+    NF_CHECK_EQ(num(j, "epoch"), 2);
+    NF_CHECK_EQ(num(j, "version"), 8);
+    cJSON_Delete(j);
+
+    nf_admin_stop(a);
+    nf_query_free(g_query);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    NF_RUN(test_query_api);
+    curl_global_cleanup();
+    return nf_test_report();
+}
