@@ -9,6 +9,7 @@
 #include "actors/analytics.h"
 #include "actors/article_msg.h"
 #include "actors/ingest.h"
+#include "actors/serve_state.h"
 #include "runtime/log.h"
 #include "state/changelog.h"
 #include "state/kstate.h"
@@ -23,6 +24,9 @@ typedef struct {
     nf_kstate_t *seen;
     nf_kstate_t *topics; /* analytics: article_id -> topic vector (the durable copy) */
     nf_outbox_t ob;      /* topic broadcasts and cluster messages a full ring refused */
+    /* The query API's entries of this epoch's new articles (serve_state.h), written into the
+     * epoch's batch at the cut; NULL without epochs or analytics. */
+    nf_store_batch_t *serve;
     nf_timer_t flush;
 } dedup_t;
 
@@ -108,12 +112,27 @@ static void on_flush(nf_shard_t *sh, nf_timer_t *t, void *arg)
     (void)t;
 }
 
+static int copy_entry(void *arg, bool del, nf_state_kind_t kind, const void *key, size_t klen,
+                      const void *val, size_t vlen)
+{
+    if (del)
+        nf_store_batch_delete(arg, kind, key, klen);
+    else
+        nf_store_batch_put(arg, kind, key, klen, val, vlen);
+    return 0;
+}
+
 static void dedup_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
     dedup_t *d = self;
     nf_kstate_snapshot(d->seen, b, epoch);
     if (d->topics)
         nf_kstate_snapshot(d->topics, b, epoch);
+    if (d->serve) {
+        if (b)
+            nf_store_batch_foreach(d->serve, copy_entry, b);
+        nf_store_batch_clear(d->serve);
+    }
     (void)sh;
 }
 
@@ -182,6 +201,8 @@ static void *dedup_init(nf_shard_t *sh, void *ctx)
                               .initial_capacity = 1 << 12};
         if (!(d->topics = nf_kstate_new(d->in->store, &t)))
             abort();
+        if (d->in->epoch && d->in->store && !(d->serve = nf_store_batch_new()))
+            abort();
     }
     if (d->in->epoch && nf_epoch_participant_add(d->in->epoch, sh, &dedup_part, d) != 0)
         abort();
@@ -217,7 +238,9 @@ static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         if (nf_ingest_emit(d->in, nf_shard_index(sh), NF_TOPIC_ARTICLES, b->article_id, b->json,
                            b->len) != 0)
             nf_counter_inc(d->in->m.sink_errors);
-        if (d->in->an && analytics_new_article(d, b) != 0) {
+        if (d->in->an &&
+            (analytics_new_article(d, b) != 0 ||
+             (d->serve && nf_serve_put_article(d->serve, kg, b, d->in->an->topics_ttl_ms) != 0))) {
             nf_log(NF_LOG_ERROR, "dedup", "out of memory for an article's analytics; stopping",
                    NF_LS("article_id", b->article_id), NF_LEND);
             nf_runtime_fail(nf_shard_runtime(sh));
@@ -269,6 +292,7 @@ static void dedup_fini(nf_shard_t *sh, void *self)
     nf_outbox_free(&d->ob, free_body, NULL); /* forced shutdown only: not committed */
     nf_kstate_free(d->seen);
     nf_kstate_free(d->topics);
+    nf_store_batch_free(d->serve);
     free(d);
 }
 

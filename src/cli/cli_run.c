@@ -668,8 +668,9 @@ static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, s
         nf_jw_obj_open(&w);
         nf_jw_key(&w, "error");
         nf_jw_str(&w, "unknown route; routes: /v1/status, /v1/sources[?failing=1], "
-                      "/v1/users/{user_id}/interest, /v1/trending[?limit=&topic=] "
-                      "(docs/openapi.json)");
+                      "/v1/feed/{user_id}, /v1/users/{user_id}/interest, "
+                      "/v1/trending[?limit=&topic=], /v1/articles/{article_id}, "
+                      "/v1/topics/{topic}/recent (docs/openapi.json)");
         nf_jw_obj_close(&w);
         return api_reply(&w, 404, body, len);
     }
@@ -1040,9 +1041,9 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
     if (c->kafka && c->mock && cfg->demo.read_events_per_s) { /* a demo needs no real broker */
         char **ids = NULL;
         size_t nids = demo_article_ids(&c->sources, &ids);
-        c->demo =
-            nf_demo_start(brokers, nf_kafka_input_topic(c->kafka, NF_INPUT_READ_EVENTS),
-                          cfg->demo.read_events_per_s, (const char *const *)ids, nids, err, errlen);
+        c->demo = nf_demo_start(brokers, nf_kafka_input_topic(c->kafka, NF_INPUT_READ_EVENTS),
+                                cfg->demo.read_events_per_s, cfg->demo.users, cfg->demo.events,
+                                (const char *const *)ids, nids, err, errlen);
         for (size_t i = 0; i < nids; i++)
             free(ids[i]);
         free(ids);

@@ -15,7 +15,8 @@
 struct nf_demo {
     rd_kafka_t *rk;
     char topic[256];
-    uint32_t rate;
+    uint32_t rate, users;
+    uint64_t max_events; /* 0 = never stop */
     pthread_t thread;
     atomic_bool stop;
     char (*ids)[33]; /* article ids to read, most read first; NULL: demo-article-N */
@@ -43,11 +44,11 @@ static void *run(void *arg)
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     uint64_t sent = 0;
-    while (!atomic_load(&d->stop)) {
+    while (!atomic_load(&d->stop) && (!d->max_events || sent < d->max_events)) {
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
         char user[32], value[256], ts[40];
-        snprintf(user, sizeof user, "demo-user-%u", skewed(&rng, 200));
+        snprintf(user, sizeof user, "demo-user-%u", skewed(&rng, d->users));
         nf_date_format((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, ts, sizeof ts);
         char article[40];
         if (d->nids)
@@ -76,7 +77,8 @@ static void *run(void *arg)
 }
 
 nf_demo_t *nf_demo_start(const char *brokers, const char *topic, uint32_t per_second,
-                         const char *const *article_ids, size_t nids, char *err, size_t errlen)
+                         uint32_t users, uint64_t max_events, const char *const *article_ids,
+                         size_t nids, char *err, size_t errlen)
 {
     nf_demo_t *d = calloc(1, sizeof *d);
     if (!d || (nids && !(d->ids = calloc(nids, sizeof *d->ids)))) {
@@ -89,6 +91,8 @@ nf_demo_t *nf_demo_start(const char *brokers, const char *topic, uint32_t per_se
     d->nids = nids;
     snprintf(d->topic, sizeof d->topic, "%s", topic);
     d->rate = per_second ? per_second : 1;
+    d->users = users ? users : 1;
+    d->max_events = max_events;
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     char rerr[256];
     if (rd_kafka_conf_set(c, "bootstrap.servers", brokers, rerr, sizeof rerr) != 0 ||

@@ -44,6 +44,8 @@ static const char *const topic_names[NF_TOPIC__COUNT] = {
     "changelog-interest",
     "changelog-interest-seen",
     "changelog-trending",
+    "changelog-article-meta",
+    "changelog-topic-recent",
 };
 
 const char *nf_topic_name(nf_topic_t t)

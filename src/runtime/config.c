@@ -187,6 +187,10 @@ static const cfg_key_t cfg_keys[] = {
              "process's state.dir, so that a failover restores only their tail (0 = off)"},
     {KEY(CFG_U32, demo.read_events_per_s), .max = 1000000, .def = "5",
      .help = "synthetic read events per second into read-events with embedded Kafka (0 = off)"},
+    {KEY(CFG_U32, demo.users), .min = 1, .max = 10000000, .def = "200",
+     .help = "readers the demo's events come from (demo-user-0 .. N-1, the first ones most)"},
+    {KEY(CFG_U64, demo.events), .max = INT64_MAX, .def = "0",
+     .help = "read events the demo produces in all, then stops (0 = no end)"},
     {KEY(CFG_STR, classify.taxonomy), .def = "builtin",
      .help = "topic taxonomy: a JSON file, \"builtin\" (config/taxonomy.json as built) or \"\" "
              "(no classification)"},

@@ -137,6 +137,8 @@ typedef struct nf_config {
     } scale;
     struct {
         uint32_t read_events_per_s; /* 0 = no demo producer */
+        uint32_t users;             /* readers demo-user-0 .. users-1 */
+        uint64_t events;            /* then stop (0 = never) */
     } demo;
     struct {
         char taxonomy[1024]; /* "" = no classification */

@@ -3,7 +3,9 @@
  * where there are several keys), write the JSON, release the view. */
 #include "serve/query.h"
 
+#include "actors/cluster.h"
 #include "actors/interest.h"
+#include "actors/serve_state.h"
 #include "algo/bytes.h"
 #include "algo/idset.h"
 #include "feed/dates.h"
@@ -14,18 +16,23 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define LIMIT_DEFAULT 20
-#define LIMIT_MAX     100
-#define USER_ID_MAX   256
-#define TOP_TOPICS    5
-#define TRENDING_SCAN 1000 /* items of a trending window looked at (top_k is 50 by default) */
-#define KEY_LEN       18   /* nf_kstate_encode_key */
-#define EXPIRY_LEN    8    /* every kind's values start with their expiry (store.h) */
+#define LIMIT_DEFAULT   20
+#define LIMIT_MAX       100
+#define USER_ID_MAX     256
+#define TRENDING_SCAN   1000    /* items of a trending window looked at (top_k is 50 by default) */
+#define KEY_LEN         18      /* nf_kstate_encode_key */
+#define EXPIRY_LEN      8       /* every kind's values start with their expiry (store.h) */
+#define FEED_TOPICS     5       /* a reader's top topics the feed draws from */
+#define FEED_PER_TOPIC  1000    /* newest recent articles looked at per topic */
+#define PARENT_LEN      24      /* cluster.h: [parent id 16 LE][ingested_ms 8] */
+#define CLUSTER_META_KG 0xFFFFu /* cluster.c: the engine clock's key group (id 0) */
+#define FIND_MAX        64      /* parent links followed to a root */
 
 struct nf_query {
     nf_query_opts_t o;
@@ -203,34 +210,35 @@ static bool expired(const unsigned char *v, int64_t now)
 
 /* ------------------------------------------------------------------------------ interest */
 
-static int route_interest(nf_query_t *q, nf_store_view_t *v, const char *user, char **body,
-                          size_t *len)
+typedef struct interest {
+    uint64_t version;
+    int64_t updated_ms;
+    nf_topic_vec_t vec;
+} interest_t;
+
+/* The reader's committed interest vector: 1 (found), 0 (none in the partitions this process
+ * owns), < 0 (-EIO: err says why; -ENOMEM). The most recently updated wins where several
+ * partitions hold one (only if the read-events partitions changed). */
+static int find_interest(const nf_query_t *q, nf_store_view_t *v, const char *user, interest_t *out,
+                         char *err, size_t errlen)
 {
     nf_id128_t uk = nf_interest_user_key(user);
     unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
     unsigned char *keys = malloc((size_t)np * KEY_LEN);
     void **vals = calloc(np, sizeof *vals);
     size_t *lens = calloc(np, sizeof *lens);
-    int status;
-    if (!keys || !vals || !lens) {
-        status = fail(503, "out of memory", NULL, body, len);
-        goto out;
-    }
     size_t n = 0;
-    for (unsigned p = 0; p < np; p++)
-        if (!q->o.owns || q->o.owns(q->o.owns_arg, p))
-            nf_kstate_encode_key((uint16_t)p, uk, keys + KEY_LEN * n++);
-    char err[256] = "";
-    if (nf_store_view_multi_get(v, NF_KIND_INTEREST, n, keys, KEY_LEN, vals, lens, err,
-                                sizeof err) != 0) {
-        status = store_failed(err, body, len);
-        goto out;
+    int r = -ENOMEM;
+    if (keys && vals && lens) {
+        for (unsigned p = 0; p < np; p++)
+            if (!q->o.owns || q->o.owns(q->o.owns_arg, p))
+                nf_kstate_encode_key((uint16_t)p, uk, keys + KEY_LEN * n++);
+        r = nf_store_view_multi_get(v, NF_KIND_INTEREST, n, keys, KEY_LEN, vals, lens, err, errlen);
     }
-    /* The most recently updated vector (several only if the read-events partitions changed). */
     const unsigned char *best = NULL;
     size_t best_len = 0;
     int64_t now = now_ms();
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; r == 0 && i < n; i++) {
         const unsigned char *x = vals[i];
         if (!x || lens[i] < EXPIRY_LEN + 16 || expired(x, now))
             continue;
@@ -239,57 +247,85 @@ static int route_interest(nf_query_t *q, nf_store_view_t *v, const char *user, c
             best_len = lens[i];
         }
     }
-    nf_topic_vec_t vec;
-    if (!best) {
-        status = fail(404,
-                      "no interest vector for this user in the committed state (no read of "
-                      "theirs counted yet, or their partition is another process's)",
-                      "user_id", body, len);
-        goto out;
+    if (r == 0 && best) {
+        out->version = nf_get_le64(best + 8);
+        out->updated_ms = (int64_t)nf_get_le64(best + 16);
+        r = nf_interest_topics_decode(best + 24, best_len - 24, &out->vec) == 0 ? 1 : -EIO;
+        if (r < 0)
+            snprintf(err, errlen, "a stored interest vector does not decode");
     }
-    if (nf_interest_topics_decode(best + 24, best_len - 24, &vec) != 0) {
-        status = store_failed("a stored interest vector does not decode", body, len);
-        goto out;
+    for (size_t i = 0; vals && i < n; i++)
+        free(vals[i]);
+    free(vals);
+    free(lens);
+    free(keys);
+    return r;
+}
+
+/* The reader's top topics (at most FEED_TOPICS with weight > 0): by weight, then by index (a
+ * stable order for equal weights). Returns how many, their indices in top. */
+static unsigned top_topics(const nf_topic_vec_t *vec, unsigned top[FEED_TOPICS])
+{
+    bool used[NF_TOPICS_MAX] = {false};
+    unsigned k = 0;
+    for (; k < FEED_TOPICS; k++) {
+        int at = -1;
+        for (uint32_t i = 0; i < vec->n; i++)
+            if (!used[i] && vec->t[i].weight > 0 &&
+                (at < 0 || vec->t[i].weight > vec->t[at].weight))
+                at = (int)i;
+        if (at < 0)
+            break;
+        used[at] = true;
+        top[k] = vec->t[at].topic;
     }
+    return k;
+}
+
+static void put_topic_name(const nf_query_t *q, nf_jw_t *w, unsigned t)
+{
+    if (t < q->o.ntopics)
+        nf_jw_str(w, q->o.topic_names[t]);
+    else
+        nf_jw_u64(w, t);
+}
+
+static int route_interest(nf_query_t *q, nf_store_view_t *v, const char *user, char **body,
+                          size_t *len)
+{
+    char err[256] = "";
+    interest_t in;
+    int r = find_interest(q, v, user, &in, err, sizeof err);
+    if (r == -ENOMEM)
+        return fail(503, "out of memory", NULL, body, len);
+    if (r < 0)
+        return store_failed(err, body, len);
+    if (r == 0)
+        return fail(404,
+                    "no interest vector for this user in the committed state (no read of "
+                    "theirs counted yet, or their partition is another process's)",
+                    "user_id", body, len);
     nf_jw_t w;
     open_answer(&w, v);
     nf_jw_key(&w, "user_id");
     nf_jw_str(&w, user);
     nf_jw_key(&w, "version");
-    nf_jw_u64(&w, nf_get_le64(best + 8));
+    nf_jw_u64(&w, in.version);
     nf_jw_key(&w, "updated_at");
-    put_date(&w, (int64_t)nf_get_le64(best + 16));
+    put_date(&w, in.updated_ms);
     nf_jw_key(&w, "vector");
-    put_vector(q, &w, &vec);
-    /* The reader's top topics: by weight, then by index (a stable order for equal weights). */
+    put_vector(q, &w, &in.vec);
     nf_jw_key(&w, "top_topics");
     nf_jw_arr_open(&w);
-    bool used[NF_TOPICS_MAX] = {false};
-    for (int k = 0; k < TOP_TOPICS; k++) {
-        int at = -1;
-        for (uint32_t i = 0; i < vec.n; i++)
-            if (!used[i] && vec.t[i].weight > 0 && (at < 0 || vec.t[i].weight > vec.t[at].weight))
-                at = (int)i;
-        if (at < 0)
-            break;
-        used[at] = true;
-        unsigned t = vec.t[at].topic;
+    unsigned top[FEED_TOPICS];
+    unsigned nt = top_topics(&in.vec, top);
+    for (unsigned k = 0; k < nt; k++) {
         nf_jw_elem(&w);
-        if (t < q->o.ntopics)
-            nf_jw_str(&w, q->o.topic_names[t]);
-        else
-            nf_jw_u64(&w, t);
+        put_topic_name(q, &w, top[k]);
     }
     nf_jw_arr_close(&w);
     nf_jw_obj_close(&w);
-    status = finish(&w, 200, body, len);
-out:
-    for (unsigned i = 0; vals && i < np; i++)
-        free(vals[i]);
-    free(vals);
-    free(lens);
-    free(keys);
-    return status;
+    return finish(&w, 200, body, len);
 }
 
 /* ------------------------------------------------------------------------------ trending */
@@ -297,6 +333,83 @@ out:
 static uint16_t article_kg(const nf_query_t *q, nf_id128_t id)
 {
     return q->o.global_articles ? (uint16_t)NF_CHANGELOG_GLOBAL_KG : (uint16_t)(id.hi % 256);
+}
+
+/* The last trending window committed (the merger's "L"), its items in rank order. */
+typedef struct trend {
+    cJSON *root; /* owns the strings below */
+    const char *window_start, *window_end;
+    size_t n;
+    const char **ids;
+    uint64_t *scores;
+    nf_id128_t *aids;
+    bool *hex; /* the id is an article id (32 hex digits): it may have a vector */
+} trend_t;
+
+static void trend_free(trend_t *t)
+{
+    cJSON_Delete(t->root);
+    free(t->ids);
+    free(t->scores);
+    free(t->aids);
+    free(t->hex);
+}
+
+/* 0 (t filled; n 0 before the first window), -EIO (err), -ENOMEM. */
+static int load_trending(nf_store_view_t *v, trend_t *t, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    void *last = NULL;
+    size_t last_len = 0;
+    int r = nf_store_view_get(v, NF_KIND_TRENDING, "L", 1, &last, &last_len, err, errlen);
+    if (r < 0)
+        return r;
+    if (r == 1 && last_len > EXPIRY_LEN)
+        t->root = cJSON_ParseWithLength((const char *)last + EXPIRY_LEN, last_len - EXPIRY_LEN);
+    free(last);
+    if (r == 1 && !cJSON_IsObject(t->root)) {
+        snprintf(err, errlen, "the last trending window does not parse");
+        return -EIO;
+    }
+    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(t->root, "window_start");
+    const cJSON *we = cJSON_GetObjectItemCaseSensitive(t->root, "window_end");
+    t->window_start = cJSON_IsString(ws) ? ws->valuestring : NULL;
+    t->window_end = cJSON_IsString(we) ? we->valuestring : NULL;
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(t->root, "items");
+    size_t cap = (size_t)cJSON_GetArraySize(items);
+    cap = cap > TRENDING_SCAN ? TRENDING_SCAN : cap ? cap : 1;
+    t->ids = calloc(cap, sizeof *t->ids);
+    t->scores = calloc(cap, sizeof *t->scores);
+    t->aids = calloc(cap, sizeof *t->aids);
+    t->hex = calloc(cap, sizeof *t->hex);
+    if (!t->ids || !t->scores || !t->aids || !t->hex)
+        return -ENOMEM;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, items)
+    {
+        if (t->n == cap)
+            break;
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "article_id");
+        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(it, "score");
+        if (!cJSON_IsString(id) || !cJSON_IsNumber(sc))
+            continue;
+        size_t i = t->n++;
+        t->ids[i] = id->valuestring;
+        t->scores[i] = sc->valuedouble > 0 ? (uint64_t)sc->valuedouble : 0;
+        /* a read event may name any article id: only 32 hex digits can have a vector */
+        t->hex[i] =
+            strlen(id->valuestring) == 32 && nf_id128_from_hex32(id->valuestring, &t->aids[i]) == 0;
+    }
+    return 0;
+}
+
+/* An article's score in the trending window (0 if not listed). */
+static uint64_t trend_score(const trend_t *t, nf_id128_t id)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->hex[i] && t->aids[i].hi == id.hi && t->aids[i].lo == id.lo)
+            return t->scores[i];
+    return 0;
 }
 
 static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req, char **body,
@@ -311,75 +424,40 @@ static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req
         return bad_topic(q, topic, body, len);
 
     char err[256] = "";
-    void *last = NULL;
-    size_t last_len = 0;
-    int r = nf_store_view_get(v, NF_KIND_TRENDING, "L", 1, &last, &last_len, err, sizeof err);
-    if (r < 0)
-        return store_failed(err, body, len);
-    cJSON *root = NULL;
-    if (r == 1 && last_len > EXPIRY_LEN)
-        root = cJSON_ParseWithLength((const char *)last + EXPIRY_LEN, last_len - EXPIRY_LEN);
-    free(last);
-    if (r == 1 && !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return store_failed("the last trending window does not parse", body, len);
-    }
-    const cJSON *items = root ? cJSON_GetObjectItemCaseSensitive(root, "items") : NULL;
-    size_t n = 0, cap = (size_t)cJSON_GetArraySize(items);
-    if (cap > TRENDING_SCAN)
-        cap = TRENDING_SCAN;
-    const char **ids = calloc(cap ? cap : 1, sizeof *ids);
-    double *scores = calloc(cap ? cap : 1, sizeof *scores);
-    unsigned char *keys = malloc((cap ? cap : 1) * KEY_LEN);
-    void **vals = calloc(cap ? cap : 1, sizeof *vals);
-    size_t *lens = calloc(cap ? cap : 1, sizeof *lens);
-    bool *hex = calloc(cap ? cap : 1, sizeof *hex);
+    trend_t t;
+    int r = load_trending(v, &t, err, sizeof err);
+    size_t cap = t.n ? t.n : 1;
+    unsigned char *keys = malloc(cap * KEY_LEN);
+    void **vals = calloc(cap, sizeof *vals);
+    size_t *lens = calloc(cap, sizeof *lens);
     int status;
-    if (!ids || !scores || !keys || !vals || !lens || !hex) {
+    if (r == -ENOMEM || !keys || !vals || !lens) {
         status = fail(503, "out of memory", NULL, body, len);
         goto out;
     }
-    const cJSON *it;
-    cJSON_ArrayForEach(it, items)
-    {
-        if (n == cap)
-            break;
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "article_id");
-        const cJSON *sc = cJSON_GetObjectItemCaseSensitive(it, "score");
-        if (!cJSON_IsString(id) || !cJSON_IsNumber(sc))
-            continue;
-        ids[n] = id->valuestring;
-        scores[n] = sc->valuedouble;
-        nf_id128_t aid;
-        hex[n] = strlen(id->valuestring) == 32 && nf_id128_from_hex32(id->valuestring, &aid) == 0;
-        if (!hex[n])
-            aid = (nf_id128_t){0, 0}; /* a read event may name any article id: no vector */
-        nf_kstate_encode_key(article_kg(q, aid), aid, keys + KEY_LEN * n);
-        n++;
-    }
-    if (nf_store_view_multi_get(v, NF_KIND_ARTICLE_TOPICS, n, keys, KEY_LEN, vals, lens, err,
-                                sizeof err) != 0) {
+    for (size_t i = 0; r == 0 && i < t.n; i++)
+        nf_kstate_encode_key(article_kg(q, t.aids[i]), t.aids[i], keys + KEY_LEN * i);
+    if (r < 0 || nf_store_view_multi_get(v, NF_KIND_ARTICLE_TOPICS, t.n, keys, KEY_LEN, vals, lens,
+                                         err, sizeof err) != 0) {
         status = store_failed(err, body, len);
         goto out;
     }
     nf_jw_t w;
     open_answer(&w, v);
-    const cJSON *ws = root ? cJSON_GetObjectItemCaseSensitive(root, "window_start") : NULL;
-    const cJSON *we = root ? cJSON_GetObjectItemCaseSensitive(root, "window_end") : NULL;
     nf_jw_key(&w, "window_start");
-    nf_jw_str(&w, cJSON_IsString(ws) ? ws->valuestring : NULL);
+    nf_jw_str(&w, t.window_start);
     nf_jw_key(&w, "window_end");
-    nf_jw_str(&w, cJSON_IsString(we) ? we->valuestring : NULL);
+    nf_jw_str(&w, t.window_end);
     nf_jw_key(&w, "topic");
     nf_jw_str(&w, topic);
     nf_jw_key(&w, "items");
     nf_jw_arr_open(&w);
     int64_t now = now_ms();
     unsigned shown = 0;
-    for (size_t i = 0; i < n && shown < limit; i++) {
+    for (size_t i = 0; i < t.n && shown < limit; i++) {
         const unsigned char *x = vals[i];
         nf_topic_vec_t vec;
-        bool known = hex[i] && x && lens[i] >= EXPIRY_LEN && !expired(x, now) &&
+        bool known = t.hex[i] && x && lens[i] >= EXPIRY_LEN && !expired(x, now) &&
                      nf_interest_topics_decode(x + EXPIRY_LEN, lens[i] - EXPIRY_LEN, &vec) == 0;
         if (ti >= 0) {
             bool has = false;
@@ -391,9 +469,9 @@ static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req
         nf_jw_elem(&w);
         nf_jw_obj_open(&w);
         nf_jw_key(&w, "article_id");
-        nf_jw_str(&w, ids[i]);
+        nf_jw_str(&w, t.ids[i]);
         nf_jw_key(&w, "score");
-        nf_jw_u64(&w, scores[i] > 0 ? (uint64_t)scores[i] : 0);
+        nf_jw_u64(&w, t.scores[i]);
         nf_jw_key(&w, "topics");
         if (known)
             put_vector(q, &w, &vec);
@@ -406,53 +484,545 @@ static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req
     nf_jw_obj_close(&w);
     status = finish(&w, 200, body, len);
 out:
-    for (size_t i = 0; vals && i < n; i++)
+    for (size_t i = 0; vals && i < t.n; i++)
         free(vals[i]);
     free(vals);
     free(lens);
     free(keys);
-    free(hex);
-    free(scores);
-    free(ids);
-    cJSON_Delete(root);
+    trend_free(&t);
+    return status;
+}
+
+/* ------------------------------------------------------------------------ shared reads */
+
+/* The article's committed topic vector: 1 (found, *vec), 0 (absent or expired), < 0 (read). */
+static int read_topics(const nf_query_t *q, nf_store_view_t *v, nf_id128_t id, int64_t now,
+                       nf_topic_vec_t *vec, char *err, size_t errlen)
+{
+    unsigned char key[KEY_LEN];
+    nf_kstate_encode_key(article_kg(q, id), id, key);
+    void *val = NULL;
+    size_t len = 0;
+    int r = nf_store_view_get(v, NF_KIND_ARTICLE_TOPICS, key, KEY_LEN, &val, &len, err, errlen);
+    if (r == 1)
+        r = len >= EXPIRY_LEN && !expired(val, now) &&
+                    nf_interest_topics_decode((unsigned char *)val + EXPIRY_LEN, len - EXPIRY_LEN,
+                                              vec) == 0
+                ? 1
+                : 0;
+    free(val);
+    return r;
+}
+
+/* The cluster engine's clock as of the view (its TTL runs on it, cluster.h); 0 if none yet. */
+static uint64_t cluster_clock(nf_store_view_t *v)
+{
+    unsigned char key[KEY_LEN];
+    nf_kstate_encode_key(CLUSTER_META_KG, (nf_id128_t){0, 0}, key);
+    void *val = NULL;
+    size_t len = 0;
+    uint64_t clock = 0;
+    if (nf_store_view_get(v, NF_KIND_CLUSTER_PARENT, key, KEY_LEN, &val, &len, NULL, 0) == 1 &&
+        len == EXPIRY_LEN + 8)
+        clock = nf_get_le64((unsigned char *)val + EXPIRY_LEN);
+    free(val);
+    return clock;
+}
+
+/* The story cluster of an article as of the view: the root of its union-find links (read, not
+ * compressed), or the article itself when it has no live link (never clustered, or expired).
+ * 0, or < 0 on a read error. */
+static int find_cluster(const nf_query_t *q, nf_store_view_t *v, uint64_t clock, nf_id128_t id,
+                        nf_id128_t *root, char *err, size_t errlen)
+{
+    nf_id128_t cur = id;
+    for (int i = 0; i < FIND_MAX; i++) {
+        unsigned char key[KEY_LEN];
+        nf_kstate_encode_key(article_kg(q, cur), cur, key);
+        void *val = NULL;
+        size_t len = 0;
+        int r = nf_store_view_get(v, NF_KIND_CLUSTER_PARENT, key, KEY_LEN, &val, &len, err, errlen);
+        if (r < 0)
+            return r;
+        const unsigned char *x = val;
+        bool live = r == 1 && len == EXPIRY_LEN + PARENT_LEN &&
+                    !(nf_get_le64(x) != 0 && nf_get_le64(x) <= clock);
+        nf_id128_t parent = live ? (nf_id128_t){nf_get_le64(x + 8), nf_get_le64(x + 16)} : cur;
+        free(val);
+        if (parent.hi == cur.hi && parent.lo == cur.lo)
+            break;
+        cur = parent;
+    }
+    *root = cur;
+    return 0;
+}
+
+/* The article's stored metadata, parsed (caller deletes); NULL if absent or expired. */
+static cJSON *read_meta(const nf_query_t *q, nf_store_view_t *v, nf_id128_t id, int64_t now,
+                        int *rc, char *err, size_t errlen)
+{
+    unsigned char key[KEY_LEN];
+    nf_kstate_encode_key(article_kg(q, id), id, key);
+    void *val = NULL;
+    size_t len = 0;
+    *rc = nf_store_view_get(v, NF_KIND_ARTICLE_META, key, KEY_LEN, &val, &len, err, errlen);
+    cJSON *meta = NULL;
+    if (*rc == 1 && len > EXPIRY_LEN && !expired(val, now))
+        meta = cJSON_ParseWithLength((const char *)val + EXPIRY_LEN, len - EXPIRY_LEN);
+    free(val);
+    return cJSON_IsObject(meta) ? meta : (cJSON_Delete(meta), NULL);
+}
+
+/* The fields of a stored metadata object, in their order (strings or null). */
+static void put_meta_fields(nf_jw_t *w, const cJSON *meta)
+{
+    static const char *const keys[] = {"url",         "title",    "source_id", "published_at",
+                                       "ingested_at", "language", "summary"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *x = meta ? cJSON_GetObjectItemCaseSensitive(meta, keys[i]) : NULL;
+        nf_jw_key(w, keys[i]);
+        nf_jw_str(w, cJSON_IsString(x) ? x->valuestring : NULL);
+    }
+}
+
+/* When an article counts as published (serve_state.h) from its stored metadata; 0 without. */
+static int64_t meta_published_ms(const cJSON *meta)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(meta, "published_at");
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(meta, "ingested_at");
+    int64_t pub = 0, ing = 0;
+    if (!cJSON_IsString(g) || nf_date_parse(g->valuestring, strlen(g->valuestring), &ing) != 0)
+        return 0;
+    bool has =
+        cJSON_IsString(p) && nf_date_parse(p->valuestring, strlen(p->valuestring), &pub) == 0;
+    return nf_serve_published_ms(pub, has, ing);
+}
+
+static void put_id(nf_jw_t *w, nf_id128_t id)
+{
+    char hex[33];
+    nf_cluster_id_hex(id, hex);
+    nf_jw_str(w, hex);
+}
+
+/* An id path parameter: 32 lower-case hex digits. */
+static bool parse_id(const char *s, size_t n, nf_id128_t *id)
+{
+    if (n != 32)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return nf_id128_from_hex32(s, id) == 0;
+}
+
+/* ------------------------------------------------------------------------------ articles */
+
+static int route_article(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char **body, size_t *len)
+{
+    char err[256] = "";
+    int64_t now = now_ms();
+    int rc;
+    cJSON *meta = read_meta(q, v, id, now, &rc, err, sizeof err);
+    if (rc < 0)
+        return store_failed(err, body, len);
+    if (!meta)
+        return fail(404,
+                    "no such article in the committed state (never ingested, or older than "
+                    "its retention)",
+                    "article_id", body, len);
+    nf_topic_vec_t vec;
+    int tr = read_topics(q, v, id, now, &vec, err, sizeof err);
+    nf_id128_t root;
+    int cr = tr < 0 ? tr : find_cluster(q, v, cluster_clock(v), id, &root, err, sizeof err);
+    if (tr < 0 || cr < 0) {
+        cJSON_Delete(meta);
+        return store_failed(err, body, len);
+    }
+    nf_jw_t w;
+    open_answer(&w, v);
+    nf_jw_key(&w, "article_id");
+    put_id(&w, id);
+    put_meta_fields(&w, meta);
+    cJSON_Delete(meta);
+    nf_jw_key(&w, "topics");
+    if (tr == 1)
+        put_vector(q, &w, &vec);
+    else
+        nf_jw_null(&w);
+    nf_jw_key(&w, "cluster_id");
+    put_id(&w, root);
+    nf_jw_obj_close(&w);
+    return finish(&w, 200, body, len);
+}
+
+/* ------------------------------------------------------------------ recent articles by topic */
+
+typedef struct recent {
+    nf_id128_t id;
+    int64_t published_ms;
+    nf_topic_vec_t vec;
+} recent_t;
+
+typedef struct recent_scan {
+    recent_t *items;
+    size_t n, max;
+    int64_t now;
+} recent_scan_t;
+
+static int recent_cb(const void *k, size_t kl, const void *val, size_t vl, void *arg)
+{
+    recent_scan_t *rs = arg;
+    recent_t *r = &rs->items[rs->n];
+    int64_t exp;
+    if (nf_serve_recent_decode(k, kl, val, vl, &exp, &r->published_ms, &r->id, &r->vec) != 0)
+        return 0;
+    if (exp <= rs->now)
+        return 1; /* newest first: every later entry was published earlier and expired too */
+    return ++rs->n == rs->max;
+}
+
+/* The topic's recent articles, newest first (at most max, unexpired). 0 or -EIO. */
+static int scan_recent(nf_store_view_t *v, unsigned topic, int64_t now, recent_t *items, size_t max,
+                       size_t *n)
+{
+    unsigned char prefix[NF_SERVE_RECENT_PREFIX];
+    nf_serve_recent_prefix(topic, prefix);
+    recent_scan_t rs = {.items = items, .max = max, .now = now};
+    int r = max ? nf_store_view_scan_prefix(v, NF_KIND_TOPIC_RECENT, prefix, sizeof prefix,
+                                            recent_cb, &rs)
+                : 0;
+    *n = rs.n;
+    return r < 0 ? r : 0;
+}
+
+static void put_recent_item(const nf_query_t *q, nf_jw_t *w, const recent_t *r, const cJSON *meta)
+{
+    nf_jw_key(w, "article_id");
+    put_id(w, r->id);
+    put_meta_fields(w, meta);
+    nf_jw_key(w, "published_ms");
+    nf_jw_i64(w, r->published_ms);
+    nf_jw_key(w, "topics");
+    put_vector(q, w, &r->vec);
+}
+
+static int route_recent(nf_query_t *q, nf_store_view_t *v, unsigned topic, nf_admin_req_t *req,
+                        char **body, size_t *len)
+{
+    unsigned limit;
+    if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
+        return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
+    recent_t items[LIMIT_MAX];
+    size_t n = 0;
+    int64_t now = now_ms();
+    if (scan_recent(v, topic, now, items, limit, &n) != 0)
+        return store_failed("a scan of the recent articles failed", body, len);
+    nf_jw_t w;
+    open_answer(&w, v);
+    nf_jw_key(&w, "topic");
+    nf_jw_str(&w, q->o.topic_names[topic]);
+    nf_jw_key(&w, "items");
+    nf_jw_arr_open(&w);
+    char err[256] = "";
+    for (size_t i = 0; i < n; i++) {
+        int rc;
+        cJSON *meta = read_meta(q, v, items[i].id, now, &rc, err, sizeof err);
+        if (rc < 0) {
+            nf_jw_free(&w);
+            return store_failed(err, body, len);
+        }
+        nf_jw_elem(&w);
+        nf_jw_obj_open(&w);
+        put_recent_item(q, &w, &items[i], meta);
+        nf_jw_obj_close(&w);
+        cJSON_Delete(meta);
+    }
+    nf_jw_arr_close(&w);
+    nf_jw_obj_close(&w);
+    return finish(&w, 200, body, len);
+}
+
+/* ---------------------------------------------------------------------------------- feed */
+
+typedef struct cand {
+    recent_t r;
+    double score;
+    uint64_t trend;
+} cand_t;
+
+static int id_cmp(nf_id128_t a, nf_id128_t b)
+{
+    return a.hi != b.hi ? (a.hi < b.hi ? -1 : 1) : a.lo != b.lo ? (a.lo < b.lo ? -1 : 1) : 0;
+}
+
+static int cand_by_id(const void *a, const void *b)
+{
+    return id_cmp(((const cand_t *)a)->r.id, ((const cand_t *)b)->r.id);
+}
+
+/* Best first: score, then the newer, then the smaller id (a total order: answers are stable). */
+static int cand_by_score(const void *a, const void *b)
+{
+    const cand_t *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    if (x->r.published_ms != y->r.published_ms)
+        return x->r.published_ms > y->r.published_ms ? -1 : 1;
+    return id_cmp(x->r.id, y->r.id);
+}
+
+/* Candidates for an interested reader: the recent articles of its top topics, each once, scored
+ * dot(interest, topics) * exp(-0.5 * hours since published) + 0.1 * trending score / 1000. */
+static int feed_candidates(nf_store_view_t *v, const interest_t *in, const trend_t *t, int64_t now,
+                           cand_t **out, size_t *nout)
+{
+    unsigned top[FEED_TOPICS];
+    unsigned nt = top_topics(&in->vec, top);
+    cand_t *c = malloc(((size_t)nt * FEED_PER_TOPIC + 1) * sizeof *c);
+    recent_t *scratch = malloc(FEED_PER_TOPIC * sizeof *scratch);
+    size_t n = 0;
+    int r = c && scratch ? 0 : -ENOMEM;
+    for (unsigned k = 0; r == 0 && k < nt; k++) {
+        size_t m = 0;
+        r = scan_recent(v, top[k], now, scratch, FEED_PER_TOPIC, &m);
+        for (size_t i = 0; r == 0 && i < m; i++)
+            c[n++].r = scratch[i];
+    }
+    free(scratch);
+    if (r != 0) {
+        free(c);
+        return r;
+    }
+    qsort(c, n, sizeof *c, cand_by_id);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || id_cmp(c[u - 1].r.id, c[i].r.id) != 0)
+            c[u++] = c[i];
+    double dense[NF_TOPICS_MAX] = {0};
+    for (uint32_t i = 0; i < in->vec.n; i++)
+        dense[in->vec.t[i].topic] = in->vec.t[i].weight;
+    for (size_t i = 0; i < u; i++) {
+        double dot = 0;
+        for (uint32_t k = 0; k < c[i].r.vec.n; k++)
+            dot += dense[c[i].r.vec.t[k].topic] * c[i].r.vec.t[k].weight;
+        int64_t age = now - c[i].r.published_ms;
+        double hours = (double)(age > 0 ? age : 0) / 3600000.0;
+        c[i].trend = trend_score(t, c[i].r.id);
+        c[i].score = dot * exp(-0.5 * hours) + 0.1 * (double)c[i].trend / 1000.0;
+    }
+    qsort(c, u, sizeof *c, cand_by_score);
+    *out = c;
+    *nout = u;
+    return 0;
+}
+
+/* Candidates for a cold or unknown reader: the trending window's articles, in its order. */
+static int trending_candidates(const nf_query_t *q, nf_store_view_t *v, const trend_t *t,
+                               int64_t now, cand_t **out, size_t *nout, char *err, size_t errlen)
+{
+    cand_t *c = calloc(t->n + 1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!t->hex[i])
+            continue;
+        cand_t *x = &c[n++];
+        x->r.id = t->aids[i];
+        x->trend = t->scores[i];
+        x->score = (double)t->scores[i];
+        int r = read_topics(q, v, x->r.id, now, &x->r.vec, err, errlen);
+        if (r < 0) {
+            free(c);
+            return r;
+        }
+        if (r == 0)
+            x->r.vec.n = 0;
+        x->r.published_ms = 0;
+    }
+    *out = c;
+    *nout = n;
+    return 0;
+}
+
+static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_admin_req_t *req,
+                      char **body, size_t *len)
+{
+    unsigned limit;
+    if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
+        return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
+    char err[256] = "";
+    interest_t in;
+    int ri = find_interest(q, v, user, &in, err, sizeof err);
+    trend_t t;
+    int rt = ri < 0 ? 0 : load_trending(v, &t, err, sizeof err);
+    if (ri < 0 || rt < 0) {
+        if (ri >= 0)
+            trend_free(&t);
+        return ri == -ENOMEM || rt == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
+                                              : store_failed(err, body, len);
+    }
+    int64_t now = now_ms();
+    unsigned top[FEED_TOPICS];
+    unsigned nt = ri == 1 ? top_topics(&in.vec, top) : 0;
+    cand_t *c = NULL;
+    size_t n = 0;
+    int r = nt ? feed_candidates(v, &in, &t, now, &c, &n)
+               : trending_candidates(q, v, &t, now, &c, &n, err, sizeof err);
+    nf_id128_t *roots = malloc((limit + 1) * sizeof *roots);
+    int status;
+    if (r == -ENOMEM || !roots) {
+        status = fail(503, "out of memory", NULL, body, len);
+        goto out;
+    }
+    if (r < 0) {
+        status = store_failed(err[0] ? err : "a scan of the recent articles failed", body, len);
+        goto out;
+    }
+    nf_jw_t w;
+    open_answer(&w, v);
+    nf_jw_key(&w, "user_id");
+    nf_jw_str(&w, user);
+    nf_jw_key(&w, "source");
+    nf_jw_str(&w, nt ? "interest" : "trending");
+    nf_jw_key(&w, "ranked_at_ms");
+    nf_jw_i64(&w, now);
+    nf_jw_key(&w, "window_end");
+    nf_jw_str(&w, t.window_end);
+    nf_jw_key(&w, "top_topics");
+    nf_jw_arr_open(&w);
+    for (unsigned k = 0; k < nt; k++) {
+        nf_jw_elem(&w);
+        put_topic_name(q, &w, top[k]);
+    }
+    nf_jw_arr_close(&w);
+    nf_jw_key(&w, "items");
+    nf_jw_arr_open(&w);
+    uint64_t clock = cluster_clock(v);
+    unsigned shown = 0;
+    for (size_t i = 0; i < n && shown < limit; i++) {
+        nf_id128_t root;
+        int rc = 0;
+        cJSON *meta = NULL;
+        if (find_cluster(q, v, clock, c[i].r.id, &root, err, sizeof err) < 0 ||
+            (meta = read_meta(q, v, c[i].r.id, now, &rc, err, sizeof err), rc < 0)) {
+            nf_jw_free(&w);
+            status = store_failed(err, body, len);
+            goto out;
+        }
+        bool seen = false;
+        for (unsigned k = 0; k < shown && !seen; k++)
+            seen = id_cmp(roots[k], root) == 0;
+        if (seen) { /* one article per story: the best of each */
+            cJSON_Delete(meta);
+            continue;
+        }
+        roots[shown++] = root;
+        if (!c[i].r.published_ms) /* a trending candidate: its time from its metadata */
+            c[i].r.published_ms = meta_published_ms(meta);
+        nf_jw_elem(&w);
+        nf_jw_obj_open(&w);
+        put_recent_item(q, &w, &c[i].r, meta);
+        cJSON_Delete(meta);
+        nf_jw_key(&w, "score");
+        nf_jw_unit(&w, c[i].score);
+        nf_jw_key(&w, "trending_score");
+        nf_jw_u64(&w, c[i].trend);
+        nf_jw_key(&w, "cluster_id");
+        put_id(&w, root);
+        nf_jw_obj_close(&w);
+    }
+    nf_jw_arr_close(&w);
+    nf_jw_obj_close(&w);
+    status = finish(&w, 200, body, len);
+out:
+    free(roots);
+    free(c);
+    trend_free(&t);
     return status;
 }
 
 /* -------------------------------------------------------------------------------- routes */
 
+/* A path parameter: route is PREFIX{param}SUFFIX. */
+static bool match(const char *route, const char *prefix, const char *suffix, const char **param,
+                  size_t *plen)
+{
+    size_t rl = strlen(route), pl = strlen(prefix), sl = strlen(suffix);
+    if (rl < pl + sl || strncmp(route, prefix, pl) != 0 || strcmp(route + rl - sl, suffix) != 0)
+        return false;
+    *param = route + pl;
+    *plen = rl - pl - sl;
+    return true;
+}
+
+enum { R_INTEREST, R_FEED, R_TRENDING, R_ARTICLE, R_RECENT };
+
 int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char **body, size_t *len)
 {
-    static const char users[] = "users/", interest[] = "/interest";
-    const char *user = NULL;
-    size_t ulen = 0;
-    size_t rl = strlen(route);
-    bool is_interest = strncmp(route, users, sizeof users - 1) == 0 &&
-                       rl >= sizeof users - 1 + sizeof interest - 1 &&
-                       strcmp(route + rl - (sizeof interest - 1), interest) == 0;
-    if (is_interest) {
-        user = route + sizeof users - 1;
-        ulen = rl - (sizeof users - 1) - (sizeof interest - 1);
-    } else if (strcmp(route, "trending") != 0) {
+    const char *p = NULL;
+    size_t pl = 0;
+    int which;
+    if (match(route, "users/", "/interest", &p, &pl))
+        which = R_INTEREST;
+    else if (match(route, "feed/", "", &p, &pl))
+        which = R_FEED;
+    else if (strcmp(route, "trending") == 0)
+        which = R_TRENDING;
+    else if (match(route, "articles/", "", &p, &pl))
+        which = R_ARTICLE;
+    else if (match(route, "topics/", "/recent", &p, &pl))
+        which = R_RECENT;
+    else
         return 0;
-    }
-    if (is_interest && !valid_user(user, ulen))
+    /* The path parameter first: a 400 needs no state. */
+    nf_id128_t id = {0, 0};
+    int topic = -1;
+    char *param = NULL;
+    if ((which == R_INTEREST || which == R_FEED) && !valid_user(p, pl))
         return fail(400, "user_id must be 1 to 256 bytes of UTF-8 without control characters",
                     "user_id", body, len);
+    if (which == R_ARTICLE && !parse_id(p, pl, &id))
+        return fail(400, "an article id is 32 lower-case hex digits", "article_id", body, len);
+    if (which == R_RECENT) {
+        if (!(param = strndup(p, pl)))
+            return fail(503, "out of memory", NULL, body, len);
+        topic = topic_index(q, param);
+        int st = topic < 0 ? bad_topic(q, param, body, len) : 0;
+        free(param);
+        param = NULL;
+        if (st)
+            return st;
+    }
+    if ((which == R_INTEREST || which == R_FEED) && !(param = strndup(p, pl)))
+        return fail(503, "out of memory", NULL, body, len);
 
     nf_store_view_t *v = q->o.store ? nf_store_view_acquire(q->o.store) : NULL;
     if (!v) {
+        free(param);
         nf_admin_req_header(req, "Retry-After", "1");
         return fail(503, "restoring: no committed state to answer from yet", NULL, body, len);
     }
-    int status;
-    if (is_interest) {
-        char *u = strndup(user, ulen);
-        status =
-            u ? route_interest(q, v, u, body, len) : fail(503, "out of memory", NULL, body, len);
-        free(u);
-    } else {
+    int status = 0;
+    switch (which) {
+    case R_INTEREST:
+        status = route_interest(q, v, param, body, len);
+        break;
+    case R_FEED:
+        status = route_feed(q, v, param, req, body, len);
+        break;
+    case R_TRENDING:
         status = route_trending(q, v, req, body, len);
+        break;
+    case R_ARTICLE:
+        status = route_article(q, v, id, body, len);
+        break;
+    default:
+        status = route_recent(q, v, (unsigned)topic, req, body, len);
+        break;
     }
+    free(param);
     nf_store_view_release(v);
     return status;
 }

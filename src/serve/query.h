@@ -5,17 +5,27 @@
  * state as the last committed epoch left it, never what a crash could take back. Each JSON
  * answer names that epoch ("epoch") and when it was published ("committed_at").
  *
- * Routes (docs/openapi.json describes them; tests/integration/test_query_api.py checks that the
- * server and the document agree):
+ * Routes (docs/openapi.json describes them; tests/integration/query_api.py checks that the
+ * server and the document agree, feed_model.py the feed's ranking):
+ *   GET /v1/feed/{user_id}?limit=      the reader's feed: the articles published in the last
+ *                                      48 h (serve_state.h) in the reader's top-5 topics, scored
+ *                                      dot(interest, topics) * exp(-0.5 * hours since published)
+ *                                      + 0.1 * trending score / 1000, best first (then newer,
+ *                                      then smaller id), one per story cluster; a reader
+ *                                      without a vector gets the trending window's articles
  *   GET /v1/users/{user_id}/interest   the reader's interest vector (interest.h), by topic name,
  *                                      its version and last update; 404 for a reader without one
  *   GET /v1/trending?limit=&topic=     the last trending window emitted (the `trending` record
  *                                      the merger keeps as "L", analytics.c), each article with
  *                                      its topic vector; topic= keeps the articles whose vector
  *                                      names that topic
+ *   GET /v1/articles/{article_id}      its metadata (serve_state.h), topic vector and story
+ *                                      cluster (the root of its union-find links, cluster.h)
+ *   GET /v1/topics/{topic}/recent      the topic's articles of the last 48 h, newest first
  * Errors are JSON {"error": "...", "parameter": "..."} (parameter only when one is at fault):
- * 400 a bad user id, limit or topic; 404 an unknown route or thing; 503 while no committed
- * view exists yet (restoring: Retry-After: 1) or when the store cannot be read.
+ * 400 a bad user id, article id, limit or topic; 404 an unknown route, reader or article; 503
+ * while no committed view exists yet (restoring: Retry-After: 1) or when the store cannot be
+ * read.
  *
  * Where state lives (the key groups read):
  *   interest   key group = the read-events partition the reader's events came in on, which the

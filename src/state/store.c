@@ -39,6 +39,8 @@ static const char *const kind_names[NF_KIND__COUNT] = {
     [NF_KIND_INTEREST] = "interest",
     [NF_KIND_INTEREST_SEEN] = "interest_seen",
     [NF_KIND_TRENDING] = "trending",
+    [NF_KIND_ARTICLE_META] = "article_meta",
+    [NF_KIND_TOPIC_RECENT] = "topic_recent",
 };
 
 const char *nf_state_kind_name(nf_state_kind_t k)

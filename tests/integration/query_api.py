@@ -24,6 +24,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import jobout
+
 BASE, DOC_PATH, OUT_PATH = sys.argv[1], sys.argv[2], sys.argv[3]
 DOC = json.load(open(DOC_PATH))
 failures = []
@@ -90,6 +92,8 @@ def validate(value, schema, where):
             errs.append(f"{where}: too short")
         if "maxLength" in schema and len(value.encode()) > schema["maxLength"]:
             errs.append(f"{where}: too long")
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            errs.append(f"{where}: {value!r} does not match {schema['pattern']}")
         if schema.get("format") == "date-time" and not re.match(
                 r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$", value):
             errs.append(f"{where}: {value!r} is not an RFC 3339 date-time")
@@ -139,15 +143,7 @@ def check_response(op, path, status, headers, body, raw):
 
 def outputs():
     """Committed records on the job's stdout: {topic: [value, ...]} in order."""
-    out = {}
-    with open(OUT_PATH) as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            out.setdefault(rec.get("topic"), []).append(rec.get("value"))
-    return out
+    return jobout.records(OUT_PATH)
 
 
 def wait_for(pred, what, seconds=60):
@@ -172,8 +168,16 @@ first_user = wait_for(lambda: next((v["user_id"] for v in outputs().get("interes
 wait_for(lambda: any(v.get("items") for v in outputs().get("trending", [])), "a trending window with items", 90)
 epochs = []
 
+articles_out = {a["article_id"]: a for a in outputs().get("articles", [])}
+an_article = next(iter(articles_out), "0" * 32)
+user_q = urllib.parse.quote(first_user or "x", safe="")
 valid_paths = {
-    "/v1/users/{user_id}/interest": ["/v1/users/" + urllib.parse.quote(first_user or "x", safe="") + "/interest"],
+    "/v1/users/{user_id}/interest": ["/v1/users/" + user_q + "/interest"],
+    "/v1/feed/{user_id}": ["/v1/feed/" + user_q, "/v1/feed/" + user_q + "?limit=3",
+                           "/v1/feed/never-read-anything?limit=100"],
+    "/v1/articles/{article_id}": ["/v1/articles/" + a for a in list(articles_out)[:20]],
+    "/v1/topics/{topic}/recent": ["/v1/topics/science/recent", "/v1/topics/politics/recent?limit=1",
+                                  "/v1/topics/world/recent?limit=100"],
     "/v1/trending": ["/v1/trending", "/v1/trending?limit=1", "/v1/trending?limit=100"],
     "/v1/status": ["/v1/status"],
     "/v1/sources": ["/v1/sources", "/v1/sources?failing=1"],
@@ -203,6 +207,8 @@ def broken_values(schema):
     if schema.get("type") == "string":
         if schema.get("minLength", 0) >= 1:
             vals.append("")
+        if "pattern" in schema:  # right length, wrong characters
+            vals.append("G" * max(schema.get("minLength", 1), 1))
         if "maxLength" in schema:
             vals.append("u" * (schema["maxLength"] + 1))
     return vals
@@ -220,8 +226,8 @@ for tmpl, op in ops.items():
             if prm["in"] == "path":
                 quoted = urllib.parse.quote(b, safe="", encoding="latin-1")
                 path = tmpl.replace("{" + name + "}", quoted)
-            else:
-                path = tmpl + "?" + urllib.parse.urlencode({name: b})
+            else:  # on a valid path (its path parameters filled in)
+                path = valid_paths[tmpl][0].split("?")[0] + "?" + urllib.parse.urlencode({name: b})
             status, headers, body, raw = get(path)
             if "400" not in op["responses"]:
                 if status >= 500 and status != 503:
@@ -241,9 +247,27 @@ if status != 404 or not isinstance(body, dict) or body.get("parameter") != "user
 else:
     check_response(ops["/v1/users/{user_id}/interest"], "unknown reader", status, headers, body, raw)
 
+# An article the job never saw: the documented 404 naming article_id.
+status, headers, body, raw = get("/v1/articles/" + "0" * 32)
+if status != 404 or not isinstance(body, dict) or body.get("parameter") != "article_id":
+    fail(f"unknown article: {status} {raw[:200]!r}")
+
+# Articles as the API shows them are the committed records' (title, URL, topic names).
+for aid, rec in list(articles_out.items())[:50]:
+    status, _, body, raw = get("/v1/articles/" + aid)
+    if status != 200:
+        fail(f"article {aid} is committed but the API says {status}")
+        continue
+    for k in ("url", "title", "source_id", "published_at", "ingested_at"):
+        if body.get(k) != rec.get(k):
+            fail(f"article {aid}: {k} {body.get(k)!r} != the record's {rec.get(k)!r}")
+    if set(body.get("topics") or {}) != set(rec.get("topics") or {}):
+        fail(f"article {aid}: topics {body.get('topics')} != the record's {rec.get('topics')}")
+
 # Paths the document does not have: 404 with a JSON error.
-for path in ["/v1/users/x", "/v1/users/x/interest/y", "/v1/trending/x",
-             "/v1/Trending", "/v1/", "/v1", "/v2/trending", "/v1/articles"]:
+for path in ["/v1/users/x", "/v1/users/x/interest/y", "/v1/trending/x", "/v1/feed",
+             "/v1/Trending", "/v1/", "/v1", "/v2/trending", "/v1/articles", "/v1/topics/science",
+             "/v1/topics/science/recent/x"]:
     status, _, body, raw = get(path)
     if status != 404:
         fail(f"GET {path}: {status}, expected 404 (not in the document): {raw[:200]!r}")
@@ -322,8 +346,9 @@ hostile = 0
 for i in range(400):
     n = rng.randint(0, 40)
     junk = "".join(rng.choice(alphabet) for _ in range(n))
-    base = rng.choice(["/v1/trending?", "/v1/users/", "/v1/", "/v1/trending?limit=", "/v1/trending?topic="])
-    tail = rng.choice(["", "/interest", "&limit=5"])
+    base = rng.choice(["/v1/trending?", "/v1/users/", "/v1/", "/v1/trending?limit=",
+                       "/v1/trending?topic=", "/v1/feed/", "/v1/articles/", "/v1/topics/"])
+    tail = rng.choice(["", "/interest", "&limit=5", "/recent", "?limit=7"])
     path = urllib.parse.quote(base + junk + tail, safe="/?&=%", encoding="utf-8")
     if rng.random() < 0.2:
         path = base + "%" + "".join(rng.choice("0123456789abcdefxyz%") for _ in range(rng.randint(0, 6)))

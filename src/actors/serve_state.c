@@ -1,0 +1,146 @@
+/* serve_state.c — see serve_state.h. */
+#include "actors/serve_state.h"
+
+#include "algo/bytes.h"
+#include "feed/dates.h"
+#include "runtime/jsonw.h"
+#include "state/changelog.h"
+#include "state/kstate.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DAY_MS     (24ll * 3600 * 1000)
+#define FUTURE_MS  (5ll * 60 * 1000)
+#define PAST_MS    (30 * DAY_MS)
+#define RECENT_KG  NF_CHANGELOG_GLOBAL_KG /* one key group: a topic's scan is one prefix */
+#define EXPIRY_LEN 8
+
+static void put_be64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (56 - 8 * i));
+}
+
+static uint64_t get_be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+int64_t nf_serve_published_ms(int64_t published_at_ms, bool has_published, int64_t ingested_ms)
+{
+    if (has_published && published_at_ms <= ingested_ms + FUTURE_MS &&
+        published_at_ms >= ingested_ms - PAST_MS)
+        return published_at_ms;
+    return ingested_ms;
+}
+
+void nf_serve_recent_prefix(unsigned topic, unsigned char out[NF_SERVE_RECENT_PREFIX])
+{
+    out[0] = (unsigned char)(RECENT_KG >> 8);
+    out[1] = (unsigned char)RECENT_KG;
+    out[2] = (unsigned char)topic;
+}
+
+void nf_serve_recent_key(unsigned topic, int64_t published_ms, nf_id128_t id,
+                         unsigned char out[NF_SERVE_RECENT_KEY_LEN])
+{
+    nf_serve_recent_prefix(topic, out);
+    put_be64(out + 3, (uint64_t)(INT64_MAX - (published_ms > 0 ? published_ms : 0)));
+    put_be64(out + 11, id.hi);
+    put_be64(out + 19, id.lo);
+}
+
+int nf_serve_recent_decode(const void *key, size_t klen, const void *val, size_t vlen,
+                           int64_t *expires_ms, int64_t *published_ms, nf_id128_t *id,
+                           nf_topic_vec_t *vec)
+{
+    const unsigned char *k = key, *v = val;
+    if (klen != NF_SERVE_RECENT_KEY_LEN || vlen < EXPIRY_LEN + 8)
+        return -EINVAL;
+    *expires_ms = (int64_t)nf_get_le64(v);
+    *published_ms = (int64_t)nf_get_le64(v + 8);
+    id->hi = get_be64(k + 11);
+    id->lo = get_be64(k + 19);
+    return nf_interest_topics_decode(v + 16, vlen - 16, vec) == 0 ? 0 : -EINVAL;
+}
+
+/* s cut to at most max bytes at the start of a character (s is UTF-8). */
+static size_t utf8_cut(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n <= max)
+        return n;
+    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
+        max--;
+    return max;
+}
+
+static const char *field(const cJSON *o, const char *k)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+int nf_serve_put_article(nf_store_batch_t *b, uint16_t kg, const nf_article_blob_t *a,
+                         uint64_t meta_ttl_ms)
+{
+    cJSON *root = cJSON_ParseWithLength(a->json, a->len); /* NULL: what the blob itself knows */
+    const char *published = field(root, "published_at");
+    int64_t pub_at = 0;
+    bool has_pub = published && nf_date_parse(published, strlen(published), &pub_at) == 0;
+    int64_t published_ms = nf_serve_published_ms(pub_at, has_pub, a->ingested_ms);
+
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_raw(&w, "\0\0\0\0\0\0\0\0", EXPIRY_LEN); /* the expiry, written below */
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "article_id");
+    nf_jw_str(&w, a->article_id);
+    static const char *const keep[] = {"url",          "title",       "source_id",
+                                       "published_at", "ingested_at", "language"};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
+        nf_jw_key(&w, keep[i]);
+        nf_jw_str(&w, field(root, keep[i]));
+    }
+    const char *summary = field(root, "summary");
+    nf_jw_key(&w, "summary");
+    if (summary)
+        nf_jw_strn(&w, summary, utf8_cut(summary, NF_SERVE_SUMMARY_MAX));
+    else
+        nf_jw_null(&w);
+    nf_jw_obj_close(&w);
+    cJSON_Delete(root);
+    if (w.failed) {
+        nf_jw_free(&w);
+        return -ENOMEM;
+    }
+    nf_put_le64((unsigned char *)w.buf, (uint64_t)a->ingested_ms + meta_ttl_ms);
+    unsigned char key[18];
+    nf_kstate_encode_key(kg, a->id, key);
+    nf_store_batch_put(b, NF_KIND_ARTICLE_META, key, sizeof key, w.buf, w.len);
+    nf_jw_free(&w);
+
+    int64_t expires = published_ms + NF_SERVE_RECENT_MS;
+    if (expires <= a->ingested_ms)
+        return 0; /* already past the recent window */
+    unsigned char val[16 + NF_TOPICS_ENC_MAX];
+    nf_put_le64(val, (uint64_t)expires);
+    nf_put_le64(val + 8, (uint64_t)published_ms);
+    int n = nf_interest_topics_encode(&a->topics, val + 16, NF_TOPICS_ENC_MAX);
+    if (n < 0)
+        return 0; /* crawl's vectors always encode; a bad one just indexes nothing */
+    for (uint32_t i = 0; i < a->topics.n; i++) {
+        if (!(a->topics.t[i].weight > 0))
+            continue;
+        unsigned char rk[NF_SERVE_RECENT_KEY_LEN];
+        nf_serve_recent_key(a->topics.t[i].topic, published_ms, a->id, rk);
+        nf_store_batch_put(b, NF_KIND_TOPIC_RECENT, rk, sizeof rk, val, 16 + (size_t)n);
+    }
+    return 0;
+}

@@ -1,0 +1,57 @@
+/* serve_state.h — state kept for the query API alone (DESIGN.md §10; src/serve/query.h reads
+ * it through committed views): dedup writes it for each new article, into the epoch that emits
+ * the article, so an answer never names an article a crash could take back. Nothing in the job
+ * reads it back, so no shard holds it in memory: a new article's entries wait in the dedup
+ * shard's batch until its epoch's cut (memory: one epoch's new articles), then live in RocksDB,
+ * and leave by their expiry (the store's TTL filter; readers check it too).
+ *
+ *   NF_KIND_ARTICLE_META  key nf_kstate_encode_key(kg, id), kg the article's key group (as its
+ *                         ArticleKey: id.hi % 256, or the global one in a consumer group);
+ *                         value [expires_at_ms 8 LE: ingested + meta TTL][JSON object:
+ *                         article_id, url, title, source_id, published_at (what the feed said,
+ *                         or null), ingested_at, language, summary (at most
+ *                         NF_SERVE_SUMMARY_MAX bytes, cut at a character)].
+ *   NF_KIND_TOPIC_RECENT  the recent articles by topic, one entry per topic the article's
+ *                         vector names: key [0xFF 0xFF][topic u8][INT64_MAX - published_ms,
+ *                         8 BE][id 16 BE] (NF_SERVE_RECENT_KEY_LEN bytes: a prefix scan of
+ *                         [0xFF 0xFF topic] walks a topic's articles newest first); value
+ *                         [expires_at_ms 8 LE: published + NF_SERVE_RECENT_MS][published_ms
+ *                         8 LE][the article's topic vector, nf_interest_topics_encode].
+ * published_ms is the article's published_at when it has one in [ingested - 30 days, ingested +
+ * 5 minutes], else ingested_ms (a feed's dates are the feed's word: a wrong one must not pin an
+ * article at the top). An article already older than NF_SERVE_RECENT_MS gets no recent entry.
+ *
+ * Threads: pure functions, any thread. */
+#ifndef NF_SERVE_STATE_H
+#define NF_SERVE_STATE_H
+
+#include "actors/article_msg.h"
+#include "actors/interest.h"
+#include "state/store.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NF_SERVE_RECENT_MS      (48ll * 3600 * 1000)
+#define NF_SERVE_RECENT_KEY_LEN 27
+#define NF_SERVE_RECENT_PREFIX  3
+#define NF_SERVE_SUMMARY_MAX    300
+
+/* The article's serving entries into b (meta under key group kg, expiring meta_ttl_ms after
+ * ingestion; recent entries per topic). 0, or -ENOMEM. */
+int nf_serve_put_article(nf_store_batch_t *b, uint16_t kg, const nf_article_blob_t *a,
+                         uint64_t meta_ttl_ms);
+
+/* The time an article counts as published (see the top). */
+int64_t nf_serve_published_ms(int64_t published_at_ms, bool has_published, int64_t ingested_ms);
+
+void nf_serve_recent_key(unsigned topic, int64_t published_ms, nf_id128_t id,
+                         unsigned char out[NF_SERVE_RECENT_KEY_LEN]);
+void nf_serve_recent_prefix(unsigned topic, unsigned char out[NF_SERVE_RECENT_PREFIX]);
+/* A recent entry back: 0, or -EINVAL when key or value is not one. */
+int nf_serve_recent_decode(const void *key, size_t klen, const void *val, size_t vlen,
+                           int64_t *expires_ms, int64_t *published_ms, nf_id128_t *id,
+                           nf_topic_vec_t *vec);
+
+#endif

@@ -1,0 +1,228 @@
+"""feed_model.py — an independent reference model of /v1/feed (DESIGN.md §10), for
+test_query_feed.sh.
+
+  python3 feed_model.py gen DIR N_ARTICLES      writes DIR/feed-*.rss and DIR/sources.txt
+  python3 feed_model.py check BASE JOB_STDOUT TAXONOMY READERS
+
+`gen` writes RSS feeds of generated articles whose texts use the taxonomy's keywords (so the
+job's classifier gives them topic vectors), published over the last 60 hours (none within ten
+minutes of the 48-hour edge), with near-duplicate pairs under other URLs on other feeds (so
+story clusters have several members).
+
+`check` ranks the feed of READERS readers (nine in ten demo readers, demo-user-0 .., nearly all
+with interest vectors; one in ten readers that never read: cold) from the job's committed output records alone — `articles` (topics,
+dates), `story-clusters` (union-find over new/joined/merged), `interest-updates` (each
+reader's latest vector), `trending` (the last window) — and compares the top 20 with
+GET /v1/feed/{user}. The ranking, as the design gives it:
+  candidates: articles published in the last 48 h in the reader's top-5 topics (by weight);
+  score = dot(interest, topics) * exp(-0.5 * hours since published) + 0.1 * trending / 1000;
+  best first (score, then the newer, then the smaller id), one article per story cluster;
+  a reader without a vector gets the trending window's articles in its order.
+The job's state must be quiescent (no more read events or articles): the records are read
+once, and every answer's epoch must show that same state (checked: the answers' `window_end`
+and the record counts do not move while the readers are compared).
+"""
+import json
+import math
+import os
+import random
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime, timezone
+
+import jobout
+
+
+def rfc822(ms):
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%a, %d %b %Y %H:%M:%S GMT")
+
+
+def gen(out_dir, n, taxonomy_path):
+    tax = json.load(open(taxonomy_path))
+    topics = [(t["name"], sorted(t.get("keywords", {}))) for t in tax["topics"]]
+    rng = random.Random(20261126)
+    now = int(time.time() * 1000)
+    feeds = [[] for _ in range(4)]
+    edge = 48 * 3600 * 1000
+    for i in range(n):
+        while True:
+            age = rng.randint(5 * 60 * 1000, 60 * 3600 * 1000)
+            if abs(age - edge) > 10 * 60 * 1000:
+                break
+        ts = rng.sample(range(len(topics)), rng.choice([1, 2]))
+        words = []
+        for t in ts:
+            words += rng.sample(topics[t][1], min(4, len(topics[t][1])))
+        rng.shuffle(words)
+        title = " ".join(words[:5]).capitalize() + f" report {i}"
+        desc = " ".join(words) + f" in depth, story number {i}, with details {rng.random():.6f}"
+        item = (f"https://gen{i % 4}.example.com/a/{i}", title, desc, now - age)
+        feeds[i % 4].append(item)
+        if i % 10 == 0:  # the same story by another source, under another URL
+            dup = (f"https://gen{(i + 1) % 4}.example.com/copy/{i}", title, desc + " (syndicated)",
+                   now - age + 60000)
+            feeds[(i + 1) % 4].append(dup)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "sources.txt"), "w") as src:
+        for f, items in enumerate(feeds):
+            name = f"feed-{f}.rss"
+            src.write(name + "\n")
+            with open(os.path.join(out_dir, name), "w") as x:
+                x.write('<?xml version="1.0" encoding="UTF-8"?>\n<rss version="2.0"><channel>'
+                        f"<title>Generated {f}</title><link>https://gen{f}.example.com/</link>"
+                        "<description>generated</description>\n")
+                for url, title, desc, ms in items:
+                    x.write(f"<item><title>{title}</title><link>{url}</link>"
+                            f"<pubDate>{rfc822(ms)}</pubDate><description>{desc}</description></item>\n")
+                x.write("</channel></rss>\n")
+
+
+def parse_date(s):
+    s = s.replace("Z", "+00:00")
+    return int(datetime.fromisoformat(s).timestamp() * 1000 + 0.5)
+
+
+def get(base, path):
+    try:
+        with urllib.request.urlopen(base + path, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def check(base, out_path, taxonomy_path, nreaders):
+    tax = [t["name"] for t in json.load(open(taxonomy_path))["topics"]]
+    index = {name: i for i, name in enumerate(tax)}
+    recs = jobout.records(out_path)
+    counts = {k: len(v) for k, v in recs.items()}
+
+    # Articles: id -> (published_ms by the job's rule, topic vector)
+    articles = {}
+    for a in recs.get("articles", []):
+        ingested = parse_date(a["ingested_at"])
+        pub = ingested
+        if a.get("published_at"):
+            p = parse_date(a["published_at"])
+            if ingested - 30 * 86400000 <= p <= ingested + 5 * 60000:
+                pub = p
+        articles[a["article_id"]] = (pub, {k: float(v) for k, v in (a.get("topics") or {}).items()})
+
+    # Story clusters: union-find over the committed records, the root being the cluster id.
+    parent = {}
+
+    def find(x):
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for c in recs.get("story-clusters", []):
+        root, art = c["cluster_id"], c["article_id"]
+        parent.setdefault(root, root)
+        for m in c.get("merged_from", []):  # the clusters that disappear under root
+            r = find(m)
+            if r != root:
+                parent[r] = root
+        if art != root:
+            parent[art] = root
+
+    # Each reader's latest vector (the highest version).
+    interest = {}
+    for u in recs.get("interest-updates", []):
+        if u["user_id"] not in interest or u["version"] > interest[u["user_id"]]["version"]:
+            interest[u["user_id"]] = u
+    windows = recs.get("trending", [])
+    last = windows[-1] if windows else {"items": [], "window_end": None}
+    trend = {i["article_id"]: i["score"] for i in last["items"]}
+
+    def top5(vec):
+        ranked = sorted(((w, -index.get(t, 99), t) for t, w in vec.items() if w > 0), reverse=True)
+        return [t for _, _, t in ranked[:5]]
+
+    def model(user, now):
+        u = interest.get(user)
+        tops = top5(u["vector"]) if u else []
+        if not tops:
+            items, seen = [], set()
+            for i in last["items"]:
+                aid = i["article_id"]
+                if len(aid) != 32 or find(aid) in seen:
+                    continue
+                seen.add(find(aid))
+                items.append((aid, float(i["score"])))
+            return "trending", items[:20]
+        cands = []
+        for aid, (pub, vec) in articles.items():
+            if pub + 48 * 3600000 <= now or not any(vec.get(t, 0) > 0 for t in tops):
+                continue
+            dot = sum(u["vector"].get(t, 0.0) * w for t, w in vec.items())
+            hours = max(0, now - pub) / 3600000.0
+            score = dot * math.exp(-0.5 * hours) + 0.1 * trend.get(aid, 0) / 1000.0
+            cands.append((-score, -pub, aid, score))
+        cands.sort()
+        items, seen = [], set()
+        for _, _, aid, score in cands:
+            if find(aid) in seen:
+                continue
+            seen.add(find(aid))
+            items.append((aid, score))
+        return "interest", items[:20]
+
+    failures, compared, cold, nonempty = [], 0, 0, 0
+    # Nine in ten are demo readers (nearly all with vectors), one in ten never read anything.
+    users = [f"demo-user-{i}" for i in range(nreaders - nreaders // 10)]
+    users += [f"cold-reader-{i}" for i in range(nreaders // 10)]
+    for user in users:
+        status, feed = get(base, "/v1/feed/" + urllib.parse.quote(user) + "?limit=20")
+        if status != 200:
+            failures.append(f"{user}: {status} {feed}")
+            continue
+        if feed.get("window_end") != last.get("window_end"):
+            failures.append(f"{user}: the answer's trending window {feed.get('window_end')} is not "
+                            f"the last committed one {last.get('window_end')}: state not quiescent")
+            continue
+        source, want = model(user, feed["ranked_at_ms"])
+        got = [(i["article_id"], i["score"]) for i in feed["items"]]
+        compared += 1
+        cold += source == "trending"
+        nonempty += bool(got)
+        if feed["source"] != source:
+            failures.append(f"{user}: source {feed['source']}, model {source}")
+            continue
+        if [a for a, _ in got] != [a for a, _ in want]:
+            failures.append(f"{user}: ids {[a[:8] for a, _ in got]} != model {[a[:8] for a, _ in want]}")
+            continue
+        for (a, s1), (_, s2) in zip(got, want):
+            if abs(s1 - s2) > 1e-9 * max(1.0, abs(s2)):
+                failures.append(f"{user}: {a} score {s1} != model {s2}")
+                break
+        for i in feed["items"]:
+            if find(i["article_id"]) != i["cluster_id"]:
+                failures.append(f"{user}: {i['article_id']} cluster {i['cluster_id']} != "
+                                f"the records' {find(i['article_id'])}")
+                break
+    after = {k: len(v) for k, v in jobout.records(out_path).items()}
+    if after != counts:
+        failures.append(f"the job emitted records during the comparison: {counts} -> {after}")
+    clusters = {}
+    for aid in articles:
+        clusters.setdefault(find(aid), []).append(aid)
+    multi = sum(1 for m in clusters.values() if len(m) > 1)
+    print(f"feed_model: {compared} readers compared ({cold} cold, {nonempty} with items), "
+          f"{len(articles)} articles, {multi} story clusters with several members, "
+          f"{len(interest)} readers with vectors, {len(last['items'])} trending items")
+    for f in failures[:20]:
+        print("FAIL: " + f, file=sys.stderr)
+    if compared < nreaders or nonempty < nreaders // 2 or multi == 0 or cold == 0 or cold == compared:
+        failures.append("the run did not exercise the model (see the counts)")
+        print("FAIL: the run did not exercise the model", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "gen":
+        gen(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    else:
+        sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# test_query_feed.sh — /v1/feed against an independent reference model (feed_model.py): the job
+# ingests generated feeds (articles of the last 60 hours, near-duplicates under other URLs) and
+# a fixed number of demo read events from 1,500 readers, then goes quiet; the model ranks
+# 1,000 readers' feeds from the job's committed output records alone and must agree with the
+# API on the top 20 (ids, order, scores within 1e-9, one article per story cluster).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
+
+port=$(free_port)
+python3 "$SRC/tests/integration/feed_model.py" gen "$TMP/feeds" 300 "$SRC/config/taxonomy.json"
+cd "$SRC"
+"$NF" run --config config/newsflow.json --set sources.file="$TMP/feeds/sources.txt" \
+    --set state.dir="$TMP/state" --set admin.port="$port" --set checkpoint.interval_ms=300 \
+    --set demo.read_events_per_s=4000 --set demo.users=1500 --set demo.events=12000 \
+    --set trending.window_s=20 --set trending.slide_s=2 --set trending.lateness_ms=200 \
+    --set trending.idle_ms=1000 --set trending.exact=true >"$TMP/out" 2>"$TMP/err" &
+PID=$!
+# Quiet: the demo's events are all counted and no record has been emitted for 4 s (trending
+# windows stop once the last events' panes have left them).
+last=-1
+quiet=0
+for _ in $(seq 240); do
+  sleep 0.5
+  kill -0 "$PID" 2>/dev/null || fail "the job exited"
+  n=$(wc -l <"$TMP/out")
+  if [ "$n" = "$last" ]; then quiet=$((quiet + 1)); else quiet=0; last=$n; fi
+  [ "$quiet" -ge 8 ] && [ "$n" -gt 0 ] && break
+done
+[ "$quiet" -ge 8 ] || fail "the job never went quiet"
+python3 "$SRC/tests/integration/feed_model.py" check "http://127.0.0.1:$port" "$TMP/out" \
+    "$SRC/config/taxonomy.json" 1000 || fail "feed_model.py"
+stop_job
+[ "$RC" = 0 ] || fail "the job exited $RC"
+pass "test_query_feed"
