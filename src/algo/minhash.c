@@ -142,9 +142,11 @@ long nf_minhash_shingles(const nf_minhash_t *mh, nf_minhash_scratch_t *s, const 
 }
 
 /* The hot loop: n (a multiple of 16) functions for one shingle. Plain 32-bit lanes so that it
- * vectorizes; on x86-64 an AVX2 clone is chosen at load time when the CPU has it. */
+ * vectorizes; on x86-64 an AVX2 clone is chosen at load time when the CPU has it. Not under
+ * the sanitizers: the clone's resolver runs before their runtime is set up (TSan: a crash at
+ * load). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
-    !defined(__SANITIZE_ADDRESS__)
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define NF_MH_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define NF_MH_CLONES
