@@ -30,6 +30,8 @@ BUILD_PACKAGES=(
   libxml2-utils python3 python3-feedparser
   # benchmark peer: the seed design's trending store (Redis ZINCRBY), driven by a pipelined hiredis client
   redis-server libhiredis-dev
+  # benchmark: the query API's requests/s (perf/run_query.sh), beside redis-benchmark's GET
+  wrk
 )
 
 case "${1:-}" in

@@ -187,6 +187,19 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
                                        void **req_cls)
 {
     nf_admin_t *a = cls;
+    /* MHD calls this first with the headers alone: a response queued then makes it close the
+     * connection (it cannot know the request has no body), so every request would cost a TCP
+     * handshake and a thread. Answer on the next call; a body (no route takes one) is read and
+     * dropped. */
+    if (!*req_cls) {
+        *req_cls = a;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    (void)upload_data;
     int path = NF_ADMIN_OTHER;
     for (int i = 0; i < NF_ADMIN_OTHER; i++)
         if (strcmp(url, nf_admin_paths[i]) == 0)

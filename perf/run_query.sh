@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The query API's throughput (issue 18, DESIGN.md §10) while the job ingests, beside the anchor
+# a cache tier would give, in one run:
+#   1. builds newsflow (Release, into build-perf/ or $NF_PERF_BUILD_DIR);
+#   2. generates feeds (tests/integration/feed_model.py gen: ARTICLES articles of the last 60 h
+#      in the taxonomy's words) and runs the job on the embedded cluster with the demo producer
+#      at RATE read events/s from USERS readers (sink none);
+#   3. once the readers have vectors: wrk (CONNS connections, 2 threads, SECONDS each) on
+#      /v1/feed/{random reader}?limit=20 — computed fresh from committed state, no response
+#      cache — then /v1/trending?limit=20; the job's read events counted from /metrics over each
+#      run (what it really ingested meanwhile);
+#   4. the anchor: redis-server on loopback holding one feed answer as a string value, and
+#      redis-benchmark GET of it with the same connection count and requests;
+#   5. prints one JSON line per measurement and a summary line with the ratios.
+# JSON lines go to perf/results/query-<date>-<time>.jsonl too. Nothing is judged.
+#
+#   perf/run_query.sh [--quick] [--rate R] [--users U] [--articles N] [--conns C] [--seconds S]
+# --quick: 5 s runs at 20,000 events/s (about a minute). Default: 20 s at 100,000 events/s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B="${NF_PERF_BUILD_DIR:-build-perf}"
+rate=100000 users=100000 articles=2000 conns=32 seconds=20
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) rate=20000 seconds=5; shift ;;
+    --rate) rate="$2"; shift 2 ;;
+    --users) users="$2"; shift 2 ;;
+    --articles) articles="$2"; shift 2 ;;
+    --conns) conns="$2"; shift 2 ;;
+    --seconds) seconds="$2"; shift 2 ;;
+    *) echo "usage: perf/run_query.sh [--quick] [--rate R] [--users U] [--articles N] [--conns C] [--seconds S]" >&2; exit 2 ;;
+  esac
+done
+for tool in wrk redis-server redis-benchmark redis-cli; do
+  command -v "$tool" >/dev/null || { echo "run_query.sh: $tool missing (scripts/deps.sh installs it)" >&2; exit 1; }
+done
+[ -f "$B/CMakeCache.txt" ] || cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DNF_BENCH=ON >&2
+cmake --build "$B" -j "$(nproc)" --target newsflow >&2
+
+tmp=$(mktemp -d)
+job="" redis=""
+cleanup() {
+  [ -n "$job" ] && kill "$job" 2>/dev/null && wait "$job" 2>/dev/null
+  [ -n "$redis" ] && kill "$redis" 2>/dev/null && wait "$redis" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p perf/results
+out="perf/results/query-$(date -u +%Y%m%d-%H%M%S).jsonl"
+emit() { echo "$1" | tee -a "$out"; }
+
+python3 tests/integration/feed_model.py gen "$tmp/feeds" "$articles" config/taxonomy.json
+"$B/newsflow" run --config config/newsflow.json --set sources.file="$tmp/feeds/sources.txt" \
+  --set state.dir="$tmp/state" --set admin.port="$port" --set sink.spec=none \
+  --set demo.read_events_per_s="$rate" --set demo.users="$users" --set log.level=warn \
+  2>"$tmp/job.err" &
+job=$!
+base="http://127.0.0.1:$port"
+for _ in $(seq 300); do
+  if curl -fs "$base/v1/feed/demo-user-0" 2>/dev/null | grep -q '"source":"interest"'; then break; fi
+  kill -0 "$job" 2>/dev/null || { tail -5 "$tmp/job.err" >&2; exit 1; }
+  sleep 0.2
+done
+sleep 3 # past the first epochs
+events() { curl -fs "$base/metrics" | awk '/^newsflow_read_events_total[ {]/ {s += $NF} END {printf "%d", s}'; }
+ncpu=$(nproc)
+emit "{\"bench\":\"query_env\",\"date\":\"$(date -u +%FT%TZ)\",\"cpus\":$ncpu,\"rate\":$rate,\"users\":$users,\"articles\":$articles,\"conns\":$conns,\"seconds\":$seconds,\"build\":\"$B\"}"
+for spec in "feed:/v1/feed/{u}?limit=20" "trending:/v1/trending?limit=20"; do
+  name=${spec%%:*} path=${spec#*:}
+  e0=$(events); t0=$(date +%s.%N)
+  line=$(NF_PATH="$path" NF_USERS="$users" NF_NAME="$name" wrk -t2 -c"$conns" -d"${seconds}s" \
+    -s perf/query/wrk_report.lua "$base" | grep '^{"bench"')
+  e1=$(events); t1=$(date +%s.%N)
+  ingest=$(python3 -c "print(round(($e1 - $e0) / ($t1 - $t0)))")
+  emit "${line%\}},\"events_per_s_meanwhile\":$ingest}"
+done
+# One feed answer as the cached value (its size is what a cache would hold).
+curl -fs "$base/v1/feed/demo-user-1?limit=20" >"$tmp/feed.json"
+redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no >/dev/null &
+redis=$!
+for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
+redis-cli -p "$rport" -x set feed <"$tmp/feed.json" >/dev/null
+n=$(python3 -c "import json,sys; print(max(200000, int(json.loads(open('$out').readlines()[1])['requests'])))")
+rb=$(redis-benchmark -p "$rport" -c "$conns" -n "$n" --csv GET feed | tail -1)
+emit "$(python3 - "$rb" "$(wc -c <"$tmp/feed.json")" "$conns" <<'PY'
+import json, sys
+f = [x.strip('"') for x in sys.argv[1].split('","')]
+print(json.dumps({"bench": "query_redis_get", "value_bytes": int(sys.argv[2]), "conns": int(sys.argv[3]),
+                  "requests_per_s": float(f[1]), "p50_ms": float(f[4]), "p99_ms": float(f[6]),
+                  "max_ms": float(f[7])}))
+PY
+)"
+python3 - "$out" <<'PY' | tee -a "$out"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+get = lambda n: next((r for r in rows if r.get("name") == n or r.get("bench") == n), {})
+feed, trend, redis = get("feed"), get("trending"), get("query_redis_get")
+print(json.dumps({"bench": "query_summary",
+                  "feed_requests_per_s": feed.get("requests_per_s"), "feed_p99_ms": feed.get("p99_ms"),
+                  "trending_requests_per_s": trend.get("requests_per_s"), "trending_p99_ms": trend.get("p99_ms"),
+                  "redis_get_requests_per_s": redis.get("requests_per_s"),
+                  "feed_vs_redis_get": round(feed["requests_per_s"] / redis["requests_per_s"], 3) if feed and redis else None,
+                  "events_per_s_during_feed": feed.get("events_per_s_meanwhile")}))
+PY
