@@ -32,6 +32,8 @@ BUILD_PACKAGES=(
   redis-server libhiredis-dev
   # benchmark: the query API's requests/s (perf/run_query.sh), beside redis-benchmark's GET
   wrk
+  # tests: the query API's page, loaded in a headless browser (integration/test_page)
+  chromium
 )
 
 case "${1:-}" in

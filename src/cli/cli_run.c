@@ -670,7 +670,7 @@ static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, s
         nf_jw_str(&w, "unknown route; routes: /v1/status, /v1/sources[?failing=1], "
                       "/v1/feed/{user_id}, /v1/users/{user_id}/interest, "
                       "/v1/trending[?limit=&topic=], /v1/articles/{article_id}, "
-                      "/v1/topics/{topic}/recent (docs/openapi.json)");
+                      "/v1/topics, /v1/topics/{topic}/recent (docs/openapi.json)");
         nf_jw_obj_close(&w);
         return api_reply(&w, 404, body, len);
     }
@@ -1211,8 +1211,13 @@ int nf_cli_run(int argc, char **argv)
         return NF_EXIT_RUNTIME;
     }
     if (cfg->admin.enabled) {
-        nf_admin_hooks_t hooks = {
-            .health = health, .ready = ready, .arg = c.rt, .api = api, .api_arg = &c};
+        nf_admin_hooks_t hooks = {.health = health,
+                                  .ready = ready,
+                                  .arg = c.rt,
+                                  .api = api,
+                                  .api_arg = &c,
+                                  .page = nf_serve_page,
+                                  .page_len = nf_serve_page_len};
         c.admin =
             nf_admin_start(cfg->admin.listen, (uint16_t)cfg->admin.port, &hooks, err, sizeof err);
         if (!c.admin) {
@@ -1265,6 +1270,18 @@ int nf_cli_run(int argc, char **argv)
            NF_LS("sink", cfg->sink.spec),
            NF_LS("admin", cfg->admin.enabled ? cfg->admin.listen : "off"),
            NF_LI("admin_port", c.admin ? nf_admin_port(c.admin) : 0), NF_LEND);
+    if (c.admin) {
+        /* Where a person looks: the page (trending stories, a reader's feed) and the API. */
+        const char *host = cfg->admin.listen;
+        bool v6 = strchr(host, ':') != NULL;
+        if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
+            host = v6 ? "::1" : "127.0.0.1";
+        char url[128];
+        snprintf(url, sizeof url, "http://%s%s%s:%u/", v6 ? "[" : "", host, v6 ? "]" : "",
+                 (unsigned)nf_admin_port(c.admin));
+        nf_log(NF_LOG_INFO, "main", "the page: trending stories and readers' feeds",
+               NF_LS("url", url), NF_LS("api", "docs/openapi.json"), NF_LEND);
+    }
     atomic_store(&g_interval_ms, cfg->checkpoint.interval_ms);
     atomic_store(&g_epoch, c.epoch);
     atomic_store(&g_kafka, c.kafka);

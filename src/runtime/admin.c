@@ -35,11 +35,12 @@ enum {
     NF_ADMIN_HEALTHZ,
     NF_ADMIN_READYZ,
     NF_ADMIN_API,
+    NF_ADMIN_PAGE,
     NF_ADMIN_OTHER,
     NF_ADMIN_NPATHS
 };
 static const char *const nf_admin_paths[NF_ADMIN_NPATHS] = {"/metrics", "/healthz", "/readyz",
-                                                            "/v1", "other"};
+                                                            "/v1",      "/",        "other"};
 
 struct nf_admin {
     struct MHD_Daemon *daemon;
@@ -206,6 +207,8 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
             path = i;
     if (strncmp(url, "/v1/", 4) == 0)
         path = NF_ADMIN_API;
+    else if (strcmp(url, "/index.html") == 0)
+        path = NF_ADMIN_PAGE;
     else if (path == NF_ADMIN_API) /* "/v1" alone: no route */
         path = NF_ADMIN_OTHER;
     nf_counter_inc(a->requests[path]);
@@ -223,6 +226,11 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
         return nf_admin_readyz(a, conn);
     case NF_ADMIN_API:
         return nf_admin_api(a, conn, url + 4);
+    case NF_ADMIN_PAGE:
+        if (!a->hooks.page)
+            return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+        return nf_admin_reply(conn, MHD_HTTP_OK, "text/html; charset=utf-8", (char *)a->hooks.page,
+                              a->hooks.page_len, MHD_RESPMEM_PERSISTENT, NULL);
     default:
         return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
     }

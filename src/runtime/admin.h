@@ -42,6 +42,9 @@ typedef struct nf_admin_hooks {
      * running job through it, and so does the query API (src/serve/query.h). */
     int (*api)(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len);
     void *api_arg;
+    /* GET / (and /index.html): this HTML, served as it is (NULL: 404). */
+    const char *page;
+    size_t page_len;
 } nf_admin_hooks_t;
 
 /* Listens on addr:port (IPv4 or IPv6 literal; port 0 = ephemeral). NULL on failure with a

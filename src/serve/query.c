@@ -945,6 +945,23 @@ out:
 
 /* -------------------------------------------------------------------------------- routes */
 
+/* The taxonomy's topics (configuration, not state: no view, no epoch). */
+static int route_topics(const nf_query_t *q, char **body, size_t *len)
+{
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "topics");
+    nf_jw_arr_open(&w);
+    for (unsigned i = 0; i < q->o.ntopics; i++) {
+        nf_jw_elem(&w);
+        nf_jw_str(&w, q->o.topic_names[i]);
+    }
+    nf_jw_arr_close(&w);
+    nf_jw_obj_close(&w);
+    return finish(&w, 200, body, len);
+}
+
 /* A path parameter: route is PREFIX{param}SUFFIX. */
 static bool match(const char *route, const char *prefix, const char *suffix, const char **param,
                   size_t *plen)
@@ -974,6 +991,8 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
         which = R_ARTICLE;
     else if (match(route, "topics/", "/recent", &p, &pl))
         which = R_RECENT;
+    else if (strcmp(route, "topics") == 0)
+        return route_topics(q, body, len);
     else
         return 0;
     /* The path parameter first: a 400 needs no state. */

@@ -22,6 +22,7 @@
  *   GET /v1/articles/{article_id}      its metadata (serve_state.h), topic vector and story
  *                                      cluster (the root of its union-find links, cluster.h)
  *   GET /v1/topics/{topic}/recent      the topic's articles of the last 48 h, newest first
+ *   GET /v1/topics                     the taxonomy's topic names (the page's filter)
  * Errors are JSON {"error": "...", "parameter": "..."} (parameter only when one is at fault):
  * 400 a bad user id, article id, limit or topic; 404 an unknown route, reader or article; 503
  * while no committed view exists yet (restoring: Retry-After: 1) or when the store cannot be
@@ -61,6 +62,10 @@ typedef struct nf_query_opts {
 } nf_query_opts_t;
 
 typedef struct nf_query nf_query_t;
+
+/* The page (src/serve/page.html, compiled in): what GET / answers, text/html. */
+extern const char nf_serve_page[];
+extern const size_t nf_serve_page_len;
 
 /* NULL on out-of-memory. The options' pointers must outlive the query object. */
 nf_query_t *nf_query_new(const nf_query_opts_t *o);

@@ -127,7 +127,12 @@ def check_response(op, path, status, headers, body, raw):
     resp = responses[str(status)]
     if "$ref" in resp:
         resp = resolve(resp)
-    schema = resp.get("content", {}).get("application/json", {}).get("schema")
+    content = resp.get("content", {})
+    if "text/html" in content:  # the page: its type, and that it is the page
+        if not headers.get("Content-Type", "").startswith("text/html") or b"<html" not in raw:
+            fail(f"GET {path}: not the HTML page ({headers.get('Content-Type')})")
+        return body
+    schema = content.get("application/json", {}).get("schema")
     if schema is not None:
         if body is None:
             fail(f"GET {path}: {status} without a JSON body: {raw[:200]!r}")
@@ -178,6 +183,8 @@ valid_paths = {
     "/v1/articles/{article_id}": ["/v1/articles/" + a for a in list(articles_out)[:20]],
     "/v1/topics/{topic}/recent": ["/v1/topics/science/recent", "/v1/topics/politics/recent?limit=1",
                                   "/v1/topics/world/recent?limit=100"],
+    "/v1/topics": ["/v1/topics"],
+    "/": ["/", "/index.html"],
     "/v1/trending": ["/v1/trending", "/v1/trending?limit=1", "/v1/trending?limit=100"],
     "/v1/status": ["/v1/status"],
     "/v1/sources": ["/v1/sources", "/v1/sources?failing=1"],

@@ -1123,7 +1123,7 @@ static void *view_reader_main(void *arg)
         nf_store_view_t *v = nf_store_view_acquire(r->st);
         if (!v)
             continue;
-        char a[64];
+        char a[256];
         snprintf(a, sizeof a, "%s", view_str(v, "a"));
         const char *b = view_str(v, "b");
         char want[32];

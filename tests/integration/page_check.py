@@ -1,0 +1,95 @@
+"""page_check.py — the page (GET /, src/serve/page.html) as a browser shows it, against the
+job's committed records: test_page.sh dumps the DOM headless Chromium built after running the
+page's scripts, and this checks it.
+  - the scripts ran to the end (body data-loaded="1") with no error shown;
+  - "Trending stories" lists, in order, the first articles of a committed trending window
+    (the job's `trending` records on its stdout), each titled as its committed `articles`
+    record says;
+  - the reader's feed (demo-user-1) lists articles, each one a committed article.
+Usage: python3 page_check.py DOM_HTML JOB_STDOUT
+"""
+import sys
+from html.parser import HTMLParser
+
+import jobout
+
+
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.loaded = False
+        self.lists = {}  # ol id -> [(article id, title)]
+        self.errors = []
+        self._ol = None
+        self._li = None
+        self._title = None
+        self._error = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "body" and a.get("data-loaded") == "1":
+            self.loaded = True
+        if tag == "ol" and a.get("id"):
+            self._ol = a["id"]
+            self.lists[self._ol] = []
+        if tag == "li" and self._ol:
+            self._li = a.get("data-article")
+            if "error" in (a.get("class") or ""):
+                self._error = ""
+        if tag == "a" and "title" in (a.get("class") or "") and self._li:
+            self._title = ""
+
+    def handle_data(self, data):
+        if self._title is not None:
+            self._title += data
+        if self._error is not None:
+            self._error += data
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._title is not None:
+            self.lists[self._ol].append((self._li, self._title))
+            self._title = None
+        if tag == "li":
+            if self._error is not None:
+                self.errors.append(self._error)
+                self._error = None
+            self._li = None
+        if tag == "ol":
+            self._ol = None
+
+
+def main(dom_path, out_path):
+    page = Page()
+    page.feed(open(dom_path, encoding="utf-8").read())
+    recs = jobout.records(out_path)
+    titles = {a["article_id"]: a["title"] for a in recs.get("articles", [])}
+    windows = [[i["article_id"] for i in w["items"]] for w in recs.get("trending", [])]
+    fails = []
+    if not page.loaded:
+        fails.append("the page's scripts did not finish (no data-loaded)")
+    if page.errors:
+        fails.append(f"the page shows errors: {page.errors}")
+    shown = page.lists.get("trending", [])
+    ids = [i for i, _ in shown]
+    if not shown:
+        fails.append("no trending stories shown")
+    elif not any(w[:len(ids)] == ids for w in windows):
+        fails.append(f"trending shown {ids[:5]}... is no committed window's list")
+    for aid, title in shown:
+        if titles.get(aid) != title.strip():
+            fails.append(f"trending {aid}: title {title!r} != the committed {titles.get(aid)!r}")
+    feed = page.lists.get("feed", [])
+    if not feed:
+        fails.append("no feed shown for demo-user-1")
+    for aid, title in feed:
+        if titles.get(aid) != title.strip():
+            fails.append(f"feed {aid}: title {title!r} != the committed {titles.get(aid)!r}")
+    for f in fails:
+        print("FAIL: " + f, file=sys.stderr)
+    print(f"page_check: {len(shown)} trending stories and {len(feed)} feed items shown, "
+          f"{len(windows)} committed windows")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
