@@ -155,6 +155,18 @@ static int topic_index(const nf_query_t *q, const char *s)
     return -1;
 }
 
+/* "topics": the taxonomy's names, in its order. */
+static void put_topic_list(const nf_query_t *q, nf_jw_t *w)
+{
+    nf_jw_key(w, "topics");
+    nf_jw_arr_open(w);
+    for (unsigned i = 0; i < q->o.ntopics; i++) {
+        nf_jw_elem(w);
+        nf_jw_str(w, q->o.topic_names[i]);
+    }
+    nf_jw_arr_close(w);
+}
+
 static int bad_topic(const nf_query_t *q, const char *s, char **body, size_t *len)
 {
     nf_jw_t w;
@@ -172,13 +184,7 @@ static int bad_topic(const nf_query_t *q, const char *s, char **body, size_t *le
     nf_jw_str(&w, msg);
     nf_jw_key(&w, "parameter");
     nf_jw_str(&w, "topic");
-    nf_jw_key(&w, "topics");
-    nf_jw_arr_open(&w);
-    for (unsigned i = 0; i < q->o.ntopics; i++) {
-        nf_jw_elem(&w);
-        nf_jw_str(&w, q->o.topic_names[i]);
-    }
-    nf_jw_arr_close(&w);
+    put_topic_list(q, &w);
     nf_jw_obj_close(&w);
     return finish(&w, 400, body, len);
 }
@@ -951,13 +957,7 @@ static int route_topics(const nf_query_t *q, char **body, size_t *len)
     nf_jw_t w;
     nf_jw_init(&w);
     nf_jw_obj_open(&w);
-    nf_jw_key(&w, "topics");
-    nf_jw_arr_open(&w);
-    for (unsigned i = 0; i < q->o.ntopics; i++) {
-        nf_jw_elem(&w);
-        nf_jw_str(&w, q->o.topic_names[i]);
-    }
-    nf_jw_arr_close(&w);
+    put_topic_list(q, &w);
     nf_jw_obj_close(&w);
     return finish(&w, 200, body, len);
 }
