@@ -7,6 +7,7 @@
 #include "feed/dates.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
+#include "state/kstate.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -235,6 +236,7 @@ typedef struct stories {
     nf_analytics_t *an;
     nf_shard_t *sh;
     nf_cluster_t *eng;
+    nf_kstate_t *sizes; /* story cluster id -> articles (serve_state.h, NF_KIND_STORY) */
     nf_jw_t jw;
     nf_timer_t tick;
     uint64_t loads, evictions; /* the index's, as last reported */
@@ -279,12 +281,56 @@ static void stories_emit(stories_t *s, nf_id128_t article, const nf_cluster_resu
     }
 }
 
+static uint16_t story_kg(const stories_t *s, nf_id128_t id)
+{
+    return s->an->cluster.key_group >= 0 ? (uint16_t)s->an->cluster.key_group
+                                         : (uint16_t)(id.hi % 256);
+}
+
+/* A story's size as stored (a story without a record counts its root alone). 0 or -EIO. */
+static int story_size(stories_t *s, nf_id128_t id, uint64_t now, uint32_t *size)
+{
+    uint32_t len = 0;
+    int err = 0;
+    const unsigned char *v = nf_kstate_get(s->sizes, story_kg(s, id), id, now, &len, &err);
+    *size = v && len == 4 ? nf_get_le32(v) : 1;
+    return err;
+}
+
+/* The stories' sizes after a clustering result (serve_state.h): 0, -EIO or -ENOMEM. */
+static int story_sizes(stories_t *s, nf_id128_t article, const nf_cluster_result_t *r, uint64_t now)
+{
+    uint32_t size = 1, part;
+    int e = 0;
+    if (r->action == NF_CLUSTER_DUPLICATE)
+        return 0;
+    if (r->action != NF_CLUSTER_NEW) {
+        e = story_size(s, r->cluster_id, now, &size);
+        size++; /* the article */
+    }
+    for (unsigned i = 0; e == 0 && r->action == NF_CLUSTER_MERGED && i < r->merged_count; i++) {
+        e = story_size(s, r->merged_from[i], now, &part);
+        if (e == 0) {
+            size += part;
+            e = nf_kstate_delete(s->sizes, story_kg(s, r->merged_from[i]), r->merged_from[i]);
+        }
+    }
+    if (r->merged_more)
+        nf_counter_add(s->an->m.story_sizes_lost, r->merged_more);
+    unsigned char v[4];
+    nf_put_le32(v, size);
+    nf_id128_t id = r->action == NF_CLUSTER_NEW ? article : r->cluster_id;
+    return e ? e : nf_kstate_put(s->sizes, story_kg(s, id), id, v, sizeof v, now);
+}
+
 static void stories_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 {
     stories_t *s = self;
     nf_cluster_msg_t *c = m->body.ptr;
     nf_cluster_result_t r;
     int rc = nf_cluster_add(s->eng, c->id, c->ingested_ms, c->sig, &r);
+    if (rc == 0 && s->sizes)
+        rc = story_sizes(s, c->id, &r, (uint64_t)c->ingested_ms);
     if (rc != 0) {
         /* The index cannot be read or grown: a wrong assignment would be committed. Stop; the
          * epoch is not committed, so its articles are crawled and clustered again. */
@@ -309,21 +355,37 @@ static void stories_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 
 static void stories_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
-    nf_cluster_snapshot(((stories_t *)self)->eng, b, epoch);
+    stories_t *s = self;
+    nf_cluster_snapshot(s->eng, b, epoch);
+    if (s->sizes)
+        nf_kstate_snapshot(s->sizes, b, epoch);
     (void)sh;
 }
 
 static void stories_committed(nf_shard_t *sh, void *self, uint64_t epoch)
 {
-    nf_cluster_committed(((stories_t *)self)->eng, epoch);
+    stories_t *s = self;
+    nf_cluster_committed(s->eng, epoch);
+    if (s->sizes)
+        nf_kstate_committed(s->sizes, epoch);
     (void)sh;
 }
 
-static nf_cluster_t *stories_engine(const stories_t *s)
+/* The index, and the stories' sizes beside it (only with a store: they are for the query API,
+ * which reads the store). 0 or -ENOMEM. */
+static int stories_engine(stories_t *s)
 {
     nf_cluster_opts_t o = s->an->cluster;
     o.budget_bytes = s->an->budget_bytes;
-    return nf_cluster_new(s->an->store, &o);
+    if (!(s->eng = nf_cluster_new(s->an->store, &o)))
+        return -ENOMEM;
+    nf_kstate_opts_t k = {.kind = NF_KIND_STORY,
+                          .ttl_ms = o.ttl_ms,
+                          .budget_bytes = s->an->budget_bytes,
+                          .initial_capacity = 1 << 12};
+    if (s->an->store && !(s->sizes = nf_kstate_new(s->an->store, &k)))
+        return -ENOMEM;
+    return 0;
 }
 
 /* In a consumer group the index belongs to the one-partition topic (ingest.h): when it comes to
@@ -340,8 +402,11 @@ static void stories_partitions(nf_shard_t *sh, void *self, nf_input_t in, const 
     if (in != NF_INPUT_TRENDING_PANES || !s->an->panes_topic || !zero)
         return;
     nf_cluster_free(s->eng);
+    nf_kstate_free(s->sizes);
+    s->eng = NULL;
+    s->sizes = NULL;
     s->loads = s->evictions = 0; /* the new engine counts from 0 */
-    if (!(s->eng = stories_engine(s))) {
+    if (stories_engine(s) != 0) {
         nf_log(NF_LOG_ERROR, "cluster", "out of memory reopening the story index; stopping",
                NF_LEND);
         nf_runtime_fail(nf_shard_runtime(sh));
@@ -361,6 +426,8 @@ static void stories_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {
     stories_t *s = arg;
     nf_cluster_expire(s->eng, (uint64_t)nf_wall_ms(), 4096);
+    if (s->sizes)
+        nf_kstate_expire(s->sizes, (uint64_t)nf_wall_ms(), 4096);
     nf_cluster_stats_t st;
     nf_cluster_stats(s->eng, &st);
     nf_gauge_set(s->an->m.index_bytes, (int64_t)st.bytes);
@@ -386,7 +453,7 @@ static void *stories_init(nf_shard_t *sh, void *ctx)
         abort();
     s->an = an;
     s->sh = sh;
-    if (!(s->eng = stories_engine(s)))
+    if (stories_engine(s) != 0)
         abort();
     nf_jw_init(&s->jw);
     if (an->epoch && nf_epoch_participant_add(an->epoch, sh, &stories_part, s) != 0)
@@ -409,6 +476,7 @@ static void stories_fini(nf_shard_t *sh, void *self)
         return;
     nf_timer_cancel(sh, &s->tick);
     nf_cluster_free(s->eng);
+    nf_kstate_free(s->sizes);
     nf_jw_free(&s->jw);
     free(s);
 }
@@ -1004,6 +1072,10 @@ int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_
     e |= nf_metrics_counter("newsflow_cluster_index_loads_total",
                             "Entries of the story-cluster index read back from the store (cold).",
                             NULL, 0, &an->m.index_loads);
+    e |= nf_metrics_counter("newsflow_story_sizes_lost_total",
+                            "Story clusters merged beyond the ones a result lists (more than 8 "
+                            "at once): their sizes are missing from the merged story's.",
+                            NULL, 0, &an->m.story_sizes_lost);
     e |= nf_metrics_counter("newsflow_cluster_index_evictions_total",
                             "Entries of the story-cluster index evicted from memory to keep "
                             "within state.budget_mb (they stay on the store).",

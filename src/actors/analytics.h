@@ -128,7 +128,7 @@ typedef struct nf_analytics {
         nf_counter_t topics_broadcast, unclassified, unsigned_articles;
         nf_counter_t event_duplicates, late_events, counted_events, windows, panes;
         nf_counter_t interest_duplicates, interest_unknown, state_errors, trend_repairs;
-        nf_counter_t trend_legacy_dropped, index_loads, index_evictions;
+        nf_counter_t trend_legacy_dropped, index_loads, index_evictions, story_sizes_lost;
         nf_gauge_t held_messages, index_bytes, index_entries, trend_watermark_lag;
         nf_gauge_t trend_open_panes, trend_bytes, merger_panes, merger_bytes;
     } m;

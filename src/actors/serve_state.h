@@ -11,6 +11,14 @@
  *                         article_id, url, title, source_id, published_at (what the feed said,
  *                         or null), ingested_at, language, summary (at most
  *                         NF_SERVE_SUMMARY_MAX bytes, cut at a character)].
+ *   NF_KIND_STORY         a story cluster's size, written by the stories actor (analytics.c)
+ *                         from each clustering result: key nf_kstate_encode_key(kg, cluster
+ *                         id) (the cluster index's key group), value [expires_at_ms 8 LE: the
+ *                         last change + cluster.ttl_s][articles u32 LE]: new 1; joined +1;
+ *                         merged the sum of the merged stories + 1 (theirs deleted). A merge
+ *                         of more than NF_CLUSTER_MERGED_MAX stories at once loses the sizes
+ *                         of the ones not listed (counted in
+ *                         newsflow_story_sizes_lost_total).
  *   NF_KIND_TOPIC_RECENT  the recent articles by topic, one entry per topic the article's
  *                         vector names: key [0xFF 0xFF][topic u8][INT64_MAX - published_ms,
  *                         8 BE][id 16 BE] (NF_SERVE_RECENT_KEY_LEN bytes: a prefix scan of

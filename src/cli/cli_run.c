@@ -667,10 +667,12 @@ static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, s
         nf_jw_init(&w);
         nf_jw_obj_open(&w);
         nf_jw_key(&w, "error");
-        nf_jw_str(&w, "unknown route; routes: /v1/status, /v1/sources[?failing=1], "
-                      "/v1/feed/{user_id}, /v1/users/{user_id}/interest, "
-                      "/v1/trending[?limit=&topic=], /v1/articles/{article_id}, "
-                      "/v1/topics, /v1/topics/{topic}/recent (docs/openapi.json)");
+        nf_jw_str(
+            &w,
+            "unknown route; routes: /v1/status, /v1/sources[?failing=1], "
+            "/v1/feed/{user_id}, /v1/users/{user_id}/interest, "
+            "/v1/trending[?limit=&topic=], /v1/articles/{article_id}, /v1/stories/{cluster_id}, "
+            "/v1/topics, /v1/topics/{topic}/recent (docs/openapi.json)");
         nf_jw_obj_close(&w);
         return api_reply(&w, 404, body, len);
     }

@@ -46,6 +46,7 @@ static const char *const topic_names[NF_TOPIC__COUNT] = {
     "changelog-trending",
     "changelog-article-meta",
     "changelog-topic-recent",
+    "changelog-story",
 };
 
 const char *nf_topic_name(nf_topic_t t)

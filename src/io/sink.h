@@ -39,6 +39,7 @@ typedef enum {
     NF_TOPIC_CL_TRENDING,
     NF_TOPIC_CL_ARTICLE_META,
     NF_TOPIC_CL_TOPIC_RECENT,
+    NF_TOPIC_CL_STORY,
     NF_TOPIC__COUNT
 } nf_topic_t;
 

@@ -563,6 +563,23 @@ static int find_cluster(const nf_query_t *q, nf_store_view_t *v, uint64_t clock,
     return 0;
 }
 
+/* A story's size as of the view: its NF_KIND_STORY record (serve_state.h), or 1 without one (an
+ * article never clustered, or its story expired). 0, or < 0 on a read error. */
+static int story_size(const nf_query_t *q, nf_store_view_t *v, nf_id128_t root, int64_t now,
+                      uint32_t *size, char *err, size_t errlen)
+{
+    unsigned char key[KEY_LEN];
+    nf_kstate_encode_key(article_kg(q, root), root, key);
+    void *val = NULL;
+    size_t len = 0;
+    int r = nf_store_view_get(v, NF_KIND_STORY, key, KEY_LEN, &val, &len, err, errlen);
+    *size = r == 1 && len == EXPIRY_LEN + 4 && !expired(val, now)
+                ? nf_get_le32((unsigned char *)val + EXPIRY_LEN)
+                : 1;
+    free(val);
+    return r < 0 ? r : 0;
+}
+
 /* The article's stored metadata, parsed (caller deletes); NULL if absent or expired. */
 static cJSON *read_meta(const nf_query_t *q, nf_store_view_t *v, nf_id128_t id, int64_t now,
                         int *rc, char *err, size_t errlen)
@@ -640,7 +657,10 @@ static int route_article(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char 
     nf_topic_vec_t vec;
     int tr = read_topics(q, v, id, now, &vec, err, sizeof err);
     nf_id128_t root;
+    uint32_t size = 1;
     int cr = tr < 0 ? tr : find_cluster(q, v, cluster_clock(v), id, &root, err, sizeof err);
+    if (cr == 0)
+        cr = story_size(q, v, root, now, &size, err, sizeof err);
     if (tr < 0 || cr < 0) {
         cJSON_Delete(meta);
         return store_failed(err, body, len);
@@ -658,6 +678,44 @@ static int route_article(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char 
         nf_jw_null(&w);
     nf_jw_key(&w, "cluster_id");
     put_id(&w, root);
+    nf_jw_key(&w, "cluster_size");
+    nf_jw_u64(&w, size);
+    nf_jw_obj_close(&w);
+    return finish(&w, 200, body, len);
+}
+
+/* ------------------------------------------------------------------------------- stories */
+
+static int route_story(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char **body, size_t *len)
+{
+    char err[256] = "";
+    int64_t now = now_ms();
+    nf_id128_t root;
+    uint32_t size = 1;
+    int rc = 0, r = find_cluster(q, v, cluster_clock(v), id, &root, err, sizeof err);
+    if (r == 0)
+        r = story_size(q, v, root, now, &size, err, sizeof err);
+    cJSON *meta = r == 0 ? read_meta(q, v, root, now, &rc, err, sizeof err) : NULL;
+    if (r < 0 || (r == 0 && rc < 0))
+        return store_failed(err, body, len);
+    if (!meta)
+        return fail(404,
+                    "no such story in the committed state (an id of no article, or older "
+                    "than its retention)",
+                    "cluster_id", body, len);
+    nf_jw_t w;
+    open_answer(&w, v);
+    nf_jw_key(&w, "cluster_id");
+    put_id(&w, root);
+    nf_jw_key(&w, "size");
+    nf_jw_u64(&w, size);
+    nf_jw_key(&w, "first_article");
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "article_id");
+    put_id(&w, root);
+    put_meta_fields(&w, meta);
+    nf_jw_obj_close(&w);
+    cJSON_Delete(meta);
     nf_jw_obj_close(&w);
     return finish(&w, 200, body, len);
 }
@@ -937,6 +995,14 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         nf_jw_u64(&w, c[i].trend);
         nf_jw_key(&w, "cluster_id");
         put_id(&w, root);
+        uint32_t size = 1;
+        if (story_size(q, v, root, now, &size, err, sizeof err) < 0) {
+            nf_jw_free(&w);
+            status = store_failed(err, body, len);
+            goto out;
+        }
+        nf_jw_key(&w, "cluster_size");
+        nf_jw_u64(&w, size);
         nf_jw_obj_close(&w);
     }
     nf_jw_arr_close(&w);
@@ -974,7 +1040,7 @@ static bool match(const char *route, const char *prefix, const char *suffix, con
     return true;
 }
 
-enum { R_INTEREST, R_FEED, R_TRENDING, R_ARTICLE, R_RECENT };
+enum { R_INTEREST, R_FEED, R_TRENDING, R_ARTICLE, R_RECENT, R_STORY };
 
 int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char **body, size_t *len)
 {
@@ -989,6 +1055,8 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
         which = R_TRENDING;
     else if (match(route, "articles/", "", &p, &pl))
         which = R_ARTICLE;
+    else if (match(route, "stories/", "", &p, &pl))
+        which = R_STORY;
     else if (match(route, "topics/", "/recent", &p, &pl))
         which = R_RECENT;
     else if (strcmp(route, "topics") == 0)
@@ -1004,6 +1072,8 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
                     "user_id", body, len);
     if (which == R_ARTICLE && !parse_id(p, pl, &id))
         return fail(400, "an article id is 32 lower-case hex digits", "article_id", body, len);
+    if (which == R_STORY && !parse_id(p, pl, &id))
+        return fail(400, "a story id is 32 lower-case hex digits", "cluster_id", body, len);
     if (which == R_RECENT) {
         if (!(param = strndup(p, pl)))
             return fail(503, "out of memory", NULL, body, len);
@@ -1036,6 +1106,9 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
         break;
     case R_ARTICLE:
         status = route_article(q, v, id, body, len);
+        break;
+    case R_STORY:
+        status = route_story(q, v, id, body, len);
         break;
     default:
         status = route_recent(q, v, (unsigned)topic, req, body, len);

@@ -21,8 +21,12 @@
  *                                      names that topic
  *   GET /v1/articles/{article_id}      its metadata (serve_state.h), topic vector and story
  *                                      cluster (the root of its union-find links, cluster.h)
+ *                                      with the story's size; feed items carry both too
  *   GET /v1/topics/{topic}/recent      the topic's articles of the last 48 h, newest first
  *   GET /v1/topics                     the taxonomy's topic names (the page's filter)
+ *   GET /v1/stories/{cluster_id}       a story: its current id (a story merged into another
+ *                                      answers as that one), its size (serve_state.h,
+ *                                      NF_KIND_STORY) and its first article
  * Errors are JSON {"error": "...", "parameter": "..."} (parameter only when one is at fault):
  * 400 a bad user id, article id, limit or topic; 404 an unknown route, reader or article; 503
  * while no committed view exists yet (restoring: Retry-After: 1) or when the store cannot be

@@ -41,6 +41,7 @@ static const char *const kind_names[NF_KIND__COUNT] = {
     [NF_KIND_TRENDING] = "trending",
     [NF_KIND_ARTICLE_META] = "article_meta",
     [NF_KIND_TOPIC_RECENT] = "topic_recent",
+    [NF_KIND_STORY] = "story",
 };
 
 const char *nf_state_kind_name(nf_state_kind_t k)

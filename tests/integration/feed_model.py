@@ -128,6 +128,11 @@ def check(base, out_path, taxonomy_path, nreaders):
         if art != root:
             parent[art] = root
 
+    # A story's size: the articles the records put in it.
+    sizes = {}
+    for c in recs.get("story-clusters", []):
+        sizes[find(c["article_id"])] = sizes.get(find(c["article_id"]), 0) + 1
+
     # Each reader's latest vector (the highest version).
     interest = {}
     for u in recs.get("interest-updates", []):
@@ -199,9 +204,14 @@ def check(base, out_path, taxonomy_path, nreaders):
                 failures.append(f"{user}: {a} score {s1} != model {s2}")
                 break
         for i in feed["items"]:
-            if find(i["article_id"]) != i["cluster_id"]:
+            root = find(i["article_id"])
+            if root != i["cluster_id"]:
                 failures.append(f"{user}: {i['article_id']} cluster {i['cluster_id']} != "
-                                f"the records' {find(i['article_id'])}")
+                                f"the records' {root}")
+                break
+            if i["cluster_size"] != sizes.get(root, 1):
+                failures.append(f"{user}: story {root} of {i['cluster_size']} articles, the "
+                                f"records say {sizes.get(root, 1)}")
                 break
     after = {k: len(v) for k, v in jobout.records(out_path).items()}
     if after != counts:

@@ -184,6 +184,8 @@ valid_paths = {
     "/v1/topics/{topic}/recent": ["/v1/topics/science/recent", "/v1/topics/politics/recent?limit=1",
                                   "/v1/topics/world/recent?limit=100"],
     "/v1/topics": ["/v1/topics"],
+    "/v1/stories/{cluster_id}": ["/v1/stories/" + c["cluster_id"]
+                                 for c in outputs().get("story-clusters", [])[:10]],
     "/": ["/", "/index.html"],
     "/v1/trending": ["/v1/trending", "/v1/trending?limit=1", "/v1/trending?limit=100"],
     "/v1/status": ["/v1/status"],
@@ -253,6 +255,11 @@ if status != 404 or not isinstance(body, dict) or body.get("parameter") != "user
     fail(f"unknown reader: {status} {raw[:200]!r}")
 else:
     check_response(ops["/v1/users/{user_id}/interest"], "unknown reader", status, headers, body, raw)
+
+# A story the job never saw: the documented 404 naming cluster_id.
+status, headers, body, raw = get("/v1/stories/" + "0" * 32)
+if status != 404 or not isinstance(body, dict) or body.get("parameter") != "cluster_id":
+    fail(f"unknown story: {status} {raw[:200]!r}")
 
 # An article the job never saw: the documented 404 naming article_id.
 status, headers, body, raw = get("/v1/articles/" + "0" * 32)
