@@ -304,7 +304,11 @@ static int story_sizes(stories_t *s, nf_id128_t article, const nf_cluster_result
     int e = 0;
     if (r->action == NF_CLUSTER_DUPLICATE)
         return 0;
-    if (r->action != NF_CLUSTER_NEW) {
+    /* The story it joins (or merges into) counts as it was, plus the article; when the article
+     * is itself the merged story's earliest (it came late), that story is new: just the
+     * article, plus what it merges. */
+    bool own = r->cluster_id.hi == article.hi && r->cluster_id.lo == article.lo;
+    if (r->action != NF_CLUSTER_NEW && !own) {
         e = story_size(s, r->cluster_id, now, &size);
         size++; /* the article */
     }

@@ -73,7 +73,7 @@ for line in open(sys.argv[1]):
         fetches += 1
         assert o["value"]["error"] is None, o
 assert fetches == 4, fetches
-assert len(ids) == 8 and len(set(ids)) == 8, ids  # 9 items, one story syndicated twice
+assert len(ids) == 9 and len(set(ids)) == 9, ids  # 10 items, one story syndicated twice
 PY
 grep -q '"msg":"progress"' "$TMP/err" || fail "no progress line"
 # The same command again on the same state: the articles are known, nothing is emitted twice.
