@@ -59,7 +59,7 @@ python3 tests/integration/feed_model.py gen "$tmp/feeds" "$articles" config/taxo
 job=$!
 base="http://127.0.0.1:$port"
 for _ in $(seq 300); do
-  if curl -fs "$base/v1/feed/demo-user-0" 2>/dev/null | grep -q '"source":"interest"'; then break; fi
+  if curl -fs "$base/v1/feed/demo-user-0" 2>/dev/null | grep '"source":"interest"' >/dev/null; then break; fi
   kill -0 "$job" 2>/dev/null || { tail -5 "$tmp/job.err" >&2; exit 1; }
   sleep 0.2
 done

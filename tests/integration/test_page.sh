@@ -21,7 +21,9 @@ for _ in $(seq 120); do
   sleep 0.5
 done
 grep -q '"topic":"trending"' "$TMP/out" || fail "no trending window committed"
-curl -fsS "http://127.0.0.1:$port/" | grep -q "<title>newsflow</title>" || fail "GET / is not the page"
+# Whole body to a file first: `curl | grep -q` fails under pipefail when grep stops reading early.
+curl -fsS -o "$TMP/page.html" "http://127.0.0.1:$port/" || fail "GET / failed"
+grep -q "<title>newsflow</title>" "$TMP/page.html" || fail "GET / is not the page"
 browse() { # chromium's own profile in TMP: nothing of the machine's user is read or written
   chromium --headless --no-sandbox --disable-gpu --user-data-dir="$TMP/chromium" \
     --virtual-time-budget=10000 --window-size=1280,900 "$@" "http://127.0.0.1:$port/" 2>>"$TMP/chromium.err"
