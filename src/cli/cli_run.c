@@ -26,6 +26,7 @@
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "serve/owners.h"
 #include "serve/query.h"
 #include "state/changelog.h"
 #include "state/checkpoint.h"
@@ -33,16 +34,19 @@
 #include "state/standby.h"
 #include "state/store.h"
 
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -413,7 +417,9 @@ struct run_ctx {
     nf_standby_t *standby; /* scale.standby_replicas */
     nf_demo_t *demo;
     nf_runtime_t *rt;
-    nf_query_t *query; /* the query API's routes on the admin server */
+    nf_query_t *query;   /* the query API's routes on the admin server */
+    nf_owners_t *owners; /* in a consumer group: who owns which partition (serve/owners.h) */
+    char self_url[512];  /* this process's query API as the others name it; "" = none */
     nf_admin_t *admin;
 };
 
@@ -422,6 +428,7 @@ static void run_cleanup(run_ctx_t *c)
     nf_demo_stop(c->demo);
     nf_admin_stop(c->admin); /* its requests have released their views: the store may close */
     nf_query_free(c->query);
+    nf_owners_stop(c->owners); /* before the Kafka client it describes the group with */
     if (c->epoch) /* its coordinator has stopped: no rebalance callback reaches the standby */
         nf_epoch_attach_standby(c->epoch, NULL);
     nf_standby_free(c->standby); /* before the Kafka client and the store it uses */
@@ -691,6 +698,26 @@ static bool query_owns(void *arg, unsigned p)
     return nf_kafka_owns(c->kafka, NF_INPUT_READ_EVENTS, (int32_t)p);
 }
 
+/* Whether this process holds the global key group's state: it owns trending-panes 0, or its
+ * standby keeps that changelog applied (serve.global_replica, scale.standby_replicas). */
+static bool query_global_here(void *arg)
+{
+    const run_ctx_t *c = arg;
+    if (nf_kafka_owns(c->kafka, NF_INPUT_TRENDING_PANES, 0))
+        return true;
+    nf_standby_status_t s;
+    nf_standby_status(c->standby, &s, NULL, NULL);
+    return s.global && !s.failed;
+}
+
+static int describe_group(void *arg, int timeout_ms,
+                          void (*cb)(void *cbarg, const char *client_id, nf_input_t in,
+                                     int32_t partition),
+                          void *cbarg, char *err, size_t errlen)
+{
+    return nf_kafka_members(arg, timeout_ms, cb, cbarg, err, errlen);
+}
+
 static nf_query_t *new_query(run_ctx_t *c)
 {
     unsigned ntopics = 0;
@@ -704,7 +731,19 @@ static nf_query_t *new_query(run_ctx_t *c)
                           .read_partitions = parts > 0 ? (unsigned)parts : 1,
                           .owns = group ? query_owns : NULL,
                           .owns_arg = c,
-                          .global_articles = c->in.in_partitions};
+                          .global_articles = c->in.in_partitions,
+                          .partitioner = c->cfg.serve.partitioner,
+                          .global_here = group && c->in.in_partitions ? query_global_here : NULL,
+                          .self_url = c->self_url};
+    if (group && c->self_url[0] && !c->mock) { /* the embedded cluster is one process */
+        char err[256];
+        nf_owners_opts_t oo = {.describe = describe_group, .arg = c->kafka};
+        if (!(c->owners = nf_owners_start(&oo, err, sizeof err)))
+            nf_log(NF_LOG_WARN, "main",
+                   "the query API cannot find other processes: it answers 503 for keys they own",
+                   NF_LS("error", err), NF_LEND);
+        qo.owners = c->owners;
+    }
     return nf_query_new(&qo);
 }
 
@@ -942,6 +981,64 @@ static int publish_sources(run_ctx_t *c)
     return 0;
 }
 
+/* c->self_url: serve.advertised_url, else http://admin.listen:admin.port (the host name for a
+ * wildcard address). With admin.port 0 the port is chosen here, before Kafka connects, so that
+ * the consumer's client.id can advertise it (serve/owners.h); the admin server binds it a
+ * moment later. 0 or an exit code. */
+static int advertised_url(run_ctx_t *c, char *err, size_t errlen)
+{
+    nf_config_t *cfg = &c->cfg;
+    if (cfg->serve.advertised_url[0]) {
+        snprintf(c->self_url, sizeof c->self_url, "%s", cfg->serve.advertised_url);
+        size_t n = strlen(c->self_url);
+        while (n && c->self_url[n - 1] == '/')
+            c->self_url[--n] = 0;
+        return 0;
+    }
+    const char *host = cfg->admin.listen;
+    bool v6 = strchr(host, ':') != NULL;
+    if (cfg->admin.port == 0) {
+        struct sockaddr_storage ss;
+        memset(&ss, 0, sizeof ss);
+        socklen_t sl;
+        if (v6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            a->sin6_family = AF_INET6;
+            sl = sizeof *a;
+            inet_pton(AF_INET6, host, &a->sin6_addr);
+        } else {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            a->sin_family = AF_INET;
+            sl = sizeof *a;
+            inet_pton(AF_INET, host, &a->sin_addr);
+        }
+        int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&ss, sl) != 0 ||
+            getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+            snprintf(err, errlen, "cannot choose a free port on %s: %s", host, strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            nf_log(NF_LOG_ERROR, "main", "cannot start the admin server", NF_LS("error", err),
+                   NF_LEND);
+            return NF_EXIT_RUNTIME;
+        }
+        cfg->admin.port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                   : ((struct sockaddr_in *)&ss)->sin_port);
+        close(fd);
+    }
+    char name[256];
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::")) {
+        if (gethostname(name, sizeof name) != 0)
+            snprintf(name, sizeof name, "localhost");
+        name[sizeof name - 1] = 0;
+        host = name;
+        v6 = false;
+    }
+    snprintf(c->self_url, sizeof c->self_url, v6 ? "http://[%s]:%u" : "http://%s:%u", host,
+             (unsigned)cfg->admin.port);
+    return 0;
+}
+
 /* State, Kafka and the epoch coordinator, before any actor runs. 0 or an exit code. */
 static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t errlen)
 {
@@ -1006,8 +1103,17 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                "as this process)",
                NF_LS("bootstrap", brokers), NF_LEND);
     }
+    char client_id[600];
+    client_id[0] = 0;
+    if (brokers[0] && cfg->kafka.assignment != 1 && cfg->admin.enabled) {
+        int code = advertised_url(c, err, errlen);
+        if (code != 0)
+            return code;
+        nf_owners_client_id(c->self_url, client_id, sizeof client_id);
+    }
     if (brokers[0]) {
         nf_kafka_opts_t ko = {.brokers = brokers,
+                              .client_id = client_id[0] ? client_id : NULL,
                               .exactly_once = cfg->kafka.exactly_once,
                               .topic_prefix = cfg->kafka.topic_prefix,
                               .group_id = cfg->kafka.group_id,
@@ -1044,6 +1150,7 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
         char **ids = NULL;
         size_t nids = demo_article_ids(&c->sources, &ids);
         c->demo = nf_demo_start(brokers, nf_kafka_input_topic(c->kafka, NF_INPUT_READ_EVENTS),
+                                cfg->serve.partitioner ? "murmur2_random" : "consistent_random",
                                 cfg->demo.read_events_per_s, cfg->demo.users, cfg->demo.events,
                                 (const char *const *)ids, nids, err, errlen);
         for (size_t i = 0; i < nids; i++)
@@ -1060,7 +1167,9 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
 static void start_standby(run_ctx_t *c)
 {
     const nf_config_t *cfg = &c->cfg;
-    if (!cfg->scale.standby_replicas)
+    bool replica = cfg->serve.global_replica && cfg->admin.enabled && cfg->state.changelog &&
+                   cfg->kafka.assignment != 1 && c->kafka && !c->mock;
+    if (!cfg->scale.standby_replicas && !replica)
         return;
     if (!cfg->state.changelog || cfg->kafka.assignment == 1 || !c->kafka || c->mock) {
         nf_log(NF_LOG_WARN, "main",

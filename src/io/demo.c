@@ -76,9 +76,9 @@ static void *run(void *arg)
     return NULL;
 }
 
-nf_demo_t *nf_demo_start(const char *brokers, const char *topic, uint32_t per_second,
-                         uint32_t users, uint64_t max_events, const char *const *article_ids,
-                         size_t nids, char *err, size_t errlen)
+nf_demo_t *nf_demo_start(const char *brokers, const char *topic, const char *partitioner,
+                         uint32_t per_second, uint32_t users, uint64_t max_events,
+                         const char *const *article_ids, size_t nids, char *err, size_t errlen)
 {
     nf_demo_t *d = calloc(1, sizeof *d);
     if (!d || (nids && !(d->ids = calloc(nids, sizeof *d->ids)))) {
@@ -96,6 +96,7 @@ nf_demo_t *nf_demo_start(const char *brokers, const char *topic, uint32_t per_se
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     char rerr[256];
     if (rd_kafka_conf_set(c, "bootstrap.servers", brokers, rerr, sizeof rerr) != 0 ||
+        rd_kafka_conf_set(c, "partitioner", partitioner, rerr, sizeof rerr) != 0 ||
         !(d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, rerr, sizeof rerr))) {
         snprintf(err, errlen, "demo producer: %s", rerr);
         free(d->ids);

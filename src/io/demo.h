@@ -14,10 +14,11 @@
 typedef struct nf_demo nf_demo_t;
 
 /* NULL with err on failure. */
-/* users: readers demo-user-0 .. users-1; max_events: stop after that many (0 = never). */
-nf_demo_t *nf_demo_start(const char *brokers, const char *topic, uint32_t per_second,
-                         uint32_t users, uint64_t max_events, const char *const *article_ids,
-                         size_t nids, char *err, size_t errlen);
+/* users: readers demo-user-0 .. users-1; max_events: stop after that many (0 = never);
+ * partitioner: librdkafka's name of how records are placed by key (serve.partitioner). */
+nf_demo_t *nf_demo_start(const char *brokers, const char *topic, const char *partitioner,
+                         uint32_t per_second, uint32_t users, uint64_t max_events,
+                         const char *const *article_ids, size_t nids, char *err, size_t errlen);
 /* Stops and joins the thread (NULL is fine). */
 void nf_demo_stop(nf_demo_t *d);
 

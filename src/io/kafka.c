@@ -137,6 +137,8 @@ struct nf_kafka {
     char brokers[1024], prefix[64], group[128], txid[128];
     char *props;
     rd_kafka_t *prod, *cons;
+    rd_kafka_t *adm; /* nf_kafka_members' own client (created at its first call), under adm_mu */
+    pthread_mutex_t adm_mu;
     out_topic_t out[NF_TOPIC__COUNT];
     char in_names[NF_INPUT__COUNT][256];
     int in_npart[NF_INPUT__COUNT];
@@ -717,6 +719,7 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
     k->o = *o;
     pthread_mutex_init(&k->lock, NULL);
     pthread_mutex_init(&k->elock, NULL);
+    pthread_mutex_init(&k->adm_mu, NULL);
     for (int i = 0; i < NF_INPUT__COUNT; i++)
         for (int p = 0; p < NF_EPOCH_MAX_PARTITIONS; p++)
             atomic_init(&k->lag[i][p], -1);
@@ -780,6 +783,7 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
             conf_set(cc, "partition.assignment.strategy", "cooperative-sticky", err, errlen) != 0 ||
             (o->group_instance_id && !o->assign_all &&
              conf_set(cc, "group.instance.id", o->group_instance_id, err, errlen) != 0) ||
+            (o->client_id && conf_set(cc, "client.id", o->client_id, err, errlen) != 0) ||
             /* a rebalance callback restores the changelog of gained partitions: give it time
              * (librdkafka evicts a member that polls less often than this) */
             (o->changelog && !(k->props && strstr(k->props, "max.poll.interval.ms")) &&
@@ -952,6 +956,9 @@ void nf_kafka_free(nf_kafka_t *k)
 {
     if (!k)
         return;
+    if (k->adm)
+        rd_kafka_destroy(k->adm);
+    pthread_mutex_destroy(&k->adm_mu);
     if (k->cons) {
         nf_kafka_close_consumer(k);
         for (unsigned s = 0; s < k->nshards; s++) {
@@ -996,6 +1003,89 @@ const char *nf_kafka_output_topic(const nf_kafka_t *k, nf_topic_t t)
 const char *nf_kafka_input_topic(const nf_kafka_t *k, nf_input_t in)
 {
     return k->in_names[in];
+}
+
+int nf_kafka_members(nf_kafka_t *k, int timeout_ms,
+                     void (*cb)(void *arg, const char *client_id, nf_input_t in, int32_t partition),
+                     void *arg, char *err, size_t errlen)
+{
+    if (!k->cons) {
+        snprintf(err, errlen, "kafka: no consumer group");
+        return -ENOTCONN;
+    }
+    /* A client of its own: the consumer's handle is left to the group protocol, and the
+     * producer's is replaced after a fatal error. */
+    pthread_mutex_lock(&k->adm_mu);
+    if (!k->adm) {
+        char rerr[256];
+        rd_kafka_conf_t *c = conf_new(k->brokers, k->props, NULL, err, errlen);
+        if (c && !(k->adm = rd_kafka_new(RD_KAFKA_PRODUCER, c, rerr, sizeof rerr)))
+            snprintf(err, errlen, "kafka: cannot create the group-describing client: %s", rerr);
+    }
+    rd_kafka_t *rk = k->adm;
+    pthread_mutex_unlock(&k->adm_mu);
+    if (!rk)
+        return -EIO;
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *opt =
+        rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
+    char rerr[256];
+    if (!q || !opt ||
+        rd_kafka_AdminOptions_set_request_timeout(opt, timeout_ms, rerr, sizeof rerr) != 0) {
+        snprintf(err, errlen, "kafka: describing the group: out of memory");
+        if (opt)
+            rd_kafka_AdminOptions_destroy(opt);
+        if (q)
+            rd_kafka_queue_destroy(q);
+        return -ENOMEM;
+    }
+    const char *groups[] = {k->group};
+    rd_kafka_DescribeConsumerGroups(rk, groups, 1, opt, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, timeout_ms + 1000);
+    int r = 0;
+    const rd_kafka_DescribeConsumerGroups_result_t *res =
+        ev ? rd_kafka_event_DescribeConsumerGroups_result(ev) : NULL;
+    size_t ng = 0;
+    const rd_kafka_ConsumerGroupDescription_t **gs =
+        res ? rd_kafka_DescribeConsumerGroups_result_groups(res, &ng) : NULL;
+    const rd_kafka_error_t *ge = ng == 1 ? rd_kafka_ConsumerGroupDescription_error(gs[0]) : NULL;
+    if (!ev) {
+        snprintf(err, errlen, "kafka: describing group %s timed out after %d ms", k->group,
+                 timeout_ms);
+        r = -ETIMEDOUT;
+    } else if (rd_kafka_event_error(ev) || ng != 1 || ge) {
+        snprintf(err, errlen, "kafka: describing group %s: %s", k->group,
+                 ge                         ? rd_kafka_error_string(ge)
+                 : rd_kafka_event_error(ev) ? rd_kafka_event_error_string(ev)
+                                            : "no description");
+        rd_kafka_resp_err_t code = ge ? rd_kafka_error_code(ge) : rd_kafka_event_error(ev);
+        r = code == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE ||
+                    code == RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION
+                ? -EOPNOTSUPP
+                : -EIO;
+    }
+    for (size_t m = 0; r == 0 && m < rd_kafka_ConsumerGroupDescription_member_count(gs[0]); m++) {
+        const rd_kafka_MemberDescription_t *md = rd_kafka_ConsumerGroupDescription_member(gs[0], m);
+        const char *cid = rd_kafka_MemberDescription_client_id(md);
+        const rd_kafka_MemberAssignment_t *ma = rd_kafka_MemberDescription_assignment(md);
+        const rd_kafka_topic_partition_list_t *tp =
+            ma ? rd_kafka_MemberAssignment_partitions(ma) : NULL;
+        bool any = false;
+        for (int i = 0; tp && i < tp->cnt; i++) {
+            int in = nf_kafka_input_of(k, tp->elems[i].topic);
+            if (in >= 0) {
+                cb(arg, cid ? cid : "", (nf_input_t)in, tp->elems[i].partition);
+                any = true;
+            }
+        }
+        if (!any)
+            cb(arg, cid ? cid : "", NF_INPUT_READ_EVENTS, -1);
+    }
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(opt);
+    rd_kafka_queue_destroy(q);
+    return r;
 }
 
 void nf_kafka_poll(nf_kafka_t *k, int timeout_ms)

@@ -85,6 +85,8 @@ typedef struct nf_kafka_opts {
     const char *group_id;
     const char *transactional_id;
     const char *group_instance_id; /* static membership (KIP-345); NULL = dynamic member */
+    const char *client_id;         /* the consumer's client.id (NULL: librdkafka's default); the
+                                      group's member descriptions carry it (nf_kafka_members) */
     const char *properties;        /* "name=value" entries separated by '\n' (may be NULL) */
     unsigned shards;               /* consumer shard queues */
     bool consume;                  /* join the group and feed the shards */
@@ -126,6 +128,16 @@ int nf_kafka_input_of(const nf_kafka_t *k, const char *topic);
  * shutdown.timeout_ms holds with the broker down. Any thread. */
 void nf_kafka_set_deadline(nf_kafka_t *k, uint64_t deadline_ns);
 bool nf_kafka_past_deadline(const nf_kafka_t *k);
+
+/* The consumer group's members as its coordinator describes them (DescribeConsumerGroups):
+ * for each member, cb(arg, client_id, input, partition) per input partition assigned to it,
+ * and once with partition -1 for a member assigned none. Blocks up to timeout_ms; any thread
+ * (an admin request on a client of its own, created at the first call). 0, or -errno with err
+ * (-ENOTCONN without a consumer, -ETIMEDOUT, -EOPNOTSUPP when the cluster cannot describe
+ * groups — librdkafka's mock cannot —, -EIO with the broker's error). */
+int nf_kafka_members(nf_kafka_t *k, int timeout_ms,
+                     void (*cb)(void *arg, const char *client_id, nf_input_t in, int32_t partition),
+                     void *arg, char *err, size_t errlen);
 
 /* Serves the consumer's events (rebalance) and the producer's delivery reports. */
 void nf_kafka_poll(nf_kafka_t *k, int timeout_ms);

@@ -174,6 +174,8 @@ static enum MHD_Result nf_admin_api(const nf_admin_t *a, struct MHD_Connection *
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             body ? "application/json" : nf_admin_text);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    /* read-only answers: a page served by one process may follow a redirect to another */
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
     for (unsigned i = 0; i < req->nheaders; i++)
         MHD_add_response_header(resp, req->headers[i][0], req->headers[i][1]);
     free(req);

@@ -49,6 +49,7 @@ typedef struct cfg_key {
 static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const cfg_assignments[] = {"group", "all", NULL};
 static const char *const cfg_unknown_articles[] = {"skip", "empty", NULL};
+static const char *const cfg_partitioners[] = {"consistent_random", "murmur2_random", NULL};
 _Static_assert(NF_LOG_DEBUG == 0 && NF_LOG_INFO == 1 && NF_LOG_WARN == 2 && NF_LOG_ERROR == 3,
                "cfg_log_levels[] is indexed by nf_log_level_t");
 
@@ -185,6 +186,16 @@ static const cfg_key_t cfg_keys[] = {
      .help = "warm standbys: with state.changelog and kafka.assignment=group, >= 1 keeps the "
              "changelogs of every read-events partition other processes own applied to this "
              "process's state.dir, so that a failover restores only their tail (0 = off)"},
+    {KEY(CFG_STR, serve.advertised_url), .def = "",
+     .help = "this process's query API as other processes name it in a redirect (307 to the "
+             "owner of a reader's partition); \"\" = http://admin.listen:PORT"},
+    {KEY(CFG_BOOL, serve.global_replica), .def = "true",
+     .help = "with state.changelog and kafka.assignment=group on Apache Kafka, keep the global "
+             "key group's changelog (articles, stories, trending) applied here, so that every "
+             "process answers feeds, trending, articles and stories"},
+    {KEY(CFG_ENUM, serve.partitioner), .choices = cfg_partitioners, .def = "consistent_random",
+     .help = "how producers place read events by user id (librdkafka's partitioner names): "
+             "consistent_random = CRC32 (librdkafka, kcat, the demo), murmur2_random = Java's"},
     {KEY(CFG_U32, demo.read_events_per_s), .max = 1000000, .def = "5",
      .help = "synthetic read events per second into read-events with embedded Kafka (0 = off)"},
     {KEY(CFG_U32, demo.users), .min = 1, .max = 10000000, .def = "200",

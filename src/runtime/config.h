@@ -136,6 +136,11 @@ typedef struct nf_config {
         uint32_t standby_replicas; /* warm standbys (state/standby.h); 0 = none */
     } scale;
     struct {
+        char advertised_url[512]; /* "" = http://admin.listen:port */
+        int partitioner;          /* serve.partitioner: 0 consistent_random, 1 murmur2_random */
+        bool global_replica;      /* tail the global key group's changelog (state/standby.h) */
+    } serve;
+    struct {
         uint32_t read_events_per_s; /* 0 = no demo producer */
         uint32_t users;             /* readers demo-user-0 .. users-1 */
         uint64_t events;            /* then stop (0 = never) */

@@ -128,6 +128,19 @@ uint64_t nf_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+struct timespec nf_deadline_after(int clk, unsigned ms)
+{
+    struct timespec t;
+    clock_gettime((clockid_t)clk, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
 int64_t nf_wall_ms(void)
 {
     struct timespec ts;
@@ -984,14 +997,7 @@ int nf_runtime_call(nf_runtime_t *rt, unsigned shard, nf_call_fn fn, void *arg, 
         free(c);
         return r;
     }
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = nf_deadline_after(CLOCK_MONOTONIC, (unsigned)timeout_ms);
     pthread_mutex_lock(&c->lock);
     while (!c->done && r == 0)
         r = pthread_cond_timedwait(&c->cond, &c->lock, &until) == ETIMEDOUT ? -ETIMEDOUT : 0;

@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 typedef struct nf_runtime nf_runtime_t;
 typedef struct nf_shard nf_shard_t;
@@ -150,6 +151,9 @@ void *nf_shard_actor(nf_shard_t *sh, int actor); /* this shard's instance of an 
 uint64_t nf_shard_now(const nf_shard_t *sh);
 /* A fresh clock read. */
 uint64_t nf_now_ns(void);
+/* The time ms from now on clock clk, as pthread_cond_timedwait takes it (a condition variable
+ * on that clock). */
+struct timespec nf_deadline_after(int clk, unsigned ms);
 /* CLOCK_REALTIME in ms since the Unix epoch: the wall clock of outputs, TTLs and idle timeouts
  * (never for intervals: it can jump). Any thread. */
 int64_t nf_wall_ms(void);

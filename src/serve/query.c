@@ -6,11 +6,13 @@
 #include "actors/cluster.h"
 #include "actors/interest.h"
 #include "actors/serve_state.h"
+#include "actors/sources.h"
 #include "algo/bytes.h"
 #include "algo/idset.h"
 #include "feed/dates.h"
 #include "feed/text.h"
 #include "runtime/jsonw.h"
+#include "runtime/metrics.h"
 #include "state/changelog.h"
 #include "state/kstate.h"
 
@@ -36,13 +38,23 @@
 
 struct nf_query {
     nf_query_opts_t o;
+    nf_counter_t m_redirects, m_unknown_owner;
 };
 
 nf_query_t *nf_query_new(const nf_query_opts_t *o)
 {
     nf_query_t *q = calloc(1, sizeof *q);
-    if (q)
-        q->o = *o;
+    if (!q)
+        return NULL;
+    q->o = *o;
+    nf_metrics_counter("newsflow_query_redirects_total",
+                       "Query API requests answered 307: the key is owned by another process "
+                       "of the job (Location names it).",
+                       NULL, 0, &q->m_redirects);
+    nf_metrics_counter("newsflow_query_owner_unknown_total",
+                       "Query API requests for a key owned by another process while no owner "
+                       "was known (503 + Retry-After; a rebalance).",
+                       NULL, 0, &q->m_unknown_owner);
     return q;
 }
 
@@ -1028,6 +1040,111 @@ static int route_topics(const nf_query_t *q, char **body, size_t *len)
     return finish(&w, 200, body, len);
 }
 
+/* ------------------------------------------------------------------------------ owners */
+
+/* CRC-32 (IEEE 802.3, reflected; zlib's and librdkafka's rd_crc32). */
+static uint32_t crc32_ieee(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int b = 0; b < 8; b++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xffffffffu;
+}
+
+int32_t nf_query_partition(int partitioner, const char *user, size_t n, unsigned partitions)
+{
+    if (partitions == 0)
+        return 0;
+    uint32_t h = partitioner == 1 ? (uint32_t)nf_murmur2(user, n) & 0x7fffffffu
+                                  : crc32_ieee((const unsigned char *)user, n);
+    return (int32_t)(h % partitions);
+}
+
+/* Appends s percent-encoded (RFC 3986 unreserved bytes and, with slash, '/' kept) to out at
+ * *at (cut before cap). */
+static void put_encoded(char *out, size_t cap, size_t *at, const char *s, bool slash)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)s; *p && *at + 4 < cap; p++) {
+        unsigned char c = *p;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~' || (slash && c == '/')) {
+            out[(*at)++] = (char)c;
+        } else {
+            out[(*at)++] = '%';
+            out[(*at)++] = hex[c >> 4];
+            out[(*at)++] = hex[c & 15];
+        }
+    }
+    out[*at] = 0;
+}
+
+/* 307 to the process assigned (in, partition): Location = its URL + /v1/ + route + the
+ * arguments this API reads; 503 + Retry-After while none is known (or the table still names
+ * this process: it has just let the partition go). */
+static int redirect(nf_query_t *q, nf_admin_req_t *req, const char *route, nf_input_t in,
+                    int32_t partition, char **body, size_t *len)
+{
+    char url[512];
+    if (!nf_owners_url(q->o.owners, in, partition, url, sizeof url) ||
+        (q->o.self_url && strcmp(url, q->o.self_url) == 0)) {
+        nf_owners_kick(q->o.owners);
+        nf_counter_add(q->m_unknown_owner, 1);
+        nf_admin_req_header(req, "Retry-After", "1");
+        nf_jw_t w;
+        nf_jw_init(&w);
+        nf_jw_obj_open(&w);
+        nf_jw_key(&w, "error");
+        nf_jw_str(&w, "another process owns this key and which one is not known yet (the "
+                      "consumer group is rebalancing): retry");
+        nf_jw_key(&w, "input");
+        nf_jw_str(&w, nf_input_name(in));
+        nf_jw_key(&w, "partition");
+        nf_jw_i64(&w, partition);
+        nf_jw_obj_close(&w);
+        return finish(&w, 503, body, len);
+    }
+    char loc[2048];
+    size_t at = (size_t)snprintf(loc, sizeof loc, "%s/v1/", url);
+    if (at >= sizeof loc)
+        at = sizeof loc - 1;
+    put_encoded(loc, sizeof loc, &at, route, true);
+    static const char *const args[] = {"limit", "topic"};
+    char sep = '?';
+    for (size_t i = 0; i < sizeof args / sizeof *args; i++) {
+        const char *v = nf_admin_req_arg(req, args[i]);
+        if (!v || at + strlen(args[i]) + 3 >= sizeof loc)
+            continue;
+        at += (size_t)snprintf(loc + at, sizeof loc - at, "%c%s=", sep, args[i]);
+        put_encoded(loc, sizeof loc, &at, v, false);
+        sep = '&';
+    }
+    nf_admin_req_header(req, "Location", loc);
+    nf_counter_add(q->m_redirects, 1);
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "error");
+    nf_jw_str(&w, "another process of the job owns this key: ask it (Location)");
+    nf_jw_key(&w, "owner");
+    nf_jw_str(&w, url);
+    nf_jw_key(&w, "location");
+    nf_jw_str(&w, loc);
+    nf_jw_key(&w, "input");
+    nf_jw_str(&w, nf_input_name(in));
+    nf_jw_key(&w, "partition");
+    nf_jw_i64(&w, partition);
+    nf_jw_obj_close(&w);
+    return finish(&w, 307, body, len);
+}
+
+/* Whether another process answers this route: 0 (answer here) or the status written. */
+static int route_elsewhere(nf_query_t *q, int which, const char *route, const char *user,
+                           size_t ulen, nf_admin_req_t *req, char **body, size_t *len);
+
 /* A path parameter: route is PREFIX{param}SUFFIX. */
 static bool match(const char *route, const char *prefix, const char *suffix, const char **param,
                   size_t *plen)
@@ -1041,6 +1158,29 @@ static bool match(const char *route, const char *prefix, const char *suffix, con
 }
 
 enum { R_INTEREST, R_FEED, R_TRENDING, R_ARTICLE, R_RECENT, R_STORY };
+
+static int route_elsewhere(nf_query_t *q, int which, const char *route, const char *user,
+                           size_t ulen, nf_admin_req_t *req, char **body, size_t *len)
+{
+    if (!q->o.owns)
+        return 0; /* one process: every key is here */
+    if (which == R_INTEREST || which == R_FEED) {
+        int32_t p = nf_query_partition(q->o.partitioner, user, ulen, q->o.read_partitions);
+        if (!q->o.owns(q->o.owns_arg, (unsigned)p))
+            return redirect(q, req, route, NF_INPUT_READ_EVENTS, p, body, len);
+        if (which == R_INTEREST || !q->o.global_here || q->o.global_here(q->o.owns_arg))
+            return 0;
+        nf_admin_req_header(req, "Retry-After", "5");
+        return fail(503,
+                    "this process owns the reader but holds no state of the global key group "
+                    "(articles, stories, trending) to rank a feed with: run with "
+                    "state.changelog=true and serve.global_replica=true on Apache Kafka",
+                    NULL, body, len);
+    }
+    if (!q->o.global_here || q->o.global_here(q->o.owns_arg))
+        return 0;
+    return redirect(q, req, route, NF_INPUT_TRENDING_PANES, 0, body, len);
+}
 
 int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char **body, size_t *len)
 {
@@ -1086,6 +1226,11 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
     }
     if ((which == R_INTEREST || which == R_FEED) && !(param = strndup(p, pl)))
         return fail(503, "out of memory", NULL, body, len);
+    int away = route_elsewhere(q, which, route, p, pl, req, body, len);
+    if (away) {
+        free(param);
+        return away;
+    }
 
     nf_store_view_t *v = q->o.store ? nf_store_view_acquire(q->o.store) : NULL;
     if (!v) {

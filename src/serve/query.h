@@ -32,6 +32,14 @@
  * while no committed view exists yet (restoring: Retry-After: 1) or when the store cannot be
  * read.
  *
+ * Several processes (a consumer group; DESIGN.md §10): a reader's routes (feed, interest) are
+ * answered by the process assigned the reader's read-events partition (the producers'
+ * partitioner over the user id, nf_query_partition); any other process answers 307 with
+ * Location at the owner's advertised URL (serve/owners.h) and a JSON body naming the owner and
+ * the partition, or 503 + Retry-After while no owner is known (a rebalance). The other routes
+ * (trending, articles, stories, topics) read the global key group: answered wherever its state
+ * is held (its owner, or a process keeping its changelog applied), else 307 to its owner.
+ *
  * Where state lives (the key groups read):
  *   interest   key group = the read-events partition the reader's events came in on, which the
  *              job does not choose (the producer's partitioner does): every partition this
@@ -46,10 +54,12 @@
 #define NF_QUERY_H
 
 #include "runtime/admin.h"
+#include "serve/owners.h"
 #include "state/store.h"
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct nf_query_opts {
     nf_store_t *store;
@@ -63,6 +73,16 @@ typedef struct nf_query_opts {
     void *owns_arg;
     /* Article state in the global key group (a consumer group), not id.hi % 256. */
     bool global_articles;
+    /* Several processes (a consumer group; NULL owns: one process answers everything): a
+     * reader's read-events partition by the producers' partitioner (0 consistent_random =
+     * CRC32 of the user id, 1 murmur2_random), whose owner answers for the reader; the owners
+     * of other partitions and of the global key group are found in `owners` (serve/owners.h).
+     * global_here(owns_arg): whether this process holds the global key group's state (it owns
+     * trending-panes 0 or keeps its changelog applied, serve.global_replica); NULL = yes. */
+    int partitioner;
+    nf_owners_t *owners;
+    bool (*global_here)(void *arg);
+    const char *self_url; /* this process's advertised URL (never redirect to itself) */
 } nf_query_opts_t;
 
 typedef struct nf_query nf_query_t;
@@ -70,6 +90,11 @@ typedef struct nf_query nf_query_t;
 /* The page (src/serve/page.html, compiled in): what GET / answers, text/html. */
 extern const char nf_serve_page[];
 extern const size_t nf_serve_page_len;
+
+/* The read-events partition of user id (n bytes) among partitions, as the partitioner places
+ * a record keyed by it (0 consistent_random: CRC-32 % partitions, 1 murmur2_random: (murmur2
+ * & 0x7fffffff) % partitions, librdkafka's and Java's defaults). */
+int32_t nf_query_partition(int partitioner, const char *user, size_t n, unsigned partitions);
 
 /* NULL on out-of-memory. The options' pointers must outlive the query object. */
 nf_query_t *nf_query_new(const nf_query_opts_t *o);

@@ -80,13 +80,14 @@ static int32_t unit_clpart(const nf_standby_t *sb, int u)
 static bool unit_exists(const nf_standby_t *sb, int u)
 {
     int in = unit_input(u);
+    if (u != U_GLOBAL && sb->o.replicas == 0)
+        return false; /* the global key group only */
     return u == U_GLOBAL ? sb->nunits[in] > 0 : u % MAXP < sb->nunits[in];
 }
 
 nf_standby_t *nf_standby_new(const nf_standby_opts_t *o, char *err, size_t errlen)
 {
-    if (!o->st || !o->kafka || !o->kafka->tail_new || o->partitions <= 0 || o->partitions > MAXP ||
-        o->replicas == 0) {
+    if (!o->st || !o->kafka || !o->kafka->tail_new || o->partitions <= 0 || o->partitions > MAXP) {
         snprintf(err, errlen, "standby: needs a store, Kafka and 1..%d partitions", MAXP);
         return NULL;
     }
@@ -310,8 +311,11 @@ int nf_standby_start(nf_standby_t *sb, char *err, size_t errlen)
     }
     sb->thread_started = true;
     nf_log(NF_LOG_INFO, "standby",
-           "standby on: the changelogs of the read-events and sources partitions and of the "
-           "global key group assigned to other processes are kept applied here",
+           sb->o.replicas
+               ? "standby on: the changelogs of the read-events and sources partitions and of "
+                 "the global key group assigned to other processes are kept applied here"
+               : "global replica on: the global key group's changelog is kept applied here "
+                 "while another process owns it (the query API's articles, stories, trending)",
            NF_LI("replicas", sb->o.replicas), NF_LI("partitions", sb->o.partitions),
            NF_LI("sources_partitions", sb->nunits[NF_INPUT_SOURCES]), NF_LEND);
     return 0;

@@ -35,6 +35,10 @@
  * Nothing is tailed before the first assignment (or 30 s after the start): a new process would
  * otherwise start reading partitions it is about to be given.
  *
+ * With replicas 0 only the global key group is tailed (serve.global_replica): every process
+ * of the job then holds the articles, stories and trending window the query API's feeds and
+ * global routes read (serve/query.h), as committed by their owner.
+ *
  * A failure of the standby (a store write, the consumer) is logged and ends the standby only:
  * the job goes on, restores read more. */
 #ifndef NF_STANDBY_H
@@ -54,7 +58,8 @@ typedef struct nf_standby_opts {
     const nf_kafka_ops_t *kafka; /* its tail_* entries are used, from the standby's thread */
     int partitions;              /* of read-events (= of each changelog topic) */
     int source_partitions;       /* of sources (those beyond `partitions` have no changelog) */
-    unsigned replicas;           /* scale.standby_replicas, >= 1 */
+    unsigned replicas;           /* scale.standby_replicas; 0 = the global key group only (the
+                                    query API's replica of it, serve.global_replica) */
 } nf_standby_opts_t;
 
 /* Registers the metrics (newsflow_standby_*). NULL with err. */

@@ -122,6 +122,9 @@ def body(ctx):
             ctx, broker, ctx.path("state-%s" % n),
             sets=["state.changelog=true", "kafka.assignment=group",
                   "kafka.static_membership=true", "scale.standby_replicas=%d" % REPLICAS,
+                  # without standbys, no replica of the global key group either (the negative
+                  # check and the figure without a standby)
+                  "serve.global_replica=%s" % ("true" if REPLICAS else "false"),
                   "fetch.allow_private=127.0.0.0/8", "crawl.interval_s=60",
                   "crawl.interval_floor_s=60", "crawl.jitter_permille=0",
                   "admin.enabled=true", "admin.port=0"],

@@ -3,7 +3,12 @@
  * after; answers that stay on the published view while newer state is applied; the interest
  * vector found in whichever owned partition's key group holds it (the latest updated when
  * several do, none from a partition this process does not own); the trending window with
- * topic vectors and the topic filter; and the 400s that name their parameter. */
+ * topic vectors and the topic filter; and the 400s that name their parameter. Then, for a job
+ * of several processes (test_owners): the reader's partition by the producers' partitioners
+ * (vectors from zlib's CRC-32 and Kafka's murmur2), the 307 to the owner a group description
+ * names (the description is the Kafka boundary: a fixed member table stands for the broker's
+ * answer), 503 while the owner is unknown or still named as this process, and the global
+ * routes sent to trending-panes 0's owner when this process holds no global state. */
 #include "nf_test.h"
 #include "teststore.h"
 
@@ -18,6 +23,7 @@
 #include <curl/curl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const g_topics[] = {"politics", "science", "sports"};
 static bool g_owned[4] = {true, true, true, true};
@@ -42,6 +48,7 @@ typedef struct reply {
     char body[8192];
     size_t len;
     char retry_after[32];
+    char location[512];
 } reply_t;
 
 static size_t on_body(char *p, size_t size, size_t n, void *arg)
@@ -62,6 +69,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
     size_t k = size * n;
     if (k > 13 && strncasecmp(p, "Retry-After: ", 13) == 0)
         snprintf(r->retry_after, sizeof r->retry_after, "%.*s", (int)(k - 13 - 2), p + 13);
+    if (k > 10 && strncasecmp(p, "Location: ", 10) == 0)
+        snprintf(r->location, sizeof r->location, "%.*s", (int)(k - 10 - 2), p + 10);
     return k;
 }
 
@@ -262,10 +271,184 @@ static void test_query_api(void)
     nf_teststore_rmtree(dir);
 }
 
+/* The group as the broker would describe it: "other" owns read-events 0 and 2 and
+ * trending-panes 0, this process ("self") 1 and 3; a member of an older version advertises
+ * nothing. */
+static int g_describes;
+static int describe(void *arg, int timeout_ms,
+                    void (*cb)(void *cbarg, const char *client_id, nf_input_t in,
+                               int32_t partition),
+                    void *cbarg, char *err, size_t errlen)
+{
+    (void)arg, (void)timeout_ms, (void)err, (void)errlen;
+    char other[128], self[128];
+    nf_owners_client_id("http://10.0.0.2:9464", other, sizeof other);
+    nf_owners_client_id("http://10.0.0.1:9464", self, sizeof self);
+    cb(cbarg, other, NF_INPUT_READ_EVENTS, 0);
+    cb(cbarg, other, NF_INPUT_READ_EVENTS, 2);
+    cb(cbarg, other, NF_INPUT_TRENDING_PANES, 0);
+    cb(cbarg, self, NF_INPUT_READ_EVENTS, 1);
+    cb(cbarg, self, NF_INPUT_READ_EVENTS, 3);
+    cb(cbarg, "rdkafka", NF_INPUT_SOURCES, 5);
+    __atomic_add_fetch(&g_describes, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+static bool g_global_here;
+static bool global_here(void *arg)
+{
+    (void)arg;
+    return g_global_here;
+}
+
+static bool owns_odd(void *arg, unsigned p)
+{
+    (void)arg;
+    return p % 2 == 1;
+}
+
+/* The first user id "uN" whose partition (of 4, CRC-32) is p. */
+static void user_in(unsigned p, char *out, size_t n)
+{
+    for (unsigned i = 0;; i++) {
+        snprintf(out, n, "u%u", i);
+        if (nf_query_partition(0, out, strlen(out), 4) == (int32_t)p)
+            return;
+    }
+}
+
+static void test_owners(void)
+{
+    /* zlib.crc32(b"demo-user-0") = 237682939, crc32(b"foobar") = 2666930069; Kafka's
+     * Utils.murmur2("foobar") = -790332482, ("21") = -973932308 */
+    NF_CHECK_EQ(nf_query_partition(0, "demo-user-0", 11, 1000), 237682939 % 1000);
+    NF_CHECK_EQ(nf_query_partition(0, "foobar", 6, 1000), (int32_t)(2666930069u % 1000));
+    NF_CHECK_EQ(nf_query_partition(1, "foobar", 6, 1000), (-790332482 & 0x7fffffff) % 1000);
+    NF_CHECK_EQ(nf_query_partition(1, "21", 2, 1000), (-973932308 & 0x7fffffff) % 1000);
+    NF_CHECK_EQ(nf_query_partition(0, "x", 1, 1), 0);
+
+    char dir[128];
+    NF_REQUIRE(nf_teststore_tmpdir("owners", dir, sizeof dir));
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    char err[256];
+    nf_owners_opts_t oo = {.describe = describe, .refresh_ms = 50};
+    nf_owners_t *ow = nf_owners_start(&oo, err, sizeof err);
+    NF_REQUIRE(ow);
+    nf_query_opts_t qo = {.store = st,
+                          .topic_names = g_topics,
+                          .ntopics = 3,
+                          .read_partitions = 4,
+                          .owns = owns_odd,
+                          .partitioner = 0,
+                          .owners = ow,
+                          .global_here = global_here,
+                          .self_url = "http://10.0.0.1:9464"};
+    g_query = nf_query_new(&qo);
+    NF_REQUIRE(g_query);
+    nf_admin_hooks_t hooks = {.api = api};
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
+    NF_REQUIRE(a);
+    uint16_t port = nf_admin_port(a);
+    nf_store_batch_t *b = nf_store_batch_new();
+    put_trending(b, "{\"window_start\":\"2026-11-26T10:00:00Z\",\"window_end\":"
+                    "\"2026-11-26T11:00:00Z\",\"items\":[]}");
+    NF_REQUIRE(nf_teststore_commit(st, 1, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(st, 1) == 0);
+    for (int i = 0; i < 200 && !__atomic_load_n(&g_describes, __ATOMIC_SEQ_CST); i++)
+        usleep(10000);
+    NF_REQUIRE(__atomic_load_n(&g_describes, __ATOMIC_SEQ_CST) > 0);
+
+    char u0[32], u1[32], path[256], want[512];
+    user_in(0, u0, sizeof u0);
+    user_in(1, u1, sizeof u1);
+    reply_t r;
+    /* A reader of partition 0: 307 to the other process, the arguments kept. */
+    snprintf(path, sizeof path, "/v1/feed/%s?limit=5&junk=1", u0);
+    cJSON *j = get(port, path, &r);
+    NF_CHECK_EQ(r.status, 307);
+    snprintf(want, sizeof want, "http://10.0.0.2:9464/v1/feed/%s?limit=5", u0);
+    NF_CHECK_STR(r.location, want);
+    NF_CHECK_STR(str(j, "owner"), "http://10.0.0.2:9464");
+    NF_CHECK_STR(str(j, "input"), "read-events");
+    NF_CHECK_EQ(num(j, "partition"), 0);
+    cJSON_Delete(j);
+    snprintf(path, sizeof path, "/v1/users/%s/interest", u0);
+    j = get(port, path, &r);
+    NF_CHECK_EQ(r.status, 307);
+    cJSON_Delete(j);
+    /* A reader of partition 1 is this process's: answered here (no vector: 404). */
+    snprintf(path, sizeof path, "/v1/users/%s/interest", u1);
+    j = get(port, path, &r);
+    NF_CHECK_EQ(r.status, 404);
+    cJSON_Delete(j);
+    /* ... and its feed needs the global state, which this process does not hold yet. */
+    snprintf(path, sizeof path, "/v1/feed/%s", u1);
+    j = get(port, path, &r);
+    NF_CHECK_EQ(r.status, 503);
+    NF_CHECK(strstr(str(j, "error"), "global") != NULL);
+    cJSON_Delete(j);
+    /* Global routes: to trending-panes 0's owner, the path percent-encoded. */
+    j = get(port, "/v1/topics/sports/recent?limit=3", &r);
+    NF_CHECK_EQ(r.status, 307);
+    NF_CHECK_STR(r.location, "http://10.0.0.2:9464/v1/topics/sports/recent?limit=3");
+    cJSON_Delete(j);
+    j = get(port, "/v1/trending?topic=a%20b", &r);
+    NF_CHECK_EQ(r.status, 307);
+    NF_CHECK_STR(r.location, "http://10.0.0.2:9464/v1/trending?topic=a%20b");
+    cJSON_Delete(j);
+    /* Held here (its owner, or a replica): answered. */
+    g_global_here = true;
+    j = get(port, "/v1/trending", &r);
+    NF_CHECK_EQ(r.status, 200);
+    cJSON_Delete(j);
+    snprintf(path, sizeof path, "/v1/feed/%s", u1);
+    j = get(port, path, &r);
+    NF_CHECK_EQ(r.status, 200);
+    NF_CHECK_STR(str(j, "source"), "trending"); /* a cold reader */
+    cJSON_Delete(j);
+    /* A reader of partition 3 is owned here; of 2 named "other"; a partition nobody is known
+     * to own (the description is older than a rebalance): 503 Retry-After. */
+    nf_query_free(g_query);
+    qo.read_partitions = 8;
+    g_query = nf_query_new(&qo);
+    NF_REQUIRE(g_query);
+    char u6[32];
+    for (unsigned i = 0;; i++) {
+        snprintf(u6, sizeof u6, "u%u", i);
+        if (nf_query_partition(0, u6, strlen(u6), 8) == 6)
+            break;
+    }
+    snprintf(path, sizeof path, "/v1/feed/%s", u6);
+    j = get(port, path, &r);
+    NF_CHECK_EQ(r.status, 503);
+    NF_CHECK_STR(r.retry_after, "1");
+    NF_CHECK_EQ(num(j, "partition"), 6);
+    cJSON_Delete(j);
+    /* The table naming this process for a partition it does not own (it has just let it go):
+     * 503, never a redirect to itself. */
+    qo.self_url = "http://10.0.0.2:9464";
+    nf_query_free(g_query);
+    g_query = nf_query_new(&qo);
+    NF_REQUIRE(g_query);
+    snprintf(path, sizeof path, "/v1/feed/%s", u0);
+    j = get(port, path, &r);
+    NF_CHECK_EQ(r.status, 503);
+    cJSON_Delete(j);
+
+    nf_admin_stop(a);
+    nf_query_free(g_query);
+    nf_owners_stop(ow);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     NF_RUN(test_query_api);
+    NF_RUN(test_owners);
     curl_global_cleanup();
     return nf_test_report();
 }
