@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +37,17 @@
 #define CLUSTER_META_KG 0xFFFFu /* cluster.c: the engine clock's key group (id 0) */
 #define FIND_MAX        64      /* parent links followed to a root */
 
+typedef struct vcache vcache_t;
+
 struct nf_query {
     nf_query_opts_t o;
     nf_counter_t m_redirects, m_unknown_owner;
+    nf_gauge_t m_cache_bytes;
+    pthread_mutex_t mu;
+    vcache_t *cache; /* the latest view's (route_feed), under mu */
 };
+
+static void vcache_free(vcache_t *c);
 
 nf_query_t *nf_query_new(const nf_query_opts_t *o)
 {
@@ -47,6 +55,11 @@ nf_query_t *nf_query_new(const nf_query_opts_t *o)
     if (!q)
         return NULL;
     q->o = *o;
+    pthread_mutex_init(&q->mu, NULL);
+    nf_metrics_gauge("newsflow_query_view_cache_bytes",
+                     "Memory the feed keeps of the latest committed view: topics' recent lists, "
+                     "the trending window, articles shown (at most 16,384 of them).",
+                     NULL, 0, &q->m_cache_bytes);
     nf_metrics_counter("newsflow_query_redirects_total",
                        "Query API requests answered 307: the key is owned by another process "
                        "of the job (Location names it).",
@@ -60,6 +73,10 @@ nf_query_t *nf_query_new(const nf_query_opts_t *o)
 
 void nf_query_free(nf_query_t *q)
 {
+    if (!q)
+        return;
+    vcache_free(q->cache);
+    pthread_mutex_destroy(&q->mu);
     free(q);
 }
 
@@ -418,15 +435,6 @@ static int load_trending(nf_store_view_t *v, trend_t *t, char *err, size_t errle
         t->hex[i] =
             strlen(id->valuestring) == 32 && nf_id128_from_hex32(id->valuestring, &t->aids[i]) == 0;
     }
-    return 0;
-}
-
-/* An article's score in the trending window (0 if not listed). */
-static uint64_t trend_score(const trend_t *t, nf_id128_t id)
-{
-    for (size_t i = 0; i < t->n; i++)
-        if (t->hex[i] && t->aids[i].hi == id.hi && t->aids[i].lo == id.lo)
-            return t->scores[i];
     return 0;
 }
 
@@ -821,105 +829,514 @@ static int route_recent(nf_query_t *q, nf_store_view_t *v, unsigned topic, nf_ad
 
 /* ---------------------------------------------------------------------------------- feed */
 
-typedef struct cand {
-    recent_t r;
-    double score;
-    uint64_t trend;
-} cand_t;
+/* What a feed reads of a view, kept for as long as the view is the latest (vcache_t): each
+ * topic's recent list, decoded once; the trending window, parsed once, with a sorted look-up
+ * and its articles' topic vectors; the cluster engine's clock; and each article shown, its
+ * metadata already written as JSON with its story's root and size. A view is immutable, so
+ * all of it is what reading the view again would give; what depends on the time (an entry's
+ * expiry) is kept with it and checked at use. */
+
+typedef struct rentry {
+    nf_id128_t id;
+    int64_t published_ms; /* 0: a trending candidate (its time comes from its metadata) */
+    int64_t expires_ms;   /* 0 = never */
+    uint64_t trend;       /* a trending candidate's score */
+    uint32_t off;         /* its topic vector: the list's w[off .. off + n) */
+    uint16_t n;
+} rentry_t;
+
+typedef struct rlist {
+    bool loaded;
+    int err; /* < 0: the load failed (not cached: the next request tries again) */
+    rentry_t *e;
+    size_t n;
+    nf_topic_weight_t *w;
+    size_t nw;
+} rlist_t;
+
+typedef struct item {
+    bool used;
+    nf_id128_t id, root;
+    uint32_t size;
+    int64_t expires_ms;   /* the earliest expiry of what it was made of (0 = never) */
+    int64_t published_ms; /* from its metadata (trending candidates) */
+    char *frag;           /* "article_id":...,<metadata fields> */
+    size_t fraglen;
+} item_t;
+
+#define ITEMS_CAP 16384 /* articles kept per view (3/4 of it used: open addressing) */
+
+struct vcache {
+    uint64_t epoch;
+    int64_t published;
+    int refs; /* under the query's mu */
+    pthread_mutex_t mu;
+    bool trend_loaded, clock_loaded;
+    trend_t trend;
+    nf_id128_t *tk; /* trending articles' ids, sorted, with their scores */
+    uint64_t *ts;
+    size_t tn;
+    uint64_t clock;
+    rlist_t topics[NF_TOPICS_MAX];
+    rlist_t trending; /* the trending window's articles with their vectors */
+    item_t *items;
+    size_t nitems;
+    size_t bytes;
+};
 
 static int id_cmp(nf_id128_t a, nf_id128_t b)
 {
     return a.hi != b.hi ? (a.hi < b.hi ? -1 : 1) : a.lo != b.lo ? (a.lo < b.lo ? -1 : 1) : 0;
 }
 
-static int cand_by_id(const void *a, const void *b)
+static void rlist_free(rlist_t *l)
 {
-    return id_cmp(((const cand_t *)a)->r.id, ((const cand_t *)b)->r.id);
+    free(l->e);
+    free(l->w);
+    memset(l, 0, sizeof *l);
 }
 
-/* Best first: score, then the newer, then the smaller id (a total order: answers are stable). */
+static void vcache_free(vcache_t *c)
+{
+    if (!c)
+        return;
+    trend_free(&c->trend);
+    free(c->tk);
+    free(c->ts);
+    for (unsigned t = 0; t < NF_TOPICS_MAX; t++)
+        rlist_free(&c->topics[t]);
+    rlist_free(&c->trending);
+    for (size_t i = 0; c->items && i < ITEMS_CAP; i++)
+        free(c->items[i].frag);
+    free(c->items);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* The cache of view v, referenced (vcache_put), or NULL: v is older than the latest cached
+ * (a request that acquired its view just before a newer one was published) or no memory. */
+static vcache_t *vcache_get(nf_query_t *q, nf_store_view_t *v)
+{
+    uint64_t e = nf_store_view_epoch(v);
+    int64_t p = nf_store_view_published_ms(v);
+    pthread_mutex_lock(&q->mu);
+    vcache_t *c = q->cache;
+    if (!c || c->epoch < e || (c->epoch == e && c->published < p)) {
+        vcache_t *n = calloc(1, sizeof *n);
+        if (n && !(n->items = calloc(ITEMS_CAP, sizeof *n->items))) {
+            free(n);
+            n = NULL;
+        }
+        if (n) {
+            n->epoch = e;
+            n->published = p;
+            n->refs = 1; /* the query's */
+            n->bytes = sizeof *n + ITEMS_CAP * sizeof *n->items;
+            pthread_mutex_init(&n->mu, NULL);
+            if (c && --c->refs == 0)
+                vcache_free(c);
+            q->cache = c = n;
+            nf_gauge_set(q->m_cache_bytes, (int64_t)n->bytes);
+        }
+    }
+    if (c && (c->epoch != e || c->published != p))
+        c = NULL;
+    if (c)
+        c->refs++;
+    pthread_mutex_unlock(&q->mu);
+    return c;
+}
+
+static void vcache_put(nf_query_t *q, vcache_t *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&q->mu);
+    bool last = --c->refs == 0;
+    pthread_mutex_unlock(&q->mu);
+    if (last)
+        vcache_free(c);
+}
+
+/* Under c->mu: bytes more kept; the gauge follows the latest cache. */
+static void vcache_grew(nf_query_t *q, vcache_t *c, size_t bytes)
+{
+    c->bytes += bytes;
+    if (q->cache == c)
+        nf_gauge_set(q->m_cache_bytes, (int64_t)c->bytes);
+}
+
+/* Appends one decoded recent entry (or trending candidate) to l. 0 or -ENOMEM. */
+static int rlist_add(rlist_t *l, size_t *cap, size_t *wcap, nf_id128_t id, int64_t published,
+                     int64_t expires, uint64_t trend, const nf_topic_vec_t *vec)
+{
+    if (l->n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 64;
+        rentry_t *e = realloc(l->e, nc * sizeof *e);
+        if (!e)
+            return -ENOMEM;
+        l->e = e;
+        *cap = nc;
+    }
+    if (l->nw + vec->n > *wcap) {
+        size_t nc = *wcap ? 2 * *wcap : 256;
+        while (nc < l->nw + vec->n)
+            nc *= 2;
+        nf_topic_weight_t *w = realloc(l->w, nc * sizeof *w);
+        if (!w)
+            return -ENOMEM;
+        l->w = w;
+        *wcap = nc;
+    }
+    l->e[l->n++] = (rentry_t){.id = id,
+                              .published_ms = published,
+                              .expires_ms = expires,
+                              .trend = trend,
+                              .off = (uint32_t)l->nw,
+                              .n = (uint16_t)vec->n};
+    memcpy(l->w + l->nw, vec->t, vec->n * sizeof *vec->t);
+    l->nw += vec->n;
+    return 0;
+}
+
+typedef struct rlist_scan {
+    rlist_t *l;
+    size_t cap, wcap;
+    int64_t now;
+    int err;
+} rlist_scan_t;
+
+static int rlist_cb(const void *k, size_t kl, const void *val, size_t vl, void *arg)
+{
+    rlist_scan_t *s = arg;
+    int64_t exp, pub;
+    nf_id128_t id;
+    nf_topic_vec_t vec;
+    if (nf_serve_recent_decode(k, kl, val, vl, &exp, &pub, &id, &vec) != 0)
+        return 0;
+    if (exp <= s->now)
+        return 1; /* newest first: every later entry was published earlier and expired too */
+    if ((s->err = rlist_add(s->l, &s->cap, &s->wcap, id, pub, exp, 0, &vec)) != 0)
+        return 1;
+    return s->l->n == FEED_PER_TOPIC;
+}
+
+/* A topic's recent articles (newest first, at most FEED_PER_TOPIC). 0 or < 0. */
+static int rlist_load_topic(nf_store_view_t *v, unsigned topic, int64_t now, rlist_t *l)
+{
+    unsigned char prefix[NF_SERVE_RECENT_PREFIX];
+    nf_serve_recent_prefix(topic, prefix);
+    rlist_scan_t s = {.l = l, .now = now};
+    int r = nf_store_view_scan_prefix(v, NF_KIND_TOPIC_RECENT, prefix, sizeof prefix, rlist_cb, &s);
+    return r < 0 ? r : s.err;
+}
+
+/* The trending window's articles (article ids only) with their topic vectors. */
+static int rlist_load_trending(const nf_query_t *q, nf_store_view_t *v, const trend_t *t,
+                               int64_t now, rlist_t *l, char *err, size_t errlen)
+{
+    size_t cap = 0, wcap = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (!t->hex[i])
+            continue;
+        nf_topic_vec_t vec;
+        int r = read_topics(q, v, t->aids[i], now, &vec, err, errlen);
+        if (r < 0)
+            return r;
+        if (r == 0)
+            vec.n = 0;
+        if (rlist_add(l, &cap, &wcap, t->aids[i], 0, 0, t->scores[i], &vec) != 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+typedef struct tpair {
+    nf_id128_t id;
+    size_t i;
+} tpair_t;
+
+static int tpair_cmp(const void *a, const void *b)
+{
+    const tpair_t *x = a, *y = b;
+    int d = id_cmp(x->id, y->id);
+    return d ? d : x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int tk_cmp(const void *a, const void *b)
+{
+    return id_cmp(*(const nf_id128_t *)a, *(const nf_id128_t *)b);
+}
+
+/* Under c->mu: the trending window, its look-up and its candidates, once per view. */
+static int vcache_trending(const nf_query_t *q, nf_store_view_t *v, vcache_t *c, int64_t now,
+                           char *err, size_t errlen)
+{
+    if (c->trend_loaded)
+        return 0;
+    int r = load_trending(v, &c->trend, err, errlen);
+    if (r == 0 && c->trend.n) {
+        /* sorted (id, index) pairs: the first listing of an id wins, as trend_score's scan */
+        size_t n = 0;
+        tpair_t *p = malloc(c->trend.n * sizeof *p);
+        c->tk = malloc(c->trend.n * sizeof *c->tk);
+        c->ts = malloc(c->trend.n * sizeof *c->ts);
+        if (!p || !c->tk || !c->ts)
+            r = -ENOMEM;
+        for (size_t i = 0; r == 0 && i < c->trend.n; i++)
+            if (c->trend.hex[i]) {
+                p[n].id = c->trend.aids[i];
+                p[n++].i = i;
+            }
+        if (r == 0) {
+            qsort(p, n, sizeof *p, tpair_cmp); /* equal ids: the earlier listing first */
+            for (size_t i = 0; i < n; i++) {
+                if (c->tn && tk_cmp(&c->tk[c->tn - 1], &p[i].id) == 0)
+                    continue;
+                c->tk[c->tn] = p[i].id;
+                c->ts[c->tn++] = c->trend.scores[p[i].i];
+            }
+        }
+        free(p);
+    }
+    if (r == 0)
+        r = rlist_load_trending(q, v, &c->trend, now, &c->trending, err, errlen);
+    if (r != 0) {
+        trend_free(&c->trend);
+        memset(&c->trend, 0, sizeof c->trend);
+        free(c->tk);
+        free(c->ts);
+        c->tk = NULL;
+        c->ts = NULL;
+        c->tn = 0;
+        rlist_free(&c->trending);
+        return r;
+    }
+    c->trend_loaded = true;
+    return 0;
+}
+
+/* An article's score in the trending window: a binary search of the sorted look-up. */
+static uint64_t vcache_trend_score(const vcache_t *c, nf_id128_t id)
+{
+    size_t lo = 0, hi = c->tn;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int d = tk_cmp(&c->tk[mid], &id);
+        if (d == 0)
+            return c->ts[mid];
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+/* Everything shown of an article but its score and vector: metadata, story root and size, made
+ * from the view. 0 or < 0 (err). */
+static int item_make(const nf_query_t *q, nf_store_view_t *v, uint64_t clock, nf_id128_t id,
+                     int64_t now, item_t *it, char *err, size_t errlen)
+{
+    memset(it, 0, sizeof *it);
+    it->id = id;
+    int rc = 0;
+    if (find_cluster(q, v, clock, id, &it->root, err, errlen) < 0)
+        return -EIO;
+    unsigned char key[KEY_LEN];
+    nf_kstate_encode_key(article_kg(q, id), id, key);
+    void *val = NULL;
+    size_t len = 0;
+    rc = nf_store_view_get(v, NF_KIND_ARTICLE_META, key, KEY_LEN, &val, &len, err, errlen);
+    if (rc < 0)
+        return rc;
+    cJSON *meta = NULL;
+    if (rc == 1 && len > EXPIRY_LEN && !expired(val, now)) {
+        it->expires_ms = (int64_t)nf_get_le64(val);
+        meta = cJSON_ParseWithLength((const char *)val + EXPIRY_LEN, len - EXPIRY_LEN);
+        if (!cJSON_IsObject(meta)) {
+            cJSON_Delete(meta);
+            meta = NULL;
+        }
+    }
+    free(val);
+    nf_kstate_encode_key(article_kg(q, it->root), it->root, key);
+    val = NULL;
+    rc = nf_store_view_get(v, NF_KIND_STORY, key, KEY_LEN, &val, &len, err, errlen);
+    if (rc < 0) {
+        cJSON_Delete(meta);
+        return rc;
+    }
+    it->size = 1;
+    if (rc == 1 && len == EXPIRY_LEN + 4 && !expired(val, now)) {
+        it->size = nf_get_le32((unsigned char *)val + EXPIRY_LEN);
+        int64_t e = (int64_t)nf_get_le64(val);
+        if (e && (!it->expires_ms || e < it->expires_ms))
+            it->expires_ms = e;
+    }
+    free(val);
+    it->published_ms = meta_published_ms(meta);
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "article_id");
+    put_id(&w, id);
+    put_meta_fields(&w, meta);
+    cJSON_Delete(meta);
+    if (w.failed) {
+        nf_jw_free(&w);
+        return -ENOMEM;
+    }
+    it->fraglen = w.len - 1; /* without the "{" */
+    it->frag = malloc(it->fraglen + 1);
+    if (!it->frag) {
+        nf_jw_free(&w);
+        return -ENOMEM;
+    }
+    memcpy(it->frag, w.buf + 1, it->fraglen + 1);
+    nf_jw_free(&w);
+    it->used = true;
+    return 0;
+}
+
+static size_t item_slot(nf_id128_t id)
+{
+    return (size_t)((id.hi ^ (id.lo * 0x9e3779b97f4a7c15ull)) >> 7) & (ITEMS_CAP - 1);
+}
+
+/* The article's item: from the cache when it has it (and it has not expired since), else made
+ * into tmp and kept when there is room; *out is the cache's or tmp (whose frag the caller then
+ * frees). */
+static int item_get(nf_query_t *q, nf_store_view_t *v, vcache_t *c, uint64_t clock, nf_id128_t id,
+                    int64_t now, item_t *tmp, const item_t **out, char *err, size_t errlen)
+{
+    size_t s = item_slot(id);
+    if (c) {
+        const item_t *hit = NULL;
+        pthread_mutex_lock(&c->mu);
+        for (size_t k = s; c->items[k].used; k = (k + 1) & (ITEMS_CAP - 1))
+            if (c->items[k].id.hi == id.hi && c->items[k].id.lo == id.lo) {
+                hit = &c->items[k];
+                break;
+            }
+        pthread_mutex_unlock(&c->mu);
+        if (hit && !(hit->expires_ms && hit->expires_ms <= now)) {
+            *out = hit;
+            return 0;
+        }
+    }
+    int r = item_make(q, v, clock, id, now, tmp, err, errlen);
+    if (r != 0)
+        return r;
+    *out = tmp;
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    if (c->nitems < ITEMS_CAP / 4 * 3) {
+        size_t k = s;
+        while (c->items[k].used && !(c->items[k].id.hi == id.hi && c->items[k].id.lo == id.lo))
+            k = (k + 1) & (ITEMS_CAP - 1);
+        if (!c->items[k].used) {
+            c->items[k] = *tmp;
+            c->nitems++;
+            vcache_grew(q, c, tmp->fraglen + 1);
+            *out = &c->items[k];
+            tmp->frag = NULL; /* the cache owns it */
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+typedef struct cand {
+    const rentry_t *e;
+    const nf_topic_weight_t *w; /* its vector (e->n weights) */
+    double score;
+    uint64_t trend;
+} cand_t;
+
+/* Best first: score, then the newer, then the smaller id (a total order: answers are stable;
+ * an article listed under two topics compares equal to itself). */
 static int cand_by_score(const void *a, const void *b)
 {
     const cand_t *x = a, *y = b;
     if (x->score != y->score)
         return x->score > y->score ? -1 : 1;
-    if (x->r.published_ms != y->r.published_ms)
-        return x->r.published_ms > y->r.published_ms ? -1 : 1;
-    return id_cmp(x->r.id, y->r.id);
+    if (x->e->published_ms != y->e->published_ms)
+        return x->e->published_ms > y->e->published_ms ? -1 : 1;
+    return id_cmp(x->e->id, y->e->id);
 }
 
-/* Candidates for an interested reader: the recent articles of its top topics, each once, scored
- * dot(interest, topics) * exp(-0.5 * hours since published) + 0.1 * trending score / 1000. */
-static int feed_candidates(nf_store_view_t *v, const interest_t *in, const trend_t *t, int64_t now,
-                           cand_t **out, size_t *nout)
+/* The best m of c[0..n) first, in order (a bounded heap: n log m, not n log n). */
+static void best_first(cand_t *c, size_t n, size_t m)
 {
-    unsigned top[FEED_TOPICS];
-    unsigned nt = top_topics(&in->vec, top);
-    cand_t *c = malloc(((size_t)nt * FEED_PER_TOPIC + 1) * sizeof *c);
-    recent_t *scratch = malloc(FEED_PER_TOPIC * sizeof *scratch);
-    size_t n = 0;
-    int r = c && scratch ? 0 : -ENOMEM;
-    for (unsigned k = 0; r == 0 && k < nt; k++) {
-        size_t m = 0;
-        r = scan_recent(v, top[k], now, scratch, FEED_PER_TOPIC, &m);
-        for (size_t i = 0; r == 0 && i < m; i++)
-            c[n++].r = scratch[i];
+    if (n <= m) {
+        qsort(c, n, sizeof *c, cand_by_score);
+        return;
     }
-    free(scratch);
-    if (r != 0) {
-        free(c);
+    /* c[0..m) is a heap whose root is the worst of the best m so far */
+    for (size_t i = m / 2; i-- > 0;)
+        for (size_t k = i;;) {
+            size_t l = 2 * k + 1, r = l + 1, w = k;
+            if (l < m && cand_by_score(&c[l], &c[w]) > 0)
+                w = l;
+            if (r < m && cand_by_score(&c[r], &c[w]) > 0)
+                w = r;
+            if (w == k)
+                break;
+            cand_t t = c[k];
+            c[k] = c[w];
+            c[w] = t;
+            k = w;
+        }
+    for (size_t i = m; i < n; i++) {
+        if (cand_by_score(&c[i], &c[0]) >= 0)
+            continue;
+        cand_t t = c[0];
+        c[0] = c[i];
+        c[i] = t;
+        for (size_t k = 0;;) {
+            size_t l = 2 * k + 1, r = l + 1, w = k;
+            if (l < m && cand_by_score(&c[l], &c[w]) > 0)
+                w = l;
+            if (r < m && cand_by_score(&c[r], &c[w]) > 0)
+                w = r;
+            if (w == k)
+                break;
+            cand_t x = c[k];
+            c[k] = c[w];
+            c[w] = x;
+            k = w;
+        }
+    }
+    qsort(c, m, sizeof *c, cand_by_score);
+}
+
+/* The lists a feed draws from: the view cache's (loaded on first use), or loaded for this
+ * request alone (own[], freed by the caller) when there is no cache. */
+static int feed_list(nf_query_t *q, nf_store_view_t *v, vcache_t *c, unsigned topic, int64_t now,
+                     rlist_t *own, const rlist_t **out)
+{
+    if (!c) {
+        int r = rlist_load_topic(v, topic, now, own);
+        *out = own;
         return r;
     }
-    qsort(c, n, sizeof *c, cand_by_id);
-    size_t u = 0;
-    for (size_t i = 0; i < n; i++)
-        if (u == 0 || id_cmp(c[u - 1].r.id, c[i].r.id) != 0)
-            c[u++] = c[i];
-    double dense[NF_TOPICS_MAX] = {0};
-    for (uint32_t i = 0; i < in->vec.n; i++)
-        dense[in->vec.t[i].topic] = in->vec.t[i].weight;
-    for (size_t i = 0; i < u; i++) {
-        double dot = 0;
-        for (uint32_t k = 0; k < c[i].r.vec.n; k++)
-            dot += dense[c[i].r.vec.t[k].topic] * c[i].r.vec.t[k].weight;
-        int64_t age = now - c[i].r.published_ms;
-        double hours = (double)(age > 0 ? age : 0) / 3600000.0;
-        c[i].trend = trend_score(t, c[i].r.id);
-        c[i].score = dot * exp(-0.5 * hours) + 0.1 * (double)c[i].trend / 1000.0;
-    }
-    qsort(c, u, sizeof *c, cand_by_score);
-    *out = c;
-    *nout = u;
-    return 0;
-}
-
-/* Candidates for a cold or unknown reader: the trending window's articles, in its order. */
-static int trending_candidates(const nf_query_t *q, nf_store_view_t *v, const trend_t *t,
-                               int64_t now, cand_t **out, size_t *nout, char *err, size_t errlen)
-{
-    cand_t *c = calloc(t->n + 1, sizeof *c);
-    if (!c)
-        return -ENOMEM;
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        if (!t->hex[i])
-            continue;
-        cand_t *x = &c[n++];
-        x->r.id = t->aids[i];
-        x->trend = t->scores[i];
-        x->score = (double)t->scores[i];
-        int r = read_topics(q, v, x->r.id, now, &x->r.vec, err, errlen);
-        if (r < 0) {
-            free(c);
-            return r;
+    pthread_mutex_lock(&c->mu);
+    rlist_t *l = &c->topics[topic];
+    int r = 0;
+    if (!l->loaded) {
+        r = rlist_load_topic(v, topic, now, l);
+        if (r == 0) {
+            l->loaded = true;
+            vcache_grew(q, c, l->n * sizeof *l->e + l->nw * sizeof *l->w);
+        } else {
+            rlist_free(l);
         }
-        if (r == 0)
-            x->r.vec.n = 0;
-        x->r.published_ms = 0;
     }
-    *out = c;
-    *nout = n;
-    return 0;
+    pthread_mutex_unlock(&c->mu);
+    *out = l;
+    return r;
 }
 
 static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_admin_req_t *req,
@@ -931,30 +1348,116 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     char err[256] = "";
     interest_t in;
     int ri = find_interest(q, v, user, &in, err, sizeof err);
-    trend_t t;
-    int rt = ri < 0 ? 0 : load_trending(v, &t, err, sizeof err);
-    if (ri < 0 || rt < 0) {
-        if (ri >= 0)
-            trend_free(&t);
-        return ri == -ENOMEM || rt == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
-                                              : store_failed(err, body, len);
-    }
+    if (ri < 0)
+        return ri == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
+                             : store_failed(err, body, len);
     int64_t now = now_ms();
+    vcache_t *vc = vcache_get(q, v);
+    vcache_t solo; /* no cache (an older view): this request's own */
+    vcache_t *c = vc;
+    if (!c) {
+        memset(&solo, 0, sizeof solo);
+        pthread_mutex_init(&solo.mu, NULL);
+        c = &solo;
+    }
+    pthread_mutex_lock(&c->mu);
+    int r = vcache_trending(q, v, c, now, err, sizeof err);
+    if (r == 0 && !c->clock_loaded) {
+        c->clock = cluster_clock(v);
+        c->clock_loaded = true;
+    }
+    pthread_mutex_unlock(&c->mu);
     unsigned top[FEED_TOPICS];
     unsigned nt = ri == 1 ? top_topics(&in.vec, top) : 0;
-    cand_t *c = NULL;
-    size_t n = 0;
-    int r = nt ? feed_candidates(v, &in, &t, now, &c, &n)
-               : trending_candidates(q, v, &t, now, &c, &n, err, sizeof err);
-    nf_id128_t *roots = malloc((limit + 1) * sizeof *roots);
-    int status;
-    if (r == -ENOMEM || !roots) {
-        status = fail(503, "out of memory", NULL, body, len);
+    rlist_t own[FEED_TOPICS];
+    memset(own, 0, sizeof own);
+    const rlist_t *lists[FEED_TOPICS + 1];
+    size_t nl = 0, total = 0;
+    if (r == 0 && !nt) {
+        lists[nl++] = &c->trending;
+        total = c->trending.n;
+    }
+    for (unsigned k = 0; r == 0 && k < nt; k++) {
+        r = feed_list(q, v, vc, top[k], now, &own[k], &lists[nl]);
+        total += lists[nl++]->n;
+    }
+    cand_t *cand = r == 0 ? malloc((total + 1) * sizeof *cand) : NULL;
+    const item_t **chosen = r == 0 ? malloc((limit + 1) * sizeof *chosen) : NULL;
+    item_t *tmp = r == 0 ? calloc(limit + 1, sizeof *tmp) : NULL;
+    cand_t **chosen_c = r == 0 ? malloc((limit + 1) * sizeof *chosen_c) : NULL;
+    int status = 0;
+    if (r == 0 && (!cand || !chosen || !tmp || !chosen_c))
+        r = -ENOMEM;
+    if (r != 0) {
+        status = r == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
+                              : store_failed(err[0] ? err : "a scan of the recent articles failed",
+                                             body, len);
         goto out;
     }
-    if (r < 0) {
-        status = store_failed(err[0] ? err : "a scan of the recent articles failed", body, len);
-        goto out;
+    /* score every live candidate */
+    double dense[NF_TOPICS_MAX] = {0};
+    for (uint32_t i = 0; nt && i < in.vec.n; i++)
+        dense[in.vec.t[i].topic] = in.vec.t[i].weight;
+    size_t n = 0;
+    for (size_t k = 0; k < nl; k++)
+        for (size_t i = 0; i < lists[k]->n; i++) {
+            const rentry_t *e = &lists[k]->e[i];
+            if (e->expires_ms && e->expires_ms <= now)
+                break; /* newest first: the rest expired too */
+            cand_t *x = &cand[n++];
+            x->e = e;
+            x->w = lists[k]->w + e->off;
+            if (!nt) { /* a cold reader: the trending window's order */
+                x->trend = e->trend;
+                x->score = (double)e->trend;
+                continue;
+            }
+            double dot = 0;
+            for (uint16_t j = 0; j < e->n; j++)
+                dot += dense[x->w[j].topic] * x->w[j].weight;
+            int64_t age = now - e->published_ms;
+            double hours = (double)(age > 0 ? age : 0) / 3600000.0;
+            x->trend = vcache_trend_score(c, e->id);
+            x->score = dot * exp(-0.5 * hours) + 0.1 * (double)x->trend / 1000.0;
+        }
+    /* the best first, one per story: a bounded selection, the whole sort only if stories and
+     * repeated articles used up the selection before the limit */
+    size_t m = (size_t)limit * 4 + 16, shown = 0, ntmp = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && (shown == limit || m >= n))
+            break;
+        if (pass == 1)
+            m = n;
+        best_first(cand, n, m < n ? m : n);
+        for (size_t i = 0; i < ntmp; i++)
+            free(tmp[i].frag);
+        shown = ntmp = 0;
+        for (size_t i = 0; i < (m < n ? m : n) && shown < limit; i++) {
+            if (i && id_cmp(cand[i].e->id, cand[i - 1].e->id) == 0 &&
+                cand[i].score == cand[i - 1].score)
+                continue; /* the same article under another topic */
+            const item_t *it = NULL;
+            r = item_get(q, v, vc, c->clock, cand[i].e->id, now, &tmp[ntmp], &it, err, sizeof err);
+            if (r != 0) {
+                status = r == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
+                                      : store_failed(err, body, len);
+                goto out;
+            }
+            bool seen = false;
+            for (size_t k = 0; k < shown && !seen; k++)
+                seen = id_cmp(chosen[k]->root, it->root) == 0;
+            if (seen) { /* one article per story: the best of each */
+                if (it == &tmp[ntmp]) {
+                    free(tmp[ntmp].frag);
+                    tmp[ntmp].frag = NULL;
+                }
+                continue;
+            }
+            if (it == &tmp[ntmp])
+                ntmp++;
+            chosen_c[shown] = &cand[i];
+            chosen[shown++] = it;
+        }
     }
     nf_jw_t w;
     open_answer(&w, v);
@@ -965,7 +1468,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     nf_jw_key(&w, "ranked_at_ms");
     nf_jw_i64(&w, now);
     nf_jw_key(&w, "window_end");
-    nf_jw_str(&w, t.window_end);
+    nf_jw_str(&w, c->trend.window_end);
     nf_jw_key(&w, "top_topics");
     nf_jw_arr_open(&w);
     for (unsigned k = 0; k < nt; k++) {
@@ -975,61 +1478,52 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     nf_jw_arr_close(&w);
     nf_jw_key(&w, "items");
     nf_jw_arr_open(&w);
-    uint64_t clock = cluster_clock(v);
-    unsigned shown = 0;
-    for (size_t i = 0; i < n && shown < limit; i++) {
-        nf_id128_t root;
-        int rc = 0;
-        cJSON *meta = NULL;
-        if (find_cluster(q, v, clock, c[i].r.id, &root, err, sizeof err) < 0 ||
-            (meta = read_meta(q, v, c[i].r.id, now, &rc, err, sizeof err), rc < 0)) {
-            nf_jw_free(&w);
-            status = store_failed(err, body, len);
-            goto out;
-        }
-        bool seen = false;
-        for (unsigned k = 0; k < shown && !seen; k++)
-            seen = id_cmp(roots[k], root) == 0;
-        if (seen) { /* one article per story: the best of each */
-            cJSON_Delete(meta);
-            continue;
-        }
-        roots[shown++] = root;
-        if (!c[i].r.published_ms) /* a trending candidate: its time from its metadata */
-            c[i].r.published_ms = meta_published_ms(meta);
+    for (size_t i = 0; i < shown; i++) {
+        const cand_t *x = chosen_c[i];
+        const item_t *it = chosen[i];
         nf_jw_elem(&w);
         nf_jw_obj_open(&w);
-        put_recent_item(q, &w, &c[i].r, meta);
-        cJSON_Delete(meta);
+        nf_jw_raw(&w, it->frag, it->fraglen);
+        w.first = false;
+        nf_jw_key(&w, "published_ms");
+        nf_jw_i64(&w, x->e->published_ms ? x->e->published_ms : it->published_ms);
+        nf_jw_key(&w, "topics");
+        nf_topic_vec_t vec = {.n = x->e->n};
+        memcpy(vec.t, x->w, x->e->n * sizeof *x->w);
+        put_vector(q, &w, &vec);
         nf_jw_key(&w, "score");
-        nf_jw_unit(&w, c[i].score);
+        nf_jw_unit(&w, x->score);
         nf_jw_key(&w, "trending_score");
-        nf_jw_u64(&w, c[i].trend);
+        nf_jw_u64(&w, x->trend);
         nf_jw_key(&w, "cluster_id");
-        put_id(&w, root);
-        uint32_t size = 1;
-        if (story_size(q, v, root, now, &size, err, sizeof err) < 0) {
-            nf_jw_free(&w);
-            status = store_failed(err, body, len);
-            goto out;
-        }
+        put_id(&w, it->root);
         nf_jw_key(&w, "cluster_size");
-        nf_jw_u64(&w, size);
+        nf_jw_u64(&w, it->size);
         nf_jw_obj_close(&w);
     }
     nf_jw_arr_close(&w);
     nf_jw_obj_close(&w);
     status = finish(&w, 200, body, len);
 out:
-    free(roots);
-    free(c);
-    trend_free(&t);
+    for (size_t i = 0; tmp && i < limit + 1; i++)
+        free(tmp[i].frag);
+    free(tmp);
+    free(chosen);
+    free(chosen_c);
+    free(cand);
+    for (unsigned k = 0; k < FEED_TOPICS; k++)
+        rlist_free(&own[k]);
+    if (c == &solo) {
+        trend_free(&solo.trend);
+        free(solo.tk);
+        free(solo.ts);
+        rlist_free(&solo.trending);
+        pthread_mutex_destroy(&solo.mu);
+    }
+    vcache_put(q, vc);
     return status;
 }
 
-/* -------------------------------------------------------------------------------- routes */
-
-/* The taxonomy's topics (configuration, not state: no view, no epoch). */
 static int route_topics(const nf_query_t *q, char **body, size_t *len)
 {
     nf_jw_t w;
