@@ -438,92 +438,12 @@ static int load_trending(nf_store_view_t *v, trend_t *t, char *err, size_t errle
     return 0;
 }
 
-static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req, char **body,
-                          size_t *len)
-{
-    unsigned limit;
-    if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
-        return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
-    const char *topic = nf_admin_req_arg(req, "topic");
-    int ti = -1;
-    if (topic && (ti = topic_index(q, topic)) < 0)
-        return bad_topic(q, topic, body, len);
-
-    char err[256] = "";
-    trend_t t;
-    int r = load_trending(v, &t, err, sizeof err);
-    size_t cap = t.n ? t.n : 1;
-    unsigned char *keys = malloc(cap * KEY_LEN);
-    void **vals = calloc(cap, sizeof *vals);
-    size_t *lens = calloc(cap, sizeof *lens);
-    int status;
-    if (r == -ENOMEM || !keys || !vals || !lens) {
-        status = fail(503, "out of memory", NULL, body, len);
-        goto out;
-    }
-    for (size_t i = 0; r == 0 && i < t.n; i++)
-        nf_kstate_encode_key(article_kg(q, t.aids[i]), t.aids[i], keys + KEY_LEN * i);
-    if (r < 0 || nf_store_view_multi_get(v, NF_KIND_ARTICLE_TOPICS, t.n, keys, KEY_LEN, vals, lens,
-                                         err, sizeof err) != 0) {
-        status = store_failed(err, body, len);
-        goto out;
-    }
-    nf_jw_t w;
-    open_answer(&w, v);
-    nf_jw_key(&w, "window_start");
-    nf_jw_str(&w, t.window_start);
-    nf_jw_key(&w, "window_end");
-    nf_jw_str(&w, t.window_end);
-    nf_jw_key(&w, "topic");
-    nf_jw_str(&w, topic);
-    nf_jw_key(&w, "items");
-    nf_jw_arr_open(&w);
-    int64_t now = now_ms();
-    unsigned shown = 0;
-    for (size_t i = 0; i < t.n && shown < limit; i++) {
-        const unsigned char *x = vals[i];
-        nf_topic_vec_t vec;
-        bool known = t.hex[i] && x && lens[i] >= EXPIRY_LEN && !expired(x, now) &&
-                     nf_interest_topics_decode(x + EXPIRY_LEN, lens[i] - EXPIRY_LEN, &vec) == 0;
-        if (ti >= 0) {
-            bool has = false;
-            for (uint32_t k = 0; known && k < vec.n && !has; k++)
-                has = vec.t[k].topic == (unsigned)ti && vec.t[k].weight > 0;
-            if (!has)
-                continue;
-        }
-        nf_jw_elem(&w);
-        nf_jw_obj_open(&w);
-        nf_jw_key(&w, "article_id");
-        nf_jw_str(&w, t.ids[i]);
-        nf_jw_key(&w, "score");
-        nf_jw_u64(&w, t.scores[i]);
-        nf_jw_key(&w, "topics");
-        if (known)
-            put_vector(q, &w, &vec);
-        else
-            nf_jw_null(&w);
-        nf_jw_obj_close(&w);
-        shown++;
-    }
-    nf_jw_arr_close(&w);
-    nf_jw_obj_close(&w);
-    status = finish(&w, 200, body, len);
-out:
-    for (size_t i = 0; vals && i < t.n; i++)
-        free(vals[i]);
-    free(vals);
-    free(lens);
-    free(keys);
-    trend_free(&t);
-    return status;
-}
-
 /* ------------------------------------------------------------------------ shared reads */
 
-/* The article's committed topic vector: 1 (found, *vec), 0 (absent or expired), < 0 (read). */
+/* The article's committed topic vector: 1 (found, *vec; its expiry in *expires when not NULL,
+ * 0 = never), 0 (absent or expired), < 0 (read). */
 static int read_topics(const nf_query_t *q, nf_store_view_t *v, nf_id128_t id, int64_t now,
-                       nf_topic_vec_t *vec, char *err, size_t errlen)
+                       nf_topic_vec_t *vec, int64_t *expires, char *err, size_t errlen)
 {
     unsigned char key[KEY_LEN];
     nf_kstate_encode_key(article_kg(q, id), id, key);
@@ -536,6 +456,8 @@ static int read_topics(const nf_query_t *q, nf_store_view_t *v, nf_id128_t id, i
                                               vec) == 0
                 ? 1
                 : 0;
+    if (r == 1 && expires)
+        *expires = (int64_t)nf_get_le64(val);
     free(val);
     return r;
 }
@@ -675,7 +597,7 @@ static int route_article(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char 
                     "its retention)",
                     "article_id", body, len);
     nf_topic_vec_t vec;
-    int tr = read_topics(q, v, id, now, &vec, err, sizeof err);
+    int tr = read_topics(q, v, id, now, &vec, NULL, err, sizeof err);
     nf_id128_t root;
     uint32_t size = 1;
     int cr = tr < 0 ? tr : find_cluster(q, v, cluster_clock(v), id, &root, err, sizeof err);
@@ -843,6 +765,7 @@ typedef struct rentry {
     uint64_t trend;       /* a trending candidate's score */
     uint32_t off;         /* its topic vector: the list's w[off .. off + n) */
     uint16_t n;
+    bool known; /* a trending candidate: it has a vector (expiring at expires_ms) */
 } rentry_t;
 
 typedef struct rlist {
@@ -1031,7 +954,8 @@ static int rlist_load_topic(nf_store_view_t *v, unsigned topic, int64_t now, rli
     return r < 0 ? r : s.err;
 }
 
-/* The trending window's articles (article ids only) with their topic vectors. */
+/* The trending window's articles (article ids only, in its order) with their topic vectors
+ * (known: one was found; expires_ms: the vector's expiry). */
 static int rlist_load_trending(const nf_query_t *q, nf_store_view_t *v, const trend_t *t,
                                int64_t now, rlist_t *l, char *err, size_t errlen)
 {
@@ -1040,13 +964,15 @@ static int rlist_load_trending(const nf_query_t *q, nf_store_view_t *v, const tr
         if (!t->hex[i])
             continue;
         nf_topic_vec_t vec;
-        int r = read_topics(q, v, t->aids[i], now, &vec, err, errlen);
+        int64_t exp = 0;
+        int r = read_topics(q, v, t->aids[i], now, &vec, &exp, err, errlen);
         if (r < 0)
             return r;
         if (r == 0)
             vec.n = 0;
-        if (rlist_add(l, &cap, &wcap, t->aids[i], 0, 0, t->scores[i], &vec) != 0)
+        if (rlist_add(l, &cap, &wcap, t->aids[i], 0, exp, t->scores[i], &vec) != 0)
             return -ENOMEM;
+        l->e[l->n - 1].known = r == 1;
     }
     return 0;
 }
@@ -1248,9 +1174,44 @@ static int item_get(nf_query_t *q, nf_store_view_t *v, vcache_t *c, uint64_t clo
     return 0;
 }
 
+/* The latest view's cache (*vc, referenced) or, for a request on an older view, *solo (*vc
+ * NULL); *c is the one to use, with the trending window and the cluster clock loaded. 0 or < 0
+ * (err); vcache_done releases it either way. */
+static int vcache_open(nf_query_t *q, nf_store_view_t *v, int64_t now, vcache_t *solo,
+                       vcache_t **vc, vcache_t **c, char *err, size_t errlen)
+{
+    *c = *vc = vcache_get(q, v);
+    if (!*c) {
+        memset(solo, 0, sizeof *solo);
+        pthread_mutex_init(&solo->mu, NULL);
+        *c = solo;
+    }
+    pthread_mutex_lock(&(*c)->mu);
+    int r = vcache_trending(q, v, *c, now, err, errlen);
+    if (r == 0 && !(*c)->clock_loaded) {
+        (*c)->clock = cluster_clock(v);
+        (*c)->clock_loaded = true;
+    }
+    pthread_mutex_unlock(&(*c)->mu);
+    return r;
+}
+
+static void vcache_done(nf_query_t *q, vcache_t *vc, vcache_t *c, vcache_t *solo)
+{
+    if (c == solo) {
+        trend_free(&solo->trend);
+        free(solo->tk);
+        free(solo->ts);
+        rlist_free(&solo->trending);
+        pthread_mutex_destroy(&solo->mu);
+    }
+    vcache_put(q, vc);
+}
+
 typedef struct cand {
     const rentry_t *e;
-    const nf_topic_weight_t *w; /* its vector (e->n weights) */
+    const nf_topic_weight_t *w; /* its vector (nw weights) */
+    uint32_t nw;
     double score;
     uint64_t trend;
 } cand_t;
@@ -1339,6 +1300,72 @@ static int feed_list(nf_query_t *q, nf_store_view_t *v, vcache_t *c, unsigned to
     return r;
 }
 
+static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req, char **body,
+                          size_t *len)
+{
+    unsigned limit;
+    if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
+        return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
+    const char *topic = nf_admin_req_arg(req, "topic");
+    int ti = -1;
+    if (topic && (ti = topic_index(q, topic)) < 0)
+        return bad_topic(q, topic, body, len);
+    char err[256] = "";
+    int64_t now = now_ms();
+    vcache_t solo, *vc, *c;
+    int r = vcache_open(q, v, now, &solo, &vc, &c, err, sizeof err);
+    if (r != 0) {
+        vcache_done(q, vc, c, &solo);
+        return r == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
+                            : store_failed(err, body, len);
+    }
+    const trend_t *t = &c->trend;
+    nf_jw_t w;
+    open_answer(&w, v);
+    nf_jw_key(&w, "window_start");
+    nf_jw_str(&w, t->window_start);
+    nf_jw_key(&w, "window_end");
+    nf_jw_str(&w, t->window_end);
+    nf_jw_key(&w, "topic");
+    nf_jw_str(&w, topic);
+    nf_jw_key(&w, "items");
+    nf_jw_arr_open(&w);
+    unsigned shown = 0;
+    size_t j = 0; /* c->trending holds the window's article ids, in its order */
+    for (size_t i = 0; i < t->n && shown < limit; i++) {
+        const rentry_t *e = t->hex[i] && j < c->trending.n ? &c->trending.e[j++] : NULL;
+        bool known = e && e->known && !(e->expires_ms && e->expires_ms <= now);
+        const nf_topic_weight_t *vw = known ? c->trending.w + e->off : NULL;
+        if (ti >= 0) {
+            bool has = false;
+            for (uint32_t k = 0; known && k < e->n && !has; k++)
+                has = vw[k].topic == (unsigned)ti && vw[k].weight > 0;
+            if (!has)
+                continue;
+        }
+        nf_jw_elem(&w);
+        nf_jw_obj_open(&w);
+        nf_jw_key(&w, "article_id");
+        nf_jw_str(&w, t->ids[i]);
+        nf_jw_key(&w, "score");
+        nf_jw_u64(&w, t->scores[i]);
+        nf_jw_key(&w, "topics");
+        if (known) {
+            nf_topic_vec_t vec = {.n = e->n};
+            memcpy(vec.t, vw, e->n * sizeof *vw);
+            put_vector(q, &w, &vec);
+        } else {
+            nf_jw_null(&w);
+        }
+        nf_jw_obj_close(&w);
+        shown++;
+    }
+    nf_jw_arr_close(&w);
+    nf_jw_obj_close(&w);
+    vcache_done(q, vc, c, &solo);
+    return finish(&w, 200, body, len);
+}
+
 static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_admin_req_t *req,
                       char **body, size_t *len)
 {
@@ -1352,21 +1379,8 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         return ri == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
                              : store_failed(err, body, len);
     int64_t now = now_ms();
-    vcache_t *vc = vcache_get(q, v);
-    vcache_t solo; /* no cache (an older view): this request's own */
-    vcache_t *c = vc;
-    if (!c) {
-        memset(&solo, 0, sizeof solo);
-        pthread_mutex_init(&solo.mu, NULL);
-        c = &solo;
-    }
-    pthread_mutex_lock(&c->mu);
-    int r = vcache_trending(q, v, c, now, err, sizeof err);
-    if (r == 0 && !c->clock_loaded) {
-        c->clock = cluster_clock(v);
-        c->clock_loaded = true;
-    }
-    pthread_mutex_unlock(&c->mu);
+    vcache_t solo, *vc, *c;
+    int r = vcache_open(q, v, now, &solo, &vc, &c, err, sizeof err);
     unsigned top[FEED_TOPICS];
     unsigned nt = ri == 1 ? top_topics(&in.vec, top) : 0;
     rlist_t own[FEED_TOPICS];
@@ -1402,18 +1416,20 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     for (size_t k = 0; k < nl; k++)
         for (size_t i = 0; i < lists[k]->n; i++) {
             const rentry_t *e = &lists[k]->e[i];
-            if (e->expires_ms && e->expires_ms <= now)
+            bool gone = e->expires_ms && e->expires_ms <= now;
+            if (gone && nt)
                 break; /* newest first: the rest expired too */
             cand_t *x = &cand[n++];
             x->e = e;
             x->w = lists[k]->w + e->off;
-            if (!nt) { /* a cold reader: the trending window's order */
+            x->nw = gone ? 0 : e->n; /* a trending article's vector expired since: none */
+            if (!nt) {               /* a cold reader: the trending window's order */
                 x->trend = e->trend;
                 x->score = (double)e->trend;
                 continue;
             }
             double dot = 0;
-            for (uint16_t j = 0; j < e->n; j++)
+            for (uint32_t j = 0; j < x->nw; j++)
                 dot += dense[x->w[j].topic] * x->w[j].weight;
             int64_t age = now - e->published_ms;
             double hours = (double)(age > 0 ? age : 0) / 3600000.0;
@@ -1488,8 +1504,8 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         nf_jw_key(&w, "published_ms");
         nf_jw_i64(&w, x->e->published_ms ? x->e->published_ms : it->published_ms);
         nf_jw_key(&w, "topics");
-        nf_topic_vec_t vec = {.n = x->e->n};
-        memcpy(vec.t, x->w, x->e->n * sizeof *x->w);
+        nf_topic_vec_t vec = {.n = x->nw};
+        memcpy(vec.t, x->w, x->nw * sizeof *x->w);
         put_vector(q, &w, &vec);
         nf_jw_key(&w, "score");
         nf_jw_unit(&w, x->score);
@@ -1513,14 +1529,7 @@ out:
     free(cand);
     for (unsigned k = 0; k < FEED_TOPICS; k++)
         rlist_free(&own[k]);
-    if (c == &solo) {
-        trend_free(&solo.trend);
-        free(solo.tk);
-        free(solo.ts);
-        rlist_free(&solo.trending);
-        pthread_mutex_destroy(&solo.mu);
-    }
-    vcache_put(q, vc);
+    vcache_done(q, vc, c, &solo);
     return status;
 }
 
