@@ -15,14 +15,17 @@
 # JSON lines go to perf/results/query-<date>-<time>.jsonl too. Nothing is judged.
 #
 #   perf/run_query.sh [--quick] [--rate R] [--users U] [--articles N] [--conns C] [--seconds S]
-# --quick: 5 s runs at 20,000 events/s (about a minute). Default: 20 s at 100,000 events/s.
+# --quick: 5 s runs (about a minute). Default: 20 s runs. Both at 20,000 events/s: the embedded
+# mock cluster keeps a few MB per partition, and at 100,000 events/s it truncates its log faster
+# than the job reads it (offset resets, nothing ingested) — the issue's 100,000 needs Apache
+# Kafka and a producer outside the job, which this script does not drive yet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B="${NF_PERF_BUILD_DIR:-build-perf}"
-rate=100000 users=100000 articles=2000 conns=32 seconds=20
+rate=20000 users=100000 articles=2000 conns=32 seconds=20
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) rate=20000 seconds=5; shift ;;
+    --quick) seconds=5; shift ;;
     --rate) rate="$2"; shift 2 ;;
     --users) users="$2"; shift 2 ;;
     --articles) articles="$2"; shift 2 ;;
@@ -58,11 +61,21 @@ python3 tests/integration/feed_model.py gen "$tmp/feeds" "$articles" config/taxo
   2>"$tmp/job.err" &
 job=$!
 base="http://127.0.0.1:$port"
+interested=""
 for _ in $(seq 300); do
-  if curl -fs "$base/v1/feed/demo-user-0" 2>/dev/null | grep '"source":"interest"' >/dev/null; then break; fi
+  if curl -fs "$base/v1/feed/demo-user-0" 2>/dev/null | grep '"source":"interest"' >/dev/null; then
+    interested=1
+    break
+  fi
   kill -0 "$job" 2>/dev/null || { tail -5 "$tmp/job.err" >&2; exit 1; }
   sleep 0.2
 done
+if [ -z "$interested" ]; then
+  echo "run_query.sh: after 60 s demo-user-0 still has no interest vector: the job is not ingesting" \
+    "(the embedded mock truncates its log under too high a --rate: see $tmp/job.err)" >&2
+  grep -m3 'Offset out of range' "$tmp/job.err" >&2 || true
+  exit 1
+fi
 sleep 3 # past the first epochs
 events() { curl -fs "$base/metrics" | awk '/^newsflow_read_events_total[ {]/ {s += $NF} END {printf "%d", s}'; }
 ncpu=$(nproc)
