@@ -17,34 +17,40 @@
 #   perf/run_query.sh [--quick] [--rate R] [--users U] [--articles N] [--conns C] [--seconds S]
 # --quick: 5 s runs (about a minute). Default: 20 s runs. Both at 20,000 events/s: the embedded
 # mock cluster keeps a few MB per partition, and at 100,000 events/s it truncates its log faster
-# than the job reads it (offset resets, nothing ingested) — the issue's 100,000 needs Apache
-# Kafka and a producer outside the job, which this script does not drive yet.
+# than the job reads it (offset resets, nothing ingested).
+# --kafka: the issue's setting instead — Apache Kafka (scripts/kafka.sh, a private directory and
+# port, stopped by pid at the end), the job on it (kafka.assignment=all), and the read events
+# produced from outside by perf/kafka/bench_e2e at --rate (default then 100,000/s) from readers
+# u0 .. u(USERS-1) over the articles the job committed; wrk runs while it produces.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B="${NF_PERF_BUILD_DIR:-build-perf}"
-rate=20000 users=100000 articles=2000 conns=32 seconds=20
+rate="" users=100000 articles=2000 conns=32 seconds=20 kafka=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) seconds=5; shift ;;
+    --kafka) kafka=1; shift ;;
     --rate) rate="$2"; shift 2 ;;
     --users) users="$2"; shift 2 ;;
     --articles) articles="$2"; shift 2 ;;
     --conns) conns="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
-    *) echo "usage: perf/run_query.sh [--quick] [--rate R] [--users U] [--articles N] [--conns C] [--seconds S]" >&2; exit 2 ;;
+    *) echo "usage: perf/run_query.sh [--quick] [--kafka] [--rate R] [--users U] [--articles N] [--conns C] [--seconds S]" >&2; exit 2 ;;
   esac
 done
+[ -n "$rate" ] || rate=$([ -n "$kafka" ] && echo 100000 || echo 20000)
 for tool in wrk redis-server redis-benchmark redis-cli; do
   command -v "$tool" >/dev/null || { echo "run_query.sh: $tool missing (scripts/deps.sh installs it)" >&2; exit 1; }
 done
 [ -f "$B/CMakeCache.txt" ] || cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DNF_BENCH=ON >&2
-cmake --build "$B" -j "$(nproc)" --target newsflow >&2
-
+cmake --build "$B" -j "$(nproc)" --target newsflow $([ -n "$kafka" ] && echo bench_e2e) >&2
 tmp=$(mktemp -d)
-job="" redis=""
+job="" redis="" e2e="" kdir=""
 cleanup() {
+  [ -n "$e2e" ] && kill "$e2e" 2>/dev/null && wait "$e2e" 2>/dev/null
   [ -n "$job" ] && kill "$job" 2>/dev/null && wait "$job" 2>/dev/null
   [ -n "$redis" ] && kill "$redis" 2>/dev/null && wait "$redis" 2>/dev/null
+  [ -n "$kdir" ] && bash scripts/kafka.sh stop --dir "$kdir" >/dev/null 2>&1
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -55,15 +61,34 @@ out="perf/results/query-$(date -u +%Y%m%d-%H%M%S).jsonl"
 emit() { echo "$1" | tee -a "$out"; }
 
 python3 tests/integration/feed_model.py gen "$tmp/feeds" "$articles" config/taxonomy.json
+kset=(--set demo.read_events_per_s="$rate" --set demo.users="$users")
+reader=demo-user-
+if [ -n "$kafka" ]; then
+  kdir="$tmp/kafka"
+  kport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  brokers=$(bash scripts/kafka.sh start --fresh --dir "$kdir" --port "$kport" --heap 1024 \
+    2>"$tmp/kafka-start.log" | tail -1) || { cat "$tmp/kafka-start.log" >&2; exit 1; }
+  prefix="query$$."
+  "$B/newsflow" topics create --set kafka.brokers="$brokers" --set kafka.topic_prefix="$prefix" \
+    --partitions 4 >"$tmp/topics.log" 2>&1 || { cat "$tmp/topics.log" >&2; exit 1; }
+  sleep 3 # the new topics' leaders
+  kset=(--set kafka.brokers="$brokers" --set kafka.topic_prefix="$prefix" --set kafka.assignment=all
+    --set demo.read_events_per_s=0)
+  reader=u
+fi
 "$B/newsflow" run --config config/newsflow.json --set sources.file="$tmp/feeds/sources.txt" \
-  --set state.dir="$tmp/state" --set admin.port="$port" --set sink.spec=none \
-  --set demo.read_events_per_s="$rate" --set demo.users="$users" --set log.level=warn \
-  2>"$tmp/job.err" &
+  --set state.dir="$tmp/state" --set admin.port="$port" --set sink.spec=none "${kset[@]}" \
+  --set log.level=warn 2>"$tmp/job.err" &
 job=$!
 base="http://127.0.0.1:$port"
+if [ -n "$kafka" ]; then # the producer: it reads back the articles the job committed first
+  "$B/perf/bench_e2e" --brokers "$brokers" --prefix "$prefix" --rate "$rate" --users "$users" \
+    --warmup 10 --duration $((2 * seconds + 40)) --job-pid "$job" >"$tmp/e2e.json" 2>"$tmp/e2e.err" &
+  e2e=$!
+fi
 interested=""
 for _ in $(seq 300); do
-  if curl -fs "$base/v1/feed/demo-user-0" 2>/dev/null | grep '"source":"interest"' >/dev/null; then
+  if curl -fs "$base/v1/feed/${reader}0" 2>/dev/null | grep '"source":"interest"' >/dev/null; then
     interested=1
     break
   fi
@@ -71,7 +96,7 @@ for _ in $(seq 300); do
   sleep 0.2
 done
 if [ -z "$interested" ]; then
-  echo "run_query.sh: after 60 s demo-user-0 still has no interest vector: the job is not ingesting" \
+  echo "run_query.sh: after 60 s ${reader}0 still has no interest vector: the job is not ingesting" \
     "(the embedded mock truncates its log under too high a --rate: see $tmp/job.err)" >&2
   grep -m3 'Offset out of range' "$tmp/job.err" >&2 || true
   exit 1
@@ -79,18 +104,18 @@ fi
 sleep 3 # past the first epochs
 events() { curl -fs "$base/metrics" | awk '/^newsflow_read_events_total[ {]/ {s += $NF} END {printf "%d", s}'; }
 ncpu=$(nproc)
-emit "{\"bench\":\"query_env\",\"date\":\"$(date -u +%FT%TZ)\",\"cpus\":$ncpu,\"rate\":$rate,\"users\":$users,\"articles\":$articles,\"conns\":$conns,\"seconds\":$seconds,\"build\":\"$B\"}"
+emit "{\"bench\":\"query_env\",\"date\":\"$(date -u +%FT%TZ)\",\"cpus\":$ncpu,\"broker\":\"$([ -n "$kafka" ] && echo kafka || echo embedded)\",\"rate\":$rate,\"users\":$users,\"articles\":$articles,\"conns\":$conns,\"seconds\":$seconds,\"build\":\"$B\"}"
 for spec in "feed:/v1/feed/{u}?limit=20" "trending:/v1/trending?limit=20"; do
   name=${spec%%:*} path=${spec#*:}
   e0=$(events); t0=$(date +%s.%N)
-  line=$(NF_PATH="$path" NF_USERS="$users" NF_NAME="$name" wrk -t2 -c"$conns" -d"${seconds}s" \
+  line=$(NF_PATH="$path" NF_USERS="$users" NF_NAME="$name" NF_USER_PREFIX="$reader" wrk -t2 -c"$conns" -d"${seconds}s" \
     -s perf/query/wrk_report.lua "$base" | grep '^{"bench"')
   e1=$(events); t1=$(date +%s.%N)
   ingest=$(python3 -c "print(round(($e1 - $e0) / ($t1 - $t0)))")
   emit "${line%\}},\"events_per_s_meanwhile\":$ingest}"
 done
 # One feed answer as the cached value (its size is what a cache would hold).
-curl -fs "$base/v1/feed/demo-user-1?limit=20" >"$tmp/feed.json"
+curl -fs "$base/v1/feed/${reader}1?limit=20" >"$tmp/feed.json"
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no >/dev/null &
 redis=$!
 for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done

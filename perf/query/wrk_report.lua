@@ -1,16 +1,17 @@
 -- wrk script for perf/run_query.sh: PATH_TEMPLATE (env NF_PATH, "{u}" = a random reader
--- demo-user-0 .. NF_USERS-1) per request; at the end one JSON line with requests/s and latency
+-- NF_USER_PREFIX (default demo-user-) 0 .. NF_USERS-1) per request; at the end one JSON line with requests/s and latency
 -- percentiles (wrk's own histogram, microseconds).
 local template = os.getenv("NF_PATH") or "/v1/trending"
 local users = tonumber(os.getenv("NF_USERS") or "1000")
 local name = os.getenv("NF_NAME") or template
+local prefix = os.getenv("NF_USER_PREFIX") or "demo-user-"
 
 function init(args)
   math.randomseed(os.time() + math.floor(os.clock() * 1e6))
 end
 
 function request()
-  local path = template:gsub("{u}", "demo-user-" .. math.random(0, users - 1))
+  local path = template:gsub("{u}", prefix .. math.random(0, users - 1))
   return wrk.format("GET", path)
 end
 

@@ -33,7 +33,7 @@ struct nf_owners {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop, kicked;
+    bool stop, kicked, started, start_failed;
     table_t cur;  /* under mu */
     table_t next; /* the thread's */
     nf_counter_t m_describes, m_failures;
@@ -137,15 +137,25 @@ nf_owners_t *nf_owners_start(const nf_owners_opts_t *o, char *err, size_t errlen
     nf_metrics_gauge("newsflow_query_owner_members",
                      "Members of the consumer group at the last description.", NULL, 0,
                      &ow->m_members);
+    return ow;
+}
+
+/* Under mu: the thread, at the first look-up (a process that is never asked for another's key
+ * never describes the group). */
+static void ensure_started(nf_owners_t *ow)
+{
+    if (ow->started || ow->start_failed)
+        return;
     int r = pthread_create(&ow->thread, NULL, owners_main, ow);
     if (r != 0) {
-        snprintf(err, errlen, "owners: thread: %s", strerror(r));
-        pthread_cond_destroy(&ow->cv);
-        pthread_mutex_destroy(&ow->mu);
-        free(ow);
-        return NULL;
+        ow->start_failed = true;
+        nf_log(NF_LOG_WARN, "query",
+               "cannot start the thread that finds other processes: keys they own are "
+               "answered 503",
+               NF_LS("error", strerror(r)), NF_LEND);
+        return;
     }
-    return ow;
+    ow->started = true;
 }
 
 void nf_owners_stop(nf_owners_t *ow)
@@ -154,9 +164,11 @@ void nf_owners_stop(nf_owners_t *ow)
         return;
     pthread_mutex_lock(&ow->mu);
     ow->stop = true;
+    bool started = ow->started;
     pthread_cond_broadcast(&ow->cv);
     pthread_mutex_unlock(&ow->mu);
-    pthread_join(ow->thread, NULL);
+    if (started)
+        pthread_join(ow->thread, NULL);
     pthread_cond_destroy(&ow->cv);
     pthread_mutex_destroy(&ow->mu);
     free(ow);
@@ -168,6 +180,7 @@ int nf_owners_url(nf_owners_t *ow, nf_input_t in, int32_t partition, char *url, 
         return 0;
     int found = 0;
     pthread_mutex_lock(&ow->mu);
+    ensure_started(ow);
     int m = ow->cur.owner[in][partition];
     if (m >= 0 && ow->cur.url[m][0]) {
         snprintf(url, urllen, "%s", ow->cur.url[m]);
@@ -182,6 +195,7 @@ void nf_owners_kick(nf_owners_t *ow)
     if (!ow)
         return;
     pthread_mutex_lock(&ow->mu);
+    ensure_started(ow);
     ow->kicked = true;
     pthread_cond_signal(&ow->cv);
     pthread_mutex_unlock(&ow->mu);

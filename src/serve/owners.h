@@ -5,11 +5,13 @@
  * ("newsflow serve=URL", nf_owners_client_id), which the group's coordinator reports in its
  * member descriptions along with each member's assigned partitions (librdkafka offers no way to
  * put user data into the consumer protocol's member metadata, and the client id travels in the
- * same JoinGroup request). A thread of this module describes the group every refresh_ms (and
- * at once after nf_owners_kick: a rebalance, a miss), and keeps the table input partition ->
- * member URL that nf_owners_url reads. Between a rebalance and the next description the table
- * can name the previous owner: that process then redirects again, or answers 503 while it does
- * not know either (the client retries; never a loop of more than a refresh).
+ * same JoinGroup request). A thread of this module, started at the first look-up (a process
+ * never asked for another's key never describes the group), describes the group every
+ * refresh_ms (and at once after nf_owners_kick: a miss), and keeps the table input partition
+ * -> member URL that nf_owners_url reads; the first look-ups find it empty (503 + Retry-After).
+ * Between a rebalance and the next description the table can name the previous owner: that process
+ * then redirects again, or answers 503 while it does not know either (the client retries; never a
+ * loop of more than a refresh).
  *
  * Threads: start/stop from main; nf_owners_url/kick from any thread. */
 #ifndef NF_OWNERS_H
@@ -36,7 +38,8 @@ typedef struct nf_owners_opts {
 /* The client.id that advertises url: "newsflow serve=URL" (cut to fit). */
 void nf_owners_client_id(const char *url, char *out, size_t outlen);
 
-/* Registers newsflow_query_owner_* metrics and starts the thread. NULL with err. */
+/* Registers newsflow_query_owner_* metrics (the thread starts at the first look-up). NULL
+ * with err. */
 nf_owners_t *nf_owners_start(const nf_owners_opts_t *o, char *err, size_t errlen);
 void nf_owners_stop(nf_owners_t *ow);
 
