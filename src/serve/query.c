@@ -1228,6 +1228,24 @@ static int cand_by_score(const void *a, const void *b)
     return id_cmp(x->e->id, y->e->id);
 }
 
+/* Restores the heap c[0..m) (the worst of them at the root) below k. */
+static void sift_down(cand_t *c, size_t m, size_t k)
+{
+    for (;;) {
+        size_t l = 2 * k + 1, r = l + 1, w = k;
+        if (l < m && cand_by_score(&c[l], &c[w]) > 0)
+            w = l;
+        if (r < m && cand_by_score(&c[r], &c[w]) > 0)
+            w = r;
+        if (w == k)
+            return;
+        cand_t t = c[k];
+        c[k] = c[w];
+        c[w] = t;
+        k = w;
+    }
+}
+
 /* The best m of c[0..n) first, in order (a bounded heap: n log m, not n log n). */
 static void best_first(cand_t *c, size_t n, size_t m)
 {
@@ -1235,40 +1253,15 @@ static void best_first(cand_t *c, size_t n, size_t m)
         qsort(c, n, sizeof *c, cand_by_score);
         return;
     }
-    /* c[0..m) is a heap whose root is the worst of the best m so far */
     for (size_t i = m / 2; i-- > 0;)
-        for (size_t k = i;;) {
-            size_t l = 2 * k + 1, r = l + 1, w = k;
-            if (l < m && cand_by_score(&c[l], &c[w]) > 0)
-                w = l;
-            if (r < m && cand_by_score(&c[r], &c[w]) > 0)
-                w = r;
-            if (w == k)
-                break;
-            cand_t t = c[k];
-            c[k] = c[w];
-            c[w] = t;
-            k = w;
-        }
+        sift_down(c, m, i);
     for (size_t i = m; i < n; i++) {
         if (cand_by_score(&c[i], &c[0]) >= 0)
-            continue;
+            continue; /* no better than the worst kept */
         cand_t t = c[0];
         c[0] = c[i];
         c[i] = t;
-        for (size_t k = 0;;) {
-            size_t l = 2 * k + 1, r = l + 1, w = k;
-            if (l < m && cand_by_score(&c[l], &c[w]) > 0)
-                w = l;
-            if (r < m && cand_by_score(&c[r], &c[w]) > 0)
-                w = r;
-            if (w == k)
-                break;
-            cand_t x = c[k];
-            c[k] = c[w];
-            c[w] = x;
-            k = w;
-        }
+        sift_down(c, m, 0);
     }
     qsort(c, m, sizeof *c, cand_by_score);
 }
