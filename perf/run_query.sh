@@ -46,10 +46,21 @@ done
 cmake --build "$B" -j "$(nproc)" --target newsflow $([ -n "$kafka" ] && echo bench_e2e) >&2
 tmp=$(mktemp -d)
 job="" redis="" e2e="" kdir=""
+# SIGTERM, 15 s, then SIGKILL: an overloaded job's final epoch can take minutes (a benchmark's
+# state is thrown away anyway).
+stop_pid() {
+  kill "$1" 2>/dev/null || return 0
+  for _ in $(seq 150); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
 cleanup() {
-  [ -n "$e2e" ] && kill "$e2e" 2>/dev/null && wait "$e2e" 2>/dev/null
-  [ -n "$job" ] && kill "$job" 2>/dev/null && wait "$job" 2>/dev/null
-  [ -n "$redis" ] && kill "$redis" 2>/dev/null && wait "$redis" 2>/dev/null
+  [ -n "$e2e" ] && stop_pid "$e2e"
+  [ -n "$job" ] && stop_pid "$job"
+  [ -n "$redis" ] && stop_pid "$redis"
   [ -n "$kdir" ] && bash scripts/kafka.sh stop --dir "$kdir" >/dev/null 2>&1
   rm -rf "$tmp"
 }
