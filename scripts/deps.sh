@@ -34,6 +34,8 @@ BUILD_PACKAGES=(
   wrk
   # tests: the query API's page, loaded in a headless browser (integration/test_page)
   chromium
+  # tests: a job's thread stacks when a test times out waiting on it (acclib.py dump_stacks)
+  gdb
 )
 
 case "${1:-}" in

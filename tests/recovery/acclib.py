@@ -152,6 +152,9 @@ class Ctx:
                 self.fail("job exited (code %s) while waiting for %s" % (job.proc.returncode, what),
                           job)
             if time.monotonic() > deadline:
+                for j in ([job] if job else self.jobs[-1:]):
+                    if hasattr(j, "dump_stacks"):
+                        j.dump_stacks(sys.stderr)  # a stall shows where it is stuck
                 self.fail("timed out after %.0fs waiting for %s%s" %
                           (timeout, what, ("; last seen: %s" % last()) if last else ""), job)
             time.sleep(interval)
@@ -822,6 +825,24 @@ class Job:
         print("---- last lines of %s (%s) ----" % (self.tag, self.log_path), file=f)
         for l in tail:
             print("  " + l[:400], file=f)
+        f.flush()
+
+    def dump_stacks(self, f):
+        """Where every thread of a live job is (gdb, when installed): what a test that timed out
+        waiting on a job needs to tell a stall from a slow run."""
+        if self.proc.poll() is not None or not shutil.which("gdb"):
+            return
+        try:
+            out = subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-nx",
+                                  "-ex", "thread apply all bt 12"], capture_output=True,
+                                 text=True, timeout=60).stdout
+        except (subprocess.TimeoutExpired, OSError):
+            return
+        frames = [l for l in out.split("\n") if l.startswith(("Thread ", "#"))]
+        print("---- threads of %s (pid %d), innermost frames ----" % (self.tag, self.proc.pid),
+              file=f)
+        for l in frames[:400]:
+            print("  " + l[:200], file=f)
         f.flush()
 
 
