@@ -145,6 +145,10 @@ def body(ctx):
     job2 = acclib.Job(ctx, B, state, sets=["log.progress_interval_ms=1000"], interval_ms=300,
                       tag="job-2")
     acclib.wait_all_consumed(ctx, job2, B, ev.valid, timeout=240)
+    # job-1's outputs may all be committed already, so the wait above can return at once: a
+    # SIGTERM before job-2 has installed its handlers would kill it (exit -15, an empty log;
+    # seen in CI). It must have started (and recovered) first.
+    ctx.wait_for("job-2 started", lambda: job2.msgs("newsflow started"), timeout=120, job=job2)
     ctx.check(job2.terminate(60) == 0, "job-2: exit after SIGTERM", job2)
     counts, _ = acclib.expected_from_input(ctx, B)
     recs = acclib.read_outputs(ctx, B, "interest-updates")
