@@ -8,7 +8,7 @@ set -euo pipefail
 
 RUNTIME_PACKAGES=(
   liburing2 libcjson1 libmicrohttpd12 libxml2 libcurl4 libidn2-0 librocksdb7.8 librdkafka1
-  libstemmer0d ca-certificates curl
+  libstemmer0d libsqlite3-0 ca-certificates curl
 )
 
 BUILD_PACKAGES=(
@@ -19,6 +19,8 @@ BUILD_PACKAGES=(
   libcjson-dev libmicrohttpd-dev libidn2-dev
   # classify: the Snowball stemmer
   libstemmer-dev
+  # search: SQLite's FTS5 full-text index (src/serve/search.h)
+  libsqlite3-dev
   # tests: promtool validates /metrics; curl talks to the admin server
   prometheus curl
   # tests: kcat reads and writes Kafka topics (read_committed checks); JSON Schema validation
@@ -32,6 +34,8 @@ BUILD_PACKAGES=(
   redis-server libhiredis-dev
   # benchmark: the query API's requests/s (perf/run_query.sh), beside redis-benchmark's GET
   wrk
+  # benchmark peers of search (perf/run_search.sh): SQLite FTS5 from Python, Xapian
+  python3-xapian sqlite3
   # tests: the query API's page, loaded in a headless browser (integration/test_page)
   chromium
   # tests: a job's thread stacks when a test times out waiting on it (acclib.py dump_stacks)

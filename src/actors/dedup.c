@@ -27,6 +27,7 @@ typedef struct {
     /* The query API's entries of this epoch's new articles (serve_state.h), written into the
      * epoch's batch at the cut; NULL without epochs or analytics. */
     nf_store_batch_t *serve;
+    int64_t last_cut_ms; /* the search log's order (serve_state.h): never behind the last cut */
     nf_timer_t flush;
 } dedup_t;
 
@@ -112,13 +113,24 @@ static void on_flush(nf_shard_t *sh, nf_timer_t *t, void *arg)
     (void)t;
 }
 
+typedef struct {
+    nf_store_batch_t *b;
+    int64_t cut_ms;
+} copy_t;
+
+/* An entry of the epoch's serving batch into the epoch's; each new article's metadata also
+ * gets its search log entry (serve_state.h). */
 static int copy_entry(void *arg, bool del, nf_state_kind_t kind, const void *key, size_t klen,
                       const void *val, size_t vlen)
 {
-    if (del)
-        nf_store_batch_delete(arg, kind, key, klen);
-    else
-        nf_store_batch_put(arg, kind, key, klen, val, vlen);
+    copy_t *c = arg;
+    if (del) {
+        nf_store_batch_delete(c->b, kind, key, klen);
+        return 0;
+    }
+    nf_store_batch_put(c->b, kind, key, klen, val, vlen);
+    if (kind == NF_KIND_ARTICLE_META && klen == NF_SERVE_META_KEY_LEN && vlen >= 8)
+        nf_serve_put_search(c->b, c->cut_ms, key, val);
     return 0;
 }
 
@@ -129,8 +141,12 @@ static void dedup_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint
     if (d->topics)
         nf_kstate_snapshot(d->topics, b, epoch);
     if (d->serve) {
-        if (b)
-            nf_store_batch_foreach(d->serve, copy_entry, b);
+        if (b) {
+            int64_t now = nf_wall_ms();
+            d->last_cut_ms = now > d->last_cut_ms ? now : d->last_cut_ms;
+            copy_t c = {.b = b, .cut_ms = d->last_cut_ms};
+            nf_store_batch_foreach(d->serve, copy_entry, &c);
+        }
         nf_store_batch_clear(d->serve);
     }
     (void)sh;

@@ -70,6 +70,41 @@ int nf_serve_recent_decode(const void *key, size_t klen, const void *val, size_t
     return nf_interest_topics_decode(v + 16, vlen - 16, vec) == 0 ? 0 : -EINVAL;
 }
 
+void nf_serve_search_prefix(unsigned char out[NF_SERVE_SEARCH_PREFIX])
+{
+    out[0] = (unsigned char)(RECENT_KG >> 8);
+    out[1] = (unsigned char)RECENT_KG;
+}
+
+void nf_serve_search_key(int64_t cut_ms, const unsigned char meta_key[NF_SERVE_META_KEY_LEN],
+                         unsigned char out[NF_SERVE_SEARCH_KEY_LEN])
+{
+    nf_serve_search_prefix(out);
+    put_be64(out + 2, (uint64_t)(cut_ms > 0 ? cut_ms : 0));
+    memcpy(out + 10, meta_key, NF_SERVE_META_KEY_LEN);
+}
+
+void nf_serve_put_search(nf_store_batch_t *b, int64_t cut_ms, const void *meta_key,
+                         const void *meta_val)
+{
+    unsigned char k[NF_SERVE_SEARCH_KEY_LEN];
+    nf_serve_search_key(cut_ms, meta_key, k);
+    nf_store_batch_put(b, NF_KIND_SEARCH_LOG, k, sizeof k, meta_val, EXPIRY_LEN);
+}
+
+int nf_serve_search_decode(const void *key, size_t klen, const void *val, size_t vlen,
+                           int64_t *cut_ms, unsigned char meta_key[NF_SERVE_META_KEY_LEN],
+                           int64_t *expires_ms)
+{
+    const unsigned char *k = key;
+    if (klen != NF_SERVE_SEARCH_KEY_LEN || vlen < EXPIRY_LEN)
+        return -EINVAL;
+    *cut_ms = (int64_t)get_be64(k + 2);
+    memcpy(meta_key, k + 10, NF_SERVE_META_KEY_LEN);
+    *expires_ms = (int64_t)nf_get_le64(val);
+    return 0;
+}
+
 /* s cut to at most max bytes at the start of a character (s is UTF-8). */
 static size_t utf8_cut(const char *s, size_t max)
 {
@@ -121,7 +156,7 @@ int nf_serve_put_article(nf_store_batch_t *b, uint16_t kg, const nf_article_blob
         return -ENOMEM;
     }
     nf_put_le64((unsigned char *)w.buf, (uint64_t)a->ingested_ms + meta_ttl_ms);
-    unsigned char key[18];
+    unsigned char key[NF_SERVE_META_KEY_LEN];
     nf_kstate_encode_key(kg, a->id, key);
     nf_store_batch_put(b, NF_KIND_ARTICLE_META, key, sizeof key, w.buf, w.len);
     nf_jw_free(&w);

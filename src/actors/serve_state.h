@@ -25,6 +25,13 @@
  *                         [0xFF 0xFF topic] walks a topic's articles newest first); value
  *                         [expires_at_ms 8 LE: published + NF_SERVE_RECENT_MS][published_ms
  *                         8 LE][the article's topic vector, nf_interest_topics_encode].
+ *   NF_KIND_SEARCH_LOG    the articles in the order their epochs were cut, for the search index
+ *                         (src/serve/search.h), which follows it view by view: key [0xFF 0xFF]
+ *                         [cut_ms 8 BE: the wall clock at the epoch's cut, never behind the
+ *                         shard's previous cut][the article's NF_KIND_ARTICLE_META key, 18]
+ *                         (NF_SERVE_SEARCH_KEY_LEN bytes); value [expires_at_ms 8 LE: the
+ *                         metadata's]. Written by dedup at the cut, from the metadata entries
+ *                         of the epoch's new articles.
  * published_ms is the article's published_at when it has one in [ingested - 30 days, ingested +
  * 5 minutes], else ingested_ms (a feed's dates are the feed's word: a wrong one must not pin an
  * article at the top). An article already older than NF_SERVE_RECENT_MS gets no recent entry.
@@ -45,6 +52,9 @@
 #define NF_SERVE_RECENT_KEY_LEN 27
 #define NF_SERVE_RECENT_PREFIX  3
 #define NF_SERVE_SUMMARY_MAX    300
+#define NF_SERVE_META_KEY_LEN   18
+#define NF_SERVE_SEARCH_KEY_LEN (2 + 8 + NF_SERVE_META_KEY_LEN)
+#define NF_SERVE_SEARCH_PREFIX  2
 
 /* The article's serving entries into b (meta under key group kg, expiring meta_ttl_ms after
  * ingestion; recent entries per topic). 0, or -ENOMEM. */
@@ -61,5 +71,18 @@ void nf_serve_recent_prefix(unsigned topic, unsigned char out[NF_SERVE_RECENT_PR
 int nf_serve_recent_decode(const void *key, size_t klen, const void *val, size_t vlen,
                            int64_t *expires_ms, int64_t *published_ms, nf_id128_t *id,
                            nf_topic_vec_t *vec);
+
+/* The search log's key prefix, and an entry's key: see the top. */
+void nf_serve_search_prefix(unsigned char out[NF_SERVE_SEARCH_PREFIX]);
+void nf_serve_search_key(int64_t cut_ms, const unsigned char meta_key[NF_SERVE_META_KEY_LEN],
+                         unsigned char out[NF_SERVE_SEARCH_KEY_LEN]);
+/* The search log entry of a metadata entry (meta_key, meta_val as nf_serve_put_article wrote
+ * them) into b. */
+void nf_serve_put_search(nf_store_batch_t *b, int64_t cut_ms, const void *meta_key,
+                         const void *meta_val);
+/* A search log entry back: 0, or -EINVAL when key or value is not one. */
+int nf_serve_search_decode(const void *key, size_t klen, const void *val, size_t vlen,
+                           int64_t *cut_ms, unsigned char meta_key[NF_SERVE_META_KEY_LEN],
+                           int64_t *expires_ms);
 
 #endif

@@ -419,6 +419,7 @@ struct run_ctx {
     nf_runtime_t *rt;
     nf_query_t *query;   /* the query API's routes on the admin server */
     nf_owners_t *owners; /* in a consumer group: who owns which partition (serve/owners.h) */
+    nf_search_t *search; /* GET /v1/search: its index follows the committed views */
     char self_url[512];  /* this process's query API as the others name it; "" = none */
     nf_admin_t *admin;
 };
@@ -428,6 +429,7 @@ static void run_cleanup(run_ctx_t *c)
     nf_demo_stop(c->demo);
     nf_admin_stop(c->admin); /* its requests have released their views: the store may close */
     nf_query_free(c->query);
+    nf_search_stop(c->search); /* before the store its thread reads views of */
     nf_owners_stop(c->owners); /* before the Kafka client it describes the group with */
     if (c->epoch) /* its coordinator has stopped: no rebalance callback reaches the standby */
         nf_epoch_attach_standby(c->epoch, NULL);
@@ -718,6 +720,38 @@ static int describe_group(void *arg, int timeout_ms,
     return nf_kafka_members(arg, timeout_ms, cb, cbarg, err, errlen);
 }
 
+/* The search index's thread (search.enabled, with a state directory); NULL without one, or
+ * when it cannot start (logged: search then answers 404). */
+static nf_search_t *start_search(run_ctx_t *c)
+{
+    const nf_config_t *cfg = &c->cfg;
+    if (!cfg->search.enabled || !c->store)
+        return NULL;
+    char path[4096], err[256];
+    snprintf(path, sizeof path, "%s/search.db", cfg->state.dir);
+    uint32_t retention = cfg->search.retention_s;
+    if (retention > cfg->cluster.ttl_s) {
+        nf_log(NF_LOG_WARN, "main",
+               "search.retention_s is longer than cluster.ttl_s, the articles' metadata TTL: "
+               "searching the metadata's span only",
+               NF_LI("search_retention_s", retention), NF_LI("cluster_ttl_s", cfg->cluster.ttl_s),
+               NF_LEND);
+        retention = cfg->cluster.ttl_s;
+    }
+    nf_search_opts_t so = {.store = c->store,
+                           .path = path,
+                           .retention_ms = (int64_t)retention * 1000,
+                           .max_articles = cfg->search.max_articles,
+                           .memory_mb = cfg->search.memory_mb,
+                           .readers = cfg->search.readers,
+                           .scan_max = cfg->search.scan_max};
+    nf_search_t *s = nf_search_start(&so, err, sizeof err);
+    if (!s)
+        nf_log(NF_LOG_ERROR, "main", "search cannot start: GET /v1/search answers 404",
+               NF_LS("error", err), NF_LEND);
+    return s;
+}
+
 static nf_query_t *new_query(run_ctx_t *c)
 {
     unsigned ntopics = 0;
@@ -734,7 +768,8 @@ static nf_query_t *new_query(run_ctx_t *c)
                           .global_articles = c->in.in_partitions,
                           .partitioner = c->cfg.serve.partitioner,
                           .global_here = group && c->in.in_partitions ? query_global_here : NULL,
-                          .self_url = c->self_url};
+                          .self_url = c->self_url,
+                          .search = c->search = start_search(c)};
     if (group && c->self_url[0] && !c->mock) { /* the embedded cluster is one process */
         char err[256];
         nf_owners_opts_t oo = {.describe = describe_group, .arg = c->kafka};

@@ -2209,14 +2209,14 @@ static int create_topics(rd_kafka_t *rk, const nf_kafka_topics_opts_t *o, char n
             /* State: the latest value of each key is what counts (DESIGN §9); one value can be
              * a whole epoch's keyset blob of a key group. */
             /* Kinds whose values expire (event ids 2 h, seen keys 24 h, the recent-by-topic
-             * index 48 h, topic vectors, article metadata, story sizes and the cluster index 7 days
-             * by default) are never deleted by the job: their records also leave by age, after 8
-             * days, longer than any of those TTLs by default. */
+             * index 48 h, topic vectors, article metadata, story sizes, the search log and the
+             * cluster index 7 days by default) are never deleted by the job: their records also
+             * leave by age, after 8 days, longer than any of those TTLs by default. */
             bool ttl = t == NF_TOPIC_CL_EVENT_IDS || t == NF_TOPIC_CL_INTEREST_SEEN ||
                        t == NF_TOPIC_CL_ARTICLE_TOPICS || t == NF_TOPIC_CL_CLUSTER_SIG ||
                        t == NF_TOPIC_CL_CLUSTER_BUCKET || t == NF_TOPIC_CL_CLUSTER_PARENT ||
                        t == NF_TOPIC_CL_ARTICLE_META || t == NF_TOPIC_CL_TOPIC_RECENT ||
-                       t == NF_TOPIC_CL_STORY;
+                       t == NF_TOPIC_CL_STORY || t == NF_TOPIC_CL_SEARCH_LOG;
             rd_kafka_NewTopic_set_config(nt[t], "cleanup.policy",
                                          ttl ? "compact,delete" : "compact");
             if (ttl)

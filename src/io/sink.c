@@ -47,6 +47,7 @@ static const char *const topic_names[NF_TOPIC__COUNT] = {
     "changelog-article-meta",
     "changelog-topic-recent",
     "changelog-story",
+    "changelog-search-log",
 };
 
 const char *nf_topic_name(nf_topic_t t)

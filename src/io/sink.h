@@ -40,6 +40,7 @@ typedef enum {
     NF_TOPIC_CL_ARTICLE_META,
     NF_TOPIC_CL_TOPIC_RECENT,
     NF_TOPIC_CL_STORY,
+    NF_TOPIC_CL_SEARCH_LOG,
     NF_TOPIC__COUNT
 } nf_topic_t;
 

@@ -196,6 +196,21 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_ENUM, serve.partitioner), .choices = cfg_partitioners, .def = "consistent_random",
      .help = "how producers place read events by user id (librdkafka's partitioner names): "
              "consistent_random = CRC32 (librdkafka, kcat, the demo), murmur2_random = Java's"},
+    {KEY(CFG_BOOL, search.enabled), .def = "true",
+     .help = "full-text search (GET /v1/search) over committed articles, in SQLite FTS5 at "
+             "state.dir/search.db (needs state.dir and the admin server)"},
+    {KEY(CFG_U32, search.retention_s), .min = 3600, .max = 31536000, .def = "604800",
+     .help = "articles ingested within this many seconds are searchable (at most cluster.ttl_s, "
+             "the metadata's TTL, which a rebuild reads)"},
+    {KEY(CFG_U64, search.max_articles), .min = 1000, .max = 1000000000, .def = "2000000",
+     .help = "the search index's bound: beyond it the oldest articles leave"},
+    {KEY(CFG_U32, search.memory_mb), .min = 2, .max = 65536, .def = "64",
+     .help = "SQLite page caches of the search index, all connections together"},
+    {KEY(CFG_U32, search.readers), .min = 1, .max = 64, .def = "4",
+     .help = "searches run at once (each on its own connection); more wait up to 1 s, then 503"},
+    {KEY(CFG_U32, search.scan_max), .min = 20, .max = 1000000, .def = "2000",
+     .help = "matches a search scores, newest first: its time is bounded by this whatever the "
+             "words (an older match beyond it is not ranked)"},
     {KEY(CFG_U32, demo.read_events_per_s), .max = 1000000, .def = "5",
      .help = "synthetic read events per second into read-events with embedded Kafka (0 = off)"},
     {KEY(CFG_U32, demo.users), .min = 1, .max = 10000000, .def = "200",

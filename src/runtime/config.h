@@ -141,6 +141,14 @@ typedef struct nf_config {
         bool global_replica;      /* tail the global key group's changelog (state/standby.h) */
     } serve;
     struct {
+        bool enabled;          /* GET /v1/search (serve/search.h) */
+        uint32_t retention_s;  /* articles published within it are searchable */
+        uint64_t max_articles; /* the oldest beyond it leave */
+        uint32_t memory_mb;    /* SQLite page caches */
+        uint32_t readers;      /* queries at once */
+        uint32_t scan_max;     /* matches a query scores, newest first */
+    } search;
+    struct {
         uint32_t read_events_per_s; /* 0 = no demo producer */
         uint32_t users;             /* readers demo-user-0 .. users-1 */
         uint64_t events;            /* then stop (0 = never) */

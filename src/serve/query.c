@@ -13,6 +13,7 @@
 #include "feed/text.h"
 #include "runtime/jsonw.h"
 #include "runtime/metrics.h"
+#include "serve/search.h"
 #include "state/changelog.h"
 #include "state/kstate.h"
 
@@ -1526,6 +1527,174 @@ out:
     return status;
 }
 
+/* -------------------------------------------------------------------------------- search */
+
+/* What the search keeps (one article per story cluster, with metadata in the view). */
+typedef struct skeep {
+    nf_query_t *q;
+    nf_store_view_t *v;
+    uint64_t clock;
+    int64_t now;
+    unsigned n;
+    nf_id128_t roots[LIMIT_MAX];
+    uint32_t sizes[LIMIT_MAX];
+    cJSON *metas[LIMIT_MAX];
+    int rc; /* a read failed: < 0, with err */
+    char err[256];
+} skeep_t;
+
+static bool search_keep(void *arg, const nf_search_hit_t *h)
+{
+    skeep_t *k = arg;
+    if (k->rc < 0 || k->n >= LIMIT_MAX)
+        return false;
+    int rc = 0;
+    cJSON *meta = read_meta(k->q, k->v, h->id, k->now, &rc, k->err, sizeof k->err);
+    nf_id128_t root = h->id;
+    uint32_t size = 1;
+    int r = meta ? find_cluster(k->q, k->v, k->clock, h->id, &root, k->err, sizeof k->err) : 0;
+    if (meta && r == 0)
+        r = story_size(k->q, k->v, root, k->now, &size, k->err, sizeof k->err);
+    if (rc < 0 || r < 0) {
+        k->rc = rc < 0 ? rc : r;
+        cJSON_Delete(meta);
+        return false;
+    }
+    if (!meta)
+        return false; /* gone from the committed state (expired) since it was indexed */
+    for (unsigned i = 0; i < k->n; i++) {
+        if (k->roots[i].hi == root.hi && k->roots[i].lo == root.lo) {
+            cJSON_Delete(meta);
+            return false; /* its story is shown already, by a better article */
+        }
+    }
+    k->roots[k->n] = root;
+    k->sizes[k->n] = size;
+    k->metas[k->n++] = meta;
+    return true;
+}
+
+static void put_terms(nf_jw_t *w, const char *key, const nf_search_query_t *sq, bool phrase,
+                      bool excluded)
+{
+    nf_jw_key(w, key);
+    nf_jw_arr_open(w);
+    for (unsigned i = 0; i < sq->n; i++) {
+        if (sq->t[i].excluded != excluded || (!excluded && sq->t[i].phrase != phrase))
+            continue;
+        nf_jw_elem(w);
+        nf_jw_str(w, sq->t[i].text);
+    }
+    nf_jw_arr_close(w);
+}
+
+static void put_search_hits(const nf_query_t *q, nf_jw_t *w, const nf_search_result_t *res,
+                            const skeep_t *k)
+{
+    nf_jw_key(w, "results");
+    nf_jw_arr_open(w);
+    for (size_t i = 0; i < res->n && i < k->n; i++) {
+        const nf_search_hit_t *h = &res->hits[i];
+        nf_jw_elem(w);
+        nf_jw_obj_open(w);
+        nf_jw_key(w, "article_id");
+        put_id(w, h->id);
+        put_meta_fields(w, k->metas[i]);
+        nf_jw_key(w, "title_html");
+        nf_jw_str(w, h->title_html);
+        nf_jw_key(w, "snippet_html");
+        nf_jw_str(w, h->snippet_html);
+        nf_jw_key(w, "score");
+        nf_jw_unit(w, h->score);
+        nf_jw_key(w, "relevance");
+        nf_jw_unit(w, h->relevance);
+        nf_jw_key(w, "cluster_id");
+        put_id(w, k->roots[i]);
+        nf_jw_key(w, "cluster_size");
+        nf_jw_u64(w, k->sizes[i]);
+        nf_jw_obj_close(w);
+    }
+    nf_jw_arr_close(w);
+    (void)q;
+}
+
+static int route_search(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req, char **body,
+                        size_t *len)
+{
+    if (!q->o.search)
+        return fail(404, "search is off on this process (search.enabled)", NULL, body, len);
+    const char *text = nf_admin_req_arg(req, "q");
+    if (!text)
+        return fail(400, "q is required: the words to search for", "q", body, len);
+    nf_search_query_t sq;
+    char err[320] = "";
+    if (nf_search_query_parse(text, strlen(text), &sq, err, sizeof err) != 0)
+        return fail(400, err, "q", body, len);
+    unsigned limit;
+    if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
+        return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
+    const char *tname = nf_admin_req_arg(req, "topic");
+    int topic = tname ? topic_index(q, tname) : -1;
+    if (tname && topic < 0)
+        return bad_topic(q, tname, body, len);
+    const char *since_s = nf_admin_req_arg(req, "since");
+    int64_t since = 0;
+    if (since_s && nf_date_parse(since_s, strlen(since_s), &since) != 0)
+        return fail(400, "since must be a date and time (RFC 3339, e.g. 2026-11-27T08:00:00Z)",
+                    "since", body, len);
+    skeep_t k = {.q = q, .v = v, .clock = cluster_clock(v), .now = now_ms()};
+    nf_search_result_t res;
+    int r = nf_search_run(q->o.search, &sq, topic, since, k.now, limit, search_keep, &k, &res, err,
+                          sizeof err);
+    int status;
+    if (r == -EAGAIN || r == -EBUSY) {
+        nf_admin_req_header(req, "Retry-After", "1");
+        status = fail(503, err, NULL, body, len);
+    } else if (r == -EINVAL) {
+        status = fail(400, err, "q", body, len);
+    } else if (r < 0) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "the search index failed: %s", err);
+        status = fail(503, msg, NULL, body, len);
+    } else if (k.rc < 0) {
+        status = store_failed(k.err, body, len);
+    } else {
+        nf_jw_t w;
+        open_answer(&w, v);
+        nf_jw_key(&w, "indexed_epoch");
+        nf_jw_u64(&w, res.epoch);
+        nf_jw_key(&w, "query");
+        nf_jw_obj_open(&w);
+        put_terms(&w, "words", &sq, false, false);
+        put_terms(&w, "phrases", &sq, true, false);
+        put_terms(&w, "excluded", &sq, false, true);
+        nf_jw_key(&w, "dropped");
+        nf_jw_u64(&w, res.dropped);
+        nf_jw_obj_close(&w);
+        nf_jw_key(&w, "topic");
+        nf_jw_str(&w, topic >= 0 ? q->o.topic_names[topic] : NULL);
+        nf_jw_key(&w, "since");
+        if (since_s)
+            put_date(&w, since);
+        else
+            nf_jw_null(&w);
+        nf_jw_key(&w, "articles_indexed");
+        nf_jw_u64(&w, res.articles);
+        nf_jw_key(&w, "matches");
+        nf_jw_u64(&w, res.matches);
+        nf_jw_key(&w, "matches_capped");
+        nf_jw_bool(&w, res.capped);
+        put_search_hits(q, &w, &res, &k);
+        nf_jw_obj_close(&w);
+        status = finish(&w, 200, body, len);
+    }
+    for (unsigned i = 0; i < k.n; i++)
+        cJSON_Delete(k.metas[i]);
+    if (r == 0)
+        nf_search_result_free(&res);
+    return status;
+}
+
 static int route_topics(const nf_query_t *q, char **body, size_t *len)
 {
     nf_jw_t w;
@@ -1653,7 +1822,7 @@ static bool match(const char *route, const char *prefix, const char *suffix, con
     return true;
 }
 
-enum { R_INTEREST, R_FEED, R_TRENDING, R_ARTICLE, R_RECENT, R_STORY };
+enum { R_INTEREST, R_FEED, R_TRENDING, R_ARTICLE, R_RECENT, R_STORY, R_SEARCH };
 
 static int route_elsewhere(nf_query_t *q, int which, const char *route, const char *user,
                            size_t ulen, nf_admin_req_t *req, char **body, size_t *len)
@@ -1697,6 +1866,8 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
         which = R_RECENT;
     else if (strcmp(route, "topics") == 0)
         return route_topics(q, body, len);
+    else if (strcmp(route, "search") == 0)
+        which = R_SEARCH;
     else
         return 0;
     /* The path parameter first: a 400 needs no state. */
@@ -1750,6 +1921,9 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
         break;
     case R_STORY:
         status = route_story(q, v, id, body, len);
+        break;
+    case R_SEARCH:
+        status = route_search(q, v, req, body, len);
         break;
     default:
         status = route_recent(q, v, (unsigned)topic, req, body, len);

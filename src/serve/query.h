@@ -24,6 +24,12 @@
  *                                      with the story's size; feed items carry both too
  *   GET /v1/topics/{topic}/recent      the topic's articles of the last 48 h, newest first
  *   GET /v1/topics                     the taxonomy's topic names (the page's filter)
+ *   GET /v1/search?q=&topic=&since=&limit=
+ *                                      full-text search of the articles of the last
+ *                                      search.retention (serve/search.h, the syntax in
+ *                                      search_query.h), best first by relevance blended with
+ *                                      recency, one per story cluster (its id and size), the
+ *                                      title and a snippet as HTML with the matches marked
  *   GET /v1/stories/{cluster_id}       a story: its current id (a story merged into another
  *                                      answers as that one), its size (serve_state.h,
  *                                      NF_KIND_STORY) and its first article
@@ -55,6 +61,7 @@
 
 #include "runtime/admin.h"
 #include "serve/owners.h"
+#include "serve/search.h"
 #include "state/store.h"
 
 #include <stdbool.h>
@@ -83,6 +90,7 @@ typedef struct nf_query_opts {
     nf_owners_t *owners;
     bool (*global_here)(void *arg);
     const char *self_url; /* this process's advertised URL (never redirect to itself) */
+    nf_search_t *search;  /* GET /v1/search (serve/search.h); NULL: search is off (404) */
 } nf_query_opts_t;
 
 typedef struct nf_query nf_query_t;

@@ -42,6 +42,7 @@ static const char *const kind_names[NF_KIND__COUNT] = {
     [NF_KIND_ARTICLE_META] = "article_meta",
     [NF_KIND_TOPIC_RECENT] = "topic_recent",
     [NF_KIND_STORY] = "story",
+    [NF_KIND_SEARCH_LOG] = "search_log",
 };
 
 const char *nf_state_kind_name(nf_state_kind_t k)
@@ -640,13 +641,22 @@ int nf_store_scan_prefix(nf_store_t *st, nf_state_kind_t kind, const void *prefi
 int store_scan_prefix_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
                          const void *prefix, size_t plen, nf_store_scan_fn fn, void *arg)
 {
+    return store_scan_from_ro(st, ro, kind, prefix, plen, NULL, 0, fn, arg);
+}
+
+int store_scan_from_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
+                       const void *prefix, size_t plen, const void *from, size_t flen,
+                       nf_store_scan_fn fn, void *arg)
+{
     if ((unsigned)kind >= NF_KIND__COUNT)
         return -EINVAL;
     if (!st->kinds[kind])
         return 0;
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(st->db, ro, st->kinds[kind]);
     int r = 0;
-    if (plen)
+    if (flen && (!plen || (flen >= plen && memcmp(from, prefix, plen) >= 0)))
+        rocksdb_iter_seek(it, from, flen);
+    else if (plen)
         rocksdb_iter_seek(it, prefix, plen);
     else
         rocksdb_iter_seek_to_first(it);

@@ -49,6 +49,7 @@ typedef enum {
     NF_KIND_ARTICLE_META,    /* serving: article_id -> title, URL, dates (TTL 7 d) */
     NF_KIND_TOPIC_RECENT,    /* serving: (topic, published, article) -> topic vector (48 h) */
     NF_KIND_STORY,           /* serving: story cluster id -> its size (TTL 7 d) */
+    NF_KIND_SEARCH_LOG,      /* search: (commit time, article) in commit order (TTL 7 d) */
     NF_KIND__COUNT
 } nf_state_kind_t;
 
@@ -140,6 +141,11 @@ int nf_store_view_multi_get(nf_store_view_t *v, nf_state_kind_t kind, size_t n,
                             char *err, size_t errlen);
 int nf_store_view_scan_prefix(nf_store_view_t *v, nf_state_kind_t kind, const void *prefix,
                               size_t plen, nf_store_scan_fn fn, void *arg);
+/* The same scan starting at the first key >= from (flen bytes; before the prefix or 0 bytes:
+ * the prefix's first key). */
+int nf_store_view_scan_from(nf_store_view_t *v, nf_state_kind_t kind, const void *prefix,
+                            size_t plen, const void *from, size_t flen, nf_store_scan_fn fn,
+                            void *arg);
 
 /* ---- batches (one per shard and epoch) ---- */
 nf_store_batch_t *nf_store_batch_new(void);

@@ -60,6 +60,11 @@ int store_get_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_
 int store_multi_get_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
                        size_t n, const unsigned char *keys, size_t klen, void **vals, size_t *lens,
                        char *err, size_t errlen);
+/* The keys of a kind with the prefix, from the first >= from (flen bytes; 0: the prefix's first).
+ */
+int store_scan_from_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
+                       const void *prefix, size_t plen, const void *from, size_t flen,
+                       nf_store_scan_fn fn, void *arg);
 int store_scan_prefix_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
                          const void *prefix, size_t plen, nf_store_scan_fn fn, void *arg);
 /* Drops the store's reference to its latest view (at close). */

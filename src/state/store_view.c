@@ -107,3 +107,10 @@ int nf_store_view_scan_prefix(nf_store_view_t *v, nf_state_kind_t kind, const vo
 {
     return store_scan_prefix_ro(v->st, v->ro_scan, kind, prefix, plen, fn, arg);
 }
+
+int nf_store_view_scan_from(nf_store_view_t *v, nf_state_kind_t kind, const void *prefix,
+                            size_t plen, const void *from, size_t flen, nf_store_scan_fn fn,
+                            void *arg)
+{
+    return store_scan_from_ro(v->st, v->ro_scan, kind, prefix, plen, from, flen, fn, arg);
+}

@@ -5,8 +5,10 @@ page's scripts, and this checks it.
   - "Trending stories" lists, in order, the first articles of a committed trending window
     (the job's `trending` records on its stdout), each titled as its committed `articles`
     record says;
-  - the reader's feed (demo-user-1) lists articles, each one a committed article.
-Usage: python3 page_check.py DOM_HTML JOB_STDOUT
+  - the reader's feed (demo-user-1) lists articles, each one a committed article;
+  - opened as /?q=WORD, the search results list committed articles whose title or summary
+    has the word, the title's matches marked (<mark>).
+Usage: python3 page_check.py DOM_HTML JOB_STDOUT [WORD]
 """
 import sys
 from html.parser import HTMLParser
@@ -24,9 +26,13 @@ class Page(HTMLParser):
         self._li = None
         self._title = None
         self._error = None
+        self.marked = []  # text inside <mark> in the search results' titles
+        self._mark = None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if tag == "mark" and self._title is not None and self._ol == "results":
+            self._mark = ""
         if tag == "body" and a.get("data-loaded") == "1":
             self.loaded = True
         if tag == "ol" and a.get("id"):
@@ -40,12 +46,17 @@ class Page(HTMLParser):
             self._title = ""
 
     def handle_data(self, data):
+        if self._mark is not None:
+            self._mark += data
         if self._title is not None:
             self._title += data
         if self._error is not None:
             self._error += data
 
     def handle_endtag(self, tag):
+        if tag == "mark" and self._mark is not None:
+            self.marked.append(self._mark)
+            self._mark = None
         if tag == "a" and self._title is not None:
             self.lists[self._ol].append((self._li, self._title))
             self._title = None
@@ -58,7 +69,7 @@ class Page(HTMLParser):
             self._ol = None
 
 
-def main(dom_path, out_path):
+def main(dom_path, out_path, word=None):
     page = Page()
     page.feed(open(dom_path, encoding="utf-8").read())
     recs = jobout.records(out_path)
@@ -84,12 +95,25 @@ def main(dom_path, out_path):
     for aid, title in feed:
         if titles.get(aid) != title.strip():
             fails.append(f"feed {aid}: title {title!r} != the committed {titles.get(aid)!r}")
+    results = page.lists.get("results", [])
+    if word:
+        arts = {a["article_id"]: a for a in recs.get("articles", [])}
+        if not results:
+            fails.append(f"no search results shown for {word!r}")
+        for aid, title in results:
+            a = arts.get(aid)
+            if not a or a["title"] != title.strip():
+                fails.append(f"search {aid}: title {title!r} is no committed article's")
+            elif word.lower() not in (a["title"] + " " + (a.get("summary") or "")).lower():
+                fails.append(f"search {aid}: {word!r} is in neither title nor summary")
+        if results and not any(m.lower() == word.lower() for m in page.marked):
+            fails.append(f"no title marks {word!r}: marked {page.marked[:5]}")
     for f in fails:
         print("FAIL: " + f, file=sys.stderr)
-    print(f"page_check: {len(shown)} trending stories and {len(feed)} feed items shown, "
-          f"{len(windows)} committed windows")
+    print(f"page_check: {len(shown)} trending stories, {len(feed)} feed items and "
+          f"{len(results)} search results shown, {len(windows)} committed windows")
     return 1 if fails else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:4]))

@@ -6,7 +6,9 @@ Checks, while the job runs on the embedded cluster with the demo's read events:
      validates against the documented schema (a validator of ours below: type, nullable,
      required, properties, additionalProperties, items, allOf, $ref, minimum/maximum,
      minLength/maxLength, maxItems, enum); every constraint of every parameter, broken, gives
-     the documented 400 naming that parameter; paths the document does not have give 404;
+     the documented 400 naming that parameter (the operation's other required parameters set
+     to their `example` in the document, which each must have), and so does a required
+     parameter left out; paths the document does not have give 404;
   2. committed reads: an answer's interest vector equals, bit for bit, the vector of the
      `interest-updates` record of the same user and version on the job's stdout (which holds
      committed records only), and the trending list equals the `trending` record of the same
@@ -194,6 +196,12 @@ valid_paths = {
     "/v1/trending": ["/v1/trending", "/v1/trending?limit=1", "/v1/trending?limit=100"],
     "/v1/status": ["/v1/status"],
     "/v1/sources": ["/v1/sources", "/v1/sources?failing=1"],
+    "/v1/search": ["/v1/search?q=" + urllib.parse.quote(
+                       DOC["paths"]["/v1/search"]["get"]["parameters"][0].get("example", "news")),
+                   "/v1/search?q=central&limit=1", "/v1/search?q=harbour+flood&topic=environment",
+                   "/v1/search?q=%22flood+defences%22+-rail&since=2026-01-01T00:00:00Z&limit=100",
+                   "/v1/search?q=nothing-matches-this-" + str(random.randrange(10**9)),
+                   "/v1/search?q=" + urllib.parse.quote("NEAR(a b) OR c* {title}: ^d \"e")],
 }
 for tmpl, op in ops.items():
     if tmpl not in valid_paths:
@@ -218,6 +226,8 @@ def broken_values(schema):
         if "maximum" in schema:
             vals.append(str(schema["maximum"] + 1))
     if schema.get("type") == "string":
+        if schema.get("format") == "date-time":
+            vals += ["yesterday", "2026-13-01T00:00:00Z", "2026-11-27T25:00:00Z", "", "x" * 300]
         if schema.get("minLength", 0) >= 1:
             vals.append("")
         if "pattern" in schema:  # right length, wrong characters
@@ -227,7 +237,17 @@ def broken_values(schema):
     return vals
 
 
+def required_query(op):
+    """The operation's required query parameters with the document's example values (a
+    request that breaks one parameter keeps the others valid)."""
+    return {p["name"]: p["example"] for p in op.get("parameters", [])
+            if p["in"] == "query" and p.get("required") and "example" in p}
+
+
 for tmpl, op in ops.items():
+    for prm in op.get("parameters", []):
+        if prm["in"] == "query" and prm.get("required") and "example" not in prm:
+            fail(f"{tmpl}: the required parameter {prm['name']} has no example in the document")
     for prm in op.get("parameters", []):
         name = prm["name"]
         bad = broken_values(prm["schema"])
@@ -239,8 +259,9 @@ for tmpl, op in ops.items():
             if prm["in"] == "path":
                 quoted = urllib.parse.quote(b, safe="", encoding="latin-1")
                 path = tmpl.replace("{" + name + "}", quoted)
-            else:  # on a valid path (its path parameters filled in)
-                path = valid_paths[tmpl][0].split("?")[0] + "?" + urllib.parse.urlencode({name: b})
+            else:  # on a valid path (its path parameters and required parameters filled in)
+                args = dict(required_query(op), **{name: b})
+                path = valid_paths[tmpl][0].split("?")[0] + "?" + urllib.parse.urlencode(args)
             status, headers, body, raw = get(path)
             if "400" not in op["responses"]:
                 if status >= 500 and status != 503:
@@ -252,6 +273,19 @@ for tmpl, op in ops.items():
             check_response(op, path, status, headers, body, raw)
             if not isinstance(body, dict) or body.get("parameter") != name:
                 fail(f"GET {path}: the 400 does not name the parameter {name}: {body}")
+
+# A required query parameter left out: the documented 400 naming it.
+for tmpl, op in ops.items():
+    for prm in op.get("parameters", []):
+        if prm["in"] != "query" or not prm.get("required"):
+            continue
+        args = {k: v for k, v in required_query(op).items() if k != prm["name"]}
+        path = valid_paths[tmpl][0].split("?")[0] + ("?" + urllib.parse.urlencode(args) if args else "")
+        status, headers, body, raw = get(path)
+        if status != 400 or not isinstance(body, dict) or body.get("parameter") != prm["name"]:
+            fail(f"GET {path}: {status}, expected a 400 naming the missing {prm['name']}: {raw[:200]!r}")
+        else:
+            check_response(op, path, status, headers, body, raw)
 
 # A reader the job never saw: the documented 404 naming user_id.
 status, headers, body, raw = get("/v1/users/no-such-reader-" + str(random.random()) + "/interest")
@@ -285,7 +319,7 @@ for aid, rec in list(articles_out.items())[:50]:
 # Paths the document does not have: 404 with a JSON error.
 for path in ["/v1/users/x", "/v1/users/x/interest/y", "/v1/trending/x", "/v1/feed",
              "/v1/Trending", "/v1/", "/v1", "/v2/trending", "/v1/articles", "/v1/topics/science",
-             "/v1/topics/science/recent/x"]:
+             "/v1/topics/science/recent/x", "/v1/search/x", "/v1/Search?q=x", "/v1/searchx?q=x"]:
     status, _, body, raw = get(path)
     if status != 404:
         fail(f"GET {path}: {status}, expected 404 (not in the document): {raw[:200]!r}")
@@ -375,7 +409,8 @@ for i in range(400):
     n = rng.randint(0, 40)
     junk = "".join(rng.choice(alphabet) for _ in range(n))
     base = rng.choice(["/v1/trending?", "/v1/users/", "/v1/", "/v1/trending?limit=",
-                       "/v1/trending?topic=", "/v1/feed/", "/v1/articles/", "/v1/topics/"])
+                       "/v1/trending?topic=", "/v1/feed/", "/v1/articles/", "/v1/topics/",
+                       "/v1/search?q=", "/v1/search?limit=3&q="])
     tail = rng.choice(["", "/interest", "&limit=5", "/recent", "?limit=7"])
     path = urllib.parse.quote(base + junk + tail, safe="/?&=%", encoding="utf-8")
     if rng.random() < 0.2:

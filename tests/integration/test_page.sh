@@ -24,12 +24,22 @@ grep -q '"topic":"trending"' "$TMP/out" || fail "no trending window committed"
 # Whole body to a file first: `curl | grep -q` fails under pipefail when grep stops reading early.
 curl -fsS -o "$TMP/page.html" "http://127.0.0.1:$port/" || fail "GET / failed"
 grep -q "<title>newsflow</title>" "$TMP/page.html" || fail "GET / is not the page"
+# The page opened as a link to a search (/?q=WORD) for the longest word of a committed title,
+# once the search index has it.
+word=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import jobout
+t = jobout.records(sys.argv[2])["articles"][0]["title"]
+print(max((w.strip(".,:;!?\"()") for w in t.split()), key=len))' "$SRC/tests/integration" "$TMP/out") ||
+  fail "no committed article to search for"
+for _ in $(seq 50); do
+  curl -fsS "http://127.0.0.1:$port/v1/search?q=$word" 2>/dev/null | grep -q '"results":\[{' && break
+  sleep 0.2
+done
 browse() { # chromium's own profile in TMP: nothing of the machine's user is read or written
   chromium --headless --no-sandbox --disable-gpu --user-data-dir="$TMP/chromium" \
-    --virtual-time-budget=10000 --window-size=1280,900 "$@" "http://127.0.0.1:$port/" 2>>"$TMP/chromium.err"
+    --virtual-time-budget=10000 --window-size=1280,900 "$@" "http://127.0.0.1:$port/?q=$word" 2>>"$TMP/chromium.err"
 }
 browse --dump-dom >"$TMP/dom.html" || fail "chromium failed: $(tail -3 "$TMP/chromium.err")"
-python3 "$SRC/tests/integration/page_check.py" "$TMP/dom.html" "$TMP/out" || fail "page_check.py"
+python3 "$SRC/tests/integration/page_check.py" "$TMP/dom.html" "$TMP/out" "$word" || fail "page_check.py"
 [ -n "${NF_PAGE_SCREENSHOT:-}" ] && browse --screenshot="$NF_PAGE_SCREENSHOT" >/dev/null
 stop_job
 [ "$RC" = 0 ] || fail "the job exited $RC"

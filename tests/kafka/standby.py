@@ -65,7 +65,8 @@ INPUT_CHANGELOGS = ("changelog-event-ids", "changelog-interest", "changelog-inte
 # those of the global key group (keyed by trending-panes 0), all in partition GLOBAL_KG % P
 GLOBAL_CHANGELOGS = ("changelog-article-key", "changelog-cluster-sig", "changelog-cluster-bucket",
                      "changelog-cluster-parent", "changelog-article-topics",
-                     "changelog-article-meta", "changelog-topic-recent", "changelog-story")
+                     "changelog-article-meta", "changelog-topic-recent", "changelog-story",
+                     "changelog-search-log")
 MERGER_KG = GLOBAL_KG = 0xFFFF
 
 

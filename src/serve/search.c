@@ -1,0 +1,1409 @@
+/* search.c — see search.h. One writer connection, owned by the indexing thread (and by
+ * nf_search_add's caller under wmu); a pool of reader connections for queries (WAL: readers
+ * never wait for the writer). */
+#include "serve/search.h"
+
+#include "actors/interest.h"
+#include "actors/serve_state.h"
+#include "algo/bytes.h"
+#include "feed/dates.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ROWID_BITS   12 /* rowid = published_ms << 12 | (id.lo & 4095), then the next free */
+#define LOOKBACK_MS  60000
+#define TX_ROWS      1000 /* rows per writer transaction */
+#define EXPIRE_EVERY 10000
+#define EXPIRE_BATCH 500
+#define TITLE_W      4.0
+#define SUMMARY_W    1.0
+#define DECAY_H      24.0
+/* Pages read through a memory map (the kernel's page cache) rather than copied into SQLite's
+ * own cache: address space, not process memory. */
+#define MMAP_BYTES  "4294967296"
+#define MERGE_PAGES "400" /* FTS5 segment merging the thread does per poll (search.h) */
+#define MARK_ON     '\x01'
+#define MARK_OFF    '\x02'
+
+typedef struct reader {
+    sqlite3 *db;
+    sqlite3_stmt *scan, *snip, *vocab;
+    fts5_tokenizer tok; /* unicode61 as the table's, for the terms' document counts */
+    Fts5Tokenizer *tokenizer;
+    struct reader *next;
+} reader_t;
+
+struct nf_search {
+    nf_search_opts_t o;
+    pthread_t th;
+    bool started;
+
+    pthread_mutex_t mu; /* below, to the writer's part */
+    pthread_cond_t cv;
+    bool stop, ready, corrupt;
+    reader_t *idle;
+    unsigned open_readers, busy;
+    uint64_t epoch, articles;
+    int64_t committed_ms;
+
+    /* The writer: the thread's (nf_search_add: the caller's), under wmu. */
+    pthread_mutex_t wmu;
+    sqlite3 *w;
+    sqlite3_stmt *has, *ins, *ins_id, *put_kv, *oldest, *del_id, *del_doc;
+    bool in_tx, fresh, checked;
+    unsigned tx_rows;
+    unsigned char cursor[NF_SERVE_SEARCH_KEY_LEN];
+    bool has_cursor;
+    int64_t last_expire;
+    int64_t started_ms;
+
+    nf_counter_t m_indexed, m_expired, m_missing, m_queries, m_errors, m_busy;
+    nf_counter_t m_rebuild_missing, m_rebuild_corrupt, m_rebuild_behind, m_rebuild_version;
+    nf_gauge_t m_articles, m_disk, m_behind;
+    nf_histogram_t m_latency;
+};
+
+#define SCHEMA_VERSION 1 /* PRAGMA user_version: the layout below */
+static const char SCHEMA[] =
+    "PRAGMA user_version = 1;"
+    "CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
+    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, summary, topics, id UNINDEXED,"
+    " tokenize = 'unicode61 remove_diacritics 2');"
+    "CREATE TABLE IF NOT EXISTS ids(id BLOB PRIMARY KEY, doc INTEGER NOT NULL,"
+    " ingested INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS ids_ingested ON ids(ingested);";
+
+static bool is_corrupt(int rc)
+{
+    rc &= 0xFF;
+    return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
+}
+
+static void sql_err(sqlite3 *db, const char *what, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "search index %s: %s", what, db ? sqlite3_errmsg(db) : "no connection");
+}
+
+/* ------------------------------------------------------------------------------ writer */
+
+static int exec(sqlite3 *db, const char *sql)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+static void close_writer(nf_search_t *s)
+{
+    sqlite3_stmt **st[] = {&s->has,    &s->ins,    &s->ins_id, &s->put_kv,
+                           &s->oldest, &s->del_id, &s->del_doc};
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+        sqlite3_finalize(*st[i]);
+        *st[i] = NULL;
+    }
+    sqlite3_close(s->w);
+    s->w = NULL;
+    s->in_tx = false;
+    s->tx_rows = 0;
+}
+
+static int kv_put(nf_search_t *s, const char *k, const void *blob, size_t n, int64_t num)
+{
+    sqlite3_bind_text(s->put_kv, 1, k, -1, SQLITE_STATIC);
+    if (blob)
+        sqlite3_bind_blob(s->put_kv, 2, blob, (int)n, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_int64(s->put_kv, 2, num);
+    int rc = sqlite3_step(s->put_kv);
+    sqlite3_reset(s->put_kv);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int64_t count_rows(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t n = 0;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM ids", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+/* The cursor and the epoch from kv. */
+static int load_kv(nf_search_t *s)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->w, "SELECT k, v FROM kv", -1, &st, NULL);
+    while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+        if ((rc = sqlite3_step(st)) != SQLITE_ROW)
+            break;
+        const char *k = (const char *)sqlite3_column_text(st, 0);
+        if (k && strcmp(k, "cursor") == 0 &&
+            sqlite3_column_bytes(st, 1) == NF_SERVE_SEARCH_KEY_LEN) {
+            memcpy(s->cursor, sqlite3_column_blob(st, 1), NF_SERVE_SEARCH_KEY_LEN);
+            s->has_cursor = true;
+        } else if (k && strcmp(k, "epoch") == 0) {
+            pthread_mutex_lock(&s->mu);
+            s->epoch = (uint64_t)sqlite3_column_int64(st, 1);
+            pthread_mutex_unlock(&s->mu);
+        } else if (k && strcmp(k, "committed_ms") == 0) {
+            pthread_mutex_lock(&s->mu);
+            s->committed_ms = sqlite3_column_int64(st, 1);
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Opens the file (creating it), checks it when it existed, makes the schema: SQLITE_OK, or
+ * the failing code (a corrupt file: is_corrupt, or quick_check's verdict as SQLITE_CORRUPT). */
+static int open_writer(nf_search_t *s, char *err, size_t errlen)
+{
+    struct stat sb;
+    bool existed = stat(s->o.path, &sb) == 0 && sb.st_size > 0;
+    int rc = sqlite3_open_v2(
+        s->o.path, &s->w, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    char pragmas[160];
+    snprintf(pragmas, sizeof pragmas,
+             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-%u;"
+             " PRAGMA busy_timeout=5000; PRAGMA mmap_size=" MMAP_BYTES ";",
+             (s->o.memory_mb ? s->o.memory_mb : 2) * 1024 / 2);
+    if (rc == SQLITE_OK)
+        rc = exec(s->w, pragmas);
+    if (rc == SQLITE_OK && existed) {
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(s->w, "PRAGMA quick_check", -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+            rc = sqlite3_step(st);
+            const char *v = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+            if (rc == SQLITE_ROW)
+                rc = v && strcmp(v, "ok") == 0 ? SQLITE_OK : SQLITE_CORRUPT;
+            if (rc == SQLITE_CORRUPT)
+                snprintf(err, errlen, "search index %s: quick_check: %s", s->o.path,
+                         v ? v : "no verdict");
+        }
+        sqlite3_finalize(st);
+    }
+    if (rc == SQLITE_OK && existed) { /* a file of another layout is rebuilt, not misread */
+        sqlite3_stmt *st = NULL;
+        rc = sqlite3_prepare_v2(s->w, "PRAGMA user_version", -1, &st, NULL);
+        if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+            rc = sqlite3_column_int(st, 0) == SCHEMA_VERSION ? SQLITE_OK : SQLITE_FORMAT;
+        sqlite3_finalize(st);
+        if (rc == SQLITE_FORMAT)
+            snprintf(err, errlen, "search index %s: made by another version of newsflow",
+                     s->o.path);
+    }
+    if (rc == SQLITE_OK)
+        rc = exec(s->w, SCHEMA);
+    struct {
+        sqlite3_stmt **st;
+        const char *sql;
+    } prep[] = {
+        {&s->has, "SELECT 1 FROM ids WHERE id = ?1"},
+        {&s->ins, "INSERT INTO fts(rowid, title, summary, topics, id) VALUES (?1, ?2, ?3, ?4, ?5)"},
+        {&s->ins_id, "INSERT INTO ids(id, doc, ingested) VALUES (?1, ?2, ?3)"},
+        {&s->put_kv, "INSERT OR REPLACE INTO kv(k, v) VALUES (?1, ?2)"},
+        {&s->oldest, "SELECT doc, id FROM ids WHERE ingested < ?1 ORDER BY ingested LIMIT ?2"},
+        {&s->del_id, "DELETE FROM ids WHERE id = ?1"},
+        {&s->del_doc, "DELETE FROM fts WHERE rowid = ?1"},
+    };
+    for (size_t i = 0; rc == SQLITE_OK && i < sizeof prep / sizeof prep[0]; i++)
+        rc = sqlite3_prepare_v2(s->w, prep[i].sql, -1, prep[i].st, NULL);
+    if (rc == SQLITE_OK)
+        rc = load_kv(s);
+    if (rc != SQLITE_OK) {
+        if ((rc != SQLITE_CORRUPT && rc != SQLITE_FORMAT) || !err[0])
+            sql_err(s->w, s->o.path, err, errlen);
+        close_writer(s);
+        return rc;
+    }
+    s->fresh = !existed;
+    s->checked = false;
+    pthread_mutex_lock(&s->mu);
+    s->articles = (uint64_t)count_rows(s->w);
+    pthread_mutex_unlock(&s->mu);
+    nf_gauge_set(s->m_articles, (int64_t)s->articles);
+    return SQLITE_OK;
+}
+
+static void remove_files(const char *path)
+{
+    static const char *const ext[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < 3; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s%s", path, ext[i]);
+        unlink(p);
+    }
+}
+
+/* Opens the index; a corrupt one is removed and made again (a rebuild). 0 or -EIO. */
+static int open_index(nf_search_t *s)
+{
+    char err[512] = "";
+    int rc = open_writer(s, err, sizeof err);
+    if (rc == SQLITE_OK)
+        return 0;
+    if (is_corrupt(rc) || rc == SQLITE_FORMAT) {
+        nf_log(NF_LOG_WARN, "search",
+               rc == SQLITE_FORMAT
+                   ? "the search index was made by another version: removing it and rebuilding"
+                   : "the search index is corrupt: removing it and rebuilding",
+               NF_LS("path", s->o.path), NF_LS("error", err), NF_LEND);
+        nf_counter_inc(rc == SQLITE_FORMAT ? s->m_rebuild_version : s->m_rebuild_corrupt);
+        remove_files(s->o.path);
+        err[0] = '\0';
+        if ((rc = open_writer(s, err, sizeof err)) == SQLITE_OK) {
+            s->fresh = false; /* counted as corrupt, not missing */
+            return 0;
+        }
+    }
+    nf_log(NF_LOG_ERROR, "search", "the search index cannot be opened: search answers 503",
+           NF_LS("path", s->o.path), NF_LS("error", err), NF_LEND);
+    return -EIO;
+}
+
+static int begin(nf_search_t *s)
+{
+    if (s->in_tx)
+        return SQLITE_OK;
+    int rc = exec(s->w, "BEGIN");
+    s->in_tx = rc == SQLITE_OK;
+    s->tx_rows = 0;
+    return rc;
+}
+
+static int commit(nf_search_t *s)
+{
+    if (!s->in_tx)
+        return SQLITE_OK;
+    int rc = SQLITE_OK;
+    if (s->has_cursor)
+        rc = kv_put(s, "cursor", s->cursor, sizeof s->cursor, 0);
+    if (rc == SQLITE_OK)
+        rc = kv_put(s, "epoch", NULL, 0, (int64_t)s->epoch);
+    if (rc == SQLITE_OK)
+        rc = kv_put(s, "committed_ms", NULL, 0, s->committed_ms);
+    rc = rc == SQLITE_OK ? exec(s->w, "COMMIT") : rc;
+    if (rc != SQLITE_OK)
+        exec(s->w, "ROLLBACK");
+    s->in_tx = false;
+    return rc;
+}
+
+/* text without the highlight markers' bytes (a feed's text could hold them), in buf. */
+static const char *clean(const char *text, char **buf)
+{
+    if (!text || (!strchr(text, MARK_ON) && !strchr(text, MARK_OFF)))
+        return text ? text : "";
+    size_t n = strlen(text), j = 0;
+    if (!(*buf = malloc(n + 1)))
+        return "";
+    for (size_t i = 0; i < n; i++)
+        if (text[i] != MARK_ON && text[i] != MARK_OFF)
+            (*buf)[j++] = text[i];
+    (*buf)[j] = '\0';
+    return *buf;
+}
+
+static void id_bytes(nf_id128_t id, unsigned char out[16])
+{
+    for (int i = 0; i < 8; i++) {
+        out[i] = (unsigned char)(id.hi >> (56 - 8 * i));
+        out[8 + i] = (unsigned char)(id.lo >> (56 - 8 * i));
+    }
+}
+
+static nf_id128_t id_of(const unsigned char *b)
+{
+    nf_id128_t id = {0, 0};
+    for (int i = 0; i < 8; i++) {
+        id.hi = id.hi << 8 | b[i];
+        id.lo = id.lo << 8 | b[8 + i];
+    }
+    return id;
+}
+
+/* Inserts one article (in the open transaction): 0 indexed, 1 already there, 2 too old, or an
+ * SQLite error code (negated). */
+static int insert_doc(nf_search_t *s, nf_id128_t id, const char *title, const char *summary,
+                      int64_t published_ms, int64_t ingested_ms, const uint32_t *topics,
+                      unsigned ntopics, int64_t now)
+{
+    unsigned char idb[16];
+    id_bytes(id, idb);
+    sqlite3_bind_blob(s->has, 1, idb, 16, SQLITE_STATIC);
+    int rc = sqlite3_step(s->has);
+    sqlite3_reset(s->has);
+    if (rc == SQLITE_ROW)
+        return 1;
+    if (rc != SQLITE_DONE)
+        return -rc;
+    if (ingested_ms < now - s->o.retention_ms || published_ms < 0)
+        return 2;
+    char tbuf[NF_TOPICS_MAX * 5 + 1];
+    size_t tl = 0;
+    tbuf[0] = '\0';
+    for (unsigned i = 0; i < ntopics && i < NF_TOPICS_MAX; i++)
+        tl += (size_t)snprintf(tbuf + tl, sizeof tbuf - tl, "%st%u", tl ? " " : "", topics[i]);
+    char *tb = NULL, *sb = NULL;
+    const char *t = clean(title, &tb), *sm = clean(summary, &sb);
+    sqlite3_int64 rowid = (sqlite3_int64)published_ms << ROWID_BITS | (sqlite3_int64)(id.lo & 4095);
+    for (int tries = 0; tries < 4096; tries++, rowid++) {
+        sqlite3_bind_int64(s->ins, 1, rowid);
+        sqlite3_bind_text(s->ins, 2, t, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s->ins, 3, sm, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s->ins, 4, tbuf, (int)tl, SQLITE_STATIC);
+        sqlite3_bind_blob(s->ins, 5, idb, 16, SQLITE_STATIC);
+        rc = sqlite3_step(s->ins);
+        sqlite3_reset(s->ins);
+        if ((rc & 0xFF) != SQLITE_CONSTRAINT)
+            break; /* a rowid taken: the next */
+    }
+    free(tb);
+    free(sb);
+    if (rc != SQLITE_DONE)
+        return -rc;
+    sqlite3_bind_blob(s->ins_id, 1, idb, 16, SQLITE_STATIC);
+    sqlite3_bind_int64(s->ins_id, 2, rowid);
+    sqlite3_bind_int64(s->ins_id, 3, ingested_ms);
+    rc = sqlite3_step(s->ins_id);
+    sqlite3_reset(s->ins_id);
+    if (rc != SQLITE_DONE)
+        return -rc;
+    pthread_mutex_lock(&s->mu);
+    s->articles++;
+    pthread_mutex_unlock(&s->mu);
+    nf_counter_inc(s->m_indexed);
+    return 0;
+}
+
+/* Deletes up to EXPIRE_BATCH articles ingested before `below` (oldest first), at most `max`: the
+ * rows * deleted, or a negated SQLite code. */
+static int64_t delete_oldest(nf_search_t *s, sqlite3_int64 below, int64_t max)
+{
+    sqlite3_bind_int64(s->oldest, 1, below);
+    sqlite3_bind_int64(s->oldest, 2, max < EXPIRE_BATCH ? max : EXPIRE_BATCH);
+    sqlite3_int64 rows[EXPIRE_BATCH];
+    unsigned char ids[EXPIRE_BATCH][16];
+    int n = 0, rc;
+    while ((rc = sqlite3_step(s->oldest)) == SQLITE_ROW && n < EXPIRE_BATCH) {
+        rows[n] = sqlite3_column_int64(s->oldest, 0);
+        const void *b = sqlite3_column_blob(s->oldest, 1);
+        memset(ids[n], 0, 16);
+        if (b && sqlite3_column_bytes(s->oldest, 1) == 16)
+            memcpy(ids[n], b, 16);
+        n++;
+    }
+    sqlite3_reset(s->oldest);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return -rc;
+    for (int i = 0; i < n; i++) {
+        sqlite3_bind_blob(s->del_id, 1, ids[i], 16, SQLITE_STATIC);
+        rc = sqlite3_step(s->del_id);
+        sqlite3_reset(s->del_id);
+        if (rc == SQLITE_DONE) {
+            sqlite3_bind_int64(s->del_doc, 1, rows[i]);
+            rc = sqlite3_step(s->del_doc);
+            sqlite3_reset(s->del_doc);
+        }
+        if (rc != SQLITE_DONE)
+            return -rc;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->articles -= (uint64_t)n <= s->articles ? (uint64_t)n : s->articles;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+/* Drops what is past retention, then the oldest beyond max_articles. SQLite code. */
+static int expire(nf_search_t *s, int64_t now)
+{
+    sqlite3_int64 below = now - s->o.retention_ms;
+    for (;;) {
+        int rc = begin(s);
+        int64_t n = rc == SQLITE_OK ? delete_oldest(s, below, EXPIRE_BATCH) : -rc;
+        if (n < 0 || (rc = commit(s)) != SQLITE_OK)
+            return n < 0 ? (int)-n : rc;
+        nf_counter_add(s->m_expired, (uint64_t)n);
+        if (n < EXPIRE_BATCH)
+            break;
+    }
+    while (s->o.max_articles && s->articles > s->o.max_articles) {
+        int rc = begin(s);
+        int64_t over = (int64_t)(s->articles - s->o.max_articles);
+        int64_t n = rc == SQLITE_OK ? delete_oldest(s, INT64_MAX, over) : -rc;
+        if (n < 0 || (rc = commit(s)) != SQLITE_OK)
+            return n < 0 ? (int)-n : rc;
+        nf_counter_add(s->m_expired, (uint64_t)n);
+        if (n == 0)
+            break;
+    }
+    nf_gauge_set(s->m_articles, (int64_t)s->articles);
+    return SQLITE_OK;
+}
+
+/* ---------------------------------------------------------------------- following views */
+
+typedef struct {
+    nf_search_t *s;
+    nf_store_view_t *v;
+    int64_t now;
+    int rc;           /* the first SQLite failure */
+    uint64_t entries; /* log entries read past the cursor */
+    bool older;       /* one was cut before this process started */
+} pass_t;
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+static int64_t jdate(const cJSON *o, const char *k, bool *ok)
+{
+    const char *s = jstr(o, k);
+    int64_t ms = 0;
+    *ok = s && nf_date_parse(s, strlen(s), &ms) == 0;
+    return *ok ? ms : 0;
+}
+
+/* One search log entry: its article's committed metadata and topics into the index. */
+static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY_LEN])
+{
+    nf_search_t *s = p->s;
+    char err[256];
+    void *val = NULL;
+    size_t len = 0;
+    int r = nf_store_view_get(p->v, NF_KIND_ARTICLE_META, meta_key, NF_SERVE_META_KEY_LEN, &val,
+                              &len, err, sizeof err);
+    if (r < 0) {
+        nf_log(NF_LOG_WARN, "search", "an article's metadata cannot be read; not indexed",
+               NF_LS("error", err), NF_LEND);
+        nf_counter_inc(s->m_missing);
+        return 0;
+    }
+    cJSON *meta = r == 1 && len > 8 ? cJSON_ParseWithLength((char *)val + 8, len - 8) : NULL;
+    free(val);
+    if (!meta) { /* expired (TTL) or not what serve_state writes */
+        nf_counter_inc(s->m_missing);
+        return 0;
+    }
+    bool has_pub, has_ing;
+    int64_t pub = jdate(meta, "published_at", &has_pub);
+    int64_t ing = jdate(meta, "ingested_at", &has_ing);
+    int64_t published = nf_serve_published_ms(pub, has_pub, has_ing ? ing : p->now);
+    nf_topic_vec_t vec = {0};
+    uint32_t topics[NF_TOPICS_MAX];
+    unsigned nt = 0;
+    val = NULL;
+    if (nf_store_view_get(p->v, NF_KIND_ARTICLE_TOPICS, meta_key, NF_SERVE_META_KEY_LEN, &val, &len,
+                          err, sizeof err) == 1 &&
+        len > 8 && nf_interest_topics_decode((unsigned char *)val + 8, len - 8, &vec) == 0) {
+        for (uint32_t i = 0; i < vec.n; i++)
+            if (vec.t[i].weight > 0)
+                topics[nt++] = vec.t[i].topic;
+    }
+    free(val);
+    int rc = insert_doc(s, id_of(meta_key + 2), jstr(meta, "title"), jstr(meta, "summary"),
+                        published, has_ing ? ing : p->now, topics, nt, p->now);
+    cJSON_Delete(meta);
+    return rc < 0 ? -rc : SQLITE_OK;
+}
+
+static int log_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
+{
+    pass_t *p = arg;
+    nf_search_t *s = p->s;
+    int64_t cut, expires;
+    unsigned char meta_key[NF_SERVE_META_KEY_LEN];
+    if (nf_serve_search_decode(k, kl, v, vl, &cut, meta_key, &expires) != 0)
+        return 0;
+    if (!s->has_cursor || memcmp(k, s->cursor, NF_SERVE_SEARCH_KEY_LEN) > 0) {
+        memcpy(s->cursor, k, NF_SERVE_SEARCH_KEY_LEN);
+        s->has_cursor = true;
+        p->entries++;
+        p->older |= cut < s->started_ms;
+    }
+    if (expires != 0 && expires < p->now)
+        return 0;
+    int rc = begin(s);
+    if (rc == SQLITE_OK)
+        rc = index_entry(p, meta_key);
+    if (rc == SQLITE_OK && ++s->tx_rows >= TX_ROWS)
+        rc = commit(s);
+    if (rc != SQLITE_OK) {
+        p->rc = rc;
+        return 1;
+    }
+    pthread_mutex_lock(&s->mu);
+    bool stop = s->stop;
+    pthread_mutex_unlock(&s->mu);
+    return stop ? 1 : 0;
+}
+
+/* Clears the index (the state went back: an older checkpoint). SQLite code. */
+static int clear(nf_search_t *s)
+{
+    int rc = begin(s);
+    if (rc == SQLITE_OK)
+        rc = exec(s->w, "DELETE FROM fts; DELETE FROM ids; DELETE FROM kv;");
+    s->has_cursor = false;
+    rc = rc == SQLITE_OK ? commit(s) : rc;
+    pthread_mutex_lock(&s->mu);
+    s->articles = 0;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* The first view after opening: whether the state still has the cursor's entry (it has unless
+ * the entry expired or an older checkpoint was restored). */
+static int check_cursor(nf_search_t *s, nf_store_view_t *v, int64_t now)
+{
+    s->checked = true;
+    if (!s->has_cursor)
+        return SQLITE_OK;
+    int64_t cut, expires;
+    unsigned char mk[NF_SERVE_META_KEY_LEN];
+    void *val = NULL;
+    size_t len = 0;
+    char err[256];
+    int r = nf_store_view_get(v, NF_KIND_SEARCH_LOG, s->cursor, sizeof s->cursor, &val, &len, err,
+                              sizeof err);
+    bool live = r == 1 && nf_serve_search_decode(s->cursor, sizeof s->cursor, val, len, &cut, mk,
+                                                 &expires) == 0;
+    free(val);
+    if (r != 0 || live)
+        return SQLITE_OK;
+    nf_serve_search_decode(s->cursor, sizeof s->cursor, "\0\0\0\0\0\0\0\0", 8, &cut, mk, &expires);
+    if (cut + s->o.retention_ms < now)
+        return SQLITE_OK; /* gone by age */
+    nf_log(NF_LOG_WARN, "search",
+           "the committed state does not have the search index's last article (an older "
+           "checkpoint was restored): rebuilding the index from the state",
+           NF_LI("cursor_cut_ms", cut), NF_LEND);
+    nf_counter_inc(s->m_rebuild_behind);
+    return clear(s);
+}
+
+static int follow(nf_search_t *s, nf_store_view_t *v)
+{
+    pass_t p = {.s = s, .v = v, .now = nf_wall_ms()};
+    int rc = s->checked ? SQLITE_OK : check_cursor(s, v, p.now);
+    if (rc != SQLITE_OK)
+        return rc;
+    bool was_empty = !s->has_cursor;
+    unsigned char prefix[NF_SERVE_SEARCH_PREFIX], from[NF_SERVE_SEARCH_KEY_LEN];
+    nf_serve_search_prefix(prefix);
+    size_t flen = 0;
+    if (s->has_cursor) {
+        int64_t cut, expires;
+        unsigned char mk[NF_SERVE_META_KEY_LEN] = {0};
+        nf_serve_search_decode(s->cursor, sizeof s->cursor, "\0\0\0\0\0\0\0\0", 8, &cut, mk,
+                               &expires);
+        memset(mk, 0, sizeof mk);
+        nf_serve_search_key(cut > LOOKBACK_MS ? cut - LOOKBACK_MS : 0, mk, from);
+        flen = sizeof from;
+    }
+    int r = nf_store_view_scan_from(v, NF_KIND_SEARCH_LOG, prefix, sizeof prefix, from, flen,
+                                    log_cb, &p);
+    if (p.rc != SQLITE_OK)
+        return p.rc;
+    if (r < 0)
+        nf_log(NF_LOG_WARN, "search", "the search log cannot be read; retrying at the next view",
+               NF_LI("errno", -r), NF_LEND);
+    if (s->fresh && was_empty && p.older) { /* not a new job's first articles */
+        nf_counter_inc(s->m_rebuild_missing);
+        nf_log(NF_LOG_WARN, "search",
+               "the search index was missing: rebuilt from the state's search log",
+               NF_LS("path", s->o.path), NF_LI("articles", (int64_t)s->articles), NF_LEND);
+    }
+    s->fresh = false;
+    if (r == 0) {
+        pthread_mutex_lock(&s->mu);
+        s->epoch = nf_store_view_epoch(v);
+        s->committed_ms = nf_store_view_published_ms(v);
+        pthread_mutex_unlock(&s->mu);
+    }
+    rc = begin(s);
+    rc = rc == SQLITE_OK ? commit(s) : rc;
+    if (rc == SQLITE_OK && p.now - s->last_expire >= EXPIRE_EVERY) {
+        s->last_expire = p.now;
+        rc = expire(s, p.now);
+    }
+    nf_gauge_set(s->m_articles, (int64_t)s->articles);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------ readers */
+
+/* ------------------------------------------------------------------------------ ranking */
+
+/* nf_rank(fts, dfs): FTS5's bm25 with the table's weights (title TITLE_W, summary SUMMARY_W,
+ * topics 0; k1 1.2, b 0.75, the row's length over all columns), except where each phrase's
+ * document count comes from: dfs (a blob of one int64 per phrase of the expression, -1 for a
+ * phrase that does not score: exclusions, the topic) holds counts looked up in the index's
+ * vocabulary before the query (a phrase of several words: the least frequent word's count).
+ * bm25() counts them by running every phrase over the whole table first, which costs as much
+ * as the whole match list (a phrase of common words: the whole table); this costs nothing
+ * per query, and per row only the row's own hits and length. A relevance >= 0. */
+#define RANK_PHRASES 64
+
+typedef struct {
+    int n;
+    double idf[RANK_PHRASES], avgdl;
+} rank_data_t;
+
+static void rank_fn(const Fts5ExtensionApi *x, Fts5Context *ctx, sqlite3_context *out, int nval,
+                    sqlite3_value **val)
+{
+    rank_data_t *d = x->xGetAuxdata(ctx, 0);
+    if (!d) {
+        if (!(d = sqlite3_malloc(sizeof *d))) {
+            sqlite3_result_error_nomem(out);
+            return;
+        }
+        sqlite3_int64 rows = 0, tokens = 0;
+        x->xRowCount(ctx, &rows);
+        x->xColumnTotalSize(ctx, -1, &tokens);
+        d->avgdl = rows > 0 ? (double)tokens / (double)rows : 1;
+        d->n = x->xPhraseCount(ctx);
+        if (d->n > RANK_PHRASES)
+            d->n = RANK_PHRASES;
+        const unsigned char *dfs = nval > 0 ? sqlite3_value_blob(val[0]) : NULL;
+        int ndf = nval > 0 ? sqlite3_value_bytes(val[0]) / 8 : 0;
+        for (int i = 0; i < d->n; i++) {
+            int64_t df = -1;
+            if (dfs && i < ndf)
+                memcpy(&df, dfs + 8 * i, 8);
+            double idf = log(0.5 + ((double)rows - (double)df + 0.5) / ((double)df + 0.5));
+            d->idf[i] = df < 0 ? 0 : idf > 1e-6 ? idf : 1e-6;
+        }
+        if (x->xSetAuxdata(ctx, d, sqlite3_free) != SQLITE_OK) {
+            sqlite3_result_error_nomem(out);
+            return;
+        }
+    }
+    static const double w[3] = {TITLE_W, SUMMARY_W, 0};
+    int len = 0;
+    x->xColumnSize(ctx, -1, &len);
+    double norm = 1.2 * (1 - 0.75 + 0.75 * (double)len / d->avgdl), score = 0;
+    for (int i = 0; i < d->n; i++) {
+        if (d->idf[i] == 0)
+            continue;
+        Fts5PhraseIter it;
+        int col = -1, off = 0;
+        double f = 0;
+        if (x->xPhraseFirst(ctx, i, &it, &col, &off) != SQLITE_OK)
+            continue;
+        for (; col >= 0; x->xPhraseNext(ctx, &it, &col, &off))
+            f += col < 3 ? w[col] : 0;
+        if (f > 0)
+            score += d->idf[i] * f * 2.2 / (f + norm);
+    }
+    sqlite3_result_double(out, score);
+}
+
+static fts5_api *fts5_of(sqlite3 *db)
+{
+    fts5_api *api = NULL;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT fts5(?1)", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_pointer(st, 1, &api, "fts5_api_ptr", NULL);
+        sqlite3_step(st);
+    }
+    sqlite3_finalize(st);
+    return api;
+}
+
+typedef struct {
+    reader_t *r;
+    int64_t min; /* the least document count of the term's tokens; -2: none yet */
+    int rc;
+} df_t;
+
+static int token_df(void *arg, int flags, const char *tok, int n, int start, int end)
+{
+    df_t *d = arg;
+    (void)flags, (void)start, (void)end;
+    sqlite3_bind_text(d->r->vocab, 1, tok, n, SQLITE_STATIC);
+    int rc = sqlite3_step(d->r->vocab);
+    int64_t df = rc == SQLITE_ROW ? sqlite3_column_int64(d->r->vocab, 0) : 0;
+    sqlite3_reset(d->r->vocab);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return d->rc = rc;
+    if (d->min == -2 || df < d->min)
+        d->min = df;
+    return SQLITE_OK;
+}
+
+/* q without the terms the index's tokenizer finds no token in (they would match nothing, and
+ * an AND with them nothing at all), into *f; and the document count of each phrase of f's
+ * expression (nf_search_query_match's order: positive terms, then exclusions and the topic,
+ * which do not score) into dfs. SQLite code. */
+static int index_terms(reader_t *r, const nf_search_query_t *q, nf_search_query_t *f, int64_t *dfs,
+                       int *n)
+{
+    *f = *q;
+    f->n = f->positive = f->excluded = 0;
+    *n = 0;
+    for (unsigned i = 0; i < q->n; i++) {
+        df_t d = {.r = r, .min = -2};
+        int rc = r->tok.xTokenize(r->tokenizer, &d, FTS5_TOKENIZE_QUERY, q->t[i].text,
+                                  (int)strlen(q->t[i].text), token_df);
+        if (d.rc != SQLITE_OK || (rc != SQLITE_OK && rc != SQLITE_DONE))
+            return d.rc != SQLITE_OK ? d.rc : rc;
+        if (d.min == -2) {
+            f->dropped++;
+            continue;
+        }
+        f->t[f->n++] = q->t[i]; /* the text stays in q's buffer */
+        if (q->t[i].excluded) {
+            f->excluded++;
+        } else {
+            f->positive++;
+            if (*n < RANK_PHRASES)
+                dfs[(*n)++] = d.min;
+        }
+    }
+    for (unsigned i = 0; i < f->excluded + 1 && *n < RANK_PHRASES; i++)
+        dfs[(*n)++] = -1; /* exclusions and the topic: never scored */
+    return SQLITE_OK;
+}
+
+static void close_reader(reader_t *r)
+{
+    if (!r)
+        return;
+    if (r->tokenizer)
+        r->tok.xDelete(r->tokenizer);
+    sqlite3_finalize(r->vocab);
+    sqlite3_finalize(r->scan);
+    sqlite3_finalize(r->snip);
+    sqlite3_close(r->db);
+    free(r);
+}
+
+static reader_t *open_reader(nf_search_t *s, char *err, size_t errlen)
+{
+    reader_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    int rc = sqlite3_open_v2(s->o.path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    char pragmas[160];
+    unsigned readers = s->o.readers ? s->o.readers : 1;
+    snprintf(pragmas, sizeof pragmas,
+             "PRAGMA query_only=1; PRAGMA cache_size=-%u; PRAGMA busy_timeout=5000;"
+             " PRAGMA mmap_size=" MMAP_BYTES ";",
+             (s->o.memory_mb ? s->o.memory_mb : 2) * 1024 / 2 / readers);
+    /* The vocabulary first: query_only refuses even a temporary table. */
+    if (rc == SQLITE_OK)
+        rc = exec(r->db, "CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, fts, 'row')");
+    if (rc == SQLITE_OK)
+        rc = exec(r->db, pragmas);
+    fts5_api *api = rc == SQLITE_OK ? fts5_of(r->db) : NULL;
+    void *ud = NULL;
+    const char *targs[] = {"remove_diacritics", "2"};
+    if (rc == SQLITE_OK &&
+        (!api || api->xFindTokenizer(api, "unicode61", &ud, &r->tok) != SQLITE_OK ||
+         r->tok.xCreate(ud, targs, 2, &r->tokenizer) != SQLITE_OK ||
+         api->xCreateFunction(api, "nf_rank", NULL, rank_fn, NULL) != SQLITE_OK))
+        rc = SQLITE_ERROR;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(r->db, "SELECT doc FROM temp.vocab WHERE term = ?1", -1, &r->vocab,
+                                NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(r->db,
+                                "SELECT rowid, nf_rank(fts, ?4) FROM fts WHERE fts MATCH ?1"
+                                " AND rowid >= ?2 ORDER BY rowid DESC LIMIT ?3",
+                                -1, &r->scan, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(r->db,
+                                "SELECT id, highlight(fts, 0, char(1), char(2)),"
+                                " snippet(fts, 1, char(1), char(2), '…', 24)"
+                                " FROM fts WHERE fts MATCH ?1 AND rowid = ?2",
+                                -1, &r->snip, NULL);
+    if (rc != SQLITE_OK) {
+        sql_err(r->db, "open for a query", err, errlen);
+        close_reader(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* A connection for a query: 0 and *out; -EAGAIN not open; -EBUSY all busy for a second;
+ * -EIO (err). */
+static int take_reader(nf_search_t *s, reader_t **out, char *err, size_t errlen)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (!s->ready || s->corrupt || s->stop) {
+            pthread_mutex_unlock(&s->mu);
+            snprintf(err, errlen, "the search index is being opened or rebuilt");
+            return -EAGAIN;
+        }
+        if (s->idle) {
+            *out = s->idle;
+            s->idle = s->idle->next;
+            s->busy++;
+            pthread_mutex_unlock(&s->mu);
+            return 0;
+        }
+        if (s->open_readers < (s->o.readers ? s->o.readers : 1)) {
+            s->open_readers++;
+            s->busy++;
+            pthread_mutex_unlock(&s->mu);
+            if ((*out = open_reader(s, err, errlen)))
+                return 0;
+            pthread_mutex_lock(&s->mu);
+            s->open_readers--;
+            s->busy--;
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            return -EIO;
+        }
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &until) == ETIMEDOUT) {
+            pthread_mutex_unlock(&s->mu);
+            snprintf(err, errlen, "every search connection stayed busy for a second");
+            return -EBUSY;
+        }
+    }
+}
+
+static void give_reader(nf_search_t *s, reader_t *r, bool corrupt)
+{
+    pthread_mutex_lock(&s->mu);
+    s->busy--;
+    if (corrupt)
+        s->corrupt = true;
+    if (s->corrupt || s->stop) {
+        s->open_readers--;
+        close_reader(r);
+    } else {
+        r->next = s->idle;
+        s->idle = r;
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------------------------------------------- queries */
+
+typedef struct {
+    sqlite3_int64 rowid;
+    double relevance, score;
+} cand_t;
+
+static bool better(const cand_t *a, const cand_t *b)
+{
+    return a->score > b->score || (a->score == b->score && a->rowid > b->rowid);
+}
+
+/* A min-heap on `better` of at most k: the worst at [0]. */
+static void heap_push(cand_t *h, size_t *n, size_t k, cand_t c)
+{
+    size_t i;
+    if (*n < k) {
+        i = (*n)++;
+        while (i > 0 && better(&h[(i - 1) / 2], &c)) {
+            h[i] = h[(i - 1) / 2];
+            i = (i - 1) / 2;
+        }
+        h[i] = c;
+        return;
+    }
+    if (!better(&c, &h[0]))
+        return;
+    i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, m = l + 1, w = i;
+        const cand_t *worst = &c;
+        if (l < *n && better(worst, &h[l]))
+            w = l, worst = &h[l];
+        if (m < *n && better(worst, &h[m]))
+            w = m;
+        if (w == i)
+            break;
+        h[i] = h[w];
+        i = w;
+    }
+    h[i] = c;
+}
+
+static int by_better(const void *a, const void *b)
+{
+    return better(a, b) ? -1 : better(b, a) ? 1 : 0;
+}
+
+/* text (SQLite's, with the markers) as HTML: escaped, markers as <mark></mark>. */
+static char *to_html(const unsigned char *text)
+{
+    size_t n = text ? strlen((const char *)text) : 0, cap = n * 6 + 1, j = 0;
+    char *o = malloc(cap > 16 ? cap : 16);
+    if (!o)
+        return NULL;
+    bool open = false;
+    for (size_t i = 0; i < n; i++) {
+        const char *rep = NULL;
+        switch (text[i]) {
+        case '&':
+            rep = "&amp;";
+            break;
+        case '<':
+            rep = "&lt;";
+            break;
+        case '>':
+            rep = "&gt;";
+            break;
+        case '"':
+            rep = "&quot;";
+            break;
+        case '\'':
+            rep = "&#39;";
+            break;
+        case MARK_ON:
+            rep = open ? "" : "<mark>", open = true;
+            break;
+        case MARK_OFF:
+            rep = open ? "</mark>" : "", open = false;
+            break;
+        default:
+            o[j++] = (char)text[i];
+            continue;
+        }
+        size_t rl = strlen(rep);
+        if (j + rl + 8 > cap) { /* "<mark>" is 6 for 1 byte: only "</mark>" can outgrow */
+            char *g = realloc(o, cap * 2 + 16);
+            if (!g) {
+                free(o);
+                return NULL;
+            }
+            o = g;
+            cap = cap * 2 + 16;
+        }
+        memcpy(o + j, rep, rl);
+        j += rl;
+    }
+    if (open) {
+        memcpy(o + j, "</mark>", 7);
+        j += 7;
+    }
+    o[j] = '\0';
+    return o;
+}
+
+static double score_of(double relevance, int64_t published_ms, int64_t now)
+{
+    double hours = (double)(now - published_ms) / 3.6e6;
+    if (hours < 0)
+        hours = 0;
+    return relevance * (0.5 + 0.5 * exp(-hours / DECAY_H));
+}
+
+void nf_search_result_free(nf_search_result_t *r)
+{
+    for (size_t i = 0; r && i < r->n; i++) {
+        free(r->hits[i].title_html);
+        free(r->hits[i].snippet_html);
+    }
+    if (r) {
+        free(r->hits);
+        r->hits = NULL;
+        r->n = 0;
+    }
+}
+
+/* The chosen candidates' ids and highlights, best first, while keep() wants them. */
+static int fill(reader_t *r, const char *match, const cand_t *c, size_t nc, unsigned limit,
+                int64_t now, nf_search_keep_fn keep, void *arg, nf_search_result_t *out)
+{
+    int rc = SQLITE_OK;
+    for (size_t i = 0; i < nc && out->n < limit; i++) {
+        sqlite3_bind_text(r->snip, 1, match, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(r->snip, 2, c[i].rowid);
+        rc = sqlite3_step(r->snip);
+        if (rc == SQLITE_ROW && sqlite3_column_bytes(r->snip, 0) == 16) {
+            nf_search_hit_t h = {.id = id_of(sqlite3_column_blob(r->snip, 0)),
+                                 .published_ms = (int64_t)(c[i].rowid >> ROWID_BITS),
+                                 .relevance = c[i].relevance,
+                                 .score = c[i].score};
+            (void)now;
+            if (keep(arg, &h)) {
+                h.title_html = to_html(sqlite3_column_text(r->snip, 1));
+                h.snippet_html = to_html(sqlite3_column_text(r->snip, 2));
+                if (!h.title_html || !h.snippet_html) {
+                    free(h.title_html);
+                    free(h.snippet_html);
+                    sqlite3_reset(r->snip);
+                    return SQLITE_NOMEM;
+                }
+                out->hits[out->n++] = h;
+            }
+            rc = SQLITE_OK;
+        } else if (rc == SQLITE_DONE) {
+            rc = SQLITE_OK; /* deleted (expired) since the scan */
+        }
+        sqlite3_reset(r->snip);
+        if (rc != SQLITE_OK)
+            break;
+    }
+    return rc;
+}
+
+int nf_search_run(nf_search_t *s, const nf_search_query_t *q, int topic, int64_t since_ms,
+                  int64_t now_ms, unsigned limit, nf_search_keep_fn keep, void *arg,
+                  nf_search_result_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    size_t k = 4 * (size_t)limit + 16;
+    cand_t *heap = malloc(k * sizeof *heap);
+    out->hits = calloc(limit ? limit : 1, sizeof *out->hits);
+    if (!heap || !out->hits) {
+        free(heap);
+        free(out->hits);
+        out->hits = NULL;
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    reader_t *r = NULL;
+    int e = take_reader(s, &r, err, errlen);
+    if (e != 0) {
+        free(heap);
+        nf_search_result_free(out);
+        nf_counter_inc(e == -EBUSY ? s->m_busy : s->m_errors);
+        return e;
+    }
+    pthread_mutex_lock(&s->mu);
+    out->epoch = s->epoch;
+    out->committed_ms = s->committed_ms;
+    out->articles = s->articles;
+    pthread_mutex_unlock(&s->mu);
+
+    size_t nh = 0;
+    sqlite3_int64 lo = since_ms > 0 ? (sqlite3_int64)since_ms << ROWID_BITS : 0;
+    int64_t dfs[RANK_PHRASES];
+    int ndf = 0;
+    nf_search_query_t fq;
+    char match[NF_SEARCH_MATCH_MAX], tok[16] = "";
+    if (topic >= 0)
+        snprintf(tok, sizeof tok, "t%d", topic);
+    int rc = index_terms(r, q, &fq, dfs, &ndf);
+    if (rc == SQLITE_OK && fq.positive == 0) {
+        give_reader(s, r, false);
+        free(heap);
+        nf_search_result_free(out);
+        snprintf(err, errlen, "q has no word the index can search for (letters or digits)");
+        return -EINVAL;
+    }
+    out->dropped = fq.dropped;
+    if (rc == SQLITE_OK &&
+        nf_search_query_match(&fq, topic >= 0 ? tok : NULL, match, sizeof match) < 0)
+        rc = SQLITE_TOOBIG; /* cannot happen: NF_SEARCH_MATCH_MAX bounds it */
+    sqlite3_bind_text(r->scan, 1, match, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(r->scan, 2, lo);
+    sqlite3_bind_blob(r->scan, 4, dfs, ndf * 8, SQLITE_STATIC);
+    sqlite3_bind_int64(r->scan, 3, (sqlite3_int64)s->o.scan_max + 1);
+    while (rc == SQLITE_OK || rc == SQLITE_ROW) {
+        if ((rc = sqlite3_step(r->scan)) != SQLITE_ROW)
+            break;
+        if (out->matches == s->o.scan_max) {
+            out->capped = true;
+            break;
+        }
+        out->matches++;
+        cand_t c = {.rowid = sqlite3_column_int64(r->scan, 0),
+                    .relevance = sqlite3_column_double(r->scan, 1)};
+        c.score = score_of(c.relevance, (int64_t)(c.rowid >> ROWID_BITS), now_ms);
+        heap_push(heap, &nh, k, c);
+    }
+    sqlite3_reset(r->scan);
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+        qsort(heap, nh, sizeof *heap, by_better);
+        rc = fill(r, match, heap, nh, limit, now_ms, keep, arg, out);
+    }
+    bool corrupt = is_corrupt(rc);
+    if (rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        sql_err(r->db, "query", err, errlen);
+    give_reader(s, r, corrupt);
+    free(heap);
+    if (rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        nf_counter_inc(s->m_errors);
+        nf_search_result_free(out);
+        if (corrupt)
+            nf_log(NF_LOG_ERROR, "search", "the search index is corrupt: rebuilding it",
+                   NF_LS("error", err), NF_LEND);
+        return corrupt ? -EAGAIN : -EIO;
+    }
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    nf_histogram_observe(s->m_latency,
+                         (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    nf_counter_inc(s->m_queries);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------- thread */
+
+static int64_t file_bytes(const char *path)
+{
+    int64_t n = 0;
+    static const char *const ext[] = {"", "-wal"};
+    for (size_t i = 0; i < 2; i++) {
+        char p[4096];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s%s", path, ext[i]);
+        if (stat(p, &sb) == 0)
+            n += (int64_t)sb.st_size;
+    }
+    return n;
+}
+
+/* After corruption: every reader returned and closed, the file made again. */
+static void reopen(nf_search_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->ready = false;
+    while (s->busy > 0)
+        pthread_cond_wait(&s->cv, &s->mu);
+    while (s->idle) {
+        reader_t *r = s->idle;
+        s->idle = r->next;
+        s->open_readers--;
+        close_reader(r);
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&s->wmu);
+    close_writer(s);
+    nf_counter_inc(s->m_rebuild_corrupt);
+    remove_files(s->o.path);
+    s->has_cursor = false;
+    pthread_mutex_lock(&s->mu);
+    s->epoch = 0;
+    pthread_mutex_unlock(&s->mu);
+    int r = open_index(s);
+    pthread_mutex_unlock(&s->wmu);
+    pthread_mutex_lock(&s->mu);
+    s->corrupt = false;
+    s->ready = r == 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *run(void *arg)
+{
+    nf_search_t *s = arg;
+    pthread_mutex_lock(&s->wmu);
+    int opened = open_index(s);
+    pthread_mutex_unlock(&s->wmu);
+    pthread_mutex_lock(&s->mu);
+    s->ready = opened == 0;
+    unsigned poll = s->o.poll_ms ? s->o.poll_ms : 100;
+    while (!s->stop) {
+        bool corrupt = s->corrupt;
+        pthread_mutex_unlock(&s->mu);
+        if (corrupt)
+            reopen(s);
+        nf_store_view_t *v = s->o.store && s->w ? nf_store_view_acquire(s->o.store) : NULL;
+        int rc = SQLITE_OK;
+        pthread_mutex_lock(&s->wmu);
+        if (v && s->w && nf_store_view_epoch(v) != s->epoch)
+            rc = follow(s, v);
+        else if (s->w && nf_wall_ms() - s->last_expire >= EXPIRE_EVERY)
+            rc = expire(s, (s->last_expire = nf_wall_ms()));
+        if (rc == SQLITE_OK && s->w && !s->in_tx) /* fewer segments, cheaper queries */
+            rc = exec(s->w, "INSERT INTO fts(fts, rank) VALUES ('merge', " MERGE_PAGES ")");
+        if (rc != SQLITE_OK && s->w) {
+            nf_log(NF_LOG_ERROR, "search", "the search index cannot be written",
+                   NF_LS("error", sqlite3_errmsg(s->w)), NF_LEND);
+            if (s->in_tx)
+                exec(s->w, "ROLLBACK");
+            s->in_tx = false;
+            s->checked = false;
+            s->has_cursor = false;
+            load_kv(s); /* back to the committed cursor */
+        }
+        pthread_mutex_unlock(&s->wmu);
+        if (v) {
+            int64_t lag = nf_store_view_published_ms(v) - s->committed_ms;
+            nf_gauge_set(s->m_behind, s->committed_ms && lag > 0 ? lag / 1000 : 0);
+            nf_store_view_release(v);
+        }
+        nf_gauge_set(s->m_disk, file_bytes(s->o.path));
+        pthread_mutex_lock(&s->mu);
+        if (is_corrupt(rc))
+            s->corrupt = true;
+        if (s->stop)
+            break;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += (long)(poll % 1000) * 1000000L;
+        until.tv_sec += poll / 1000 + until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->cv, &s->mu, &until);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static double memory_bytes(void *arg)
+{
+    (void)arg;
+    return (double)sqlite3_memory_used();
+}
+
+static void register_metrics(nf_search_t *s)
+{
+    nf_metrics_counter("newsflow_search_indexed_total",
+                       "Articles added to the search index (committed articles only).", NULL, 0,
+                       &s->m_indexed);
+    nf_metrics_counter("newsflow_search_expired_total",
+                       "Articles removed from the search index: ingested before "
+                       "search.retention, or the oldest beyond search.max_articles.",
+                       NULL, 0, &s->m_expired);
+    nf_metrics_counter("newsflow_search_missing_meta_total",
+                       "Search log entries whose article metadata the committed state no longer "
+                       "had (expired or unreadable): not indexed.",
+                       NULL, 0, &s->m_missing);
+    nf_metrics_counter("newsflow_search_queries_total", "Searches answered.", NULL, 0,
+                       &s->m_queries);
+    nf_metrics_counter("newsflow_search_query_errors_total",
+                       "Searches that failed in the engine or found the index not open (503).",
+                       NULL, 0, &s->m_errors);
+    nf_metrics_counter("newsflow_search_busy_total",
+                       "Searches refused because every connection stayed busy for a second "
+                       "(503; search.readers).",
+                       NULL, 0, &s->m_busy);
+    static const char help[] =
+        "Rebuilds of the search index from the committed state: missing (no file), corrupt, "
+        "behind (an older checkpoint was restored), version (a file of another layout).";
+    nf_metrics_counter("newsflow_search_rebuilds_total", help, "reason=\"missing\"", 0,
+                       &s->m_rebuild_missing);
+    nf_metrics_counter("newsflow_search_rebuilds_total", help, "reason=\"corrupt\"", 0,
+                       &s->m_rebuild_corrupt);
+    nf_metrics_counter("newsflow_search_rebuilds_total", help, "reason=\"behind\"", 0,
+                       &s->m_rebuild_behind);
+    nf_metrics_counter("newsflow_search_rebuilds_total", help, "reason=\"version\"", 0,
+                       &s->m_rebuild_version);
+    nf_metrics_gauge("newsflow_search_articles", "Articles in the search index.", NULL, 0,
+                     &s->m_articles);
+    nf_metrics_gauge("newsflow_search_disk_bytes", "The search index's file and its WAL.", NULL, 0,
+                     &s->m_disk);
+    nf_metrics_gauge("newsflow_search_behind_seconds",
+                     "How far the search index is behind the latest committed view (by the "
+                     "views' publication times).",
+                     NULL, 0, &s->m_behind);
+    nf_metrics_gauge_fn("newsflow_search_memory_bytes",
+                        "Memory SQLite holds (the search index's page caches and statements).",
+                        NULL, memory_bytes, NULL);
+    nf_metrics_histogram("newsflow_search_query_seconds", "Time to answer a search (engine part).",
+                         NULL, nf_metrics_latency_bounds, nf_metrics_latency_nbounds,
+                         &s->m_latency);
+}
+
+nf_search_t *nf_search_start(const nf_search_opts_t *o, char *err, size_t errlen)
+{
+    nf_search_t *s = calloc(1, sizeof *s);
+    if (!s || !(s->o.path = strdup(o->path))) {
+        free(s);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    const char *path = s->o.path;
+    s->o = *o;
+    s->o.path = path;
+    if (!s->o.scan_max)
+        s->o.scan_max = NF_SEARCH_SCAN_MAX;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->wmu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    register_metrics(s);
+    s->started_ms = nf_wall_ms();
+    int e = pthread_create(&s->th, NULL, run, s);
+    if (e != 0) {
+        snprintf(err, errlen, "cannot start the search thread: %s", strerror(e));
+        nf_search_stop(s);
+        return NULL;
+    }
+    s->started = true;
+    return s;
+}
+
+void nf_search_stop(nf_search_t *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->started)
+        pthread_join(s->th, NULL);
+    pthread_mutex_lock(&s->mu);
+    while (s->busy > 0)
+        pthread_cond_wait(&s->cv, &s->mu);
+    while (s->idle) {
+        reader_t *r = s->idle;
+        s->idle = r->next;
+        close_reader(r);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (s->w) {
+        commit(s);
+        close_writer(s);
+    }
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->wmu);
+    pthread_cond_destroy(&s->cv);
+    free((char *)s->o.path);
+    free(s);
+}
+
+void nf_search_status(nf_search_t *s, uint64_t *articles, uint64_t *epoch)
+{
+    pthread_mutex_lock(&s->mu);
+    *articles = s->articles;
+    *epoch = s->epoch;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int nf_search_add(nf_search_t *s, nf_id128_t id, const char *title, const char *summary,
+                  int64_t published_ms, const uint32_t *topics, unsigned ntopics)
+{
+    pthread_mutex_lock(&s->wmu);
+    int rc = s->w ? begin(s) : SQLITE_MISUSE;
+    int r = rc == SQLITE_OK ? insert_doc(s, id, title, summary, published_ms, published_ms, topics,
+                                         ntopics, nf_wall_ms())
+                            : -rc;
+    if (r >= 0 && ++s->tx_rows >= TX_ROWS && commit(s) != SQLITE_OK)
+        r = -EIO;
+    pthread_mutex_unlock(&s->wmu);
+    return r < 0 ? -EIO : r == 1 ? 1 : 0;
+}
+
+int nf_search_flush(nf_search_t *s)
+{
+    pthread_mutex_lock(&s->wmu);
+    int rc = s->w ? commit(s) : SQLITE_MISUSE;
+    pthread_mutex_unlock(&s->wmu);
+    nf_gauge_set(s->m_articles, (int64_t)s->articles);
+    return rc == SQLITE_OK ? 0 : -EIO;
+}

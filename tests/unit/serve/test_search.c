@@ -1,0 +1,540 @@
+/* Tests src/serve/search_query.c and src/serve/search.c.
+ *
+ * The query syntax: words, phrases, exclusions, limits, and a property over 20,000 generated
+ * texts heavy in FTS5's own syntax: whatever the text, the MATCH expression written for it runs
+ * on a real FTS5 table without an error (no text reaches the engine as syntax).
+ *
+ * The index over a real store, as the job feeds it: articles written the way dedup writes them
+ * (nf_serve_put_article, the search log entry, the topic vector) in committed epochs, views
+ * published; the search thread follows them. Planted matches come first among 400 articles of
+ * filler; phrase, exclusion, topic and since filters; recency breaks a tie of relevance; an
+ * article published before the retention is not indexed; a later epoch is searchable within a
+ * poll; the keep callback's refusals; a restart goes on from the cursor (nothing indexed again,
+ * no rebuild); a corrupt file and a state gone back to an older checkpoint are rebuilt. */
+#include "nf_test.h"
+#include "teststore.h"
+
+#include "actors/cluster.h"
+#include "actors/interest.h"
+#include "actors/serve_state.h"
+#include "algo/bytes.h"
+#include "feed/dates.h"
+#include "runtime/jsonw.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+#include "serve/search.h"
+#include "state/kstate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HOUR_MS (3600ll * 1000)
+#define DAY_MS  (24 * HOUR_MS)
+#define TTL_MS  (7 * DAY_MS)
+
+/* ----------------------------------------------------------------------------- the syntax */
+
+static nf_search_query_t g_q;
+
+static int parse(const char *s)
+{
+    char err[256];
+    return nf_search_query_parse(s, strlen(s), &g_q, err, sizeof err);
+}
+
+static void test_syntax(void)
+{
+    NF_CHECK_EQ(parse("hello world"), 0);
+    NF_CHECK_EQ(g_q.n, 2u);
+    NF_CHECK_STR(g_q.t[0].text, "hello");
+    NF_CHECK(!g_q.t[1].phrase && !g_q.t[1].excluded);
+
+    NF_CHECK_EQ(parse("\"rail  link\" -bus -\"night train\""), 0);
+    NF_CHECK_EQ(g_q.positive, 1u);
+    NF_CHECK_EQ(g_q.excluded, 2u);
+    NF_CHECK_STR(g_q.t[0].text, "rail link");
+    NF_CHECK(g_q.t[0].phrase);
+    NF_CHECK_STR(g_q.t[1].text, "bus");
+    NF_CHECK(g_q.t[1].excluded && !g_q.t[1].phrase);
+    NF_CHECK_STR(g_q.t[2].text, "night train");
+    NF_CHECK(g_q.t[2].excluded && g_q.t[2].phrase);
+
+    /* A hyphen inside a word separates words; it excludes only at a term's start. */
+    NF_CHECK_EQ(parse("covid-19 vaccine"), 0);
+    NF_CHECK_EQ(g_q.positive, 3u);
+    NF_CHECK_EQ(g_q.excluded, 0u);
+
+    /* FTS5's syntax is plain words. */
+    NF_CHECK_EQ(parse("NEAR(a b, 2) col:x ^y * OR NOT {title}"), 0);
+    NF_CHECK_EQ(g_q.positive, 10u);
+    char m[NF_SEARCH_MATCH_MAX];
+    NF_CHECK(nf_search_query_match(&g_q, "t3", m, sizeof m) > 0);
+    NF_CHECK_STR(m,
+                 "(({title summary} : (\"NEAR\" AND \"a\" AND \"b\" AND \"2\" AND \"col\" AND "
+                 "\"x\" AND \"y\" AND \"OR\" AND \"NOT\" AND \"title\"))) AND ({topics} : \"t3\")");
+
+    NF_CHECK_EQ(parse("\"unclosed phrase here"), 0);
+    NF_CHECK(g_q.t[0].phrase);
+    NF_CHECK_STR(g_q.t[0].text, "unclosed phrase here");
+    NF_CHECK_EQ(parse("caf\xc3\xa9 \xff\xfe stra\xc3\x9f"
+                      "e"),
+                0);
+    NF_CHECK_EQ(g_q.positive, 2u);
+    NF_CHECK_STR(g_q.t[0].text, "caf\xc3\xa9");
+    /* Non-ASCII is the tokenizer's to split (the search leaves out a term without a token). */
+    NF_CHECK_EQ(parse("a\xe2\x80\x94"
+                      "b \xcc\x81 \xc2\xb5m"),
+                0);
+    NF_CHECK_EQ(g_q.positive, 3u);
+
+    /* Refused: nothing to search for, or too long. */
+    NF_CHECK_EQ(parse(""), -EINVAL);
+    NF_CHECK_EQ(parse("-x -\"y z\""), -EINVAL);
+    NF_CHECK_EQ(parse("\"\" ()*: \x01"), -EINVAL);
+    char big[NF_SEARCH_Q_MAX + 2];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    NF_CHECK_EQ(parse(big), -EINVAL);
+    big[NF_SEARCH_Q_MAX] = '\0';
+    NF_CHECK_EQ(parse(big), 0); /* one word of 1,024 letters */
+
+    /* Bounds: 16 terms of each sign, 16 words a phrase. */
+    NF_CHECK_EQ(parse("a b c d e f g h i j k l m n o p q r s t"), 0);
+    NF_CHECK_EQ(g_q.positive, 16u);
+    NF_CHECK_EQ(g_q.dropped, 4u);
+    NF_CHECK_EQ(parse("x \"1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18\""), 0);
+    NF_CHECK_STR(g_q.t[1].text, "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16");
+    NF_CHECK_EQ(g_q.dropped, 2u);
+}
+
+/* Any text: its expression runs on FTS5 without an error. */
+static void test_syntax_property(void)
+{
+    sqlite3 *db = NULL;
+    NF_REQUIRE(sqlite3_open(":memory:", &db) == SQLITE_OK);
+    NF_REQUIRE(sqlite3_exec(db,
+                            "CREATE VIRTUAL TABLE fts USING fts5(title, summary, topics, id "
+                            "UNINDEXED, tokenize = 'unicode61 remove_diacritics 2');"
+                            "INSERT INTO fts VALUES ('near a col', 'x y or not', 't3 t4', 1);"
+                            "INSERT INTO fts VALUES ('caf\xc3\xa9 b', '2 title', 't1', 2);",
+                            NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    NF_REQUIRE(sqlite3_prepare_v2(db, "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ?1", -1,
+                                  &st, NULL) == SQLITE_OK);
+    static const char alpha[] = "\"\"\"---  ()*:^{}+,.ab NEAR OR AND NOT col title\xc3\xa9\xe2\x80"
+                                "\x94\xff\x00\x01\n\t";
+    uint64_t seed = 42;
+    unsigned ok = 0, errors = 0;
+    for (int i = 0; i < 20000; i++) {
+        char text[64];
+        size_t n = nf_test_rand(&seed) % sizeof text;
+        for (size_t j = 0; j < n; j++)
+            text[j] = alpha[nf_test_rand(&seed) % (sizeof alpha - 1)];
+        char err[256], m[NF_SEARCH_MATCH_MAX];
+        if (nf_search_query_parse(text, n, &g_q, err, sizeof err) != 0)
+            continue;
+        NF_REQUIRE(nf_search_query_match(&g_q, (i & 1) ? "t3" : NULL, m, sizeof m) > 0);
+        sqlite3_bind_text(st, 1, m, -1, SQLITE_STATIC);
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+            ;
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE && errors++ < 3)
+            fprintf(stderr, "  expression %s: %s\n", m, sqlite3_errmsg(db));
+        ok++;
+    }
+    NF_CHECK_EQ(errors, 0u);
+    NF_CHECK(ok > 5000);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* ------------------------------------------------------------------------------ the index */
+
+static int64_t g_now, g_ingested; /* put_article's articles are ingested at g_ingested */
+
+/* One article into b the way dedup writes it at the cut: metadata (and recent entries), its
+ * search log entry (cut at cut_ms), its topic vector. */
+static void put_article(nf_store_batch_t *b, int64_t cut_ms, nf_id128_t id, const char *title,
+                        const char *summary, int64_t published_ms, int topic)
+{
+    char hex[33], pub[40], ing[40];
+    nf_cluster_id_hex(id, hex);
+    nf_date_format(published_ms, pub, sizeof pub);
+    nf_date_format(g_ingested, ing, sizeof ing);
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "article_id");
+    nf_jw_str(&w, hex);
+    nf_jw_key(&w, "url");
+    nf_jw_str(&w, "https://example.org/a");
+    nf_jw_key(&w, "title");
+    nf_jw_str(&w, title);
+    nf_jw_key(&w, "source_id");
+    nf_jw_str(&w, "s1");
+    nf_jw_key(&w, "published_at");
+    nf_jw_str(&w, pub);
+    nf_jw_key(&w, "ingested_at");
+    nf_jw_str(&w, ing);
+    nf_jw_key(&w, "summary");
+    nf_jw_str(&w, summary);
+    nf_jw_obj_close(&w);
+    NF_REQUIRE(!w.failed);
+    nf_article_blob_t *a = calloc(1, sizeof *a + w.len + 1);
+    NF_REQUIRE(a);
+    a->id = id;
+    memcpy(a->article_id, hex, 33);
+    a->ingested_ms = g_ingested;
+    a->len = w.len;
+    memcpy(a->json, w.buf, w.len);
+    nf_jw_free(&w);
+    if (topic >= 0) {
+        a->topics.n = 1;
+        a->topics.t[0] = (nf_topic_weight_t){.topic = (uint16_t)topic, .weight = 1.0};
+    }
+    uint16_t kg = (uint16_t)(id.hi % 256);
+    NF_REQUIRE(nf_serve_put_article(b, kg, a, TTL_MS) == 0);
+    unsigned char key[NF_SERVE_META_KEY_LEN], exp[8 + NF_TOPICS_ENC_MAX];
+    nf_kstate_encode_key(kg, id, key);
+    nf_put_le64(exp, (uint64_t)(g_ingested + TTL_MS));
+    nf_serve_put_search(b, cut_ms, key, exp);
+    int n = nf_interest_topics_encode(&a->topics, exp + 8, NF_TOPICS_ENC_MAX);
+    NF_REQUIRE(n >= 0);
+    nf_store_batch_put(b, NF_KIND_ARTICLE_TOPICS, key, sizeof key, exp, 8 + (size_t)n);
+    free(a);
+}
+
+static const char *const g_words[] = {
+    "market", "policy", "league",   "weather", "harbor", "council", "energy", "stadium",
+    "vote",   "orbit",  "festival", "bridge",  "tariff", "flood",   "engine", "museum"};
+
+/* 400 articles of filler (none with the planted words) and the planted ones, in epoch 1. */
+static void load_corpus(nf_store_t *st)
+{
+    nf_store_batch_t *b = nf_store_batch_new();
+    NF_REQUIRE(b);
+    uint64_t seed = 7;
+    for (uint64_t i = 0; i < 400; i++) {
+        char title[128], summary[256];
+        int tl = 0, sl = 0;
+        for (int k = 0; k < 6; k++)
+            tl += snprintf(title + tl, sizeof title - (size_t)tl, "%s ",
+                           g_words[nf_test_rand(&seed) % 16]);
+        for (int k = 0; k < 20; k++)
+            sl += snprintf(summary + sl, sizeof summary - (size_t)sl, "%s ",
+                           g_words[nf_test_rand(&seed) % 16]);
+        put_article(b, g_now - 1000, (nf_id128_t){i + 1000, i}, title, summary,
+                    g_now - (int64_t)(nf_test_rand(&seed) % (6 * DAY_MS)), (int)(i % 5));
+    }
+    /* Planted: the zebra articles. 1 and 2 alike but for age; 3 in the summary only (title
+     * weighs more); 4 names the serengeti; 5 is in topic 9; 6 was ingested before the
+     * retention. */
+    put_article(b, g_now - 900, (nf_id128_t){1, 1}, "Zebra migration crosses the river",
+                "Herds move north.", g_now - 2 * HOUR_MS, 1);
+    put_article(b, g_now - 900, (nf_id128_t){2, 2}, "Zebra migration crosses the river",
+                "Herds move north.", g_now - 30 * HOUR_MS, 1);
+    put_article(b, g_now - 900, (nf_id128_t){3, 3}, "Herds on the move",
+                "A zebra migration in the plains, seen from above.", g_now - 2 * HOUR_MS, 1);
+    put_article(b, g_now - 900, (nf_id128_t){4, 4}, "Serengeti: zebra migration begins",
+                "In the serengeti the zebra herds gather.", g_now - 3 * HOUR_MS, 2);
+    put_article(b, g_now - 900, (nf_id128_t){5, 5}, "Zebra <crossing> & \"safety\" rules",
+                "Migration of zebra crossings in town.", g_now - 5 * HOUR_MS, 9);
+    g_ingested = g_now - 8 * DAY_MS; /* its metadata has expired: not indexed */
+    put_article(b, g_now - 900, (nf_id128_t){6, 6}, "Zebra migration of last week", "Old news.",
+                g_now - 8 * DAY_MS, 1);
+    g_ingested = g_now;
+    NF_REQUIRE(nf_teststore_commit(st, 1, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(st, 1) == 0);
+}
+
+static bool keep_all(void *arg, const nf_search_hit_t *h)
+{
+    (void)arg;
+    (void)h;
+    return true;
+}
+
+static bool keep_odd(void *arg, const nf_search_hit_t *h)
+{
+    (*(unsigned *)arg)++;
+    return h->id.lo % 2 == 1;
+}
+
+static nf_search_result_t g_res;
+
+static int search(nf_search_t *s, const char *q, int topic, int64_t since, unsigned limit)
+{
+    nf_search_result_free(&g_res);
+    if (parse(q) != 0)
+        abort();
+    char err[256];
+    int r =
+        nf_search_run(s, &g_q, topic, since, g_now, limit, keep_all, NULL, &g_res, err, sizeof err);
+    if (r != 0)
+        fprintf(stderr, "  search %s: %s\n", q, err);
+    return r;
+}
+
+static uint64_t hit(size_t i)
+{
+    return i < g_res.n ? g_res.hits[i].id.lo : 999999;
+}
+
+/* Waits (5 s at most) until the index has read the view of `epoch`. */
+static bool wait_epoch(nf_search_t *s, uint64_t epoch)
+{
+    for (int i = 0; i < 500; i++) {
+        uint64_t n, e;
+        nf_search_status(s, &n, &e);
+        if (e == epoch)
+            return true;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+/* A metric's value in the rendered registry (series: name{labels} as rendered), or -1. */
+static double metric(const char *series)
+{
+    char *text = NULL;
+    if (nf_metrics_render(&text) < 0)
+        abort();
+    double v = -1;
+    size_t n = strlen(series);
+    for (const char *p = text; (p = strstr(p, series)); p += n)
+        if ((p == text || p[-1] == '\n') && p[n] == ' ') {
+            v = strtod(p + n + 1, NULL);
+            break;
+        }
+    free(text);
+    return v;
+}
+
+static nf_search_t *start(nf_store_t *st, const char *path)
+{
+    nf_search_opts_t o = {.store = st,
+                          .path = path,
+                          .retention_ms = TTL_MS,
+                          .max_articles = 100000,
+                          .memory_mb = 8,
+                          .readers = 2,
+                          .poll_ms = 10};
+    char err[256];
+    nf_search_t *s = nf_search_start(&o, err, sizeof err);
+    if (!s)
+        abort();
+    return s;
+}
+
+static void test_index(void)
+{
+    NF_REQUIRE(nf_metrics_init(1) == 0);
+    char dir[256], path[300];
+    NF_REQUIRE(nf_teststore_tmpdir("search", dir, sizeof dir));
+    snprintf(path, sizeof path, "%s/search.db", dir);
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    g_now = g_ingested = nf_wall_ms();
+    load_corpus(st);
+    nf_search_t *s = start(st, path);
+    NF_REQUIRE(wait_epoch(s, 1));
+    uint64_t articles, epoch;
+    nf_search_status(s, &articles, &epoch);
+    NF_CHECK_EQ(articles, 405u); /* 6 is past the retention */
+    /* The state had articles before the index existed: a rebuild, for want of the file. */
+    NF_CHECK_EQ(metric("newsflow_search_rebuilds_total{reason=\"missing\"}"), 1.0);
+
+    /* The planted ones, title matches first, then the summary match; 1 before 2 (newer). */
+    NF_CHECK_EQ(search(s, "zebra migration", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 5u);
+    NF_CHECK_EQ(hit(0), 1u);
+    NF_CHECK(g_res.n == 5 && g_res.hits[0].score > g_res.hits[1].score);
+    NF_CHECK_EQ(g_res.epoch, 1u);
+    NF_CHECK_EQ(g_res.matches, 5u);
+    bool two_after_one = false;
+    for (size_t i = 1; i < g_res.n; i++)
+        two_after_one |= hit(i) == 2;
+    NF_CHECK(two_after_one);
+    /* The same relevance, recency decides: 1 and 2 differ only by age. */
+    for (size_t i = 0; i < g_res.n; i++)
+        if (hit(i) == 2)
+            NF_CHECK(g_res.hits[0].relevance == g_res.hits[i].relevance);
+    /* Highlights: marked, escaped. */
+    NF_CHECK_STR(g_res.hits[0].title_html,
+                 "<mark>Zebra</mark> <mark>migration</mark> crosses the river");
+    NF_CHECK_EQ(search(s, "crossing safety", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 1u);
+    NF_CHECK_STR(g_res.n ? g_res.hits[0].title_html : "",
+                 "Zebra &lt;<mark>crossing</mark>&gt; &amp; &quot;<mark>safety</mark>&quot; rules");
+
+    /* A term the tokenizer finds no token in is left out, not an AND that matches nothing;
+     * a query of nothing else is refused. */
+    NF_CHECK_EQ(search(s, "zebra migration \xcc\x81 \xe2\x80\x94", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 5u);
+    NF_CHECK_EQ(g_res.dropped, 2u);
+    nf_search_result_free(&g_res);
+    char err[256];
+    NF_REQUIRE(parse("\xe2\x80\x94 \xf0\x9f\x98\x80") == 0);
+    NF_CHECK_EQ(nf_search_run(s, &g_q, -1, 0, g_now, 20, keep_all, NULL, &g_res, err, sizeof err),
+                -EINVAL);
+    /* Phrase: in order only ("migration zebra" is in none; "zebra migration" in 1-4, not 5). */
+    NF_CHECK_EQ(search(s, "\"migration zebra\"", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 0u);
+    NF_CHECK_EQ(search(s, "\"zebra migration\"", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 4u);
+    /* Exclusion. */
+    NF_CHECK_EQ(search(s, "zebra -serengeti", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 4u);
+    for (size_t i = 0; i < g_res.n; i++)
+        NF_CHECK(hit(i) != 4);
+    /* Topic, since. */
+    NF_CHECK_EQ(search(s, "zebra", 9, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 1u);
+    NF_CHECK_EQ(hit(0), 5u);
+    NF_CHECK_EQ(search(s, "zebra", -1, g_now - 4 * HOUR_MS, 20), 0);
+    NF_CHECK_EQ(g_res.n, 3u); /* 1, 3 and 4: not 2 (30 h) or 5 (5 h) */
+    NF_CHECK_EQ(search(s, "zebra", -1, g_now + HOUR_MS, 20), 0);
+    NF_CHECK_EQ(g_res.n, 0u);
+    /* Limit, and what keep refuses is skipped. */
+    NF_CHECK_EQ(search(s, "zebra", -1, 0, 2), 0);
+    NF_CHECK_EQ(g_res.n, 2u);
+    unsigned asked = 0;
+    nf_search_result_free(&g_res);
+    NF_REQUIRE(parse("zebra") == 0);
+    NF_CHECK_EQ(nf_search_run(s, &g_q, -1, 0, g_now, 20, keep_odd, &asked, &g_res, err, sizeof err),
+                0);
+    NF_CHECK_EQ(asked, 5u);
+    NF_CHECK_EQ(g_res.n, 3u); /* 1, 3, 5 */
+    /* Filler: a common word matches hundreds, scored and capped at the best. */
+    NF_CHECK_EQ(search(s, "market", -1, 0, 100), 0);
+    NF_CHECK_EQ(g_res.n, 100u);
+    NF_CHECK(g_res.matches > 100);
+    /* The relevance of a one-word query is FTS5's own bm25 (the document count from the
+     * vocabulary is the one bm25 counts). */
+    sqlite3 *db = NULL;
+    sqlite3_stmt *bs = NULL;
+    NF_REQUIRE(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    NF_REQUIRE(sqlite3_prepare_v2(db,
+                                  "SELECT -bm25(fts, 4.0, 1.0, 0.0) FROM fts WHERE fts MATCH "
+                                  "'\"market\"' AND id = ?1",
+                                  -1, &bs, NULL) == SQLITE_OK);
+    unsigned same = 0;
+    for (size_t i = 0; i < g_res.n; i++) {
+        unsigned char idb[16];
+        for (int k = 0; k < 8; k++) {
+            idb[k] = (unsigned char)(g_res.hits[i].id.hi >> (56 - 8 * k));
+            idb[8 + k] = (unsigned char)(g_res.hits[i].id.lo >> (56 - 8 * k));
+        }
+        sqlite3_bind_blob(bs, 1, idb, 16, SQLITE_STATIC);
+        if (sqlite3_step(bs) == SQLITE_ROW &&
+            fabs(sqlite3_column_double(bs, 0) - g_res.hits[i].relevance) <=
+                1e-9 * g_res.hits[i].relevance)
+            same++;
+        sqlite3_reset(bs);
+    }
+    NF_CHECK_EQ(same, (unsigned)g_res.n);
+    sqlite3_finalize(bs);
+    sqlite3_close(db);
+
+    /* A later epoch is searchable once the thread has read its view. */
+    nf_store_batch_t *b = nf_store_batch_new();
+    put_article(b, g_now, (nf_id128_t){7, 7}, "Quokka census", "Counted.", g_now, 1);
+    NF_REQUIRE(nf_teststore_commit(st, 2, b) == 0);
+    nf_store_batch_free(b);
+    NF_CHECK_EQ(search(s, "quokka", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 0u); /* committed, but no view of it yet */
+    NF_REQUIRE(nf_store_view_publish(st, 2) == 0);
+    NF_CHECK(wait_epoch(s, 2));
+    NF_CHECK_EQ(search(s, "quokka", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 1u);
+    NF_CHECK_EQ(g_res.epoch, 2u);
+    nf_search_result_free(&g_res);
+
+    /* Restart: goes on from the cursor, indexing nothing again. */
+    nf_search_stop(s);
+    double indexed = metric("newsflow_search_indexed_total");
+    s = start(st, path);
+    NF_REQUIRE(wait_epoch(s, 2));
+    b = nf_store_batch_new();
+    put_article(b, g_now + 1, (nf_id128_t){8, 8}, "Wombat burrows", "Dug.", g_now, 1);
+    NF_REQUIRE(nf_teststore_commit(st, 3, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(st, 3) == 0);
+    NF_CHECK(wait_epoch(s, 3));
+    NF_CHECK_EQ(metric("newsflow_search_indexed_total"), indexed + 1);
+    nf_search_status(s, &articles, &epoch);
+    NF_CHECK_EQ(articles, 407u);
+    NF_CHECK_EQ(search(s, "wombat OR quokka", -1, 0, 20), 0); /* OR is a word: nothing */
+    NF_CHECK_EQ(g_res.n, 0u);
+    nf_search_stop(s);
+
+    /* Corrupt: garbage over the file's pages; rebuilt from the state at the next start. */
+    int fd = open(path, O_WRONLY);
+    NF_REQUIRE(fd >= 0);
+    char junk[8192];
+    memset(junk, 0x5A, sizeof junk);
+    NF_REQUIRE(pwrite(fd, junk, sizeof junk, 4096) == (ssize_t)sizeof junk);
+    NF_REQUIRE(pwrite(fd, junk, 100, 0) == 100);
+    close(fd);
+    s = start(st, path);
+    NF_REQUIRE(wait_epoch(s, 3));
+    NF_CHECK_EQ(metric("newsflow_search_rebuilds_total{reason=\"corrupt\"}"), 1.0);
+    nf_search_status(s, &articles, &epoch);
+    NF_CHECK_EQ(articles, 407u);
+    NF_CHECK_EQ(search(s, "zebra migration", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 5u);
+    NF_CHECK_EQ(hit(0), 1u);
+    nf_search_stop(s);
+
+    /* Behind: the state loses the last epoch's articles (an older checkpoint restored): the
+     * index would show an article the state no longer has, so it is rebuilt. */
+    b = nf_store_batch_new();
+    unsigned char mk[NF_SERVE_META_KEY_LEN], lk[NF_SERVE_SEARCH_KEY_LEN];
+    nf_kstate_encode_key(8, (nf_id128_t){8, 8}, mk);
+    nf_serve_search_key(g_now + 1, mk, lk);
+    nf_store_batch_delete(b, NF_KIND_SEARCH_LOG, lk, sizeof lk);
+    nf_store_batch_delete(b, NF_KIND_ARTICLE_META, mk, sizeof mk);
+    NF_REQUIRE(nf_teststore_commit(st, 4, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(st, 4) == 0);
+    s = start(st, path);
+    NF_REQUIRE(wait_epoch(s, 4));
+    NF_CHECK_EQ(metric("newsflow_search_rebuilds_total{reason=\"behind\"}"), 1.0);
+    NF_CHECK_EQ(search(s, "wombat", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 0u);
+    NF_CHECK_EQ(search(s, "quokka", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 1u);
+    nf_search_result_free(&g_res);
+    nf_search_stop(s);
+
+    /* Missing: the file deleted; rebuilt, and counted as such. */
+    unlink(path);
+    s = start(st, path);
+    NF_REQUIRE(wait_epoch(s, 4));
+    NF_CHECK_EQ(metric("newsflow_search_rebuilds_total{reason=\"missing\"}"), 2.0);
+    nf_search_status(s, &articles, &epoch);
+    NF_CHECK_EQ(articles, 406u);
+    nf_search_stop(s);
+
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+    nf_metrics_shutdown();
+}
+
+int main(void)
+{
+    NF_RUN(test_syntax);
+    NF_RUN(test_syntax_property);
+    NF_RUN(test_index);
+    return nf_test_report();
+}
