@@ -1,15 +1,18 @@
 /* bench_search — the search index (src/serve/search.h) on a generated corpus, in process.
  *
  *   bench_search --corpus FILE.jsonl --queries FILE.jsonl --dir DIR [--articles N]
- *                [--ingest N] [--threads T] [--seconds S] [--memory-mb M]
+ *                [--ingest N] [--ingest-rate R] [--threads T] [--seconds S] [--memory-mb M]
+ *                [--scan-max N] [--reuse 1]
  *
  * Corpus lines are perf/search/gen_corpus.py's ({"id", "title", "summary", "published_ms",
  * "topics"}); queries {"q": ...} in the index's syntax. Phase 1 indexes the first N articles
  * (nf_search_add: the job's insert path without the state reads) and reports articles/s, CPU
  * per article and the file's bytes per article. Phase 2 runs T threads of queries (the query
  * API's path: parse, then nf_search_run for the best 20) for S seconds while another thread
- * indexes the next --ingest articles as fast as it can, and reports queries/s, p50/p99 and the
- * articles/s indexed meanwhile. One JSON object on stdout. */
+ * indexes the next --ingest articles at --ingest-rate a second (default 1,000; 0: as fast as it
+ * goes), and reports queries/s, p50/p99 and the articles/s indexed meanwhile. Between the two
+ * (untimed), the first 300 queries' best 20 are compared with what an unbounded scan
+ * (scan_max 10^8) gives: the cost in ranking of the bound. One JSON object on stdout. */
 #include "runtime/metrics.h"
 #include "serve/search.h"
 
@@ -117,20 +120,39 @@ static bool doc_fn(const char *line, void *out)
     return parse_doc(line, out);
 }
 
+/* A query and its kind (gen_corpus.py's "kind": one, two, phrase, ...; per-kind figures). */
+#define KINDS 8
+typedef struct {
+    char *q;
+    int kind;
+} query_t;
+static char g_kinds[KINDS][16];
+static int g_nkinds;
+
 static bool query_fn(const char *line, void *out)
 {
     cJSON *j = cJSON_Parse(line);
-    const cJSON *q = cJSON_GetObjectItem(j, "q");
+    const cJSON *q = cJSON_GetObjectItem(j, "q"), *k = cJSON_GetObjectItem(j, "kind");
     bool ok = cJSON_IsString(q);
-    if (ok)
-        *(char **)out = strdup(q->valuestring);
+    if (ok) {
+        query_t *qq = out;
+        qq->q = strdup(q->valuestring);
+        qq->kind = 0;
+        const char *name = cJSON_IsString(k) ? k->valuestring : "any";
+        while (qq->kind < g_nkinds && strcmp(g_kinds[qq->kind], name) != 0)
+            qq->kind++;
+        if (qq->kind == g_nkinds && g_nkinds < KINDS)
+            snprintf(g_kinds[g_nkinds++], sizeof g_kinds[0], "%s", name);
+        if (qq->kind == KINDS)
+            qq->kind = KINDS - 1;
+    }
     cJSON_Delete(j);
     return ok;
 }
 
 typedef struct {
     nf_search_t *s;
-    char **queries;
+    query_t *queries;
     size_t nq;
     double until;
     unsigned index;
@@ -138,6 +160,8 @@ typedef struct {
     double *lat; /* seconds per query */
     size_t n, cap;
     uint64_t matches, capped, errors, hits;
+    double kind_s[KINDS];
+    uint64_t kind_n[KINDS];
 } qthread_t;
 
 static bool keep_all(void *arg, const nf_search_hit_t *h)
@@ -152,7 +176,8 @@ static void *query_loop(void *arg)
     qthread_t *t = arg;
     size_t i = t->index * 7919;
     while (now_s() < t->until) {
-        const char *q = t->queries[i++ % t->nq];
+        const query_t *qq = &t->queries[i++ % t->nq];
+        const char *q = qq->q;
         double t0 = now_s();
         nf_search_query_t sq;
         nf_search_result_t res;
@@ -170,6 +195,8 @@ static void *query_loop(void *arg)
         if (t->n == t->cap)
             t->lat = realloc(t->lat, (t->cap = t->cap ? t->cap * 2 : 65536) * sizeof *t->lat);
         t->lat[t->n++] = now_s() - t0;
+        t->kind_s[qq->kind] += t->lat[t->n - 1];
+        t->kind_n[qq->kind]++;
     }
     return NULL;
 }
@@ -178,14 +205,20 @@ typedef struct {
     nf_search_t *s;
     doc_t *docs;
     size_t n;
-    double until;
+    double until, rate; /* articles/s; 0: as fast as it goes */
     atomic_size_t done;
 } ithread_t;
 
 static void *ingest_loop(void *arg)
 {
     ithread_t *t = arg;
+    double start = now_s();
     for (size_t i = 0; i < t->n && now_s() < t->until; i++) {
+        if (t->rate > 0) {
+            double due = start + (double)i / t->rate, wait = due - now_s();
+            if (wait > 0)
+                usleep((useconds_t)(wait * 1e6));
+        }
         doc_t *d = &t->docs[i];
         nf_search_add(t->s, d->id, d->title, d->summary, d->published_ms, d->topics, d->ntopics);
         atomic_store(&t->done, i + 1);
@@ -226,7 +259,7 @@ int main(int argc, char **argv)
     unsigned threads = 2, memory_mb = 64;
     unsigned scan_max = 0;
     bool reuse = false; /* --reuse 1: keep DIR's index from a run before (phase 1 skipped) */
-    double seconds = 10;
+    double seconds = 10, rate = 1000;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--corpus"))
             corpus = argv[i + 1];
@@ -244,6 +277,8 @@ int main(int argc, char **argv)
             seconds = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--scan-max"))
             scan_max = (unsigned)atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--ingest-rate"))
+            rate = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--reuse"))
             reuse = atoi(argv[i + 1]) != 0;
         else if (!strcmp(argv[i], "--memory-mb"))
@@ -251,11 +286,12 @@ int main(int argc, char **argv)
     }
     if (!corpus || !qpath || !dir || threads < 1 || threads > 64) {
         fprintf(stderr, "usage: bench_search --corpus F --queries F --dir D [--articles N] "
-                        "[--ingest N] [--threads T] [--seconds S] [--memory-mb M]\n");
+                        "[--ingest N] [--ingest-rate R] [--threads T] [--seconds S] "
+                        "[--memory-mb M] [--scan-max N] [--reuse 1]\n");
         return 2;
     }
     doc_t *docs;
-    char **queries;
+    query_t *queries;
     size_t want = articles == (size_t)-1 ? (size_t)-1 : articles + ingest;
     size_t nd = read_lines(corpus, want, (void **)&docs, sizeof *docs, doc_fn);
     size_t nq = read_lines(qpath, 1000000, (void **)&queries, sizeof *queries, query_fn);
@@ -309,11 +345,55 @@ int main(int argc, char **argv)
     snprintf(wal, sizeof wal, "%s-wal", path);
     int64_t disk = file_size(path) + file_size(wal);
 
+    /* What the bound on scored matches costs in ranking: the first 300 queries' best 20 with
+     * the bound and with none (a second index object on the same file), compared. */
+    nf_search_opts_t uo = o;
+    uo.scan_max = 100000000;
+    nf_search_t *su = nf_search_start(&uo, err, sizeof err);
+    double jsum = 0;
+    size_t jn = 0, jsame = 0;
+    for (size_t i = 0; su && i < nq && i < 300; i++) {
+        nf_search_query_t q;
+        nf_search_result_t a, b;
+        if (nf_search_query_parse(queries[i].q, strlen(queries[i].q), &q, err, sizeof err) != 0)
+            continue;
+        int ra = -1, rb = -1;
+        for (int t = 0; t < 200; t++) {
+            ra = nf_search_run(s, &q, -1, 0, newest, 20, keep_all, NULL, &a, err, sizeof err);
+            if (ra != -EAGAIN)
+                break;
+            usleep(10000);
+        }
+        for (int t = 0; t < 200; t++) {
+            rb = nf_search_run(su, &q, -1, 0, newest, 20, keep_all, NULL, &b, err, sizeof err);
+            if (rb != -EAGAIN)
+                break;
+            usleep(10000);
+        }
+        if (ra == 0 && rb == 0) {
+            size_t common = 0;
+            for (size_t x = 0; x < a.n; x++)
+                for (size_t y = 0; y < b.n; y++)
+                    common +=
+                        a.hits[x].id.hi == b.hits[y].id.hi && a.hits[x].id.lo == b.hits[y].id.lo;
+            size_t uni = a.n + b.n - common;
+            jsum += uni ? (double)common / (double)uni : 1;
+            jsame += common == a.n && common == b.n;
+            jn++;
+        }
+        if (ra == 0)
+            nf_search_result_free(&a);
+        if (rb == 0)
+            nf_search_result_free(&b);
+    }
+    nf_search_stop(su);
+
     ithread_t it = {.s = s, .docs = docs + articles, .n = nd - articles};
     qthread_t *qt = calloc(threads, sizeof *qt);
     pthread_t *th = calloc(threads + 1, sizeof *th);
     double start = now_s(), until = start + seconds;
     it.until = until;
+    it.rate = rate;
     double c1 = cpu_s();
     for (unsigned i = 0; i < threads; i++) {
         qt[i] = (qthread_t){
@@ -352,14 +432,30 @@ int main(int argc, char **argv)
            "%.1f,"
            "\"capped_share\":%.4f,\"mean_hits\":%.2f,\"errors\":%llu,"
            "\"ingested_while_querying\":%zu,\"ingest_articles_per_s\":%.0f,"
-           "\"articles_at_end\":%llu}\n",
+           "\"ingest_rate_asked\":%.0f,\"articles_at_end\":%llu,\"scan_max\":%u,\"top20_vs_"
+           "unbounded_jaccard\":%.4f,"
+           "\"top20_vs_unbounded_same_share\":%.4f,\"top20_compared\":%zu}\n",
            sqlite3_libversion(), articles, index_s, (double)articles / index_s,
            index_cpu * 1e6 / (double)articles, (long long)disk, (double)disk / (double)articles,
            (long long)sqlite3_memory_used(), rss_kb(), threads, run_s, total, (double)total / run_s,
            p50 * 1e3, p99 * 1e3, total ? run_cpu * 1e3 / (double)total : 0,
            total ? (double)matches / (double)total : 0, total ? (double)capped / (double)total : 0,
            total ? (double)hits / (double)total : 0, (unsigned long long)errors, ingested,
-           (double)ingested / run_s, (unsigned long long)n_articles);
+           (double)ingested / run_s, rate, (unsigned long long)n_articles,
+           scan_max ? scan_max : NF_SEARCH_SCAN_MAX, jn ? jsum / (double)jn : 0,
+           jn ? (double)jsame / (double)jn : 0, jn);
+    fflush(stdout);
+    /* per kind: queries and mean ms, as one more JSON object */
+    printf("{\"bench\":\"search_by_kind\"");
+    for (int kk = 0; kk < g_nkinds; kk++) {
+        double sum = 0;
+        uint64_t n = 0;
+        for (unsigned i = 0; i < threads; i++)
+            sum += qt[i].kind_s[kk], n += qt[i].kind_n[kk];
+        printf(",\"%s\":{\"queries\":%llu,\"mean_ms\":%.3f}", g_kinds[kk], (unsigned long long)n,
+               n ? sum * 1e3 / (double)n : 0);
+    }
+    printf("}\n");
     nf_search_stop(s);
     return errors ? 1 : 0;
 }

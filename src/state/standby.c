@@ -16,7 +16,9 @@
 
 enum {
     MAXP = NF_EPOCH_MAX_PARTITIONS,
-    MAXT = 8,          /* changelog topics keyed by one input */
+    MAXT = NF_TOPIC__COUNT - NF_TOPIC_CL_FIRST, /* changelog topics keyed by one input, at most:
+                                                 * all of them (a smaller bound silently left
+                                                 * the ninth global kind, search_log, untailed) */
     NU = 2 * MAXP + 1, /* units: read-events p, sources MAXP + p, the global key group */
     U_GLOBAL = 2 * MAXP,
     POLL_MS = 100,         /* the longest a hold waits for a poll to end */

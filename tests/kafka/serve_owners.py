@@ -22,7 +22,9 @@ reading the farm's articles) are produced keyed by user id with kcat's default p
      the answer is the owner's; /v1/feed/{u}?limit=5 likewise (200 at the owner, its items
      ranked by the reader's vector: "source": "interest");
   3. both processes answer /v1/trending and /v1/articles/{id} of every farm article 200 (never a
-     redirect), the articles' titles and stories equal on both;
+     redirect), the articles' titles and stories equal on both; and /v1/search (every process
+     indexes every article from its replica of the global key group: src/serve/search.h) finds
+     each article by the longest word of its title, with the same set of results everywhere;
   4. the process owning most readers stops (SIGTERM); once its partitions are assigned to the
      others (its session expires), step 2 holds again among those two, with the same versions
      (the state followed its partitions through the changelog).
@@ -36,6 +38,7 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zlib
 
@@ -207,6 +210,39 @@ def body(ctx):
     ctx.wait_for("trending and every article answered by every process, alike", global_answers,
                  timeout=60, interval=1.0, job=jobs["p2"],
                  last=lambda: "%d problems, e.g. %s" % (len(bad), bad[:4]))
+
+    def search_answers():
+        del bad[:]
+        for a in ids:
+            title = ans[(sorted(live)[0], a)][0] or ""
+            word = max((w.strip(".,:;!?'\"()") for w in title.split()), key=len, default="")
+            if not word:
+                continue
+            found = {}
+            for n in sorted(live):
+                s, _, b = get(url[n] + "/v1/search?limit=100&q=" + urllib.parse.quote(word))
+                if s != 200:
+                    bad.append("search %r at %s: %s %r" % (word, n, s, b))
+                    continue
+                found[n] = frozenset(r["article_id"] for r in b["results"])
+                stories = {r["cluster_id"] for r in b["results"]}
+                if a not in found[n] and ans[(n, a)][1] not in stories:  # one per story
+                    bad.append("search %r at %s: %s not among %d results" % (
+                        word, n, a, len(found[n])))
+            if len(set(found.values())) > 1:
+                bad.append("search %r answered differently: %r" % (
+                    word, {n: len(f) for n, f in found.items()}))
+        return not bad
+
+    def indexed():
+        return {n: {k: v for k, v in (jobs[n].metrics() or {}).items()
+                    if k.startswith("newsflow_search_") and "bucket" not in k}
+                for n in sorted(live)}
+
+    ctx.wait_for("every article found by /v1/search on every process, alike", search_answers,
+                 timeout=60, interval=1.0, job=jobs["p2"],
+                 last=lambda: "%d problems, e.g. %s; search metrics %r" % (
+                     len(bad), bad[:4], indexed()))
     for n in sorted(live):
         m = jobs[n].metrics() or {}
         ctx.log("%s: redirects %d, owner describes %d, global replica %s" % (
