@@ -23,7 +23,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ROWID_BITS   12 /* rowid = published_ms << 12 | (id.lo & 4095), then the next free */
+/* rowid = published_ms << 12 | tokens << 5 | slot: time order is rowid order; `tokens` is the
+ * row's length in tokens (all columns, as FTS5 counts it) when below LEN_LOOKUP, which spares
+ * the ranking a look-up of FTS5's docsize per row; slot (from the id) tells apart the articles
+ * of one millisecond and length: a slot taken tries the next, then the next millisecond. */
+#define ROWID_BITS   12
+#define LEN_SHIFT    5
+#define LEN_LOOKUP   127 /* the length is FTS5's to say (xColumnSize) */
+#define SLOTS        32
 #define LOOKBACK_MS  60000
 #define TX_ROWS      1000 /* rows per writer transaction */
 #define EXPIRE_EVERY 10000
@@ -63,6 +70,8 @@ struct nf_search {
     pthread_mutex_t wmu;
     sqlite3 *w;
     sqlite3_stmt *has, *ins, *ins_id, *put_kv, *oldest, *del_id, *del_doc;
+    fts5_tokenizer wtok; /* the table's tokenizer: a row's length for its rowid */
+    Fts5Tokenizer *wtokenizer;
     bool in_tx, fresh, checked;
     unsigned tx_rows;
     unsigned char cursor[NF_SERVE_SEARCH_KEY_LEN];
@@ -76,9 +85,11 @@ struct nf_search {
     nf_histogram_t m_latency;
 };
 
-#define SCHEMA_VERSION 1 /* PRAGMA user_version: the layout below */
+static int table_tokenizer(sqlite3 *db, fts5_tokenizer *tok, Fts5Tokenizer **out);
+
+#define SCHEMA_VERSION 2 /* PRAGMA user_version: the layout below, and the rowid's */
 static const char SCHEMA[] =
-    "PRAGMA user_version = 1;"
+    "PRAGMA user_version = 2;"
     "CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
     "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, summary, topics, id UNINDEXED,"
     " tokenize = 'unicode61 remove_diacritics 2');"
@@ -112,6 +123,9 @@ static void close_writer(nf_search_t *s)
         sqlite3_finalize(*st[i]);
         *st[i] = NULL;
     }
+    if (s->wtokenizer)
+        s->wtok.xDelete(s->wtokenizer);
+    s->wtokenizer = NULL;
     sqlite3_close(s->w);
     s->w = NULL;
     s->in_tx = false;
@@ -225,6 +239,8 @@ static int open_writer(nf_search_t *s, char *err, size_t errlen)
         rc = sqlite3_prepare_v2(s->w, prep[i].sql, -1, prep[i].st, NULL);
     if (rc == SQLITE_OK)
         rc = load_kv(s);
+    if (rc == SQLITE_OK)
+        rc = table_tokenizer(s->w, &s->wtok, &s->wtokenizer);
     if (rc != SQLITE_OK) {
         if ((rc != SQLITE_CORRUPT && rc != SQLITE_FORMAT) || !err[0])
             sql_err(s->w, s->o.path, err, errlen);
@@ -337,6 +353,13 @@ static nf_id128_t id_of(const unsigned char *b)
     return id;
 }
 
+static int count_token(void *arg, int flags, const char *tok, int n, int start, int end)
+{
+    (void)flags, (void)tok, (void)n, (void)start, (void)end;
+    (*(int *)arg)++;
+    return SQLITE_OK;
+}
+
 /* Inserts one article (in the open transaction): 0 indexed, 1 already there, 2 too old, or an
  * SQLite error code (negated). */
 static int insert_doc(nf_search_t *s, nf_id128_t id, const char *title, const char *summary,
@@ -361,8 +384,15 @@ static int insert_doc(nf_search_t *s, nf_id128_t id, const char *title, const ch
         tl += (size_t)snprintf(tbuf + tl, sizeof tbuf - tl, "%st%u", tl ? " " : "", topics[i]);
     char *tb = NULL, *sb = NULL;
     const char *t = clean(title, &tb), *sm = clean(summary, &sb);
-    sqlite3_int64 rowid = (sqlite3_int64)published_ms << ROWID_BITS | (sqlite3_int64)(id.lo & 4095);
-    for (int tries = 0; tries < 4096; tries++, rowid++) {
+    int tokens = 0;
+    const char *cols[3] = {t, sm, tbuf};
+    for (int c = 0; c < 3 && s->wtokenizer; c++)
+        s->wtok.xTokenize(s->wtokenizer, &tokens, FTS5_TOKENIZE_DOCUMENT, cols[c],
+                          (int)strlen(cols[c]), count_token);
+    sqlite3_int64 len = s->wtokenizer && tokens < LEN_LOOKUP ? tokens : LEN_LOOKUP, rowid = 0;
+    for (int tries = 0; tries < 4096; tries++) {
+        rowid = (sqlite3_int64)(published_ms + tries / SLOTS) << ROWID_BITS | len << LEN_SHIFT |
+                (sqlite3_int64)((id.lo + (uint64_t)tries) % SLOTS);
         sqlite3_bind_int64(s->ins, 1, rowid);
         sqlite3_bind_text(s->ins, 2, t, -1, SQLITE_STATIC);
         sqlite3_bind_text(s->ins, 3, sm, -1, SQLITE_STATIC);
@@ -371,7 +401,7 @@ static int insert_doc(nf_search_t *s, nf_id128_t id, const char *title, const ch
         rc = sqlite3_step(s->ins);
         sqlite3_reset(s->ins);
         if ((rc & 0xFF) != SQLITE_CONSTRAINT)
-            break; /* a rowid taken: the next */
+            break; /* a rowid taken: the next slot */
     }
     free(tb);
     free(sb);
@@ -689,7 +719,7 @@ static void rank_fn(const Fts5ExtensionApi *x, Fts5Context *ctx, sqlite3_context
             int64_t df = -1;
             if (dfs && i < ndf)
                 memcpy(&df, dfs + 8 * i, 8);
-            double idf = log(0.5 + ((double)rows - (double)df + 0.5) / ((double)df + 0.5));
+            double idf = log(((double)rows - (double)df + 0.5) / ((double)df + 0.5)); /* FTS5's */
             d->idf[i] = df < 0 ? 0 : idf > 1e-6 ? idf : 1e-6;
         }
         if (x->xSetAuxdata(ctx, d, sqlite3_free) != SQLITE_OK) {
@@ -698,8 +728,9 @@ static void rank_fn(const Fts5ExtensionApi *x, Fts5Context *ctx, sqlite3_context
         }
     }
     static const double w[3] = {TITLE_W, SUMMARY_W, 0};
-    int len = 0;
-    x->xColumnSize(ctx, -1, &len);
+    int len = (int)(x->xRowid(ctx) >> LEN_SHIFT & LEN_LOOKUP);
+    if (len == LEN_LOOKUP)
+        x->xColumnSize(ctx, -1, &len);
     double norm = 1.2 * (1 - 0.75 + 0.75 * (double)len / d->avgdl), score = 0;
     for (int i = 0; i < d->n; i++) {
         if (d->idf[i] == 0)
@@ -727,6 +758,19 @@ static fts5_api *fts5_of(sqlite3 *db)
     }
     sqlite3_finalize(st);
     return api;
+}
+
+/* The table's tokenizer (unicode61, remove_diacritics 2: SCHEMA's) on connection db. */
+static int table_tokenizer(sqlite3 *db, fts5_tokenizer *tok, Fts5Tokenizer **out)
+{
+    fts5_api *api = fts5_of(db);
+    void *ud = NULL;
+    const char *args[] = {"remove_diacritics", "2"};
+    *out = NULL;
+    if (!api || api->xFindTokenizer(api, "unicode61", &ud, tok) != SQLITE_OK ||
+        tok->xCreate(ud, args, 2, out) != SQLITE_OK)
+        return SQLITE_ERROR;
+    return SQLITE_OK;
 }
 
 typedef struct {
@@ -817,12 +861,10 @@ static reader_t *open_reader(nf_search_t *s, char *err, size_t errlen)
     if (rc == SQLITE_OK)
         rc = exec(r->db, pragmas);
     fts5_api *api = rc == SQLITE_OK ? fts5_of(r->db) : NULL;
-    void *ud = NULL;
-    const char *targs[] = {"remove_diacritics", "2"};
+    if (rc == SQLITE_OK)
+        rc = table_tokenizer(r->db, &r->tok, &r->tokenizer);
     if (rc == SQLITE_OK &&
-        (!api || api->xFindTokenizer(api, "unicode61", &ud, &r->tok) != SQLITE_OK ||
-         r->tok.xCreate(ud, targs, 2, &r->tokenizer) != SQLITE_OK ||
-         api->xCreateFunction(api, "nf_rank", NULL, rank_fn, NULL) != SQLITE_OK))
+        (!api || api->xCreateFunction(api, "nf_rank", NULL, rank_fn, NULL) != SQLITE_OK))
         rc = SQLITE_ERROR;
     if (rc == SQLITE_OK)
         rc = sqlite3_prepare_v2(r->db, "SELECT doc FROM temp.vocab WHERE term = ?1", -1, &r->vocab,

@@ -19,12 +19,14 @@
  * cursor's entry though it would not have expired — an older checkpoint was restored
  * ("behind"). A rebuild reads the whole search log: the articles of the state's last 7 days.
  *
- * The rows: rowid = published_ms * 4096 + (a few bits of the id), so time order is rowid order
- * and FTS5 walks a query's matches newest first and filters `since` by rowid; columns title,
- * summary, topics ("t<index>" for each topic the vector names, searched only by the topic
- * filter) and the id (not indexed). A query scans its newest scan_max matches,
- * scores each relevance * (0.5 + 0.5 * exp(-hours since published / 24)), relevance = -bm25
- * with the title weighted 4 and the summary 1, and keeps the best.
+ * The rows: rowid = published_ms << 12 | the row's length in tokens (below 127) << 5 | a slot,
+ * so time order is rowid order, FTS5 walks a query's matches newest first and filters `since`
+ * by rowid, and the ranking reads a row's length from its rowid (no docsize look-up); columns
+ * title, summary, topics ("t<index>" for each topic the vector names, searched only by the topic
+ * filter) and the id (not indexed). A query scans its newest scan_max matches, scores each
+ * relevance * (0.5 + 0.5 * exp(-hours since published / 24)) — relevance is FTS5's bm25 with
+ * the title weighted 4 and the summary 1, computed by nf_rank (search.c) from the vocabulary's
+ * document counts and the rowid's length — and keeps the best.
  *
  * Bounds: articles ingested more than retention ago — the span the state keeps their
  * metadata for, which a rebuild reads — and the oldest beyond max_articles leave every 10 s;
