@@ -142,7 +142,7 @@ typedef struct nf_config {
     } serve;
     struct {
         bool enabled;          /* GET /v1/search (serve/search.h) */
-        uint32_t retention_s;  /* articles ingested within it are searchable */
+        uint32_t retention_s;  /* articles published within it are searchable */
         uint64_t max_articles; /* the oldest beyond it leave */
         uint32_t memory_mb;    /* SQLite page caches */
         uint32_t readers;      /* queries at once */

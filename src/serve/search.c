@@ -6,6 +6,7 @@
 #include "actors/interest.h"
 #include "actors/serve_state.h"
 #include "algo/bytes.h"
+#include "feed/dates.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -87,17 +88,14 @@ struct nf_search {
 static int table_tokenizer(sqlite3 *db, fts5_tokenizer *tok, Fts5Tokenizer **out);
 
 #define SCHEMA_VERSION 2 /* PRAGMA user_version: the layout below, and the rowid's */
-#define STR_(x)        #x
-#define STR(x)         STR_(x)
-static const char SCHEMA[] = "PRAGMA user_version = " STR(
-    SCHEMA_VERSION) ";"
-                    "CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, summary, topics, id "
-                    "UNINDEXED,"
-                    " tokenize = 'unicode61 remove_diacritics 2');"
-                    "CREATE TABLE IF NOT EXISTS ids(id BLOB PRIMARY KEY, doc INTEGER NOT NULL,"
-                    " ingested INTEGER NOT NULL) WITHOUT ROWID;"
-                    "CREATE INDEX IF NOT EXISTS ids_ingested ON ids(ingested);";
+static const char SCHEMA[] =
+    "PRAGMA user_version = 2;"
+    "CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
+    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, summary, topics, id UNINDEXED,"
+    " tokenize = 'unicode61 remove_diacritics 2');"
+    "CREATE TABLE IF NOT EXISTS ids(id BLOB PRIMARY KEY, doc INTEGER NOT NULL,"
+    " ingested INTEGER NOT NULL) WITHOUT ROWID;"
+    "CREATE INDEX IF NOT EXISTS ids_ingested ON ids(ingested);";
 
 static bool is_corrupt(int rc)
 {
@@ -337,16 +335,22 @@ static const char *clean(const char *text, char **buf)
     return *buf;
 }
 
-/* An id as 16 big-endian bytes (the index's id column; the tail of a kstate key). */
 static void id_bytes(nf_id128_t id, unsigned char out[16])
 {
-    nf_put_be64(out, id.hi);
-    nf_put_be64(out + 8, id.lo);
+    for (int i = 0; i < 8; i++) {
+        out[i] = (unsigned char)(id.hi >> (56 - 8 * i));
+        out[8 + i] = (unsigned char)(id.lo >> (56 - 8 * i));
+    }
 }
 
 static nf_id128_t id_of(const unsigned char *b)
 {
-    return (nf_id128_t){nf_get_be64(b), nf_get_be64(b + 8)};
+    nf_id128_t id = {0, 0};
+    for (int i = 0; i < 8; i++) {
+        id.hi = id.hi << 8 | b[i];
+        id.lo = id.lo << 8 | b[8 + i];
+    }
+    return id;
 }
 
 static int count_token(void *arg, int flags, const char *tok, int n, int start, int end)
@@ -499,6 +503,14 @@ static const char *jstr(const cJSON *o, const char *k)
     return cJSON_IsString(x) ? x->valuestring : NULL;
 }
 
+static int64_t jdate(const cJSON *o, const char *k, bool *ok)
+{
+    const char *s = jstr(o, k);
+    int64_t ms = 0;
+    *ok = s && nf_date_parse(s, strlen(s), &ms) == 0;
+    return *ok ? ms : 0;
+}
+
 /* One search log entry: its article's committed metadata and topics into the index. */
 static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY_LEN])
 {
@@ -520,8 +532,10 @@ static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY
         nf_counter_inc(s->m_missing);
         return 0;
     }
-    int64_t published, ingested;
-    nf_serve_meta_times(meta, p->now, &published, &ingested);
+    bool has_pub, has_ing;
+    int64_t pub = jdate(meta, "published_at", &has_pub);
+    int64_t ing = jdate(meta, "ingested_at", &has_ing);
+    int64_t published = nf_serve_published_ms(pub, has_pub, has_ing ? ing : p->now);
     nf_topic_vec_t vec = {0};
     uint32_t topics[NF_TOPICS_MAX];
     unsigned nt = 0;
@@ -535,7 +549,7 @@ static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY
     }
     free(val);
     int rc = insert_doc(s, id_of(meta_key + 2), jstr(meta, "title"), jstr(meta, "summary"),
-                        published, ingested, topics, nt, p->now);
+                        published, has_ing ? ing : p->now, topics, nt, p->now);
     cJSON_Delete(meta);
     return rc < 0 ? -rc : SQLITE_OK;
 }
@@ -571,15 +585,6 @@ static int log_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
     return stop ? 1 : 0;
 }
 
-/* When the cursor's entry was cut (its key's time). */
-static int64_t cursor_cut(const nf_search_t *s)
-{
-    int64_t cut = 0, expires;
-    unsigned char mk[NF_SERVE_META_KEY_LEN];
-    nf_serve_search_decode(s->cursor, sizeof s->cursor, "\0\0\0\0\0\0\0\0", 8, &cut, mk, &expires);
-    return cut;
-}
-
 /* Clears the index (the state went back: an older checkpoint). SQLite code. */
 static int clear(nf_search_t *s)
 {
@@ -601,15 +606,19 @@ static int check_cursor(nf_search_t *s, nf_store_view_t *v, int64_t now)
     s->checked = true;
     if (!s->has_cursor)
         return SQLITE_OK;
+    int64_t cut, expires;
+    unsigned char mk[NF_SERVE_META_KEY_LEN];
     void *val = NULL;
     size_t len = 0;
     char err[256];
     int r = nf_store_view_get(v, NF_KIND_SEARCH_LOG, s->cursor, sizeof s->cursor, &val, &len, err,
                               sizeof err);
+    bool live = r == 1 && nf_serve_search_decode(s->cursor, sizeof s->cursor, val, len, &cut, mk,
+                                                 &expires) == 0;
     free(val);
-    if (r != 0)
-        return SQLITE_OK; /* there (or unreadable: the next start looks again) */
-    int64_t cut = cursor_cut(s);
+    if (r != 0 || live)
+        return SQLITE_OK;
+    nf_serve_search_decode(s->cursor, sizeof s->cursor, "\0\0\0\0\0\0\0\0", 8, &cut, mk, &expires);
     if (cut + s->o.retention_ms < now)
         return SQLITE_OK; /* gone by age */
     nf_log(NF_LOG_WARN, "search",
@@ -631,9 +640,12 @@ static int follow(nf_search_t *s, nf_store_view_t *v)
     nf_serve_search_prefix(prefix);
     size_t flen = 0;
     if (s->has_cursor) {
-        static const unsigned char first[NF_SERVE_META_KEY_LEN]; /* the least meta key */
-        int64_t cut = cursor_cut(s);
-        nf_serve_search_key(cut > LOOKBACK_MS ? cut - LOOKBACK_MS : 0, first, from);
+        int64_t cut, expires;
+        unsigned char mk[NF_SERVE_META_KEY_LEN] = {0};
+        nf_serve_search_decode(s->cursor, sizeof s->cursor, "\0\0\0\0\0\0\0\0", 8, &cut, mk,
+                               &expires);
+        memset(mk, 0, sizeof mk);
+        nf_serve_search_key(cut > LOOKBACK_MS ? cut - LOOKBACK_MS : 0, mk, from);
         flen = sizeof from;
     }
     int r = nf_store_view_scan_from(v, NF_KIND_SEARCH_LOG, prefix, sizeof prefix, from, flen,
@@ -665,6 +677,8 @@ static int follow(nf_search_t *s, nf_store_view_t *v)
     nf_gauge_set(s->m_articles, (int64_t)s->articles);
     return rc;
 }
+
+/* ------------------------------------------------------------------------------ readers */
 
 /* ------------------------------------------------------------------------------ ranking */
 
@@ -814,8 +828,6 @@ static int index_terms(reader_t *r, const nf_search_query_t *q, nf_search_query_
     return SQLITE_OK;
 }
 
-/* ------------------------------------------------------------------------------ readers */
-
 static void close_reader(reader_t *r)
 {
     if (!r)
@@ -880,7 +892,9 @@ static reader_t *open_reader(nf_search_t *s, char *err, size_t errlen)
  * -EIO (err). */
 static int take_reader(nf_search_t *s, reader_t **out, char *err, size_t errlen)
 {
-    struct timespec until = nf_deadline_after(CLOCK_REALTIME, 1000);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
     pthread_mutex_lock(&s->mu);
     for (;;) {
         if (!s->ready || s->corrupt || s->stop) {
@@ -984,9 +998,8 @@ static int by_better(const void *a, const void *b)
 /* text (SQLite's, with the markers) as HTML: escaped, markers as <mark></mark>. */
 static char *to_html(const unsigned char *text)
 {
-    /* A byte becomes at most 7 ("</mark>"); one more "</mark>" may close the text. */
-    size_t n = text ? strlen((const char *)text) : 0, j = 0;
-    char *o = malloc(7 * n + 8);
+    size_t n = text ? strlen((const char *)text) : 0, cap = n * 6 + 1, j = 0;
+    char *o = malloc(cap > 16 ? cap : 16);
     if (!o)
         return NULL;
     bool open = false;
@@ -1019,6 +1032,15 @@ static char *to_html(const unsigned char *text)
             continue;
         }
         size_t rl = strlen(rep);
+        if (j + rl + 8 > cap) { /* "<mark>" is 6 for 1 byte: only "</mark>" can outgrow */
+            char *g = realloc(o, cap * 2 + 16);
+            if (!g) {
+                free(o);
+                return NULL;
+            }
+            o = g;
+            cap = cap * 2 + 16;
+        }
         memcpy(o + j, rep, rl);
         j += rl;
     }
@@ -1053,7 +1075,7 @@ void nf_search_result_free(nf_search_result_t *r)
 
 /* The chosen candidates' ids and highlights, best first, while keep() wants them. */
 static int fill(reader_t *r, const char *match, const cand_t *c, size_t nc, unsigned limit,
-                nf_search_keep_fn keep, void *arg, nf_search_result_t *out)
+                int64_t now, nf_search_keep_fn keep, void *arg, nf_search_result_t *out)
 {
     int rc = SQLITE_OK;
     for (size_t i = 0; i < nc && out->n < limit; i++) {
@@ -1065,6 +1087,7 @@ static int fill(reader_t *r, const char *match, const cand_t *c, size_t nc, unsi
                                  .published_ms = (int64_t)(c[i].rowid >> ROWID_BITS),
                                  .relevance = c[i].relevance,
                                  .score = c[i].score};
+            (void)now;
             if (keep(arg, &h)) {
                 h.title_html = to_html(sqlite3_column_text(r->snip, 1));
                 h.snippet_html = to_html(sqlite3_column_text(r->snip, 2));
@@ -1102,7 +1125,8 @@ int nf_search_run(nf_search_t *s, const nf_search_query_t *q, int topic, int64_t
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    uint64_t t0 = nf_now_ns();
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     reader_t *r = NULL;
     int e = take_reader(s, &r, err, errlen);
     if (e != 0) {
@@ -1123,7 +1147,6 @@ int nf_search_run(nf_search_t *s, const nf_search_query_t *q, int topic, int64_t
     int ndf = 0;
     nf_search_query_t fq;
     char match[NF_SEARCH_MATCH_MAX], tok[16] = "";
-    match[0] = '\0'; /* bound below even when the terms cannot be read */
     if (topic >= 0)
         snprintf(tok, sizeof tok, "t%d", topic);
     int rc = index_terms(r, q, &fq, dfs, &ndf);
@@ -1158,7 +1181,7 @@ int nf_search_run(nf_search_t *s, const nf_search_query_t *q, int topic, int64_t
     sqlite3_reset(r->scan);
     if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
         qsort(heap, nh, sizeof *heap, by_better);
-        rc = fill(r, match, heap, nh, limit, keep, arg, out);
+        rc = fill(r, match, heap, nh, limit, now_ms, keep, arg, out);
     }
     bool corrupt = is_corrupt(rc);
     if (rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE)
@@ -1173,7 +1196,10 @@ int nf_search_run(nf_search_t *s, const nf_search_query_t *q, int topic, int64_t
                    NF_LS("error", err), NF_LEND);
         return corrupt ? -EAGAIN : -EIO;
     }
-    nf_histogram_observe(s->m_latency, (double)(nf_now_ns() - t0) / 1e9);
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    nf_histogram_observe(s->m_latency,
+                         (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     nf_counter_inc(s->m_queries);
     return 0;
 }
@@ -1269,7 +1295,11 @@ static void *run(void *arg)
             s->corrupt = true;
         if (s->stop)
             break;
-        struct timespec until = nf_deadline_after(CLOCK_REALTIME, poll);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += (long)(poll % 1000) * 1000000L;
+        until.tv_sec += poll / 1000 + until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
         pthread_cond_timedwait(&s->cv, &s->mu, &until);
     }
     pthread_mutex_unlock(&s->mu);

@@ -345,8 +345,10 @@ static unsigned same_as_bm25(const char *path, const char *word)
     unsigned same = 0;
     for (size_t i = 0; i < g_res.n; i++) {
         unsigned char idb[16];
-        nf_put_be64(idb, g_res.hits[i].id.hi);
-        nf_put_be64(idb + 8, g_res.hits[i].id.lo);
+        for (int k = 0; k < 8; k++) {
+            idb[k] = (unsigned char)(g_res.hits[i].id.hi >> (56 - 8 * k));
+            idb[8 + k] = (unsigned char)(g_res.hits[i].id.lo >> (56 - 8 * k));
+        }
         sqlite3_bind_blob(bs, 1, idb, 16, SQLITE_STATIC);
         if (sqlite3_step(bs) == SQLITE_ROW &&
             fabs(sqlite3_column_double(bs, 0) - g_res.hits[i].relevance) <=
