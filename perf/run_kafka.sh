@@ -50,7 +50,8 @@
 # "ready: /readyz answers 200"; bench_e2e sums their CPU (--job-pid P1,P2,...) and pools their
 # epochs; the kafka_e2e line gets "processes" and "assignment" (each process's partitions at the
 # end of the window, from the group's description). Without --processes the job is one process
-# with kafka.assignment=all, as before. Trending is not needed (not merged across processes yet).
+# with kafka.assignment=all, as before. Latency is the interest updates' (trending is merged by
+# the one process that owns trending-panes; its lists are only counted).
 # --partitions P: partitions of every topic of a run (default 4; 6 with --processes: the
 # cooperative-sticky assignor balances read-events and sources partitions together, so with few
 # partitions a process can get only sources partitions).
@@ -489,13 +490,6 @@ for v in out.values():
     for k in v:
         v[k].sort()
 print(json.dumps(dict(sorted(out.items()))))' || echo '{}'
-}
-# metrics_snapshot FILE: the job's /metrics counters this script reports (with --admin-port)
-metrics_snapshot() {
-  [ -n "$admin_port" ] || return 0
-  curl -s --max-time 5 "http://127.0.0.1:$admin_port/metrics" 2>/dev/null |
-    grep -E '^newsflow_(read_events_total|changelog_records_total|changelog_bytes_total)[ {]' \
-      >"$1" || true
 }
 # with_metrics JSON BEFORE AFTER VARIANT [PROCESSES ASSIGNMENT]: JSON with the variant, the
 # metrics' differences and (with --processes) the number of processes and their partitions

@@ -30,6 +30,10 @@ BUILD_PACKAGES=(
   openjdk-17-jre-headless maven
   # benchmark peers: xmllint --stream, python3-feedparser
   libxml2-utils python3 python3-feedparser
+  # benchmark report (perf/run_all.sh): plots as PNG
+  gnuplot-nox
+  # tests: a venv for feedparser from PyPI, the parser's reference (integration/test_conformance_feedparser)
+  python3-venv
   # benchmark peer: the seed design's trending store (Redis ZINCRBY), driven by a pipelined hiredis client
   redis-server libhiredis-dev
   # benchmark: the query API's requests/s (perf/run_query.sh), beside redis-benchmark's GET
@@ -40,6 +44,9 @@ BUILD_PACKAGES=(
   chromium
   # tests: a job's thread stacks when a test times out waiting on it (acclib.py dump_stacks)
   gdb
+  # tests: the container image built from the Dockerfile with podman, on a Debian base made by
+  # debootstrap (container/test_image; there is no Docker engine)
+  podman debootstrap
 )
 
 case "${1:-}" in

@@ -37,8 +37,11 @@
  * entries load on demand) and the R adds before and after (warm, then cold), and the store's size
  * on disk.
  *
+ * --dump FILE: the corpus's exact shingle sets and this engine's pair decisions, for the
+ * similarity peer (perf/cluster/datasketch_peer.py, datasketch's MinHashLSH; dump_corpus).
+ *
  * Usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... [--dir D] [--store-only
- * [--restore R [--drop-caches]]]. One JSON object per line on stdout. */
+ * [--restore R [--drop-caches]]] [--dump FILE]. One JSON object per line on stdout. */
 #include "actors/cluster.h"
 #include "algo/minhash.h"
 #include "state/store.h"
@@ -209,6 +212,40 @@ static void push_pair(uint32_t a, uint32_t b)
 typedef struct rg {
     uint32_t root, group;
 } rg_t;
+
+/* Whether two signatures share one of the 16 band keys (8 rows each): a candidate pair. */
+static bool shares_band(const uint32_t *x, const uint32_t *y)
+{
+    for (unsigned b = 0; b < 16; b++)
+        if (nf_minhash_band_key(x, b, 8) == nf_minhash_band_key(y, b, 8))
+            return true;
+    return false;
+}
+
+/* --dump FILE: the corpus as perf/cluster/datasketch_peer.py reads it, with this engine's
+ * decisions, all little-endian: "NFSHINGL" u64 N, then per article u32 planted group, u32 n,
+ * n x u64 (its exact shingle set, sorted), then u64 P and P x (u32 a, u32 b, u32 matched) for
+ * every candidate pair (a < b, sharing one of the 16 band keys; matched: its MinHash estimate
+ * >= the threshold too), as the quality pass decided them (recs). The peer is judged on the
+ * same sets, by the same code. 0 or 1. */
+static int dump_corpus(const char *path, const art_t *arts, size_t N, const nf_minhash_t *mh,
+                       nf_minhash_scratch_t *s, char *text, const uint32_t *recs, uint64_t nrecs)
+{
+    FILE *f = fopen(path, "wb");
+    static uint64_t set[MAXW];
+    uint64_t n64 = N;
+    bool ok = f && fwrite("NFSHINGL", 1, 8, f) == 8 && fwrite(&n64, 8, 1, f) == 1;
+    for (size_t i = 0; ok && i < N; i++) {
+        uint32_t hdr[2] = {arts[i].group, (uint32_t)shingle_set(mh, s, &arts[i], text, set)};
+        ok = fwrite(hdr, 4, 2, f) == 2 && fwrite(set, 8, hdr[1], f) == hdr[1];
+    }
+    ok = ok && fwrite(&nrecs, 8, 1, f) == 1 && fwrite(recs, 12, nrecs, f) == nrecs;
+    if (!f || fclose(f) != 0 || !ok) {
+        fprintf(stderr, "bench_cluster: cannot write %s\n", path);
+        return 1;
+    }
+    return 0;
+}
 
 static int cmp_rg(const void *x, const void *y)
 {
@@ -487,7 +524,7 @@ int main(int argc, char **argv)
     size_t N = 100000, budgets[8], nbudgets = 0;
     bool store_only = false;
     restore_opts_t ro = {0};
-    const char *tmp = getenv("TMPDIR"), *dir = tmp && *tmp ? tmp : "/tmp";
+    const char *tmp = getenv("TMPDIR"), *dir = tmp && *tmp ? tmp : "/tmp", *dump_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             N = 10000;
@@ -495,6 +532,8 @@ int main(int argc, char **argv)
             N = strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--budget-mb") == 0 && i + 1 < argc && nbudgets < 8)
             budgets[nbudgets++] = strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc)
+            dump_path = argv[++i];
         else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
             dir = argv[++i];
         else if (strcmp(argv[i], "--store-only") == 0)
@@ -504,8 +543,9 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--drop-caches") == 0)
             ro.drop_caches = true;
         else {
-            fprintf(stderr, "usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... "
-                            "[--dir D] [--store-only [--restore R [--drop-caches]]]\n");
+            fprintf(stderr,
+                    "usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... "
+                    "[--dir D] [--store-only [--restore R [--drop-caches]]] [--dump FILE]\n");
             return 2;
         }
     }
@@ -676,15 +716,22 @@ int main(int argc, char **argv)
     double fp_min = 1.0, fn_max = 0.0;
     static uint64_t sa[MAXW], sb[MAXW];
     char *text = malloc(TEXT_MAX);
+    /* --dump: every candidate pair's decision, as (a, b, matched) */
+    uint32_t *recs = dump_path ? malloc(npairs * 3 * sizeof *recs) : NULL;
+    if (dump_path && !recs) {
+        fprintf(stderr, "bench_cluster: out of memory\n");
+        return 1;
+    }
     for (size_t k = 0; k < npairs; k++) {
         if (k > 0 && pairs[k].a == pairs[k - 1].a && pairs[k].b == pairs[k - 1].b)
             continue;
         const uint32_t *x = sigs + (size_t)pairs[k].a * 128, *y = sigs + (size_t)pairs[k].b * 128;
-        bool shared = false;
-        for (unsigned b = 0; b < 16 && !shared; b++)
-            shared = nf_minhash_band_key(x, b, 8) == nf_minhash_band_key(y, b, 8);
-        cand += shared;
+        bool shared = shares_band(x, y);
         bool matched = shared && nf_minhash_similarity(x, y, 128) >= co.threshold;
+        if (recs && shared)
+            memcpy(recs + 3 * cand, (uint32_t[3]){pairs[k].a, pairs[k].b, matched},
+                   3 * sizeof *recs);
+        cand += shared;
         size_t na = shingle_set(mh, &s, &arts[pairs[k].a], text, sa);
         size_t nb = shingle_set(mh, &s, &arts[pairs[k].b], text, sb);
         double j = jaccard(sa, na, sb, nb);
@@ -706,6 +753,9 @@ int main(int argc, char **argv)
            N, (unsigned long long)cand, (unsigned long long)truth, (unsigned long long)(tp + fp),
            tp + fp ? (double)tp / (double)(tp + fp) : 1.0,
            tp + fn ? (double)tp / (double)(tp + fn) : 1.0, fp_min, fn_max);
+    if (dump_path && dump_corpus(dump_path, arts, N, mh, &s, text, recs, cand) != 0)
+        return 1;
+    free(recs);
 
     /* Final clusters against planted groups, pairwise: counts of (cluster, group)
      * cells. */

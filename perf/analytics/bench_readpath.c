@@ -12,6 +12,13 @@
  *   bench_readpath [--events N] [--shards 1,2] [--users U] [--articles A] [--zipf S]
  *                  [--partitions P] [--exact] [--store DIR] [--budget-mb M]
  *                  [--warmup W --ttl-s T] [--populate] [--round-robin] [--quick]
+ *                  [--redeliver-every K] [--dump DIR]
+ * --redeliver-every K: after every K-th event the same event again (same event_id): the event-id
+ * dedup then has duplicates to drop, as after a producer's retry.
+ * --dump DIR (the stream peers' input, perf/run_stream.sh): writes the workload to
+ * DIR/events.jsonl, DIR/topics.jsonl and DIR/meta.json, counts trending exactly (--exact), and
+ * writes the outputs (trending, interest-updates) to DIR/newsflow-<shards>.jsonl through the
+ * job's jsonl sink, for perf/stream/compare_stream.py to check against a peer's.
  * --store DIR: keyed state over a RocksDB store (created afresh in DIR/<shards>) as in the job,
  * where a user missing from memory is looked up in the store; without it, memory only.
  * --warmup W: W more events go first, untimed; the clock runs from then until the first shard
@@ -143,8 +150,8 @@ typedef struct params {
     double zipf, span_min, ttl_s;
     bool exact, populate, round_robin;
     const uint16_t *part; /* each event's partition, by a hash of its user_id */
-    const char *store_dir;
-    size_t budget_mb;
+    const char *store_dir, *dump_dir;
+    size_t budget_mb, redeliver_every;
 } params_t;
 
 /* What the bench reads at the start and end of its clock. */
@@ -204,6 +211,16 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     static nf_analytics_t an;
     nf_analytics_defaults(&an);
     an.trend.exact = pa->exact;
+    nf_sink_t *sink = NULL;
+    if (pa->dump_dir) { /* the outputs, for perf/stream/compare_stream.py */
+        char spec[600];
+        snprintf(spec, sizeof spec, "jsonl:%s/newsflow-%u.jsonl", pa->dump_dir, shards);
+        if (!(sink = nf_sink_open(spec, shards, err, sizeof err))) {
+            fprintf(stderr, "bench_readpath: %s\n", err);
+            return 1;
+        }
+        an.sink = sink;
+    }
     an.store = st;
     an.budget_bytes = pa->budget_mb << 20;
     if (pa->ttl_s > 0)
@@ -301,6 +318,14 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
                                (s1.busy[i] - s0.busy[i]) / secs, (s1.sys[i] - s0.sys[i]) / secs);
     }
     long rss = rss_kb();
+    if (sink) { /* the trending merger's last windows: until none came for 300 ms (30 s at most) */
+        uint64_t w = nf_counter_value(an.m.windows);
+        for (int quiet = 0, i = 0; quiet < 300 && i < 30000; i++, usleep(1000)) {
+            uint64_t now = nf_counter_value(an.m.windows);
+            quiet = now == w ? quiet + 1 : 0;
+            w = now;
+        }
+    }
     nf_runtime_request_stop(rt);
     nf_runtime_wait(rt);
     printf("{\"bench\":\"readpath\",\"shards\":%u,\"events\":%llu,\"warmup\":%llu,"
@@ -334,7 +359,60 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     nf_runtime_destroy(rt);
     nf_analytics_free(&an);
     nf_store_close(st);
+    if (sink && nf_sink_close(sink) != 0) {
+        fprintf(stderr, "bench_readpath: cannot write the outputs to %s\n", pa->dump_dir);
+        return 1;
+    }
     return 0;
+}
+
+/* --dump: the workload as the peers read it. DIR/events.jsonl (the read events in the order
+ * newsflow consumes them, one per line), DIR/topics.jsonl (every article's topic vector:
+ * {"article_id":"..","topics":[[t,w],..]}, weights to 17 digits: bit-exact), DIR/meta.json. */
+static int dump(const char *dir, const nf_wl_events_t *ev, const params_t *pa)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/events.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    int64_t max_ts = INT64_MIN;
+    for (size_t i = 0; f && i < ev->n; i++) {
+        fwrite(ev->buf + ev->off[i], 1, ev->len[i], f);
+        fputc('\n', f);
+        max_ts = ev->ts[i] > max_ts ? ev->ts[i] : max_ts;
+    }
+    if (!f || fclose(f) != 0)
+        goto fail;
+    snprintf(path, sizeof path, "%s/topics.jsonl", dir);
+    if (!(f = fopen(path, "w")))
+        goto fail;
+    for (uint32_t a = 0; a < pa->articles; a++) {
+        char hex[33];
+        nf_topic_vec_t v;
+        nf_wl_article_id(a, hex);
+        nf_wl_article_topics(a, &v);
+        fprintf(f, "{\"article_id\":\"%s\",\"topics\":[", hex);
+        for (uint32_t k = 0; k < v.n; k++)
+            fprintf(f, "%s[%u,%.17g]", k ? "," : "", v.t[k].topic, v.t[k].weight);
+        fputs("]}\n", f);
+    }
+    if (fclose(f) != 0)
+        goto fail;
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    if (!(f = fopen(path, "w")))
+        goto fail;
+    /* The last window end newsflow's watermark (max ts - 5 s lateness) can pass. */
+    int64_t wm = max_ts - 5000;
+    fprintf(f,
+            "{\"events\":%zu,\"users\":%u,\"articles\":%u,\"zipf\":%g,\"redeliver_every\":%zu,"
+            "\"max_ts\":%lld,\"last_window_end\":%lld}\n",
+            ev->n, pa->users, pa->articles, pa->zipf, pa->redeliver_every, (long long)max_ts,
+            (long long)(wm - (wm % 30000 + 30000) % 30000));
+    if (fclose(f) != 0)
+        goto fail;
+    return 0;
+fail:
+    fprintf(stderr, "bench_readpath: cannot write %s\n", path);
+    return 1;
 }
 
 int main(int argc, char **argv)
@@ -370,6 +448,10 @@ int main(int argc, char **argv)
             pa.store_dir = argv[++i];
         else if (!strcmp(argv[i], "--budget-mb") && i + 1 < argc)
             pa.budget_mb = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
+            pa.dump_dir = argv[++i];
+        else if (!strcmp(argv[i], "--redeliver-every") && i + 1 < argc)
+            pa.redeliver_every = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--exact"))
             pa.exact = true;
         else if (!strcmp(argv[i], "--populate"))
@@ -382,7 +464,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: bench_readpath [--events N] [--shards 1,2] [--users U] "
                             "[--articles A] [--zipf S] [--span-min M] [--partitions P] [--exact] "
                             "[--store DIR] [--budget-mb M] [--warmup W --ttl-s T] [--populate] "
-                            "[--round-robin] [--quick]\n");
+                            "[--round-robin] [--quick] [--redeliver-every K] [--dump DIR]\n");
             return 2;
         }
     }
@@ -400,6 +482,13 @@ int main(int argc, char **argv)
     if (nf_wl_read_events(&ev, total, pa.users, pa.articles, pa.zipf, 1767225600000LL, span_ms, 42,
                           pa.populate) != 0) {
         fprintf(stderr, "bench_readpath: out of memory generating the workload\n");
+        return 1;
+    }
+    if (pa.dump_dir)
+        pa.exact = true; /* the peers count exactly: so does newsflow then */
+    if (nf_wl_add_redeliveries(&ev, pa.redeliver_every) != 0 ||
+        (pa.dump_dir && dump(pa.dump_dir, &ev, &pa) != 0)) {
+        fprintf(stderr, "bench_readpath: out of memory, or cannot write --dump's files\n");
         return 1;
     }
     uint16_t *part = malloc(sizeof *part * ev.n);

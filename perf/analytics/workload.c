@@ -119,6 +119,47 @@ int nf_wl_read_events(nf_wl_events_t *e, size_t n, uint32_t users, uint32_t arti
     return 0;
 }
 
+int nf_wl_add_redeliveries(nf_wl_events_t *e, size_t every)
+{
+    if (every == 0 || e->n == 0)
+        return 0;
+    size_t n = e->n + e->n / every;
+    size_t *off = malloc(sizeof *off * n);
+    uint32_t *len = malloc(sizeof *len * n), *uo = malloc(sizeof *uo * n),
+             *ao = malloc(sizeof *ao * n);
+    int64_t *ts = malloc(sizeof *ts * n);
+    if (!off || !len || !uo || !ao || !ts) {
+        free(off);
+        free(len);
+        free(uo);
+        free(ao);
+        free(ts);
+        return -ENOMEM;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < e->n; i++) {
+        for (int copy = 0; copy < ((i + 1) % every == 0 ? 2 : 1); copy++, j++) {
+            off[j] = e->off[i]; /* the same bytes: a redelivery is the same record */
+            len[j] = e->len[i];
+            uo[j] = e->user_of[i];
+            ao[j] = e->article_of[i];
+            ts[j] = e->ts[i];
+        }
+    }
+    free(e->off);
+    free(e->len);
+    free(e->user_of);
+    free(e->article_of);
+    free(e->ts);
+    e->off = off;
+    e->len = len;
+    e->user_of = uo;
+    e->article_of = ao;
+    e->ts = ts;
+    e->n = j;
+    return 0;
+}
+
 void nf_wl_events_free(nf_wl_events_t *e)
 {
     free(e->buf);

@@ -49,6 +49,11 @@ int nf_wl_read_events(nf_wl_events_t *e, size_t n, uint32_t users, uint32_t arti
                       int64_t t0_ms, int64_t span_ms, uint64_t seed, bool every_user_first);
 void nf_wl_events_free(nf_wl_events_t *e);
 
+/* Redeliveries: after every `every`-th event (every > 0), the same event again (same bytes, same
+ * event_id), as a producer's retry or a consumer's replay delivers it; e grows by n / every.
+ * 0 or -ENOMEM (e unchanged). */
+int nf_wl_add_redeliveries(nf_wl_events_t *e, size_t every);
+
 /* The partition of user rank u's read events among `partitions`: read-events is keyed by
  * user_id (DESIGN §4), and Kafka's partitioner puts a key's records in one partition chosen by
  * a hash of the key. */

@@ -139,14 +139,23 @@ static int run_size(size_t keys, unsigned rounds, unsigned shards, const char *b
         pause[r] = es.last_pause_ns;
         commit[r] = es.last_commit_ns;
     }
+    /* every round's pause, in order: a slow round is seen with its place (p99 of 30 rounds is
+     * the slowest one) */
+    char seq[64 * 1024];
+    size_t w = 0;
+    for (unsigned r = 0; r < rounds && w + 32 < sizeof seq; r++)
+        w += (size_t)snprintf(seq + w, sizeof seq - w, "%s%.3f", r ? "," : "",
+                              (double)pause[r] / 1e6);
+    seq[w] = 0;
     double p50 = pct(pause, rounds, 0.5), p99 = pct(pause, rounds, 0.99),
            pmax = (double)pause[rounds - 1] / 1e6;
     double c50 = pct(commit, rounds, 0.5), c99 = pct(commit, rounds, 0.99),
            cmax = (double)commit[rounds - 1] / 1e6;
     printf("{\"bench\":\"epoch\",\"dirty_keys\":%zu,\"shards\":%u,\"rounds\":%u,"
            "\"pause_ms_p50\":%.3f,\"pause_ms_p99\":%.3f,\"pause_ms_max\":%.3f,"
-           "\"commit_ms_p50\":%.3f,\"commit_ms_p99\":%.3f,\"commit_ms_max\":%.3f}\n",
-           keys, shards, rounds, p50, p99, pmax, c50, c99, cmax);
+           "\"commit_ms_p50\":%.3f,\"commit_ms_p99\":%.3f,\"commit_ms_max\":%.3f,"
+           "\"pause_ms_rounds\":[%s]}\n",
+           keys, shards, rounds, p50, p99, pmax, c50, c99, cmax, seq);
     fflush(stdout);
     free(pause);
     free(commit);

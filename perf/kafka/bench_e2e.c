@@ -26,7 +26,8 @@
  * accounted and events are tagged; then production stops and the consumer waits until the
  * output of every fresh event produced in the window is visible (or --drain s passed; default
  * 30 s + 4 x the interval). Latency percentiles are over the outputs of the window's events that
- * were seen by then (outputs_seen_frac: all of them when sustained). CPU seconds over the
+ * were seen by then (outputs_seen_frac: all of them when sustained); lat_cdf_ms is their whole
+ * distribution, the latency at every 0.5 % of them (perf/report.py plots it). CPU seconds over the
  * window come from /proc/PID/stat (job and broker, --job-pid/--broker-pid), getrusage (this
  * process) and /proc/stat (the whole machine: "other" is what none of the three took — other
  * people's processes on a shared machine). Per-thread splits come from /proc/PID/task/ * /stat (the
@@ -49,7 +50,8 @@
  * comma-separated lists; cpu_job_s (and job_cpu_us_per_event) is the sum over the processes, the
  * per-thread split sums each thread name over them, and the epoch figures pool their epochs.
  * Nothing here needs the trending output: "sustained" and latency are interest-updates' (trending
- * lists are only counted, and a job split over processes emits none yet).
+ * lists are only counted: in a job split over processes only the owner of trending-panes emits
+ * them).
  *
  * One JSON line on stdout ("bench":"kafka_e2e"); progress every 5 s on stderr.
  *   bench_e2e --brokers B --prefix P [--rate R|0] [--duration S] [--warmup S] [--drain S]
@@ -74,10 +76,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LAT_MAX_MS  600000 /* histogram of 1 ms buckets; later ones go to the last bucket */
-#define MAX_SECONDS 3600
-#define MAX_TREND   4096
-#define MAX_JOBS    16 /* job processes whose CPU is summed (--job-pid P1,P2,...) */
+#define LAT_MAX_MS     600000 /* histogram of 1 ms buckets; later ones go to the last bucket */
+#define LAT_CDF_POINTS 201    /* latency at every 0.5 % of the outputs, in the JSON line */
+#define MAX_SECONDS    3600
+#define MAX_TREND      4096
+#define MAX_JOBS       16 /* job processes whose CPU is summed (--job-pid P1,P2,...) */
 
 typedef struct {
     const char *brokers, *prefix, *label, *job_log, *compression, *articles_arg;
@@ -826,6 +829,22 @@ static uint64_t hist_pct(const uint32_t *h, uint64_t total, double p)
     return LAT_MAX_MS;
 }
 
+/* ",\"lat_cdf_ms\":[q0,q0.005,...,q1]": the latency at every 0.5 % of the outputs (the CDF that
+ * perf/report.py plots; q0 is the fastest, q1 the slowest). */
+static void cdf_json(char *out, size_t cap, const uint32_t *h, uint64_t total)
+{
+    size_t w = (size_t)snprintf(out, cap, ",\"lat_cdf_ms\":[");
+    uint64_t acc = 0, i = 0;
+    for (int k = 0; k < LAT_CDF_POINTS && w < cap; k++) {
+        uint64_t want = k ? (uint64_t)((double)k / (LAT_CDF_POINTS - 1) * (double)total + 0.5) : 1;
+        while (i < LAT_MAX_MS && acc + h[i] < want)
+            acc += h[i++];
+        w += (size_t)snprintf(out + w, cap - w, "%s%" PRIu64, k ? "," : "", i);
+    }
+    if (w < cap)
+        snprintf(out + w, cap - w, "]");
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -1150,23 +1169,25 @@ int main(int argc, char **argv)
     /* Latency over the window's outputs that became visible before the drain ended (all of them
      * when sustained; when not, the late ones are missing and the figures flatter the run:
      * outputs_seen_frac says how many were seen). */
-    char lat[512];
-    if (lat_n)
-        snprintf(lat, sizeof lat,
-                 "\"lat_samples\":%" PRIu64 ",\"outputs_seen_frac\":%.4f,\"lat_ms_p50\":%" PRIu64
-                 ",\"lat_ms_p90\":%" PRIu64 ",\"lat_ms_p99\":%" PRIu64 ",\"lat_ms_max\":%" PRIu64
-                 ",\"lat_ms_mean_first10s\":%.0f,\"lat_ms_mean_last10s\":%.0f,"
-                 "\"p99_over_interval\":%.2f",
-                 lat_n, pwf ? (double)ow / (double)pwf : 0, hist_pct(lat_hist, lat_n, 0.5),
-                 hist_pct(lat_hist, lat_n, 0.9), hist_pct(lat_hist, lat_n, 0.99), lat_max,
-                 fn ? (double)fs / (double)fn : -1, ln ? (double)ls / (double)ln : -1,
-                 (double)hist_pct(lat_hist, lat_n, 0.99) / o.interval_ms);
-    else
+    char lat[512 + LAT_CDF_POINTS * 12];
+    if (lat_n) {
+        int w = snprintf(
+            lat, sizeof lat,
+            "\"lat_samples\":%" PRIu64 ",\"outputs_seen_frac\":%.4f,\"lat_ms_p50\":%" PRIu64
+            ",\"lat_ms_p90\":%" PRIu64 ",\"lat_ms_p99\":%" PRIu64 ",\"lat_ms_max\":%" PRIu64
+            ",\"lat_ms_mean_first10s\":%.0f,\"lat_ms_mean_last10s\":%.0f,"
+            "\"p99_over_interval\":%.2f",
+            lat_n, pwf ? (double)ow / (double)pwf : 0, hist_pct(lat_hist, lat_n, 0.5),
+            hist_pct(lat_hist, lat_n, 0.9), hist_pct(lat_hist, lat_n, 0.99), lat_max,
+            fn ? (double)fs / (double)fn : -1, ln ? (double)ls / (double)ln : -1,
+            (double)hist_pct(lat_hist, lat_n, 0.99) / o.interval_ms);
+        cdf_json(lat + w, sizeof lat - (size_t)w, lat_hist, lat_n);
+    } else
         snprintf(lat, sizeof lat,
                  "\"lat_samples\":0,\"outputs_seen_frac\":0,\"lat_ms_p50\":null,"
                  "\"lat_ms_p90\":null,\"lat_ms_p99\":null,\"lat_ms_max\":null,"
                  "\"lat_ms_mean_first10s\":null,\"lat_ms_mean_last10s\":null,"
-                 "\"p99_over_interval\":null");
+                 "\"p99_over_interval\":null,\"lat_cdf_ms\":null");
     printf("{\"bench\":\"kafka_e2e\",\"label\":\"%s\",\"interval_ms\":%u,\"mode\":\"%s\","
            "\"offered_per_s\":%.0f,\"duration_s\":%.1f,\"warmup_s\":%.1f,\"users\":%u,"
            "\"articles\":%zu,\"update_frac\":%.3f,\"compression\":\"%s\",\"linger_ms\":%u,"

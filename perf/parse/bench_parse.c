@@ -13,7 +13,10 @@
  *
  * As a floor, the same bytes also go through libxml2's SAX2 parser with the options
  * nf_feed_parse uses and no handlers at all (--no-sax skips it): what libxml2 costs on its own
- * in-process, without xmllint's process start, file read and xmlTextReader node building.
+ * in-process, without xmllint's process start, file read and xmlTextReader node building —
+ * fed in chunks to the push parser as nf_feed_parse does (parse.libxml2_sax_only), and as one
+ * memory input (parse.libxml2_sax_only_memory: what nf_feed_parse did before; see
+ * perf/README "Parse").
  *
  * --sha256 forces SHA-256's compression function (algo/sha256.h) for an A/B in one build.
  *
@@ -118,18 +121,31 @@ static double print_stats(const char *bench, const char *path, size_t len, doubl
     return s.median;
 }
 
-/* One SAX2 pass with no handlers: libxml2's tokenizer, UTF-8 checks and name interning only. */
-static double sax_only(const char *data, size_t len, double *cpu)
+/* One SAX2 pass with no handlers: libxml2's tokenizer, UTF-8 checks and name interning only.
+ * push: as nf_feed_parse feeds it (xmlParseChunk, NF_FEED_XML_CHUNK bytes a call); else the
+ * whole document as one memory input (xmlParseDocument), as it did before. */
+static double sax_only(const char *data, size_t len, bool push, double *cpu)
 {
     double t0 = now_s(), c0 = cpu_s();
-    xmlParserCtxtPtr ctxt = xmlCreateMemoryParserCtxt(data, (int)len);
+    size_t first = len < 4 ? len : 4;
+    xmlParserCtxtPtr ctxt = push ? xmlCreatePushParserCtxt(NULL, NULL, data, (int)first, NULL)
+                                 : xmlCreateMemoryParserCtxt(data, (int)len);
     if (!ctxt)
         return -1;
     xmlCtxtUseOptions(ctxt, XML_PARSE_RECOVER | XML_PARSE_NONET | XML_PARSE_NOERROR |
                                 XML_PARSE_NOWARNING);
     memset(ctxt->sax, 0, sizeof *ctxt->sax);
     ctxt->sax->initialized = XML_SAX2_MAGIC;
-    xmlParseDocument(ctxt);
+    if (push) {
+        for (size_t off = first; off < len;) {
+            size_t k = len - off < NF_FEED_XML_CHUNK ? len - off : NF_FEED_XML_CHUNK;
+            xmlParseChunk(ctxt, data + off, (int)k, 0);
+            off += k;
+        }
+        xmlParseChunk(ctxt, NULL, 0, 1);
+    } else {
+        xmlParseDocument(ctxt);
+    }
     int ok = ctxt->wellFormed;
     xmlFreeParserCtxt(ctxt);
     double t = now_s() - t0;
@@ -228,10 +244,10 @@ int main(int argc, char **argv)
            format, nitems, nlinked, warnings, (double)nitems / median,
            nf_sha256_impl() == NF_SHA256_SHANI ? "shani" : "portable");
 
-    if (sax) {
+    for (int push = 1; sax && push >= 0; push--) {
         unsigned n = 0;
         for (unsigned r = 0; r <= runs; r++) {
-            double dc, dt = sax_only(data, len, &dc);
+            double dc, dt = sax_only(data, len, push, &dc);
             if (dt < 0) {
                 fprintf(stderr, "bench_parse: libxml2 found %s not well-formed\n", path);
                 break;
@@ -242,7 +258,8 @@ int main(int argc, char **argv)
             }
         }
         if (n) {
-            (void)print_stats("parse.libxml2_sax_only", path, len, t, c, n);
+            (void)print_stats(push ? "parse.libxml2_sax_only" : "parse.libxml2_sax_only_memory",
+                              path, len, t, c, n);
             puts("}");
         }
     }

@@ -2,7 +2,7 @@
 """compare.py — newsflow's parser side by side with xmllint and feedparser on one file.
 
 Usage: compare.py BENCH_PARSE FILE [--runs K] [--xmllint-runs N] [--feedparser-runs M]
-                  [--rounds R] [--label NAME]
+                  [--rounds R] [--label NAME] [--gofeed BENCH_GOFEED] [--gofeed-runs G]
 
 In one invocation, on the same bytes:
   newsflow    BENCH_PARSE FILE --runs K: in-process nf_feed_parse, K timed runs after a
@@ -12,7 +12,12 @@ In one invocation, on the same bytes:
               (time.perf_counter around the child, from spawn to wait4);
   feedparser  `python3 -c 'import feedparser; feedparser.parse(open(F,"rb").read())'`, M runs,
               timed the same way, with the first python3 on PATH (or /usr/bin/python3) that
-              can import feedparser; skipped with a reason if none can.
+              can import feedparser ($NF_FEEDPARSER_PYTHON first: perf/run_all.sh points it at
+              a venv with the current feedparser from PyPI); skipped with a reason if none can;
+  gofeed      with --gofeed BIN: perf/parse/gofeed's bench_gofeed (gofeed's universal parser,
+              in-process, a warm-up then --gofeed-runs timed runs per round, its own wall and
+              CPU times), the Go peer of issue 22 (target: newsflow >= 3x). gofeed parses into
+              its model only; newsflow also normalizes text, dates and URLs and hashes.
 With --rounds R the xmllint runs of each round bracket the newsflow runs (half before, half
 after), so slow drift of the shared machine's load hits both sides alike; medians are over
 all rounds. Then one parse.summary line: MB/s of each (median), the ratios newsflow/xmllint
@@ -36,6 +41,7 @@ import time
 
 TARGET_VS_XMLLINT = 0.5
 TARGET_VS_FEEDPARSER = 40.0
+TARGET_VS_GOFEED = 3.0
 
 
 def log(*a):
@@ -61,7 +67,8 @@ def timed(cmd):
 def feedparser_python():
     """(interpreter, feedparser version) or (None, reason)."""
     cands = []
-    for c in (shutil.which("python3"), "/usr/bin/python3"):
+    # NF_FEEDPARSER_PYTHON first: perf/run_all.sh's venv holds the current feedparser from PyPI
+    for c in (os.environ.get("NF_FEEDPARSER_PYTHON"), shutil.which("python3"), "/usr/bin/python3"):
         if c and c not in cands:
             cands.append(c)
     for py in cands:
@@ -94,6 +101,8 @@ def main():
     ap.add_argument("--feedparser-runs", type=int, default=1, help="0 skips feedparser")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--label", default="rss")
+    ap.add_argument("--gofeed", help="bench_gofeed binary (perf/parse/gofeed); none: skipped")
+    ap.add_argument("--gofeed-runs", type=int, default=3, help="gofeed timed runs per round")
     a = ap.parse_args()
     nbytes = os.path.getsize(a.file)
     xmllint = shutil.which("xmllint")
@@ -104,6 +113,8 @@ def main():
 
     # wall and CPU seconds per run, per tool
     nf_t, nf_c, sax_t, sax_c, xl_t, xl_c = [], [], [], [], [], []
+    mem_t, mem_c = [], []
+    go_t, go_c = [], []
     nf_info = {}
 
     def run_xmllint(rnd, n):
@@ -131,15 +142,34 @@ def main():
             elif o["bench"] == "parse.libxml2_sax_only":
                 sax_t += o["times_s"]
                 sax_c += o["cpu_times_s"]
+            elif o["bench"] == "parse.libxml2_sax_only_memory":
+                mem_t += o["times_s"]
+                mem_c += o["cpu_times_s"]
         log("round %d: newsflow median %.3f s" % (rnd + 1, statistics.median(nf_t)))
+        if a.gofeed:
+            out = subprocess.run([a.gofeed, a.file, str(a.gofeed_runs)], capture_output=True,
+                                 text=True)
+            if out.returncode != 0:
+                log(out.stderr)
+                return 1
+            for line in out.stdout.splitlines():
+                o = json.loads(line)
+                go_t.append(o["seconds"])
+                go_c.append(o["cpu_seconds"])
+            log("round %d: gofeed median %.3f s" % (rnd + 1, statistics.median(go_t)))
         run_xmllint(rnd, a.xmllint_runs - before if xmllint else 0)
 
     label = a.label
     nf, nf_cpu = tool_line("parse.newsflow", a.file, nbytes, nf_t, nf_c,
                            dict(nf_info, label=label, command="bench_parse (in-process)"))
+    sax = mem = None
     if sax_t:
-        tool_line("parse.libxml2_sax_only", a.file, nbytes, sax_t, sax_c,
-                  {"label": label, "command": "bench_parse (in-process)"})
+        sax, _ = tool_line("parse.libxml2_sax_only", a.file, nbytes, sax_t, sax_c,
+                           {"label": label, "command": "bench_parse (in-process, push parser)"})
+    if mem_t:
+        mem, _ = tool_line("parse.libxml2_sax_only_memory", a.file, nbytes, mem_t, mem_c,
+                           {"label": label,
+                            "command": "bench_parse (in-process, one memory input)"})
     xl = xl_cpu = None
     if xl_t:
         xl, xl_cpu = tool_line("parse.xmllint_stream", a.file, nbytes, xl_t, xl_c,
@@ -148,6 +178,14 @@ def main():
     else:
         emit({"bench": "parse.xmllint_stream", "label": label,
               "skipped": "xmllint not found" if not xmllint else "--xmllint-runs 0"})
+
+    go = go_cpu = None
+    if go_t:
+        go, go_cpu = tool_line("parse.gofeed", a.file, nbytes, go_t, go_c,
+                               {"label": label, "command": "bench_gofeed (in-process, gofeed "
+                                                           "universal parser)"})
+    else:
+        emit({"bench": "parse.gofeed", "label": label, "skipped": "no --gofeed"})
 
     fp = fp_cpu = None
     if a.feedparser_runs > 0:
@@ -174,12 +212,18 @@ def main():
     emit({"bench": "parse.summary", "label": label, "file": a.file, "bytes": nbytes,
           "newsflow_mb_per_s": round(nf, 2),
           "xmllint_mb_per_s": round(xl, 2) if xl else None,
+          "sax_push_mb_per_s": round(sax, 2) if sax else None,
+          "sax_memory_mb_per_s": round(mem, 2) if mem else None,
           "feedparser_mb_per_s": round(fp, 3) if fp else None,
           "ratio_vs_xmllint": ratio(nf, xl, 3), "target_ratio_vs_xmllint": TARGET_VS_XMLLINT,
           "meets_xmllint_target": (nf / xl >= TARGET_VS_XMLLINT) if xl else None,
           "ratio_vs_feedparser": ratio(nf, fp, 1),
           "target_ratio_vs_feedparser": TARGET_VS_FEEDPARSER,
           "meets_feedparser_target": (nf / fp >= TARGET_VS_FEEDPARSER) if fp else None,
+          "gofeed_mb_per_s": round(go, 2) if go else None,
+          "ratio_vs_gofeed": ratio(nf, go, 2), "target_ratio_vs_gofeed": TARGET_VS_GOFEED,
+          "meets_gofeed_target": (nf / go >= TARGET_VS_GOFEED) if go else None,
+          "cpu_ratio_vs_gofeed": ratio(nf_cpu, go_cpu, 2),
           "cpu_ratio_vs_xmllint": ratio(nf_cpu, xl_cpu, 3),
           "cpu_ratio_vs_feedparser": ratio(nf_cpu, fp_cpu, 1),
           "cpus": os.cpu_count(), "loadavg_1m": round(os.getloadavg()[0], 2)})

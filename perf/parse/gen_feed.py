@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gen_feed.py — a large, realistic, deterministic feed for the parse benchmark.
 
-Usage: gen_feed.py [--format rss|atom] [--mb SIZE | --items N] [--seed S] OUT
+Usage: gen_feed.py [--format rss|atom|json] [--mb SIZE | --items N] [--seed S] OUT
 
 RSS 2.0 (default: items until the file reaches 48 MB, ~22.5k items): a channel with the
 namespaces news feeds use, then items with a title (some with references: &amp; &quot;
@@ -11,7 +11,8 @@ description of escaped HTML (~600 bytes) and content:encoded with a CDATA HTML b
 both with links, inline tags, &nbsp; and some non-ASCII words. At ~2.1 KB an item, 48 MB holds
 ~22.5k items, not the 30k first planned: the size the set-up figures were measured on won.
 Atom 1.0 (--format atom, default 12 MB, ~5k entries): the same material as entries (title,
-summary and content type="html", escaped).
+summary and content type="html", escaped). JSON Feed 1.1 (--format json, default 12 MB): the
+same material as items (title, url, id, dates, authors, tags, summary, content_html).
 
 The output depends only on the arguments (random.Random(seed), no clock, no locale), so every
 run and machine benchmarks the same bytes. The document is well-formed XML (xmllint --noout
@@ -189,6 +190,30 @@ def gen_atom(r, more, w):
     w("</feed>\n")
 
 
+def gen_json(r, more, w):
+    import json
+    w('{"version": "https://jsonfeed.org/version/1.1", "title": "The Example Times & Chronicle",\n'
+      ' "home_page_url": "https://news.example.com/", "feed_url": "https://news.example.com/feed.json",\n'
+      ' "language": "en", "items": [\n')
+    i = 0
+    while more(i):
+        slug = "-".join(words(r, 5)).replace(" ", "-")
+        item = {
+            "id": "tag:news.example.com,2026:%d" % (100000 + i),
+            "url": "https://news.example.com/a/%d/%s?utm_source=json&x=1" % (100000 + i, slug),
+            "title": title(r).replace("&amp;", "&"),
+            "date_published": rfc3339(r),
+            "date_modified": rfc3339(r),
+            "authors": [{"name": r.choice(AUTHORS)}],
+            "tags": r.sample(CATEGORIES, r.randint(1, 3)),
+            "summary": html_paragraphs(r, DESC_HTML, i),
+            "content_html": html_paragraphs(r, CONTENT_HTML, i),
+        }
+        w(("" if i == 0 else ",\n") + json.dumps(item, ensure_ascii=False))
+        i += 1
+    w("\n]}\n")
+
+
 class Writer:
     """Collects the document and counts its UTF-8 bytes as it grows."""
 
@@ -205,7 +230,7 @@ class Writer:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
-    ap.add_argument("--format", choices=["rss", "atom"], default="rss")
+    ap.add_argument("--format", choices=["rss", "atom", "json"], default="rss")
     ap.add_argument("--items", type=int, default=None,
                     help="exact item count (default: items until the file reaches --mb)")
     ap.add_argument("--mb", type=float, default=None,
@@ -221,11 +246,12 @@ def main():
         def more(i):
             return w.size < mb * 1e6
     r = random.Random(a.seed)
-    (gen_rss if a.format == "rss" else gen_atom)(r, more, w)
+    {"rss": gen_rss, "atom": gen_atom, "json": gen_json}[a.format](r, more, w)
     with open(a.out, "wb") as f:
         for c in w.chunks:
             f.write(c)
-    items = sum(c.startswith(b"<item>") or c.startswith(b"<entry>") for c in w.chunks)
+    items = sum(c.startswith(b"<item>") or c.startswith(b"<entry>") or b'"id": "tag:' in c[:40]
+                for c in w.chunks)
     print("gen_feed.py: %s: %s, %d items, %d bytes" % (a.out, a.format, items, w.size),
           file=sys.stderr)
 

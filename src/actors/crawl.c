@@ -376,8 +376,12 @@ static nf_article_blob_t *article_blob(crawl_t *c, const nf_article_t *a, const 
     nf_analytics_t *an = c->in->an;
     nf_classify_result_t *cr = &c->cres;
     cr->ntopics = cr->nlabels = 0;
-    if (c->cls && nf_classify_text(c->cls, a->title, a->body, cr) != 0)
-        return NULL;
+    if (c->cls) {
+        uint64_t t0 = nf_now_ns();
+        if (nf_classify_text(c->cls, a->title, a->body, cr) != 0)
+            return NULL;
+        nf_histogram_observe(c->in->m.classify_seconds, (double)(nf_now_ns() - t0) / 1e9);
+    }
     if (an && an->taxonomy) {
         nf_classify_json(an->taxonomy, cr, w);
     } else {

@@ -79,6 +79,10 @@ static int reg_metrics(nf_ingest_metrics_t *m)
     r |= nf_metrics_histogram("newsflow_parse_duration_seconds", "Parse+normalize time.", NULL,
                               nf_metrics_latency_bounds, nf_metrics_latency_nbounds,
                               &m->parse_seconds);
+    r |= nf_metrics_histogram("newsflow_classify_duration_seconds",
+                              "Classification time of one article (topic vector and labels).", NULL,
+                              nf_metrics_latency_bounds, nf_metrics_latency_nbounds,
+                              &m->classify_seconds);
     r |= nf_metrics_counter("newsflow_parse_articles_total", "Articles extracted from feeds.", NULL,
                             0, &m->parse_articles);
     r |= nf_metrics_counter("newsflow_parse_items_without_link_total",

@@ -103,7 +103,7 @@ void nf_ingest_opts_default(nf_ingest_opts_t *o);
 typedef struct nf_ingest_metrics {
     nf_counter_t fetch_result[NF_FETCH_E_OTHER + 1]; /* by fetch error; OK split below */
     nf_counter_t fetch_http[6];                      /* 1xx..5xx by class, [0] other */
-    nf_histogram_t fetch_seconds, lateness_seconds, parse_seconds;
+    nf_histogram_t fetch_seconds, lateness_seconds, parse_seconds, classify_seconds;
     nf_counter_t fetch_bytes, deferred_host, deferred_breaker, deferred_capacity;
     nf_counter_t breaker_open, breaker_half_open, breaker_closed, sources_dead;
     nf_counter_t parse_result[6]; /* ok, too_large, not_a_feed, malformed, too_deep, nomem */

@@ -18,26 +18,36 @@
 #define RECENT_KG  NF_CHANGELOG_GLOBAL_KG /* one key group: a topic's scan is one prefix */
 #define EXPIRY_LEN 8
 
-static void put_be64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (56 - 8 * i));
-}
-
-static uint64_t get_be64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 int64_t nf_serve_published_ms(int64_t published_at_ms, bool has_published, int64_t ingested_ms)
 {
     if (has_published && published_at_ms <= ingested_ms + FUTURE_MS &&
         published_at_ms >= ingested_ms - PAST_MS)
         return published_at_ms;
     return ingested_ms;
+}
+
+static const char *field(const cJSON *o, const char *k)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(x) ? x->valuestring : NULL;
+}
+
+/* A date field of o (nf_date_parse): whether it has one, into *ms. */
+static bool date_field(const cJSON *o, const char *k, int64_t *ms)
+{
+    const char *s = field(o, k);
+    return s && nf_date_parse(s, strlen(s), ms) == 0;
+}
+
+bool nf_serve_meta_times(const cJSON *meta, int64_t ingested_default, int64_t *published_ms,
+                         int64_t *ingested_ms)
+{
+    int64_t pub = 0, ing = 0;
+    bool has_ing = date_field(meta, "ingested_at", &ing);
+    bool has_pub = date_field(meta, "published_at", &pub);
+    *ingested_ms = has_ing ? ing : ingested_default;
+    *published_ms = nf_serve_published_ms(pub, has_pub, *ingested_ms);
+    return has_ing;
 }
 
 void nf_serve_recent_prefix(unsigned topic, unsigned char out[NF_SERVE_RECENT_PREFIX])
@@ -51,9 +61,9 @@ void nf_serve_recent_key(unsigned topic, int64_t published_ms, nf_id128_t id,
                          unsigned char out[NF_SERVE_RECENT_KEY_LEN])
 {
     nf_serve_recent_prefix(topic, out);
-    put_be64(out + 3, (uint64_t)(INT64_MAX - (published_ms > 0 ? published_ms : 0)));
-    put_be64(out + 11, id.hi);
-    put_be64(out + 19, id.lo);
+    nf_put_be64(out + 3, (uint64_t)(INT64_MAX - (published_ms > 0 ? published_ms : 0)));
+    nf_put_be64(out + 11, id.hi);
+    nf_put_be64(out + 19, id.lo);
 }
 
 int nf_serve_recent_decode(const void *key, size_t klen, const void *val, size_t vlen,
@@ -65,8 +75,8 @@ int nf_serve_recent_decode(const void *key, size_t klen, const void *val, size_t
         return -EINVAL;
     *expires_ms = (int64_t)nf_get_le64(v);
     *published_ms = (int64_t)nf_get_le64(v + 8);
-    id->hi = get_be64(k + 11);
-    id->lo = get_be64(k + 19);
+    id->hi = nf_get_be64(k + 11);
+    id->lo = nf_get_be64(k + 19);
     return nf_interest_topics_decode(v + 16, vlen - 16, vec) == 0 ? 0 : -EINVAL;
 }
 
@@ -80,7 +90,7 @@ void nf_serve_search_key(int64_t cut_ms, const unsigned char meta_key[NF_SERVE_M
                          unsigned char out[NF_SERVE_SEARCH_KEY_LEN])
 {
     nf_serve_search_prefix(out);
-    put_be64(out + 2, (uint64_t)(cut_ms > 0 ? cut_ms : 0));
+    nf_put_be64(out + 2, (uint64_t)(cut_ms > 0 ? cut_ms : 0));
     memcpy(out + 10, meta_key, NF_SERVE_META_KEY_LEN);
 }
 
@@ -99,7 +109,7 @@ int nf_serve_search_decode(const void *key, size_t klen, const void *val, size_t
     const unsigned char *k = key;
     if (klen != NF_SERVE_SEARCH_KEY_LEN || vlen < EXPIRY_LEN)
         return -EINVAL;
-    *cut_ms = (int64_t)get_be64(k + 2);
+    *cut_ms = (int64_t)nf_get_be64(k + 2);
     memcpy(meta_key, k + 10, NF_SERVE_META_KEY_LEN);
     *expires_ms = (int64_t)nf_get_le64(val);
     return 0;
@@ -116,19 +126,12 @@ static size_t utf8_cut(const char *s, size_t max)
     return max;
 }
 
-static const char *field(const cJSON *o, const char *k)
-{
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(x) ? x->valuestring : NULL;
-}
-
 int nf_serve_put_article(nf_store_batch_t *b, uint16_t kg, const nf_article_blob_t *a,
                          uint64_t meta_ttl_ms)
 {
     cJSON *root = cJSON_ParseWithLength(a->json, a->len); /* NULL: what the blob itself knows */
-    const char *published = field(root, "published_at");
     int64_t pub_at = 0;
-    bool has_pub = published && nf_date_parse(published, strlen(published), &pub_at) == 0;
+    bool has_pub = date_field(root, "published_at", &pub_at);
     int64_t published_ms = nf_serve_published_ms(pub_at, has_pub, a->ingested_ms);
 
     nf_jw_t w;

@@ -44,6 +44,7 @@
 #include "actors/interest.h"
 #include "state/store.h"
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +64,10 @@ int nf_serve_put_article(nf_store_batch_t *b, uint16_t kg, const nf_article_blob
 
 /* The time an article counts as published (see the top). */
 int64_t nf_serve_published_ms(int64_t published_at_ms, bool has_published, int64_t ingested_ms);
+/* The same from a stored NF_KIND_ARTICLE_META object: *published_ms, and *ingested_ms (its
+ * ingested_at, else ingested_default). Whether it had a readable ingested_at. */
+bool nf_serve_meta_times(const cJSON *meta, int64_t ingested_default, int64_t *published_ms,
+                         int64_t *ingested_ms);
 
 void nf_serve_recent_key(unsigned topic, int64_t published_ms, nf_id128_t id,
                          unsigned char out[NF_SERVE_RECENT_KEY_LEN]);

@@ -2,7 +2,9 @@
  * (keyed-state records, store headers, sketches, trending blobs), independent of the host's byte
  * order and alignment. On a little-endian host each is one unaligned load or store (memcpy; the
  * byte loops were not merged by the compiler, and the read path encodes a user's vector per
- * event); elsewhere, byte by byte. Pure inline functions, any thread. */
+ * event); elsewhere, byte by byte. Big-endian 64-bit integers too, for keys whose byte order
+ * must be their numeric order (RocksDB compares keys as bytes). Pure inline functions, any
+ * thread. */
 #ifndef NF_BYTES_H
 #define NF_BYTES_H
 
@@ -62,5 +64,19 @@ static inline uint64_t nf_get_le64(const unsigned char *p)
     return v;
 }
 #endif
+
+static inline void nf_put_be64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (56 - 8 * i));
+}
+
+static inline uint64_t nf_get_be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
 
 #endif

@@ -163,6 +163,19 @@ static void parse_classify(const nf_classify_taxonomy_t *t, nf_classify_ctx_t *c
     cJSON_Delete(c);
 }
 
+static cJSON *parse_tags(const nf_tag_t *t, size_t n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "term", t[i].term);
+        cJSON_AddItemToObject(o, "label", parse_str(t[i].label));
+        cJSON_AddItemToObject(o, "scheme", parse_str(t[i].scheme));
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
 static cJSON *parse_json(const nf_feed_t *f, const nf_classify_taxonomy_t *t,
                          nf_classify_ctx_t *ctx)
 {
@@ -181,6 +194,8 @@ static cJSON *parse_json(const nf_feed_t *f, const nf_classify_taxonomy_t *t,
     cJSON_AddItemToObject(feed, "updated_at",
                           f->updated_ms ? parse_date(f->updated_ms) : cJSON_CreateNull());
     cJSON_AddItemToObject(feed, "authors", parse_people(f->authors, f->nauthors));
+    cJSON_AddItemToObject(feed, "categories", parse_strings(f->categories, f->ncategories));
+    cJSON_AddItemToObject(feed, "tags", parse_tags(f->tags, f->ntags));
 
     cJSON *arts = cJSON_AddArrayToObject(root, "articles");
     for (size_t i = 0; i < f->nitems; i++) {
@@ -195,6 +210,7 @@ static cJSON *parse_json(const nf_feed_t *f, const nf_classify_taxonomy_t *t,
         cJSON_AddStringToObject(o, "body", a->body);
         cJSON_AddItemToObject(o, "authors", parse_people(a->authors, a->nauthors));
         cJSON_AddItemToObject(o, "categories", parse_strings(a->categories, a->ncategories));
+        cJSON_AddItemToObject(o, "tags", parse_tags(a->tags, a->ntags));
         cJSON_AddItemToObject(o, "links", parse_strings(a->links, a->nlinks));
         cJSON_AddItemToObject(o, "language", parse_str(a->language));
         cJSON_AddItemToObject(o, "published_at", parse_date(a->published_ms));

@@ -23,6 +23,7 @@
 #include "runtime/admin.h"
 #include "runtime/buildinfo.h"
 #include "runtime/config.h"
+#include "runtime/history.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -422,12 +423,14 @@ struct run_ctx {
     nf_search_t *search; /* GET /v1/search: its index follows the committed views */
     char self_url[512];  /* this process's query API as the others name it; "" = none */
     nf_admin_t *admin;
+    nf_history_t *history; /* GET /v1/ops/history: the page's graphs (admin.history_interval_ms) */
 };
 
 static void run_cleanup(run_ctx_t *c)
 {
     nf_demo_stop(c->demo);
     nf_admin_stop(c->admin); /* its requests have released their views: the store may close */
+    nf_history_stop(c->history);
     nf_query_free(c->query);
     nf_search_stop(c->search); /* before the store its thread reads views of */
     nf_owners_stop(c->owners); /* before the Kafka client it describes the group with */
@@ -444,6 +447,7 @@ static void run_cleanup(run_ctx_t *c)
     nf_kafka_mock_free(c->mock);
     if (c->store)
         nf_store_close(c->store);
+    c->store = NULL; /* the RocksDB gauges read it until the registry goes */
     nf_sources_free(&c->sources);
 }
 
@@ -571,6 +575,19 @@ static void api_standby(run_ctx_t *c, nf_jw_t *w)
     nf_jw_obj_close(w);
 }
 
+static double store_sst_bytes(void *arg)
+{
+    const run_ctx_t *c = arg;
+    return c->store ? (double)nf_store_property_sum(c->store, "rocksdb.live-sst-files-size") : 0;
+}
+
+static double store_memtable_bytes(void *arg)
+{
+    const run_ctx_t *c = arg;
+    return c->store ? (double)nf_store_property_sum(c->store, "rocksdb.cur-size-all-mem-tables")
+                    : 0;
+}
+
 static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
 {
     run_ctx_t *c = arg;
@@ -585,6 +602,8 @@ static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, s
         nf_jw_arr_open(&w);
         r = api_sources(c, only_failing, &w);
         nf_jw_arr_close(&w);
+    } else if (!strcmp(route, "ops/history") && c->history) {
+        nf_history_json(c->history, &w);
     } else if (!strcmp(route, "status")) {
         nf_epoch_stats_t es;
         nf_epoch_stats(c->epoch, &es);
@@ -681,7 +700,8 @@ static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, s
             "unknown route; routes: /v1/status, /v1/sources[?failing=1], "
             "/v1/feed/{user_id}, /v1/users/{user_id}/interest, "
             "/v1/trending[?limit=&topic=], /v1/articles/{article_id}, /v1/stories/{cluster_id}, "
-            "/v1/topics, /v1/topics/{topic}/recent (docs/openapi.json)");
+            "/v1/topics, /v1/topics/{topic}/recent, /v1/search?q=, /v1/ops/history "
+            "(docs/openapi.json)");
         nf_jw_obj_close(&w);
         return api_reply(&w, 404, body, len);
     }
@@ -1111,6 +1131,15 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                NF_LS("error", err), NF_LEND);
         return NF_EXIT_RUNTIME;
     }
+    /* Read by the admin and history threads, which run_cleanup stops before the store closes. */
+    nf_metrics_gauge_fn("newsflow_rocksdb_sst_bytes",
+                        "Bytes of the state's live SST files on disk (RocksDB "
+                        "rocksdb.live-sst-files-size over every column family; checkpoints share "
+                        "most of them through hard links).",
+                        NULL, store_sst_bytes, c);
+    nf_metrics_gauge_fn("newsflow_rocksdb_memtable_bytes",
+                        "Bytes of the state's RocksDB memtables (rocksdb.cur-size-all-mem-tables).",
+                        NULL, store_memtable_bytes, c);
     nf_epoch_opts_t eo = {.interval_ms = cfg->checkpoint.interval_ms,
                           .retain_every = cfg->checkpoint.retain_every,
                           .retain_count = cfg->checkpoint.retain_count,
@@ -1356,6 +1385,8 @@ int nf_cli_run(int argc, char **argv)
         nf_sink_close(c.in.sink);
         return NF_EXIT_RUNTIME;
     }
+    if (cfg->admin.enabled && cfg->admin.history_interval_ms)
+        c.history = nf_history_start(cfg->admin.history_interval_ms);
     if (cfg->admin.enabled) {
         nf_admin_hooks_t hooks = {.health = health,
                                   .ready = ready,

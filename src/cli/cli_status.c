@@ -213,8 +213,17 @@ static cJSON *from_state(const char *state_dir, bool status, bool failing, const
     so.read_only = true;
     so.block_cache_mb = 8;
     so.bg_threads = 1;
-    char err[512];
-    nf_store_t *st = nf_store_open(state_dir, &so, err, sizeof err);
+    char err[512] = "";
+    long holder = lock_holder(state_dir);
+    /* Beside a running job the database moves on while it is opened read-only: an SST file the
+     * MANIFEST names can be compacted away before it is opened ("No such file"). The next open
+     * reads the newer MANIFEST; opens are cheap, so try a few times before giving up. */
+    nf_store_t *st = NULL;
+    for (int attempt = 0; !st && attempt < (holder > 0 ? 20 : 1); attempt++) {
+        if (attempt)
+            usleep(50000);
+        st = nf_store_open(state_dir, &so, err, sizeof err);
+    }
     if (!st) {
         fprintf(stderr, "newsflow: cannot read the state in %s: %s\n", state_dir, err);
         return NULL;
@@ -222,7 +231,6 @@ static cJSON *from_state(const char *state_dir, bool status, bool failing, const
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "source", "state");
     cJSON_AddStringToObject(root, "state_dir", state_dir);
-    long holder = lock_holder(state_dir);
     if (holder > 0)
         cJSON_AddNumberToObject(root, "held_by_pid", (double)holder);
     else

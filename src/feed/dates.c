@@ -10,7 +10,8 @@
  * one loop covers RFC 1123, RFC 850 ("Sunday, 06-Nov-94"), asctime ("Tue Jun 10 04:00:00 2003")
  * and date(1) ("... 04:00:00 EDT 2003") without a case for each. Numeric day/month orders
  * ("06/10/2003") are refused: US and European readings differ and a wrong date is worse than
- * the fetch-time fallback.
+ * the fetch-time fallback; a four-digit year first ("2006/09/15 08:19:53", common in feeds
+ * made in East Asia) is unambiguous and read.
  *
  * Zones: a date without one is UTC. Military letters follow RFC 1123 §5.2.14 (A = +01:00, N =
  * -01:00), which corrects RFC 822's reversed signs. An unknown all-capitals word of 3..5
@@ -204,19 +205,21 @@ static bool is_day_name(const unsigned char *w, size_t n)
 
 /* Zone abbreviations that feeds use, minutes east of UTC. Where one is ambiguous the reading
  * most common in English-language news feeds wins (CST = US Central, IST = India, BST = British
- * Summer). Sorted for the binary search; matched case-insensitively. */
+ * Summer); the generic US names (AT, ET, CT, MT, PT) are their standard time, as feedparser
+ * reads them. Sorted for the binary search; matched case-insensitively. */
 static const struct {
     char name[6];
     short off;
 } zones[] = {
     {"acdt", 630},  {"acst", 570}, {"adt", -180}, {"aedt", 660}, {"aest", 600}, {"akdt", -480},
-    {"akst", -540}, {"art", -180}, {"ast", -240}, {"awst", 480}, {"brt", -180}, {"bst", 60},
-    {"cat", 120},   {"cdt", -300}, {"cest", 120}, {"cet", 60},   {"cst", -360}, {"eat", 180},
-    {"edt", -240},  {"eest", 180}, {"eet", 120},  {"est", -300}, {"gmt", 0},    {"hkt", 480},
-    {"hst", -600},  {"ict", 420},  {"idt", 180},  {"ist", 330},  {"jst", 540},  {"kst", 540},
-    {"mdt", -360},  {"mest", 120}, {"met", 60},   {"msd", 240},  {"msk", 180},  {"mst", -420},
-    {"ndt", -150},  {"nst", -210}, {"nzdt", 780}, {"nzst", 720}, {"pdt", -420}, {"pht", 480},
-    {"pkt", 300},   {"pst", -480}, {"sast", 120}, {"sgt", 480},  {"ut", 0},     {"utc", 0},
+    {"akst", -540}, {"art", -180}, {"ast", -240}, {"at", -240},  {"awst", 480}, {"brt", -180},
+    {"bst", 60},    {"cat", 120},  {"cdt", -300}, {"cest", 120}, {"cet", 60},   {"cst", -360},
+    {"ct", -360},   {"eat", 180},  {"edt", -240}, {"eest", 180}, {"eet", 120},  {"est", -300},
+    {"et", -300},   {"gmt", 0},    {"hkt", 480},  {"hst", -600}, {"ict", 420},  {"idt", 180},
+    {"ist", 330},   {"jst", 540},  {"kst", 540},  {"mdt", -360}, {"mest", 120}, {"met", 60},
+    {"msd", 240},   {"msk", 180},  {"mst", -420}, {"mt", -420},  {"ndt", -150}, {"nst", -210},
+    {"nzdt", 780},  {"nzst", 720}, {"pdt", -420}, {"pht", 480},  {"pkt", 300},  {"pst", -480},
+    {"pt", -480},   {"sast", 120}, {"sgt", 480},  {"uct", 0},    {"ut", 0},     {"utc", 0},
     {"wat", 60},    {"west", 60},  {"wet", 0},    {"wib", 420},  {"z", 0},
 };
 
@@ -416,7 +419,12 @@ static int parse_rfc(const unsigned char *s, size_t len, fields_t *f)
                 ampm = true;
             } else if (prev == TOK_NONE && is_day_name(s + w, n)) {
                 /* skipped: the date says which day it was */
-            } else if ((have_time || (date_done && n > 1)) && !alpha_zone &&
+            } else if (word_is(s + w, n, "etc") && i + 1 < len && s[i] == '/' &&
+                       is_alpha(s[i + 1]) && !alpha_zone) {
+                i++; /* "Etc/GMT", "Etc/UTC": the tz database's names; the zone word follows */
+                gap = true;
+                continue;
+            } else if ((have_time || (date_done && n > 2)) && !alpha_zone &&
                        zone_of(s + w, n, &off)) {
                 alpha_zone = true;
                 /* A name after a numeric zone ("+0200 CEST") is a comment on it. */
@@ -460,6 +468,17 @@ static int parse_rfc(const unsigned char *s, size_t len, fields_t *f)
                 return -1;
             have_time = true;
             prev = TOK_TIME;
+        } else if (n == 4 && i < len && s[i] == '/' && f->year < 0 && f->mon < 0 && f->day < 0) {
+            /* "2006/09/15": year first, then month and day, is unambiguous (d/m/y is not) */
+            f->year = v;
+            year_digits = 4;
+            i++;
+            if (digits(s, len, &i, 2, &f->mon) < 1 || i >= len || s[i] != '/')
+                return -1;
+            i++;
+            if (digits(s, len, &i, 2, &f->day) < 1 || (i < len && is_digit(s[i])))
+                return -1;
+            prev = TOK_NUM;
         } else {
             if (f->day < 0 && n <= 2 && f->year < 0) {
                 f->day = v;

@@ -15,6 +15,7 @@
 #include "feed/text.h"
 #include "feed/url.h"
 
+#include <ctype.h>
 #include <libxml/parser.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -33,6 +34,7 @@ void nf_feed_limits_default(nf_feed_limits_t *l)
     l->max_body = 64 * 1024;
     l->max_field = 4096;
     l->max_list = 64;
+    l->xml_mode = NF_FEED_XML_AUTO;
 }
 
 const char *nf_feed_format_name(nf_feed_format_t f)
@@ -161,7 +163,7 @@ static void entry_reset(nf_fentry_t *e)
     }
     e->guid_not_permalink = false;
     e->author_prio = 0;
-    e->nauthors = e->ncategories = e->nlinks = 0;
+    e->nauthors = e->ncategories = e->nlinks = e->ntags = 0;
 }
 
 static void entry_free(nf_fentry_t *e)
@@ -172,6 +174,7 @@ static void entry_free(nf_fentry_t *e)
         nf_fbuf_free(&slots[i]->v);
     free(e->authors);
     free(e->categories);
+    free(e->tags);
     free(e->links);
 }
 
@@ -262,6 +265,16 @@ static const char *slot_str(nf_fparse_t *p, const nf_fslot_t *s)
     return s->prio ? nf_fp_str(p, s->v.p, s->v.len) : NULL;
 }
 
+/* A language tag as BCP 47 writes it: "en_US" (a POSIX locale) is "en-US". */
+static const char *slot_lang(nf_fparse_t *p, const nf_fslot_t *s)
+{
+    char *l = (char *)slot_str(p, s);
+    for (char *c = l; c && *c; c++)
+        if (*c == '_')
+            *c = '-';
+    return l;
+}
+
 static bool feed_is_http(const char *s)
 {
     return s && (!strncasecmp(s, "http://", 7) || !strncasecmp(s, "https://", 8));
@@ -276,11 +289,43 @@ const char *nf_fp_default_base(nf_fparse_t *p)
     return NULL;
 }
 
+/* The scheme of ref when it is one that runs code or holds a document instead of naming a
+ * page (javascript:, vbscript:, data:), read as a browser reads it: leading spaces and control
+ * characters skipped, tabs and line breaks inside ignored, any case. NULL otherwise. */
+static const char *feed_unsafe_scheme(const char *ref, size_t n)
+{
+    static const char *const unsafe[] = {"javascript", "vbscript", "data"};
+    char scheme[12];
+    size_t k = 0, i = 0;
+    while (i < n && (unsigned char)ref[i] <= ' ')
+        i++;
+    for (; i < n && ref[i] != ':'; i++) {
+        if (ref[i] == '\t' || ref[i] == '\n' || ref[i] == '\r')
+            continue;
+        if (k == sizeof scheme - 1 || !isalpha((unsigned char)ref[i]))
+            return NULL;
+        scheme[k++] = (char)tolower((unsigned char)ref[i]);
+    }
+    if (i == n)
+        return NULL;
+    scheme[k] = '\0';
+    for (size_t u = 0; u < sizeof unsafe / sizeof *unsafe; u++)
+        if (!strcmp(scheme, unsafe[u]))
+            return unsafe[u];
+    return NULL;
+}
+
 const char *nf_fp_resolve(nf_fparse_t *p, const char *base, const char *ref, size_t n)
 {
     feed_trim(&ref, &n);
     if (!n)
         return NULL;
+    const char *unsafe = feed_unsafe_scheme(ref, n);
+    if (unsafe) {
+        nf_fp_warn(p, "a %s: URL is never a link: dropped ('%.*s')", unsafe, n < 40 ? (int)n : 40,
+                   ref);
+        return NULL;
+    }
     if (!base)
         base = nf_fp_default_base(p);
     p->tmp.len = 0;
@@ -327,23 +372,65 @@ const char *nf_fp_add_link(nf_fparse_t *p, nf_fentry_t *e, const char *base, con
     return u;
 }
 
+/* An arena string of s's plain text when it has any, else NULL. */
+static const char *feed_part(nf_fparse_t *p, const char *s, size_t n, nf_ftext_t kind)
+{
+    if (!s)
+        return NULL;
+    feed_trim(&s, &n);
+    const char *t = n ? feed_text(p, s, n, kind, p->lim->max_field) : "";
+    return *t ? t : NULL;
+}
+
+static bool feed_same(const char *a, const char *b)
+{
+    return a == b || (a && b && !strcmp(a, b));
+}
+
+static void feed_add_tag(nf_fparse_t *p, nf_fentry_t *e, const char *term, size_t tn,
+                         const char *label, size_t ln, const char *scheme, size_t sn,
+                         nf_ftext_t kind)
+{
+    if (e->ncategories >= p->lim->max_list && e->ntags >= p->lim->max_list)
+        return;
+    nf_tag_t t = {.term = feed_part(p, term, tn, kind), .label = feed_part(p, label, ln, kind)};
+    if (!t.term)
+        return; /* a label alone names no category */
+    if (scheme) {
+        feed_trim(&scheme, &sn);
+        t.scheme = sn ? nf_fp_str(p, scheme, sn) : NULL;
+    }
+    const char *c = t.label ? t.label : t.term;
+    bool seen = false;
+    for (size_t i = 0; i < e->ncategories && !seen; i++)
+        seen = !strcmp(e->categories[i], c);
+    if (!seen && e->ncategories < p->lim->max_list) {
+        const char **slot = vec_push(p, (void **)&e->categories, &e->ncategories,
+                                     &e->categories_cap, sizeof *e->categories);
+        if (slot)
+            *slot = c;
+    }
+    for (size_t i = 0; i < e->ntags; i++)
+        if (feed_same(e->tags[i].term, t.term) && feed_same(e->tags[i].label, t.label) &&
+            feed_same(e->tags[i].scheme, t.scheme))
+            return;
+    if (e->ntags >= p->lim->max_list)
+        return;
+    nf_tag_t *slot = vec_push(p, (void **)&e->tags, &e->ntags, &e->tags_cap, sizeof *e->tags);
+    if (slot)
+        *slot = t;
+}
+
+void nf_fp_add_tag(nf_fparse_t *p, nf_fentry_t *e, const char *term, const char *label,
+                   const char *scheme, nf_ftext_t kind)
+{
+    feed_add_tag(p, e, term, term ? strlen(term) : 0, label, label ? strlen(label) : 0, scheme,
+                 scheme ? strlen(scheme) : 0, kind);
+}
+
 void nf_fp_add_category(nf_fparse_t *p, nf_fentry_t *e, const char *s, size_t n, nf_ftext_t kind)
 {
-    if (e->ncategories >= p->lim->max_list)
-        return;
-    feed_trim(&s, &n);
-    if (!n)
-        return;
-    const char *c = feed_text(p, s, n, kind, p->lim->max_field);
-    if (!*c)
-        return;
-    for (size_t i = 0; i < e->ncategories; i++)
-        if (!strcmp(e->categories[i], c))
-            return;
-    const char **slot = vec_push(p, (void **)&e->categories, &e->ncategories, &e->categories_cap,
-                                 sizeof *e->categories);
-    if (slot)
-        *slot = c;
+    feed_add_tag(p, e, s, n, NULL, 0, NULL, 0, kind);
 }
 
 void nf_fp_add_keywords(nf_fparse_t *p, nf_fentry_t *e, const char *s, size_t n)
@@ -588,12 +675,14 @@ void nf_fp_item_end(nf_fparse_t *p)
         a->published_ms = a->updated_ms = p->fetched_ms;
         a->date_fallback = true;
     }
-    a->language = slot_str(p, &e->language);
+    a->language = slot_lang(p, &e->language);
 
     a->authors = feed_keep(p, e->authors, e->nauthors, sizeof *e->authors);
     a->nauthors = a->authors ? e->nauthors : 0;
     a->categories = feed_keep(p, e->categories, e->ncategories, sizeof *e->categories);
     a->ncategories = a->categories ? e->ncategories : 0;
+    a->tags = feed_keep(p, e->tags, e->ntags, sizeof *e->tags);
+    a->ntags = a->tags ? e->ntags : 0;
     a->links = feed_keep(p, e->links, e->nlinks, sizeof *e->links);
     a->nlinks = a->links ? e->nlinks : 0;
 
@@ -646,7 +735,7 @@ static void feed_finish(nf_fparse_t *p)
             feed_text(p, e->summary.v.p, e->summary.v.len, e->summary.kind, p->lim->max_summary);
     f->link = slot_str(p, &e->link);
     f->feed_link = slot_str(p, &e->feed_link);
-    f->language = slot_str(p, &e->language);
+    f->language = slot_lang(p, &e->language);
     int64_t pub = slot_date(p, &e->published, "published", 0, &ok);
     f->published_ms = ok ? pub : 0;
     int64_t upd = slot_date(p, &e->updated, "updated", 0, &ok);
@@ -655,6 +744,10 @@ static void feed_finish(nf_fparse_t *p)
     f->nauthors = f->authors ? e->nauthors : 0;
     f->links = feed_keep(p, e->links, e->nlinks, sizeof *e->links);
     f->nlinks = f->links ? e->nlinks : 0;
+    f->categories = feed_keep(p, e->categories, e->ncategories, sizeof *e->categories);
+    f->ncategories = f->categories ? e->ncategories : 0;
+    f->tags = feed_keep(p, e->tags, e->ntags, sizeof *e->tags);
+    f->ntags = f->tags ? e->ntags : 0;
 
     for (size_t i = 0; i < f->nitems; i++) {
         nf_article_t *a = &f->items[i];
@@ -675,23 +768,40 @@ static void feed_finish(nf_fparse_t *p)
     }
 }
 
-/* After a fatal error, even in recover mode, libxml2 drops every named entity reference that
- * follows, &amp; and &lt; included (xmlParseReference returns early once wellFormed is 0),
- * which would turn "AT&amp;T" into "ATT" and escaped HTML into soup for the rest of the feed.
- * Character references survive, so such a document is read a second time with the five
- * predefined references rewritten as character references. Only broken documents pay. */
+/* Push or pull (feed_xml.c): pushed when the first chunk holds a CDATA section. */
+static bool feed_xml_push(const nf_fparse_t *p, const char *data, size_t len)
+{
+    if (p->lim->xml_mode != NF_FEED_XML_AUTO)
+        return p->lim->xml_mode == NF_FEED_XML_PUSH;
+    return memmem(data, len < NF_FEED_XML_CHUNK ? len : NF_FEED_XML_CHUNK, "<![CDATA[", 9) != NULL;
+}
+
+/* A pushed reading that met any error is done again pulled, so that a broken document always
+ * gets the same recovery (feed_xml.c). After a fatal error, even in recover mode, libxml2 drops
+ * every named entity reference that follows, &amp; and &lt; included (xmlParseReference
+ * returns early once wellFormed is 0), which would turn "AT&amp;T" into "ATT" and escaped HTML
+ * into soup for the rest of the feed. Character references survive, so such a document is read
+ * a second time with the five predefined references rewritten as character references. Only
+ * broken documents pay. */
 static int feed_xml(nf_fparse_t *p, nf_fprep_t *prep, char *err, size_t errlen)
 {
     unsigned warnings = p->warnings;
     char first[sizeof p->first_warning];
     memcpy(first, p->first_warning, sizeof first);
-    int rc = nf_feed_xml_read(p, prep->data, prep->len, prep->encoding, err, errlen);
+    bool push = feed_xml_push(p, prep->data, prep->len);
+    int rc = nf_feed_xml_read(p, prep->data, prep->len, prep->encoding, push, err, errlen);
+    if (push && rc != NF_FEED_E_NOMEM && (rc != NF_FEED_OK || p->xml_ill_formed)) {
+        if ((rc = feed_restart(p, warnings, first)) != NF_FEED_OK)
+            return rc;
+        err[0] = '\0';
+        rc = nf_feed_xml_read(p, prep->data, prep->len, prep->encoding, false, err, errlen);
+    }
     if (rc != NF_FEED_OK || !p->xml_ill_formed || !prep->named_refs)
         return rc;
     if ((rc = nf_feed_prep_charrefs(prep)) != NF_FEED_OK ||
         (rc = feed_restart(p, warnings, first)) != NF_FEED_OK)
         return rc;
-    return nf_feed_xml_read(p, prep->data, prep->len, prep->encoding, err, errlen);
+    return nf_feed_xml_read(p, prep->data, prep->len, prep->encoding, false, err, errlen);
 }
 
 int nf_feed_parse(nf_feed_t *f, const char *data, size_t len, const char *feed_url,

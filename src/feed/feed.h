@@ -11,8 +11,9 @@
  * model (tests/conformance/README.md has the table and the fallback chains).
  *
  * Hostile and broken input. XML is parsed with no network access, no DTD loading and no entity
- * expansion: our SAX handlers record no entity or DTD declaration, so nothing can be expanded
- * or fetched (nf_feed_global_init also installs an entity loader that refuses every URI).
+ * expansion by libxml2: our SAX handlers record no entity or DTD declaration, so nothing can be
+ * expanded or fetched there (nf_feed_global_init also installs an entity loader that refuses
+ * every URI).
  * Before libxml2 sees the bytes, a repair pass (which copies only when it changes something)
  * fixes what real feeds get wrong:
  *  - encoding: a BOM wins (UTF-8; UTF-16LE/BE, also without BOM, are converted to UTF-8);
@@ -23,11 +24,16 @@
  *    windows-1252 (ISO-8859-1, US-ASCII...): for those, for no declaration and for an unknown
  *    one, each byte that is not part of valid UTF-8 is read as windows-1252 (mixed documents
  *    keep their UTF-8). nf_feed_t.encoding says which rule applied;
- *  - '&' that does not start &lt; &gt; &amp; &quot; &apos; or a numeric reference to a valid
- *    XML character becomes "&amp;" (outside CDATA and comments): bare ampersands survive, and
- *    HTML entities (&nbsp;, &eacute;, legacy "&copy") as well as entities declared in a DTD
- *    reach the text layer as text, which decodes the HTML ones. So an entity bomb, a quadratic
- *    blow-up or an external entity (SYSTEM "file:///etc/passwd") stays inert text;
+ *  - a reference to an internal entity the document's own DOCTYPE declares (<!ENTITY id
+ *    "tag:example.com,">) is replaced by its expansion, under caps (feed_dtd.c: 8 KiB per
+ *    entity, 16 levels, 1 MiB and 10,000 references per document); external and parameter
+ *    entities are never expanded or loaded;
+ *  - every other '&' that does not start &lt; &gt; &amp; &quot; &apos; or a numeric reference
+ *    to a valid XML character becomes "&amp;" (outside CDATA and comments): bare ampersands
+ *    survive, and HTML entities (&nbsp;, &eacute;, legacy "&copy"), references to external
+ *    entities and those past the caps reach the text layer as text, which decodes the HTML
+ *    ones. So an entity bomb, a quadratic blow-up or an external entity (SYSTEM
+ *    "file:///etc/passwd") stays inert text;
  *  - control characters XML forbids are dropped, and so is whitespace before the first '<'.
  * Structural breakage (a missing end tag, a truncated document) is left to libxml2's recover
  * mode, which goes on after it. Because libxml2 then drops the named references that follow a
@@ -45,12 +51,19 @@
  * skipped_items counts only items that could not be read whole: one cut off by the end of a
  * truncated document, a JSON Feed item that is not an object.
  * The link is the item's link (RSS: the last <link>, as gofeed; Atom: the first rel=alternate
- * or rel-less link; JSON: url, then external_url; feedburner:origLink before all), else a guid
- * / Atom id / JSON id that is an absolute http(s) URL (for RSS unless isPermaLink="false").
- * Relative links resolve against xml:base, else the feed URL, else the feed's own link.
- * An article whose link is missing or does not normalize has url NULL and article_id "": it
- * cannot be deduplicated, and the job decides what to do with it. body falls back to the
- * summary when the item has no content. An Atom entry without authors inherits the feed's.
+ * or rel-less link that is a web page, else the first of another type, also one whose URL is
+ * its text; JSON: url, then external_url; feedburner:origLink before all), else a guid / Atom
+ * id / RSS 1.0 rdf:about / JSON id that is an absolute http(s) URL (for RSS unless
+ * isPermaLink="false"). Relative links resolve against xml:base, else the feed URL, else the
+ * feed's own link. javascript:, vbscript: and data: URLs are in no link field (a warning names
+ * each). An article whose link is missing or does not normalize has url NULL and article_id
+ * "": it cannot be deduplicated, and the job decides what to do with it. The summary is
+ * <description> (or the first of <description> and <summary>; Atom <summary>), the body the
+ * content (content:encoded, Atom <content>; an RSS item's second of <description> and
+ * <summary>), falling back to the summary. An Atom entry without authors inherits the feed's.
+ * Feed-level authors and categories are the feed's. Categories are also tags (term, label,
+ * scheme), as feedparser gives them. tests/data/fidelity holds a small feed per rule decided
+ * against feedparser's documented behaviour.
  *
  * Memory: every string and array hangs off the feed's arena (arena.h), freed by
  * nf_feed_free(); no per-string malloc. Thread-safe: no global state beyond libxml2's own
@@ -80,14 +93,29 @@ typedef struct nf_feed_limits {
     size_t max_body;    /* default 64 KiB */
     size_t max_field;   /* any other string: link, guid, name, category... (default 4 KiB) */
     unsigned max_list;  /* authors, categories, links kept per item or feed (default 64) */
+    int xml_mode;       /* how libxml2 is fed (feed_xml.c says why): NF_FEED_XML_AUTO (default),
+                           _PULL or _PUSH, for tests and benchmarks */
 } nf_feed_limits_t;
 
+enum { NF_FEED_XML_AUTO = 0, NF_FEED_XML_PULL = 1, NF_FEED_XML_PUSH = 2 };
+
 void nf_feed_limits_default(nf_feed_limits_t *l);
+
+/* Bytes handed to libxml2's push parser per call (feed_xml.c says why push mode). */
+#define NF_FEED_XML_CHUNK 65536
 
 typedef struct nf_person {
     const char *name;  /* NULL if absent */
     const char *email; /* NULL if absent */
 } nf_person_t;
+
+/* One category as the feed gives it (feedparser's tags): Atom's term, label and scheme; RSS's
+ * text and domain; dc:subject, itunes:category and keywords as terms. */
+typedef struct nf_tag {
+    const char *term;   /* never NULL */
+    const char *label;  /* NULL if absent */
+    const char *scheme; /* NULL if absent */
+} nf_tag_t;
 
 typedef struct nf_article {
     const char *title;   /* plain text, "" if absent */
@@ -98,8 +126,10 @@ typedef struct nf_article {
     const char *body;    /* plain text, capped; the summary when the item has no content */
     nf_person_t *authors;
     size_t nauthors;
-    const char **categories; /* plain text, duplicates dropped */
+    const char **categories; /* plain text (a tag's label, else its term), duplicates dropped */
     size_t ncategories;
+    nf_tag_t *tags; /* every category with its term, label and scheme, duplicates dropped */
+    size_t ntags;
     const char **links; /* every link the item gives, resolved, in document order */
     size_t nlinks;
     const char *language; /* item's, else the feed's; NULL if unknown */
@@ -122,6 +152,10 @@ typedef struct nf_feed {
     const char *language; /* NULL if unknown */
     nf_person_t *authors;
     size_t nauthors;
+    const char **categories; /* the feed's own, as an article's */
+    size_t ncategories;
+    nf_tag_t *tags;
+    size_t ntags;
     int64_t published_ms; /* 0 if absent (JSON Feed: newest item date) */
     int64_t updated_ms;   /* 0 if absent (JSON Feed: newest item date) */
     nf_article_t *items;

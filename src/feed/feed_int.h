@@ -43,6 +43,8 @@ typedef struct nf_fentry {
     size_t nauthors, authors_cap;
     const char **categories;
     size_t ncategories, categories_cap;
+    nf_tag_t *tags;
+    size_t ntags, tags_cap;
     const char **links;
     size_t nlinks, links_cap;
 } nf_fentry_t;
@@ -87,6 +89,10 @@ void nf_fp_offer_buf(nf_fparse_t *p, nf_fslot_t *s, nf_fbuf_t *b, int prio, nf_f
 const char *nf_fp_add_link(nf_fparse_t *p, nf_fentry_t *e, const char *base, const char *ref,
                            size_t n);
 void nf_fp_add_category(nf_fparse_t *p, nf_fentry_t *e, const char *s, size_t n, nf_ftext_t kind);
+/* A category with its parts (term required; label and scheme may be NULL): the label, else the
+ * term, goes to the categories, the three to the tags. */
+void nf_fp_add_tag(nf_fparse_t *p, nf_fentry_t *e, const char *term, const char *label,
+                   const char *scheme, nf_ftext_t kind);
 /* Comma-separated keywords (itunes:keywords, media:keywords). */
 void nf_fp_add_keywords(nf_fparse_t *p, nf_fentry_t *e, const char *s, size_t n);
 /* name/email may be NULL/0. */
@@ -106,8 +112,9 @@ const char *nf_fp_default_base(nf_fparse_t *p);
 const char *nf_fp_str(nf_fparse_t *p, const char *s, size_t n);
 
 /* Readers. They fill p and return NF_FEED_OK or an nf_feed_err_t with a message in err. */
-int nf_feed_xml_read(nf_fparse_t *p, const char *data, size_t len, const char *encoding, char *err,
-                     size_t errlen);
+/* push: libxml2's push parser rather than its pull parser (feed_xml.c says when and why). */
+int nf_feed_xml_read(nf_fparse_t *p, const char *data, size_t len, const char *encoding, bool push,
+                     char *err, size_t errlen);
 int nf_feed_json_read(nf_fparse_t *p, const char *data, size_t len, char *err, size_t errlen);
 
 /* The repair pass of feed.h: out points at data (unchanged) or at *owned (malloc'd, the caller
@@ -126,6 +133,33 @@ int nf_feed_prep(nf_fparse_t *p, nf_fprep_t *out, const char *data, size_t len);
 /* Rewrites &lt; &gt; &amp; &quot; &apos; outside CDATA and comments as character references,
  * which libxml2 still decodes after a fatal error (named ones it then drops). */
 int nf_feed_prep_charrefs(nf_fprep_t *out);
+
+/* Is the reference after a '&' (s, n bytes) one XML resolves without a DTD (&lt; &gt; &amp;
+ * &quot; &apos; or a character reference to a valid XML character)? Counts the named ones in
+ * *named. */
+bool nf_fp_ref_ok(const char *s, size_t n, size_t *named);
+
+/* The internal entities of the document's DOCTYPE (feed_dtd.c has the rules and why). */
+#define NF_DTD_MAX_ENTITIES  128
+#define NF_DTD_MAX_EXPANSION 8192    /* bytes of one entity's expansion */
+#define NF_DTD_MAX_TOTAL     1048576 /* bytes a document's references insert in all */
+#define NF_DTD_MAX_REFS      10000   /* references a document may have replaced */
+#define NF_DTD_MAX_LEVELS    16      /* references nested inside an entity */
+#define NF_STR_(x)           #x
+#define NF_STR(x)            NF_STR_(x)
+typedef struct nf_fdtd nf_fdtd_t;
+/* Reads the DOCTYPE's internal subset of s, if the prolog has one; *out NULL when there is no
+ * DOCTYPE. NF_FEED_OK or NF_FEED_E_NOMEM. */
+int nf_fdtd_read(const char *s, size_t n, nf_fdtd_t **out);
+/* Is document offset off inside the internal subset (where references are declarations, not
+ * text)? */
+bool nf_fdtd_in_subset(const nf_fdtd_t *d, size_t off);
+/* Length of the entity name after a '&' (s, n bytes) when a ';' ends it, else 0. */
+size_t nf_fdtd_name(const char *s, size_t n);
+/* Appends entity name's expansion to out: 1 done; 0 not expanded, *why says why (NULL: the
+ * name is not declared); -1 out of memory. */
+int nf_fdtd_expand(nf_fdtd_t *d, const char *name, size_t nl, nf_fbuf_t *out, const char **why);
+void nf_fdtd_free(nf_fdtd_t *d);
 
 /* Line (1-based) of data[off] and column (1-based, in bytes). */
 void nf_fp_linecol(const char *data, size_t off, unsigned *line, unsigned *col);

@@ -14,16 +14,31 @@
  * continues past such errors by itself. It also skips building and freeing a node per element
  * and text run, which is a quarter of libxml2's time on a large feed.
  *
+ * Push mode or pull mode. libxml2's pull parser (one memory input, xmlParseDocument) reads a
+ * CDATA section a character at a time (xmlParseCDSect), and feeds carry their HTML in CDATA;
+ * its push parser (xmlParseChunk, NF_FEED_XML_CHUNK bytes a call) finds the end of a section
+ * with one search and checks its UTF-8 in bulk, but looks ahead for the next '<' after every
+ * reference in text, which costs feeds of escaped HTML (&lt;p&gt;...). Measured on the
+ * benchmark feeds (perf/README "Parse"), libxml2 alone: the 48 MB RSS feed with CDATA 1.75x
+ * faster pushed, the 12 MB Atom feed of escaped HTML 1.15x faster pulled. The callbacks are
+ * the same, but libxml2 recovers from a broken document differently in each mode (another
+ * count of items, on the tests' mutated feeds). So feed.c pushes a document whose first chunk
+ * holds a CDATA section, and reads it again pulled if libxml2 met any error: a broken document
+ * always gets the pull reading, which the tests pin; only well-formed ones take the fast path.
+ *
  * Options: XML_PARSE_RECOVER | NONET | NOERROR | NOWARNING (| IGNORE_ENC when the repair pass
  * already made the bytes UTF-8); not NOCDATA, which only matters to tree builders: CDATA
  * blocks reach the same text handler as text. Never NOENT, DTDLOAD, DTDATTR or HUGE. Beyond
  * the options, the handler table has no entityDecl, getEntity, getParameterEntity,
  * internalSubset or externalSubset: a DTD is parsed as syntax and forgotten, so no entity can
- * be declared, let alone expanded (the repair pass has turned references into text anyway),
- * and no external subset or entity is ever loaded. libxml2 keeps its own limits (256 levels,
+ * be declared, let alone expanded by libxml2 (the repair pass has already replaced references
+ * to the document's internal entities, within caps, and turned the rest into text), and no
+ * external subset or entity is ever loaded. libxml2 keeps its own limits (256 levels,
  * 10 MB text). */
 #include "feed/feed_int.h"
+#include "feed/text.h"
 
+#include <libxml/SAX2.h>
 #include <libxml/parser.h>
 #include <libxml/parserInternals.h>
 #include <stdio.h>
@@ -89,11 +104,15 @@ enum xml_attr {
     A_BASE,
     A_LANG,
     A_VERSION,
+    A_DOMAIN,
+    A_SCHEME,
+    A_ABOUT,
     A_COUNT,
 };
 
 #define XML_MAX_FRAMES 258 /* libxml2 stops at 256 levels */
-#define NO_SKIP        ((unsigned)-1)
+
+#define NO_SKIP ((unsigned)-1)
 
 typedef struct xml_ctx {
     nf_fparse_t *p;
@@ -117,7 +136,10 @@ typedef struct xml_ctx {
     unsigned cdepth;
     bool clast_wins, cbase64, ctext; /* ctext: tags of child elements matter */
     nf_fentry_t *centry;
-    nf_fbuf_t buf, href;
+    nf_fbuf_t buf, href, clabel; /* href: a link's href, a category's scheme */
+
+    /* RSS item: which of <description> and <summary> came (the second one is the body) */
+    bool had_desc, had_summary;
 
     /* atom:author */
     nf_fbuf_t pname, pemail, ptext;
@@ -129,6 +151,11 @@ typedef struct xml_ctx {
         const char *base;
     } bases[32];
     unsigned nbases;
+
+    /* The root's default namespace when it is none we know (<feed xmlns="http://wrong/">):
+     * elements in it are the format's own. */
+    const char *native_uri;
+    bool rss090; /* the root's default namespace is RSS 0.90's */
 
     /* namespace URI -> id, by pointer (libxml2 interns them in the parser's dictionary) */
     struct {
@@ -225,6 +252,8 @@ static void xml_name(xml_ctx_t *x, const xmlChar *localname, const xmlChar *pref
     int id = ns_from_uri((const char *)uri);
     if (id == NS_OTHER && prefix)
         id = ns_from_prefix((const char *)prefix, strlen((const char *)prefix));
+    if (id == NS_OTHER && x->native_uri && !strcmp(x->native_uri, (const char *)uri))
+        id = NS_NONE; /* native in every format */
     unsigned slot = x->nsnext++ % (sizeof x->nscache / sizeof *x->nscache);
     x->nscache[slot].uri = uri;
     x->nscache[slot].id = id;
@@ -252,6 +281,23 @@ static bool xml_atom(const xml_ctx_t *x)
 
 /* ---- attributes --------------------------------------------------------------------------- */
 
+/* Appends an attribute value and its NUL to abuf. Without XML_PARSE_NOENT (which we never set)
+ * libxml2 hands every '&' of a value over as the five characters "&#38;" — from &amp;, &#38;
+ * or &#x26; alike — so that a tree builder could write it back: each one is an '&'. */
+static void xml_attr_value(xml_ctx_t *x, const char *v, size_t n)
+{
+    const char *q;
+    while (n && (q = memmem(v, n, "&#38;", 5))) {
+        size_t k = (size_t)(q - v);
+        if (!nf_fbuf_add(&x->abuf, v, k) || !nf_fbuf_add(&x->abuf, "&", 1))
+            x->p->nomem = true;
+        v += k + 5;
+        n -= k + 5;
+    }
+    if (!nf_fbuf_add(&x->abuf, v, n) || !nf_fbuf_add(&x->abuf, "", 1))
+        x->p->nomem = true;
+}
+
 /* SAX2 attributes: nb entries of (localname, prefix, URI, value, end). */
 static void xml_attrs(xml_ctx_t *x, int nb, const xmlChar **attrs)
 {
@@ -261,7 +307,8 @@ static void xml_attrs(xml_ctx_t *x, int nb, const xmlChar **attrs)
         [A_TERM] = "term",       [A_LABEL] = "label",
         [A_TEXT] = "text",       [A_PERMALINK] = "isPermaLink",
         [A_BASE] = "base",       [A_LANG] = "lang",
-        [A_VERSION] = "version",
+        [A_VERSION] = "version", [A_DOMAIN] = "domain",
+        [A_SCHEME] = "scheme",   [A_ABOUT] = "about",
     };
     memset(x->aset, 0, sizeof x->aset);
     x->abuf.len = 0;
@@ -278,8 +325,7 @@ static void xml_attrs(xml_ctx_t *x, int nb, const xmlChar **attrs)
                 break;
             x->aoff[i] = x->abuf.len;
             x->aset[i] = true;
-            if (!nf_fbuf_add(&x->abuf, v, (size_t)(end - v)) || !nf_fbuf_add(&x->abuf, "", 1))
-                x->p->nomem = true;
+            xml_attr_value(x, v, (size_t)(end - v));
             break;
         }
     }
@@ -356,15 +402,18 @@ static void cap_text(xml_ctx_t *x, const char *s, size_t n)
         cap_add(x, s, n);
 }
 
-/* Mode of an Atom text construct (RFC 4287 §3.1; Atom 0.3's type and mode). */
-static int atom_mode(const xml_ctx_t *x, bool *base64)
+/* Mode of an Atom text construct (RFC 4287 §3.1; Atom 0.3's type and mode). An empty type is
+ * text; so is one that is no media type at all (no '/'), with a warning. Only a media type that
+ * is neither text nor XML says the content is base64 (RFC 4287 §4.1.3.3), and Atom 0.3 says it
+ * with mode="base64"; what it holds is then read as HTML. */
+static int atom_mode(xml_ctx_t *x, bool *base64)
 {
     const char *type = xml_attr(x, A_TYPE), *mode = xml_attr(x, A_MODE);
     *base64 = mode && !strcasecmp(mode, "base64");
     if (mode && !strcasecmp(mode, "escaped"))
         return CM_HTML;
-    if (!type || !strcasecmp(type, "text") || !strcasecmp(type, "text/plain"))
-        return CM_PLAIN;
+    if (!type || !*type || !strcasecmp(type, "text") || !strcasecmp(type, "text/plain"))
+        return *base64 ? CM_HTML : CM_PLAIN;
     if (!strcasecmp(type, "html") || !strcasecmp(type, "text/html"))
         return CM_HTML;
     size_t n = strlen(type);
@@ -373,7 +422,11 @@ static int atom_mode(const xml_ctx_t *x, bool *base64)
         return CM_XHTML;
     if (!strncasecmp(type, "text/", 5))
         return CM_PLAIN;
-    /* Any other media type is base64 (RFC 4287 4.1.3.3); what it holds is read as HTML. */
+    if (!strchr(type, '/')) {
+        nf_fp_warn(x->p, "line %d: <%s type=\"%.40s\">: not a type Atom knows, read as text",
+                   xmlSAX2GetLineNumber(x->ctxt), x->ln, type);
+        return CM_PLAIN;
+    }
     *base64 = true;
     return CM_HTML;
 }
@@ -396,16 +449,33 @@ static void cap_begin(xml_ctx_t *x, unsigned depth, int field, int prio, int mod
         if (h && !nf_fbuf_add(&x->href, h, strlen(h)))
             x->p->nomem = true;
     }
+    if (field == FD_CATEGORY) { /* RSS's domain or Media RSS's scheme; Media RSS's label */
+        const char *d = xml_attr(x, A_DOMAIN), *l = xml_attr(x, A_LABEL);
+        if (!d)
+            d = xml_attr(x, A_SCHEME);
+        if (!d && x->ns == NS_MEDIA) /* Media RSS's default scheme */
+            d = "http://search.yahoo.com/mrss/category_schema";
+        x->clabel.len = 0;
+        if ((d && !nf_fbuf_add(&x->href, d, strlen(d))) ||
+            (l && !nf_fbuf_add(&x->clabel, l, strlen(l))))
+            x->p->nomem = true;
+    }
     if (field == FD_GUID && attr_is(x, A_PERMALINK, "false"))
         x->centry->guid_not_permalink = true;
     x->frames[depth] = FR_FIELD;
 }
 
-/* Decodes base64 in place (Atom 0.3 mode="base64"); invalid characters are skipped. */
-static void cap_unbase64(nf_fbuf_t *b)
+/* Decodes base64 in place (a base64 Atom text construct) when the content is base64 — the
+ * alphabet, whitespace, and '=' padding only at the end, in whole quanta — and decodes to UTF-8
+ * text. Otherwise the content stays as it is (it is text that mislabels itself) and false is
+ * returned. */
+static bool cap_unbase64(nf_fbuf_t *b)
 {
-    unsigned acc = 0, bits = 0;
+    unsigned acc = 0, bits = 0, digits = 0, pad = 0;
     size_t o = 0;
+    char *out = malloc(b->len + 1);
+    if (!out)
+        return false;
     for (size_t i = 0; i < b->len; i++) {
         unsigned char c = (unsigned char)b->p[i];
         int v = c >= 'A' && c <= 'Z'   ? c - 'A'
@@ -414,18 +484,32 @@ static void cap_unbase64(nf_fbuf_t *b)
                 : c == '+'             ? 62
                 : c == '/'             ? 63
                                        : -1;
-        if (v < 0)
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
             continue;
+        if (c == '=' && pad < 2) {
+            pad++;
+            continue;
+        }
+        if (v < 0 || pad)
+            goto not_base64;
+        digits++;
         acc = (acc << 6) | (unsigned)v;
         bits += 6;
         if (bits >= 8) {
             bits -= 8;
-            b->p[o++] = (char)(acc >> bits & 0xFF);
+            out[o++] = (char)(acc >> bits & 0xFF);
         }
     }
+    if (!digits || (digits + pad) % 4 != 0 || !nf_utf8_valid(out, o))
+        goto not_base64;
+    memcpy(b->p, out, o);
     b->len = o;
-    if (b->p)
-        b->p[o] = '\0';
+    b->p[o] = '\0';
+    free(out);
+    return true;
+not_base64:
+    free(out);
+    return false;
 }
 
 static void cap_end(xml_ctx_t *x)
@@ -438,9 +522,12 @@ static void cap_end(xml_ctx_t *x)
         p->nomem = true;
         return;
     }
-    if (x->cbase64)
-        cap_unbase64(&x->buf);
     nf_ftext_t kind = x->cmode == CM_PLAIN ? NF_FTEXT_PLAIN : NF_FTEXT_HTML;
+    if (x->cbase64 && x->buf.len && !cap_unbase64(&x->buf)) {
+        nf_fp_warn(p, "line %d: a base64 text construct is not base64 of UTF-8 text: kept as text",
+                   xmlSAX2GetLineNumber(x->ctxt));
+        kind = NF_FTEXT_PLAIN;
+    }
     switch (x->cfield) {
     case FD_TITLE:
         nf_fp_offer_buf(p, &e->title, &x->buf, prio, kind, x->clast_wins);
@@ -471,10 +558,10 @@ static void cap_end(xml_ctx_t *x)
         nf_fp_offer_buf(p, &e->guid, &x->buf, prio, NF_FTEXT_PLAIN, false);
         break;
     case FD_PUB:
-        nf_fp_offer_buf(p, &e->published, &x->buf, prio, NF_FTEXT_PLAIN, false);
+        nf_fp_offer_buf(p, &e->published, &x->buf, prio, NF_FTEXT_PLAIN, x->clast_wins);
         break;
     case FD_UPD:
-        nf_fp_offer_buf(p, &e->updated, &x->buf, prio, NF_FTEXT_PLAIN, false);
+        nf_fp_offer_buf(p, &e->updated, &x->buf, prio, NF_FTEXT_PLAIN, x->clast_wins);
         break;
     case FD_DATE:
         nf_fp_offer(p, &e->published, x->buf.p, x->buf.len, prio, NF_FTEXT_PLAIN, false);
@@ -487,7 +574,8 @@ static void cap_end(xml_ctx_t *x)
         nf_fp_add_person_str(p, e, x->buf.p, x->buf.len, prio);
         break;
     case FD_CATEGORY:
-        nf_fp_add_category(p, e, x->buf.p, x->buf.len, NF_FTEXT_PLAIN);
+        nf_fp_add_tag(p, e, x->buf.p, x->clabel.len ? x->clabel.p : NULL,
+                      x->href.len ? x->href.p : NULL, NF_FTEXT_PLAIN);
         break;
     case FD_KEYWORDS:
         nf_fp_add_keywords(p, e, x->buf.p, x->buf.len);
@@ -553,31 +641,67 @@ static void person_end(xml_ctx_t *x)
 
 /* ---- classification ------------------------------------------------------------------------ */
 
-/* Atom link (in Atom, or atom:link in RSS): by rel, at start (its content is empty). */
-static void xml_atom_link(xml_ctx_t *x, unsigned depth, bool item, int alt_prio)
+/* Atom link (in Atom, or atom:link in RSS): by rel, at start (its content is empty). The
+ * article's link is the first alternate one (rel="alternate" or no rel, RFC 4287 §4.2.7.2),
+ * one that is a web page (type HTML/XHTML or not given) before one of another type (the feed
+ * itself in another format). A link without href whose URL is its text (Atom 0.3-era feeds,
+ * RSS habits) is captured as RSS's <link> is. Returns the frame. */
+static int xml_atom_link(xml_ctx_t *x, unsigned depth, bool item, int alt_prio)
 {
     nf_fparse_t *p = x->p;
     nf_fentry_t *e = nf_fp_entry(p);
-    const char *href = xml_attr(x, A_HREF), *rel = xml_attr(x, A_REL);
-    if (!href)
-        return;
+    const char *href = xml_attr(x, A_HREF), *rel = xml_attr(x, A_REL), *type = xml_attr(x, A_TYPE);
+    bool alternate = !rel || !*rel || !strcasecmp(rel, "alternate");
     if (rel && !strcasecmp(rel, "enclosure"))
-        return; /* media, not the article */
-    const char *u = nf_fp_add_link(p, e, xml_base_at(x, depth), href, strlen(href));
+        return FR_SKIP; /* media, not the article */
+    if (!href) {
+        if (!alternate)
+            return FR_SKIP;
+        cap_begin(x, depth, FD_LINK, alt_prio - 1, CM_PLAIN, false);
+        return FR_FIELD;
+    }
+    const char *base = xml_base_at(x, depth);
+    if (!href[strspn(href, " \t\r\n")]) {
+        /* href="" is the base itself (RFC 3986 §5.2): a page only when xml:base names one; the
+         * feed's own URL is no article's link. */
+        if (!base)
+            return FR_SKIP;
+        href = base;
+    }
+    const char *u = nf_fp_add_link(p, e, base, href, strlen(href));
     if (!u)
-        return;
-    if (!rel || !*rel || !strcasecmp(rel, "alternate"))
-        nf_fp_offer(p, &e->link, u, strlen(u), alt_prio, NF_FTEXT_PLAIN, false);
+        return FR_SKIP;
+    bool page = !type || !*type || !strcasecmp(type, "text/html") ||
+                !strcasecmp(type, "application/xhtml+xml");
+    if (alternate)
+        nf_fp_offer(p, &e->link, u, strlen(u), page ? alt_prio : alt_prio - 1, NF_FTEXT_PLAIN,
+                    false);
     else if (!item && !strcasecmp(rel, "self"))
         nf_fp_offer(p, &e->feed_link, u, strlen(u), 5, NF_FTEXT_PLAIN, false);
+    return FR_SKIP;
 }
 
+/* Atom category: term, label and scheme (the label, when there is one, is the category's
+ * name in the categories list). Atom 0.3 and feeds that forgot the attribute give the term as
+ * text content; that is read as the term (see cap_end). */
 static void xml_atom_category(xml_ctx_t *x)
 {
-    const char *label = xml_attr(x, A_LABEL), *term = xml_attr(x, A_TERM);
-    const char *c = label && *label ? label : term;
-    if (c)
-        nf_fp_add_category(x->p, nf_fp_entry(x->p), c, strlen(c), NF_FTEXT_PLAIN);
+    nf_fp_add_tag(x->p, nf_fp_entry(x->p), xml_attr(x, A_TERM), xml_attr(x, A_LABEL),
+                  xml_attr(x, A_SCHEME), NF_FTEXT_PLAIN);
+}
+
+/* RSS <description>, or <summary> in an item. When an item has both, the first is its summary
+ * and the second its body unless a content element gives one (feedparser's rule: a feed that
+ * writes both means two things by them). */
+static void rss_summary(xml_ctx_t *x, unsigned depth, bool item)
+{
+    bool desc = ln_is(x, "description");
+    if (item && (desc ? x->had_summary && !x->had_desc : x->had_desc && !x->had_summary))
+        cap_begin(x, depth, FD_BODY, 2, CM_HTML, false);
+    else
+        cap_begin(x, depth, FD_SUMMARY, 5, CM_HTML, false);
+    if (item)
+        *(desc ? &x->had_desc : &x->had_summary) = true;
 }
 
 /* Decides what an element inside a channel or item is. Returns the frame kind; for fields,
@@ -586,24 +710,22 @@ static int xml_classify(xml_ctx_t *x, unsigned depth, bool item)
 {
     bool native = xml_native(x), atom = xml_atom(x), rss = x->fmt != NF_FEED_ATOM;
     int ns = x->ns;
-    /* Feed-level categories are not kept; item-level ones are. */
     if (native && rss) {
         if (ln_is(x, "title"))
             return cap_begin(x, depth, FD_TITLE, 5, CM_HTML, false), FR_FIELD;
         if (ln_is(x, "link"))
             return cap_begin(x, depth, FD_LINK, 5, CM_PLAIN, true), FR_FIELD;
-        if (ln_is(x, "description"))
-            return cap_begin(x, depth, FD_SUMMARY, 5, CM_HTML, false), FR_FIELD;
+        if (ln_is(x, "description") || (item && ln_is(x, "summary")))
+            return rss_summary(x, depth, item), FR_FIELD;
         if (ln_is(x, "pubDate"))
             return cap_begin(x, depth, FD_PUB, 5, CM_PLAIN, false), FR_FIELD;
-        if (item) {
-            if (ln_is(x, "guid"))
-                return cap_begin(x, depth, FD_GUID, 5, CM_PLAIN, false), FR_FIELD;
-            if (ln_is(x, "author"))
-                return cap_begin(x, depth, FD_PERSON, 5, CM_PLAIN, false), FR_FIELD;
-            if (ln_is(x, "category"))
-                return cap_begin(x, depth, FD_CATEGORY, 1, CM_PLAIN, false), FR_FIELD;
-        } else {
+        if (item && ln_is(x, "guid"))
+            return cap_begin(x, depth, FD_GUID, 5, CM_PLAIN, false), FR_FIELD;
+        if (ln_is(x, "author"))
+            return cap_begin(x, depth, FD_PERSON, 5, CM_PLAIN, false), FR_FIELD;
+        if (ln_is(x, "category"))
+            return cap_begin(x, depth, FD_CATEGORY, 1, CM_PLAIN, false), FR_FIELD;
+        if (!item) {
             if (ln_is(x, "language"))
                 return cap_begin(x, depth, FD_LANG, 5, CM_PLAIN, false), FR_FIELD;
             if (ln_is(x, "lastBuildDate"))
@@ -619,7 +741,7 @@ static int xml_classify(xml_ctx_t *x, unsigned depth, bool item)
         /* Atom's own elements, or atom:* inside RSS (one priority step below RSS's). */
         int top = native ? 5 : 4;
         if (ln_is(x, "link"))
-            return xml_atom_link(x, depth, item, top), FR_SKIP;
+            return xml_atom_link(x, depth, item, top);
         if (ln_is(x, "title") || ((ln_is(x, "summary") || ln_is(x, "content")) && item) ||
             ((ln_is(x, "subtitle") || ln_is(x, "tagline")) && !item)) {
             bool b64;
@@ -629,9 +751,10 @@ static int xml_classify(xml_ctx_t *x, unsigned depth, bool item)
             x->cbase64 = b64;
             return FR_FIELD;
         }
+        /* A repeated Atom date: the last one wins, as in feedparser (its test
+         * atom/entry_updated_multiple_values, "ensure overwrite"). */
         if (ln_is(x, "updated") || ln_is(x, "modified"))
-            return cap_begin(x, depth, FD_UPD, ln_is(x, "updated") ? top : top - 1, CM_PLAIN,
-                             false),
+            return cap_begin(x, depth, FD_UPD, ln_is(x, "updated") ? top : top - 1, CM_PLAIN, true),
                    FR_FIELD;
         if (ln_is(x, "author"))
             return person_begin(x, depth, native ? 5 : 4), FR_PERSON;
@@ -641,12 +764,15 @@ static int xml_classify(xml_ctx_t *x, unsigned depth, bool item)
                                  ln_is(x, "published") ? top
                                  : ln_is(x, "issued")  ? top - 1
                                                        : 1,
-                                 CM_PLAIN, false),
+                                 CM_PLAIN, true),
                        FR_FIELD;
             if (ln_is(x, "id"))
                 return cap_begin(x, depth, FD_GUID, top, CM_PLAIN, false), FR_FIELD;
-            if (ln_is(x, "category"))
+        }
+        if (ln_is(x, "category")) {
+            if (xml_attr(x, A_TERM))
                 return xml_atom_category(x), FR_SKIP;
+            return cap_begin(x, depth, FD_CATEGORY, 1, CM_PLAIN, false), FR_FIELD;
         }
         return FR_SKIP;
     }
@@ -670,7 +796,7 @@ static int xml_classify(xml_ctx_t *x, unsigned depth, bool item)
             return cap_begin(x, depth, FD_PERSON, 2, CM_PLAIN, false), FR_FIELD;
         if (ln_is(x, "language"))
             return cap_begin(x, depth, FD_LANG, item ? 5 : 4, CM_PLAIN, false), FR_FIELD;
-        if (item && ln_is(x, "subject"))
+        if (ln_is(x, "subject"))
             return cap_begin(x, depth, FD_CATEGORY, 1, CM_PLAIN, false), FR_FIELD;
         if (item && ln_is(x, "identifier"))
             return cap_begin(x, depth, FD_GUID, 2, CM_PLAIN, false), FR_FIELD;
@@ -682,9 +808,9 @@ static int xml_classify(xml_ctx_t *x, unsigned depth, bool item)
             return cap_begin(x, depth, FD_SUMMARY, 2, CM_HTML, false), FR_FIELD;
         if (ln_is(x, "author"))
             return cap_begin(x, depth, FD_PERSON, 1, CM_PLAIN, false), FR_FIELD;
-        if (item && ln_is(x, "keywords"))
+        if (ln_is(x, "keywords"))
             return cap_begin(x, depth, FD_KEYWORDS, 1, CM_PLAIN, false), FR_FIELD;
-        if (item && ln_is(x, "category")) {
+        if (ln_is(x, "category")) {
             const char *t = xml_attr(x, A_TEXT);
             if (t)
                 nf_fp_add_category(x->p, nf_fp_entry(x->p), t, strlen(t), NF_FTEXT_PLAIN);
@@ -703,6 +829,8 @@ static int xml_classify(xml_ctx_t *x, unsigned depth, bool item)
         }
         if (ln_is(x, "keywords"))
             return cap_begin(x, depth, FD_KEYWORDS, 1, CM_PLAIN, false), FR_FIELD;
+        if (ln_is(x, "category"))
+            return cap_begin(x, depth, FD_CATEGORY, 1, CM_PLAIN, false), FR_FIELD;
         break;
     case NS_FEEDBURNER:
         if (item && ln_is(x, "origLink"))
@@ -733,7 +861,7 @@ static void xml_root(xml_ctx_t *x)
     } else if (ln_is(x, "RDF")) {
         x->fmt = NF_FEED_RDF;
         x->frames[0] = FR_ROOT;
-        f->version = "1.0";
+        f->version = x->rss090 ? "0.90" : "1.0";
     } else if (ln_is(x, "feed")) {
         x->fmt = NF_FEED_ATOM;
         x->frames[0] = FR_CHANNEL;
@@ -746,6 +874,9 @@ static void xml_root(xml_ctx_t *x)
     if (!f->version)
         f->version = "";
     f->format = x->fmt;
+    if (x->native_uri)
+        nf_fp_warn(p, "<%s> in namespace '%.80s', none its format uses: read as %s", x->ln,
+                   x->native_uri, nf_feed_format_name(x->fmt));
 }
 
 /* ---- SAX2 callbacks ---------------------------------------------------------------------- */
@@ -784,13 +915,17 @@ static bool xml_start(xml_ctx_t *x, unsigned depth, int nattrs, const xmlChar **
     case FR_CHANNEL:
         if (item_name && !p->in_item) {
             nf_fp_item_begin(p);
+            x->had_desc = x->had_summary = false;
             if (p->item_ignored) {
                 nf_fp_item_end(p); /* counted as truncated; its content is not read */
                 break;
             }
-            const char *lang = xml_attr(x, A_LANG);
+            const char *lang = xml_attr(x, A_LANG), *about = xml_attr(x, A_ABOUT);
             if (lang)
                 nf_fp_offer(p, &p->item.language, lang, strlen(lang), 3, NF_FTEXT_PLAIN, false);
+            /* RSS 1.0: rdf:about is the item's URI, its id when it has no guid. */
+            if (about && x->fmt == NF_FEED_RDF)
+                nf_fp_offer(p, &p->item.guid, about, strlen(about), 1, NF_FTEXT_PLAIN, false);
             kind = FR_ITEM;
             break;
         }
@@ -826,8 +961,6 @@ static void sax_start(void *ctx, const xmlChar *localname, const xmlChar *prefix
                       const xmlChar *uri, int nns, const xmlChar **ns, int nattrs, int ndefaulted,
                       const xmlChar **attrs)
 {
-    (void)nns;
-    (void)ns;
     (void)ndefaulted;
     xml_ctx_t *x = ctx;
     unsigned depth = x->depth++;
@@ -841,6 +974,14 @@ static void sax_start(void *ctx, const xmlChar *localname, const xmlChar *prefix
     }
     if (depth > x->skip)
         return;
+    for (int i = 0; depth == 0 && i < nns; i++) {
+        /* The root's default namespace: one we do not know makes its elements native. */
+        const char *dflt = ns[2 * i] ? NULL : (const char *)ns[2 * i + 1];
+        if (dflt && ns_from_uri(dflt) == NS_OTHER)
+            x->native_uri = dflt;
+        else if (dflt && !strcmp(dflt, "http://my.netscape.com/rdf/simple/0.9/"))
+            x->rss090 = true;
+    }
     xml_name(x, localname, prefix, uri);
     if (xml_start(x, depth, nattrs, attrs))
         x->skip = depth;
@@ -893,10 +1034,11 @@ static void sax_text(void *ctx, const xmlChar *s, int len)
     xml_ctx_t *x = ctx;
     if (x->stop || len <= 0 || !x->depth || x->depth - 1 >= x->skip)
         return;
-    if (x->capturing)
-        cap_text(x, (const char *)s, (size_t)len);
-    else if (x->frames[x->depth - 1] == FR_PERSON &&
-             !nf_fbuf_add(&x->ptext, (const char *)s, (size_t)len))
+    if (x->capturing) {
+        if (x->cfield != FD_CATEGORY || x->depth - 1 == x->cdepth)
+            cap_text(x, (const char *)s, (size_t)len); /* a category is its own text only */
+    } else if (x->frames[x->depth - 1] == FR_PERSON &&
+               !nf_fbuf_add(&x->ptext, (const char *)s, (size_t)len))
         x->p->nomem = true;
 }
 
@@ -920,8 +1062,8 @@ static void sax_error(void *ctx, xmlErrorPtr e)
     nf_fp_warn(x->p, "line %d:%d: %s", e->line, e->int2, msg);
 }
 
-int nf_feed_xml_read(nf_fparse_t *p, const char *data, size_t len, const char *encoding, char *err,
-                     size_t errlen)
+int nf_feed_xml_read(nf_fparse_t *p, const char *data, size_t len, const char *encoding, bool push,
+                     char *err, size_t errlen)
 {
     int rc = NF_FEED_OK;
     if (!len) {
@@ -938,7 +1080,11 @@ int nf_feed_xml_read(nf_fparse_t *p, const char *data, size_t len, const char *e
     x->p = p;
     x->max_depth = p->lim->max_depth;
     x->skip = NO_SKIP;
-    x->ctxt = xmlCreateMemoryParserCtxt(data, (int)len);
+    /* Pushed, the first bytes only go in at creation (libxml2 looks at them for a byte order
+     * mark and parses nothing until xmlParseChunk, after our handlers are set). */
+    size_t first = len < 4 ? len : 4;
+    x->ctxt = push ? xmlCreatePushParserCtxt(NULL, NULL, data, (int)first, NULL)
+                   : xmlCreateMemoryParserCtxt(data, (int)len);
     if (!x->ctxt || !x->ctxt->sax) {
         rc = NF_FEED_E_NOMEM;
         goto out;
@@ -956,7 +1102,15 @@ int nf_feed_xml_read(nf_fparse_t *p, const char *data, size_t len, const char *e
     h->ignorableWhitespace = sax_text;
     h->serror = sax_error;
     x->ctxt->userData = x;
-    xmlParseDocument(x->ctxt);
+    if (!push)
+        xmlParseDocument(x->ctxt);
+    for (size_t off = first; push && off < len && !x->stop;) {
+        size_t k = len - off < NF_FEED_XML_CHUNK ? len - off : NF_FEED_XML_CHUNK;
+        xmlParseChunk(x->ctxt, data + off, (int)k, 0);
+        off += k;
+    }
+    if (push && !x->stop)
+        xmlParseChunk(x->ctxt, NULL, 0, 1);
     p->xml_ill_formed = !x->ctxt->wellFormed;
     if (x->ctxt->myDoc) /* never built by our handlers; defensive */
         xmlFreeDoc(x->ctxt->myDoc);
@@ -989,6 +1143,7 @@ out:
     nf_fbuf_free(&x->abuf);
     nf_fbuf_free(&x->buf);
     nf_fbuf_free(&x->href);
+    nf_fbuf_free(&x->clabel);
     nf_fbuf_free(&x->pname);
     nf_fbuf_free(&x->pemail);
     nf_fbuf_free(&x->ptext);

@@ -80,6 +80,9 @@ static const cfg_key_t cfg_keys[] = {
      .help = "admin server address (IPv4 or IPv6 literal)"},
     {KEY(CFG_U32, admin.port), .max = 65535, .def = "9464",
      .help = "admin server TCP port; 0 = any free port"},
+    {KEY(CFG_U32, admin.history_interval_ms), .max = 3600000, .def = "10000",
+     .help = "period of the samples behind GET /v1/ops/history and the page's graphs (the "
+             "last 360 are kept; at least 100); 0 = off"},
     {KEY(CFG_U32, shutdown.timeout_ms), .min = 100, .max = 600000, .def = "10000",
      .help = "time allowed to drain at shutdown before shards are stopped anyway"},
     {KEY(CFG_LIST, sources.urls), .def = "",

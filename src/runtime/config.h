@@ -77,6 +77,7 @@ typedef struct nf_config {
         bool enabled;
         char listen[64]; /* NUL-terminated, non-empty */
         uint32_t port;
+        uint32_t history_interval_ms; /* 0 = off */
     } admin;
     struct {
         uint32_t timeout_ms;
@@ -142,7 +143,7 @@ typedef struct nf_config {
     } serve;
     struct {
         bool enabled;          /* GET /v1/search (serve/search.h) */
-        uint32_t retention_s;  /* articles published within it are searchable */
+        uint32_t retention_s;  /* articles ingested within it are searchable */
         uint64_t max_articles; /* the oldest beyond it leave */
         uint32_t memory_mb;    /* SQLite page caches */
         uint32_t readers;      /* queries at once */

@@ -554,14 +554,8 @@ static void put_meta_fields(nf_jw_t *w, const cJSON *meta)
 /* When an article counts as published (serve_state.h) from its stored metadata; 0 without. */
 static int64_t meta_published_ms(const cJSON *meta)
 {
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(meta, "published_at");
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(meta, "ingested_at");
-    int64_t pub = 0, ing = 0;
-    if (!cJSON_IsString(g) || nf_date_parse(g->valuestring, strlen(g->valuestring), &ing) != 0)
-        return 0;
-    bool has =
-        cJSON_IsString(p) && nf_date_parse(p->valuestring, strlen(p->valuestring), &pub) == 0;
-    return nf_serve_published_ms(pub, has, ing);
+    int64_t published, ingested;
+    return nf_serve_meta_times(meta, 0, &published, &ingested) ? published : 0;
 }
 
 static void put_id(nf_jw_t *w, nf_id128_t id)

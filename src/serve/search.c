@@ -6,7 +6,6 @@
 #include "actors/interest.h"
 #include "actors/serve_state.h"
 #include "algo/bytes.h"
-#include "feed/dates.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -88,14 +87,17 @@ struct nf_search {
 static int table_tokenizer(sqlite3 *db, fts5_tokenizer *tok, Fts5Tokenizer **out);
 
 #define SCHEMA_VERSION 2 /* PRAGMA user_version: the layout below, and the rowid's */
-static const char SCHEMA[] =
-    "PRAGMA user_version = 2;"
-    "CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
-    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, summary, topics, id UNINDEXED,"
-    " tokenize = 'unicode61 remove_diacritics 2');"
-    "CREATE TABLE IF NOT EXISTS ids(id BLOB PRIMARY KEY, doc INTEGER NOT NULL,"
-    " ingested INTEGER NOT NULL) WITHOUT ROWID;"
-    "CREATE INDEX IF NOT EXISTS ids_ingested ON ids(ingested);";
+#define STR_(x)        #x
+#define STR(x)         STR_(x)
+static const char SCHEMA[] = "PRAGMA user_version = " STR(
+    SCHEMA_VERSION) ";"
+                    "CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v) WITHOUT ROWID;"
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, summary, topics, id "
+                    "UNINDEXED,"
+                    " tokenize = 'unicode61 remove_diacritics 2');"
+                    "CREATE TABLE IF NOT EXISTS ids(id BLOB PRIMARY KEY, doc INTEGER NOT NULL,"
+                    " ingested INTEGER NOT NULL) WITHOUT ROWID;"
+                    "CREATE INDEX IF NOT EXISTS ids_ingested ON ids(ingested);";
 
 static bool is_corrupt(int rc)
 {
@@ -302,7 +304,8 @@ static int begin(nf_search_t *s)
     return rc;
 }
 
-static int commit(nf_search_t *s)
+/* Commits the open transaction as the index of `epoch` (committed at committed_ms). */
+static int commit_as(nf_search_t *s, uint64_t epoch, int64_t committed_ms)
 {
     if (!s->in_tx)
         return SQLITE_OK;
@@ -310,14 +313,19 @@ static int commit(nf_search_t *s)
     if (s->has_cursor)
         rc = kv_put(s, "cursor", s->cursor, sizeof s->cursor, 0);
     if (rc == SQLITE_OK)
-        rc = kv_put(s, "epoch", NULL, 0, (int64_t)s->epoch);
+        rc = kv_put(s, "epoch", NULL, 0, (int64_t)epoch);
     if (rc == SQLITE_OK)
-        rc = kv_put(s, "committed_ms", NULL, 0, s->committed_ms);
+        rc = kv_put(s, "committed_ms", NULL, 0, committed_ms);
     rc = rc == SQLITE_OK ? exec(s->w, "COMMIT") : rc;
     if (rc != SQLITE_OK)
         exec(s->w, "ROLLBACK");
     s->in_tx = false;
     return rc;
+}
+
+static int commit(nf_search_t *s)
+{
+    return commit_as(s, s->epoch, s->committed_ms);
 }
 
 /* text without the highlight markers' bytes (a feed's text could hold them), in buf. */
@@ -335,22 +343,16 @@ static const char *clean(const char *text, char **buf)
     return *buf;
 }
 
+/* An id as 16 big-endian bytes (the index's id column; the tail of a kstate key). */
 static void id_bytes(nf_id128_t id, unsigned char out[16])
 {
-    for (int i = 0; i < 8; i++) {
-        out[i] = (unsigned char)(id.hi >> (56 - 8 * i));
-        out[8 + i] = (unsigned char)(id.lo >> (56 - 8 * i));
-    }
+    nf_put_be64(out, id.hi);
+    nf_put_be64(out + 8, id.lo);
 }
 
 static nf_id128_t id_of(const unsigned char *b)
 {
-    nf_id128_t id = {0, 0};
-    for (int i = 0; i < 8; i++) {
-        id.hi = id.hi << 8 | b[i];
-        id.lo = id.lo << 8 | b[8 + i];
-    }
-    return id;
+    return (nf_id128_t){nf_get_be64(b), nf_get_be64(b + 8)};
 }
 
 static int count_token(void *arg, int flags, const char *tok, int n, int start, int end)
@@ -503,14 +505,6 @@ static const char *jstr(const cJSON *o, const char *k)
     return cJSON_IsString(x) ? x->valuestring : NULL;
 }
 
-static int64_t jdate(const cJSON *o, const char *k, bool *ok)
-{
-    const char *s = jstr(o, k);
-    int64_t ms = 0;
-    *ok = s && nf_date_parse(s, strlen(s), &ms) == 0;
-    return *ok ? ms : 0;
-}
-
 /* One search log entry: its article's committed metadata and topics into the index. */
 static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY_LEN])
 {
@@ -532,10 +526,8 @@ static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY
         nf_counter_inc(s->m_missing);
         return 0;
     }
-    bool has_pub, has_ing;
-    int64_t pub = jdate(meta, "published_at", &has_pub);
-    int64_t ing = jdate(meta, "ingested_at", &has_ing);
-    int64_t published = nf_serve_published_ms(pub, has_pub, has_ing ? ing : p->now);
+    int64_t published, ingested;
+    nf_serve_meta_times(meta, p->now, &published, &ingested);
     nf_topic_vec_t vec = {0};
     uint32_t topics[NF_TOPICS_MAX];
     unsigned nt = 0;
@@ -549,7 +541,7 @@ static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY
     }
     free(val);
     int rc = insert_doc(s, id_of(meta_key + 2), jstr(meta, "title"), jstr(meta, "summary"),
-                        published, has_ing ? ing : p->now, topics, nt, p->now);
+                        published, ingested, topics, nt, p->now);
     cJSON_Delete(meta);
     return rc < 0 ? -rc : SQLITE_OK;
 }
@@ -585,6 +577,15 @@ static int log_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
     return stop ? 1 : 0;
 }
 
+/* When the cursor's entry was cut (its key's time). */
+static int64_t cursor_cut(const nf_search_t *s)
+{
+    int64_t cut = 0, expires;
+    unsigned char mk[NF_SERVE_META_KEY_LEN];
+    nf_serve_search_decode(s->cursor, sizeof s->cursor, "\0\0\0\0\0\0\0\0", 8, &cut, mk, &expires);
+    return cut;
+}
+
 /* Clears the index (the state went back: an older checkpoint). SQLite code. */
 static int clear(nf_search_t *s)
 {
@@ -606,19 +607,15 @@ static int check_cursor(nf_search_t *s, nf_store_view_t *v, int64_t now)
     s->checked = true;
     if (!s->has_cursor)
         return SQLITE_OK;
-    int64_t cut, expires;
-    unsigned char mk[NF_SERVE_META_KEY_LEN];
     void *val = NULL;
     size_t len = 0;
     char err[256];
     int r = nf_store_view_get(v, NF_KIND_SEARCH_LOG, s->cursor, sizeof s->cursor, &val, &len, err,
                               sizeof err);
-    bool live = r == 1 && nf_serve_search_decode(s->cursor, sizeof s->cursor, val, len, &cut, mk,
-                                                 &expires) == 0;
     free(val);
-    if (r != 0 || live)
-        return SQLITE_OK;
-    nf_serve_search_decode(s->cursor, sizeof s->cursor, "\0\0\0\0\0\0\0\0", 8, &cut, mk, &expires);
+    if (r != 0)
+        return SQLITE_OK; /* there (or unreadable: the next start looks again) */
+    int64_t cut = cursor_cut(s);
     if (cut + s->o.retention_ms < now)
         return SQLITE_OK; /* gone by age */
     nf_log(NF_LOG_WARN, "search",
@@ -640,12 +637,9 @@ static int follow(nf_search_t *s, nf_store_view_t *v)
     nf_serve_search_prefix(prefix);
     size_t flen = 0;
     if (s->has_cursor) {
-        int64_t cut, expires;
-        unsigned char mk[NF_SERVE_META_KEY_LEN] = {0};
-        nf_serve_search_decode(s->cursor, sizeof s->cursor, "\0\0\0\0\0\0\0\0", 8, &cut, mk,
-                               &expires);
-        memset(mk, 0, sizeof mk);
-        nf_serve_search_key(cut > LOOKBACK_MS ? cut - LOOKBACK_MS : 0, mk, from);
+        static const unsigned char first[NF_SERVE_META_KEY_LEN]; /* the least meta key */
+        int64_t cut = cursor_cut(s);
+        nf_serve_search_key(cut > LOOKBACK_MS ? cut - LOOKBACK_MS : 0, first, from);
         flen = sizeof from;
     }
     int r = nf_store_view_scan_from(v, NF_KIND_SEARCH_LOG, prefix, sizeof prefix, from, flen,
@@ -662,14 +656,18 @@ static int follow(nf_search_t *s, nf_store_view_t *v)
                NF_LS("path", s->o.path), NF_LI("articles", (int64_t)s->articles), NF_LEND);
     }
     s->fresh = false;
-    if (r == 0) {
+    /* The view's articles are committed to the index before the view's epoch is published:
+     * an answer that says it reflects an epoch has all of that epoch's articles. */
+    uint64_t epoch = r == 0 ? nf_store_view_epoch(v) : s->epoch;
+    int64_t committed_ms = r == 0 ? nf_store_view_published_ms(v) : s->committed_ms;
+    rc = begin(s);
+    rc = rc == SQLITE_OK ? commit_as(s, epoch, committed_ms) : rc;
+    if (rc == SQLITE_OK) {
         pthread_mutex_lock(&s->mu);
-        s->epoch = nf_store_view_epoch(v);
-        s->committed_ms = nf_store_view_published_ms(v);
+        s->epoch = epoch;
+        s->committed_ms = committed_ms;
         pthread_mutex_unlock(&s->mu);
     }
-    rc = begin(s);
-    rc = rc == SQLITE_OK ? commit(s) : rc;
     if (rc == SQLITE_OK && p.now - s->last_expire >= EXPIRE_EVERY) {
         s->last_expire = p.now;
         rc = expire(s, p.now);
@@ -677,8 +675,6 @@ static int follow(nf_search_t *s, nf_store_view_t *v)
     nf_gauge_set(s->m_articles, (int64_t)s->articles);
     return rc;
 }
-
-/* ------------------------------------------------------------------------------ readers */
 
 /* ------------------------------------------------------------------------------ ranking */
 
@@ -828,6 +824,8 @@ static int index_terms(reader_t *r, const nf_search_query_t *q, nf_search_query_
     return SQLITE_OK;
 }
 
+/* ------------------------------------------------------------------------------ readers */
+
 static void close_reader(reader_t *r)
 {
     if (!r)
@@ -892,9 +890,7 @@ static reader_t *open_reader(nf_search_t *s, char *err, size_t errlen)
  * -EIO (err). */
 static int take_reader(nf_search_t *s, reader_t **out, char *err, size_t errlen)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
+    struct timespec until = nf_deadline_after(CLOCK_REALTIME, 1000);
     pthread_mutex_lock(&s->mu);
     for (;;) {
         if (!s->ready || s->corrupt || s->stop) {
@@ -998,8 +994,9 @@ static int by_better(const void *a, const void *b)
 /* text (SQLite's, with the markers) as HTML: escaped, markers as <mark></mark>. */
 static char *to_html(const unsigned char *text)
 {
-    size_t n = text ? strlen((const char *)text) : 0, cap = n * 6 + 1, j = 0;
-    char *o = malloc(cap > 16 ? cap : 16);
+    /* A byte becomes at most 7 ("</mark>"); one more "</mark>" may close the text. */
+    size_t n = text ? strlen((const char *)text) : 0, j = 0;
+    char *o = malloc(7 * n + 8);
     if (!o)
         return NULL;
     bool open = false;
@@ -1032,15 +1029,6 @@ static char *to_html(const unsigned char *text)
             continue;
         }
         size_t rl = strlen(rep);
-        if (j + rl + 8 > cap) { /* "<mark>" is 6 for 1 byte: only "</mark>" can outgrow */
-            char *g = realloc(o, cap * 2 + 16);
-            if (!g) {
-                free(o);
-                return NULL;
-            }
-            o = g;
-            cap = cap * 2 + 16;
-        }
         memcpy(o + j, rep, rl);
         j += rl;
     }
@@ -1075,7 +1063,7 @@ void nf_search_result_free(nf_search_result_t *r)
 
 /* The chosen candidates' ids and highlights, best first, while keep() wants them. */
 static int fill(reader_t *r, const char *match, const cand_t *c, size_t nc, unsigned limit,
-                int64_t now, nf_search_keep_fn keep, void *arg, nf_search_result_t *out)
+                nf_search_keep_fn keep, void *arg, nf_search_result_t *out)
 {
     int rc = SQLITE_OK;
     for (size_t i = 0; i < nc && out->n < limit; i++) {
@@ -1087,7 +1075,6 @@ static int fill(reader_t *r, const char *match, const cand_t *c, size_t nc, unsi
                                  .published_ms = (int64_t)(c[i].rowid >> ROWID_BITS),
                                  .relevance = c[i].relevance,
                                  .score = c[i].score};
-            (void)now;
             if (keep(arg, &h)) {
                 h.title_html = to_html(sqlite3_column_text(r->snip, 1));
                 h.snippet_html = to_html(sqlite3_column_text(r->snip, 2));
@@ -1125,8 +1112,7 @@ int nf_search_run(nf_search_t *s, const nf_search_query_t *q, int topic, int64_t
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = nf_now_ns();
     reader_t *r = NULL;
     int e = take_reader(s, &r, err, errlen);
     if (e != 0) {
@@ -1147,6 +1133,7 @@ int nf_search_run(nf_search_t *s, const nf_search_query_t *q, int topic, int64_t
     int ndf = 0;
     nf_search_query_t fq;
     char match[NF_SEARCH_MATCH_MAX], tok[16] = "";
+    match[0] = '\0'; /* bound below even when the terms cannot be read */
     if (topic >= 0)
         snprintf(tok, sizeof tok, "t%d", topic);
     int rc = index_terms(r, q, &fq, dfs, &ndf);
@@ -1181,7 +1168,7 @@ int nf_search_run(nf_search_t *s, const nf_search_query_t *q, int topic, int64_t
     sqlite3_reset(r->scan);
     if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
         qsort(heap, nh, sizeof *heap, by_better);
-        rc = fill(r, match, heap, nh, limit, now_ms, keep, arg, out);
+        rc = fill(r, match, heap, nh, limit, keep, arg, out);
     }
     bool corrupt = is_corrupt(rc);
     if (rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE)
@@ -1196,10 +1183,7 @@ int nf_search_run(nf_search_t *s, const nf_search_query_t *q, int topic, int64_t
                    NF_LS("error", err), NF_LEND);
         return corrupt ? -EAGAIN : -EIO;
     }
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    nf_histogram_observe(s->m_latency,
-                         (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    nf_histogram_observe(s->m_latency, (double)(nf_now_ns() - t0) / 1e9);
     nf_counter_inc(s->m_queries);
     return 0;
 }
@@ -1295,11 +1279,7 @@ static void *run(void *arg)
             s->corrupt = true;
         if (s->stop)
             break;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += (long)(poll % 1000) * 1000000L;
-        until.tv_sec += poll / 1000 + until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
+        struct timespec until = nf_deadline_after(CLOCK_REALTIME, poll);
         pthread_cond_timedwait(&s->cv, &s->mu, &until);
     }
     pthread_mutex_unlock(&s->mu);

@@ -147,6 +147,12 @@ static double restore_remaining(void *arg)
     return t > a ? (double)(t - a) : 0;
 }
 
+static double epoch_interval_seconds(void *arg)
+{
+    const nf_epoch_t *ep = arg;
+    return ep->o.interval_ms / 1000.0;
+}
+
 static double seconds_since_commit(void *arg)
 {
     return nf_epoch_seconds_since_commit(arg);
@@ -231,6 +237,10 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
                         NULL, restore_remaining, ep);
     nf_metrics_gauge("newsflow_restore_seconds", "Duration of the last changelog restore, s.", NULL,
                      0, &ep->m_restore_seconds);
+    nf_metrics_gauge_fn("newsflow_epoch_interval_seconds",
+                        "The configured epoch interval (epoch.interval_ms), s: alert rules "
+                        "compare newsflow_epoch_seconds_since_commit with it.",
+                        NULL, epoch_interval_seconds, ep);
     nf_metrics_gauge_fn("newsflow_epoch_seconds_since_commit",
                         "Seconds since the last epoch committed (or since start): grows while "
                         "Kafka or the state cannot take a commit.",

@@ -574,14 +574,6 @@ typedef struct loader {
     size_t errlen;
 } loader_t;
 
-static uint64_t be64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* err: keys of the set's kind could not go to disk (rc from nf_coldset_spill). */
 static void spill_failed(const nf_keyset_t *ks, int rc, char *err, size_t errlen)
 {
@@ -638,7 +630,7 @@ static int load_one(const void *key, size_t klen, const void *val, size_t vlen, 
         int64_t exp = (int64_t)nf_get_le64(v);
         if (exp == 0) /* never written so by a TTL kind; keep it one TTL rather than forever */
             exp = l->now + l->ks->ttl;
-        return keep(l, kg, be64(k + 2), be64(k + 10), exp);
+        return keep(l, kg, nf_get_be64(k + 2), nf_get_be64(k + 10), exp);
     }
     if (klen != BLOB_KEY && klen != BLOB_KEY2)
         return corrupt(l, k, klen,

@@ -557,10 +557,8 @@ void nf_kstate_encode_key(uint16_t kg, nf_id128_t key, unsigned char out[18])
 {
     out[0] = (unsigned char)(kg >> 8);
     out[1] = (unsigned char)kg;
-    for (int i = 0; i < 8; i++) {
-        out[2 + i] = (unsigned char)(key.hi >> (56 - 8 * i));
-        out[10 + i] = (unsigned char)(key.lo >> (56 - 8 * i));
-    }
+    nf_put_be64(out + 2, key.hi);
+    nf_put_be64(out + 10, key.lo);
 }
 
 /* Takes the fetched answer for (kg, key), if there is one: 1 (a value: *raw, *rlen) or 0

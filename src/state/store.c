@@ -492,6 +492,17 @@ const char *nf_store_state_dir(const nf_store_t *st)
     return st->state_dir ? st->state_dir : st->db_dir;
 }
 
+uint64_t nf_store_property_sum(nf_store_t *st, const char *property)
+{
+    uint64_t sum = 0, v;
+    if (st->def && rocksdb_property_int_cf(st->db, st->def, property, &v) == 0)
+        sum += v;
+    for (int k = 0; k < NF_KIND__COUNT; k++)
+        if (st->kinds[k] && rocksdb_property_int_cf(st->db, st->kinds[k], property, &v) == 0)
+            sum += v;
+    return sum;
+}
+
 int nf_store_compact(nf_store_t *st, char *err, size_t errlen)
 {
     if (st->read_only)

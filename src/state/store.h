@@ -91,6 +91,10 @@ void nf_store_set_clock(nf_store_t *st, nf_state_kind_t kind, uint64_t now_ms);
  * sees every value (operators reclaiming space; tests). Blocks until done. 0 or -EROFS. */
 int nf_store_compact(nf_store_t *st, char *err, size_t errlen);
 
+/* An integer RocksDB property ("rocksdb.live-sst-files-size", "rocksdb.cur-size-all-mem-tables")
+ * summed over the database's column families; 0 when RocksDB has none. Thread-safe. */
+uint64_t nf_store_property_sum(nf_store_t *st, const char *property);
+
 /* Point read of committed state. 1 (found: *val and *len set, *val malloc'd, caller frees), 0
  * (absent), or -EIO with a message in err. */
 int nf_store_get(nf_store_t *st, nf_state_kind_t kind, const void *key, size_t klen, void **val,

@@ -34,6 +34,7 @@ FEED_FIELDS = {
     "authors": ("authors", "people"),
     "author": ("authors", "person0"),
     "feedVersion": ("version", "str"),
+    "categories": ("categories", "strs"),
 }
 ITEM_FIELDS = {
     "title": ("title", "text"),

@@ -2,7 +2,9 @@
  * Beyond "no crash, no leak, no sanitizer report", it checks the parser's promises on every
  * article it returns: text fields are valid UTF-8 within their caps, a url is a fixed point of
  * nf_url_normalize, an article_id is 32 hex digits derived from that url, content_hash is 64
- * hex digits; an error comes with a message. Violations abort() so the fuzzer keeps the input. */
+ * hex digits; no link field holds a javascript:, vbscript: or data: URL (as a browser reads the
+ * scheme); every tag has a term and lists stay within max_list; an error comes with a message.
+ * Violations abort() so the fuzzer keeps the input. */
 #include "feed/feed.h"
 #include "feed/text.h"
 #include "feed/url.h"
@@ -47,6 +49,36 @@ static void check_text(const char *s, size_t cap, const char *what)
     require(n < cap, what);
 }
 
+/* A link as a browser would read its scheme: leading spaces and controls skipped, tabs and line
+ * breaks inside ignored, any case. */
+static void check_link(const char *u)
+{
+    static const char *const unsafe[] = {"javascript:", "vbscript:", "data:"};
+    if (!u)
+        return;
+    char s[16];
+    size_t k = 0;
+    while (*u && (unsigned char)*u <= ' ')
+        u++;
+    for (; *u && k < sizeof s - 1; u++)
+        if (*u != '\t' && *u != '\n' && *u != '\r')
+            s[k++] = (char)(*u >= 'A' && *u <= 'Z' ? *u + 32 : *u);
+    s[k] = '\0';
+    for (size_t i = 0; i < sizeof unsafe / sizeof *unsafe; i++)
+        require(strncmp(s, unsafe[i], strlen(unsafe[i])) != 0, "no unsafe scheme in a link field");
+}
+
+static void check_lists(const char *const *links, size_t nlinks, const nf_tag_t *tags, size_t ntags,
+                        size_t ncategories, unsigned max_list)
+{
+    require(nlinks <= max_list && ntags <= max_list && ncategories <= max_list,
+            "lists within max_list");
+    for (size_t i = 0; i < nlinks; i++)
+        check_link(links[i]);
+    for (size_t i = 0; i < ntags; i++)
+        require(tags[i].term && *tags[i].term, "a tag has a term");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     nf_feed_limits_t lim;
@@ -62,12 +94,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     check_text(f.title, 1 << 16, "feed title");
+    check_link(f.link);
+    check_link(f.feed_link);
+    check_lists(f.links, f.nlinks, f.tags, f.ntags, f.ncategories, lim.max_list);
     for (size_t i = 0; i < f.nitems; i++) {
         const nf_article_t *a = &f.items[i];
         check_text(a->title, lim.max_title + 1, "title: UTF-8 within cap");
         check_text(a->summary, lim.max_summary + 1, "summary: UTF-8 within cap");
         check_text(a->body, lim.max_body + 1, "body: UTF-8 within cap");
         require(is_hex(a->content_hash, 64), "content_hash is 64 hex digits");
+        check_link(a->link);
+        check_lists(a->links, a->nlinks, a->tags, a->ntags, a->ncategories, lim.max_list);
         if (a->url) {
             char again[NF_URL_MAX];
             int n = nf_url_normalize(a->url, again, sizeof again);

@@ -7,7 +7,10 @@ page's scripts, and this checks it.
     record says;
   - the reader's feed (demo-user-1) lists articles, each one a committed article;
   - opened as /?q=WORD, the search results list committed articles whose title or summary
-    has the word, the title's matches marked (<mark>).
+    has the word, the title's matches marked (<mark>);
+  - "This process, recent history" shows a card per series of /v1/ops/history (new articles,
+    read events, dead letters, failed fetches, epochs, lag, seconds since commit, CPU, memory),
+    each with a line drawn from at least two samples, and new articles above zero.
 Usage: python3 page_check.py DOM_HTML JOB_STDOUT [WORD]
 """
 import sys
@@ -28,9 +31,22 @@ class Page(HTMLParser):
         self._error = None
         self.marked = []  # text inside <mark> in the search results' titles
         self._mark = None
+        self.ops = {}  # series name -> [latest value text, polyline points]
+        self.ops_samples = 0
+        self._card = None
+        self._now = None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if tag == "div" and a.get("id") == "ops":
+            self.ops_samples = int(a.get("data-samples") or 0)
+        if tag == "div" and a.get("data-series"):
+            self._card = a["data-series"]
+            self.ops[self._card] = ["", ""]
+        if tag == "div" and a.get("class") == "now" and self._card:
+            self._now = ""
+        if tag == "polyline" and self._card:
+            self.ops[self._card][1] = a.get("points") or ""
         if tag == "mark" and self._title is not None and self._ol == "results":
             self._mark = ""
         if tag == "body" and a.get("data-loaded") == "1":
@@ -46,6 +62,8 @@ class Page(HTMLParser):
             self._title = ""
 
     def handle_data(self, data):
+        if self._now is not None:
+            self._now += data
         if self._mark is not None:
             self._mark += data
         if self._title is not None:
@@ -54,6 +72,11 @@ class Page(HTMLParser):
             self._error += data
 
     def handle_endtag(self, tag):
+        if tag == "div" and self._now is not None:
+            self.ops[self._card][0] = self._now
+            self._now = None
+        if tag == "svg":
+            self._card = None
         if tag == "mark" and self._mark is not None:
             self.marked.append(self._mark)
             self._mark = None
@@ -108,10 +131,22 @@ def main(dom_path, out_path, word=None):
                 fails.append(f"search {aid}: {word!r} is in neither title nor summary")
         if results and not any(m.lower() == word.lower() for m in page.marked):
             fails.append(f"no title marks {word!r}: marked {page.marked[:5]}")
+    want = {"articles_per_s", "read_events_per_s", "dead_letters_per_s", "fetch_errors_per_s",
+            "epochs_per_s", "consumer_lag", "seconds_since_commit", "cpu_cores", "rss_mb"}
+    if set(page.ops) != want:
+        fails.append(f"history cards {sorted(page.ops)} != {sorted(want)}")
+    if page.ops_samples < 2:
+        fails.append(f"history: {page.ops_samples} samples shown, want >= 2")
+    for name, (now, points) in page.ops.items():
+        if name != "articles_per_s" and len(points.split()) < 1:
+            fails.append(f"history {name}: no line drawn ({points!r})")
+    if len(page.ops.get("articles_per_s", ["", ""])[1].split()) < 1:
+        fails.append("history: no line of new articles")
     for f in fails:
         print("FAIL: " + f, file=sys.stderr)
     print(f"page_check: {len(shown)} trending stories, {len(feed)} feed items and "
-          f"{len(results)} search results shown, {len(windows)} committed windows")
+          f"{len(results)} search results shown, {len(windows)} committed windows; "
+          f"{len(page.ops)} history cards over {page.ops_samples} samples")
     return 1 if fails else 0
 
 

@@ -195,6 +195,7 @@ valid_paths = {
     "/": ["/", "/index.html"],
     "/v1/trending": ["/v1/trending", "/v1/trending?limit=1", "/v1/trending?limit=100"],
     "/v1/status": ["/v1/status"],
+    "/v1/ops/history": ["/v1/ops/history"],
     "/v1/sources": ["/v1/sources", "/v1/sources?failing=1"],
     "/v1/search": ["/v1/search?q=" + urllib.parse.quote(
                        DOC["paths"]["/v1/search"]["get"]["parameters"][0].get("example", "news")),

@@ -868,8 +868,14 @@ def phase_fresh(pid, state_path, feed, interval_ms, out_path):
     h = [x for x in found_body["results"] if x["article_id"] == aid][0]
     if f"<mark>{word}</mark>" not in h["title_html"]:
         fail(f"fresh: title_html {h['title_html']!r}")
-    recs = [json.loads(l) for l in open(out_path) if word in l]
-    if not any(r.get("topic") == "articles" for r in recs):
+    # The sink's line for the epoch may reach stdout a moment after the view that search reads
+    # is published: wait for it rather than look once.
+    def planted_on_stdout():
+        return any(json.loads(l).get("topic") == "articles" for l in open(out_path) if word in l)
+    end = time.monotonic() + 10
+    while not planted_on_stdout() and time.monotonic() < end:
+        time.sleep(0.1)
+    if not planted_on_stdout():
         fail("fresh: no committed `articles` record of the planted article on stdout")
     done("fresh", f"planted '{word}' ({aid}) crawled {t_commit - due / 1000:+.2f} s from its "
          f"due time; committed at epoch {commit_epoch}; found by search {delay * 1000:.0f} ms "

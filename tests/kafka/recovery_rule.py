@@ -77,8 +77,15 @@ def case(ctx, point, method, size, interval_ms):
     rc = j2.wait_exit(180, "the fault at %s of epoch %d" % (point, e))
     ctx.check(rc == 137 and j2.msgs("fault injection: exiting as if killed"),
               "run 2 should have died at %s of epoch %d (exit %s)" % (point, e, rc), j2)
-    committed = epoch_records(ctx, broker, e, "read_committed")
     logged = epoch_records(ctx, broker, e, "read_uncommitted")
+    if point == "after_commit":
+        # EndTxn returned before the kill, so the epoch is committed; the coordinator writes the
+        # commit markers to the partitions after that, and a read_committed reader sees a
+        # partition's records once its marker is in. Wait for them rather than look once.
+        ctx.wait_for("the commit markers of epoch %d" % e,
+                     lambda: epoch_records(ctx, broker, e, "read_committed") == size,
+                     timeout=30, interval=1.0)
+    committed = epoch_records(ctx, broker, e, "read_committed")
     ctx.log("before the restart: epoch %d has %d interest-updates visible read_committed, %d in "
             "the log" % (e, committed, logged))
     if point == "after_commit":

@@ -494,6 +494,98 @@ static void test_billion_laughs(void)
     nf_feed_free(&f);
 }
 
+/* DOCTYPE internal entities (feed_dtd.c): expanded within their limits, text beyond them. */
+static void test_entity_limits(void)
+{
+    nf_feed_t f;
+    size_t cap = 64 * 1024 + 200 * 64 + 20 * 8;
+    char *doc = malloc(cap);
+    NF_REQUIRE(doc);
+
+    /* The document's budget: 1 MiB of expansions, so 131 of 200 references of 8,000 bytes. */
+    size_t n = (size_t)snprintf(doc, cap, "<!DOCTYPE rss [<!ENTITY big \"");
+    memset(doc + n, 'B', 8000);
+    n += 8000;
+    n += (size_t)snprintf(doc + n, cap - n, "\">]><rss><channel>");
+    for (int i = 0; i < 200; i++)
+        n += (size_t)snprintf(doc + n, cap - n, "<item><title>&big;</title></item>");
+    n += (size_t)snprintf(doc + n, cap - n, "</channel></rss>");
+    NF_REQUIRE(parse_lim(&f, doc, n, NULL, NULL) == NF_FEED_OK);
+    NF_REQUIRE(f.nitems == 200);
+    size_t expanded = 0, text = 0;
+    for (size_t i = 0; i < f.nitems; i++) {
+        expanded += !strncmp(f.items[i].title, "BBBB", 4);
+        text += !strcmp(f.items[i].title, "&big;");
+    }
+    NF_CHECK_EQ(expanded, 1048576 / 8000);
+    NF_CHECK_EQ(text, 200 - 1048576 / 8000);
+    NF_CHECK(has(f.first_warning, "budget"));
+    nf_feed_free(&f);
+
+    /* At most 10,000 references, however small. */
+    n = (size_t)snprintf(doc, cap,
+                         "<!DOCTYPE rss [<!ENTITY c \"c\">]><rss><channel><item>"
+                         "<description>");
+    for (int i = 0; i < 10001; i++)
+        n += (size_t)snprintf(doc + n, cap - n, "&c;");
+    n += (size_t)snprintf(doc + n, cap - n, "</description></item></channel></rss>");
+    NF_REQUIRE(parse_lim(&f, doc, n, NULL, NULL) == NF_FEED_OK);
+    NF_REQUIRE(f.nitems == 1);
+    const char *body = f.items[0].body;
+    NF_CHECK(strlen(body) == 10000 + 3 && !strcmp(body + 10000, "&c;") && body[9999] == 'c');
+    nf_feed_free(&f);
+
+    /* Nesting: a chain of 21 entities; 16 levels of references inside one expand, deeper ones
+     * are refused; a cycle is too. */
+    n = (size_t)snprintf(doc, cap, "<!DOCTYPE rss [");
+    for (int i = 0; i < 20; i++)
+        n += (size_t)snprintf(doc + n, cap - n, "<!ENTITY e%d \"&e%d;\">", i, i + 1);
+    n += (size_t)snprintf(doc + n, cap - n,
+                          "<!ENTITY e20 \"end\"><!ENTITY a \"&b;\"><!ENTITY b \"&a;\">"
+                          "<!ENTITY e20 \"second declaration\">]><rss><channel>"
+                          "<item><title>&e0;</title></item><item><title>&e4;</title></item>"
+                          "<item><title>&a;</title></item></channel></rss>");
+    NF_REQUIRE(parse_lim(&f, doc, n, NULL, NULL) == NF_FEED_OK);
+    NF_REQUIRE(f.nitems == 3);
+    NF_CHECK_STR(f.items[0].title, "&e0;");
+    NF_CHECK_STR(f.items[1].title, "end"); /* the first declaration wins */
+    NF_CHECK_STR(f.items[2].title, "&a;");
+    nf_feed_free(&f);
+
+    /* Markup in an expansion is markup, as in XML; CDATA and comments are not expanded. */
+    const char *markup = "<!DOCTYPE rss [<!ENTITY b \"<b>bold</b> &amp; more\">]><rss><channel>"
+                         "<item><title>&b;</title><description><![CDATA[&b;]]></description>"
+                         "</item></channel><!-- &b; --></rss>";
+    NF_REQUIRE(parse_str(&f, markup, NULL) == NF_FEED_OK);
+    NF_REQUIRE(f.nitems == 1);
+    NF_CHECK_STR(f.items[0].title, "bold & more");
+    NF_CHECK_STR(f.items[0].summary, "&b;");
+    NF_CHECK_EQ(f.warnings, 0);
+    nf_feed_free(&f);
+    free(doc);
+}
+
+/* The repair pass finds CDATA sections and comments by their rare byte ('!', ']'), then checks
+ * around it: near misses on either side must not end or start a region early. */
+static void test_cdata_boundaries(void)
+{
+    static const char doc[] =
+        "<!-- & --><rss><channel><item><title>a ] ]] ! &x</title>"
+        "<description><![CDATA[ x]] ]> ]]]&y !]]></description>"
+        "<guid><![CDATA[x]] ]> ]]]&y]]></guid>"
+        "<link>http://e.example/?a=1&b=2</link></item><!-- - -> & -->"
+        "<item><title>&z;<![CDATA[]]]]><![CDATA[x&]]></title></item></channel></rss>";
+    nf_feed_t f;
+    NF_REQUIRE(parse_str(&f, doc, NULL) == NF_FEED_OK);
+    NF_REQUIRE(f.nitems == 2);
+    NF_CHECK_STR(f.items[0].title, "a ] ]] ! &x");
+    NF_CHECK_STR(f.items[0].summary, "x]] ]> ]]]&y !");
+    NF_CHECK_STR(f.items[0].link, "http://e.example/?a=1&b=2");
+    NF_CHECK_STR(f.items[0].guid, "x]] ]> ]]]&y"); /* plain text: an escaped '&' would show */
+    NF_CHECK_STR(f.items[1].title, "&z;]]x&");
+    nf_feed_free(&f);
+}
+
 static void test_quadratic_blowup(void)
 {
     nf_feed_t f;
@@ -795,6 +887,91 @@ static void test_json_wrong_types(void)
 }
 
 /* Random corruptions of a valid feed: never a crash, and any outcome is a defined one. */
+/* NULL-safe string equality. */
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && !strcmp(a, b));
+}
+
+/* Parses doc pulled and pushed (feed_xml.c) and requires the same outcome: status, feed fields,
+ * every article's fields, counts and warnings. Returns the status. */
+static int parse_both_ways(const char *doc, size_t len)
+{
+    nf_feed_limits_t lim;
+    nf_feed_limits_default(&lim);
+    nf_feed_t f[2];
+    int rc[2];
+    char err[2][256];
+    for (int m = 0; m < 2; m++) {
+        lim.xml_mode = m ? NF_FEED_XML_PUSH : NF_FEED_XML_PULL;
+        rc[m] = nf_feed_parse(&f[m], doc, len, "https://m.example/", FETCHED, &lim, err[m],
+                              sizeof err[m]);
+    }
+    NF_CHECK_EQ(rc[0], rc[1]);
+    if (rc[0] == NF_FEED_OK && rc[1] == NF_FEED_OK) {
+        bool same = f[0].nitems == f[1].nitems && f[0].warnings == f[1].warnings &&
+                    f[0].skipped_items == f[1].skipped_items && same_str(f[0].title, f[1].title) &&
+                    same_str(f[0].link, f[1].link);
+        for (size_t i = 0; same && i < f[0].nitems; i++) {
+            const nf_article_t *a = &f[0].items[i], *b = &f[1].items[i];
+            same = same_str(a->title, b->title) && same_str(a->link, b->link) &&
+                   same_str(a->guid, b->guid) && same_str(a->summary, b->summary) &&
+                   same_str(a->body, b->body) && a->published_ms == b->published_ms &&
+                   a->ncategories == b->ncategories && a->nlinks == b->nlinks &&
+                   !strcmp(a->content_hash, b->content_hash);
+        }
+        if (!same) {
+            fprintf(stderr, "  pulled/pushed: items %zu/%zu warnings %u/%u (%s | %s)\n",
+                    f[0].nitems, f[1].nitems, f[0].warnings, f[1].warnings,
+                    f[0].first_warning ? f[0].first_warning : "-",
+                    f[1].first_warning ? f[1].first_warning : "-");
+            fprintf(stderr, "  pulled and pushed readings differ on:\n%.*s\n", (int)len, doc);
+            NF_CHECK(same);
+        }
+    } else if (rc[0] == rc[1] && rc[0] != NF_FEED_OK) {
+        NF_CHECK_STR(err[0], err[1]);
+    }
+    for (int m = 0; m < 2; m++)
+        if (rc[m] == NF_FEED_OK)
+            nf_feed_free(&f[m]);
+    return rc[0];
+}
+
+/* Every hostile file of tests/data/feeds reads the same pulled and pushed. */
+static void test_pull_push_files(void)
+{
+    static const char *const files[] = {
+        "bare_amp_nbsp.xml",
+        "billion_laughs.xml",
+        "bom_utf16be.xml",
+        "bom_utf16le.xml",
+        "bom_utf8.xml",
+        "control_chars.xml",
+        "declared_latin1_is_utf8.xml",
+        "declared_utf8_is_cp1252.xml",
+        "empty.xml",
+        "external_dtd.xml",
+        "garbage.txt",
+        "html_page.html",
+        "latin1_declared.xml",
+        "mismatched_tags.xml",
+        "quadratic_blowup.xml",
+        "truncated.xml",
+        "unknown_encoding_latin1.xml",
+        "unknown_encoding_utf8.xml",
+        "utf16le_no_bom.xml",
+        "whitespace_only.xml",
+        "xxe_file.xml",
+    };
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        size_t len;
+        char *doc = slurp(files[i], &len);
+        NF_REQUIRE(doc);
+        parse_both_ways(doc, len);
+        free(doc);
+    }
+}
+
 static void test_mutations(void)
 {
     size_t n = strlen(rss_doc);
@@ -802,6 +979,7 @@ static void test_mutations(void)
     NF_REQUIRE(doc);
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     int ok = 0;
+    NF_CHECK_EQ(parse_both_ways(rss_doc, n), NF_FEED_OK); /* well-formed: pushed for real */
     for (int round = 0; round < 2000; round++) {
         memcpy(doc, rss_doc, n + 1);
         size_t len = n;
@@ -818,6 +996,7 @@ static void test_mutations(void)
         nf_feed_t f;
         int rc = nf_feed_parse(&f, doc, len, "https://m.example/", FETCHED, NULL, NULL, 0);
         NF_CHECK(rc == NF_FEED_OK || rc == NF_FEED_E_MALFORMED || rc == NF_FEED_E_NOT_A_FEED);
+        NF_CHECK_EQ(parse_both_ways(doc, len), rc);
         if (rc == NF_FEED_OK) {
             ok++;
             for (size_t i = 0; i < f.nitems; i++)
@@ -845,6 +1024,8 @@ int main(void)
     NF_RUN(test_arena);
     NF_RUN(test_billion_laughs);
     NF_RUN(test_quadratic_blowup);
+    NF_RUN(test_entity_limits);
+    NF_RUN(test_cdata_boundaries);
     NF_RUN(test_xxe_file);
     NF_RUN(test_external_never_opened);
     NF_RUN(test_external_dtd);
@@ -858,6 +1039,7 @@ int main(void)
     NF_RUN(test_encodings);
     NF_RUN(test_koi8r);
     NF_RUN(test_json_wrong_types);
+    NF_RUN(test_pull_push_files);
     NF_RUN(test_mutations);
     return nf_test_report();
 }
