@@ -23,10 +23,13 @@
  * so time order is rowid order, FTS5 walks a query's matches newest first and filters `since`
  * by rowid, and the ranking reads a row's length from its rowid (no docsize look-up); columns
  * title, summary, topics ("t<index>" for each topic the vector names, searched only by the topic
- * filter) and the id (not indexed). A query scans its newest scan_max matches, scores each
- * relevance * (0.5 + 0.5 * exp(-hours since published / 24)) — relevance is FTS5's bm25 with
- * the title weighted 4 and the summary 1, computed by nf_rank (search.c) from the vocabulary's
- * document counts and the rowid's length — and keeps the best.
+ * filter) and the id (not indexed). The table's tokenizer (search_tok.h) is unicode61's
+ * words plus each pair of adjacent words, colocated: a quoted phrase is looked up as its pairs
+ * (as rare as the phrase), not as its words' rows compared position by position. A query
+ * scans its newest scan_max matches, scores each relevance * (0.5 + 0.5 * exp(-hours since
+ * published / 24)) — relevance is FTS5's bm25 with the title weighted 4 and the summary 1, computed
+ * by nf_rank (search.c) from the vocabulary's document counts and the rowid's length — and keeps
+ * the best.
  *
  * Bounds: articles ingested more than retention ago — the span the state keeps their
  * metadata for, which a rebuild reads — and the oldest beyond max_articles leave every 10 s;

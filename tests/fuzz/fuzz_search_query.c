@@ -1,7 +1,7 @@
 /* fuzz_search_query.c — libFuzzer target for a reader's search text (src/serve/search_query.h):
  * nf_search_query_parse on the bytes, then nf_search_query_match, and the expression run the
  * way src/serve/search.c runs it, against an in-memory FTS5 table of the index's schema
- * (fts5(title, summary, topics, id UNINDEXED), tokenizer unicode61 remove_diacritics 2) holding
+ * (fts5(title, summary, topics, id UNINDEXED), the index's own tokenizer: search_tok.h) holding
  * a few rows.
  *
  * The promise checked: no input reaches FTS5's query language as syntax. Every expression the
@@ -27,6 +27,7 @@
  * search.c (index_terms) drops such terms before the expression is written, which this target
  * does not run; hence opt-in. */
 #include "serve/search_query.h"
+#include "serve/search_tok.h"
 
 #include <errno.h>
 #include <sqlite3.h>
@@ -65,7 +66,7 @@ static void setup(void)
 {
     static const char *const sql[] = {
         "CREATE VIRTUAL TABLE fts USING fts5(title, summary, topics, id UNINDEXED,"
-        " tokenize = 'unicode61 remove_diacritics 2')",
+        " tokenize = '" NF_SEARCH_TOKENIZER "')",
         "INSERT INTO fts(rowid, title, summary, topics, id) VALUES (4096 * 1795000000000,"
         " 'Harbour cities agree on shared flood defences',"
         " 'Twelve port cities signed a pact to pool engineering work on sea walls.',"
@@ -78,16 +79,16 @@ static void setup(void)
         "INSERT INTO fts(rowid, title, summary, topics, id) VALUES (4096 * 1795000002000 + 9,"
         " '', '', '', x'0102030405060708090a0b0c0d0e0f10')",
         "CREATE VIRTUAL TABLE probe USING fts5(title, summary, topics, id UNINDEXED,"
-        " tokenize = 'unicode61 remove_diacritics 2')",
+        " tokenize = '" NF_SEARCH_TOKENIZER "')",
     };
     const char *e = getenv("NF_FUZZ_SELF_MATCH");
     self_match = e && *e && strcmp(e, "0") != 0;
-    if (sqlite3_open(":memory:", &db) != SQLITE_OK)
+    if (sqlite3_open(":memory:", &db) != SQLITE_OK || nf_search_tokenizer_register(db) != SQLITE_OK)
         fail("sqlite3_open", sqlite3_errmsg(db));
     for (size_t i = 0; i < sizeof sql / sizeof sql[0]; i++)
         if (sqlite3_exec(db, sql[i], NULL, NULL, NULL) != SQLITE_OK)
             fail("setup", sqlite3_errmsg(db));
-    /* search.c's statements, verbatim. */
+    /* search.c's statements, with bm25 for nf_rank and without nf_chosen (its own functions). */
     if (sqlite3_prepare_v2(db,
                            "SELECT rowid, bm25(fts, 4.0, 1.0, 0.0) FROM fts WHERE fts MATCH ?1"
                            " AND rowid >= ?2 ORDER BY rowid DESC LIMIT ?3",
@@ -95,7 +96,7 @@ static void setup(void)
         sqlite3_prepare_v2(db,
                            "SELECT id, highlight(fts, 0, char(1), char(2)),"
                            " snippet(fts, 1, char(1), char(2), '…', 24)"
-                           " FROM fts WHERE fts MATCH ?1 AND rowid = ?2",
+                           " FROM fts WHERE fts MATCH ?1 AND rowid >= ?2 AND rowid <= ?3",
                            -1, &snip, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db,
                            "INSERT INTO probe(rowid, title, summary, topics, id)"
@@ -193,6 +194,7 @@ static void run(const char *match)
     for (int i = 0; i < n; i++) {
         sqlite3_bind_text(snip, 1, match, -1, SQLITE_STATIC);
         sqlite3_bind_int64(snip, 2, rows[i]);
+        sqlite3_bind_int64(snip, 3, rows[i]);
         rc = sqlite3_step(snip);
         check_rc(rc, "highlight/snippet failed");
         if (rc == SQLITE_ROW)

@@ -2,7 +2,9 @@
  *
  * The query syntax: words, phrases, exclusions, limits, and a property over 20,000 generated
  * texts heavy in FTS5's own syntax: whatever the text, the MATCH expression written for it runs
- * on a real FTS5 table without an error (no text reaches the engine as syntax).
+ * on a real FTS5 table without an error (no text reaches the engine as syntax). The index's
+ * tokenizer (word pairs) against plain unicode61 as the reference: same rows, highlights,
+ * snippets and lengths for 1,500 generated queries.
  *
  * The index over a real store, as the job feeds it: articles written the way dedup writes them
  * (nf_serve_put_article, the search log entry, the topic vector) in committed epochs, views
@@ -23,6 +25,7 @@
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "serve/search.h"
+#include "serve/search_tok.h"
 #include "state/kstate.h"
 
 #include <errno.h>
@@ -119,9 +122,10 @@ static void test_syntax_property(void)
 {
     sqlite3 *db = NULL;
     NF_REQUIRE(sqlite3_open(":memory:", &db) == SQLITE_OK);
+    NF_REQUIRE(nf_search_tokenizer_register(db) == SQLITE_OK);
     NF_REQUIRE(sqlite3_exec(db,
                             "CREATE VIRTUAL TABLE fts USING fts5(title, summary, topics, id "
-                            "UNINDEXED, tokenize = 'unicode61 remove_diacritics 2');"
+                            "UNINDEXED, tokenize = '" NF_SEARCH_TOKENIZER "');"
                             "INSERT INTO fts VALUES ('near a col', 'x y or not', 't3 t4', 1);"
                             "INSERT INTO fts VALUES ('caf\xc3\xa9 b', '2 title', 't1', 2);",
                             NULL, NULL, NULL) == SQLITE_OK);
@@ -153,6 +157,163 @@ static void test_syntax_property(void)
     NF_CHECK_EQ(errors, 0u);
     NF_CHECK(ok > 5000);
     sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* The index's tokenizer (word pairs, search_tok.h) against FTS5 with plain unicode61 as the
+ * reference model: over 300 generated rows of a small vocabulary (so phrases repeat, overlap and
+ * cross each other; accents folded; a word of 150 bytes) and 1,500 generated queries (words,
+ * phrases of up to 5 words, exclusions, through nf_search_query_parse and _match), both tables
+ * find the same rows, highlight the same words in both columns, cut the same snippets and count
+ * the same row lengths. */
+static const char *const PAIR_WORDS[] = {"a",
+                                         "b",
+                                         "c",
+                                         "the",
+                                         "of",
+                                         "harbour",
+                                         "Harbour",
+                                         "h\xc3\xa4rbour",
+                                         "flood",
+                                         "x",
+                                         "y",
+                                         "caf\xc3\xa9",
+                                         "CAFE",
+                                         "1",
+                                         "22",
+                                         "\xe6\xbc\xa2\xe5\xad\x97",
+                                         "\xc3\x9c\xc3\xb1"};
+
+static void random_words(uint64_t *seed, char *out, size_t cap, unsigned min, unsigned max,
+                         const char *long_word)
+{
+    static const char *const seps[] = {" ", " ", ", ", " - ", ". ", "\xe2\x80\x94"};
+    unsigned n = min + (unsigned)(nf_test_rand(seed) % (max - min + 1));
+    size_t len = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < n; i++) {
+        const char *w =
+            nf_test_rand(seed) % 40 == 0
+                ? long_word
+                : PAIR_WORDS[nf_test_rand(seed) % (sizeof PAIR_WORDS / sizeof *PAIR_WORDS)];
+        len +=
+            (size_t)snprintf(out + len, cap - len, "%s%s",
+                             i ? seps[nf_test_rand(seed) % (sizeof seps / sizeof *seps)] : "", w);
+        if (len >= cap)
+            break;
+    }
+}
+
+static void test_pairs_property(void)
+{
+    sqlite3 *db = NULL;
+    NF_REQUIRE(sqlite3_open(":memory:", &db) == SQLITE_OK);
+    NF_REQUIRE(nf_search_tokenizer_register(db) == SQLITE_OK);
+    NF_REQUIRE(sqlite3_exec(db,
+                            "CREATE VIRTUAL TABLE ref USING fts5(title, summary, topics, id "
+                            "UNINDEXED, tokenize = 'unicode61 remove_diacritics 2');"
+                            "CREATE VIRTUAL TABLE pairs USING fts5(title, summary, topics, id "
+                            "UNINDEXED, tokenize = '" NF_SEARCH_TOKENIZER "');",
+                            NULL, NULL, NULL) == SQLITE_OK);
+    char long_word[151];
+    for (int i = 0; i < 75; i++)
+        memcpy(long_word + 2 * i, "\xc3\xa4", 2);
+    long_word[150] = '\0';
+    uint64_t seed = 7;
+    sqlite3_stmt *put[2], *find[2], *size[2];
+    const char *tables[2] = {"ref", "pairs"};
+    for (int t = 0; t < 2; t++) {
+        char sql[400];
+        snprintf(
+            sql, sizeof sql,
+            "INSERT INTO %s(rowid, title, summary, topics, id) VALUES (?1, ?2, ?3, 't1 t2', 0)",
+            tables[t]);
+        NF_REQUIRE(sqlite3_prepare_v2(db, sql, -1, &put[t], NULL) == SQLITE_OK);
+        snprintf(sql, sizeof sql,
+                 "SELECT rowid, highlight(%s, 0, '[', ']'), highlight(%s, 1, '[', ']'),"
+                 " snippet(%s, 1, '[', ']', '...', 8) FROM %s WHERE %s MATCH ?1 ORDER BY rowid",
+                 tables[t], tables[t], tables[t], tables[t], tables[t]);
+        NF_REQUIRE(sqlite3_prepare_v2(db, sql, -1, &find[t], NULL) == SQLITE_OK);
+        snprintf(sql, sizeof sql, "SELECT rowid, sz FROM %s_docsize ORDER BY rowid", tables[t]);
+        NF_REQUIRE(sqlite3_prepare_v2(db, sql, -1, &size[t], NULL) == SQLITE_OK);
+    }
+    for (int row = 1; row <= 300; row++) {
+        char title[400], summary[1200];
+        random_words(&seed, title, sizeof title, 0, 8, long_word);
+        random_words(&seed, summary, sizeof summary, 1, 40, long_word);
+        for (int t = 0; t < 2; t++) {
+            sqlite3_bind_int(put[t], 1, row);
+            sqlite3_bind_text(put[t], 2, title, -1, SQLITE_STATIC);
+            sqlite3_bind_text(put[t], 3, summary, -1, SQLITE_STATIC);
+            NF_REQUIRE(sqlite3_step(put[t]) == SQLITE_DONE);
+            sqlite3_reset(put[t]);
+        }
+    }
+    unsigned queries = 0, found = 0, differ = 0, phrases = 0;
+    for (int i = 0; i < 1500; i++) {
+        char text[300], err[256], m[NF_SEARCH_MATCH_MAX];
+        random_words(&seed, text, sizeof text, 1, 5, long_word);
+        /* quotes and exclusions at word boundaries */
+        for (char *c = text; *c; c++)
+            if (*c == ' ' && nf_test_rand(&seed) % 3 == 0)
+                *c = nf_test_rand(&seed) % 4 == 0 ? '-' : '"';
+        char q[310];
+        snprintf(q, sizeof q, "%s%s", nf_test_rand(&seed) % 2 ? "\"" : "", text);
+        if (nf_search_query_parse(q, strlen(q), &g_q, err, sizeof err) != 0)
+            continue;
+        NF_REQUIRE(nf_search_query_match(&g_q, NULL, m, sizeof m) > 0);
+        for (unsigned t = 0; t < g_q.n; t++)
+            phrases += g_q.t[t].phrase && strchr(g_q.t[t].text, ' ') != NULL;
+        queries++;
+        for (int t = 0; t < 2; t++)
+            sqlite3_bind_text(find[t], 1, m, -1, SQLITE_STATIC);
+        for (;;) {
+            int r0 = sqlite3_step(find[0]), r1 = sqlite3_step(find[1]);
+            if (r0 != r1) {
+                if (differ++ < 5)
+                    fprintf(stderr, "  %s: one table has more rows (%d %d)\n", m, r0, r1);
+                break;
+            }
+            if (r0 != SQLITE_ROW) {
+                NF_CHECK_EQ(r0, SQLITE_DONE);
+                break;
+            }
+            found++;
+            bool same = sqlite3_column_int(find[0], 0) == sqlite3_column_int(find[1], 0);
+            for (int c = 1; c <= 3 && same; c++)
+                same = strcmp((const char *)sqlite3_column_text(find[0], c),
+                              (const char *)sqlite3_column_text(find[1], c)) == 0;
+            if (!same) {
+                if (differ++ < 5)
+                    fprintf(stderr, "  %s: row %d %s | %s\n   against row %d %s | %s\n", m,
+                            sqlite3_column_int(find[0], 0), sqlite3_column_text(find[0], 2),
+                            sqlite3_column_text(find[0], 3), sqlite3_column_int(find[1], 0),
+                            sqlite3_column_text(find[1], 2), sqlite3_column_text(find[1], 3));
+                break;
+            }
+        }
+        sqlite3_reset(find[0]);
+        sqlite3_reset(find[1]);
+    }
+    fprintf(stderr, "  %u queries (%u phrases), %u rows found\n", queries, phrases, found);
+    NF_CHECK_EQ(differ, 0u);
+    NF_CHECK(queries > 900);
+    NF_CHECK(phrases > 300);
+    NF_CHECK(found > 10000);
+    unsigned rows = 0;
+    while (sqlite3_step(size[0]) == SQLITE_ROW && sqlite3_step(size[1]) == SQLITE_ROW) {
+        NF_CHECK_EQ(sqlite3_column_int(size[0], 0), sqlite3_column_int(size[1], 0));
+        NF_CHECK(sqlite3_column_bytes(size[0], 1) == sqlite3_column_bytes(size[1], 1) &&
+                 memcmp(sqlite3_column_blob(size[0], 1), sqlite3_column_blob(size[1], 1),
+                        (size_t)sqlite3_column_bytes(size[0], 1)) == 0);
+        rows++;
+    }
+    NF_CHECK_EQ(rows, 300u);
+    for (int t = 0; t < 2; t++) {
+        sqlite3_finalize(put[t]);
+        sqlite3_finalize(find[t]);
+        sqlite3_finalize(size[t]);
+    }
     sqlite3_close(db);
 }
 
@@ -340,6 +501,7 @@ static unsigned same_as_bm25(const char *path, const char *word)
              "SELECT -bm25(fts, 4.0, 1.0, 0.0) FROM fts WHERE fts MATCH '\"%s\"' AND id = ?1",
              word);
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        nf_search_tokenizer_register(db) != SQLITE_OK ||
         sqlite3_prepare_v2(db, sql, -1, &bs, NULL) != SQLITE_OK)
         abort();
     unsigned same = 0;
@@ -355,6 +517,67 @@ static unsigned same_as_bm25(const char *path, const char *word)
         sqlite3_reset(bs);
     }
     sqlite3_finalize(bs);
+    sqlite3_close(db);
+    return same;
+}
+
+/* s as search.c's to_html writes a highlight: escaped, char(1)/char(2) as <mark>/</mark>. */
+static void marks_html(const unsigned char *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (; s && *s && n + 8 < cap; s++) {
+        const char *rep = *s == '&'    ? "&amp;"
+                          : *s == '<'  ? "&lt;"
+                          : *s == '>'  ? "&gt;"
+                          : *s == '"'  ? "&quot;"
+                          : *s == '\'' ? "&#39;"
+                          : *s == 1    ? "<mark>"
+                          : *s == 2    ? "</mark>"
+                                       : NULL;
+        if (rep)
+            n += (size_t)snprintf(out + n, cap - n, "%s", rep);
+        else
+            out[n++] = (char)*s, out[n] = '\0';
+    }
+}
+
+/* How many of g_res's hits have the title highlight and the snippet FTS5 gives their row alone
+ * (the statement search.c ran once per row before it highlighted all rows in one pass). */
+static unsigned same_as_per_row(const char *path, const char *q)
+{
+    char err[256], m[NF_SEARCH_MATCH_MAX];
+    nf_search_query_t pq;
+    if (nf_search_query_parse(q, strlen(q), &pq, err, sizeof err) != 0 ||
+        nf_search_query_match(&pq, NULL, m, sizeof m) < 0)
+        abort();
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        nf_search_tokenizer_register(db) != SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "SELECT highlight(fts, 0, char(1), char(2)),"
+                           " snippet(fts, 1, char(1), char(2), '…', 24) FROM fts"
+                           " WHERE fts MATCH ?1 AND id = ?2",
+                           -1, &st, NULL) != SQLITE_OK)
+        abort();
+    unsigned same = 0;
+    for (size_t i = 0; i < g_res.n; i++) {
+        unsigned char idb[16];
+        nf_put_be64(idb, g_res.hits[i].id.hi);
+        nf_put_be64(idb + 8, g_res.hits[i].id.lo);
+        sqlite3_bind_text(st, 1, m, -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 2, idb, 16, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            char t[2048], sn[4096];
+            marks_html(sqlite3_column_text(st, 0), t, sizeof t);
+            marks_html(sqlite3_column_text(st, 1), sn, sizeof sn);
+            same += strcmp(t, g_res.hits[i].title_html) == 0 &&
+                    strcmp(sn, g_res.hits[i].snippet_html) == 0;
+        }
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
     sqlite3_close(db);
     return same;
 }
@@ -420,9 +643,10 @@ static void test_index(void)
     for (size_t i = 0; i < g_res.n; i++)
         if (hit(i) == 2)
             NF_CHECK(g_res.hits[0].relevance == g_res.hits[i].relevance);
-    /* Highlights: marked, escaped. */
+    /* Highlights: marked, escaped; every hit's as FTS5 gives its row alone. */
     NF_CHECK_STR(g_res.hits[0].title_html,
                  "<mark>Zebra</mark> <mark>migration</mark> crosses the river");
+    NF_CHECK_EQ(same_as_per_row(path, "zebra migration"), 5u);
     NF_CHECK_EQ(search(s, "crossing safety", -1, 0, 20), 0);
     NF_CHECK_EQ(g_res.n, 1u);
     NF_CHECK_STR(g_res.n ? g_res.hits[0].title_html : "",
@@ -443,6 +667,7 @@ static void test_index(void)
     NF_CHECK_EQ(g_res.n, 0u);
     NF_CHECK_EQ(search(s, "\"zebra migration\"", -1, 0, 20), 0);
     NF_CHECK_EQ(g_res.n, 4u);
+    NF_CHECK_EQ(same_as_per_row(path, "\"zebra migration\""), 4u);
     /* Exclusion. */
     NF_CHECK_EQ(search(s, "zebra -serengeti", -1, 0, 20), 0);
     NF_CHECK_EQ(g_res.n, 4u);
@@ -474,6 +699,7 @@ static void test_index(void)
      * vocabulary is the one bm25 counts; the length from the rowid is FTS5's docsize). A
      * word in most articles has bm25's floor (1e-6) both ways; okapi, below, is rare. */
     NF_CHECK_EQ(same_as_bm25(path, "market"), (unsigned)g_res.n);
+    NF_CHECK_EQ(same_as_per_row(path, "market"), (unsigned)g_res.n);
     /* 40 in one millisecond, one of them long: all there, the long one scored alike. */
     NF_CHECK_EQ(search(s, "okapi", -1, 0, 100), 0);
     NF_CHECK_EQ(g_res.n, 40u);
@@ -568,6 +794,7 @@ int main(void)
 {
     NF_RUN(test_syntax);
     NF_RUN(test_syntax_property);
+    NF_RUN(test_pairs_property);
     NF_RUN(test_index);
     return nf_test_report();
 }

@@ -1,0 +1,41 @@
+/* search_tok.h — the search index's FTS5 tokenizer: SQLite's unicode61 (remove_diacritics 2)
+ * plus word pairs, so that a quoted phrase is looked up as pairs of adjacent words instead of
+ * FTS5 comparing the positions of every row holding all its words.
+ *
+ * Documents: every unicode61 token at its position, and after each token but the first the
+ * pair "previous\x1Fthis" colocated with the previous token (FTS5_TOKEN_COLOCATED: it adds no
+ * position and no length). FTS5's auxiliary passes (highlight, snippet), which skip colocated
+ * tokens, get unicode61's tokens alone.
+ *
+ * Queries: a text of one token is that token. A text of n >= 2 tokens (FTS5 tokenizes each
+ * quoted string apart: a phrase) is the n - 1 pairs, then the last token: "a b c" is the
+ * phrase [a\x1Fb, b\x1Fc, c], which matches at exactly the positions where a, b, c follow one
+ * another, and which highlight() shows as the three words. Its document count is about the
+ * phrase's own (the rarest pair's), where the words' would be the rarest word's.
+ *
+ * A pair longer than NF_SEARCH_PAIR_MAX bytes is cut to it at a UTF-8 boundary, on both sides
+ * alike: two phrases whose pairs agree on their first 128 bytes (words of more than a hundred
+ * bytes) find each other's rows. unicode61's tokens contain no control character, so the 0x1F
+ * separator never occurs in a word.
+ *
+ * Threads: a tokenizer instance belongs to its connection (SQLite's rule). */
+#ifndef NF_SEARCH_TOK_H
+#define NF_SEARCH_TOK_H
+
+#include <sqlite3.h>
+
+#define NF_SEARCH_TOKENIZER "nf_pairs" /* the name the index's table declares */
+#define NF_SEARCH_PAIR_MAX  128
+
+/* The FTS5 API of connection db, or NULL. */
+fts5_api *nf_search_fts5(sqlite3 *db);
+
+/* Registers the tokenizer on connection db (before the table is read or made): SQLITE_OK or an
+ * SQLite code. */
+int nf_search_tokenizer_register(sqlite3 *db);
+
+/* The tokenizer on connection db (registered there): SQLITE_OK with *tok and *out, which the
+ * caller deletes with tok->xDelete(*out). */
+int nf_search_tokenizer_open(sqlite3 *db, fts5_tokenizer *tok, Fts5Tokenizer **out);
+
+#endif
