@@ -497,24 +497,45 @@ static double metric(const char *series)
     return v;
 }
 
+/* sql prepared on the index file at path (read-only, with the index's tokenizer); the caller
+ * finalizes it and closes its connection (close_stmt). */
+static sqlite3_stmt *index_stmt(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        nf_search_tokenizer_register(db) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        abort();
+    return st;
+}
+
+static void close_stmt(sqlite3_stmt *st)
+{
+    sqlite3 *db = sqlite3_db_handle(st);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* g_res's hit i's id, as the index's id column holds it. */
+static void hit_id(size_t i, unsigned char idb[16])
+{
+    nf_put_be64(idb, g_res.hits[i].id.hi);
+    nf_put_be64(idb + 8, g_res.hits[i].id.lo);
+}
+
 /* How many of g_res's hits (a one-word query's) have the relevance FTS5's bm25 gives. */
 static unsigned same_as_bm25(const char *path, const char *word)
 {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *bs = NULL;
     char sql[160];
     snprintf(sql, sizeof sql,
              "SELECT -bm25(fts, 4.0, 1.0, 0.0) FROM fts WHERE fts MATCH '\"%s\"' AND id = ?1",
              word);
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-        nf_search_tokenizer_register(db) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, sql, -1, &bs, NULL) != SQLITE_OK)
-        abort();
+    sqlite3_stmt *bs = index_stmt(path, sql);
     unsigned same = 0;
     for (size_t i = 0; i < g_res.n; i++) {
         unsigned char idb[16];
-        nf_put_be64(idb, g_res.hits[i].id.hi);
-        nf_put_be64(idb + 8, g_res.hits[i].id.lo);
+        hit_id(i, idb);
         sqlite3_bind_blob(bs, 1, idb, 16, SQLITE_STATIC);
         if (sqlite3_step(bs) == SQLITE_ROW &&
             fabs(sqlite3_column_double(bs, 0) - g_res.hits[i].relevance) <=
@@ -522,8 +543,7 @@ static unsigned same_as_bm25(const char *path, const char *word)
             same++;
         sqlite3_reset(bs);
     }
-    sqlite3_finalize(bs);
-    sqlite3_close(db);
+    close_stmt(bs);
     return same;
 }
 
@@ -557,21 +577,13 @@ static unsigned same_as_per_row(const char *path, const char *q)
     if (nf_search_query_parse(q, strlen(q), &pq, err, sizeof err) != 0 ||
         nf_search_query_match(&pq, NULL, m, sizeof m) < 0)
         abort();
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-        nf_search_tokenizer_register(db) != SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           "SELECT highlight(fts, 0, char(1), char(2)),"
-                           " snippet(fts, 1, char(1), char(2), '…', 24) FROM fts"
-                           " WHERE fts MATCH ?1 AND id = ?2",
-                           -1, &st, NULL) != SQLITE_OK)
-        abort();
+    sqlite3_stmt *st = index_stmt(path, "SELECT highlight(fts, 0, char(1), char(2)),"
+                                        " snippet(fts, 1, char(1), char(2), '…', 24) FROM fts"
+                                        " WHERE fts MATCH ?1 AND id = ?2");
     unsigned same = 0;
     for (size_t i = 0; i < g_res.n; i++) {
         unsigned char idb[16];
-        nf_put_be64(idb, g_res.hits[i].id.hi);
-        nf_put_be64(idb + 8, g_res.hits[i].id.lo);
+        hit_id(i, idb);
         sqlite3_bind_text(st, 1, m, -1, SQLITE_STATIC);
         sqlite3_bind_blob(st, 2, idb, 16, SQLITE_STATIC);
         if (sqlite3_step(st) == SQLITE_ROW) {
@@ -583,8 +595,7 @@ static unsigned same_as_per_row(const char *path, const char *q)
         }
         sqlite3_reset(st);
     }
-    sqlite3_finalize(st);
-    sqlite3_close(db);
+    close_stmt(st);
     return same;
 }
 
