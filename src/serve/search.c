@@ -66,6 +66,9 @@ typedef struct reader {
     Fts5Tokenizer *tokenizer;
     uint64_t changes, articles; /* the index's, when the query began (under mu) */
     df_entry_t *df;             /* DF_SLOTS document counts looked up before */
+    nf_search_query_t mq;       /* a query's terms with its phrases marked for the scan */
+    char marked[sizeof((nf_search_query_t *)0)->buf + 2 * NF_SEARCH_TERMS_MAX + 2];
+    char smatch[NF_SEARCH_MATCH_MAX]; /* the scan's expression */
     struct reader *next;
 } reader_t;
 
@@ -1244,7 +1247,13 @@ int nf_search_run(nf_search_t *s, const nf_search_query_t *q, int topic, int64_t
     if (rc == SQLITE_OK &&
         nf_search_query_match(&fq, topic >= 0 ? tok : NULL, match, sizeof match) < 0)
         rc = SQLITE_TOOBIG; /* cannot happen: NF_SEARCH_MATCH_MAX bounds it */
-    sqlite3_bind_text(r->scan, 1, match, -1, SQLITE_STATIC);
+    /* The scan's expression: phrases as their word pairs alone (search_tok.h). */
+    r->smatch[0] = '\0';
+    nf_search_mark_phrases(&fq, &r->mq, r->marked, sizeof r->marked);
+    if (rc == SQLITE_OK &&
+        nf_search_query_match(&r->mq, topic >= 0 ? tok : NULL, r->smatch, sizeof r->smatch) < 0)
+        rc = SQLITE_TOOBIG;
+    sqlite3_bind_text(r->scan, 1, r->smatch, -1, SQLITE_STATIC);
     sqlite3_bind_int64(r->scan, 2, lo);
     sqlite3_bind_blob(r->scan, 4, dfs, ndf * 8, SQLITE_STATIC);
     sqlite3_bind_int64(r->scan, 3, (sqlite3_int64)s->o.scan_max + 1);

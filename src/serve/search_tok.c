@@ -18,6 +18,7 @@ typedef struct {
     void *ctx;
     token_fn emit;
     bool has_prev;
+    int pairs; /* emitted (queries) */
     int prev_len, prev_start, prev_end;
     char prev[NF_SEARCH_PAIR_MAX];
     char pair[NF_SEARCH_PAIR_MAX];
@@ -80,6 +81,7 @@ static int query_token(void *arg, int flags, const char *t, int n, int start, in
         int rc = p->emit(p->ctx, 0, p->pair, make_pair(p, t, n), p->prev_start, end);
         if (rc != SQLITE_OK)
             return rc;
+        p->pairs++;
     }
     keep_prev(p, t, n, start, end);
     return SQLITE_OK;
@@ -94,8 +96,10 @@ static int pairs_tokenize(Fts5Tokenizer *tk, void *ctx, int flags, const char *t
         return pt->base.xTokenize(pt->inner, ctx, flags, text, n, emit);
     if (!(flags & FTS5_TOKENIZE_QUERY))
         return pt->base.xTokenize(pt->inner, &p, flags, text, n, doc_token);
+    bool pairs_only = n > 0 && text[n - 1] == NF_SEARCH_PAIRS_ONLY;
     int rc = pt->base.xTokenize(pt->inner, &p, flags, text, n, query_token);
-    if (rc == SQLITE_OK && p.has_prev) /* the last word, or the only one */
+    if (rc == SQLITE_OK && p.has_prev &&
+        !(pairs_only && p.pairs > 0)) /* the last word, or the only one */
         rc = emit(ctx, 0, p.prev, p.prev_len, p.prev_start, p.prev_end);
     return rc;
 }
@@ -161,4 +165,21 @@ int nf_search_tokenizer_open(sqlite3 *db, fts5_tokenizer *tok, Fts5Tokenizer **o
     if (!api || api->xFindTokenizer(api, NF_SEARCH_TOKENIZER, &ud, tok) != SQLITE_OK)
         return SQLITE_ERROR;
     return tok->xCreate(ud, NULL, 0, out);
+}
+
+void nf_search_mark_phrases(const nf_search_query_t *q, nf_search_query_t *m, char *buf, size_t cap)
+{
+    *m = *q; /* the texts stay q's but the marked ones */
+    size_t at = 0;
+    for (unsigned i = 0; i < q->n; i++) {
+        const char *t = q->t[i].text;
+        size_t n = strlen(t);
+        if (!strchr(t, ' ') || at + n + 2 > cap)
+            continue;
+        memcpy(buf + at, t, n);
+        buf[at + n] = NF_SEARCH_PAIRS_ONLY;
+        buf[at + n + 1] = '\0';
+        m->t[i].text = buf + at;
+        at += n + 2;
+    }
 }
