@@ -4,7 +4,8 @@ or Apache Kafka itself under kafka-real/):
   1. freshness: one read event of a new reader at a time, produced (kcat returns once the
      broker has it), then GET /v1/users/{user}/interest polled every 5 ms until the reader's
      vector shows: the time from produced to visible, 20 readers, checkpoint.interval_ms 1000.
-     The issue's bound is one interval + 200 ms: the median must keep it; each sample must be
+     The issue's bound is one interval + 200 ms: the median must keep it (on the mock, which
+     consumes slowly, 500 ms more: see freshness()); each sample must be
      within two intervals + 1 s (a loaded CI machine delays single epochs, not every one);
   2. exactly once under query load: four threads query the API (feed, interest, trending,
      topics, articles) as fast as they can while 40 readers' events arrive in waves and the job
@@ -71,6 +72,9 @@ def wait_ready(ctx, port, job):
                  timeout=90, interval=0.1, job=job)
 
 
+MOCK_FETCH_WAIT_MS = 500
+
+
 def freshness(ctx, broker, port, job):
     samples = []
     for i in range(21):
@@ -95,9 +99,16 @@ def freshness(ctx, broker, port, job):
                       "checkpoint_interval_ms": INTERVAL_MS, "samples_ms": samples,
                       "median_ms": med, "p90_ms": sorted(samples)[int(0.9 * len(samples)) - 1],
                       "max_ms": max(samples)}), flush=True)
-    ctx.check(med <= INTERVAL_MS + 200,
-              "freshness: median %.0f ms from produced to visible > one interval + 200 ms "
-              "(samples %s)" % (med, samples))
+    # The issue's bound, one interval + 200 ms, is asserted on Apache Kafka (kafka-real/test_query
+    # runs this same function). librdkafka's mock cluster consumes slowly: on an idle machine its
+    # median here is ~1,000 ms against the ~650 an interval's wait predicts, and 1,203 ms failed
+    # a loaded CI run; on it the median may take the consumer's fetch wait
+    # (fetch.wait.max.ms, librdkafka's default 500 ms) more.
+    bound = INTERVAL_MS + 200 + (MOCK_FETCH_WAIT_MS if broker.kind == "mock" else 0)
+    ctx.check(med <= bound,
+              "freshness: median %.0f ms from produced to visible > %d ms (one interval + 200 ms%s)"
+              " (samples %s)" % (med, bound, " + the mock's fetch wait" if bound > INTERVAL_MS + 200
+                                 else "", samples))
     ctx.check(max(samples) <= 2 * INTERVAL_MS + 1000,
               "freshness: a read took %.0f ms to show (samples %s)" % (max(samples), samples))
     return med
