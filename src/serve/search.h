@@ -65,6 +65,14 @@ typedef struct nf_search_opts {
 
 typedef struct nf_search nf_search_t;
 
+/* Installs SQLite's allocator of the index (malloc with a lock-free count of what SQLite holds,
+ * in place of SQLite's own count behind one process-wide mutex: search.c) unless SQLite was
+ * initialized before; nf_search_start calls it. Whether the allocator is ours. */
+bool nf_search_sqlite_init(void);
+
+/* Bytes SQLite holds now, in the whole process (its page caches, statements). */
+int64_t nf_search_memory_bytes(void);
+
 /* Starts the indexing thread (which opens, checks and if need be rebuilds the file). NULL with
  * a message on failure (no memory, no thread). */
 nf_search_t *nf_search_start(const nf_search_opts_t *o, char *err, size_t errlen);

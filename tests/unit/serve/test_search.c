@@ -779,8 +779,15 @@ static void test_index(void)
     NF_CHECK_EQ(same_as_bm25(path, "okapi"), 41u);
     nf_search_result_free(&g_res);
 
+    /* What SQLite holds is counted (search.c's allocator: its connections, caches and
+     * statements) and given back when the search stops. */
+    double held = metric("newsflow_search_memory_bytes");
+    NF_CHECK(held > 64 * 1024);
+    NF_CHECK_EQ(held, (double)nf_search_memory_bytes());
+
     /* Restart: goes on from the cursor, indexing nothing again. */
     nf_search_stop(s);
+    NF_CHECK(nf_search_memory_bytes() < held / 2);
     double indexed = metric("newsflow_search_indexed_total");
     s = start(st, path);
     NF_REQUIRE(wait_epoch(s, 2));
@@ -852,6 +859,8 @@ static void test_index(void)
 
 int main(void)
 {
+    /* Before any connection of the tests: the index's allocator, as the job has it. */
+    NF_CHECK(nf_search_sqlite_init());
     NF_RUN(test_syntax);
     NF_RUN(test_syntax_property);
     NF_RUN(test_pairs_property);
