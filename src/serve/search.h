@@ -19,9 +19,10 @@
  * cursor's entry though it would not have expired — an older checkpoint was restored
  * ("behind"). A rebuild reads the whole search log: the articles of the state's last 7 days.
  *
- * The rows: rowid = published_ms << 12 | the row's length in tokens (below 127) << 5 | a slot,
- * so time order is rowid order, FTS5 walks a query's matches newest first and filters `since`
- * by rowid, and the ranking reads a row's length from its rowid (no docsize look-up); columns
+ * The rows: rowid = ~(published_ms << 12 | the row's length in tokens (below 127) << 5 | a
+ * slot), so the newest row has the smallest rowid, FTS5 walks a query's matches newest first in
+ * its own (ascending) order and filters `since` by rowid, and the ranking reads a row's length
+ * from its rowid (no docsize look-up); columns
  * title, summary, topics ("t<index>" for each topic the vector names, searched only by the topic
  * filter) and the id (not indexed). The table's tokenizer (search_tok.h) is unicode61's
  * words plus each pair of adjacent words, colocated: a quoted phrase is looked up as its pairs

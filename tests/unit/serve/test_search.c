@@ -421,6 +421,9 @@ static const char *const g_words[] = {
     "market", "policy", "league",   "weather", "harbor", "council", "energy", "stadium",
     "vote",   "orbit",  "festival", "bridge",  "tariff", "flood",   "engine", "museum"};
 
+static int64_t g_market_ms[400]; /* when each filler article naming "market" was published */
+static size_t g_market;
+
 /* 400 articles of filler (none with the planted words) and the planted ones, in epoch 1. */
 static void load_corpus(nf_store_t *st)
 {
@@ -436,8 +439,11 @@ static void load_corpus(nf_store_t *st)
         for (int k = 0; k < 20; k++)
             sl += snprintf(summary + sl, sizeof summary - (size_t)sl, "%s ",
                            g_words[nf_test_rand(&seed) % 16]);
-        put_article(b, g_now - 1000, (nf_id128_t){i + 1000, i}, title, summary,
-                    g_now - (int64_t)(nf_test_rand(&seed) % (6 * DAY_MS)), (int)(i % 5));
+        int64_t published = g_now - (int64_t)(nf_test_rand(&seed) % (6 * DAY_MS));
+        put_article(b, g_now - 1000, (nf_id128_t){i + 1000, i}, title, summary, published,
+                    (int)(i % 5));
+        if (strstr(title, "market") || strstr(summary, "market"))
+            g_market_ms[g_market++] = published;
     }
     /* Planted: the zebra articles. 1 and 2 alike but for age; 3 in the summary only (title
      * weighs more); 4 names the serengeti; 5 is in topic 9; 6 was ingested before the
@@ -637,9 +643,10 @@ static unsigned same_as_per_row(const char *path, const char *q)
     return same;
 }
 
-static nf_search_t *start(nf_store_t *st, const char *path)
+static nf_search_t *start_scan(nf_store_t *st, const char *path, unsigned scan_max)
 {
     nf_search_opts_t o = {.store = st,
+                          .scan_max = scan_max,
                           .path = path,
                           .retention_ms = TTL_MS,
                           .max_articles = 100000,
@@ -651,6 +658,17 @@ static nf_search_t *start(nf_store_t *st, const char *path)
     if (!s)
         abort();
     return s;
+}
+
+static nf_search_t *start(nf_store_t *st, const char *path)
+{
+    return start_scan(st, path, 0);
+}
+
+static int by_newest(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
 }
 
 static void test_index(void)
@@ -763,6 +781,12 @@ static void test_index(void)
     /* A later epoch is searchable once the thread has read its view. */
     nf_store_batch_t *b = nf_store_batch_new();
     put_article(b, g_now, (nf_id128_t){7, 7}, "Quokka census", "Counted. An okapi too.", g_now, 1);
+    { /* logged twice in the epoch (a retried write): indexed once, in one transaction */
+        unsigned char qk[NF_SERVE_META_KEY_LEN], qexp[8];
+        nf_kstate_encode_key(7, (nf_id128_t){7, 7}, qk);
+        nf_put_le64(qexp, (uint64_t)(g_ingested + TTL_MS));
+        nf_serve_put_search(b, g_now - 1, qk, qexp);
+    }
     NF_REQUIRE(nf_teststore_commit(st, 2, b) == 0);
     nf_store_batch_free(b);
     NF_CHECK_EQ(search(s, "quokka", -1, 0, 20), 0);
@@ -850,6 +874,23 @@ static void test_index(void)
     NF_CHECK_EQ(metric("newsflow_search_rebuilds_total{reason=\"missing\"}"), 2.0);
     nf_search_status(s, &articles, &epoch);
     NF_CHECK_EQ(articles, 446u);
+    nf_search_stop(s);
+
+    /* A capped scan scores the newest matches: with 50 of several hundred, every hit was
+     * published no earlier than the 50th newest "market" article. */
+    s = start_scan(st, path, 50);
+    NF_REQUIRE(wait_epoch(s, 4));
+    qsort(g_market_ms, g_market, sizeof *g_market_ms, by_newest);
+    NF_REQUIRE(g_market > 100);
+    NF_CHECK_EQ(search(s, "market", -1, 0, 100), 0);
+    NF_CHECK(g_res.capped);
+    NF_CHECK_EQ(g_res.matches, 50u);
+    NF_CHECK_EQ(g_res.n, 50u);
+    unsigned older = 0;
+    for (size_t i = 0; i < g_res.n; i++)
+        older += g_res.hits[i].published_ms < g_market_ms[49];
+    NF_CHECK_EQ(older, 0u);
+    nf_search_result_free(&g_res);
     nf_search_stop(s);
 
     nf_store_close(st);
