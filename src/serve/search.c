@@ -83,9 +83,10 @@ typedef struct reader {
     sqlite3_stmt *scan, *ids, *snip, *vocab;
     fts5_tokenizer tok; /* the table's (search_tok.h), for the terms' document counts */
     Fts5Tokenizer *tokenizer;
-    uint64_t changes, articles; /* the index's, when the query began (under mu) */
-    df_entry_t *df;             /* DF_SLOTS document counts looked up before */
-    nf_search_query_t mq;       /* a query's terms with its phrases marked for the scan */
+    uint64_t changes, articles;  /* the index's, when the query began (under mu) */
+    df_entry_t *df;              /* DF_SLOTS document counts looked up before */
+    unsigned df_hits, df_misses; /* this query's, for the metric */
+    nf_search_query_t mq;        /* a query's terms with its phrases marked for the scan */
     char marked[sizeof((nf_search_query_t *)0)->buf + 2 * NF_SEARCH_TERMS_MAX + 2];
     char smatch[NF_SEARCH_MATCH_MAX]; /* the scan's expression */
     struct reader *next;
@@ -121,6 +122,7 @@ struct nf_search {
     int64_t started_ms;
 
     nf_counter_t m_indexed, m_expired, m_missing, m_queries, m_errors, m_busy;
+    nf_counter_t m_df_hit, m_df_miss;
     nf_counter_t m_rebuild_missing, m_rebuild_corrupt, m_rebuild_behind, m_rebuild_version;
     nf_gauge_t m_articles, m_disk, m_behind;
     nf_histogram_t m_latency;
@@ -967,7 +969,9 @@ static int token_df(void *arg, int flags, const char *tok, int n, int start, int
         (r->changes == e->at ||
          (r->articles >= DF_EXACT_BELOW && (r->changes - e->at) * 100 <= r->articles))) {
         df = e->df;
+        r->df_hits++;
     } else {
+        r->df_misses++;
         sqlite3_bind_text(r->vocab, 1, tok, n, SQLITE_STATIC);
         int rc = sqlite3_step(r->vocab);
         df = rc == SQLITE_ROW ? sqlite3_column_int64(r->vocab, 0) : 0;
@@ -1402,7 +1406,10 @@ int nf_search_run(nf_search_t *s, const nf_search_query_t *q, int topic, int64_t
     match[0] = '\0'; /* bound below even when the terms cannot be read */
     if (topic >= 0)
         snprintf(tok, sizeof tok, "t%d", topic);
+    r->df_hits = r->df_misses = 0;
     int rc = index_terms(r, q, &fq, dfs, &ndf);
+    nf_counter_add(s->m_df_hit, r->df_hits);
+    nf_counter_add(s->m_df_miss, r->df_misses);
     if (rc == SQLITE_OK && fq.positive == 0) {
         give_reader(s, r, false);
         free(heap);
@@ -1586,6 +1593,13 @@ static void register_metrics(nf_search_t *s)
                        "Searches refused because every connection stayed busy for a second "
                        "(503; search.readers).",
                        NULL, 0, &s->m_busy);
+    static const char df_help[] =
+        "Document counts of query terms: taken from a connection's cache (hit) or counted in "
+        "the index's vocabulary (miss: a walk of the term's posting list).";
+    nf_metrics_counter("newsflow_search_doc_counts_total", df_help, "result=\"hit\"", 0,
+                       &s->m_df_hit);
+    nf_metrics_counter("newsflow_search_doc_counts_total", df_help, "result=\"miss\"", 0,
+                       &s->m_df_miss);
     static const char help[] =
         "Rebuilds of the search index from the committed state: missing (no file), corrupt, "
         "behind (an older checkpoint was restored), version (a file of another layout).";

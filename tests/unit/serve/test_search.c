@@ -801,6 +801,13 @@ static void test_index(void)
     NF_CHECK_EQ(search(s, "okapi", -1, 0, 100), 0);
     NF_CHECK_EQ(g_res.n, 41u);
     NF_CHECK_EQ(same_as_bm25(path, "okapi"), 41u);
+    /* Asked again on the unchanged index: the count comes from the cache, and is counted so. */
+    double hits = metric("newsflow_search_doc_counts_total{result=\"hit\"}"),
+           misses = metric("newsflow_search_doc_counts_total{result=\"miss\"}");
+    NF_CHECK(misses >= 1);
+    NF_CHECK_EQ(search(s, "okapi", -1, 0, 100), 0);
+    NF_CHECK_EQ(metric("newsflow_search_doc_counts_total{result=\"hit\"}"), hits + 1);
+    NF_CHECK_EQ(metric("newsflow_search_doc_counts_total{result=\"miss\"}"), misses);
     nf_search_result_free(&g_res);
 
     /* What SQLite holds is counted (search.c's allocator: its connections, caches and
