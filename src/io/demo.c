@@ -21,7 +21,21 @@ struct nf_demo {
     atomic_bool stop;
     char (*ids)[33]; /* article ids to read, most read first; NULL: demo-article-N */
     size_t nids;
+    atomic_uint_fast64_t failed; /* events the broker never took (delivery reports) */
 };
+
+/* Delivery reports (from rd_kafka_poll, on the demo's thread): an event the broker did not take
+ * is one the demo promised and the job will never see — said, not dropped in silence. */
+static void delivered(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    nf_demo_t *d = opaque;
+    if (!m->err)
+        return;
+    if (atomic_fetch_add(&d->failed, 1) == 0)
+        nf_log(NF_LOG_WARN, "demo", "a demo read event was not delivered",
+               NF_LS("error", rd_kafka_err2str(m->err)), NF_LEND);
+}
 
 /* A skewed pick in [0, n): the minimum of two uniform draws favours small indices. */
 static unsigned skewed(uint64_t *rng, unsigned n)
@@ -59,9 +73,18 @@ static void *run(void *arg)
                          "{\"user_id\":\"%s\",\"article_id\":\"%s\","
                          "\"session_id\":\"s%u\",\"ts\":\"%s\"}",
                          user, article, (unsigned)(sent / 20), ts);
-        rd_kafka_producev(d->rk, RD_KAFKA_V_TOPIC(d->topic), RD_KAFKA_V_KEY(user, strlen(user)),
-                          RD_KAFKA_V_VALUE(value, (size_t)n),
-                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+        rd_kafka_resp_err_t e;
+        while ((e = rd_kafka_producev(
+                    d->rk, RD_KAFKA_V_TOPIC(d->topic), RD_KAFKA_V_KEY(user, strlen(user)),
+                    RD_KAFKA_V_VALUE(value, (size_t)n), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                    RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL &&
+               !atomic_load(&d->stop))
+            rd_kafka_poll(d->rk, 100); /* the local queue drains as the broker acknowledges */
+        if (e) {
+            if (atomic_fetch_add(&d->failed, 1) == 0)
+                nf_log(NF_LOG_WARN, "demo", "a demo read event could not be produced",
+                       NF_LS("error", rd_kafka_err2str(e)), NF_LEND);
+        }
         sent++;
         rd_kafka_poll(d->rk, 0);
         long step = 1000000000L / (long)d->rate;
@@ -72,7 +95,13 @@ static void *run(void *arg)
         }
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
     }
-    rd_kafka_flush(d->rk, 2000);
+    if (rd_kafka_flush(d->rk, 2000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        nf_log(NF_LOG_WARN, "demo", "demo read events still undelivered at the end",
+               NF_LI("outstanding", rd_kafka_outq_len(d->rk)), NF_LEND);
+    uint64_t failed = atomic_load(&d->failed);
+    if (d->max_events || failed)
+        nf_log(failed ? NF_LOG_WARN : NF_LOG_INFO, "demo", "demo producer done",
+               NF_LI("events", (int64_t)sent), NF_LI("not_delivered", (int64_t)failed), NF_LEND);
     return NULL;
 }
 
@@ -97,6 +126,8 @@ nf_demo_t *nf_demo_start(const char *brokers, const char *topic, const char *par
     char rerr[256];
     if (rd_kafka_conf_set(c, "bootstrap.servers", brokers, rerr, sizeof rerr) != 0 ||
         rd_kafka_conf_set(c, "partitioner", partitioner, rerr, sizeof rerr) != 0 ||
+        rd_kafka_conf_set(c, "enable.idempotence", "true", rerr, sizeof rerr) != 0 ||
+        (rd_kafka_conf_set_dr_msg_cb(c, delivered), rd_kafka_conf_set_opaque(c, d), false) ||
         !(d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, rerr, sizeof rerr))) {
         snprintf(err, errlen, "demo producer: %s", rerr);
         free(d->ids);
