@@ -757,7 +757,8 @@ typedef struct rentry {
     nf_id128_t id;
     int64_t published_ms; /* 0: a trending candidate (its time comes from its metadata) */
     int64_t expires_ms;   /* 0 = never */
-    uint64_t trend;       /* a trending candidate's score */
+    uint64_t trend;       /* its score in the view's trending window (0: not in it) */
+    double decay;         /* exp(-0.5 * hours from published to the list's loaded_ms) */
     uint32_t off;         /* its topic vector: the list's w[off .. off + n) */
     uint16_t n;
     bool known; /* a trending candidate: it has a vector (expiring at expires_ms) */
@@ -765,7 +766,9 @@ typedef struct rentry {
 
 typedef struct rlist {
     bool loaded;
-    int err; /* < 0: the load failed (not cached: the next request tries again) */
+    int64_t loaded_ms; /* a topic's list: the time its entries' decay is computed at (one for
+                        * all of a view's lists: an article under two topics scores the same) */
+    int err;           /* < 0: the load failed (not cached: the next request tries again) */
     rentry_t *e;
     size_t n;
     nf_topic_weight_t *w;
@@ -1261,13 +1264,34 @@ static void best_first(cand_t *c, size_t n, size_t m)
     qsort(c, m, sizeof *c, cand_by_score);
 }
 
+/* Decay of an age in ms as the feed's score has it: exp(-0.5 * hours), 1 for the future. */
+static double decay_of(int64_t age_ms)
+{
+    return exp(-0.5 * ((double)(age_ms > 0 ? age_ms : 0) / 3600000.0));
+}
+
+/* What the ranking needs of each entry of a topic's list, once per list: its trending score
+ * (the view's window: t) and its decay at time at_ms. */
+static void rlist_prepare(rlist_t *l, const vcache_t *t, int64_t at_ms)
+{
+    l->loaded_ms = at_ms;
+    for (size_t i = 0; i < l->n; i++) {
+        rentry_t *e = &l->e[i];
+        e->trend = vcache_trend_score(t, e->id);
+        e->decay = decay_of(at_ms - e->published_ms);
+    }
+}
+
 /* The lists a feed draws from: the view cache's (loaded on first use), or loaded for this
- * request alone (own[], freed by the caller) when there is no cache. */
-static int feed_list(nf_query_t *q, nf_store_view_t *v, vcache_t *c, unsigned topic, int64_t now,
-                     rlist_t *own, const rlist_t **out)
+ * request alone (own[], freed by the caller) when there is no cache; t has the view's trending
+ * window. */
+static int feed_list(nf_query_t *q, nf_store_view_t *v, vcache_t *c, const vcache_t *t,
+                     unsigned topic, int64_t now, rlist_t *own, const rlist_t **out)
 {
     if (!c) {
         int r = rlist_load_topic(v, topic, now, own);
+        if (r == 0)
+            rlist_prepare(own, t, now);
         *out = own;
         return r;
     }
@@ -1277,6 +1301,7 @@ static int feed_list(nf_query_t *q, nf_store_view_t *v, vcache_t *c, unsigned to
     if (!l->loaded) {
         r = rlist_load_topic(v, topic, now, l);
         if (r == 0) {
+            rlist_prepare(l, t, c->published);
             l->loaded = true;
             vcache_grew(q, c, l->n * sizeof *l->e + l->nw * sizeof *l->w);
         } else {
@@ -1380,7 +1405,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         total = c->trending.n;
     }
     for (unsigned k = 0; r == 0 && k < nt; k++) {
-        r = feed_list(q, v, vc, top[k], now, &own[k], &lists[nl]);
+        r = feed_list(q, v, vc, c, top[k], now, &own[k], &lists[nl]);
         total += lists[nl++]->n;
     }
     cand_t *cand = r == 0 ? malloc((total + 1) * sizeof *cand) : NULL;
@@ -1401,6 +1426,9 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     for (uint32_t i = 0; nt && i < in.vec.n; i++)
         dense[in.vec.t[i].topic] = in.vec.t[i].weight;
     size_t n = 0;
+    double since_decay[FEED_TOPICS + 1];
+    for (size_t k = 0; k < nl; k++)
+        since_decay[k] = decay_of(now - lists[k]->loaded_ms);
     for (size_t k = 0; k < nl; k++)
         for (size_t i = 0; i < lists[k]->n; i++) {
             const rentry_t *e = &lists[k]->e[i];
@@ -1419,10 +1447,14 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
             double dot = 0;
             for (uint32_t j = 0; j < x->nw; j++)
                 dot += dense[x->w[j].topic] * x->w[j].weight;
-            int64_t age = now - e->published_ms;
-            double hours = (double)(age > 0 ? age : 0) / 3600000.0;
-            x->trend = vcache_trend_score(c, e->id);
-            x->score = dot * exp(-0.5 * hours) + 0.1 * (double)x->trend / 1000.0;
+            /* exp(-0.5 h) = the list's decay at its load × exp(-0.5 h since the load); an
+             * article published after the load has no decay to carry. */
+            int64_t since = now - lists[k]->loaded_ms;
+            double decay = e->published_ms <= lists[k]->loaded_ms && since >= 0
+                               ? e->decay * since_decay[k]
+                               : decay_of(now - e->published_ms);
+            x->trend = e->trend;
+            x->score = dot * decay + 0.1 * (double)x->trend / 1000.0;
         }
     /* the best first, one per story: a bounded selection, the whole sort only if stories and
      * repeated articles used up the selection before the limit */
