@@ -1426,10 +1426,11 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     for (uint32_t i = 0; nt && i < in.vec.n; i++)
         dense[in.vec.t[i].topic] = in.vec.t[i].weight;
     size_t n = 0;
-    double since_decay[FEED_TOPICS + 1];
-    for (size_t k = 0; k < nl; k++)
-        since_decay[k] = decay_of(now - lists[k]->loaded_ms);
-    for (size_t k = 0; k < nl; k++)
+    for (size_t k = 0; k < nl; k++) {
+        /* exp(-0.5 h) = an entry's decay at its list's loaded_ms × exp(-0.5 h since then), for
+         * entries published by then (and a list not loaded in the future) */
+        int64_t loaded = lists[k]->loaded_ms;
+        double since = decay_of(now - loaded);
         for (size_t i = 0; i < lists[k]->n; i++) {
             const rentry_t *e = &lists[k]->e[i];
             bool gone = e->expires_ms && e->expires_ms <= now;
@@ -1447,15 +1448,13 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
             double dot = 0;
             for (uint32_t j = 0; j < x->nw; j++)
                 dot += dense[x->w[j].topic] * x->w[j].weight;
-            /* exp(-0.5 h) = the list's decay at its load × exp(-0.5 h since the load); an
-             * article published after the load has no decay to carry. */
-            int64_t since = now - lists[k]->loaded_ms;
-            double decay = e->published_ms <= lists[k]->loaded_ms && since >= 0
-                               ? e->decay * since_decay[k]
+            double decay = e->published_ms <= loaded && now >= loaded
+                               ? e->decay * since
                                : decay_of(now - e->published_ms);
             x->trend = e->trend;
             x->score = dot * decay + 0.1 * (double)x->trend / 1000.0;
         }
+    }
     /* the best first, one per story: a bounded selection, the whole sort only if stories and
      * repeated articles used up the selection before the limit */
     size_t m = (size_t)limit * 4 + 16, shown = 0, ntmp = 0;
