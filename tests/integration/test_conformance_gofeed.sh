@@ -9,8 +9,10 @@ nf=$1
 src=$2
 corpus="$src/../shared/conformance"
 if [[ ! -d "$corpus/gofeed" ]]; then
-    echo "FAIL: gofeed corpus not found at $corpus/gofeed (CI clones shared/ beside the repo)" >&2
-    exit 1
+    # A clone on its own has no shared/ beside it: skipped (ctest's SKIP_RETURN_CODE), not failed.
+    echo "SKIP: gofeed's conformance corpus is not at $corpus/gofeed (the project's" \
+        "shared/conformance, checked out beside the repository in CI); nothing to compare" >&2
+    exit 77
 fi
 exec python3 "$src/tests/conformance/gofeed.py" "$nf" "$corpus" \
     --differences "$src/tests/conformance/README.md"

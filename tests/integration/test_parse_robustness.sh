@@ -13,8 +13,10 @@ nf=$1
 src=$2
 corpus="$src/../shared/conformance/gofeed-parser"
 if [[ ! -d "$corpus" ]]; then
-    echo "FAIL: corpus not found at $corpus (CI clones shared/ beside the repo)" >&2
-    exit 1
+    # A clone on its own has no shared/ beside it: skipped (ctest's SKIP_RETURN_CODE), not failed.
+    echo "SKIP: gofeed's parser corpus is not at $corpus (the project's shared/conformance," \
+        "checked out beside the repository in CI); nothing to run it on" >&2
+    exit 77
 fi
 exec python3 - "$nf" "$corpus" "$src/tests/conformance" <<'PY'
 import json, os, subprocess, sys
