@@ -60,6 +60,7 @@ typedef struct src {
     uint8_t type, want;    /* the topic's type and status (nf_source_*_t; ACTIVE if none) */
     bool from_topic, is_file;
     bool in_flight, queued, probe, dirty, restored;
+    bool sent;              /* the running fetch's request went out (nf_host_sent) */
     bool removed;           /* forgotten while its fetch ran: freed when the fetch completes */
     bool stale_fetch;       /* its URL changed while the fetch ran: that result is not applied */
     int64_t started_for_ms; /* next_crawl_at the running fetch was due at (fetch_id) */
@@ -587,6 +588,23 @@ static void count_breaker(crawl_t *c, const nf_host_t *before, const nf_host_t *
 
 static void on_fetched(nf_shard_t *sh, nf_fetch_result_t *res, void *user);
 
+/* The fetcher writes a request of s's running fetch (fetch.h `sent`): its host's spacing counts
+ * from now. */
+static void on_sent(void *user)
+{
+    src_t *s = user;
+    nf_host_sent(&s->c->hosts[s->fhost].h, nf_wall_ms(), !s->sent);
+    s->sent = true;
+}
+
+/* s's running fetch ended: one that never went out counts as sent now (crawl_policy.h). */
+static void host_ended(crawl_t *c, src_t *s, int64_t now)
+{
+    if (!s->sent)
+        nf_host_sent(&c->hosts[s->fhost].h, now, true);
+    s->sent = true;
+}
+
 static void try_start(crawl_t *c, src_t *s)
 {
     if (c->stopping || s->in_flight || s->sched.status != NF_CRAWL_ACTIVE)
@@ -614,6 +632,8 @@ static void try_start(crawl_t *c, src_t *s)
     }
     count_breaker(c, &before, &h->h);
     s->probe = nf_host_started(&h->h, now);
+    s->sent = false;
+    s->fhost = s->host;
     s->started_for_ms = s->sched.next_crawl_at_ms;
     s->started_ms = now;
     int64_t late = now - s->sched.next_crawl_at_ms;
@@ -622,6 +642,7 @@ static void try_start(crawl_t *c, src_t *s)
     const char *etag = s->sched.etag[0] ? s->sched.etag : NULL;
     const char *lm = s->sched.last_modified[0] ? s->sched.last_modified : NULL;
     if (nf_fetch_start(f, s->url, etag, lm, on_fetched, s) != 0) {
+        host_ended(c, s, now);
         nf_host_abandoned(&h->h, s->probe);
         nf_log(NF_LOG_ERROR, "fetch", "cannot start fetch; retrying in 1 min",
                NF_LS("source_id", s->id), NF_LS("url", s->url), NF_LEND);
@@ -630,7 +651,6 @@ static void try_start(crawl_t *c, src_t *s)
     }
     s->in_flight = true;
     s->fetch_url = s->url;
-    s->fhost = s->host;
     c->in_flight++;
     nf_gauge_set(c->in->m.in_flight, c->in_flight);
 }
@@ -793,6 +813,7 @@ static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
 
     host_t *h = &c->hosts[s->fhost];
     nf_host_t before = h->h;
+    host_ended(c, s, now);
     if (res->error == NF_FETCH_E_CANCELLED)
         nf_host_abandoned(&h->h, s->probe);
     else
@@ -871,6 +892,8 @@ static long host_of(crawl_t *c, uint64_t host_key, const char *name)
     }
     host_t *h = &c->hosts[c->nhosts];
     nf_host_init(&h->h, &c->in->o.policy);
+    nf_host_adopted(&h->h, nf_wall_ms()); /* this process's previous run, or another, may
+                                             have just sent it a request */
     h->name = copy;
     return (long)c->nhosts++;
 }
@@ -1362,6 +1385,9 @@ static void crawl_partitions(nf_shard_t *sh, void *self, nf_input_t in, const in
         free(x);
         int64_t now = nf_wall_ms();
         for (size_t i = before; i < c->nsrcs; i++) {
+            /* its previous owner may have sent a request a moment ago, even to a host this
+             * process held before */
+            nf_host_adopted(&c->hosts[c->srcs[i]->host].h, now);
             first_crawl_spread(c, c->srcs[i], true, now);
             arm_src(c, c->srcs[i]);
         }
@@ -1397,8 +1423,9 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
     nf_jw_init(&c->jw);
     if (in->an && in->an->taxonomy && !(c->cls = nf_classify_ctx_new(in->an->taxonomy)))
         abort();
-    c->fetcher = nf_fetcher_create(sh, &in->o.fetch);
     nf_fetch_opts_t fo = in->o.fetch;
+    fo.sent = on_sent;
+    c->fetcher = nf_fetcher_create(sh, &fo);
     fo.allow_file = true;
     c->file_fetcher = nf_fetcher_create(sh, &fo);
     if (!c->fetcher || !c->file_fetcher)

@@ -416,6 +416,10 @@ bool nf_host_may_start(nf_host_t *h, int64_t now_ms, int64_t *retry_at_ms)
         *retry_at_ms = busy_recheck(h, now_ms);
         return false;
     }
+    if (h->unsent && p->host_spacing_ms > 0) { /* its send time, and so the spacing, unknown */
+        *retry_at_ms = busy_recheck(h, now_ms);
+        return false;
+    }
     /* last_start_ms is INT64_MIN before the first start: no subtraction, no overflow. */
     if (h->last_start_ms != INT64_MIN && now_ms - h->last_start_ms < p->host_spacing_ms) {
         *retry_at_ms = h->last_start_ms + p->host_spacing_ms;
@@ -430,6 +434,7 @@ bool nf_host_started(nf_host_t *h, int64_t now_ms)
     assert(h->state != NF_BREAKER_OPEN);
     assert(h->in_flight < h->policy->host_max_concurrent);
     h->in_flight++;
+    h->unsent++;
     h->last_start_ms = now_ms;
     if (h->state == NF_BREAKER_HALF_OPEN) {
         assert(!h->probe_in_flight);
@@ -437,6 +442,22 @@ bool nf_host_started(nf_host_t *h, int64_t now_ms)
         return true;
     }
     return false;
+}
+
+void nf_host_sent(nf_host_t *h, int64_t now_ms, bool first)
+{
+    if (first) {
+        assert(h->unsent > 0);
+        h->unsent--;
+    }
+    if (now_ms > h->last_start_ms)
+        h->last_start_ms = now_ms;
+}
+
+void nf_host_adopted(nf_host_t *h, int64_t now_ms)
+{
+    if (now_ms > h->last_start_ms)
+        h->last_start_ms = now_ms;
 }
 
 static void breaker_open(nf_host_t *h, int64_t now_ms, int64_t open_for_ms)
@@ -453,7 +474,7 @@ static void breaker_open(nf_host_t *h, int64_t now_ms, int64_t open_for_ms)
 void nf_host_finished(nf_host_t *h, int64_t now_ms, bool probe, bool success)
 {
     const nf_crawl_policy_t *p = h->policy;
-    assert(h->in_flight > 0);
+    assert(h->in_flight > 0 && h->unsent < h->in_flight); /* this one was sent */
     h->in_flight--;
     if (p->breaker_failures == 0)
         return;
@@ -494,7 +515,7 @@ void nf_host_finished(nf_host_t *h, int64_t now_ms, bool probe, bool success)
 
 void nf_host_abandoned(nf_host_t *h, bool probe)
 {
-    assert(h->in_flight > 0);
+    assert(h->in_flight > 0 && h->unsent < h->in_flight); /* this one was sent */
     h->in_flight--;
     if (probe) {
         assert(h->state == NF_BREAKER_HALF_OPEN && h->probe_in_flight);

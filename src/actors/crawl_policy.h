@@ -12,6 +12,7 @@
  *   nf_crawl_due(s, now)?                ACTIVE and now >= next_crawl_at, else leave it alone
  *   nf_host_may_start(h, now, &at)?      no: nf_crawl_defer(s, at, now) — NOT a source failure
  *   probe = nf_host_started(h, now)      then start the fetch with s->etag / s->last_modified
+ *   nf_host_sent(h, now, true)           when the fetcher writes the request (else at its end)
  *   ... fetch completes ...
  *   nf_host_finished(h, now, probe, nf_crawl_host_ok(status, error))  (cancelled: _abandoned)
  *   nf_crawl_on_fetch(policy, s, &res, now, rng)   classify, keep validators, reschedule
@@ -40,7 +41,7 @@
  *  - ETag / Last-Modified are kept only whole: one that does not fit its array, or contains a
  *    control character, is stored as "" and so never sent (a truncated validator never matches).
  *
- * Per host (nf_host_t): at most host_max_concurrent requests in flight, request starts at least
+ * Per host (nf_host_t): at most host_max_concurrent requests in flight, requests sent at least
  * host_spacing_ms apart, and a circuit breaker: breaker_failures consecutive host failures (a
  * success clears the count) with the last one within breaker_window_ms of the first → OPEN for
  * breaker_open_ms → HALF_OPEN on the first may_start() after that: exactly one probe request →
@@ -224,13 +225,14 @@ typedef enum { NF_BREAKER_CLOSED = 0, NF_BREAKER_OPEN, NF_BREAKER_HALF_OPEN } nf
 
 typedef struct nf_host {
     const nf_crawl_policy_t *policy;                  /* must outlive the host */
-    int64_t last_start_ms;                            /* INT64_MIN: none yet */
+    int64_t last_start_ms;                            /* latest start or send; INT64_MIN: none */
     int64_t open_until_ms;                            /* OPEN: when HALF_OPEN may begin */
     int64_t open_for_ms;                              /* length of the current/last open period */
     int64_t fail_at_ms[NF_HOST_BREAKER_MAX_FAILURES]; /* ring: last consecutive failures */
     uint32_t opened, half_opened, closed;             /* state transitions, for metrics */
     uint16_t in_flight;
-    uint8_t state; /* nf_breaker_state_t */
+    uint16_t unsent; /* started, not yet nf_host_sent: when they go out is not known yet */
+    uint8_t state;   /* nf_breaker_state_t */
     uint8_t fail_n, fail_head;
     bool probe_in_flight;
 } nf_host_t;
@@ -238,12 +240,24 @@ typedef struct nf_host {
 void nf_host_init(nf_host_t *h, const nf_crawl_policy_t *p);
 /* Whether a request may start now. If not, *retry_at_ms (> now_ms) says when to look again:
  * the breaker's reopen time while OPEN, the spacing's end, or now + max(spacing,
- * NF_HOST_BUSY_RECHECK_MS) while all slots (or the half-open probe) are taken — the actor may
- * also look again on nf_host_finished(). Moves an OPEN breaker whose time is up to HALF_OPEN. */
+ * NF_HOST_BUSY_RECHECK_MS) while all slots (or the half-open probe) are taken, or while a
+ * started request has not gone out yet (with spacing > 0) — the actor may also look again on
+ * nf_host_finished(). Moves an OPEN breaker whose time is up to HALF_OPEN. */
 bool nf_host_may_start(nf_host_t *h, int64_t now_ms, int64_t *retry_at_ms);
 /* A request starts (only after may_start said yes). Returns true if it is the half-open probe:
  * keep that and pass it back to nf_host_finished(). */
 bool nf_host_started(nf_host_t *h, int64_t now_ms);
+/* The spacing is a promise about what the host receives, so it counts from when a request goes
+ * out, not from when the actor started it: a busy event loop can send a request it started
+ * late, right before the next one. A started request is sent exactly once (first = true: the
+ * fetcher is about to write it, or, if it never was — a connection that failed —, when it
+ * ended); a redirect's request to the same transfer is sent again (first = false). Until its
+ * first send, no other request to the host starts; the spacing counts from the latest send. */
+void nf_host_sent(nf_host_t *h, int64_t now_ms, bool first);
+/* A host whose requests this process did not make until now (a sources partition assigned by a
+ * rebalance, or this process started: a previous owner, or its own previous run, may have sent
+ * one a moment ago): its first request waits a full spacing from now_ms. */
+void nf_host_adopted(nf_host_t *h, int64_t now_ms);
 /* The request ended; success = nf_crawl_host_ok(...). */
 void nf_host_finished(nf_host_t *h, int64_t now_ms, bool probe, bool success);
 /* The request ended without a result (cancelled): frees its slot; a probe may be sent again. */

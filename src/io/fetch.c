@@ -32,6 +32,8 @@ struct nf_xfer {
     char errbuf[CURL_ERROR_SIZE];
     uint64_t start_ns;
     nf_xfer_t *next, *prev; /* active list, or free list (next only) */
+    nf_xfer_t *sent_next;   /* fetcher's sent list (on_prereq -> flush_sent) */
+    unsigned sent_pending;  /* requests written in the current curl call (redirects: > 1) */
 };
 
 typedef struct nf_fsock {
@@ -54,6 +56,7 @@ struct nf_fetcher {
     nf_xfer_t *active_list;
     nf_xfer_t *free_list;
     nf_fsock_t *socks;
+    nf_xfer_t *sent_head; /* requests written in the current curl call, for opts.sent */
     bool destroying;
 };
 
@@ -266,8 +269,12 @@ static void xfer_release(nf_fetcher_t *f, nf_xfer_t *x)
     f->free_list = x;
 }
 
+static void flush_sent(nf_fetcher_t *f);
+
 static void finish(nf_fetcher_t *f, nf_xfer_t *x, CURLcode rc)
 {
+    if (x->sent_pending) /* its request went out before it ended (cancelled transfers) */
+        flush_sent(f);
     nf_fetch_result_t res;
     memset(&res, 0, sizeof res);
     res.retry_after_s = -1;
@@ -344,10 +351,23 @@ static void finish(nf_fetcher_t *f, nf_xfer_t *x, CURLcode rc)
     free(res.body);
 }
 
+/* Reports the requests written by the curl call that just returned (on_prereq). */
+static void flush_sent(nf_fetcher_t *f)
+{
+    while (f->sent_head) {
+        nf_xfer_t *x = f->sent_head;
+        f->sent_head = x->sent_next;
+        x->sent_next = NULL;
+        for (; x->sent_pending; x->sent_pending--)
+            f->opts.sent(x->user);
+    }
+}
+
 static void drain_done(nf_fetcher_t *f)
 {
     CURLMsg *m;
     int left;
+    flush_sent(f); /* before their completions */
     while ((m = curl_multi_info_read(f->multi, &left))) {
         if (m->msg != CURLMSG_DONE)
             continue;
@@ -398,6 +418,26 @@ nf_fetcher_t *nf_fetcher_create(nf_shard_t *sh, const nf_fetch_opts_t *o)
     return f;
 }
 
+/* CURLOPT_PREREQFUNCTION: the request is about to be written, within the current
+ * curl_multi_socket_action call; opts.sent runs once that call has returned (flush_sent), so a
+ * caller stamping the time then has a time at or after the write, even if the thread was
+ * preempted in between. */
+static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primary_port,
+                     int local_port)
+{
+    (void)primary_ip;
+    (void)local_ip;
+    (void)primary_port;
+    (void)local_port;
+    nf_xfer_t *x = clientp;
+    nf_fetcher_t *f = x->f;
+    if (!x->sent_pending++) {
+        x->sent_next = f->sent_head;
+        f->sent_head = x;
+    }
+    return CURL_PREREQFUNC_OK;
+}
+
 static nf_xfer_t *xfer_get(nf_fetcher_t *f)
 {
     nf_xfer_t *x = f->free_list;
@@ -415,7 +455,8 @@ static nf_xfer_t *xfer_get(nf_fetcher_t *f)
         }
         x->f = f;
     }
-    x->next = x->prev = NULL;
+    x->next = x->prev = x->sent_next = NULL;
+    x->sent_pending = 0;
     x->too_large = x->refused = false;
     x->refused_why[0] = x->errbuf[0] = '\0';
     return x;
@@ -465,6 +506,10 @@ int nf_fetch_start(nf_fetcher_t *f, const char *url, const char *etag, const cha
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
     if (f->connect_to)
         curl_easy_setopt(e, CURLOPT_CONNECT_TO, f->connect_to);
+    if (f->opts.sent) {
+        curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+        curl_easy_setopt(e, CURLOPT_PREREQDATA, x);
+    }
     x->done = done;
     x->user = user;
     x->start_ns = nf_now_ns();

@@ -41,6 +41,13 @@ typedef struct nf_fetch_opts {
      * connections for named hosts elsewhere without DNS, e.g. many host names to one loopback
      * test server. The guard still judges the address actually connected to. NULL = off. */
     const char *connect_to;
+    /* NULL, or called on the shard for each request of a transfer written to its connection
+     * (connected, TLS done), once the curl call that wrote it has returned — so a time taken
+     * there is at or after the write: once for the request, once more per redirect followed;
+     * user is nf_fetch_start's; always before the transfer's done callback. A transfer whose
+     * connection never came up is never "sent" (file:// reads neither). For politeness that
+     * counts what a host receives. */
+    void (*sent)(void *user);
 } nf_fetch_opts_t;
 
 void nf_fetch_opts_default(nf_fetch_opts_t *o);

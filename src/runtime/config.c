@@ -125,7 +125,8 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_U32, crawl.host_max_concurrent), .min = 1, .max = 1000, .def = "2",
      .help = "concurrent requests per host"},
     {KEY(CFG_U32, crawl.host_spacing_ms), .max = 3600000, .def = "1000",
-     .help = "minimum time between request starts on one host"},
+     .help = "minimum time between two requests going out to one host, across restarts and "
+             "rebalances (the first request to a host taken over waits this long)"},
     {KEY(CFG_U32, crawl.breaker_failures), .max = 16, .def = "5",
      .help = "failures within the window that open a host's circuit breaker (0 = off)"},
     {KEY(CFG_U32, crawl.breaker_window_s), .min = 1, .max = 86400, .def = "60",

@@ -2,10 +2,17 @@
 scale_out.py): one threaded HTTP server per host address (127.0.0.2, ...; Linux routes all of
 127.0.0.0/8 to lo), a few RSS feeds per host whose items grow with `version` (ETag per version,
 304 to If-None-Match), one item URL syndicated by two hosts in different sources partitions,
-and a log of every request (time, host, path, User-Agent, If-None-Match, status). Every item
-is about sports (classify gives it a topic vector)."""
+and a log of every request (time, host, path, User-Agent, If-None-Match, status, arrival).
+Every item is about sports (classify gives it a topic vector).
+
+The arrival is when the request's first bytes reached this machine's socket, stamped by the
+kernel (SO_TIMESTAMPNS), not when a thread of this busy Python process got round to it: the
+politeness checks compare what a publisher receives, and a farm thread delayed by a loaded CPU
+must not make two requests look closer (or farther) apart than they came."""
 import http.server
 import os
+import socket
+import struct
 import sys
 import threading
 import time
@@ -51,6 +58,32 @@ def host_partition(host, partitions):
     return (murmur2(host.encode()) & 0x7fffffff) % partitions
 
 
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def server_bind(self):
+        # accepted sockets inherit it: the kernel stamps every packet they receive
+        self.socket.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        super().server_bind()
+
+
+def _arrival(conn):
+    """Kernel receive time (epoch s) of the next bytes on conn, waiting for them (MSG_PEEK: the
+    request stays to be read); None if the peer closed first."""
+    try:
+        data, anc, _, _ = conn.recvmsg(1, socket.CMSG_SPACE(16), socket.MSG_PEEK)
+    except OSError:
+        return None
+    for level, kind, d in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(d) >= 16:
+            sec, ns = struct.unpack("qq", d[:16])
+            return sec + ns / 1e9
+    return time.time() if data else None
+
+
 class Farm:
     """One threaded HTTP server per loopback host; a log of every request."""
 
@@ -58,13 +91,18 @@ class Farm:
         self.ctx = ctx
         self.hosts, self.feeds_per_host = list(hosts), feeds_per_host
         self.lock = threading.Lock()
-        self.log = []  # (monotonic s, host, path, user agent, if-none-match or None, status)
+        # (monotonic s, host, path, user agent, if-none-match or None, status, arrival epoch s)
+        self.log = []
         self.servers = []
         self.base = {}
         self.version = 1  # 2: every feed gains an item (and a new ETag)
         farm = self
 
         class H(http.server.BaseHTTPRequestHandler):
+            def handle_one_request(self):
+                self.arrival = _arrival(self.connection)
+                super().handle_one_request()
+
             def do_GET(self):
                 host = self.server.server_address[0]
                 inm = self.headers.get("If-None-Match")
@@ -74,7 +112,8 @@ class Farm:
                 status = 304 if inm == etag else 200
                 with farm.lock:
                     farm.log.append((time.monotonic(), host, self.path,
-                                     self.headers.get("User-Agent", ""), inm, status))
+                                     self.headers.get("User-Agent", ""), inm, status,
+                                     self.arrival or time.time()))
                 if status == 304:
                     self.send_response(304)
                     self.send_header("ETag", etag)
@@ -106,8 +145,7 @@ class Farm:
                 pass
 
         for h in self.hosts:
-            s = http.server.ThreadingHTTPServer((h, 0), H)
-            s.daemon_threads = True
+            s = _Server((h, 0), H)
             threading.Thread(target=s.serve_forever, daemon=True).start()
             self.servers.append(s)
             self.base[h] = "http://%s:%d" % (h, s.server_address[1])
@@ -126,6 +164,19 @@ class Farm:
     def requests(self):
         with self.lock:
             return list(self.log)
+
+    def spacing_violations(self, spacing_ms):
+        """{host: [gap s, ...]} of consecutive requests to one host that arrived less than
+        spacing_ms apart (kernel arrival times; 2 ms of slack for the job's millisecond clock),
+        whoever sent them: crawl.host_spacing_ms is a promise across the whole job."""
+        out = {}
+        for h in self.hosts:
+            times = sorted(r[6] for r in self.requests() if r[1] == h)
+            close = [round(b - a, 4) for a, b in zip(times, times[1:])
+                     if b - a < spacing_ms / 1000.0 - 0.002]
+            if close:
+                out[h] = close
+        return out
 
     def sources_file(self, path):
         """Writes the feeds' URLs, one per line (sources.file)."""

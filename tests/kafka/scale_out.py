@@ -29,7 +29,8 @@ events. Feeds too: a feed farm on loopback (farm.py: 8 hosts, 2 feeds each, one 
 hosts) is every process's sources file; the sources topic spreads it by host over the
 processes, the articles go to the one process that deduplicates for the job, and every feed
 gains an item before the rolling restart and again after the last kill: at the end every item
-is in `articles` once and every article in `story-clusters` once. Prints
+is in `articles` once and every article in `story-clusters` once, and requests to one host
+arrive at least crawl.host_spacing_ms apart whoever sends them (farm.py's kernel times). Prints
 {"bench":"scale_out_failover",...}.
 
 NF_TEST_STANDBY_REPLICAS=N runs every process with scale.standby_replicas=N (default 0), for the
@@ -315,6 +316,9 @@ def body(ctx):
     ctx.log("processes that merged trending panes at some point: %s" % merged)
     ctx.check(len(merged) >= 2, "the trending merger did not move when %s was killed" % owner)
     ctx.log(farm.check_articles(ctx, broker))
+    close = farm.spacing_violations(1000)  # crawl.host_spacing_ms's default
+    ctx.check(not close, "requests to one host arrived closer than crawl.host_spacing_ms, s "
+              "apart, through joins, kills and restarts: %r" % close)
     farm.stop()
     check_reference(ctx, prod.sent, broker)
 

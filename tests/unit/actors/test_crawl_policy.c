@@ -686,26 +686,55 @@ static void test_host_concurrency_and_spacing(void)
     int64_t at = 0;
     NF_CHECK(nf_host_may_start(&h, T0, &at));
     NF_CHECK(!nf_host_started(&h, T0));
+    nf_host_sent(&h, T0, true);
     NF_CHECK(!nf_host_may_start(&h, T0 + 500, &at)); /* spacing */
     NF_CHECK_EQ(at, T0 + 1000);
     NF_CHECK(!nf_host_may_start(&h, T0 + 999, &at));
     NF_CHECK_EQ(at, T0 + 1000);
     NF_CHECK(nf_host_may_start(&h, T0 + 1000, &at));
     nf_host_started(&h, T0 + 1000);
+    nf_host_sent(&h, T0 + 1000, true);
     NF_CHECK_EQ(h.in_flight, 2);
     NF_CHECK(!nf_host_may_start(&h, T0 + 5000, &at)); /* full */
     NF_CHECK_EQ(at, T0 + 6000);
     nf_host_finished(&h, T0 + 5000, false, true);
     NF_CHECK(nf_host_may_start(&h, T0 + 5000, &at));
     nf_host_started(&h, T0 + 5000);
-    nf_host_abandoned(&h, false); /* cancelled: the slot is free again */
+    nf_host_sent(&h, T0 + 5000, true); /* never went out: counted as sent when it ended */
+    nf_host_abandoned(&h, false);      /* cancelled: the slot is free again */
     NF_CHECK_EQ(h.in_flight, 1);
+
+    /* The spacing counts from when a request goes out: one started at T0 + 10 s but written
+     * 300 ms late (a busy event loop) holds the next back until 1 s after it went out, and
+     * nothing starts while it has not gone out at all. */
+    nf_host_finished(&h, T0 + 10000, false, true);
+    NF_CHECK(nf_host_may_start(&h, T0 + 10000, &at));
+    nf_host_started(&h, T0 + 10000);
+    NF_CHECK(!nf_host_may_start(&h, T0 + 10200, &at)); /* not sent yet: unknown */
+    NF_CHECK(at > T0 + 10200);
+    nf_host_sent(&h, T0 + 10300, true);
+    NF_CHECK(!nf_host_may_start(&h, T0 + 11000, &at)); /* 1 s after the start, 0.7 after out */
+    NF_CHECK_EQ(at, T0 + 11300);
+    NF_CHECK(nf_host_may_start(&h, T0 + 11300, &at));
+    nf_host_sent(&h, T0 + 11400, false); /* a redirect of the same transfer goes out */
+    NF_CHECK(!nf_host_may_start(&h, T0 + 11500, &at));
+    NF_CHECK_EQ(at, T0 + 12400);
+    nf_host_finished(&h, T0 + 11500, false, true);
+
+    /* A host this process takes over: whoever had it may have sent a request just now. */
+    nf_host_init(&h, &p);
+    nf_host_adopted(&h, T0);
+    NF_CHECK(!nf_host_may_start(&h, T0 + 999, &at));
+    NF_CHECK_EQ(at, T0 + 1000);
+    NF_CHECK(nf_host_may_start(&h, T0 + 1000, &at));
+    nf_host_adopted(&h, T0 - 5000); /* never moves the last request back */
+    NF_CHECK(nf_host_may_start(&h, T0 + 1000, &at));
 
     /* no spacing: only the concurrency limit, and the busy hint is never "now" */
     p.host_spacing_ms = 0;
     p.host_max_concurrent = 3;
     nf_host_init(&h, &p);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3; i++) { /* without spacing, requests not sent yet hold nothing back */
         NF_CHECK(nf_host_may_start(&h, T0, &at));
         nf_host_started(&h, T0);
     }
@@ -856,6 +885,17 @@ static void test_breaker_half_open_probe(void)
 }
 
 /* Random starts, finishes and clock jumps against a reference model of the breaker. */
+/* A request goes out at now: what the host sees must be host_spacing_ms apart. */
+static void host_goes_out(nf_host_t *h, int64_t now, int64_t *last_sent, long *bad)
+{
+    if (*last_sent != INT64_MIN && now - *last_sent < h->policy->host_spacing_ms) {
+        (*bad)++;
+        fprintf(stderr, "requests went out %lld ms apart\n", (long long)(now - *last_sent));
+    }
+    nf_host_sent(h, now, true);
+    *last_sent = now;
+}
+
 static void test_property_host(void)
 {
     nf_crawl_policy_t p = nf_crawl_policy_default();
@@ -865,10 +905,11 @@ static void test_property_host(void)
     nf_host_init(&h, &p);
     enum { MAXQ = 8 };
     struct {
-        bool probe;
+        bool probe, sent;
     } q[MAXQ];
     int nq = 0, probes_in_flight = 0, max_seen = 0;
-    int64_t now = T0, last_start = INT64_MIN;
+    int64_t now = T0, last_start = INT64_MIN, last_sent = INT64_MIN;
+    long late_sends = 0;
     /* model: failure times of the current closed run (consecutive, non-probe) */
     int64_t run[4096];
     int nrun = 0;
@@ -902,6 +943,7 @@ static void test_property_host(void)
                 bool probe = nf_host_started(&h, now);
                 last_start = now;
                 starts++;
+                q[nq].sent = false;
                 q[nq++].probe = probe;
                 probes_in_flight += probe;
                 if (nq > (int)p.host_max_concurrent || probes_in_flight > 1)
@@ -910,8 +952,17 @@ static void test_property_host(void)
                     bad++, fprintf(stderr, "probe while closed\n");
                 max_seen = nq > max_seen ? nq : max_seen;
             }
-        } else if (nq > 0) { /* finish a random one */
+        } else if (nq > 0 && rnd(3) == 0) { /* one goes out, maybe long after it started */
             int i = (int)rnd(nq);
+            if (!q[i].sent) {
+                host_goes_out(&h, now, &last_sent, &bad);
+                q[i].sent = true;
+                late_sends += now > last_start;
+            }
+        } else if (nq > 0) { /* finish a random one (the actor: not out yet = out now) */
+            int i = (int)rnd(nq);
+            if (!q[i].sent)
+                host_goes_out(&h, now, &last_sent, &bad);
             bool probe = q[i].probe, success = rnd(3) == 0;
             q[i] = q[--nq];
             probes_in_flight -= probe;
@@ -962,6 +1013,7 @@ static void test_property_host(void)
     NF_CHECK_EQ(h.half_opened, closes + probe_fail + (h.state == NF_BREAKER_HALF_OPEN));
     NF_CHECK_EQ(max_seen, p.host_max_concurrent);
     NF_CHECK(first_opens > 10 && closes > 10 && probe_fail > 10);
+    NF_CHECK(late_sends > 1000); /* the property was tried with sends after later starts */
     fprintf(stderr, "host: %ld starts, %ld opens (%ld on a failure run), %ld closes\n", starts,
             opens, first_opens, closes);
 }

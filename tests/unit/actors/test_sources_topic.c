@@ -26,6 +26,8 @@
 
 static char g_base[64];
 static uint16_t g_port;
+static nf_testhttpd_t *g_srv;
+static int64_t g_spacing_ms; /* crawl.host_spacing_ms of the jobs (0: none) */
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -137,7 +139,7 @@ static void test_policy(nf_ingest_t *in)
     nf_ingest_opts_default(&in->o);
     nf_addrguard_allow(&in->o.guard, "127.0.0.0/8");
     in->o.policy.host_max_concurrent = 64;
-    in->o.policy.host_spacing_ms = 0;
+    in->o.policy.host_spacing_ms = g_spacing_ms;
     in->o.policy.breaker_failures = 0;
 }
 
@@ -595,6 +597,41 @@ static void test_restart(void)
     NF_CHECK(system(cmd) == 0);
 }
 
+/* A process does not know when its previous run, or a partition's previous owner, last sent a
+ * host a request: its first request to a host waits a full crawl.host_spacing_ms from when it
+ * took the host on (crawl_policy.h nf_host_adopted). A source stored paused by run 1 is revived
+ * as soon as run 2 has started, which makes it due at once: its request must still come a
+ * spacing after run 2 began. */
+static void test_spacing_after_restart(void)
+{
+    char dir[] = "/tmp/nf-srcspace-XXXXXX";
+    NF_REQUIRE(mkdtemp(dir));
+    g_spacing_ms = 1000;
+    job_t j;
+    NF_REQUIRE(job_open(&j, dir, 1, NULL) == 0);
+    NF_CHECK_EQ(deliverf(j.rt, &j.in, "src-p", "/feed/9.xml", "\"status\":\"paused\""), 0);
+    NF_CHECK_EQ(lookup(j.rt, &j.in, "src-p", NULL), 1);
+    NF_CHECK_EQ(job_commit(&j), 0);
+    job_close(&j);
+
+    uint64_t before = nf_testhttpd_requests(g_srv);
+    int64_t t0 = nf_wall_ms();
+    NF_REQUIRE(job_open(&j, dir, 1, NULL) == 0);
+    NF_CHECK_EQ(deliverf(j.rt, &j.in, "src-p", "/feed/9.xml", NULL), 0); /* active: due now */
+    uint64_t deadline = nf_now_ns() + 30000000000ull;
+    while (nf_testhttpd_requests(g_srv) == before && nf_now_ns() < deadline)
+        usleep(1000);
+    int64_t seen = nf_wall_ms() - t0; /* at or after the request came */
+    NF_CHECK(nf_testhttpd_requests(g_srv) > before);
+    NF_CHECK(seen >= g_spacing_ms);
+    fprintf(stderr, "  first request of run 2 seen %lld ms after it started\n", (long long)seen);
+    job_close(&j);
+    g_spacing_ms = 0;
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    NF_CHECK(system(cmd) == 0);
+}
+
 /* The sources topic's partition of a host is Kafka's default partitioner's for a record keyed by
  * the host: Kafka's own murmur2 test vectors (Utils.murmur2 in its UtilsTest), then librdkafka's
  * murmur2 partitioner as the reference over many hosts and partition counts. */
@@ -634,7 +671,7 @@ int main(void)
     nf_fetch_global_init();
     nf_feed_global_init();
     nf_metrics_init(4);
-    nf_testhttpd_t *srv = nf_testhttpd_start(NULL, 0);
+    nf_testhttpd_t *srv = g_srv = nf_testhttpd_start(NULL, 0);
     if (!srv) {
         fprintf(stderr, "cannot start the test HTTP server\n");
         return 1;
@@ -646,6 +683,7 @@ int main(void)
     NF_RUN(test_live_changes);
     NF_RUN(test_many_sources);
     NF_RUN(test_restart);
+    NF_RUN(test_spacing_after_restart);
     nf_testhttpd_stop(srv);
     nf_metrics_shutdown();
     return nf_test_report();

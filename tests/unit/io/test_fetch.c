@@ -3,7 +3,8 @@
  * redirect, redirect loop, redirect to a private address refused before connecting, oversized
  * bodies with and without Content-Length, stall -> low-speed timeout, refused connection, the
  * default guard refusing loopback, file:// disabled) and that slow and stalled transfers do not
- * hold up the others (ordering, not timing). */
+ * hold up the others (ordering, not timing); the `sent` hook runs once per request that reaches
+ * the server (once more per redirect followed, never for a refused connection). */
 #include "io/fetch.h"
 #include "nf_test.h"
 #include "runtime/metrics.h"
@@ -29,6 +30,7 @@ typedef struct {
     char body_head[64];
     uint64_t seq; /* completion order */
     _Atomic int done;
+    _Atomic int sent; /* nf_fetch_opts_t.sent calls */
 } req_t;
 
 static req_t reqs[MAXREQ];
@@ -43,6 +45,12 @@ typedef struct {
 static int fx_actor;
 static char fx_connect_to[96]; /* set before the runtime starts */
 
+static void on_sent(void *user)
+{
+    req_t *r = user;
+    atomic_fetch_add(&r->sent, 1);
+}
+
 static void *fx_init(nf_shard_t *sh, void *ctx)
 {
     (void)ctx;
@@ -56,6 +64,7 @@ static void *fx_init(nf_shard_t *sh, void *ctx)
     o.low_speed_bytes = 1;
     o.total_timeout_ms = 20000;
     o.connect_to = fx_connect_to;
+    o.sent = on_sent;
     fx->guarded = nf_fetcher_create(sh, &o);
     o.guard = NULL;
     fx->strict = nf_fetcher_create(sh, &o);
@@ -238,6 +247,19 @@ static void test_outcomes(void)
     }
     fprintf(stderr, "  stall: %s after %.2f s; slow body took %.2f s\n", stall->res.message,
             (double)stall->res.duration_ns / 1e9, (double)slow->res.duration_ns / 1e9);
+
+    /* `sent`: once per request written to a connection, so the server saw exactly as many */
+    NF_CHECK_EQ(atomic_load(&feed->sent), 1);
+    NF_CHECK_EQ(atomic_load(&redir->sent), 2); /* the 301, then its target */
+    NF_CHECK_EQ(atomic_load(&priv->sent), 1);  /* its redirect was refused before connecting */
+    NF_CHECK_EQ(atomic_load(&loop->sent), 6);  /* max_redirects (5) followed, then refused */
+    NF_CHECK_EQ(atomic_load(&refused->sent), 0);
+    NF_CHECK_EQ(atomic_load(&named->sent), 1);
+    NF_CHECK_EQ(atomic_load(&strict->sent), 0); /* no hook on that fetcher, and refused */
+    uint64_t sent = 0;
+    for (unsigned i = 0; i < nreq; i++)
+        sent += (uint64_t)atomic_load(&reqs[i].sent);
+    NF_CHECK_EQ(sent, nf_testhttpd_requests(srv));
 
     nf_runtime_request_stop(rt);
     NF_CHECK_EQ(nf_runtime_wait(rt), 0);
