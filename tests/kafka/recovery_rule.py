@@ -11,7 +11,8 @@ Per (point, method), on topics of its own:
   1. a first run commits a few epochs with input (so that the group has offsets of this writer)
      and stops on SIGTERM;
   2. SIZE events are produced, then a run with checkpoint.interval_ms=5000 dies (NF_FAULT) at
-     POINT of its first epoch, which holds all of them;
+     POINT of its first epoch, which holds all of them on a quiet machine and fewer on a busy
+     one (what it holds, n_e, is read back at the end: the checks hold for any share);
   3. before any restart the output topic is read both ways: read_committed must show none of the
      epoch's records unless POINT is after_commit (then all of them); read_uncommitted shows what
      reached the log (after_pending none, mid_produce some, before_commit and after_commit all);
@@ -34,7 +35,7 @@ replaced state's epoch, which the case checks too.
 Usage: python3 recovery_rule.py NEWSFLOW SRCDIR [--points P,P] [--methods offsets,scan]
                                 [--sizes N,N] [--interval MS] [--no-restore]
   --interval MS   checkpoint.interval_ms of the run that dies (default 5000): long enough for
-                  the job to take all SIZE events into that one epoch
+                  the job to take all SIZE events into that one epoch on a quiet machine
 """
 import json
 import os
@@ -57,7 +58,7 @@ def epoch_records(ctx, broker, epoch, isolation):
 
 
 def case(ctx, point, method, size, interval_ms):
-    name = "%s-%s-%d" % (point, method, size)
+    name = "%s-%s-%d-%d" % (point, method, size, interval_ms)
     ctx.log("==== %s ====" % name)
     broker = acclib.start_broker(ctx, name=name)
     ev = acclib.Events(users=50, prefix="r")
@@ -77,28 +78,31 @@ def case(ctx, point, method, size, interval_ms):
     rc = j2.wait_exit(180, "the fault at %s of epoch %d" % (point, e))
     ctx.check(rc == 137 and j2.msgs("fault injection: exiting as if killed"),
               "run 2 should have died at %s of epoch %d (exit %s)" % (point, e, rc), j2)
+    # How many of the SIZE events epoch e took depends on how fast run 2 consumed them before
+    # its first cut (all of them on a quiet machine, fewer under load): the epoch's own share,
+    # n_e, is known once the restart has completed it (read_committed, below); until then the
+    # checks hold for any share.
     logged = epoch_records(ctx, broker, e, "read_uncommitted")
     if point == "after_commit":
         # EndTxn returned before the kill, so the epoch is committed; the coordinator writes the
         # commit markers to the partitions after that, and a read_committed reader sees a
         # partition's records once its marker is in. Wait for them rather than look once.
         ctx.wait_for("the commit markers of epoch %d" % e,
-                     lambda: epoch_records(ctx, broker, e, "read_committed") == size,
+                     lambda: epoch_records(ctx, broker, e, "read_committed") == logged,
                      timeout=30, interval=1.0)
     committed = epoch_records(ctx, broker, e, "read_committed")
     ctx.log("before the restart: epoch %d has %d interest-updates visible read_committed, %d in "
             "the log" % (e, committed, logged))
     if point == "after_commit":
-        ctx.check(committed == size and logged == size,
-                  "after_commit: the committed epoch %d should show all %d records both ways "
-                  "(read_committed %d, log %d)" % (e, size, committed, logged))
+        ctx.check(0 < committed == logged <= size,
+                  "after_commit: the committed epoch %d should show all its records both ways "
+                  "(read_committed %d, log %d, of %d events)" % (e, committed, logged, size))
     else:
         ctx.check(committed == 0, "%s: %d records of the interrupted epoch %d are visible to "
                   "read_committed readers" % (point, committed, e))
-        want = {"after_pending": (0, 0), "mid_produce": (0, size), "before_commit": (size, size)}
-        lo, hi = want[point]
-        ctx.check(lo <= logged <= hi, "%s: the log holds %d records of epoch %d, expected %d..%d"
-                  % (point, logged, e, lo, hi))
+        hi = 0 if point == "after_pending" else size
+        ctx.check(0 <= logged <= hi, "%s: the log holds %d records of epoch %d, expected 0..%d"
+                  % (point, logged, e, hi))
 
     j3 = acclib.Job(ctx, broker, state, interval_ms=300, tag=name + "-3", env=env)
     ctx.wait_for("the roll-forward", lambda: j3.msgs("pending epoch rolled forward"),
@@ -126,11 +130,21 @@ def case(ctx, point, method, size, interval_ms):
     ctx.check(not hang and rc == 0, "exit %s after SIGTERM %s" % (rc, hang or ""), j3)
     recs_all = acclib.read_outputs(ctx, broker, "interest-updates")
     ctx.log(acclib.check_interest_updates(ctx, recs_all, ev.counts))
+    # Every (user, version) is there exactly once, so epoch e's committed records are its whole
+    # share of the events: what the pending record held, produced once.
+    n_e = sum(1 for k, h, v in recs_all if h.get("nf-epoch") == str(e))
+    ctx.check(0 < n_e <= size, "epoch %d holds %d interest-updates, want 1..%d" % (e, n_e, size))
+    if point == "before_commit":
+        ctx.check(logged == n_e, "before_commit: the log held %d records of epoch %d before the "
+                  "restart, want all %d of the epoch" % (logged, e, n_e))
+    ctx.check(logged <= n_e, "%s: the log held %d records of epoch %d before the restart, more "
+              "than the epoch's %d" % (point, logged, e, n_e))
     after = epoch_records(ctx, broker, e, "read_uncommitted")
-    want_after = size if point == "after_commit" else logged + size
+    want_after = n_e if point == "after_commit" else logged + n_e
     ctx.check(after == want_after, "the log holds %d records of epoch %d, want %d (%s)" %
               (after, e, want_after, "the committed ones" if point == "after_commit" else
-               "the aborted %d beside the %d produced again" % (logged, size)))
+               "the aborted %d beside the %d produced again" % (logged, n_e)))
+    ctx.log("epoch %d took %d of the %d events" % (e, n_e, size))
 
 
 def case_restore(ctx, method):
@@ -223,6 +237,11 @@ def body(ctx):
         for point in opts["points"]:
             for method in opts["methods"]:
                 case(ctx, point, method, size, opts["interval"][0])
+    if len(sys.argv) == 3:
+        # An epoch that takes only a share of the events (its cut comes before the job has
+        # consumed them all, as on a busy machine): what the pending record holds is what the
+        # roll-forward produces, whatever the share.
+        case(ctx, "before_commit", "offsets", SIZES[0], 1500)
 
 
 if __name__ == "__main__":
