@@ -922,6 +922,7 @@ static void *stop_watchdog(void *arg)
     int code = final_done ? w->exit_code : NF_EXIT_RUNTIME;
     /* before final_done the epoch object lives on (run_cleanup frees it later) */
     uint64_t last = final_done ? w->committed_epoch : nf_epoch_committed_epoch(w->epoch);
+    const char *step = final_done ? "stopped" : nf_epoch_step(w->epoch);
     pthread_mutex_unlock(&w->lock);
     if (done)
         return NULL;
@@ -942,7 +943,7 @@ static void *stop_watchdog(void *arg)
                "shutdown.timeout_ms passed before the final epoch committed; exiting now with "
                "what is committed (the next start rolls a pending epoch forward or reads its "
                "inputs again)",
-               NF_LI("timeout_ms", w->timeout_ms), NF_LS("phase", phase),
+               NF_LI("timeout_ms", w->timeout_ms), NF_LS("phase", phase), NF_LS("epoch_step", step),
                NF_LI("committed_epoch", last), NF_LI("exit_code", code), NF_LEND);
     _exit(code);
 }

@@ -146,6 +146,7 @@ struct nf_kafka {
     unsigned nshards;
     pthread_mutex_t lock;
     bool closing;
+    bool coop; /* the group's rebalance protocol is COOPERATIVE (rebalance_cb's thread only) */
     /* delivery reports (coordinator thread) */
     uint64_t dr_errors;
     char dr_last_error[256];
@@ -153,8 +154,11 @@ struct nf_kafka {
         pauses;
     _Atomic bool fatal_seen;
     _Atomic uint64_t deadline_ns; /* nf_kafka_set_deadline; 0: none */
-    pthread_mutex_t elock;        /* guards the two below (error_cb may run anywhere) */
-    uint64_t client_error_ns;     /* nf_now_ns of the last client error */
+    /* NF_TEST_FAIL_GROUP_OFFSETS=PATH (tests): while PATH exists, the group's committed
+     * offsets read as timed out, as from a coordinator too slow to answer ("": off) */
+    char fail_committed[256];
+    pthread_mutex_t elock;    /* guards the two below (error_cb may run anywhere) */
+    uint64_t client_error_ns; /* nf_now_ns of the last client error */
     char client_error[256];
     nf_counter_t m_committed, m_aborted, m_commit_retries, m_delivery_errors, m_client_errors,
         m_resets;
@@ -633,13 +637,35 @@ bool nf_kafka_owns(const nf_kafka_t *k, nf_input_t in, int32_t partition)
            atomic_load_explicit(&k->owned[in][partition], memory_order_acquire);
 }
 
+/* Partitions assigned while the consumer closes (a rebalance that was on its way when the job
+ * stopped): the job commits nothing more, so they are not taken — no restore, no position, no
+ * shard — only handed to the consumer, whose close gives them back to the group at once; their
+ * next owner starts from the group's committed offsets. */
+static rd_kafka_error_t *assign_while_closing(nf_kafka_t *k, rd_kafka_t *rk,
+                                              rd_kafka_topic_partition_list_t *parts)
+{
+    nf_log(NF_LOG_INFO, "kafka", "partitions assigned while leaving the group: not taken",
+           NF_LI("partitions", parts->cnt), NF_LEND);
+    if (k->coop)
+        return rd_kafka_incremental_assign(rk, parts);
+    rd_kafka_assign(rk, parts);
+    return NULL;
+}
+
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     nf_kafka_t *k = opaque;
-    bool coop = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    /* NULL while the consumer closes: the protocol last seen holds (cooperative-sticky is what
+     * nf_kafka_new configures) */
+    const char *proto = rd_kafka_rebalance_protocol(rk);
+    if (proto)
+        k->coop = !strcmp(proto, "COOPERATIVE");
+    bool coop = k->coop;
     rd_kafka_error_t *ae = NULL;
-    if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && k->closing) {
+        ae = assign_while_closing(k, rk, parts);
+    } else if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         /* The key groups come first (restored from the changelog, loaded by the shards), then
          * the positions, which the `position` hook answers from the restored state. */
         nf_kafka_offset_t *list = input_list(k, parts);
@@ -717,6 +743,14 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
         return NULL;
     }
     k->o = *o;
+    k->coop = true; /* partition.assignment.strategy=cooperative-sticky, below */
+    const char *fc = getenv("NF_TEST_FAIL_GROUP_OFFSETS");
+    snprintf(k->fail_committed, sizeof k->fail_committed, "%s", fc ? fc : "");
+    if (k->fail_committed[0])
+        nf_log(NF_LOG_WARN, "kafka",
+               "test knob NF_TEST_FAIL_GROUP_OFFSETS: the group's committed offsets time out while "
+               "this file exists",
+               NF_LS("file", k->fail_committed), NF_LEND);
     pthread_mutex_init(&k->lock, NULL);
     pthread_mutex_init(&k->elock, NULL);
     pthread_mutex_init(&k->adm_mu, NULL);
@@ -1383,6 +1417,52 @@ static int64_t metadata_epoch(const nf_kafka_t *k, const rd_kafka_topic_partitio
     return (int64_t)e;
 }
 
+/* Whether an answer about the group's committed offsets is one a moment can cure: the group's
+ * coordinator moving or loading (a broker restarting, a busy cluster), a transaction still
+ * deciding the offsets, a connection or a request lost. */
+static bool committed_retriable(rd_kafka_resp_err_t e)
+{
+    switch (e) {
+    case RD_KAFKA_RESP_ERR_NOT_COORDINATOR:
+    case RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS:
+    case RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_UNSTABLE_OFFSET_COMMIT:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__WAIT_COORD:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* rd_kafka_committed over l, retried (100 ms, doubling to 1 s) while its answer, or one
+ * partition's, is retriable, for at most NF_KAFKA_TIMEOUT_MS in all and never past the shutdown
+ * deadline. The call's error, else the first partition's retriable one, else 0. */
+static rd_kafka_resp_err_t committed(nf_kafka_t *k, rd_kafka_topic_partition_list_t *l)
+{
+    if (k->fail_committed[0] && access(k->fail_committed, F_OK) == 0)
+        return RD_KAFKA_RESP_ERR__TIMED_OUT;
+    uint64_t until = nf_now_ns() + (uint64_t)NF_KAFKA_TIMEOUT_MS * 1000000ull;
+    unsigned pause_ms = 100;
+    for (;;) {
+        uint64_t now = nf_now_ns();
+        int left = now < until ? (int)((until - now) / 1000000ull) + 1 : 1;
+        rd_kafka_resp_err_t e = rd_kafka_committed(k->cons, l, tmo(k, left));
+        for (int i = 0; !e && i < l->cnt; i++)
+            if (committed_retriable(l->elems[i].err))
+                e = l->elems[i].err;
+        if (!e || !committed_retriable(e) || nf_now_ns() + pause_ms * 1000000ull >= until ||
+            nf_kafka_past_deadline(k))
+            return e;
+        nf_log(NF_LOG_INFO, "kafka", "the group's committed offsets: retrying",
+               NF_LS("error", rd_kafka_err2str(e)), NF_LI("retry_ms", pause_ms), NF_LEND);
+        struct timespec ts = {0, (long)pause_ms * 1000000L};
+        nanosleep(&ts, NULL);
+        pause_ms = pause_ms * 2 > 1000 ? 1000 : pause_ms * 2;
+    }
+}
+
 nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_t nonce,
                                           const nf_kafka_offset_t *offsets, size_t n, char *why,
                                           size_t whylen)
@@ -1394,7 +1474,7 @@ nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_
     for (size_t i = 0; i < n; i++)
         rd_kafka_topic_partition_list_add(l, k->in_names[offsets[i].input], offsets[i].partition);
     /* read_committed: the group coordinator answers with stable (transaction-decided) offsets. */
-    rd_kafka_resp_err_t e = rd_kafka_committed(k->cons, l, tmo(k, NF_KAFKA_TIMEOUT_MS));
+    rd_kafka_resp_err_t e = committed(k, l);
     nf_kafka_outcome_t out = NF_KAFKA_UNKNOWN;
     if (e) {
         snprintf(why, whylen, "committed offsets not readable: %s", rd_kafka_err2str(e));
@@ -2079,7 +2159,7 @@ int nf_kafka_group_offsets(nf_kafka_t *k, nf_kafka_offset_t *out, size_t cap, si
     for (int i = 0; i < NF_INPUT__COUNT; i++)
         for (int p = 0; p < k->in_npart[i]; p++)
             rd_kafka_topic_partition_list_add(l, k->in_names[i], p);
-    rd_kafka_resp_err_t e = rd_kafka_committed(k->cons, l, tmo(k, NF_KAFKA_TIMEOUT_MS));
+    rd_kafka_resp_err_t e = committed(k, l);
     int rc = 0;
     if (e) {
         snprintf(err, errlen, "kafka: the group's committed offsets are not readable: %s",

@@ -61,12 +61,13 @@ struct nf_epoch {
     nf_changelog_progress_t restore;
     nf_standby_t *standby; /* nf_epoch_attach_standby; NULL: none */
     /* stats */
+    _Atomic(const char *) step;        /* nf_epoch_step: what the coordinator does now */
     _Atomic uint64_t discarded_epochs; /* pending records discarded at start (state.changelog) */
     _Atomic uint64_t committed, failures, checkpoints, outputs, recovered_epochs, recovered_records,
         last_pause_ns, last_commit_ns, cur_epoch;
     nf_histogram_t m_pause, m_commit;
     nf_counter_t m_epochs, m_failures, m_outputs, m_checkpoints, m_early, m_recovered;
-    nf_counter_t m_cl_records, m_cl_bytes, m_restored;
+    nf_counter_t m_cl_records, m_cl_bytes, m_restored, m_rebalance_failures;
     nf_gauge_t m_restore_seconds;
     nf_gauge_t m_epoch, m_state_bytes;
 };
@@ -74,18 +75,32 @@ struct nf_epoch {
 /* ---------------------------------------------------------------- fault injection */
 
 static char g_fault_point[32];
-static uint64_t g_fault_epoch;
-static uint32_t g_fault_stall_ms; /* 0: exit; else sleep this long, once */
+static uint64_t g_fault_epoch;    /* UINT64_MAX: any epoch (the point's first time) */
+static uint32_t g_fault_stall_ms; /* 0: exit (unless g_fault_until); else sleep this long, once */
+static char g_fault_until[400];   /* "": none; else stall until this file exists, once */
+static bool g_fault_poll;         /* poll_until=: the stall polls the consumer (fault_polling) */
 static _Atomic uint64_t g_current_epoch;
 
-static void fault_at(const char *point)
+/* Sleeps until path exists (a test's signal that it acted meanwhile), at most 10 minutes; with
+ * poll, calls it (50 ms) instead of sleeping, so that a consumer stays in its group meanwhile. */
+static void stall_until(const char *path, void (*poll)(void *arg, int ms), void *arg)
 {
-    if (!g_fault_epoch || g_fault_epoch != atomic_load(&g_current_epoch) ||
-        strcmp(point, g_fault_point) != 0)
+    struct timespec ts = {0, 50 * 1000000L};
+    for (int i = 0; i < 12000 && access(path, F_OK) != 0; i++)
+        if (poll)
+            poll(arg, 50);
+        else
+            nanosleep(&ts, NULL);
+}
+
+static void fault_polling(const char *point, void (*poll)(void *arg, int ms), void *arg)
+{
+    if (!g_fault_epoch || strcmp(point, g_fault_point) != 0 ||
+        (g_fault_epoch != UINT64_MAX && g_fault_epoch != atomic_load(&g_current_epoch)))
         return;
-    if (!g_fault_stall_ms) {
+    if (!g_fault_stall_ms && !g_fault_until[0]) {
         nf_log(NF_LOG_WARN, "epoch", "fault injection: exiting as if killed", NF_LS("point", point),
-               NF_LI("epoch", g_fault_epoch), NF_LEND);
+               NF_LI("epoch", atomic_load(&g_current_epoch)), NF_LEND);
         _exit(137);
     }
     /* A stall lets a test act on the outside world (kill a broker) at a known point of the
@@ -94,16 +109,27 @@ static void fault_at(const char *point)
     g_fault_stall_ms = 0;
     g_fault_epoch = 0;
     nf_log(NF_LOG_WARN, "epoch", "fault injection: stalling", NF_LS("point", point),
-           NF_LI("epoch", atomic_load(&g_current_epoch)), NF_LI("ms", ms), NF_LEND);
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+           NF_LI("epoch", atomic_load(&g_current_epoch)), NF_LI("ms", ms),
+           NF_LS("until", g_fault_until), NF_LEND);
+    if (g_fault_until[0]) {
+        stall_until(g_fault_until, g_fault_poll ? poll : NULL, arg);
+    } else {
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     nf_log(NF_LOG_WARN, "epoch", "fault injection: stall over", NF_LS("point", point), NF_LEND);
 }
 
-/* NF_FAULT = POINT:EPOCH[:stall=MS]. 0 or -EINVAL. */
+static void fault_at(const char *point)
+{
+    fault_polling(point, NULL, NULL);
+}
+
+/* NF_FAULT = POINT:EPOCH[:stall=MS|:until=PATH|:poll_until=PATH], EPOCH a number or "*".
+ * 0 or -EINVAL. */
 static int fault_parse(const char *f)
 {
-    char buf[96];
+    char buf[512];
     if (strlen(f) >= sizeof buf)
         return -EINVAL;
     snprintf(buf, sizeof buf, "%s", f);
@@ -111,14 +137,22 @@ static int fault_parse(const char *f)
          *opt = strtok_r(NULL, ":", &save), *end = NULL;
     if (!point || !epoch || strlen(point) >= sizeof g_fault_point || strtok_r(NULL, ":", &save))
         return -EINVAL;
-    unsigned long long e = strtoull(epoch, &end, 10);
-    if (!e || *end)
+    unsigned long long e = strcmp(epoch, "*") ? strtoull(epoch, &end, 10) : UINT64_MAX;
+    if (!e || (end && *end))
         return -EINVAL;
     unsigned long ms = 0;
-    if (opt && (strncmp(opt, "stall=", 6) != 0 || !(ms = strtoul(opt + 6, &end, 10)) || *end ||
-                ms > 600000))
+    bool poll = opt && !strncmp(opt, "poll_", 5);
+    const char *o = opt && poll ? opt + 5 : opt;
+    bool until = o && !strncmp(o, "until=", 6);
+    if ((poll && !until) || (until && (!o[6] || strlen(o + 6) >= sizeof g_fault_until)))
+        return -EINVAL;
+    if (opt && !until &&
+        (strncmp(opt, "stall=", 6) != 0 || !(ms = strtoul(opt + 6, &end, 10)) || *end ||
+         ms > 600000))
         return -EINVAL;
     snprintf(g_fault_point, sizeof g_fault_point, "%s", point);
+    snprintf(g_fault_until, sizeof g_fault_until, "%s", until ? o + 6 : "");
+    g_fault_poll = poll;
     g_fault_epoch = e;
     g_fault_stall_ms = (uint32_t)ms;
     return 0;
@@ -188,14 +222,16 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
     if (f && *f) {
         if (fault_parse(f) != 0) {
             snprintf(err, errlen,
-                     "NF_FAULT=\"%s\": expected POINT:EPOCH[:stall=MS] (e.g. after_pending:3 or "
-                     "before_commit:8:stall=5000)",
+                     "NF_FAULT=\"%s\": expected POINT:EPOCH[:stall=MS|:until=PATH|:poll_until="
+                     "PATH], EPOCH a number or * (e.g. after_pending:3, before_commit:8:stall=5000 "
+                     "or before_close:*:until=/tmp/go)",
                      f);
             nf_epoch_free(ep);
             return NULL;
         }
         nf_log(NF_LOG_WARN, "epoch", "fault injection armed", NF_LS("point", g_fault_point),
-               NF_LI("epoch", g_fault_epoch), NF_LI("stall_ms", g_fault_stall_ms), NF_LEND);
+               NF_LI("epoch", g_fault_epoch == UINT64_MAX ? -1 : (int64_t)g_fault_epoch),
+               NF_LI("stall_ms", g_fault_stall_ms), NF_LS("until", g_fault_until), NF_LEND);
     }
     const char *fs = getenv("NF_TEST_FORCE_SCAN");
     ep->force_scan = fs && *fs && strcmp(fs, "0") != 0;
@@ -213,6 +249,11 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
                        &ep->m_failures);
     nf_metrics_counter("newsflow_epoch_outputs_total", "Output records committed.", NULL, 0,
                        &ep->m_outputs);
+    nf_metrics_counter("newsflow_rebalance_failures_total",
+                       "Rebalances this process could not complete (gained partitions whose state "
+                       "or positions could not be restored, revoked ones the shards did not let "
+                       "go); each stops the job.",
+                       NULL, 0, &ep->m_rebalance_failures);
     nf_metrics_counter("newsflow_checkpoints_total", "Named checkpoints taken.", NULL, 0,
                        &ep->m_checkpoints);
     nf_metrics_counter("newsflow_epoch_early_total",
@@ -368,6 +409,12 @@ static size_t collect_offsets(nf_epoch_t *ep, nf_kafka_offset_t *out, size_t cap
     return n;
 }
 
+static bool past_deadline(const nf_epoch_t *ep)
+{
+    uint64_t d = atomic_load(&ep->deadline_ns);
+    return d && nf_now_ns() >= d;
+}
+
 /* Stops input everywhere, waits until nothing is in flight, snapshots every shard, reads the
  * input positions the snapshot corresponds to, resumes (unless `final`). The positions must be
  * read before resuming: a record consumed after it belongs to the next epoch. */
@@ -375,6 +422,7 @@ static int cut(nf_epoch_t *ep, bool final, nf_kafka_offset_t *offs, size_t *noff
                size_t errlen)
 {
     uint64_t t0 = nf_now_ns();
+    atomic_store(&ep->step, "cutting: pausing and draining the shards");
     int r = call_all(ep, call_pause, "pause", err, errlen);
     for (unsigned spins = 0; r == 0; spins++) {
         r = call_all(ep, call_busy, "drain", err, errlen);
@@ -383,6 +431,13 @@ static int cut(nf_epoch_t *ep, bool final, nf_kafka_offset_t *offs, size_t *noff
             busy |= ep->shards[s].busy;
         if (r == 0 && !busy && nf_runtime_quiescent(ep->rt))
             break;
+        if (r == 0 && past_deadline(ep)) { /* nothing is decided yet: the inputs are read again */
+            snprintf(err, errlen,
+                     "epoch %" PRIu64 ": the shards did not drain by the shutdown deadline",
+                     atomic_load(&ep->cur_epoch));
+            r = -ETIMEDOUT;
+            break;
+        }
         if (spins > 10) {
             struct timespec ts = {0, spins > 1000 ? 1000000 : 50000};
             nanosleep(&ts, NULL);
@@ -512,12 +567,6 @@ static int settle(nf_epoch_t *ep, uint64_t e, uint64_t nonce, uint64_t records,
     atomic_fetch_add(&ep->recovered_records, records - found);
     nf_counter_add(ep->m_recovered, records - found);
     return oc == NF_KAFKA_COMMITTED;
-}
-
-static bool past_deadline(const nf_epoch_t *ep)
-{
-    uint64_t d = atomic_load(&ep->deadline_ns);
-    return d && nf_now_ns() >= d;
 }
 
 static int deadline_err(uint64_t e, char *err, size_t errlen)
@@ -776,6 +825,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     if (!nonce)
         nonce = 1;
     header_json(ep, e, nonce, offs, noffs, records);
+    atomic_store(&ep->step, "writing the pending record (synced)");
     if (ep->st) {
         r = nf_store_pending_write(ep->st, e, ep->jw.buf, ep->batches, ep->nshards, bufs, nbufs,
                                    err, errlen);
@@ -788,6 +838,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         r = job_failed(ep, e, err, errlen); /* a failure while the pending batch was written */
     if (r == 0) {
         fault_at("after_pending");
+        atomic_store(&ep->step, "producing the outputs and committing the Kafka transaction");
         if (ep->kafka) {
             /* a retry scans the outputs from where they stood at the cut, not from offset 0 */
             nf_jw_t pw;
@@ -800,6 +851,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     }
     if (r == 0) {
         fault_at("after_commit");
+        atomic_store(&ep->step, "applying the epoch to the store (and any named checkpoint)");
         ep->records_since_named += records;
         r = apply_and_checkpoint(ep, e, final, err, errlen);
     }
@@ -825,6 +877,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
                NF_LF("pause_ms", (double)atomic_load(&ep->last_pause_ns) / 1e6),
                NF_LF("commit_ms", (double)dt / 1e6), NF_LEND);
     }
+    atomic_store(&ep->step, "between epochs");
     free(bufs);
     free(offs);
     return r;
@@ -1040,25 +1093,33 @@ uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep)
 
 /* ---------------------------------------------------------------- the coordinator thread */
 
-static void fail(nf_epoch_t *ep, int r, const char *err)
+/* What failed, for fail()'s log line and counters. */
+typedef enum { FAILED_COMMIT, FAILED_REBALANCE } failed_t;
+
+/* Stops the job after a failure nothing retries: the runtime fails, nothing more commits. */
+static void fail_as(nf_epoch_t *ep, failed_t what, int r, const char *err)
 {
     atomic_store(&ep->failed, true);
     if (r == -ESTALE)
         atomic_store(&ep->fenced, true);
+    uint64_t cur = atomic_load(&ep->cur_epoch), done = atomic_load(&ep->epoch_pub);
     if (r == -ETIMEDOUT && past_deadline(ep)) {
         /* Shutdown ran out of time: what is pending stays pending, and the next start settles
          * it (recovery rolls it forward or reads its inputs again). */
         atomic_store(&ep->timed_out, true);
         nf_log(NF_LOG_ERROR, "epoch",
-               "shutdown.timeout_ms passed before this epoch committed; stopping with the "
-               "previous epoch committed (the next start rolls this one forward or reads its "
-               "inputs again)",
-               NF_LI("epoch", atomic_load(&ep->cur_epoch)),
-               NF_LI("committed_epoch", atomic_load(&ep->epoch_pub)), NF_LS("error", err), NF_LEND);
+               what == FAILED_REBALANCE
+                   ? "shutdown.timeout_ms passed while partitions were being assigned to this "
+                     "process; stopping with the last epoch committed (their next owner, or the "
+                     "next start, takes them from the group's committed offsets)"
+                   : "shutdown.timeout_ms passed before this epoch committed; stopping with the "
+                     "previous epoch committed (the next start rolls this one forward or reads "
+                     "its inputs again)",
+               NF_LI("epoch", cur), NF_LI("committed_epoch", done), NF_LS("error", err), NF_LEND);
     } else if (r ==
                -ECANCELED) { /* job_failed: the failure was counted and logged where it happened */
-        nf_log(NF_LOG_ERROR, "epoch", "epoch.dropped", NF_LI("epoch", atomic_load(&ep->cur_epoch)),
-               NF_LS("error", err), NF_LEND);
+        nf_log(NF_LOG_ERROR, "epoch", "epoch.dropped", NF_LI("epoch", cur), NF_LS("error", err),
+               NF_LEND);
     } else if (r == -ESTALE) {
         /* A zombie: its successor owns the transactional id (and rolls forward whatever this
          * one left pending); restarting this one would fence the successor in turn. */
@@ -1067,13 +1128,24 @@ static void fail(nf_epoch_t *ep, int r, const char *err)
                "fenced by the broker: another process now runs with this transactional.id "
                "(group.instance.id); stopping without committing (restart this one only once "
                "the other has stopped, or give each process its own kafka.transactional_id)",
-               NF_LI("epoch", atomic_load(&ep->cur_epoch)), NF_LS("error", err), NF_LEND);
+               NF_LI("epoch", cur), NF_LS("error", err), NF_LEND);
+    } else if (what == FAILED_REBALANCE) {
+        nf_counter_inc(ep->m_rebalance_failures);
+        nf_log(NF_LOG_ERROR, "epoch",
+               "rebalance failed; stopping the job (restart recovers: the partitions are taken "
+               "from the group's committed offsets)",
+               NF_LI("committed_epoch", done), NF_LS("error", err), NF_LEND);
     } else {
         nf_counter_inc(ep->m_failures);
         nf_log(NF_LOG_ERROR, "epoch", "epoch commit failed; stopping the job (restart recovers)",
-               NF_LI("epoch", atomic_load(&ep->cur_epoch)), NF_LS("error", err), NF_LEND);
+               NF_LI("epoch", cur), NF_LS("error", err), NF_LEND);
     }
     nf_runtime_fail(ep->rt);
+}
+
+static void fail(nf_epoch_t *ep, int r, const char *err)
+{
+    fail_as(ep, FAILED_COMMIT, r, err);
 }
 
 static void *coordinator(void *arg)
@@ -1199,7 +1271,7 @@ void nf_epoch_revoke_cb(void *arg, const nf_kafka_offset_t *parts, size_t n, boo
                  "the consumer group evicted this process and its partitions were lost (its "
                  "session or max.poll.interval.ms ran out): nothing more can be committed; what "
                  "it took since its last epoch is read again by their new owners. Restart it");
-        fail(ep, -EPIPE, err);
+        fail_as(ep, FAILED_REBALANCE, -EPIPE, err);
         return;
     }
     int r = run_epoch(ep, false, err, sizeof err);
@@ -1218,7 +1290,7 @@ void nf_epoch_revoke_cb(void *arg, const nf_kafka_offset_t *parts, size_t n, boo
     if ((r = tell_all_shards(ep, parts, n, false)) != 0) {
         snprintf(err, sizeof err, "revoked partitions: the shards did not let go: %s",
                  strerror(-r));
-        fail(ep, r, err);
+        fail_as(ep, FAILED_REBALANCE, r, err);
         return;
     }
     nf_standby_revoked(ep->standby, parts, n); /* let go: tailed from here on */
@@ -1313,7 +1385,7 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
          * state: stop instead (a restart restores again). */
         char why[640];
         snprintf(why, sizeof why, "assigned partitions: their state cannot be restored: %s", err);
-        fail(ep, r, why);
+        fail_as(ep, FAILED_REBALANCE, r, why);
         return;
     }
     nf_standby_assigned(ep->standby, parts, n); /* owned now: no longer tailed */
@@ -1343,6 +1415,7 @@ int nf_epoch_stop(nf_epoch_t *ep)
 {
     atomic_store(&ep->stop_requested, true);
     if (ep->thread_started) {
+        atomic_store(&ep->step, "waiting for the epoch in flight");
         pthread_join(ep->thread, NULL);
         ep->thread_started = false;
     }
@@ -1353,9 +1426,20 @@ int nf_epoch_stop(nf_epoch_t *ep)
     int r = run_epoch(ep, true, err, sizeof err); /* after a failure: -ECANCELED, no cut */
     if (r != 0)
         fail(ep, r, err);
+    /* with poll_until, the stall polls: a rebalance may reach the process while it stops */
+    fault_polling("before_close", ep->kafka ? ep->kafka->poll : NULL,
+                  ep->kafka ? ep->kafka->arg : NULL);
+    atomic_store(&ep->step, "closing the Kafka consumer (leaving the group)");
     if (ep->kafka)
         ep->kafka->close_consumer(ep->kafka->arg);
+    atomic_store(&ep->step, "stopped");
     return r;
+}
+
+const char *nf_epoch_step(const nf_epoch_t *ep)
+{
+    const char *s = atomic_load(&ep->step);
+    return s ? s : "between epochs";
 }
 
 bool nf_epoch_failed(const nf_epoch_t *ep)

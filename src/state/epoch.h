@@ -42,10 +42,14 @@
  * step is this code's addition, listed in README's departures.)
  *
  * Fault injection for the crash tests: NF_FAULT="<point>:<epoch>" makes the process _exit(137)
- * (as if SIGKILLed) at that point of that epoch's commit, "<point>:<epoch>:stall=<ms>" sleeps
- * there instead (tests act on brokers meanwhile); NF_TEST_FORCE_SCAN=1 skips the offsets and
- * always reads back; points: after_cut, after_pending,
- * mid_produce, before_commit, after_commit, after_apply, mid_checkpoint.
+ * (as if SIGKILLed) at that point of that epoch's commit ("*": of the first epoch that reaches
+ * it), "<point>:<epoch>:stall=<ms>" sleeps there instead (tests act on brokers meanwhile),
+ * "<point>:<epoch>:until=<path>" sleeps until the test creates path ("poll_until=<path>": and
+ * polls the consumer meanwhile, at before_close, so that a rebalance reaches the process before
+ * it leaves the group rather than while it leaves); NF_TEST_FORCE_SCAN=1 skips
+ * the offsets and always reads back; points: after_cut, after_pending, mid_produce,
+ * before_commit, after_commit, after_apply, mid_checkpoint, and before_close (nf_epoch_stop,
+ * after the final epoch, before the consumer leaves the group).
  *
  * Threads: nf_epoch_emit / nf_epoch_set_offset / nf_epoch_participant_add from the shard whose
  * index they name; everything else from the thread that created the coordinator. */
@@ -157,6 +161,10 @@ int nf_epoch_stop(nf_epoch_t *ep);
 void nf_epoch_set_deadline(nf_epoch_t *ep, uint64_t deadline_ns);
 /* An epoch commit stopped at that deadline (the job then stops as failed). */
 bool nf_epoch_timed_out(const nf_epoch_t *ep);
+/* What the coordinator is doing now, for an operator ("cutting: ...", "writing the pending
+ * record (synced)", "producing the outputs and committing the Kafka transaction", "closing the
+ * Kafka consumer (leaving the group)", "between epochs", ...): a static string. Any thread. */
+const char *nf_epoch_step(const nf_epoch_t *ep);
 /* A commit failed in a way the job cannot continue from (store write failed, producer fenced),
  * or the job failed and an epoch was dropped: the coordinator logs it, fails the runtime
  * (nf_runtime_fail) and this returns true. */
