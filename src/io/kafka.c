@@ -153,6 +153,7 @@ struct nf_kafka {
     _Atomic uint64_t produced, delivery_errors, transactions, aborts, scans, assigned, revoked,
         pauses;
     _Atomic bool fatal_seen;
+    _Atomic bool rebalance_oom;   /* partitions left untaken for want of memory: the job stops */
     _Atomic uint64_t deadline_ns; /* nf_kafka_set_deadline; 0: none */
     /* NF_TEST_FAIL_GROUP_OFFSETS=PATH (tests): while PATH exists, the group's committed
      * offsets read as timed out, as from a coordinator too slow to answer ("": off) */
@@ -396,6 +397,12 @@ static bool is_fenced(rd_kafka_resp_err_t c)
  * saying so; -EPIPE for any other fatal error. */
 static int fatal_state(nf_kafka_t *k, char *err, size_t errlen)
 {
+    if (atomic_load(&k->rebalance_oom)) {
+        snprintf(err, errlen,
+                 "kafka: out of memory in a rebalance: assigned partitions were not "
+                 "taken");
+        return -ENOMEM;
+    }
     char why[256] = "";
     rd_kafka_resp_err_t c = rd_kafka_fatal_error(k->prod, why, sizeof why);
     const char *who = "producer";
@@ -614,7 +621,8 @@ static void take_partition(nf_kafka_t *k, rd_kafka_topic_partition_t *tp)
 }
 
 /* The partitions of a rebalance as (input, partition) pairs (next = -1), malloc'd; NULL when out
- * of memory (logged: the hooks are then skipped, and the rebalance goes on). */
+ * of memory (logged: the hooks are then skipped; assigned partitions are then not taken and the
+ * job stops, rebalance_oom). */
 static nf_kafka_offset_t *input_list(nf_kafka_t *k, const rd_kafka_topic_partition_list_t *parts)
 {
     nf_kafka_offset_t *l = calloc(parts->cnt > 0 ? (size_t)parts->cnt : 1, sizeof *l);
@@ -637,19 +645,32 @@ bool nf_kafka_owns(const nf_kafka_t *k, nf_input_t in, int32_t partition)
            atomic_load_explicit(&k->owned[in][partition], memory_order_acquire);
 }
 
-/* Partitions assigned while the consumer closes (a rebalance that was on its way when the job
- * stopped): the job commits nothing more, so they are not taken — no restore, no position, no
- * shard — only handed to the consumer, whose close gives them back to the group at once; their
- * next owner starts from the group's committed offsets. */
-static rd_kafka_error_t *assign_while_closing(nf_kafka_t *k, rd_kafka_t *rk,
-                                              rd_kafka_topic_partition_list_t *parts)
+/* Partitions assigned after the job failed (the assign hook said no): nothing more is
+ * committed, so no position and no shard: they are handed to the consumer only (what it fetches
+ * of them reaches nf_kafka_poll, which drops it) and go back to the group with the close; their
+ * next owner starts from the group's committed offsets. (Not paused: a close waits for paused
+ * partitions it was handed.) */
+static rd_kafka_error_t *assign_untaken(nf_kafka_t *k, rd_kafka_t *rk,
+                                        rd_kafka_topic_partition_list_t *parts)
+{
+    nf_log(NF_LOG_INFO, "kafka", "partitions assigned after the job failed: not taken",
+           NF_LI("partitions", parts->cnt), NF_LEND);
+    if (!k->coop) {
+        rd_kafka_assign(rk, parts);
+        return NULL;
+    }
+    return rd_kafka_incremental_assign(rk, parts);
+}
+
+/* An assignment served by the consumer's close (a rebalance on its way when the job stopped):
+ * the close revokes every partition, these included, in a revoke of its own (served before or
+ * after this one). Nothing is assigned here: librdkafka 2.0 takes an assign call while it
+ * closes as the unassign its revoke waits for, finishes the group, and the revoke's own
+ * unassign, served next, then waits forever for a group that is gone. */
+static void assign_while_closing(rd_kafka_topic_partition_list_t *parts)
 {
     nf_log(NF_LOG_INFO, "kafka", "partitions assigned while leaving the group: not taken",
            NF_LI("partitions", parts->cnt), NF_LEND);
-    if (k->coop)
-        return rd_kafka_incremental_assign(rk, parts);
-    rd_kafka_assign(rk, parts);
-    return NULL;
 }
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
@@ -663,15 +684,21 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
         k->coop = !strcmp(proto, "COOPERATIVE");
     bool coop = k->coop;
     rd_kafka_error_t *ae = NULL;
-    if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && k->closing) {
-        ae = assign_while_closing(k, rk, parts);
-    } else if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    bool take = e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && !k->closing;
+    if (take && k->o.assign) {
         /* The key groups come first (restored from the changelog, loaded by the shards), then
          * the positions, which the `position` hook answers from the restored state. */
         nf_kafka_offset_t *list = input_list(k, parts);
-        if (k->o.assign && list)
-            k->o.assign(k->o.arg, list, (size_t)parts->cnt);
+        take = list && k->o.assign(k->o.arg, list, (size_t)parts->cnt);
+        if (!list)
+            atomic_store(&k->rebalance_oom, true); /* nf_kafka_fatal: the job stops */
         free(list);
+    }
+    if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && k->closing) {
+        assign_while_closing(parts);
+    } else if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && !take) {
+        ae = assign_untaken(k, rk, parts);
+    } else if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         pthread_mutex_lock(&k->lock);
         for (int i = 0; i < parts->cnt; i++)
             take_partition(k, &parts->elems[i]);
@@ -1129,7 +1156,8 @@ void nf_kafka_poll(nf_kafka_t *k, int timeout_ms)
         rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, timeout_ms);
         if (m) {
             /* Partition queues are forwarded to shards before assignment; what arrives here is
-             * an error event. */
+             * an error event, or a record of a partition not taken (assign_untaken): dropped,
+             * its next owner reads it. */
             if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
                 nf_log(NF_LOG_WARN, "kafka", "consumer error",
                        NF_LS("error", rd_kafka_message_errstr(m)), NF_LEND);

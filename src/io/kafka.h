@@ -96,9 +96,10 @@ typedef struct nf_kafka_opts {
     /* Called from the coordinator thread; may be NULL. */
     int64_t (*position)(void *arg, nf_input_t in, int32_t partition); /* -1 = none */
     /* A rebalance (group mode): partitions (input, partition; input NF_INPUT__COUNT for a topic
-     * that is not one) assigned, before they are positioned; revoked, after the shards stopped
-     * taking their records (nf_kafka_owns) and before they are released. */
-    void (*assign)(void *arg, const nf_kafka_offset_t *parts, size_t n);
+     * that is not one) assigned, before they are positioned (false: the job failed, they are
+     * not taken: no position, no shard, paused until the consumer closes); revoked, after the
+     * shards stopped taking their records (nf_kafka_owns) and before they are released. */
+    bool (*assign)(void *arg, const nf_kafka_offset_t *parts, size_t n);
     void (*revoke)(void *arg, const nf_kafka_offset_t *parts, size_t n, bool lost);
     void (*fault)(const char *point); /* fault-injection points inside the produce */
     void *arg;

@@ -1297,12 +1297,12 @@ void nf_epoch_revoke_cb(void *arg, const nf_kafka_offset_t *parts, size_t n, boo
     log_moved("partitions revoked: their epoch committed, their key groups let go", parts, n);
 }
 
-void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
+bool nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
 {
     nf_epoch_t *ep = arg;
     char err[512];
     if (atomic_load(&ep->failed))
-        return;
+        return false;
     int r = 0;
     if (ep->o.changelog && ep->st && ep->kafka) {
         /* The key groups to restore: read-events partitions (and the merger's, which comes
@@ -1386,10 +1386,11 @@ void nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
         char why[640];
         snprintf(why, sizeof why, "assigned partitions: their state cannot be restored: %s", err);
         fail_as(ep, FAILED_REBALANCE, r, why);
-        return;
+        return false;
     }
     nf_standby_assigned(ep->standby, parts, n); /* owned now: no longer tailed */
     log_moved("partitions assigned: their key groups loaded", parts, n);
+    return true;
 }
 
 int nf_epoch_start(nf_epoch_t *ep)

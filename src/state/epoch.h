@@ -118,7 +118,7 @@ void nf_epoch_attach_standby(nf_epoch_t *ep, nf_standby_t *sb);
  *           its session or max.poll.interval.ms ran out) cannot be committed for: the job
  *           fails, and what it took since its last epoch is read again by the new owners. */
 int64_t nf_epoch_position_cb(void *ep, nf_input_t in, int32_t partition);
-void nf_epoch_assign_cb(void *ep, const nf_kafka_offset_t *parts, size_t n);
+bool nf_epoch_assign_cb(void *ep, const nf_kafka_offset_t *parts, size_t n);
 void nf_epoch_revoke_cb(void *ep, const nf_kafka_offset_t *parts, size_t n, bool lost);
 void nf_epoch_fault_cb(const char *point);
 void nf_epoch_free(nf_epoch_t *ep);

@@ -29,8 +29,8 @@ Needs Apache Kafka (NF_TEST_BROKER=kafka:...).
 Usage: python3 rebalance_failures.py NEWSFLOW SRCDIR
 """
 import os
+import re
 import signal
-import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
@@ -63,29 +63,32 @@ class Member:
         return bool(self.job.msgs("ready: /readyz answers 200"))
 
     def assigned(self):
-        """Partitions of read-events this process was assigned, from its log."""
-        return {m["partition"] for m in self.job.msgs("partition assigned")
-                if m.get("topic", "").endswith("read-events")}
+        """(topic, partition) this process was assigned, from its log (cooperative-sticky may
+        give a member partitions of one input only)."""
+        return {(m.get("topic"), m.get("partition")) for m in self.job.msgs("partition assigned")}
 
 
-def group_members(ctx, broker):
-    """[#partitions of each member] of the job's consumer group, from Kafka's own
-    kafka-consumer-groups (ConsumerGroupCommand --describe --members); None while it does not
-    answer."""
-    script = os.path.join(os.path.abspath(ctx.srcdir), "scripts", "kafka.sh")
-    env = dict(os.environ, NF_KAFKA_TOOL_HEAP="256")
-    p = subprocess.run(["bash", script, "tool",
-                        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-                        "--bootstrap-server", broker.bootstrap, "--describe", "--members",
-                        "--group", broker.prefix + "group"],  # Broker.job_sets' kafka.group_id
-                       capture_output=True, text=True, timeout=120, env=env)
-    rows = [l.split() for l in p.stdout.strip().split("\n") if l.strip()]
-    if p.returncode != 0 or not rows or rows[0][:1] != ["GROUP"]:
-        return None
-    col = rows[0].index("#PARTITIONS") if "#PARTITIONS" in rows[0] else -1
-    if col < 0:
-        return None
-    return [int(r[col]) for r in rows[1:] if len(r) == len(rows[0])]
+def assignment_queued_in_stall(job):
+    """Whether p1's consumer was handed partitions (librdkafka's cgrp debug line "delegating
+    incremental assign of N partition(s) to application", N > 0) after its stall began: the
+    assignment then waits in the consumer for whoever polls it next, here its close."""
+    stalled = False
+    for o in job.lines():
+        if o.get("msg") == "fault injection: stalling":
+            stalled = True
+        m = re.search(r"delegating incremental assign of (\d+) partition", o.get("msg", ""))
+        if stalled and m and int(m.group(1)) > 0:
+            return True
+    return False
+
+
+def consumer_steady(job):
+    """Whether p1's consumer has served every rebalance so far (its last cgrp join state is
+    "steady"): a rebalance it has not served yet would hold the next one back until it polls."""
+    states = re.findall(r"changed join state \S+ -> (\S+)",
+                        " ".join(o.get("msg", "") for o in job.lines()
+                                 if o.get("facility") == "CGRPJOINSTATE"))
+    return bool(states) and states[-1] == "steady"
 
 
 def failed_assignment(job):
@@ -159,22 +162,28 @@ def body(ctx):
 
     ctx.log("---- 3. p2 killed while p1 leaves the group: the assignment reaches p1's close")
     os.unlink(go)
+    dcfg = ctx.path("group-debug.json")  # librdkafka says when it hands p1 an assignment
+    with open(dcfg, "w") as f:
+        f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000",'
+                ' "transaction.timeout.ms=6000", "debug=cgrp"]}, "log": {"level": "debug"}}' %
+                SESSION_MS)
+    ms["p1"].cfg = dcfg
     ms["p1"].start(env={"NF_FAULT": "before_close:*:until=%s" % go})
+    ms["p1"].cfg = cfg
     ms["p2"].start()
     both_ready("leaving case")
-    total = ctx.wait_for("the group's two members and their partitions",
-                         lambda: (lambda m: sum(m) if m and len(m) == 2 else None)(
-                             group_members(ctx, broker)), timeout=120, interval=1.0)
+    ctx.wait_for("p1's consumer steady in the group", lambda: consumer_steady(ms["p1"].job),
+                 timeout=120, interval=0.5, job=ms["p1"].job)
     ms["p1"].job.expect_exit = True
     ms["p1"].job.proc.send_signal(signal.SIGTERM)
     ctx.wait_for("p1's final epoch committed and its stall at before_close",
                  lambda: ms["p1"].job.msgs("fault injection: stalling"), timeout=120,
                  job=ms["p1"].job)
     ms["p2"].job.kill()
-    # p1 does not poll: once p2's session expires the coordinator gives p1 every partition, and
+    # p1 does not poll: once p2's session expires the coordinator gives p1 p2's partitions, and
     # the assignment waits in p1's consumer until its close serves it.
-    ctx.wait_for("the group giving all %d partitions to p1" % total,
-                 lambda: group_members(ctx, broker) == [total], timeout=120, interval=1.0,
+    ctx.wait_for("p2's partitions handed to p1's consumer while p1 stalls",
+                 lambda: assignment_queued_in_stall(ms["p1"].job), timeout=120, interval=0.5,
                  job=ms["p1"].job)
     open(go, "w").close()
     rc = ms["p1"].job.wait_exit(120, "p1's exit")
