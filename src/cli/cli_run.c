@@ -923,10 +923,18 @@ static void *stop_watchdog(void *arg)
     /* before final_done the epoch object lives on (run_cleanup frees it later) */
     uint64_t last = final_done ? w->committed_epoch : nf_epoch_committed_epoch(w->epoch);
     const char *step = final_done ? "stopped" : nf_epoch_step(w->epoch);
+    bool committed = !final_done && nf_epoch_final_committed(w->epoch);
     pthread_mutex_unlock(&w->lock);
     if (done)
         return NULL;
-    if (final_done && code == NF_EXIT_OK)
+    if (committed) { /* what is left (leaving the group) loses nothing if cut short */
+        code = NF_EXIT_OK;
+        nf_log(NF_LOG_WARN, "main",
+               "shutdown.timeout_ms passed after the final epoch committed; exiting now (state "
+               "and outputs are committed)",
+               NF_LI("timeout_ms", w->timeout_ms), NF_LS("epoch_step", step),
+               NF_LI("committed_epoch", last), NF_LI("exit_code", code), NF_LEND);
+    } else if (final_done && code == NF_EXIT_OK)
         nf_log(NF_LOG_WARN, "main",
                "shutdown.timeout_ms passed after the final epoch committed; exiting now (state "
                "and outputs are committed)",

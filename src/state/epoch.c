@@ -62,6 +62,7 @@ struct nf_epoch {
     nf_standby_t *standby; /* nf_epoch_attach_standby; NULL: none */
     /* stats */
     _Atomic(const char *) step;        /* nf_epoch_step: what the coordinator does now */
+    _Atomic bool final_committed;      /* nf_epoch_stop's final epoch committed */
     _Atomic uint64_t discarded_epochs; /* pending records discarded at start (state.changelog) */
     _Atomic uint64_t committed, failures, checkpoints, outputs, recovered_epochs, recovered_records,
         last_pause_ns, last_commit_ns, cur_epoch;
@@ -1427,6 +1428,8 @@ int nf_epoch_stop(nf_epoch_t *ep)
     int r = run_epoch(ep, true, err, sizeof err); /* after a failure: -ECANCELED, no cut */
     if (r != 0)
         fail(ep, r, err);
+    else
+        atomic_store(&ep->final_committed, true);
     /* with poll_until, the stall polls: a rebalance may reach the process while it stops */
     fault_polling("before_close", ep->kafka ? ep->kafka->poll : NULL,
                   ep->kafka ? ep->kafka->arg : NULL);
@@ -1435,6 +1438,11 @@ int nf_epoch_stop(nf_epoch_t *ep)
         ep->kafka->close_consumer(ep->kafka->arg);
     atomic_store(&ep->step, "stopped");
     return r;
+}
+
+bool nf_epoch_final_committed(const nf_epoch_t *ep)
+{
+    return atomic_load(&ep->final_committed);
 }
 
 const char *nf_epoch_step(const nf_epoch_t *ep)

@@ -165,6 +165,9 @@ bool nf_epoch_timed_out(const nf_epoch_t *ep);
  * record (synced)", "producing the outputs and committing the Kafka transaction", "closing the
  * Kafka consumer (leaving the group)", "between epochs", ...): a static string. Any thread. */
 const char *nf_epoch_step(const nf_epoch_t *ep);
+/* nf_epoch_stop's final epoch committed (what follows it, the consumer's close, may still run).
+ * Any thread. */
+bool nf_epoch_final_committed(const nf_epoch_t *ep);
 /* A commit failed in a way the job cannot continue from (store write failed, producer fenced),
  * or the job failed and an epoch was dropped: the coordinator logs it, fails the runtime
  * (nf_runtime_fail) and this returns true. */

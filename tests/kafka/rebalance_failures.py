@@ -20,6 +20,9 @@ session expires its partitions are assigned to p1, whose assign callback cannot 
             only in its consumer's close (the SIGSEGV of issue 36: librdkafka names no protocol
             there). The partitions are not taken (the job commits nothing more): exit 0.
 
+And a stop stuck after its final epoch committed (before_close never released) is ended by the
+shutdown.timeout_ms watchdog with exit 0: state and outputs are committed.
+
 After each case both start again without the knob and catch up; at the end every
 (user, version) of interest-updates is there exactly once (read_committed) and every poison
 record has one dead letter: a process that stops this way loses and duplicates nothing.
@@ -202,6 +205,19 @@ def body(ctx):
         rc, hang = ms[n].job.terminate_or_report(60)
         ctx.check(not hang and rc == 0, "%s: exit %s after SIGTERM %s" % (n, rc, hang or ""),
                   ms[n].job)
+    ctx.log("---- 5. a stop that overruns shutdown.timeout_ms after its final epoch committed")
+    never = ctx.path("never-created")
+    j = ms["p1"].start(env={"NF_FAULT": "before_close:*:until=%s" % never},
+                       sets=["shutdown.timeout_ms=3000"])
+    ctx.wait_for("p1 ready", ms["p1"].ready, timeout=120, job=j)
+    rc = j.terminate(120)
+    ctx.check(rc == 0 and j.msgs("fault injection: stalling") and j.msgs(
+              "shutdown.timeout_ms passed after the final epoch committed; exiting now (state "
+              "and outputs are committed)"),
+              "a stop stuck after its final epoch committed: exit %s, want 0 and the watchdog's "
+              "warning" % rc, j)
+    ctx.log("stuck after the final epoch: the watchdog exits 0 (nothing is left uncommitted)")
+
     counts, bad_pos = acclib.expected_from_input(ctx, broker)
     ctx.check(counts == ev.counts, "read-events holds other events than were produced")
     ctx.log(acclib.check_interest_updates(
