@@ -31,6 +31,7 @@ Needs Apache Kafka (NF_TEST_BROKER=kafka:...).
 
 Usage: python3 rebalance_failures.py NEWSFLOW SRCDIR
 """
+import json
 import os
 import re
 import signal
@@ -64,6 +65,14 @@ class Member:
 
     def ready(self):
         return bool(self.job.msgs("ready: /readyz answers 200"))
+
+    def stop_into_stall(self):
+        """SIGTERM; returns once its final epoch committed and it stalls at before_close."""
+        self.job.expect_exit = True
+        self.job.proc.send_signal(signal.SIGTERM)
+        self.ctx.wait_for("%s's final epoch committed and its stall at before_close" % self.name,
+                          lambda: self.job.msgs("fault injection: stalling"), timeout=120,
+                          job=self.job)
 
     def assigned(self):
         """(topic, partition) this process was assigned, from its log (cooperative-sticky may
@@ -109,15 +118,24 @@ def check_clean_failure(ctx, job, what):
     ctx.log("%s: exit 1, %r logged" % (what, REASON))
 
 
+def write_config(path, extra=(), level=None):
+    """The group's configuration: a 6 s session; extra librdkafka properties, a log level."""
+    props = ["session.timeout.ms=%d" % SESSION_MS, "heartbeat.interval.ms=1000",
+             "transaction.timeout.ms=6000"] + list(extra)
+    cfg = {"kafka": {"properties": props}}
+    if level:
+        cfg["log"] = {"level": level}
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
 def body(ctx):
     if acclib.broker_kind(ctx) != "kafka":
         ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
                  "tests do)")
     broker = acclib.start_broker(ctx, name="rbf", partitions=PARTITIONS)
-    cfg = ctx.path("group.json")
-    with open(cfg, "w") as f:
-        f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000",'
-                ' "transaction.timeout.ms=6000"]}}' % SESSION_MS)
+    cfg = write_config(ctx.path("group.json"))
     knob = ctx.path("offsets-time-out")
     go = ctx.path("leave-the-group")
     ev = acclib.Events(users=40, prefix="rb")
@@ -147,11 +165,7 @@ def body(ctx):
     ms["p2"].start()
     both_ready("stopping case")
     open(knob, "w").close()
-    ms["p1"].job.expect_exit = True
-    ms["p1"].job.proc.send_signal(signal.SIGTERM)
-    ctx.wait_for("p1's final epoch committed and its stall at before_close",
-                 lambda: ms["p1"].job.msgs("fault injection: stalling"), timeout=120,
-                 job=ms["p1"].job)
+    ms["p1"].stop_into_stall()
     ms["p2"].job.kill()
     # p2's session expires and the group gives p2's partitions to p1, still a member (its stall
     # polls the consumer): their assignment fails while p1 stops; only then does p1 go on.
@@ -165,23 +179,15 @@ def body(ctx):
 
     ctx.log("---- 3. p2 killed while p1 leaves the group: the assignment reaches p1's close")
     os.unlink(go)
-    dcfg = ctx.path("group-debug.json")  # librdkafka says when it hands p1 an assignment
-    with open(dcfg, "w") as f:
-        f.write('{"kafka": {"properties": ["session.timeout.ms=%d", "heartbeat.interval.ms=1000",'
-                ' "transaction.timeout.ms=6000", "debug=cgrp"]}, "log": {"level": "debug"}}' %
-                SESSION_MS)
-    ms["p1"].cfg = dcfg
+    # librdkafka's cgrp debug lines say when p1's consumer is handed an assignment
+    ms["p1"].cfg = write_config(ctx.path("group-debug.json"), ["debug=cgrp"], "debug")
     ms["p1"].start(env={"NF_FAULT": "before_close:*:until=%s" % go})
     ms["p1"].cfg = cfg
     ms["p2"].start()
     both_ready("leaving case")
     ctx.wait_for("p1's consumer steady in the group", lambda: consumer_steady(ms["p1"].job),
                  timeout=120, interval=0.5, job=ms["p1"].job)
-    ms["p1"].job.expect_exit = True
-    ms["p1"].job.proc.send_signal(signal.SIGTERM)
-    ctx.wait_for("p1's final epoch committed and its stall at before_close",
-                 lambda: ms["p1"].job.msgs("fault injection: stalling"), timeout=120,
-                 job=ms["p1"].job)
+    ms["p1"].stop_into_stall()
     ms["p2"].job.kill()
     # p1 does not poll: once p2's session expires the coordinator gives p1 p2's partitions, and
     # the assignment waits in p1's consumer until its close serves it.
