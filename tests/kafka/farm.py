@@ -59,6 +59,8 @@ class Farm:
         self.hosts, self.feeds_per_host = list(hosts), feeds_per_host
         self.lock = threading.Lock()
         self.log = []  # (monotonic s, host, path, user agent, if-none-match or None, status)
+        self.in_flight = {h: 0 for h in hosts}  # requests being answered now, per host
+        self.max_in_flight = {h: 0 for h in hosts}  # the most at once
         self.servers = []
         self.base = {}
         self.version = 1  # 2: every feed gains an item (and a new ETag)
@@ -67,6 +69,17 @@ class Farm:
         class H(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
                 host = self.server.server_address[0]
+                with farm.lock:
+                    farm.in_flight[host] += 1
+                    farm.max_in_flight[host] = max(farm.max_in_flight[host],
+                                                   farm.in_flight[host])
+                try:
+                    self.answer(host)
+                finally:
+                    with farm.lock:
+                        farm.in_flight[host] -= 1
+
+            def answer(self, host):
                 inm = self.headers.get("If-None-Match")
                 ver = farm.version
                 etag = '"v%d-%s%s"' % (ver, host, self.path)
@@ -133,6 +146,29 @@ class Farm:
             for u, _ in self.urls():
                 f.write(u + "\n")
         return path
+
+    def politeness(self, spacing_ms, max_concurrent, slack_ms, t0=0.0):
+        """The job's politeness as the hosts saw it: (violations, summary). A violation is two
+        request starts on one host less than spacing_ms - slack_ms apart (whichever processes
+        sent them: crawl.host_spacing_ms holds across the job), or more than max_concurrent
+        requests of one host answered at once. slack_ms: how late this process may log an
+        arrival (its threads share the machine with the job). Times in the messages are
+        seconds after t0 (time.monotonic())."""
+        reqs = self.requests()
+        bad, gaps = [], []
+        for h in self.hosts:
+            rs = sorted(r for r in reqs if r[1] == h)
+            for a, b in zip(rs, rs[1:]):
+                g = b[0] - a[0]
+                gaps.append(g)
+                if g < (spacing_ms - slack_ms) / 1000.0:
+                    bad.append("%s: %s by %s at %.3f s then %s by %s %.3f s later" %
+                               (h, a[2], a[3], a[0] - t0, b[2], b[3], g))
+            if self.max_in_flight[h] > max_concurrent:
+                bad.append("%s: %d requests answered at once (crawl.host_max_concurrent %d)" %
+                           (h, self.max_in_flight[h], max_concurrent))
+        return bad, {"requests": len(reqs), "min_gap_s": round(min(gaps), 3) if gaps else None,
+                     "max_in_flight": max(self.max_in_flight.values())}
 
     def check_articles(self, ctx, broker):
         """Every item URL the feeds hold in `articles` exactly once and every article in
