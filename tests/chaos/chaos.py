@@ -238,11 +238,14 @@ class Run:
                     m.start()
                 continue
             rc = j.proc.returncode
+            lines = [o for o in j.lines() if o.get("level") == "error"]
             errs = ["%s%s" % (o.get("msg"), ": %s" % o["error"] if o.get("error") else "")
-                    for o in j.lines() if o.get("level") == "error"]
+                    for o in lines]
+            # why, in newsflow's own words (the client library's lines come before)
+            own = [o.get("msg") for o in lines if o.get("component") != "kafka"]
             active = self.faults[-1] if self.faults and "t_heal" not in self.faults[-1] else None
             e = {"process": m.name, "run": j.tag, "exit": rc, "t": round(time.time(), 3),
-                 "errors": errs[-3:],
+                 "reason": own[0] if own else None, "errors": errs[-3:],
                  "during": "%s of %s" % (active["kind"], active.get("target") or active.get(
                      "node")) if active else "the start" if not self.faults else
                  "no fault (after fault %d, %s)" % (self.faults[-1]["n"],
@@ -470,7 +473,9 @@ class Run:
                     return c
             return None
         for i, f in enumerate(self.faults):
-            nxt = self.faults[i + 1]["t_inject"] if i + 1 < len(self.faults) else None
+            if "t_heal" not in f:  # the run failed during this one
+                continue
+            nxt = self.faults[i + 1].get("t_inject") if i + 1 < len(self.faults) else None
             a, b = [], []
             for n in self.ms:
                 ref = f["t_heal"] if (f["kind"] in PROCESS_KINDS and f.get("target") == n) \
@@ -513,7 +518,7 @@ class Run:
                     b = int((t - t0) // 30) * 30
                     series.setdefault(b, {})[n] = max(series.get(b, {}).get(n, 0),
                                                       round(r / 1024))
-        return {"kinds": kinds, "longest_without_commit_s": {"process": max(gaps.values()),
+        return {"faults": len(self.faults), "kinds": kinds, "longest_without_commit_s": {"process": max(gaps.values()),
                                                              "per_process": gaps,
                                                              "job": job_gap},
                 "commit_span_s": round(t1 - t0, 1), "rss": rss,
@@ -563,6 +568,10 @@ def body(ctx):
     finally:
         result["seconds"] = round(time.monotonic() - t_start, 1)
         result["exits"] = run.exits
+        reasons = {}
+        for e in run.exits:
+            reasons[e["reason"]] = reasons.get(e["reason"], 0) + 1
+        result["exit_reasons"] = reasons
         try:
             result.update(run.figures())
         except Exception as e:  # the figures must not hide the test's own failure
@@ -648,8 +657,10 @@ def run_and_check(ctx, run, result, ev, prod):
             f.write("\n".join(bad) + "\n")
     ctx.check(not bad, "politeness violated %d times (times in this log's seconds; all in "
               "politeness.txt): %s" % (len(bad), bad[:6]))
-    ctx.log("politeness: %d requests, request starts on a host at least %.3f s apart, at most %d "
-            "at once" % (pol["requests"], pol["min_gap_s"] or 0, pol["max_in_flight"]))
+    ctx.log("politeness: %d requests, request starts on a host at least %.3f s apart (the "
+            "closest: %s), at most %d at once" % (pol["requests"], pol["min_gap_s"] or 0,
+                                                  "; ".join(pol["closest"]),
+                                                  pol["max_in_flight"]))
     top = max((r for m in run.ms.values() for _, _, r in m.samples if r), default=0) / 1024
     ctx.check(top <= RSS_LIMIT_MB, "RSS reached %.0f MB (limit %d MB)" % (top, RSS_LIMIT_MB))
     ctx.log("RSS at most %.0f MB (limit %d); %d faults, %d exits on their own (each documented)"

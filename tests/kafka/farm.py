@@ -156,18 +156,23 @@ class Farm:
         seconds after t0 (time.monotonic())."""
         reqs = self.requests()
         bad, gaps = [], []
+
+        def say(h, a, b, g):
+            return "%s: %s by %s at %.3f s then %s by %s %.3f s later" % (
+                h, a[2], a[3], a[0] - t0, b[2], b[3], g)
         for h in self.hosts:
             rs = sorted(r for r in reqs if r[1] == h)
             for a, b in zip(rs, rs[1:]):
                 g = b[0] - a[0]
-                gaps.append(g)
+                gaps.append((g, say(h, a, b, g)))
                 if g < (spacing_ms - slack_ms) / 1000.0:
-                    bad.append("%s: %s by %s at %.3f s then %s by %s %.3f s later" %
-                               (h, a[2], a[3], a[0] - t0, b[2], b[3], g))
+                    bad.append(gaps[-1][1])
             if self.max_in_flight[h] > max_concurrent:
                 bad.append("%s: %d requests answered at once (crawl.host_max_concurrent %d)" %
                            (h, self.max_in_flight[h], max_concurrent))
-        return bad, {"requests": len(reqs), "min_gap_s": round(min(gaps), 3) if gaps else None,
+        gaps.sort()
+        return bad, {"requests": len(reqs), "min_gap_s": round(gaps[0][0], 3) if gaps else None,
+                     "closest": [d for _, d in gaps[:3]],
                      "max_in_flight": max(self.max_in_flight.values())}
 
     def check_articles(self, ctx, broker):
