@@ -58,9 +58,11 @@ kcat.
 Usage: python3 chaos.py NEWSFLOW SRCDIR [--minutes M] [--seed S] [--exclude KIND,...]
 """
 import argparse
+import glob
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -667,20 +669,33 @@ def run_and_check(ctx, run, result, ev, prod):
             % (top, RSS_LIMIT_MB, len(run.faults), len(run.exits)))
 
 
+def core_file(job):
+    """Where the kernel wrote the job's core dump (kernel.core_pattern: relative to the
+    process's directory unless absolute; %p its pid, %e its name), or None."""
+    pat = open("/proc/sys/kernel/core_pattern").read().strip()
+    if not pat or pat.startswith("|"):
+        return None
+    name = pat.replace("%%", "\0").replace("%p", str(job.pid)).replace("%e", "newsflow")
+    name = re.sub(r"%.", "*", name).replace("\0", "%")
+    if "%p" not in pat and open("/proc/sys/kernel/core_uses_pid").read().strip() == "1":
+        name += ".%d" % job.pid
+    found = sorted(glob.glob(os.path.join(job.cwd or ".", name)), key=os.path.getmtime)
+    return found[-1] if found else None
+
+
 def core_backtrace(ctx, job):
     """The crashed process's threads from its core dump (gdb), written beside its log; a
     summary of the crashing thread for the failure message."""
-    core = os.path.join(job.cwd or ".", "core")
-    if not os.path.exists(core) or not shutil.which("gdb"):
-        return " (no core dump: %s)" % ("gdb missing" if os.path.exists(core) else
-                                         "core_pattern %s" % open(
-                                             "/proc/sys/kernel/core_pattern").read().strip())
+    core = core_file(job)
+    if not core or not shutil.which("gdb"):
+        return " (no core dump: %s)" % ("gdb missing" if core else "core_pattern %s" % open(
+            "/proc/sys/kernel/core_pattern").read().strip())
     out = subprocess.run(["gdb", "-q", "-batch", "-nx", "-ex", "bt 30", "-ex",
                           "thread apply all bt 30", ctx.nf, core], capture_output=True, text=True,
                          timeout=300).stdout
     path = ctx.path("%s.core-bt.txt" % job.tag)
     with open(path, "w") as f:
-        f.write(out)
+        f.write("core: %s\n%s" % (core, out))
     frames = [l for l in out.split("\n") if l.startswith("#")][:12]
     return "; crashing thread: %s (all threads in %s)" % (
         " <- ".join(l.split(" in ", 1)[-1].split(" (")[0] if " in " in l else l.split()[1]
