@@ -188,11 +188,11 @@ def gained_after(members, t0):
     return best
 
 
-def group_setup(ctx, name, partitions, sources_file=None, bootstrap=None):
+def group_setup(ctx, name, partitions, sources_file=None, bootstrap=None, txn_timeout_ms=6000):
     """Apache Kafka's topics for a job of several processes, and their config file (session
     and transaction timeouts, sources.file when given): (broker, config path). Also
     standby.py's and tests/chaos's (bootstrap: a cluster of the test's own, else
-    NF_TEST_BROKER's)."""
+    NF_TEST_BROKER's; txn_timeout_ms None: newsflow's own default)."""
     if bootstrap:
         broker = acclib.real_broker(ctx, bootstrap, name=name, partitions=partitions)
     elif acclib.broker_kind(ctx) != "kafka":
@@ -205,10 +205,10 @@ def group_setup(ctx, name, partitions, sources_file=None, bootstrap=None):
     # killed process's open transaction holds back the read_committed end of what it wrote (the
     # outputs read back at the end included): 6 s, within the session timeout.
     sources = '"sources": {"file": "%s"}, ' % sources_file if sources_file else ""
+    txn = ', "transaction.timeout.ms=%d"' % txn_timeout_ms if txn_timeout_ms else ""
     with open(cfg, "w") as f:
         f.write('{%s"kafka": {"properties": ["session.timeout.ms=%d", '
-                '"heartbeat.interval.ms=1000", "transaction.timeout.ms=6000"]}}' %
-                (sources, SESSION_MS))
+                '"heartbeat.interval.ms=1000"%s]}}' % (sources, SESSION_MS, txn))
     return broker, cfg
 
 
