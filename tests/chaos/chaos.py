@@ -513,13 +513,14 @@ class Run:
         job_gap = round(max((b - a for a, b in zip(allc, allc[1:])), default=0), 2)
         rss = {}
         series = {}
+        s0 = min((m.samples[0][0] for m in self.ms.values() if m.samples), default=t0)
         for n, m in self.ms.items():
             vals = [r for _, _, r in m.samples if r]
             rss[n] = {"p50_mb": round(percentile(vals, 50) / 1024, 1),
                       "max_mb": round(max(vals) / 1024, 1)} if vals else None
             for t, _, r in m.samples:
                 if r:
-                    b = int((t - t0) // 30) * 30
+                    b = int((t - s0) // 30) * 30  # seconds since the first sample
                     series.setdefault(b, {})[n] = max(series.get(b, {}).get(n, 0),
                                                       round(r / 1024))
         return {"faults": len(self.faults), "kinds": kinds, "longest_without_commit_s": {"process": max(gaps.values()),
@@ -698,10 +699,20 @@ def core_backtrace(ctx, job):
     path = ctx.path("%s.core-bt.txt" % job.tag)
     with open(path, "w") as f:
         f.write("core: %s\n%s" % (core, out))
-    frames = [l for l in out.split("\n") if l.startswith("#")][:12]
-    return "; crashing thread: %s (all threads in %s)" % (
-        " <- ".join(l.split(" in ", 1)[-1].split(" (")[0] if " in " in l else l.split()[1]
-                    for l in frames), os.path.basename(path))
+    stacks = []  # gdb prints the crashing frame alone, then each backtrace from #0
+    for l in out.split("\n"):
+        m = re.match(r"#(\d+)\s+(?:0x[0-9a-f]+ in )?(\S+?)(?:\(| \(|$)", l)
+        if m:
+            if m.group(1) == "0":
+                stacks.append([])
+            stacks[-1].append(m.group(2))
+    crashed = next((st for st in stacks if len(st) > 1), stacks[0] if stacks else [])
+    names = []
+    for name in crashed:  # without the C library's abort machinery
+        if not re.match(r"(__pthread_kill|__GI_|__assert|raise$|abort$)", name):
+            names.append(name)
+    return "; crashing thread: %s (all threads in %s)" % (" <- ".join(names[:10]),
+                                                           os.path.basename(path))
 
 
 def save_evidence(ctx, run, seed):
