@@ -8,7 +8,9 @@ feeds each, one item URL on two hosts; every feed gains an item every 100 s of t
 processes p1..p3 of one consumer group (state.changelog, static membership,
 scale.standby_replicas=1: each stands by for what the others own), each with its own state
 directory on an ext4 file system of its own (faults.Disk), its own transactional id and
-User-Agent; read events (some undecodable) produced at a steady ~100/s on 6 partitions.
+User-Agent, a 10 s group session and newsflow's own 15 s transaction timeout; read events
+produced at a steady rate on 6 partitions (20 every 0.2 s plus kcat's own time: 40-100/s here),
+an undecodable one every other wave.
 
 Faults, one at a time, each held for a few seconds and then healed (kind: how):
 
@@ -33,7 +35,7 @@ next fault; one time in five the next fault comes without that wait (a fault str
 recovery). A process that exits on its own is recorded and started again (once its fault is
 healed): exit 1 with an error logged is the documented runtime failure (docs/runbooks.md "A
 process is down"); any other exit, or a death by a signal the test did not send, fails the test
-at once.
+at once, naming the crashing thread's frames from the core dump when there is one.
 
 At the end every fault is healed, the producer stops, the job catches up (every event counted,
 every poison record dead-lettered, every feed fetched since its last change and its items in
