@@ -64,15 +64,26 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps.sh: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "deps.sh: run as root (missing: ${missing[*]})" >&2; exit 1; }
+    SUDO=sudo
+  fi
+  echo "deps.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "deps.sh: run as root (missing: ${missing[*]})" >&2; exit 1; }
-  SUDO=sudo
+# The chaos test's TCP proxy (tests/chaos: Toxiproxy, a Go module, not a Debian package) built
+# into its cache once, so that the test does not wait for it; needs Go, which the container
+# image's build (where this script comes alone) does not have.
+TOXIPROXY="$(dirname "$0")/toxiproxy.sh"
+if [ -z "${1:-}" ] && [ -f "$TOXIPROXY" ]; then
+  if command -v go >/dev/null; then
+    echo "deps.sh: Toxiproxy at $(bash "$TOXIPROXY" install)"
+  else
+    echo "deps.sh: no Go: the chaos test (ctest -L chaos) cannot build Toxiproxy" >&2
+  fi
 fi
-echo "deps.sh: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

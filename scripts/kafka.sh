@@ -3,6 +3,7 @@
 # will meet in production (DESIGN.md §11). KRaft mode, every node both broker and controller.
 #
 #   scripts/kafka.sh start [--nodes 1|3] [--dir DIR] [--port BASE] [--heap MB] [--fresh]
+#                          [--listener NAME:LISTEN_BASE:ADVERTISED_BASE]...
 #   scripts/kafka.sh stop [--dir DIR]               stops what `start` started there, by pid
 #   scripts/kafka.sh status [--dir DIR]             nodes, pids, bootstrap, brokers the cluster sees
 #   scripts/kafka.sh topics [--dir DIR]             every topic: partitions, leader, replicas, ISR
@@ -24,6 +25,10 @@
 # offsets and the transaction state log. Automatic topic creation is off, as newsflow expects
 # (`newsflow topics create` makes its topics). `start` on a DIR that holds a cluster restarts it
 # with its data (--fresh wipes it first) and waits until every node is in the cluster's metadata.
+# --listener (repeatable; read when a new cluster is written) gives every node one more client
+# listener NAME on 127.0.0.1:LISTEN_BASE+N-1, advertised as 127.0.0.1:ADVERTISED_BASE+N-1: a
+# client that connects through it is told those addresses for every broker, so a TCP proxy
+# listening there (tests/chaos/chaos.py puts one per process and broker) carries all its traffic.
 # group.initial.rebalance.delay.ms is 0 (a test's first group member is not kept waiting), or
 # $NF_KAFKA_INITIAL_REBALANCE_DELAY_MS when a new cluster is written (Kafka's default is 3000:
 # members that join a new group within it get one first assignment together).
@@ -38,6 +43,7 @@ NODES=1
 BASE=9092
 HEAP=512
 FRESH=0
+LISTENERS=() # NAME:LISTEN_BASE:ADVERTISED_BASE
 
 die() {
   echo "kafka.sh: $*" >&2
@@ -110,9 +116,16 @@ bootstrap() {
 }
 
 write_config() { # write_config NODE NODES BASE
-  local n="$1" nodes="$2" base="$3" voters="" i rf min
+  local n="$1" nodes="$2" base="$3" voters="" i rf min l name lb ab
+  local lis="" adv="" map=""
   for ((i = 1; i <= nodes; i++)); do
     voters="${voters:+$voters,}$i@127.0.0.1:$((base + 100 + i - 1))"
+  done
+  for l in "${LISTENERS[@]}"; do
+    IFS=: read -r name lb ab <<<"$l"
+    lis="$lis,$name://127.0.0.1:$((lb + n - 1))"
+    adv="$adv,$name://127.0.0.1:$((ab + n - 1))"
+    map="$map,$name:PLAINTEXT"
   done
   if [ "$nodes" -ge 3 ]; then rf=3 min=2; else rf=1 min=1; fi
   mkdir -p "$DIR/node-$n/data"
@@ -121,11 +134,11 @@ write_config() { # write_config NODE NODES BASE
 process.roles=broker,controller
 node.id=$n
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$((base + n - 1)),CONTROLLER://127.0.0.1:$((base + 100 + n - 1))
-advertised.listeners=PLAINTEXT://127.0.0.1:$((base + n - 1))
+listeners=PLAINTEXT://127.0.0.1:$((base + n - 1)),CONTROLLER://127.0.0.1:$((base + 100 + n - 1))$lis
+advertised.listeners=PLAINTEXT://127.0.0.1:$((base + n - 1))$adv
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT$map
 log.dirs=$DIR/node-$n/data
 num.partitions=4
 default.replication.factor=$rf
@@ -303,6 +316,12 @@ while [ $# -gt 0 ]; do
     --fresh)
       FRESH=1
       shift
+      ;;
+    --listener)
+      [[ "${2:-}" =~ ^[A-Z][A-Z0-9_]*:[0-9]+:[0-9]+$ ]] ||
+        die "--listener takes NAME:LISTEN_BASE:ADVERTISED_BASE (NAME in capitals)"
+      LISTENERS+=("$2")
+      shift 2
       ;;
     -h | --help) usage ;;
     *)

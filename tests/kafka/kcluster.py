@@ -28,26 +28,35 @@ def _free(port):
         s.close()
 
 
-def _port_base(nodes):
-    """A base port with base..base+nodes-1 (clients) and base+100.. (controllers) free, below
-    both the ctest fixtures' brokers (31092 and up, tests/CMakeLists.txt) and Linux's ephemeral
-    range (32768-), where a client socket could take the port before the broker binds it."""
+def _port_base(nodes, extra=()):
+    """A base port with base..base+nodes-1 (clients), base+100.. (controllers) and, for each
+    offset in `extra` (at most 400), base+offset.. free; below both the ctest fixtures' brokers
+    (31092 and up, tests/CMakeLists.txt) and Linux's ephemeral range (32768-), where a client
+    socket could take the port before the broker binds it."""
+    rng = random.Random()  # not the test's seeded generator: ports are not part of a replay
     for _ in range(200):
-        base = random.randrange(20000, 30900, 10)
-        if all(_free(base + i) and _free(base + 100 + i) for i in range(nodes)):
+        base = rng.randrange(20000, 30500, 10)
+        if all(_free(base + off + i) for off in (0, 100) + tuple(extra) for i in range(nodes)):
             return base
     raise RuntimeError("no free ports for a %d-node Kafka cluster" % nodes)
 
 
 class Cluster:
-    def __init__(self, ctx, name, nodes=3):
+    """listeners: names (capitals) of extra client listeners per node (kafka.sh --listener):
+    listener i (from 1) of node n listens on base+10*i+n-1 and is advertised as
+    base+200+10*i+n-1, where a proxy of the test's may listen (listener_ports). Ports base+300..
+    are free for the test's own use (proxy_api_port)."""
+
+    def __init__(self, ctx, name, nodes=3, listeners=()):
         self.ctx = ctx
         self.nodes = nodes
+        self.listeners = list(listeners)
         self.script = os.path.join(os.path.abspath(ctx.srcdir), "scripts", "kafka.sh")
         root = os.environ.get("NF_TEST_KAFKA_ROOT") or ctx.tmp
         os.makedirs(root, exist_ok=True)
         self.dir = os.path.join(root, "%s-%d" % (name, os.getpid()))
-        self.port = _port_base(nodes)
+        extra = [off for i in range(1, len(self.listeners) + 1) for off in (10 * i, 200 + 10 * i)]
+        self.port = _port_base(nodes, extra + [300])
         self._stopped = False
         orig = ctx.cleanup
 
@@ -56,11 +65,26 @@ class Cluster:
             orig()
         ctx.cleanup = cleanup
         t0 = time.monotonic()
+        largs = []
+        for l in self.listeners:
+            listen, adv = self.listener_ports(l)
+            largs += ["--listener", "%s:%d:%d" % (l, listen[0], adv[0])]
         out = self._run("start", "--nodes", str(nodes), "--port", str(self.port), "--fresh",
-                        timeout=600)
+                        *largs, timeout=600)
         self.bootstrap = out.strip().split("\n")[-1]
         ctx.log("Kafka cluster: %d nodes at %s (%s), ready in %.1fs" %
                 (nodes, self.bootstrap, self.dir, time.monotonic() - t0))
+
+    def listener_ports(self, name):
+        """([port of node 1, 2, ...] the extra listener `name` listens on, [ports it is
+        advertised at])."""
+        i = self.listeners.index(name) + 1
+        return ([self.port + 10 * i + n for n in range(self.nodes)],
+                [self.port + 200 + 10 * i + n for n in range(self.nodes)])
+
+    def proxy_api_port(self):
+        """A port kept free next to the cluster's (a proxy's control API)."""
+        return self.port + 300
 
     def _run(self, cmd, *args, timeout=120):
         """`kafka.sh CMD ARGS --dir DIR`; its stdout (fails the test on an error)."""

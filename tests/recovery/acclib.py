@@ -280,6 +280,11 @@ class Broker:
             out.append("kafka.transactional_id=%s" % self.txid(txid_suffix))
         return out
 
+    def via(self, bootstrap):
+        """The same topics, group and ids reached through another bootstrap address (a TCP
+        proxy in front of the brokers, tests/chaos): a job given it connects there."""
+        return Broker(self.ctx, self.kind, bootstrap, prefix=self.prefix, mock=self.mock)
+
     def command(self, cmd):
         """A mock fault command (Mock.command); a real broker has no such channel."""
         if self.kind != "mock":
@@ -639,9 +644,10 @@ class Job:
     transactional id the job runs with (the nf-writer header of its records)."""
 
     def __init__(self, ctx, broker, state_dir, sets=(), env=None, args=(), tag="job",
-                 interval_ms=200, txid_suffix=""):
+                 interval_ms=200, txid_suffix="", cwd=None):
         self.ctx = ctx
         self.tag = tag
+        self.cwd = cwd  # the process's working directory (where a core dump lands), else ours
         self.broker = broker
         self.log_path = ctx.path("%s.err" % tag)
         self.out_path = ctx.path("%s.out" % tag)
@@ -683,7 +689,7 @@ class Job:
         self._errf = open(self.log_path, "wb")
         self._outf = open(self.out_path, "wb")
         self.proc = ctx.spawn(argv, env=e, stdin=subprocess.DEVNULL, stdout=self._outf,
-                              stderr=self._errf)
+                              stderr=self._errf, cwd=cwd)
         self.pid = self.proc.pid
         ctx.jobs.append(self)
         ctx.log("%s started (pid %d) %s %s%s" % (
@@ -722,17 +728,21 @@ class Job:
         return max(e) if e else 0
 
     def admin_port(self):
+        if getattr(self, "_admin_port", None):
+            return self._admin_port  # an incarnation keeps its port: its log is read once
         for o in self.msgs("newsflow started"):
             if "admin_port" in o:
-                return int(o["admin_port"])
+                self._admin_port = int(o["admin_port"])
+                return self._admin_port
         return None
 
-    def metrics(self):
+    def metrics(self, timeout=5):
         port = self.admin_port()
         if not port:
             return None
         try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                        timeout=timeout) as r:
                 text = r.read().decode()
         except Exception:
             return None
