@@ -1581,7 +1581,8 @@ int nf_cli_run(int argc, char **argv)
         nf_log(NF_LOG_ERROR, "main",
                "stopped: fenced by a newer process with the same kafka.transactional_id, which "
                "now owns this job's work and completes what this one left uncommitted; do not "
-               "restart this one while that one runs",
+               "restart this one while that one runs (if none runs, the broker ended this "
+               "one's transaction after transaction.timeout.ms: a restart is safe)",
                NF_LS("transactional_id", cfg->kafka.transactional_id),
                NF_LI("last_epoch", nf_epoch_committed_epoch(c.epoch)), NF_LEND);
     else if (nf_runtime_failed(c.rt))

@@ -416,9 +416,10 @@ static int fatal_state(nf_kafka_t *k, char *err, size_t errlen)
         nf_gauge_set(is_fenced(c) ? k->m_fenced : k->m_fatal, 1);
     if (is_fenced(c)) {
         snprintf(err, errlen,
-                 "kafka: fenced: another process took over %s %s (%s); this one must stop "
-                 "without committing",
-                 who, !strcmp(who, "producer") ? k->txid : "group.instance.id", why);
+                 "kafka: fenced (%s): another process took over %s %s, or the broker ended this "
+                 "process's transaction after transaction.timeout.ms; this one must stop without "
+                 "committing",
+                 why, who, !strcmp(who, "producer") ? k->txid : "group.instance.id");
         return -ESTALE;
     }
     snprintf(err, errlen, "kafka: fatal %s error: %s (%s)", who, why, rd_kafka_err2name(c));
@@ -1259,6 +1260,27 @@ static rd_kafka_consumer_group_metadata_t *txn_group_metadata(nf_kafka_t *k)
                                                    : rd_kafka_consumer_group_metadata_new(k->group);
 }
 
+/* Whether the group has moved on without this member: its session expired (the process was
+ * stopped, starved or cut off from the coordinator longer than session.timeout.ms), so its
+ * generation is gone and its partitions belong to others. No retry can commit for them. */
+static bool member_gone(nf_kafka_t *k, rd_kafka_resp_err_t c)
+{
+    return c == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || c == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
+           c == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID ||
+           (k->cons && rd_kafka_assignment_lost(k->cons));
+}
+
+static int member_gone_error(const char *why, char *err, size_t errlen)
+{
+    snprintf(err, errlen,
+             "kafka: this process is no longer a member of its consumer group (%s): its session "
+             "expired (stopped, starved or cut off from the brokers longer than "
+             "session.timeout.ms) and its partitions went to other processes, which read what "
+             "it took since its last epoch again",
+             why);
+    return -EOWNERDEAD;
+}
+
 static int send_offsets(nf_kafka_t *k, uint64_t epoch, uint64_t nonce,
                         const nf_kafka_offset_t *offsets, size_t n, char *err, size_t errlen)
 {
@@ -1285,11 +1307,15 @@ static int send_offsets(nf_kafka_t *k, uint64_t epoch, uint64_t nonce,
         rd_kafka_error_t *e;
         while ((e = rd_kafka_send_offsets_to_transaction(k->prod, l, g, slice(k, end))) &&
                rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR__TIMED_OUT && nf_now_ns() < end &&
-               !nf_kafka_past_deadline(k))
+               !nf_kafka_past_deadline(k) && !member_gone(k, RD_KAFKA_RESP_ERR_NO_ERROR))
             rd_kafka_error_destroy(e);
         rd_kafka_consumer_group_metadata_destroy(g);
-        if (e)
+        if (e && member_gone(k, rd_kafka_error_code(e))) {
+            r = member_gone_error(rd_kafka_error_string(e), err, errlen);
+            rd_kafka_error_destroy(e);
+        } else if (e) {
             r = err_from(k, e, "kafka: send_offsets_to_transaction", err, errlen);
+        }
     } else if (k->cons) {
         /* At-least-once: positions live in the job's state; the group's offsets are for
          * monitoring (consumer lag) only. */
@@ -1383,7 +1409,7 @@ int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const 
             break;
         }
     }
-    if (rc != 0 && rc != -EPIPE && rc != -ESTALE) {
+    if (rc != 0 && rc != -EPIPE && rc != -ESTALE && rc != -EOWNERDEAD) {
         /* A failed produce or flush may stem from a fatal error (a fenced producer's deliveries
          * fail first): name that, not the symptom. */
         int f = fatal_state(k, err, errlen);

@@ -160,7 +160,9 @@ void nf_kafka_positions_json(nf_kafka_t *k, nf_jw_t *w);
 
 /* Produces the records of an epoch (bufs: nf_outbuf data, records numbered 0.. in order) that
  * are not marked in `present` (a bitmap of nrecords bits; NULL = none present) and commits.
- * 0, or -errno with err (nothing is known about what reached the log: scan and call again). */
+ * 0, or -errno with err (nothing is known about what reached the log: scan and call again);
+ * -EOWNERDEAD when the consumer group has evicted this process (its session expired), so that
+ * no attempt can commit its positions: stop, do not retry. */
 int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const nf_blob_t *bufs,
                            unsigned nbufs, const uint8_t *present, const nf_kafka_offset_t *offsets,
                            size_t noffsets, char *err, size_t errlen);

@@ -611,7 +611,7 @@ static int produce(nf_epoch_t *ep, uint64_t e, uint64_t nonce, const nf_blob_t *
         }
         r = ep->kafka->produce_epoch(ep->kafka->arg, e, nonce, bufs, nbufs, present, offs, noffs,
                                      err, errlen);
-        if (r == 0 || r == -ESTALE)
+        if (r == 0 || r == -ESTALE || r == -EOWNERDEAD) /* fenced, or evicted from the group */
             break;
         if (past_deadline(ep)) {
             r = -ETIMEDOUT;
@@ -1128,7 +1128,10 @@ static void fail_as(nf_epoch_t *ep, failed_t what, int r, const char *err)
         nf_log(NF_LOG_ERROR, "epoch",
                "fenced by the broker: another process now runs with this transactional.id "
                "(group.instance.id); stopping without committing (restart this one only once "
-               "the other has stopped, or give each process its own kafka.transactional_id)",
+               "the other has stopped, or give each process its own kafka.transactional_id; "
+               "if none does, the broker ended this process's transaction after "
+               "transaction.timeout.ms — it was stopped, starved or cut off that long — and a "
+               "restart is safe)",
                NF_LI("epoch", cur), NF_LS("error", err), NF_LEND);
     } else if (what == FAILED_REBALANCE) {
         nf_counter_inc(ep->m_rebalance_failures);
@@ -1146,7 +1149,8 @@ static void fail_as(nf_epoch_t *ep, failed_t what, int r, const char *err)
 
 static void fail(nf_epoch_t *ep, int r, const char *err)
 {
-    fail_as(ep, FAILED_COMMIT, r, err);
+    /* -EOWNERDEAD: the group evicted this process while it committed (kafka.h) */
+    fail_as(ep, r == -EOWNERDEAD ? FAILED_REBALANCE : FAILED_COMMIT, r, err);
 }
 
 static void *coordinator(void *arg)
