@@ -744,11 +744,19 @@ static void test_host_concurrency_and_spacing(void)
 
 /* ---- host: circuit breaker ---- */
 
+/* Starts a transfer whose request goes out at once (nf_host_sent), as the crawler reports it. */
+static bool host_started(nf_host_t *h, int64_t now)
+{
+    bool probe = nf_host_started(h, now);
+    nf_host_sent(h, now, true);
+    return probe;
+}
+
 static void host_fail(nf_host_t *h, int64_t now)
 {
     int64_t at;
     NF_CHECK(nf_host_may_start(h, now, &at));
-    bool probe = nf_host_started(h, now);
+    bool probe = host_started(h, now);
     nf_host_finished(h, now, probe, false);
 }
 
@@ -756,7 +764,7 @@ static void host_ok(nf_host_t *h, int64_t now)
 {
     int64_t at;
     NF_CHECK(nf_host_may_start(h, now, &at));
-    bool probe = nf_host_started(h, now);
+    bool probe = host_started(h, now);
     nf_host_finished(h, now, probe, true);
 }
 
@@ -827,7 +835,7 @@ static void test_breaker_half_open_probe(void)
     /* two requests started before the breaker opens; they finish late */
     for (int i = 0; i < 2; i++) {
         NF_CHECK(nf_host_may_start(&h, now, &at));
-        NF_CHECK(!nf_host_started(&h, now));
+        NF_CHECK(!host_started(&h, now));
     }
     for (int i = 0; i < 5; i++)
         host_fail(&h, now + i);
@@ -847,7 +855,7 @@ static void test_breaker_half_open_probe(void)
         NF_CHECK(nf_host_may_start(&h, t, &at)); /* half-open */
         NF_CHECK_EQ(h.state, NF_BREAKER_HALF_OPEN);
         NF_CHECK_EQ(h.half_opened, k + 1);
-        NF_CHECK(nf_host_started(&h, t));         /* the probe */
+        NF_CHECK(host_started(&h, t));            /* the probe */
         NF_CHECK(!nf_host_may_start(&h, t, &at)); /* exactly one */
         NF_CHECK(at > t);
         NF_CHECK(!nf_host_may_start(&h, t + 10 * SEC, &at));
@@ -864,17 +872,17 @@ static void test_breaker_half_open_probe(void)
     /* an abandoned (cancelled) probe lets another one go */
     t += 600 * SEC;
     NF_CHECK(nf_host_may_start(&h, t, &at));
-    NF_CHECK(nf_host_started(&h, t));
+    NF_CHECK(host_started(&h, t));
     nf_host_abandoned(&h, true);
     NF_CHECK_EQ(h.state, NF_BREAKER_HALF_OPEN);
     NF_CHECK(nf_host_may_start(&h, t, &at));
-    NF_CHECK(nf_host_started(&h, t));
+    NF_CHECK(host_started(&h, t));
     nf_host_finished(&h, t + 1, true, true); /* the probe succeeds: closed */
     NF_CHECK_EQ(h.state, NF_BREAKER_CLOSED);
     NF_CHECK_EQ(h.closed, 1);
     NF_CHECK_EQ(h.in_flight, 0);
     NF_CHECK(nf_host_may_start(&h, t + 1, &at)); /* closed: full concurrency again */
-    NF_CHECK(!nf_host_started(&h, t + 1));
+    NF_CHECK(!host_started(&h, t + 1));
     NF_CHECK(nf_host_may_start(&h, t + 1, &at));
     nf_host_abandoned(&h, false);
     /* closing resets the doubling: the next opening lasts 60 s again */
