@@ -619,6 +619,13 @@ static void try_start(crawl_t *c, src_t *s)
         return;
     }
     int64_t now = nf_wall_ms(), retry_at = 0;
+    if (c->in->in_partitions && nf_kafka_member_lost(c->in->kafka)) {
+        /* Its session expired: the source may be another process's now, and this job stops
+         * once its rebalance callback runs. */
+        nf_counter_inc(c->in->m.deferred_membership);
+        arm_at(c, s, now + 1000);
+        return;
+    }
     host_t *h = &c->hosts[s->host];
     nf_host_t before = h->h;
     if (!nf_host_may_start(&h->h, now, &retry_at)) {

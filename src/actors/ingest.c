@@ -57,6 +57,8 @@ static int reg_metrics(nf_ingest_metrics_t *m)
                             "reason=\"breaker_open\"", 0, &m->deferred_breaker);
     r |= nf_metrics_counter("newsflow_crawl_deferred_total", "Due fetches postponed, by reason.",
                             "reason=\"shard_capacity\"", 0, &m->deferred_capacity);
+    r |= nf_metrics_counter("newsflow_crawl_deferred_total", "Due fetches postponed, by reason.",
+                            "reason=\"membership_lost\"", 0, &m->deferred_membership);
     r |= nf_metrics_counter("newsflow_crawl_breaker_transitions_total",
                             "Per-host circuit breaker transitions.", "to=\"open\"", 0,
                             &m->breaker_open);

@@ -77,6 +77,7 @@
 #include "io/addrguard.h"
 #include "io/events.h"
 #include "io/fetch.h"
+#include "io/kafka.h"
 #include "io/sink.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -104,7 +105,8 @@ typedef struct nf_ingest_metrics {
     nf_counter_t fetch_result[NF_FETCH_E_OTHER + 1]; /* by fetch error; OK split below */
     nf_counter_t fetch_http[6];                      /* 1xx..5xx by class, [0] other */
     nf_histogram_t fetch_seconds, lateness_seconds, parse_seconds, classify_seconds;
-    nf_counter_t fetch_bytes, deferred_host, deferred_breaker, deferred_capacity;
+    nf_counter_t fetch_bytes, deferred_host, deferred_breaker, deferred_capacity,
+        deferred_membership;
     nf_counter_t breaker_open, breaker_half_open, breaker_closed, sources_dead;
     nf_counter_t parse_result[6]; /* ok, too_large, not_a_feed, malformed, too_deep, nomem */
     nf_counter_t parse_articles, parse_no_link, parse_warnings, parse_truncated;
@@ -135,6 +137,10 @@ typedef struct nf_ingest {
      * configured sources are crawled only through their published records (sources_publish.h),
      * and a tombstone removes a source (the next start publishes a configured one again). */
     bool in_partitions;
+    /* With in_partitions: the consumer whose group assigns them. A process whose membership
+     * has lapsed (its session expired: it was stopped, starved or cut off from the brokers)
+     * starts no fetch, as its sources may already be another process's (politeness). */
+    nf_kafka_t *kafka;
     size_t budget_bytes; /* ArticleKey state in memory per shard (0 = unlimited) */
     /* Classify, cluster and the topic broadcast (analytics.h); NULL: articles only. */
     struct nf_analytics *an;

@@ -1342,6 +1342,7 @@ int nf_cli_run(int argc, char **argv)
     c.in.budget_bytes = (size_t)cfg->state.budget_mb << 20;
     /* Several processes may share the job: sources follow the sources partitions (ingest.h). */
     c.in.in_partitions = cfg->state.changelog && cfg->kafka.assignment != 1 && c.kafka;
+    c.in.kafka = c.kafka;
     if (c.in.in_partitions && (code = check_shared_sources(&c.sources)) != 0) {
         run_cleanup(&c);
         nf_sink_close(c.in.sink);

@@ -158,6 +158,9 @@ struct nf_kafka {
     /* NF_TEST_FAIL_GROUP_OFFSETS=PATH (tests): while PATH exists, the group's committed
      * offsets read as timed out, as from a coordinator too slow to answer ("": off) */
     char fail_committed[256];
+    /* The coordinator thread's last sign of life (nf_kafka_poll, each slice of a blocking call)
+     * and the start of its current unbroken run of them: nf_kafka_member_lost (nf_now_ns) */
+    _Atomic uint64_t alive_ns, alive_since_ns;
     pthread_mutex_t elock;    /* guards the two below (error_cb may run anywhere) */
     uint64_t client_error_ns; /* nf_now_ns of the last client error */
     char client_error[256];
@@ -203,9 +206,21 @@ static int tmo(const nf_kafka_t *k, int dflt)
  * is waiting (shutdown) is noticed within a slice. */
 #define NF_KAFKA_SLICE_MS 500
 
-/* The timeout of the next slice of a call that may take until end_ns in all. */
-static int slice(const nf_kafka_t *k, uint64_t end_ns)
+/* A pause this long between two signs of life of the coordinator thread means the process (or
+ * that thread) did not run meanwhile: stopped, starved, a blocking disk. */
+#define NF_KAFKA_STALL_NS 1000000000ull
+
+static void note_alive(nf_kafka_t *k)
 {
+    uint64_t now = nf_now_ns(), prev = atomic_exchange(&k->alive_ns, now);
+    if (!prev || now - prev > NF_KAFKA_STALL_NS)
+        atomic_store(&k->alive_since_ns, now);
+}
+
+/* The timeout of the next slice of a call that may take until end_ns in all. */
+static int slice(nf_kafka_t *k, uint64_t end_ns)
+{
+    note_alive(k);
     uint64_t now = nf_now_ns();
     uint64_t left = end_ns > now ? (end_ns - now) / 1000000ull : 0;
     int t = tmo(k, NF_KAFKA_SLICE_MS);
@@ -1152,6 +1167,7 @@ int nf_kafka_members(nf_kafka_t *k, int timeout_ms,
 
 void nf_kafka_poll(nf_kafka_t *k, int timeout_ms)
 {
+    note_alive(k);
     rd_kafka_poll(k->prod, 0);
     if (k->cons && !k->closing) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(k->cons, timeout_ms);
@@ -1268,6 +1284,20 @@ static bool member_gone(nf_kafka_t *k, rd_kafka_resp_err_t c)
     return c == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || c == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
            c == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID ||
            (k->cons && rd_kafka_assignment_lost(k->cons));
+}
+
+bool nf_kafka_member_lost(nf_kafka_t *k)
+{
+    if (!k || !k->cons || k->o.assign_all)
+        return false;
+    if (rd_kafka_assignment_lost(k->cons) == 1)
+        return true;
+    /* A process that did not run for a while (SIGSTOP, starvation) learns that its session
+     * expired only once librdkafka has looked again: until the coordinator thread has run
+     * unbroken for two stall lengths, take the membership as lapsed. */
+    uint64_t now = nf_now_ns(), alive = atomic_load(&k->alive_ns),
+             since = atomic_load(&k->alive_since_ns);
+    return !alive || now - alive > NF_KAFKA_STALL_NS || now - since < 2 * NF_KAFKA_STALL_NS;
 }
 
 static int member_gone_error(const char *why, char *err, size_t errlen)

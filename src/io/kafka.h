@@ -140,6 +140,13 @@ int nf_kafka_members(nf_kafka_t *k, int timeout_ms,
                      void (*cb)(void *arg, const char *client_id, nf_input_t in, int32_t partition),
                      void *arg, char *err, size_t errlen);
 
+/* Whether this process's consumer-group membership has lapsed, or may have: librdkafka says its
+ * session expired (it was stopped, starved or cut off from the coordinator longer than
+ * session.timeout.ms), so its partitions may be another member's already, before the rebalance
+ * callback says so; or the coordinator thread (nf_kafka_poll, the slices of its blocking calls)
+ * has not run unbroken for the last 2 s, as after a SIGSTOP, when librdkafka has not looked yet.
+ * False without a group. Any thread; cheap (atomic reads). */
+bool nf_kafka_member_lost(nf_kafka_t *k);
 /* Serves the consumer's events (rebalance) and the producer's delivery reports. */
 void nf_kafka_poll(nf_kafka_t *k, int timeout_ms);
 /* 0 while both clients are usable; -ESTALE once the broker fenced this process (another one
