@@ -1278,11 +1278,12 @@ static rd_kafka_consumer_group_metadata_t *txn_group_metadata(nf_kafka_t *k)
 
 /* Whether the group has moved on without this member: its session expired (the process was
  * stopped, starved or cut off from the coordinator longer than session.timeout.ms), so its
- * generation is gone and its partitions belong to others. No retry can commit for them. */
+ * member id is unknown and its partitions belong to others. No retry can commit for them.
+ * ILLEGAL_GENERATION is not that: a commit that meets a rebalance in progress gets it until
+ * librdkafka has joined the new generation, and the epoch's retry then commits. */
 static bool member_gone(nf_kafka_t *k, rd_kafka_resp_err_t c)
 {
-    return c == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || c == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
-           c == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID ||
+    return c == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || c == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID ||
            (k->cons && rd_kafka_assignment_lost(k->cons));
 }
 
