@@ -84,7 +84,9 @@ DESIGN = [
     ("dead letters by stage", "`newsflow_dead_letters_total{stage}`; "
      "`newsflow:dead_letters:rate5m`"),
     ("RocksDB sizes", "`newsflow_rocksdb_sst_bytes` (on disk), `newsflow_rocksdb_memtable_bytes`; "
-     "keyed state in memory: `newsflow_state_bytes{kind}`, `newsflow_state_entries{kind}`"),
+     "keyed state in memory: `newsflow_state_bytes{kind}`, `newsflow_state_entries{kind}`; "
+     "allocated against in use per kind: `newsflow_state_allocated_bytes{kind}`, "
+     "`newsflow_state_used_bytes{kind}`"),
 ]
 
 

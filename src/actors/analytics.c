@@ -349,6 +349,11 @@ static void stories_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         return;
     }
     nf_counter_inc(s->an->m.clusters[r.action]);
+    /* An epoch's new entries cannot be evicted before it commits: over the budget, ask for an
+     * early one, whose commit evicts and gives the memory back (kstate.h). */
+    if (s->an->epoch &&
+        (nf_cluster_over_budget(s->eng) || (s->sizes && nf_kstate_over_budget(s->sizes))))
+        nf_epoch_request(s->an->epoch);
     if (r.action != NF_CLUSTER_DUPLICATE)
         stories_emit(s, c->id, &r, nf_wall_ms());
     if (r.merged_more)
@@ -436,6 +441,13 @@ static void stories_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
     nf_cluster_stats(s->eng, &st);
     nf_gauge_set(s->an->m.index_bytes, (int64_t)st.bytes);
     nf_gauge_set(s->an->m.index_entries, (int64_t)st.entries);
+    nf_kstate_gauges_set(&s->an->m.sig_mem, &st.sig);
+    nf_kstate_gauges_set(&s->an->m.bucket_mem, &st.bucket);
+    nf_kstate_gauges_set(&s->an->m.parent_mem, &st.parent);
+    nf_kstate_stats_t sz;
+    if (s->sizes)
+        nf_kstate_stats(s->sizes, &sz);
+    nf_kstate_gauges_set(&s->an->m.story_mem, s->sizes ? &sz : NULL);
     uint64_t loads = st.sig.loads + st.bucket.loads + st.parent.loads;
     uint64_t evictions = st.sig.evictions + st.bucket.evictions + st.parent.evictions;
     nf_counter_add(s->an->m.index_loads, loads - s->loads);
@@ -1068,8 +1080,13 @@ int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_
                           "Topic broadcasts and cluster hand-offs waiting for ring space.", NULL, 0,
                           &an->m.held_messages);
     e |= nf_metrics_gauge("newsflow_cluster_index_bytes",
-                          "Memory of the story-cluster index (signatures, buckets, parents).", NULL,
-                          0, &an->m.index_bytes);
+                          "Memory the story-cluster index holds (signatures, buckets, parents: "
+                          "newsflow_state_allocated_bytes of their three kinds).",
+                          NULL, 0, &an->m.index_bytes);
+    e |= nf_kstate_gauges_register(&an->m.sig_mem, NF_KIND_CLUSTER_SIG);
+    e |= nf_kstate_gauges_register(&an->m.bucket_mem, NF_KIND_CLUSTER_BUCKET);
+    e |= nf_kstate_gauges_register(&an->m.parent_mem, NF_KIND_CLUSTER_PARENT);
+    e |= nf_kstate_gauges_register(&an->m.story_mem, NF_KIND_STORY);
     e |= nf_metrics_gauge("newsflow_cluster_index_entries",
                           "Entries of the story-cluster index in memory.", NULL, 0,
                           &an->m.index_entries);

@@ -55,6 +55,7 @@
 #include "runtime/outbox.h"
 #include "runtime/runtime.h"
 #include "state/epoch.h"
+#include "state/kstate_gauges.h"
 #include "state/store.h"
 
 #include <string.h>
@@ -131,6 +132,7 @@ typedef struct nf_analytics {
         nf_counter_t trend_legacy_dropped, index_loads, index_evictions, story_sizes_lost;
         nf_gauge_t held_messages, index_bytes, index_entries, trend_watermark_lag;
         nf_gauge_t trend_open_panes, trend_bytes, merger_panes, merger_bytes;
+        nf_kstate_gauges_t sig_mem, bucket_mem, parent_mem, story_mem; /* kstate_gauges.h */
     } m;
 } nf_analytics_t;
 

@@ -621,6 +621,7 @@ void nf_cluster_stats(const nf_cluster_t *c, nf_cluster_stats_t *out)
     nf_kstate_stats(c->parent, &out->parent);
     out->entries = out->sig.entries + out->bucket.entries + out->parent.entries;
     out->bytes = out->sig.bytes + out->bucket.bytes + out->parent.bytes;
+    out->used = out->sig.used + out->bucket.used + out->parent.used;
     out->adds = c->adds;
     out->news = c->news;
     out->joins = c->joins;
@@ -630,4 +631,10 @@ void nf_cluster_stats(const nf_cluster_t *c, nf_cluster_stats_t *out)
     out->candidates = c->candidates;
     out->verified = c->verified;
     out->bucket_overflow = c->overflow;
+}
+
+bool nf_cluster_over_budget(const nf_cluster_t *c)
+{
+    return nf_kstate_over_budget(c->sig) || nf_kstate_over_budget(c->bucket) ||
+           nf_kstate_over_budget(c->parent);
 }

@@ -51,6 +51,7 @@
 #include "state/kstate.h"
 #include "state/store.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -116,11 +117,15 @@ size_t nf_cluster_expire(nf_cluster_t *c, uint64_t now_ms, size_t max);
 
 typedef struct nf_cluster_stats {
     nf_kstate_stats_t sig, bucket, parent;
-    size_t entries, bytes; /* sums over the three */
+    size_t entries, bytes, used; /* sums over the three (bytes: allocated; kstate.h) */
     uint64_t adds, news, joins, merges, duplicates, empty;
     uint64_t candidates, verified, bucket_overflow;
 } nf_cluster_stats_t;
 void nf_cluster_stats(const nf_cluster_t *c, nf_cluster_stats_t *out);
+
+/* One of the three kstates is over its budget with nothing left to evict (nf_kstate_over_budget):
+ * the owner asks for an early epoch, whose commit lets them evict and give memory back. */
+bool nf_cluster_over_budget(const nf_cluster_t *c);
 
 /* The last error's message; "" if none. */
 const char *nf_cluster_error(const nf_cluster_t *c);

@@ -303,10 +303,12 @@ static void emit_article(crawl_t *c, nf_article_blob_t *b)
 static void drain_overflow(crawl_t *c)
 {
     while (c->ohead) {
-        nf_article_blob_t *b = c->ohead;
+        /* b belongs to the receiver once sent (dedup on another shard may have freed it): its
+         * successor is read before. */
+        nf_article_blob_t *b = c->ohead, *next = b->next;
         if (!send_blob(c, b))
             break;
-        c->ohead = b->next;
+        c->ohead = next;
         if (!c->ohead)
             c->otail = NULL;
         c->opending--;

@@ -105,10 +105,14 @@ static void on_flush(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {
     dedup_t *d = arg;
     flush_sink(d);
-    nf_kstate_stats_t st;
+    nf_kstate_stats_t st, tt;
     nf_kstate_stats(d->seen, &st);
     nf_gauge_set(d->in->m.dedup_keys, (int64_t)st.entries);
     nf_gauge_set(d->in->m.dedup_bytes, (int64_t)st.bytes);
+    nf_kstate_gauges_set(&d->in->m.seen_mem, &st);
+    if (d->topics)
+        nf_kstate_stats(d->topics, &tt);
+    nf_kstate_gauges_set(&d->in->m.topics_mem, d->topics ? &tt : NULL);
     (void)sh;
     (void)t;
 }
@@ -261,7 +265,8 @@ static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
                    NF_LS("article_id", b->article_id), NF_LEND);
             nf_runtime_fail(nf_shard_runtime(sh));
         }
-        if (d->in->epoch && nf_kstate_over_budget(d->seen))
+        if (d->in->epoch &&
+            (nf_kstate_over_budget(d->seen) || (d->topics && nf_kstate_over_budget(d->topics))))
             nf_epoch_request(d->in->epoch);
     } else if (r == 0) {
         nf_counter_inc(d->in->m.dedup_duplicate);

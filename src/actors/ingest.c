@@ -134,6 +134,8 @@ static int reg_metrics(nf_ingest_metrics_t *m)
                           NF_METRIC_PER_SHARD, &m->dedup_keys);
     r |= nf_metrics_gauge("newsflow_dedup_bytes", "Memory of the dedup set.", NULL,
                           NF_METRIC_PER_SHARD, &m->dedup_bytes);
+    r |= nf_kstate_gauges_register(&m->seen_mem, NF_KIND_ARTICLE_KEY);
+    r |= nf_kstate_gauges_register(&m->topics_mem, NF_KIND_ARTICLE_TOPICS);
     for (int h = 0; h < NF_CRAWL_HEALTH_N; h++) {
         snprintf(labels, sizeof labels, "state=\"%s\"", nf_crawl_health_name(h));
         r |= nf_metrics_gauge("newsflow_sources",

@@ -82,6 +82,7 @@
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "state/epoch.h"
+#include "state/kstate_gauges.h"
 #include "state/store.h"
 
 #include <string.h>
@@ -117,6 +118,7 @@ typedef struct nf_ingest_metrics {
     nf_counter_t sources_added, sources_updated, sources_removed;
     nf_counter_t sources_misplaced; /* in_partitions: records outside their host's partition */
     nf_gauge_t in_flight, pending_articles, sources, dedup_keys, dedup_bytes;
+    nf_kstate_gauges_t seen_mem, topics_mem; /* ArticleKey, topic vectors (kstate_gauges.h) */
     /* Sources by health (crawl_policy.h: ok, backoff, dead, paused), each shard its own part;
      * failure log lines the per-source rate limit held back. */
     nf_gauge_t sources_by_health[NF_CRAWL_HEALTH_N];

@@ -269,6 +269,7 @@ static void on_gauges(nf_shard_t *sh, nf_timer_t *t, void *arg)
     nf_interest_stats(d->eng, &s);
     nf_gauge_set(d->r->m.state_bytes, (int64_t)(s.users.bytes + s.seen.bytes + s.table_bytes));
     nf_gauge_set(d->r->m.state_entries, (int64_t)(s.users.entries + s.seen.keys));
+    nf_kstate_gauges_set(&d->r->m.users_mem, &s.users);
     nf_reads_dedup_report(&d->r->m.seen_m, &d->seen_seen, nf_interest_seen_over_budget(d->eng),
                           "seen", nf_shard_index(d->sh), &s.seen);
     (void)sh;

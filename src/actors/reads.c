@@ -1245,6 +1245,7 @@ int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r)
                           0, &r->m.state_bytes);
     e |= nf_metrics_gauge("newsflow_state_entries", "Keyed state entries held in memory.",
                           "kind=\"reads\"", 0, &r->m.state_entries);
+    e |= nf_kstate_gauges_register(&r->m.users_mem, NF_KIND_INTEREST);
     e |= dedup_metrics(&r->m.ids_m, "event_ids");
     e |= dedup_metrics(&r->m.seen_m, "seen");
     if (e)

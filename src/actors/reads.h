@@ -44,6 +44,7 @@
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "state/epoch.h"
+#include "state/kstate_gauges.h"
 #include "state/store.h"
 
 #include <stdatomic.h>
@@ -95,6 +96,7 @@ typedef struct nf_reads {
         nf_counter_t coalesced;
         nf_counter_t state_errors;
         nf_gauge_t held_events, paused_shards, state_bytes, state_entries;
+        nf_kstate_gauges_t users_mem;     /* interest vectors (kstate_gauges.h) */
         nf_reads_dedup_m_t ids_m, seen_m; /* the two dedup sets */
     } m;
 } nf_reads_t;

@@ -60,8 +60,20 @@ int nf_outbuf_add_tombstone(nf_outbuf_t *b, nf_topic_t topic, const char *key, s
     return add(b, (unsigned)topic | TOMBSTONE, key, klen, NULL, 0);
 }
 
+/* A buffer keeps its capacity for the next epoch, up to four times what this one held (and
+ * KEEP_MIN): a burst's epoch (tens of MB of articles) does not leave its size held for good. */
+enum { KEEP_MIN = 1 << 20 };
+
 void nf_outbuf_reset(nf_outbuf_t *b)
 {
+    size_t keep = 2 * b->len > KEEP_MIN ? 2 * b->len : KEEP_MIN;
+    if (b->cap > 2 * keep) {
+        unsigned char *d = realloc(b->data, keep);
+        if (d) {
+            b->data = d;
+            b->cap = keep;
+        }
+    }
     b->len = 0;
     b->count = 0;
 }

@@ -32,6 +32,7 @@ int nf_outbuf_add(nf_outbuf_t *b, nf_topic_t topic, const char *key, size_t klen
                   size_t vlen);
 /* A record with a null value (a tombstone). 0 or -ENOMEM. */
 int nf_outbuf_add_tombstone(nf_outbuf_t *b, nf_topic_t topic, const char *key, size_t klen);
+/* Empties b for reuse; a capacity beyond four times what it held (and 1 MiB) is given back. */
 void nf_outbuf_reset(nf_outbuf_t *b);
 void nf_outbuf_free(nf_outbuf_t *b);
 /* Iteration over data[0..len): 1 and *r filled, 0 at the end, -EINVAL for a malformed buffer

@@ -61,6 +61,16 @@ void *nf_bigmem_grow(void *p, size_t old_bytes, size_t new_bytes)
     return q;
 }
 
+void *nf_bigmem_shrink(void *p, size_t old_bytes, size_t new_bytes)
+{
+    size_t o = round_pages(old_bytes), n = round_pages(new_bytes);
+    if (!p || n == 0 || n > o)
+        return NULL;
+    if (n < o && munmap((unsigned char *)p + n, o - n) != 0)
+        return NULL;
+    return p;
+}
+
 void nf_bigmem_free(void *p, size_t bytes)
 {
     if (p)

@@ -21,6 +21,10 @@ void *nf_bigmem_alloc(size_t bytes);
 /* Grows p (from nf_bigmem_alloc, old_bytes) to new_bytes >= old_bytes: the contents are kept,
  * the tail is zero, the address may change. NULL on failure, and p is left valid and intact. */
 void *nf_bigmem_grow(void *p, size_t old_bytes, size_t new_bytes);
+/* Shrinks p (from nf_bigmem_alloc or _grow, old_bytes) to 0 < new_bytes <= old_bytes in place:
+ * the pages past new_bytes are unmapped (given back to the system), the rest kept. p, or NULL on
+ * failure (p is then left valid and intact at old_bytes). */
+void *nf_bigmem_shrink(void *p, size_t old_bytes, size_t new_bytes);
 /* bytes (a multiple of NF_BIGMEM_HUGE) zeroed bytes at an address aligned to NF_BIGMEM_HUGE, so
  * that every 2 MiB of it can be one huge page (an unaligned mapping has a 4 KiB-paged head and
  * tail; kernels before 6.7 do not align anonymous mappings themselves). Cannot be grown; freed

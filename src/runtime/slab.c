@@ -143,3 +143,12 @@ void nf_slab_destroy(nf_slab_t *s)
     free(s->chunk_bytes);
     nf_slab_init(s);
 }
+
+void nf_slab_replace(nf_slab_t *s, nf_slab_t *with)
+{
+    size_t large = s->large;
+    nf_slab_destroy(s);
+    *s = *with;
+    s->large += large;
+    nf_slab_init(with);
+}

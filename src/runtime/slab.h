@@ -15,7 +15,9 @@
  * small (64 KiB: a small table does not map 2 MiB) and double up to 2 MiB; blocks larger than
  * NF_SLAB_MAX come from malloc. Memory goes back to the system only at nf_slab_destroy: a class's
  * free blocks serve that class again (values that move between classes, as a vector that grows
- * does, leave free blocks that the next new values take).
+ * does, leave free blocks that the next new values take). A holder that knows where every block
+ * is can give back the chunks that its frees left scattered (a burst's values, evicted): it moves
+ * the live blocks into a fresh slab and takes that one's place (nf_slab_replace).
  *
  * One owner thread: no locks. Blocks are 16-byte aligned. */
 #ifndef NF_SLAB_H
@@ -49,6 +51,10 @@ void nf_slab_init(nf_slab_t *s);
 void *nf_slab_alloc(nf_slab_t *s, uint32_t len);
 /* Gives back a block of nf_slab_alloc(len) with size = nf_slab_class_size(len). p may be NULL. */
 void nf_slab_free(nf_slab_t *s, void *p, uint32_t size);
+/* Compaction: s becomes `with` (a slab the holder has just copied every live block of s into,
+ * leaving s's large blocks where they are): s's chunks are unmapped, its large blocks stay
+ * counted (they are with's now), and `with` is left empty. */
+void nf_slab_replace(nf_slab_t *s, nf_slab_t *with);
 /* Unmaps every chunk: every block cut from them is gone. Large blocks (size > NF_SLAB_MAX) are
  * the caller's to free first. Leaves s empty, ready for reuse. */
 void nf_slab_destroy(nf_slab_t *s);

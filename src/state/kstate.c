@@ -26,10 +26,17 @@
  * the same (or a somewhat smaller) size does not allocate.
  *
  * Memory: `used` counts what the live keys need (records in use, out-of-line blocks, the slot
- * table, the vectors); eviction and nf_kstate_over_budget() compare it with the budget. The
- * record array grows only as far as the budget allows while clean records can be evicted
- * instead, so the memory allocated (stats.bytes: the whole record array, free records included)
- * stays close to it.
+ * table — no more of it than a table rebuilt for them would have — the vectors); eviction and
+ * nf_kstate_over_budget() compare it with the budget. The record array grows only as far as the
+ * budget allows while clean records can be evicted instead, so the memory allocated (stats.bytes:
+ * the whole record array and slot table, the slab's free blocks) stays close to it — except in
+ * an epoch whose dirty records outgrow the budget (a burst): they cannot be evicted before their
+ * epoch commits. The commit that makes them clean evicts down to the budget and then, once the
+ * allocation exceeds what is used by more than nf_kstate_slack(used), gives the rest back
+ * (shrink): the live records move to the front of the array and its tail is unmapped, the slot
+ * table is rebuilt for them, the out-of-line values move into fresh slab chunks and the old
+ * chunks are unmapped, and oversized vectors are cut down. Moving records is only done with no
+ * snapshot in flight (their lists name records by index); the job commits one epoch at a time.
  *
  * TTL: an expired entry is dropped (by get or the expire sweep) even when dirty, because every
  * older copy of it in the store expired no later: puts stamp now_ms + ttl_ms, and the clock does
@@ -54,6 +61,7 @@
 #define NF_KS_INLINE 24u
 #define NONE         UINT32_MAX
 #define POOL_MAX     4
+#define VEC_MIN      64u /* a vector's first capacity, and the least a shrink leaves */
 
 enum {
     F_USED = 1u << 0,       /* record holds a key (free records have flags == 0) */
@@ -143,7 +151,7 @@ struct nf_kstate {
     size_t fetch_len[FETCH_MAX];
     unsigned char fetch_key[FETCH_MAX][18];
 
-    uint64_t hits, misses, loads, load_errors, evictions, expired;
+    uint64_t hits, misses, loads, load_errors, evictions, expired, shrinks;
     char err[256];
 };
 
@@ -212,10 +220,35 @@ static size_t vec_bytes(const nf_kstate_t *ks)
     return b;
 }
 
+/* The slots of a table rebuilt for n keys: a power of two >= 16 at most 3/8 full, so that it
+ * grows (at 3/4) only after n has doubled. */
+static size_t slots_for(size_t n)
+{
+    size_t want = (n * 8 + 2) / 3;
+    return want <= 16 ? 16 : (size_t)1 << (64 - __builtin_clzll((unsigned long long)want - 1));
+}
+
+static size_t slot_bytes(const nf_kstate_t *ks)
+{
+    return (ks->mask + 1) * sizeof(slot_t);
+}
+
+/* The slot table as the live keys need it: as it is, or as a shrink would rebuild it. */
+static size_t slot_bytes_used(const nf_kstate_t *ks)
+{
+    size_t rebuilt = slots_for(ks->live) * sizeof(slot_t);
+    return rebuilt < slot_bytes(ks) ? rebuilt : slot_bytes(ks);
+}
+
+/* Everything but the records and the slot table. */
+static size_t other_bytes(const nf_kstate_t *ks)
+{
+    return sizeof *ks + ks->ool_bytes + vec_bytes(ks) + ks->scratch_cap;
+}
+
 static size_t fixed_bytes(const nf_kstate_t *ks)
 {
-    return sizeof *ks + (ks->mask + 1) * sizeof(slot_t) + ks->ool_bytes + vec_bytes(ks) +
-           ks->scratch_cap;
+    return other_bytes(ks) + slot_bytes_used(ks);
 }
 
 /* What the live keys need: compared with the budget. */
@@ -224,17 +257,17 @@ static size_t used_bytes(const nf_kstate_t *ks)
     return fixed_bytes(ks) + (size_t)ks->live * sizeof(entry_t);
 }
 
-/* What is allocated: the whole record array, and the slab's free blocks as well. */
+/* What is allocated: the whole record array and slot table, the slab's free blocks as well. */
 static size_t alloc_bytes(const nf_kstate_t *ks)
 {
-    return fixed_bytes(ks) - ks->ool_bytes + nf_slab_bytes(&ks->slab) +
+    return other_bytes(ks) - ks->ool_bytes + nf_slab_bytes(&ks->slab) + slot_bytes(ks) +
            (size_t)ks->ent_cap * sizeof(entry_t);
 }
 
 static int vec_push(vec_t *v, uint32_t x)
 {
     if (v->n == v->cap) {
-        uint32_t cap = v->cap ? v->cap * 2 : 64;
+        uint32_t cap = v->cap ? v->cap * 2 : VEC_MIN;
         uint32_t *nv = realloc(v->v, (size_t)cap * sizeof *nv);
         if (!nv)
             return -ENOMEM;
@@ -498,6 +531,131 @@ static int mark_dirty(nf_kstate_t *ks, uint32_t idx)
         ks->pinned++;
     e->flags |= F_DIRTY;
     return 0;
+}
+
+/* ------------------------------------------------------------------ shrinking */
+
+/* Moves the live records to the front of the array (in their order), rebuilds the slot table
+ * for them and unmaps the array past them and a sixteenth more. Only with no snapshot in flight
+ * (the in-flight lists name records by index; the dirty vector is updated). Nothing changes if
+ * the new table cannot be had. */
+static void compact_records(nf_kstate_t *ks)
+{
+    assert(ks->ninfl == 0 && ks->ncommit == 0);
+    size_t nslots = slots_for(ks->live);
+    slot_t *ns = nf_bigmem_alloc(nslots * sizeof *ns);
+    if (!ns)
+        return;
+    uint32_t to = 0;
+    for (uint32_t from = 0; from < ks->fresh; from++) {
+        const entry_t *e = &ks->ent[from];
+        if (!(e->flags & F_USED))
+            continue;
+        if (from != to) {
+            ks->ent[to] = *e;
+            if (e->flags & F_DIRTY)
+                ks->dirty.v[e->link] = to;
+        }
+        uint32_t h = hash_key(ks->ent[to].kg, ks->ent[to].id);
+        ns[nf_probe_empty(ns, nslots - 1, h)] = (slot_t){to + 1, h};
+        to++;
+    }
+    nf_bigmem_free(ks->slots, slot_bytes(ks));
+    ks->slots = ns;
+    ks->mask = nslots - 1;
+    ks->fresh = to; /* [to, ent_cap) read as never used: alloc_record writes them whole */
+    ks->free_head = NONE;
+    ks->hand = ks->cursor = 0;
+    ks->last = NONE;
+    size_t cap = (size_t)to + (to / 16 > 16 ? to / 16 : 16);
+    if (cap < ks->ent_cap &&
+        nf_bigmem_shrink(ks->ent, (size_t)ks->ent_cap * sizeof(entry_t), cap * sizeof(entry_t)))
+        ks->ent_cap = (uint32_t)cap;
+}
+
+static inline bool in_slab(const entry_t *e)
+{
+    return (e->flags & F_OOL) && e->v.ool.cap <= NF_SLAB_MAX; /* larger ones are malloc'd */
+}
+
+/* Moves every out-of-line value from the slab into a fresh one and unmaps the old chunks, which
+ * evictions left holding mostly free blocks. Values beyond NF_SLAB_MAX (malloc'd) stay. Nothing
+ * changes on -ENOMEM. */
+static void compact_values(nf_kstate_t *ks)
+{
+    size_t n = 0, k = 0;
+    for (uint32_t i = 0; i < ks->fresh; i++)
+        n += in_slab(&ks->ent[i]);
+    unsigned char **blk = malloc((n ? n : 1) * sizeof *blk);
+    nf_slab_t fresh;
+    nf_slab_init(&fresh);
+    for (uint32_t i = 0; blk && i < ks->fresh && k < n; i++) { /* every block first */
+        if (!in_slab(&ks->ent[i]))
+            continue;
+        if (!(blk[k] = nf_slab_alloc(&fresh, ks->ent[i].v.ool.cap)))
+            break;
+        k++;
+    }
+    if (!blk || k < n) { /* no half move */
+        nf_slab_destroy(&fresh);
+        free(blk);
+        return;
+    }
+    k = 0;
+    for (uint32_t i = 0; i < ks->fresh; i++) {
+        entry_t *e = &ks->ent[i];
+        if (!in_slab(e))
+            continue;
+        memcpy(blk[k], e->v.ool.p, e->len);
+        e->v.ool.p = blk[k++];
+    }
+    nf_slab_replace(&ks->slab, &fresh);
+    free(blk);
+}
+
+static void vec_shrink(vec_t *v, uint32_t cap)
+{
+    uint32_t *nv = realloc(v->v, (size_t)cap * sizeof *nv);
+    if (nv) {
+        v->v = nv;
+        v->cap = cap;
+    }
+}
+
+/* The dirty vector and the pooled ones, grown by a burst (a vector holds an epoch's dirty
+ * records): cut down to twice the records dirty now, or freed. */
+static void shrink_vectors(nf_kstate_t *ks)
+{
+    uint32_t keep = ks->dirty.n * 2 > VEC_MIN ? ks->dirty.n * 2 : VEC_MIN;
+    if (ks->dirty.cap > 2 * keep)
+        vec_shrink(&ks->dirty, keep);
+    for (unsigned i = 0; i < ks->npool;) {
+        if (ks->pool[i].cap > 2 * keep) {
+            free(ks->pool[i].v);
+            ks->pool[i] = ks->pool[--ks->npool];
+        } else {
+            i++;
+        }
+    }
+}
+
+/* After a commit has made the records clean and eviction brought them within the budget: what a
+ * burst grew beyond what is used now goes back to the system, past nf_kstate_slack() (the gap
+ * keeps an epoch that grows back from shrinking again). O(records) when it does. */
+static void shrink(nf_kstate_t *ks)
+{
+    if (!ks->st || !ks->budget || ks->ninfl)
+        return;
+    size_t used = used_bytes(ks);
+    if (alloc_bytes(ks) - used <= nf_kstate_slack(used))
+        return;
+    shrink_vectors(ks);
+    if ((size_t)(ks->ent_cap - ks->live) * sizeof(entry_t) > NF_KSTATE_SLACK_MIN / 16 ||
+        slot_bytes(ks) > slot_bytes_used(ks))
+        compact_records(ks);
+    if (nf_slab_bytes(&ks->slab) - ks->ool_bytes > NF_KSTATE_SLACK_MIN / 16)
+        compact_values(ks);
+    ks->shrinks++;
 }
 
 /* ------------------------------------------------------------------ API */
@@ -996,6 +1154,7 @@ void nf_kstate_committed(nf_kstate_t *ks, uint64_t epoch)
 {
     finish(ks, epoch, true);
     enforce_budget(ks, NONE);
+    shrink(ks);
 }
 
 void nf_kstate_uncommitted(nf_kstate_t *ks, uint64_t epoch)
@@ -1052,6 +1211,7 @@ void nf_kstate_stats(const nf_kstate_t *ks, nf_kstate_stats_t *out)
         .dirty = ks->dirty.n,
         .committing = ks->ncommit,
         .bytes = alloc_bytes(ks),
+        .used = used_bytes(ks),
         .records = ks->fresh,
         .hits = ks->hits,
         .misses = ks->misses,
@@ -1059,6 +1219,7 @@ void nf_kstate_stats(const nf_kstate_t *ks, nf_kstate_stats_t *out)
         .load_errors = ks->load_errors,
         .evictions = ks->evictions,
         .expired = ks->expired,
+        .shrinks = ks->shrinks,
     };
 }
 

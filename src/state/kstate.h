@@ -20,6 +20,15 @@
  * nf_kstate_over_budget() turns true: the owner asks the epoch coordinator for an early
  * checkpoint (which makes entries clean). Entries are written to the store in key order.
  *
+ * Memory allocated (issue 36): an epoch whose dirty entries outgrow the budget (a burst) grows
+ * the record array, the slot table, the value blocks and the vectors past it until it commits;
+ * the commit that makes them clean evicts down to the budget and gives back what exceeds it:
+ * once nf_kstate_committed has run with no other snapshot in flight, a kstate with a store and a
+ * budget holds at most stats.used + nf_kstate_slack(stats.used) bytes (stats.bytes), and
+ * stats.used <= budget unless entries dirtied since the last snapshot exceed it. The slab's
+ * current chunk maps up to 2 MiB more than it has cut (runtime/slab.h). See docs/ARCHITECTURE.md
+ * §4 ("In memory").
+ *
  * TTL: with ttl_ms > 0, a put sets expires_at = now_ms + ttl_ms; an expired entry reads as
  * absent, is dropped by nf_kstate_expire() (in memory; the store's compaction filter drops it on
  * disk), and needs no delete.
@@ -121,17 +130,29 @@ size_t nf_kstate_drop_groups(nf_kstate_t *ks, bool (*match)(uint16_t kg, void *c
                              size_t *kept);
 
 typedef struct nf_kstate_stats {
-    size_t entries, dirty, committing, bytes;
+    size_t entries, dirty, committing;
+    size_t bytes;   /* allocated: the record array, the slot table, the value blocks cut (live or
+                     * free), the vectors */
+    size_t used;    /* what the live entries need (compared with the budget): their records and
+                     * values, the slot table as rebuilt for them, the vectors */
     size_t records; /* records of the array ever used (what an eviction sweep walks) */
     uint64_t hits, misses, loads, load_errors, evictions, expired;
+    uint64_t shrinks; /* commits that gave memory back (see the top) */
 } nf_kstate_stats_t;
 void nf_kstate_stats(const nf_kstate_t *ks, nf_kstate_stats_t *out);
-/* Memory in use exceeds the budget and nothing clean is left to evict (or so little that
- * finding it would cost a sweep past the pinned: fewer than records / 64). "In use" counts the
- * entries' records, out-of-line values, the slot table and bookkeeping vectors; stats.bytes is
- * what is allocated, which also counts free records kept for reuse (the record array never
- * shrinks, but grows past the budget only when nothing is evictable). */
+/* Memory in use (stats.used) exceeds the budget and nothing clean is left to evict (or so little
+ * that finding it would cost a sweep past the pinned: fewer than records / 64). The owner should
+ * ask for an early epoch (nf_epoch_request): until one commits, the allocation grows with every
+ * entry dirtied. */
 bool nf_kstate_over_budget(const nf_kstate_t *ks);
+
+/* What a kstate with a store and a budget may hold beyond what it uses once a commit has given
+ * back what a burst grew (see the top): a quarter of `used`, at least NF_KSTATE_SLACK_MIN. */
+#define NF_KSTATE_SLACK_MIN ((size_t)1 << 20)
+static inline size_t nf_kstate_slack(size_t used)
+{
+    return used / 4 > NF_KSTATE_SLACK_MIN ? used / 4 : NF_KSTATE_SLACK_MIN;
+}
 
 /* The last store read error's message (which kind, which key, RocksDB's reason); "" if none. */
 const char *nf_kstate_error(const nf_kstate_t *ks);

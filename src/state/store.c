@@ -792,6 +792,16 @@ void nf_store_batch_fail(nf_store_batch_t *b)
 
 void nf_store_batch_clear(nf_store_batch_t *b)
 {
+    /* The capacity stays for the next use, up to four times what this one held (and 1 MiB): a
+     * burst's batch does not stay allocated at its size. */
+    size_t keep = 2 * b->len > ((size_t)1 << 20) ? 2 * b->len : (size_t)1 << 20;
+    if (b->cap > 2 * keep) {
+        unsigned char *nb = realloc(b->buf, keep);
+        if (nb) {
+            b->buf = nb;
+            b->cap = keep;
+        }
+    }
     b->len = 0;
     b->count = 0;
     b->failed = false;

@@ -15,7 +15,9 @@
  *   nf_store_pending_apply  applies the batches to the live families, records the header as the
  *                           committed epoch and deletes the pending record. Idempotent: a crash
  *                           half-way leaves the pending record, and applying it again is
- *                           harmless (batches hold absolute puts and deletes);
+ *                           harmless (batches hold absolute puts and deletes). Then it gives
+ *                           the allocator's free pages back to the system (malloc_trim): the
+ *                           epoch's buffers are free by then;
  *   nf_store_pending_read   on start, the pending record left by a crash (if any).
  * At most one pending record exists: the next epoch's is written only after the previous one was
  * applied (or discarded).
@@ -167,6 +169,7 @@ typedef int (*nf_store_batch_fn)(void *arg, bool del, nf_state_kind_t kind, cons
 int nf_store_batch_foreach(const nf_store_batch_t *b, nf_store_batch_fn fn, void *arg);
 size_t nf_store_batch_count(const nf_store_batch_t *b);
 size_t nf_store_batch_bytes(const nf_store_batch_t *b);
+/* Empties b for reuse; a capacity beyond four times what it held (and 1 MiB) is given back. */
 void nf_store_batch_clear(nf_store_batch_t *b);
 void nf_store_batch_free(nf_store_batch_t *b);
 

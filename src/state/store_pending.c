@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <rocksdb/c.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +183,16 @@ void nf_store_pending_free(nf_store_pending_t *p)
     memset(p, 0, sizeof *p);
 }
 
+/* The epoch's buffers (its state batches and outputs, copied into this record, RocksDB's
+ * batches, Kafka's queue) are free once it is applied, but the allocator keeps their pages:
+ * malloc_trim gives them back (issue 36: 678 MB of RSS left after a burst of 50,000 articles in
+ * one epoch, 331 MB with it). About a millisecond after an epoch of a few MB; 0.3 s after that
+ * burst's, the arenas' locks held meanwhile. */
+static void give_back(void)
+{
+    malloc_trim(0);
+}
+
 int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
 {
     if (st->read_only)
@@ -240,6 +251,8 @@ int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
         }
     }
     free(h.json);
+    if (r >= 0)
+        give_back();
     return r < 0 ? r : 0;
 }
 

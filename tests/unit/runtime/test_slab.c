@@ -1,7 +1,8 @@
 /* Tests src/runtime/slab.h: the class sizes, and a reference model of random allocations and
  * frees (every live block keeps its own bytes: no two overlap, a free block is reused, the byte
  * count covers every live block and stays within a chunk of what is live at the peak), chunks of
- * 2 MiB aligned for huge pages, large blocks through malloc. */
+ * 2 MiB aligned for huge pages, large blocks through malloc; a holder's compaction into a fresh
+ * slab (nf_slab_replace) and bigmem's shrink in place. */
 #include "nf_test.h"
 #include "runtime/bigmem.h"
 #include "runtime/slab.h"
@@ -134,10 +135,74 @@ static void test_reuse(void)
     nf_slab_destroy(&s);
 }
 
+/* Compaction: the live blocks copied into a fresh slab, which takes the old one's place; its
+ * chunks are unmapped, its large blocks stay counted (and freeable) where they are. */
+static void test_replace(void)
+{
+    enum { N = 20000, KEEP = 500 };
+    nf_slab_t s, t;
+    nf_slab_init(&s);
+    nf_slab_init(&t);
+    void **b = malloc(N * sizeof *b);
+    NF_REQUIRE(b);
+    for (int i = 0; i < N; i++) {
+        b[i] = nf_slab_alloc(&s, 100);
+        NF_REQUIRE(b[i]);
+        memset(b[i], i & 0xff, 100);
+    }
+    void *big = nf_slab_alloc(&s, 70000);
+    NF_REQUIRE(big);
+    size_t big_size = nf_slab_class_size(70000);
+    for (int i = KEEP; i < N; i++) /* a burst's blocks, evicted */
+        nf_slab_free(&s, b[i], nf_slab_class_size(100));
+    size_t mapped = s.mapped;
+    for (int i = 0; i < KEEP; i++) {
+        void *c = nf_slab_alloc(&t, nf_slab_class_size(100));
+        NF_REQUIRE(c);
+        memcpy(c, b[i], 100);
+        b[i] = c;
+    }
+    nf_slab_replace(&s, &t);
+    NF_CHECK(s.mapped * 8 < mapped);
+    NF_CHECK_EQ(s.large, big_size);
+    NF_CHECK_EQ(nf_slab_bytes(&s), KEEP * nf_slab_class_size(100) + big_size);
+    NF_CHECK_EQ(t.nchunks, 0);
+    NF_CHECK_EQ(nf_slab_bytes(&t), 0);
+    for (int i = 0; i < KEEP; i++)
+        NF_CHECK(((unsigned char *)b[i])[99] == (i & 0xff));
+    nf_slab_free(&s, big, (uint32_t)big_size);
+    NF_CHECK_EQ(s.large, 0);
+    nf_slab_destroy(&s);
+    free(b);
+}
+
+/* bigmem: an array shrunk in place keeps its head and can grow again. */
+static void test_bigmem_shrink(void)
+{
+    size_t old = (size_t)8 << 20, keep = ((size_t)1 << 20) + 100;
+    unsigned char *p = nf_bigmem_alloc(old);
+    NF_REQUIRE(p);
+    for (size_t i = 0; i < old; i += 4096)
+        p[i] = (unsigned char)(i >> 12);
+    NF_CHECK(nf_bigmem_shrink(p, old, old + 1) == NULL); /* not a shrink */
+    NF_CHECK(nf_bigmem_shrink(p, old, 0) == NULL);
+    NF_CHECK(nf_bigmem_shrink(p, old, keep) == p);
+    bool same = true;
+    for (size_t i = 0; i < keep; i += 4096)
+        same &= p[i] == (unsigned char)(i >> 12);
+    NF_CHECK(same);
+    p = nf_bigmem_grow(p, keep, old);
+    NF_REQUIRE(p);
+    NF_CHECK(p[4096] == 1 && p[old - 1] == 0); /* the new tail is zero */
+    nf_bigmem_free(p, old);
+}
+
 int main(void)
 {
     NF_RUN(test_class_sizes);
     NF_RUN(test_reuse);
     NF_RUN(test_model);
+    NF_RUN(test_replace);
+    NF_RUN(test_bigmem_shrink);
     return nf_test_report();
 }

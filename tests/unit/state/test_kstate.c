@@ -912,6 +912,112 @@ static void test_corrupt_value(void)
     nf_teststore_rmtree(dir);
 }
 
+/* ------------------------------------------------------------------ a burst given back */
+
+enum { BURST_KEYS = 40000, BURST_BUDGET = 1 << 20 };
+
+typedef struct {
+    uint64_t ver; /* 0: absent */
+    uint32_t len;
+} bval_t;
+
+static nf_id128_t burst_id(uint64_t k)
+{
+    return id_of(k + 1, k * 0xbf58476d1ce4e5b9ull);
+}
+
+static void burst_put(nf_kstate_t *ks, bval_t *m, uint64_t k, uint64_t ver)
+{
+    unsigned char v[1001];
+    m[k] = (bval_t){ver, random_len()};
+    gen_value(ver, m[k].len, v);
+    NF_CHECK_EQ(nf_kstate_put(ks, (uint16_t)(k % 4), burst_id(k), v, m[k].len, 0), 0);
+}
+
+/* Every key reads as the model says (evicted ones are read back from the store). */
+static size_t burst_wrong(nf_kstate_t *ks, const bval_t *m)
+{
+    size_t wrong = 0;
+    unsigned char v[1001];
+    for (uint64_t k = 0; k < BURST_KEYS; k++) {
+        uint32_t len;
+        int err;
+        const unsigned char *p = nf_kstate_get(ks, (uint16_t)(k % 4), burst_id(k), 0, &len, &err);
+        if (!m[k].ver) {
+            wrong += p != NULL || err != 0;
+            continue;
+        }
+        gen_value(m[k].ver, m[k].len, v);
+        wrong += !p || len != m[k].len || (len && memcmp(p, v, len) != 0);
+    }
+    return wrong;
+}
+
+static void burst_commit(nf_store_t *st, nf_store_batch_t *b, uint64_t epoch)
+{
+    NF_CHECK_EQ(nf_teststore_commit(st, epoch, b), 0);
+    nf_store_batch_free(b);
+}
+
+/* A burst (issue 36): one epoch's dirty entries outgrow a 1 MiB budget 4x, growing the record
+ * array, the slot table, the value blocks and the vectors. A shrink waits while a snapshot is
+ * in flight; the commit that leaves none evicts down to the budget and gives the rest back, to
+ * within nf_kstate_slack(used) of what is used. Entries dirtied after the last snapshot (their
+ * records move: the dirty vector follows), deletes, and every value read back from the store
+ * stay exact, and the next snapshot writes what the model holds. */
+static void test_shrink_after_burst(void)
+{
+    char dir[64];
+    NF_REQUIRE(make_tmpdir(dir, sizeof dir));
+    nf_store_t *st = nf_teststore_open(dir);
+    bval_t *m = calloc(BURST_KEYS, sizeof *m);
+    nf_kstate_opts_t o = {.kind = NF_KIND_READS, .budget_bytes = BURST_BUDGET};
+    nf_kstate_t *ks = st ? nf_kstate_new(st, &o) : NULL;
+    NF_REQUIRE(st && m && ks);
+    uint64_t ver = 0;
+    for (uint64_t k = 0; k < BURST_KEYS; k++)
+        burst_put(ks, m, k, ++ver);
+    nf_store_batch_t *b1 = nf_store_batch_new(), *b2 = nf_store_batch_new();
+    NF_CHECK_EQ(nf_kstate_snapshot(ks, b1, 1), BURST_KEYS);
+    for (uint64_t k = 0; k < BURST_KEYS; k += 7) /* epoch 2: a seventh rewritten, some deleted */
+        if (k % 3 == 0) {
+            m[k].ver = 0;
+            NF_CHECK_EQ(nf_kstate_delete(ks, (uint16_t)(k % 4), burst_id(k)), 0);
+        } else {
+            burst_put(ks, m, k, ++ver);
+        }
+    nf_kstate_snapshot(ks, b2, 2);
+    nf_kstate_stats_t s;
+    nf_kstate_stats(ks, &s);
+    NF_CHECK(s.bytes > 4 * (size_t)BURST_BUDGET); /* the burst grew it */
+    burst_commit(st, b1, 1);
+    nf_kstate_committed(ks, 1);
+    nf_kstate_stats(ks, &s);
+    NF_CHECK_EQ(s.shrinks, 0);                    /* epoch 2 still names records by index */
+    for (uint64_t k = 3; k < BURST_KEYS; k += 11) /* dirty while the shrink moves records */
+        burst_put(ks, m, k, ++ver);
+    burst_commit(st, b2, 2);
+    nf_kstate_committed(ks, 2);
+    nf_kstate_stats(ks, &s);
+    NF_CHECK_EQ(s.shrinks, 1);
+    NF_CHECK(s.used <= BURST_BUDGET);
+    NF_CHECK(s.bytes <= s.used + nf_kstate_slack(s.used));
+    NF_CHECK(s.dirty > 0);
+    NF_CHECK_EQ(burst_wrong(ks, m), 0);
+    nf_store_batch_t *b3 = nf_store_batch_new();
+    nf_kstate_snapshot(ks, b3, 3);
+    burst_commit(st, b3, 3);
+    nf_kstate_committed(ks, 3);
+    nf_kstate_free(ks);
+    ks = nf_kstate_new(st, &o); /* what the store holds */
+    NF_REQUIRE(ks);
+    NF_CHECK_EQ(burst_wrong(ks, m), 0);
+    nf_kstate_free(ks);
+    free(m);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+}
+
 int main(void)
 {
     uint64_t seed = 0x5eed0fca7e5ull;
@@ -934,6 +1040,7 @@ int main(void)
     NF_RUN(test_store_format);
     NF_RUN(test_committing_never_evicted);
     NF_RUN(test_over_budget);
+    NF_RUN(test_shrink_after_burst);
     NF_RUN(test_ttl_store);
     NF_RUN(test_corrupt_value);
     NF_RUN(test_model_store_tiny_budget);
