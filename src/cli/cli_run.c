@@ -1134,6 +1134,9 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
     nf_store_opts_t so;
     nf_store_opts_default(&so);
     so.block_cache_mb = cfg->state.block_cache_mb;
+    _Static_assert(NF_STORE_LOG_OFF == 0 && NF_STORE_LOG_WARN == 1 && NF_STORE_LOG_INFO == 2,
+                   "state.rocksdb_log's choices (config.c) are indexed by nf_store_log_t");
+    so.log = (nf_store_log_t)cfg->state.rocksdb_log;
     c->store = nf_store_open(cfg->state.dir, &so, err, errlen);
     if (!c->store) {
         nf_log(NF_LOG_ERROR, "main", "cannot open the state", NF_LS("state_dir", cfg->state.dir),

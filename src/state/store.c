@@ -274,6 +274,24 @@ void nf_store_opts_default(nf_store_opts_t *o)
     o->bg_threads = 2;
 }
 
+/* RocksDB's InfoLogLevel (rocksdb/env.h) for nf_store_log_t (store.h). OFF is HEADER_LEVEL,
+ * the highest RocksDB accepts: it writes its OPTIONS file, which names the level, and has no
+ * name for the one above (NUM_INFO_LOG_LEVELS), so the open would fail. At HEADER_LEVEL only
+ * the settings dumped while a database opens are written. */
+static int info_log_level(nf_store_log_t log)
+{
+    enum { DEBUG_LEVEL, INFO_LEVEL, WARN_LEVEL, ERROR_LEVEL, FATAL_LEVEL, HEADER_LEVEL };
+    switch (log) {
+    case NF_STORE_LOG_INFO:
+        return INFO_LEVEL;
+    case NF_STORE_LOG_WARN:
+        return WARN_LEVEL;
+    case NF_STORE_LOG_OFF:
+        break;
+    }
+    return HEADER_LEVEL;
+}
+
 static int kind_of(const char *name)
 {
     for (int k = 0; k < NF_KIND__COUNT; k++)
@@ -310,6 +328,7 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
         rocksdb_options_set_write_buffer_size(st->dbopts, o->write_buffer_mb << 20);
     rocksdb_options_set_keep_log_file_num(st->dbopts, 4);
     rocksdb_options_set_max_log_file_size(st->dbopts, 16u << 20);
+    rocksdb_options_set_info_log_level(st->dbopts, info_log_level(o->log));
     if (mode.verify)
         rocksdb_options_set_max_open_files(st->dbopts, -1); /* open (and check) every table */
     st->bbto = rocksdb_block_based_options_create();

@@ -63,11 +63,23 @@ bool nf_state_kind_owner_clock(nf_state_kind_t k);
 typedef struct nf_store nf_store_t;
 typedef struct nf_store_batch nf_store_batch_t;
 
+/* What RocksDB writes to its own info log, <db>/LOG (state.rocksdb_log). librocksdb 7.8 as
+ * Debian 12 builds it keeps its assertions: once a write to the LOG has failed (ENOSPC), the
+ * next one aborts the process (WritableFileWriter, "sync_without_flush_called_"), and RocksDB
+ * logs from its background threads (flushes, compactions, errors) as well as from our calls.
+ *   OFF   only the settings RocksDB records while a database opens (its "header": no level
+ *         turns it off), written then and flushed within seconds; nothing follows, so a disk
+ *         that fills up later never meets a second LOG write;
+ *   WARN  also its warnings and errors (a full disk makes some: it may abort then);
+ *   INFO  also every flush, compaction and checkpoint (RocksDB's default). */
+typedef enum { NF_STORE_LOG_OFF = 0, NF_STORE_LOG_WARN, NF_STORE_LOG_INFO } nf_store_log_t;
+
 typedef struct nf_store_opts {
     size_t block_cache_mb;  /* default 256 */
     size_t write_buffer_mb; /* per column family, default 64 */
     unsigned bg_threads;    /* flush + compaction threads, default 2 */
     bool read_only;         /* open for inspection (checkpoints show/verify, state dump) */
+    nf_store_log_t log;     /* RocksDB's info log, default NF_STORE_LOG_OFF */
 } nf_store_opts_t;
 
 void nf_store_opts_default(nf_store_opts_t *o);
