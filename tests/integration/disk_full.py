@@ -30,7 +30,8 @@ BALLAST = "ballast"
 
 def fill(mnt):
     """Takes every free block of the file system (what a writer can get: a preallocated ballast,
-    then 64 KiB writes until ENOSPC), appending to the ballast file. Bytes taken."""
+    then writes of 64 KiB, 4 KiB and 1 byte until ENOSPC: 0 bytes free), appending to the
+    ballast file. Bytes taken."""
     taken = 0
     with open(os.path.join(mnt, BALLAST), "ab") as f:
         st = os.statvfs(mnt)
@@ -42,15 +43,16 @@ def fill(mnt):
             except OSError:
                 pass
         f.seek(0, os.SEEK_END)
-        chunk = b"\0" * 65536
-        while True:
-            try:
-                n = os.write(f.fileno(), chunk)
-            except OSError:
-                break
-            if n == 0:
-                break
-            taken += n
+        for size in (65536, 4096, 1):
+            chunk = b"\0" * size
+            while True:
+                try:
+                    n = os.write(f.fileno(), chunk)
+                except OSError:
+                    break
+                if n == 0:
+                    break
+                taken += n
         try:
             os.fsync(f.fileno())
         except OSError:
