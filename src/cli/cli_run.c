@@ -1103,6 +1103,22 @@ static int advertised_url(run_ctx_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* nf_epoch_recover found state.dir's file system full: one error line naming it. */
+static void log_recover_disk_full(const char *state_dir, const char *err)
+{
+    nf_store_space_t sp;
+    char fs[1400] = "";
+    if (nf_store_space(state_dir, &sp) == 0)
+        nf_store_space_text(&sp, fs, sizeof fs);
+    nf_log(NF_LOG_ERROR, "main",
+           "cannot recover the state: state.dir's file system is full (a pending epoch stays "
+           "pending for the next start). Free space, then restart (docs/runbooks.md \"Disk full "
+           "on state.dir\")",
+           NF_LS("file_system", sp.mount), NF_LS("device", sp.device),
+           NF_LI("free_bytes", (int64_t)sp.free_bytes), NF_LS("space", fs), NF_LS("error", err),
+           NF_LEND);
+}
+
 /* State, Kafka and the epoch coordinator, before any actor runs. 0 or an exit code. */
 static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t errlen)
 {
@@ -1134,6 +1150,9 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
     nf_store_opts_t so;
     nf_store_opts_default(&so);
     so.block_cache_mb = cfg->state.block_cache_mb;
+    _Static_assert(NF_STORE_LOG_OFF == 0 && NF_STORE_LOG_WARN == 1 && NF_STORE_LOG_INFO == 2,
+                   "state.rocksdb_log's choices (config.c) are indexed by nf_store_log_t");
+    so.log = (nf_store_log_t)cfg->state.rocksdb_log;
     c->store = nf_store_open(cfg->state.dir, &so, err, errlen);
     if (!c->store) {
         nf_log(NF_LOG_ERROR, "main", "cannot open the state", NF_LS("state_dir", cfg->state.dir),
@@ -1215,7 +1234,12 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
         nf_kafka_ops_t kops = nf_kafka_ops(c->kafka);
         nf_epoch_attach_kafka(c->epoch, &kops);
     }
-    if (nf_epoch_recover(c->epoch, err, errlen) != 0) {
+    int rr = nf_epoch_recover(c->epoch, err, errlen);
+    if (rr == -ENOSPC) {
+        log_recover_disk_full(cfg->state.dir, err);
+        return NF_EXIT_RUNTIME;
+    }
+    if (rr != 0) {
         nf_log(NF_LOG_ERROR, "main", "cannot recover the state", NF_LS("error", err), NF_LEND);
         return NF_EXIT_RUNTIME;
     }
@@ -1586,6 +1610,13 @@ int nf_cli_run(int argc, char **argv)
                "one's transaction after transaction.timeout.ms: a restart is safe)",
                NF_LS("transactional_id", cfg->kafka.transactional_id),
                NF_LI("last_epoch", nf_epoch_committed_epoch(c.epoch)), NF_LEND);
+    else if (nf_runtime_failed(c.rt) && nf_epoch_unapplied(c.epoch))
+        nf_log(NF_LOG_ERROR, "main",
+               "the job failed (see the first error above); its last epoch committed (outputs "
+               "and input positions) but is not applied to state.dir yet: the next start applies "
+               "it from its pending record (rolls it forward), and reads again what the job did "
+               "after it",
+               NF_LI("last_epoch", nf_epoch_unapplied(c.epoch)), NF_LEND);
     else if (nf_runtime_failed(c.rt))
         nf_log(NF_LOG_ERROR, "main",
                "the job failed (see the first error above); stopped without committing what it "

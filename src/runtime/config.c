@@ -50,6 +50,7 @@ static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", N
 static const char *const cfg_assignments[] = {"group", "all", NULL};
 static const char *const cfg_unknown_articles[] = {"skip", "empty", NULL};
 static const char *const cfg_partitioners[] = {"consistent_random", "murmur2_random", NULL};
+static const char *const cfg_rocksdb_logs[] = {"off", "warn", "info", NULL};
 _Static_assert(NF_LOG_DEBUG == 0 && NF_LOG_INFO == 1 && NF_LOG_WARN == 2 && NF_LOG_ERROR == 3,
                "cfg_log_levels[] is indexed by nf_log_level_t");
 
@@ -147,6 +148,13 @@ static const cfg_key_t cfg_keys[] = {
              "to disk in state.dir"},
     {KEY(CFG_U32, state.block_cache_mb), .min = 8, .max = 1048576, .def = "256",
      .help = "RocksDB block cache for cold reads"},
+    {KEY(CFG_ENUM, state.rocksdb_log), .choices = cfg_rocksdb_logs, .def = "off",
+     .help = "RocksDB's own LOG file in state.dir/db: off = only the settings it records at "
+             "open; warn = also its warnings and errors; info = also every flush and "
+             "compaction. Off by default because Debian 12's librocksdb 7.8 aborts the whole "
+             "process (an assertion) on a LOG write after one failed, as on a full disk: with "
+             "warn or info, a full state.dir can end the job by SIGABRT instead of an error "
+             "and exit 1 (docs/runbooks.md \"Disk full on state.dir\")"},
     {KEY(CFG_BOOL, state.changelog), .def = "false",
      .help = "also append every epoch's state writes, in its transaction, to the compacted "
              "changelog-<kind> topics, and at start bring state.dir up to them (a lost disk, a "

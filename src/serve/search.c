@@ -51,6 +51,11 @@
 #define MERGE_PAGES "400" /* FTS5 segment merging the thread does per poll (search.h) */
 #define MARK_ON     '\x01'
 #define MARK_OFF    '\x02'
+/* After a failed write (a full disk: SQLITE_FULL; an I/O error) the writer waits poll << n ms
+ * after its n-th failure in a row, at most this long, before it tries again; a streak of them
+ * is logged once, then again every WRITE_REMIND_MS while it lasts. */
+#define WRITE_BACKOFF_MAX_MS 60000
+#define WRITE_REMIND_MS      600000
 
 /* A term's document count, as the vocabulary gave it when the index had changed `at` times.
  * fts5vocab walks the term's whole posting list to count it (a common word: most of the
@@ -120,8 +125,11 @@ struct nf_search {
     bool has_cursor;
     int64_t last_expire;
     int64_t started_ms;
+    /* The first failure of the writer's last call (keep_err), as SQLite told it before anything
+     * else ran on the connection: "" when none. */
+    char werr[256];
 
-    nf_counter_t m_indexed, m_expired, m_missing, m_queries, m_errors, m_busy;
+    nf_counter_t m_indexed, m_expired, m_missing, m_queries, m_errors, m_busy, m_write_errors;
     nf_counter_t m_df_hit, m_df_miss;
     nf_counter_t m_rebuild_missing, m_rebuild_corrupt, m_rebuild_behind, m_rebuild_version;
     nf_gauge_t m_articles, m_disk, m_behind;
@@ -239,6 +247,29 @@ static void sql_err(sqlite3 *db, const char *what, char *err, size_t errlen)
 static int exec(sqlite3 *db, const char *sql)
 {
     return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+/* Keeps rc's message (SQLite's, for the last call on the writer) unless one is kept already: a
+ * ROLLBACK after a failed COMMIT says only "cannot rollback - no transaction is active" when
+ * SQLite has rolled back by itself (it does on SQLITE_FULL). */
+static void keep_err(nf_search_t *s, int rc)
+{
+    if (rc == SQLITE_OK || s->werr[0])
+        return;
+    const char *msg = s->w ? sqlite3_errmsg(s->w) : "no connection";
+    int code = s->w ? sqlite3_extended_errcode(s->w) : rc;
+    if (strcmp(msg, sqlite3_errstr(rc)) != 0) /* a message of its own: the code's words too */
+        snprintf(s->werr, sizeof s->werr, "%s (%s, SQLite code %d)", msg, sqlite3_errstr(rc), code);
+    else
+        snprintf(s->werr, sizeof s->werr, "%s (SQLite code %d)", msg, code);
+}
+
+/* Ends the open transaction, if SQLite has not ended it itself. */
+static void rollback(nf_search_t *s)
+{
+    if (s->w && !sqlite3_get_autocommit(s->w))
+        exec(s->w, "ROLLBACK");
+    s->in_tx = false;
 }
 
 static int insert_pending(nf_search_t *s);
@@ -456,8 +487,10 @@ static int commit_as(nf_search_t *s, uint64_t epoch, int64_t committed_ms)
     if (rc == SQLITE_OK)
         rc = kv_put(s, "committed_ms", NULL, 0, committed_ms);
     rc = rc == SQLITE_OK ? exec(s->w, "COMMIT") : rc;
-    if (rc != SQLITE_OK)
-        exec(s->w, "ROLLBACK");
+    if (rc != SQLITE_OK) {
+        keep_err(s, rc);
+        rollback(s);
+    }
     s->in_tx = false;
     drop_pending(s);
     return rc;
@@ -1513,6 +1546,56 @@ static void reopen(nf_search_t *s)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* A streak of failed writes (a full disk): logged at its first failure, reminded of every
+ * WRITE_REMIND_MS, its end logged; the writer backs off meanwhile. The thread's own. */
+typedef struct {
+    unsigned failures; /* in a row */
+    int64_t since_ms, logged_ms;
+} write_streak_t;
+
+/* poll << failures, at most WRITE_BACKOFF_MAX_MS (ms). */
+static unsigned backoff_ms(unsigned poll, unsigned failures)
+{
+    uint64_t wait = (uint64_t)poll << (failures < 20 ? failures : 20);
+    return wait < WRITE_BACKOFF_MAX_MS ? (unsigned)wait : WRITE_BACKOFF_MAX_MS;
+}
+
+/* After one round of the writer: rc its outcome, wrote whether it wrote (followed a view or
+ * expired articles). The wait before the next round, in ms. */
+static unsigned write_outcome(nf_search_t *s, write_streak_t *w, int rc, bool wrote, unsigned poll)
+{
+    int64_t now = nf_wall_ms();
+    if (rc == SQLITE_OK) {
+        if (wrote && w->failures) {
+            nf_log(NF_LOG_INFO, "search", "the search index is written again",
+                   NF_LI("failed_tries", w->failures),
+                   NF_LF("seconds", (double)(now - w->since_ms) / 1e3), NF_LEND);
+            w->failures = 0;
+        }
+        return backoff_ms(poll, w->failures); /* a round that wrote nothing ends no streak */
+    }
+    keep_err(s, rc);
+    nf_counter_inc(s->m_write_errors);
+    if (w->failures++ == 0) {
+        w->since_ms = w->logged_ms = now;
+        nf_log(NF_LOG_ERROR, "search",
+               (rc & 0xFF) == SQLITE_FULL
+                   ? "the search index cannot be written: its disk is full (searches answer from "
+                     "what it holds; retried with a back-off, logged again every 10 minutes "
+                     "while it lasts)"
+                   : "the search index cannot be written (searches answer from what it holds; "
+                     "retried with a back-off, logged again every 10 minutes while it lasts)",
+               NF_LS("path", s->o.path), NF_LS("error", s->werr), NF_LEND);
+    } else if (now - w->logged_ms >= WRITE_REMIND_MS) {
+        w->logged_ms = now;
+        nf_log(NF_LOG_WARN, "search", "the search index still cannot be written",
+               NF_LS("path", s->o.path), NF_LI("failed_tries", w->failures),
+               NF_LF("seconds", (double)(now - w->since_ms) / 1e3), NF_LS("error", s->werr),
+               NF_LEND);
+    }
+    return backoff_ms(poll, w->failures);
+}
+
 static void *run(void *arg)
 {
     nf_search_t *s = arg;
@@ -1521,7 +1604,8 @@ static void *run(void *arg)
     pthread_mutex_unlock(&s->wmu);
     pthread_mutex_lock(&s->mu);
     s->ready = opened == 0;
-    unsigned poll = s->o.poll_ms ? s->o.poll_ms : 100;
+    unsigned poll = s->o.poll_ms ? s->o.poll_ms : 100, wait = poll;
+    write_streak_t streak = {0};
     while (!s->stop) {
         bool corrupt = s->corrupt;
         pthread_mutex_unlock(&s->mu);
@@ -1529,19 +1613,20 @@ static void *run(void *arg)
             reopen(s);
         nf_store_view_t *v = s->o.store && s->w ? nf_store_view_acquire(s->o.store) : NULL;
         int rc = SQLITE_OK;
+        bool wrote = false;
         pthread_mutex_lock(&s->wmu);
-        if (v && s->w && nf_store_view_epoch(v) != s->epoch)
+        s->werr[0] = '\0';
+        if ((wrote = v && s->w && nf_store_view_epoch(v) != s->epoch))
             rc = follow(s, v);
-        else if (s->w && nf_wall_ms() - s->last_expire >= EXPIRE_EVERY)
+        else if ((wrote = s->w && nf_wall_ms() - s->last_expire >= EXPIRE_EVERY))
             rc = expire(s, (s->last_expire = nf_wall_ms()));
         if (rc == SQLITE_OK && s->w && !s->in_tx) /* fewer segments, cheaper queries */
             rc = exec(s->w, "INSERT INTO fts(fts, rank) VALUES ('merge', " MERGE_PAGES ")");
+        if (s->w)
+            wait = write_outcome(s, &streak, rc, wrote, poll);
         if (rc != SQLITE_OK && s->w) {
-            nf_log(NF_LOG_ERROR, "search", "the search index cannot be written",
-                   NF_LS("error", sqlite3_errmsg(s->w)), NF_LEND);
-            if (s->in_tx)
-                exec(s->w, "ROLLBACK");
-            s->in_tx = false;
+            rollback(s);
+            drop_pending(s);
             s->checked = false;
             s->has_cursor = false;
             load_kv(s); /* back to the committed cursor */
@@ -1558,7 +1643,7 @@ static void *run(void *arg)
             s->corrupt = true;
         if (s->stop)
             break;
-        struct timespec until = nf_deadline_after(CLOCK_REALTIME, poll);
+        struct timespec until = nf_deadline_after(CLOCK_REALTIME, wait);
         pthread_cond_timedwait(&s->cv, &s->mu, &until);
     }
     pthread_mutex_unlock(&s->mu);
@@ -1589,6 +1674,11 @@ static void register_metrics(nf_search_t *s)
     nf_metrics_counter("newsflow_search_query_errors_total",
                        "Searches that failed in the engine or found the index not open (503).",
                        NULL, 0, &s->m_errors);
+    nf_metrics_counter("newsflow_search_write_errors_total",
+                       "Rounds of the search index's writer that failed (SQLITE_FULL on a full "
+                       "disk, I/O errors): each is retried after a back-off of up to 60 s, and "
+                       "the index stays behind meanwhile (newsflow_search_behind_seconds).",
+                       NULL, 0, &s->m_write_errors);
     nf_metrics_counter("newsflow_search_busy_total",
                        "Searches refused because every connection stayed busy for a second "
                        "(503; search.readers).",

@@ -19,6 +19,12 @@
  * cursor's entry though it would not have expired — an older checkpoint was restored
  * ("behind"). A rebuild reads the whole search log: the articles of the state's last 7 days.
  *
+ * Write failures (a full disk: SQLITE_FULL; I/O errors): the writer's transaction is rolled back
+ * and its view read again from the committed cursor after a back-off (poll << n after the n-th
+ * failure in a row, at most 60 s); the first failure of such a streak is logged at error level in
+ * SQLite's words, then a reminder every 10 minutes while it lasts, and its end; each counts in
+ * newsflow_search_write_errors_total. Searches go on answering from what the index holds.
+ *
  * The rows: rowid = ~(published_ms << 12 | the row's length in tokens (below 127) << 5 | a
  * slot), so the newest row has the smallest rowid, FTS5 walks a query's matches newest first in
  * its own (ascending) order and filters `since` by rowid, and the ranking reads a row's length

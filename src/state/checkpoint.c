@@ -671,9 +671,9 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
         rocksdb_checkpoint_object_destroy(cp);
     if (rerr) {
         snprintf(what, sizeof what, "checkpoint %s: RocksDB checkpoint into %s", name, tmp);
-        store_rocks_err(rerr, err, errlen, -EIO, what);
+        r = store_rocks_err(rerr, err, errlen, -EIO, what);
         store_rm_rf(tmp);
-        return -EIO;
+        return r;
     }
 
     dbfile_t *files = NULL;

@@ -54,6 +54,13 @@ struct nf_epoch {
     pthread_t thread;
     bool thread_started, final_done;
     _Atomic bool stop_requested, early, failed, fenced;
+    /* A committed epoch (its pending record written, its transaction committed) the store could
+     * not apply: the next start rolls it forward. 0: none. */
+    _Atomic uint64_t unapplied;
+    /* A named checkpoint found the state's file system full (after its epoch committed): the
+     * coordinator stops the job before the next epoch, with this message. */
+    bool disk_full;
+    char disk_full_err[512];
     bool force_scan;                    /* NF_TEST_FORCE_SCAN: recovery always reads back */
     _Atomic uint64_t last_commit_at_ns; /* nf_now_ns of the last commit (start before any) */
     nf_jw_t jw;
@@ -677,8 +684,11 @@ static void publish_view(nf_epoch_t *ep, uint64_t e)
 
 static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, char *err, size_t errlen)
 {
-    if (ep->st && nf_store_pending_apply(ep->st, err, errlen) != 0)
-        return -EIO;
+    int r;
+    if (ep->st && (r = nf_store_pending_apply(ep->st, err, errlen)) != 0) {
+        atomic_store(&ep->unapplied, e);
+        return r;
+    }
     fault_at("after_apply");
     ep->epoch = e;
     atomic_store(&ep->epoch_pub, e);
@@ -693,7 +703,14 @@ static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, char *er
         char hash[24];
         snprintf(hash, sizeof hash, "%016" PRIx64, ep->o.config_hash);
         fault_at("mid_checkpoint");
-        if (nf_store_checkpoint(ep->st, e, hash, ep->nshards, err, errlen) != 0) {
+        if ((r = nf_store_checkpoint(ep->st, e, hash, ep->nshards, err, errlen)) == -ENOSPC &&
+            !final) {
+            /* The state's file system is full: the next epoch's writes would fail too (or,
+             * into space RocksDB set aside, a while later). The job stops before it, with
+             * this epoch committed and applied: nothing pending for the restart. */
+            ep->disk_full = true;
+            snprintf(ep->disk_full_err, sizeof ep->disk_full_err, "%s", err);
+        } else if (r != 0) {
             /* A missed named checkpoint is not a lost epoch: the live state is committed. */
             nf_log(NF_LOG_ERROR, "checkpoint", "named checkpoint failed", NF_LI("epoch", e),
                    NF_LS("error", err), NF_LEND);
@@ -962,10 +979,11 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
                         true, err, errlen);
             free(positions);
         }
-        if (r == 0) {
+        if (r == 0)
             r = apply_and_checkpoint(ep, p.epoch, false, err, errlen);
+        if (r == 0) { /* else it stays pending: the next start rolls it forward (and tees it) */
             tee_outputs(ep, p.outputs, p.noutputs);
-            if (r == 0 && ep->o.changelog && ep->kafka)
+            if (ep->o.changelog && ep->kafka)
                 save_synced(ep);
             atomic_fetch_add(&ep->recovered_epochs, 1);
             nf_log(NF_LOG_INFO, "epoch", "pending epoch rolled forward", NF_LI("epoch", p.epoch),
@@ -1092,10 +1110,43 @@ uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep)
     return atomic_load(&ep->epoch_pub);
 }
 
+uint64_t nf_epoch_unapplied(const nf_epoch_t *ep)
+{
+    return atomic_load(&ep->unapplied);
+}
+
 /* ---------------------------------------------------------------- the coordinator thread */
 
 /* What failed, for fail()'s log line and counters. */
 typedef enum { FAILED_COMMIT, FAILED_REBALANCE } failed_t;
+
+/* fail_as for a full state.dir: a message of its own, naming the file system. Counted as an epoch
+ * failure when an epoch failed (not after a named checkpoint of a committed one). */
+static void fail_disk_full(nf_epoch_t *ep, uint64_t cur, uint64_t done, const char *err)
+{
+    if (cur > done)
+        nf_counter_inc(ep->m_failures);
+    nf_store_space_t sp;
+    char fs[1400] = "";
+    if (nf_store_space(nf_store_state_dir(ep->st), &sp) == 0)
+        nf_store_space_text(&sp, fs, sizeof fs);
+    uint64_t un = atomic_load(&ep->unapplied);
+    nf_log(NF_LOG_ERROR, "epoch",
+           un ? "state.dir's file system is full: stopping the job; the last epoch committed but "
+                "could not be applied to the state, and the next start applies it (rolls it "
+                "forward). Free space, then restart (docs/runbooks.md \"Disk full on state.dir\")"
+           : cur > done
+               ? "state.dir's file system is full: stopping the job; this epoch was not committed "
+                 "and its inputs are read again after a restart. Free space, then restart "
+                 "(docs/runbooks.md \"Disk full on state.dir\")"
+               : "state.dir's file system is full: stopping the job after its last epoch "
+                 "(committed and applied; its named checkpoint could not be written). Free "
+                 "space, then restart (docs/runbooks.md \"Disk full on state.dir\")",
+           NF_LS("file_system", sp.mount), NF_LS("device", sp.device),
+           NF_LI("free_bytes", (int64_t)sp.free_bytes), NF_LI("size_bytes", (int64_t)sp.size_bytes),
+           NF_LS("space", fs), NF_LI("epoch", un ? un : cur),
+           NF_LI("committed_epoch", un ? un : done), NF_LS("error", err), NF_LEND);
+}
 
 /* Stops the job after a failure nothing retries: the runtime fails, nothing more commits. */
 static void fail_as(nf_epoch_t *ep, failed_t what, int r, const char *err)
@@ -1133,12 +1184,20 @@ static void fail_as(nf_epoch_t *ep, failed_t what, int r, const char *err)
                "transaction.timeout.ms — it was stopped, starved or cut off that long — and a "
                "restart is safe)",
                NF_LI("epoch", cur), NF_LS("error", err), NF_LEND);
+    } else if (r == -ENOSPC && ep->st) {
+        fail_disk_full(ep, cur, done, err);
     } else if (what == FAILED_REBALANCE) {
         nf_counter_inc(ep->m_rebalance_failures);
         nf_log(NF_LOG_ERROR, "epoch",
                "rebalance failed; stopping the job (restart recovers: the partitions are taken "
                "from the group's committed offsets)",
                NF_LI("committed_epoch", done), NF_LS("error", err), NF_LEND);
+    } else if (atomic_load(&ep->unapplied)) {
+        nf_counter_inc(ep->m_failures);
+        nf_log(NF_LOG_ERROR, "epoch",
+               "epoch committed but not applied to the state; stopping the job (the next start "
+               "applies it: rolls it forward)",
+               NF_LI("epoch", atomic_load(&ep->unapplied)), NF_LS("error", err), NF_LEND);
     } else {
         nf_counter_inc(ep->m_failures);
         nf_log(NF_LOG_ERROR, "epoch", "epoch commit failed; stopping the job (restart recovers)",
@@ -1165,6 +1224,10 @@ static void *coordinator(void *arg)
     ep->last_cut_ns = nf_now_ns();
     uint64_t interval = (uint64_t)ep->o.interval_ms * 1000000ull;
     while (!atomic_load(&ep->stop_requested)) {
+        if (ep->disk_full) { /* apply_and_checkpoint: an epoch (or the start's) committed */
+            fail(ep, -ENOSPC, ep->disk_full_err);
+            return NULL;
+        }
         uint64_t now = nf_now_ns();
         bool early = atomic_exchange(&ep->early, false);
         if (now - ep->last_cut_ns < interval && !early) {

@@ -130,6 +130,10 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen);
  * was ever committed. Valid after nf_epoch_recover. Any thread. */
 int64_t nf_epoch_committed_offset(const nf_epoch_t *ep, nf_input_t in, int32_t partition);
 uint64_t nf_epoch_committed_epoch(const nf_epoch_t *ep);
+/* An epoch that committed (pending record written, Kafka transaction committed) but that the
+ * store then failed to apply (a full disk): the job stopped, and the next start applies it (rolls
+ * it forward). 0: none. Any thread. */
+uint64_t nf_epoch_unapplied(const nf_epoch_t *ep);
 /* With opts.changelog and Kafka attached, after nf_epoch_recover and before the shards start:
  * brings the state directory up to the changelog topics (nf_changelog_restore), then takes the
  * input positions from the consumer group's committed offsets wherever the group has them

@@ -16,7 +16,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <mntent.h>
 #include <rocksdb/c.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,12 +72,78 @@ int store_seterr(char *err, size_t errlen, int code, const char *fmt, ...)
     return code;
 }
 
-/* "<what>: <RocksDB's reason>"; frees RocksDB's message. */
+/* "<what>: <RocksDB's reason>"; frees RocksDB's message. -ENOSPC rather than code when the
+ * reason is a full file system: RocksDB's status for ENOSPC (IOStatus::NoSpace) reads "IO error:
+ * No space left on device: While appending to file: ...", that subcode's text fixed in English. */
 int store_rocks_err(char *rerr, char *err, size_t errlen, int code, const char *what)
 {
     store_seterr(err, errlen, code, "%s: %s", what, rerr ? rerr : "unknown RocksDB error");
+    if (rerr && strstr(rerr, "No space left on device"))
+        code = -ENOSPC;
     rocksdb_free(rerr);
     return code;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * the file system under the state */
+
+int nf_store_space(const char *path, nf_store_space_t *out)
+{
+    memset(out, 0, sizeof *out);
+    struct statvfs sv;
+    if (statvfs(path, &sv) != 0)
+        return -errno;
+    out->free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+    out->size_bytes = (uint64_t)sv.f_blocks * sv.f_frsize;
+    /* The mount point: the longest one that is path or an ancestor of it. */
+    char real[PATH_MAX];
+    FILE *f = realpath(path, real) ? setmntent("/proc/self/mounts", "r") : NULL;
+    if (!f)
+        return 0;
+    struct mntent me;
+    char buf[4 * PATH_MAX];
+    size_t best = 0;
+    while (getmntent_r(f, &me, buf, sizeof buf)) {
+        size_t n = strlen(me.mnt_dir);
+        bool under =
+            n == 1 ? real[0] == '/' : !strncmp(real, me.mnt_dir, n) && (real[n] == '/' || !real[n]);
+        if (under && n >= best) { /* the last of equal ones: mounted over the others */
+            best = n;
+            snprintf(out->mount, sizeof out->mount, "%s", me.mnt_dir);
+            snprintf(out->device, sizeof out->device, "%s", me.mnt_fsname);
+            snprintf(out->type, sizeof out->type, "%s", me.mnt_type);
+        }
+    }
+    endmntent(f);
+    return 0;
+}
+
+/* "12.5 MiB", "300 KiB", "512 B" */
+static void human_bytes(char *out, size_t n, uint64_t b)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    unsigned u = 0;
+    while (v >= 1024 && u + 1 < sizeof unit / sizeof unit[0]) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(out, n, "%" PRIu64 " B", b);
+    else
+        snprintf(out, n, "%.1f %s", v, unit[u]);
+}
+
+void nf_store_space_text(const nf_store_space_t *sp, char *out, size_t n)
+{
+    char fr[32], sz[32];
+    human_bytes(fr, sizeof fr, sp->free_bytes);
+    human_bytes(sz, sizeof sz, sp->size_bytes);
+    if (sp->mount[0])
+        snprintf(out, n, "file system %s (%s on %s): %s free of %s", sp->mount, sp->type,
+                 sp->device, fr, sz);
+    else
+        snprintf(out, n, "file system: %s free of %s", fr, sz);
 }
 
 uint64_t store_realtime_ms(void)
@@ -274,6 +343,24 @@ void nf_store_opts_default(nf_store_opts_t *o)
     o->bg_threads = 2;
 }
 
+/* RocksDB's InfoLogLevel (rocksdb/env.h) for nf_store_log_t (store.h). OFF is HEADER_LEVEL,
+ * the highest RocksDB accepts: it writes its OPTIONS file, which names the level, and has no
+ * name for the one above (NUM_INFO_LOG_LEVELS), so the open would fail. At HEADER_LEVEL only
+ * the settings dumped while a database opens are written. */
+static int info_log_level(nf_store_log_t log)
+{
+    enum { DEBUG_LEVEL, INFO_LEVEL, WARN_LEVEL, ERROR_LEVEL, FATAL_LEVEL, HEADER_LEVEL };
+    switch (log) {
+    case NF_STORE_LOG_INFO:
+        return INFO_LEVEL;
+    case NF_STORE_LOG_WARN:
+        return WARN_LEVEL;
+    case NF_STORE_LOG_OFF:
+        break;
+    }
+    return HEADER_LEVEL;
+}
+
 static int kind_of(const char *name)
 {
     for (int k = 0; k < NF_KIND__COUNT; k++)
@@ -299,6 +386,21 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
     if (!st->db_dir || (state_dir && !(st->state_dir = strdup(state_dir))))
         goto oom;
 
+    if (!mode.read_only) {
+        /* RocksDB writes its LOG, MANIFEST, OPTIONS and WAL while it opens; on a full file system
+         * its LOG writes abort the process (store.h nf_store_log_t). */
+        nf_store_space_t sp;
+        if (nf_store_space(state_dir ? state_dir : db_dir, &sp) == 0 &&
+            sp.free_bytes < NF_STORE_OPEN_MIN_FREE) {
+            char where[PATH_MAX + 600];
+            nf_store_space_text(&sp, where, sizeof where);
+            store_seterr(err, errlen, -ENOSPC,
+                         "cannot open the state in %s: its %s; opening it needs %u MiB: free "
+                         "space there (docs/runbooks.md \"Disk full on state.dir\")",
+                         state_dir ? state_dir : db_dir, where, NF_STORE_OPEN_MIN_FREE >> 20);
+            goto fail;
+        }
+    }
     st->dbopts = rocksdb_options_create();
     rocksdb_options_set_create_if_missing(st->dbopts, !mode.read_only);
     rocksdb_options_set_create_missing_column_families(st->dbopts, !mode.read_only);
@@ -310,6 +412,7 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
         rocksdb_options_set_write_buffer_size(st->dbopts, o->write_buffer_mb << 20);
     rocksdb_options_set_keep_log_file_num(st->dbopts, 4);
     rocksdb_options_set_max_log_file_size(st->dbopts, 16u << 20);
+    rocksdb_options_set_info_log_level(st->dbopts, info_log_level(o->log));
     if (mode.verify)
         rocksdb_options_set_max_open_files(st->dbopts, -1); /* open (and check) every table */
     st->bbto = rocksdb_block_based_options_create();

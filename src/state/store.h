@@ -65,18 +65,48 @@ bool nf_state_kind_owner_clock(nf_state_kind_t k);
 typedef struct nf_store nf_store_t;
 typedef struct nf_store_batch nf_store_batch_t;
 
+/* What RocksDB writes to its own info log, <db>/LOG (state.rocksdb_log). librocksdb 7.8 as
+ * Debian 12 builds it keeps its assertions: once a write to the LOG has failed (ENOSPC), the
+ * next one aborts the process (WritableFileWriter, "sync_without_flush_called_"), and RocksDB
+ * logs from its background threads (flushes, compactions, errors) as well as from our calls.
+ *   OFF   only the settings RocksDB records while a database opens (its "header": no level
+ *         turns it off), written then and flushed within seconds; nothing follows, so a disk
+ *         that fills up later never meets a second LOG write. One full at the open could: a
+ *         read-write open refuses a file system with less than NF_STORE_OPEN_MIN_FREE free;
+ *   WARN  also its warnings and errors (a full disk makes some: it may abort then);
+ *   INFO  also every flush, compaction and checkpoint (RocksDB's default). */
+typedef enum { NF_STORE_LOG_OFF = 0, NF_STORE_LOG_WARN, NF_STORE_LOG_INFO } nf_store_log_t;
+
 typedef struct nf_store_opts {
     size_t block_cache_mb;  /* default 256 */
     size_t write_buffer_mb; /* per column family, default 64 */
     unsigned bg_threads;    /* flush + compaction threads, default 2 */
     bool read_only;         /* open for inspection (checkpoints show/verify, state dump) */
+    nf_store_log_t log;     /* RocksDB's info log, default NF_STORE_LOG_OFF */
 } nf_store_opts_t;
 
 void nf_store_opts_default(nf_store_opts_t *o);
 
+/* The file system a path is on, for messages about a full one: its space for an unprivileged
+ * writer (statvfs f_bavail), and the mount point, device and type from /proc/self/mounts (""
+ * when not found). 0 or -errno (statvfs). */
+typedef struct nf_store_space {
+    uint64_t free_bytes, size_bytes;
+    char mount[1024], device[256], type[32];
+} nf_store_space_t;
+int nf_store_space(const char *path, nf_store_space_t *out);
+/* "file system /srv (ext4 on /dev/sdb1): 1.2 MiB free of 20.0 GiB" into out. */
+void nf_store_space_text(const nf_store_space_t *sp, char *out, size_t n);
+
+/* Free bytes a read-write open wants on the state's file system: RocksDB writes its LOG header
+ * (about 100 KiB), a MANIFEST, an OPTIONS file and a WAL while it opens, and a LOG write that
+ * fails there can abort the process (nf_store_log_t). */
+#define NF_STORE_OPEN_MIN_FREE (4u << 20)
+
 /* Opens (creating if missing) <state_dir>/db with every kind's column family. NULL with a
  * message naming the directory and RocksDB's reason on failure (e.g. another process holds the
- * LOCK). */
+ * LOCK); -ENOSPC's message (a read-write open on a file system with less than
+ * NF_STORE_OPEN_MIN_FREE free) names the file system and its space. */
 nf_store_t *nf_store_open(const char *state_dir, const nf_store_opts_t *o, char *err,
                           size_t errlen);
 /* Opens the database of a named checkpoint directory read-only (for verify and inspection). */
@@ -197,7 +227,8 @@ int nf_store_meta_get(nf_store_t *st, const char *name, char **value, char *err,
 
 /* ---- the epoch protocol ---- */
 /* One synced write replacing any previous pending record. header_json is opaque text (the epoch
- * module's: offsets, output positions). NULL batches are skipped. 0 or -EIO with err. */
+ * module's: offsets, output positions). NULL batches are skipped. 0, or -ENOSPC (the state's
+ * file system is full) or -EIO with err. */
 int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_json,
                            nf_store_batch_t *const *batches, unsigned nbatches,
                            const nf_blob_t *outputs, unsigned noutputs, char *err, size_t errlen);
@@ -212,7 +243,8 @@ typedef struct nf_store_pending {
 /* 1 (a pending record exists: *out filled, free with nf_store_pending_free), 0 (none), -EIO. */
 int nf_store_pending_read(nf_store_t *st, nf_store_pending_t *out, char *err, size_t errlen);
 void nf_store_pending_free(nf_store_pending_t *p);
-/* Applies the pending record (see top). 0 (also when there is none) or -EIO with err. */
+/* Applies the pending record (see top). 0 (also when there is none), or -ENOSPC (the state's
+ * file system is full) or -EIO with err. */
 int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen);
 /* Deletes the pending record without applying it. */
 int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen);

@@ -1,6 +1,6 @@
 /* store_int.h — what the store's files share (store.c the live database, store_pending.c the
  * epoch protocol's records, checkpoint.c named checkpoints, store_view.c committed views). Not a
- * contract: only those four include it. */
+ * contract: only those four include it (and tests/unit/state/test_store.c, for store_rocks_err). */
 #ifndef NF_STORE_INT_H
 #define NF_STORE_INT_H
 
@@ -74,7 +74,8 @@ int store_batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writ
                          unsigned idx, char *err, size_t errlen);
 int store_seterr(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* "<what>: <RocksDB's reason>"; frees RocksDB's message. */
+/* "<what>: <RocksDB's reason>"; frees RocksDB's message. code, or -ENOSPC when the reason is a
+ * full file system ("No space left on device"). */
 int store_rocks_err(char *rerr, char *err, size_t errlen, int code, const char *what);
 uint64_t store_realtime_ms(void);
 /* snprintf into a PATH_MAX buffer; -ENAMETOOLONG (with err) if it does not fit. */

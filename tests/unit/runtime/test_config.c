@@ -614,10 +614,14 @@ static void test_hash_and_describe(void)
     int lines = 0;
     for (const char *p = text; *p; p++)
         lines += *p == '\n';
-    NF_CHECK_EQ(lines, 99); /* one line per key in the table */
+    NF_CHECK_EQ(lines, 100); /* one line per key in the table */
     NF_CHECK(strstr(text, "runtime.shards ") == text);
     NF_CHECK(strstr(text, "\nlog.level ") != NULL);
     NF_CHECK(strstr(text, "debug|info|warn|error") != NULL);
+    /* state.rocksdb_log says why it is off by default */
+    const char *rl = strstr(text, "\nstate.rocksdb_log ");
+    NF_CHECK(rl && strstr(rl, "off|warn|info") && strstr(rl, "\"off\"") &&
+             strstr(rl, "aborts the whole process"));
     NF_CHECK(strstr(text, "\"127.0.0.1\"") != NULL);
     NF_CHECK(strstr(text, "[64, 1048576], power of two") != NULL);
     free(text);

@@ -12,7 +12,9 @@
  * filler; phrase, exclusion, topic and since filters; recency breaks a tie of relevance; an
  * article published before the retention is not indexed; a later epoch is searchable within a
  * poll; the keep callback's refusals; a restart goes on from the cursor (nothing indexed again,
- * no rebuild); a corrupt file and a state gone back to an older checkpoint are rebuilt. */
+ * no rebuild); a corrupt file and a state gone back to an older checkpoint are rebuilt. A full
+ * disk (a VFS that refuses writes with SQLITE_FULL): logged once in SQLite's words, counted,
+ * retried with a back-off; the index catches up once there is room. */
 #include "nf_test.h"
 #include "teststore.h"
 
@@ -22,6 +24,7 @@
 #include "algo/bytes.h"
 #include "feed/dates.h"
 #include "runtime/jsonw.h"
+#include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "serve/search.h"
@@ -32,6 +35,8 @@
 #include <fcntl.h>
 #include <math.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -905,6 +910,224 @@ static void test_index(void)
     nf_metrics_shutdown();
 }
 
+/* ------------------------------------------------------------------------- a full disk */
+
+/* A VFS over SQLite's default one whose files refuse every write with SQLITE_FULL (what the unix
+ * VFS answers to ENOSPC) while g_disk_full is set: the disk fills up and is freed again. */
+static sqlite3_vfs *g_base_vfs;
+static sqlite3_vfs g_full_vfs;
+static _Atomic bool g_disk_full;
+static _Atomic unsigned g_refused;
+
+typedef struct {
+    sqlite3_file base;
+    sqlite3_file *real; /* the default VFS's file, right after this struct */
+} full_file_t;
+
+#define REAL(f) (((full_file_t *)(f))->real)
+
+static int ff_close(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xClose(REAL(f));
+}
+static int ff_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o)
+{
+    return REAL(f)->pMethods->xRead(REAL(f), b, n, o);
+}
+static int ff_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o)
+{
+    if (atomic_load(&g_disk_full)) {
+        atomic_fetch_add(&g_refused, 1);
+        return SQLITE_FULL;
+    }
+    return REAL(f)->pMethods->xWrite(REAL(f), b, n, o);
+}
+static int ff_truncate(sqlite3_file *f, sqlite3_int64 n)
+{
+    return REAL(f)->pMethods->xTruncate(REAL(f), n);
+}
+static int ff_sync(sqlite3_file *f, int flags)
+{
+    return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+static int ff_size(sqlite3_file *f, sqlite3_int64 *n)
+{
+    return REAL(f)->pMethods->xFileSize(REAL(f), n);
+}
+static int ff_lock(sqlite3_file *f, int l)
+{
+    return REAL(f)->pMethods->xLock(REAL(f), l);
+}
+static int ff_unlock(sqlite3_file *f, int l)
+{
+    return REAL(f)->pMethods->xUnlock(REAL(f), l);
+}
+static int ff_reserved(sqlite3_file *f, int *out)
+{
+    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
+}
+static int ff_control(sqlite3_file *f, int op, void *arg)
+{
+    return REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
+}
+static int ff_sector(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xSectorSize(REAL(f));
+}
+static int ff_device(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+static int ff_shm_map(sqlite3_file *f, int pg, int sz, int extend, void volatile **p)
+{
+    return REAL(f)->pMethods->xShmMap(REAL(f), pg, sz, extend, p);
+}
+static int ff_shm_lock(sqlite3_file *f, int off, int n, int flags)
+{
+    return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
+}
+static void ff_shm_barrier(sqlite3_file *f)
+{
+    REAL(f)->pMethods->xShmBarrier(REAL(f));
+}
+static int ff_shm_unmap(sqlite3_file *f, int del)
+{
+    return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
+}
+static int ff_fetch(sqlite3_file *f, sqlite3_int64 o, int n, void **p)
+{
+    return REAL(f)->pMethods->xFetch(REAL(f), o, n, p);
+}
+static int ff_unfetch(sqlite3_file *f, sqlite3_int64 o, void *p)
+{
+    return REAL(f)->pMethods->xUnfetch(REAL(f), o, p);
+}
+
+static const sqlite3_io_methods g_full_io = {
+    3,           ff_close,       ff_read,      ff_write,   ff_truncate, ff_sync,   ff_size,
+    ff_lock,     ff_unlock,      ff_reserved,  ff_control, ff_sector,   ff_device, ff_shm_map,
+    ff_shm_lock, ff_shm_barrier, ff_shm_unmap, ff_fetch,   ff_unfetch};
+
+static int ff_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, int flags, int *out)
+{
+    (void)vfs;
+    full_file_t *f = (full_file_t *)file;
+    f->real = (sqlite3_file *)(f + 1);
+    int rc = g_base_vfs->xOpen(g_base_vfs, name, f->real, flags, out);
+    /* the wrapper is closed (xClose) only when the real file was opened */
+    f->base.pMethods = rc == SQLITE_OK && f->real->pMethods ? &g_full_io : NULL;
+    return rc;
+}
+
+/* Makes the full-disk VFS SQLite's default (after nf_search_sqlite_init: registering
+ * initializes SQLite), or takes it away again. */
+static bool full_vfs(bool on)
+{
+    if (!on)
+        return sqlite3_vfs_unregister(&g_full_vfs) == SQLITE_OK;
+    g_base_vfs = sqlite3_vfs_find(NULL);
+    if (!g_base_vfs)
+        return false;
+    g_full_vfs = *g_base_vfs; /* the same pAppData: its other methods are the base's */
+    g_full_vfs.zName = "nf-test-full";
+    g_full_vfs.szOsFile = (int)sizeof(full_file_t) + g_base_vfs->szOsFile;
+    g_full_vfs.xOpen = ff_open;
+    g_full_vfs.pNext = NULL;
+    return sqlite3_vfs_register(&g_full_vfs, 1) == SQLITE_OK;
+}
+
+/* Lines of the file at path that contain both a and b ("" matches any). */
+static unsigned lines_with(const char *path, const char *a, const char *b)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    unsigned n = 0;
+    char line[8192];
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, a) && strstr(line, b);
+    fclose(f);
+    return n;
+}
+
+/* The index's disk fills up (issue 36): the writer's SQLITE_FULL is logged once, as SQLite
+ * says it (not the "cannot rollback - no transaction is active" of the ROLLBACK that followed
+ * it), counted in newsflow_search_write_errors_total and retried with a back-off while searches
+ * answer from what the index holds; once the disk has room again the index catches up, and
+ * says so. */
+static void test_disk_full(void)
+{
+    NF_REQUIRE(nf_metrics_init(1) == 0);
+    char dir[256], path[300], logpath[320];
+    NF_REQUIRE(nf_teststore_tmpdir("search-full", dir, sizeof dir));
+    snprintf(path, sizeof path, "%s/search.db", dir);
+    snprintf(logpath, sizeof logpath, "%s/log.jsonl", dir);
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    g_now = g_ingested = nf_wall_ms();
+    nf_store_batch_t *b = nf_store_batch_new();
+    put_article(b, g_now - 10, (nf_id128_t){1, 1}, "Zebra migration", "Herds.", g_now, 1);
+    NF_REQUIRE(nf_teststore_commit(st, 1, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(st, 1) == 0);
+    NF_REQUIRE(full_vfs(true));
+    int lfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    NF_REQUIRE(lfd >= 0);
+    nf_log_set_fd(lfd);
+
+    nf_search_t *s = start(st, path);
+    NF_CHECK(wait_epoch(s, 1));
+    atomic_store(&g_disk_full, true);
+    b = nf_store_batch_new();
+    put_article(b, g_now, (nf_id128_t){2, 2}, "Quokka census", "Counted.", g_now, 1);
+    NF_REQUIRE(nf_teststore_commit(st, 2, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(st, 2) == 0);
+    /* Three failed tries of the new view (the bound only turns a hang into a failure). */
+    for (int i = 0; i < 12000 && metric("newsflow_search_write_errors_total") < 3; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    double failed = metric("newsflow_search_write_errors_total");
+    NF_CHECK(failed >= 3);
+    NF_CHECK(atomic_load(&g_refused) > 0);
+    /* Searches go on, from what the index holds. */
+    NF_CHECK_EQ(search(s, "zebra", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 1u);
+    NF_CHECK_EQ(g_res.epoch, 1u);
+    NF_CHECK_EQ(search(s, "quokka", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 0u);
+
+    atomic_store(&g_disk_full, false); /* room again: the index catches up */
+    bool caught_up = false;
+    for (int i = 0; i < 12000 && !caught_up; i++) {
+        uint64_t n, e;
+        nf_search_status(s, &n, &e);
+        if (!(caught_up = e == 2))
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    NF_CHECK(caught_up);
+    NF_CHECK_EQ(search(s, "quokka", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 1u);
+    nf_search_result_free(&g_res);
+    nf_search_stop(s);
+    nf_log_set_fd(2);
+    close(lfd);
+
+    /* Logged once, in SQLite's words; the end of the streak too; no "no transaction". */
+    NF_CHECK_EQ(lines_with(logpath, "\"level\":\"error\"", "the search index cannot be written"),
+                1u);
+    NF_CHECK_EQ(lines_with(logpath, "the search index cannot be written: its disk is full",
+                           "database or disk is full"),
+                1u);
+    NF_CHECK_EQ(lines_with(logpath, "no transaction is active", ""), 0u);
+    NF_CHECK_EQ(lines_with(logpath, "the search index is written again", ""), 1u);
+    NF_CHECK(metric("newsflow_search_write_errors_total") >= failed);
+
+    NF_CHECK(full_vfs(false));
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+    nf_metrics_shutdown();
+}
+
 int main(void)
 {
     /* Before any connection of the tests: the index's allocator, as the job has it. */
@@ -913,5 +1136,6 @@ int main(void)
     NF_RUN(test_syntax_property);
     NF_RUN(test_pairs_property);
     NF_RUN(test_index);
+    NF_RUN(test_disk_full);
     return nf_test_report();
 }

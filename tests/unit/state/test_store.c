@@ -1,10 +1,12 @@
 /* Tests src/state/store.c on real RocksDB databases in temporary directories: opening and
  * reopening, reads and scans, the epoch protocol (pending write, read back, apply, discard, a
  * crash between pending and apply), the TTL compaction filter, and named checkpoints (create,
- * list, manifest, verify catching truncated and corrupted files, prune, delete, restore). */
+ * list, manifest, verify catching truncated and corrupted files, prune, delete, restore); a full
+ * file system told apart from other RocksDB errors, and the file system's space in words. */
 #include "nf_test.h"
 #include "state/checkpoint.h"
 #include "state/store.h"
+#include "state/store_int.h" /* store_rocks_err */
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -491,6 +493,57 @@ static void test_second_open_reports_lock(void)
     snprintf(missing, sizeof missing, "%s/nothing", dir);
     NF_CHECK(nf_store_open(missing, &o, err, sizeof err) == NULL);
     NF_CHECK(strstr(err, missing) != NULL);
+    tmpdir_free(dir);
+}
+
+/* ---- a full file system (issue 36) ---- */
+
+static int rocks_err(const char *reason, char *err, size_t errlen)
+{
+    return store_rocks_err(reason ? strdup(reason) : NULL, err, errlen, -EIO, "writing");
+}
+
+static void test_enospc_classified(void)
+{
+    char err[512];
+    /* RocksDB's words for ENOSPC (IOStatus::NoSpace), as librocksdb 7.8 gives them */
+    NF_CHECK_EQ(rocks_err("IO error: No space left on device: While appending to file: "
+                          "/s/db/000004.log: No space left on device",
+                          err, sizeof err),
+                -ENOSPC);
+    NF_CHECK(strncmp(err, "writing: IO error: No space left on device", 42) == 0);
+    NF_CHECK_EQ(rocks_err("IO error: While fsync: a file: Input/output error", err, sizeof err),
+                -EIO);
+    NF_CHECK_EQ(rocks_err("Corruption: block checksum mismatch", err, sizeof err), -EIO);
+    NF_CHECK_EQ(rocks_err(NULL, err, sizeof err), -EIO);
+    NF_CHECK_STR(err, "writing: unknown RocksDB error");
+}
+
+static void test_space_text(void)
+{
+    nf_store_space_t sp = {.free_bytes = 1258291, .size_bytes = 20ull << 30};
+    snprintf(sp.mount, sizeof sp.mount, "/srv");
+    snprintf(sp.device, sizeof sp.device, "/dev/sdb1");
+    snprintf(sp.type, sizeof sp.type, "ext4");
+    char out[1400];
+    nf_store_space_text(&sp, out, sizeof out);
+    NF_CHECK_STR(out, "file system /srv (ext4 on /dev/sdb1): 1.2 MiB free of 20.0 GiB");
+    sp.free_bytes = 0;
+    sp.mount[0] = '\0'; /* not found in /proc/self/mounts */
+    nf_store_space_text(&sp, out, sizeof out);
+    NF_CHECK_STR(out, "file system: 0 B free of 20.0 GiB");
+
+    /* a real directory: its file system's size, and a mount point above it */
+    const char *dir = tmpdir_new();
+    NF_CHECK_EQ(nf_store_space(dir, &sp), 0);
+    NF_CHECK(sp.size_bytes > 0 && sp.free_bytes <= sp.size_bytes);
+    char real[PATH_MAX];
+    NF_REQUIRE(realpath(dir, real));
+    NF_CHECK(sp.mount[0] == '/' && strncmp(real, sp.mount, strlen(sp.mount)) == 0);
+    NF_CHECK(sp.type[0] != '\0');
+    char missing[PATH_MAX + 16];
+    snprintf(missing, sizeof missing, "%s/nothing", dir);
+    NF_CHECK_EQ(nf_store_space(missing, &sp), -ENOENT);
     tmpdir_free(dir);
 }
 
@@ -1219,6 +1272,8 @@ int main(void)
     NF_RUN(test_pending_survives_crash_and_discard);
     NF_RUN(test_ttl_compaction_filter);
     NF_RUN(test_second_open_reports_lock);
+    NF_RUN(test_enospc_classified);
+    NF_RUN(test_space_text);
     NF_RUN(test_checkpoint_create_list_manifest_verify);
     NF_RUN(test_checkpoint_verify_detects_damage);
     NF_RUN(test_checkpoint_prune_delete);
