@@ -2463,8 +2463,10 @@ int nf_kafka_topics(const nf_kafka_topics_opts_t *opts, bool create, nf_kafka_to
     int r = create ? create_topics(rk, o, names, outcome, why, err, errlen) : 0;
     const struct rd_kafka_metadata *md = NULL;
     int parts[NF_KAFKA_TOPICS];
-    /* A topic just created reaches every broker's metadata a moment later: wait for it. */
-    for (int tries = 0; r == 0; tries++) {
+    /* A topic just created reaches every broker's metadata a moment later (seconds on a busy
+     * cluster): wait for it, up to NF_KAFKA_TIMEOUT_MS. */
+    uint64_t settle_end = nf_now_ns() + (uint64_t)NF_KAFKA_TIMEOUT_MS * 1000000ull;
+    while (r == 0) {
         if (md)
             rd_kafka_metadata_destroy(md);
         md = NULL;
@@ -2486,7 +2488,7 @@ int nf_kafka_topics(const nf_kafka_topics_opts_t *opts, bool create, nf_kafka_to
             if (outcome[t] && strcmp(outcome[t], "failed") != 0 && parts[t] == 0)
                 settled = false;
         }
-        if (settled || tries == 50)
+        if (settled || nf_now_ns() >= settle_end)
             break;
         usleep(200000);
     }
@@ -2494,7 +2496,7 @@ int nf_kafka_topics(const nf_kafka_topics_opts_t *opts, bool create, nf_kafka_to
         if (t == PANES_INPUT)
             continue; /* reported as the output of the same name */
         if (parts[t] == 0 && outcome[t] && strcmp(outcome[t], "failed") != 0)
-            outcome[t] = NULL; /* created, yet not in the metadata after 10 s */
+            outcome[t] = NULL; /* created, yet not in the metadata after 30 s */
         if (!outcome[t])
             outcome[t] = parts[t] > 0 ? "exists" : "missing";
         cb(arg, names[t], outcome[t], parts[t], why[t][0] ? why[t] : NULL);
