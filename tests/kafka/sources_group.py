@@ -45,7 +45,7 @@ from farm import Farm, host_partition  # noqa: E402
 
 PARTITIONS = 4
 SPACING_MS = 1000
-SESSION_MS = 6000
+SESSION_MS = 10000
 
 
 class Member:
