@@ -681,12 +681,16 @@ static void test_quiescent_after_a_call(void)
     NF_REQUIRE(rt);
     NF_REQUIRE(nf_runtime_start(rt) == 0);
     unsigned got, quiet = 0;
-    for (int i = 0; i < 20; i++) {
+    for (int i = 0; i < 50; i++) {
         NF_REQUIRE(nf_runtime_call(rt, (unsigned)i % 2, which_shard, &got, 5000) == 0);
         quiet += nf_runtime_quiescent(rt);
     }
-    /* not all 20: a shard thread the machine did not run for a while may still be spinning */
-    NF_CHECK(quiet >= 10);
+    /* Without the wait, never (every answer came during the spin). With it, not always: a shard
+     * thread a busy machine did not run within the spin is still spinning when the wait ends, so
+     * any fixed share would be a bet on the machine's load (it failed at 10 of 20 under ASan
+     * beside a chaos test). One in 50 proves the wait; the share is printed. */
+    printf("  quiescent after %u of 50 calls\n", quiet);
+    NF_CHECK(quiet >= 1);
     nf_runtime_request_stop(rt);
     NF_CHECK_EQ(nf_runtime_wait(rt), 0);
     nf_runtime_destroy(rt);
