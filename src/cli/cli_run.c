@@ -39,6 +39,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -270,14 +271,8 @@ static uint64_t deadline_ns(uint64_t start, uint64_t ms)
 
 static double rss_mb(void)
 {
-    FILE *f = fopen("/proc/self/statm", "r");
-    long pages = 0, rss = 0;
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-            rss = 0;
-        fclose(f);
-    }
-    return (double)rss * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
+    double b = nf_resident_bytes();
+    return isnan(b) ? 0 : b / (1024.0 * 1024.0);
 }
 
 static const char *g_from_checkpoint;

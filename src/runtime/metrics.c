@@ -263,7 +263,7 @@ static int nf_read_small_file(const char *path, char *buf, size_t len)
     return 0;
 }
 
-static double nf_proc_resident_bytes(void *arg)
+double nf_resident_bytes(void)
 {
     char buf[256];
     unsigned long size, resident;
@@ -271,6 +271,12 @@ static double nf_proc_resident_bytes(void *arg)
         sscanf(buf, "%lu %lu", &size, &resident) != 2)
         return NAN;
     return (double)resident * (double)sysconf(_SC_PAGESIZE);
+}
+
+static double nf_proc_resident_bytes(void *arg)
+{
+    (void)arg;
+    return nf_resident_bytes();
 }
 
 static double nf_proc_cpu_seconds(void *arg)

@@ -58,6 +58,10 @@ typedef struct {
 int nf_metrics_init(unsigned nwriters);
 void nf_metrics_shutdown(void);
 
+/* The process's resident set in bytes (/proc/self/statm), as newsflow_process_resident_memory_bytes
+ * reports it; NAN when it cannot be read. Needs no registry. */
+double nf_resident_bytes(void);
+
 /* Binds the calling thread to writer w (< nwriters; otherwise a warning is logged and the thread
  * stays unbound). Unbound threads use the external writer. At most one live thread per writer:
  * a bound thread's updates are plain load+store, two threads on one writer lose updates. */

@@ -26,11 +26,13 @@
 #include "actors/cluster.h"
 #include "algo/hash.h"
 #include "nf_test.h"
+#include "runtime/metrics.h"
 #include "state/kstate.h"
 #include "state/store.h"
 #include "testcluster.h"
 #include "teststore.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,15 +55,8 @@ enum { CACHE = 8 << 20, MEMTABLE = 4 << 20, FAMILIES = 4, RSS_CONST = 32 << 20 }
 
 static long rss_bytes(void)
 {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kib * 1024;
+    double b = nf_resident_bytes();
+    return isnan(b) ? -1 : (long)b;
 }
 
 /* Article i: a near-duplicate of an earlier original (one in ten), or an original. */
