@@ -26,15 +26,6 @@ skip() {
 [ "$(id -u)" = 0 ] || skip "mounting a small file system needs root (CI runs as root)"
 command -v mkfs.ext4 >/dev/null 2>&1 || skip "mkfs.ext4 is not installed (e2fsprogs)"
 command -v findmnt >/dev/null 2>&1 || skip "findmnt is not installed (util-linux)"
-if ! command -v kcat >/dev/null 2>&1; then
-  echo "FAIL: kcat is not installed (needed to produce and consume the test's topics; scripts/deps.sh installs it)" >&2
-  exit 1
-fi
-command -v python3 >/dev/null 2>&1 || { echo "FAIL: python3 is not installed" >&2; exit 1; }
-for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
-unset NF_FAULT NF_TEST_SLOW_READS_US NF_TEST_FORCE_SCAN
-export PYTHONDONTWRITEBYTECODE=1
-
 T=$(mktemp -d /tmp/nf-disk-full-XXXXXX)
 MNT="$T/mnt"
 IMG="$T/disk.img"
@@ -69,14 +60,11 @@ mount -o loop "$IMG" "$MNT" >"$T/mount.log" 2>&1 ||
 DEV=$(findmnt -n -o SOURCE "$MNT")
 echo "test_disk_full: ext4 of 128 MiB on $DEV at $MNT"
 
-python3 "$HERE/disk_full.py" "$NF" "$SRC" "$MNT" &
+# run_python.sh checks kcat, clears the job's environment and stops the driver on a signal; this
+# script's trap then unmounts.
+bash "$SRC/tests/recovery/run_python.sh" disk_full "$HERE/disk_full.py" "$NF" "$SRC" "$MNT" &
 PY=$!
 wait "$PY"
 rc=$?
 PY=""
-if [ $rc -eq 0 ]; then
-  echo "test_disk_full: passed"
-else
-  echo "test_disk_full: FAILED (exit $rc)" >&2
-fi
 exit $rc
