@@ -152,11 +152,16 @@ class Ctx:
                 self.fail("job exited (code %s) while waiting for %s" % (job.proc.returncode, what),
                           job)
             if time.monotonic() > deadline:
+                msg = "timed out after %.0fs waiting for %s%s" % (
+                    timeout, what, ("; last seen: %s" % last()) if last else "")
+                # the message and the log's tail first: a CI report keeps only the start of a
+                # failed test's output, and the stacks are long
+                print("FAIL [%s]: %s" % (self.name, msg), file=sys.stderr, flush=True)
                 for j in ([job] if job else self.jobs[-1:]):
+                    j.dump_tail(sys.stderr)
                     if hasattr(j, "dump_stacks"):
                         j.dump_stacks(sys.stderr)  # a stall shows where it is stuck
-                self.fail("timed out after %.0fs waiting for %s%s" %
-                          (timeout, what, ("; last seen: %s" % last()) if last else ""), job)
+                raise TestFailure(msg)
             time.sleep(interval)
 
 
