@@ -83,7 +83,8 @@ struct nf_epoch {
 /* ---------------------------------------------------------------- fault injection */
 
 static char g_fault_point[32];
-static uint64_t g_fault_epoch;    /* UINT64_MAX: any epoch (the point's first time) */
+static uint64_t g_fault_epoch;    /* UINT64_MAX: any epoch (the point's g_fault_nth time) */
+static uint64_t g_fault_nth = 1;  /* with EPOCH "+N": the point's Nth time, whatever the epoch */
 static uint32_t g_fault_stall_ms; /* 0: exit (unless g_fault_until); else sleep this long, once */
 static char g_fault_until[400];   /* "": none; else stall until this file exists, once */
 static bool g_fault_poll;         /* poll_until=: the stall polls the consumer (fault_polling) */
@@ -105,6 +106,8 @@ static void fault_polling(const char *point, void (*poll)(void *arg, int ms), vo
 {
     if (!g_fault_epoch || strcmp(point, g_fault_point) != 0 ||
         (g_fault_epoch != UINT64_MAX && g_fault_epoch != atomic_load(&g_current_epoch)))
+        return;
+    if (g_fault_epoch == UINT64_MAX && --g_fault_nth > 0)
         return;
     if (!g_fault_stall_ms && !g_fault_until[0]) {
         nf_log(NF_LOG_WARN, "epoch", "fault injection: exiting as if killed", NF_LS("point", point),
@@ -133,8 +136,9 @@ static void fault_at(const char *point)
     fault_polling(point, NULL, NULL);
 }
 
-/* NF_FAULT = POINT:EPOCH[:stall=MS|:until=PATH|:poll_until=PATH], EPOCH a number or "*".
- * 0 or -EINVAL. */
+/* NF_FAULT = POINT:EPOCH[:stall=MS|:until=PATH|:poll_until=PATH], EPOCH a number, "*" (the
+ * point's first time) or "+N" (its Nth time: a process whose epoch numbers continue after the
+ * group's). 0 or -EINVAL. */
 static int fault_parse(const char *f)
 {
     char buf[512];
@@ -145,8 +149,12 @@ static int fault_parse(const char *f)
          *opt = strtok_r(NULL, ":", &save), *end = NULL;
     if (!point || !epoch || strlen(point) >= sizeof g_fault_point || strtok_r(NULL, ":", &save))
         return -EINVAL;
-    unsigned long long e = strcmp(epoch, "*") ? strtoull(epoch, &end, 10) : UINT64_MAX;
-    if (!e || (end && *end))
+    unsigned long long e = UINT64_MAX, nth = 1;
+    if (epoch[0] == '+')
+        nth = strtoull(epoch + 1, &end, 10);
+    else if (strcmp(epoch, "*") != 0)
+        e = strtoull(epoch, &end, 10);
+    if (!e || !nth || (end && *end) || epoch[0] == '-' || epoch[1] == '-')
         return -EINVAL;
     unsigned long ms = 0;
     bool poll = opt && !strncmp(opt, "poll_", 5);
@@ -162,6 +170,7 @@ static int fault_parse(const char *f)
     snprintf(g_fault_until, sizeof g_fault_until, "%s", until ? o + 6 : "");
     g_fault_poll = poll;
     g_fault_epoch = e;
+    g_fault_nth = nth;
     g_fault_stall_ms = (uint32_t)ms;
     return 0;
 }
@@ -231,8 +240,8 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
         if (fault_parse(f) != 0) {
             snprintf(err, errlen,
                      "NF_FAULT=\"%s\": expected POINT:EPOCH[:stall=MS|:until=PATH|:poll_until="
-                     "PATH], EPOCH a number or * (e.g. after_pending:3, before_commit:8:stall=5000 "
-                     "or before_close:*:until=/tmp/go)",
+                     "PATH], EPOCH a number, * or +N (e.g. after_pending:3, "
+                     "before_commit:8:stall=5000 or before_close:+2:until=/tmp/go)",
                      f);
             nf_epoch_free(ep);
             return NULL;
@@ -1031,29 +1040,37 @@ int64_t nf_epoch_committed_offset(const nf_epoch_t *ep, nf_input_t in, int32_t p
     return ep->committed_offsets[in][partition];
 }
 
+/* The group's committed offsets of every input partition into go (cap entries), and the highest
+ * epoch their metadata names. The group answers with stable offsets only: while a process's
+ * epoch is still deciding (its transaction open: a process cut off or stopped between its
+ * produce and its commit) it waits, up to transaction.timeout.ms, after which the broker aborts
+ * that transaction; each attempt lasts 30 s, so three cover it. Read before the changelog's
+ * ends, they count no epoch the restore does not hold (see nf_epoch_assign_cb). */
+static int read_group_offsets(nf_epoch_t *ep, nf_kafka_offset_t *go, size_t cap, size_t *n,
+                              uint64_t *max_epoch, char *err, size_t errlen)
+{
+    int r = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
+        r = ep->kafka->group_offsets(ep->kafka->arg, go, cap, n, max_epoch, err, errlen);
+        if (r != -EIO || attempt == 2)
+            break;
+        nf_log(NF_LOG_WARN, "changelog", "the group's committed offsets: retrying",
+               NF_LI("attempt", attempt + 1), NF_LS("error", err), NF_LEND);
+    }
+    return r;
+}
+
 int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen)
 {
     if (!ep->o.changelog || !ep->st || !ep->kafka) {
         publish_view(ep, ep->epoch); /* what the store holds at start */
         return 0;
     }
-    nf_changelog_stats_t cs;
-    nf_log(NF_LOG_INFO, "changelog", "restoring the state from the changelog topics", NF_LEND);
-    int r = nf_changelog_restore(ep->st, ep->kafka, !ep->o.group, &ep->restore, &cs, err, errlen);
-    if (r != 0)
-        return r;
-    nf_counter_add(ep->m_restored, cs.records);
-    nf_gauge_set(ep->m_restore_seconds, (int64_t)(cs.ns / 1000000000u));
-    double s = (double)cs.ns / 1e9;
-    nf_log(NF_LOG_INFO, "changelog", "state restored from the changelog topics",
-           NF_LI("records", cs.records), NF_LI("bytes", cs.bytes), NF_LI("puts", cs.puts),
-           NF_LI("deletes", cs.deletes), NF_LI("expired", cs.expired), NF_LI("skipped", cs.skipped),
-           NF_LI("partitions", cs.partitions_read), NF_LF("seconds", s),
-           NF_LF("records_per_s", s > 0 ? (double)cs.records / s : 0), NF_LEND);
     /* The group's committed offsets were committed in the very transactions whose changelog
-     * records were just applied: they, not this directory's header, say where the restored
-     * state stands in the inputs. Where the group has none (a broker that keeps no
-     * transactional offsets, or offsets expired), the local position stays. */
+     * records the restore applies: they, not this directory's header, say where the restored
+     * state stands in the inputs. Read first (read_group_offsets). Where the group has none (a
+     * broker that keeps no transactional offsets, or offsets expired), the local position
+     * stays. */
     nf_kafka_offset_t *go = calloc(NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, sizeof *go);
     if (!go) {
         snprintf(err, errlen, "out of memory");
@@ -1062,13 +1079,28 @@ int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen)
     size_t n = 0;
     uint64_t max_epoch = 0;
     char gerr[256];
-    r = ep->kafka->group_offsets(ep->kafka->arg, go, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, &n,
-                                 &max_epoch, gerr, sizeof gerr);
+    int r = read_group_offsets(ep, go, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, &n, &max_epoch,
+                               gerr, sizeof gerr);
     if (r != 0) {
-        snprintf(err, errlen, "after the changelog restore: %s", gerr);
+        snprintf(err, errlen, "before the changelog restore: %s", gerr);
         free(go);
         return r;
     }
+    nf_changelog_stats_t cs;
+    nf_log(NF_LOG_INFO, "changelog", "restoring the state from the changelog topics", NF_LEND);
+    r = nf_changelog_restore(ep->st, ep->kafka, !ep->o.group, &ep->restore, &cs, err, errlen);
+    if (r != 0) {
+        free(go);
+        return r;
+    }
+    nf_counter_add(ep->m_restored, cs.records);
+    nf_gauge_set(ep->m_restore_seconds, (int64_t)(cs.ns / 1000000000u));
+    double s = (double)cs.ns / 1e9;
+    nf_log(NF_LOG_INFO, "changelog", "state restored from the changelog topics",
+           NF_LI("records", cs.records), NF_LI("bytes", cs.bytes), NF_LI("puts", cs.puts),
+           NF_LI("deletes", cs.deletes), NF_LI("expired", cs.expired), NF_LI("skipped", cs.skipped),
+           NF_LI("partitions", cs.partitions_read), NF_LF("seconds", s),
+           NF_LF("records_per_s", s > 0 ? (double)cs.records / s : 0), NF_LEND);
     size_t moved = 0;
     for (size_t i = 0; i < n; i++) {
         if (go[i].partition < 0 || go[i].partition >= NF_EPOCH_MAX_PARTITIONS)
@@ -1408,23 +1440,25 @@ bool nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
             snprintf(err, sizeof err, "out of memory");
             r = -ENOMEM;
         }
+        if (r == 0 && nread)
+            log_moved("partitions gained: reading the group's offsets, then restoring their state",
+                      parts, n);
         if (r == 0 && nread && ep->standby)
             nf_standby_hold(ep->standby, want); /* it stops writing them first */
+        /* The group's offsets first, then the changelog: the group's stable offsets wait for
+         * the previous owner's last epoch to be decided, and the changelog's ends, read after
+         * that, hold every epoch they count. The other way round, a restore that ended before
+         * an epoch which then committed was followed by offsets past that epoch's input: its
+         * state updates lost, its outputs emitted again (the chaos test, seed 162754619;
+         * tests/kafka/restore_race.py). */
+        if (r == 0)
+            r = read_group_offsets(ep, go, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, &ngo,
+                                   &max_epoch, err, sizeof err);
         if (r == 0 && nread)
             r = nf_changelog_restore_partitions(ep->st, ep->kafka, want, &ep->restore, &cs, err,
                                                 sizeof err);
-        /* The group answers with stable offsets only: while a process that died mid-epoch
-         * holds a transaction open on them, it waits (up to transaction.timeout.ms) */
-        for (int attempt = 0; r == 0 && attempt < 3; attempt++) {
-            r = ep->kafka->group_offsets(ep->kafka->arg, go,
-                                         NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, &ngo,
-                                         &max_epoch, err, sizeof err);
-            if (r != -EIO || attempt == 2)
-                break;
-            nf_log(NF_LOG_WARN, "changelog", "the group's committed offsets: retrying",
-                   NF_LI("attempt", attempt + 1), NF_LS("error", err), NF_LEND);
-            r = 0;
-        }
+        if (r == 0 && nread)
+            fault_at("assign_restored"); /* tests/kafka/restore_race.py */
         /* The group's offsets of the gained partitions: where the restored state stands. */
         for (size_t i = 0; r == 0 && i < ngo; i++)
             for (size_t j = 0; j < n; j++)
