@@ -1631,6 +1631,23 @@ static bool header_u64(rd_kafka_headers_t *h, const char *name, uint64_t *out)
     return true;
 }
 
+/* How many partitions of l (each with its target offset in opaque) the consumer's position has
+ * not reached yet; l->cnt when the positions are not known. The position moves past transaction
+ * markers and aborted records, and waits at another writer's open transaction until it ends. */
+static int scan_remaining(rd_kafka_t *rk, const rd_kafka_topic_partition_list_t *l)
+{
+    rd_kafka_topic_partition_list_t *c = rd_kafka_topic_partition_list_copy(l);
+    int n = 0;
+    if (rd_kafka_position(rk, c) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        n = c->cnt;
+    else
+        for (int j = 0; j < c->cnt; j++)
+            if (c->elems[j].offset < (int64_t)(intptr_t)l->elems[j].opaque)
+                n++;
+    rd_kafka_topic_partition_list_destroy(c);
+    return n;
+}
+
 long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const char *positions_json,
                          uint8_t *present, size_t nrecords, char *err, size_t errlen)
 {
@@ -1661,11 +1678,16 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const ch
             const cJSON *v = cJSON_IsArray(arr) ? cJSON_GetArrayItem(arr, p) : NULL;
             int64_t start = cJSON_IsNumber(v) && v->valuedouble >= 0 ? (int64_t)v->valuedouble : 0;
             int64_t lo = 0, hi = 0;
+            /* the high watermark (adm_client): the last stable offset stops before another
+             * writer's open transaction, and this epoch's records may lie after it */
+            rd_kafka_t *ark = adm_client(k, err, errlen);
             rd_kafka_resp_err_t e =
-                watermarks(k, rk, k->out[t].name, p, &lo, &hi, NF_KAFKA_TIMEOUT_MS);
+                ark ? watermarks(k, ark, k->out[t].name, p, &lo, &hi, NF_KAFKA_TIMEOUT_MS)
+                    : RD_KAFKA_RESP_ERR__FAIL;
             if (e) {
-                snprintf(err, errlen, "kafka: recovery scan: end offset of %s [%d]: %s",
-                         k->out[t].name, p, rd_kafka_err2str(e));
+                if (ark)
+                    snprintf(err, errlen, "kafka: recovery scan: end offset of %s [%d]: %s",
+                             k->out[t].name, p, rd_kafka_err2str(e));
                 rc = -EIO;
                 break;
             }
@@ -1673,13 +1695,17 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const ch
                 start = lo;
             if (start >= hi)
                 continue;
-            rd_kafka_topic_partition_list_add(l, k->out[t].name, p)->offset = start;
+            rd_kafka_topic_partition_t *tp =
+                rd_kafka_topic_partition_list_add(l, k->out[t].name, p);
+            tp->offset = start;
+            tp->opaque = (void *)(intptr_t)hi; /* the target */
         }
     }
     int remaining = l->cnt;
     if (rc == 0 && remaining > 0) {
         rd_kafka_assign(rk, l);
         uint64_t deadline = (uint64_t)time(NULL) + 120;
+        uint64_t next_check = 0;
         while (remaining > 0) {
             if (nf_kafka_past_deadline(k)) {
                 rc = deadline_error("kafka: recovery scan", err, errlen);
@@ -1693,15 +1719,19 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const ch
                 rc = -ETIMEDOUT;
                 break;
             }
-            rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 200);
+            rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+            if (nf_now_ns() >= next_check) { /* done where the position reached the target */
+                next_check = nf_now_ns() + 50000000ull;
+                remaining = scan_remaining(rk, l);
+            }
             if (!m)
                 continue;
-            if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                remaining--;
-            } else if (m->err) {
+            /* an end of partition (read_committed: the last stable offset) may be short of the
+             * target: the positions decide */
+            if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                 nf_log(NF_LOG_WARN, "kafka", "recovery scan: consumer error",
                        NF_LS("error", rd_kafka_message_errstr(m)), NF_LEND);
-            } else {
+            } else if (!m->err) {
                 rd_kafka_headers_t *h = NULL;
                 const void *wv;
                 size_t wn;
