@@ -94,13 +94,7 @@ def scenario(ctx, mode):
                   "the restarted static member committed input only %.1f s after the kill: no "
                   "sooner than the dead member's session timeout (%d ms), so it waited it out" %
                   (t_commit - t_kill, session_ms), j2)
-    prod.stop()
-    ctx.check(prod.error is None, "producing read events failed: %r" % prod.error)
-    acclib.wait_all_consumed(ctx, j2, broker, ev.valid, timeout=180)
-    rc, hang = j2.terminate_or_report(60)
-    ctx.check(not hang and rc == 0, "exit %s after SIGTERM %s" % (rc, hang or ""), j2)
-    recs = acclib.read_outputs(ctx, broker, "interest-updates")
-    ctx.log(acclib.check_interest_updates(ctx, recs, ev.counts))
+    acclib.drain_and_check(ctx, prod, j2, broker, ev, timeout=180, what=j2.tag, dead_letters=False)
 
 
 def body(ctx):

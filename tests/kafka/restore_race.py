@@ -84,15 +84,7 @@ def body(ctx):
     ctx.log("A exited 1 without committing epoch %d" % fault_epoch)
     open(go_b, "w").close()
 
-    prod.stop()
-    ctx.check(prod.error is None, "producing read events failed: %r" % prod.error)
-    acclib.wait_all_consumed(ctx, b, broker, ev.valid, timeout=240)
-    rc, hang = b.terminate_or_report(60)
-    ctx.check(not hang and rc == 0, "B: exit %s after SIGTERM %s" % (rc, hang or ""), b)
-    recs = acclib.read_outputs(ctx, broker, "interest-updates")
-    ctx.log(acclib.check_interest_updates(ctx, recs, ev.counts))
-    _, bad_pos = acclib.expected_from_input(ctx, broker)
-    ctx.log(acclib.check_dead_letters(ctx, broker, bad_pos))
+    acclib.drain_and_check(ctx, prod, b, broker, ev, what="B")
 
 
 if __name__ == "__main__":

@@ -177,6 +177,17 @@ def log_time(o):
         return None
 
 
+def owned_reads(job):
+    """The read-events partitions a job owns now, from its rebalance log lines."""
+    out = set()
+    for o in job.lines():
+        msg = o.get("msg", "")
+        if msg.startswith(("partitions assigned: ", "partitions revoked: ")):
+            ps = {int(x) for x in str(o.get("read_events_partitions", "")).split(",") if x}
+            out = out | ps if msg.startswith("partitions assigned") else out - ps
+    return out
+
+
 def gained_after(members, t0):
     """(member, time) of the first "partitions assigned" a live member logged after t0, or
     None."""

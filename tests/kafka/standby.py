@@ -51,6 +51,7 @@ import acclib  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from farm import Farm  # noqa: E402
 from scale_out import SESSION_MS, PoolEvents, group_setup, log_time  # noqa: E402
+from scale_out import owned_reads as owned  # noqa: E402
 
 PARTITIONS = 4
 REPLICAS = int(os.environ.get("NF_TEST_STANDBY_REPLICAS", "1"))
@@ -72,17 +73,6 @@ MERGER_KG = GLOBAL_KG = 0xFFFF
 
 def after(job, msg, t0):
     return [o for o in job.msgs(msg) if (log_time(o) or 0) >= t0]
-
-
-def owned(job):
-    """The read-events partitions a job owns now, from its rebalance log lines."""
-    out = set()
-    for o in job.lines():
-        msg = o.get("msg", "")
-        if msg.startswith("partitions assigned: ") or msg.startswith("partitions revoked: "):
-            ps = {int(x) for x in str(o.get("read_events_partitions", "")).split(",") if x}
-            out = out | ps if msg.startswith("partitions assigned") else out - ps
-    return out
 
 
 def owns_panes(job):
@@ -273,16 +263,7 @@ def body(ctx):
     # Let the load go on a little, then stop it and finish.
     p2 = jobs[survivor]
     time.sleep(3)
-    prod.stop()
-    ctx.check(prod.error is None, "producing read events failed: %r" % prod.error)
-    acclib.wait_all_consumed(ctx, p2, broker, ev.valid, timeout=240)
-    rc, hang = p2.terminate_or_report(60)
-    ctx.check(not hang and rc == 0, "survivor: exit %s after SIGTERM %s" % (rc, hang or ""), p2)
-
-    recs = acclib.read_outputs(ctx, broker, "interest-updates")
-    ctx.log(acclib.check_interest_updates(ctx, recs, ev.counts))
-    _, bad_pos = acclib.expected_from_input(ctx, broker)
-    ctx.log(acclib.check_dead_letters(ctx, broker, bad_pos))
+    acclib.drain_and_check(ctx, prod, p2, broker, ev, what="survivor")
     ctx.log(farm.check_articles(ctx, broker))
     farm.stop()
 

@@ -874,6 +874,22 @@ def wait_all_consumed(ctx, job, broker, expected, timeout=120.0, topic="interest
     return seen[0]
 
 
+def drain_and_check(ctx, prod, job, broker, ev, timeout=240.0, what="job", dead_letters=True):
+    """The end of a test with a Producer: stops it, waits until `job` has consumed every valid
+    event, stops the job (SIGTERM, exit 0), then checks interest-updates exactly once (and
+    dead-letters, one per undecodable input). Logs the summaries."""
+    prod.stop()
+    ctx.check(prod.error is None, "producing read events failed: %r" % prod.error)
+    wait_all_consumed(ctx, job, broker, ev.valid, timeout=timeout)
+    rc, hang = job.terminate_or_report(60)
+    ctx.check(not hang and rc == 0, "%s: exit %s after SIGTERM %s" % (what, rc, hang or ""), job)
+    recs = read_outputs(ctx, broker, "interest-updates")
+    ctx.log(check_interest_updates(ctx, recs, ev.counts))
+    if dead_letters:
+        _, bad_pos = expected_from_input(ctx, broker)
+        ctx.log(check_dead_letters(ctx, broker, bad_pos))
+
+
 def run_cli(ctx, args, ok_codes=(0,)):
     """`newsflow ARGS`; stdout text (fails on an exit code not in ok_codes)."""
     p = ctx.spawn([ctx.nf] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
