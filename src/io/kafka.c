@@ -254,9 +254,24 @@ static bool watermark_retriable(rd_kafka_resp_err_t e)
     }
 }
 
+/* Asks the cluster for topic's metadata through rk, which updates rk's cache: a watermark query
+ * goes to the leader rk has cached, and librdkafka does not refresh it on NOT_LEADER for a
+ * client that neither produces nor fetches (the group-less client of adm_client asked a
+ * partition's old leader for minutes after a broker kill: the chaos test). */
+static void refresh_metadata(const nf_kafka_t *k, rd_kafka_t *rk, const char *topic)
+{
+    rd_kafka_topic_t *t = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    if (t && rd_kafka_metadata(rk, 0, t, &md, tmo(k, 5000)) == RD_KAFKA_RESP_ERR_NO_ERROR && md)
+        rd_kafka_metadata_destroy(md);
+    if (t)
+        rd_kafka_topic_destroy(t);
+}
+
 /* rd_kafka_query_watermark_offsets, retried (100 ms, doubling to 1 s) on a retriable error until
  * timeout_ms have passed or the shutdown deadline: a job started right after a broker restart
- * meets partitions without a leader for a few seconds. The last error, or 0. */
+ * meets partitions without a leader for a few seconds. The leader's metadata is asked again
+ * after an answer from a broker that is not (or no longer) the leader. The last error, or 0. */
 static rd_kafka_resp_err_t watermarks(const nf_kafka_t *k, rd_kafka_t *rk, const char *topic,
                                       int32_t p, int64_t *lo, int64_t *hi, int timeout_ms)
 {
@@ -268,6 +283,11 @@ static rd_kafka_resp_err_t watermarks(const nf_kafka_t *k, rd_kafka_t *rk, const
         if (!e || !watermark_retriable(e) || nf_now_ns() + pause_ms * 1000000ull >= until ||
             nf_kafka_past_deadline(k))
             return e;
+        if (e == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
+            e == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+            e == RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH ||
+            e == RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH || e == RD_KAFKA_RESP_ERR__TRANSPORT)
+            refresh_metadata(k, rk, topic);
         nf_log(NF_LOG_DEBUG, "kafka", "end offset: retrying", NF_LS("topic", topic),
                NF_LI("partition", p), NF_LS("error", rd_kafka_err2str(e)), NF_LEND);
         struct timespec ts = {0, (long)pause_ms * 1000000L};

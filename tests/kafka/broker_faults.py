@@ -8,7 +8,10 @@ running: read events (valid and undecodable) arrive in waves while
                (NF_FAULT=before_commit:E:stall=MS) with the epoch's records produced, the
                coordinator dies, then the job commits;
   sigstop      that coordinator is frozen (SIGSTOP) for 20 s, then continued (SIGCONT);
-  outage       every broker is stopped for 30 s, then all are started again.
+  outage       every broker is stopped for 30 s, then all are started again;
+  moved        two processes with changelogs in a group: the leadership of a changelog partition
+               of p2's moves to another replica (a preferred-leader election), then p2 is
+               killed and p1 restores its partitions: the end offsets come from the new leader.
 
 The cluster keeps replication factor 3 and min.insync.replicas 2 for every topic, the consumer
 offsets and the transaction state log (scripts/kafka.sh --nodes 3). The job either keeps running
@@ -21,7 +24,7 @@ retries, client errors, and the longest time without a committed epoch
 
 It starts a cluster of its own (kcluster.py): it kills brokers, so it cannot share ctest's.
 
-Usage: python3 broker_faults.py NEWSFLOW SRCDIR [leader|coordinator|sigstop|outage ...]
+Usage: python3 broker_faults.py NEWSFLOW SRCDIR [leader|coordinator|sigstop|outage|moved ...]
 """
 import os
 import re
@@ -36,8 +39,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "recovery"))
 sys.path.insert(0, HERE)
 import acclib  # noqa: E402
 import kcluster  # noqa: E402
+from scale_out import group_setup, log_time, owned_reads  # noqa: E402
 
-SCENARIOS = ["leader", "coordinator", "sigstop", "outage"]
+SCENARIOS = ["leader", "coordinator", "sigstop", "outage", "moved"]
 WAVE, BAD = 200, 2
 
 
@@ -238,6 +242,38 @@ def outage(ctx, cl):
     ctx.check(r.max_since_commit >= 20 or r.restarts,
               "outage: the longest time without a commit /metrics showed is %.1f s, yet no "
               "broker answered for 30 s" % r.max_since_commit)
+
+
+def moved(ctx, cl):
+    """A changelog partition's leader moves while a process runs, then that process restores it:
+    its end offset must be asked of the new leader. Two processes with changelogs in a group;
+    the leadership of changelog-interest at one of p2's partitions moves to another replica (no
+    broker stops), then p2 is killed and p1 restores p2's partitions."""
+    broker, cfg = group_setup(ctx, "moved", 4, bootstrap=cl.bootstrap)
+    ev = acclib.Events(users=30, prefix="mv")
+    prod = acclib.Producer(ctx, broker, ev, per_wave=20, pause=0.1, bad_every=5)
+    prod.start()
+    sets = ["state.changelog=true", "kafka.assignment=group", "scale.standby_replicas=0"]
+    jobs = {n: acclib.Job(ctx, broker, ctx.path("state-moved-" + n), sets=sets,
+                          args=["--config", cfg], interval_ms=300, txid_suffix="-" + n,
+                          tag="moved-" + n) for n in ("p1",)}
+    ctx.wait_for("p1 to own every read-events partition", lambda: len(owned_reads(jobs["p1"]))
+                 == 4, timeout=180, job=jobs["p1"])
+    jobs["p2"] = acclib.Job(ctx, broker, ctx.path("state-moved-p2"), sets=sets,
+                            args=["--config", cfg], interval_ms=300, txid_suffix="-p2",
+                            tag="moved-p2")
+    ctx.wait_for("p2 to own read-events partitions", lambda: owned_reads(jobs["p2"]),
+                 timeout=180, job=jobs["p2"])
+    part = min(owned_reads(jobs["p2"]))
+    topic = broker.topic("changelog-interest")
+    old, new = cl.move_leader(topic, part)
+    ctx.log("%s [%d]: leader %d, now %d" % (topic, part, old, new))
+    t_kill = time.time()
+    jobs["p2"].kill()
+    ctx.wait_for("p1 to restore p2's partitions", lambda: [
+        o for o in jobs["p1"].msgs("gained partitions restored from the changelog")
+        if (log_time(o) or 0) >= t_kill], timeout=180, job=jobs["p1"])
+    acclib.drain_and_check(ctx, prod, jobs["p1"], broker, ev, what="p1")
 
 
 def body(ctx):

@@ -161,6 +161,44 @@ class Cluster:
                     return p.get("leader")
         self.ctx.fail("no leader known for %s [%d]" % (topic, partition))
 
+    def _tool(self, cls, *args):
+        env = dict(os.environ, NF_KAFKA_TOOL_HEAP="256")
+        p = subprocess.run(["bash", self.script, "tool", cls, "--bootstrap-server",
+                            self.bootstrap] + list(args), capture_output=True, text=True,
+                           timeout=120, env=env)
+        if p.returncode != 0:
+            self.ctx.fail("%s %s: %s" % (cls.rsplit(".", 1)[-1], " ".join(args),
+                                         (p.stderr or p.stdout)[-500:]))
+        return p.stdout
+
+    def move_leader(self, topic, partition):
+        """Moves the partition's leadership to another of its replicas without stopping any
+        broker (replicas reordered, then a preferred-leader election); (old, new) leader."""
+        md = self.metadata(topic)
+        reps = [p for t in (md or {}).get("topics", []) if t.get("topic") == topic
+                for p in t.get("partitions", []) if p.get("partition") == partition]
+        if not reps:
+            self.ctx.fail("no metadata for %s [%d]" % (topic, partition))
+        old = reps[0].get("leader")
+        ids = [r.get("id") for r in reps[0].get("replicas", [])]
+        order = [i for i in ids if i != old] + [old]
+        plan = self.ctx.path("move-%s-%d.json" % (topic, partition))
+        with open(plan, "w") as f:
+            json.dump({"version": 1, "partitions": [
+                {"topic": topic, "partition": partition, "replicas": order}]}, f)
+        self._tool("org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+                   "--reassignment-json-file", plan, "--execute")
+        seen = [old]
+
+        def moved():
+            self._tool("org.apache.kafka.tools.LeaderElectionCommand", "--election-type",
+                       "PREFERRED", "--topic", topic, "--partition", str(partition))
+            seen[0] = self.leader(topic, partition)
+            return seen[0] == order[0]
+        self.ctx.wait_for("%s [%d] led by broker %d" % (topic, partition, order[0]), moved,
+                          timeout=120, interval=1, last=lambda: "leader %s" % seen[0])
+        return old, order[0]
+
     def txn_coordinator(self, txid):
         """The broker coordinating transactional id txid (kafka-transactions describe)."""
         env = dict(os.environ, NF_KAFKA_TOOL_HEAP="256")
