@@ -151,7 +151,9 @@ class Member:
                   "crawl.interval_s=60", "crawl.interval_floor_s=60", "crawl.jitter_permille=0",
                   "crawl.host_spacing_ms=%d" % SPACING_MS,
                   "crawl.host_max_concurrent=%d" % MAX_CONCURRENT,
-                  "admin.enabled=true", "admin.port=0", *TRENDING],
+                  "admin.enabled=true", "admin.port=0",
+                  "shutdown.timeout_ms=10000",  # the product's default, not acclib's test one
+                  *TRENDING],
             args=["--config", self.run.cfg], interval_ms=300, txid_suffix="-" + self.name,
             tag=tag, cwd=cwd)
         self.jobs.append(self.job)
