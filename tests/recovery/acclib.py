@@ -839,9 +839,16 @@ class Job:
     def dump_tail(self, f, n=25):
         try:
             with open(self.log_path, "rb") as lf:
-                tail = lf.read().decode("utf-8", "replace").split("\n")[-n - 1:]
+                lines = lf.read().decode("utf-8", "replace").split("\n")
+                tail = lines[-n - 1:]
         except FileNotFoundError:
             return
+        # a start's recovery decides what the run can show: its lines even when not in the tail
+        early = [l for l in lines[:-n - 1] if '"msg":"pending epoch' in l][:10]
+        if early:
+            print("---- recovery lines of %s ----" % self.tag, file=f)
+            for l in early:
+                print("  " + l[:400], file=f)
         print("---- last lines of %s (%s) ----" % (self.tag, self.log_path), file=f)
         for l in tail:
             print("  " + l[:400], file=f)
