@@ -1677,11 +1677,6 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const ch
         cJSON_Delete(pj);
         return -EINVAL;
     }
-    if (conf_set(c, "enable.partition.eof", "true", err, errlen) != 0) {
-        rd_kafka_conf_destroy(c);
-        cJSON_Delete(pj);
-        return -EINVAL;
-    }
     char rerr[256];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, rerr, sizeof rerr);
     if (!rk) {
@@ -1689,25 +1684,23 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const ch
         cJSON_Delete(pj);
         return -EIO;
     }
+    /* the high watermarks (adm_client): the last stable offset stops before another writer's
+     * open transaction, and this epoch's records may lie after it */
+    rd_kafka_t *ark = adm_client(k, err, errlen);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(16);
     long found = 0;
-    int rc = 0;
+    int rc = ark ? 0 : -EIO;
     for (int t = 0; t < NF_TOPIC__COUNT && rc == 0; t++) {
         const cJSON *arr = pj ? cJSON_GetObjectItemCaseSensitive(pj, k->out[t].name) : NULL;
         for (int p = 0; p < k->out[t].npart; p++) {
             const cJSON *v = cJSON_IsArray(arr) ? cJSON_GetArrayItem(arr, p) : NULL;
             int64_t start = cJSON_IsNumber(v) && v->valuedouble >= 0 ? (int64_t)v->valuedouble : 0;
             int64_t lo = 0, hi = 0;
-            /* the high watermark (adm_client): the last stable offset stops before another
-             * writer's open transaction, and this epoch's records may lie after it */
-            rd_kafka_t *ark = adm_client(k, err, errlen);
             rd_kafka_resp_err_t e =
-                ark ? watermarks(k, ark, k->out[t].name, p, &lo, &hi, NF_KAFKA_TIMEOUT_MS)
-                    : RD_KAFKA_RESP_ERR__FAIL;
+                watermarks(k, ark, k->out[t].name, p, &lo, &hi, NF_KAFKA_TIMEOUT_MS);
             if (e) {
-                if (ark)
-                    snprintf(err, errlen, "kafka: recovery scan: end offset of %s [%d]: %s",
-                             k->out[t].name, p, rd_kafka_err2str(e));
+                snprintf(err, errlen, "kafka: recovery scan: end offset of %s [%d]: %s",
+                         k->out[t].name, p, rd_kafka_err2str(e));
                 rc = -EIO;
                 break;
             }
@@ -1746,12 +1739,10 @@ long nf_kafka_scan_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const ch
             }
             if (!m)
                 continue;
-            /* an end of partition (read_committed: the last stable offset) may be short of the
-             * target: the positions decide */
-            if (m->err && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            if (m->err) {
                 nf_log(NF_LOG_WARN, "kafka", "recovery scan: consumer error",
                        NF_LS("error", rd_kafka_message_errstr(m)), NF_LEND);
-            } else if (!m->err) {
+            } else {
                 rd_kafka_headers_t *h = NULL;
                 const void *wv;
                 size_t wn;
