@@ -254,26 +254,27 @@ def moved(ctx, cl):
     prod = acclib.Producer(ctx, broker, ev, per_wave=20, pause=0.1, bad_every=5)
     prod.start()
     sets = ["state.changelog=true", "kafka.assignment=group", "scale.standby_replicas=0"]
-    jobs = {n: acclib.Job(ctx, broker, ctx.path("state-moved-" + n), sets=sets,
+
+    def start(n):
+        return acclib.Job(ctx, broker, ctx.path("state-moved-" + n), sets=sets,
                           args=["--config", cfg], interval_ms=300, txid_suffix="-" + n,
-                          tag="moved-" + n) for n in ("p1",)}
-    ctx.wait_for("p1 to own every read-events partition", lambda: len(owned_reads(jobs["p1"]))
-                 == 4, timeout=180, job=jobs["p1"])
-    jobs["p2"] = acclib.Job(ctx, broker, ctx.path("state-moved-p2"), sets=sets,
-                            args=["--config", cfg], interval_ms=300, txid_suffix="-p2",
-                            tag="moved-p2")
-    ctx.wait_for("p2 to own read-events partitions", lambda: owned_reads(jobs["p2"]),
-                 timeout=180, job=jobs["p2"])
-    part = min(owned_reads(jobs["p2"]))
+                          tag="moved-" + n)
+    p1 = start("p1")
+    ctx.wait_for("p1 to own every read-events partition", lambda: len(owned_reads(p1)) == 4,
+                 timeout=180, job=p1)
+    p2 = start("p2")
+    ctx.wait_for("p2 to own read-events partitions", lambda: owned_reads(p2), timeout=180,
+                 job=p2)
+    part = min(owned_reads(p2))
     topic = broker.topic("changelog-interest")
     old, new = cl.move_leader(topic, part)
     ctx.log("%s [%d]: leader %d, now %d" % (topic, part, old, new))
     t_kill = time.time()
-    jobs["p2"].kill()
+    p2.kill()
     ctx.wait_for("p1 to restore p2's partitions", lambda: [
-        o for o in jobs["p1"].msgs("gained partitions restored from the changelog")
-        if (log_time(o) or 0) >= t_kill], timeout=180, job=jobs["p1"])
-    acclib.drain_and_check(ctx, prod, jobs["p1"], broker, ev, what="p1")
+        o for o in p1.msgs("gained partitions restored from the changelog")
+        if (log_time(o) or 0) >= t_kill], timeout=180, job=p1)
+    acclib.drain_and_check(ctx, prod, p1, broker, ev, what="p1")
 
 
 def body(ctx):

@@ -153,20 +153,29 @@ class Cluster:
         self.ctx.wait_for(what, pred, timeout=180, interval=0.5,
                           last=lambda: "%d brokers in the metadata" % seen[0])
 
-    def leader(self, topic, partition):
+    def _partition(self, topic, partition):
+        """The partition's metadata (kcat -L -J: leader, replicas), or None."""
         md = self.metadata(topic)
         for t in (md or {}).get("topics", []):
             for p in t.get("partitions", []):
                 if t.get("topic") == topic and p.get("partition") == partition:
-                    return p.get("leader")
-        self.ctx.fail("no leader known for %s [%d]" % (topic, partition))
+                    return p
+        return None
 
-    def _tool(self, cls, *args):
+    def leader(self, topic, partition):
+        p = self._partition(topic, partition)
+        if p is None:
+            self.ctx.fail("no leader known for %s [%d]" % (topic, partition))
+        return p.get("leader")
+
+    def _tool(self, cls, *args, ok=lambda out: True):
+        """A Kafka tool class run against the cluster (kafka.sh tool); its stdout. Fails the
+        test on an error or when ok(stdout) is false."""
         env = dict(os.environ, NF_KAFKA_TOOL_HEAP="256")
         p = subprocess.run(["bash", self.script, "tool", cls, "--bootstrap-server",
                             self.bootstrap] + list(args), capture_output=True, text=True,
                            timeout=120, env=env)
-        if p.returncode != 0:
+        if p.returncode != 0 or not ok(p.stdout):
             self.ctx.fail("%s %s: %s" % (cls.rsplit(".", 1)[-1], " ".join(args),
                                          (p.stderr or p.stdout)[-500:]))
         return p.stdout
@@ -174,13 +183,11 @@ class Cluster:
     def move_leader(self, topic, partition):
         """Moves the partition's leadership to another of its replicas without stopping any
         broker (replicas reordered, then a preferred-leader election); (old, new) leader."""
-        md = self.metadata(topic)
-        reps = [p for t in (md or {}).get("topics", []) if t.get("topic") == topic
-                for p in t.get("partitions", []) if p.get("partition") == partition]
-        if not reps:
+        p = self._partition(topic, partition)
+        if p is None:
             self.ctx.fail("no metadata for %s [%d]" % (topic, partition))
-        old = reps[0].get("leader")
-        ids = [r.get("id") for r in reps[0].get("replicas", [])]
+        old = p.get("leader")
+        ids = [r.get("id") for r in p.get("replicas", [])]
         order = [i for i in ids if i != old] + [old]
         plan = self.ctx.path("move-%s-%d.json" % (topic, partition))
         with open(plan, "w") as f:
@@ -201,13 +208,9 @@ class Cluster:
 
     def txn_coordinator(self, txid):
         """The broker coordinating transactional id txid (kafka-transactions describe)."""
-        env = dict(os.environ, NF_KAFKA_TOOL_HEAP="256")
-        p = subprocess.run(["bash", self.script, "tool",
-                            "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server",
-                            self.bootstrap, "describe", "--transactional-id", txid],
-                           capture_output=True, text=True, timeout=120, env=env)
-        lines = [l.split() for l in p.stdout.strip().split("\n") if l.strip()]
-        if p.returncode != 0 or len(lines) < 2 or lines[0][0] != "CoordinatorId":
-            self.ctx.fail("kafka-transactions describe %s: %s" % (txid, (p.stderr or
-                                                                         p.stdout)[-500:]))
-        return int(lines[1][0])
+        def rows(out):
+            return [l.split() for l in out.strip().split("\n") if l.strip()]
+        out = self._tool("org.apache.kafka.tools.TransactionsCommand", "describe",
+                         "--transactional-id", txid,
+                         ok=lambda o: len(rows(o)) >= 2 and rows(o)[0][0] == "CoordinatorId")
+        return int(rows(out)[1][0])
