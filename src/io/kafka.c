@@ -2295,8 +2295,9 @@ void nf_kafka_tail_free(nf_kafka_tail_t *t)
     free(t);
 }
 
-int nf_kafka_group_offsets(nf_kafka_t *k, nf_kafka_offset_t *out, size_t cap, size_t *n,
-                           uint64_t *max_epoch, char *err, size_t errlen)
+int nf_kafka_group_offsets(nf_kafka_t *k, const nf_kafka_offset_t *only, size_t nonly,
+                           nf_kafka_offset_t *out, size_t cap, size_t *n, uint64_t *max_epoch,
+                           char *err, size_t errlen)
 {
     *n = 0;
     *max_epoch = 0;
@@ -2305,9 +2306,16 @@ int nf_kafka_group_offsets(nf_kafka_t *k, nf_kafka_offset_t *out, size_t cap, si
         return -EINVAL;
     }
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(16);
-    for (int i = 0; i < NF_INPUT__COUNT; i++)
+    for (size_t j = 0; only && j < nonly; j++)
+        if ((unsigned)only[j].input < NF_INPUT__COUNT)
+            rd_kafka_topic_partition_list_add(l, k->in_names[only[j].input], only[j].partition);
+    for (int i = 0; !only && i < NF_INPUT__COUNT; i++)
         for (int p = 0; p < k->in_npart[i]; p++)
             rd_kafka_topic_partition_list_add(l, k->in_names[i], p);
+    if (l->cnt == 0) {
+        rd_kafka_topic_partition_list_destroy(l);
+        return 0;
+    }
     rd_kafka_resp_err_t e = committed(k, l);
     int rc = 0;
     if (e) {

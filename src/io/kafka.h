@@ -263,11 +263,14 @@ int nf_kafka_tail_position(nf_kafka_tail_t *t, nf_topic_t topic, int32_t partiti
                            int64_t *hi);
 void nf_kafka_tail_free(nf_kafka_tail_t *t);
 
-/* The consumer group's committed offsets of every input partition that has one (up to cap into
- * out, *n of them) and the highest epoch of this writer their metadata names (0 if none).
- * Needs a broker that keeps transactional offset commits (not librdkafka's mock). 0 or -EIO. */
-int nf_kafka_group_offsets(nf_kafka_t *k, nf_kafka_offset_t *out, size_t cap, size_t *n,
-                           uint64_t *max_epoch, char *err, size_t errlen);
+/* The consumer group's committed offsets of the input partitions in only[nonly] (only NULL: of
+ * every input partition) that have one (up to cap into out, *n of them) and the highest epoch of
+ * this writer their metadata names (0 if none). Stable offsets: the answer waits while a
+ * transaction holding offsets of one of those partitions is open. Needs a broker that keeps
+ * transactional offset commits (not librdkafka's mock). 0 or -EIO. */
+int nf_kafka_group_offsets(nf_kafka_t *k, const nf_kafka_offset_t *only, size_t nonly,
+                           nf_kafka_offset_t *out, size_t cap, size_t *n, uint64_t *max_epoch,
+                           char *err, size_t errlen);
 
 /* The operations above that the epoch coordinator uses, as the table state/epoch.h takes
  * (nf_kafka_ops_t, io/streams.h; arg = k). Defined in kafka_ops.c. */

@@ -84,10 +84,11 @@ static int ops_read_topics(void *k, const int *topics, int ntopics, const int *n
                                 errlen);
 }
 
-static int ops_group_offsets(void *k, nf_kafka_offset_t *out, size_t cap, size_t *n,
-                             uint64_t *max_epoch, char *err, size_t errlen)
+static int ops_group_offsets(void *k, const nf_kafka_offset_t *only, size_t nonly,
+                             nf_kafka_offset_t *out, size_t cap, size_t *n, uint64_t *max_epoch,
+                             char *err, size_t errlen)
 {
-    return nf_kafka_group_offsets(k, out, cap, n, max_epoch, err, errlen);
+    return nf_kafka_group_offsets(k, only, nonly, out, cap, n, max_epoch, err, errlen);
 }
 
 static void *ops_tail_new(void *k, char *err, size_t errlen)

@@ -81,8 +81,9 @@ typedef struct nf_kafka_ops {
     int (*read_topics)(void *arg, const int *topics, int ntopics, const int *nparts, int stride,
                        const int64_t *from, int64_t *end, nf_kafka_record_fn rec, void *rarg,
                        char *err, size_t errlen);
-    int (*group_offsets)(void *arg, nf_kafka_offset_t *out, size_t cap, size_t *n,
-                         uint64_t *max_epoch, char *err, size_t errlen);
+    int (*group_offsets)(void *arg, const nf_kafka_offset_t *only, size_t nonly,
+                         nf_kafka_offset_t *out, size_t cap, size_t *n, uint64_t *max_epoch,
+                         char *err, size_t errlen);
     /* the standby's (state/standby.h): a consumer of changelog partitions kept open, used by
      * one thread; `tail` is what tail_new returned, `topic` an nf_topic_t */
     void *(*tail_new)(void *arg, char *err, size_t errlen);

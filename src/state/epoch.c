@@ -1040,18 +1040,21 @@ int64_t nf_epoch_committed_offset(const nf_epoch_t *ep, nf_input_t in, int32_t p
     return ep->committed_offsets[in][partition];
 }
 
-/* The group's committed offsets of every input partition into go (cap entries), and the highest
- * epoch their metadata names. The group answers with stable offsets only: while a process's
- * epoch is still deciding (its transaction open: a process cut off or stopped between its
- * produce and its commit) it waits, up to transaction.timeout.ms, after which the broker aborts
- * that transaction; each attempt lasts 30 s, so three cover it. Read before the changelog's
- * ends, they count no epoch the restore does not hold (see nf_epoch_assign_cb). */
-static int read_group_offsets(nf_epoch_t *ep, nf_kafka_offset_t *go, size_t cap, size_t *n,
-                              uint64_t *max_epoch, char *err, size_t errlen)
+/* The group's committed offsets of the input partitions in only[nonly] (only NULL: of every
+ * input partition) into go (cap entries), and the highest epoch their metadata names. The group
+ * answers with stable offsets only: while an epoch holding the offsets of one of them is still
+ * deciding (its transaction open: a process cut off or stopped between its produce and its
+ * commit) it waits, up to transaction.timeout.ms, after which the broker aborts that
+ * transaction; each attempt lasts 30 s, so three cover it. Read before the changelog's ends,
+ * they count no epoch the restore does not hold (see nf_epoch_assign_cb). */
+static int read_group_offsets(nf_epoch_t *ep, const nf_kafka_offset_t *only, size_t nonly,
+                              nf_kafka_offset_t *go, size_t cap, size_t *n, uint64_t *max_epoch,
+                              char *err, size_t errlen)
 {
     int r = 0;
     for (int attempt = 0; attempt < 3; attempt++) {
-        r = ep->kafka->group_offsets(ep->kafka->arg, go, cap, n, max_epoch, err, errlen);
+        r = ep->kafka->group_offsets(ep->kafka->arg, only, nonly, go, cap, n, max_epoch, err,
+                                     errlen);
         if (r != -EIO || attempt == 2)
             break;
         nf_log(NF_LOG_WARN, "changelog", "the group's committed offsets: retrying",
@@ -1079,8 +1082,8 @@ int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen)
     size_t n = 0;
     uint64_t max_epoch = 0;
     char gerr[256];
-    int r = read_group_offsets(ep, go, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, &n, &max_epoch,
-                               gerr, sizeof gerr);
+    int r = read_group_offsets(ep, NULL, 0, go, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, &n,
+                               &max_epoch, gerr, sizeof gerr);
     if (r != 0) {
         snprintf(err, errlen, "before the changelog restore: %s", gerr);
         free(go);
@@ -1450,13 +1453,20 @@ bool nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
          * that, hold every epoch they count. The other way round, a restore that ended before
          * an epoch which then committed was followed by offsets past that epoch's input: its
          * state updates lost, its outputs emitted again (the chaos test, seed 162754619;
-         * tests/kafka/restore_race.py). */
-        if (r == 0)
-            r = read_group_offsets(ep, go, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, &ngo,
-                                   &max_epoch, err, sizeof err);
-        if (r == 0 && nread)
+         * tests/kafka/restore_race.py). Only the gained partitions' offsets, and only when
+         * there are any: the stable offsets of the others would wait for the other processes'
+         * epochs in flight (at every rebalance, on every member, under load for seconds). */
+        if (r == 0 && nread) {
+            atomic_store(&ep->step, "rebalance: reading the group's offsets of gained partitions");
+            r = read_group_offsets(ep, parts, n, go, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS,
+                                   &ngo, &max_epoch, err, sizeof err);
+        }
+        if (r == 0 && nread) {
+            atomic_store(&ep->step, "rebalance: restoring gained partitions from the changelog");
             r = nf_changelog_restore_partitions(ep->st, ep->kafka, want, &ep->restore, &cs, err,
                                                 sizeof err);
+        }
+        atomic_store(&ep->step, "between epochs");
         if (r == 0 && nread)
             fault_at("assign_restored"); /* tests/kafka/restore_race.py */
         /* The group's offsets of the gained partitions: where the restored state stands. */
