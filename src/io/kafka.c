@@ -1049,10 +1049,82 @@ void nf_kafka_close_consumer(nf_kafka_t *k)
     rd_kafka_consumer_close(k->cons);
 }
 
+/* How long nf_kafka_free waits for the consumer's client to end after it left the group. */
+#define NF_KAFKA_DESTROY_MS 5000
+
+typedef struct destroyer {
+    rd_kafka_t *rk;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} destroyer_t;
+
+static void *destroy_thread(void *arg)
+{
+    destroyer_t *d = arg;
+    rd_kafka_destroy(d->rk);
+    pthread_mutex_lock(&d->mu);
+    d->done = true;
+    pthread_cond_signal(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* rd_kafka_destroy(rk) within ms, or false: the client is then left to the process's exit (its
+ * threads, and the callbacks' opaque, must stay valid). librdkafka 2.0 can keep a reference on
+ * a broker after partitions were paused and resumed, and then waits for it forever (seen: the
+ * consumer's broker thread never ends after a stop under backpressure, tests/recovery/
+ * test_backpressure.sh beside a CPU hog). A consumer that left the group holds nothing the job
+ * needs: its positions were committed by the producer's transactions. */
+static bool destroy_bounded(rd_kafka_t *rk, unsigned ms)
+{
+    destroyer_t *d = calloc(1, sizeof *d);
+    pthread_t t;
+    pthread_condattr_t ca;
+    if (!d || pthread_condattr_init(&ca) != 0) {
+        free(d);
+        rd_kafka_destroy(rk);
+        return true;
+    }
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&d->mu, NULL);
+    d->rk = rk;
+    if (pthread_create(&t, NULL, destroy_thread, d) != 0) {
+        rd_kafka_destroy(rk);
+        d->done = true;
+    } else {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += ms / 1000;
+        until.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&d->mu);
+        while (!d->done && pthread_cond_timedwait(&d->cv, &d->mu, &until) != ETIMEDOUT)
+            ;
+        bool done = d->done;
+        pthread_mutex_unlock(&d->mu);
+        if (!done) {
+            pthread_detach(t); /* d stays with it */
+            return false;
+        }
+        pthread_join(t, NULL);
+    }
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+    free(d);
+    return true;
+}
+
 void nf_kafka_free(nf_kafka_t *k)
 {
     if (!k)
         return;
+    bool cons_ended = true;
     if (k->adm)
         rd_kafka_destroy(k->adm);
     pthread_mutex_destroy(&k->adm_mu);
@@ -1069,7 +1141,13 @@ void nf_kafka_free(nf_kafka_t *k)
                     rd_kafka_message_destroy(m[i]);
             rd_kafka_queue_destroy(k->sq[s].q);
         }
-        rd_kafka_destroy(k->cons);
+        cons_ended = destroy_bounded(k->cons, NF_KAFKA_DESTROY_MS);
+        if (!cons_ended)
+            nf_log(NF_LOG_WARN, "kafka",
+                   "the consumer's client did not end within 5 s of leaving the group (a "
+                   "librdkafka 2.0 reference kept after paused partitions); not waiting for it: "
+                   "nothing is lost (input positions are committed with the epochs)",
+                   NF_LI("waited_ms", NF_KAFKA_DESTROY_MS), NF_LEND);
     }
     for (unsigned s = 0; k->sq && s < k->nshards; s++) {
         if (k->sq[s].assigned)
@@ -1083,6 +1161,8 @@ void nf_kafka_free(nf_kafka_t *k)
         rd_kafka_flush(k->prod, 5000);
         rd_kafka_destroy(k->prod);
     }
+    if (!cons_ended)
+        return; /* its threads may still call back with k: k stays for the process's exit */
     for (int t = 0; t < NF_TOPIC__COUNT; t++)
         free(k->out[t].pos);
     free(k->sq);
