@@ -1540,7 +1540,8 @@ int nf_cli_run(int argc, char **argv)
                    NF_LF("pause_ms", (double)es.last_pause_ns / 1e6),
                    NF_LF("messages_per_s", (double)(st.received - prev.received) / secs),
                    NF_LI("ring_full", st.ring_full), NF_LF("rss_mb", rss_mb()),
-                   NF_LS("waiting_for", wait_list(rd.waiting, wl, sizeof wl)), NF_LEND);
+                   NF_LS("waiting_for", wait_list(rd.waiting, wl, sizeof wl)),
+                   NF_LS("epoch_step", nf_epoch_step(c.epoch)), NF_LEND);
             prev = st;
             next_progress += progress_every;
         }

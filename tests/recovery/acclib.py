@@ -810,10 +810,16 @@ class Job:
         stack = ""
         if shutil.which("gdb"):
             try:
-                out = subprocess.run(["gdb", "-p", str(self.pid), "-batch", "-ex", "bt"],
+                out = subprocess.run(["gdb", "-p", str(self.pid), "-batch", "-nx",
+                                      "-ex", "thread apply all bt 16"],
                                      capture_output=True, text=True, timeout=60).stdout
+                # every thread's, beside the log: which client or thread a hang waits on
+                with open(self.log_path + ".stacks", "w") as sf:
+                    sf.write(out)
+                main = out.split("\nThread ")[-1]  # gdb lists the main thread (LWP = pid) last
                 stack = " | main thread: " + " <- ".join(
-                    re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)", out, re.M)[:9])
+                    re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)", main, re.M)[:9])
+                stack += " | every thread's stack: " + self.log_path + ".stacks"
             except Exception:
                 pass
         last = [o.get("msg") for o in self.lines()[-3:]]
