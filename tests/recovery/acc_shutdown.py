@@ -64,15 +64,23 @@ class Outage:
 
     def down(self):
         if self.cluster:
-            self.cluster.stop_all()
+            # SIGKILL, not a graceful stop: a controlled shutdown of a 1-node cluster first takes
+            # every partition's leadership away, and Kafka's transaction coordinator then skips
+            # the markers of a commit in flight ("Couldn't find leader endpoint for partitions
+            # ... likely deleted already and hence can be skipped") yet records it complete: the
+            # partitions keep a hanging transaction, read_committed readers stop at it for good
+            # and the group's stable offsets never answer (seen here: the job's epoch 7 committed
+            # 130 ms before the stop, its interest-updates never became visible). That is a Kafka
+            # defect, not the job's (docs/runbooks.md "Broker outage"); a killed broker instead
+            # finishes the commit from its transaction log when it comes back.
+            self.cluster.kill9(1)
         else:
             ans = self.broker.command("down 1")
             self.ctx.check(ans == "ok", "mock refused 'down 1': %r" % ans)
 
     def up(self):
         if self.cluster:
-            self.cluster.start_all()
-            self.cluster.wait_brokers(1, "the broker back")
+            self.cluster.start_node(1)
         else:
             ans = self.broker.command("up 1")
             self.ctx.check(ans == "ok", "mock refused 'up 1': %r" % ans)
