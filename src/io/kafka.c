@@ -1149,7 +1149,9 @@ void nf_kafka_free(nf_kafka_t *k)
                    "nothing is lost (input positions are committed with the epochs)",
                    NF_LI("waited_ms", NF_KAFKA_DESTROY_MS), NF_LEND);
     }
-    for (unsigned s = 0; k->sq && s < k->nshards; s++) {
+    /* A client left running may still signal a shard queue's pipe: its fds stay open (closed,
+     * their numbers could be reused by a file a stray byte would then land in). */
+    for (unsigned s = 0; k->sq && s < k->nshards && cons_ended; s++) {
         if (k->sq[s].assigned)
             rd_kafka_topic_partition_list_destroy(k->sq[s].assigned);
         if (k->sq[s].rfd > 0)
