@@ -1560,13 +1560,7 @@ int nf_cli_run(int argc, char **argv)
     sw.phase = "committing the final epoch";
     sw.epoch = c.epoch;
     sw.exit_code = exit_code;
-    clock_gettime(CLOCK_MONOTONIC, &sw.until);
-    sw.until.tv_sec += cfg->shutdown.timeout_ms / 1000;
-    sw.until.tv_nsec += (long)(cfg->shutdown.timeout_ms % 1000) * 1000000L;
-    if (sw.until.tv_nsec >= 1000000000L) {
-        sw.until.tv_sec++;
-        sw.until.tv_nsec -= 1000000000L;
-    }
+    sw.until = nf_deadline_after(CLOCK_MONOTONIC, cfg->shutdown.timeout_ms);
     nf_epoch_set_deadline(c.epoch,
                           nf_now_ns() + (uint64_t)(cfg->shutdown.timeout_ms -
                                                    stop_margin_ms(cfg->shutdown.timeout_ms)) *

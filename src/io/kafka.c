@@ -1095,14 +1095,7 @@ static bool destroy_bounded(rd_kafka_t *rk, unsigned ms)
         rd_kafka_destroy(rk);
         d->done = true;
     } else {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += ms / 1000;
-        until.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = nf_deadline_after(CLOCK_MONOTONIC, ms);
         pthread_mutex_lock(&d->mu);
         while (!d->done && pthread_cond_timedwait(&d->cv, &d->mu, &until) != ETIMEDOUT)
             ;
