@@ -808,11 +808,9 @@ class Job:
         except subprocess.TimeoutExpired:
             pass
         stack = ""
-        if shutil.which("gdb"):
+        out = self.gdb_stacks(16)
+        if out:
             try:
-                out = subprocess.run(["gdb", "-p", str(self.pid), "-batch", "-nx",
-                                      "-ex", "thread apply all bt 16"],
-                                     capture_output=True, text=True, timeout=60).stdout
                 # every thread's, beside the log: which client or thread a hang waits on
                 with open(self.log_path + ".stacks", "w") as sf:
                     sf.write(out)
@@ -820,7 +818,7 @@ class Job:
                 stack = " | main thread: " + " <- ".join(
                     re.findall(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+)", main, re.M)[:9])
                 stack += " | every thread's stack: " + self.log_path + ".stacks"
-            except Exception:
+            except OSError:
                 pass
         last = [o.get("msg") for o in self.lines()[-3:]]
         problem = ("%s did not exit within %.0fs of SIGTERM (last log messages: %r)%s" %
@@ -860,16 +858,24 @@ class Job:
             print("  " + l[:400], file=f)
         f.flush()
 
+    def gdb_stacks(self, depth):
+        """gdb's 'thread apply all bt DEPTH' of the live job, or "" (no gdb, or it failed)."""
+        if not shutil.which("gdb"):
+            return ""
+        try:
+            return subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-nx",
+                                   "-ex", "thread apply all bt %d" % depth],
+                                  capture_output=True, text=True, timeout=60).stdout
+        except (subprocess.TimeoutExpired, OSError):
+            return ""
+
     def dump_stacks(self, f):
         """Where every thread of a live job is (gdb, when installed): what a test that timed out
         waiting on a job needs to tell a stall from a slow run."""
-        if self.proc.poll() is not None or not shutil.which("gdb"):
+        if self.proc.poll() is not None:
             return
-        try:
-            out = subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-nx",
-                                  "-ex", "thread apply all bt 12"], capture_output=True,
-                                 text=True, timeout=60).stdout
-        except (subprocess.TimeoutExpired, OSError):
+        out = self.gdb_stacks(12)
+        if not out:
             return
         frames = [l for l in out.split("\n") if l.startswith(("Thread ", "#"))]
         print("---- threads of %s (pid %d), innermost frames ----" % (self.tag, self.proc.pid),
