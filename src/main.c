@@ -12,6 +12,7 @@ static const char usage[] =
     "\n"
     "Commands:\n"
     "  run [--config FILE] [--set SECTION.KEY=VALUE]... [--sink SPEC] [--from-checkpoint ID]\n"
+    "      [--reset group|earliest]\n"
     "                      run the job until SIGTERM/SIGINT (or runtime.stop_after_ms)\n"
     "  parse FILE|-|URL [--base URL] [--fetched-at RFC3339|MS] [--taxonomy FILE] [--compact]\n"
     "                      parse one saved feed the way the job does; print it as JSON\n"

@@ -32,6 +32,7 @@
 #include "state/changelog.h"
 #include "state/checkpoint.h"
 #include "state/epoch.h"
+#include "state/identity.h"
 #include "state/standby.h"
 #include "state/store.h"
 
@@ -54,7 +55,7 @@
 
 static const char run_usage[] =
     "Usage: newsflow run [--config FILE] [--set SECTION.KEY=VALUE]... [--sink SPEC]\n"
-    "                    [--from-checkpoint ID|latest]\n"
+    "                    [--from-checkpoint ID|latest] [--reset group|earliest]\n"
     "\n"
     "Runs the job until SIGTERM or SIGINT (a second signal exits at once), or for\n"
     "runtime.stop_after_ms milliseconds when that is set.\n"
@@ -72,6 +73,14 @@ static const char run_usage[] =
     "                  nothing; any runtime.shards fits. The replaced state is kept as\n"
     "                  state.dir/db.replaced-UTCTIME-epochN (the newest checkpoint.retain_count\n"
     "                  of them); newer checkpoints are kept. See `newsflow checkpoints list`\n"
+    "  --reset group|earliest\n"
+    "                  start over on purpose where the state stands behind the consumer group\n"
+    "                  (an empty, lost or older state.dir, without state.changelog): a start\n"
+    "                  refuses that (exit 2) rather than emit again what the group committed.\n"
+    "                  group = go on at the group's committed offsets with the state as it is\n"
+    "                  (keyed outputs start again: versions from 1); earliest = read the inputs\n"
+    "                  again from the state's positions (everything since is emitted again).\n"
+    "                  See docs/runbooks.md \"Lost disk\"\n"
     "\n"
     "Feeds come from sources.urls, sources.file and the sources topic (which overrides a\n"
     "configured feed with the same source_id); read events from the read-events topic.\n"
@@ -276,6 +285,7 @@ static double rss_mb(void)
 }
 
 static const char *g_from_checkpoint;
+static nf_reset_t g_reset;
 
 static int parse_args(int argc, char **argv, const char **path, char ***sets, unsigned *nsets)
 {
@@ -307,6 +317,13 @@ static int parse_args(int argc, char **argv, const char **path, char ***sets, un
                 return -1;
             }
             g_from_checkpoint = v;
+        } else if (!strcmp(a, "--reset") || !strncmp(a, "--reset=", 8)) {
+            const char *v = a[7] == '=' ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || (strcmp(v, "group") != 0 && strcmp(v, "earliest") != 0)) {
+                fprintf(stderr, "newsflow run: --reset needs group or earliest\n\n%s", run_usage);
+                return -1;
+            }
+            g_reset = !strcmp(v, "group") ? NF_RESET_GROUP : NF_RESET_EARLIEST;
         } else if (!strcmp(a, "--sink") || !strncmp(a, "--sink=", 7)) {
             const char *v = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
             if (!v) {
@@ -1137,6 +1154,13 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                NF_LEND);
         return NF_EXIT_USAGE;
     }
+    if (g_reset && cfg->state.changelog) {
+        nf_log(NF_LOG_ERROR, "main",
+               "--reset is for a job without state.changelog: with it, the start restores the "
+               "state from the changelog topics and takes the group's positions itself",
+               NF_LEND);
+        return NF_EXIT_USAGE;
+    }
     if (g_from_checkpoint) {
         int code = restore_checkpoint(cfg, err, errlen);
         if (code != 0)
@@ -1148,12 +1172,26 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
     _Static_assert(NF_STORE_LOG_OFF == 0 && NF_STORE_LOG_WARN == 1 && NF_STORE_LOG_INFO == 2,
                    "state.rocksdb_log's choices (config.c) are indexed by nf_store_log_t");
     so.log = (nf_store_log_t)cfg->state.rocksdb_log;
+    errno = 0;
     c->store = nf_store_open(cfg->state.dir, &so, err, errlen);
     if (!c->store) {
+        bool lost = errno == EUCLEAN; /* a damaged or lost database: an operator's decision */
         nf_log(NF_LOG_ERROR, "main", "cannot open the state", NF_LS("state_dir", cfg->state.dir),
                NF_LS("error", err), NF_LEND);
-        return NF_EXIT_RUNTIME;
+        return lost ? NF_EXIT_USAGE : NF_EXIT_RUNTIME;
     }
+    nf_identity_t id = {cfg->kafka.group_id, cfg->kafka.topic_prefix, cfg->kafka.transactional_id};
+    bool recorded = false;
+    int ir = nf_identity_check(c->store, &id, &recorded, err, errlen);
+    if (ir != 0) {
+        nf_log(NF_LOG_ERROR, "main", "cannot start: the state is not this job's",
+               NF_LS("state_dir", cfg->state.dir), NF_LS("error", err), NF_LEND);
+        return ir == -EEXIST ? NF_EXIT_USAGE : NF_EXIT_RUNTIME;
+    }
+    if (recorded)
+        nf_log(NF_LOG_INFO, "main", "state identity recorded", NF_LS("state_dir", cfg->state.dir),
+               NF_LS("group", id.group), NF_LS("topic_prefix", id.topic_prefix),
+               NF_LS("writer", id.writer), NF_LI("format", NF_STATE_FORMAT), NF_LEND);
     /* Read by the admin and history threads, which run_cleanup stops before the store closes. */
     nf_metrics_gauge_fn("newsflow_rocksdb_sst_bytes",
                         "Bytes of the state's live SST files on disk (RocksDB "
@@ -1169,7 +1207,11 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                           .checkpoint_on_stop = cfg->checkpoint.on_stop,
                           .changelog = cfg->state.changelog,
                           .group = cfg->kafka.assignment != 1,
-                          .config_hash = nf_config_hash(cfg)};
+                          .config_hash = nf_config_hash(cfg),
+                          .reset = g_reset,
+                          .from_checkpoint = g_from_checkpoint != NULL,
+                          .state_dir = cfg->state.dir,
+                          .group_id = cfg->kafka.group_id};
     c->epoch = nf_epoch_new(c->rt, c->store, c->in.sink, &eo, err, errlen);
     if (!c->epoch) {
         nf_log(NF_LOG_ERROR, "main", "cannot create the epoch coordinator", NF_LS("error", err),
@@ -1237,6 +1279,15 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
     if (rr != 0) {
         nf_log(NF_LOG_ERROR, "main", "cannot recover the state", NF_LS("error", err), NF_LEND);
         return NF_EXIT_RUNTIME;
+    }
+    /* In a consumer group the assign callback guards the partitions as they come. */
+    if (c->kafka && cfg->kafka.assignment == 1 && !c->mock &&
+        (rr = nf_epoch_guard_positions(c->epoch, err, errlen)) != 0) {
+        nf_log(NF_LOG_ERROR, "main",
+               rr == -EEXIST ? "cannot start: the state stands behind the consumer group"
+                             : "cannot start: the consumer group's offsets are not readable",
+               NF_LS("error", err), NF_LEND);
+        return rr == -EEXIST ? NF_EXIT_USAGE : NF_EXIT_RUNTIME;
     }
     if (c->kafka && c->mock && cfg->demo.read_events_per_s) { /* a demo needs no real broker */
         char **ids = NULL;
@@ -1579,7 +1630,7 @@ int nf_cli_run(int argc, char **argv)
     nf_topics_follow_stop(c.follow);
     c.follow = NULL;
     if (nf_epoch_stop(c.epoch) != 0 || nf_runtime_failed(c.rt))
-        exit_code = NF_EXIT_RUNTIME;
+        exit_code = nf_epoch_refused(c.epoch) ? NF_EXIT_USAGE : NF_EXIT_RUNTIME;
     pthread_mutex_lock(&sw.lock);
     sw.final_done = true; /* committed or not, nothing more will be */
     sw.committed_epoch = nf_epoch_committed_epoch(c.epoch); /* c.epoch is freed before the end */

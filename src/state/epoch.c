@@ -53,7 +53,7 @@ struct nf_epoch {
     uint64_t last_cut_ns;
     pthread_t thread;
     bool thread_started, final_done;
-    _Atomic bool stop_requested, early, failed, fenced;
+    _Atomic bool stop_requested, early, failed, fenced, refused;
     /* A committed epoch (its pending record written, its transaction committed) the store could
      * not apply: the next start rolls it forward. 0: none. */
     _Atomic uint64_t unapplied;
@@ -75,7 +75,7 @@ struct nf_epoch {
         last_pause_ns, last_commit_ns, cur_epoch;
     nf_histogram_t m_pause, m_commit;
     nf_counter_t m_epochs, m_failures, m_outputs, m_checkpoints, m_early, m_recovered;
-    nf_counter_t m_cl_records, m_cl_bytes, m_restored, m_rebalance_failures;
+    nf_counter_t m_cl_records, m_cl_bytes, m_restored, m_rebalance_failures, m_guard_behind;
     nf_gauge_t m_restore_seconds;
     nf_gauge_t m_epoch, m_state_bytes;
 };
@@ -271,6 +271,11 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
                        "or positions could not be restored, revoked ones the shards did not let "
                        "go); each stops the job.",
                        NULL, 0, &ep->m_rebalance_failures);
+    nf_metrics_counter("newsflow_state_behind_group_partitions_total",
+                       "Input partitions where the consumer group's committed offset stood "
+                       "further than the state's position (state.dir empty, lost, older or "
+                       "another job's): the start refused, or --reset / --from-checkpoint chose.",
+                       NULL, 0, &ep->m_guard_behind);
     nf_metrics_counter("newsflow_checkpoints_total", "Named checkpoints taken.", NULL, 0,
                        &ep->m_checkpoints);
     nf_metrics_counter("newsflow_epoch_early_total",
@@ -1063,6 +1068,122 @@ static int read_group_offsets(nf_epoch_t *ep, const nf_kafka_offset_t *only, siz
     return r;
 }
 
+void nf_epoch_adopt_positions(nf_epoch_t *ep, const nf_kafka_offset_t *go, size_t n,
+                              uint64_t group_epoch, int level)
+{
+    size_t moved = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (go[i].partition < 0 || go[i].partition >= NF_EPOCH_MAX_PARTITIONS ||
+            (unsigned)go[i].input >= NF_INPUT__COUNT)
+            continue;
+        int64_t *c = &ep->committed_offsets[go[i].input][go[i].partition];
+        if (*c != go[i].next) {
+            if (moved++ < 8)
+                nf_log(
+                    (nf_log_level_t)level, "epoch", "input position taken from the consumer group",
+                    NF_LS("input", nf_input_name(go[i].input)), NF_LI("partition", go[i].partition),
+                    NF_LI("local", *c), NF_LI("group", go[i].next), NF_LEND);
+            *c = go[i].next;
+        }
+    }
+    if (group_epoch > ep->epoch) {
+        /* Epoch numbers continue after the last this writer committed, as they would have on the
+         * lost state directory. */
+        nf_log(NF_LOG_INFO, "epoch", "epochs continue after the group's last",
+               NF_LI("local_epoch", ep->epoch), NF_LI("group_epoch", group_epoch), NF_LEND);
+        ep->epoch = group_epoch;
+        atomic_store(&ep->epoch_pub, group_epoch);
+        nf_gauge_set(ep->m_epoch, (int64_t)group_epoch);
+    }
+}
+
+/* The position guard over the partitions in only[nonly] (NULL: every input partition): see
+ * nf_epoch_guard_positions. */
+static int guard_positions(nf_epoch_t *ep, const nf_kafka_offset_t *only, size_t nonly, char *err,
+                           size_t errlen)
+{
+    if (ep->o.changelog || !ep->kafka || !ep->kafka->group_offsets)
+        return 0; /* a changelog restore takes the group's positions itself */
+    size_t cap = NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS, n = 0, nbehind = 0;
+    nf_kafka_offset_t *go = calloc(cap, sizeof *go);
+    if (!go) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    uint64_t group_epoch = 0;
+    char gerr[256];
+    int r = read_group_offsets(ep, only, nonly, go, cap, &n, &group_epoch, gerr, sizeof gerr);
+    if (r != 0) {
+        snprintf(err, errlen, "the position guard: %s", gerr);
+        free(go);
+        return r;
+    }
+    char list[400] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned)go[i].input >= NF_INPUT__COUNT || go[i].partition < 0 ||
+            go[i].partition >= NF_EPOCH_MAX_PARTITIONS)
+            continue;
+        int64_t l = ep->committed_offsets[go[i].input][go[i].partition];
+        if (go[i].next <= (l < 0 ? 0 : l))
+            continue;
+        go[nbehind++] = go[i]; /* i >= nbehind: compacts in place */
+        if (nbehind <= 4 && len < sizeof list - 1)
+            len += (size_t)snprintf(list + len, sizeof list - len,
+                                    "%s%s[%d]: state %" PRId64 "%s, group %" PRId64,
+                                    nbehind > 1 ? "; " : "", nf_input_name(go[i].input),
+                                    (int)go[i].partition, l, l < 0 ? " (none)" : "", go[i].next);
+    }
+    nf_counter_add(ep->m_guard_behind, nbehind);
+    if (nbehind == 0) {
+        free(go);
+        return 0;
+    }
+    const char *sd = ep->o.state_dir ? ep->o.state_dir : "state.dir";
+    const char *grp = ep->o.group_id ? ep->o.group_id : "?";
+    if (ep->o.reset == NF_RESET_GROUP) {
+        nf_log(NF_LOG_WARN, "epoch",
+               "--reset=group: the state stands behind the consumer group; its positions are "
+               "taken, with the state as it is (what the lost state held is gone)",
+               NF_LS("state_dir", sd), NF_LS("group", grp), NF_LI("partitions", nbehind),
+               NF_LS("behind", list), NF_LEND);
+        nf_epoch_adopt_positions(ep, go, nbehind, group_epoch, NF_LOG_WARN);
+    } else if (ep->o.reset == NF_RESET_EARLIEST || ep->o.from_checkpoint) {
+        nf_log(NF_LOG_WARN, "epoch",
+               ep->o.from_checkpoint
+                   ? "--from-checkpoint: the inputs after the checkpoint are read again; what the "
+                     "group committed after it is emitted once more"
+                   : "--reset=earliest: the inputs are read again from the state's positions; "
+                     "what the group committed after them is emitted once more",
+               NF_LS("state_dir", sd), NF_LS("group", grp), NF_LI("partitions", nbehind),
+               NF_LS("behind", list), NF_LEND);
+    } else {
+        snprintf(err, errlen,
+                 "%s stands behind the consumer group %s in %zu input partition(s) (%s%s; the "
+                 "group's last epoch of this writer: %" PRIu64 "): reading on from the state "
+                 "would emit again what the group already committed. Is state.dir the right "
+                 "directory? To go on, restore the state: from the changelog topics "
+                 "(state.changelog=true, if the job wrote them) or a named checkpoint "
+                 "(--from-checkpoint; `newsflow checkpoints list --state-dir %s`); or start over "
+                 "on purpose: --reset=group (the group's positions, this state) or "
+                 "--reset=earliest (everything emitted again). docs/runbooks.md \"Lost disk\"",
+                 sd, grp, nbehind, list, nbehind > 4 ? "; ..." : "", group_epoch, sd);
+        r = -EEXIST;
+    }
+    free(go);
+    return r;
+}
+
+int nf_epoch_guard_positions(nf_epoch_t *ep, char *err, size_t errlen)
+{
+    return guard_positions(ep, NULL, 0, err, errlen);
+}
+
+bool nf_epoch_refused(const nf_epoch_t *ep)
+{
+    return atomic_load(&ep->refused);
+}
+
 int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen)
 {
     if (!ep->o.changelog || !ep->st || !ep->kafka) {
@@ -1104,29 +1225,7 @@ int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen)
            NF_LI("deletes", cs.deletes), NF_LI("expired", cs.expired), NF_LI("skipped", cs.skipped),
            NF_LI("partitions", cs.partitions_read), NF_LF("seconds", s),
            NF_LF("records_per_s", s > 0 ? (double)cs.records / s : 0), NF_LEND);
-    size_t moved = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (go[i].partition < 0 || go[i].partition >= NF_EPOCH_MAX_PARTITIONS)
-            continue;
-        int64_t *c = &ep->committed_offsets[go[i].input][go[i].partition];
-        if (*c != go[i].next) {
-            if (moved++ < 8)
-                nf_log(cs.records ? NF_LOG_INFO : NF_LOG_WARN, "changelog",
-                       "input position taken from the consumer group", NF_LI("input", go[i].input),
-                       NF_LI("partition", go[i].partition), NF_LI("local", *c),
-                       NF_LI("group", go[i].next), NF_LEND);
-            *c = go[i].next;
-        }
-    }
-    if (max_epoch > ep->epoch) {
-        /* Epoch numbers continue after the last this writer committed, as they would have on the
-         * lost state directory. */
-        nf_log(NF_LOG_INFO, "changelog", "epochs continue after the group's last",
-               NF_LI("local_epoch", ep->epoch), NF_LI("group_epoch", max_epoch), NF_LEND);
-        ep->epoch = max_epoch;
-        atomic_store(&ep->epoch_pub, max_epoch);
-        nf_gauge_set(ep->m_epoch, (int64_t)max_epoch);
-    }
+    nf_epoch_adopt_positions(ep, go, n, max_epoch, cs.records ? NF_LOG_INFO : NF_LOG_WARN);
     free(go);
     publish_view(ep, ep->epoch);
     return 0;
@@ -1221,6 +1320,12 @@ static void fail_as(nf_epoch_t *ep, failed_t what, int r, const char *err)
                NF_LI("epoch", cur), NF_LS("error", err), NF_LEND);
     } else if (r == -ENOSPC && ep->st) {
         fail_disk_full(ep, cur, done, err);
+    } else if (r == -EEXIST) { /* the position guard refused gained partitions */
+        nf_counter_inc(ep->m_rebalance_failures);
+        nf_log(NF_LOG_ERROR, "epoch",
+               "assigned partitions refused: the state stands behind the consumer group; "
+               "stopping the job (exit 2)",
+               NF_LI("committed_epoch", done), NF_LS("error", err), NF_LEND);
     } else if (what == FAILED_REBALANCE) {
         nf_counter_inc(ep->m_rebalance_failures);
         nf_log(NF_LOG_ERROR, "epoch",
@@ -1403,7 +1508,7 @@ void nf_epoch_revoke_cb(void *arg, const nf_kafka_offset_t *parts, size_t n, boo
 bool nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
 {
     nf_epoch_t *ep = arg;
-    char err[512];
+    char err[2048];
     if (atomic_load(&ep->failed))
         return false;
     int r = 0;
@@ -1489,13 +1594,18 @@ bool nf_epoch_assign_cb(void *arg, const nf_kafka_offset_t *parts, size_t n)
         free(srcs);
         free(go);
     }
+    if (!ep->o.changelog && (r = guard_positions(ep, parts, n, err, sizeof err)) == -EEXIST) {
+        atomic_store(&ep->refused, true);
+        fail_as(ep, FAILED_REBALANCE, -EEXIST, err);
+        return false;
+    }
     if (r == 0 && (r = tell_all_shards(ep, parts, n, true)) != 0)
         snprintf(err, sizeof err, "gained partitions: the shards did not load them: %s",
                  strerror(-r));
     if (r != 0) {
         /* Taking the partitions without their state would count their events on an empty
          * state: stop instead (a restart restores again). */
-        char why[640];
+        char why[2200];
         snprintf(why, sizeof why, "assigned partitions: their state cannot be restored: %s", err);
         fail_as(ep, FAILED_REBALANCE, r, why);
         return false;

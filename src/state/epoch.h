@@ -82,6 +82,15 @@ typedef struct nf_epoch_participant {
                        bool gained);
 } nf_epoch_participant_t;
 
+/* What a start does where the consumer group stands further in an input than the state
+ * (nf_epoch_guard_positions): refuse (none), or what the operator chose. */
+typedef enum {
+    NF_RESET_NONE = 0,
+    NF_RESET_GROUP,    /* --reset=group: take the group's positions, with the state as it is */
+    NF_RESET_EARLIEST, /* --reset=earliest: read on from the state's positions (its first
+                          offsets where it has none): what the group committed is emitted again */
+} nf_reset_t;
+
 typedef struct nf_epoch_opts {
     uint32_t interval_ms;
     uint32_t retain_every, retain_count;
@@ -92,6 +101,9 @@ typedef struct nf_epoch_opts {
     uint64_t config_hash;
     unsigned fault_epoch; /* from NF_FAULT; 0 = none */
     char fault_point[32];
+    nf_reset_t reset;                 /* for the position guard, this process's life long */
+    bool from_checkpoint;             /* the state was rolled back on purpose (--from-checkpoint) */
+    const char *state_dir, *group_id; /* named in the guard's messages (outlive the coordinator) */
 } nf_epoch_opts_t;
 
 /* Creates the coordinator (not started). store may be NULL (memory-only state). tee (may be
@@ -142,6 +154,25 @@ uint64_t nf_epoch_unapplied(const nf_epoch_t *ep);
  * changelog) or -errno with err. Either way it then publishes the store's first committed view
  * (store.h), as every epoch's apply publishes the next. */
 int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen);
+/* The consumer group's committed positions go[n] replace the state's (a changelog restore, an
+ * operator's --reset=group: identity.h), each change logged (the first 8) at `level`
+ * (nf_log_level_t); epochs number on after group_epoch if it is higher. Before the shards start. */
+void nf_epoch_adopt_positions(nf_epoch_t *ep, const nf_kafka_offset_t *go, size_t n,
+                              uint64_t group_epoch, int level);
+/* The position guard, for a job without changelogs (docs/runbooks.md "Lost disk"). Wherever the
+ * consumer group's committed offset of an input partition stands further than the state's
+ * position (the state is empty, lost, older, or another job's), reading on from the state's
+ * position would emit again what the group's transactions committed. Then, by opts.reset:
+ * none -> refused: -EEXIST, err names the partitions, both positions and the ways out (restore
+ * the changelog or a checkpoint, or --reset); group -> the group's positions are taken (and
+ * epochs number on after its last); earliest, or opts.from_checkpoint -> warned, and the inputs
+ * are read again from the state's positions. With kafka.assignment=all, call it after
+ * nf_epoch_recover, before the shards start (every input partition); in a consumer group the
+ * assign callback runs it on the gained partitions (a refusal there fails the job:
+ * nf_epoch_refused). 0, -EEXIST, or another -errno: the group's offsets could not be read. */
+int nf_epoch_guard_positions(nf_epoch_t *ep, char *err, size_t errlen);
+/* The job failed because the position guard refused a gained partition (exit 2, not 1). */
+bool nf_epoch_refused(const nf_epoch_t *ep);
 /* The restore's progress (any thread): records applied, records there were to read, whether it
  * runs now. */
 void nf_epoch_restore_progress(const nf_epoch_t *ep, uint64_t *applied, uint64_t *total,

@@ -555,6 +555,54 @@ fail:
     return NULL;
 }
 
+/* A read-write open never creates a database where one was: a db directory without CURRENT that
+ * holds anything (table files, a MANIFEST, a WAL) is a damaged database, not a new one, and a
+ * missing one beside named checkpoints is a lost one. RocksDB would create an empty database
+ * over the first (and delete the old table files as obsolete), and the job would start from
+ * nothing and emit everything again. 0, or -EUCLEAN with err naming the ways out. */
+static int refuse_lost_db(const char *state_dir, const char *db_dir, char *err, size_t errlen)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/CURRENT", db_dir);
+    if (access(path, F_OK) == 0)
+        return 0;
+    size_t n = 0, chk = 0;
+    char example[256] = "";
+    DIR *d = opendir(db_dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (n++ == 0 || strstr(e->d_name, ".sst"))
+            snprintf(example, sizeof example, "%s", e->d_name);
+    }
+    if (d)
+        closedir(d);
+    snprintf(path, sizeof path, "%s/checkpoints", state_dir);
+    d = opendir(path);
+    for (struct dirent *e; d && (e = readdir(d));)
+        chk += !strncmp(e->d_name, "chk-", 4);
+    if (d)
+        closedir(d);
+    if (n)
+        return store_seterr(err, errlen, -EUCLEAN,
+                            "the state database %s is damaged: its CURRENT file is missing but "
+                            "it holds %zu files (%s); newsflow never creates a database over "
+                            "one. Restore a named checkpoint (%zu in %s: `newsflow checkpoints "
+                            "list --state-dir %s`, then `newsflow run --from-checkpoint ID`), or "
+                            "the changelog (state.changelog=true, if the job wrote it: move %s "
+                            "away first), or move %s away to start over (docs/runbooks.md "
+                            "\"Corrupt live store\")",
+                            db_dir, n, example, chk, path, state_dir, db_dir, db_dir);
+    if (chk)
+        return store_seterr(err, errlen, -EUCLEAN,
+                            "the state database %s is missing but %zu named checkpoints are in "
+                            "%s: the live state was lost. Restore one (`newsflow checkpoints "
+                            "list --state-dir %s`, then `newsflow run --from-checkpoint ID`), or "
+                            "move %s away to start over (docs/runbooks.md \"Lost disk\")",
+                            db_dir, chk, path, state_dir, path);
+    return 0;
+}
+
 nf_store_t *nf_store_open(const char *state_dir, const nf_store_opts_t *o, char *err, size_t errlen)
 {
     nf_store_opts_t def;
@@ -572,6 +620,11 @@ nf_store_t *nf_store_open(const char *state_dir, const nf_store_opts_t *o, char 
                          strerror(-r));
             return NULL;
         }
+    }
+    int r = o->read_only ? 0 : refuse_lost_db(state_dir, db_dir, err, errlen);
+    if (r != 0) {
+        errno = -r;
+        return NULL;
     }
     return store_open(db_dir, state_dir, o, (open_mode_t){.read_only = o->read_only}, err, errlen);
 }

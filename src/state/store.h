@@ -106,7 +106,10 @@ void nf_store_space_text(const nf_store_space_t *sp, char *out, size_t n);
 /* Opens (creating if missing) <state_dir>/db with every kind's column family. NULL with a
  * message naming the directory and RocksDB's reason on failure (e.g. another process holds the
  * LOCK); -ENOSPC's message (a read-write open on a file system with less than
- * NF_STORE_OPEN_MIN_FREE free) names the file system and its space. */
+ * NF_STORE_OPEN_MIN_FREE free) names the file system and its space. A read-write open never
+ * creates a database where one was: a db directory that lacks CURRENT but holds files, or a
+ * missing one beside named checkpoints, is refused with errno EUCLEAN and a message naming the
+ * ways out (restore a checkpoint or the changelog, or move it away). */
 nf_store_t *nf_store_open(const char *state_dir, const nf_store_opts_t *o, char *err,
                           size_t errlen);
 /* Opens the database of a named checkpoint directory read-only (for verify and inspection). */
