@@ -1474,7 +1474,9 @@ int nf_cli_run(int argc, char **argv)
                                   .api = api,
                                   .api_arg = &c,
                                   .page = nf_serve_page,
-                                  .page_len = nf_serve_page_len};
+                                  .page_len = nf_serve_page_len,
+                                  .max_connections = cfg->admin.max_connections,
+                                  .request_timeout_ms = cfg->admin.request_timeout_ms};
         c.admin =
             nf_admin_start(cfg->admin.listen, (uint16_t)cfg->admin.port, &hooks, err, sizeof err);
         if (!c.admin) {

@@ -6,7 +6,8 @@
  * scrape. None of these threads is a shard, so they never touch shard memory: metrics come from
  * nf_metrics_render (atomic loads of the cells), health, readiness and /v1 from the hooks.
  * Connections are capped and time out, so a stuck or hostile client cannot pin threads or
- * exhaust descriptors.
+ * exhaust descriptors; past the cap the oldest idle connection is closed rather than the new one
+ * refused, so that idle or slow clients (a slowloris) never keep a liveness probe out.
  *
  * MHD binds the socket itself (MHD_OPTION_SOCK_ADDR) and only returns NULL when that fails;
  * the reason is recovered by repeating the bind on a probe socket, so the user sees "address in
@@ -15,20 +16,28 @@
 
 #include "runtime/log.h"
 #include "runtime/metrics.h"
+#include "runtime/runtime.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-#define NF_ADMIN_CONN_LIMIT   64u
-#define NF_ADMIN_CONN_TIMEOUT 10u /* seconds */
+#define NF_ADMIN_CONN_DEFAULT    256u   /* admin.max_connections */
+#define NF_ADMIN_REQUEST_DEFAULT 10000u /* admin.request_timeout_ms */
+#define NF_ADMIN_CONN_TIMEOUT    10u    /* seconds without a byte: MHD closes the connection */
+/* MHD's own cap, above ours: it refuses a connection only if the evictions cannot keep up. */
+#define NF_ADMIN_CONN_HEADROOM 32u
+#define NF_ADMIN_LOG_EVERY_NS  (10ull * 1000000000ull) /* refusals: a line per 10 s at most */
 
 enum {
     NF_ADMIN_METRICS = 0,
@@ -42,11 +51,32 @@ enum {
 static const char *const nf_admin_paths[NF_ADMIN_NPATHS] = {"/metrics", "/healthz", "/readyz",
                                                             "/v1",      "/",        "other"};
 
+/* One open connection, from MHD's STARTED notification to its CLOSED one (MHD closes the socket
+ * after that notification, so a shutdown() under the lock never reaches a reused descriptor). */
+typedef struct conn {
+    struct conn *prev, *next; /* in opening order: the oldest first */
+    int fd;
+    bool busy;           /* a request is being answered */
+    bool closing;        /* shut down by us: counted once */
+    uint64_t idle_since; /* nf_now_ns of the connect or of the last answer */
+} conn_t;
+
 struct nf_admin {
     struct MHD_Daemon *daemon;
     nf_admin_hooks_t hooks;
     uint16_t port;
+    unsigned max_conns;
+    uint64_t request_timeout_ns;
+    pthread_mutex_t lock;
+    conn_t head; /* list sentinel */
+    unsigned nconns;
+    pthread_t sweeper;
+    bool sweeper_started, stopping;
+    pthread_cond_t wake;
+    uint64_t last_warn_ns, unlogged; /* rate-limited log of closed connections */
     nf_counter_t requests[NF_ADMIN_NPATHS];
+    nf_counter_t closed_evicted, closed_timeout;
+    nf_gauge_t open;
 };
 
 static const char nf_admin_text[] = "text/plain; charset=utf-8";
@@ -184,6 +214,121 @@ static enum MHD_Result nf_admin_api(const nf_admin_t *a, struct MHD_Connection *
     return r;
 }
 
+/* ---- connections: a cap that closes the oldest idle one, and a request deadline ----
+ * A probe must get through however many connections a client holds open (a slowloris against a
+ * liveness probe is a restart loop): above max_connections the oldest connection without a
+ * request in progress is shut down, so a new one is always taken; and a connection that has not
+ * sent a whole request within request_timeout_ms of its connect or its last answer is shut down
+ * (MHD's own timeout restarts with every byte, so a client trickling a header never meets it). */
+
+static conn_t *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? (conn_t *)ci->socket_context : NULL;
+}
+
+static void conn_busy(nf_admin_t *a, struct MHD_Connection *c, bool busy)
+{
+    conn_t *k = conn_of(c);
+    if (!k)
+        return;
+    pthread_mutex_lock(&a->lock);
+    k->busy = busy;
+    if (!busy)
+        k->idle_since = nf_now_ns();
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* Shuts k down (its thread sees the end of the stream and MHD closes it); under a->lock. */
+static void conn_close(nf_admin_t *a, conn_t *k, bool evicted)
+{
+    if (k->closing)
+        return;
+    k->closing = true;
+    shutdown(k->fd, SHUT_RDWR);
+    nf_counter_inc(evicted ? a->closed_evicted : a->closed_timeout);
+    a->unlogged++;
+    uint64_t now = nf_now_ns();
+    if (now - a->last_warn_ns >= NF_ADMIN_LOG_EVERY_NS || !a->last_warn_ns) {
+        nf_log(NF_LOG_WARN, "admin",
+               "connections closed: over admin.max_connections (the oldest idle ones) or no "
+               "whole request within admin.request_timeout_ms (a line per 10 s at most)",
+               NF_LI("closed", (int64_t)a->unlogged), NF_LI("open", a->nconns),
+               NF_LI("max_connections", a->max_conns), NF_LEND);
+        a->last_warn_ns = now;
+        a->unlogged = 0;
+    }
+}
+
+static void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code)
+{
+    nf_admin_t *a = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_t *k = calloc(1, sizeof *k);
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!k)
+            return; /* untracked: MHD's own limits still hold */
+        k->fd = ci ? ci->connect_fd : -1;
+        k->idle_since = nf_now_ns();
+        *socket_context = k;
+        pthread_mutex_lock(&a->lock);
+        k->next = &a->head;
+        k->prev = a->head.prev;
+        a->head.prev->next = k;
+        a->head.prev = k;
+        a->nconns++;
+        nf_gauge_set(a->open, a->nconns);
+        /* over the cap: the oldest idle connections go, never the new one */
+        unsigned open = a->nconns;
+        for (conn_t *o = a->head.next; o != k && open > a->max_conns; o = o->next)
+            if (!o->busy && !o->closing && o->fd >= 0) {
+                conn_close(a, o, true);
+                open--;
+            }
+        pthread_mutex_unlock(&a->lock);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        conn_t *k = *socket_context;
+        pthread_mutex_lock(&a->lock);
+        k->prev->next = k->next;
+        k->next->prev = k->prev;
+        a->nconns--;
+        nf_gauge_set(a->open, a->nconns);
+        pthread_mutex_unlock(&a->lock);
+        free(k);
+        *socket_context = NULL;
+    }
+}
+
+static void request_done(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)req_cls, (void)toe;
+    conn_busy(cls, c, false);
+}
+
+/* Once a second: connections idle past the request deadline are shut down. */
+static void *sweeper(void *arg)
+{
+    nf_admin_t *a = arg;
+    pthread_mutex_lock(&a->lock);
+    while (!a->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&a->wake, &a->lock, &ts);
+        uint64_t now = nf_now_ns();
+        for (conn_t *k = a->head.next; k != &a->head; k = k->next)
+            if (!k->busy && !k->closing && k->fd >= 0 &&
+                now - k->idle_since > a->request_timeout_ns)
+                conn_close(a, k, false);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return NULL;
+}
+
 static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, const char *url,
                                        const char *method, const char *version,
                                        const char *upload_data, size_t *upload_data_size,
@@ -196,6 +341,7 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
      * dropped. */
     if (!*req_cls) {
         *req_cls = a;
+        conn_busy(a, conn, true);
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -248,7 +394,18 @@ static void nf_admin_mhd_log(void *cls, const char *fmt, va_list ap)
     /* A request the server refused (too big, malformed) is the client's doing: a flood of them
      * must not flood the log. */
     bool client = strncmp(msg, "Error processing request", 24) == 0;
+    /* ... nor a flood of connections ("Server reached connection limit"): a warning per 10 s. */
+    static _Atomic uint64_t last_ns;
+    static _Atomic uint64_t suppressed;
+    uint64_t now = nf_now_ns(), last = atomic_load(&last_ns);
+    if (!client && last && now - last < NF_ADMIN_LOG_EVERY_NS) {
+        atomic_fetch_add(&suppressed, 1);
+        client = true;
+    } else if (!client) {
+        atomic_store(&last_ns, now);
+    }
     nf_log(client ? NF_LOG_DEBUG : NF_LOG_WARN, "admin", "http server", NF_LS("detail", msg),
+           NF_LI("suppressed_before", client ? 0 : (int64_t)atomic_exchange(&suppressed, 0)),
            NF_LEND);
 }
 
@@ -291,6 +448,15 @@ static void nf_admin_register_metrics(nf_admin_t *a)
             nf_log(NF_LOG_DEBUG, "admin", "admin request counter not registered",
                    NF_LI("errno", -rc), NF_LEND);
     }
+    const char *help = "Admin server connections this process shut down: reason=evicted, the "
+                       "oldest idle ones over admin.max_connections; reason=timeout, no whole "
+                       "request within admin.request_timeout_ms (a slow or idle client).";
+    nf_metrics_counter("newsflow_admin_connections_closed_total", help, "reason=\"evicted\"", 0,
+                       &a->closed_evicted);
+    nf_metrics_counter("newsflow_admin_connections_closed_total", help, "reason=\"timeout\"", 0,
+                       &a->closed_timeout);
+    nf_metrics_gauge("newsflow_admin_connections", "Open connections to the admin server.", NULL, 0,
+                     &a->open);
 }
 
 nf_admin_t *nf_admin_start(const char *addr, uint16_t port, const nf_admin_hooks_t *hooks,
@@ -328,17 +494,32 @@ nf_admin_t *nf_admin_start(const char *addr, uint16_t port, const nf_admin_hooks
     }
     if (hooks)
         a->hooks = *hooks;
+    a->max_conns = a->hooks.max_connections ? a->hooks.max_connections : NF_ADMIN_CONN_DEFAULT;
+    a->request_timeout_ns = (uint64_t)(a->hooks.request_timeout_ms ? a->hooks.request_timeout_ms
+                                                                   : NF_ADMIN_REQUEST_DEFAULT) *
+                            1000000ull;
+    a->head.next = a->head.prev = &a->head;
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_cond_init(&a->wake, &ca);
+    pthread_condattr_destroy(&ca);
     nf_admin_register_metrics(a);
 
     a->daemon = MHD_start_daemon(
         flags, port, NULL, NULL, nf_admin_handle, a, MHD_OPTION_EXTERNAL_LOGGER, nf_admin_mhd_log,
-        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-        NF_ADMIN_CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, NF_ADMIN_CONN_TIMEOUT, MHD_OPTION_END);
+        a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+        a->max_conns + NF_ADMIN_CONN_HEADROOM, MHD_OPTION_CONNECTION_TIMEOUT, NF_ADMIN_CONN_TIMEOUT,
+        MHD_OPTION_NOTIFY_CONNECTION, conn_notify, a, MHD_OPTION_NOTIFY_COMPLETED, request_done, a,
+        MHD_OPTION_END);
     if (!a->daemon) {
         nf_admin_fail(err, errlen, addr, port, nf_admin_bind_error((struct sockaddr *)&ss, salen));
+        pthread_mutex_destroy(&a->lock);
+        pthread_cond_destroy(&a->wake);
         free(a);
         return NULL;
     }
+    a->sweeper_started = pthread_create(&a->sweeper, NULL, sweeper, a) == 0;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->daemon, MHD_DAEMON_INFO_BIND_PORT);
     a->port = info && info->port ? info->port : port;
     return a;
@@ -353,6 +534,15 @@ void nf_admin_stop(nf_admin_t *a)
 {
     if (!a)
         return;
-    MHD_stop_daemon(a->daemon);
+    if (a->sweeper_started) {
+        pthread_mutex_lock(&a->lock);
+        a->stopping = true;
+        pthread_cond_signal(&a->wake);
+        pthread_mutex_unlock(&a->lock);
+        pthread_join(a->sweeper, NULL);
+    }
+    MHD_stop_daemon(a->daemon); /* closes every connection: each CLOSED notification frees it */
+    pthread_mutex_destroy(&a->lock);
+    pthread_cond_destroy(&a->wake);
     free(a);
 }

@@ -9,7 +9,7 @@
  * cells are read with atomic loads, see metrics.h).
  *
  * Thread: create/stop from the main thread; hooks run on the server's threads (one per
- * connection, up to 64 at once: hooks must be thread-safe). */
+ * connection, up to max_connections at once: hooks must be thread-safe). */
 #ifndef NF_ADMIN_H
 #define NF_ADMIN_H
 
@@ -45,6 +45,11 @@ typedef struct nf_admin_hooks {
     /* GET / (and /index.html): this HTML, served as it is (NULL: 404). */
     const char *page;
     size_t page_len;
+    /* Limits (0: the defaults, 256 and 10000). Above max_connections open connections, the
+     * oldest one without a request in progress is shut down for each new one (a new connection,
+     * a probe's, is always taken); a connection that has not sent a whole request within
+     * request_timeout_ms of its connect or its last answer is shut down. */
+    unsigned max_connections, request_timeout_ms;
 } nf_admin_hooks_t;
 
 /* Listens on addr:port (IPv4 or IPv6 literal; port 0 = ephemeral). NULL on failure with a

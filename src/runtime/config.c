@@ -81,6 +81,12 @@ static const cfg_key_t cfg_keys[] = {
      .help = "admin server address (IPv4 or IPv6 literal)"},
     {KEY(CFG_U32, admin.port), .max = 65535, .def = "9464",
      .help = "admin server TCP port; 0 = any free port"},
+    {KEY(CFG_U32, admin.max_connections), .min = 4, .max = 100000, .def = "256",
+     .help = "open connections to the admin server above which the oldest idle one is closed "
+             "for each new one (a probe always gets in; a connection thread each)"},
+    {KEY(CFG_U32, admin.request_timeout_ms), .min = 100, .max = 600000, .def = "10000",
+     .help = "a connection that has not sent a whole request this long after its connect or its "
+             "last answer is closed (a slow or idle client)"},
     {KEY(CFG_U32, admin.history_interval_ms), .max = 3600000, .def = "10000",
      .help = "period of the samples behind GET /v1/ops/history and the page's graphs (the "
              "last 360 are kept; at least 100); 0 = off"},

@@ -78,6 +78,7 @@ typedef struct nf_config {
         char listen[64]; /* NUL-terminated, non-empty */
         uint32_t port;
         uint32_t history_interval_ms; /* 0 = off */
+        uint32_t max_connections, request_timeout_ms;
     } admin;
     struct {
         uint32_t timeout_ms;

@@ -280,11 +280,104 @@ static void test_ipv6(void)
     nf_admin_stop(a);
 }
 
+/* A connected TCP socket to 127.0.0.1:port that sends nothing; -1 on failure. */
+static int idle_conn(uint16_t port)
+{
+    struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_port = htons(port)};
+    s4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&s4, sizeof s4) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Whether the server has closed fd (a read sees the end of the stream), waiting up to 10 s. */
+static bool closed_by_server(int fd)
+{
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    return read(fd, &c, 1) <= 0;
+}
+
+/* Issue 37 case 4: held idle connections (far more than the cap) must not keep a probe out;
+ * the oldest idle ones are closed, each counted, and the probe answers 200. */
+static void test_idle_connections_do_not_block_probes(void)
+{
+    NF_REQUIRE(nf_metrics_init(1) == 0);
+    char err[256];
+    nf_admin_hooks_t hooks = {.max_connections = 8, .request_timeout_ms = 60000};
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
+    NF_REQUIRE(a != NULL);
+    uint16_t port = nf_admin_port(a);
+    enum { HELD = 200 };
+    int fds[HELD];
+    int opened = 0;
+    for (int i = 0; i < HELD; i++)
+        opened += (fds[i] = idle_conn(port)) >= 0;
+    NF_CHECK_EQ(opened, HELD);
+    for (int i = 0; i < 20; i++) { /* every probe gets in, however many are held */
+        http_resp_t r = http_get(port, "/healthz");
+        NF_CHECK_EQ(r.status, 200);
+        http_free(&r);
+    }
+    NF_CHECK(closed_by_server(fds[0])); /* the oldest went first */
+    char *text = NULL;
+    NF_REQUIRE(nf_metrics_render(&text) > 0);
+    const char *m = strstr(text, "newsflow_admin_connections_closed_total{reason=\"evicted\"} ");
+    long evicted = m ? strtol(m + strlen("newsflow_admin_connections_closed_total{reason="
+                                         "\"evicted\"} "),
+                              NULL, 10)
+                     : -1;
+    NF_CHECK(evicted >= HELD - 8);
+    free(text);
+    for (int i = 0; i < HELD; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    nf_admin_stop(a);
+    nf_metrics_shutdown();
+}
+
+/* A client that trickles a header, a byte at a time, is closed at the request deadline (MHD's
+ * own idle timeout restarts with every byte and would never close it). */
+static void test_slow_header_closed_at_deadline(void)
+{
+    char err[256];
+    nf_admin_hooks_t hooks = {.request_timeout_ms = 300};
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
+    NF_REQUIRE(a != NULL);
+    int fd = idle_conn(nf_admin_port(a));
+    NF_REQUIRE(fd >= 0);
+    NF_REQUIRE(send(fd, "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL) == 23);
+    struct timeval tv = {.tv_usec = 100000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    bool closed = false;
+    /* a byte per 100 ms; the bound only turns a hang into a failure (300 s) */
+    for (int i = 0; i < 3000 && !closed; i++) {
+        char c;
+        if (send(fd, "X", 1, MSG_NOSIGNAL) != 1)
+            closed = true; /* EPIPE: the server closed it */
+        else if (read(fd, &c, 1) == 0)
+            closed = true;
+    }
+    NF_CHECK(closed);
+    close(fd);
+    /* and the server still answers */
+    http_resp_t r = http_get(nf_admin_port(a), "/healthz");
+    NF_CHECK_EQ(r.status, 200);
+    http_free(&r);
+    nf_admin_stop(a);
+}
+
 int main(void)
 {
     NF_RUN(test_endpoints);
     NF_RUN(test_null_hooks_and_no_registry);
     NF_RUN(test_bad_addresses);
     NF_RUN(test_ipv6);
+    NF_RUN(test_idle_connections_do_not_block_probes);
+    NF_RUN(test_slow_header_closed_at_deadline);
     return nf_test_report();
 }
