@@ -203,7 +203,7 @@ class Cluster:
             seen[0] = self.leader(topic, partition)
             return seen[0] == order[0]
         self.ctx.wait_for("%s [%d] led by broker %d" % (topic, partition, order[0]), moved,
-                          timeout=120, interval=1, last=lambda: "leader %s" % seen[0])
+                          timeout=300, interval=1, last=lambda: "leader %s" % seen[0])
         return old, order[0]
 
     def txn_coordinator(self, txid):
