@@ -12,16 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DAY_MS     (24ll * 3600 * 1000)
 #define FUTURE_MS  (5ll * 60 * 1000)
-#define PAST_MS    (30 * DAY_MS)
 #define RECENT_KG  NF_CHANGELOG_GLOBAL_KG /* one key group: a topic's scan is one prefix */
 #define EXPIRY_LEN 8
 
 int64_t nf_serve_published_ms(int64_t published_at_ms, bool has_published, int64_t ingested_ms)
 {
-    if (has_published && published_at_ms <= ingested_ms + FUTURE_MS &&
-        published_at_ms >= ingested_ms - PAST_MS)
+    if (has_published && published_at_ms <= ingested_ms + FUTURE_MS)
         return published_at_ms;
     return ingested_ms;
 }

@@ -32,9 +32,11 @@
  *                         (NF_SERVE_SEARCH_KEY_LEN bytes); value [expires_at_ms 8 LE: the
  *                         metadata's]. Written by dedup at the cut, from the metadata entries
  *                         of the epoch's new articles.
- * published_ms is the article's published_at when it has one in [ingested - 30 days, ingested +
- * 5 minutes], else ingested_ms (a feed's dates are the feed's word: a wrong one must not pin an
- * article at the top). An article already older than NF_SERVE_RECENT_MS gets no recent entry.
+ * published_ms is the article's published_at when it has one no later than ingested + 5 minutes,
+ * else ingested_ms: a date in the future is the feed's error and must not pin an article at the
+ * top; a date in the past, however far (an item dated 1971), is kept, so that the article is as
+ * old as its feed says. An article already older than NF_SERVE_RECENT_MS gets no recent entry,
+ * so it is in no feed of the last NF_SERVE_RECENT_MS (it is still searchable).
  *
  * Threads: pure functions, any thread. */
 #ifndef NF_SERVE_STATE_H
