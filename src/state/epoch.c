@@ -88,7 +88,9 @@ static uint64_t g_fault_nth = 1;  /* with EPOCH "+N": the point's Nth time, what
 static uint32_t g_fault_stall_ms; /* 0: exit (unless g_fault_until); else sleep this long, once */
 static char g_fault_until[400];   /* "": none; else stall until this file exists, once */
 static bool g_fault_poll;         /* poll_until=: the stall polls the consumer (fault_polling) */
+static bool g_fault_records;      /* with EPOCH "~N": only epochs with records count */
 static _Atomic uint64_t g_current_epoch;
+static _Atomic uint64_t g_current_records; /* records (outputs) of the epoch being committed */
 
 /* Sleeps until path exists (a test's signal that it acted meanwhile), at most 10 minutes; with
  * poll, calls it (50 ms) instead of sleeping, so that a consumer stays in its group meanwhile. */
@@ -106,6 +108,8 @@ static void fault_polling(const char *point, void (*poll)(void *arg, int ms), vo
 {
     if (!g_fault_epoch || strcmp(point, g_fault_point) != 0 ||
         (g_fault_epoch != UINT64_MAX && g_fault_epoch != atomic_load(&g_current_epoch)))
+        return;
+    if (g_fault_records && atomic_load(&g_current_records) == 0)
         return;
     if (g_fault_epoch == UINT64_MAX && --g_fault_nth > 0)
         return;
@@ -137,8 +141,9 @@ static void fault_at(const char *point)
 }
 
 /* NF_FAULT = POINT:EPOCH[:stall=MS|:until=PATH|:poll_until=PATH], EPOCH a number, "*" (the
- * point's first time) or "+N" (its Nth time: a process whose epoch numbers continue after the
- * group's). 0 or -EINVAL. */
+ * point's first time), "+N" (its Nth time: a process whose epoch numbers continue after the
+ * group's) or "~N" (its Nth time in an epoch with records: a test that needs an epoch with
+ * input whatever number the consumer's first fetch lands in). 0 or -EINVAL. */
 static int fault_parse(const char *f)
 {
     char buf[512];
@@ -150,7 +155,8 @@ static int fault_parse(const char *f)
     if (!point || !epoch || strlen(point) >= sizeof g_fault_point || strtok_r(NULL, ":", &save))
         return -EINVAL;
     unsigned long long e = UINT64_MAX, nth = 1;
-    if (epoch[0] == '+')
+    g_fault_records = epoch[0] == '~';
+    if (epoch[0] == '+' || epoch[0] == '~')
         nth = strtoull(epoch + 1, &end, 10);
     else if (strcmp(epoch, "*") != 0)
         e = strtoull(epoch, &end, 10);
@@ -857,6 +863,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     if (!nonce)
         nonce = 1;
     header_json(ep, e, nonce, offs, noffs, records);
+    atomic_store(&g_current_records, records);
     atomic_store(&ep->step, "writing the pending record (synced)");
     if (ep->st) {
         r = nf_store_pending_write(ep->st, e, ep->jw.buf, ep->batches, ep->nshards, bufs, nbufs,
@@ -982,6 +989,7 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
                 snprintf(err, errlen, "state: pending epoch %" PRIu64 ": bad offsets", p.epoch);
         }
         atomic_store(&g_current_epoch, p.epoch);
+        atomic_store(&g_current_records, records);
         if (r == 0 && ep->kafka) {
             char *positions = NULL;
             const cJSON *pos = cJSON_GetObjectItemCaseSensitive(h, "positions");

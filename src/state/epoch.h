@@ -43,7 +43,8 @@
  *
  * Fault injection for the crash tests: NF_FAULT="<point>:<epoch>" makes the process _exit(137)
  * (as if SIGKILLed) at that point of that epoch's commit ("*": of the first epoch that reaches
- * it), "<point>:<epoch>:stall=<ms>" sleeps there instead (tests act on brokers meanwhile),
+ * it; "~N": of the Nth epoch with records that reaches it), "<point>:<epoch>:stall=<ms>" sleeps
+ * there instead (tests act on brokers meanwhile),
  * "<point>:<epoch>:until=<path>" sleeps until the test creates path ("poll_until=<path>": and
  * polls the consumer meanwhile, at before_close, so that a rebalance reaches the process before
  * it leaves the group rather than while it leaves); NF_TEST_FORCE_SCAN=1 skips

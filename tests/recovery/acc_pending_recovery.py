@@ -60,12 +60,11 @@ BURST_EPOCH, BURST_EVENTS = 3, 20000
 # record's input offsets must cover exactly the inputs whose outputs and state it holds.
 # The window (between the cut's resume and the read of the offsets) is short: three epochs are
 # tried, each in a fresh cluster (a fresh topic prefix on a real broker).
-BUSY_EPOCHS, BUSY_SLOW_US = (4, 5, 6), 40
-# On a real broker the consumer's first records land later and less regularly (epoch 3 to 6
-# observed: the connection, the offset query and every fetch take longer, and the broker shares
-# the machine), so an attempt whose fault epoch comes before any input is retried more often,
-# and the busy epochs start one later (the backlog then still lasts past the third one).
-BUSY_EPOCHS_KAFKA = (5, 6, 7)
+# The fault is armed with "~N" (the Nth epoch with records: the consumer's first fetch lands in
+# epoch 3 to 6 and later on a busy machine), for N = 2, 3, 4: epochs during which the slowed
+# reads are still working through the backlog.
+BUSY_EPOCHS, BUSY_SLOW_US = (2, 3, 4), 40
+BUSY_EPOCHS_KAFKA = BUSY_EPOCHS
 ATTEMPTS, ATTEMPTS_KAFKA = 3, 6
 
 
@@ -146,8 +145,11 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
     # The burst's first epoch with input is whichever the consumer's first fetch lands in (epoch
     # 3 on a quiet machine, later on a busy one): "*" is the point's first time, and
     # mid_produce is reached only by an epoch with outputs. Its number comes from the log.
-    star = tname == "mid_produce_burst"
-    env1 = {"NF_FAULT": "%s:%s" % (point, "*" if star else FAULT_EPOCH)}
+    # after_pending_busy: "~N", the Nth epoch with records (the backlog still being worked
+    # through by the slowed reads), whatever its number.
+    star = tname in ("mid_produce_burst", "after_pending_busy")
+    spec = {"mid_produce_burst": "*", "after_pending_busy": "~%d" % FAULT_EPOCH}.get(tname)
+    env1 = {"NF_FAULT": "%s:%s" % (point, spec or FAULT_EPOCH)}
     if tname == "after_pending_busy":
         env1["NF_TEST_SLOW_READS_US"] = str(BUSY_SLOW_US)
     j1 = acclib.Job(ctx, B, state, sets=sets, env=env1,
