@@ -168,19 +168,23 @@ def case_restore(ctx, method):
     # of an epoch L that a scan must not take for the second epoch L's
     last = max([o["epoch"] for o in j1.msgs("epoch.committed") if o.get("records", 0) > 0] or
                [final])
-    # --from-checkpoint never numbers an epoch twice: on a copy of the state (and topics of its
-    # own, so that nothing it does reaches this case's), it goes on after the replaced epoch
+    # --from-checkpoint never numbers an epoch twice: on a copy of the state, it goes on after
+    # the replaced epoch. The copy is this job's (its identity: the same topics, group and
+    # writer), so it dies at its first epoch's cut (NF_FAULT after_cut, before anything is
+    # produced or committed): nothing it does reaches this case's topics.
     shutil.copytree(state, state + "-cli")
-    jr = acclib.Job(ctx, acclib.start_broker(ctx, name="restore-cli-" + method), state + "-cli",
-                    interval_ms=300, tag="restore-cli-" + method,
-                    args=["--from-checkpoint", str(last - 1)])
+    jr = acclib.Job(ctx, broker, state + "-cli", interval_ms=300, tag="restore-cli-" + method,
+                    args=["--from-checkpoint", str(last - 1)], env={"NF_FAULT": "after_cut:*"})
+    jr.expect_exit = True
     ctx.wait_for("the restored run's start", lambda: jr.msgs("state restored"), timeout=120,
                  job=jr)
     jr.kill()
     got = jr.msgs("state restored")[0].get("epoch")
     ctx.check(got == final, "--from-checkpoint %d over a state at epoch %d: epochs go on from "
               "%r, want %d (never a number twice)" % (last - 1, final, got, final), jr)
-    # a copy of checkpoint L-1 put in place of the state directory: epoch L comes again
+    # a copy of checkpoint L-1 put in place of the state directory: epoch L comes again. The
+    # start refuses a state behind the group (runbooks "Lost disk"); the operator's
+    # --reset=earliest says to read on from it, which is what this case needs.
     snap = ctx.path("state-snapshot-" + method)
     os.makedirs(snap)
     shutil.copytree(os.path.join(state, "checkpoints", "chk-%012d" % (last - 1)),
@@ -188,12 +192,13 @@ def case_restore(ctx, method):
     acclib.kcat_produce(ctx, broker, "read-events", ev.make(500), tag="restore-b")
     state = snap
     j2 = acclib.Job(ctx, broker, state, interval_ms=3000, tag="restore-2-" + method,
-                    env={"NF_FAULT": "after_pending:%d" % last})
+                    env={"NF_FAULT": "after_pending:%d" % last}, args=["--reset=earliest"])
     rc = j2.wait_exit(180, "the fault at after_pending of the second epoch %d" % last)
     ctx.check(rc == 137, "the restored run should have died at after_pending of epoch %d (exit "
               "%s)" % (last, rc), j2)
     j3 = acclib.Job(ctx, broker, state, interval_ms=300, tag="restore-3-" + method,
-                    env={"NF_TEST_FORCE_SCAN": "1"} if method == "scan" else None)
+                    env={"NF_TEST_FORCE_SCAN": "1"} if method == "scan" else None,
+                    args=["--reset=earliest"])
     ctx.wait_for("the roll-forward", lambda: j3.msgs("pending epoch rolled forward"),
                  timeout=300, job=j3)
     found = [o for o in j3.msgs("pending epoch: its outputs counted in Kafka") if o.get("epoch") == last]
