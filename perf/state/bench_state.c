@@ -2,7 +2,7 @@
  * gets and puts, cold gets from RocksDB, the epoch barrier's serialisation and commit, and the
  * time from a stopped process to serving state again. Figures and commentary: perf/README.md.
  *
- * Usage: bench_state [hot|cold|epoch|restore|all]... [--quick] [--dir DIR] [options]
+ * Usage: bench_state [hot|cold|epoch|restore|checkpoint|all]... [--quick] [--dir DIR] [options]
  * (--help lists them). Every result is one JSON object per line on stdout, named by its "bench"
  * field; progress goes to stderr. Nothing here asserts on timings.
  *
@@ -32,7 +32,9 @@
  *   fresh kstate + the first --restore-gets cold gets of random keys. Two layouts: as built
  *   (the last writes only in the WAL, replayed by the open: what a kill -9 leaves) and
  *   compacted (nf_store_compact first); each with the page cache dropped and warm. The
- *   databases live under --dir and are deleted at the end. */
+ *   databases live under --dir and are deleted at the end.
+ * - checkpoint (state.checkpoint): see run_checkpoint. */
+#include "state/checkpoint.h"
 #include "state/kstate.h"
 #include "state/store.h"
 
@@ -63,7 +65,7 @@ typedef struct {
     unsigned epoch_runs[3];
     size_t restore_mb[2];
     size_t restore_gets;
-    bool run_hot, run_cold, run_epoch, run_restore;
+    bool run_hot, run_cold, run_epoch, run_restore, run_checkpoint;
 } opts_t;
 
 /* ------------------------------------------------------------------ helpers */
@@ -594,11 +596,65 @@ static void run_restore(const opts_t *o)
     }
 }
 
+/* ------------------------------------------------------------------ checkpoint */
+
+/* A named checkpoint (nf_store_checkpoint): its wall time. */
+static double checkpoint_s(nf_store_t *st, uint64_t epoch)
+{
+    char err[512] = "";
+    double t0 = now_s();
+    if (nf_store_checkpoint(st, epoch, NULL, 0, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_state: checkpoint: %s\n", err);
+        exit(1);
+    }
+    return now_s() - t0;
+}
+
+/* state.checkpoint: named checkpoints now hold copies of the table files (issue 37), shared
+ * among checkpoints, never with the live database. A database of --restore-mb (first size) of
+ * 1000-byte random values, compacted; then: "first" (every table file copied and read back),
+ * "after_1pct" (1 % of the keys rewritten and flushed: only the new table files copied),
+ * "unchanged" (nothing new: every table file a link to the previous checkpoint's copy, which
+ * is what every checkpoint cost before copies: links and a manifest). */
+static void run_checkpoint(const opts_t *o)
+{
+    const uint32_t vlen = 1000;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/nf-bench-state-checkpoint-%d", o->dir, (int)getpid());
+    rm_rf(dir);
+    const uint64_t n = (uint64_t)o->restore_mb[0] * 1000000ull / vlen;
+    fprintf(stderr, "bench_state: checkpoint, building %zu MB (%llu keys) in %s\n",
+            o->restore_mb[0], (unsigned long long)n, dir);
+    nf_store_t *st = open_store(dir);
+    uint64_t epoch = 0;
+    fill_store(st, n, vlen, true, 64u << 20, &epoch);
+    compact(st);
+    char db[600];
+    snprintf(db, sizeof db, "%s/db", dir);
+    uint64_t db_bytes = page_cache(db, false);
+    double first = checkpoint_s(st, ++epoch);
+    fill_store(st, n / 100, vlen, true, 64u << 20, &epoch);
+    char err[256];
+    nf_store_flush(st, err, sizeof err);
+    double inc = checkpoint_s(st, ++epoch);
+    double same = checkpoint_s(st, ++epoch);
+    printf("{\"bench\":\"state.checkpoint\",\"db_bytes\":%llu,\"value_bytes\":%u",
+           (unsigned long long)db_bytes, vlen);
+    put_num("first_ms", first * 1e3, "%.1f");
+    put_num("first_mb_per_s", (double)db_bytes / 1e6 / first, "%.0f");
+    put_num("after_1pct_ms", inc * 1e3, "%.1f");
+    put_num("unchanged_ms", same * 1e3, "%.1f");
+    printf("}\n");
+    fflush(stdout);
+    nf_store_close(st);
+    rm_rf(dir);
+}
+
 /* ------------------------------------------------------------------ main */
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: bench_state [hot|cold|epoch|restore|all]... [options]\n"
+    fprintf(f, "usage: bench_state [hot|cold|epoch|restore|checkpoint|all]... [options]\n"
                "  --quick             small sizes (a smoke run: well under a minute)\n"
                "  --dir DIR           where the databases go (default /tmp; deleted at the end)\n"
                "  --hot-keys N        keys in the hot table (default 1000000)\n"
@@ -668,8 +724,10 @@ int main(int argc, char **argv)
             o.run_epoch = any = true;
         if (!strcmp(a, "restore") || !strcmp(a, "all"))
             o.run_restore = any = true;
+        if (!strcmp(a, "checkpoint") || !strcmp(a, "all"))
+            o.run_checkpoint = any = true;
         if (!strcmp(a, "hot") || !strcmp(a, "cold") || !strcmp(a, "epoch") ||
-            !strcmp(a, "restore") || !strcmp(a, "all"))
+            !strcmp(a, "restore") || !strcmp(a, "checkpoint") || !strcmp(a, "all"))
             continue;
         if (!v || a[0] != '-') {
             usage(stderr);
@@ -698,7 +756,7 @@ int main(int argc, char **argv)
         }
     }
     if (!any)
-        o.run_hot = o.run_cold = o.run_epoch = o.run_restore = true;
+        o.run_hot = o.run_cold = o.run_epoch = o.run_restore = o.run_checkpoint = true;
     if (o.hot_keys == 0 || o.cold_keys == 0 || o.cold_gets == 0 || o.restore_gets == 0) {
         usage(stderr);
         return 2;
@@ -729,6 +787,8 @@ int main(int argc, char **argv)
         run_epoch(&o);
     if (o.run_restore)
         run_restore(&o);
+    if (o.run_checkpoint)
+        run_checkpoint(&o);
     printf("{\"bench\":\"state.done\",\"seconds\":%.1f", now_s() - t0);
     put_num("loadavg_1m", load_1m(), "%.2f");
     printf("}\n");

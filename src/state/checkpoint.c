@@ -4,6 +4,7 @@
  * check, and the restore that makes a checkpoint the live database. */
 #include "state/checkpoint.h"
 #include "algo/bytes.h"
+#include "algo/hash.h"
 #include "state/store_int.h"
 
 #include <cjson/cJSON.h>
@@ -33,6 +34,7 @@
 #define CHK_DIGITS      12
 #define TMP_PREFIX      ".tmp-"
 #define COPY_BUF        (64 * 1024)
+#define HASH_SEED       0x6e66636b70746873ull /* "nfckpths" */
 
 /* ---------------------------------------------------------------------------------------------
  * files */
@@ -130,7 +132,9 @@ static int write_file_sync(const char *path, const void *data, size_t len)
     return r;
 }
 
-static int copy_file(const char *src, const char *dst)
+/* Copies src into dst (a new file, synced); *hash (may be NULL) is the chained nf_hash64 of the
+ * bytes read (file_hash's). 0 or -errno. */
+static int copy_file_hashed(const char *src, const char *dst, uint64_t *hash)
 {
     int in = open(src, O_RDONLY | O_CLOEXEC);
     if (in < 0)
@@ -143,6 +147,7 @@ static int copy_file(const char *src, const char *dst)
     }
     char *buf = malloc(COPY_BUF);
     int r = buf ? 0 : -ENOMEM;
+    uint64_t h = HASH_SEED;
     while (r == 0) {
         ssize_t n = read(in, buf, COPY_BUF);
         if (n < 0 && errno == EINTR)
@@ -151,10 +156,14 @@ static int copy_file(const char *src, const char *dst)
             r = -errno;
         else if (n == 0)
             break;
-        else
+        else {
+            h = nf_hash64(buf, (size_t)n, h);
             r = write_all(out, buf, (size_t)n);
+        }
     }
     free(buf);
+    if (hash)
+        *hash = h;
     if (r == 0 && fsync(out) != 0)
         r = -errno;
     if (close(out) != 0 && r == 0)
@@ -163,11 +172,48 @@ static int copy_file(const char *src, const char *dst)
     return r;
 }
 
+static int copy_file(const char *src, const char *dst)
+{
+    return copy_file_hashed(src, dst, NULL);
+}
+
+/* The chained nf_hash64 of path's bytes, read in COPY_BUF pieces: what a checkpoint's manifest
+ * records of each table file it holds a copy of ("hash"), and what verifies a copy against the
+ * bytes it was made from. 0 or -errno. */
+static int file_hash(const char *path, uint64_t *hash)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    char *buf = malloc(COPY_BUF);
+    int r = buf ? 0 : -ENOMEM;
+    uint64_t h = HASH_SEED;
+    while (r == 0) {
+        ssize_t n = read(fd, buf, COPY_BUF);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            r = -errno;
+        else if (n == 0)
+            break;
+        else
+            h = nf_hash64(buf, (size_t)n, h);
+    }
+    free(buf);
+    close(fd);
+    *hash = h;
+    return r;
+}
+
 /* ---- the files of a database directory ---- */
 
 typedef struct dbfile {
     char name[NAME_MAX + 1];
     uint64_t size;
+    /* a table file the checkpoint holds a copy of (detach_tables): its hash, and the identity of
+     * the live file it copies (device:inode:mtime_ns), "" otherwise */
+    uint64_t hash;
+    char src[64];
 } dbfile_t;
 
 /* RocksDB's info logs ("LOG", "LOG.old.<time>") are not part of a database's state: RocksDB writes
@@ -222,6 +268,8 @@ static int list_db_files(const char *dir, dbfile_t **out, size_t *n, uint64_t *b
         dbfile_t *f = &(*out)[(*n)++];
         snprintf(f->name, sizeof f->name, "%s", de->d_name);
         f->size = (uint64_t)sb.st_size;
+        f->hash = 0;
+        f->src[0] = '\0';
         *bytes += f->size;
     }
     closedir(d);
@@ -569,6 +617,133 @@ static cJSON *header_value(const char *json)
     return h ? h : cJSON_CreateString(json); /* opaque to the store: keep it whatever it is */
 }
 
+static bool immutable_file(const char *name);
+
+/* The newest checkpoint other than `skip` whose manifest loads, into *m (NULL: none) and its
+ * directory into path. */
+static void newest_manifest(const char *state_dir, const char *skip, cJSON **m, char *path,
+                            size_t pathlen)
+{
+    *m = NULL;
+    uint64_t *epochs = NULL;
+    size_t ne = 0;
+    if (scan_checkpoints(state_dir, &epochs, &ne) != 0)
+        return;
+    for (size_t i = ne; i-- > 0 && !*m;) {
+        char name[32], err[256];
+        int rc = 0;
+        chk_name(name, sizeof name, epochs[i]);
+        if (!strcmp(name, skip) ||
+            store_path_fmt(path, NULL, 0, "%s/checkpoints/%s", state_dir, name) != 0)
+            continue;
+        (void)pathlen;
+        *m = manifest_load(path, name, &rc, err, sizeof err);
+    }
+    free(epochs);
+}
+
+/* The file_list entry of prev naming `name`, NULL if none. */
+static const cJSON *listed(const cJSON *prev, const char *name)
+{
+    const cJSON *f, *fl = cJSON_GetObjectItemCaseSensitive(prev, "file_list");
+    cJSON_ArrayForEach(f, fl)
+    {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(f, "name");
+        if (cJSON_IsString(fn) && !strcmp(fn->valuestring, name))
+            return f;
+    }
+    return NULL;
+}
+
+/* f (in dir, a hard link of the live file) becomes a link to the earlier checkpoint's copy of
+ * that same live file, when prev lists one (same name, size and live identity) that is still
+ * there: true if so. */
+static bool reuse_copy(const char *dir, dbfile_t *f, const cJSON *prev, const char *prev_path)
+{
+    const cJSON *e = prev ? listed(prev, f->name) : NULL;
+    const cJSON *src = e ? cJSON_GetObjectItemCaseSensitive(e, "src") : NULL;
+    const cJSON *hash = e ? cJSON_GetObjectItemCaseSensitive(e, "hash") : NULL;
+    uint64_t bytes = 0;
+    if (!cJSON_IsString(src) || strcmp(src->valuestring, f->src) != 0 || !cJSON_IsString(hash) ||
+        !json_u64(e, "bytes", &bytes) || bytes != f->size)
+        return false;
+    char from[PATH_MAX], to[PATH_MAX + 16], at[PATH_MAX];
+    struct stat sb;
+    if (store_path_fmt(from, NULL, 0, "%s/%s", prev_path, f->name) != 0 ||
+        store_path_fmt(to, NULL, 0, "%s/.link-%s", dir, f->name) != 0 ||
+        store_path_fmt(at, NULL, 0, "%s/%s", dir, f->name) != 0 || stat(from, &sb) != 0 ||
+        (uint64_t)sb.st_size != f->size || link(from, to) != 0)
+        return false;
+    if (rename(to, at) != 0) {
+        unlink(to);
+        return false;
+    }
+    f->hash = strtoull(hash->valuestring, NULL, 16);
+    return true;
+}
+
+/* f (in dir, a hard link of the live file) is replaced by a copy of it, read back and compared
+ * by hash with the bytes it was made from. 0 or -errno with err. */
+static int copy_own(const char *dir, dbfile_t *f, const char *chk, char *err, size_t errlen)
+{
+    char at[PATH_MAX], to[PATH_MAX + 16];
+    if (store_path_fmt(at, err, errlen, "%s/%s", dir, f->name) != 0 ||
+        store_path_fmt(to, err, errlen, "%s/.copy-%s", dir, f->name) != 0)
+        return -ENAMETOOLONG;
+    uint64_t h = 0, back = 0;
+    int r = copy_file_hashed(at, to, &h);
+    if (r == 0)
+        r = file_hash(to, &back);
+    if (r == 0 && back != h)
+        r = store_seterr(err, errlen, -EIO,
+                         "checkpoint %s: the copy of %s reads back differently from the table "
+                         "file it was made from (hash %016" PRIx64 ", then %016" PRIx64 ")",
+                         chk, f->name, h, back);
+    else if (r != 0)
+        store_seterr(err, errlen, r, "checkpoint %s: copying %s: %s", chk, at, strerror(-r));
+    if (r == 0 && rename(to, at) != 0)
+        r = store_seterr(err, errlen, -errno, "checkpoint %s: rename %s: %s", chk, to,
+                         strerror(errno));
+    if (r != 0)
+        unlink(to);
+    f->hash = h;
+    return r;
+}
+
+/* RocksDB's checkpoint hard-links the live database's table files, so a table file damaged in
+ * place (a bad block, a stray write) would be damaged in every checkpoint as well, and none could
+ * bring the state back. Each table file of the new checkpoint (in dir) that is still the live
+ * file becomes the checkpoint's own: a link to the newest earlier checkpoint's copy of that same
+ * live file (checkpoints share their copies with each other, never with the live store), else a
+ * copy verified by hash. Its hash and the live file's identity go into the manifest. *copied
+ * counts the bytes copied. 0 or -errno with err. */
+static int detach_tables(const char *state_dir, const char *chk, const char *dir, dbfile_t *files,
+                         size_t n, uint64_t *copied, char *err, size_t errlen)
+{
+    cJSON *prev = NULL;
+    char prev_path[PATH_MAX] = "";
+    newest_manifest(state_dir, chk, &prev, prev_path, sizeof prev_path);
+    int r = 0;
+    *copied = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        char at[PATH_MAX];
+        struct stat sb;
+        if (!immutable_file(files[i].name) ||
+            store_path_fmt(at, err, errlen, "%s/%s", dir, files[i].name) != 0 ||
+            stat(at, &sb) != 0 || sb.st_nlink < 2)
+            continue; /* RocksDB copied it (another file system): already its own */
+        snprintf(files[i].src, sizeof files[i].src, "%llu:%llu:%lld", (unsigned long long)sb.st_dev,
+                 (unsigned long long)sb.st_ino,
+                 (long long)sb.st_mtim.tv_sec * 1000000000ll + sb.st_mtim.tv_nsec);
+        if (reuse_copy(dir, &files[i], prev, prev_path))
+            continue;
+        r = copy_own(dir, &files[i], chk, err, errlen);
+        *copied += files[i].size;
+    }
+    cJSON_Delete(prev);
+    return r;
+}
+
 static char *manifest_build(nf_store_t *st, const char *name, uint64_t epoch,
                             const char *config_hash, unsigned shards, const dbfile_t *files,
                             size_t nfiles, uint64_t bytes, char *err, size_t errlen)
@@ -616,6 +791,12 @@ static char *manifest_build(nf_store_t *st, const char *name, uint64_t epoch,
         cJSON *f = cJSON_CreateObject();
         cJSON_AddStringToObject(f, "name", files[i].name);
         cJSON_AddNumberToObject(f, "bytes", (double)files[i].size);
+        if (files[i].src[0]) { /* a table file of its own (detach_tables) */
+            char hx[20];
+            snprintf(hx, sizeof hx, "%016" PRIx64, files[i].hash);
+            cJSON_AddStringToObject(f, "hash", hx);
+            cJSON_AddStringToObject(f, "src", files[i].src);
+        }
         cJSON_AddItemToArray(fl, f);
     }
     char *text = cJSON_Print(m);
@@ -685,6 +866,9 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
         store_seterr(err, errlen, r, "checkpoint %s: listing %s: %s", name, tmp, strerror(-r));
         goto fail;
     }
+    uint64_t copied = 0;
+    if ((r = detach_tables(st->state_dir, name, tmp, files, nfiles, &copied, err, errlen)) != 0)
+        goto fail;
     text = manifest_build(st, name, epoch, config_hash, shards, files, nfiles, bytes, err, errlen);
     if (!text) {
         r = -ENOMEM;
@@ -762,6 +946,30 @@ static int cmp_name(const void *key, const void *elem)
 
 /* The checkpoint's files against its manifest: each listed file present with its size, no file that
  * is not listed, the totals. 0 or -errno with the first problem. */
+/* A table file's bytes against the hash its manifest entry f records (entries without one,
+ * from before copies or copied by RocksDB itself, pass). 0, -EIO with err naming the file. */
+static int check_hash(const char *path, const char *name, const cJSON *f, const char *file,
+                      char *err, size_t errlen)
+{
+    const cJSON *hx = cJSON_GetObjectItemCaseSensitive(f, "hash");
+    if (!cJSON_IsString(hx))
+        return 0;
+    char at[PATH_MAX];
+    uint64_t h = 0;
+    if (store_path_fmt(at, err, errlen, "%s/%s", path, file) != 0)
+        return -ENAMETOOLONG;
+    int r = file_hash(at, &h);
+    if (r != 0)
+        return store_seterr(err, errlen, r, "%s: reading %s: %s", name, at, strerror(-r));
+    if (h != strtoull(hx->valuestring, NULL, 16))
+        return store_seterr(
+            err, errlen, -EIO,
+            "%s: %s does not match the hash its manifest records (%s, now %016" PRIx64
+            "): damaged since the checkpoint was taken",
+            name, at, hx->valuestring, h);
+    return 0;
+}
+
 static int check_files(const char *path, const char *name, const cJSON *m,
                        nf_checkpoint_stats_t *stats, char *err, size_t errlen)
 {
@@ -803,6 +1011,8 @@ static int check_files(const char *path, const char *name, const cJSON *m,
                                  name, path, fn->valuestring, have->size, fb);
                 break;
             }
+            if ((r = check_hash(path, name, f, fn->valuestring, err, errlen)) != 0)
+                break;
             listed++;
         }
         if (r == 0 && listed != n) {
@@ -964,9 +1174,8 @@ static int check_unlocked(const char *db_dir, char *err, size_t errlen)
     return 0;
 }
 
-/* Only table and blob files are immutable: those are hard-linked. The rest (MANIFEST, CURRENT,
- * OPTIONS, WAL) is small and RocksDB may write to it, so it is copied and the checkpoint stays
- * untouched by the database it seeded. */
+/* Table and blob files are immutable: a checkpoint shares them with other checkpoints
+ * (detach_tables), never with the live database. */
 static bool immutable_file(const char *name)
 {
     size_t l = strlen(name);
@@ -1211,15 +1420,9 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
             r = -ENAMETOOLONG;
             break;
         }
-        bool linked = false;
-        if (immutable_file(files[i].name)) {
-            if (link(src, dst) == 0)
-                linked = true;
-            else if (errno != EXDEV && errno != EPERM && errno != EMLINK)
-                r = store_seterr(err, errlen, -errno, "restore %s: link %s to %s: %s", name, src,
-                                 dst, strerror(errno));
-        }
-        if (r == 0 && !linked) {
+        /* Copied, never linked: the live database must not share a file with the checkpoint,
+         * or damage to the one would be damage to the other. */
+        {
             r = copy_file(src, dst);
             if (r != 0)
                 store_seterr(err, errlen, r, "restore %s: copy %s to %s: %s", name, src, dst,

@@ -1,5 +1,6 @@
-/* checkpoint.h — named checkpoints of the store (DESIGN.md §3): RocksDB hard-link checkpoints
- * of the live database under <state.dir>/checkpoints/chk-<epoch>/, each with a manifest.json
+/* checkpoint.h — named checkpoints of the store (DESIGN.md §3): RocksDB checkpoints of the live
+ * database under <state.dir>/checkpoints/chk-<epoch>/ whose table files are their own (copies,
+ * shared among checkpoints, never with the live database), each with a manifest.json
  * beside the database files; listing, verification, deletion, pruning, and the restore that
  * makes one the live database again (`newsflow run --from-checkpoint`, `newsflow checkpoints`).
  *
@@ -21,7 +22,13 @@
  * input offsets),"config_hash","version","files","bytes","kinds":{name:{"keys_estimate"}}}
  * and also "committed_epoch", "created_at_ms", "git_commit", "shards" (the shard count the
  * state was written by; null when 0 is passed: unknown) and "file_list" ([{"name","bytes"}],
- * what verify checks file by file). "files"/"bytes" count the database files: not
+ * what verify checks file by file; a table file also has "hash", the chained nf_hash64 of its
+ * bytes in hex, and "src", the identity device:inode:mtime_ns of the live file it copies).
+ * RocksDB links the live table files into the checkpoint; each is then replaced by a link to the
+ * newest earlier checkpoint's copy of the same live file (same name, size and src), else by a
+ * copy read back and compared by hash: a live table file damaged in place damages no
+ * checkpoint. The first checkpoint copies the whole state; later ones only the table files
+ * written since (compactions). "files"/"bytes" count the database files: not
  * manifest.json, not RocksDB's info LOG files. An existing checkpoint of the same epoch is
  * replaced (a restore continues the epochs after the newest checkpoint it keeps, so that happens
  * only with checkpoints made by older versions). Leftovers of interrupted checkpoints are
@@ -102,10 +109,9 @@ typedef struct nf_restore_result {
  *      every column family read with its checksum verified);
  *   3. compatibility: the shard count (opts->shards, see nf_restore_opts_t);
  *   4. nobody holds db/LOCK (-EBUSY; a store open in this process is not detected).
- * Then the checkpoint's files are hard-linked (copied across file systems) into a fresh database
- * — only the immutable table files are linked; MANIFEST, CURRENT, OPTIONS and WAL files are
- * copied, because the live database writes to those and the checkpoint must stay as it was —
- * and it replaces <state_dir>/db, which is moved (never deleted) to
+ * Then the checkpoint's files are copied into a fresh database — never linked: the live database
+ * must share no file with a checkpoint, or damage to one would be damage to the other — and it
+ * replaces <state_dir>/db, which is moved (never deleted) to
  * <state_dir>/db.replaced-<UTC time YYYY-MM-DDTHHMMSSZ>-epoch<its committed epoch, or
  * "unknown">; beyond opts->keep_replaced the oldest db.replaced-* are deleted. Checkpoints newer
  * than the restored one are kept (another timeline an operator may want back); so that the

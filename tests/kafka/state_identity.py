@@ -15,8 +15,10 @@ Apache Kafka, one job (kafka.assignment=all) consumes a wave of read events and 
   reset      the empty state.dir with --reset=group: the job starts at the group's offsets and
              emits nothing for the first wave; a second wave is emitted once (versions start
              again at 1: the lost state's counts are gone, as the runbook says).
-Then the original state.dir goes on with a third wave and interest-updates is checked: every
-(user, version) of the original job exactly once.
+  garbled    (case 3, a job of its own) every live table file garbled in place after a clean
+             stop: the checkpoint taken at the stop still verifies (its table files are copies,
+             not links to the live ones), `run --from-checkpoint latest` restores it, and a second
+             wave goes on from it: interest-updates holds every (user, version) exactly once.
 
 Usage: python3 state_identity.py NEWSFLOW SRCDIR
 """
@@ -60,6 +62,40 @@ def empty_dir(ctx, broker, group, mode, out):
 
 def produce(ctx, broker, ev, n, tag):
     acclib.kcat_produce(ctx, broker, "read-events", ev.make(n), tag=tag)
+
+
+def garble_live_tables(ctx, state):
+    db = os.path.join(state, "db")
+    n = 0
+    for name in sorted(os.listdir(db)):
+        if name.endswith(".sst"):
+            with open(os.path.join(db, name), "r+b") as f:
+                f.seek(200)
+                f.write(b"Z" * 64)
+            n += 1
+    ctx.check(n > 0, "no live table file to garble in %s: %r" % (db, os.listdir(db)))
+    return n
+
+
+def garbled(ctx):
+    broker = acclib.start_broker(ctx, name="garbled")
+    ev = acclib.Events(users=15, prefix="gb")
+    state = ctx.path("state-garbled")
+    produce(ctx, broker, ev, WAVE, "g1")
+    j1 = acclib.Job(ctx, broker, state, tag="garbled-1")
+    acclib.wait_all_consumed(ctx, j1, broker, ev.valid)
+    ctx.check(j1.terminate() == 0, "garbled-1: exit after SIGTERM != 0", j1)
+    n = garble_live_tables(ctx, state)
+    out = acclib.run_cli(ctx, ["checkpoints", "verify", "latest", "--state-dir", state])
+    ctx.log("%d live table files garbled; checkpoints verify latest: %s" % (n, out.strip()[:160]))
+    j2 = acclib.Job(ctx, broker, state, args=["--from-checkpoint", "latest"], tag="garbled-2")
+    ctx.wait_for("'newsflow started' after the restore", lambda: j2.msgs("newsflow started"),
+                 timeout=180, job=j2)
+    produce(ctx, broker, ev, WAVE, "g2")
+    acclib.wait_all_consumed(ctx, j2, broker, ev.valid)
+    ctx.check(j2.terminate() == 0, "garbled-2: exit after SIGTERM != 0", j2)
+    ctx.log("garbled: " + acclib.check_interest_updates(
+        ctx, acclib.read_outputs(ctx, broker, "interest-updates"), ev.counts))
 
 
 def body(ctx):
@@ -119,7 +155,8 @@ def body(ctx):
     refused(ctx, j, "the original state.dir after the reset", ["stands behind the consumer group"])
     # Last: a refused static member stays in the group until its session ends.
     empty_dir(ctx, broker, group, "group", before + ev2.valid)
-    ctx.log("PASS: empty, writer, current, reset; every refusal exit 2 with nothing emitted")
+    ctx.log("empty, writer, current, reset: every refusal exit 2 with nothing emitted")
+    garbled(ctx)
 
 
 if __name__ == "__main__":

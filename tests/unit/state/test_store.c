@@ -964,7 +964,8 @@ static void test_checkpoint_restore_checks_first_keeps_newer(void)
     o.shards = 2;
     NF_CHECK(nf_checkpoint_restore(dir, "2", &o, &res, err, sizeof err) != 0);
     NF_CHECK(res.resolved && !res.moved);
-    NF_CHECK(strstr(err, "orruption") != NULL || strstr(err, "checksum") != NULL);
+    NF_CHECK(strstr(err, "orruption") != NULL || strstr(err, "checksum") != NULL ||
+             strstr(err, "does not match the hash") != NULL);
     NF_CHECK_EQ(count_replaced(dir), 0);
     st = open_store(dir);
     NF_REQUIRE(st);
@@ -1260,6 +1261,113 @@ static void test_views(void)
     tmpdir_free(dir);
 }
 
+/* The number of table files of `sub` (a database directory under dir) that share their inode
+ * with a file of `other` (another one), and how many table files `sub` has. */
+static int shared_inodes(const char *dir, const char *sub, const char *other, int *tables)
+{
+    char d[PATH_MAX], o[PATH_MAX];
+    snprintf(d, sizeof d, "%s/%s", dir, sub);
+    snprintf(o, sizeof o, "%s/%s", dir, other);
+    int shared = 0;
+    *tables = 0;
+    DIR *dd = opendir(d);
+    for (const struct dirent *de; dd && (de = readdir(dd));) {
+        size_t l = strlen(de->d_name);
+        if (l < 5 || strcmp(de->d_name + l - 4, ".sst") != 0)
+            continue;
+        char a[PATH_MAX + 300], b[PATH_MAX + 300];
+        struct stat sa, sb;
+        snprintf(a, sizeof a, "%s/%s", d, de->d_name);
+        snprintf(b, sizeof b, "%s/%s", o, de->d_name);
+        (*tables)++;
+        if (stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
+            sa.st_dev == sb.st_dev)
+            shared++;
+    }
+    if (dd)
+        closedir(dd);
+    return shared;
+}
+
+/* Issue 37 case 3: a live table file damaged in place damaged every checkpoint (they were hard
+ * links to it). Checkpoints now hold copies, shared among themselves, never with the live
+ * database: a garbled live table leaves them verifiable and restorable. */
+static void test_checkpoint_survives_live_damage(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    char err[1024];
+    nf_store_batch_t *b = nf_store_batch_new();
+    for (int i = 0; i < 2000; i++) {
+        char k[16], v[64];
+        snprintf(k, sizeof k, "key%06d", i);
+        snprintf(v, sizeof v, "value-%d-%d", i, i * 7919);
+        nf_store_batch_put(b, NF_KIND_READS, k, strlen(k), v, strlen(v));
+    }
+    NF_CHECK_EQ(nf_store_pending_write(st, 1, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+    nf_store_batch_free(b);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 1, NULL, 0, err, sizeof err), 0);
+    kv_t v2[] = {{"later", "two"}};
+    NF_CHECK_EQ(commit(st, 2, NF_KIND_READS, v2, 1), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 2, NULL, 0, err, sizeof err), 0);
+    nf_store_close(st);
+    int tables = 0;
+    /* no checkpoint shares a file with the live database; the second reuses the first's copies */
+    NF_CHECK_EQ(shared_inodes(dir, "checkpoints/chk-000000000001", "db", &tables), 0);
+    NF_CHECK(tables > 0);
+    NF_CHECK_EQ(shared_inodes(dir, "checkpoints/chk-000000000002", "db", &tables), 0);
+    int t1 = 0;
+    NF_CHECK(shared_inodes(dir, "checkpoints/chk-000000000002", "checkpoints/chk-000000000001",
+                           &t1) > 0);
+    char *m = nf_checkpoint_manifest(dir, "1", err, sizeof err);
+    NF_CHECK(m && strstr(m, "\"hash\"") && strstr(m, "\"src\""));
+    free(m);
+
+    /* every live table file garbled in place */
+    char d[PATH_MAX];
+    snprintf(d, sizeof d, "%s/db", dir);
+    DIR *dd = opendir(d);
+    int garbled = 0;
+    for (const struct dirent *de; dd && (de = readdir(dd));) {
+        size_t l = strlen(de->d_name);
+        if (l < 5 || strcmp(de->d_name + l - 4, ".sst") != 0)
+            continue;
+        char p[PATH_MAX + 300], junk[64];
+        snprintf(p, sizeof p, "%s/%s", d, de->d_name);
+        memset(junk, 'Z', sizeof junk);
+        int fd = open(p, O_RDWR);
+        garbled += fd >= 0 && pwrite(fd, junk, sizeof junk, 200) == (ssize_t)sizeof junk;
+        if (fd >= 0)
+            close(fd);
+    }
+    if (dd)
+        closedir(dd);
+    NF_CHECK(garbled > 0);
+    NF_CHECK_EQ(nf_checkpoint_verify(dir, "1", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_checkpoint_verify(dir, "2", err, sizeof err), 0);
+    NF_CHECK_EQ(nf_checkpoint_restore(dir, "2", NULL, NULL, err, sizeof err), 0);
+    st = open_store(dir);
+    NF_REQUIRE(st);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "key001234"), "value-1234-9772046");
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "later"), "two");
+    nf_store_close(st);
+    /* the restored database is a copy too: the checkpoint shares nothing with it */
+    NF_CHECK_EQ(shared_inodes(dir, "checkpoints/chk-000000000002", "db", &tables), 0);
+
+    /* a copy damaged after the fact is named by its hash */
+    char sst[PATH_MAX];
+    NF_REQUIRE(file_in(dir, "checkpoints/chk-000000000001", ".sst", sst, sizeof sst));
+    int fd = open(sst, O_RDWR);
+    NF_REQUIRE(fd >= 0);
+    NF_CHECK(pwrite(fd, "Q", 1, 300) == 1);
+    close(fd);
+    NF_CHECK_EQ(nf_checkpoint_verify(dir, "1", err, sizeof err), -EIO);
+    NF_CHECK(strstr(err, "does not match the hash") != NULL);
+    tmpdir_free(dir);
+}
+
 int main(void)
 {
     NF_RUN(test_open_creates_families_and_reopen_persists);
@@ -1279,5 +1387,6 @@ int main(void)
     NF_RUN(test_checkpoint_prune_delete);
     NF_RUN(test_checkpoint_restore);
     NF_RUN(test_checkpoint_restore_checks_first_keeps_newer);
+    NF_RUN(test_checkpoint_survives_live_damage);
     return nf_test_report();
 }
