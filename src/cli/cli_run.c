@@ -1195,8 +1195,8 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
     /* Read by the admin and history threads, which run_cleanup stops before the store closes. */
     nf_metrics_gauge_fn("newsflow_rocksdb_sst_bytes",
                         "Bytes of the state's live SST files on disk (RocksDB "
-                        "rocksdb.live-sst-files-size over every column family; checkpoints share "
-                        "most of them through hard links).",
+                        "rocksdb.live-sst-files-size over every column family; checkpoints hold "
+                        "copies of their own).",
                         NULL, store_sst_bytes, c);
     nf_metrics_gauge_fn("newsflow_rocksdb_memtable_bytes",
                         "Bytes of the state's RocksDB memtables (rocksdb.cur-size-all-mem-tables).",
