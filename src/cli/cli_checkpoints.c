@@ -25,14 +25,18 @@ static const char checkpoints_usage[] =
     "       newsflow checkpoints show ID [OPTIONS]\n"
     "       newsflow checkpoints verify ID [OPTIONS]\n"
     "       newsflow checkpoints delete ID [--force] [OPTIONS]\n"
+    "       newsflow checkpoints export ID DIR [OPTIONS]\n"
+    "       newsflow checkpoints import DIR [OPTIONS]\n"
     "\n"
     "A checkpoint is a complete, consistent copy of the job's state (its RocksDB database) as\n"
     "of one committed epoch, kept in STATE_DIR/checkpoints/chk-<epoch>/ with a manifest.json:\n"
     "epoch, creation time, the input offsets the state corresponds to, configuration hash,\n"
     "program version, shard count and the database's files with their sizes. `newsflow run`\n"
     "takes one every checkpoint.retain_every epochs and at a clean stop (checkpoint.on_stop),\n"
-    "and keeps the newest checkpoint.retain_count. Its files are hard links shared with the\n"
-    "live database, so a fresh checkpoint costs little disk space.\n"
+    "and keeps the newest checkpoint.retain_count. Its table files are copies (each with its\n"
+    "hash in the manifest), shared with other checkpoints but never with the live database,\n"
+    "so a damaged live file damages no checkpoint; a checkpoint copies only the table files\n"
+    "the previous one lacks.\n"
     "\n"
     "  list        the checkpoints, oldest first: id, epoch, created_at, files, bytes,\n"
     "              shards (the runtime.shards the state was written by; unknown for\n"
@@ -46,6 +50,13 @@ static const char checkpoints_usage[] =
     "              problem found (exit 1)\n"
     "  delete ID   remove the checkpoint; while the job runs, deleting the newest one (its\n"
     "              latest restore point) is refused without --force\n"
+    "  export ID DIR\n"
+    "              verify the checkpoint, then copy it to DIR/chk-<epoch>/ (another volume,\n"
+    "              a backup): every file read back and compared by hash; prints the path\n"
+    "  import DIR  verify the checkpoint directory DIR (an export) where it is, then copy it\n"
+    "              into STATE_DIR/checkpoints/ under its epoch; `newsflow run\n"
+    "              --from-checkpoint ID` then restores it. Refused if that epoch's\n"
+    "              checkpoint exists\n"
     "\n"
     "ID is latest, chk-000000000042 or 42 (an epoch).\n"
     "\n"
@@ -58,7 +69,7 @@ static const char checkpoints_usage[] =
     "Exit codes: 0 ok, 1 runtime failure (verify found a problem, I/O error), 2 usage or\n"
     "configuration error, or no such checkpoint.\n";
 
-typedef enum { SUB_LIST, SUB_SHOW, SUB_VERIFY, SUB_DELETE } sub_t;
+typedef enum { SUB_LIST, SUB_SHOW, SUB_VERIFY, SUB_DELETE, SUB_EXPORT, SUB_IMPORT } sub_t;
 
 static int ck_bad_usage(const char *what, const char *arg)
 {
@@ -177,6 +188,26 @@ static int delete_guard(const char *state_dir, const char *name, bool force)
     return NF_EXIT_RUNTIME;
 }
 
+/* export ID DIR, import DIR */
+static int ck_copy(sub_t sub, const char *state_dir, const char *id, const char *dir)
+{
+    char err[2048], out[4200];
+    int r = sub == SUB_EXPORT
+                ? nf_checkpoint_export(state_dir, id, dir, out, sizeof out, err, sizeof err)
+                : nf_checkpoint_import(state_dir, id, out, sizeof out, err, sizeof err);
+    if (r != 0) {
+        fprintf(stderr, "newsflow checkpoints: %s failed: %s\n",
+                sub == SUB_EXPORT ? "export" : "import", err);
+        return r == -ENOENT || r == -EINVAL || r == -EEXIST ? NF_EXIT_USAGE : NF_EXIT_RUNTIME;
+    }
+    if (sub == SUB_EXPORT)
+        printf("exported %s to %s\n", id, out);
+    else
+        printf("imported %s from %s (restore it with `newsflow run --from-checkpoint %s`)\n", out,
+               id, out);
+    return NF_EXIT_OK;
+}
+
 static int ck_one(sub_t sub, const char *state_dir, const char *id, bool force)
 {
     char err[2048];
@@ -228,7 +259,8 @@ static int ck_one(sub_t sub, const char *state_dir, const char *id, bool force)
 int nf_cli_checkpoints(int argc, char **argv)
 {
     if (argc < 2)
-        return ck_bad_usage("missing subcommand (list, show, verify or delete)", NULL);
+        return ck_bad_usage("missing subcommand (list, show, verify, delete, export or import)",
+                            NULL);
     const char *subname = argv[1];
     sub_t sub;
     if (!strcmp(subname, "--help") || !strcmp(subname, "-h") || !strcmp(subname, "help")) {
@@ -242,11 +274,15 @@ int nf_cli_checkpoints(int argc, char **argv)
         sub = SUB_VERIFY;
     } else if (!strcmp(subname, "delete")) {
         sub = SUB_DELETE;
+    } else if (!strcmp(subname, "export")) {
+        sub = SUB_EXPORT;
+    } else if (!strcmp(subname, "import")) {
+        sub = SUB_IMPORT;
     } else {
         return ck_bad_usage("unknown subcommand", subname);
     }
 
-    const char *config = getenv("NEWSFLOW_CONFIG"), *state_dir = NULL, *id = NULL;
+    const char *config = getenv("NEWSFLOW_CONFIG"), *state_dir = NULL, *id = NULL, *dir = NULL;
     if (config && !*config)
         config = NULL;
     bool json = false, force = false;
@@ -282,12 +318,20 @@ int nf_cli_checkpoints(int argc, char **argv)
         else if (a[0] == '-' && a[1] != '\0') {
             rc = ck_bad_usage("unknown option", a);
             goto out;
+        } else if (sub == SUB_EXPORT && id && !dir) {
+            dir = a;
         } else if (sub == SUB_LIST || id) {
             rc = ck_bad_usage("unexpected argument", a);
             goto out;
         } else {
-            id = a;
+            id = a; /* import: the directory to import */
         }
+    }
+    if ((sub == SUB_EXPORT && id && !dir) || (sub == SUB_IMPORT && !id)) {
+        rc = ck_bad_usage(sub == SUB_EXPORT ? "export needs an ID and a directory"
+                                            : "import needs the checkpoint directory to import",
+                          NULL);
+        goto out;
     }
     if (sub != SUB_LIST && !id) {
         char what[64];
@@ -311,7 +355,12 @@ int nf_cli_checkpoints(int argc, char **argv)
     }
     if (!state_dir)
         state_dir = cfg.state.dir;
-    rc = sub == SUB_LIST ? ck_list(state_dir, json) : ck_one(sub, state_dir, id, force);
+    if (sub == SUB_LIST)
+        rc = ck_list(state_dir, json);
+    else if (sub == SUB_EXPORT || sub == SUB_IMPORT)
+        rc = ck_copy(sub, state_dir, id, dir);
+    else
+        rc = ck_one(sub, state_dir, id, force);
 out:
     free(sets);
     return rc;

@@ -1504,3 +1504,133 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
     free(epochs);
     return r;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * export and import: a checkpoint copied whole to or from another directory (another volume) */
+
+/* Verifies the checkpoint at path (its manifest named `name`): files, hashes, the database read
+ * end to end with checksums. 0 or -errno with err; *epoch from the manifest. */
+static int verify_at(const char *path, const char *name, uint64_t *epoch, nf_checkpoint_stats_t *s,
+                     char *err, size_t errlen)
+{
+    int r = 0;
+    cJSON *m = manifest_load(path, name, &r, err, errlen);
+    if (!m)
+        return r;
+    if (!json_u64(m, "epoch", epoch))
+        r = store_seterr(err, errlen, -EBADMSG, "%s: manifest.json lacks \"epoch\"", name);
+    if (r == 0)
+        r = check_files(path, name, m, s, err, errlen);
+    if (r == 0)
+        r = check_db(path, name, m, s, NULL, err, errlen);
+    cJSON_Delete(m);
+    return r;
+}
+
+/* Copies the checkpoint directory from into to (a new directory): every database file copied,
+ * read back and compared by hash, manifest.json last, everything synced. 0 or -errno with err;
+ * on failure to is removed. */
+static int copy_checkpoint(const char *from, const char *to, const char *name, char *err,
+                           size_t errlen)
+{
+    dbfile_t *files = NULL;
+    size_t n = 0;
+    uint64_t bytes = 0;
+    int r = list_db_files(from, &files, &n, &bytes);
+    if (r != 0)
+        return store_seterr(err, errlen, r, "%s: listing %s: %s", name, from, strerror(-r));
+    if (mkdir(to, 0755) != 0) {
+        r = store_seterr(err, errlen, -errno, "%s: cannot create %s: %s", name, to,
+                         strerror(errno));
+        free(files);
+        return r;
+    }
+    for (size_t i = 0; i <= n && r == 0; i++) {
+        const char *fn = i < n ? files[i].name : MANIFEST_NAME;
+        char src[PATH_MAX], dst[PATH_MAX];
+        uint64_t h = 0, back = 0;
+        if (store_path_fmt(src, err, errlen, "%s/%s", from, fn) != 0 ||
+            store_path_fmt(dst, err, errlen, "%s/%s", to, fn) != 0) {
+            r = -ENAMETOOLONG;
+            break;
+        }
+        r = copy_file_hashed(src, dst, &h);
+        if (r == 0)
+            r = file_hash(dst, &back);
+        if (r != 0)
+            store_seterr(err, errlen, r, "%s: copying %s to %s: %s", name, src, dst, strerror(-r));
+        else if (h != back)
+            r = store_seterr(err, errlen, -EIO, "%s: the copy %s reads back differently from %s",
+                             name, dst, src);
+    }
+    free(files);
+    if (r == 0 && (r = fsync_path(to, true)) != 0)
+        store_seterr(err, errlen, r, "%s: fsync %s: %s", name, to, strerror(-r));
+    if (r != 0)
+        store_rm_rf(to);
+    return r;
+}
+
+int nf_checkpoint_export(const char *state_dir, const char *id, const char *dest, char *out_path,
+                         size_t out_len, char *err, size_t errlen)
+{
+    char path[PATH_MAX], name[32], to[PATH_MAX];
+    int r = resolve(state_dir, id, path, name, sizeof name, err, errlen);
+    if (r != 0)
+        return r;
+    uint64_t epoch = 0;
+    nf_checkpoint_stats_t s = {0};
+    if ((r = verify_at(path, name, &epoch, &s, err, errlen)) != 0)
+        return r;
+    if ((r = store_mkdir_p(dest)) != 0)
+        return store_seterr(err, errlen, r, "cannot create %s: %s", dest, strerror(-r));
+    if (store_path_fmt(to, err, errlen, "%s/%s", dest, name) != 0)
+        return -ENAMETOOLONG;
+    if (access(to, F_OK) == 0)
+        return store_seterr(err, errlen, -EEXIST,
+                            "%s already exists: export into another directory, or remove it", to);
+    if ((r = copy_checkpoint(path, to, name, err, errlen)) != 0)
+        return r;
+    fsync_path(dest, true);
+    snprintf(out_path, out_len, "%s", to);
+    return 0;
+}
+
+int nf_checkpoint_import(const char *state_dir, const char *src, char *id_out, size_t id_len,
+                         char *err, size_t errlen)
+{
+    /* the directory's own name does not matter: the manifest's epoch names the checkpoint */
+    const char *base = strrchr(src, '/');
+    base = base && base[1] ? base + 1 : src;
+    uint64_t epoch = 0;
+    nf_checkpoint_stats_t s = {0};
+    int r = verify_at(src, base, &epoch, &s, err, errlen);
+    if (r != 0)
+        return r;
+    char name[32], cpdir[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX];
+    chk_name(name, sizeof name, epoch);
+    if (store_path_fmt(cpdir, err, errlen, "%s/checkpoints", state_dir) != 0 ||
+        store_path_fmt(tmp, err, errlen, "%s/" TMP_PREFIX "import-%s-%ld", cpdir, name,
+                       (long)getpid()) != 0 ||
+        store_path_fmt(final, err, errlen, "%s/%s", cpdir, name) != 0)
+        return -ENAMETOOLONG;
+    if ((r = store_mkdir_p(cpdir)) != 0)
+        return store_seterr(err, errlen, r, "cannot create %s: %s", cpdir, strerror(-r));
+    if (access(final, F_OK) == 0)
+        return store_seterr(err, errlen, -EEXIST,
+                            "%s already exists (a checkpoint of epoch %" PRIu64
+                            " is there): delete it first (`newsflow checkpoints delete %s`) if "
+                            "the imported one is to take its place",
+                            final, epoch, name);
+    store_rm_rf(tmp);
+    if ((r = copy_checkpoint(src, tmp, name, err, errlen)) != 0)
+        return r;
+    if (rename(tmp, final) != 0) {
+        r = store_seterr(err, errlen, -errno, "rename %s to %s: %s", tmp, final, strerror(errno));
+        store_rm_rf(tmp);
+        return r;
+    }
+    fsync_path(cpdir, true);
+    snprintf(id_out, id_len, "%s", name);
+    return 0;
+}

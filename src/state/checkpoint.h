@@ -122,4 +122,19 @@ typedef struct nf_restore_result {
 int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restore_opts_t *opts,
                           nf_restore_result_t *res, char *err, size_t errlen);
 
+/* Copies checkpoint id (verified in full first) into dest/chk-<epoch>/ (dest created if
+ * missing; the target must not exist): every file copied, read back and compared by hash,
+ * manifest.json last, everything synced — a checkpoint kept on another volume. *out_path gets
+ * the new directory. 0 or -errno with err (-EEXIST: the target exists). */
+int nf_checkpoint_export(const char *state_dir, const char *id, const char *dest, char *out_path,
+                         size_t out_len, char *err, size_t errlen);
+/* The reverse: the checkpoint directory src (an export, or a copy from another machine) is
+ * verified in full where it is, then copied the same way into
+ * <state_dir>/checkpoints/chk-<its manifest's epoch>/ (under a temporary name, renamed when
+ * complete). Refused if that checkpoint exists. `newsflow run --from-checkpoint` restores it
+ * like any other (the job's identity check refuses another job's state then). *id_out gets its
+ * id. 0 or -errno with err. */
+int nf_checkpoint_import(const char *state_dir, const char *src, char *id_out, size_t id_len,
+                         char *err, size_t errlen);
+
 #endif

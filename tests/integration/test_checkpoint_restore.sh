@@ -124,7 +124,7 @@ EOF
     rc=0
     job "$s" "$s.restore" --from-checkpoint 10 || rc=$?
     refused "$s" "$s.restore" "$e" "refusing to restore the checkpoint" "$rc" "$before"
-    grep -qiE 'corrupt|checksum' "$s.restore.err" ||
+    grep -qiE 'corrupt|checksum|does not match the hash' "$s.restore.err" ||
         fail "the refusal does not name the corruption: $(tail -2 "$s.restore.err")"
 else
     fail "cannot make $s"

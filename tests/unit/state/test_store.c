@@ -1368,6 +1368,47 @@ static void test_checkpoint_survives_live_damage(void)
     tmpdir_free(dir);
 }
 
+/* checkpoints export / import: a verified copy elsewhere and back into another state
+ * directory, restorable there; a damaged export is refused on import; nothing overwritten. */
+static void test_checkpoint_export_import(void)
+{
+    const char *dir = tmpdir_new();
+    char src[PATH_MAX], dst[PATH_MAX], backup[PATH_MAX], err[1024], out[PATH_MAX + 64];
+    snprintf(src, sizeof src, "%s/a", dir);
+    snprintf(dst, sizeof dst, "%s/b", dir);
+    snprintf(backup, sizeof backup, "%s/backup", dir);
+    nf_store_t *st = open_store(src);
+    NF_REQUIRE(st);
+    kv_t v[] = {{"k", "exported"}};
+    NF_CHECK_EQ(commit(st, 1, NF_KIND_READS, v, 1), 0);
+    NF_CHECK_EQ(nf_store_checkpoint(st, 1, NULL, 0, err, sizeof err), 0);
+    nf_store_close(st);
+    NF_CHECK_EQ(nf_checkpoint_export(src, "latest", backup, out, sizeof out, err, sizeof err), 0);
+    NF_CHECK(strstr(out, "/backup/chk-000000000001") != NULL);
+    NF_CHECK_EQ(nf_checkpoint_export(src, "1", backup, out, sizeof out, err, sizeof err), -EEXIST);
+    char id[64], exported[PATH_MAX + 32];
+    snprintf(exported, sizeof exported, "%s/chk-000000000001", backup);
+    NF_CHECK_EQ(nf_checkpoint_import(dst, exported, id, sizeof id, err, sizeof err), 0);
+    NF_CHECK_STR(id, "chk-000000000001");
+    NF_CHECK_EQ(nf_checkpoint_import(dst, exported, id, sizeof id, err, sizeof err), -EEXIST);
+    NF_CHECK_EQ(nf_checkpoint_restore(dst, "1", NULL, NULL, err, sizeof err), 0);
+    st = open_store(dst);
+    NF_REQUIRE(st);
+    NF_CHECK_STR(get_str(st, NF_KIND_READS, "k"), "exported");
+    nf_store_close(st);
+    /* a damaged export: refused, nothing imported */
+    char sst[PATH_MAX], third[PATH_MAX + 8];
+    NF_REQUIRE(file_in(backup, "chk-000000000001", ".sst", sst, sizeof sst));
+    int fd = open(sst, O_RDWR);
+    NF_REQUIRE(fd >= 0);
+    NF_CHECK(pwrite(fd, "Q", 1, 100) == 1);
+    close(fd);
+    snprintf(third, sizeof third, "%s/c", dir);
+    NF_CHECK(nf_checkpoint_import(third, exported, id, sizeof id, err, sizeof err) < 0);
+    NF_CHECK_EQ(count_checkpoints(third), 0);
+    tmpdir_free(dir);
+}
+
 int main(void)
 {
     NF_RUN(test_open_creates_families_and_reopen_persists);
@@ -1388,5 +1429,6 @@ int main(void)
     NF_RUN(test_checkpoint_restore);
     NF_RUN(test_checkpoint_restore_checks_first_keeps_newer);
     NF_RUN(test_checkpoint_survives_live_damage);
+    NF_RUN(test_checkpoint_export_import);
     return nf_test_report();
 }
