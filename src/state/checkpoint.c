@@ -132,19 +132,11 @@ static int write_file_sync(const char *path, const void *data, size_t len)
     return r;
 }
 
-/* Copies src into dst (a new file, synced); *hash (may be NULL) is the chained nf_hash64 of the
- * bytes read (file_hash's). 0 or -errno. */
-static int copy_file_hashed(const char *src, const char *dst, uint64_t *hash)
+/* Reads fd in to its end, hashing the bytes (chained nf_hash64 over COPY_BUF pieces, seeded
+ * HASH_SEED: what a checkpoint's manifest records as "hash") and writing them to out unless it
+ * is -1. 0 or -errno. */
+static int stream(int in, int out, uint64_t *hash)
 {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return -errno;
-    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (out < 0) {
-        int e = errno;
-        close(in);
-        return -e;
-    }
     char *buf = malloc(COPY_BUF);
     int r = buf ? 0 : -ENOMEM;
     uint64_t h = HASH_SEED;
@@ -158,10 +150,30 @@ static int copy_file_hashed(const char *src, const char *dst, uint64_t *hash)
             break;
         else {
             h = nf_hash64(buf, (size_t)n, h);
-            r = write_all(out, buf, (size_t)n);
+            if (out >= 0)
+                r = write_all(out, buf, (size_t)n);
         }
     }
     free(buf);
+    *hash = h;
+    return r;
+}
+
+/* Copies src into dst (a new file, synced); *hash (may be NULL) is the hash of the bytes read.
+ * 0 or -errno. */
+static int copy_file_hashed(const char *src, const char *dst, uint64_t *hash)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -errno;
+    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        return -e;
+    }
+    uint64_t h = 0;
+    int r = stream(in, out, &h);
     if (hash)
         *hash = h;
     if (r == 0 && fsync(out) != 0)
@@ -177,31 +189,15 @@ static int copy_file(const char *src, const char *dst)
     return copy_file_hashed(src, dst, NULL);
 }
 
-/* The chained nf_hash64 of path's bytes, read in COPY_BUF pieces: what a checkpoint's manifest
- * records of each table file it holds a copy of ("hash"), and what verifies a copy against the
- * bytes it was made from. 0 or -errno. */
+/* The hash of path's bytes (stream's): what verifies a copy against the bytes it was made from,
+ * and a checkpoint's table file against its manifest. 0 or -errno. */
 static int file_hash(const char *path, uint64_t *hash)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    char *buf = malloc(COPY_BUF);
-    int r = buf ? 0 : -ENOMEM;
-    uint64_t h = HASH_SEED;
-    while (r == 0) {
-        ssize_t n = read(fd, buf, COPY_BUF);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            r = -errno;
-        else if (n == 0)
-            break;
-        else
-            h = nf_hash64(buf, (size_t)n, h);
-    }
-    free(buf);
+    int r = stream(fd, -1, hash);
     close(fd);
-    *hash = h;
     return r;
 }
 

@@ -77,14 +77,21 @@ def garble_live_tables(ctx, state):
     return n
 
 
-def garbled(ctx):
-    broker = acclib.start_broker(ctx, name="garbled")
-    ev = acclib.Events(users=15, prefix="gb")
-    state = ctx.path("state-garbled")
-    produce(ctx, broker, ev, WAVE, "g1")
-    j1 = acclib.Job(ctx, broker, state, tag="garbled-1")
+def first_run(ctx, name, users):
+    """A job on topics of its own consumes a first wave and stops cleanly (a checkpoint at the
+    stop): (broker, events, state dir, the job)."""
+    broker = acclib.start_broker(ctx, name=name)
+    ev = acclib.Events(users=users, prefix=name[:2])
+    state = ctx.path("state-" + name)
+    produce(ctx, broker, ev, WAVE, name + "-w1")
+    j1 = acclib.Job(ctx, broker, state, tag=name + "-1")
     acclib.wait_all_consumed(ctx, j1, broker, ev.valid)
-    ctx.check(j1.terminate() == 0, "garbled-1: exit after SIGTERM != 0", j1)
+    ctx.check(j1.terminate() == 0, "%s-1: exit after SIGTERM != 0" % name, j1)
+    return broker, ev, state, j1
+
+
+def garbled(ctx):
+    broker, ev, state, _ = first_run(ctx, "garbled", 15)
     n = garble_live_tables(ctx, state)
     out = acclib.run_cli(ctx, ["checkpoints", "verify", "latest", "--state-dir", state])
     ctx.log("%d live table files garbled; checkpoints verify latest: %s" % (n, out.strip()[:160]))
@@ -102,14 +109,8 @@ def body(ctx):
     if acclib.broker_kind(ctx) != "kafka":
         ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
                  "tests do)")
-    broker = acclib.start_broker(ctx, name="identity")
-    ev = acclib.Events(users=20, prefix="id")
-    state = ctx.path("state")
-    produce(ctx, broker, ev, WAVE, "w1")
-    j1 = acclib.Job(ctx, broker, state, tag="job1")
-    acclib.wait_all_consumed(ctx, j1, broker, ev.valid)
+    broker, ev, state, j1 = first_run(ctx, "identity", 20)
     ctx.check(j1.msgs("state identity recorded"), "no 'state identity recorded' line", j1)
-    ctx.check(j1.terminate() == 0, "job1: exit after SIGTERM != 0", j1)
     out1 = acclib.count_topic(ctx, broker, "interest-updates")
     group = broker.prefix + "group"
 

@@ -7,10 +7,10 @@
 #include "nf_test.h"
 #include "state/identity.h"
 #include "state/store.h"
+#include "teststore.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,24 +21,16 @@ static char g_dir[PATH_MAX];
 
 static const char *tmpdir_new(void)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/nf-identity-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(g_dir)) {
+    if (!nf_teststore_tmpdir("identity", g_dir, sizeof g_dir)) {
         perror("mkdtemp");
         exit(1);
     }
     return g_dir;
 }
 
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-    (void)sb, (void)flag, (void)f;
-    return remove(p);
-}
-
 static void tmpdir_free(const char *dir)
 {
-    nftw(dir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    nf_teststore_rmtree(dir);
 }
 
 static const nf_identity_t job = {"newsflow", "prod.", "newsflow-0"};

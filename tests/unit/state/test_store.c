@@ -693,6 +693,26 @@ static int unshare_link(const char *path)
     return system(cmd);
 }
 
+/* Epoch 1: n keys "key%06d" of kind reads with distinct values "value-I-I*7919" (enough of them
+ * that the table's data blocks are most of the file). 0 or -1. */
+static int fill_reads(nf_store_t *st, int n)
+{
+    char err[512];
+    nf_store_batch_t *b = nf_store_batch_new();
+    for (int i = 0; b && i < n; i++) {
+        char k[16], v[64];
+        snprintf(k, sizeof k, "key%06d", i);
+        snprintf(v, sizeof v, "value-%d-%d", i, i * 7919);
+        nf_store_batch_put(b, NF_KIND_READS, k, strlen(k), v, strlen(v));
+    }
+    int r = b && nf_store_pending_write(st, 1, "{}", &b, 1, NULL, 0, err, sizeof err) == 0 &&
+                    nf_store_pending_apply(st, err, sizeof err) == 0
+                ? 0
+                : -1;
+    nf_store_batch_free(b);
+    return r;
+}
+
 static void test_checkpoint_verify_detects_damage(void)
 {
     const char *dir = tmpdir_new();
@@ -700,16 +720,7 @@ static void test_checkpoint_verify_detects_damage(void)
     NF_REQUIRE(st);
     char err[1024];
     /* enough distinct values that the table's data blocks are most of the file */
-    nf_store_batch_t *b = nf_store_batch_new();
-    for (int i = 0; i < 2000; i++) {
-        char k[16], v[64];
-        snprintf(k, sizeof k, "key%06d", i);
-        snprintf(v, sizeof v, "value-%d-%d-%d", i, i * 7919, i * 104729);
-        nf_store_batch_put(b, NF_KIND_READS, k, strlen(k), v, strlen(v));
-    }
-    NF_CHECK_EQ(nf_store_pending_write(st, 1, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
-    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
-    nf_store_batch_free(b);
+    NF_CHECK_EQ(fill_reads(st, 2000), 0);
     for (uint64_t e = 1; e <= 4; e++)
         NF_CHECK_EQ(nf_store_checkpoint(st, e, NULL, 0, err, sizeof err), 0);
     nf_store_close(st);
@@ -1298,16 +1309,7 @@ static void test_checkpoint_survives_live_damage(void)
     nf_store_t *st = open_store(dir);
     NF_REQUIRE(st);
     char err[1024];
-    nf_store_batch_t *b = nf_store_batch_new();
-    for (int i = 0; i < 2000; i++) {
-        char k[16], v[64];
-        snprintf(k, sizeof k, "key%06d", i);
-        snprintf(v, sizeof v, "value-%d-%d", i, i * 7919);
-        nf_store_batch_put(b, NF_KIND_READS, k, strlen(k), v, strlen(v));
-    }
-    NF_CHECK_EQ(nf_store_pending_write(st, 1, "{}", &b, 1, NULL, 0, err, sizeof err), 0);
-    NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
-    nf_store_batch_free(b);
+    NF_CHECK_EQ(fill_reads(st, 2000), 0);
     NF_CHECK_EQ(nf_store_checkpoint(st, 1, NULL, 0, err, sizeof err), 0);
     kv_t v2[] = {{"later", "two"}};
     NF_CHECK_EQ(commit(st, 2, NF_KIND_READS, v2, 1), 0);
