@@ -86,7 +86,13 @@ static int config_check(int argc, char **argv)
     nf_config_t cfg;
     char err[NF_CONFIG_ERRLEN];
     if (nf_config_load(&cfg, file, sets, nsets, true, err, sizeof err) < 0) {
-        fprintf(stderr, "newsflow: config error: %s\n", err);
+        unsigned lines = 1;
+        for (const char *p = err; *p; p++)
+            lines += *p == '\n';
+        if (lines == 1)
+            fprintf(stderr, "newsflow: config error: %s\n", err);
+        else
+            fprintf(stderr, "newsflow: config errors (%u):\n%s\n", lines, err);
         goto out;
     }
     /* The source list too, with the loader `run` uses: every bad line, all at once. */

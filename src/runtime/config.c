@@ -998,44 +998,62 @@ static const cfg_keyloc_t *doc_loc(const cfg_doc_t *d, const cJSON *member)
     return NULL;
 }
 
+/* err gains one more error: appended on a line of its own when it holds some already (walk goes
+ * on past a bad key so that `config check` lists every one), as long as it fits. */
+static void cfg_more(char *err, size_t errlen, const char *one)
+{
+    size_t used = strnlen(err, errlen);
+    if (used == 0)
+        snprintf(err, errlen, "%s", one);
+    else if (used + 1 + strlen(one) < errlen)
+        snprintf(err + used, errlen - used, "\n%s", one);
+}
+
+/* Every member of obj into cfg: each bad one (duplicate, unknown, mistyped, out of range) is
+ * reported in err (cfg_more) and the walk goes on. 0, or -1 if any was bad. */
 static int walk(const cfg_doc_t *d, nf_config_t *cfg, const cJSON *obj, const char *prefix,
                 char *err, size_t errlen)
 {
     size_t plen = strlen(prefix);
+    int rc = 0;
     for (const cJSON *m = obj->child; m; m = m->next) {
         const cfg_keyloc_t *loc = doc_loc(d, m);
-        char where[CFG_PATH_MAX + 4096];
+        char where[CFG_PATH_MAX + 4096], one[CFG_PATH_MAX + 5000] = "";
         if (loc)
             snprintf(where, sizeof where, "%s:%u", d->path, loc->line);
         else
             snprintf(where, sizeof where, "%s", d->path);
         const char *dot = plen ? "." : "";
-        for (const cJSON *p = obj->child; p != m; p = p->next) {
-            if (strcmp(p->string, m->string) != 0)
-                continue;
+        const cJSON *p = obj->child;
+        while (p != m && strcmp(p->string, m->string) != 0)
+            p = p->next;
+        int child = p != m ? CFG_NONE : cfg_child(prefix, plen, m->string, strlen(m->string));
+        if (p != m) {
             const cfg_keyloc_t *first = doc_loc(d, p);
-            return cfg_fail(err, errlen, "%s: duplicate key \"%s%s%s\" (first at line %u)", where,
-                            prefix, dot, m->string, first ? first->line : 0);
-        }
-        int child = cfg_child(prefix, plen, m->string, strlen(m->string));
-        if (child == CFG_NONE)
-            return cfg_unknown(err, errlen, where, prefix, plen, m->string, strlen(m->string));
-        if (child == CFG_OBJECT) {
+            cfg_fail(one, sizeof one, "%s: duplicate key \"%s%s%s\" (first at line %u)", where,
+                     prefix, dot, m->string, first ? first->line : 0);
+        } else if (child == CFG_NONE) {
+            cfg_unknown(one, sizeof one, where, prefix, plen, m->string, strlen(m->string));
+        } else if (child == CFG_OBJECT) {
             char sub[CFG_PATH_MAX];
             snprintf(sub, sizeof sub, "%s%s%s", prefix, dot, m->string);
             if (!cJSON_IsObject(m))
-                return cfg_fail(err, errlen, "%s: %s: expected an object, got %s", where, sub,
-                                json_kind(m));
-            if (walk(d, cfg, m, sub, err, errlen) < 0)
-                return -1;
-            continue;
+                cfg_fail(one, sizeof one, "%s: %s: expected an object, got %s", where, sub,
+                         json_kind(m));
+            else if (walk(d, cfg, m, sub, err, errlen) < 0)
+                rc = -1;
+        } else {
+            char msg[512];
+            const cfg_key_t *k = &cfg_keys[child];
+            if (set_json(k, cfg, m, loc ? d->text + loc->value_off : NULL, msg, sizeof msg) < 0)
+                cfg_fail(one, sizeof one, "%s: %s: %s", where, k->path, msg);
         }
-        char msg[512];
-        const cfg_key_t *k = &cfg_keys[child];
-        if (set_json(k, cfg, m, loc ? d->text + loc->value_off : NULL, msg, sizeof msg) < 0)
-            return cfg_fail(err, errlen, "%s: %s: %s", where, k->path, msg);
+        if (one[0]) {
+            cfg_more(err, errlen, one);
+            rc = -1;
+        }
     }
-    return 0;
+    return rc;
 }
 
 /* The whole file, NUL-terminated, in *out (malloc'ed). Reads at most CFG_FILE_MAX + 1 bytes:
@@ -1170,6 +1188,8 @@ static int load_text(nf_config_t *cfg, const char *name, const char *text, size_
     assert(d.nmembers == d.nlocs);
     if (d.nmembers != d.nlocs)
         d.nmembers = 0; /* no locations rather than wrong ones */
+    if (errlen)
+        err[0] = '\0'; /* walk appends every bad key's error */
     rc = walk(&d, cfg, root, "", err, errlen);
 out:
     cJSON_Delete(root);

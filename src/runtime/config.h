@@ -19,8 +19,9 @@
  * integers in decimal, digits only (no sign, no spaces, no trailing characters, no overflow);
  * strings and enums verbatim.
  *
- * Errors. nf_config_load() stops at the first error and writes one message into err (size it
- * NF_CONFIG_ERRLEN; longer messages are cut). Every message starts with where the value came
+ * Errors. nf_config_load() writes its message into err (size it NF_CONFIG_ERRLEN; longer messages
+ * are cut). A file that parses as JSON has every bad key reported, one message per line (as many
+ * as fit); a syntax error, an environment variable or a --set stops at the first. Every message starts with where the value came
  * from — WHERE is "FILE:LINE" (1-based line of the key in the file), "environment NAME" or
  * "--set ARG" — and names the key by its dotted path:
  *   FILE: cannot read: <strerror>               FILE: larger than 1048576 bytes
@@ -57,7 +58,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define NF_CONFIG_ERRLEN 1024
+#define NF_CONFIG_ERRLEN 4096
 
 typedef struct nf_config {
     struct {

@@ -360,6 +360,36 @@ static void test_duplicate_keys(void)
                     ":3: duplicate key \"log\" (first at line 1)");
 }
 
+/* `config check` lists every error of a file that parses: each bad key on a line of its own,
+ * in the file's order, nested sections included. */
+static void test_every_error_listed(void)
+{
+    const char *text = "{\n  \"runtime\": {\"shards\": 5000},\n  \"log\": {\"level\": \"loud\"},\n"
+                       "  \"admin\": {\"port\": \"x\", \"nope\": 1},\n  \"runtme\": {},\n"
+                       "  \"log\": {}\n}";
+    nf_config_t cfg;
+    char err[NF_CONFIG_ERRLEN];
+    NF_CHECK_EQ(load(text, NULL, 0, &cfg, err), -1);
+    const char *want[] = {":2: runtime.shards: 5000 is out of range [0, 256]",
+                          ":3: log.level: \"loud\" is not one of debug, info, warn, error",
+                          ":4: admin.port: expected an unsigned integer, got a string",
+                          ":4: unknown key \"admin.nope\"",
+                          ":5: unknown section \"runtme\"",
+                          ":6: duplicate key \"log\" (first at line 3)"};
+    int lines = 1;
+    for (const char *p = err; *p; p++)
+        lines += *p == '\n';
+    NF_CHECK_EQ(lines, 6);
+    const char *at = err;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const char *hit = strstr(at, want[i]);
+        if (!hit)
+            fprintf(stderr, "missing, in order: %s\nin: %s\n", want[i], err);
+        NF_CHECK(hit != NULL);
+        at = hit ? hit : at;
+    }
+}
+
 static void test_syntax_errors(void)
 {
     /* missing comma: cJSON stops at the next key */
@@ -646,6 +676,7 @@ int main(void)
     NF_RUN(test_power_of_two);
     NF_RUN(test_file_errors);
     NF_RUN(test_duplicate_keys);
+    NF_RUN(test_every_error_listed);
     NF_RUN(test_syntax_errors);
     NF_RUN(test_key_lines);
     NF_RUN(test_layers);
