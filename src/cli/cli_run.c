@@ -417,6 +417,7 @@ static int setup_analytics(run_ctx_t *c, char *err, size_t errlen);
 /* Everything `run` owns besides the runtime, torn down in reverse order by run_cleanup. */
 struct run_ctx {
     nf_config_t cfg;
+    bool admin_file; /* this process wrote state.dir/admin.json (write_admin_file) */
     nf_ingest_t in;
     nf_source_list_t sources;
     nf_topics_follow_t *follow; /* in a consumer group: the articles' topic vectors */
@@ -438,8 +439,44 @@ struct run_ctx {
     nf_history_t *history; /* GET /v1/ops/history: the page's graphs (admin.history_interval_ms) */
 };
 
+/* state.dir/admin.json: where this process's admin server listens, so that `newsflow status`
+ * and `sources list` find a running job whose admin.port differs from theirs (or is 0). The
+ * reader trusts it only while its pid holds state.dir/db/LOCK. Written atomically. */
+static bool write_admin_file(const nf_config_t *cfg, uint16_t port)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 16];
+    const char *host = cfg->admin.listen;
+    bool v6 = strchr(host, ':') != NULL;
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
+        host = v6 ? "::1" : "127.0.0.1";
+    snprintf(path, sizeof path, "%s/admin.json", cfg->state.dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return false;
+    fprintf(f, "{\"pid\":%ld,\"address\":\"%s%s%s:%u\"}\n", (long)getpid(), v6 ? "[" : "", host,
+            v6 ? "]" : "", (unsigned)port);
+    if (fclose(f) == 0 && rename(tmp, path) == 0)
+        return true;
+    unlink(tmp);
+    return false;
+}
+
+/* Removes state.dir/admin.json if this process wrote it (never another job's: a start refused
+ * on a state.dir that a running job holds leaves that job's file alone). */
+static void remove_admin_file(run_ctx_t *c)
+{
+    if (!c->admin_file)
+        return;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/admin.json", c->cfg.state.dir);
+    unlink(path);
+    c->admin_file = false;
+}
+
 static void run_cleanup(run_ctx_t *c)
 {
+    remove_admin_file(c);
     nf_demo_stop(c->demo);
     nf_admin_stop(c->admin); /* its requests have released their views: the store may close */
     nf_history_stop(c->history);
@@ -1487,6 +1524,7 @@ int nf_cli_run(int argc, char **argv)
             nf_sink_close(c.in.sink);
             return NF_EXIT_RUNTIME;
         }
+        c.admin_file = write_admin_file(cfg, nf_admin_port(c.admin));
     }
     /* After the admin server is up, so that /readyz and the metrics show its progress. */
     atomic_store(&g_epoch, c.epoch);
@@ -1675,6 +1713,7 @@ int nf_cli_run(int argc, char **argv)
     nf_epoch_stats(c.epoch, &es);
     nf_admin_stop(c.admin);
     c.admin = NULL;
+    remove_admin_file(&c);
     nf_runtime_destroy(c.rt);
     c.rt = NULL;
     pthread_mutex_lock(&sw.lock);

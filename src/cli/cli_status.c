@@ -2,7 +2,9 @@
  * operator at a shell.
  *
  * Both ask the running job first, through its admin server (admin.listen:admin.port of the same
- * configuration `run` loads): GET /v1/status and /v1/sources[?failing=1] (cli_run.c's api hook).
+ * configuration `run` loads, else the address a running job on the same state.dir wrote to
+ * state.dir/admin.json: a job on another port, or on any free port): GET /v1/status and
+ * /v1/sources[?failing=1] (cli_run.c's api hook).
  * When nothing answers there (the job is stopped, or admin.enabled is false) they read the state
  * directory instead, with RocksDB opened read-only — which works while another process holds the
  * database, so a job whose admin server is unreachable is still shown, with a note naming the
@@ -81,8 +83,35 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
     return size * n;
 }
 
+static int from_address(const char *where, const char *route, cJSON **out);
+static long lock_holder(const char *state_dir);
+
+/* The address state.dir/admin.json names (written by a running job's `run`) into where, if the
+ * process that wrote it still holds state.dir/db/LOCK: a job whose admin.port differs from this
+ * configuration's. */
+static bool admin_file(const char *state_dir, char *where, size_t wherelen)
+{
+    char path[PATH_MAX], buf[512];
+    snprintf(path, sizeof path, "%s/admin.json", state_dir);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    cJSON *j = n ? cJSON_Parse(buf) : NULL;
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
+    const cJSON *addr = cJSON_GetObjectItemCaseSensitive(j, "address");
+    bool ok = cJSON_IsNumber(pid) && cJSON_IsString(addr) && pid->valuedouble > 0 &&
+              lock_holder(state_dir) == (long)pid->valuedouble;
+    if (ok)
+        snprintf(where, wherelen, "%s", addr->valuestring);
+    cJSON_Delete(j);
+    return ok;
+}
+
 /* 1: *out holds the JSON the admin server answered; 0: nothing listens there (fall back to the
- * state); -1: it answered badly or not in time (message printed). */
+ * state); -1: it answered badly or not in time (message printed). The configured address
+ * first (admin.listen:admin.port), then the one a running job on this state.dir wrote. */
 static int from_admin(const nf_config_t *cfg, const char *route, cJSON **out, char *where,
                       size_t wherelen)
 {
@@ -98,8 +127,22 @@ static int from_admin(const nf_config_t *cfg, const char *route, cJSON **out, ch
         snprintf(where, wherelen, "%s",
                  !cfg->admin.enabled ? "(none: admin.enabled is false)"
                                      : "(unknown: admin.port is 0, any free port)");
-        return 0;
+        return admin_file(cfg->state.dir, where, wherelen) ? from_address(where, route, out) : 0;
     }
+    int rc = from_address(where, route, out);
+    if (rc == 0) {
+        char other[300];
+        if (admin_file(cfg->state.dir, other, sizeof other) && strcmp(other, where) != 0) {
+            snprintf(where, wherelen, "%s", other);
+            rc = from_address(where, route, out);
+        }
+    }
+    return rc;
+}
+
+/* One GET of http://WHERE/ROUTE: as from_admin. */
+static int from_address(const char *where, const char *route, cJSON **out)
+{
     char url[512];
     snprintf(url, sizeof url, "http://%s%s", where, route);
     CURL *h = curl_easy_init();

@@ -21,8 +21,9 @@
  *
  * Errors. nf_config_load() writes its message into err (size it NF_CONFIG_ERRLEN; longer messages
  * are cut). A file that parses as JSON has every bad key reported, one message per line (as many
- * as fit); a syntax error, an environment variable or a --set stops at the first. Every message starts with where the value came
- * from — WHERE is "FILE:LINE" (1-based line of the key in the file), "environment NAME" or
+ * as fit); a syntax error, an environment variable or a --set stops at the first. Every message
+ * starts with where the value came from — WHERE is "FILE:LINE" (1-based line of the key in the
+ * file), "environment NAME" or
  * "--set ARG" — and names the key by its dotted path:
  *   FILE: cannot read: <strerror>               FILE: larger than 1048576 bytes
  *   FILE: empty; expected a JSON object

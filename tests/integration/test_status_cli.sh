@@ -102,6 +102,29 @@ stop_job
 [ $RC -eq 0 ] || fail "the job did not stop cleanly (exit $RC)"
 pass "status beside a running job whose admin server does not answer reads its state and names it"
 
+# A running job on another admin port (here: any free port) is found through the address it
+# wrote to state.dir/admin.json, by status and by sources list alike (issue 37); the file goes
+# with the job.
+"$NF" run --set admin.port=0 2>"$TMP/err" &
+PID=$!
+for _ in $(seq 600); do
+  [ -f "$TMP/state/admin.json" ] && grep -q '"msg":"newsflow started"' "$TMP/err" && break
+  kill -0 "$PID" 2>/dev/null || fail "the job exited"
+  sleep 0.1
+done
+"$NF" status --json >"$TMP/status.json" 2>"$TMP/cerr" || fail "status of a job on another port"
+"$NF" sources list --json >"$TMP/all.json" 2>"$TMP/cerr" || fail "sources list of a job on another port"
+python3 - "$TMP/status.json" "$TMP/all.json" "$PID" <<'PY' || fail "a job on another admin port not found"
+import json, sys
+s, a = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert s["source"] == "admin" and s["pid"] == int(sys.argv[3]), s
+assert a.get("source") != "state" and len(a["sources"]) == 3, a  # from the job
+PY
+stop_job
+[ $RC -eq 0 ] || fail "the job did not stop cleanly (exit $RC)"
+[ ! -e "$TMP/state/admin.json" ] || fail "state.dir/admin.json left behind by a clean stop"
+pass "status and sources list find a running job on another admin port (state.dir/admin.json)"
+
 # Neither a job nor a state: exit 1 with a message naming both.
 set +e
 "$NF" status --set state.dir="$TMP/nothing" >/dev/null 2>"$TMP/cerr"
