@@ -23,8 +23,7 @@
  * are cut). A file that parses as JSON has every bad key reported, one message per line (as many
  * as fit); a syntax error, an environment variable or a --set stops at the first. Every message
  * starts with where the value came from — WHERE is "FILE:LINE" (1-based line of the key in the
- * file), "environment NAME" or
- * "--set ARG" — and names the key by its dotted path:
+ * file), "environment NAME" or "--set ARG" — and names the key by its dotted path:
  *   FILE: cannot read: <strerror>               FILE: larger than 1048576 bytes
  *   FILE: empty; expected a JSON object
  *   FILE:LINE:COL: invalid JSON near '<up to 20 chars>'   (COL in bytes; the excerpt stops at
