@@ -1603,7 +1603,7 @@ void nf_ingest_sources_json(nf_shard_t *sh, nf_ingest_t *in, bool failing, nf_jw
     for (size_t i = 0; c && i < c->nsrcs; i++) {
         const src_t *s = c->srcs[i];
         nf_crawl_health_t h = nf_crawl_health(&s->sched);
-        if (failing && h != NF_CRAWL_HEALTH_BACKOFF && h != NF_CRAWL_HEALTH_DEAD)
+        if (failing && !nf_crawl_health_failing(h))
             continue;
         nf_jw_elem(w);
         nf_jw_obj_open(w);

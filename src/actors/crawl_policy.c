@@ -316,13 +316,22 @@ nf_crawl_health_t nf_crawl_health(const nf_crawl_schedule_t *s)
         return NF_CRAWL_HEALTH_DEAD;
     if (s->status == NF_CRAWL_PAUSED)
         return NF_CRAWL_HEALTH_PAUSED;
-    return s->failures ? NF_CRAWL_HEALTH_BACKOFF : NF_CRAWL_HEALTH_OK;
+    if (s->failures)
+        return NF_CRAWL_HEALTH_BACKOFF;
+    return s->last_outcome == NF_CRAWL_THROTTLED ? NF_CRAWL_HEALTH_THROTTLED : NF_CRAWL_HEALTH_OK;
 }
 
 const char *nf_crawl_health_name(nf_crawl_health_t h)
 {
-    static const char *const names[NF_CRAWL_HEALTH_N] = {"ok", "backoff", "dead", "paused"};
+    static const char *const names[NF_CRAWL_HEALTH_N] = {"ok", "backoff", "dead", "paused",
+                                                         "throttled"};
     return (unsigned)h < NF_CRAWL_HEALTH_N ? names[h] : "?";
+}
+
+bool nf_crawl_health_failing(nf_crawl_health_t h)
+{
+    return h == NF_CRAWL_HEALTH_BACKOFF || h == NF_CRAWL_HEALTH_DEAD ||
+           h == NF_CRAWL_HEALTH_THROTTLED;
 }
 
 nf_crawl_log_t nf_crawl_failure_log(nf_crawl_failure_log_t *l, nf_crawl_health_t before,

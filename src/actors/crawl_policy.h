@@ -191,11 +191,17 @@ typedef enum {
     NF_CRAWL_HEALTH_BACKOFF,
     NF_CRAWL_HEALTH_DEAD,
     NF_CRAWL_HEALTH_PAUSED,
+    NF_CRAWL_HEALTH_THROTTLED, /* no failure, but its host answered 429/503 with Retry-After:
+                                  next_crawl_at is the time it asked for */
     NF_CRAWL_HEALTH_N
 } nf_crawl_health_t;
 
 nf_crawl_health_t nf_crawl_health(const nf_crawl_schedule_t *s);
-const char *nf_crawl_health_name(nf_crawl_health_t h); /* "ok", "backoff", "dead", "paused" */
+/* "ok", "backoff", "dead", "paused", "throttled" */
+const char *nf_crawl_health_name(nf_crawl_health_t h);
+/* What `sources list --failing` lists: backoff, dead and throttled (a host that holds the job
+ * off is an operator's business as much as one that fails). */
+bool nf_crawl_health_failing(nf_crawl_health_t h);
 
 /* Per source: when its failure was last logged at warn and how many were not logged since. */
 typedef struct nf_crawl_failure_log {

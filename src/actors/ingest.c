@@ -140,7 +140,8 @@ static int reg_metrics(nf_ingest_metrics_t *m)
         snprintf(labels, sizeof labels, "state=\"%s\"", nf_crawl_health_name(h));
         r |= nf_metrics_gauge("newsflow_sources",
                               "Sources by state: ok, backoff (failing, retried later), dead "
-                              "(not crawled until revived), paused.",
+                              "(not crawled until revived), paused, throttled (its host answered "
+                              "429/503 with Retry-After: not crawled before that time).",
                               labels, 0, &m->sources_by_health[h]);
     }
     r |= nf_metrics_counter("newsflow_crawl_failure_logs_suppressed_total",

@@ -219,7 +219,7 @@ static int on_schedule(const void *k, size_t klen, const void *v, size_t vlen, v
     }
     nf_crawl_health_t h = nf_crawl_health(&st.sched);
     x->counts[h]++;
-    if (!x->sources || (x->failing && h != NF_CRAWL_HEALTH_BACKOFF && h != NF_CRAWL_HEALTH_DEAD))
+    if (!x->sources || (x->failing && !nf_crawl_health_failing(h)))
         return 0;
     cJSON *o = cJSON_CreateObject();
     if (!o)
@@ -386,6 +386,8 @@ static void print_sources(const cJSON *arr)
             if (t > 0)
                 when(t, ago, sizeof ago);
             printf("      last error%s%s: %s\n", ago[0] ? " " : "", ago, e);
+        } else if (!strcmp(state, "throttled")) {
+            printf("      throttled: the host answered 429/503 with Retry-After until %s\n", next);
         } else if (strcmp(state, "ok") != 0) {
             printf("      last outcome: %s\n", str_of(s, "last_outcome", "?"));
         }

@@ -40,7 +40,7 @@ assert s["ready"] is True and s["epoch"] >= 1 and s["seconds_since_commit"] >= 0
 assert s["restore"]["state"] == "restored", s
 parts = {(p["topic"], p["partition"]) for p in s["partitions"]}
 assert ("read-events", 0) in parts, s["partitions"]
-assert s["sources"] == {"ok": 2, "backoff": 1, "dead": 0, "paused": 0}, s["sources"]
+assert s["sources"] == {"ok": 2, "backoff": 1, "dead": 0, "paused": 0, "throttled": 0}, s["sources"]
 [f] = s["failing"]
 assert f["url"] == "file://%s/missing.xml" % sys.argv[2] and f["state"] == "backoff", f
 assert "missing.xml" in f["last_error"] and f["failures"] == 1, f
@@ -73,7 +73,7 @@ s = json.load(open(sys.argv[1]))
 assert s["source"] == "state" and s["held_by_pid"] is None, s
 assert s["epoch"] >= 1 and s["seconds_since_commit"] >= 0, s
 assert any(p["topic"] == "read-events" for p in s["partitions"]), s["partitions"]
-assert s["sources"] == {"ok": 2, "backoff": 1, "dead": 0, "paused": 0}, s["sources"]
+assert s["sources"] == {"ok": 2, "backoff": 1, "dead": 0, "paused": 0, "throttled": 0}, s["sources"]
 [f] = s["failing"]
 assert f["url"] == "file://%s/missing.xml" % sys.argv[2] and f["last_outcome"] == "failed", f
 PY

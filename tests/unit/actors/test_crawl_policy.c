@@ -1068,6 +1068,22 @@ static void test_failure_log_policy(void)
     NF_CHECK_STR(nf_crawl_health_name(nf_crawl_health(&s)), "backoff");
     s.status = NF_CRAWL_DEAD;
     NF_CHECK_STR(nf_crawl_health_name(nf_crawl_health(&s)), "dead");
+    /* Issue 37: a host that answered 429/503 with Retry-After is "throttled" (not ok), listed by
+     * --failing, until a fetch succeeds; a throttle without Retry-After is a failure. */
+    nf_crawl_policy_t p = nf_crawl_policy_default();
+    uint64_t rng = 7;
+    nf_crawl_schedule_t t;
+    nf_crawl_init(&p, &t, 0, t0, &rng);
+    nf_crawl_on_result(&p, &t, NF_CRAWL_THROTTLED, 120, t0, &rng);
+    NF_CHECK_STR(nf_crawl_health_name(nf_crawl_health(&t)), "throttled");
+    NF_CHECK(nf_crawl_health_failing(nf_crawl_health(&t)));
+    NF_CHECK_EQ(t.failures, 0);
+    NF_CHECK_EQ(t.next_crawl_at_ms, t0 + 120 * 1000);
+    nf_crawl_on_result(&p, &t, NF_CRAWL_OK, -1, t0 + 121 * 1000, &rng);
+    NF_CHECK_STR(nf_crawl_health_name(nf_crawl_health(&t)), "ok");
+    NF_CHECK(!nf_crawl_health_failing(nf_crawl_health(&t)));
+    nf_crawl_on_result(&p, &t, NF_CRAWL_THROTTLED, -1, t0 + 200 * 1000, &rng);
+    NF_CHECK_STR(nf_crawl_health_name(nf_crawl_health(&t)), "backoff");
 }
 
 int main(void)
