@@ -943,8 +943,10 @@ static void on_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
                           k->me, &ks);
     nf_gauge_set(k->r->an->m.trend_open_panes, (int64_t)sum.open_panes);
     nf_gauge_set(k->r->an->m.trend_bytes, (int64_t)sum.bytes);
-    if (lag_wm != INT64_MAX)
-        nf_gauge_set(k->r->an->m.trend_watermark_lag, (now - lag_wm) / 1000);
+    /* A shard whose partitions are all idle holds no window back: 0, not the lag of the last
+     * watermark it reported (one old event on an otherwise idle partition kept the gauge at a
+     * week, and NewsflowTrendingStale firing, while trending was current). */
+    nf_gauge_set(k->r->an->m.trend_watermark_lag, lag_wm != INT64_MAX ? (now - lag_wm) / 1000 : 0);
 }
 
 /* Loads a partition's counter from its blob, if it has one. 0, or -errno (the job stops). */
