@@ -15,6 +15,10 @@ Apache Kafka, one job (kafka.assignment=all) consumes a wave of read events and 
   reset      the empty state.dir with --reset=group: the job starts at the group's offsets and
              emits nothing for the first wave; a second wave is emitted once (versions start
              again at 1: the lost state's counts are gone, as the runbook says).
+  listener   (case 4) 600 slow connections (a header byte a second) held to a job's admin
+             server (admin.max_connections 64): /healthz, /readyz and /metrics answer 200, the
+             closes are counted, and the admin component logs a few warn lines, not one per
+             socket. Before, 64 of them held every slot for good.
   garbled    (case 3, a job of its own) every live table file garbled in place after a clean
              stop: the checkpoint taken at the stop still verifies (its table files are copies,
              not links to the live ones), `run --from-checkpoint latest` restores it, and a second
@@ -24,7 +28,10 @@ Usage: python3 state_identity.py NEWSFLOW SRCDIR
 """
 import os
 import shutil
+import socket
 import sys
+import threading
+import urllib.request
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recovery"))
@@ -105,6 +112,63 @@ def garbled(ctx):
         ctx, acclib.read_outputs(ctx, broker, "interest-updates"), ev.counts))
 
 
+def listener(ctx):
+    """Case 4: idle connections held open (far more than the cap) must not take /healthz,
+    /readyz and /metrics down; the closes are counted and logged a few times, not per socket."""
+    broker = acclib.start_broker(ctx, name="listener")
+    j = acclib.Job(ctx, broker, ctx.path("state-listener"), tag="listener",
+                   sets=["admin.enabled=true", "admin.port=0", "admin.max_connections=64"])
+    ctx.wait_for("'newsflow started' (listener)", lambda: j.admin_port(), timeout=180, job=j)
+    port = j.admin_port()
+    held = []
+    stop = threading.Event()
+
+    def trickle():
+        """A slowloris: each held connection sends a header byte a second (a byte resets
+        libmicrohttpd's own idle timeout, which alone let them hold every slot for good)."""
+        while not stop.wait(1.0):
+            for c in list(held):
+                try:
+                    c.send(b"X")
+                except OSError:
+                    pass
+    t = threading.Thread(target=trickle, daemon=True)
+    try:
+        for _ in range(600):
+            try:
+                c = socket.create_connection(("127.0.0.1", port), timeout=5)
+                c.send(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+                held.append(c)
+            except OSError:
+                pass  # refused past the server's own cap: counted below
+        t.start()
+        for path in ("/healthz", "/readyz", "/metrics"):
+            def answers():
+                try:
+                    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
+                                                timeout=5) as r:
+                        return r.status == 200
+                except Exception:
+                    return False
+            ctx.wait_for("%s answering beside %d held connections" % (path, len(held)),
+                         answers, timeout=60, interval=0.5, job=j)
+        m = j.metrics() or {}
+        closed = m.get("newsflow_admin_connections_closed_total", 0)
+        # (the rest, past MHD's own cap 32 above ours while the evicted ones wind down, were
+        # refused by MHD itself)
+        ctx.check(closed > 0, "no connection closed of %d held over a cap of 64" % len(held))
+    finally:
+        stop.set()
+        for c in held:
+            c.close()
+    warns = [o for o in j.lines() if o.get("level") == "warn" and o.get("component") == "admin"]
+    ctx.check(len(warns) <= 10, "%d admin warn lines for %d held connections" %
+              (len(warns), len(held)))
+    ctx.check(j.terminate() == 0, "listener: exit after SIGTERM != 0", j)
+    ctx.log("listener: %d idle connections held, probes answered, %d closed, %d warn lines" %
+            (len(held), closed, len(warns)))
+
+
 def body(ctx):
     if acclib.broker_kind(ctx) != "kafka":
         ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
@@ -158,6 +222,7 @@ def body(ctx):
     empty_dir(ctx, broker, group, "group", before + ev2.valid)
     ctx.log("empty, writer, current, reset: every refusal exit 2 with nothing emitted")
     garbled(ctx)
+    listener(ctx)
 
 
 if __name__ == "__main__":
