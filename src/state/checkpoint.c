@@ -201,6 +201,17 @@ static int file_hash(const char *path, uint64_t *hash)
     return r;
 }
 
+/* copy_file_hashed, then dst read back: 0 when it hashes as the bytes read from src did (*hash),
+ * -EIO when it does not, else -errno. */
+static int copy_verified(const char *src, const char *dst, uint64_t *hash)
+{
+    uint64_t back = 0;
+    int r = copy_file_hashed(src, dst, hash);
+    if (r == 0)
+        r = file_hash(dst, &back);
+    return r == 0 && back != *hash ? -EIO : r;
+}
+
 /* ---- the files of a database directory ---- */
 
 typedef struct dbfile {
@@ -617,8 +628,7 @@ static bool immutable_file(const char *name);
 
 /* The newest checkpoint other than `skip` whose manifest loads, into *m (NULL: none) and its
  * directory into path. */
-static void newest_manifest(const char *state_dir, const char *skip, cJSON **m, char *path,
-                            size_t pathlen)
+static void newest_manifest(const char *state_dir, const char *skip, cJSON **m, char path[PATH_MAX])
 {
     *m = NULL;
     uint64_t *epochs = NULL;
@@ -632,7 +642,6 @@ static void newest_manifest(const char *state_dir, const char *skip, cJSON **m, 
         if (!strcmp(name, skip) ||
             store_path_fmt(path, NULL, 0, "%s/checkpoints/%s", state_dir, name) != 0)
             continue;
-        (void)pathlen;
         *m = manifest_load(path, name, &rc, err, sizeof err);
     }
     free(epochs);
@@ -686,15 +695,13 @@ static int copy_own(const char *dir, dbfile_t *f, const char *chk, char *err, si
     if (store_path_fmt(at, err, errlen, "%s/%s", dir, f->name) != 0 ||
         store_path_fmt(to, err, errlen, "%s/.copy-%s", dir, f->name) != 0)
         return -ENAMETOOLONG;
-    uint64_t h = 0, back = 0;
-    int r = copy_file_hashed(at, to, &h);
-    if (r == 0)
-        r = file_hash(to, &back);
-    if (r == 0 && back != h)
-        r = store_seterr(err, errlen, -EIO,
-                         "checkpoint %s: the copy of %s reads back differently from the table "
-                         "file it was made from (hash %016" PRIx64 ", then %016" PRIx64 ")",
-                         chk, f->name, h, back);
+    uint64_t h = 0;
+    int r = copy_verified(at, to, &h);
+    if (r == -EIO)
+        store_seterr(err, errlen, r,
+                     "checkpoint %s: the copy of %s reads back differently from the table file "
+                     "it was made from (hash %016" PRIx64 ")",
+                     chk, f->name, h);
     else if (r != 0)
         store_seterr(err, errlen, r, "checkpoint %s: copying %s: %s", chk, at, strerror(-r));
     if (r == 0 && rename(to, at) != 0)
@@ -711,16 +718,15 @@ static int copy_own(const char *dir, dbfile_t *f, const char *chk, char *err, si
  * bring the state back. Each table file of the new checkpoint (in dir) that is still the live
  * file becomes the checkpoint's own: a link to the newest earlier checkpoint's copy of that same
  * live file (checkpoints share their copies with each other, never with the live store), else a
- * copy verified by hash. Its hash and the live file's identity go into the manifest. *copied
- * counts the bytes copied. 0 or -errno with err. */
+ * copy verified by hash. Its hash and the live file's identity go into the manifest. 0 or
+ * -errno with err. */
 static int detach_tables(const char *state_dir, const char *chk, const char *dir, dbfile_t *files,
-                         size_t n, uint64_t *copied, char *err, size_t errlen)
+                         size_t n, char *err, size_t errlen)
 {
     cJSON *prev = NULL;
     char prev_path[PATH_MAX] = "";
-    newest_manifest(state_dir, chk, &prev, prev_path, sizeof prev_path);
+    newest_manifest(state_dir, chk, &prev, prev_path);
     int r = 0;
-    *copied = 0;
     for (size_t i = 0; i < n && r == 0; i++) {
         char at[PATH_MAX];
         struct stat sb;
@@ -734,7 +740,6 @@ static int detach_tables(const char *state_dir, const char *chk, const char *dir
         if (reuse_copy(dir, &files[i], prev, prev_path))
             continue;
         r = copy_own(dir, &files[i], chk, err, errlen);
-        *copied += files[i].size;
     }
     cJSON_Delete(prev);
     return r;
@@ -862,8 +867,7 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
         store_seterr(err, errlen, r, "checkpoint %s: listing %s: %s", name, tmp, strerror(-r));
         goto fail;
     }
-    uint64_t copied = 0;
-    if ((r = detach_tables(st->state_dir, name, tmp, files, nfiles, &copied, err, errlen)) != 0)
+    if ((r = detach_tables(st->state_dir, name, tmp, files, nfiles, err, errlen)) != 0)
         goto fail;
     text = manifest_build(st, name, epoch, config_hash, shards, files, nfiles, bytes, err, errlen);
     if (!text) {
@@ -940,8 +944,6 @@ static int cmp_name(const void *key, const void *elem)
     return strcmp(key, ((const dbfile_t *)elem)->name);
 }
 
-/* The checkpoint's files against its manifest: each listed file present with its size, no file that
- * is not listed, the totals. 0 or -errno with the first problem. */
 /* A table file's bytes against the hash its manifest entry f records (entries without one,
  * from before copies or copied by RocksDB itself, pass). 0, -EIO with err naming the file. */
 static int check_hash(const char *path, const char *name, const cJSON *f, const char *file,
@@ -966,6 +968,8 @@ static int check_hash(const char *path, const char *name, const cJSON *f, const 
     return 0;
 }
 
+/* The checkpoint's files against its manifest: each listed file present with its size (and its
+ * hash, check_hash), no file that is not listed, the totals. 0 or -errno with the first problem. */
 static int check_files(const char *path, const char *name, const cJSON *m,
                        nf_checkpoint_stats_t *stats, char *err, size_t errlen)
 {
@@ -1101,22 +1105,34 @@ static int check_db(const char *path, const char *name, const cJSON *m,
     return r;
 }
 
+/* Verifies the checkpoint at path (its manifest named `name`): its files and their hashes, then
+ * the database read end to end with checksums; s->epoch from the manifest (need_epoch: a manifest
+ * without one is refused, as an import must name the checkpoint by it). 0 or -errno with err. */
+static int verify_at(const char *path, const char *name, bool need_epoch, nf_checkpoint_stats_t *s,
+                     char *err, size_t errlen)
+{
+    int r = 0;
+    cJSON *m = manifest_load(path, name, &r, err, errlen);
+    if (!m)
+        return r;
+    if (!json_u64(m, "epoch", &s->epoch) && need_epoch)
+        r = store_seterr(err, errlen, -EBADMSG, "%s: manifest.json lacks \"epoch\"", name);
+    if (r == 0)
+        r = check_files(path, name, m, s, err, errlen);
+    if (r == 0)
+        r = check_db(path, name, m, s, NULL, err, errlen);
+    cJSON_Delete(m);
+    return r;
+}
+
 int nf_checkpoint_verify_stats(const char *state_dir, const char *id, nf_checkpoint_stats_t *stats,
                                char *err, size_t errlen)
 {
     char path[PATH_MAX], name[32];
     nf_checkpoint_stats_t s = {0};
     int r = resolve(state_dir, id, path, name, sizeof name, err, errlen);
-    if (r != 0)
-        return r;
-    cJSON *m = manifest_load(path, name, &r, err, errlen);
-    if (!m)
-        return r;
-    json_u64(m, "epoch", &s.epoch);
-    r = check_files(path, name, m, &s, err, errlen);
     if (r == 0)
-        r = check_db(path, name, m, &s, NULL, err, errlen);
-    cJSON_Delete(m);
+        r = verify_at(path, name, false, &s, err, errlen);
     if (r == 0 && stats)
         *stats = s;
     return r;
@@ -1418,12 +1434,9 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
         }
         /* Copied, never linked: the live database must not share a file with the checkpoint,
          * or damage to the one would be damage to the other. */
-        {
-            r = copy_file(src, dst);
-            if (r != 0)
-                store_seterr(err, errlen, r, "restore %s: copy %s to %s: %s", name, src, dst,
-                             strerror(-r));
-        }
+        if ((r = copy_file(src, dst)) != 0)
+            store_seterr(err, errlen, r, "restore %s: copy %s to %s: %s", name, src, dst,
+                         strerror(-r));
     }
     free(files);
     if (r == 0 && res->next_epoch - 1 > res->epoch)
@@ -1504,25 +1517,6 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
 /* ---------------------------------------------------------------------------------------------
  * export and import: a checkpoint copied whole to or from another directory (another volume) */
 
-/* Verifies the checkpoint at path (its manifest named `name`): files, hashes, the database read
- * end to end with checksums. 0 or -errno with err; *epoch from the manifest. */
-static int verify_at(const char *path, const char *name, uint64_t *epoch, nf_checkpoint_stats_t *s,
-                     char *err, size_t errlen)
-{
-    int r = 0;
-    cJSON *m = manifest_load(path, name, &r, err, errlen);
-    if (!m)
-        return r;
-    if (!json_u64(m, "epoch", epoch))
-        r = store_seterr(err, errlen, -EBADMSG, "%s: manifest.json lacks \"epoch\"", name);
-    if (r == 0)
-        r = check_files(path, name, m, s, err, errlen);
-    if (r == 0)
-        r = check_db(path, name, m, s, NULL, err, errlen);
-    cJSON_Delete(m);
-    return r;
-}
-
 /* Copies the checkpoint directory from into to (a new directory): every database file copied,
  * read back and compared by hash, manifest.json last, everything synced. 0 or -errno with err;
  * on failure to is removed. */
@@ -1544,20 +1538,18 @@ static int copy_checkpoint(const char *from, const char *to, const char *name, c
     for (size_t i = 0; i <= n && r == 0; i++) {
         const char *fn = i < n ? files[i].name : MANIFEST_NAME;
         char src[PATH_MAX], dst[PATH_MAX];
-        uint64_t h = 0, back = 0;
+        uint64_t h = 0;
         if (store_path_fmt(src, err, errlen, "%s/%s", from, fn) != 0 ||
             store_path_fmt(dst, err, errlen, "%s/%s", to, fn) != 0) {
             r = -ENAMETOOLONG;
             break;
         }
-        r = copy_file_hashed(src, dst, &h);
-        if (r == 0)
-            r = file_hash(dst, &back);
-        if (r != 0)
+        r = copy_verified(src, dst, &h);
+        if (r == -EIO)
+            store_seterr(err, errlen, r, "%s: the copy %s reads back differently from %s", name,
+                         dst, src);
+        else if (r != 0)
             store_seterr(err, errlen, r, "%s: copying %s to %s: %s", name, src, dst, strerror(-r));
-        else if (h != back)
-            r = store_seterr(err, errlen, -EIO, "%s: the copy %s reads back differently from %s",
-                             name, dst, src);
     }
     free(files);
     if (r == 0 && (r = fsync_path(to, true)) != 0)
@@ -1574,9 +1566,8 @@ int nf_checkpoint_export(const char *state_dir, const char *id, const char *dest
     int r = resolve(state_dir, id, path, name, sizeof name, err, errlen);
     if (r != 0)
         return r;
-    uint64_t epoch = 0;
     nf_checkpoint_stats_t s = {0};
-    if ((r = verify_at(path, name, &epoch, &s, err, errlen)) != 0)
+    if ((r = verify_at(path, name, true, &s, err, errlen)) != 0)
         return r;
     if ((r = store_mkdir_p(dest)) != 0)
         return store_seterr(err, errlen, r, "cannot create %s: %s", dest, strerror(-r));
@@ -1598,11 +1589,11 @@ int nf_checkpoint_import(const char *state_dir, const char *src, char *id_out, s
     /* the directory's own name does not matter: the manifest's epoch names the checkpoint */
     const char *base = strrchr(src, '/');
     base = base && base[1] ? base + 1 : src;
-    uint64_t epoch = 0;
     nf_checkpoint_stats_t s = {0};
-    int r = verify_at(src, base, &epoch, &s, err, errlen);
+    int r = verify_at(src, base, true, &s, err, errlen);
     if (r != 0)
         return r;
+    uint64_t epoch = s.epoch;
     char name[32], cpdir[PATH_MAX], tmp[PATH_MAX], final[PATH_MAX];
     chk_name(name, sizeof name, epoch);
     if (store_path_fmt(cpdir, err, errlen, "%s/checkpoints", state_dir) != 0 ||
