@@ -61,6 +61,12 @@ typedef struct conn {
     uint64_t idle_since; /* nf_now_ns of the connect or of the last answer */
 } conn_t;
 
+/* At most one warn line per NF_ADMIN_LOG_EVERY_NS for one kind of event (a flood of them must
+ * not flood the log): see log_gate_pass. */
+typedef struct log_gate {
+    _Atomic uint64_t last_ns, held;
+} log_gate_t;
+
 struct nf_admin {
     struct MHD_Daemon *daemon;
     nf_admin_hooks_t hooks;
@@ -73,7 +79,7 @@ struct nf_admin {
     pthread_t sweeper;
     bool sweeper_started, stopping;
     pthread_cond_t wake;
-    uint64_t last_warn_ns, unlogged; /* rate-limited log of closed connections */
+    log_gate_t close_log, mhd_log; /* closed connections; libmicrohttpd's own warnings */
     nf_counter_t requests[NF_ADMIN_NPATHS];
     nf_counter_t closed_evicted, closed_timeout;
     nf_gauge_t open;
@@ -240,6 +246,20 @@ static void conn_busy(nf_admin_t *a, struct MHD_Connection *c, bool busy)
     pthread_mutex_unlock(&a->lock);
 }
 
+/* Whether an event of g's kind may be logged now: true once per NF_ADMIN_LOG_EVERY_NS, with
+ * *held the events held back since the last line. Any thread. */
+static bool log_gate_pass(log_gate_t *g, uint64_t *held)
+{
+    uint64_t now = nf_now_ns(), last = atomic_load(&g->last_ns);
+    if (last && now - last < NF_ADMIN_LOG_EVERY_NS) {
+        atomic_fetch_add(&g->held, 1);
+        return false;
+    }
+    atomic_store(&g->last_ns, now);
+    *held = atomic_exchange(&g->held, 0);
+    return true;
+}
+
 /* Shuts k down (its thread sees the end of the stream and MHD closes it); under a->lock. */
 static void conn_close(nf_admin_t *a, conn_t *k, bool evicted)
 {
@@ -248,17 +268,13 @@ static void conn_close(nf_admin_t *a, conn_t *k, bool evicted)
     k->closing = true;
     shutdown(k->fd, SHUT_RDWR);
     nf_counter_inc(evicted ? a->closed_evicted : a->closed_timeout);
-    a->unlogged++;
-    uint64_t now = nf_now_ns();
-    if (now - a->last_warn_ns >= NF_ADMIN_LOG_EVERY_NS || !a->last_warn_ns) {
+    uint64_t held = 0;
+    if (log_gate_pass(&a->close_log, &held))
         nf_log(NF_LOG_WARN, "admin",
                "connections closed: over admin.max_connections (the oldest idle ones) or no "
                "whole request within admin.request_timeout_ms (a line per 10 s at most)",
-               NF_LI("closed", (int64_t)a->unlogged), NF_LI("open", a->nconns),
+               NF_LI("closed", (int64_t)held + 1), NF_LI("open", a->nconns),
                NF_LI("max_connections", a->max_conns), NF_LEND);
-        a->last_warn_ns = now;
-        a->unlogged = 0;
-    }
 }
 
 static void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -315,10 +331,8 @@ static void *sweeper(void *arg)
     nf_admin_t *a = arg;
     pthread_mutex_lock(&a->lock);
     while (!a->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
-        pthread_cond_timedwait(&a->wake, &a->lock, &ts);
+        struct timespec until = nf_deadline_after(CLOCK_MONOTONIC, 1000);
+        pthread_cond_timedwait(&a->wake, &a->lock, &until);
         uint64_t now = nf_now_ns();
         for (conn_t *k = a->head.next; k != &a->head; k = k->next)
             if (!k->busy && !k->closing && k->fd >= 0 &&
@@ -386,6 +400,7 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
 
 static void nf_admin_mhd_log(void *cls, const char *fmt, va_list ap)
 {
+    nf_admin_t *a = cls;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
@@ -395,18 +410,11 @@ static void nf_admin_mhd_log(void *cls, const char *fmt, va_list ap)
      * must not flood the log. */
     bool client = strncmp(msg, "Error processing request", 24) == 0;
     /* ... nor a flood of connections ("Server reached connection limit"): a warning per 10 s. */
-    static _Atomic uint64_t last_ns;
-    static _Atomic uint64_t suppressed;
-    uint64_t now = nf_now_ns(), last = atomic_load(&last_ns);
-    if (!client && last && now - last < NF_ADMIN_LOG_EVERY_NS) {
-        atomic_fetch_add(&suppressed, 1);
+    uint64_t held = 0;
+    if (!client && !log_gate_pass(&a->mhd_log, &held))
         client = true;
-    } else if (!client) {
-        atomic_store(&last_ns, now);
-    }
     nf_log(client ? NF_LOG_DEBUG : NF_LOG_WARN, "admin", "http server", NF_LS("detail", msg),
-           NF_LI("suppressed_before", client ? 0 : (int64_t)atomic_exchange(&suppressed, 0)),
-           NF_LEND);
+           NF_LI("suppressed_before", (int64_t)held), NF_LEND);
 }
 
 /* Why binding addr failed, found by trying it on a throwaway socket. */
@@ -500,8 +508,9 @@ nf_admin_t *nf_admin_start(const char *addr, uint16_t port, const nf_admin_hooks
                             1000000ull;
     a->head.next = a->head.prev = &a->head;
     pthread_mutex_init(&a->lock, NULL);
-    pthread_condattr_t ca;
+    pthread_condattr_t ca; /* the sweeper's wait runs on the monotonic clock */
     pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&a->wake, &ca);
     pthread_condattr_destroy(&ca);
     nf_admin_register_metrics(a);
