@@ -17,8 +17,10 @@ static const char *str_of(const cJSON *o, const char *k)
     return cJSON_IsString(x) ? x->valuestring : NULL;
 }
 
-/* This build's record of id. */
-static int put_identity(nf_store_t *st, const nf_identity_t *id, char *err, size_t errlen)
+/* This build's record of id, written unless `stored` (the record there, may be NULL) already is
+ * exactly that: a start of the same build writes nothing. */
+static int put_identity(nf_store_t *st, const nf_identity_t *id, const char *stored, char *err,
+                        size_t errlen)
 {
     nf_buildinfo_item_t bi[NF_BUILDINFO_MAX];
     size_t nbi = nf_buildinfo(bi);
@@ -37,7 +39,7 @@ static int put_identity(nf_store_t *st, const nf_identity_t *id, char *err, size
         snprintf(err, errlen, "state identity: out of memory");
         return -ENOMEM;
     }
-    int r = nf_store_meta_put(st, META_NAME, s, err, errlen);
+    int r = stored && !strcmp(stored, s) ? 0 : nf_store_meta_put(st, META_NAME, s, err, errlen);
     free(s);
     return r;
 }
@@ -69,16 +71,16 @@ int nf_identity_check(nf_store_t *st, const nf_identity_t *id, bool *recorded, c
         return r;
     if (r == 0) {
         *recorded = true;
-        return put_identity(st, id, err, errlen);
+        return put_identity(st, id, NULL, err, errlen);
     }
     cJSON *rec = cJSON_Parse(text);
-    free(text);
     const char *dir = nf_store_state_dir(st);
     if (!rec) {
         snprintf(err, errlen,
                  "state.dir %s: its identity record does not parse: the state is damaged "
                  "(docs/runbooks.md \"Corrupt live store\")",
                  dir);
+        free(text);
         return -EEXIST;
     }
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(rec, "format");
@@ -109,8 +111,9 @@ int nf_identity_check(nf_store_t *st, const nf_identity_t *id, bool *recorded, c
                  str_of(rec, "writer") ? str_of(rec, "writer") : "");
         r = -EEXIST;
     } else {
-        r = put_identity(st, id, err, errlen); /* this build opened it last */
+        r = put_identity(st, id, text, err, errlen); /* this build opened it last */
     }
     cJSON_Delete(rec);
+    free(text);
     return r;
 }
