@@ -1003,10 +1003,8 @@ static const cfg_keyloc_t *doc_loc(const cfg_doc_t *d, const cJSON *member)
 static void cfg_more(char *err, size_t errlen, const char *one)
 {
     size_t used = strnlen(err, errlen);
-    if (used == 0)
-        snprintf(err, errlen, "%s", one);
-    else if (used + 1 + strlen(one) < errlen)
-        snprintf(err + used, errlen - used, "\n%s", one);
+    if (used == 0 || used + 1 + strlen(one) < errlen) /* the first one, or a whole one */
+        cfg_append(err, errlen, "%s%s", used ? "\n" : "", one);
 }
 
 /* Every member of obj into cfg: each bad one (duplicate, unknown, mistyped, out of range) is

@@ -1077,7 +1077,7 @@ static int read_group_offsets(nf_epoch_t *ep, const nf_kafka_offset_t *only, siz
 }
 
 void nf_epoch_adopt_positions(nf_epoch_t *ep, const nf_kafka_offset_t *go, size_t n,
-                              uint64_t group_epoch, int level)
+                              uint64_t group_epoch, nf_log_level_t level)
 {
     size_t moved = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1087,10 +1087,10 @@ void nf_epoch_adopt_positions(nf_epoch_t *ep, const nf_kafka_offset_t *go, size_
         int64_t *c = &ep->committed_offsets[go[i].input][go[i].partition];
         if (*c != go[i].next) {
             if (moved++ < 8)
-                nf_log(
-                    (nf_log_level_t)level, "epoch", "input position taken from the consumer group",
-                    NF_LS("input", nf_input_name(go[i].input)), NF_LI("partition", go[i].partition),
-                    NF_LI("local", *c), NF_LI("group", go[i].next), NF_LEND);
+                nf_log(level, "epoch", "input position taken from the consumer group",
+                       NF_LS("input", nf_input_name(go[i].input)),
+                       NF_LI("partition", go[i].partition), NF_LI("local", *c),
+                       NF_LI("group", go[i].next), NF_LEND);
             *c = go[i].next;
         }
     }

@@ -59,6 +59,7 @@
 
 #include "io/sink.h"
 #include "io/streams.h"
+#include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "state/standby.h"
@@ -156,10 +157,10 @@ uint64_t nf_epoch_unapplied(const nf_epoch_t *ep);
  * (store.h), as every epoch's apply publishes the next. */
 int nf_epoch_restore_changelog(nf_epoch_t *ep, char *err, size_t errlen);
 /* The consumer group's committed positions go[n] replace the state's (a changelog restore, an
- * operator's --reset=group: identity.h), each change logged (the first 8) at `level`
- * (nf_log_level_t); epochs number on after group_epoch if it is higher. Before the shards start. */
+ * operator's --reset=group: nf_epoch_guard_positions), each change logged (the first 8) at `level`;
+ * epochs number on after group_epoch if it is higher. Before the shards start. */
 void nf_epoch_adopt_positions(nf_epoch_t *ep, const nf_kafka_offset_t *go, size_t n,
-                              uint64_t group_epoch, int level);
+                              uint64_t group_epoch, nf_log_level_t level);
 /* The position guard, for a job without changelogs (docs/runbooks.md "Lost disk"). Wherever the
  * consumer group's committed offset of an input partition stands further than the state's
  * position (the state is empty, lost, older, or another job's), reading on from the state's
