@@ -671,6 +671,12 @@ static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, s
         nf_jw_bool(&w, rd.waiting == 0);
         nf_jw_key(&w, "waiting_for");
         nf_jw_str(&w, wait_list(rd.waiting, wl, sizeof wl));
+        if (c->kafka) {
+            char group[192];
+            nf_kafka_group_state(c->kafka, group, sizeof group);
+            nf_jw_key(&w, "group");
+            nf_jw_str(&w, group);
+        }
         nf_jw_key(&w, "shards");
         nf_jw_u64(&w, nf_runtime_shard_count(c->rt));
         nf_jw_key(&w, "state_dir");
@@ -928,6 +934,8 @@ static int setup_analytics(run_ctx_t *c, char *err, size_t errlen)
     an->trend.exact = cfg->trending.exact;
     an->event_id_ttl_ms = (uint64_t)cfg->trending.event_id_ttl_s * 1000u;
     an->max_future_ms = cfg->trending.max_future_ms;
+    an->max_age_ms =
+        cfg->trending.backfill ? 0 : an->trend.window_ms + (int64_t)cfg->trending.lateness_ms;
     an->interest.alpha = cfg->interest.alpha;
     an->interest.gamma = cfg->interest.gamma;
     an->interest.seen_ttl_ms = (uint64_t)cfg->interest.seen_ttl_s * 1000u;
@@ -1619,7 +1627,9 @@ int nf_cli_run(int argc, char **argv)
             nf_epoch_stats_t es;
             nf_epoch_stats(c.epoch, &es);
             double secs = (double)progress_every / 1e9;
-            char wl[128];
+            char wl[128], group[192] = "";
+            if (c.kafka)
+                nf_kafka_group_state(c.kafka, group, sizeof group);
             nf_log(NF_LOG_INFO, "main", "progress",
                    NF_LI("uptime_s", (now - start) / 1000000000ull), NF_LI("epoch", es.epoch),
                    NF_LI("articles", nf_counter_value(c.in.m.dedup_new)),
@@ -1632,7 +1642,7 @@ int nf_cli_run(int argc, char **argv)
                    NF_LF("messages_per_s", (double)(st.received - prev.received) / secs),
                    NF_LI("ring_full", st.ring_full), NF_LF("rss_mb", rss_mb()),
                    NF_LS("waiting_for", wait_list(rd.waiting, wl, sizeof wl)),
-                   NF_LS("epoch_step", nf_epoch_step(c.epoch)), NF_LEND);
+                   NF_LS("epoch_step", nf_epoch_step(c.epoch)), NF_LS("group", group), NF_LEND);
             prev = st;
             next_progress += progress_every;
         }

@@ -161,7 +161,11 @@ struct nf_kafka {
     /* The coordinator thread's last sign of life (nf_kafka_poll, each slice of a blocking call)
      * and the start of its current unbroken run of them: nf_kafka_member_lost (nf_now_ns) */
     _Atomic uint64_t alive_ns, alive_since_ns;
-    pthread_mutex_t elock;    /* guards the two below (error_cb may run anywhere) */
+    /* The consumer's view of its group, from librdkafka's statistics (stats_cb, every
+     * NF_KAFKA_STATS_MS): "state/join_state", the rebalances it went through and the reason of
+     * the last one; "" before the first report. Under elock. */
+    char group_state[192];
+    pthread_mutex_t elock;    /* guards the two below and group_state (error_cb may run anywhere) */
     uint64_t client_error_ns; /* nf_now_ns of the last client error */
     char client_error[256];
     nf_counter_t m_committed, m_aborted, m_commit_retries, m_delivery_errors, m_client_errors,
@@ -176,6 +180,47 @@ struct nf_kafka {
     bool m_lag_reg[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
     bool lag_seen[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS]; /* nf_kafka_update_lag's scratch */
 };
+
+/* How often librdkafka reports the consumer's group state (stats_cb). */
+#define NF_KAFKA_STATS_MS "5000"
+
+static const char *json_str(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsString(v) ? v->valuestring : "?";
+}
+
+/* librdkafka's statistics (consumer only): keeps the group's part, which says where a member
+ * waiting for an assignment is in the join protocol (a group that never completes a rebalance
+ * shows as a join_state that does not move). */
+static int stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    (void)rk;
+    (void)len;
+    nf_kafka_t *k = opaque;
+    cJSON *root = cJSON_Parse(json);
+    const cJSON *g = root ? cJSON_GetObjectItemCaseSensitive(root, "cgrp") : NULL;
+    if (cJSON_IsObject(g)) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(g, "rebalance_cnt");
+        const cJSON *age = cJSON_GetObjectItemCaseSensitive(g, "rebalance_age");
+        pthread_mutex_lock(&k->elock);
+        snprintf(k->group_state, sizeof k->group_state, "%s/%s rebalances=%d last=%.0fs ago (%s)",
+                 json_str(g, "state"), json_str(g, "join_state"),
+                 cJSON_IsNumber(n) ? n->valueint : -1,
+                 cJSON_IsNumber(age) ? age->valuedouble / 1000.0 : -1.0,
+                 json_str(g, "rebalance_reason"));
+        pthread_mutex_unlock(&k->elock);
+    }
+    cJSON_Delete(root);
+    return 0; /* librdkafka frees json */
+}
+
+void nf_kafka_group_state(nf_kafka_t *k, char *buf, size_t len)
+{
+    pthread_mutex_lock(&k->elock);
+    snprintf(buf, len, "%s", k->group_state);
+    pthread_mutex_unlock(&k->elock);
+}
 
 static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
@@ -889,6 +934,13 @@ nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen)
             goto fail;
         }
         rd_kafka_conf_set_rebalance_cb(cc, rebalance_cb);
+        if (!(k->props && strstr(k->props, "statistics.interval.ms"))) {
+            rd_kafka_conf_set_stats_cb(cc, stats_cb);
+            if (conf_set(cc, "statistics.interval.ms", NF_KAFKA_STATS_MS, err, errlen) != 0) {
+                rd_kafka_conf_destroy(cc);
+                goto fail;
+            }
+        }
         k->cons = rd_kafka_new(RD_KAFKA_CONSUMER, cc, rerr, sizeof rerr);
         if (!k->cons) {
             snprintf(err, errlen, "kafka: cannot create the consumer: %s", rerr);

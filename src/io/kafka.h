@@ -311,6 +311,10 @@ typedef struct nf_kafka_stats {
     uint64_t produced, delivery_errors, transactions, aborts, scans, assigned, revoked, pauses;
 } nf_kafka_stats_t;
 void nf_kafka_stats(const nf_kafka_t *k, nf_kafka_stats_t *out);
+/* The consumer's group as librdkafka last reported it (every 5 s): "state/join_state
+ * rebalances=N last=Ss ago (reason)"; "" without a consumer or before the first report. Any
+ * thread. */
+void nf_kafka_group_state(nf_kafka_t *k, char *buf, size_t len);
 /* The last error librdkafka reported on either client (error_cb: broker down, transport,
  * authentication...) into buf, and how long ago in ns (UINT64_MAX and "" if none). Any
  * thread. */

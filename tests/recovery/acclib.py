@@ -56,6 +56,27 @@ class TestFailure(Exception):
     pass
 
 
+def thread_cpu(pid):
+    """[(thread name, CPU seconds)] of a live process, busiest first: a thread that spins (a
+    client library looping) stands out in a dump of a stalled job."""
+    out = []
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                st = f.read()
+        except OSError:
+            continue
+        name = st[st.index("(") + 1:st.rindex(")")]
+        fields = st[st.rindex(")") + 2:].split()
+        out.append((name, (int(fields[11]) + int(fields[12])) / tick))
+    return sorted(out, key=lambda t: -t[1])
+
+
 class Ctx:
     """One test run: temp dir, children, logging, failure reporting."""
 
@@ -140,6 +161,20 @@ class Ctx:
         if not cond:
             self.fail(msg, job)
 
+    def dump_others(self, shown):
+        """The tails of the other jobs still running: a process waiting on its group (an
+        assignment that never comes) is often stuck because of another member."""
+        for j in self.jobs:
+            if j.proc.poll() is not None:
+                continue
+            if j not in shown:
+                j.dump_tail(sys.stderr, n=12)
+            busy = thread_cpu(j.proc.pid)[:4]
+            if busy:
+                print("---- busiest threads of %s (pid %d): %s" % (
+                    j.tag, j.proc.pid, ", ".join("%s %.1fs" % t for t in busy)),
+                    file=sys.stderr, flush=True)
+
     def wait_for(self, what, pred, timeout=60.0, interval=0.2, job=None, last=None):
         """Polls pred() until it returns a truthy value (returned). The deadline only turns a
         hang into a failure message; it is never a measured assertion."""
@@ -161,6 +196,7 @@ class Ctx:
                     j.dump_tail(sys.stderr)
                     if hasattr(j, "dump_stacks"):
                         j.dump_stacks(sys.stderr)  # a stall shows where it is stuck
+                self.dump_others([job] if job else self.jobs[-1:])
                 raise TestFailure(msg)
             time.sleep(interval)
 
@@ -840,13 +876,27 @@ class Job:
             self.proc.kill()
         self.proc.wait()
 
+    # lines a stalled job repeats: only the last of them is kept in a tail
+    ROUTINE = ('"msg":"progress"', '"msg":"checkpoint.created"')
+
     def dump_tail(self, f, n=25):
         try:
             with open(self.log_path, "rb") as lf:
                 lines = lf.read().decode("utf-8", "replace").split("\n")
-                tail = lines[-n - 1:]
         except FileNotFoundError:
             return
+        # the last n lines that say something, and the last routine (progress) line
+        tail, routine = [], None
+        for l in reversed(lines):
+            if any(r in l for r in self.ROUTINE):
+                routine = routine or l
+            elif l.strip():
+                tail.append(l)
+            if len(tail) >= n:
+                break
+        tail.reverse()
+        if routine:
+            tail.append(routine)
         # a start's recovery decides what the run can show: its lines even when not in the tail
         early = [l for l in lines[:-n - 1] if '"msg":"pending epoch' in l][:10]
         if early:
