@@ -1052,6 +1052,11 @@ int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_
     e |= nf_metrics_counter("newsflow_trending_late_events_total",
                             "Read events behind their partition's watermark (not in any window).",
                             NULL, 0, &an->m.late_events);
+    e |= nf_metrics_counter("newsflow_trending_old_events_total",
+                            "Read events older than trending.window_s + lateness_ms when they "
+                            "were written to Kafka: left out of trending (interest takes them; "
+                            "trending.backfill counts them).",
+                            NULL, 0, &an->m.old_events);
     e |= nf_metrics_counter("newsflow_trending_state_repairs_total",
                             "Trending event times and watermarks restored beyond the wall clock + "
                             "trending.max_future_ms (saved by an older version) and repaired.",

@@ -117,6 +117,13 @@ typedef struct nf_analytics {
      * (nf_trend_counter_clamp, nf_trend_merger_clamp): logged at warn, counted in
      * m.trend_repairs. */
     int64_t max_future_ms;
+    /* Read events older than this when they were written (their Kafka record's timestamp) are
+     * not counted into trending (counted in m.old_events), so that one stray old event does
+     * not open windows dated then; interest still takes them. A rule on the record, not on when
+     * it is read: a replay decides the same. Records of the memory source (a file replayed on
+     * purpose) have no write time and are all counted. 0 = no bound (trending.backfill); else
+     * window + lateness. */
+    int64_t max_age_ms;
     uint64_t topics_ttl_ms; /* an article's topic vector in state (default 7 days) */
     nf_interest_opts_t interest;
     size_t budget_bytes; /* per kind of keyed state per shard (0 = unlimited) */
@@ -127,7 +134,7 @@ typedef struct nf_analytics {
     struct {
         nf_counter_t clusters[4]; /* new, joined, merged, duplicate */
         nf_counter_t topics_broadcast, unclassified, unsigned_articles;
-        nf_counter_t event_duplicates, late_events, counted_events, windows, panes;
+        nf_counter_t event_duplicates, late_events, old_events, counted_events, windows, panes;
         nf_counter_t interest_duplicates, interest_unknown, state_errors, trend_repairs;
         nf_counter_t trend_legacy_dropped, index_loads, index_evictions, story_sizes_lost;
         nf_gauge_t held_messages, index_bytes, index_entries, trend_watermark_lag;

@@ -58,8 +58,9 @@ typedef struct tpart {
 /* A decoded read event waiting for its group (take_read_event). */
 typedef struct decoded {
     nf_read_event_t ev;
-    nf_id128_t key; /* of the event id */
-    uint16_t kg;    /* the partition */
+    nf_id128_t key;     /* of the event id */
+    uint16_t kg;        /* the partition */
+    int64_t written_ms; /* rec_t's */
 } decoded_t;
 #define GROUP 16
 
@@ -175,6 +176,7 @@ typedef struct rec {
     int64_t offset;
     const void *payload;
     size_t len;
+    int64_t written_ms; /* the Kafka record's timestamp; INT64_MIN: none (memory source) */
 } rec_t;
 
 /* stage: "decode" or "event_time"; counted by stage. */
@@ -234,11 +236,20 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
         return;
     }
     g->kg = (uint16_t)m->partition;
+    g->written_ms = m->written_ms;
     g->key = event_key(g->ev.event_id, g->ev.event_id_len);
     nf_keyset_prefetch(k->ids, g->kg, g->key);
     k->group_now = now_ms;
     if (++k->ngroup == GROUP)
         count_group(k);
+}
+
+/* Whether a read event was older than window + lateness when it was written to Kafka: one
+ * such event on a quiet partition would otherwise open windows dated then (analytics.h). */
+static bool too_old(const nf_analytics_t *an, const decoded_t *g)
+{
+    return an->max_age_ms > 0 && g->written_ms != INT64_MIN &&
+           g->ev.ts_ms < g->written_ms - an->max_age_ms;
 }
 
 /* One decoded event: the event-id dedup set, the trending counter, then to its user's shard. */
@@ -264,9 +275,14 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
     tpart_t *tp = trend_part(k, g->kg);
     if (!tp)
         return; /* the job is stopping (trend_part said why) */
-    rc = nf_trend_count(tp->c, g->kg, ev->article_id, ev->article_len, ev->ts_ms, now_ms);
-    tp->dirty = true;
-    if (rc == 1)
+    if (too_old(an, g))
+        rc = 2; /* neither counted nor moving the watermark: interest takes it below */
+    else
+        rc = nf_trend_count(tp->c, g->kg, ev->article_id, ev->article_len, ev->ts_ms, now_ms);
+    tp->dirty |= rc != 2;
+    if (rc == 2)
+        nf_counter_inc(an->m.old_events);
+    else if (rc == 1)
         nf_counter_inc(an->m.late_events);
     else if (rc == 0)
         nf_counter_inc(an->m.counted_events);
@@ -433,8 +449,8 @@ static void consume_memory(kin_t *k)
         if (i + PREFETCH_AHEAD < r->mem.n)
             prefetch_record(r->mem.buf + r->mem.off[i + PREFETCH_AHEAD],
                             r->mem.len[i + PREFETCH_AHEAD]);
-        rec_t rc = {"read-events", p, (int64_t)(i / parts), r->mem.buf + r->mem.off[i],
-                    r->mem.len[i]};
+        rec_t rc = {"read-events", p,        (int64_t)(i / parts), r->mem.buf + r->mem.off[i],
+                    r->mem.len[i], INT64_MIN};
         take_read_event(k, &rc, now);
         taken++;
     }
@@ -481,7 +497,10 @@ static void consume_turn(kin_t *k)
             continue;
         }
         nf_counter_inc(r->m.records);
-        rec_t rc = {rd_kafka_topic_name(m->rkt), m->partition, m->offset, m->payload, m->len};
+        rec_t rc = {rd_kafka_topic_name(m->rkt),        m->partition, m->offset, m->payload, m->len,
+                    rd_kafka_message_timestamp(m, NULL)};
+        if (rc.written_ms < 0)
+            rc.written_ms = INT64_MIN; /* a record without a timestamp */
         if (in == NF_INPUT_READ_EVENTS)
             take_read_event(k, &rc, now);
         else if (in == NF_INPUT_SOURCES)

@@ -272,6 +272,10 @@ static const cfg_key_t cfg_keys[] = {
      .help = "event times further ahead of the wall clock are refused: such a read event goes to "
              "dead-letters (it would move the watermark past every later event), such an article "
              "date is replaced (its other date, else the fetch time)"},
+    {KEY(CFG_BOOL, trending.backfill), .def = "false",
+     .help = "count read events of any age into trending windows (a replay of old events on "
+             "purpose); false: an event older than window_s + lateness_ms when it was written to "
+             "Kafka (its record timestamp) is left out of trending, interest still takes it"},
     {KEY(CFG_F64, interest.alpha), .fmin = 0.0, .fmax = 1.0, .def = "0.1",
      .help = "EMA learning rate: weight of a read's article topics"},
     {KEY(CFG_F64, interest.gamma), .fmin = 0.0, .fmax = 1.0, .def = "0.95",

@@ -171,6 +171,7 @@ typedef struct nf_config {
         bool exact;
         uint32_t event_id_ttl_s;
         uint32_t max_future_ms; /* event times beyond wall clock + this are refused */
+        bool backfill; /* count read events of any age (else: not older than window + lateness) */
     } trending;
     struct {
         double alpha, gamma;

@@ -56,6 +56,22 @@ class TestFailure(Exception):
     pass
 
 
+_KEYS = {}
+
+
+def knows_key(newsflow, key):
+    """Whether the binary's configuration has the key (`newsflow config keys`, once per binary):
+    a pinned older build (kafka/test_upgrade) is run with the keys it has."""
+    if newsflow not in _KEYS:
+        try:
+            out = subprocess.run([newsflow, "config", "keys"], capture_output=True, text=True,
+                                 timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            out = ""
+        _KEYS[newsflow] = {l.split()[0] for l in out.split("\n") if l.strip()}
+    return key in _KEYS[newsflow]
+
+
 def thread_cpu(pid):
     """[(thread name, CPU seconds)] of a live process, busiest first: a thread that spins (a
     client library looping) stands out in a dump of a stalled job."""
@@ -715,6 +731,11 @@ class Job:
         if not any(s.startswith("interest.unknown_articles") for s in sets):
             # the tests' read events name synthetic articles: every read still counts
             sets.append("interest.unknown_articles=empty")
+        if (not any(s.startswith("trending.backfill") for s in sets) and
+                knows_key(ctx.nf, "trending.backfill")):  # an older build (test_upgrade) lacks it
+            # Events are dated November 2023 (a replay of history): without it, trending would
+            # leave them all out as older than its window when written to Kafka
+            sets.append("trending.backfill=true")
         if not any(s.startswith("shutdown.timeout_ms") for s in sets):
             # a final epoch may take longer than the default 10 s on a starved machine (11.2 s
             # seen beside stress-ng: exit 1, documented, and the test's SIGTERM wanted 0); the
