@@ -44,7 +44,7 @@ BUILD_PACKAGES=(
   chromium
   # tests: a job's thread stacks when a test times out waiting on it (acclib.py dump_stacks)
   gdb
-  # CI: the real-broker suites run a second time beside a CPU hog on every core (.ci/run)
+  # CI: the README test command runs beside a CPU hog on every core (.ci/run)
   stress-ng
   # tests: the container image built from the Dockerfile with podman, on a Debian base made by
   # debootstrap (container/test_image; there is no Docker engine)
