@@ -123,6 +123,10 @@ struct nf_search {
     size_t npending;
     unsigned char cursor[NF_SERVE_SEARCH_KEY_LEN];
     bool has_cursor;
+    /* The article state was read whole into the index once (kv "meta_filled", written with
+     * the rows): articles an earlier version ingested before it wrote the search log have no
+     * entry there, and only that pass finds them (fill_from_meta). */
+    bool meta_filled;
     int64_t last_expire;
     int64_t started_ms;
     /* The first failure of the writer's last call (keep_err), as SQLite told it before anything
@@ -131,7 +135,8 @@ struct nf_search {
 
     nf_counter_t m_indexed, m_expired, m_missing, m_queries, m_errors, m_busy, m_write_errors;
     nf_counter_t m_df_hit, m_df_miss;
-    nf_counter_t m_rebuild_missing, m_rebuild_corrupt, m_rebuild_behind, m_rebuild_version;
+    nf_counter_t m_rebuild_missing, m_rebuild_corrupt, m_rebuild_behind, m_rebuild_version,
+        m_rebuild_unlogged;
     nf_gauge_t m_articles, m_disk, m_behind;
     nf_histogram_t m_latency;
 };
@@ -341,6 +346,8 @@ static int load_kv(nf_search_t *s)
             pthread_mutex_lock(&s->mu);
             s->epoch = (uint64_t)sqlite3_column_int64(st, 1);
             pthread_mutex_unlock(&s->mu);
+        } else if (k && strcmp(k, "meta_filled") == 0) {
+            s->meta_filled = sqlite3_column_int64(st, 1) == 1;
         } else if (k && strcmp(k, "committed_ms") == 0) {
             pthread_mutex_lock(&s->mu);
             s->committed_ms = sqlite3_column_int64(st, 1);
@@ -724,6 +731,7 @@ typedef struct {
     int64_t now;
     int rc;           /* the first SQLite failure */
     uint64_t entries; /* log entries read past the cursor */
+    uint64_t added;   /* articles index_entry added (not in the index yet, within retention) */
     bool older;       /* one was cut before this process started */
 } pass_t;
 
@@ -770,8 +778,29 @@ static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY
     free(val);
     int rc = insert_doc(s, id_of(meta_key + 2), jstr(meta, "title"), jstr(meta, "summary"),
                         published, ingested, topics, nt, p->now);
+    p->added += rc == 0;
     cJSON_Delete(meta);
     return rc < 0 ? -rc : SQLITE_OK;
+}
+
+/* index_entry within the writer's transaction (committed every TX_ROWS rows), for a scan's
+ * callback: 0 to go on, 1 to stop (a SQLite failure in p->rc, or the thread is stopping). */
+static int index_in_tx(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY_LEN])
+{
+    nf_search_t *s = p->s;
+    int rc = begin(s);
+    if (rc == SQLITE_OK)
+        rc = index_entry(p, meta_key);
+    if (rc == SQLITE_OK && ++s->tx_rows >= TX_ROWS)
+        rc = commit(s);
+    if (rc != SQLITE_OK) {
+        p->rc = rc;
+        return 1;
+    }
+    pthread_mutex_lock(&s->mu);
+    bool stop = s->stop;
+    pthread_mutex_unlock(&s->mu);
+    return stop ? 1 : 0;
 }
 
 static int log_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
@@ -790,19 +819,50 @@ static int log_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
     }
     if (expires != 0 && expires < p->now)
         return 0;
-    int rc = begin(s);
-    if (rc == SQLITE_OK)
-        rc = index_entry(p, meta_key);
-    if (rc == SQLITE_OK && ++s->tx_rows >= TX_ROWS)
-        rc = commit(s);
-    if (rc != SQLITE_OK) {
-        p->rc = rc;
-        return 1;
+    return index_in_tx(p, meta_key);
+}
+
+/* One article of the article state (fill_from_meta): indexed unless the index has it. */
+static int meta_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
+{
+    (void)v;
+    (void)vl;
+    return kl == NF_SERVE_META_KEY_LEN ? index_in_tx(arg, k) : 0;
+}
+
+/* Once per index (after its first pass over the log): every article of the state within the
+ * retention that the index lacks (one an earlier version ingested before it wrote the search
+ * log) is indexed from its metadata; "meta_filled" goes into kv with the view's commit. A
+ * scan of the article state (the retention's articles, about 1 KB each): once per file. */
+static int fill_from_meta(nf_search_t *s, nf_store_view_t *v, int64_t now)
+{
+    pass_t p = {.s = s, .v = v, .now = now};
+    /* the log pass's rows first: the index's own look-up (has) sees committed rows only */
+    int rc = commit(s);
+    if (rc != SQLITE_OK)
+        return rc;
+    int r = nf_store_view_scan_prefix(v, NF_KIND_ARTICLE_META, NULL, 0, meta_cb, &p);
+    if (p.rc != SQLITE_OK)
+        return p.rc;
+    if (r < 0) {
+        nf_log(NF_LOG_WARN, "search",
+               "the article state cannot be read whole; looking for unlogged articles again at "
+               "the next view",
+               NF_LI("errno", -r), NF_LEND);
+        return SQLITE_OK;
     }
-    pthread_mutex_lock(&s->mu);
-    bool stop = s->stop;
-    pthread_mutex_unlock(&s->mu);
-    return stop ? 1 : 0;
+    if (p.added) {
+        nf_counter_inc(s->m_rebuild_unlogged);
+        nf_log(NF_LOG_WARN, "search",
+               "articles of the state missing from the search log (ingested by an earlier "
+               "version): indexed from their metadata",
+               NF_LI("articles", (int64_t)p.added), NF_LEND);
+    }
+    rc = begin(s);
+    rc = rc == SQLITE_OK ? kv_put(s, "meta_filled", NULL, 0, 1) : rc;
+    if (rc == SQLITE_OK)
+        s->meta_filled = true; /* committed with the view (follow); a failure reloads kv */
+    return rc;
 }
 
 /* When the cursor's entry was cut (its key's time). */
@@ -822,6 +882,7 @@ static int clear(nf_search_t *s)
     if (rc == SQLITE_OK)
         rc = exec(s->w, "DELETE FROM fts; DELETE FROM ids; DELETE FROM kv;");
     s->has_cursor = false;
+    s->meta_filled = false;
     rc = rc == SQLITE_OK ? commit(s) : rc;
     pthread_mutex_lock(&s->mu);
     s->changes += s->articles + 1;
@@ -886,6 +947,8 @@ static int follow(nf_search_t *s, nf_store_view_t *v)
                NF_LS("path", s->o.path), NF_LI("articles", (int64_t)s->articles), NF_LEND);
     }
     s->fresh = false;
+    if (!s->meta_filled && (rc = fill_from_meta(s, v, p.now)) != SQLITE_OK)
+        return rc;
     /* The view's articles are committed to the index before the view's epoch is published:
      * an answer that says it reflects an epoch has all of that epoch's articles. */
     uint64_t epoch = r == 0 ? nf_store_view_epoch(v) : s->epoch;
@@ -1692,7 +1755,8 @@ static void register_metrics(nf_search_t *s)
                        &s->m_df_miss);
     static const char help[] =
         "Rebuilds of the search index from the committed state: missing (no file), corrupt, "
-        "behind (an older checkpoint was restored), version (a file of another layout).";
+        "behind (an older checkpoint was restored), version (a file of another layout), "
+        "unlogged (articles an earlier version ingested without a search log entry).";
     nf_metrics_counter("newsflow_search_rebuilds_total", help, "reason=\"missing\"", 0,
                        &s->m_rebuild_missing);
     nf_metrics_counter("newsflow_search_rebuilds_total", help, "reason=\"corrupt\"", 0,
@@ -1701,6 +1765,8 @@ static void register_metrics(nf_search_t *s)
                        &s->m_rebuild_behind);
     nf_metrics_counter("newsflow_search_rebuilds_total", help, "reason=\"version\"", 0,
                        &s->m_rebuild_version);
+    nf_metrics_counter("newsflow_search_rebuilds_total", help, "reason=\"unlogged\"", 0,
+                       &s->m_rebuild_unlogged);
     nf_metrics_gauge("newsflow_search_articles", "Articles in the search index.", NULL, 0,
                      &s->m_articles);
     nf_metrics_gauge("newsflow_search_disk_bytes", "The search index's file and its WAL.", NULL, 0,

@@ -18,6 +18,10 @@
  * layout (PRAGMA user_version: "version"); the committed state no longer has the
  * cursor's entry though it would not have expired — an older checkpoint was restored
  * ("behind"). A rebuild reads the whole search log: the articles of the state's last 7 days.
+ * Once per index file, after its first pass over the log, the article state is read whole and
+ * what the index lacks is added from its metadata: articles an earlier version ingested before
+ * it wrote the search log have no entry there ("unlogged", counted when it found any; kv
+ * "meta_filled" records the pass).
  *
  * Write failures (a full disk: SQLITE_FULL; I/O errors): the writer's transaction is rolled back
  * and its view read again from the committed cursor after a back-off (poll << n after the n-th

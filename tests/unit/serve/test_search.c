@@ -369,6 +369,7 @@ static void test_pairs_property(void)
 /* ------------------------------------------------------------------------------ the index */
 
 static int64_t g_now, g_ingested; /* put_article's articles are ingested at g_ingested */
+static bool g_unlogged; /* put_article writes no search log entry (as versions before it did) */
 
 /* One article into b the way dedup writes it at the cut: metadata (and recent entries), its
  * search log entry (cut at cut_ms), its topic vector. */
@@ -415,7 +416,8 @@ static void put_article(nf_store_batch_t *b, int64_t cut_ms, nf_id128_t id, cons
     unsigned char key[NF_SERVE_META_KEY_LEN], exp[8 + NF_TOPICS_ENC_MAX];
     nf_kstate_encode_key(kg, id, key);
     nf_put_le64(exp, (uint64_t)(g_ingested + TTL_MS));
-    nf_serve_put_search(b, cut_ms, key, exp);
+    if (!g_unlogged)
+        nf_serve_put_search(b, cut_ms, key, exp);
     int n = nf_interest_topics_encode(&a->topics, exp + 8, NF_TOPICS_ENC_MAX);
     NF_REQUIRE(n >= 0);
     nf_store_batch_put(b, NF_KIND_ARTICLE_TOPICS, key, sizeof key, exp, 8 + (size_t)n);
@@ -1128,6 +1130,82 @@ static void test_disk_full(void)
     nf_metrics_shutdown();
 }
 
+/* Removes the index's record of its pass over the article state, as in a file an earlier
+ * version made. */
+static void forget_meta_fill(const char *path)
+{
+    sqlite3 *db = NULL;
+    NF_REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    NF_REQUIRE(sqlite3_exec(db, "DELETE FROM kv WHERE k = 'meta_filled'", NULL, NULL, NULL) ==
+               SQLITE_OK);
+    NF_CHECK_EQ(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+}
+
+/* Articles an earlier version ingested before it wrote the search log (issue 37: never
+ * searchable after an upgrade) are indexed from the article state, in a new index file and in
+ * one an earlier version made; once, then not scanned again. */
+static void test_unlogged(void)
+{
+    NF_REQUIRE(nf_metrics_init(1) == 0);
+    char dir[256], path[300];
+    NF_REQUIRE(nf_teststore_tmpdir("search-unlogged", dir, sizeof dir));
+    snprintf(path, sizeof path, "%s/search.db", dir);
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    g_now = g_ingested = nf_wall_ms();
+    nf_store_batch_t *b = nf_store_batch_new();
+    g_unlogged = true;
+    put_article(b, g_now - 50, (nf_id128_t){21, 1}, "Narwhal tusks", "Sensing.", g_now - 50, 1);
+    put_article(b, g_now - 40, (nf_id128_t){22, 2}, "Narwhal pods", "Counted.", g_now - 40, 2);
+    g_unlogged = false;
+    put_article(b, g_now - 30, (nf_id128_t){23, 3}, "Narwhal songs", "Heard.", g_now - 30, 1);
+    NF_REQUIRE(nf_teststore_commit(st, 1, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(st, 1) == 0);
+
+    /* A new file: the log names one article, the state holds three. */
+    double unlogged0 = metric("newsflow_search_rebuilds_total{reason=\"unlogged\"}");
+    unlogged0 = unlogged0 < 0 ? 0 : unlogged0; /* registered by the first start */
+    nf_search_t *s = start(st, path);
+    NF_REQUIRE(wait_epoch(s, 1));
+    uint64_t articles, epoch;
+    nf_search_status(s, &articles, &epoch);
+    NF_CHECK_EQ(articles, 3u);
+    NF_CHECK_EQ(search(s, "narwhal", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 3u);
+    NF_CHECK_EQ(metric("newsflow_search_rebuilds_total{reason=\"unlogged\"}"), unlogged0 + 1);
+    nf_search_stop(s);
+
+    /* A file an earlier version made (no record of the pass) and one more unlogged article. */
+    b = nf_store_batch_new();
+    g_unlogged = true;
+    put_article(b, g_now - 20, (nf_id128_t){24, 4}, "Narwhal winters", "Ice.", g_now - 20, 1);
+    g_unlogged = false;
+    NF_REQUIRE(nf_teststore_commit(st, 2, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(st, 2) == 0);
+    forget_meta_fill(path);
+    s = start(st, path);
+    NF_REQUIRE(wait_epoch(s, 2));
+    NF_CHECK_EQ(search(s, "narwhal winters", -1, 0, 20), 0);
+    NF_CHECK_EQ(g_res.n, 1u);
+    nf_search_status(s, &articles, &epoch);
+    NF_CHECK_EQ(articles, 4u);
+    NF_CHECK_EQ(metric("newsflow_search_rebuilds_total{reason=\"unlogged\"}"), unlogged0 + 2);
+    nf_search_stop(s);
+
+    /* Once per file: a later start does not scan the state again (nothing to add, not counted). */
+    s = start(st, path);
+    NF_REQUIRE(wait_epoch(s, 2));
+    NF_CHECK_EQ(metric("newsflow_search_rebuilds_total{reason=\"unlogged\"}"), unlogged0 + 2);
+    nf_search_result_free(&g_res);
+    nf_search_stop(s);
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+    nf_metrics_shutdown();
+}
+
 int main(void)
 {
     /* Before any connection of the tests: the index's allocator, as the job has it. */
@@ -1137,5 +1215,6 @@ int main(void)
     NF_RUN(test_pairs_property);
     NF_RUN(test_index);
     NF_RUN(test_disk_full);
+    NF_RUN(test_unlogged);
     return nf_test_report();
 }
