@@ -436,6 +436,7 @@ struct run_ctx {
     nf_search_t *search; /* GET /v1/search: its index follows the committed views */
     char self_url[512];  /* this process's query API as the others name it; "" = none */
     nf_admin_t *admin;
+    nf_admin_t *probe;     /* admin.probe_port's listener (NULL: none) */
     nf_history_t *history; /* GET /v1/ops/history: the page's graphs (admin.history_interval_ms) */
 };
 
@@ -474,10 +475,34 @@ static void remove_admin_file(run_ctx_t *c)
     c->admin_file = false;
 }
 
+/* admin.probe_port: /healthz, /readyz and /metrics on a listener of their own (no /v1, no
+ * page), so that however many readers hold the admin port, a probe finds a free connection. */
+static int start_probe(run_ctx_t *c, char *err, size_t errlen)
+{
+    const nf_config_t *cfg = &c->cfg;
+    nf_admin_hooks_t hooks = {.health = health,
+                              .ready = ready,
+                              .arg = c->rt,
+                              .max_connections = 16,
+                              .request_timeout_ms = cfg->admin.request_timeout_ms,
+                              .listener = "probe"};
+    c->probe =
+        nf_admin_start(cfg->admin.listen, (uint16_t)cfg->admin.probe_port, &hooks, err, errlen);
+    if (!c->probe) {
+        nf_log(NF_LOG_ERROR, "main", "cannot start the probe listener", NF_LS("error", err),
+               NF_LS("hint", "set admin.probe_port to a free port, or 0 for none"), NF_LEND);
+        return -1;
+    }
+    nf_log(NF_LOG_INFO, "main", "probe listener: /healthz, /readyz and /metrics",
+           NF_LI("port", nf_admin_port(c->probe)), NF_LEND);
+    return 0;
+}
+
 static void run_cleanup(run_ctx_t *c)
 {
     remove_admin_file(c);
     nf_demo_stop(c->demo);
+    nf_admin_stop(c->probe);
     nf_admin_stop(c->admin); /* its requests have released their views: the store may close */
     nf_history_stop(c->history);
     nf_query_free(c->query);
@@ -1533,6 +1558,11 @@ int nf_cli_run(int argc, char **argv)
             return NF_EXIT_RUNTIME;
         }
         c.admin_file = write_admin_file(cfg, nf_admin_port(c.admin));
+        if (cfg->admin.probe_port && start_probe(&c, err, sizeof err) != 0) {
+            run_cleanup(&c);
+            nf_sink_close(c.in.sink);
+            return NF_EXIT_RUNTIME;
+        }
     }
     /* After the admin server is up, so that /readyz and the metrics show its progress. */
     atomic_store(&g_epoch, c.epoch);
@@ -1721,6 +1751,8 @@ int nf_cli_run(int argc, char **argv)
     nf_runtime_stats(c.rt, &st);
     nf_epoch_stats_t es;
     nf_epoch_stats(c.epoch, &es);
+    nf_admin_stop(c.probe);
+    c.probe = NULL;
     nf_admin_stop(c.admin);
     c.admin = NULL;
     remove_admin_file(&c);

@@ -446,9 +446,17 @@ static void nf_admin_fail(char *err, size_t errlen, const char *addr, uint16_t p
 
 static void nf_admin_register_metrics(nf_admin_t *a)
 {
+    char lst[64] = "", lsts[80] = "";
+    if (a->hooks.listener) {
+        snprintf(lst, sizeof lst, "listener=\"%s\"", a->hooks.listener);
+        snprintf(lsts, sizeof lsts, ",%s", lst);
+    }
+    char ev[112], to[112];
+    snprintf(ev, sizeof ev, "reason=\"evicted\"%s", lsts);
+    snprintf(to, sizeof to, "reason=\"timeout\"%s", lsts);
     for (int i = 0; i < NF_ADMIN_NPATHS; i++) {
-        char labels[32];
-        snprintf(labels, sizeof labels, "path=\"%s\"", nf_admin_paths[i]);
+        char labels[144];
+        snprintf(labels, sizeof labels, "path=\"%s\"%s", nf_admin_paths[i], lsts);
         int rc = nf_metrics_counter("newsflow_admin_requests_total",
                                     "HTTP requests to the admin server, by path.", labels, 0,
                                     &a->requests[i]);
@@ -459,12 +467,10 @@ static void nf_admin_register_metrics(nf_admin_t *a)
     const char *help = "Admin server connections this process shut down: reason=evicted, the "
                        "oldest idle ones over admin.max_connections; reason=timeout, no whole "
                        "request within admin.request_timeout_ms (a slow or idle client).";
-    nf_metrics_counter("newsflow_admin_connections_closed_total", help, "reason=\"evicted\"", 0,
-                       &a->closed_evicted);
-    nf_metrics_counter("newsflow_admin_connections_closed_total", help, "reason=\"timeout\"", 0,
-                       &a->closed_timeout);
-    nf_metrics_gauge("newsflow_admin_connections", "Open connections to the admin server.", NULL, 0,
-                     &a->open);
+    nf_metrics_counter("newsflow_admin_connections_closed_total", help, ev, 0, &a->closed_evicted);
+    nf_metrics_counter("newsflow_admin_connections_closed_total", help, to, 0, &a->closed_timeout);
+    nf_metrics_gauge("newsflow_admin_connections", "Open connections to the admin server.",
+                     lst[0] ? lst : NULL, 0, &a->open);
 }
 
 nf_admin_t *nf_admin_start(const char *addr, uint16_t port, const nf_admin_hooks_t *hooks,

@@ -50,6 +50,10 @@ typedef struct nf_admin_hooks {
      * a probe's, is always taken); a connection that has not sent a whole request within
      * request_timeout_ms of its connect or its last answer is shut down. */
     unsigned max_connections, request_timeout_ms;
+    /* NULL: the server's metrics series carry no listener label (the admin server). A name
+     * (the probe listener, "probe"): each series carries listener="NAME", so that two servers
+     * in one process count apart. */
+    const char *listener;
 } nf_admin_hooks_t;
 
 /* Listens on addr:port (IPv4 or IPv6 literal; port 0 = ephemeral). NULL on failure with a

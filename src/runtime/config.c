@@ -87,6 +87,10 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_U32, admin.request_timeout_ms), .min = 100, .max = 600000, .def = "10000",
      .help = "a connection that has not sent a whole request this long after its connect or its "
              "last answer is closed (a slow or idle client)"},
+    {KEY(CFG_U32, admin.probe_port), .max = 65535, .def = "0",
+     .help = "a second listener on admin.listen serving only /healthz, /readyz and /metrics, with "
+             "connections of its own: point liveness and readiness probes there so that reader "
+             "traffic on admin.port never keeps them out; 0 = none"},
     {KEY(CFG_U32, admin.history_interval_ms), .max = 3600000, .def = "10000",
      .help = "period of the samples behind GET /v1/ops/history and the page's graphs (the "
              "last 360 are kept; at least 100); 0 = off"},

@@ -80,6 +80,7 @@ typedef struct nf_config {
         uint32_t port;
         uint32_t history_interval_ms; /* 0 = off */
         uint32_t max_connections, request_timeout_ms;
+        uint32_t probe_port; /* 0 = none: probes use port */
     } admin;
     struct {
         uint32_t timeout_ms;

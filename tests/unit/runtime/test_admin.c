@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -340,6 +341,104 @@ static void test_idle_connections_do_not_block_probes(void)
     nf_metrics_shutdown();
 }
 
+/* An api hook that holds every request until released (readers whose queries take long). */
+static pthread_mutex_t busy_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t busy_cv = PTHREAD_COND_INITIALIZER;
+static int busy_in;
+static bool busy_release;
+
+static int busy_api(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
+{
+    (void)arg, (void)route, (void)req;
+    pthread_mutex_lock(&busy_mu);
+    busy_in++;
+    pthread_cond_broadcast(&busy_cv);
+    while (!busy_release)
+        pthread_cond_wait(&busy_cv, &busy_mu);
+    pthread_mutex_unlock(&busy_mu);
+    *body = strdup("{}");
+    *len = 2;
+    return 200;
+}
+
+/* A request sent on a connection of its own, not read: the connection stays busy. */
+static int busy_conn(uint16_t port)
+{
+    int fd = idle_conn(port);
+    static const char req[] = "GET /v1/slow HTTP/1.1\r\nHost: x\r\n\r\n";
+    if (fd >= 0 && write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Issue 37: liveness never shares connections with reader traffic. Requests in progress are
+ * never evicted, so readers busy on every connection of the admin server keep a probe there
+ * out; the probe listener (admin.probe_port), connections of its own, answers /healthz,
+ * /readyz and /metrics and nothing else, its series labelled listener="probe". */
+static void test_probe_listener_apart_from_readers(void)
+{
+    NF_REQUIRE(nf_metrics_init(1) == 0);
+    char err[256];
+    nf_admin_hooks_t main_hooks = {.health = health_hook,
+                                   .arg = &hook_arg_seen,
+                                   .api = busy_api,
+                                   .max_connections = 4,
+                                   .request_timeout_ms = 60000};
+    nf_admin_hooks_t probe_hooks = {.health = health_hook,
+                                    .ready = ready_hook,
+                                    .arg = &hook_arg_seen,
+                                    .max_connections = 4,
+                                    .listener = "probe"};
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &main_hooks, err, sizeof err);
+    nf_admin_t *p = nf_admin_start("127.0.0.1", 0, &probe_hooks, err, sizeof err);
+    NF_REQUIRE(a && p);
+    health_state = 0;
+    ready_state = 1;
+    enum { READERS = 4 + 32 }; /* the cap and MHD's headroom above it: every slot busy */
+    int fds[READERS];
+    for (int i = 0; i < READERS; i++) {
+        /* one at a time: a connection whose request is not read yet counts as idle (it would
+         * be evicted by the next); a condition, not a clock: this reader is in the hook */
+        fds[i] = busy_conn(nf_admin_port(a));
+        NF_REQUIRE(fds[i] >= 0);
+        pthread_mutex_lock(&busy_mu);
+        while (busy_in < i + 1)
+            pthread_cond_wait(&busy_cv, &busy_mu);
+        pthread_mutex_unlock(&busy_mu);
+    }
+    http_resp_t r = http_get(nf_admin_port(a), "/healthz");
+    NF_CHECK(r.status != 200); /* the shared server is full: what the probe listener is for */
+    http_free(&r);
+    for (int i = 0; i < 10; i++) {
+        r = http_get(nf_admin_port(p), "/healthz");
+        NF_CHECK_EQ(r.status, 200);
+        http_free(&r);
+    }
+    r = http_get(nf_admin_port(p), "/readyz");
+    NF_CHECK_EQ(r.status, 200);
+    http_free(&r);
+    r = http_get(nf_admin_port(p), "/v1/slow"); /* readers' routes are not there */
+    NF_CHECK_EQ(r.status, 404);
+    http_free(&r);
+    r = http_get(nf_admin_port(p), "/metrics");
+    NF_CHECK_EQ(r.status, 200);
+    NF_CHECK(r.body && strstr(r.body, "newsflow_admin_connections{listener=\"probe\"} "));
+    NF_CHECK(r.body && strstr(r.body, "newsflow_admin_connections 36\n"));
+    http_free(&r);
+    pthread_mutex_lock(&busy_mu);
+    busy_release = true;
+    pthread_cond_broadcast(&busy_cv);
+    pthread_mutex_unlock(&busy_mu);
+    for (int i = 0; i < READERS; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    nf_admin_stop(p);
+    nf_admin_stop(a);
+    nf_metrics_shutdown();
+}
+
 /* A client that trickles a header, a byte at a time, is closed at the request deadline (MHD's
  * own idle timeout restarts with every byte and would never close it). */
 static void test_slow_header_closed_at_deadline(void)
@@ -378,6 +477,7 @@ int main(void)
     NF_RUN(test_bad_addresses);
     NF_RUN(test_ipv6);
     NF_RUN(test_idle_connections_do_not_block_probes);
+    NF_RUN(test_probe_listener_apart_from_readers);
     NF_RUN(test_slow_header_closed_at_deadline);
     return nf_test_report();
 }
