@@ -844,11 +844,12 @@ static int fill_from_meta(nf_search_t *s, nf_store_view_t *v, int64_t now)
     int r = nf_store_view_scan_prefix(v, NF_KIND_ARTICLE_META, NULL, 0, meta_cb, &p);
     if (p.rc != SQLITE_OK)
         return p.rc;
-    if (r < 0) {
-        nf_log(NF_LOG_WARN, "search",
-               "the article state cannot be read whole; looking for unlogged articles again at "
-               "the next view",
-               NF_LI("errno", -r), NF_LEND);
+    if (r != 0) { /* unreadable, or cut short by a stop: not done, so not recorded as done */
+        if (r < 0)
+            nf_log(NF_LOG_WARN, "search",
+                   "the article state cannot be read whole; looking for unlogged articles again "
+                   "at the next view",
+                   NF_LI("errno", -r), NF_LEND);
         return SQLITE_OK;
     }
     if (p.added) {
