@@ -741,23 +741,29 @@ static const char *jstr(const cJSON *o, const char *k)
     return cJSON_IsString(x) ? x->valuestring : NULL;
 }
 
-/* One search log entry: its article's committed metadata and topics into the index. */
-static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY_LEN])
+/* One article into the index: its committed metadata and topics. val (len bytes) is its
+ * metadata's value when the caller read it already (a scan of the article state); NULL: read
+ * here (a search log entry names only the key). */
+static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY_LEN],
+                       const void *val, size_t len)
 {
     nf_search_t *s = p->s;
     char err[256];
-    void *val = NULL;
-    size_t len = 0;
-    int r = nf_store_view_get(p->v, NF_KIND_ARTICLE_META, meta_key, NF_SERVE_META_KEY_LEN, &val,
+    void *got = NULL;
+    int r = 1;
+    if (!val) {
+        r = nf_store_view_get(p->v, NF_KIND_ARTICLE_META, meta_key, NF_SERVE_META_KEY_LEN, &got,
                               &len, err, sizeof err);
-    if (r < 0) {
-        nf_log(NF_LOG_WARN, "search", "an article's metadata cannot be read; not indexed",
-               NF_LS("error", err), NF_LEND);
-        nf_counter_inc(s->m_missing);
-        return 0;
+        if (r < 0) {
+            nf_log(NF_LOG_WARN, "search", "an article's metadata cannot be read; not indexed",
+                   NF_LS("error", err), NF_LEND);
+            nf_counter_inc(s->m_missing);
+            return 0;
+        }
+        val = got;
     }
-    cJSON *meta = r == 1 && len > 8 ? cJSON_ParseWithLength((char *)val + 8, len - 8) : NULL;
-    free(val);
+    cJSON *meta = r == 1 && len > 8 ? cJSON_ParseWithLength((const char *)val + 8, len - 8) : NULL;
+    free(got);
     if (!meta) { /* expired (TTL) or not what serve_state writes */
         nf_counter_inc(s->m_missing);
         return 0;
@@ -767,15 +773,16 @@ static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY
     nf_topic_vec_t vec = {0};
     uint32_t topics[NF_TOPICS_MAX];
     unsigned nt = 0;
-    val = NULL;
-    if (nf_store_view_get(p->v, NF_KIND_ARTICLE_TOPICS, meta_key, NF_SERVE_META_KEY_LEN, &val, &len,
+    void *tv = NULL;
+    size_t tl = 0;
+    if (nf_store_view_get(p->v, NF_KIND_ARTICLE_TOPICS, meta_key, NF_SERVE_META_KEY_LEN, &tv, &tl,
                           err, sizeof err) == 1 &&
-        len > 8 && nf_interest_topics_decode((unsigned char *)val + 8, len - 8, &vec) == 0) {
+        tl > 8 && nf_interest_topics_decode((unsigned char *)tv + 8, tl - 8, &vec) == 0) {
         for (uint32_t i = 0; i < vec.n; i++)
             if (vec.t[i].weight > 0)
                 topics[nt++] = vec.t[i].topic;
     }
-    free(val);
+    free(tv);
     int rc = insert_doc(s, id_of(meta_key + 2), jstr(meta, "title"), jstr(meta, "summary"),
                         published, ingested, topics, nt, p->now);
     p->added += rc == 0;
@@ -785,12 +792,13 @@ static int index_entry(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY
 
 /* index_entry within the writer's transaction (committed every TX_ROWS rows), for a scan's
  * callback: 0 to go on, 1 to stop (a SQLite failure in p->rc, or the thread is stopping). */
-static int index_in_tx(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY_LEN])
+static int index_in_tx(pass_t *p, const unsigned char meta_key[NF_SERVE_META_KEY_LEN],
+                       const void *val, size_t len)
 {
     nf_search_t *s = p->s;
     int rc = begin(s);
     if (rc == SQLITE_OK)
-        rc = index_entry(p, meta_key);
+        rc = index_entry(p, meta_key, val, len);
     if (rc == SQLITE_OK && ++s->tx_rows >= TX_ROWS)
         rc = commit(s);
     if (rc != SQLITE_OK) {
@@ -819,15 +827,14 @@ static int log_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
     }
     if (expires != 0 && expires < p->now)
         return 0;
-    return index_in_tx(p, meta_key);
+    return index_in_tx(p, meta_key, NULL, 0);
 }
 
-/* One article of the article state (fill_from_meta): indexed unless the index has it. */
+/* One article of the article state (fill_from_meta): indexed unless the index has it, from the
+ * value the scan read. */
 static int meta_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
 {
-    (void)v;
-    (void)vl;
-    return kl == NF_SERVE_META_KEY_LEN ? index_in_tx(arg, k) : 0;
+    return kl == NF_SERVE_META_KEY_LEN ? index_in_tx(arg, k, v, vl) : 0;
 }
 
 /* Once per index (after its first pass over the log): every article of the state within the
