@@ -176,7 +176,7 @@ typedef struct rec {
     int64_t offset;
     const void *payload;
     size_t len;
-    int64_t written_ms; /* the Kafka record's timestamp; INT64_MIN: none (memory source) */
+    int64_t written_ms; /* the Kafka record's timestamp; -1: none (librdkafka's; memory source) */
 } rec_t;
 
 /* stage: "decode" or "event_time"; counted by stage. */
@@ -248,8 +248,7 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
  * such event on a quiet partition would otherwise open windows dated then (analytics.h). */
 static bool too_old(const nf_analytics_t *an, const decoded_t *g)
 {
-    return an->max_age_ms > 0 && g->written_ms != INT64_MIN &&
-           g->ev.ts_ms < g->written_ms - an->max_age_ms;
+    return an->max_age_ms > 0 && g->written_ms >= 0 && g->ev.ts_ms < g->written_ms - an->max_age_ms;
 }
 
 /* One decoded event: the event-id dedup set, the trending counter, then to its user's shard. */
@@ -449,8 +448,8 @@ static void consume_memory(kin_t *k)
         if (i + PREFETCH_AHEAD < r->mem.n)
             prefetch_record(r->mem.buf + r->mem.off[i + PREFETCH_AHEAD],
                             r->mem.len[i + PREFETCH_AHEAD]);
-        rec_t rc = {"read-events", p,        (int64_t)(i / parts), r->mem.buf + r->mem.off[i],
-                    r->mem.len[i], INT64_MIN};
+        rec_t rc = {"read-events", p, (int64_t)(i / parts), r->mem.buf + r->mem.off[i],
+                    r->mem.len[i], -1};
         take_read_event(k, &rc, now);
         taken++;
     }
@@ -499,8 +498,6 @@ static void consume_turn(kin_t *k)
         nf_counter_inc(r->m.records);
         rec_t rc = {rd_kafka_topic_name(m->rkt),        m->partition, m->offset, m->payload, m->len,
                     rd_kafka_message_timestamp(m, NULL)};
-        if (rc.written_ms < 0)
-            rc.written_ms = INT64_MIN; /* a record without a timestamp */
         if (in == NF_INPUT_READ_EVENTS)
             take_read_event(k, &rc, now);
         else if (in == NF_INPUT_SOURCES)
