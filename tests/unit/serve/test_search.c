@@ -678,15 +678,30 @@ static int by_newest(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-static void test_index(void)
+/* A test's state in a directory of its own (dir; *st), the index file's path beside it (path),
+ * a fresh metrics registry and the articles' clock at now. */
+static void open_state(const char *name, char dir[256], char path[300], nf_store_t **st)
 {
     NF_REQUIRE(nf_metrics_init(1) == 0);
-    char dir[256], path[300];
-    NF_REQUIRE(nf_teststore_tmpdir("search", dir, sizeof dir));
-    snprintf(path, sizeof path, "%s/search.db", dir);
-    nf_store_t *st = nf_teststore_open(dir);
-    NF_REQUIRE(st);
+    NF_REQUIRE(nf_teststore_tmpdir(name, dir, 256));
+    snprintf(path, 300, "%s/search.db", dir);
+    NF_REQUIRE((*st = nf_teststore_open(dir)) != NULL);
     g_now = g_ingested = nf_wall_ms();
+}
+
+static void close_state(nf_store_t *st, const char *dir)
+{
+    nf_store_close(st);
+    nf_teststore_rmtree(dir);
+    nf_metrics_shutdown();
+}
+
+static void test_index(void)
+{
+    char dir[256], path[300];
+    nf_store_t *st = NULL;
+    open_state("search", dir, path, &st);
+    NF_REQUIRE(st);
     load_corpus(st);
     nf_search_t *s = start(st, path);
     /* While the index is rebuilt, no answer says it reflects epoch 1 without epoch 1's articles
@@ -907,9 +922,7 @@ static void test_index(void)
     nf_search_result_free(&g_res);
     nf_search_stop(s);
 
-    nf_store_close(st);
-    nf_teststore_rmtree(dir);
-    nf_metrics_shutdown();
+    close_state(st, dir);
 }
 
 /* ------------------------------------------------------------------------- a full disk */
@@ -1059,14 +1072,11 @@ static unsigned lines_with(const char *path, const char *a, const char *b)
  * says so. */
 static void test_disk_full(void)
 {
-    NF_REQUIRE(nf_metrics_init(1) == 0);
     char dir[256], path[300], logpath[320];
-    NF_REQUIRE(nf_teststore_tmpdir("search-full", dir, sizeof dir));
-    snprintf(path, sizeof path, "%s/search.db", dir);
-    snprintf(logpath, sizeof logpath, "%s/log.jsonl", dir);
-    nf_store_t *st = nf_teststore_open(dir);
+    nf_store_t *st = NULL;
+    open_state("search-full", dir, path, &st);
     NF_REQUIRE(st);
-    g_now = g_ingested = nf_wall_ms();
+    snprintf(logpath, sizeof logpath, "%s/log.jsonl", dir);
     nf_store_batch_t *b = nf_store_batch_new();
     put_article(b, g_now - 10, (nf_id128_t){1, 1}, "Zebra migration", "Herds.", g_now, 1);
     NF_REQUIRE(nf_teststore_commit(st, 1, b) == 0);
@@ -1125,9 +1135,7 @@ static void test_disk_full(void)
     NF_CHECK(metric("newsflow_search_write_errors_total") >= failed);
 
     NF_CHECK(full_vfs(false));
-    nf_store_close(st);
-    nf_teststore_rmtree(dir);
-    nf_metrics_shutdown();
+    close_state(st, dir);
 }
 
 /* Removes the index's record of its pass over the article state, as in a file an earlier
@@ -1147,13 +1155,10 @@ static void forget_meta_fill(const char *path)
  * one an earlier version made; once, then not scanned again. */
 static void test_unlogged(void)
 {
-    NF_REQUIRE(nf_metrics_init(1) == 0);
     char dir[256], path[300];
-    NF_REQUIRE(nf_teststore_tmpdir("search-unlogged", dir, sizeof dir));
-    snprintf(path, sizeof path, "%s/search.db", dir);
-    nf_store_t *st = nf_teststore_open(dir);
+    nf_store_t *st = NULL;
+    open_state("search-unlogged", dir, path, &st);
     NF_REQUIRE(st);
-    g_now = g_ingested = nf_wall_ms();
     nf_store_batch_t *b = nf_store_batch_new();
     g_unlogged = true;
     put_article(b, g_now - 50, (nf_id128_t){21, 1}, "Narwhal tusks", "Sensing.", g_now - 50, 1);
@@ -1201,9 +1206,7 @@ static void test_unlogged(void)
     NF_CHECK_EQ(metric("newsflow_search_rebuilds_total{reason=\"unlogged\"}"), unlogged0 + 2);
     nf_search_result_free(&g_res);
     nf_search_stop(s);
-    nf_store_close(st);
-    nf_teststore_rmtree(dir);
-    nf_metrics_shutdown();
+    close_state(st, dir);
 }
 
 int main(void)
