@@ -251,6 +251,26 @@ static bool too_old(const nf_analytics_t *an, const decoded_t *g)
     return an->max_age_ms > 0 && g->written_ms >= 0 && g->ev.ts_ms < g->written_ms - an->max_age_ms;
 }
 
+/* The event into its partition's trending counter, unless it was too old when written: then
+ * it neither counts nor moves the watermark (interest still takes it). */
+static void count_trending(kin_t *k, tpart_t *tp, const decoded_t *g, int64_t now_ms)
+{
+    nf_analytics_t *an = k->r->an;
+    const nf_read_event_t *ev = &g->ev;
+    if (too_old(an, g)) {
+        nf_counter_inc(an->m.old_events);
+        return;
+    }
+    int rc = nf_trend_count(tp->c, g->kg, ev->article_id, ev->article_len, ev->ts_ms, now_ms);
+    tp->dirty = true;
+    if (rc == 1)
+        nf_counter_inc(an->m.late_events);
+    else if (rc == 0)
+        nf_counter_inc(an->m.counted_events);
+    else if (rc == -ENOMEM)
+        stop_job(k, "out of memory in the trending counter; stopping the job", rc);
+}
+
 /* One decoded event: the event-id dedup set, the trending counter, then to its user's shard. */
 static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
 {
@@ -274,19 +294,7 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
     tpart_t *tp = trend_part(k, g->kg);
     if (!tp)
         return; /* the job is stopping (trend_part said why) */
-    if (too_old(an, g))
-        rc = 2; /* neither counted nor moving the watermark: interest takes it below */
-    else
-        rc = nf_trend_count(tp->c, g->kg, ev->article_id, ev->article_len, ev->ts_ms, now_ms);
-    tp->dirty |= rc != 2;
-    if (rc == 2)
-        nf_counter_inc(an->m.old_events);
-    else if (rc == 1)
-        nf_counter_inc(an->m.late_events);
-    else if (rc == 0)
-        nf_counter_inc(an->m.counted_events);
-    else if (rc == -ENOMEM)
-        stop_job(k, "out of memory in the trending counter; stopping the job", rc);
+    count_trending(k, tp, g, now_ms);
     read_item_t it;
     nf_interest_read_init_n(&it.rd, g->kg, ev->user_id, ev->user_len, ev->article_id,
                             ev->article_len, ev->session_id, ev->session_len, ev->ts_ms);
