@@ -800,9 +800,21 @@ static int ts_field(dec_t *d, int64_t *ts)
 
 /* ---------------------------------------------------------------- read-events */
 
-enum { RE_USER, RE_ARTICLE, RE_SESSION, RE_EVENT, RE_TS, RE__N };
-static const field_name_t re_names[RE__N] = {FIELD("user_id"), FIELD("article_id"),
-                                             FIELD("session_id"), FIELD("event_id"), FIELD("ts")};
+enum { RE_USER, RE_ARTICLE, RE_SESSION, RE_EVENT, RE_TS, RE_KIND, RE__N };
+static const field_name_t re_names[RE__N] = {FIELD("user_id"),    FIELD("article_id"),
+                                             FIELD("session_id"), FIELD("event_id"),
+                                             FIELD("ts"),         FIELD("kind")};
+static const char *const kind_names[NF_READ_KIND__COUNT] = {"read", "save", "share", "dislike",
+                                                            "hide"};
+#define KIND_LIST "read, save, share, dislike, hide"
+
+const char *nf_read_kind_name(int kind)
+{
+    return kind >= 0 && kind < NF_READ_KIND__COUNT ? kind_names[kind] : "?";
+}
+
+static int enum_field(dec_t *d, const char *name, const char *const *names, unsigned n,
+                      const char *list, int *v);
 
 static int re_field(dec_t *d, void *ctx, unsigned idx)
 {
@@ -817,6 +829,12 @@ static int re_field(dec_t *d, void *ctx, unsigned idx)
     case RE_EVENT:
         return string_field(d, "event_id", e->event_id, NF_EVENT_FIELD_MAX, true, true,
                             &e->event_id_given);
+    case RE_KIND: {
+        int k = NF_READ_KIND_READ;
+        int rc = enum_field(d, "kind", kind_names, NF_READ_KIND__COUNT, KIND_LIST, &k);
+        e->kind = (uint8_t)k;
+        return rc;
+    }
     default:
         return ts_field(d, &e->ts_ms);
     }
@@ -824,7 +842,7 @@ static int re_field(dec_t *d, void *ctx, unsigned idx)
 
 static const shape_t re_shape = {re_names, RE__N, re_field};
 
-void nf_read_event_id(const char *user_id, const char *article_id, const char *session_id,
+void nf_read_event_id(const char *user_id, const char *article_id, const char *session_id, int kind,
                       char out[65])
 {
     nf_sha256_t c;
@@ -834,8 +852,34 @@ void nf_read_event_id(const char *user_id, const char *article_id, const char *s
     nf_sha256_update(&c, user_id, strlen(user_id) + 1);
     nf_sha256_update(&c, article_id, strlen(article_id) + 1);
     nf_sha256_update(&c, session_id, strlen(session_id) + 1);
+    if (kind != NF_READ_KIND_READ) {
+        const char *name = nf_read_kind_name(kind);
+        nf_sha256_update(&c, name, strlen(name) + 1);
+    }
     nf_sha256_final(&c, h);
     nf_hex(h, sizeof h, out);
+}
+
+void nf_read_event_json(nf_jw_t *w, const nf_read_event_t *e)
+{
+    nf_jw_obj_open(w);
+    nf_jw_key(w, "event_id");
+    nf_jw_str(w, e->event_id);
+    nf_jw_key(w, "user_id");
+    nf_jw_str(w, e->user_id);
+    nf_jw_key(w, "article_id");
+    nf_jw_str(w, e->article_id);
+    if (e->session_id[0]) {
+        nf_jw_key(w, "session_id");
+        nf_jw_str(w, e->session_id);
+    }
+    if (e->kind != NF_READ_KIND_READ) {
+        nf_jw_key(w, "kind");
+        nf_jw_str(w, nf_read_kind_name(e->kind));
+    }
+    nf_jw_key(w, "ts");
+    nf_jw_i64(w, e->ts_ms);
+    nf_jw_obj_close(w);
 }
 
 static int too_big(size_t len, size_t max_bytes, char *err, size_t errlen)
@@ -925,6 +969,8 @@ static inline unsigned fast_key(const unsigned char *k, size_t n)
     switch (n) {
     case 2:
         return memcmp(k, "ts", 2) == 0 ? RE_TS : RE__N;
+    case 4:
+        return memcmp(k, "kind", 4) == 0 ? RE_KIND : RE__N;
     case 7:
         return memcmp(k, "user_id", 7) == 0 ? RE_USER : RE__N;
     case 8:
@@ -936,6 +982,15 @@ static inline unsigned fast_key(const unsigned char *k, size_t n)
     default:
         return RE__N;
     }
+}
+
+/* The kind a plain string names, or -1 (the strict decoder then writes the error). */
+static inline int fast_kind(const unsigned char *v, size_t n)
+{
+    for (int k = 0; k < NF_READ_KIND__COUNT; k++)
+        if (n == strlen(kind_names[k]) && memcmp(v, kind_names[k], n) == 0)
+            return k;
+    return -1;
 }
 
 /* memcpy of an id (< 256 bytes) in 16-, 8-, 4-byte pieces, the last one overlapping: a
@@ -1008,6 +1063,15 @@ static int fast_read_event(const unsigned char *p, const unsigned char *end, nf_
             if ((i < n && (p[i] == '.' || p[i] == 'e' || p[i] == 'E')) || v > NF_EVENT_TS_MAX)
                 return 1;
             out->ts_ms = v;
+        } else if (idx == RE_KIND) {
+            size_t ve;
+            if (i >= n || p[i] != '"' || (ve = next_quote(q, i + 1, n)) >= n)
+                return 1;
+            int k = fast_kind(p + i + 1, ve - i - 1);
+            if (k < 0)
+                return 1; /* the strict decoder says what is wrong */
+            out->kind = (uint8_t)k;
+            i = ve + 1;
         } else {
             if (i >= n || p[i] != '"')
                 return 1;
@@ -1046,7 +1110,7 @@ static int fast_read_event(const unsigned char *p, const unsigned char *end, nf_
     out->session_len = lens[RE_SESSION];
     out->event_id_len = lens[RE_EVENT];
     if (!out->event_id_given) {
-        nf_read_event_id(out->user_id, out->article_id, out->session_id, out->event_id);
+        nf_read_event_id(out->user_id, out->article_id, out->session_id, out->kind, out->event_id);
         out->event_id_len = 64;
     }
     return 0;
@@ -1057,6 +1121,7 @@ static void read_event_clear(nf_read_event_t *out)
     out->user_id[0] = out->article_id[0] = out->session_id[0] = out->event_id[0] = '\0';
     out->event_id_given = false;
     out->user_len = out->article_len = out->session_len = out->event_id_len = 0;
+    out->kind = NF_READ_KIND_READ;
     out->ts_ms = 0;
 }
 
@@ -1105,7 +1170,7 @@ int nf_read_event_decode_strict(const char *json, size_t len, size_t max_bytes,
             return plain_error(err, errlen, NF_EVENT_E_MISSING, "missing required field \"%s\"",
                                re_names[required[i]].name);
     if (!out->event_id_given)
-        nf_read_event_id(out->user_id, out->article_id, out->session_id, out->event_id);
+        nf_read_event_id(out->user_id, out->article_id, out->session_id, out->kind, out->event_id);
     out->user_len = (uint8_t)strlen(out->user_id);
     out->article_len = (uint8_t)strlen(out->article_id);
     out->session_len = (uint8_t)strlen(out->session_id);

@@ -96,6 +96,20 @@ const char *nf_event_error_name(int rc);
 
 /* ---------------------------------------------------------------- read-events */
 
+/* What the reader did (the optional "kind" field; absent or null is a read). Explicit feedback
+ * (issue 38) travels on read-events beside implicit reads: one topic, one order per reader. */
+typedef enum nf_read_kind {
+    NF_READ_KIND_READ = 0,
+    NF_READ_KIND_SAVE,
+    NF_READ_KIND_SHARE,
+    NF_READ_KIND_DISLIKE,
+    NF_READ_KIND_HIDE,
+    NF_READ_KIND__COUNT
+} nf_read_kind_t;
+
+/* "read", "save", "share", "dislike", "hide" ("?" for anything else). */
+const char *nf_read_kind_name(int kind);
+
 typedef struct nf_read_event {
     char user_id[NF_EVENT_FIELD_MAX + 1];    /* required, non-empty */
     char article_id[NF_EVENT_FIELD_MAX + 1]; /* required, non-empty */
@@ -104,22 +118,33 @@ typedef struct nf_read_event {
     bool event_id_given;
     /* strlen() of each id, so that its users need not measure it again */
     uint8_t user_len, article_len, session_len, event_id_len;
+    uint8_t kind;  /* nf_read_kind_t */
     int64_t ts_ms; /* UTC epoch milliseconds, 0 .. NF_EVENT_TS_MAX */
 } nf_read_event_t;
 
 /* The event_id of an event that does not carry one (DESIGN.md §4), so that a replayed or
  * re-sent event is recognised as the same one: the lower-case hex (64 digits) of
- *   SHA-256( user_id 0x00 article_id 0x00 session_id 0x00 )
+ *   SHA-256( user_id 0x00 article_id 0x00 session_id 0x00 )            for a read
+ *   SHA-256( user_id 0x00 article_id 0x00 session_id 0x00 kind 0x00 )   for any other kind
  * over the fields' UTF-8 bytes, each followed by one NUL byte (an absent session_id is the
- * empty string: it contributes only its NUL). No field can contain NUL, so different triples
- * never share an encoding. out receives 65 bytes. */
-void nf_read_event_id(const char *user_id, const char *article_id, const char *session_id,
+ * empty string: it contributes only its NUL; kind is its name, "save"...). No field can contain
+ * NUL, so different tuples never share an encoding; a read keeps the id it had before kinds
+ * existed, so events already in Kafka keep theirs. out receives 65 bytes. */
+void nf_read_event_id(const char *user_id, const char *article_id, const char *session_id, int kind,
                       char out[65]);
+
+/* The canonical read-events value of e (what the HTTP edge produces, serve/edge.h), appended to
+ * w: {"event_id":E,"user_id":U,"article_id":A[,"session_id":S][,"kind":K],"ts":MS} — session_id
+ * only when non-empty, kind only when not a read, ts as integer epoch milliseconds — so that a
+ * read the edge writes takes the decoder's fast path and decodes back to e. */
+void nf_read_event_json(nf_jw_t *w, const nf_read_event_t *e);
 
 /* Decodes one read-events value (json, len bytes; need not be NUL-terminated) into *out.
  * Fields: user_id, article_id (strings, required, 1..128 bytes), session_id (string or null,
  * optional, 0..128 bytes), event_id (string or null, optional, 1..128 bytes; computed with
- * nf_read_event_id() when absent), ts (required; RFC 3339 string or integer epoch ms).
+ * nf_read_event_id() when absent), kind (string or null, optional: one of the names of
+ * nf_read_kind_t, else NF_EVENT_E_VALUE `field "kind": "like" is not one of read, save, share,
+ * dislike, hide`), ts (required; RFC 3339 string or integer epoch ms).
  * max_bytes: larger values are refused before any parsing (0: no limit).
  * 0, or -NF_EVENT_E_* with the message in err (see the top of this file). */
 int nf_read_event_decode(const char *json, size_t len, size_t max_bytes, nf_read_event_t *out,

@@ -14,6 +14,8 @@
  *   - re-encoded with the project's JSON writer (ts once as epoch ms, once as nf_date_format()
  *     RFC 3339), it decodes to the same struct: the decoder keeps everything it accepts, and
  *     the strict RFC 3339 parser reads what the project writes;
+ *   - nf_read_event_json (the edge's canonical form) decodes back to the same event, its
+ *     event_id now given;
  *   - a decoded sources record re-encodes and decodes to the same record;
  *   - the dead-letters value parses with cJSON, is valid UTF-8 and its payload excerpt holds at
  *     most 1024 code points. */
@@ -59,7 +61,7 @@ static bool same_event(const nf_read_event_t *a, const nf_read_event_t *b)
 {
     return strcmp(a->user_id, b->user_id) == 0 && strcmp(a->article_id, b->article_id) == 0 &&
            strcmp(a->session_id, b->session_id) == 0 && strcmp(a->event_id, b->event_id) == 0 &&
-           a->event_id_given == b->event_id_given && a->ts_ms == b->ts_ms &&
+           a->event_id_given == b->event_id_given && a->ts_ms == b->ts_ms && a->kind == b->kind &&
            a->user_len == b->user_len && a->article_len == b->article_len &&
            a->session_len == b->session_len && a->event_id_len == b->event_id_len &&
            a->user_len == strlen(a->user_id) && a->article_len == strlen(a->article_id) &&
@@ -95,7 +97,7 @@ static void read_event(const char *in, size_t size)
         fail("ts out of range", NULL);
     if (!e.event_id_given) {
         char id[65];
-        nf_read_event_id(e.user_id, e.article_id, e.session_id, id);
+        nf_read_event_id(e.user_id, e.article_id, e.session_id, e.kind, id);
         if (strcmp(id, e.event_id) != 0)
             fail("computed event_id differs from nf_read_event_id()", id);
     }
@@ -113,6 +115,10 @@ static void read_event(const char *in, size_t size)
         if (e.event_id_given) {
             nf_jw_key(&w, "event_id");
             nf_jw_str(&w, e.event_id);
+        }
+        if (e.kind != NF_READ_KIND_READ) {
+            nf_jw_key(&w, "kind");
+            nf_jw_str(&w, nf_read_kind_name(e.kind));
         }
         nf_jw_key(&w, "ts");
         if (form == 0) {
@@ -135,6 +141,18 @@ static void read_event(const char *in, size_t size)
         }
         nf_jw_free(&w);
     }
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_read_event_json(&w, &e);
+    bool given = e.event_id_given;
+    e.event_id_given = true;
+    if (w.failed || nf_read_event_decode(w.buf, w.len, 0, &e2, err, sizeof err) != 0 ||
+        !same_event(&e, &e2)) {
+        fprintf(stderr, "canonical: %.*s\n", (int)w.len, w.buf ? w.buf : "");
+        fail("nf_read_event_json does not decode back to its event", err);
+    }
+    e.event_id_given = given;
+    nf_jw_free(&w);
 }
 
 static void source_record(const char *in, size_t size)

@@ -86,7 +86,7 @@ static void test_event_id_computed(void)
                       &e, err, sizeof err) == 0);
     NF_CHECK_STR(e.event_id, "c736d48599b28ee35ee5d0dc3092aa7477a24be291424f0e1850bab0f467368a");
     char id[65];
-    nf_read_event_id("user-\xc3\xa9\xf0\x9f\x98\x80", "art-42", "sess", id);
+    nf_read_event_id("user-\xc3\xa9\xf0\x9f\x98\x80", "art-42", "sess", NF_READ_KIND_READ, id);
     NF_CHECK_STR(id, e.event_id);
 }
 
@@ -743,7 +743,7 @@ static void test_property_round_trip(void)
             ok = ok && strcmp(e.event_id, want[3]) == 0;
         } else {
             char id[65];
-            nf_read_event_id(want[0], want[1], has[2] ? want[2] : "", id);
+            nf_read_event_id(want[0], want[1], has[2] ? want[2] : "", NF_READ_KIND_READ, id);
             ok = ok && strcmp(e.event_id, id) == 0;
         }
         if (!ok) {
@@ -897,7 +897,11 @@ static void fp_value(char *out, size_t cap, bool session)
  * message and the same struct, always. */
 static void test_fast_path_is_the_strict_decoder(void)
 {
-    static const char *const keys[] = {"user_id", "article_id", "session_id", "event_id", "ts"};
+    static const char *const keys[] = {"user_id",  "article_id", "session_id",
+                                       "event_id", "ts",         "kind"};
+    static const char *const kinds[] = {"\"read\"",    "\"save\"", "\"share\"",
+                                        "\"dislike\"", "\"hide\"", "\"like\"",
+                                        "null",        "\"Save\"", "3"};
     static const char *const ws[] = {"", "", "", " ", "\n\t ", "\r"};
     static const char *const tss[] = {"1700000000000",
                                       "0",
@@ -918,14 +922,14 @@ static void test_fast_path_is_the_strict_decoder(void)
     for (int n = 0; n < 200000 && differ < 5; n++) {
         size_t at = 0;
         at += (size_t)snprintf(buf + at, sizeof buf - at, "%s{", ws[fp_below(6)]);
-        unsigned order[5] = {0, 1, 2, 3, 4};
-        for (unsigned i = 4; i > 0; i--) {
+        unsigned order[6] = {0, 1, 2, 3, 4, 5};
+        for (unsigned i = 5; i > 0; i--) {
             unsigned j = fp_below(i + 1), t = order[i];
             order[i] = order[j];
             order[j] = t;
         }
-        unsigned nf = 5 - fp_below(3), fields = 0;
-        for (unsigned i = 0; i < 5 && fields < nf; i++) {
+        unsigned nf = 6 - fp_below(3), fields = 0;
+        for (unsigned i = 0; i < 6 && fields < nf; i++) {
             unsigned f = order[i];
             if (f < 2 || f == 4 || fp_below(3) != 0) {
                 const char *key = keys[f];
@@ -937,6 +941,9 @@ static void test_fast_path_is_the_strict_decoder(void)
                 if (f == 4) {
                     at += (size_t)snprintf(buf + at, sizeof buf - at, "%s",
                                            fp_below(4) ? tss[0] : tss[fp_below(14)]);
+                } else if (f == 5) {
+                    at += (size_t)snprintf(buf + at, sizeof buf - at, "%s",
+                                           kinds[fp_below(4) ? fp_below(5) : fp_below(9)]);
                 } else if (fp_below(40) == 0) {
                     at += (size_t)snprintf(buf + at, sizeof buf - at, "null");
                 } else {
@@ -962,7 +969,7 @@ static void test_fast_path_is_the_strict_decoder(void)
             (ra != 0 ||
              (strcmp(a.user_id, b.user_id) == 0 && strcmp(a.article_id, b.article_id) == 0 &&
               strcmp(a.session_id, b.session_id) == 0 && strcmp(a.event_id, b.event_id) == 0 &&
-              a.event_id_given == b.event_id_given && a.ts_ms == b.ts_ms &&
+              a.event_id_given == b.event_id_given && a.ts_ms == b.ts_ms && a.kind == b.kind &&
               a.user_len == strlen(a.user_id) && a.article_len == strlen(a.article_id) &&
               a.session_len == strlen(a.session_id) && a.event_id_len == strlen(a.event_id) &&
               b.user_len == a.user_len && b.article_len == a.article_len &&
@@ -976,6 +983,50 @@ static void test_fast_path_is_the_strict_decoder(void)
     }
     NF_CHECK_EQ(differ, 0);
     NF_CHECK(fast_ok > 50000); /* the generator mostly makes decodable records */
+}
+
+/* Feedback kinds (issue 38): decoded, named in the computed id unless a read, refused when
+ * unknown, and written back by nf_read_event_json in a form the fast path takes. */
+static void test_kinds(void)
+{
+    nf_read_event_t e, back;
+    char err[256];
+    const char *base = "{\"user_id\":\"u1\",\"article_id\":\"a1\",\"session_id\":\"s1\",\"ts\":5";
+    char json[256];
+    snprintf(json, sizeof json, "%s}", base);
+    NF_CHECK(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err) == 0);
+    NF_CHECK_EQ(e.kind, NF_READ_KIND_READ);
+    /* the id a read had before kinds existed */
+    NF_CHECK_STR(e.event_id, "a53c42e4ccd4d78ad5580561a4c3af676673baccf1c19ccf7f32651065100917");
+    snprintf(json, sizeof json, "%s,\"kind\":\"save\"}", base);
+    NF_CHECK(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err) == 0);
+    NF_CHECK_EQ(e.kind, NF_READ_KIND_SAVE);
+    NF_CHECK_STR(e.event_id, "0cde06f8aa77e86b004cf9bbedd89f0d688204274349dc04396f90f279d55702");
+    snprintf(json, sizeof json, "%s,\"kind\":null}", base);
+    NF_CHECK(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err) == 0);
+    NF_CHECK_EQ(e.kind, NF_READ_KIND_READ);
+    const char *hide = "{\"kind\":\"hide\",\"user_id\":\"u1\",\"article_id\":\"a1\",\"ts\":5}";
+    NF_CHECK(nf_read_event_decode(hide, strlen(hide), 0, &e, err, sizeof err) == 0);
+    NF_CHECK_STR(e.event_id, "b4adc104aabe33ebe927de634842a22236d620c5ac86f1ece6845f5141936f0a");
+    snprintf(json, sizeof json, "%s,\"kind\":\"like\"}", base);
+    NF_CHECK_EQ(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err),
+                -NF_EVENT_E_VALUE);
+    NF_CHECK_STR(err, "field \"kind\": \"like\" is not one of read, save, share, dislike, hide");
+    snprintf(json, sizeof json, "%s,\"kind\":7}", base);
+    NF_CHECK_EQ(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err), -NF_EVENT_E_TYPE);
+    for (int k = 0; k < NF_READ_KIND__COUNT; k++) {
+        snprintf(json, sizeof json, "%s,\"kind\":\"%s\"}", base, nf_read_kind_name(k));
+        NF_CHECK(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err) == 0);
+        nf_jw_t w;
+        nf_jw_init(&w);
+        nf_read_event_json(&w, &e);
+        NF_CHECK(nf_read_event_decode_strict(w.buf, w.len, 0, &back, err, sizeof err) == 0);
+        NF_CHECK(back.kind == e.kind && back.ts_ms == e.ts_ms && back.event_id_given);
+        NF_CHECK_STR(back.event_id, e.event_id);
+        NF_CHECK_STR(back.session_id, "s1");
+        nf_jw_free(&w);
+    }
+    NF_CHECK_STR(nf_read_kind_name(NF_READ_KIND__COUNT), "?");
 }
 
 static void test_schema_examples(void)
@@ -1104,6 +1155,7 @@ int main(void)
     NF_RUN(test_property_round_trip);
     NF_RUN(test_random_mutations);
     NF_RUN(test_fast_path_is_the_strict_decoder);
+    NF_RUN(test_kinds);
     NF_RUN(test_schema_examples);
     NF_RUN(test_dead_letter);
     return nf_test_report();
