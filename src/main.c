@@ -14,6 +14,9 @@ static const char usage[] =
     "  run [--config FILE] [--set SECTION.KEY=VALUE]... [--sink SPEC] [--from-checkpoint ID]\n"
     "      [--reset group|earliest]\n"
     "                      run the job until SIGTERM/SIGINT (or runtime.stop_after_ms)\n"
+    "  ingest [--config FILE] [--set ...]\n"
+    "                      the HTTP edge alone: readers' events (POST /v1/events) into the\n"
+    "                      read-events topic of kafka.brokers, 202 once the broker has them\n"
     "  parse FILE|-|URL [--base URL] [--fetched-at RFC3339|MS] [--taxonomy FILE] [--compact]\n"
     "                      parse one saved feed the way the job does; print it as JSON\n"
     "  config check FILE [--set ...] [--print]\n"
@@ -72,6 +75,8 @@ int main(int argc, char **argv)
         return nf_cli_topics(argc - 1, argv + 1);
     if (!strcmp(cmd, "mock-kafka"))
         return nf_cli_mock_kafka(argc - 1, argv + 1);
+    if (!strcmp(cmd, "ingest"))
+        return nf_cli_ingest(argc - 1, argv + 1);
     if (!strcmp(cmd, "status"))
         return nf_cli_status(argc - 1, argv + 1);
     if (!strcmp(cmd, "sources"))

@@ -27,6 +27,7 @@
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
+#include "serve/edge.h"
 #include "serve/owners.h"
 #include "serve/query.h"
 #include "state/changelog.h"
@@ -430,6 +431,8 @@ struct run_ctx {
     nf_epoch_t *epoch;
     nf_standby_t *standby; /* scale.standby_replicas */
     nf_demo_t *demo;
+    nf_edge_kafka_t *edge_kafka; /* the HTTP edge (serve/edge.h): edge.enabled with Kafka */
+    nf_edge_t *edge;
     nf_runtime_t *rt;
     nf_query_t *query;   /* the query API's routes on the admin server */
     nf_owners_t *owners; /* in a consumer group: who owns which partition (serve/owners.h) */
@@ -498,12 +501,59 @@ static int start_probe(run_ctx_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* The HTTP edge on the job's own server: readers' events into read-events (serve/edge.h). One
+ * that cannot start is logged: the job runs without (POST answers 404). */
+static void start_edge(run_ctx_t *c, const char *brokers)
+{
+    const nf_config_t *cfg = &c->cfg;
+    char err[512];
+    nf_edge_kafka_opts_t ko = {.brokers = brokers,
+                               .properties = cfg->kafka.properties,
+                               .topic = nf_kafka_input_topic(c->kafka, NF_INPUT_READ_EVENTS),
+                               .partitioner =
+                                   cfg->serve.partitioner ? "murmur2_random" : "consistent_random",
+                               .delivery_timeout_ms = cfg->edge.delivery_timeout_ms,
+                               .max_in_flight = cfg->edge.max_in_flight};
+    c->edge_kafka = nf_edge_kafka_new(&ko, err, sizeof err);
+    nf_edge_opts_t eo = {.kafka = c->edge_kafka,
+                         .max_batch = cfg->edge.max_batch,
+                         .max_event_bytes = cfg->kafka.max_event_bytes,
+                         .max_future_ms = cfg->trending.max_future_ms,
+                         .retry_after_s = cfg->edge.retry_after_s};
+    if (c->edge_kafka && !(c->edge = nf_edge_new(&eo)))
+        snprintf(err, sizeof err, "out of memory");
+    if (!c->edge) {
+        nf_log(NF_LOG_WARN, "main", "the HTTP edge (POST /v1/events) is not taking events",
+               NF_LS("error", err), NF_LEND);
+        nf_edge_kafka_free(c->edge_kafka);
+        c->edge_kafka = NULL;
+    }
+}
+
+/* POST /v1/...: the HTTP edge's routes. */
+static int post(void *arg, const char *route, nf_admin_req_t *req, const char *body, size_t len,
+                char **out, size_t *outlen)
+{
+    run_ctx_t *c = arg;
+    int status = c->edge ? nf_edge_handle(c->edge, route, req, body, len, out, outlen) : 0;
+    if (status)
+        return status;
+    static const char none[] = "{\"error\":\"no such route\"}\n";
+    *out = strdup(none);
+    *outlen = *out ? sizeof none - 1 : 0;
+    return 404;
+}
+
 static void run_cleanup(run_ctx_t *c)
 {
     remove_admin_file(c);
     nf_demo_stop(c->demo);
     nf_admin_stop(c->probe);
     nf_admin_stop(c->admin); /* its requests have released their views: the store may close */
+    nf_edge_free(c->edge);   /* no request uses it now; its producer flushes what is in flight */
+    nf_edge_kafka_free(c->edge_kafka);
+    c->edge = NULL;
+    c->edge_kafka = NULL;
     nf_history_stop(c->history);
     nf_query_free(c->query);
     nf_search_stop(c->search); /* before the store its thread reads views of */
@@ -1359,6 +1409,8 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
                NF_LS("error", err), NF_LEND);
         return rr == -EEXIST ? NF_EXIT_USAGE : NF_EXIT_RUNTIME;
     }
+    if (c->kafka && cfg->edge.enabled && cfg->admin.enabled)
+        start_edge(c, brokers);
     if (c->kafka && c->mock && cfg->demo.read_events_per_s) { /* a demo needs no real broker */
         char **ids = NULL;
         size_t nids = demo_article_ids(&c->sources, &ids);
@@ -1542,6 +1594,8 @@ int nf_cli_run(int argc, char **argv)
                                   .ready = ready,
                                   .arg = c.rt,
                                   .api = api,
+                                  .post = post,
+                                  .max_body = cfg->edge.max_body_bytes,
                                   .api_arg = &c,
                                   .page = nf_serve_page,
                                   .page_len = nf_serve_page_len,

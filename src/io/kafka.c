@@ -430,6 +430,11 @@ static rd_kafka_conf_t *conf_new(const char *brokers, const char *props, void *o
     return c;
 }
 
+rd_kafka_conf_t *nf_kafka_conf_new(const char *brokers, const char *props, char *err, size_t errlen)
+{
+    return conf_new(brokers, props, NULL, err, errlen);
+}
+
 static rd_kafka_conf_t *base_conf(nf_kafka_t *k, char *err, size_t errlen)
 {
     return conf_new(k->brokers, k->props, k, err, errlen);

@@ -112,6 +112,13 @@ typedef struct nf_kafka_opts {
  * job are missing (err names every one), else EIO. */
 nf_kafka_t *nf_kafka_new(const nf_kafka_opts_t *o, char *err, size_t errlen);
 void nf_kafka_free(nf_kafka_t *k);
+
+/* A librdkafka configuration as the job's clients start from it: bootstrap.servers = brokers,
+ * the operator's kafka.properties ("name=value" lines, may be NULL) and the job's log and error
+ * callbacks (log lines under component "kafka"). For clients of their own (the HTTP edge's
+ * producer, io/edge_kafka.h). NULL with err naming the bad property. */
+rd_kafka_conf_t *nf_kafka_conf_new(const char *brokers, const char *props, char *err,
+                                   size_t errlen);
 int nf_kafka_subscribe(nf_kafka_t *k, char *err, size_t errlen);
 /* Leaves the group: undoes the partitions' forwarding and pauses, then closes the consumer;
  * the revoke callback does not commit again (the final epoch is committed before this). */

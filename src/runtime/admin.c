@@ -38,6 +38,7 @@
 /* MHD's own cap, above ours: it refuses a connection only if the evictions cannot keep up. */
 #define NF_ADMIN_CONN_HEADROOM 32u
 #define NF_ADMIN_LOG_EVERY_NS  (10ull * 1000000000ull) /* refusals: a line per 10 s at most */
+#define NF_ADMIN_BODY_DEFAULT  (1u << 20)              /* nf_admin_hooks_t.max_body */
 
 enum {
     NF_ADMIN_METRICS = 0,
@@ -56,9 +57,10 @@ static const char *const nf_admin_paths[NF_ADMIN_NPATHS] = {"/metrics", "/health
 typedef struct conn {
     struct conn *prev, *next; /* in opening order: the oldest first */
     int fd;
-    bool busy;           /* a request is being answered */
-    bool closing;        /* shut down by us: counted once */
-    uint64_t idle_since; /* nf_now_ns of the connect or of the last answer */
+    bool busy;             /* a request is being answered */
+    uint64_t upload_since; /* nf_now_ns when its body began to arrive, 0 when none is */
+    bool closing;          /* shut down by us: counted once */
+    uint64_t idle_since;   /* nf_now_ns of the connect or of the last answer */
 } conn_t;
 
 /* At most one warn line per NF_ADMIN_LOG_EVERY_NS for one kind of event (a flood of them must
@@ -72,6 +74,7 @@ struct nf_admin {
     nf_admin_hooks_t hooks;
     uint16_t port;
     unsigned max_conns;
+    size_t max_body;
     uint64_t request_timeout_ns;
     pthread_mutex_t lock;
     conn_t head; /* list sentinel */
@@ -187,18 +190,28 @@ void nf_admin_req_header(nf_admin_req_t *r, const char *name, const char *value)
     r->nheaders++;
 }
 
-static enum MHD_Result nf_admin_api(const nf_admin_t *a, struct MHD_Connection *conn,
-                                    const char *route)
+const char *nf_admin_req_header_in(const nf_admin_req_t *r, const char *name)
 {
-    if (!a->hooks.api)
-        return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
-    nf_admin_req_t *req = calloc(1, sizeof *req);
-    if (!req)
-        return nf_admin_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
-    req->conn = conn;
-    char *body = NULL;
-    size_t len = 0;
-    int status = a->hooks.api(a->hooks.api_arg, route, req, &body, &len);
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *nf_admin_req_peer(const nf_admin_req_t *r, char *buf, size_t len)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    buf[0] = '\0';
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)len);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)len);
+    return buf;
+}
+
+/* Queues a hook's answer: status, its malloc'ed JSON body (or none) and the headers it added. */
+static enum MHD_Result nf_admin_answer(struct MHD_Connection *conn, nf_admin_req_t *req, int status,
+                                       char *body, size_t len)
+{
     struct MHD_Response *resp =
         body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
              : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -218,6 +231,21 @@ static enum MHD_Result nf_admin_api(const nf_admin_t *a, struct MHD_Connection *
     enum MHD_Result r = MHD_queue_response(conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     return r;
+}
+
+static enum MHD_Result nf_admin_api(const nf_admin_t *a, struct MHD_Connection *conn,
+                                    const char *route)
+{
+    if (!a->hooks.api)
+        return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+    nf_admin_req_t *req = calloc(1, sizeof *req);
+    if (!req)
+        return nf_admin_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+    req->conn = conn;
+    char *body = NULL;
+    size_t len = 0;
+    int status = a->hooks.api(a->hooks.api_arg, route, req, &body, &len);
+    return nf_admin_answer(conn, req, status, body, len);
 }
 
 /* ---- connections: a cap that closes the oldest idle one, and a request deadline ----
@@ -318,10 +346,109 @@ static void conn_notify(void *cls, struct MHD_Connection *c, void **socket_conte
     }
 }
 
+/* ---- POST bodies: collected whole, up to max_body, within the request deadline ---- */
+
+typedef struct upload {
+    char *buf;
+    size_t len, cap;
+    bool too_big;
+} upload_t;
+
+static void upload_mark(nf_admin_t *a, struct MHD_Connection *c, bool started)
+{
+    conn_t *k = conn_of(c);
+    if (!k)
+        return;
+    pthread_mutex_lock(&a->lock);
+    k->upload_since = started ? nf_now_ns() : 0;
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* Appends a piece of the body; past max_body the body is only counted as too big. */
+static void upload_add(const nf_admin_t *a, upload_t *u, const char *data, size_t n)
+{
+    if (u->too_big || u->len + n > a->max_body) {
+        u->too_big = true;
+        return;
+    }
+    if (u->len + n > u->cap) {
+        size_t cap = u->cap ? u->cap * 2 : 4096;
+        while (cap < u->len + n)
+            cap *= 2;
+        char *b = realloc(u->buf, cap);
+        if (!b) {
+            u->too_big = true; /* answered 413: the client may send less */
+            return;
+        }
+        u->buf = b;
+        u->cap = cap;
+    }
+    memcpy(u->buf + u->len, data, n);
+    u->len += n;
+}
+
+static bool post_route(const nf_admin_t *a, const char *url, const char *method)
+{
+    return a->hooks.post && strcmp(method, MHD_HTTP_METHOD_POST) == 0 &&
+           strncmp(url, "/v1/", 4) == 0;
+}
+
+static enum MHD_Result nf_admin_413(const nf_admin_t *a, struct MHD_Connection *conn)
+{
+    char body[128];
+    int n = snprintf(body, sizeof body, "{\"error\":\"body over the limit of %zu bytes\"}\n",
+                     a->max_body);
+    return nf_admin_reply(conn, 413, "application/json", body, (size_t)n, MHD_RESPMEM_MUST_COPY,
+                          NULL);
+}
+
+/* The first call of a POST (headers only): 413 now if Content-Length is over the limit. */
+static enum MHD_Result post_begin(nf_admin_t *a, struct MHD_Connection *conn, void **req_cls)
+{
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    upload_t *u = NULL;
+    if ((cl && strtoull(cl, NULL, 10) > a->max_body) || !(u = calloc(1, sizeof *u))) {
+        *req_cls = a; /* the answer below ends the request, the unread body with it */
+        nf_counter_inc(a->requests[NF_ADMIN_API]);
+        return cl && strtoull(cl, NULL, 10) > a->max_body
+                   ? nf_admin_413(a, conn)
+                   : nf_admin_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+    }
+    *req_cls = u;
+    upload_mark(a, conn, true);
+    return MHD_YES;
+}
+
+static enum MHD_Result post_end(nf_admin_t *a, struct MHD_Connection *conn, const char *route,
+                                upload_t *u)
+{
+    upload_mark(a, conn, false);
+    nf_counter_inc(a->requests[NF_ADMIN_API]);
+    if (u->too_big)
+        return nf_admin_413(a, conn);
+    nf_admin_req_t *req = calloc(1, sizeof *req);
+    if (!req)
+        return nf_admin_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+    req->conn = conn;
+    char *body = NULL;
+    size_t len = 0;
+    int status =
+        a->hooks.post(a->hooks.api_arg, route, req, u->buf ? u->buf : "", u->len, &body, &len);
+    return nf_admin_answer(conn, req, status, body, len);
+}
+
 static void request_done(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)req_cls, (void)toe;
+    (void)toe;
+    if (*req_cls && *req_cls != cls) {
+        upload_t *u = *req_cls;
+        free(u->buf);
+        free(u);
+        *req_cls = NULL;
+        upload_mark(cls, c, false);
+    }
     conn_busy(cls, c, false);
 }
 
@@ -335,8 +462,9 @@ static void *sweeper(void *arg)
         pthread_cond_timedwait(&a->wake, &a->lock, &until);
         uint64_t now = nf_now_ns();
         for (conn_t *k = a->head.next; k != &a->head; k = k->next)
-            if (!k->busy && !k->closing && k->fd >= 0 &&
-                now - k->idle_since > a->request_timeout_ns)
+            if (!k->closing && k->fd >= 0 &&
+                ((!k->busy && now - k->idle_since > a->request_timeout_ns) ||
+                 (k->upload_since && now - k->upload_since > a->request_timeout_ns)))
                 conn_close(a, k, false);
     }
     pthread_mutex_unlock(&a->lock);
@@ -354,15 +482,24 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
      * handshake and a thread. Answer on the next call; a body (no route takes one) is read and
      * dropped. */
     if (!*req_cls) {
-        *req_cls = a;
         conn_busy(a, conn, true);
+        if (post_route(a, url, method))
+            return post_begin(a, conn, req_cls);
+        *req_cls = a;
         return MHD_YES;
+    }
+    if (*req_cls != a) { /* a POST's body */
+        if (*upload_data_size) {
+            upload_add(a, *req_cls, upload_data, *upload_data_size);
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return post_end(a, conn, url + 4, *req_cls);
     }
     if (*upload_data_size) {
         *upload_data_size = 0;
         return MHD_YES;
     }
-    (void)upload_data;
     int path = NF_ADMIN_OTHER;
     for (int i = 0; i < NF_ADMIN_OTHER; i++)
         if (strcmp(url, nf_admin_paths[i]) == 0)
@@ -378,7 +515,8 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return nf_admin_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, nf_admin_text,
                               (char *)nf_admin_405, sizeof nf_admin_405 - 1, MHD_RESPMEM_PERSISTENT,
-                              "GET, HEAD");
+                              path == NF_ADMIN_API && a->hooks.post ? "GET, HEAD, POST"
+                                                                    : "GET, HEAD");
     switch (path) {
     case NF_ADMIN_METRICS:
         return nf_admin_metrics(conn);
@@ -509,6 +647,7 @@ nf_admin_t *nf_admin_start(const char *addr, uint16_t port, const nf_admin_hooks
     if (hooks)
         a->hooks = *hooks;
     a->max_conns = a->hooks.max_connections ? a->hooks.max_connections : NF_ADMIN_CONN_DEFAULT;
+    a->max_body = a->hooks.max_body ? a->hooks.max_body : NF_ADMIN_BODY_DEFAULT;
     a->request_timeout_ns = (uint64_t)(a->hooks.request_timeout_ms ? a->hooks.request_timeout_ms
                                                                    : NF_ADMIN_REQUEST_DEFAULT) *
                             1000000ull;

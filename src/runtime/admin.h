@@ -4,7 +4,8 @@
  * health hook says every shard answers, else 503 with the reason), /readyz (200 once the
  * ready hook says so, else 503; both with the hook's JSON body, which names what readiness
  * waits for) and /v1/... (JSON from the api hook: /v1/status, /v1/sources, the query API's
- * routes). Anything else is 404; non-GET is 405. The server reads shard state only through the
+ * routes) and POST /v1/... (the post hook: the HTTP edge's events, serve/edge.h). Anything else
+ * is 404; another method is 405. The server reads shard state only through the
  * hooks, which main wires to nf_runtime_call(), so it never touches shard memory directly (metrics
  * cells are read with atomic loads, see metrics.h).
  *
@@ -28,6 +29,10 @@ const char *nf_admin_req_arg(const nf_admin_req_t *r, const char *name);
 /* Adds a header to the reply (Retry-After, Location; at most 4 per reply, each copied and cut
  * at 511 bytes; CR and LF are refused). */
 void nf_admin_req_header(nf_admin_req_t *r, const char *name, const char *value);
+/* The value of the request's header name (case-insensitive), NULL if absent. */
+const char *nf_admin_req_header_in(const nf_admin_req_t *r, const char *name);
+/* The client's address as text ("127.0.0.1", "::1"; "" if unknown), into buf. */
+const char *nf_admin_req_peer(const nf_admin_req_t *r, char *buf, size_t len);
 
 typedef struct nf_admin_hooks {
     /* 0 if healthy; else non-zero with a one-line reason written to why. */
@@ -42,6 +47,14 @@ typedef struct nf_admin_hooks {
      * running job through it, and so does the query API (src/serve/query.h). */
     int (*api)(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len);
     void *api_arg;
+    /* POST /v1/ROUTE with its whole body (body, len; not NUL-terminated): answered like api.
+     * NULL: POST is 405. A body over max_body bytes is refused with 413 before the hook (at
+     * once when Content-Length says so, the connection then closed); a body not whole within
+     * request_timeout_ms of its first byte is cut (the connection closed): a slow sender
+     * holds a thread, so it may not hold it long. */
+    int (*post)(void *arg, const char *route, nf_admin_req_t *req, const char *body, size_t len,
+                char **out, size_t *outlen);
+    size_t max_body; /* 0: 1 MiB */
     /* GET / (and /index.html): this HTML, served as it is (NULL: 404). */
     const char *page;
     size_t page_len;

@@ -233,6 +233,21 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_U32, search.scan_max), .min = 20, .max = 1000000, .def = "2000",
      .help = "matches a search scores, newest first: its time is bounded by this whatever the "
              "words (an older match beyond it is not ranked)"},
+    {KEY(CFG_BOOL, edge.enabled), .def = "true",
+     .help = "take readers' events over HTTP (POST /v1/events, POST /v1/articles/{id}/read) and "
+             "produce them to read-events, answering 202 once the broker has them"},
+    {KEY(CFG_U32, edge.max_body_bytes), .min = 1024, .max = 67108864, .def = "1048576",
+     .help = "largest request body the edge reads (413 beyond)"},
+    {KEY(CFG_U32, edge.max_batch), .min = 1, .max = 100000, .def = "1000",
+     .help = "events in one POST /v1/events (413 beyond)"},
+    {KEY(CFG_U32, edge.max_in_flight), .min = 1, .max = 10000000, .def = "100000",
+     .help = "events produced and not yet acknowledged by the broker, all requests together; a "
+             "request that would pass it is answered 503 with Retry-After"},
+    {KEY(CFG_U32, edge.delivery_timeout_ms), .min = 1000, .max = 300000, .def = "10000",
+     .help = "an event the broker has not acknowledged this long after it was produced fails "
+             "its request (503 with Retry-After; the client sends it again, the same event_id)"},
+    {KEY(CFG_U32, edge.retry_after_s), .min = 1, .max = 3600, .def = "1",
+     .help = "the Retry-After of the edge's 503 answers"},
     {KEY(CFG_U32, demo.read_events_per_s), .max = 1000000, .def = "5",
      .help = "synthetic read events per second into read-events with embedded Kafka (0 = off)"},
     {KEY(CFG_U32, demo.users), .min = 1, .max = 10000000, .def = "200",

@@ -154,6 +154,10 @@ typedef struct nf_config {
         uint32_t scan_max;     /* matches a query scores, newest first */
     } search;
     struct {
+        bool enabled; /* POST /v1/events and /v1/articles/{id}/read (serve/edge.h) */
+        uint32_t max_body_bytes, max_batch, max_in_flight, delivery_timeout_ms, retry_after_s;
+    } edge;
+    struct {
         uint32_t read_events_per_s; /* 0 = no demo producer */
         uint32_t users;             /* readers demo-user-0 .. users-1 */
         uint64_t events;            /* then stop (0 = never) */

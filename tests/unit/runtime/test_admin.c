@@ -3,6 +3,7 @@
 #include "nf_test.h"
 #include "runtime/admin.h"
 #include "runtime/metrics.h"
+#include "testhttpc.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -470,6 +471,144 @@ static void test_slow_header_closed_at_deadline(void)
     nf_admin_stop(a);
 }
 
+/* ---- POST: bodies whole, bounded, and within the deadline ---- */
+
+static http_resp_t http_raw(uint16_t port, const char *bytes, size_t n)
+{
+    nf_testhttpc_resp_t t = nf_testhttpc_raw(port, bytes, n);
+    return (http_resp_t){.status = t.status, .head = t.head, .body = t.body};
+}
+
+/* Answers with what it got: route, body length, a checksum of the body, the Authorization
+ * header and the peer. */
+static int post_hook(void *arg, const char *route, nf_admin_req_t *req, const char *body,
+                     size_t len, char **out, size_t *outlen)
+{
+    (void)arg;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < len; i++)
+        sum = sum * 31 + (unsigned char)body[i];
+    const char *auth = nf_admin_req_header_in(req, "authorization");
+    char peer[64];
+    *out = malloc(512);
+    int n = snprintf(*out, 512,
+                     "{\"route\":\"%s\",\"len\":%zu,\"sum\":%llu,\"auth\":\"%s\",\"peer\":\"%s\"}",
+                     route, len, (unsigned long long)sum, auth ? auth : "",
+                     nf_admin_req_peer(req, peer, sizeof peer));
+    *outlen = (size_t)n;
+    return 202;
+}
+
+static void test_post(void)
+{
+    char err[256];
+    nf_admin_hooks_t hooks = {.post = post_hook, .max_body = 300000};
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
+    NF_REQUIRE(a != NULL);
+    uint16_t port = nf_admin_port(a);
+    size_t blen = 200000;
+    char *req = malloc(blen + 512);
+    NF_REQUIRE(req != NULL);
+    uint64_t sum = 0;
+    int h = snprintf(req, 512,
+                     "POST /v1/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                     "Authorization: Bearer abc\r\nContent-Length: %zu\r\n\r\n",
+                     blen);
+    for (size_t i = 0; i < blen; i++) {
+        req[h + i] = (char)('a' + i % 26);
+        sum = sum * 31 + (unsigned char)req[h + i];
+    }
+    http_resp_t r = http_raw(port, req, (size_t)h + blen);
+    NF_CHECK_EQ(r.status, 202);
+    char want[256];
+    snprintf(want, sizeof want,
+             "{\"route\":\"events\",\"len\":%zu,\"sum\":%llu,\"auth\":\"Bearer abc\","
+             "\"peer\":\"127.0.0.1\"}",
+             blen, (unsigned long long)sum);
+    NF_CHECK_STR(r.body ? r.body : "", want);
+    http_free(&r);
+    /* chunked: the body arrives in pieces, the hook gets it whole */
+    const char *chunked = "POST /v1/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+    r = http_raw(port, chunked, strlen(chunked));
+    NF_CHECK_EQ(r.status, 202);
+    NF_CHECK(r.body && strstr(r.body, "\"route\":\"x\",\"len\":5,") != NULL);
+    http_free(&r);
+    /* over the limit by Content-Length: 413 before the body is read */
+    h = snprintf(req, 512,
+                 "POST /v1/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                 "Content-Length: 300001\r\n\r\n");
+    r = http_raw(port, req, (size_t)h);
+    NF_CHECK_EQ(r.status, 413);
+    NF_CHECK(r.body && strstr(r.body, "over the limit of 300000 bytes") != NULL);
+    http_free(&r);
+    /* over the limit in chunks (no length said): 413 once it passes */
+    size_t at = (size_t)snprintf(req, blen + 512,
+                                 "POST /v1/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                 "Transfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < 4; i++) {
+        at += (size_t)sprintf(req + at, "%x\r\n", 40000);
+        memset(req + at, 'z', 40000);
+        at += 40000;
+        at += (size_t)sprintf(req + at, "\r\n");
+    }
+    at += (size_t)sprintf(req + at, "0\r\n\r\n");
+    hooks.max_body = 100000;
+    nf_admin_t *b = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
+    NF_REQUIRE(b != NULL);
+    r = http_raw(nf_admin_port(b), req, at);
+    NF_CHECK_EQ(r.status, 413);
+    http_free(&r);
+    nf_admin_stop(b);
+    /* POST elsewhere: 405, naming what is allowed */
+    r = http_do(AF_INET, port, "POST", "/metrics");
+    NF_CHECK_EQ(r.status, 405);
+    http_free(&r);
+    free(req);
+    nf_admin_stop(a);
+    /* no post hook: POST /v1/ is 405 with Allow: GET, HEAD */
+    nf_admin_hooks_t none = {0};
+    a = nf_admin_start("127.0.0.1", 0, &none, err, sizeof err);
+    NF_REQUIRE(a != NULL);
+    r = http_do(AF_INET, nf_admin_port(a), "POST", "/v1/events");
+    NF_CHECK_EQ(r.status, 405);
+    char allow[64] = "";
+    NF_CHECK(http_header(&r, "Allow", allow, sizeof allow));
+    NF_CHECK_STR(allow, "GET, HEAD");
+    http_free(&r);
+    nf_admin_stop(a);
+}
+
+/* A body trickled a byte at a time is cut at the request deadline: a slow sender may not hold
+ * a connection thread. */
+static void test_slow_body_closed_at_deadline(void)
+{
+    char err[256];
+    nf_admin_hooks_t hooks = {.post = post_hook, .request_timeout_ms = 300};
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
+    NF_REQUIRE(a != NULL);
+    int fd = idle_conn(nf_admin_port(a));
+    NF_REQUIRE(fd >= 0);
+    const char *head = "POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n";
+    NF_REQUIRE(send(fd, head, strlen(head), MSG_NOSIGNAL) == (ssize_t)strlen(head));
+    struct timeval tv = {.tv_usec = 100000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    bool closed = false;
+    for (int i = 0; i < 3000 && !closed; i++) { /* 100000 bytes would take 10,000 s */
+        char c;
+        if (send(fd, "{", 1, MSG_NOSIGNAL) != 1)
+            closed = true;
+        else if (read(fd, &c, 1) == 0)
+            closed = true;
+    }
+    NF_CHECK(closed);
+    close(fd);
+    http_resp_t r = http_do(AF_INET, nf_admin_port(a), "POST", "/v1/ok");
+    NF_CHECK_EQ(r.status, 202);
+    http_free(&r);
+    nf_admin_stop(a);
+}
+
 int main(void)
 {
     NF_RUN(test_endpoints);
@@ -479,5 +618,7 @@ int main(void)
     NF_RUN(test_idle_connections_do_not_block_probes);
     NF_RUN(test_probe_listener_apart_from_readers);
     NF_RUN(test_slow_header_closed_at_deadline);
+    NF_RUN(test_post);
+    NF_RUN(test_slow_body_closed_at_deadline);
     return nf_test_report();
 }
