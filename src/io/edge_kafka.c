@@ -15,6 +15,7 @@
 /* One request's records: the delivery reports count down `left`; the last one wakes the
  * request's thread. Shared by that thread and the poller, under mu. */
 typedef struct wait {
+    nf_edge_kafka_t *k;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     size_t left, acked;
@@ -37,10 +38,9 @@ struct nf_edge_kafka {
 
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
-    (void)rk;
-    nf_edge_kafka_t *k = opaque;
+    (void)rk, (void)opaque; /* the client's opaque is for the job's error callback (kafka.c) */
     wait_t *w = m->_private;
-    atomic_fetch_sub(&k->in_flight, 1);
+    atomic_fetch_sub(&w->k->in_flight, 1);
     pthread_mutex_lock(&w->mu);
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
         w->acked++;
@@ -90,7 +90,6 @@ static rd_kafka_conf_t *edge_conf(nf_edge_kafka_t *k, const nf_edge_kafka_opts_t
         return NULL;
     }
     rd_kafka_conf_set_dr_msg_cb(c, dr_cb);
-    rd_kafka_conf_set_opaque(c, k);
     return c;
 }
 
@@ -166,7 +165,7 @@ int nf_edge_kafka_send(nf_edge_kafka_t *k, const nf_edge_rec_t *recs, size_t n, 
                  (unsigned long long)atomic_load(&k->in_flight));
         return NF_EDGE_BUSY;
     }
-    wait_t w = {.left = n};
+    wait_t w = {.k = k, .left = n};
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     size_t produced = 0;
