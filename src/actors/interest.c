@@ -311,6 +311,8 @@ void nf_interest_opts_default(nf_interest_opts_t *o)
     o->seen_ttl_ms = 24ull * 3600 * 1000;
     o->table_max = 1u << 20;
     o->topics_key_group = -1;
+    static const double w[NF_READ_KIND__COUNT] = {1.0, 2.0, 3.0, -1.0, -2.0};
+    memcpy(o->weights, w, sizeof w);
 }
 
 nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o)
@@ -323,6 +325,9 @@ nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o)
     if (!(o->gamma > 0.0 && o->gamma <= 1.0) || !isfinite(o->alpha) || o->table_max == 0 ||
         o->table_max > UINT32_MAX - 1)
         return NULL;
+    for (int k = 0; k < NF_READ_KIND__COUNT; k++)
+        if (!isfinite(o->weights[k]))
+            return NULL;
     nf_interest_t *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
@@ -389,6 +394,7 @@ void nf_interest_read_init_n(nf_interest_read_t *r, uint16_t kg, const char *use
         r->article = (nf_id128_t){0, 0};
     r->ts_ms = ts_ms;
     r->kg = kg;
+    r->kind = NF_READ_KIND_READ;
     r->user_hint = NF_KSTATE_NO_HINT;
     r->article_hint = 0;
 }
@@ -561,6 +567,15 @@ int nf_interest_apply(nf_interest_t *e, uint16_t kg, const char *user_id, const 
     return nf_interest_apply_read(e, &r, now_ms, out);
 }
 
+void nf_interest_read_set_kind(nf_interest_read_t *r, int kind)
+{
+    if (kind <= NF_READ_KIND_READ || kind >= NF_READ_KIND__COUNT)
+        return; /* a read's key is the one init made (and the one kept before kinds existed) */
+    const char *name = nf_read_kind_name(kind);
+    r->kind = (uint8_t)kind;
+    r->seen.lo = nf_hash64(name, strlen(name), r->seen.lo ^ SEED_SEEN_A);
+}
+
 int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_t now_ms,
                            nf_interest_out_t *out)
 {
@@ -643,7 +658,8 @@ int nf_interest_apply_read(nf_interest_t *e, const nf_interest_read_t *r, int64_
      * then read in topic order: no branch on which vector has the next topic (a sorted merge
      * mispredicted several times per event). */
     double days = ts_ms > updated_ms ? (double)(ts_ms - updated_ms) / MS_PER_DAY : 0.0;
-    double decay = version == 0 ? 1.0 : pow(e->o.gamma, days), alpha = e->o.alpha;
+    double decay = version == 0 ? 1.0 : pow(e->o.gamma, days);
+    double alpha = e->o.alpha * e->o.weights[r->kind < NF_READ_KIND__COUNT ? r->kind : 0];
     uint64_t am = 0;
     for (uint32_t j = 0; j < an; j++)
         am |= 1ull << aw[j].topic;

@@ -5,12 +5,14 @@
  * The update, exactly as specified upstream, per counted read event (user, article, session, ts):
  *     days    = max(0, ts_ms - updated_ms) / 86400000.0      (EVENT time, as a double)
  *     decay   = gamma^days
- *     v[t]    = decay * v[t] + alpha * topics(article)[t]    for every topic t
+ *     v[t]    = decay * v[t] + (alpha * w) * topics(article)[t]    for every topic t
  *     v       = v / ||v||_2                                   (a zero vector stays zero)
  *     version += 1; updated_ms = max(updated_ms, ts_ms)
- * with alpha = 0.1 and gamma = 0.95 per day by default. An event older than the user's last
- * update uses decay = 1 and does not move updated_ms back. A user's first event starts from the
- * zero vector (version 0, so it becomes version 1 and updated_ms = ts_ms).
+ * with alpha = 0.1 and gamma = 0.95 per day by default, and w the weight of the event's kind
+ * (opts.weights: a read 1, so a read's update is the upstream formula; explicit feedback issue 38).
+ * An event older than the user's last update uses decay = 1 and does not move updated_ms back. A
+ * user's first event starts from the zero vector (version 0, so it becomes version 1 and updated_ms
+ * = ts_ms).
  *
  * Decisions the upstream formula leaves open:
  *   - An article whose topic vector is known but empty still counts: version += 1, updated_ms
@@ -57,6 +59,7 @@
 #define NF_INTEREST_H
 
 #include "algo/idset.h"
+#include "io/events.h"
 #include "runtime/jsonw.h"
 #include "state/keyset.h"
 #include "state/kstate.h"
@@ -95,6 +98,11 @@ typedef struct nf_interest_opts {
      * nothing changes; true = applied as an article with an empty vector (counted in
      * stats.unknown too), so every read moves the user's version and decay. */
     bool unknown_as_empty;
+    /* How much an event of each kind (io/events.h: read, save, share, dislike, hide) moves the
+     * vector: the article's topics are added times alpha * weights[kind]. Defaults 1, 2, 3, -1,
+     * -2: explicit signals weigh more than a read, and a dislike or hide pushes the article's
+     * topics down. A read's weight 1 leaves the formula at the top bit for bit as it was. */
+    double weights[NF_READ_KIND__COUNT];
     /* The key group the articles' topic vectors are stored under (NF_KIND_ARTICLE_TOPICS, read
      * on a table miss): -1 (default) id.hi % 256; in a consumer group the job's global one
      * (dedup.c). */
@@ -139,6 +147,7 @@ typedef struct nf_interest_read {
     nf_id128_t article; /* the article id's 128 bits, when article_ok */
     int64_t ts_ms;      /* event time */
     uint16_t kg;        /* the input partition */
+    uint8_t kind;       /* nf_read_kind_t: its weight (opts.weights); read after init */
     bool article_ok;    /* article_id is 32 hex digits (otherwise it has no vector) */
     /* Where the prefetch stages found the user's record and the article's (none after
      * init): hints for the apply, checked there, never trusted. */
@@ -152,6 +161,11 @@ void nf_interest_read_init(nf_interest_read_t *r, uint16_t kg, const char *user_
 void nf_interest_read_init_n(nf_interest_read_t *r, uint16_t kg, const char *user_id, size_t ulen,
                              const char *article_id, size_t alen, const char *session_id,
                              size_t slen, int64_t ts_ms);
+
+/* An event of another kind than a read (after init): its weight, and a dedup key of its own
+ * (the kind's name hashed into the seen key), so that a save of an article already read counts
+ * once more, and a second save of it does not. */
+void nf_interest_read_set_kind(nf_interest_read_t *r, int kind);
 
 /* Applies one read event (see the top). kg = the event's input partition.
  * now_ms is the processing clock, used for TTLs (seen entries, stored vectors)

@@ -293,11 +293,13 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
     }
     tpart_t *tp = trend_part(k, g->kg);
     if (!tp)
-        return; /* the job is stopping (trend_part said why) */
-    count_trending(k, tp, g, now_ms);
+        return;                        /* the job is stopping (trend_part said why) */
+    if (ev->kind == NF_READ_KIND_READ) /* trending counts reads; feedback moves interest only */
+        count_trending(k, tp, g, now_ms);
     read_item_t it;
     nf_interest_read_init_n(&it.rd, g->kg, ev->user_id, ev->user_len, ev->article_id,
                             ev->article_len, ev->session_id, ev->session_len, ev->ts_ms);
+    nf_interest_read_set_kind(&it.rd, ev->kind);
     unsigned dest = nf_route(nf_shard_runtime(k->sh), it.rd.user.hi);
     read_batch_t *b = k->open[dest];
     if (!b && k->spare) {

@@ -1013,6 +1013,10 @@ static int setup_analytics(run_ctx_t *c, char *err, size_t errlen)
         cfg->trending.backfill ? 0 : an->trend.window_ms + (int64_t)cfg->trending.lateness_ms;
     an->interest.alpha = cfg->interest.alpha;
     an->interest.gamma = cfg->interest.gamma;
+    const double weights[NF_READ_KIND__COUNT] = {
+        cfg->interest.weight_read, cfg->interest.weight_save, cfg->interest.weight_share,
+        cfg->interest.weight_dislike, cfg->interest.weight_hide};
+    memcpy(an->interest.weights, weights, sizeof weights);
     an->interest.seen_ttl_ms = (uint64_t)cfg->interest.seen_ttl_s * 1000u;
     an->interest.table_max = cfg->interest.table_max;
     an->interest.unknown_as_empty = cfg->interest.unknown_articles == 1;

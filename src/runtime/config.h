@@ -180,6 +180,8 @@ typedef struct nf_config {
     } trending;
     struct {
         double alpha, gamma;
+        /* per event kind (io/events.h), times alpha */
+        double weight_read, weight_save, weight_share, weight_dislike, weight_hide;
         uint32_t seen_ttl_s, table_max;
         int unknown_articles;        /* 0 "skip", 1 "empty" */
         bool coalesce;               /* one record per user per epoch */

@@ -74,6 +74,7 @@ typedef struct {
 
 typedef struct {
     int user, article, session;
+    int kind; /* nf_read_kind_t: a quarter of the events are explicit feedback */
     int64_t ts;
 } event_t;
 
@@ -142,6 +143,7 @@ static void gen_workload(workload_t *w, int nu, int na, int nev)
         e->user = below(3) ? (int)below((uint64_t)nu / 20 + 1) : (int)below((uint64_t)nu);
         e->article = (int)below((uint64_t)na);
         e->session = (int)below(4);
+        e->kind = below(4) == 0 ? 1 + (int)below(NF_READ_KIND__COUNT - 1) : NF_READ_KIND_READ;
         e->ts = clock;
         if (below(5) == 0) /* out of order: up to 10 days late */
             e->ts -= (int64_t)below(10 * DAY);
@@ -160,10 +162,13 @@ typedef struct {
 } mstate_t;
 
 /* Straight from DESIGN.md §1: per user, walk that user's events in arrival
- * order; skip a repeat of a counted (article, session) and an unknown article;
- * else decay, add, normalise. expect[i] gets event i's result code. */
+ * order; skip a repeat of a counted (article, session, kind) and an unknown article;
+ * else decay, add (times alpha and the kind's weight), normalise. expect[i] gets event i's
+ * result code. The weights are the engine's defaults (nf_interest_opts_default). */
 static void model_run(const workload_t *w, double alpha, double gamma, mstate_t *users, int *expect)
 {
+    nf_interest_opts_t defaults;
+    nf_interest_opts_default(&defaults);
     int *next = malloc(sizeof *next * (size_t)w->nev);
     int *first = malloc(sizeof *first * (size_t)w->nu);
     int *last = malloc(sizeof *last * (size_t)w->nu);
@@ -186,7 +191,7 @@ static void model_run(const workload_t *w, double alpha, double gamma, mstate_t 
             bool repeat = false;
             for (int j = first[u]; j != i; j = next[j])
                 if (expect[j] == NF_INTEREST_UPDATED && w->ev[j].article == e->article &&
-                    w->ev[j].session == e->session)
+                    w->ev[j].session == e->session && w->ev[j].kind == e->kind)
                     repeat = true;
             if (repeat) {
                 expect[i] = NF_INTEREST_DUPLICATE;
@@ -203,10 +208,10 @@ static void model_run(const workload_t *w, double alpha, double gamma, mstate_t 
             double days = 0;
             if (m->version > 0 && e->ts > m->updated)
                 days = (double)(e->ts - m->updated) / 86400000.0;
-            double decay = pow(gamma, days);
+            double decay = pow(gamma, days), step = alpha * defaults.weights[e->kind];
             double norm = 0;
             for (int t = 0; t < NF_TOPICS_MAX; t++) {
-                m->v[t] = decay * m->v[t] + alpha * topics[t];
+                m->v[t] = decay * m->v[t] + step * topics[t];
                 norm += m->v[t] * m->v[t];
             }
             norm = sqrt(norm);
@@ -262,13 +267,30 @@ static bool same_out(const nf_interest_out_t *a, const nf_interest_out_t *b)
     return true;
 }
 
-static int apply_ev(nf_interest_t *e, const workload_t *w, int i, nf_interest_out_t *out)
+/* Event i as the reads actor keys it: init, then its kind. */
+static void read_of(const workload_t *w, int i, nf_interest_read_t *rd)
 {
     const event_t *ev = &w->ev[i];
     char u[16], s[16];
     user_name(ev->user, u);
     session_name(ev->session, s);
-    return nf_interest_apply(e, kg_of(ev->user), u, w->a[ev->article].hex, s, ev->ts, FUTURE, out);
+    nf_interest_read_init(rd, kg_of(ev->user), u, w->a[ev->article].hex, s, ev->ts);
+    nf_interest_read_set_kind(rd, ev->kind);
+}
+
+static int apply_ev(nf_interest_t *e, const workload_t *w, int i, nf_interest_out_t *out)
+{
+    const event_t *ev = &w->ev[i];
+    if (ev->kind == NF_READ_KIND_READ) { /* the string API, as a read always was */
+        char u[16], s[16];
+        user_name(ev->user, u);
+        session_name(ev->session, s);
+        return nf_interest_apply(e, kg_of(ev->user), u, w->a[ev->article].hex, s, ev->ts, FUTURE,
+                                 out);
+    }
+    nf_interest_read_t rd;
+    read_of(w, i, &rd);
+    return nf_interest_apply_read(e, &rd, FUTURE, out);
 }
 
 static void broadcast_known(nf_interest_t *e, const workload_t *w)
@@ -333,13 +355,8 @@ static void test_batched_matches_model(void)
         int n = (int)(r >> 58) + 1; /* 1..64 */
         if (n > W.nev - i)
             n = W.nev - i;
-        for (int k = 0; k < n; k++) {
-            const event_t *ev = &W.ev[i + k];
-            char u[16], s[16];
-            user_name(ev->user, u);
-            session_name(ev->session, s);
-            nf_interest_read_init(&rd[k], kg_of(ev->user), u, W.a[ev->article].hex, s, ev->ts);
-        }
+        for (int k = 0; k < n; k++)
+            read_of(&W, i + k, &rd[k]);
         for (size_t step = 0; step < (size_t)n + NF_INTEREST_PIPELINE_LAG; step++) {
             nf_interest_prefetch_step(e, rd, sizeof rd[0], (size_t)n, step);
             if (step < NF_INTEREST_PIPELINE_LAG)
@@ -1039,8 +1056,42 @@ static void test_json(void)
     nf_jw_free(&w);
 }
 
+/* Explicit feedback (issue 38): a dislike pushes the article's topics down (a negative
+ * weight), counts apart from a read of the same article and session, and once. */
+static void test_feedback_kinds(void)
+{
+    nf_interest_t *e = nf_interest_new(NULL, NULL);
+    NF_REQUIRE(e);
+    nf_topic_vec_t a = {.n = 1, .t = {{3, 1.0}}}, b = {.n = 2, .t = {{3, 1.0}, {5, 1.0}}};
+    nf_interest_topics_put(e, (nf_id128_t){1, 1}, &a, FUTURE);
+    nf_interest_topics_put(e, (nf_id128_t){2, 2}, &b, FUTURE);
+    const char *ha = "00000000000000010000000000000001", *hb = "00000000000000020000000000000002";
+    nf_interest_out_t o;
+    nf_interest_read_t rd;
+    NF_CHECK_EQ(nf_interest_apply(e, 0, "f", ha, "s", 1000, FUTURE, &o), NF_INTEREST_UPDATED);
+    nf_interest_read_init(&rd, 0, "f", hb, "s", 1000);
+    nf_interest_read_set_kind(&rd, NF_READ_KIND_DISLIKE);
+    NF_CHECK_EQ(nf_interest_apply_read(e, &rd, FUTURE, &o), NF_INTEREST_UPDATED);
+    NF_CHECK(o.vec.n == 2 && o.vec.t[0].topic == 3 && o.vec.t[0].weight > 0 &&
+             o.vec.t[1].topic == 5 && o.vec.t[1].weight < 0); /* (1 - 0.1, -0.1) normalised */
+    NF_CHECK_EQ(nf_interest_apply_read(e, &rd, FUTURE, &o), NF_INTEREST_DUPLICATE);
+    NF_CHECK_EQ(o.version, 2);
+    nf_interest_read_init(&rd, 0, "f", hb, "s", 1000); /* a read of b: not the dislike */
+    NF_CHECK_EQ(nf_interest_apply_read(e, &rd, FUTURE, &o), NF_INTEREST_UPDATED);
+    nf_interest_read_set_kind(&rd, NF_READ_KIND_SAVE);
+    NF_CHECK_EQ(nf_interest_apply_read(e, &rd, FUTURE, &o), NF_INTEREST_UPDATED);
+    NF_CHECK_EQ(o.version, 4);
+    nf_interest_free(e);
+    /* weights must be finite */
+    nf_interest_opts_t op;
+    nf_interest_opts_default(&op);
+    op.weights[NF_READ_KIND_HIDE] = NAN;
+    NF_CHECK(nf_interest_new(NULL, &op) == NULL);
+}
+
 int main(void)
 {
+    NF_RUN(test_feedback_kinds);
     const char *s = getenv("NF_INTEREST_SEED");
     rng = s ? strtoull(s, NULL, 0) : 0x9e3779b97f4a7c15ull;
     if (!rng)
