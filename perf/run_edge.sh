@@ -140,7 +140,7 @@ NF_KAFKA_TOOL_LOG="$out/logs/topic-create.log" bash scripts/kafka.sh tool org.ap
 end_offsets() { # the sum of read-events' end offsets (partitions 0..5), or nothing
   local args=() p
   for p in 0 1 2 3 4 5; do args+=(-t "$topic:$p:-1"); done
-  kcat -b "$brokers" -Q "${args[@]}" 2>/dev/null | awk '/offset/ {s += $NF; n++} END {if (n == 6) print s}'
+  kcat -b "$brokers" -Q "${args[@]}" 2>/dev/null | awk '/offset/ {s += $NF; n++} END {if (n == 6) printf "%.0f\n", s}'
 }
 for _ in $(seq 100); do # the new partitions' leaders
   [ -n "$(end_offsets)" ] && break
@@ -148,7 +148,17 @@ for _ in $(seq 100); do # the new partitions' leaders
 done
 [ -n "$(end_offsets)" ] || { echo "run_edge.sh: $topic's end offsets cannot be read" >&2; exit 1; }
 
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+ticks() { awk '{printf "%.0f\n", $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# Busy ticks (user nice system irq softirq) of the server's CPUs from /proc/stat: less the
+# server's own, what other work (the machine is shared) took from them meanwhile.
+server_cpu_names=$(python3 -c 'import sys
+names = []
+for part in sys.argv[1].split(","):
+    if not part: continue
+    a, _, b = part.partition("-")
+    names += ["cpu%d" % i for i in range(int(a), int(b or a) + 1)]
+print(" ".join(names) or "cpu")' "$server_cpus")
+busy() { awk -v names=" $server_cpu_names " 'index(names, " " $1 " ") {s += $2 + $3 + $4 + $7 + $8} END {printf "%.0f\n", s}' /proc/stat; }
 hz=$(getconf CLK_TCK)
 emit "$(python3 -c 'import json,sys; print(json.dumps({"bench":"edge_env","date":sys.argv[1],"cpus":int(sys.argv[2]),
   "cpu_model":sys.argv[3],"load1":float(sys.argv[4]),"conns":int(sys.argv[5]),"seconds":int(sys.argv[6]),
@@ -213,12 +223,12 @@ run_server() {
   fi
   local note
   for note in "${notes[@]}"; do echo "run_edge.sh: $name: SMOKE CHECK FAILED: $note" >&2; done
-  local off0 off1 w m t0 t1 c0 c1 k0 k1 wt=0 rss
+  local off0 off1 w m c0 c1 k0 k1 q0 q1 wt=0 rss
   off0=$(end_offsets)
   NF_NAME="$name-warmup" pin "$load_cpus" wrk -t1 -c"$conns" -d"${warmup}s" --timeout 10s \
     -s perf/edge/events.lua "http://127.0.0.1:$port" >"$out/logs/$name-wrk-warmup.txt" 2>&1 || true
   w=$(grep '^{"bench"' "$out/logs/$name-wrk-warmup.txt" || true)
-  c0=$(ticks "$server_pid") k0=$(ticks "$broker_pid")
+  c0=$(ticks "$server_pid") k0=$(ticks "$broker_pid") q0=$(busy)
   (
     NF_NAME="$name" pin "$load_cpus" wrk -t1 -c"$conns" -d"${seconds}s" --timeout 10s --latency \
       -s perf/edge/events.lua "http://127.0.0.1:$port" >"$out/logs/$name-wrk.txt" 2>&1 || true
@@ -226,7 +236,7 @@ run_server() {
     # substitution would fork and read its own, empty, children's times.
     times >"$out/logs/$name-wrk-times.txt"
   )
-  c1=$(ticks "$server_pid") k1=$(ticks "$broker_pid")
+  c1=$(ticks "$server_pid") k1=$(ticks "$broker_pid") q1=$(busy)
   wt=$(tail -1 "$out/logs/$name-wrk-times.txt" | python3 -c 'import re,sys
 def s(t):
     mm, ss = re.match(r"(\d+)m([\d.]+)s", t).groups(); return int(mm) * 60 + float(ss)
@@ -254,13 +264,14 @@ u, y = sys.stdin.read().split(); print(round(s(u) + s(y), 3))')
   server_pid=""
   local line
   line=$(python3 - "$name" "$w" "$m" "$off0" "$off1" "$((c1 - c0))" "$((k1 - k0))" "$hz" "$wt" "$rss" \
-    "$conns" "$batch" "$(printf '%s\n' "${notes[@]}")" <<'PY'
+    "$conns" "$batch" "$(printf '%s\n' "${notes[@]}")" "$((q1 - q0))" <<'PY'
 import json, sys
 name, w, m = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 off0, off1 = int(sys.argv[4] or 0), int(sys.argv[5] or 0)
 cpu_ticks, broker_ticks, hz, wrk_cpu = int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), float(sys.argv[9])
 rss_kb, conns, batch = int(sys.argv[10] or 0), int(sys.argv[11]), int(sys.argv[12])
 notes = [n for n in sys.argv[13].split("\n") if n]
+other_s = max(0, int(sys.argv[14]) - cpu_ticks) / int(sys.argv[8])
 secs = m["seconds"]
 cpu = cpu_ticks / hz
 accepted = w["accepted"] + m["accepted"]
@@ -276,6 +287,7 @@ r = {"bench": "edge_server", "name": name, "events_per_s": m["events_per_s"], "a
      "requests_per_s": m["requests_per_s"], "p50_ms": m["p50_ms"], "p90_ms": m["p90_ms"], "p99_ms": m["p99_ms"],
      "max_ms": m["max_ms"], "non_202": m["non_202"], "statuses": m["statuses"], "socket_errors": m["socket_errors"],
      "seconds": secs, "server_cpu_s": round(cpu, 2), "server_cores": round(cpu / secs, 3),
+     "other_on_server_cpu_cores": round(other_s / secs, 3),
      "cpu_us_per_event": round(cpu * 1e6 / m["accepted"], 2) if m["accepted"] else None,
      "events_per_core_s": round(m["accepted"] / cpu) if cpu else None,
      "broker_cores": round(broker_ticks / hz / secs, 3), "wrk_cores": round(wrk_cpu / secs, 3),
