@@ -30,8 +30,9 @@
 # --quick: 10 s measured after 3 s of warm-up (about 2 minutes with the broker's start);
 # default: 30 s after 10 s. CPU lists are taskset's (0, 1, 0-1); --broker-cpus none leaves the
 # broker unpinned. On a one-CPU machine nothing is pinned.
-# NF_EDGE_NEWSFLOW_ARGS: extra arguments for `newsflow ingest` (default
-# "--set runtime.shards=1": one shard for the one CPU it is pinned to).
+# NF_EDGE_NEWSFLOW_ARGS: extra arguments for `newsflow ingest` (e.g. "--set edge.max_in_flight=20000"
+# for Koa's bound; none by default: `ingest` has no shards, its HTTP server's threads and
+# librdkafka's all run on the pinned CPU).
 # Exit: 0 when every server that ran passed its checks, 1 otherwise, 2 usage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +44,7 @@ out=build-perf/edge
 kdir=/tmp/nf-edgeperf-kafka kport=32092
 koa_port=32480 coal_port=32481 nf_port=32482
 batch=100
-nf_extra="${NF_EDGE_NEWSFLOW_ARGS---set runtime.shards=1}"
+nf_extra="${NF_EDGE_NEWSFLOW_ARGS:-}"
 usage() {
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
   exit 2
