@@ -80,14 +80,16 @@ def main(path):
         if "wrk_cores" in r and r["wrk_cores"] > 0.8:
             out.append(f"- {LABELS.get(r['name'], r['name'])}: wrk used {r['wrk_cores']:.2f} of its CPU: "
                        "the generator may be what limits this row.")
-        if r.get("other_on_server_cpu_cores", 0) >= 0.05:
-            out.append(f"- {LABELS.get(r['name'], r['name'])}: other work (the machine is shared) took "
-                       f"{r['other_on_server_cpu_cores']:.2f} of the server's CPU meanwhile; its events/s are "
-                       "lower for it, its CPU µs/event hardly.")
-        if "server_cores" in r and r["server_cores"] + r.get("other_on_server_cpu_cores", 0) < 0.85:
-            out.append(f"- {LABELS.get(r['name'], r['name'])}: the server was idle part of the time (it ran "
-                       f"{r['server_cores']:.2f} of its CPU): waiting on the broker's acknowledgements bounds "
-                       "its events/s; its events/s per core is the figure to compare.")
+        label = LABELS.get(r["name"], r["name"])
+        other = r.get("other_on_server_cpu_cores", 0)
+        if "server_cores" in r and r["server_cores"] < 0.85:
+            out.append(f"- {label}: the server ran {r['server_cores']:.2f} of its CPU, other work on the shared "
+                       f"machine {other:.2f} (unpinned processes take what the server leaves idle, and may take "
+                       "some it needed): its events/s are bounded by waiting — on the broker's acknowledgements "
+                       "or for the CPU — not by its own CPU; its events/s per core is the figure to compare.")
+        elif other >= 0.05:
+            out.append(f"- {label}: other work on the shared machine took {other:.2f} of the server's CPU "
+                       "meanwhile; its events/s may be lower for it, its CPU µs/event hardly.")
     print("\n".join(out).rstrip() + "\n")
 
 
