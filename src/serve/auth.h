@@ -19,15 +19,18 @@
  * are honoured when present, each with max_skew_s of leeway:
  *   expired          now >= exp + skew
  *   not yet valid    now <  nbf - skew, or iat > now + skew
- *   iss, aud         when configured: iss equal; aud equal, or an array holding it
+ *   iss, aud         when configured: iss equal; aud equal, or an array holding it (when no
+ *                    audience is configured, a token's aud is not looked at: configure one
+ *                    wherever tokens are issued for several services, RFC 7519 §4.1.3)
  *   sub              required: 1..NF_AUTH_SUB_MAX bytes of UTF-8 without control characters
  *                    (a user id of the query API)
  * exp, nbf and iat are NumericDates (JSON numbers, fractions allowed) in [0, 253402300799].
  * Every part of the token must be canonical base64url without padding, and a signature the
- * length its algorithm gives (HS256 32 bytes, RS256 the modulus, ES256 64): a token has one
- * spelling. Tokens with a "crit" header, or a typ other than JWT (libjwt 1.10 refuses those),
- * are refused as malformed. JWKS "oct" keys are never read: HS256 comes from the secret file
- * alone.
+ * length its algorithm gives (HS256 32 bytes, RS256 the modulus, ES256 64): one spelling per
+ * signature. (An ES256 signature (r, s) has a twin (r, n - s) that verifies too, and issuers
+ * do not all make the low one: a token's text is no identifier.) Tokens with a "crit" header,
+ * or a typ other than JWT (libjwt 1.10 refuses those), are refused as malformed. JWKS "oct"
+ * keys are never read: HS256 comes from the secret file alone.
  *
  * Messages: every refusal writes one line into err for the 401 body, naming what failed in the
  * token (`token expired at 2026-11-29T10:00:00Z (60 s leeway)`); text taken from the token is
@@ -40,8 +43,9 @@
  *
  * Threads: nf_auth_new and nf_auth_free on one thread, before and after every other call;
  * nf_auth_verify, nf_auth_sign_hs256 and nf_auth_describe from any number of threads at once
- * on one nf_auth_t (it is read-only after nf_auth_new; libjwt's decode, OpenSSL 3 and cJSON
- * keep no shared state per call); nf_auth_error_name from anywhere. */
+ * on one nf_auth_t (it is read-only after nf_auth_new; libjwt 1.10's decode keeps its state
+ * per call, with OpenSSL 3 and jansson under it; cJSON only notes a failed parse's position
+ * in a global that nothing here reads); nf_auth_error_name from anywhere. */
 #ifndef NF_AUTH_H
 #define NF_AUTH_H
 
