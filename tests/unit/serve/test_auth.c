@@ -439,6 +439,56 @@ static void test_wrong_key(void)
     nf_auth_free(all), nf_auth_free(jw), nf_auth_free(es);
 }
 
+/* Decodes the base64url signature of tok (64 bytes for ES256) into out. */
+static size_t sig_bytes(const char *tok, unsigned char *out)
+{
+    const char *s = strrchr(tok, '.') + 1;
+    BIO *b64 = BIO_new(BIO_f_base64()), *mem;
+    char buf[256];
+    size_t n = strlen(s), k = 0;
+    for (size_t i = 0; i < n; i++)
+        buf[k++] = s[i] == '-' ? '+' : s[i] == '_' ? '/' : s[i];
+    while (k % 4)
+        buf[k++] = '=';
+    mem = BIO_new_mem_buf(buf, (int)k);
+    BIO_set_flags(b64, BIO_FLAGS_BASE64_NO_NL);
+    BIO_push(b64, mem);
+    int got = BIO_read(b64, out, 512);
+    BIO_free_all(b64);
+    return got > 0 ? (size_t)got : 0;
+}
+
+/* ES256's twin: (r, n - s) verifies as (r, s) does, in the check here and in libjwt's. auth.h
+ * says so (a token's text is no identifier); this pins it, and the DER conversion of both. */
+static void test_es256_twin(void)
+{
+    nf_auth_t *a = make(NULL, ec_file, NULL, NULL, NULL, 0);
+    NF_REQUIRE(a);
+    char *t = sign_es(claims_sub("alice", T0 + 300));
+    unsigned char rs[512];
+    NF_REQUIRE(sig_bytes(t, rs) == 64);
+    BIGNUM *n = NULL, *s = BN_bin2bn(rs + 32, 32, NULL);
+    BN_hex2bn(&n, "FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551");
+    BN_sub(s, n, s);
+    BN_bn2binpad(s, rs + 32, 32);
+    char twin[1024];
+    size_t head = (size_t)(strrchr(t, '.') - t) + 1;
+    memcpy(twin, t, head);
+    b64url(rs, 64, twin + head);
+    NF_CHECK(strcmp(twin, t) != 0);
+    EXPECT(a, bearer(t), T0, 0);
+    EXPECT(a, bearer(twin), T0, 0);
+    /* r or s zero, or s = n: refused. */
+    memset(rs + 32, 0, 32);
+    b64url(rs, 64, twin + head);
+    EXPECT(a, bearer(twin), T0, NF_AUTH_ESIGNATURE);
+    BN_bn2binpad(n, rs + 32, 32);
+    b64url(rs, 64, twin + head);
+    EXPECT(a, bearer(twin), T0, NF_AUTH_ESIGNATURE);
+    BN_free(n), BN_free(s), free(t);
+    nf_auth_free(a);
+}
+
 static char *hs_claims(const char *fmt, long long v)
 {
     char c[512];
@@ -1105,6 +1155,7 @@ int main(void)
     NF_RUN(test_alg_none);
     NF_RUN(test_alg_confusion);
     NF_RUN(test_wrong_key);
+    NF_RUN(test_es256_twin);
     NF_RUN(test_time_edges);
     NF_RUN(test_claims);
     NF_RUN(test_malformed);
