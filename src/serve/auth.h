@@ -92,7 +92,8 @@ typedef enum nf_auth_error {
     NF_AUTH_ESCHEME = -2,        /* a scheme other than Bearer (Basic, ...) */
     NF_AUTH_ETOO_LONG = -3,      /* longer than max_token_bytes */
     NF_AUTH_EMALFORMED = -4,     /* Bearer without a token, not three base64url parts, a header
-                                    or payload that is not one JSON object, crit, typ */
+                                    or payload that is not one JSON object (for cJSON and for
+                                    libjwt's jansson), crit, typ */
     NF_AUTH_EALG = -5,           /* alg none, an alg no configured key is for, an unknown kid */
     NF_AUTH_ESIGNATURE = -6,     /* the signature's length, or it does not verify */
     NF_AUTH_ENO_EXPIRY = -7,     /* no exp */

@@ -669,6 +669,10 @@ static void test_malformed(void)
     EXPECT_TOK(
         a, build_hs("{\"alg\":\"HS256\"}", "{\"sub\":\"u\",\"sub\":\"admin\",\"exp\":1795000600}"),
         T0, NF_AUTH_EMALFORMED);
+    /* Invalid UTF-8 in a claim: cJSON takes it, libjwt's jansson does not. */
+    EXPECT_TOK(a, build_hs(hdr, "{\"sub\":\"u\",\"exp\":1795000600,\"n\":\"\xff\"}"), T0,
+               NF_AUTH_EMALFORMED);
+    NF_CHECK(strstr(g_err, "libjwt") != NULL);
     /* Nesting past the bound. */
     char deep[600];
     memset(deep, 0, sizeof deep);
