@@ -8,7 +8,7 @@ set -euo pipefail
 
 RUNTIME_PACKAGES=(
   liburing2 libcjson1 libmicrohttpd12 libxml2 libcurl4 libidn2-0 librocksdb7.8 librdkafka1
-  libstemmer0d libsqlite3-0 ca-certificates curl
+  libstemmer0d libsqlite3-0 libjwt0 ca-certificates curl
 )
 
 BUILD_PACKAGES=(
@@ -21,6 +21,9 @@ BUILD_PACKAGES=(
   libstemmer-dev
   # search: SQLite's FTS5 full-text index (src/serve/search.h)
   libsqlite3-dev
+  # reader routes' JWTs (src/serve/auth.h): libjwt 1.10 (1.10.2-1+deb12u1 compares HMACs in
+  # constant time, CVE-2024-25189) and OpenSSL 3's libcrypto for the keys and JWKS
+  libjwt-dev libssl-dev
   # tests: promtool validates /metrics; curl talks to the admin server
   prometheus curl
   # tests: kcat reads and writes Kafka topics (read_committed checks); JSON Schema validation
