@@ -1,15 +1,15 @@
-/* Tests src/serve/auth.c with keys made here by OpenSSL (two RSA keys and two P-256 keys, each
+/* Tests src/serve/auth.c with keys made here by OpenSSL (three RSA keys and two P-256 keys,
  * written as the PEM and JWKS files an operator would give) and tokens signed by libjwt itself or
  * put together byte by byte where libjwt would not sign them (alg none, duplicate members, bad
  * base64, HS256 with the RSA key's PEM text as its secret). Every refusal is checked for its
  * code and a message.
  *
- * By hand: each algorithm and key source; alg none; algorithm confusion; wrong keys and kids; the
- * leeway's edges on exp, nbf and iat; every claim rule; malformed tokens and Authorization
- * values; the limits; loading errors of each file. As properties: 400 random claim sets against
- * a model of the rules (tests/unit/serve/test_auth.c `model`), every one-byte change and every
- * cut of valid tokens refused, random bytes never taken, and 4 threads verifying at once (run
- * under TSan by CI's `^serve/`) agreeing with one. */
+ * By hand: each algorithm and key source; alg none; algorithm confusion; wrong keys and kids;
+ * ES256's (r, n - s) twin; the leeway's edges on exp, nbf and iat; every claim rule; malformed
+ * tokens and Authorization values; the limits; loading errors of each file. As properties: 400
+ * random claim sets against `model` (auth.h's rules written again), every one-byte change and
+ * every cut of valid tokens refused, random bytes never taken, and 4 threads verifying at once
+ * (under TSan in CI's `^serve/` run) agreeing with one. */
 #include "nf_test.h"
 
 #include "serve/auth.h"
