@@ -309,8 +309,10 @@ wanted koa-coal && run_server koa-coal "$coal_port" "${koa[@]}" --port "$coal_po
 if wanted newsflow; then
   if [ -n "$nf_ok" ]; then
     # shellcheck disable=SC2086 # NF_EDGE_NEWSFLOW_ARGS is split into words on purpose
+    # like for like: the Koa peer has no per-client rate limit, and every request here comes
+    # from one address (newsflow's default would hold it to limits.events_per_s)
     run_server newsflow "$nf_port" "$B/newsflow" ingest --set kafka.brokers="$brokers" \
-      --set admin.listen=127.0.0.1 --set admin.port="$nf_port" $nf_extra
+      --set admin.listen=127.0.0.1 --set admin.port="$nf_port" --set limits.enabled=false $nf_extra
   else
     emit "$(python3 -c 'import json,sys; print(json.dumps({"bench":"edge_server","name":"newsflow","skipped":sys.argv[1]}))' "$nf_why")"
   fi

@@ -5,6 +5,7 @@
  * /healthz and /readyz (ready once the broker answers and the topic exists). */
 #include "cli/cli.h"
 #include "io/edge_kafka.h"
+#include "io/events.h"
 #include "io/kafka.h"
 #include "runtime/admin.h"
 #include "runtime/config.h"
@@ -12,6 +13,7 @@
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "serve/edge.h"
+#include "serve/guard.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -40,8 +42,9 @@ static const char ingest_usage[] =
     "  --set K=V         override a configuration key (repeatable), e.g.\n"
     "                    --set kafka.brokers=HOST:9092 --set admin.port=8080\n"
     "Keys read: kafka.brokers (a real cluster), kafka.topic_prefix, kafka.properties,\n"
-    "kafka.max_event_bytes, serve.partitioner, trending.max_future_ms, admin.*, edge.*, log.*\n"
-    "(`newsflow config keys`).\n"
+    "kafka.max_event_bytes, serve.partitioner, trending.max_future_ms, admin.*, edge.*, auth.*,\n"
+    "limits.events_per_s, log.* (`newsflow config keys`). With auth.* a token (Authorization:\n"
+    "Bearer) is needed, and each event's user_id must be its subject.\n"
     "\n"
     "Stops on SIGTERM/SIGINT after answering the requests in progress.\n"
     "Exit codes: 0 stopped by a signal, 1 the server could not start, 2 usage or configuration.\n";
@@ -56,6 +59,7 @@ static void on_signal(int sig)
 
 typedef struct ingest {
     nf_edge_t *edge;
+    nf_guard_t *guard; /* tokens (auth.*) and the events' rate per client (limits.*) */
 } ingest_t;
 
 static int health(void *arg, char *why, size_t len)
@@ -96,7 +100,12 @@ static int post(void *arg, const char *route, nf_admin_req_t *req, const char *b
                 char **out, size_t *outlen)
 {
     ingest_t *in = arg;
-    int status = nf_edge_handle(in->edge, route, req, body, len, out, outlen);
+    char sub[NF_EVENT_FIELD_MAX + 1] = "";
+    double cost = (double)nf_edge_events_in(in->edge, route, body, len);
+    int status = nf_guard_check(in->guard, NF_GUARD_EVENTS, NULL, 0, req, cost, sub, sizeof sub,
+                                out, outlen);
+    if (!status)
+        status = nf_edge_handle(in->edge, route, req, sub, body, len, out, outlen);
     return status ? status : 404;
 }
 
@@ -161,7 +170,23 @@ static int serve(const nf_config_t *cfg)
                          .max_event_bytes = cfg->kafka.max_event_bytes,
                          .max_future_ms = cfg->trending.max_future_ms,
                          .retry_after_s = cfg->edge.retry_after_s};
-    ingest_t in = {.edge = nf_edge_new(&eo)};
+    nf_guard_opts_t go = {.hs256_secret_file = cfg->auth.hs256_secret_file,
+                          .public_key_file = cfg->auth.public_key_file,
+                          .jwks_file = cfg->auth.jwks_file,
+                          .issuer = cfg->auth.issuer,
+                          .audience = cfg->auth.audience,
+                          .max_skew_s = cfg->auth.max_skew_s,
+                          .open = cfg->auth.open,
+                          .limit_loopback = cfg->limits.loopback,
+                          .events_per_s = cfg->limits.enabled ? cfg->limits.events_per_s : 0};
+    ingest_t in = {.edge = nf_edge_new(&eo), .guard = nf_guard_new(&go, err, sizeof err)};
+    if (!in.guard) {
+        nf_log(NF_LOG_ERROR, "ingest", "cannot set up the readers' authentication",
+               NF_LS("error", err), NF_LEND);
+        nf_edge_free(in.edge);
+        nf_edge_kafka_free(k);
+        return NF_EXIT_USAGE;
+    }
     nf_admin_hooks_t hooks = {.health = health,
                               .ready = ready,
                               .arg = &in,
@@ -187,6 +212,7 @@ static int serve(const nf_config_t *cfg)
         nf_log(NF_LOG_INFO, "ingest", "stopping: answering the requests in progress", NF_LEND);
         nf_admin_stop(a);
     }
+    nf_guard_free(in.guard);
     nf_edge_free(in.edge);
     nf_edge_kafka_free(k);
     return rc;

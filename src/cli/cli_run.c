@@ -28,6 +28,7 @@
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 #include "serve/edge.h"
+#include "serve/guard.h"
 #include "serve/owners.h"
 #include "serve/query.h"
 #include "state/changelog.h"
@@ -433,6 +434,8 @@ struct run_ctx {
     nf_demo_t *demo;
     nf_edge_kafka_t *edge_kafka; /* the HTTP edge (serve/edge.h): edge.enabled with Kafka */
     nf_edge_t *edge;
+    nf_guard_t *guard;    /* authentication and rate limits of readers' routes (serve/guard.h) */
+    nf_admin_t *operator; /* admin.operator_port: the operators' routes apart from readers */
     nf_runtime_t *rt;
     nf_query_t *query;   /* the query API's routes on the admin server */
     nf_owners_t *owners; /* in a consumer group: who owns which partition (serve/owners.h) */
@@ -530,12 +533,20 @@ static void start_edge(run_ctx_t *c, const char *brokers)
     }
 }
 
-/* POST /v1/...: the HTTP edge's routes. */
+/* POST /v1/...: the HTTP edge's routes, past the guard (the token, the events' rate). */
 static int post(void *arg, const char *route, nf_admin_req_t *req, const char *body, size_t len,
                 char **out, size_t *outlen)
 {
     run_ctx_t *c = arg;
-    int status = c->edge ? nf_edge_handle(c->edge, route, req, body, len, out, outlen) : 0;
+    char sub[NF_EVENT_FIELD_MAX + 1] = "";
+    int status = 0;
+    if (c->edge) {
+        double cost = (double)nf_edge_events_in(c->edge, route, body, len);
+        status = nf_guard_check(c->guard, NF_GUARD_EVENTS, NULL, 0, req, cost, sub, sizeof sub, out,
+                                outlen);
+        if (!status)
+            status = nf_edge_handle(c->edge, route, req, sub, body, len, out, outlen);
+    }
     if (status)
         return status;
     static const char none[] = "{\"error\":\"no such route\"}\n";
@@ -544,13 +555,64 @@ static int post(void *arg, const char *route, nf_admin_req_t *req, const char *b
     return 404;
 }
 
+/* The guard of readers' routes from auth.* and limits.* (serve/guard.h). */
+static nf_guard_t *new_guard(const nf_config_t *cfg, char *err, size_t errlen)
+{
+    bool on = cfg->limits.enabled;
+    nf_guard_opts_t go = {.hs256_secret_file = cfg->auth.hs256_secret_file,
+                          .public_key_file = cfg->auth.public_key_file,
+                          .jwks_file = cfg->auth.jwks_file,
+                          .issuer = cfg->auth.issuer,
+                          .audience = cfg->auth.audience,
+                          .max_skew_s = cfg->auth.max_skew_s,
+                          .open = cfg->auth.open,
+                          .limit_loopback = cfg->limits.loopback,
+                          .public_per_s = on ? cfg->limits.public_per_s : 0,
+                          .reader_per_s = on ? cfg->limits.reader_per_s : 0,
+                          .events_per_s = on ? cfg->limits.events_per_s : 0};
+    return nf_guard_new(&go, err, errlen);
+}
+
+static int api_operator(void *arg, const char *route, nf_admin_req_t *req, char **body,
+                        size_t *len);
+
+/* admin.operator_port: /metrics, /healthz, /readyz and the operators' /v1/ routes on a listener
+ * of their own, so that admin.port can face readers. */
+static int start_operator(run_ctx_t *c, char *err, size_t errlen)
+{
+    const nf_config_t *cfg = &c->cfg;
+    nf_admin_hooks_t hooks = {.health = health,
+                              .ready = ready,
+                              .arg = c->rt,
+                              .api = api_operator,
+                              .api_arg = c,
+                              .max_connections = 32,
+                              .request_timeout_ms = cfg->admin.request_timeout_ms,
+                              .listener = "operator"};
+    c->operator=
+        nf_admin_start(cfg->admin.listen, (uint16_t)cfg->admin.operator_port, &hooks, err, errlen);
+    if (!c->operator) {
+        nf_log(NF_LOG_ERROR, "main", "cannot start the operator listener", NF_LS("error", err),
+               NF_LS("hint", "set admin.operator_port to a free port, or 0 for none"), NF_LEND);
+        return -1;
+    }
+    nf_log(NF_LOG_INFO, "main",
+           "operator listener: /metrics, /healthz, /readyz, /v1/status, /v1/sources, "
+           "/v1/ops/history (admin.port faces readers)",
+           NF_LI("port", nf_admin_port(c->operator)), NF_LEND);
+    return 0;
+}
+
 static void run_cleanup(run_ctx_t *c)
 {
     remove_admin_file(c);
     nf_demo_stop(c->demo);
     nf_admin_stop(c->probe);
+    nf_admin_stop(c->operator);
     nf_admin_stop(c->admin); /* its requests have released their views: the store may close */
-    nf_edge_free(c->edge);   /* no request uses it now; its producer flushes what is in flight */
+    nf_guard_free(c->guard);
+    c->guard = NULL;
+    nf_edge_free(c->edge); /* no request uses it now; its producer flushes what is in flight */
     nf_edge_kafka_free(c->edge_kafka);
     c->edge = NULL;
     c->edge_kafka = NULL;
@@ -712,9 +774,9 @@ static double store_memtable_bytes(void *arg)
                     : 0;
 }
 
-static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
+static int api_routes(run_ctx_t *c, const char *route, nf_admin_req_t *req, char **body,
+                      size_t *len)
 {
-    run_ctx_t *c = arg;
     const char *failing = nf_admin_req_arg(req, "failing");
     bool only_failing = failing && strcmp(failing, "0") != 0 && strcmp(failing, "false") != 0;
     nf_jw_t w;
@@ -841,6 +903,42 @@ static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, s
     }
     nf_jw_obj_close(&w);
     return api_reply(&w, 200, body, len);
+}
+
+static int not_here(const char *what, char **body, size_t *len)
+{
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "error");
+    nf_jw_str(&w, what);
+    nf_jw_obj_close(&w);
+    return api_reply(&w, 404, body, len);
+}
+
+/* GET /v1/...: past the guard (a reader's token, the client's rate), the route. With
+ * admin.operator_port the operators' routes are answered there, not here. */
+static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
+{
+    run_ctx_t *c = arg;
+    const char *user;
+    size_t ulen;
+    nf_guard_class_t cls = nf_guard_classify("GET", route, &user, &ulen);
+    if (cls == NF_GUARD_OPERATOR && c->cfg.admin.operator_port)
+        return not_here("an operators' route: on admin.operator_port", body, len);
+    char sub[NF_EVENT_FIELD_MAX + 1];
+    int st = nf_guard_check(c->guard, cls, user, ulen, req, 1, sub, sizeof sub, body, len);
+    return st ? st : api_routes(c, route, req, body, len);
+}
+
+/* GET /v1/... on admin.operator_port: the operators' routes only. */
+static int api_operator(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
+{
+    const char *user;
+    size_t ulen;
+    if (nf_guard_classify("GET", route, &user, &ulen) != NF_GUARD_OPERATOR)
+        return not_here("a readers' route: on admin.port", body, len);
+    return api_routes(arg, route, req, body, len);
 }
 
 /* Whether this process owns read-events partition p now (a consumer group's assignment). */
@@ -1585,6 +1683,13 @@ int nf_cli_run(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     int exit_code = NF_EXIT_OK;
+    if (cfg->admin.enabled && !(c.guard = new_guard(cfg, err, sizeof err))) {
+        nf_log(NF_LOG_ERROR, "main", "cannot set up the readers' authentication",
+               NF_LS("error", err), NF_LEND);
+        run_cleanup(&c);
+        nf_sink_close(c.in.sink);
+        return NF_EXIT_USAGE;
+    }
     if (cfg->admin.enabled && !(c.query = new_query(&c))) {
         nf_log(NF_LOG_ERROR, "main", "out of memory", NF_LEND);
         run_cleanup(&c);
@@ -1603,6 +1708,7 @@ int nf_cli_run(int argc, char **argv)
                                   .api_arg = &c,
                                   .page = nf_serve_page,
                                   .page_len = nf_serve_page_len,
+                                  .readers_only = cfg->admin.operator_port != 0,
                                   .max_connections = cfg->admin.max_connections,
                                   .request_timeout_ms = cfg->admin.request_timeout_ms};
         c.admin =
@@ -1615,7 +1721,14 @@ int nf_cli_run(int argc, char **argv)
             nf_sink_close(c.in.sink);
             return NF_EXIT_RUNTIME;
         }
-        c.admin_file = write_admin_file(cfg, nf_admin_port(c.admin));
+        if (cfg->admin.operator_port && start_operator(&c, err, sizeof err) != 0) {
+            run_cleanup(&c);
+            nf_sink_close(c.in.sink);
+            return NF_EXIT_RUNTIME;
+        }
+        /* `newsflow status` asks there for /v1/status */
+        c.admin_file =
+            write_admin_file(cfg, nf_admin_port(c.operator ? c.operator : c.admin));
         if (cfg->admin.probe_port && start_probe(&c, err, sizeof err) != 0) {
             run_cleanup(&c);
             nf_sink_close(c.in.sink);
@@ -1662,7 +1775,8 @@ int nf_cli_run(int argc, char **argv)
            NF_LS("kafka", cfg->kafka.brokers[0] ? cfg->kafka.brokers : "off"),
            NF_LS("sink", cfg->sink.spec),
            NF_LS("admin", cfg->admin.enabled ? cfg->admin.listen : "off"),
-           NF_LI("admin_port", c.admin ? nf_admin_port(c.admin) : 0), NF_LEND);
+           NF_LI("admin_port", c.admin ? nf_admin_port(c.admin) : 0),
+           NF_LI("operator_port", c.operator? nf_admin_port(c.operator) : 0), NF_LEND);
     if (c.admin) {
         /* Where a person looks: the page (trending stories, a reader's feed) and the API. */
         const char *host = cfg->admin.listen;

@@ -517,6 +517,9 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
                               (char *)nf_admin_405, sizeof nf_admin_405 - 1, MHD_RESPMEM_PERSISTENT,
                               path == NF_ADMIN_API && a->hooks.post ? "GET, HEAD, POST"
                                                                     : "GET, HEAD");
+    if (a->hooks.readers_only && path < NF_ADMIN_API) /* metrics, healthz, readyz */
+        return nf_admin_static(conn, MHD_HTTP_NOT_FOUND,
+                               "not found: operators' routes are on admin.operator_port\n");
     switch (path) {
     case NF_ADMIN_METRICS:
         return nf_admin_metrics(conn);

@@ -63,6 +63,9 @@ typedef struct nf_admin_hooks {
      * a probe's, is always taken); a connection that has not sent a whole request within
      * request_timeout_ms of its connect or its last answer is shut down. */
     unsigned max_connections, request_timeout_ms;
+    /* A listener that faces readers while another serves the operators (admin.operator_port):
+     * /metrics, /healthz and /readyz answer 404 here; /v1/ goes to the hooks as always. */
+    bool readers_only;
     /* NULL: the server's metrics series carry no listener label (the admin server). A name
      * (the probe listener, "probe"): each series carries listener="NAME", so that two servers
      * in one process count apart. */

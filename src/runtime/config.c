@@ -91,6 +91,10 @@ static const cfg_key_t cfg_keys[] = {
      .help = "a second listener on admin.listen serving only /healthz, /readyz and /metrics, with "
              "connections of its own: point liveness and readiness probes there so that reader "
              "traffic on admin.port never keeps them out; 0 = none"},
+    {KEY(CFG_U32, admin.operator_port), .max = 65535, .def = "0",
+     .help = "a listener on admin.listen for the operators' routes (/metrics, /healthz, /readyz, "
+             "/v1/status, /v1/sources, /v1/ops/history), which admin.port then no longer serves: "
+             "admin.port faces readers; 0 = everything on admin.port"},
     {KEY(CFG_U32, admin.history_interval_ms), .max = 3600000, .def = "10000",
      .help = "period of the samples behind GET /v1/ops/history and the page's graphs (the "
              "last 360 are kept; at least 100); 0 = off"},
@@ -248,6 +252,36 @@ static const cfg_key_t cfg_keys[] = {
              "its request (503 with Retry-After; the client sends it again, the same event_id)"},
     {KEY(CFG_U32, edge.retry_after_s), .min = 1, .max = 3600, .def = "1",
      .help = "the Retry-After of the edge's 503 answers"},
+    {KEY(CFG_STR, auth.hs256_secret_file), .def = "",
+     .help = "readers' tokens (JWT, Authorization: Bearer) signed HS256 with the bytes of this "
+             "file (at least 32); with any auth.* key file set, a reader's routes need a token "
+             "whose sub is the reader"},
+    {KEY(CFG_STR, auth.public_key_file), .def = "",
+     .help = "readers' tokens signed RS256 or ES256 (P-256), verified with this PEM public key"},
+    {KEY(CFG_STR, auth.jwks_file), .def = "",
+     .help = "readers' tokens verified with the key of this JWKS file their kid names (RSA, EC "
+             "P-256)"},
+    {KEY(CFG_STR, auth.issuer), .def = "", .help = "the iss tokens must carry (\"\": not checked)"},
+    {KEY(CFG_STR, auth.audience), .def = "",
+     .help = "the aud tokens must carry (\"\": not checked)"},
+    {KEY(CFG_U32, auth.max_skew_s), .max = 3600, .def = "60",
+     .help = "clock skew allowed on a token's exp and nbf"},
+    {KEY(CFG_BOOL, auth.open), .def = "false",
+     .help = "without authentication configured, answer readers' routes for clients beyond "
+             "loopback too (else 403: a server without auth is for its own machine)"},
+    {KEY(CFG_BOOL, limits.enabled), .def = "true",
+     .help = "token buckets per client (the token's subject, else the address) and route class; "
+             "an empty bucket is 429 with Retry-After"},
+    {KEY(CFG_BOOL, limits.loopback), .def = "false",
+     .help = "limit clients on loopback without a token too (else the machine's own probes, "
+             "sidecars and benchmarks are not limited; a token's subject always is)"},
+    {KEY(CFG_U32, limits.public_per_s), .max = 10000000, .def = "1000",
+     .help = "requests per second per client to the public routes (trending, articles, search, "
+             "...); 0: no limit"},
+    {KEY(CFG_U32, limits.reader_per_s), .max = 10000000, .def = "100",
+     .help = "requests per second per client to a reader's own routes (feed, interest)"},
+    {KEY(CFG_U32, limits.events_per_s), .max = 100000000, .def = "10000",
+     .help = "events per second per client through POST /v1/events and .../read"},
     {KEY(CFG_U32, demo.read_events_per_s), .max = 1000000, .def = "5",
      .help = "synthetic read events per second into read-events with embedded Kafka (0 = off)"},
     {KEY(CFG_U32, demo.users), .min = 1, .max = 10000000, .def = "200",

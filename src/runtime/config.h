@@ -80,7 +80,8 @@ typedef struct nf_config {
         uint32_t port;
         uint32_t history_interval_ms; /* 0 = off */
         uint32_t max_connections, request_timeout_ms;
-        uint32_t probe_port; /* 0 = none: probes use port */
+        uint32_t probe_port;    /* 0 = none: probes use port */
+        uint32_t operator_port; /* 0 = none: operators' routes on port too */
     } admin;
     struct {
         uint32_t timeout_ms;
@@ -157,6 +158,16 @@ typedef struct nf_config {
         bool enabled; /* POST /v1/events and /v1/articles/{id}/read (serve/edge.h) */
         uint32_t max_body_bytes, max_batch, max_in_flight, delivery_timeout_ms, retry_after_s;
     } edge;
+    struct {
+        char hs256_secret_file[1024], public_key_file[1024], jwks_file[1024];
+        char issuer[256], audience[256];
+        uint32_t max_skew_s;
+        bool open; /* readers beyond loopback without authentication */
+    } auth;
+    struct {
+        bool enabled, loopback; /* loopback: limit tokenless loopback clients too */
+        uint32_t public_per_s, reader_per_s, events_per_s; /* 0: no limit */
+    } limits;
     struct {
         uint32_t read_events_per_s; /* 0 = no demo producer */
         uint32_t users;             /* readers demo-user-0 .. users-1 */

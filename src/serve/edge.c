@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { C_202, C_400, C_404, C_413, C_503, C__N };
-static const int codes[C__N] = {202, 400, 404, 413, 503};
+enum { C_202, C_400, C_403, C_404, C_413, C_503, C__N };
+static const int codes[C__N] = {202, 400, 403, 404, 413, 503};
 
 struct nf_edge {
     nf_edge_opts_t o;
@@ -98,6 +98,8 @@ typedef struct batch {
     nf_jw_t answer; /* "rejected" entries */
     span_t *spans;
     size_t n, cap, nrejected;
+    const char *subject;                   /* the token's subject, NULL without authentication */
+    size_t foreign;                        /* rejected as another reader's */
     char event_id[NF_EVENT_FIELD_MAX + 1]; /* the last accepted one's */
 } batch_t;
 
@@ -142,6 +144,13 @@ static void take(nf_edge_t *e, batch_t *b, size_t index, const char *ev, size_t 
     if (nf_read_event_decode(ev, len, e->o.max_event_bytes, &r, err, sizeof err) != 0 ||
         nf_read_event_check_time(r.ts_ms, now_ms, e->o.max_future_ms, err, sizeof err) != 0) {
         reject(b, index, err);
+        return;
+    }
+    if (b->subject && strcmp(r.user_id, b->subject) != 0) {
+        reject(b, index,
+               "field \"user_id\": a reader may send only their own events (not the "
+               "token's subject)");
+        b->foreign++;
         return;
     }
     if (b->n == b->cap) {
@@ -270,10 +279,10 @@ static int produce(nf_edge_t *e, nf_admin_req_t *req, batch_t *b, bool single, c
 
 /* ---- routes ---- */
 
-static int post_events(nf_edge_t *e, nf_admin_req_t *req, const char *body, size_t len, char **out,
-                       size_t *outlen)
+static int post_events(nf_edge_t *e, nf_admin_req_t *req, const char *subject, const char *body,
+                       size_t len, char **out, size_t *outlen)
 {
-    batch_t b = {0};
+    batch_t b = {.subject = subject};
     nf_jw_init(&b.buf);
     nf_jw_init(&b.answer);
     nf_event_batch_t it;
@@ -297,6 +306,8 @@ static int post_events(nf_edge_t *e, nf_admin_req_t *req, const char *body, size
     nf_counter_add(e->rejected, b.nrejected);
     if (rc < 0)
         status = error_reply(e, 400, err, NULL, out, outlen);
+    else if (b.n == 0 && b.foreign && b.foreign == b.nrejected)
+        status = error_reply(e, 403, "every event is another reader's", &b, out, outlen);
     else if (b.n == 0)
         status = error_reply(e, 400, index ? "no event of the batch is valid" : "no events", &b,
                              out, outlen);
@@ -340,10 +351,10 @@ static char *read_event_json(const char *article, nf_admin_req_t *req, const cha
     return s;
 }
 
-static int post_read(nf_edge_t *e, nf_admin_req_t *req, const char *article, const char *body,
-                     size_t len, char **out, size_t *outlen)
+static int post_read(nf_edge_t *e, nf_admin_req_t *req, const char *subject, const char *article,
+                     const char *body, size_t len, char **out, size_t *outlen)
 {
-    batch_t b = {0};
+    batch_t b = {.subject = subject};
     nf_jw_init(&b.buf);
     nf_jw_init(&b.answer);
     char err[256];
@@ -355,19 +366,36 @@ static int post_read(nf_edge_t *e, nf_admin_req_t *req, const char *article, con
         reject(&b, 0, err);
     free(ev);
     nf_counter_add(e->rejected, b.nrejected);
-    int status = b.n ? produce(e, req, &b, true, out, outlen)
-                     : error_reply(e, 400, "the read is not valid", &b, out, outlen);
+    int status = b.n         ? produce(e, req, &b, true, out, outlen)
+                 : b.foreign ? error_reply(e, 403, "the read is another reader's", &b, out, outlen)
+                             : error_reply(e, 400, "the read is not valid", &b, out, outlen);
     batch_free(&b);
     return status;
 }
 
-int nf_edge_handle(nf_edge_t *e, const char *route, nf_admin_req_t *req, const char *body,
-                   size_t len, char **out, size_t *outlen)
+size_t nf_edge_events_in(const nf_edge_t *e, const char *route, const char *body, size_t len)
+{
+    if (strcmp(route, "events") != 0)
+        return 1;
+    nf_event_batch_t it;
+    const char *ev;
+    size_t n = 0, evlen;
+    if (nf_event_batch_init(&it, body, len, NULL, 0) != 0)
+        return 1;
+    while (n <= e->o.max_batch && nf_event_batch_next(&it, &ev, &evlen, NULL, 0) == 1)
+        n++;
+    return n ? n : 1;
+}
+
+int nf_edge_handle(nf_edge_t *e, const char *route, nf_admin_req_t *req, const char *subject,
+                   const char *body, size_t len, char **out, size_t *outlen)
 {
     *out = NULL;
     *outlen = 0;
+    if (subject && !*subject)
+        subject = NULL;
     if (strcmp(route, "events") == 0)
-        return post_events(e, req, body, len, out, outlen);
+        return post_events(e, req, subject, body, len, out, outlen);
     static const char pre[] = "articles/", suf[] = "/read";
     size_t rl = strlen(route), pl = sizeof pre - 1, sl = sizeof suf - 1;
     if (rl > pl + sl && strncmp(route, pre, pl) == 0 && strcmp(route + rl - sl, suf) == 0) {
@@ -377,7 +405,7 @@ int nf_edge_handle(nf_edge_t *e, const char *route, nf_admin_req_t *req, const c
             return error_reply(e, 404, "no such route", NULL, out, outlen);
         memcpy(article, route + pl, al);
         article[al] = '\0';
-        return post_read(e, req, article, body, len, out, outlen);
+        return post_read(e, req, subject, article, body, len, out, outlen);
     }
     return 0;
 }

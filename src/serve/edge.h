@@ -56,9 +56,16 @@ nf_edge_t *nf_edge_new(const nf_edge_opts_t *o);
 void nf_edge_free(nf_edge_t *e);
 
 /* POST /v1/ROUTE (route without "/v1/") with its body: the HTTP status and a malloc'ed JSON
- * body in *out; 0 when route is none of the edge's (nothing written). */
-int nf_edge_handle(nf_edge_t *e, const char *route, nf_admin_req_t *req, const char *body,
-                   size_t len, char **out, size_t *outlen);
+ * body in *out; 0 when route is none of the edge's (nothing written). subject: the verified
+ * token's subject (serve/guard.h), or NULL or "" without authentication; with one, an event of
+ * another user_id is rejected (`field "user_id": ... not the token's subject`), and a request
+ * with nothing else is 403. */
+int nf_edge_handle(nf_edge_t *e, const char *route, nf_admin_req_t *req, const char *subject,
+                   const char *body, size_t len, char **out, size_t *outlen);
+
+/* The events a request to route carries (a batch's, counted up to edge.max_batch + 1 without
+ * decoding them; 1 for a single read): the cost the rate limit takes. */
+size_t nf_edge_events_in(const nf_edge_t *e, const char *route, const char *body, size_t len);
 
 /* Whether events can be taken: the producer's broker answers and the topic exists. */
 bool nf_edge_ready(nf_edge_t *e, char *why, size_t whylen);

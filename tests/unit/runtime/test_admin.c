@@ -609,6 +609,31 @@ static void test_slow_body_closed_at_deadline(void)
     nf_admin_stop(a);
 }
 
+/* A header flood (thousands of header lines, far past what a connection may hold): a 4xx or a
+ * closed connection, never a crash or a hang, and the server answers the next request. */
+static void test_header_flood(void)
+{
+    char err[256];
+    nf_admin_hooks_t hooks = {.post = post_hook};
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
+    NF_REQUIRE(a != NULL);
+    size_t cap = 3000 * 128 + 256, at = 0;
+    char *req = malloc(cap);
+    NF_REQUIRE(req != NULL);
+    at += (size_t)snprintf(req, cap, "POST /v1/events HTTP/1.1\r\nHost: x\r\n");
+    for (int i = 0; i < 3000; i++)
+        at += (size_t)snprintf(req + at, cap - at, "X-Flood-%d: %0100d\r\n", i, i);
+    at += (size_t)snprintf(req + at, cap - at, "Content-Length: 0\r\n\r\n");
+    http_resp_t r = http_raw(nf_admin_port(a), req, at);
+    NF_CHECK(r.status == 0 || r.status == 413 || r.status == 431);
+    http_free(&r);
+    free(req);
+    r = http_do(AF_INET, nf_admin_port(a), "POST", "/v1/ok");
+    NF_CHECK_EQ(r.status, 202);
+    http_free(&r);
+    nf_admin_stop(a);
+}
+
 int main(void)
 {
     NF_RUN(test_endpoints);
@@ -620,5 +645,6 @@ int main(void)
     NF_RUN(test_slow_header_closed_at_deadline);
     NF_RUN(test_post);
     NF_RUN(test_slow_body_closed_at_deadline);
+    NF_RUN(test_header_flood);
     return nf_test_report();
 }

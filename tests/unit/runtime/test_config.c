@@ -305,18 +305,19 @@ static void test_file_errors(void)
     EXPECT_FILE_ERR("{\n\n  \"runtme\": {}\n}",
                     ":3: unknown section \"runtme\" (sections: runtime, log, admin, shutdown, "
                     "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
-                    "search, edge, demo, classify, "
+                    "search, edge, auth, limits, demo, classify, "
                     "cluster, trending, interest)");
-    EXPECT_FILE_ERR(
-        "{\"Runtime\": {}}",
-        ":1: unknown section \"Runtime\" (sections: runtime, log, "
-        "admin, shutdown, sources, fetch, crawl, parse, sink, state, checkpoint, "
-        "kafka, scale, serve, search, edge, demo, classify, cluster, trending, interest)");
-    EXPECT_FILE_ERR("{\"runtime.shards\": 1}",
-                    ":1: unknown section \"runtime.shards\" (sections: "
-                    "runtime, log, admin, shutdown, sources, fetch, crawl, parse, sink, state, "
-                    "checkpoint, kafka, scale, serve, search, edge, demo, classify, cluster, "
+    EXPECT_FILE_ERR("{\"Runtime\": {}}",
+                    ":1: unknown section \"Runtime\" (sections: runtime, log, "
+                    "admin, shutdown, sources, fetch, crawl, parse, sink, state, checkpoint, "
+                    "kafka, scale, serve, search, edge, auth, limits, demo, classify, cluster, "
                     "trending, interest)");
+    EXPECT_FILE_ERR(
+        "{\"runtime.shards\": 1}",
+        ":1: unknown section \"runtime.shards\" (sections: "
+        "runtime, log, admin, shutdown, sources, fetch, crawl, parse, sink, state, "
+        "checkpoint, kafka, scale, serve, search, edge, auth, limits, demo, classify, cluster, "
+        "trending, interest)");
     EXPECT_FILE_ERR("{\"runtime\":\n {\"shards\": \"4\"}}",
                     ":2: runtime.shards: expected an unsigned integer, got a string");
     EXPECT_FILE_ERR("{\"runtime\": {\"shards\": null}}",
@@ -512,7 +513,7 @@ static void test_key_lines(void)
     expect_file_err(__LINE__, text,
                     ":21: unknown section \"zzz\" (sections: runtime, log, admin, shutdown, "
                     "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
-                    "search, edge, demo, classify, "
+                    "search, edge, auth, limits, demo, classify, "
                     "cluster, trending, interest)");
     fill(text, sizeof text, tmpl, good);
     t = strstr(text, "$T");
@@ -594,14 +595,15 @@ static void test_set_errors(void)
                "--set runtime.shardz=1: unknown key \"runtime.shardz\" (keys in "
                "\"runtime\": shards, pin, ring_capacity, batch, budget, "
                "spin_us, stop_after_ms)");
-    EXPECT_SET("runtme.shards=1",
-               "--set runtme.shards=1: unknown section \"runtme\" (sections: "
-               "runtime, log, admin, shutdown, sources, fetch, crawl, parse, "
-               "sink, state, checkpoint, kafka, scale, serve, search, edge, demo, classify, "
-               "cluster, trending, interest)");
+    EXPECT_SET(
+        "runtme.shards=1",
+        "--set runtme.shards=1: unknown section \"runtme\" (sections: "
+        "runtime, log, admin, shutdown, sources, fetch, crawl, parse, "
+        "sink, state, checkpoint, kafka, scale, serve, search, edge, auth, limits, demo, classify, "
+        "cluster, trending, interest)");
     EXPECT_SET("=1", "--set =1: unknown section \"\" (sections: runtime, log, admin, shutdown, "
                      "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
-                     "search, edge, demo, "
+                     "search, edge, auth, limits, demo, "
                      "classify, cluster, trending, interest)");
     EXPECT_SET("log=1", "--set log=1: \"log\" is a section, not a key (keys in it: level, "
                         "progress_interval_ms)");
@@ -644,7 +646,7 @@ static void test_hash_and_describe(void)
     int lines = 0;
     for (const char *p = text; *p; p++)
         lines += *p == '\n';
-    NF_CHECK_EQ(lines, 115); /* one line per key in the table */
+    NF_CHECK_EQ(lines, 128); /* one line per key in the table */
     NF_CHECK(strstr(text, "runtime.shards ") == text);
     NF_CHECK(strstr(text, "\nlog.level ") != NULL);
     NF_CHECK(strstr(text, "debug|info|warn|error") != NULL);

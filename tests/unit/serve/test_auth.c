@@ -222,7 +222,7 @@ static char *build(const char *header, const char *payload, const void *key, siz
         HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)t, n, md, &mdlen);
         b64url(md, mdlen, t + n + 1);
     } else {
-        strcpy(t + n + 1, sig);
+        strcpy(t + n + 1, sig ? sig : ""); /* sig is NULL only with a key */
     }
     return t;
 }

@@ -20,12 +20,13 @@
 #include <string.h>
 
 static nf_edge_t *g_edge;
+static const char *g_subject; /* the verified token's subject the hook passes (NULL: none) */
 
 static int post(void *arg, const char *route, nf_admin_req_t *req, const char *body, size_t len,
                 char **out, size_t *outlen)
 {
     (void)arg;
-    int st = nf_edge_handle(g_edge, route, req, body, len, out, outlen);
+    int st = nf_edge_handle(g_edge, route, req, g_subject, body, len, out, outlen);
     return st ? st : 404;
 }
 
@@ -89,8 +90,12 @@ static size_t read_topic(fixture_t *f, char ***out)
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
             eofs++;
         } else if (!m->err) {
-            if (n == cap)
-                recs = realloc(recs, (cap = cap ? cap * 2 : 64) * sizeof *recs);
+            if (n == cap) {
+                char **more = realloc(recs, (cap = cap ? cap * 2 : 64) * sizeof *recs);
+                if (!more)
+                    abort();
+                recs = more;
+            }
             recs[n] = malloc(m->key_len + m->len + 2);
             memcpy(recs[n], m->key, m->key_len);
             recs[n][m->key_len] = '\t';
@@ -259,12 +264,47 @@ static void test_unavailable_and_limits(void)
     teardown(&f);
 }
 
+/* With a token (serve/guard.h passes its subject): a reader sends only their own events;
+ * another's are rejected by index, and a request of nothing else is 403. */
+static void test_subject(void)
+{
+    fixture_t f;
+    setup(&f, 1000, 1000);
+    g_subject = "alice";
+    char body[512];
+    long long now = (long long)nf_wall_ms();
+    snprintf(body, sizeof body,
+             "{\"user_id\":\"alice\",\"article_id\":\"a\",\"ts\":%lld}\n"
+             "{\"user_id\":\"bob\",\"article_id\":\"a\",\"ts\":%lld}\n",
+             now, now);
+    nf_testhttpc_resp_t r = post_events(&f, body);
+    NF_CHECK_EQ(r.status, 202);
+    NF_CHECK(r.body && strstr(r.body, "\"accepted\":1,") &&
+             strstr(r.body, "\"index\":1,\"field\":\"user_id\""));
+    nf_testhttpc_free(&r);
+    snprintf(body, sizeof body, "[{\"user_id\":\"bob\",\"article_id\":\"a\",\"ts\":%lld}]", now);
+    r = post_events(&f, body);
+    NF_CHECK_EQ(r.status, 403);
+    nf_testhttpc_free(&r);
+    r = nf_testhttpc(f.port, "POST", "/v1/articles/abc/read?user_id=bob", NULL, "", 0);
+    NF_CHECK_EQ(r.status, 403);
+    nf_testhttpc_free(&r);
+    g_subject = NULL;
+    char **recs;
+    size_t n = read_topic(&f, &recs);
+    NF_CHECK_EQ(n, 1);
+    NF_CHECK(n == 1 && strncmp(recs[0], "alice\t", 6) == 0);
+    free_recs(recs, n);
+    teardown(&f);
+}
+
 int main(void)
 {
     nf_metrics_init(1);
     NF_RUN(test_batch);
     NF_RUN(test_single_read);
     NF_RUN(test_unavailable_and_limits);
+    NF_RUN(test_subject);
     nf_metrics_shutdown();
     return nf_test_report();
 }

@@ -1,0 +1,227 @@
+/* guard.c — see guard.h. */
+#include "serve/guard.h"
+
+#include "runtime/jsonw.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+#include "runtime/timer.h"
+#include "serve/auth.h"
+#include "serve/ratelimit.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const class_names[NF_GUARD__CLASSES] = {"public", "reader", "events",
+                                                           "operator"};
+
+struct nf_guard {
+    nf_auth_t *auth; /* NULL: no authentication */
+    bool open, limit_loopback;
+    nf_ratelimit_t *limit[NF_GUARD__CLASSES]; /* NULL: no limit */
+    nf_counter_t limited[NF_GUARD__CLASSES];
+    nf_counter_t not_loopback, wrong_subject, token[NF_AUTH_NERRORS]; /* token: by -code */
+};
+
+static bool given(const char *s)
+{
+    return s && *s;
+}
+
+static int guard_metrics(nf_guard_t *g)
+{
+    int rc = 0;
+    for (int c = 0; c < NF_GUARD__CLASSES && rc == 0; c++) {
+        char label[40];
+        snprintf(label, sizeof label, "class=\"%s\"", class_names[c]);
+        rc = nf_metrics_counter("newsflow_ratelimit_refused_total",
+                                "requests answered 429: the client's token bucket of the route "
+                                "class was empty (limits.*)",
+                                label, 0, &g->limited[c]);
+    }
+    static const char help[] = "readers' requests refused 401 or 403, by reason (the token's "
+                               "fault, another reader's data, or no authentication configured "
+                               "for a client beyond loopback)";
+    for (int e = 1; e < NF_AUTH_NERRORS && rc == 0; e++) {
+        char label[48];
+        snprintf(label, sizeof label, "reason=\"%s\"", nf_auth_error_name(-e));
+        rc = nf_metrics_counter("newsflow_auth_refused_total", help, label, 0, &g->token[e]);
+    }
+    if (rc == 0)
+        rc = nf_metrics_counter("newsflow_auth_refused_total", help, "reason=\"not_loopback\"", 0,
+                                &g->not_loopback);
+    if (rc == 0)
+        rc = nf_metrics_counter("newsflow_auth_refused_total", help, "reason=\"wrong_subject\"", 0,
+                                &g->wrong_subject);
+    return rc == -ENODEV ? 0 : rc;
+}
+
+nf_guard_t *nf_guard_new(const nf_guard_opts_t *o, char *err, size_t errlen)
+{
+    nf_guard_t *g = calloc(1, sizeof *g);
+    if (!g) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    g->open = o->open;
+    g->limit_loopback = o->limit_loopback;
+    if (given(o->hs256_secret_file) || given(o->public_key_file) || given(o->jwks_file)) {
+        nf_auth_opts_t ao = {.hs256_secret_file = o->hs256_secret_file,
+                             .public_key_file = o->public_key_file,
+                             .jwks_file = o->jwks_file,
+                             .issuer = o->issuer,
+                             .audience = o->audience,
+                             .max_skew_s = o->max_skew_s};
+        if (!(g->auth = nf_auth_new(&ao, err, errlen))) {
+            free(g);
+            return NULL;
+        }
+    }
+    const double rates[NF_GUARD__CLASSES] = {o->public_per_s, o->reader_per_s, o->events_per_s, 0};
+    for (int c = 0; c < NF_GUARD__CLASSES; c++)
+        if (rates[c] > 0 &&
+            !(g->limit[c] = nf_ratelimit_new(rates[c], rates[c] < 0.5 ? 1 : 2 * rates[c], 65536))) {
+            snprintf(err, errlen, "out of memory");
+            nf_guard_free(g);
+            return NULL;
+        }
+    if (guard_metrics(g) != 0) {
+        snprintf(err, errlen, "cannot register the guard's metrics");
+        nf_guard_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void nf_guard_free(nf_guard_t *g)
+{
+    if (!g)
+        return;
+    nf_auth_free(g->auth);
+    for (int c = 0; c < NF_GUARD__CLASSES; c++)
+        nf_ratelimit_free(g->limit[c]);
+    free(g);
+}
+
+bool nf_guard_authenticates(const nf_guard_t *g)
+{
+    return g->auth != NULL;
+}
+
+/* PREFIX{user}SUFFIX-or-more: the user segment of a route, or false. */
+static bool user_segment(const char *route, const char *prefix, const char **user, size_t *ulen)
+{
+    size_t pl = strlen(prefix);
+    if (strncmp(route, prefix, pl) != 0 || !route[pl])
+        return false;
+    *user = route + pl;
+    const char *slash = strchr(*user, '/');
+    *ulen = slash ? (size_t)(slash - *user) : strlen(*user);
+    return *ulen > 0;
+}
+
+nf_guard_class_t nf_guard_classify(const char *method, const char *route, const char **user,
+                                   size_t *ulen)
+{
+    *user = NULL;
+    *ulen = 0;
+    if (strcmp(method, "POST") == 0)
+        return NF_GUARD_EVENTS;
+    if (!strcmp(route, "status") || !strcmp(route, "sources") || !strcmp(route, "ops/history"))
+        return NF_GUARD_OPERATOR;
+    if (user_segment(route, "feed/", user, ulen) || user_segment(route, "users/", user, ulen))
+        return NF_GUARD_READER;
+    return NF_GUARD_PUBLIC;
+}
+
+static bool loopback(const char *peer)
+{
+    return !strncmp(peer, "127.", 4) || !strcmp(peer, "::1") || !strncmp(peer, "::ffff:127.", 11);
+}
+
+static int refuse(int status, const char *msg, const char *reason, nf_admin_req_t *req, char **body,
+                  size_t *len)
+{
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "error");
+    nf_jw_str(&w, msg);
+    if (reason) {
+        nf_jw_key(&w, "reason");
+        nf_jw_str(&w, reason);
+    }
+    nf_jw_obj_close(&w);
+    nf_jw_raw(&w, "\n", 1);
+    if (status == 401)
+        nf_admin_req_header(req, "WWW-Authenticate", "Bearer");
+    *body = w.failed ? NULL : w.buf;
+    *len = w.failed ? 0 : w.len;
+    if (w.failed)
+        nf_jw_free(&w);
+    return status;
+}
+
+/* Who asks: the verified subject, or (no authentication) nobody. 0, or the refusal. */
+static int identify(nf_guard_t *g, nf_guard_class_t cls, const char *user, size_t ulen,
+                    nf_admin_req_t *req, char *sub, size_t sublen, char **body, size_t *len)
+{
+    char peer[64];
+    sub[0] = '\0';
+    if (!g->auth) {
+        if (g->open || loopback(nf_admin_req_peer(req, peer, sizeof peer)))
+            return 0;
+        nf_counter_inc(g->not_loopback);
+        return refuse(403,
+                      "this server answers readers on its own machine only: authentication is "
+                      "not configured (set auth.hs256_secret_file, auth.public_key_file or "
+                      "auth.jwks_file; or auth.open=true to serve everyone unauthenticated)",
+                      "not_loopback", req, body, len);
+    }
+    if (cls == NF_GUARD_PUBLIC)
+        return 0;
+    char err[256];
+    int rc = nf_auth_verify(g->auth, nf_admin_req_header_in(req, "Authorization"),
+                            nf_wall_ms() / 1000, sub, sublen, err, sizeof err);
+    if (rc != 0) {
+        if (rc < 0 && rc > -NF_AUTH_NERRORS)
+            nf_counter_inc(g->token[-rc]);
+        return refuse(401, err, nf_auth_error_name(rc), req, body, len);
+    }
+    if (user && (strlen(sub) != ulen || memcmp(sub, user, ulen) != 0)) {
+        nf_counter_inc(g->wrong_subject);
+        return refuse(403, "the token's subject may read only its own data", "wrong_subject", req,
+                      body, len);
+    }
+    return 0;
+}
+
+int nf_guard_check(nf_guard_t *g, nf_guard_class_t cls, const char *user, size_t ulen,
+                   nf_admin_req_t *req, double cost, char *sub, size_t sublen, char **body,
+                   size_t *len)
+{
+    *body = NULL;
+    *len = 0;
+    if (cls == NF_GUARD_OPERATOR) {
+        sub[0] = '\0';
+        return 0;
+    }
+    int rc = identify(g, cls, user, ulen, req, sub, sublen, body, len);
+    if (rc != 0 || !g->limit[cls])
+        return rc;
+    char peer[64];
+    const char *who = sub[0] ? sub : nf_admin_req_peer(req, peer, sizeof peer);
+    if (!sub[0] && !g->limit_loopback && loopback(who))
+        return 0;
+    unsigned ra = 0;
+    if (nf_ratelimit_take(g->limit[cls], who, strlen(who), cost, nf_now_ns(), &ra))
+        return 0;
+    nf_counter_inc(g->limited[cls]);
+    char v[16], msg[160];
+    snprintf(v, sizeof v, "%u", ra);
+    nf_admin_req_header(req, "Retry-After", v);
+    snprintf(msg, sizeof msg, "too many %s requests from this client: try again in %u s (limits.*)",
+             class_names[cls], ra);
+    return refuse(429, msg, NULL, req, body, len);
+}
