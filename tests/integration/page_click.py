@@ -1,0 +1,150 @@
+"""page_click.py — a reader clicks an article on the page (GET /, src/serve/page.html) in a
+headless Chromium driven over the DevTools protocol (cdp.py), and the job learns of it: the
+steps of test_page_click.sh once the job runs and Chromium listens.
+  1. the reader (one the demo producer never reads for) has no interest vector (404) and a
+     feed from trending;
+  2. /?user=READER loads (body data-loaded="1") with the reader chosen and their feed shown;
+  3. the first trending article's link is scrolled into view and clicked where it is on the
+     screen (Input.dispatchMouseEvent: pressed, released), after checking that the point hits
+     that link; a link that opens in a new tab (target=_blank, rel=noopener);
+  4. the page says "read recorded for READER" and is still the page; a tab with the article
+     opened beside it;
+  5. the job counted the read: the reader's interest vector is version 1 and holds exactly the
+     clicked article's topics (GET /v1/articles/{id}), its top topics led by the article's;
+     the feed is ranked by it ("source": "interest");
+  6. the page shows the reader's feed again, now ranked by their interests.
+Every wait is on a condition, with a bound far above what it takes on an idle machine.
+Usage: python3 page_click.py ADMIN_PORT DEVTOOLS_PORT READER"""
+import json
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import cdp
+
+
+def fail(msg):
+    raise SystemExit(f"FAIL: {msg}")
+
+
+def get(base, path):
+    try:
+        with urllib.request.urlopen(base + path, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def wait(what, probe, timeout):
+    """probe()'s first true value, asked every 0.2 s; a failure naming what after timeout s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = probe()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            fail(f"{what}: not within {timeout} s")
+        time.sleep(0.2)
+
+
+# The first trending link with an address, scrolled to the middle of the view: the middle of its
+# first line box (a long title wraps), and whether that point hits the link itself.
+FIND_LINK = """(() => {
+  const a = document.querySelector("#trending li[data-article] a.title[href]");
+  if (!a) return null;
+  a.scrollIntoView({block: "center"});
+  const r = a.getClientRects()[0];
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  const hit = document.elementFromPoint(x, y);
+  return {article: a.closest("li").dataset.article, href: a.href, target: a.target, rel: a.rel,
+          title: a.textContent, x: x, y: y, hits: !!hit && hit.closest("a") === a};
+})()"""
+
+
+def main(admin_port, devtools_port, reader):
+    t0 = time.monotonic()
+    base = f"http://127.0.0.1:{admin_port}"
+    quser = urllib.parse.quote(reader)
+    status, body = get(base, f"/v1/users/{quser}/interest")
+    if status != 404:
+        fail(f"{reader} has an interest vector before any click: {status} {body}")
+    status, body = get(base, f"/v1/feed/{quser}")
+    if status != 200 or body.get("source") != "trending":
+        fail(f"{reader}'s feed before any click is not from trending: {status} {body}")
+
+    page = cdp.Session(cdp.page_ws_url(devtools_port))
+    url = f"{base}/?user={quser}"
+    page.call("Page.navigate", {"url": url})
+    wait("the page's scripts ran to the end (data-loaded)",
+         lambda: page.evaluate("document.body && document.body.dataset.loaded") == "1", 60)
+    chosen = page.evaluate("document.getElementById('user').value")
+    if chosen != reader:
+        fail(f"/?user={reader} chose the reader {chosen!r}")
+    note = page.evaluate("document.getElementById('feed-note').textContent")
+    if "no interest vector yet" not in note:
+        fail(f"the page's feed note before the click: {note!r}")
+
+    link = page.evaluate(FIND_LINK)
+    if not link:
+        fail("no trending article with a link on the page")
+    if link["target"] != "_blank" or "noopener" not in link["rel"].split():
+        fail(f"the article's link does not open a new tab: target={link['target']!r} rel={link['rel']!r}")
+    if not link["hits"]:
+        fail(f"the point ({link['x']:.0f}, {link['y']:.0f}) does not hit the link")
+    x, y = link["x"], link["y"]
+    page.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
+    page.call("Input.dispatchMouseEvent", {"type": "mousePressed", "x": x, "y": y,
+                                           "button": "left", "buttons": 1, "clickCount": 1})
+    page.call("Input.dispatchMouseEvent", {"type": "mouseReleased", "x": x, "y": y,
+                                           "button": "left", "buttons": 0, "clickCount": 1})
+    t_click = time.monotonic()
+    print(f"page_click: clicked {link['article']} ({link['title'].strip()!r}) at ({x:.0f}, {y:.0f})")
+
+    note = wait("the page's note of the read",
+                lambda: page.evaluate("document.getElementById('read-note').textContent"), 30)
+    if note != f"read recorded for {reader}":
+        fail(f"the page's note after the click: {note!r}")
+    if page.evaluate("location.href") != url:
+        fail(f"the page navigated away to {page.evaluate('location.href')}")
+    wait(f"a tab with the article ({link['href']})",
+         lambda: any(t.get("type") == "page" and t.get("url") == link["href"]
+                     for t in cdp.targets(devtools_port)), 30)
+
+    status, art = get(base, f"/v1/articles/{link['article']}")
+    if status != 200 or not art.get("topics"):
+        fail(f"GET /v1/articles/{link['article']}: {status} {art}")
+    art_topics = sorted(art["topics"], key=lambda t: -art["topics"][t])
+    def interest_now():
+        status, body = get(base, f"/v1/users/{quser}/interest")
+        return body if status == 200 else None
+
+    def feed_from_interest():
+        status, body = get(base, f"/v1/feed/{quser}")
+        return body if status == 200 and body.get("source") == "interest" else None
+
+    interest = wait("the reader's interest vector (GET /v1/users/READER/interest)", interest_now, 60)
+    t_interest = time.monotonic()
+    if interest["version"] != 1:
+        fail(f"interest version {interest['version']} after one click (want 1): {interest}")
+    if set(interest["vector"]) != set(art_topics):
+        fail(f"interest topics {sorted(interest['vector'])} != the article's {sorted(art_topics)}")
+    top = interest["top_topics"]
+    leaders = {t for t in art_topics if art["topics"][t] == art["topics"][art_topics[0]]}
+    if len(top) != min(5, len(art_topics)) or not set(top) <= set(art_topics) or top[0] not in leaders:
+        fail(f"interest top topics {top} are not the article's {art_topics} led by one of {sorted(leaders)}")
+    feed = wait("the reader's feed ranked by interest (GET /v1/feed/READER)", feed_from_interest, 60)
+    want = f"ranked by {reader}'s interests"
+    wait("the page's feed refreshed, ranked by the reader's interests",
+         lambda: want in page.evaluate("document.getElementById('feed-note').textContent"), 60)
+    items = page.evaluate("document.querySelectorAll('#feed li[data-article]').length")
+    page.close()
+    print(f"page_click: read recorded, interest v1 {interest['top_topics']} after "
+          f"{t_interest - t_click:.1f} s, feed from interest ({len(feed['items'])} items; the page "
+          f"shows {items}), {time.monotonic() - t0:.1f} s in all")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:4]))
