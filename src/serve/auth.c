@@ -1,6 +1,7 @@
 /* auth.c — see auth.h. */
 #include "serve/auth.h"
 
+#include "algo/sha256.h"
 #include "feed/text.h"
 
 #include <cjson/cJSON.h>
@@ -16,6 +17,7 @@
 #include <openssl/hmac.h>
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -41,6 +43,21 @@ typedef struct pubkey {
     int bits;
 } pubkey_t;
 
+/* Verified tokens: a valid token is sent with every request of its reader's session, and a
+ * verification costs ~15 us (HS256) to ~1 ms (RS256, ES256: libjwt parses the key each time).
+ * A token that verified is remembered by the SHA-256 of its text with its subject and the
+ * times it is valid within (the claims' exp, nbf and iat with the leeway): the same text
+ * within them is the same answer, by a hash and a compare. Only successes are kept (a refusal
+ * is checked in full again, with its precise message). A direct-mapped table: a collision
+ * evicts, which costs a verification, never a wrong answer (the whole hash is compared). */
+#define CACHE_SLOTS 4096
+typedef struct cached {
+    uint8_t h[32];
+    bool used;
+    double from, until; /* valid for now_s in [from, until) */
+    char sub[NF_AUTH_SUB_MAX + 1];
+} cached_t;
+
 struct nf_auth {
     unsigned char *secret; /* HS256; NULL: none */
     size_t secret_len;
@@ -49,6 +66,8 @@ struct nf_auth {
     size_t njwks, jwks_skipped;
     char *issuer, *audience; /* NULL: not checked */
     uint32_t skew, max_bytes;
+    pthread_mutex_t cache_mu; /* the tokens verified lately (see "verified tokens" below) */
+    struct cached *cache;
 };
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
@@ -460,11 +479,13 @@ nf_auth_t *nf_auth_new(const nf_auth_opts_t *o, char *err, size_t errlen)
         fail(err, errlen, -1, "auth: out of memory");
         return NULL;
     }
+    pthread_mutex_init(&a->cache_mu, NULL);
     a->skew = o->max_skew_s ? o->max_skew_s : NF_AUTH_SKEW_DEFAULT;
     a->max_bytes = o->max_token_bytes ? o->max_token_bytes : NF_AUTH_TOKEN_DEFAULT;
     a->issuer = is_set(o->issuer) ? strdup(o->issuer) : NULL;
     a->audience = is_set(o->audience) ? strdup(o->audience) : NULL;
-    int rc = (is_set(o->issuer) && !a->issuer) || (is_set(o->audience) && !a->audience)
+    a->cache = calloc(CACHE_SLOTS, sizeof *a->cache);
+    int rc = (is_set(o->issuer) && !a->issuer) || (is_set(o->audience) && !a->audience) || !a->cache
                  ? fail(err, errlen, -1, "auth: out of memory")
                  : 0;
     if (!rc && is_set(o->hs256_secret_file))
@@ -507,6 +528,10 @@ void nf_auth_free(nf_auth_t *a)
     free(a->jwks);
     free(a->issuer);
     free(a->audience);
+    if (a->cache)
+        OPENSSL_cleanse(a->cache, CACHE_SLOTS * sizeof *a->cache);
+    free(a->cache);
+    pthread_mutex_destroy(&a->cache_mu);
     free(a);
 }
 
@@ -968,6 +993,43 @@ static int check_claims(const nf_auth_t *a, const cJSON *p, int64_t now_s, char 
     return rc ? rc : take_sub(p, sub, sublen, err, errlen);
 }
 
+/* The cached subject of token h valid at now, copied into sub: true; else false. */
+static bool cache_get(const nf_auth_t *a, const uint8_t h[32], int64_t now_s, char *sub,
+                      size_t sublen)
+{
+    nf_auth_t *m = (nf_auth_t *)a; /* the cache is the one mutable part, under its mutex */
+    cached_t *e = &m->cache[(h[0] | (unsigned)h[1] << 8) % CACHE_SLOTS];
+    pthread_mutex_lock(&m->cache_mu);
+    bool hit = e->used && memcmp(e->h, h, 32) == 0 && (double)now_s >= e->from &&
+               (double)now_s < e->until && (!sub || strlen(e->sub) < sublen);
+    if (hit && sub && sublen)
+        memcpy(sub, e->sub, strlen(e->sub) + 1);
+    pthread_mutex_unlock(&m->cache_mu);
+    return hit;
+}
+
+/* Remembers token h, verified: its validity window from the claims (check_times' rules). */
+static void cache_put(const nf_auth_t *a, const uint8_t h[32], const cJSON *p, const char *sub)
+{
+    double exp = 0, nbf = 0, iat = 0, skew = a->skew;
+    double from = -INFINITY;
+    if (numeric_date(p, "exp", &exp, NULL, 0) != 1 || strlen(sub) > NF_AUTH_SUB_MAX)
+        return;
+    if (numeric_date(p, "nbf", &nbf, NULL, 0) == 1)
+        from = nbf - skew;
+    if (numeric_date(p, "iat", &iat, NULL, 0) == 1 && iat - skew > from)
+        from = iat - skew;
+    nf_auth_t *m = (nf_auth_t *)a;
+    cached_t *e = &m->cache[(h[0] | (unsigned)h[1] << 8) % CACHE_SLOTS];
+    pthread_mutex_lock(&m->cache_mu);
+    memcpy(e->h, h, 32);
+    e->used = true;
+    e->from = from;
+    e->until = exp + skew;
+    memcpy(e->sub, sub, strlen(sub) + 1);
+    pthread_mutex_unlock(&m->cache_mu);
+}
+
 int nf_auth_verify(const nf_auth_t *a, const char *authorization, int64_t now_s, char *sub,
                    size_t sublen, char *err, size_t errlen)
 {
@@ -980,6 +1042,18 @@ int nf_auth_verify(const nf_auth_t *a, const char *authorization, int64_t now_s,
     int rc = take_bearer(a, authorization, &tok, &n, err, errlen);
     if (rc)
         return rc;
+    uint8_t h[32];
+    nf_sha256_t hc;
+    nf_sha256_init(&hc);
+    nf_sha256_update(&hc, tok, n);
+    nf_sha256_final(&hc, h);
+    if (cache_get(a, h, now_s, sub, sublen))
+        return 0;
+    char own[NF_AUTH_SUB_MAX + 1];
+    if (!sub || !sublen) { /* the caller only checks: the subject is still what is cached */
+        sub = own;
+        sublen = sizeof own;
+    }
     work_t w = {0};
     choice_t c = {0};
     rc = split(&w, tok, n, err, errlen);
@@ -997,6 +1071,8 @@ int nf_auth_verify(const nf_auth_t *a, const char *authorization, int64_t now_s,
         rc = check_signature(a, &w, &c, err, errlen);
     if (!rc)
         rc = check_claims(a, w.pj, now_s, sub, sublen, err, errlen);
+    if (!rc)
+        cache_put(a, h, w.pj, sub);
     cJSON_Delete(w.hj);
     cJSON_Delete(w.pj);
     free(w.tok);

@@ -38,7 +38,11 @@
  * quoted with anything but printable ASCII as '?', and cut. They name no configured issuer,
  * audience or secret. nf_auth_error_name gives the metric label of a code.
  *
- * Costs: a verification allocates (the token's copy, two cJSON trees, libjwt's own objects);
+ * Verified tokens are remembered (4,096 of them, by the SHA-256 of their text): the same text
+ * within its exp/nbf/iat window is answered with its subject by a hash and a compare, whatever
+ * its algorithm; a refusal is never remembered.
+ *
+ * Costs: a first verification allocates (the token's copy, two cJSON trees, libjwt's own objects);
  * it runs on the admin server's connection threads, not on a shard. libjwt 1.10 parses the PEM
  * key again for every RS256/ES256 token, which OpenSSL 3.0's decoders make ~0.6 ms, taken one
  * thread at a time: a valid RS256/ES256 token costs ~1 ms (~1,000 a second for the process,
@@ -47,7 +51,8 @@
  *
  * Threads: nf_auth_new and nf_auth_free on one thread, before and after every other call;
  * nf_auth_verify, nf_auth_sign_hs256 and nf_auth_describe from any number of threads at once
- * on one nf_auth_t (it is read-only after nf_auth_new; libjwt 1.10's decode keeps its state
+ * on one nf_auth_t (it is read-only after nf_auth_new but for the cache of verified tokens,
+ * behind its own mutex; libjwt 1.10's decode keeps its state
  * per call, with OpenSSL 3 and jansson under it; cJSON only notes a failed parse's position
  * in a global that nothing here reads); nf_auth_error_name from anywhere. */
 #ifndef NF_AUTH_H

@@ -1008,6 +1008,39 @@ static void test_property_claims(void)
     nf_auth_free(a);
 }
 
+/* The cache of verified tokens answers as a full verification would: each token checked at
+ * many times around its exp, nbf and iat edges, in random order (a success is cached, later
+ * checks may hit it), agrees with the model every time. */
+static void test_property_cache(void)
+{
+    nf_auth_t *a = make(secret_file, rsa_file, jwks_file, "https://id.example", "newsflow", 0);
+    NF_REQUIRE(a);
+    uint64_t seed = 20261129;
+    int hits_possible = 0;
+    for (int i = 0; i < 200; i++) {
+        claimset_t c = {
+            .has_exp = true, .iss = "https://id.example", .aud = "\"newsflow\"", .sub = "r-7"};
+        uint64_t r = nf_test_rand(&seed);
+        c.has_nbf = r % 2, c.has_iat = r / 2 % 2;
+        c.exp = T0 + (int64_t)(nf_test_rand(&seed) % 121) - 60;
+        c.nbf = T0 + (int64_t)(nf_test_rand(&seed) % 121) - 60;
+        c.iat = T0 + (int64_t)(nf_test_rand(&seed) % 121) - 60;
+        char claims[512];
+        claims_json(&c, claims, sizeof claims);
+        char *t = sign_any(nf_test_rand(&seed), claims);
+        for (int k = 0; k < 12; k++) {
+            int64_t now = T0 + (int64_t)(nf_test_rand(&seed) % 301) - 150;
+            int want = model(&c, now);
+            hits_possible += want == 0;
+            if (expect_at(__FILE__, __LINE__, a, bearer(t), now, want) != want)
+                fprintf(stderr, "  token %d check %d at %lld: %s\n", i, k, (long long)now, claims);
+        }
+        free(t);
+    }
+    NF_CHECK(hits_possible > 200); /* the same valid token is checked again and again */
+    nf_auth_free(a);
+}
+
 /* Every token with one byte changed (to another base64url byte or a dot) or cut short is
  * refused: one spelling per token, a signature over every byte. */
 static void test_property_mutations(void)
@@ -1169,6 +1202,7 @@ int main(void)
     NF_RUN(test_load_errors);
     NF_RUN(test_sign_and_names);
     NF_RUN(test_property_claims);
+    NF_RUN(test_property_cache);
     NF_RUN(test_property_mutations);
     NF_RUN(test_property_random);
     NF_RUN(test_threads);
