@@ -533,6 +533,40 @@ static void start_edge(run_ctx_t *c, const char *brokers)
     }
 }
 
+static size_t demo_article_ids(const nf_source_list_t *l, char ***out);
+
+/* The demo's readers (demo.read_events_per_s, the embedded cluster only: a demo needs no real
+ * broker): they post to this job's own edge, as a reader's browser would. */
+static void start_demo(run_ctx_t *c)
+{
+    const nf_config_t *cfg = &c->cfg;
+    if (!c->kafka || !c->mock || !cfg->demo.read_events_per_s)
+        return;
+    if (!c->edge) {
+        nf_log(NF_LOG_WARN, "main",
+               "demo readers not started: they post to the HTTP edge, which is off (edge.enabled, "
+               "admin.enabled)",
+               NF_LEND);
+        return;
+    }
+    const char *host = cfg->admin.listen;
+    bool v6 = strchr(host, ':') != NULL;
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
+        host = v6 ? "::1" : "127.0.0.1";
+    char url[128], err[256];
+    snprintf(url, sizeof url, "http://%s%s%s:%u/v1/events", v6 ? "[" : "", host, v6 ? "]" : "",
+             (unsigned)nf_admin_port(c->admin));
+    char **ids = NULL;
+    size_t nids = demo_article_ids(&c->sources, &ids);
+    c->demo = nf_demo_start(url, cfg->demo.read_events_per_s, cfg->demo.users, cfg->demo.events,
+                            (const char *const *)ids, nids, err, sizeof err);
+    for (size_t i = 0; i < nids; i++)
+        free(ids[i]);
+    free(ids);
+    if (!c->demo)
+        nf_log(NF_LOG_WARN, "main", "demo readers not started", NF_LS("error", err), NF_LEND);
+}
+
 /* POST /v1/...: the HTTP edge's routes, past the guard (the token, the events' rate). */
 static int post(void *arg, const char *route, nf_admin_req_t *req, const char *body, size_t len,
                 char **out, size_t *outlen)
@@ -1513,19 +1547,6 @@ static int setup_durability(run_ctx_t *c, unsigned shards, char *err, size_t err
     }
     if (c->kafka && cfg->edge.enabled && cfg->admin.enabled)
         start_edge(c, brokers);
-    if (c->kafka && c->mock && cfg->demo.read_events_per_s) { /* a demo needs no real broker */
-        char **ids = NULL;
-        size_t nids = demo_article_ids(&c->sources, &ids);
-        c->demo = nf_demo_start(brokers, nf_kafka_input_topic(c->kafka, NF_INPUT_READ_EVENTS),
-                                cfg->serve.partitioner ? "murmur2_random" : "consistent_random",
-                                cfg->demo.read_events_per_s, cfg->demo.users, cfg->demo.events,
-                                (const char *const *)ids, nids, err, errlen);
-        for (size_t i = 0; i < nids; i++)
-            free(ids[i]);
-        free(ids);
-        if (!c->demo)
-            nf_log(NF_LOG_WARN, "main", "demo producer not started", NF_LS("error", err), NF_LEND);
-    }
     return 0;
 }
 
@@ -1729,6 +1750,7 @@ int nf_cli_run(int argc, char **argv)
         /* `newsflow status` asks there for /v1/status */
         c.admin_file =
             write_admin_file(cfg, nf_admin_port(c.operator ? c.operator : c.admin));
+        start_demo(&c);
         if (cfg->admin.probe_port && start_probe(&c, err, sizeof err) != 0) {
             run_cleanup(&c);
             nf_sink_close(c.in.sink);
