@@ -125,6 +125,9 @@ typedef struct nf_analytics {
      * window + lateness. */
     int64_t max_age_ms;
     uint64_t topics_ttl_ms; /* an article's topic vector in state (default 7 days) */
+    /* a reader's counted events kept for GET /v1/users/{user}/reads (serve_state.h,
+     * NF_KIND_READS); 0: no history */
+    uint64_t history_ttl_ms;
     nf_interest_opts_t interest;
     size_t budget_bytes; /* per kind of keyed state per shard (0 = unlimited) */
     /* Set by nf_analytics_register (and interest_actor by nf_reads_register). */

@@ -7,6 +7,7 @@
 #include "actors/ingest.h"
 #include "actors/reads.h"
 #include "actors/reads_batch.h"
+#include "actors/serve_state.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
 
@@ -29,6 +30,10 @@ typedef struct rd {
     nf_idset_t pending;
     char *names;
     size_t names_len, names_cap;
+    /* the readers' history entries of the events counted since the last cut (serve_state.h:
+     * NF_KIND_READS), into the epoch's batch at the cut; NULL: no history (no epochs, no store,
+     * or interest.history_ttl_s 0) */
+    nf_store_batch_t *history;
 } rd_t;
 
 static void emit_update(rd_t *d, const char *user_id, const nf_interest_out_t *out)
@@ -115,6 +120,21 @@ static bool note_pending(rd_t *d, const nf_interest_read_t *rd, const char *user
     return true;
 }
 
+/* The counted event into the reader's history: the article's id as the event named it (a hex
+ * id travels as its 128 bits, reads_batch.h: written back in lower case). */
+static void put_history(rd_t *d, const read_batch_t *b, const read_item_t *it, uint64_t now_ms)
+{
+    char hex[33];
+    const char *aid = b->text + it->article_at;
+    if (it->rd.article_ok) {
+        snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)it->rd.article.hi,
+                 (unsigned long long)it->rd.article.lo);
+        aid = hex;
+    }
+    nf_serve_history_put(d->history, &it->rd, aid, strlen(aid),
+                         (int64_t)now_ms + (int64_t)d->an->history_ttl_ms);
+}
+
 static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, uint64_t now_ms)
 {
     nf_reads_t *r = d->r;
@@ -150,6 +170,8 @@ static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, u
         nf_runtime_fail(nf_shard_runtime(d->sh));
         return;
     }
+    if (d->history)
+        put_history(d, b, it, now_ms);
     if (!r->coalesce_max) {
         emit_update(d, user_id, &out);
     } else if (!note_pending(d, &it->rd, user_id)) {
@@ -195,12 +217,26 @@ static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         nf_epoch_request(d->r->epoch);
 }
 
+/* A history entry of the epoch into the epoch's batch. */
+static int copy_history(void *arg, bool del, nf_state_kind_t kind, const void *key, size_t klen,
+                        const void *val, size_t vlen)
+{
+    if (!del)
+        nf_store_batch_put(arg, kind, key, klen, val, vlen);
+    return 0;
+}
+
 static void reads_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
     rd_t *d = self;
     if (nf_idset_count(&d->pending)) /* the coalesced updates belong to the epoch being cut */
         flush_pending(d);
     nf_interest_snapshot(d->eng, b, epoch);
+    if (d->history) {
+        if (b)
+            nf_store_batch_foreach(d->history, copy_history, b);
+        nf_store_batch_clear(d->history);
+    }
     (void)sh;
 }
 
@@ -323,6 +359,8 @@ static void *reads_init(nf_shard_t *sh, void *ctx)
     nf_jw_init(&d->jw);
     if (nf_interest_keys_init(&d->keys, d->an->topic_names) != 0)
         abort();
+    if (d->r->epoch && d->r->store && d->an->history_ttl_ms && !(d->history = nf_store_batch_new()))
+        abort();
     if (d->r->epoch && nf_epoch_participant_add(d->r->epoch, sh, &reads_part, d) != 0)
         abort();
     nf_timer_init(&d->gauges, on_gauges, d);
@@ -343,6 +381,7 @@ static void reads_fini(nf_shard_t *sh, void *self)
     nf_interest_keys_free(&d->keys);
     nf_jw_free(&d->jw);
     nf_idset_free(&d->pending);
+    nf_store_batch_free(d->history);
     free(d->names);
     free(d);
 }

@@ -77,6 +77,49 @@ int nf_serve_recent_decode(const void *key, size_t klen, const void *val, size_t
     return nf_interest_topics_decode(v + 16, vlen - 16, vec) == 0 ? 0 : -EINVAL;
 }
 
+void nf_serve_history_prefix(uint16_t kg, nf_id128_t user,
+                             unsigned char out[NF_SERVE_HISTORY_PREFIX])
+{
+    out[0] = (unsigned char)(kg >> 8);
+    out[1] = (unsigned char)kg;
+    nf_put_be64(out + 2, user.hi);
+    nf_put_be64(out + 10, user.lo);
+}
+
+void nf_serve_history_put(nf_store_batch_t *b, const nf_interest_read_t *r, const char *article,
+                          size_t alen, int64_t expires_ms)
+{
+    unsigned char key[NF_SERVE_HISTORY_KEY_LEN], val[EXPIRY_LEN + 1 + 8 + NF_EVENT_FIELD_MAX];
+    if (alen > NF_EVENT_FIELD_MAX)
+        alen = NF_EVENT_FIELD_MAX; /* the decoder's bound: never more */
+    nf_serve_history_prefix(r->kg, r->user, key);
+    /* newest first; a ts before 1970 cannot be decoded, so the subtraction cannot wrap */
+    nf_put_be64(key + NF_SERVE_HISTORY_PREFIX, (uint64_t)(INT64_MAX - r->ts_ms));
+    nf_put_be64(key + NF_SERVE_HISTORY_PREFIX + 8, r->seen.lo);
+    nf_put_le64(val, (uint64_t)expires_ms);
+    val[EXPIRY_LEN] = r->kind;
+    nf_put_le64(val + EXPIRY_LEN + 1, (uint64_t)r->ts_ms);
+    memcpy(val + EXPIRY_LEN + 9, article, alen);
+    nf_store_batch_put(b, NF_KIND_READS, key, sizeof key, val, EXPIRY_LEN + 9 + alen);
+}
+
+int nf_serve_history_decode(const void *key, size_t klen, const void *val, size_t vlen,
+                            int64_t *expires_ms, int *kind, int64_t *ts_ms, const char **article,
+                            size_t *alen)
+{
+    const unsigned char *v = val;
+    (void)key;
+    if (klen != NF_SERVE_HISTORY_KEY_LEN || vlen < EXPIRY_LEN + 9 ||
+        vlen > EXPIRY_LEN + 9 + NF_EVENT_FIELD_MAX || v[EXPIRY_LEN] >= NF_READ_KIND__COUNT)
+        return -EINVAL;
+    *expires_ms = (int64_t)nf_get_le64(v);
+    *kind = v[EXPIRY_LEN];
+    *ts_ms = (int64_t)nf_get_le64(v + EXPIRY_LEN + 1);
+    *article = (const char *)v + EXPIRY_LEN + 9;
+    *alen = vlen - EXPIRY_LEN - 9;
+    return 0;
+}
+
 void nf_serve_search_prefix(unsigned char out[NF_SERVE_SEARCH_PREFIX])
 {
     out[0] = (unsigned char)(RECENT_KG >> 8);

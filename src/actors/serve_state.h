@@ -32,6 +32,18 @@
  *                         (NF_SERVE_SEARCH_KEY_LEN bytes); value [expires_at_ms 8 LE: the
  *                         metadata's]. Written by dedup at the cut, from the metadata entries
  *                         of the epoch's new articles.
+ *   NF_KIND_READS         a reader's own history (GET /v1/users/{user}/reads), one entry per
+ *                         event interest counted, written by the reads actor into the epoch that
+ *                         counts it: key [kg 2 BE][user key hi 8 BE][user key lo 8 BE]
+ *                         [INT64_MAX - ts_ms 8 BE][the event's dedup key lo 8 BE]
+ *                         (NF_SERVE_HISTORY_KEY_LEN bytes: a prefix scan of the first
+ *                         NF_SERVE_HISTORY_PREFIX walks a reader's events newest first), kg the
+ *                         event's read-events partition; value [expires_at_ms 8 LE: counted +
+ *                         interest.history_ttl_s][kind u8][ts_ms 8 LE][article_id, its bytes].
+ *                         The kind's column family held a read counter long ago and was unused
+ *                         since; it has no changelog topic, so a reader's history stays with
+ *                         the process whose RocksDB counted it (a partition that moves starts
+ *                         its history anew there).
  * published_ms is the article's published_at when it has one no later than ingested + 5 minutes,
  * else ingested_ms: a date in the future is the feed's error and must not pin an article at the
  * top; a date in the past, however far (an item dated 1971), is kept, so that the article is as
@@ -58,6 +70,20 @@
 #define NF_SERVE_META_KEY_LEN   18
 #define NF_SERVE_SEARCH_KEY_LEN (2 + 8 + NF_SERVE_META_KEY_LEN)
 #define NF_SERVE_SEARCH_PREFIX  2
+
+#define NF_SERVE_HISTORY_KEY_LEN 34
+#define NF_SERVE_HISTORY_PREFIX  18
+
+/* One counted event of a reader into b (see NF_KIND_READS above): r as the reads actor keyed it
+ * (user key, dedup key, kind, ts, kg), the article's id as the event named it. */
+void nf_serve_history_put(nf_store_batch_t *b, const nf_interest_read_t *r, const char *article,
+                          size_t alen, int64_t expires_ms);
+void nf_serve_history_prefix(uint16_t kg, nf_id128_t user,
+                             unsigned char out[NF_SERVE_HISTORY_PREFIX]);
+/* An entry back (the article's bytes point into val): 0, or -EINVAL when it is not one. */
+int nf_serve_history_decode(const void *key, size_t klen, const void *val, size_t vlen,
+                            int64_t *expires_ms, int *kind, int64_t *ts_ms, const char **article,
+                            size_t *alen);
 
 /* The article's serving entries into b (meta under key group kg, expiring meta_ttl_ms after
  * ingestion; recent entries per topic). 0, or -ENOMEM. */

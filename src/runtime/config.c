@@ -343,6 +343,9 @@ static const cfg_key_t cfg_keys[] = {
      .help = "the same for a dislike: negative pushes the article's topics down"},
     {KEY(CFG_F64, interest.weight_hide), .fmin = -100.0, .fmax = 100.0, .def = "-2",
      .help = "the same for a hide"},
+    {KEY(CFG_U32, interest.history_ttl_s), .max = 31536000, .def = "604800",
+     .help = "a reader's counted events are kept this long for GET /v1/users/{user}/reads (the "
+             "state of the process that counted them); 0 = no history"},
     {KEY(CFG_U32, interest.seen_ttl_s), .min = 1, .max = 31536000, .def = "86400",
      .help = "a (user, article, session) read is counted once within this time"},
     {KEY(CFG_U32, interest.table_max), .min = 1024, .max = 100000000, .def = "1000000",

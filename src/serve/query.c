@@ -11,6 +11,7 @@
 #include "algo/idset.h"
 #include "feed/dates.h"
 #include "feed/text.h"
+#include "io/events.h"
 #include "runtime/jsonw.h"
 #include "runtime/metrics.h"
 #include "serve/search.h"
@@ -358,6 +359,89 @@ static int route_interest(nf_query_t *q, nf_store_view_t *v, const char *user, c
     for (unsigned k = 0; k < nt; k++) {
         nf_jw_elem(&w);
         put_topic_name(q, &w, top[k]);
+    }
+    nf_jw_arr_close(&w);
+    nf_jw_obj_close(&w);
+    return finish(&w, 200, body, len);
+}
+
+/* ------------------------------------------------------------------------- reader's reads */
+
+/* One counted event of a reader's history (serve_state.h, NF_KIND_READS). */
+typedef struct hist {
+    int64_t ts_ms;
+    int kind;
+    char article[NF_EVENT_FIELD_MAX + 1];
+} hist_t;
+
+typedef struct hist_scan {
+    hist_t *items;
+    size_t n, limit;
+    int64_t now;
+} hist_scan_t;
+
+/* Newest first within a key group: keeps what is not expired, in ts order with the others'. */
+static int hist_entry(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    hist_scan_t *h = arg;
+    int64_t expires, ts;
+    int kind;
+    const char *a;
+    size_t al;
+    if (nf_serve_history_decode(key, klen, val, vlen, &expires, &kind, &ts, &a, &al) != 0 ||
+        (expires && expires < h->now))
+        return 0;
+    size_t at = h->n;
+    while (at > 0 && h->items[at - 1].ts_ms < ts)
+        at--;
+    if (at >= h->limit)
+        return 1; /* older than every kept one and the list is full: the rest is older still */
+    if (h->n == h->limit)
+        h->n--;
+    memmove(&h->items[at + 1], &h->items[at], (h->n - at) * sizeof *h->items);
+    h->items[at] = (hist_t){.ts_ms = ts, .kind = kind};
+    memcpy(h->items[at].article, a, al);
+    h->items[at].article[al] = '\0';
+    h->n++;
+    return 0;
+}
+
+/* GET /v1/users/{user}/reads?limit=: the reader's counted events, newest first, from every
+ * read-events partition this process owns (a reader's are in one). */
+static int route_reads(nf_query_t *q, nf_store_view_t *v, const char *user, nf_admin_req_t *req,
+                       char **body, size_t *len)
+{
+    unsigned limit;
+    if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
+        return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
+    hist_t items[LIMIT_MAX];
+    hist_scan_t h = {.items = items, .limit = limit, .now = now_ms()};
+    nf_id128_t uk = nf_interest_user_key(user);
+    unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
+    for (unsigned p = 0; p < np; p++) {
+        if (q->o.owns && !q->o.owns(q->o.owns_arg, p))
+            continue;
+        unsigned char prefix[NF_SERVE_HISTORY_PREFIX];
+        nf_serve_history_prefix((uint16_t)p, uk, prefix);
+        if (nf_store_view_scan_prefix(v, NF_KIND_READS, prefix, sizeof prefix, hist_entry, &h) < 0)
+            return store_failed("a scan of the reader's history failed", body, len);
+    }
+    nf_jw_t w;
+    open_answer(&w, v);
+    nf_jw_key(&w, "user_id");
+    nf_jw_str(&w, user);
+    nf_jw_key(&w, "items");
+    nf_jw_arr_open(&w);
+    for (size_t i = 0; i < h.n; i++) {
+        nf_jw_elem(&w);
+        nf_jw_obj_open(&w);
+        nf_jw_key(&w, "article_id");
+        nf_jw_str(&w, items[i].article);
+        nf_jw_key(&w, "kind");
+        nf_jw_str(&w, nf_read_kind_name(items[i].kind));
+        nf_jw_key(&w, "ts");
+        put_date(&w, items[i].ts_ms);
+        nf_jw_obj_close(&w);
     }
     nf_jw_arr_close(&w);
     nf_jw_obj_close(&w);
@@ -1847,18 +1931,18 @@ static bool match(const char *route, const char *prefix, const char *suffix, con
     return true;
 }
 
-enum { R_INTEREST, R_FEED, R_TRENDING, R_ARTICLE, R_RECENT, R_STORY, R_SEARCH };
+enum { R_INTEREST, R_FEED, R_TRENDING, R_ARTICLE, R_RECENT, R_STORY, R_SEARCH, R_READS };
 
 static int route_elsewhere(nf_query_t *q, int which, const char *route, const char *user,
                            size_t ulen, nf_admin_req_t *req, char **body, size_t *len)
 {
     if (!q->o.owns)
         return 0; /* one process: every key is here */
-    if (which == R_INTEREST || which == R_FEED) {
+    if (which == R_INTEREST || which == R_FEED || which == R_READS) {
         int32_t p = nf_query_partition(q->o.partitioner, user, ulen, q->o.read_partitions);
         if (!q->o.owns(q->o.owns_arg, (unsigned)p))
             return redirect(q, req, route, NF_INPUT_READ_EVENTS, p, body, len);
-        if (which == R_INTEREST || !q->o.global_here || q->o.global_here(q->o.owns_arg))
+        if (which != R_FEED || !q->o.global_here || q->o.global_here(q->o.owns_arg))
             return 0;
         nf_admin_req_header(req, "Retry-After", "5");
         return fail(503,
@@ -1879,6 +1963,8 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
     int which;
     if (match(route, "users/", "/interest", &p, &pl))
         which = R_INTEREST;
+    else if (match(route, "users/", "/reads", &p, &pl))
+        which = R_READS;
     else if (match(route, "feed/", "", &p, &pl))
         which = R_FEED;
     else if (strcmp(route, "trending") == 0)
@@ -1899,7 +1985,8 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
     nf_id128_t id = {0, 0};
     int topic = -1;
     char *param = NULL;
-    if ((which == R_INTEREST || which == R_FEED) && !valid_user(p, pl))
+    bool reader = which == R_INTEREST || which == R_FEED || which == R_READS;
+    if (reader && !valid_user(p, pl))
         return fail(400, "user_id must be 1 to 256 bytes of UTF-8 without control characters",
                     "user_id", body, len);
     if (which == R_ARTICLE && !parse_id(p, pl, &id))
@@ -1916,7 +2003,7 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
         if (st)
             return st;
     }
-    if ((which == R_INTEREST || which == R_FEED) && !(param = strndup(p, pl)))
+    if (reader && !(param = strndup(p, pl)))
         return fail(503, "out of memory", NULL, body, len);
     int away = route_elsewhere(q, which, route, p, pl, req, body, len);
     if (away) {
@@ -1949,6 +2036,9 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
         break;
     case R_SEARCH:
         status = route_search(q, v, req, body, len);
+        break;
+    case R_READS:
+        status = route_reads(q, v, param, req, body, len);
         break;
     default:
         status = route_recent(q, v, (unsigned)topic, req, body, len);

@@ -184,6 +184,9 @@ an_article = next(iter(articles_out), "0" * 32)
 user_q = urllib.parse.quote(first_user or "x", safe="")
 valid_paths = {
     "/v1/users/{user_id}/interest": ["/v1/users/" + user_q + "/interest"],
+    "/v1/users/{user_id}/reads": ["/v1/users/" + user_q + "/reads",
+                                  "/v1/users/" + user_q + "/reads?limit=1",
+                                  "/v1/users/never-read-anything/reads?limit=100"],
     "/v1/feed/{user_id}": ["/v1/feed/" + user_q, "/v1/feed/" + user_q + "?limit=3",
                            "/v1/feed/never-read-anything?limit=100"],
     "/v1/articles/{article_id}": ["/v1/articles/" + a for a in list(articles_out)[:20]],
