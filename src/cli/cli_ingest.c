@@ -15,6 +15,7 @@
 #include "serve/edge.h"
 #include "serve/guard.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,14 +49,6 @@ static const char ingest_usage[] =
     "\n"
     "Stops on SIGTERM/SIGINT after answering the requests in progress.\n"
     "Exit codes: 0 stopped by a signal, 1 the server could not start, 2 usage or configuration.\n";
-
-static volatile sig_atomic_t g_stop;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
 
 typedef struct ingest {
     nf_edge_t *edge;
@@ -194,6 +187,7 @@ static int serve(const nf_config_t *cfg)
                               .post = post,
                               .api_arg = &in,
                               .max_body = cfg->edge.max_body_bytes,
+                              .drain_ms = cfg->edge.delivery_timeout_ms + 2000,
                               .max_connections = cfg->admin.max_connections,
                               .request_timeout_ms = cfg->admin.request_timeout_ms};
     nf_admin_t *a = in.edge ? nf_admin_start(cfg->admin.listen, (uint16_t)cfg->admin.port, &hooks,
@@ -207,9 +201,14 @@ static int serve(const nf_config_t *cfg)
         nf_log(NF_LOG_INFO, "ingest", "taking events", NF_LS("listen", cfg->admin.listen),
                NF_LI("port", nf_admin_port(a)), NF_LS("topic", topic),
                NF_LS("brokers", cfg->kafka.brokers), NF_LEND);
-        while (!g_stop)
-            pause();
-        nf_log(NF_LOG_INFO, "ingest", "stopping: answering the requests in progress", NF_LEND);
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        int sig = 0;
+        sigwait(&stop, &sig); /* blocked in every thread since the start: none is lost */
+        nf_log(NF_LOG_INFO, "ingest", "stopping: answering the requests in progress",
+               NF_LS("signal", sig == SIGINT ? "SIGINT" : "SIGTERM"), NF_LEND);
         nf_admin_stop(a);
     }
     nf_guard_free(in.guard);
@@ -229,10 +228,13 @@ int nf_cli_ingest(int argc, char **argv)
         fprintf(stderr, "newsflow ingest: cannot create the metrics registry\n");
         return NF_EXIT_RUNTIME;
     }
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    /* SIGTERM and SIGINT are taken by sigwait in serve(): blocked here, before any thread
+     * starts, so every thread inherits the mask and the signal waits for sigwait */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
     return serve(&cfg);
 }

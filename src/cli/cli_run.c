@@ -1727,6 +1727,7 @@ int nf_cli_run(int argc, char **argv)
                                   .api = api,
                                   .post = post,
                                   .max_body = cfg->edge.max_body_bytes,
+                                  .drain_ms = cfg->edge.delivery_timeout_ms + 2000,
                                   .api_arg = &c,
                                   .page = nf_serve_page,
                                   .page_len = nf_serve_page_len,

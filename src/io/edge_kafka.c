@@ -27,7 +27,12 @@ struct nf_edge_kafka {
     rd_kafka_topic_t *rkt;
     char *topic;
     uint64_t max_in_flight;
+    uint32_t delivery_timeout_ms;
     _Atomic uint64_t in_flight;
+    /* nf_now_ns of the last acknowledgement and of the last record that was not acknowledged:
+     * a broker that just failed a record is not tried again for a delivery timeout (every
+     * request would hold an HTTP thread that long, and the readers' routes share them) */
+    _Atomic uint64_t last_ok_ns, last_fail_ns;
     pthread_t poller;
     _Atomic bool stopping;
     pthread_mutex_t ready_mu; /* the cached readiness below */
@@ -41,6 +46,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     (void)rk, (void)opaque; /* the client's opaque is for the job's error callback (kafka.c) */
     wait_t *w = m->_private;
     atomic_fetch_sub(&w->k->in_flight, 1);
+    atomic_store(m->err ? &w->k->last_fail_ns : &w->k->last_ok_ns, nf_now_ns());
     pthread_mutex_lock(&w->mu);
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR)
         w->acked++;
@@ -79,7 +85,9 @@ static rd_kafka_conf_t *edge_conf(nf_edge_kafka_t *k, const nf_edge_kafka_opts_t
     /* librdkafka's own queue holds at least what the bound lets in, so that QUEUE_FULL means
      * the bound of another client of the same handle, never ours */
     snprintf(queue, sizeof queue, "%llu", (unsigned long long)k->max_in_flight + 1024);
+    /* never create the topic by producing to it (with the broker's default partitions) */
     if (set(c, "enable.idempotence", "true", err, errlen) != 0 ||
+        set(c, "allow.auto.create.topics", "false", err, errlen) != 0 ||
         set(c, "acks", "all", err, errlen) != 0 ||
         set(c, "message.timeout.ms", tmo, err, errlen) != 0 ||
         set(c, "queue.buffering.max.messages",
@@ -102,6 +110,7 @@ nf_edge_kafka_t *nf_edge_kafka_new(const nf_edge_kafka_opts_t *o, char *err, siz
         return NULL;
     }
     k->max_in_flight = o->max_in_flight ? o->max_in_flight : 100000;
+    k->delivery_timeout_ms = o->delivery_timeout_ms ? o->delivery_timeout_ms : 10000;
     pthread_mutex_init(&k->ready_mu, NULL);
     rd_kafka_conf_t *c = edge_conf(k, o, err, errlen);
     char rerr[256];
@@ -132,8 +141,9 @@ void nf_edge_kafka_free(nf_edge_kafka_t *k)
 {
     if (!k)
         return;
-    /* every request still waiting gets its delivery reports (the poller keeps serving them) */
-    rd_kafka_flush(k->rk, 30000);
+    /* every request still waiting gets its delivery reports (the poller keeps serving them;
+     * librdkafka fails what it has not delivered within the delivery timeout) */
+    rd_kafka_flush(k->rk, (int)k->delivery_timeout_ms + 5000);
     atomic_store(&k->stopping, true);
     pthread_join(k->poller, NULL);
     rd_kafka_topic_destroy(k->rkt);
@@ -160,6 +170,15 @@ int nf_edge_kafka_send(nf_edge_kafka_t *k, const nf_edge_rec_t *recs, size_t n, 
     *acked = 0;
     if (n == 0)
         return NF_EDGE_OK;
+    uint64_t now = nf_now_ns(), failed = atomic_load(&k->last_fail_ns);
+    if (failed > atomic_load(&k->last_ok_ns) &&
+        now - failed < (uint64_t)k->delivery_timeout_ms * 1000000ull) {
+        snprintf(err, errlen,
+                 "the broker did not acknowledge the last events (%llu ms ago): not tried again "
+                 "for edge.delivery_timeout_ms",
+                 (unsigned long long)((now - failed) / 1000000ull));
+        return NF_EDGE_FAILED;
+    }
     if (!take(k, n)) {
         snprintf(err, errlen, "%llu records are waiting for the broker (edge.max_in_flight)",
                  (unsigned long long)atomic_load(&k->in_flight));
@@ -199,8 +218,14 @@ int nf_edge_kafka_send(nf_edge_kafka_t *k, const nf_edge_rec_t *recs, size_t n, 
 static void check_ready(nf_edge_kafka_t *k)
 {
     const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t e = rd_kafka_metadata(k->rk, 0, k->rkt, &md, 2000);
+    char fatal[200];
     k->ready = false;
+    if (rd_kafka_fatal_error(k->rk, fatal, sizeof fatal) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        /* an idempotent producer's fatal error: every send fails from now on (restart it) */
+        snprintf(k->why, sizeof k->why, "the producer failed for good: %s", fatal);
+        return;
+    }
+    rd_kafka_resp_err_t e = rd_kafka_metadata(k->rk, 0, k->rkt, &md, 2000);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
         snprintf(k->why, sizeof k->why, "no broker answers: %s", rd_kafka_err2str(e));
     else if (md->topic_cnt != 1 || md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)

@@ -10,6 +10,10 @@
  * client itself) fails its request, and the client sends it again — the event_id set at the
  * source makes the repeat harmless, the job counts an event_id once (actors/reads.h).
  *
+ * A broker that failed a record is not tried again for delivery_timeout_ms: the requests of
+ * that time fail at once (NF_EDGE_FAILED, nothing produced) instead of each holding an HTTP
+ * thread for the whole timeout, which the readers' routes share.
+ *
  * Back-pressure: records produced and not yet acknowledged, across all requests, are bounded by
  * max_in_flight; a request that would pass it, or meets librdkafka's own full queue, produces
  * nothing and is refused (NF_EDGE_BUSY: the edge answers 503 with Retry-After).
@@ -49,8 +53,9 @@ typedef struct nf_edge_kafka nf_edge_kafka_t;
 /* NULL with a message in err (a bad property, a topic name librdkafka refuses). Connecting is
  * lazy: an unreachable broker shows in nf_edge_kafka_ready and in failed sends. */
 nf_edge_kafka_t *nf_edge_kafka_new(const nf_edge_kafka_opts_t *o, char *err, size_t errlen);
-/* Waits up to delivery_timeout_ms for what is in flight (every waiting request gets its
- * answer), then frees. NULL is fine. */
+/* Waits up to delivery_timeout_ms (and a margin) for what is in flight, so that a request still
+ * waiting gets its answer, then frees. No send may start once it is called (stop the HTTP
+ * server first). NULL is fine. */
 void nf_edge_kafka_free(nf_edge_kafka_t *k);
 
 /* Produces recs[0..n) and waits for each one's delivery report. NF_EDGE_OK: all acknowledged.
@@ -60,8 +65,9 @@ void nf_edge_kafka_free(nf_edge_kafka_t *k);
 int nf_edge_kafka_send(nf_edge_kafka_t *k, const nf_edge_rec_t *recs, size_t n, size_t *acked,
                        char *err, size_t errlen);
 
-/* Whether the topic's metadata came from a broker within the last poll (a cached answer, asked
- * again at most once a second): false with the reason in why. */
+/* Whether the producer can deliver: not failed for good (an idempotent producer's fatal
+ * error), and the topic's metadata came from a broker (a cached answer, asked again at most
+ * once a second): false with the reason in why. */
 bool nf_edge_kafka_ready(nf_edge_kafka_t *k, char *why, size_t whylen);
 
 /* Records unacknowledged now (a gauge). */

@@ -624,8 +624,9 @@ nf_admin_t *nf_admin_start(const char *addr, uint16_t port, const nf_admin_hooks
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     socklen_t salen;
+    /* ITC: MHD_quiesce_daemon at stop (the requests in progress are answered first) */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+                     MHD_USE_AUTO | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, addr, &sin->sin_addr) == 1) {
@@ -687,10 +688,34 @@ uint16_t nf_admin_port(const nf_admin_t *a)
     return a ? a->port : 0;
 }
 
+/* Stops taking connections, then waits (up to hooks.drain_ms) until no request is in progress:
+ * MHD_stop_daemon shuts every connection's socket before it joins the threads, so a request
+ * still being answered (a POST waiting on the broker's acknowledgement) would lose its answer. */
+static void drain(nf_admin_t *a)
+{
+    MHD_socket s = MHD_quiesce_daemon(a->daemon);
+    if (s != MHD_INVALID_SOCKET)
+        close(s);
+    uint64_t until = nf_now_ns() + (uint64_t)a->hooks.drain_ms * 1000000ull;
+    pthread_mutex_lock(&a->lock);
+    for (;;) {
+        bool busy = false;
+        for (conn_t *k = a->head.next; k != &a->head && !busy; k = k->next)
+            busy = k->busy && !k->closing;
+        if (!busy || nf_now_ns() >= until)
+            break;
+        struct timespec t = nf_deadline_after(CLOCK_MONOTONIC, 20);
+        pthread_cond_timedwait(&a->wake, &a->lock, &t);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
 void nf_admin_stop(nf_admin_t *a)
 {
     if (!a)
         return;
+    if (a->hooks.drain_ms)
+        drain(a);
     if (a->sweeper_started) {
         pthread_mutex_lock(&a->lock);
         a->stopping = true;

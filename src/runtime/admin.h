@@ -55,6 +55,9 @@ typedef struct nf_admin_hooks {
     int (*post)(void *arg, const char *route, nf_admin_req_t *req, const char *body, size_t len,
                 char **out, size_t *outlen);
     size_t max_body; /* 0: 1 MiB */
+    /* At stop, the server first stops taking connections and waits up to this long for the
+     * requests in progress to be answered (0: it does not wait: their connections are cut). */
+    unsigned drain_ms;
     /* GET / (and /index.html): this HTML, served as it is (NULL: 404). */
     const char *page;
     size_t page_len;

@@ -1374,6 +1374,18 @@ static int check_relations(const nf_config_t *c, char *err, size_t errlen)
         return cfg_fail(err, errlen,
                         "trending.window_s / trending.slide_s is %u panes; at most 10000",
                         c->trending.window_s / c->trending.slide_s);
+    /* a full batch the edge could never take would be told to retry for ever */
+    if (c->edge.max_in_flight < c->edge.max_batch)
+        return cfg_fail(err, errlen,
+                        "edge.max_in_flight (%u) must be at least edge.max_batch (%u): a full "
+                        "batch could never be taken",
+                        c->edge.max_in_flight, c->edge.max_batch);
+    if (c->limits.enabled && c->limits.events_per_s &&
+        2ull * c->limits.events_per_s < c->edge.max_batch)
+        return cfg_fail(err, errlen,
+                        "2 * limits.events_per_s (%llu, a client's bucket) must be at least "
+                        "edge.max_batch (%u): a full batch could never be taken",
+                        2ull * c->limits.events_per_s, c->edge.max_batch);
     return 0;
 }
 

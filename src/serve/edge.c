@@ -3,6 +3,7 @@
  * the broker, answer. The rejected ones are listed in the answer, never produced. */
 #include "serve/edge.h"
 
+#include "algo/sha256.h"
 #include "io/event_batch.h"
 #include "io/events.h"
 #include "runtime/jsonw.h"
@@ -15,9 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-enum { C_202, C_400, C_403, C_404, C_413, C_503, C__N };
-static const int codes[C__N] = {202, 400, 403, 404, 413, 503};
+enum { C_202, C_400, C_403, C_404, C_413, C_415, C_503, C__N };
+static const int codes[C__N] = {202, 400, 403, 404, 413, 415, 503};
 
 struct nf_edge {
     nf_edge_opts_t o;
@@ -136,6 +138,22 @@ static void reject(batch_t *b, size_t index, const char *msg)
     b->nrejected++;
 }
 
+/* A client's own event_id, made the reader's: hex SHA-256(user_id NUL event_id NUL). The job
+ * drops a repeated event_id within a partition whoever sent it, so an id taken as given would let
+ * one reader post another's ids and have their events dropped; namespaced, a client's retry is
+ * still the same event, and no two readers' ids meet. */
+static void own_event_id(nf_read_event_t *r)
+{
+    nf_sha256_t c;
+    uint8_t h[32];
+    nf_sha256_init(&c);
+    nf_sha256_update(&c, r->user_id, (size_t)r->user_len + 1);
+    nf_sha256_update(&c, r->event_id, (size_t)r->event_id_len + 1);
+    nf_sha256_final(&c, h);
+    nf_hex(h, sizeof h, r->event_id);
+    r->event_id_len = 64;
+}
+
 /* Checks one event's bytes; an accepted event is appended to the batch. */
 static void take(nf_edge_t *e, batch_t *b, size_t index, const char *ev, size_t len, int64_t now_ms)
 {
@@ -146,6 +164,8 @@ static void take(nf_edge_t *e, batch_t *b, size_t index, const char *ev, size_t 
         reject(b, index, err);
         return;
     }
+    if (r.event_id_given)
+        own_event_id(&r);
     if (b->subject && strcmp(r.user_id, b->subject) != 0) {
         reject(b, index,
                "field \"user_id\": a reader may send only their own events (not the "
@@ -170,6 +190,16 @@ static void take(nf_edge_t *e, batch_t *b, size_t index, const char *ev, size_t 
     sp->voff = b->buf.len;
     nf_read_event_json(&b->buf, &r);
     sp->vlen = b->buf.len - sp->voff;
+    if (sp->vlen > e->o.max_event_bytes) { /* the event_id written in may pass the job's limit */
+        b->buf.len = sp->koff;
+        b->n--;
+        snprintf(err, sizeof err,
+                 "the event written with its event_id is %zu bytes, over the "
+                 "limit of %u (kafka.max_event_bytes)",
+                 sp->vlen, e->o.max_event_bytes);
+        reject(b, index, err);
+        return;
+    }
     memcpy(b->event_id, r.event_id, (size_t)r.event_id_len + 1);
 }
 
@@ -387,11 +417,34 @@ size_t nf_edge_events_in(const nf_edge_t *e, const char *route, const char *body
     return n ? n : 1;
 }
 
+/* Whether the body is declared JSON or NDJSON (a charset or other parameter allowed): a form
+ * or text/plain body is what a page of another site can post without asking first (a CORS
+ * "simple" request), so it is never taken. An empty single read needs none. */
+static bool json_body(nf_admin_req_t *req, size_t len)
+{
+    static const char *const types[] = {"application/json", "application/x-ndjson"};
+    const char *ct = nf_admin_req_header_in(req, "Content-Type");
+    if (!ct)
+        return len == 0;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        size_t n = strlen(types[i]);
+        if (!strncasecmp(ct, types[i], n) && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' '))
+            return true;
+    }
+    return false;
+}
+
 int nf_edge_handle(nf_edge_t *e, const char *route, nf_admin_req_t *req, const char *subject,
                    const char *body, size_t len, char **out, size_t *outlen)
 {
     *out = NULL;
     *outlen = 0;
+    bool ours = !strcmp(route, "events") || !strncmp(route, "articles/", 9);
+    if (ours && !json_body(req, len))
+        return error_reply(e, 415,
+                           "the body must be Content-Type application/json or "
+                           "application/x-ndjson",
+                           NULL, out, outlen);
     if (subject && !*subject)
         subject = NULL;
     if (strcmp(route, "events") == 0)

@@ -11,8 +11,10 @@
  * user_id, article_id, session_id, kind — read, save, share, dislike, hide — ts, event_id). Each
  * is checked as the job checks what it consumes (the decoder, then its time against the wall
  * clock and trending.max_future_ms), gets its event_id when it has none (so that a client's
- * retry is the same event), and is produced in its canonical form (nf_read_event_json) keyed by
- * user_id (io/edge_kafka.h).
+ * retry is the same event) — one it has is made the reader's own, the hex SHA-256 of user_id
+ * NUL event_id NUL, so that no reader can post ids that make the job drop another's events —
+ * and is produced in its canonical form (nf_read_event_json) keyed by user_id
+ * (io/edge_kafka.h); a canonical form over kafka.max_event_bytes is rejected.
  *
  * Answers (JSON):
  *   202 {"accepted":N,"rejected":[{"index":I,"field":F,"error":E},...]} once the broker has
@@ -21,6 +23,8 @@
  *   400 {"error":E,"rejected":[...]} when no event of the batch is acceptable, or the batch
  *       itself cannot be split (an unterminated array...)
  *   413 a body over edge.max_body_bytes (admin.c) or a batch over edge.max_batch
+ *   415 a body not declared application/json or application/x-ndjson (a form or text/plain is
+ *       what another site's page may post without asking: never taken)
  *   503 + Retry-After (edge.retry_after_s) {"error":E,"accepted":0} when the producer is over
  *       edge.max_in_flight, or an event was not acknowledged within edge.delivery_timeout_ms (a
  *       broker down): nothing of the request counts as accepted; send it again, the event_ids

@@ -8,10 +8,12 @@
 #include "serve/auth.h"
 #include "serve/ratelimit.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const char *const class_names[NF_GUARD__CLASSES] = {"public", "reader", "events",
                                                            "operator"};
@@ -109,16 +111,27 @@ bool nf_guard_authenticates(const nf_guard_t *g)
     return g->auth != NULL;
 }
 
-/* PREFIX{user}SUFFIX-or-more: the user segment of a route, or false. */
-static bool user_segment(const char *route, const char *prefix, const char **user, size_t *ulen)
+/* The reader a route names, read exactly as the query API's router reads it (query.c match:
+ * a user id may hold '/'): feed/{user} is everything after "feed/"; users/{user}/SUFFIX is what
+ * lies between "users/" and the last of the routes' suffixes (/interest, /reads), else
+ * everything after "users/" (no such route: the router answers 404, after the guard). */
+static void route_user(const char *route, const char **user, size_t *ulen)
 {
-    size_t pl = strlen(prefix);
-    if (strncmp(route, prefix, pl) != 0 || !route[pl])
-        return false;
-    *user = route + pl;
-    const char *slash = strchr(*user, '/');
-    *ulen = slash ? (size_t)(slash - *user) : strlen(*user);
-    return *ulen > 0;
+    static const char *const suffixes[] = {"/interest", "/reads"};
+    if (!strncmp(route, "feed/", 5)) {
+        *user = route + 5;
+        *ulen = strlen(*user);
+        return;
+    }
+    *user = route + 6; /* "users/" */
+    *ulen = strlen(*user);
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        size_t sl = strlen(suffixes[i]);
+        if (*ulen >= sl && !strcmp(*user + *ulen - sl, suffixes[i])) {
+            *ulen -= sl;
+            return;
+        }
+    }
 }
 
 nf_guard_class_t nf_guard_classify(const char *method, const char *route, const char **user,
@@ -130,14 +143,63 @@ nf_guard_class_t nf_guard_classify(const char *method, const char *route, const 
         return NF_GUARD_EVENTS;
     if (!strcmp(route, "status") || !strcmp(route, "sources") || !strcmp(route, "ops/history"))
         return NF_GUARD_OPERATOR;
-    if (user_segment(route, "feed/", user, ulen) || user_segment(route, "users/", user, ulen))
+    /* every route under feed/ or users/ is a reader's, even one naming nobody (an empty user
+     * matches no token's subject) */
+    if (!strncmp(route, "feed/", 5) || !strncmp(route, "users/", 6)) {
+        route_user(route, user, ulen);
         return NF_GUARD_READER;
+    }
     return NF_GUARD_PUBLIC;
 }
 
 static bool loopback(const char *peer)
 {
     return !strncmp(peer, "127.", 4) || !strcmp(peer, "::1") || !strncmp(peer, "::ffff:127.", 11);
+}
+
+/* host (a Host header, or an Origin's host:port after its scheme) names this machine: a local
+ * name or a loopback address, any port. */
+static bool local_host(const char *host)
+{
+    static const char *const names[] = {"localhost", "127.", "[::1]", "[::ffff:127."};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(names[i]);
+        if (!strncasecmp(host, names[i], n) &&
+            (names[i][n - 1] == '.' || names[i][n - 1] == ':' || host[n] == '\0' || host[n] == ':'))
+            return true;
+    }
+    return false;
+}
+
+/* A request the loopback rule may trust: from a loopback address, for a local Host, and, when a
+ * browser says where the page came from (Origin), from a local page. A page elsewhere in a
+ * browser on this machine (a cross-site request, or a name rebound to 127.0.0.1) is not. */
+static bool trusted_local(nf_admin_req_t *req)
+{
+    char peer[64];
+    if (!loopback(nf_admin_req_peer(req, peer, sizeof peer)))
+        return false;
+    const char *host = nf_admin_req_header_in(req, "Host");
+    const char *origin = nf_admin_req_header_in(req, "Origin");
+    if (host && !local_host(host))
+        return false;
+    if (!origin)
+        return true;
+    const char *sep = strstr(origin, "://");
+    return sep && local_host(sep + 3);
+}
+
+/* The client's name in the rate limiter: its address, an IPv6 one by its /64 (a client holds a
+ * whole /64, and would otherwise have 2^64 names). */
+static const char *limit_key(nf_admin_req_t *req, char *buf, size_t len)
+{
+    nf_admin_req_peer(req, buf, len);
+    struct in6_addr a;
+    if (!strchr(buf, ':') || !strncmp(buf, "::ffff:", 7) || inet_pton(AF_INET6, buf, &a) != 1)
+        return buf;
+    memset(a.s6_addr + 8, 0, 8);
+    inet_ntop(AF_INET6, &a, buf, (socklen_t)len);
+    return buf;
 }
 
 static int refuse(int status, const char *msg, const char *reason, nf_admin_req_t *req, char **body,
@@ -167,10 +229,9 @@ static int refuse(int status, const char *msg, const char *reason, nf_admin_req_
 static int identify(nf_guard_t *g, nf_guard_class_t cls, const char *user, size_t ulen,
                     nf_admin_req_t *req, char *sub, size_t sublen, char **body, size_t *len)
 {
-    char peer[64];
     sub[0] = '\0';
     if (!g->auth) {
-        if (g->open || loopback(nf_admin_req_peer(req, peer, sizeof peer)))
+        if (g->open || trusted_local(req))
             return 0;
         nf_counter_inc(g->not_loopback);
         return refuse(403,
@@ -208,15 +269,21 @@ int nf_guard_check(nf_guard_t *g, nf_guard_class_t cls, const char *user, size_t
         return 0;
     }
     int rc = identify(g, cls, user, ulen, req, sub, sublen, body, len);
-    if (rc != 0 || !g->limit[cls])
+    if ((rc != 0 && rc != 401) || !g->limit[cls])
         return rc;
+    /* a refused token costs its address a token too: forged tokens are not free to send */
     char peer[64];
-    const char *who = sub[0] ? sub : nf_admin_req_peer(req, peer, sizeof peer);
+    const char *who = sub[0] ? sub : limit_key(req, peer, sizeof peer);
     if (!sub[0] && !g->limit_loopback && loopback(who))
-        return 0;
+        return rc;
     unsigned ra = 0;
-    if (nf_ratelimit_take(g->limit[cls], who, strlen(who), cost, nf_now_ns(), &ra))
-        return 0;
+    if (nf_ratelimit_take(g->limit[cls], who, strlen(who), rc ? 1 : cost, nf_now_ns(), &ra))
+        return rc;
+    if (rc) { /* the 401 is replaced by the 429 */
+        free(*body);
+        *body = NULL;
+        *len = 0;
+    }
     nf_counter_inc(g->limited[cls]);
     char v[16], msg[160];
     snprintf(v, sizeof v, "%u", ra);

@@ -13,13 +13,15 @@
  *             them apart
  * Without authentication configured (no auth.* key file) nothing is verified, and then the
  * server is for its own machine: a PUBLIC, READER or EVENTS request from a client that is not
- * on loopback is refused 403 naming the way out (configure auth.*, or auth.open=true to serve
- * everyone unauthenticated on purpose).
+ * on loopback — or that names another Host, or comes from a page of another Origin (a
+ * cross-site request, a name rebound to 127.0.0.1) — is refused 403 naming the way out
+ * (configure auth.*, or auth.open=true to serve everyone unauthenticated on purpose).
  *
  * Rate limits (serve/ratelimit.h): a token bucket per client — the token's subject when there
  * is one, else the client's address — and per class: PUBLIC and READER cost a request each,
- * EVENTS an event each; an empty bucket is 429 with Retry-After. A client on loopback without
- * a token (the machine's own probes, sidecars, benchmarks) is not limited unless
+ * EVENTS an event each, a refused token one (against the address: forged tokens are not free);
+ * an IPv6 client is named by its /64; an empty bucket is 429 with Retry-After. A client on loopback
+ * without a token (the machine's own probes, sidecars, benchmarks) is not limited unless
  * limit_loopback.
  *
  * Answers are JSON {"error": ...}: 401 with WWW-Authenticate: Bearer, 403, 429 with

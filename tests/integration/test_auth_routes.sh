@@ -42,13 +42,14 @@ bob=$(token bob 3600)
 old=$(token alice -7200)
 # the reader's own events, through the job's edge with their token
 now=$(date +%s000)
-c=$(code -X POST -H "Authorization: Bearer $alice" "$url/v1/events" \
+c=$(code -X POST -H "Authorization: Bearer $alice" -H "Content-Type: application/json" "$url/v1/events" \
   -d "{\"user_id\":\"alice\",\"article_id\":\"a1\",\"ts\":$now}")
 [ "$c" = 202 ] || fail "alice's own event: $c $(cat "$TMP/body")"
-c=$(code -X POST -H "Authorization: Bearer $alice" "$url/v1/events" \
+c=$(code -X POST -H "Authorization: Bearer $alice" -H "Content-Type: application/json" "$url/v1/events" \
   -d "{\"user_id\":\"bob\",\"article_id\":\"a1\",\"ts\":$now}")
 [ "$c" = 403 ] || fail "alice posting bob's event: $c, want 403"
-c=$(code -X POST "$url/v1/events" -d "{\"user_id\":\"alice\",\"article_id\":\"a1\",\"ts\":$now}")
+c=$(code -X POST -H "Content-Type: application/json" "$url/v1/events" \
+  -d "{\"user_id\":\"alice\",\"article_id\":\"a1\",\"ts\":$now}")
 [ "$c" = 401 ] || fail "an event without a token: $c, want 401"
 # a reader's routes
 for path in /v1/feed/alice /v1/users/alice/interest; do

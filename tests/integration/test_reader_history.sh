@@ -19,7 +19,8 @@ t=$(( ($(date +%s) - 60) * 1000 ))
 ev() { printf '{"user_id":"%s","article_id":"%s","session_id":"s1","kind":"%s","ts":%d}\n' "$@"; }
 { ev hist a1 read "$t"; ev hist a1 save $((t + 1000)); ev hist a2 read $((t + 2000))
   ev hist a1 read "$t"; } >"$TMP/batch"
-c=$(curl -s -o "$TMP/post" -w '%{http_code}' -X POST --data-binary @"$TMP/batch" "$url/v1/events")
+c=$(curl -s -o "$TMP/post" -w '%{http_code}' -X POST \
+  -H 'Content-Type: application/x-ndjson' --data-binary @"$TMP/batch" "$url/v1/events")
 [ "$c" = 202 ] || fail "POST /v1/events: $c $(cat "$TMP/post")"
 for _ in $(seq 150); do
   curl -s "$url/v1/users/hist/reads" >"$TMP/reads" 2>/dev/null

@@ -55,10 +55,11 @@ nf_testhttpc_resp_t nf_testhttpc(uint16_t port, const char *method, const char *
     char *req = malloc(cap);
     if (!req)
         return (nf_testhttpc_resp_t){0};
-    int h = snprintf(req, cap,
-                     "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%sContent-Length: %zu\r\n"
-                     "\r\n",
-                     method, path, headers ? headers : "", len);
+    int h = snprintf(
+        req, cap,
+        "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%sContent-Length: %zu\r\n"
+        "\r\n",
+        method, path, headers ? headers : "", len);
     if (len)
         memcpy(req + h, body, len);
     nf_testhttpc_resp_t r = nf_testhttpc_raw(port, req, (size_t)h + len);

@@ -9,9 +9,11 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -609,6 +611,55 @@ static void test_slow_body_closed_at_deadline(void)
     nf_admin_stop(a);
 }
 
+/* A stop while a request is being answered: the server stops taking connections, waits for
+ * the answer (drain_ms), and only then closes: the client gets its 202, not a cut connection. */
+static atomic_int slow_entered;
+
+static int slow_post(void *arg, const char *route, nf_admin_req_t *req, const char *body,
+                     size_t len, char **out, size_t *outlen)
+{
+    (void)arg, (void)route, (void)req, (void)body, (void)len;
+    atomic_store(&slow_entered, 1);
+    struct timespec t = {.tv_nsec = 300 * 1000000L}; /* a broker's acknowledgement, say */
+    nanosleep(&t, NULL);
+    *out = strdup("{\"accepted\":1}");
+    *outlen = strlen(*out);
+    return 202;
+}
+
+typedef struct {
+    uint16_t port;
+    int status;
+} slow_client_t;
+
+static void *slow_client(void *arg)
+{
+    slow_client_t *c = arg;
+    http_resp_t r = http_do(AF_INET, c->port, "POST", "/v1/events");
+    c->status = r.status;
+    http_free(&r);
+    return NULL;
+}
+
+static void test_stop_answers_requests_in_progress(void)
+{
+    char err[256];
+    nf_admin_hooks_t hooks = {.post = slow_post, .drain_ms = 30000};
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
+    NF_REQUIRE(a != NULL);
+    slow_client_t c = {.port = nf_admin_port(a)};
+    pthread_t t;
+    NF_REQUIRE(pthread_create(&t, NULL, slow_client, &c) == 0);
+    for (int i = 0; i < 30000 && !atomic_load(&slow_entered); i++) { /* a bound, not a clock */
+        struct timespec p = {.tv_nsec = 1000000L};
+        nanosleep(&p, NULL);
+    }
+    NF_CHECK(atomic_load(&slow_entered));
+    nf_admin_stop(a); /* while the hook still works on the answer */
+    pthread_join(t, NULL);
+    NF_CHECK_EQ(c.status, 202);
+}
+
 /* A header flood (thousands of header lines, far past what a connection may hold): a 4xx or a
  * closed connection, never a crash or a hang, and the server answers the next request. */
 static void test_header_flood(void)
@@ -646,5 +697,6 @@ int main(void)
     NF_RUN(test_post);
     NF_RUN(test_slow_body_closed_at_deadline);
     NF_RUN(test_header_flood);
+    NF_RUN(test_stop_answers_requests_in_progress);
     return nf_test_report();
 }

@@ -210,6 +210,12 @@ static void test_doubles_and_relations(void)
     NF_CHECK(c.interest.gamma == 1.0);
     NF_CHECK(c.cluster.threshold == 0.9);
     EXPECT_SET("interest.alpha=0.5", NULL);
+    EXPECT_SET("edge.max_in_flight=999",
+               "edge.max_in_flight (999) must be at least edge.max_batch (1000): a full batch "
+               "could never be taken");
+    EXPECT_SET("limits.events_per_s=400",
+               "2 * limits.events_per_s (800, a client's bucket) must be at least edge.max_batch "
+               "(1000): a full batch could never be taken");
     EXPECT_SET("interest.alpha=abc", "--set interest.alpha=abc: interest.alpha: expected a number, "
                                      "got \"abc\"");
     EXPECT_SET("interest.alpha=1.5",

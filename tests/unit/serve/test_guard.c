@@ -90,6 +90,10 @@ static void test_i10(void)
     nf_testhttpc_free(&r);
     NF_CHECK_EQ(get(port, "/v1/users/alice/interest", bob, &r), 403);
     nf_testhttpc_free(&r);
+    NF_CHECK_EQ(get(port, "/v1/feed/alice/x", alice, &r), 403); /* reader "alice/x" */
+    nf_testhttpc_free(&r);
+    NF_CHECK_EQ(get(port, "/v1/feed//bob", NULL, &r), 401); /* reader "/bob", not public */
+    nf_testhttpc_free(&r);
     NF_CHECK_EQ(get(port, "/v1/feed/alice", NULL, &r), 401); /* none */
     char www[64] = "";
     NF_CHECK(nf_testhttpc_header(&r, "WWW-Authenticate", www, sizeof www));
@@ -152,6 +156,25 @@ static void test_loopback_only(void)
     nf_testhttpc_resp_t r;
     NF_CHECK_EQ(get(nf_admin_port(a), "/v1/feed/anyone", NULL, &r), 200);
     nf_testhttpc_free(&r);
+    /* from loopback, but for another Host (a name rebound to 127.0.0.1) or from a page of
+     * another Origin (a cross-site request): not this machine's own */
+    const struct {
+        const char *headers;
+        int want;
+    } hs[] = {{"Origin: http://localhost:8080\r\n", 200},
+              {"Origin: http://127.0.0.1:9464\r\n", 200},
+              {"Origin: http://evil.example\r\n", 403},
+              {"Origin: null\r\n", 403}};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) {
+        r = nf_testhttpc(nf_admin_port(a), "GET", "/v1/feed/anyone", hs[i].headers, "", 0);
+        NF_CHECK_EQ(r.status, hs[i].want);
+        nf_testhttpc_free(&r);
+    }
+    const char *rebound = "GET /v1/feed/anyone HTTP/1.1\r\nHost: evil.example:9464\r\n"
+                          "Connection: close\r\n\r\n";
+    r = nf_testhttpc_raw(nf_admin_port(a), rebound, strlen(rebound));
+    NF_CHECK_EQ(r.status, 403);
+    nf_testhttpc_free(&r);
     if (!addr[0]) {
         fprintf(stderr, "test_loopback_only: no non-loopback IPv4 address here: checked from "
                         "loopback only\n");
@@ -213,6 +236,48 @@ static void test_rate_limit(void)
     stop(a);
 }
 
+/* The reader a route names, read as the query API's router reads it: a user id may hold '/',
+ * so "feed/alice/x" is reader "alice/x" (not alice), and "feed//bob" is reader "/bob" (not a
+ * public route). */
+static void test_classify(void)
+{
+    static const struct {
+        const char *method, *route;
+        nf_guard_class_t cls;
+        const char *user;
+    } cases[] = {
+        {"GET", "feed/alice", NF_GUARD_READER, "alice"},
+        {"GET", "feed/alice/x", NF_GUARD_READER, "alice/x"},
+        {"GET", "feed//bob", NF_GUARD_READER, "/bob"},
+        {"GET", "feed/", NF_GUARD_READER, ""},
+        {"GET", "users/alice/interest", NF_GUARD_READER, "alice"},
+        {"GET", "users/alice/reads", NF_GUARD_READER, "alice"},
+        {"GET", "users/alice/x/interest", NF_GUARD_READER, "alice/x"},
+        {"GET", "users//bob/interest", NF_GUARD_READER, "/bob"},
+        {"GET", "users/alice", NF_GUARD_READER, "alice"},
+        {"GET", "users/interest", NF_GUARD_READER, "interest"},
+        {"GET", "feedx", NF_GUARD_PUBLIC, NULL},
+        {"GET", "trending", NF_GUARD_PUBLIC, NULL},
+        {"GET", "articles/0123", NF_GUARD_PUBLIC, NULL},
+        {"GET", "status", NF_GUARD_OPERATOR, NULL},
+        {"GET", "ops/history", NF_GUARD_OPERATOR, NULL},
+        {"POST", "events", NF_GUARD_EVENTS, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *u;
+        size_t ul;
+        nf_guard_class_t c = nf_guard_classify(cases[i].method, cases[i].route, &u, &ul);
+        bool ok = c == cases[i].cls &&
+                  (cases[i].user ? u && ul == strlen(cases[i].user) && !memcmp(u, cases[i].user, ul)
+                                 : u == NULL);
+        if (!ok) {
+            fprintf(stderr, "%s %s: class %d user %.*s\n", cases[i].method, cases[i].route, c,
+                    u ? (int)ul : 6, u ? u : "(null)");
+            nf_test_failed_checks++;
+        }
+    }
+}
+
 int main(void)
 {
     nf_metrics_init(1);
@@ -222,6 +287,7 @@ int main(void)
         return 1;
     fputs("0123456789abcdef0123456789abcdef-test-secret\n", f);
     fclose(f);
+    NF_RUN(test_classify);
     NF_RUN(test_i10);
     NF_RUN(test_loopback_only);
     NF_RUN(test_rate_limit);
