@@ -406,6 +406,65 @@ static int hist_entry(const void *key, size_t klen, const void *val, size_t vlen
     return 0;
 }
 
+static bool parse_id(const char *s, size_t n, nf_id128_t *id);
+static int id_cmp(nf_id128_t a, nf_id128_t b);
+
+/* The articles a reader disliked or hid (their history's newest HIDDEN_SCAN entries), which the
+ * reader's feed leaves out. */
+#define HIDDEN_SCAN 512
+typedef struct hidden {
+    nf_id128_t ids[HIDDEN_SCAN];
+    size_t n, scanned;
+    int64_t now;
+} hidden_t;
+
+static int hidden_entry(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    hidden_t *h = arg;
+    int64_t expires, ts;
+    int kind;
+    const char *a;
+    size_t al;
+    if (++h->scanned > HIDDEN_SCAN)
+        return 1;
+    nf_id128_t id;
+    if (nf_serve_history_decode(key, klen, val, vlen, &expires, &kind, &ts, &a, &al) == 0 &&
+        (!expires || expires >= h->now) &&
+        (kind == NF_READ_KIND_DISLIKE || kind == NF_READ_KIND_HIDE) && parse_id(a, al, &id))
+        h->ids[h->n++] = id;
+    return 0;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    return id_cmp(*(const nf_id128_t *)a, *(const nf_id128_t *)b);
+}
+
+/* The reader's hidden articles, sorted: 0, or -EIO. */
+static int find_hidden(const nf_query_t *q, nf_store_view_t *v, const char *user, hidden_t *h)
+{
+    nf_id128_t uk = nf_interest_user_key(user);
+    unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
+    h->n = h->scanned = 0;
+    h->now = now_ms();
+    for (unsigned p = 0; p < np; p++) {
+        if (q->o.owns && !q->o.owns(q->o.owns_arg, p))
+            continue;
+        unsigned char prefix[NF_SERVE_HISTORY_PREFIX];
+        nf_serve_history_prefix((uint16_t)p, uk, prefix);
+        h->scanned = 0;
+        if (nf_store_view_scan_prefix(v, NF_KIND_READS, prefix, sizeof prefix, hidden_entry, h) < 0)
+            return -EIO;
+    }
+    qsort(h->ids, h->n, sizeof h->ids[0], by_id);
+    return 0;
+}
+
+static bool hidden_has(const hidden_t *h, nf_id128_t id)
+{
+    return h->n && bsearch(&id, h->ids, h->n, sizeof h->ids[0], by_id) != NULL;
+}
+
 /* GET /v1/users/{user}/reads?limit=: the reader's counted events, newest first, from every
  * read-events partition this process owns (a reader's are in one). */
 static int route_reads(nf_query_t *q, nf_store_view_t *v, const char *user, nf_admin_req_t *req,
@@ -1475,6 +1534,13 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     if (ri < 0)
         return ri == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
                              : store_failed(err, body, len);
+    hidden_t *hid = malloc(sizeof *hid); /* what the reader disliked or hid stays out */
+    if (!hid)
+        return fail(503, "out of memory", NULL, body, len);
+    if (find_hidden(q, v, user, hid) != 0) {
+        free(hid);
+        return store_failed("a scan of the reader's history failed", body, len);
+    }
     int64_t now = now_ms();
     vcache_t solo, *vc, *c;
     int r = vcache_open(q, v, now, &solo, &vc, &c, err, sizeof err);
@@ -1520,6 +1586,8 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
             bool gone = e->expires_ms && e->expires_ms <= now;
             if (gone && nt)
                 break; /* newest first: the rest expired too */
+            if (hidden_has(hid, e->id))
+                continue;
             cand_t *x = &cand[n++];
             x->e = e;
             x->w = lists[k]->w + e->off;
@@ -1624,6 +1692,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     nf_jw_obj_close(&w);
     status = finish(&w, 200, body, len);
 out:
+    free(hid);
     for (size_t i = 0; tmp && i < limit + 1; i++)
         free(tmp[i].frag);
     free(tmp);

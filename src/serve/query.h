@@ -11,8 +11,13 @@
  *                                      48 h (serve_state.h) in the reader's top-5 topics, scored
  *                                      dot(interest, topics) * exp(-0.5 * hours since published)
  *                                      + 0.1 * trending score / 1000, best first (then newer,
- *                                      then smaller id), one per story cluster; a reader
+ *                                      then smaller id), one per story cluster, less the
+ *                                      articles the reader disliked or hid (the newest 512
+ *                                      entries of their history); a reader
  *                                      without a vector gets the trending window's articles
+ *   GET /v1/users/{user_id}/reads?limit=
+ *                                      the reader's own history: the events interest counted,
+ *                                      newest first (serve_state.h, NF_KIND_READS)
  *   GET /v1/users/{user_id}/interest   the reader's interest vector (interest.h), by topic name,
  *                                      its version and last update; 404 for a reader without one
  *   GET /v1/trending?limit=&topic=     the last trending window emitted (the `trending` record
