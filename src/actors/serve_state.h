@@ -41,9 +41,9 @@
  *                         event's read-events partition; value [expires_at_ms 8 LE: counted +
  *                         interest.history_ttl_s][kind u8][ts_ms 8 LE][article_id, its bytes].
  *                         The kind's column family held a read counter long ago and was unused
- *                         since; it has no changelog topic, so a reader's history stays with
- *                         the process whose RocksDB counted it (a partition that moves starts
- *                         its history anew there).
+ *                         since; its changelog topic is changelog-reads, keyed like interest by
+ *                         the read-events partition, so a reader's history follows the
+ *                         partition to another process.
  * published_ms is the article's published_at when it has one no later than ingested + 5 minutes,
  * else ingested_ms: a date in the future is the feed's error and must not pin an article at the
  * top; a date in the past, however far (an item dated 1971), is kept, so that the article is as

@@ -48,6 +48,7 @@ static const char *const topic_names[NF_TOPIC__COUNT] = {
     "changelog-topic-recent",
     "changelog-story",
     "changelog-search-log",
+    "changelog-reads",
 };
 
 const char *nf_topic_name(nf_topic_t t)

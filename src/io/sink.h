@@ -41,6 +41,7 @@ typedef enum {
     NF_TOPIC_CL_TOPIC_RECENT,
     NF_TOPIC_CL_STORY,
     NF_TOPIC_CL_SEARCH_LOG,
+    NF_TOPIC_CL_READS, /* a reader's history (serve_state.h), last: the ids above are persisted */
     NF_TOPIC__COUNT
 } nf_topic_t;
 

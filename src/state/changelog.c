@@ -49,10 +49,11 @@ static const struct k_topic {
     {NF_KIND_TOPIC_RECENT, NF_TOPIC_CL_TOPIC_RECENT, NF_INPUT_TRENDING_PANES},
     {NF_KIND_STORY, NF_TOPIC_CL_STORY, NF_INPUT_TRENDING_PANES},
     {NF_KIND_SEARCH_LOG, NF_TOPIC_CL_SEARCH_LOG, NF_INPUT_TRENDING_PANES},
+    {NF_KIND_READS, NF_TOPIC_CL_READS, NF_INPUT_READ_EVENTS},
 };
 #define NTOPICS (sizeof k_topics / sizeof k_topics[0])
 _Static_assert(NTOPICS == NF_TOPIC__COUNT - NF_TOPIC_CL_FIRST, "one changelog topic per kind");
-_Static_assert(NTOPICS == NF_KIND__COUNT - 1, "every kind but `reads` has a changelog");
+_Static_assert(NTOPICS == NF_KIND__COUNT, "every kind has a changelog topic");
 
 /* Whether changelog partition p (of n) of a kind keyed by `input` is among the input partitions
  * parts names (parts[p] for a partitioned input; the global key group's partition for the

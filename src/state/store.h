@@ -39,7 +39,7 @@
 typedef enum {
     NF_KIND_ARTICLE_KEY = 0, /* dedup: article_id -> first seen (ingest) */
     NF_KIND_CRAWL_SCHEDULE,  /* crawl: source_id -> schedule (ingest) */
-    NF_KIND_READS,           /* unused (was the read counter); old DBs have it */
+    NF_KIND_READS,           /* a reader's history (serve_state.h; the read counter's, long ago) */
     NF_KIND_EVENT_IDS,       /* read-event id dedup (TTL 2 h) */
     NF_KIND_CLUSTER_SIG,     /* cluster: article_id -> MinHash signature, first seen (TTL 7 d) */
     NF_KIND_CLUSTER_BUCKET,  /* cluster: (band, band key) -> article ids (TTL 7 d) */

@@ -62,6 +62,7 @@ PER_WAVE = int(os.environ.get("NF_TEST_STANDBY_PER_WAVE", "40"))
 LOAD_S = float(os.environ.get("NF_TEST_STANDBY_LOAD_S", "25"))
 # the changelog topics of the kinds keyed by the read-events partition (changelog.c k_topics)
 INPUT_CHANGELOGS = ("changelog-event-ids", "changelog-interest", "changelog-interest-seen",
+                    "changelog-reads",
                     "changelog-trending")
 # those of the global key group (keyed by trending-panes 0), all in partition GLOBAL_KG % P
 GLOBAL_CHANGELOGS = ("changelog-article-key", "changelog-cluster-sig", "changelog-cluster-bucket",

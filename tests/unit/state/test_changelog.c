@@ -25,11 +25,7 @@
 static void test_topics_and_key_groups(void)
 {
     for (int k = 0; k < NF_KIND__COUNT; k++) {
-        int t = nf_changelog_topic((nf_state_kind_t)k);
-        if (k == NF_KIND_READS) {
-            NF_CHECK_EQ(t, -1);
-            continue;
-        }
+        int t = nf_changelog_topic((nf_state_kind_t)k); /* every kind has one */
         NF_CHECK(t >= NF_TOPIC_CL_FIRST && t < NF_TOPIC__COUNT);
         NF_CHECK_EQ(nf_changelog_kind((nf_topic_t)t), k);
         NF_CHECK(strncmp(nf_topic_name((nf_topic_t)t), "changelog-", 10) == 0);
@@ -60,8 +56,7 @@ static void test_from_batch(void)
     const char v1[] = "\0\0\0\0\0\0\0\0vector-one";
     nf_store_batch_put(b, NF_KIND_INTEREST, k1, sizeof k1, v1, sizeof v1);
     nf_store_batch_delete(b, NF_KIND_ARTICLE_KEY, k2, sizeof k2);
-    nf_store_batch_put(b, NF_KIND_READS, k1, sizeof k1, v1, sizeof v1); /* no changelog */
-    nf_store_batch_put(b, NF_KIND_INTEREST, k1, sizeof k1, v1, 9);      /* later write wins */
+    nf_store_batch_put(b, NF_KIND_INTEREST, k1, sizeof k1, v1, 9); /* later write wins */
     nf_outbuf_t out = {0};
     NF_CHECK_EQ(nf_outbuf_add(&out, NF_TOPIC_ARTICLES, "a", 1, "{}", 2), 0);
     NF_REQUIRE(nf_changelog_from_batch(&out, b) == 0);
