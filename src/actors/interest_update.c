@@ -120,17 +120,22 @@ static bool note_pending(rd_t *d, const nf_interest_read_t *rd, const char *user
     return true;
 }
 
-/* The counted event into the reader's history: the article's id as the event named it (a hex
- * id travels as its 128 bits, reads_batch.h: written back in lower case). */
+/* The article's id as the event named it: a hex id travels as its 128 bits (reads_batch.h),
+ * written back in lower case into hex; any other id is in the batch's text. */
+static const char *article_text(const read_batch_t *b, const read_item_t *it, char hex[33])
+{
+    if (!it->rd.article_ok)
+        return b->text + it->article_at;
+    snprintf(hex, 33, "%016llx%016llx", (unsigned long long)it->rd.article.hi,
+             (unsigned long long)it->rd.article.lo);
+    return hex;
+}
+
+/* The counted event into the reader's history. */
 static void put_history(rd_t *d, const read_batch_t *b, const read_item_t *it, uint64_t now_ms)
 {
     char hex[33];
-    const char *aid = b->text + it->article_at;
-    if (it->rd.article_ok) {
-        snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)it->rd.article.hi,
-                 (unsigned long long)it->rd.article.lo);
-        aid = hex;
-    }
+    const char *aid = article_text(b, it, hex);
     nf_serve_history_put(d->history, &it->rd, aid, strlen(aid),
                          (int64_t)now_ms + (int64_t)d->an->history_ttl_ms);
 }
@@ -149,14 +154,9 @@ static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, u
         nf_counter_inc(d->an->m.interest_unknown);
         if (nf_log_enabled(NF_LOG_DEBUG)) {
             char hex[33];
-            const char *aid = b->text + it->article_at;
-            if (it->rd.article_ok) {
-                snprintf(hex, sizeof hex, "%016llx%016llx", (unsigned long long)it->rd.article.hi,
-                         (unsigned long long)it->rd.article.lo);
-                aid = hex;
-            }
             nf_log(NF_LOG_DEBUG, "interest", "read of an unknown article skipped",
-                   NF_LS("article_id", aid), NF_LS("user_id", user_id), NF_LEND);
+                   NF_LS("article_id", article_text(b, it, hex)), NF_LS("user_id", user_id),
+                   NF_LEND);
         }
         return;
     }

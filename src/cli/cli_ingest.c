@@ -163,15 +163,8 @@ static int serve(const nf_config_t *cfg)
                          .max_event_bytes = cfg->kafka.max_event_bytes,
                          .max_future_ms = cfg->trending.max_future_ms,
                          .retry_after_s = cfg->edge.retry_after_s};
-    nf_guard_opts_t go = {.hs256_secret_file = cfg->auth.hs256_secret_file,
-                          .public_key_file = cfg->auth.public_key_file,
-                          .jwks_file = cfg->auth.jwks_file,
-                          .issuer = cfg->auth.issuer,
-                          .audience = cfg->auth.audience,
-                          .max_skew_s = cfg->auth.max_skew_s,
-                          .open = cfg->auth.open,
-                          .limit_loopback = cfg->limits.loopback,
-                          .events_per_s = cfg->limits.enabled ? cfg->limits.events_per_s : 0};
+    nf_guard_opts_t go; /* only the events' routes here: their class's limit is the one used */
+    nf_guard_opts_from_config(cfg, &go);
     ingest_t in = {.edge = nf_edge_new(&eo), .guard = nf_guard_new(&go, err, sizeof err)};
     if (!in.guard) {
         nf_log(NF_LOG_ERROR, "ingest", "cannot set up the readers' authentication",

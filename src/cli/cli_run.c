@@ -592,18 +592,8 @@ static int post(void *arg, const char *route, nf_admin_req_t *req, const char *b
 /* The guard of readers' routes from auth.* and limits.* (serve/guard.h). */
 static nf_guard_t *new_guard(const nf_config_t *cfg, char *err, size_t errlen)
 {
-    bool on = cfg->limits.enabled;
-    nf_guard_opts_t go = {.hs256_secret_file = cfg->auth.hs256_secret_file,
-                          .public_key_file = cfg->auth.public_key_file,
-                          .jwks_file = cfg->auth.jwks_file,
-                          .issuer = cfg->auth.issuer,
-                          .audience = cfg->auth.audience,
-                          .max_skew_s = cfg->auth.max_skew_s,
-                          .open = cfg->auth.open,
-                          .limit_loopback = cfg->limits.loopback,
-                          .public_per_s = on ? cfg->limits.public_per_s : 0,
-                          .reader_per_s = on ? cfg->limits.reader_per_s : 0,
-                          .events_per_s = on ? cfg->limits.events_per_s : 0};
+    nf_guard_opts_t go;
+    nf_guard_opts_from_config(cfg, &go);
     return nf_guard_new(&go, err, errlen);
 }
 

@@ -233,19 +233,27 @@ static enum MHD_Result nf_admin_answer(struct MHD_Connection *conn, nf_admin_req
     return r;
 }
 
-static enum MHD_Result nf_admin_api(const nf_admin_t *a, struct MHD_Connection *conn,
-                                    const char *route)
+/* A /v1/ request through the api hook (GET) or the post hook (POST, with its body). */
+static enum MHD_Result nf_admin_hook(const nf_admin_t *a, struct MHD_Connection *conn,
+                                     const char *route, const char *post, size_t post_len)
 {
-    if (!a->hooks.api)
-        return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
     nf_admin_req_t *req = calloc(1, sizeof *req);
     if (!req)
         return nf_admin_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
     req->conn = conn;
     char *body = NULL;
     size_t len = 0;
-    int status = a->hooks.api(a->hooks.api_arg, route, req, &body, &len);
+    int status = post ? a->hooks.post(a->hooks.api_arg, route, req, post, post_len, &body, &len)
+                      : a->hooks.api(a->hooks.api_arg, route, req, &body, &len);
     return nf_admin_answer(conn, req, status, body, len);
+}
+
+static enum MHD_Result nf_admin_api(const nf_admin_t *a, struct MHD_Connection *conn,
+                                    const char *route)
+{
+    if (!a->hooks.api)
+        return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
+    return nf_admin_hook(a, conn, route, NULL, 0);
 }
 
 /* ---- connections: a cap that closes the oldest idle one, and a request deadline ----
@@ -427,15 +435,7 @@ static enum MHD_Result post_end(nf_admin_t *a, struct MHD_Connection *conn, cons
     nf_counter_inc(a->requests[NF_ADMIN_API]);
     if (u->too_big)
         return nf_admin_413(a, conn);
-    nf_admin_req_t *req = calloc(1, sizeof *req);
-    if (!req)
-        return nf_admin_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
-    req->conn = conn;
-    char *body = NULL;
-    size_t len = 0;
-    int status =
-        a->hooks.post(a->hooks.api_arg, route, req, u->buf ? u->buf : "", u->len, &body, &len);
-    return nf_admin_answer(conn, req, status, body, len);
+    return nf_admin_hook(a, conn, route, u->buf ? u->buf : "", u->len);
 }
 
 static void request_done(void *cls, struct MHD_Connection *c, void **req_cls,

@@ -59,6 +59,22 @@ static int guard_metrics(nf_guard_t *g)
     return rc == -ENODEV ? 0 : rc;
 }
 
+void nf_guard_opts_from_config(const nf_config_t *cfg, nf_guard_opts_t *o)
+{
+    bool on = cfg->limits.enabled;
+    *o = (nf_guard_opts_t){.hs256_secret_file = cfg->auth.hs256_secret_file,
+                           .public_key_file = cfg->auth.public_key_file,
+                           .jwks_file = cfg->auth.jwks_file,
+                           .issuer = cfg->auth.issuer,
+                           .audience = cfg->auth.audience,
+                           .max_skew_s = cfg->auth.max_skew_s,
+                           .open = cfg->auth.open,
+                           .public_per_s = on ? cfg->limits.public_per_s : 0,
+                           .reader_per_s = on ? cfg->limits.reader_per_s : 0,
+                           .events_per_s = on ? cfg->limits.events_per_s : 0,
+                           .limit_loopback = cfg->limits.loopback};
+}
+
 nf_guard_t *nf_guard_new(const nf_guard_opts_t *o, char *err, size_t errlen)
 {
     nf_guard_t *g = calloc(1, sizeof *g);

@@ -33,6 +33,7 @@
 #define NF_SERVE_GUARD_H
 
 #include "runtime/admin.h"
+#include "runtime/config.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -57,6 +58,9 @@ typedef struct nf_guard_opts {
     double public_per_s, reader_per_s, events_per_s;
     bool limit_loopback; /* tokenless clients on loopback are limited too */
 } nf_guard_opts_t;
+
+/* The options of auth.* and limits.* (limits.enabled false: no limit). */
+void nf_guard_opts_from_config(const nf_config_t *cfg, nf_guard_opts_t *o);
 
 typedef struct nf_guard nf_guard_t;
 

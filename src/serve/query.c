@@ -409,6 +409,24 @@ static int hist_entry(const void *key, size_t klen, const void *val, size_t vlen
 static bool parse_id(const char *s, size_t n, nf_id128_t *id);
 static int id_cmp(nf_id128_t a, nf_id128_t b);
 
+/* Calls fn for the reader's history entries, newest first, in every read-events partition this
+ * process owns (a reader's are in one): 0, or -EIO. fn's 1 ends a partition's scan. */
+static int scan_history(const nf_query_t *q, nf_store_view_t *v, const char *user,
+                        nf_store_scan_fn fn, void *arg)
+{
+    nf_id128_t uk = nf_interest_user_key(user);
+    unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
+    for (unsigned p = 0; p < np; p++) {
+        if (q->o.owns && !q->o.owns(q->o.owns_arg, p))
+            continue;
+        unsigned char prefix[NF_SERVE_HISTORY_PREFIX];
+        nf_serve_history_prefix((uint16_t)p, uk, prefix);
+        if (nf_store_view_scan_prefix(v, NF_KIND_READS, prefix, sizeof prefix, fn, arg) < 0)
+            return -EIO;
+    }
+    return 0;
+}
+
 /* The articles a reader disliked or hid (their history's newest HIDDEN_SCAN entries), which the
  * reader's feed leaves out. */
 #define HIDDEN_SCAN 512
@@ -443,19 +461,10 @@ static int by_id(const void *a, const void *b)
 /* The reader's hidden articles, sorted: 0, or -EIO. */
 static int find_hidden(const nf_query_t *q, nf_store_view_t *v, const char *user, hidden_t *h)
 {
-    nf_id128_t uk = nf_interest_user_key(user);
-    unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
     h->n = h->scanned = 0;
     h->now = now_ms();
-    for (unsigned p = 0; p < np; p++) {
-        if (q->o.owns && !q->o.owns(q->o.owns_arg, p))
-            continue;
-        unsigned char prefix[NF_SERVE_HISTORY_PREFIX];
-        nf_serve_history_prefix((uint16_t)p, uk, prefix);
-        h->scanned = 0;
-        if (nf_store_view_scan_prefix(v, NF_KIND_READS, prefix, sizeof prefix, hidden_entry, h) < 0)
-            return -EIO;
-    }
+    if (scan_history(q, v, user, hidden_entry, h) != 0)
+        return -EIO;
     qsort(h->ids, h->n, sizeof h->ids[0], by_id);
     return 0;
 }
@@ -475,16 +484,8 @@ static int route_reads(nf_query_t *q, nf_store_view_t *v, const char *user, nf_a
         return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
     hist_t items[LIMIT_MAX];
     hist_scan_t h = {.items = items, .limit = limit, .now = now_ms()};
-    nf_id128_t uk = nf_interest_user_key(user);
-    unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
-    for (unsigned p = 0; p < np; p++) {
-        if (q->o.owns && !q->o.owns(q->o.owns_arg, p))
-            continue;
-        unsigned char prefix[NF_SERVE_HISTORY_PREFIX];
-        nf_serve_history_prefix((uint16_t)p, uk, prefix);
-        if (nf_store_view_scan_prefix(v, NF_KIND_READS, prefix, sizeof prefix, hist_entry, &h) < 0)
-            return store_failed("a scan of the reader's history failed", body, len);
-    }
+    if (scan_history(q, v, user, hist_entry, &h) != 0)
+        return store_failed("a scan of the reader's history failed", body, len);
     nf_jw_t w;
     open_answer(&w, v);
     nf_jw_key(&w, "user_id");

@@ -100,20 +100,8 @@ static http_resp_t http_get(uint16_t port, const char *path)
 /* The value of header `name` (case-insensitive), copied into out. */
 static bool http_header(const http_resp_t *r, const char *name, char *out, size_t outlen)
 {
-    size_t n = strlen(name);
-    for (const char *p = r->head ? strstr(r->head, "\r\n") : NULL; p && p[2];
-         p = strstr(p + 2, "\r\n")) {
-        const char *line = p + 2;
-        if (strncasecmp(line, name, n) == 0 && line[n] == ':') {
-            const char *v = line + n + 1;
-            while (*v == ' ')
-                v++;
-            const char *e = strstr(v, "\r\n");
-            snprintf(out, outlen, "%.*s", (int)(e ? e - v : (long)strlen(v)), v);
-            return true;
-        }
-    }
-    return false;
+    nf_testhttpc_resp_t t = {.status = r->status, .head = r->head, .body = r->body};
+    return nf_testhttpc_header(&t, name, out, outlen);
 }
 
 static int health_state;  /* 0 healthy */
