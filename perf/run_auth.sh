@@ -24,18 +24,23 @@
 #                     tokens' hashes: pool_cache_hits_expected)
 #      and for each: requests/s, p50/p99, non-2xx (must be 0), the job's CPU over the run
 #      (utime+stime of its whole process from /proc/PID/stat) per request, gross and net of its
-#      idle rate, and the tokens refused (newsflow_auth_refused_total, must not grow);
-#   6. one JSON line per run, then a summary line per variant (the median over the rounds, the
-#      ratio to "off"), to stdout and perf/results/auth-<date>-<time>.jsonl ($NF_AUTH_OUT).
+#      idle rate, what other work took of the machine meanwhile (all CPUs' busy time from
+#      /proc/stat less both jobs' and wrk's), and the tokens refused (newsflow_auth_refused_total,
+#      must not grow);
+#   6. one JSON line per run, then a summary line per variant: the medians over the rounds, and
+#      the median of its ratio to the same round's "off" (requests/s) and of its difference from
+#      it (net CPU us per request: what authentication adds to a request), to stdout and
+#      perf/results/auth-<date>-<time>.jsonl ($NF_AUTH_OUT).
 # Exit 0, or 1 when a check failed (a wrong status, a non-2xx answer, a refused token).
 #
 #   perf/run_auth.sh [--quick] [--build DIR] [--rounds N] [--seconds S] [--conns C] [--pool N]
-# --quick: one round of 5 s runs (about a minute and a half); default: 3 rounds of 20 s (about
-# 5 minutes).
+# --quick: one round of 5 s runs (about a minute and a half); default: 5 rounds of 10 s (about
+# 4 minutes): on this shared machine short alternated runs, compared within their round, are
+# steadier than long ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B="${NF_PERF_BUILD_DIR:-build-perf}" build_given=""
-rounds=3 seconds=20 conns=32 pool=10000 rate=1000 users=1000 articles=2000 base_s=5 wthreads=2
+rounds=5 seconds=10 conns=32 pool=10000 rate=1000 users=1000 articles=2000 base_s=5 wthreads=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) rounds=1 seconds=5 base_s=3; shift ;;
@@ -149,6 +154,7 @@ expect "on, a forged HS256 signature" 401 "$(status "$port_on" "$feed_path" "$to
 expect "on, another reader's feed" 403 "$(status "$port_on" "/v1/feed/demo-user-2?limit=20" "$tok_hs")"
 hz=$(getconf CLK_TCK)
 ticks() { awk '{printf "%.0f\n", $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+busy() { awk '$1 == "cpu" {printf "%.0f\n", $2 + $3 + $4 + $7 + $8}' /proc/stat; } # all CPUs
 refused() { # newsflow_auth_refused_total of the "on" job, all reasons
   curl -fs "http://127.0.0.1:$port_on/metrics" | awk '/^newsflow_auth_refused_total[ {]/ {s += $NF} END {printf "%d\n", s}'
 }
@@ -170,22 +176,22 @@ emit "$(python3 -c 'import json,sys; print(json.dumps({"bench":"auth_env","date"
 run_one() { # run_one ROUND NAME PORT PID IDLE_CORES OTHER_PID [ENV=VALUE]...
   local round="$1" name="$2" port="$3" pid="$4" idle_cores="$5" other="$6"
   shift 6
-  local c0 c1 x0 x1 r0 r1 line wt
-  c0=$(ticks "$pid") x0=$(ticks "$other") r0=$(refused)
+  local c0 c1 x0 x1 r0 r1 b0 b1 line wt
+  c0=$(ticks "$pid") x0=$(ticks "$other") r0=$(refused) b0=$(busy)
   (
     env NF_NAME="$name" NF_PATH="$feed_path" NF_WRK_THREADS="$wthreads" "$@" \
       wrk -t"$wthreads" -c"$conns" -d"${seconds}s" --latency -s perf/serve/wrk_auth.lua \
       "http://127.0.0.1:$port" >"$tmp/wrk-$name.txt" 2>&1 || true
     times >"$tmp/wrk-$name-times.txt" # wrk's CPU: this subshell's children's
   )
-  c1=$(ticks "$pid") x1=$(ticks "$other") r1=$(refused)
+  c1=$(ticks "$pid") x1=$(ticks "$other") b1=$(busy) r1=$(refused)
   line=$(grep '^{"bench"' "$tmp/wrk-$name.txt" || true)
   if [ -z "$line" ]; then
     fail "$name: wrk gave no result: $(tail -3 "$tmp/wrk-$name.txt")"
     return 0
   fi
   wt=$(tail -1 "$tmp/wrk-$name-times.txt")
-  line=$(python3 - "$line" "$round" "$((c1 - c0))" "$((x1 - x0))" "$hz" "$idle_cores" "$((r1 - r0))" "$wt" <<'PY'
+  line=$(python3 - "$line" "$round" "$((c1 - c0))" "$((x1 - x0))" "$hz" "$idle_cores" "$((r1 - r0))" "$wt" "$((b1 - b0))" <<'PY'
 import json, re, sys
 r = json.loads(sys.argv[1])
 ticks, other, hz, idle, refused = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
@@ -194,11 +200,13 @@ def s(t):
     return int(mm) * 60 + float(ss)
 u, y = sys.argv[8].split()
 secs, n = r["seconds"], r["requests"]
-cpu = ticks / hz
+cpu, wrk = ticks / hz, s(u) + s(y)
+busy = int(sys.argv[9]) / hz
 r.update({"bench": "auth_run", "round": int(sys.argv[2]), "server_cores": round(cpu / secs, 3),
           "cpu_us_per_request": round(cpu * 1e6 / n, 2) if n else None,
           "net_cpu_us_per_request": round((cpu - idle * secs) * 1e6 / n, 2) if n else None,
-          "other_job_cores": round(other / hz / secs, 3), "wrk_cores": round((s(u) + s(y)) / secs, 3),
+          "other_job_cores": round(other / hz / secs, 3), "wrk_cores": round(wrk / secs, 3),
+          "other_work_cores": round(max(0.0, busy - cpu - other / hz - wrk) / secs, 3),
           "tokens_refused": refused})
 print(json.dumps(r))
 PY
@@ -223,17 +231,22 @@ python3 - "$out" <<'PY' | tee -a "$out"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 runs = [r for r in rows if r.get("bench") == "auth_run"]
-med = lambda name, k: statistics.median(r[k] for r in runs if r["name"] == name) if any(r["name"] == name for r in runs) else None
-off = med("off", "requests_per_s")
+off = {r["round"]: r for r in runs if r["name"] == "off"}
+med = lambda xs: round(statistics.median(xs), 3) if xs else None
 for name in ("off", "hs256", "rs256", "hs256-pool"):
-    rps = med(name, "requests_per_s")
-    if rps is None:
+    mine = [r for r in runs if r["name"] == name]
+    if not mine:
         continue
-    print(json.dumps({"bench": "auth_summary", "name": name, "runs": sum(r["name"] == name for r in runs),
-                      "requests_per_s": round(rps), "p50_ms": med(name, "p50_ms"), "p99_ms": med(name, "p99_ms"),
-                      "cpu_us_per_request": med(name, "cpu_us_per_request"),
-                      "net_cpu_us_per_request": med(name, "net_cpu_us_per_request"),
-                      "vs_off": round(rps / off, 3) if off else None}))
+    paired = [(r, off[r["round"]]) for r in mine if r["round"] in off and off[r["round"]]["requests_per_s"]]
+    print(json.dumps({"bench": "auth_summary", "name": name, "runs": len(mine),
+                      "requests_per_s": round(statistics.median(r["requests_per_s"] for r in mine)),
+                      "p50_ms": med([r["p50_ms"] for r in mine]), "p99_ms": med([r["p99_ms"] for r in mine]),
+                      "cpu_us_per_request": med([r["cpu_us_per_request"] for r in mine]),
+                      "net_cpu_us_per_request": med([r["net_cpu_us_per_request"] for r in mine]),
+                      "vs_off": med([r["requests_per_s"] / o["requests_per_s"] for r, o in paired]),
+                      "vs_off_each_round": [round(r["requests_per_s"] / o["requests_per_s"], 3) for r, o in paired],
+                      "net_cpu_us_more_than_off": med([r["net_cpu_us_per_request"] - o["net_cpu_us_per_request"] for r, o in paired]),
+                      "other_work_cores": med([r["other_work_cores"] for r in mine])}))
 PY
 echo "run_auth.sh: $out" >&2
 [ -z "$failed" ]
