@@ -8,12 +8,17 @@
 #      30 days ahead: one HS256 token, one RS256 token (signed with `openssl dgst -sha256 -sign`)
 #      and a pool of POOL HS256 tokens that differ by their jti (perf/serve/make_tokens.py);
 #   3. generates feeds (tests/integration/feed_model.py gen) and starts two jobs on the embedded
-#      cluster, side by side, each with the demo producer at RATE events/s from USERS readers and
-#      limits off: "off" without authentication, "on" with auth.hs256_secret_file and
-#      auth.public_key_file both set (each token is checked with the key of its alg);
-#   4. once demo-user-1 has an interest vector in both: checks that "on" answers 200 with each
-#      token, 401 without one or with a forged one, and 403 for another reader's feed; then
-#      reads each job's CPU while idle (BASE s) — what the demo and the epochs cost it;
+#      cluster, side by side, each with limits off and the demo producer: EVENTS read events at
+#      RATE a second from USERS readers, then no more, so that nothing changes the committed
+#      state while wrk runs (a new view each epoch would make each run pay a varying number of
+#      view-cache rebuilds; with the demo running on, the "off" runs of one script moved
+#      116–162 us of CPU per request); "off" without authentication, "on" with
+#      auth.hs256_secret_file and auth.public_key_file both set (each token is checked with the
+#      key of its alg);
+#   4. once both jobs have read the events (99 %) and demo-user-1 has an interest vector in both:
+#      checks that "on" answers 200 with each token, 401 without one or with a forged one, and
+#      403 for another reader's feed, and that newsflow_auth_refused_total counted those three;
+#      then reads each job's CPU while idle (BASE s): the epochs and crawls, subtracted below;
 #   5. ROUNDS rounds of four wrk runs (2 threads, CONNS connections, SECONDS s each; perf/serve/
 #      wrk_auth.lua) on GET /v1/feed/demo-user-1?limit=20, alternated:
 #        off          "off", no token
@@ -40,7 +45,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B="${NF_PERF_BUILD_DIR:-build-perf}" build_given=""
-rounds=5 seconds=10 conns=32 pool=10000 rate=1000 users=1000 articles=2000 base_s=5 wthreads=2
+rounds=5 seconds=10 conns=32 pool=10000 rate=2000 events=10000 users=1000 articles=2000 base_s=5
+wthreads=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) rounds=1 seconds=5 base_s=3; shift ;;
@@ -108,7 +114,8 @@ start_job() { # start_job NAME PORT EXTRA...: the job in the background; its pid
   shift 2
   "$B/newsflow" run --config config/newsflow.json --set sources.file="$tmp/feeds/sources.txt" \
     --set state.dir="$tmp/state-$name" --set admin.port="$port" --set sink.spec=none \
-    --set demo.read_events_per_s="$rate" --set demo.users="$users" --set limits.enabled=false \
+    --set demo.read_events_per_s="$rate" --set demo.users="$users" --set demo.events="$events" \
+    --set limits.enabled=false \
     --set log.level=warn "$@" 2>"$tmp/job-$name.err" &
   started=$!
 }
@@ -127,19 +134,25 @@ interested() { # interested PORT [TOKEN]: the reader's feed is ranked by its int
   [ -n "${2:-}" ] && h=(-H "Authorization: Bearer $2")
   curl -fs "${h[@]}" "http://127.0.0.1:$1$feed_path" 2>/dev/null | grep -q '"source":"interest"'
 }
+read_events() { # newsflow_read_events_total of the job on PORT
+  curl -fs "http://127.0.0.1:$1/metrics" 2>/dev/null | awk '/^newsflow_read_events_total[ {]/ {s += $NF} END {printf "%d\n", s}'
+}
 ready=""
 for _ in $(seq 300); do
-  if interested "$port_off" && interested "$port_on" "$tok_hs"; then
+  # the demo's events less the few it sends twice or invalid on purpose: 99 % of them
+  if [ "$(read_events "$port_off")" -ge $((events * 99 / 100)) ] &&
+    [ "$(read_events "$port_on")" -ge $((events * 99 / 100)) ] &&
+    interested "$port_off" && interested "$port_on" "$tok_hs"; then
     ready=1
     break
   fi
   for p in "$job_off" "$job_on"; do
-    kill -0 "$p" 2>/dev/null || { tail -5 "$tmp"/job-*.err >&2; exit 1; }
+    kill -0 "$p" 2>/dev/null || { tail -n 5 "$tmp"/job-*.err >&2; exit 1; }
   done
   sleep 0.2
 done
-[ -n "$ready" ] || { echo "run_auth.sh: after 60 s $reader still has no interest vector in both jobs" >&2; tail -5 "$tmp"/job-*.err >&2; exit 1; }
-sleep 3 # past the first epochs
+[ -n "$ready" ] || { echo "run_auth.sh: after 60 s the jobs have not read the demo's $events events, or $reader has no interest vector in both" >&2; tail -n 5 "$tmp"/job-*.err >&2; exit 1; }
+sleep 8 # the last events' epoch committed, and its view published
 
 # ---- 4. checks, and the jobs' idle CPU ----
 expect() { # expect WHAT WANT GOT
@@ -155,9 +168,11 @@ expect "on, another reader's feed" 403 "$(status "$port_on" "/v1/feed/demo-user-
 hz=$(getconf CLK_TCK)
 ticks() { awk '{printf "%.0f\n", $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 busy() { awk '$1 == "cpu" {printf "%.0f\n", $2 + $3 + $4 + $7 + $8}' /proc/stat; } # all CPUs
-refused() { # newsflow_auth_refused_total of the "on" job, all reasons
-  curl -fs "http://127.0.0.1:$port_on/metrics" | awk '/^newsflow_auth_refused_total[ {]/ {s += $NF} END {printf "%d\n", s}'
+refused() { # newsflow_auth_refused_total of the "on" job, all reasons (-1: not read)
+  curl -fs "http://127.0.0.1:$port_on/metrics" 2>/dev/null |
+    awk '/^newsflow_auth_refused_total[ {]/ {s += $NF; n++} END {printf "%d\n", n ? s : -1}'
 }
+expect "on, tokens refused by the checks (newsflow_auth_refused_total)" 3 "$(refused)"
 o0=$(ticks "$job_off") n0=$(ticks "$job_on") t0=$(date +%s.%N)
 sleep "$base_s"
 o1=$(ticks "$job_off") n1=$(ticks "$job_on") t1=$(date +%s.%N)
@@ -166,10 +181,10 @@ print(round((o1 - o0) / hz / dt, 4), round((n1 - n0) / hz / dt, 4))' "$o0" "$o1"
 idle_off=${idle% *} idle_on=${idle#* }
 emit "$(python3 -c 'import json,sys; print(json.dumps({"bench":"auth_env","date":sys.argv[1],"cpus":int(sys.argv[2]),
   "load1":float(sys.argv[3]),"commit":sys.argv[4],"build":sys.argv[5],"rounds":int(sys.argv[6]),"seconds":int(sys.argv[7]),
-  "conns":int(sys.argv[8]),"wrk_threads":int(sys.argv[9]),"pool":int(sys.argv[10]),"demo_rate":int(sys.argv[11]),
+  "conns":int(sys.argv[8]),"wrk_threads":int(sys.argv[9]),"pool":int(sys.argv[10]),"demo_events":int(sys.argv[11]),
   "users":int(sys.argv[12]),"path":sys.argv[13],"idle_cores_off":float(sys.argv[14]),"idle_cores_on":float(sys.argv[15]),
   **json.loads(sys.argv[16])}))' "$(date -u +%FT%TZ)" "$(nproc)" "$(cut -d' ' -f1 /proc/loadavg)" \
-  "$(git rev-parse --short HEAD)" "$B" "$rounds" "$seconds" "$conns" "$wthreads" "$pool" "$rate" "$users" \
+  "$(git rev-parse --short HEAD)" "$B" "$rounds" "$seconds" "$conns" "$wthreads" "$pool" "$events" "$users" \
   "$feed_path" "$idle_off" "$idle_on" "$(cat "$tmp/cache-estimate.json")")"
 
 # ---- 5. the runs ----
