@@ -1,6 +1,6 @@
 /* bench_auth — what verifying a reader's token costs (src/serve/auth.h, issue 38), in process.
  *
- *   bench_auth [--seconds S] [--threads LIST] [--quick]
+ *   bench_auth [--seconds S] [--threads LIST] [--algs LIST] [--quick]
  *
  * Keys are made here by OpenSSL and written to a temporary directory as an operator would give
  * them: an HS256 secret file (48 random bytes), an RSA-2048 public key PEM (RS256) and an EC
@@ -16,6 +16,7 @@
  *   hit     one token, verified once untimed, then again and again (a hash and a lookup);
  *   forged  one token whose signature's first base64url character is changed (refused,
  *           NF_AUTH_ESIGNATURE, never remembered: the whole check up to the signature).
+ * --threads: thread counts (default 1,2); --algs: of hs256, rs256, es256 (default all three).
  * Each case runs S seconds per thread (default 2; --quick 0.5), or until its tokens run out
  * (miss: pools made beforehand, sized for the case). Every answer is checked (the subject, or
  * the refusal's code); a wrong one is counted and makes the exit status 1.
@@ -291,7 +292,7 @@ static size_t run_case(const nf_auth_t *auth, alg_t alg, case_t kase, int nthrea
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench_auth [--seconds S] [--threads LIST] [--quick]\n");
+    fprintf(stderr, "usage: bench_auth [--seconds S] [--threads LIST] [--algs LIST] [--quick]\n");
     exit(2);
 }
 
@@ -299,12 +300,14 @@ int main(int argc, char **argv)
 {
     double seconds = 2;
     int threads[MAX_THREADS], nthr = 0;
-    const char *tlist = "1,2";
+    const char *tlist = "1,2", *algs = "hs256,rs256,es256";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
             seconds = atof(argv[++i]);
         else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             tlist = argv[++i];
+        else if (strcmp(argv[i], "--algs") == 0 && i + 1 < argc)
+            algs = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0)
             seconds = 0.5;
         else
@@ -320,6 +323,15 @@ int main(int argc, char **argv)
     }
     if (seconds <= 0 || nthr == 0)
         usage();
+    for (const char *p = algs; *p;) { /* every name in algs is one of alg_names */
+        size_t n = strcspn(p, ",");
+        bool known = false;
+        for (int a = 0; a < NALGS; a++)
+            known |= n == strlen(alg_names[a]) && strncmp(p, alg_names[a], n) == 0;
+        if (!known)
+            usage();
+        p += n + (p[n] == ',');
+    }
 
     snprintf(dir, sizeof dir, "/tmp/nf_bench_auth_XXXXXX");
     if (!mkdtemp(dir))
@@ -365,7 +377,13 @@ int main(int argc, char **argv)
     uint64_t jti = 0;
     size_t wrong = 0;
     for (int a = 0; a < NALGS; a++) {
-        for (int ti = 0; ti < nthr; ti++) {
+        bool wanted = false; /* alg_names[a] is one of the comma-separated names in algs */
+        for (const char *p = algs; *p;) {
+            size_t n = strcspn(p, ",");
+            wanted |= n == strlen(alg_names[a]) && strncmp(p, alg_names[a], n) == 0;
+            p += n + (p[n] == ',');
+        }
+        for (int ti = 0; ti < nthr && wanted; ti++) {
             int nt = threads[ti];
             size_t rate = a == HS256 ? 100000 : 1500;
             size_t npool = (size_t)(seconds * (double)rate) * (size_t)nt + (size_t)nt;
