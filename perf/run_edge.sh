@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The HTTP ingest edge (POST /v1/events) beside seed 003's design, in one run on one broker
-# (perf/edge/README.md says how to read the report):
+# (perf/README.md, "HTTP edge and authentication (issue 38)", says how to read the report):
 #   1. installs the Koa peer (perf/edge/koa/install.sh: npm ci) and checks its validator
 #      (perf/edge/koa/check.js); builds newsflow (Release, build-perf/) unless --build names a
 #      build directory, used as it is;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The markdown report of perf/run_edge.sh from its JSON lines (results.jsonl): one table row per
-server, then newsflow against the better Koa variant. perf/edge/README.md explains the columns.
+server, then newsflow against the better Koa variant. perf/README.md ("HTTP edge and
+authentication") explains the columns.
 
     python3 perf/edge/report.py build-perf/edge/results.jsonl > report.md
 """

@@ -1,7 +1,8 @@
 'use strict'
-// The benchmark peer of newsflow's HTTP ingest edge (perf/edge/README.md): seed 003's design as a
-// Node developer would write it — Koa + @koa/router, kafkajs with an idempotent producer, acks=all,
-// the event id set at the source, bounded in-flight work and 503 + Retry-After past it.
+// The benchmark peer of newsflow's HTTP ingest edge (perf/README.md, "HTTP edge and
+// authentication"): seed 003's design as a Node developer would write it — Koa + @koa/router,
+// kafkajs with an idempotent producer, acks=all, the event id set at the source, bounded
+// in-flight work and 503 + Retry-After past it.
 //
 //   node server.js [--port 32480] [--listen 127.0.0.1] [--brokers 127.0.0.1:32092]
 //                  [--topic read-events] [--max-inflight-events 20000] [--max-body-bytes 1048576]
