@@ -26,6 +26,8 @@ BUILD_PACKAGES=(
   libjwt-dev libssl-dev
   # tests: promtool validates /metrics; curl talks to the admin server
   prometheus curl
+  # benchmarks: perf/run_auth.sh signs RS256 tokens with the openssl command
+  openssl
   # tests: kcat reads and writes Kafka topics (read_committed checks); JSON Schema validation
   kcat python3-jsonschema
   # tests and benchmarks against Apache Kafka itself: scripts/kafka.sh resolves the broker's jars
