@@ -126,8 +126,10 @@ typedef struct nf_analytics {
     int64_t max_age_ms;
     uint64_t topics_ttl_ms; /* an article's topic vector in state (default 7 days) */
     /* a reader's counted events kept for GET /v1/users/{user}/reads (serve_state.h,
-     * NF_KIND_READS); 0: no history */
+     * NF_KIND_READS) this long; 0: no history. history_reads: reads too, not only explicit
+     * feedback (each read then costs a state write) */
     uint64_t history_ttl_ms;
+    bool history_reads;
     nf_interest_opts_t interest;
     size_t budget_bytes; /* per kind of keyed state per shard (0 = unlimited) */
     /* Set by nf_analytics_register (and interest_actor by nf_reads_register). */

@@ -170,7 +170,7 @@ static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, u
         nf_runtime_fail(nf_shard_runtime(d->sh));
         return;
     }
-    if (d->history)
+    if (d->history && (it->rd.kind != NF_READ_KIND_READ || d->an->history_reads))
         put_history(d, b, it, now_ms);
     if (!r->coalesce_max) {
         emit_update(d, user_id, &out);

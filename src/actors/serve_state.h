@@ -33,7 +33,8 @@
  *                         metadata's]. Written by dedup at the cut, from the metadata entries
  *                         of the epoch's new articles.
  *   NF_KIND_READS         a reader's own history (GET /v1/users/{user}/reads), one entry per
- *                         event interest counted, written by the reads actor into the epoch that
+ *                         event interest counted (explicit feedback only, unless
+ *                         interest.history=all), written by the reads actor into the epoch that
  *                         counts it: key [kg 2 BE][user key hi 8 BE][user key lo 8 BE]
  *                         [INT64_MAX - ts_ms 8 BE][the event's dedup key lo 8 BE]
  *                         (NF_SERVE_HISTORY_KEY_LEN bytes: a prefix scan of the first

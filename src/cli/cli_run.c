@@ -1116,7 +1116,8 @@ static int setup_analytics(run_ctx_t *c, char *err, size_t errlen)
     an->minhash.rows = an->cluster.rows = cfg->cluster.rows;
     an->cluster.threshold = cfg->cluster.threshold;
     an->cluster.ttl_ms = an->topics_ttl_ms = (uint64_t)cfg->cluster.ttl_s * 1000u;
-    an->history_ttl_ms = (uint64_t)cfg->interest.history_ttl_s * 1000u;
+    an->history_ttl_ms = cfg->interest.history ? (uint64_t)cfg->interest.history_ttl_s * 1000u : 0;
+    an->history_reads = cfg->interest.history == 2;
     an->cluster_shard = cfg->cluster.shard;
     if (c->in.in_partitions) { /* the articles' state belongs to the one-partition topic */
         an->cluster.key_group = NF_CHANGELOG_GLOBAL_KG;

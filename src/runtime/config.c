@@ -51,6 +51,7 @@ static const char *const cfg_assignments[] = {"group", "all", NULL};
 static const char *const cfg_unknown_articles[] = {"skip", "empty", NULL};
 static const char *const cfg_partitioners[] = {"consistent_random", "murmur2_random", NULL};
 static const char *const cfg_rocksdb_logs[] = {"off", "warn", "info", NULL};
+static const char *const cfg_histories[] = {"off", "feedback", "all", NULL};
 _Static_assert(NF_LOG_DEBUG == 0 && NF_LOG_INFO == 1 && NF_LOG_WARN == 2 && NF_LOG_ERROR == 3,
                "cfg_log_levels[] is indexed by nf_log_level_t");
 
@@ -343,9 +344,12 @@ static const cfg_key_t cfg_keys[] = {
      .help = "the same for a dislike: negative pushes the article's topics down"},
     {KEY(CFG_F64, interest.weight_hide), .fmin = -100.0, .fmax = 100.0, .def = "-2",
      .help = "the same for a hide"},
-    {KEY(CFG_U32, interest.history_ttl_s), .max = 31536000, .def = "604800",
-     .help = "a reader's counted events are kept this long for GET /v1/users/{user}/reads (the "
-             "state of the process that counted them); 0 = no history"},
+    {KEY(CFG_ENUM, interest.history), .choices = cfg_histories, .def = "feedback",
+     .help = "a reader's history (GET /v1/users/{user}/reads; what they disliked or hid leaves "
+             "their feed): feedback (save, share, dislike, hide), all (every counted read too: "
+             "~4 us more CPU per read event, perf/README), or off"},
+    {KEY(CFG_U32, interest.history_ttl_s), .min = 1, .max = 31536000, .def = "604800",
+     .help = "how long a reader's history keeps an event"},
     {KEY(CFG_U32, interest.seen_ttl_s), .min = 1, .max = 31536000, .def = "86400",
      .help = "a (user, article, session) read is counted once within this time"},
     {KEY(CFG_U32, interest.table_max), .min = 1024, .max = 100000000, .def = "1000000",

@@ -193,7 +193,8 @@ typedef struct nf_config {
         double alpha, gamma;
         /* per event kind (io/events.h), times alpha */
         double weight_read, weight_save, weight_share, weight_dislike, weight_hide;
-        uint32_t history_ttl_s; /* GET /v1/users/{user}/reads; 0: none */
+        int history;            /* interest.history: 0 "off", 1 "feedback", 2 "all" */
+        uint32_t history_ttl_s; /* GET /v1/users/{user}/reads */
         uint32_t seen_ttl_s, table_max;
         int unknown_articles;        /* 0 "skip", 1 "empty" */
         bool coalesce;               /* one record per user per epoch */

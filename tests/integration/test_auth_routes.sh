@@ -28,7 +28,7 @@ grep -q "$TMP/missing" "$TMP/bad.err" || fail "the refusal does not name the fil
 
 "$NF" run --config config/newsflow.json --set state.dir="$TMP/state" --set admin.port="$port" \
   --set auth.hs256_secret_file="$TMP/secret" --set checkpoint.interval_ms=500 \
-  --set demo.read_events_per_s=0 >"$TMP/out" 2>"$TMP/err" &
+  --set demo.read_events_per_s=0 --set interest.unknown_articles=empty >"$TMP/out" 2>"$TMP/err" &
 PID=$!
 url="http://127.0.0.1:$port"
 code() { curl -s -o "$TMP/body" -D "$TMP/head" -w '%{http_code}' "$@"; }
@@ -67,6 +67,18 @@ for path in /v1/topics /v1/trending /; do
   c=$(code "$url$path")
   [ "$c" = 200 ] || [ "$c" = 503 ] || fail "public $path without a token: $c"
 done
+# interest.history's default, feedback: alice's save is in her history, her read is not
+c=$(code -X POST -H "Authorization: Bearer $alice" -H "Content-Type: application/json" "$url/v1/events" \
+  -d "{\"user_id\":\"alice\",\"article_id\":\"a1\",\"kind\":\"save\",\"ts\":$now}")
+[ "$c" = 202 ] || fail "alice's save: $c $(cat "$TMP/body")"
+kinds=""
+for _ in $(seq 150); do
+  code -H "Authorization: Bearer $alice" "$url/v1/users/alice/reads" >/dev/null
+  kinds=$(python3 -c 'import json,sys; print(" ".join(i["kind"] for i in json.load(open(sys.argv[1])).get("items",[])))' "$TMP/body" 2>/dev/null || true)
+  [ -n "$kinds" ] && break
+  sleep 0.2
+done
+[ "$kinds" = save ] || fail "alice's history under interest.history=feedback: '$kinds', want 'save' alone"
 curl -s "$url/metrics" | grep -q 'newsflow_auth_refused_total{reason="wrong_subject"} [1-9]' ||
   fail "no wrong_subject refusals counted"
 stop_job

@@ -8,7 +8,8 @@ python3 "$SRC/tests/integration/feed_model.py" gen "$TMP/feeds" 200 "$SRC/config
 cd "$SRC"
 "$NF" run --config config/newsflow.json --set state.dir="$TMP/state" --set admin.port="$port" \
   --set sources.file="$TMP/feeds/sources.txt" --set demo.read_events_per_s=0 \
-  --set interest.unknown_articles=empty --set checkpoint.interval_ms=300 >"$TMP/out" 2>"$TMP/err" &
+  --set interest.unknown_articles=empty --set interest.history=all \
+  --set checkpoint.interval_ms=300 >"$TMP/out" 2>"$TMP/err" &
 PID=$!
 url="http://127.0.0.1:$port"
 for _ in $(seq 200); do
