@@ -947,6 +947,8 @@ static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, s
     run_ctx_t *c = arg;
     const char *user;
     size_t ulen;
+    if (!strcmp(route, "auth/demo-token"))
+        return nf_guard_demo_token(c->guard, req, body, len);
     nf_guard_class_t cls = nf_guard_classify("GET", route, &user, &ulen);
     if (cls == NF_GUARD_OPERATOR && c->cfg.admin.operator_port)
         return not_here("an operators' route: on admin.operator_port", body, len);

@@ -267,6 +267,10 @@ static const cfg_key_t cfg_keys[] = {
      .help = "the aud tokens must carry (\"\": not checked)"},
     {KEY(CFG_U32, auth.max_skew_s), .max = 3600, .def = "60",
      .help = "clock skew allowed on a token's exp and nbf"},
+    {KEY(CFG_BOOL, auth.demo_tokens), .def = "false",
+     .help = "GET /v1/auth/demo-token?user= answers a token for any reader, signed with "
+             "auth.hs256_secret_file (1 h), to a client on this machine only: the page of a demo "
+             "with authentication on; never on a server that faces readers"},
     {KEY(CFG_BOOL, auth.open), .def = "false",
      .help = "without authentication configured, answer readers' routes for clients beyond "
              "loopback too (else 403: a server without auth is for its own machine)"},

@@ -162,7 +162,8 @@ typedef struct nf_config {
         char hs256_secret_file[1024], public_key_file[1024], jwks_file[1024];
         char issuer[256], audience[256];
         uint32_t max_skew_s;
-        bool open; /* readers beyond loopback without authentication */
+        bool open;        /* readers beyond loopback without authentication */
+        bool demo_tokens; /* GET /v1/auth/demo-token for the page on this machine */
     } auth;
     struct {
         bool enabled, loopback; /* loopback: limit tokenless loopback clients too */

@@ -20,7 +20,7 @@ static const char *const class_names[NF_GUARD__CLASSES] = {"public", "reader", "
 
 struct nf_guard {
     nf_auth_t *auth; /* NULL: no authentication */
-    bool open, limit_loopback;
+    bool open, limit_loopback, demo_tokens;
     nf_ratelimit_t *limit[NF_GUARD__CLASSES]; /* NULL: no limit */
     nf_counter_t limited[NF_GUARD__CLASSES];
     nf_counter_t not_loopback, wrong_subject, token[NF_AUTH_NERRORS]; /* token: by -code */
@@ -69,6 +69,7 @@ void nf_guard_opts_from_config(const nf_config_t *cfg, nf_guard_opts_t *o)
                            .audience = cfg->auth.audience,
                            .max_skew_s = cfg->auth.max_skew_s,
                            .open = cfg->auth.open,
+                           .demo_tokens = cfg->auth.demo_tokens,
                            .public_per_s = on ? cfg->limits.public_per_s : 0,
                            .reader_per_s = on ? cfg->limits.reader_per_s : 0,
                            .events_per_s = on ? cfg->limits.events_per_s : 0,
@@ -84,6 +85,7 @@ nf_guard_t *nf_guard_new(const nf_guard_opts_t *o, char *err, size_t errlen)
     }
     g->open = o->open;
     g->limit_loopback = o->limit_loopback;
+    g->demo_tokens = o->demo_tokens;
     if (given(o->hs256_secret_file) || given(o->public_key_file) || given(o->jwks_file)) {
         nf_auth_opts_t ao = {.hs256_secret_file = o->hs256_secret_file,
                              .public_key_file = o->public_key_file,
@@ -307,4 +309,43 @@ int nf_guard_check(nf_guard_t *g, nf_guard_class_t cls, const char *user, size_t
     snprintf(msg, sizeof msg, "too many %s requests from this client: try again in %u s (limits.*)",
              class_names[cls], ra);
     return refuse(429, msg, NULL, req, body, len);
+}
+
+int nf_guard_demo_token(nf_guard_t *g, nf_admin_req_t *req, char **body, size_t *len)
+{
+    *body = NULL;
+    *len = 0;
+    if (!g->demo_tokens || !g->auth)
+        return refuse(404, "no demo tokens here (auth.demo_tokens, auth.hs256_secret_file)", NULL,
+                      req, body, len);
+    if (!trusted_local(req))
+        return refuse(403, "demo tokens are for a client on this machine only", "not_loopback", req,
+                      body, len);
+    const char *user = nf_admin_req_arg(req, "user");
+    size_t ulen = user ? strlen(user) : 0;
+    if (!ulen || ulen > NF_AUTH_SUB_MAX || strchr(user, 0x7f))
+        return refuse(400, "user= names the reader, 1 to 256 bytes", NULL, req, body, len);
+    int64_t exp = nf_wall_ms() / 1000 + 3600;
+    char tok[2048];
+    if (nf_auth_sign_hs256(g->auth, user, exp, tok, sizeof tok) < 0)
+        return refuse(404, "no demo tokens here: they are signed with auth.hs256_secret_file", NULL,
+                      req, body, len);
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "user_id");
+    nf_jw_str(&w, user);
+    nf_jw_key(&w, "token");
+    nf_jw_str(&w, tok);
+    nf_jw_key(&w, "expires_in_s");
+    nf_jw_u64(&w, 3600);
+    nf_jw_obj_close(&w);
+    nf_jw_raw(&w, "\n", 1);
+    if (w.failed) {
+        nf_jw_free(&w);
+        return 503;
+    }
+    *body = w.buf;
+    *len = w.len;
+    return 200;
 }

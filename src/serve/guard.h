@@ -52,7 +52,8 @@ typedef struct nf_guard_opts {
     const char *hs256_secret_file, *public_key_file, *jwks_file;
     const char *issuer, *audience;
     uint32_t max_skew_s;
-    bool open; /* no authentication and clients beyond loopback all the same */
+    bool open;        /* no authentication and clients beyond loopback all the same */
+    bool demo_tokens; /* GET /v1/auth/demo-token (nf_guard_demo_token) */
     /* requests (PUBLIC, READER) or events (EVENTS) per second per client; 0: no limit. The
      * bucket holds two seconds' worth, at least one. */
     double public_per_s, reader_per_s, events_per_s;
@@ -73,6 +74,13 @@ bool nf_guard_authenticates(const nf_guard_t *g);
  * the route names (*user, *ulen; URL-decoded as the route is). */
 nf_guard_class_t nf_guard_classify(const char *method, const char *route, const char **user,
                                    size_t *ulen);
+
+/* GET /v1/auth/demo-token?user=U: with demo_tokens and an HS256 secret, a token for reader U
+ * valid one hour, {"user_id":U,"token":T,"expires_at":ISO}, to a client this machine trusts
+ * (loopback, a local Host and Origin) — the page of a demo with authentication on signs its
+ * reader in with it. 404 without demo_tokens or a secret, 403 for another client, 400 for a
+ * bad user. The status, with the JSON body in *body. */
+int nf_guard_demo_token(nf_guard_t *g, nf_admin_req_t *req, char **body, size_t *len);
 
 /* Checks one request of class cls (user: READER's path user, else NULL; cost: 1, or a batch's
  * events). 0: go on, with the token's subject in sub (sublen bytes; "" without

@@ -27,7 +27,8 @@ rc=0
 grep -q "$TMP/missing" "$TMP/bad.err" || fail "the refusal does not name the file: $(tail -2 "$TMP/bad.err")"
 
 "$NF" run --config config/newsflow.json --set state.dir="$TMP/state" --set admin.port="$port" \
-  --set auth.hs256_secret_file="$TMP/secret" --set checkpoint.interval_ms=500 \
+  --set auth.hs256_secret_file="$TMP/secret" --set auth.demo_tokens=true \
+  --set checkpoint.interval_ms=500 \
   --set demo.read_events_per_s=0 --set interest.unknown_articles=empty >"$TMP/out" 2>"$TMP/err" &
 PID=$!
 url="http://127.0.0.1:$port"
@@ -79,6 +80,16 @@ for _ in $(seq 150); do
   sleep 0.2
 done
 [ "$kinds" = save ] || fail "alice's history under interest.history=feedback: '$kinds', want 'save' alone"
+# the page of a demo signs its reader in with a demo token (auth.demo_tokens), on this machine only
+c=$(code "$url/v1/auth/demo-token?user=carol")
+[ "$c" = 200 ] || fail "demo token: $c $(cat "$TMP/body")"
+carol=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$TMP/body")
+c=$(code -H "Authorization: Bearer $carol" "$url/v1/feed/carol")
+[ "$c" = 200 ] || [ "$c" = 503 ] || fail "carol's feed with her demo token: $c"
+c=$(code -H "Authorization: Bearer $carol" "$url/v1/feed/alice")
+[ "$c" = 403 ] || fail "carol's demo token on alice's feed: $c, want 403"
+c=$(code -H "Origin: http://evil.example" "$url/v1/auth/demo-token?user=alice")
+[ "$c" = 403 ] || fail "a demo token for a page of another origin: $c, want 403"
 curl -s "$url/metrics" | grep -q 'newsflow_auth_refused_total{reason="wrong_subject"} [1-9]' ||
   fail "no wrong_subject refusals counted"
 stop_job

@@ -26,6 +26,8 @@ static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, s
     (void)arg;
     const char *user;
     size_t ulen;
+    if (!strcmp(route, "auth/demo-token"))
+        return nf_guard_demo_token(g_guard, req, body, len);
     nf_guard_class_t cls = nf_guard_classify("GET", route, &user, &ulen);
     char sub[300];
     int st = nf_guard_check(g_guard, cls, user, ulen, req, 1, sub, sizeof sub, body, len);
@@ -116,6 +118,9 @@ static void test_i10(void)
     dot[1] = dot[1] == 'A' ? 'B' : 'A';
     NF_CHECK_EQ(get(port, "/v1/feed/alice", forged, &r), 401);
     NF_CHECK(r.body && strstr(r.body, "\"reason\":\"signature\""));
+    nf_testhttpc_free(&r);
+    /* no demo tokens unless auth.demo_tokens */
+    NF_CHECK_EQ(get(port, "/v1/auth/demo-token?user=alice", NULL, &r), 404);
     nf_testhttpc_free(&r);
     /* public routes stay open */
     NF_CHECK_EQ(get(port, "/v1/trending", NULL, &r), 200);
