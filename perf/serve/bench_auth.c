@@ -27,6 +27,7 @@
  * process's CPU over the case / verifies); and one "auth_env" line first. Progress goes to stderr.
  * Nothing is judged. */
 #include "serve/auth.h"
+#include "testb64.h"
 
 #include <errno.h>
 #include <math.h>
@@ -105,25 +106,6 @@ static void write_pub(const char *path, EVP_PKEY *pk)
         die("cannot write a PEM public key");
 }
 
-static size_t b64url(const unsigned char *in, size_t n, char *out)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    size_t o = 0, i = 0;
-    for (; i + 2 < n; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-        out[o++] = tab[v >> 18], out[o++] = tab[(v >> 12) & 63];
-        out[o++] = tab[(v >> 6) & 63], out[o++] = tab[v & 63];
-    }
-    if (n - i == 1) {
-        out[o++] = tab[in[i] >> 2], out[o++] = tab[(in[i] & 3) << 4];
-    } else if (n - i == 2) {
-        uint32_t v = (uint32_t)in[i] << 8 | in[i + 1];
-        out[o++] = tab[v >> 10], out[o++] = tab[(v >> 4) & 63], out[o++] = tab[(v & 15) << 2];
-    }
-    out[o] = '\0';
-    return o;
-}
-
 typedef enum { HS256, RS256, ES256, NALGS } alg_t;
 static const char *const alg_names[NALGS] = {"hs256", "rs256", "es256"};
 static const char *const alg_jose[NALGS] = {"HS256", "RS256", "ES256"};
@@ -167,13 +149,13 @@ static char *make_token(alg_t alg, const char *sub, uint64_t jti, int64_t now)
                  sub, (long long)now, (long long)now + 3600, (unsigned long long)jti);
     size_t n = (size_t)snprintf(buf, sizeof buf, "Bearer ");
     size_t start = n;
-    n += b64url((const unsigned char *)head, (size_t)hl, buf + n);
+    n += nf_test_b64url((const unsigned char *)head, (size_t)hl, buf + n);
     buf[n++] = '.';
-    n += b64url((const unsigned char *)body, (size_t)bl, buf + n);
+    n += nf_test_b64url((const unsigned char *)body, (size_t)bl, buf + n);
     unsigned char sig[512];
     size_t sl = sign_raw(alg, buf + start, n - start, sig);
     buf[n++] = '.';
-    b64url(sig, sl, buf + n);
+    nf_test_b64url(sig, sl, buf + n);
     char *t = strdup(buf);
     if (!t)
         die("out of memory");

@@ -380,28 +380,42 @@ typedef struct hist_scan {
     int64_t now;
 } hist_scan_t;
 
+/* A history entry decoded, its article's bytes in the view's value. */
+typedef struct hentry {
+    int kind;
+    int64_t ts;
+    const char *a;
+    size_t al;
+} hentry_t;
+
+/* Whether key/val is a history entry not expired at now (then decoded into *e). */
+static bool live_entry(const void *key, size_t klen, const void *val, size_t vlen, int64_t now,
+                       hentry_t *e)
+{
+    int64_t expires;
+    return nf_serve_history_decode(key, klen, val, vlen, &expires, &e->kind, &e->ts, &e->a,
+                                   &e->al) == 0 &&
+           (!expires || expires >= now);
+}
+
 /* Newest first within a key group: keeps what is not expired, in ts order with the others'. */
 static int hist_entry(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
 {
     hist_scan_t *h = arg;
-    int64_t expires, ts;
-    int kind;
-    const char *a;
-    size_t al;
-    if (nf_serve_history_decode(key, klen, val, vlen, &expires, &kind, &ts, &a, &al) != 0 ||
-        (expires && expires < h->now))
+    hentry_t e;
+    if (!live_entry(key, klen, val, vlen, h->now, &e))
         return 0;
     size_t at = h->n;
-    while (at > 0 && h->items[at - 1].ts_ms < ts)
+    while (at > 0 && h->items[at - 1].ts_ms < e.ts)
         at--;
     if (at >= h->limit)
         return 1; /* older than every kept one and the list is full: the rest is older still */
     if (h->n == h->limit)
         h->n--;
     memmove(&h->items[at + 1], &h->items[at], (h->n - at) * sizeof *h->items);
-    h->items[at] = (hist_t){.ts_ms = ts, .kind = kind};
-    memcpy(h->items[at].article, a, al);
-    h->items[at].article[al] = '\0';
+    h->items[at] = (hist_t){.ts_ms = e.ts, .kind = e.kind};
+    memcpy(h->items[at].article, e.a, e.al);
+    h->items[at].article[e.al] = '\0';
     h->n++;
     return 0;
 }
@@ -439,16 +453,12 @@ typedef struct hidden {
 static int hidden_entry(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
 {
     hidden_t *h = arg;
-    int64_t expires, ts;
-    int kind;
-    const char *a;
-    size_t al;
     if (++h->scanned > HIDDEN_SCAN)
         return 1;
+    hentry_t e;
     nf_id128_t id;
-    if (nf_serve_history_decode(key, klen, val, vlen, &expires, &kind, &ts, &a, &al) == 0 &&
-        (!expires || expires >= h->now) &&
-        (kind == NF_READ_KIND_DISLIKE || kind == NF_READ_KIND_HIDE) && parse_id(a, al, &id))
+    if (live_entry(key, klen, val, vlen, h->now, &e) &&
+        (e.kind == NF_READ_KIND_DISLIKE || e.kind == NF_READ_KIND_HIDE) && parse_id(e.a, e.al, &id))
         h->ids[h->n++] = id;
     return 0;
 }

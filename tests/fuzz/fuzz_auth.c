@@ -19,6 +19,7 @@
  *   - a signed payload is accepted only when it is one JSON object with a numeric exp still
  *     valid at T0 (with the 60 s leeway), iss "fuzz-issuer", and sub equal to what is given. */
 #include "serve/auth.h"
+#include "testb64.h"
 
 #include <cjson/cJSON.h>
 #include <openssl/core_names.h>
@@ -57,31 +58,13 @@ static void write_file(const char *path, const void *p, size_t n)
     require(f && fwrite(p, 1, n, f) == n && fclose(f) == 0, "writing a key file");
 }
 
-static void b64url(const unsigned char *in, size_t n, char *out)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    size_t o = 0, i = 0;
-    for (; i + 2 < n; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-        out[o++] = tab[v >> 18], out[o++] = tab[(v >> 12) & 63];
-        out[o++] = tab[(v >> 6) & 63], out[o++] = tab[v & 63];
-    }
-    if (n - i == 1) {
-        out[o++] = tab[in[i] >> 2], out[o++] = tab[(in[i] & 3) << 4];
-    } else if (n - i == 2) {
-        uint32_t v = (uint32_t)in[i] << 8 | in[i + 1];
-        out[o++] = tab[v >> 10], out[o++] = tab[(v >> 4) & 63], out[o++] = tab[(v & 15) << 2];
-    }
-    out[o] = '\0';
-}
-
 static void b64_param(EVP_PKEY *pk, const char *name, char *out)
 {
     BIGNUM *bn = NULL;
     unsigned char buf[64];
     require(EVP_PKEY_get_bn_param(pk, name, &bn) == 1, "an EC coordinate");
     BN_bn2binpad(bn, buf, 32);
-    b64url(buf, 32, out);
+    nf_test_b64url(buf, 32, out);
     BN_free(bn);
 }
 
@@ -124,16 +107,16 @@ static char *signed_value(const char *header, size_t hl, const char *payload, si
     char *v = malloc(7 + (hl + pl) * 4 / 3 + 64);
     memcpy(v, "Bearer ", 7);
     char *t = v + 7;
-    b64url((const unsigned char *)header, hl, t);
+    nf_test_b64url((const unsigned char *)header, hl, t);
     size_t n = strlen(t);
     t[n++] = '.';
-    b64url((const unsigned char *)payload, pl, t + n);
+    nf_test_b64url((const unsigned char *)payload, pl, t + n);
     n += strlen(t + n);
     unsigned char md[32];
     unsigned mdlen = 0;
     HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)t, n, md, &mdlen);
     t[n++] = '.';
-    b64url(md, mdlen, t + n);
+    nf_test_b64url(md, mdlen, t + n);
     return v;
 }
 

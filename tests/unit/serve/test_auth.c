@@ -13,6 +13,7 @@
 #include "nf_test.h"
 
 #include "serve/auth.h"
+#include "testb64.h"
 
 #include <errno.h>
 #include <jwt.h>
@@ -75,31 +76,13 @@ static void write_pub(const char *name, EVP_PKEY *pk, char *path, size_t pathlen
     free(p);
 }
 
-static void b64url(const unsigned char *in, size_t n, char *out)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    size_t o = 0, i = 0;
-    for (; i + 2 < n; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-        out[o++] = tab[v >> 18], out[o++] = tab[(v >> 12) & 63];
-        out[o++] = tab[(v >> 6) & 63], out[o++] = tab[v & 63];
-    }
-    if (n - i == 1) {
-        out[o++] = tab[in[i] >> 2], out[o++] = tab[(in[i] & 3) << 4];
-    } else if (n - i == 2) {
-        uint32_t v = (uint32_t)in[i] << 8 | in[i + 1];
-        out[o++] = tab[v >> 10], out[o++] = tab[(v >> 4) & 63], out[o++] = tab[(v & 15) << 2];
-    }
-    out[o] = '\0';
-}
-
 static void bn_param_b64(EVP_PKEY *pk, const char *name, int pad, char *out)
 {
     BIGNUM *bn = NULL;
     unsigned char buf[1024];
     EVP_PKEY_get_bn_param(pk, name, &bn);
     int n = pad ? BN_bn2binpad(bn, buf, pad) : BN_bn2bin(bn, buf);
-    b64url(buf, (size_t)n, out);
+    nf_test_b64url(buf, (size_t)n, out);
     BN_free(bn);
 }
 
@@ -210,17 +193,17 @@ static char *build(const char *header, const char *payload, const void *key, siz
 {
     size_t hl = strlen(header), pl = strlen(payload);
     char *t = malloc(2 * (hl + pl) + 1024);
-    b64url((const unsigned char *)header, hl, t);
+    nf_test_b64url((const unsigned char *)header, hl, t);
     size_t n = strlen(t);
     t[n++] = '.';
-    b64url((const unsigned char *)payload, pl, t + n);
+    nf_test_b64url((const unsigned char *)payload, pl, t + n);
     n += strlen(t + n);
     t[n] = '.';
     if (keylen) {
         unsigned char md[32];
         unsigned mdlen = 0;
         HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)t, n, md, &mdlen);
-        b64url(md, mdlen, t + n + 1);
+        nf_test_b64url(md, mdlen, t + n + 1);
     } else {
         strcpy(t + n + 1, sig ? sig : ""); /* sig is NULL only with a key */
     }
@@ -474,16 +457,16 @@ static void test_es256_twin(void)
     char twin[1024];
     size_t head = (size_t)(strrchr(t, '.') - t) + 1;
     memcpy(twin, t, head);
-    b64url(rs, 64, twin + head);
+    nf_test_b64url(rs, 64, twin + head);
     NF_CHECK(strcmp(twin, t) != 0);
     EXPECT(a, bearer(t), T0, 0);
     EXPECT(a, bearer(twin), T0, 0);
     /* r or s zero, or s = n: refused. */
     memset(rs + 32, 0, 32);
-    b64url(rs, 64, twin + head);
+    nf_test_b64url(rs, 64, twin + head);
     EXPECT(a, bearer(twin), T0, NF_AUTH_ESIGNATURE);
     BN_bn2binpad(n, rs + 32, 32);
-    b64url(rs, 64, twin + head);
+    nf_test_b64url(rs, 64, twin + head);
     EXPECT(a, bearer(twin), T0, NF_AUTH_ESIGNATURE);
     BN_free(n), BN_free(s), free(t);
     nf_auth_free(a);
@@ -696,15 +679,15 @@ static void test_nul_bytes(void)
     NF_REQUIRE(a);
     static const unsigned char head[] = "{\"alg\":\"HS256\"}\0{\"alg\":\"none\"}";
     char hb[128], pb[128], tok[512];
-    b64url(head, sizeof head - 1, hb);
+    nf_test_b64url(head, sizeof head - 1, hb);
     const char *c = claims_sub("u", T0 + 300);
-    b64url((const unsigned char *)c, strlen(c), pb);
+    nf_test_b64url((const unsigned char *)c, strlen(c), pb);
     int n = snprintf(tok, sizeof tok, "%s.%s", hb, pb);
     unsigned char md[32];
     unsigned mdlen = 0;
     HMAC(EVP_sha256(), secret, (int)strlen(secret), (unsigned char *)tok, (size_t)n, md, &mdlen);
     tok[n] = '.';
-    b64url(md, mdlen, tok + n + 1);
+    nf_test_b64url(md, mdlen, tok + n + 1);
     EXPECT(a, bearer(tok), T0, NF_AUTH_EMALFORMED);
     NF_CHECK(strstr(g_err, "NUL") != NULL);
     nf_auth_free(a);
