@@ -446,23 +446,30 @@ struct run_ctx {
     nf_history_t *history; /* GET /v1/ops/history: the page's graphs (admin.history_interval_ms) */
 };
 
+/* Where a client on this machine reaches the admin server: "HOST:PORT" ("[::1]:PORT" for IPv6),
+ * a wildcard listen address replaced by loopback. */
+static void local_address(const nf_config_t *cfg, uint16_t port, char *out, size_t outlen)
+{
+    const char *host = cfg->admin.listen;
+    bool v6 = strchr(host, ':') != NULL;
+    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
+        host = v6 ? "::1" : "127.0.0.1";
+    snprintf(out, outlen, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", (unsigned)port);
+}
+
 /* state.dir/admin.json: where this process's admin server listens, so that `newsflow status`
  * and `sources list` find a running job whose admin.port differs from theirs (or is 0). The
  * reader trusts it only while its pid holds state.dir/db/LOCK. Written atomically. */
 static bool write_admin_file(const nf_config_t *cfg, uint16_t port)
 {
-    char path[PATH_MAX], tmp[PATH_MAX + 16];
-    const char *host = cfg->admin.listen;
-    bool v6 = strchr(host, ':') != NULL;
-    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
-        host = v6 ? "::1" : "127.0.0.1";
+    char path[PATH_MAX], tmp[PATH_MAX + 16], addr[96];
+    local_address(cfg, port, addr, sizeof addr);
     snprintf(path, sizeof path, "%s/admin.json", cfg->state.dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f)
         return false;
-    fprintf(f, "{\"pid\":%ld,\"address\":\"%s%s%s:%u\"}\n", (long)getpid(), v6 ? "[" : "", host,
-            v6 ? "]" : "", (unsigned)port);
+    fprintf(f, "{\"pid\":%ld,\"address\":\"%s\"}\n", (long)getpid(), addr);
     if (fclose(f) == 0 && rename(tmp, path) == 0)
         return true;
     unlink(tmp);
@@ -549,13 +556,9 @@ static void start_demo(run_ctx_t *c)
                NF_LEND);
         return;
     }
-    const char *host = cfg->admin.listen;
-    bool v6 = strchr(host, ':') != NULL;
-    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
-        host = v6 ? "::1" : "127.0.0.1";
-    char url[128], err[256];
-    snprintf(url, sizeof url, "http://%s%s%s:%u/v1/events", v6 ? "[" : "", host, v6 ? "]" : "",
-             (unsigned)nf_admin_port(c->admin));
+    char addr[96], url[128], err[256];
+    local_address(cfg, nf_admin_port(c->admin), addr, sizeof addr);
+    snprintf(url, sizeof url, "http://%s/v1/events", addr);
     char **ids = NULL;
     size_t nids = demo_article_ids(&c->sources, &ids);
     c->demo = nf_demo_start(url, cfg->demo.read_events_per_s, cfg->demo.users, cfg->demo.events,
@@ -1796,13 +1799,9 @@ int nf_cli_run(int argc, char **argv)
            NF_LI("operator_port", c.operator? nf_admin_port(c.operator) : 0), NF_LEND);
     if (c.admin) {
         /* Where a person looks: the page (trending stories, a reader's feed) and the API. */
-        const char *host = cfg->admin.listen;
-        bool v6 = strchr(host, ':') != NULL;
-        if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::"))
-            host = v6 ? "::1" : "127.0.0.1";
-        char url[128];
-        snprintf(url, sizeof url, "http://%s%s%s:%u/", v6 ? "[" : "", host, v6 ? "]" : "",
-                 (unsigned)nf_admin_port(c.admin));
+        char addr[96], url[128];
+        local_address(cfg, nf_admin_port(c.admin), addr, sizeof addr);
+        snprintf(url, sizeof url, "http://%s/", addr);
         nf_log(NF_LOG_INFO, "main", "the page: trending stories and readers' feeds",
                NF_LS("url", url), NF_LS("api", "docs/openapi.json"), NF_LEND);
     }
