@@ -3,7 +3,8 @@
 #   NF   the newsflow binary ($1)        SRC  the source directory ($2, may be empty)
 #   TMP  a scratch directory, removed at exit together with the job in PID (if set)
 # and defines fail MSG (prints MSG and the tail of $TMP/err, exits 1), pass MSG, free_port
-# (a TCP port free on 127.0.0.1 now) and stop_job (SIGTERM to PID, its exit code in RC). Stray
+# (a TCP port free on 127.0.0.1 now), stop_job (SIGTERM to PID, its exit code in RC) and
+# body_has URL PATTERN (true when a GET of URL answers 2xx and its whole body matches PATTERN). Stray
 # NEWSFLOW_* variables, which would be configuration, are unset. A test may redefine fail or
 # cleanup after sourcing.
 set -euo pipefail
@@ -17,6 +18,12 @@ fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 
 pass() { echo "ok   $*"; }
 for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# body_has URL PATTERN: the body goes to a file first, because `curl | grep -q` under pipefail fails
+# whenever grep stops reading before curl has written everything (curl exits 23 on SIGPIPE).
+body_has() {
+  curl -sf "$1" >"$TMP/body_has" || return 1
+  grep -q -e "$2" "$TMP/body_has"
+}
 # stop_job: SIGTERM to the job in PID, then its exit code in RC (PID is cleared).
 stop_job() {
   kill -TERM "$PID"

@@ -90,7 +90,7 @@ c=$(code -H "Authorization: Bearer $carol" "$url/v1/feed/alice")
 [ "$c" = 403 ] || fail "carol's demo token on alice's feed: $c, want 403"
 c=$(code -H "Origin: http://evil.example" "$url/v1/auth/demo-token?user=alice")
 [ "$c" = 403 ] || fail "a demo token for a page of another origin: $c, want 403"
-curl -s "$url/metrics" | grep -q 'newsflow_auth_refused_total{reason="wrong_subject"} [1-9]' ||
+body_has "$url/metrics" 'newsflow_auth_refused_total{reason="wrong_subject"} [1-9]' ||
   fail "no wrong_subject refusals counted"
 stop_job
 [ "$RC" = 0 ] || fail "the job exited $RC"

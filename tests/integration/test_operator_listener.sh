@@ -28,7 +28,7 @@ for path in / /v1/topics /v1/trending; do
   [ "$c" = 200 ] || [ "$c" = 503 ] || fail "readers' port: $path is $c"
   [ "$(code "$ops" "$path")" = 404 ] || fail "operator port: $path is not 404"
 done
-curl -s "http://127.0.0.1:$ops/metrics" | grep -q 'listener="operator"' ||
+body_has "http://127.0.0.1:$ops/metrics" 'listener="operator"' ||
   fail "the operator listener's series carry no listener=\"operator\""
 "$NF" status --set state.dir="$TMP/state" >"$TMP/status" 2>&1 || fail "newsflow status: $(cat "$TMP/status")"
 grep -qi 'epoch' "$TMP/status" || fail "newsflow status printed no epoch: $(head -5 "$TMP/status")"

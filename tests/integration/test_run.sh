@@ -113,8 +113,8 @@ for _ in $(seq 100); do
   curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
   sleep 0.1
 done
-curl -sf "http://127.0.0.1:$PORT/readyz" | grep -q ready || fail "/readyz not 200"
-curl -sf "http://127.0.0.1:$PORT/healthz" | grep -q ok || fail "/healthz not 200"
+body_has "http://127.0.0.1:$PORT/readyz" ready || fail "/readyz not 200"
+body_has "http://127.0.0.1:$PORT/healthz" ok || fail "/healthz not 200"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/nope")" = 404 ] || fail "404"
 curl -sf -D "$TMP/headers" "http://127.0.0.1:$PORT/metrics" >"$TMP/metrics" || fail "/metrics"
 grep -qi '^content-type: text/plain; version=0.0.4' "$TMP/headers" || fail "metrics content type"
