@@ -9,6 +9,8 @@ set -euo pipefail
 RUNTIME_PACKAGES=(
   liburing2 libcjson1 libmicrohttpd12 libxml2 libcurl4 libidn2-0 librocksdb7.8 librdkafka1
   libstemmer0d libsqlite3-0 libjwt0 ca-certificates curl
+  # `newsflow sink postgres` (src/sink/): libpq
+  libpq5
 )
 
 BUILD_PACKAGES=(
@@ -33,6 +35,9 @@ BUILD_PACKAGES=(
   # tests and benchmarks against Apache Kafka itself: scripts/kafka.sh resolves the broker's jars
   # with Maven (from Maven Central) and runs them on Java 17
   openjdk-17-jre-headless maven
+  # the PostgreSQL sink (src/sink/, libpq) and the PostgreSQL 15 it writes to in scripts/postgres.sh,
+  # the tests (ctest label postgres) and perf/run_pgsink.sh; the client for psql and pg_isready
+  libpq-dev postgresql-15 postgresql-client-15
   # benchmark peers: xmllint --stream, python3-feedparser
   libxml2-utils python3 python3-feedparser
   # benchmark report (perf/run_all.sh): plots as PNG
