@@ -20,8 +20,12 @@ rc=0
 ctest --output-on-failure -j "${NF_TEST_JOBS:-3}" "$@" || rc=$?
 # A failed test's output can be long: its first failure lines again, after the summary.
 if [ $rc -ne 0 ]; then python3 "$ROOT/scripts/ctest_digest.py" . || true; fi
-# Brokers run in sessions of their own: stop, by pid, any that a killed test left behind.
+# Brokers and PostgreSQL run in sessions of their own: stop, by pid, any that a killed test left
+# behind.
 for d in kafka-test kafka-scale kafka-private/*/; do
   if [ -d "$d" ]; then bash "$ROOT/scripts/kafka.sh" stop --dir "$d" >/dev/null 2>&1 || true; fi
 done
+if [ -d postgres-test ]; then
+  bash "$ROOT/scripts/postgres.sh" stop --dir postgres-test >/dev/null 2>&1 || true
+fi
 exit $rc
