@@ -17,6 +17,9 @@ static const char usage[] =
     "  ingest [--config FILE] [--set ...]\n"
     "                      the HTTP edge alone: readers' events (POST /v1/events) into the\n"
     "                      read-events topic of kafka.brokers, 202 once the broker has them\n"
+    "  sink postgres [--migrate] [--config FILE] [--set ...]\n"
+    "                      the job's committed outputs into PostgreSQL (postgres.dsn), every\n"
+    "                      record once; --migrate creates or upgrades its schema\n"
     "  parse FILE|-|URL [--base URL] [--fetched-at RFC3339|MS] [--taxonomy FILE] [--compact]\n"
     "                      parse one saved feed the way the job does; print it as JSON\n"
     "  config check FILE [--set ...] [--print]\n"
@@ -77,6 +80,8 @@ int main(int argc, char **argv)
         return nf_cli_mock_kafka(argc - 1, argv + 1);
     if (!strcmp(cmd, "ingest"))
         return nf_cli_ingest(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sink"))
+        return nf_cli_sink(argc - 1, argv + 1);
     if (!strcmp(cmd, "status"))
         return nf_cli_status(argc - 1, argv + 1);
     if (!strcmp(cmd, "sources"))

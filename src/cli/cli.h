@@ -16,6 +16,7 @@ int nf_cli_topics(int argc, char **argv);
 int nf_cli_status(int argc, char **argv);
 int nf_cli_sources(int argc, char **argv);
 int nf_cli_ingest(int argc, char **argv);
+int nf_cli_sink(int argc, char **argv);
 
 /* The configuration options the commands that load it share: --config FILE (--config=FILE)
  * and --set K=V (--set=K=V), at argv[*i]. 1 if it was one of them (the value stored in

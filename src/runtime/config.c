@@ -366,6 +366,29 @@ static const cfg_key_t cfg_keys[] = {
              "are not emitted): far fewer outputs when users read several articles an epoch"},
     {KEY(CFG_U32, interest.coalesce_max_users), .min = 1, .max = 100000000, .def = "262144",
      .help = "with coalesce: users waiting on a shard before their updates go out early"},
+    {KEY(CFG_STR, postgres.dsn), .def = "",
+     .help = "the database `newsflow sink postgres` writes: a libpq conninfo "
+             "(\"host=... dbname=...\") or URI (postgresql://...); \"\": libpq's defaults "
+             "(PGHOST, PGPORT, PGDATABASE, ...)"},
+    {KEY(CFG_STR, postgres.group_id), .def = "newsflow-sink-postgres",
+     .help = "the sinks' consumer group: sink processes of one group share the partitions; "
+             "each group has its own offsets in newsflow_sink_offsets"},
+    {KEY(CFG_BOOL, postgres.read_events), .def = "false",
+     .help = "land read-events too (table read_event, once per event_id)"},
+    {KEY(CFG_U32, postgres.batch_rows), .min = 1, .max = 1000000, .def = "5000",
+     .help = "records in one transaction at most"},
+    {KEY(CFG_U32, postgres.batch_ms), .min = 1, .max = 60000, .def = "200",
+     .help = "a batch is written once its first record is this old, or as soon as the topics "
+             "are drained"},
+    {KEY(CFG_U32, postgres.retry_max_ms), .min = 100, .max = 600000, .def = "30000",
+     .help = "longest wait between tries while PostgreSQL is unreachable or failing (doubling "
+             "from 100 ms)"},
+    {KEY(CFG_U32, postgres.statement_timeout_ms), .min = 1000, .max = 3600000, .def = "60000",
+     .help = "PostgreSQL's statement_timeout for the sink; a server silent for this + 10 s is "
+             "given up and reconnected"},
+    {KEY(CFG_U32, postgres.retention_days), .max = 36500, .def = "30",
+     .help = "interest versions and trending snapshots older than this are deleted hourly (0: "
+             "kept); articles, stories, current interest and read events are kept"},
 };
 
 #define CFG_NKEYS    (sizeof cfg_keys / sizeof cfg_keys[0])

@@ -201,6 +201,12 @@ typedef struct nf_config {
         bool coalesce;               /* one record per user per epoch */
         uint32_t coalesce_max_users; /* per shard, before an early flush */
     } interest;
+    struct {                /* newsflow sink postgres (sink/pg_sink.h) */
+        char dsn[1024];     /* libpq conninfo or URI; "" = libpq's defaults (PGHOST, ...) */
+        char group_id[128]; /* the sinks' consumer group */
+        bool read_events;
+        uint32_t batch_rows, batch_ms, retry_max_ms, statement_timeout_ms, retention_days;
+    } postgres;
 } nf_config_t;
 
 /* The built-in defaults (the same values as config/newsflow.json). */
