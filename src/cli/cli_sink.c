@@ -39,7 +39,7 @@ static const char sink_usage[] =
     "on admin.listen:admin.port), log.* (`newsflow config keys`).\n"
     "\n"
     "PostgreSQL unreachable or failing: the sink retries (postgres.retry_max_ms) and the job\n"
-    "upstream is not slowed; newsflow_sink_lag_records and newsflow_sink_errors_total say so.\n"
+    "upstream is not slowed; newsflow_pgsink_lag_records and newsflow_pgsink_errors_total say so.\n"
     "A record PostgreSQL refuses goes to the dead-letters topic with the server's reason.\n"
     "\n"
     "Stops on SIGTERM/SIGINT after landing the batch in hand.\n"

@@ -387,8 +387,9 @@ static const cfg_key_t cfg_keys[] = {
      .help = "PostgreSQL's statement_timeout for the sink; a server silent for this + 10 s is "
              "given up and reconnected"},
     {KEY(CFG_U32, postgres.retention_days), .max = 36500, .def = "30",
-     .help = "interest versions and trending snapshots older than this are deleted hourly (0: "
-             "kept); articles, stories, current interest and read events are kept"},
+     .help = "interest versions and trending snapshots that landed longer ago than this are "
+             "deleted hourly (0: kept); articles, stories, current interest and read events are "
+             "kept"},
 };
 
 #define CFG_NKEYS    (sizeof cfg_keys / sizeof cfg_keys[0])

@@ -17,7 +17,7 @@ static const struct {
 } migrations[] = {
     {"the seed's data model", nf_pg_migration_0001},
 };
-#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+#define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 
 static const char *const kind_topics[NF_PG_KINDS] = {"articles", "story-clusters",
                                                      "interest-updates", "trending", "read-events"};
@@ -38,7 +38,7 @@ const char *nf_pg_kind_topic(nf_pg_kind_t k)
 
 int nf_pg_schema_latest(void)
 {
-    return NMIGRATIONS;
+    return (int)NMIGRATIONS;
 }
 
 bool nf_pg_connected(const nf_pg_t *pg)
@@ -275,18 +275,18 @@ static int migrate_locked(nf_pg_t *pg, int *from, int *to, char *err, size_t err
     if (rc != 0)
         return rc;
     *to = *from;
-    if (*from > NMIGRATIONS)
+    if (*from > (int)NMIGRATIONS)
         return nf_pg_schema_check(pg, err, errlen);
-    for (int v = *from + 1; v <= NMIGRATIONS && rc == 0; v++) {
-        char num[16];
-        snprintf(num, sizeof num, "%d", v);
-        const char *p[] = {num, migrations[v - 1].name};
-        rc = run(pg, migrations[v - 1].sql, err, errlen);
+    for (size_t i = *from < 0 ? 0 : (size_t)*from; i < NMIGRATIONS && rc == 0; i++) {
+        char num[16]; /* migrations[i] makes version i + 1 */
+        snprintf(num, sizeof num, "%zu", i + 1);
+        const char *p[] = {num, migrations[i].name};
+        rc = run(pg, migrations[i].sql, err, errlen);
         if (rc == 0)
             rc = exec(pg, "INSERT INTO newsflow_schema (version, description) VALUES ($1, $2)", 2,
                       p, NULL, err, errlen);
         if (rc == 0)
-            *to = v;
+            *to = (int)i + 1;
     }
     return rc;
 }
@@ -307,24 +307,24 @@ int nf_pg_schema_check(nf_pg_t *pg, char *err, size_t errlen)
     int v = 0, rc = nf_pg_schema_version(pg, &v, err, errlen);
     if (rc != 0)
         return rc;
-    if (v == NMIGRATIONS)
+    if (v == (int)NMIGRATIONS)
         return 0;
     if (v == 0)
         snprintf(err, errlen,
                  "the database %s holds no newsflow schema: create it with `newsflow sink "
                  "postgres --migrate` (same --config)",
                  pg->where);
-    else if (v < NMIGRATIONS)
+    else if (v < (int)NMIGRATIONS)
         snprintf(err, errlen,
                  "the database %s has schema version %d, older than this binary's %d: bring it "
                  "up with `newsflow sink postgres --migrate` (same --config)",
-                 pg->where, v, NMIGRATIONS);
+                 pg->where, v, (int)NMIGRATIONS);
     else
         snprintf(err, errlen,
                  "the database %s has schema version %d, newer than this binary's %d: a newer "
                  "newsflow migrated it; run that version's sink (this one neither writes nor "
                  "downgrades a schema it does not know)",
-                 pg->where, v, NMIGRATIONS);
+                 pg->where, v, (int)NMIGRATIONS);
     return NF_PG_SCHEMA;
 }
 
@@ -753,8 +753,8 @@ int nf_pg_prune(nf_pg_t *pg, uint32_t days, uint64_t *deleted, char *err, size_t
     snprintf(d, sizeof d, "%u", days);
     const char *p[] = {d};
     static const char *const sql[] = {
-        "DELETE FROM user_interest_version WHERE updated_at < now() - make_interval(days => $1)",
-        "WITH old AS (DELETE FROM trending_snapshot WHERE window_end < now() - "
+        "DELETE FROM user_interest_version WHERE landed_at < now() - make_interval(days => $1)",
+        "WITH old AS (DELETE FROM trending_snapshot WHERE landed_at < now() - "
         "make_interval(days => $1) RETURNING window_end) DELETE FROM trending_item i USING old "
         "WHERE i.window_end = old.window_end"};
     *deleted = 0;

@@ -105,8 +105,8 @@ int nf_pg_savepoint(nf_pg_t *pg, char *err, size_t errlen);
 int nf_pg_release(nf_pg_t *pg, char *err, size_t errlen);
 int nf_pg_rollback_to(nf_pg_t *pg, char *err, size_t errlen);
 
-/* Deletes interest versions and trending snapshots older than days (one transaction of its
- * own); *deleted rows. */
+/* Deletes interest versions and trending snapshots that landed more than days ago (one
+ * transaction of its own); *deleted rows. */
 int nf_pg_prune(nf_pg_t *pg, uint32_t days, uint64_t *deleted, char *err, size_t errlen);
 
 /* Text as COPY's text format wants it (backslash, newline, carriage return, tab escaped):

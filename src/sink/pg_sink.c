@@ -62,6 +62,8 @@ struct nf_pgsink {
     part_t *parts;
     uint32_t nparts;
     bool rewind;
+    bool revoked; /* parts were revoked: the loop reads nothing of them, they only remember
+                   * their landed offsets for the next assignment */
     /* the batch: records, their values in one arena, records Postgres refused */
     rec_t *recs;
     size_t nrecs, cap_recs;
@@ -79,7 +81,16 @@ struct nf_pgsink {
     bool connected, assigned;
     char last_error[512];
     int64_t last_error_ms;
-    char *parts_json; /* publish_parts */
+    /* the partitions as the HTTP threads and the lag thread see them (publish_parts) */
+    part_t *snap;
+    uint32_t nsnap;
+    size_t cap_snap;
+    /* the lag thread: a client of its own asks the high watermarks, so that a slow answer
+     * never holds the loop */
+    rd_kafka_t *lag_rk;
+    pthread_t lag_thread;
+    bool lag_started;
+    pthread_cond_t lag_cv;
 };
 
 static int64_t mono_ms(void)
@@ -107,17 +118,17 @@ static int kind_metrics(metrics_t *m, int k)
 {
     char l[96];
     snprintf(l, sizeof l, "topic=\"%s\"", nf_pg_kind_topic((nf_pg_kind_t)k));
-    int e = nf_metrics_counter("newsflow_sink_records_total",
+    int e = nf_metrics_counter("newsflow_pgsink_records_total",
                                "Records landed in PostgreSQL (committed with their offsets)", l, 0,
                                &m->records[k]);
-    e |= nf_metrics_counter("newsflow_sink_duplicates_total",
+    e |= nf_metrics_counter("newsflow_pgsink_duplicates_total",
                             "Records whose row was already there (a trending snapshot or interest "
                             "version landed before; read-events: an event_id seen before)",
                             l, 0, &m->duplicates[k]);
-    e |= nf_metrics_counter("newsflow_sink_dead_letters_total",
+    e |= nf_metrics_counter("newsflow_pgsink_dead_letters_total",
                             "Records PostgreSQL refused, produced to dead-letters", l, 0,
                             &m->dead[k]);
-    e |= nf_metrics_gauge("newsflow_sink_lag_records",
+    e |= nf_metrics_gauge("newsflow_pgsink_lag_records",
                           "Records in the topic's assigned partitions not yet landed (high "
                           "watermark - landed offset), measured every 2 s",
                           l, 0, &m->lag[k]);
@@ -129,17 +140,17 @@ static int register_metrics(metrics_t *m)
     int e = 0;
     for (int k = 0; k < NF_PG_KINDS; k++)
         e |= kind_metrics(m, k);
-    e |= nf_metrics_counter("newsflow_sink_skipped_total",
+    e |= nf_metrics_counter("newsflow_pgsink_skipped_total",
                             "read-events records the sink cannot decode (the job dead-letters "
                             "them itself)",
                             NULL, 0, &m->skipped);
-    e |= nf_metrics_counter("newsflow_sink_batches_total", "Batches committed", NULL, 0,
+    e |= nf_metrics_counter("newsflow_pgsink_batches_total", "Batches committed", NULL, 0,
                             &m->batches);
-    e |= nf_metrics_counter("newsflow_sink_offset_resets_total",
+    e |= nf_metrics_counter("newsflow_pgsink_offset_resets_total",
                             "Partitions whose landed offset Kafka no longer holds (retention "
                             "deleted records before the sink read them): read from the earliest",
                             NULL, 0, &m->resets);
-    e |= nf_metrics_counter("newsflow_sink_pruned_rows_total",
+    e |= nf_metrics_counter("newsflow_pgsink_pruned_rows_total",
                             "Interest versions and trending snapshots deleted past "
                             "postgres.retention_days",
                             NULL, 0, &m->pruned);
@@ -149,22 +160,22 @@ static int register_metrics(metrics_t *m)
     for (int i = 0; i < 4; i++) {
         char l[48];
         snprintf(l, sizeof l, "kind=\"%s\"", kinds[i]);
-        e |= nf_metrics_counter("newsflow_sink_errors_total",
+        e |= nf_metrics_counter("newsflow_pgsink_errors_total",
                                 "Failed attempts: connect (PostgreSQL unreachable), write (a "
                                 "batch's transaction failed), conflict (another process wrote "
                                 "the partitions), dead_letter (the dead-letters producer failed)",
                                 l, 0, ec[i]);
     }
-    e |= nf_metrics_gauge("newsflow_sink_connected", "1 while connected to PostgreSQL", NULL, 0,
+    e |= nf_metrics_gauge("newsflow_pgsink_connected", "1 while connected to PostgreSQL", NULL, 0,
                           &m->connected);
-    e |= nf_metrics_gauge("newsflow_sink_last_error_timestamp_seconds",
+    e |= nf_metrics_gauge("newsflow_pgsink_last_error_timestamp_seconds",
                           "When the last failed attempt was (0: none)", NULL, 0, &m->last_error_ts);
-    e |= nf_metrics_histogram("newsflow_sink_visible_lag_seconds",
+    e |= nf_metrics_histogram("newsflow_pgsink_visible_lag_seconds",
                               "From a record's Kafka timestamp (produced in the job's epoch) to "
                               "its row committed in PostgreSQL",
                               NULL, visible_bounds,
                               sizeof visible_bounds / sizeof visible_bounds[0], &m->visible);
-    e |= nf_metrics_histogram("newsflow_sink_batch_seconds",
+    e |= nf_metrics_histogram("newsflow_pgsink_batch_seconds",
                               "A batch's transaction, begin to commit", NULL, batch_bounds,
                               sizeof batch_bounds / sizeof batch_bounds[0], &m->batch_s);
     return e;
@@ -279,7 +290,7 @@ static int stage_value(nf_pgsink_t *s, nf_pg_kind_t kind, const rd_kafka_message
 /* A consumed record into the batch. 0, or -ENOMEM. */
 static int batch_add(nf_pgsink_t *s, const rd_kafka_message_t *msg)
 {
-    int pi = part_of(s, rd_kafka_topic_name(msg->rkt), msg->partition);
+    int pi = s->revoked ? -1 : part_of(s, rd_kafka_topic_name(msg->rkt), msg->partition);
     if (pi < 0)
         return 0; /* not ours any more: a message of a revoked assignment */
     part_t *p = &s->parts[pi];
@@ -627,10 +638,10 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     nf_pgsink_t *s = opaque;
     rd_kafka_assign(rk, NULL); /* the offsets come from the table: rewind_parts assigns */
     batch_clear(s);
-    s->nparts = 0;
     set_assigned(s, false);
-    if (err != RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    if (err != RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) { /* revoked: kept for their offsets */
         nf_log(NF_LOG_INFO, "sink", "partitions revoked", NF_LI("partitions", list->cnt), NF_LEND);
+        s->revoked = true;
         s->rewind = false;
         return;
     }
@@ -639,17 +650,24 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         nf_log(NF_LOG_ERROR, "sink", "out of memory for an assignment", NF_LEND);
         return;
     }
-    free(s->parts);
-    s->parts = p;
+    uint32_t n = 0;
     for (int i = 0; i < list->cnt; i++) {
-        part_t *q = &s->parts[s->nparts];
+        part_t *q = &p[n];
         snprintf(q->topic, sizeof q->topic, "%s", list->elems[i].topic);
         q->kind = kind_of(s, q->topic);
         q->partition = list->elems[i].partition;
-        q->db_next = q->lag = -1;
+        /* a partition it had before keeps its landed offset for the lag until the table is
+         * read (PostgreSQL may be down now) */
+        int old = part_of(s, q->topic, q->partition);
+        q->db_next = old >= 0 ? s->parts[old].db_next : -1;
+        q->lag = -1;
         if (q->kind < NF_PG_KINDS)
-            s->nparts++;
+            n++;
     }
+    free(s->parts);
+    s->parts = p;
+    s->nparts = n;
+    s->revoked = false;
     s->rewind = true;
     s->next_try_ms = 0;
     nf_log(NF_LOG_INFO, "sink", "partitions assigned", NF_LI("partitions", s->nparts), NF_LEND);
@@ -657,24 +675,77 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
 /* ---- lag ---- */
 
+/* The lag of each partition of the snapshot: high watermark - landed offset, the gauges the
+ * sums per topic. Partitions whose landed offset is not known yet are not counted. */
 static void measure_lag(nf_pgsink_t *s)
 {
+    pthread_mutex_lock(&s->mu);
+    uint32_t n = s->nsnap;
+    part_t *c = n ? malloc(n * sizeof *c) : NULL;
+    if (c)
+        memcpy(c, s->snap, n * sizeof *c);
+    pthread_mutex_unlock(&s->mu);
     int64_t sum[NF_PG_KINDS] = {0};
-    for (uint32_t i = 0; i < s->nparts; i++) {
-        part_t *p = &s->parts[i];
+    for (uint32_t i = 0; c && i < n; i++) {
         int64_t lo = 0, hi = 0;
-        if (rd_kafka_query_watermark_offsets(s->rk, p->topic, p->partition, &lo, &hi, 1000) !=
-            RD_KAFKA_RESP_ERR_NO_ERROR)
+        c[i].lag = -1;
+        if (c[i].db_next < 0 ||
+            rd_kafka_query_watermark_offsets(s->lag_rk, c[i].topic, c[i].partition, &lo, &hi,
+                                             2000) != RD_KAFKA_RESP_ERR_NO_ERROR)
             continue;
-        int64_t from = p->db_next >= 0 ? (p->db_next > lo ? p->db_next : lo) : lo;
-        p->lag = hi > from ? hi - from : 0;
-        sum[p->kind] += p->lag;
+        int64_t from = c[i].db_next > lo ? c[i].db_next : lo;
+        c[i].lag = hi > from ? hi - from : 0;
+        sum[c[i].kind] += c[i].lag;
     }
     for (int k = 0; k < NF_PG_KINDS; k++)
         nf_gauge_set(s->m.lag[k], sum[k]);
+    pthread_mutex_lock(&s->mu);
+    for (uint32_t i = 0; c && i < n; i++)
+        for (uint32_t j = 0; j < s->nsnap; j++)
+            if (s->snap[j].partition == c[i].partition && !strcmp(s->snap[j].topic, c[i].topic))
+                s->snap[j].lag = c[i].lag;
+    pthread_mutex_unlock(&s->mu);
+    free(c);
+}
+
+static void *lag_main(void *arg)
+{
+    nf_pgsink_t *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!atomic_load(&s->stop)) {
+        pthread_mutex_unlock(&s->mu);
+        measure_lag(s);
+        pthread_mutex_lock(&s->mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += LAG_EVERY_MS / 1000;
+        if (!atomic_load(&s->stop))
+            pthread_cond_timedwait(&s->lag_cv, &s->mu, &ts);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
 }
 
 /* ---- status for the HTTP threads: written by the loop every LAG_EVERY_MS ---- */
+
+static void parts_json(nf_jw_t *w, const part_t *p, uint32_t n)
+{
+    nf_jw_arr_open(w);
+    for (uint32_t i = 0; i < n; i++) {
+        nf_jw_elem(w);
+        nf_jw_obj_open(w);
+        nf_jw_key(w, "topic");
+        nf_jw_str(w, p[i].topic);
+        nf_jw_key(w, "partition");
+        nf_jw_i64(w, p[i].partition);
+        nf_jw_key(w, "next_offset");
+        nf_jw_i64(w, p[i].db_next);
+        nf_jw_key(w, "lag");
+        nf_jw_i64(w, p[i].lag);
+        nf_jw_obj_close(w);
+    }
+    nf_jw_arr_close(w);
+}
 
 static char *status_json(nf_pgsink_t *s, size_t *len)
 {
@@ -696,8 +767,7 @@ static char *status_json(nf_pgsink_t *s, size_t *len)
     nf_jw_key(&w, "last_error_at_ms");
     nf_jw_i64(&w, s->last_error_ms);
     nf_jw_key(&w, "partitions");
-    nf_jw_raw(&w, s->parts_json ? s->parts_json : "[]",
-              strlen(s->parts_json ? s->parts_json : "[]"));
+    parts_json(&w, s->snap, s->nsnap);
     nf_jw_obj_close(&w);
     pthread_mutex_unlock(&s->mu);
     if (w.failed) {
@@ -708,33 +778,27 @@ static char *status_json(nf_pgsink_t *s, size_t *len)
     return w.buf; /* the writer's buffer, malloc'ed: handed over */
 }
 
-/* The partitions as JSON, kept for status_json (the loop owns parts; the HTTP threads read
- * this copy). */
+/* The loop's partitions into the snapshot (the lag of a partition already there is kept). */
 static void publish_parts(nf_pgsink_t *s)
 {
-    nf_jw_t w;
-    nf_jw_init(&w);
-    nf_jw_arr_open(&w);
-    for (uint32_t i = 0; i < s->nparts; i++) {
-        const part_t *p = &s->parts[i];
-        nf_jw_elem(&w);
-        nf_jw_obj_open(&w);
-        nf_jw_key(&w, "topic");
-        nf_jw_str(&w, p->topic);
-        nf_jw_key(&w, "partition");
-        nf_jw_i64(&w, p->partition);
-        nf_jw_key(&w, "next_offset");
-        nf_jw_i64(&w, p->db_next);
-        nf_jw_key(&w, "lag");
-        nf_jw_i64(&w, p->lag);
-        nf_jw_obj_close(&w);
-    }
-    nf_jw_arr_close(&w);
-    char *j = w.failed ? NULL : strndup(w.buf, w.len);
-    nf_jw_free(&w);
+    uint32_t n = s->revoked ? 0 : s->nparts;
     pthread_mutex_lock(&s->mu);
-    free(s->parts_json);
-    s->parts_json = j;
+    if (grow((void **)&s->snap, &s->cap_snap, n + 1, sizeof *s->snap) == 0) {
+        part_t *old = n ? malloc(s->nsnap * sizeof *old + 1) : NULL;
+        uint32_t nold = old ? s->nsnap : 0;
+        if (old)
+            memcpy(old, s->snap, nold * sizeof *old);
+        for (uint32_t i = 0; i < n; i++) {
+            s->snap[i] = s->parts[i];
+            s->snap[i].lag = -1;
+            for (uint32_t j = 0; j < nold; j++)
+                if (old[j].partition == s->parts[i].partition &&
+                    !strcmp(old[j].topic, s->parts[i].topic))
+                    s->snap[i].lag = old[j].lag;
+        }
+        s->nsnap = n;
+        free(old);
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -797,7 +861,7 @@ static int poll_once(nf_pgsink_t *s, int timeout_ms)
  * the job's transactions): worth an offsets-only landing. */
 static bool moved_past(nf_pgsink_t *s)
 {
-    if (!s->nparts)
+    if (!s->nparts || s->revoked)
         return false;
     int64_t *next = malloc(s->nparts * sizeof *next);
     bool moved = false;
@@ -813,9 +877,8 @@ static bool moved_past(nf_pgsink_t *s)
 static void periodic(nf_pgsink_t *s, int64_t now)
 {
     if (now >= s->next_lag_ms) {
-        measure_lag(s);
         publish_parts(s);
-        s->next_lag_ms = now + LAG_EVERY_MS;
+        s->next_lag_ms = now + 500;
     }
     if (s->o.retention_days && now >= s->next_prune_ms && s->pg && nf_pg_connected(s->pg)) {
         uint64_t n = 0;
@@ -885,17 +948,25 @@ static int step(nf_pgsink_t *s)
 int nf_pgsink_run(nf_pgsink_t *s)
 {
     int rc = 0;
+    s->lag_started = pthread_create(&s->lag_thread, NULL, lag_main, s) == 0;
     while (!atomic_load(&s->stop) && (rc = step(s)) == 0)
         ;
     if (rc == 0 && !s->rewind && s->nrecs)
         land(s); /* what it holds, once; if it fails the next owner reads it again */
     rd_kafka_consumer_close(s->rk);
+    nf_pgsink_stop(s);
+    if (s->lag_started)
+        pthread_join(s->lag_thread, NULL);
+    s->lag_started = false;
     return rc;
 }
 
 void nf_pgsink_stop(nf_pgsink_t *s)
 {
+    pthread_mutex_lock(&s->mu);
     atomic_store(&s->stop, true);
+    pthread_cond_broadcast(&s->lag_cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* ---- set-up ---- */
@@ -939,6 +1010,22 @@ static rd_kafka_t *consumer_new(nf_pgsink_t *s, char *err, size_t errlen)
     return rk;
 }
 
+/* The lag thread's client: it only asks watermarks (no group, nothing consumed). */
+static rd_kafka_t *lag_client(nf_pgsink_t *s, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *c = nf_kafka_conf_new(s->o.brokers, s->o.properties, err, errlen);
+    if (!c)
+        return NULL;
+    char rerr[256];
+    rd_kafka_conf_set_error_cb(c, consumer_error);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, rerr, sizeof rerr);
+    if (!rk) {
+        snprintf(err, errlen, "librdkafka: %s", rerr);
+        rd_kafka_conf_destroy(c);
+    }
+    return rk;
+}
+
 static int subscribe(nf_pgsink_t *s, char *err, size_t errlen)
 {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(NF_PG_KINDS);
@@ -965,6 +1052,7 @@ nf_pgsink_t *nf_pgsink_new(const nf_pgsink_opts_t *o, char *err, size_t errlen)
     }
     s->o = *o;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->lag_cv, NULL);
     if (register_metrics(&s->m) != 0)
         nf_log(NF_LOG_WARN, "sink", "some metrics could not be registered", NF_LEND);
     snprintf(s->dlq_topic, sizeof s->dlq_topic, "%sdead-letters", o->topic_prefix);
@@ -975,7 +1063,8 @@ nf_pgsink_t *nf_pgsink_new(const nf_pgsink_opts_t *o, char *err, size_t errlen)
                                .delivery_timeout_ms = 30000,
                                .max_in_flight = 100000};
     if (!(s->dlq = nf_edge_kafka_new(&ko, err, errlen)) ||
-        !(s->rk = consumer_new(s, err, errlen)) || subscribe(s, err, errlen) != 0) {
+        !(s->rk = consumer_new(s, err, errlen)) || !(s->lag_rk = lag_client(s, err, errlen)) ||
+        subscribe(s, err, errlen) != 0) {
         nf_pgsink_free(s);
         return NULL;
     }
@@ -988,13 +1077,16 @@ void nf_pgsink_free(nf_pgsink_t *s)
         return;
     if (s->rk)
         rd_kafka_destroy(s->rk);
+    if (s->lag_rk)
+        rd_kafka_destroy(s->lag_rk);
     nf_edge_kafka_free(s->dlq);
     nf_pg_close(s->pg);
     free(s->parts);
     free(s->recs);
     free(s->arena);
     free(s->dead);
-    free(s->parts_json);
+    free(s->snap);
+    pthread_cond_destroy(&s->lag_cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

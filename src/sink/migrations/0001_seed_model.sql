@@ -77,8 +77,9 @@ SELECT m.cluster_id, count(*) AS size, min(m.joined_at) AS first_joined,
        max(m.joined_at) AS last_joined
 FROM story_member m GROUP BY m.cluster_id;
 
--- interest-updates: each reader's latest vector, and every version (newsflow_sink prunes
--- versions older than postgres.retention_days).
+-- interest-updates: each reader's latest vector, and every version (the sink deletes versions
+-- that landed more than postgres.retention_days ago: landed, not updated, so that a replay of
+-- old events keeps its history).
 CREATE TABLE user_interest (
     user_id    text        PRIMARY KEY,
     version    bigint      NOT NULL CHECK (version >= 1),
@@ -90,15 +91,19 @@ CREATE TABLE user_interest_version (
     version    bigint      NOT NULL CHECK (version >= 1),
     updated_at timestamptz NOT NULL,
     vector     jsonb       NOT NULL CHECK (jsonb_typeof(vector) = 'object'),
+    landed_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (user_id, version, updated_at)
 );
-CREATE INDEX user_interest_version_age ON user_interest_version (updated_at);
+CREATE INDEX user_interest_version_landed ON user_interest_version (landed_at);
 
--- trending: one snapshot per window, its items ranked from 1.
+-- trending: one snapshot per window, its items ranked from 1 (deleted, like interest
+-- versions, postgres.retention_days after they landed).
 CREATE TABLE trending_snapshot (
     window_end   timestamptz PRIMARY KEY,
-    window_start timestamptz NOT NULL
+    window_start timestamptz NOT NULL,
+    landed_at    timestamptz NOT NULL DEFAULT now()
 );
+CREATE INDEX trending_snapshot_landed ON trending_snapshot (landed_at);
 CREATE TABLE trending_item (
     window_end timestamptz      NOT NULL,
     rank       integer          NOT NULL CHECK (rank >= 1),
