@@ -167,18 +167,25 @@ static int exec(nf_pg_t *pg, const char *sql, int nparams, const char *const *pa
     if (!ok)
         return lost(pg, err, errlen, PQerrorMessage(pg->conn));
     int rc = flush_out(pg, deadline, err, errlen);
+    /* The first failed result's code; the results after it are read to the end all the same,
+     * so that the connection is idle for the next command (ROLLBACK TO SAVEPOINT after a
+     * refused record: left busy, libpq refuses it with "another command is already in
+     * progress" and the batch could never land). */
+    int res = 0;
     PGresult *r;
-    while (rc == 0 && (r = next_result(pg, deadline, &rc, err, errlen))) {
+    while (rc == 0 && pg->conn && (r = next_result(pg, deadline, &rc, err, errlen))) {
         ExecStatusType st = PQresultStatus(r);
-        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && rc == 0)
-            rc = result_fail(pg, r, err, errlen);
-        if (out && rc == 0) {
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && res == 0)
+            res = result_fail(pg, r, err, errlen);
+        if (out && res == 0) {
             PQclear(*out);
             *out = r;
         } else {
             PQclear(r);
         }
     }
+    if (rc == 0)
+        rc = res;
     if (rc != 0 && out) {
         PQclear(*out);
         *out = NULL;
