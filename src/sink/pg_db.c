@@ -687,7 +687,8 @@ static const char *const apply_sql[NF_PG_KINDS][4] = {
          "INSERT INTO user_interest AS u (user_id, version, vector, updated_at) "
          "SELECT DISTINCT ON (v->>'user_id') v->>'user_id', (v->>'version')::bigint, "
          "v->'vector', (v->>'updated_at')::timestamptz FROM nf_stage WHERE kind = 2 "
-         "ORDER BY v->>'user_id', part DESC, off DESC "
+         "ORDER BY v->>'user_id', (v->>'version')::bigint DESC, "
+         "(v->>'updated_at')::timestamptz DESC, part DESC, off DESC "
          "ON CONFLICT (user_id) DO UPDATE SET version = EXCLUDED.version, "
          "vector = EXCLUDED.vector, updated_at = EXCLUDED.updated_at "
          "WHERE EXCLUDED.version > u.version OR EXCLUDED.updated_at > u.updated_at",
