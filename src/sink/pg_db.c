@@ -747,11 +747,18 @@ int nf_pg_load(nf_pg_t *pg, const nf_pg_rec_t *recs, size_t n, nf_pg_applied_t *
     for (size_t i = 0; i < n; i++)
         if (recs[i].kind < NF_PG_KINDS)
             staged[recs[i].kind]++;
+    /* Counted apart and added only when the whole range applied: a range refused half-way is
+     * rolled back and applied again in halves, and its first statements' counts with it. */
+    nf_pg_applied_t got = {0};
     int rc = copy_in(pg, recs, n, err, errlen);
     if (rc == 0)
-        rc = apply(pg, staged, out, err, errlen);
+        rc = apply(pg, staged, &got, err, errlen);
     if (rc == 0)
         rc = run(pg, "DELETE FROM nf_stage", err, errlen);
+    for (int k = 0; rc == 0 && k < NF_PG_KINDS; k++) {
+        out->rows[k] += got.rows[k];
+        out->duplicates[k] += got.duplicates[k];
+    }
     return rc;
 }
 

@@ -97,7 +97,8 @@ typedef struct nf_pg_applied {
 } nf_pg_applied_t;
 
 /* COPYs recs[0..n) into the staging table and applies them (the staging table is emptied
- * after). Adds to *out. On failure the transaction is aborted: roll back (to a savepoint). */
+ * after). Adds to *out when it succeeded (nothing on failure). On failure the transaction is
+ * aborted: roll back (to a savepoint). */
 int nf_pg_load(nf_pg_t *pg, const nf_pg_rec_t *recs, size_t n, nf_pg_applied_t *out, char *err,
                size_t errlen);
 
