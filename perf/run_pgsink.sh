@@ -17,7 +17,7 @@
 #      20000, else the 200 ms age cap makes the batches, not the row count), on a fresh database
 #      (`newsflow sink postgres --migrate`) after a CHECKPOINT: the sink is started with the
 #      records already in Kafka; from /readyz's first 200 (connected, partitions assigned) until
-#      newsflow_sink_records_total{topic} equals the records produced (/metrics polled every
+#      newsflow_pgsink_records_total{topic} equals the records produced (/metrics polled every
 #      0.1 s: a wait on the condition; broken when none landed for 60 s) its wall time, its CPU (utime+stime of
 #      the process, /proc/PID/stat), PostgreSQL's (the postmaster and every child, reaped
 #      children included: cutime+cstime) and the broker's;
@@ -28,11 +28,11 @@
 #      user; story-clusters: story_cluster + story_member as the merges leave them; trending:
 #      trending_snapshot + trending_item); psql's CPU (rusage) and PostgreSQL's the same way.
 #      Then the two databases' tables must be equal (count and an md5 over every row's text,
-#      story_cluster.first_seen excepted): else the run is broken;
+#      story_cluster.first_seen and the landed_at columns excepted): else the run is broken;
 #   5. visible lag: a fresh sink (batch_rows 5000, batch_ms 200) on prefix pgs-lag-, then
 #      --rate interest updates/s for --lag-seconds produced at a paced rate (pgsink.py trickle |
 #      kcat, linger 5 ms); every 10th is of the user "probe" with versions 1, 2, ...; the p50/p99
-#      of newsflow_sink_visible_lag_seconds (Kafka timestamp -> commit; read from its buckets,
+#      of newsflow_pgsink_visible_lag_seconds (Kafka timestamp -> commit; read from its buckets,
 #      linear inside one) and, directly, the probes' write time -> the first `psql \watch 0.02`
 #      poll of user_interest that shows them;
 #   6. writes results.jsonl and report.md to OUT (default build-perf/pgsink/) and prints the
@@ -230,6 +230,8 @@ table_sums() {
   for t in "$@"; do
     cols='x.*'
     [ "$t" = story_cluster ] && cols='x.cluster_id, x.merged_into'
+    [ "$t" = user_interest_version ] && cols='x.user_id, x.version, x.updated_at, x.vector'
+    [ "$t" = trending_snapshot ] && cols='x.window_end, x.window_start'
     sql "$db" "SELECT '$t', count(*), md5(coalesce(string_agg(h, '' ORDER BY h), '')) FROM
       (SELECT md5(ROW($cols)::text) AS h FROM $t x) r" | tr '|' ' '
   done
@@ -249,7 +251,7 @@ produce pgs-warm-interest-updates "$data/warm.kv" 100
 fresh_db sink_warm
 start_sink warm sink_warm pgs-warm- pgs-warm 5000 200 || { echo "run_pgsink.sh: the warm-up sink failed" >&2; exit 1; }
 for _ in $(seq 600); do
-  [ "$(metric 'newsflow_sink_records_total{topic="interest-updates"}')" = 100 ] && break
+  [ "$(metric 'newsflow_pgsink_records_total{topic="interest-updates"}')" = 100 ] && break
   sleep 0.1
 done
 stop_pid "$sink_pid"
@@ -318,7 +320,7 @@ PY
     t0=$(now_ms) c0=$(ticks "$sink_pid") p0=$(pg_ticks) k0=$(ticks "$broker_pid")
     got=0 prev=-1 moved=$t0
     while [ -z "$err" ]; do
-      got=$(metric "newsflow_sink_records_total{topic=\"$kind\"}")
+      got=$(metric "newsflow_pgsink_records_total{topic=\"$kind\"}")
       got=${got:-0}
       [ "$got" -ge "$n" ] && break
       [ "$got" != "$prev" ] && prev=$got moved=$(now_ms)
@@ -327,8 +329,8 @@ PY
       sleep 0.1
     done
     t1=$(now_ms) c1=$(ticks "$sink_pid") p1=$(pg_ticks) k1=$(ticks "$broker_pid")
-    nb=$(metric newsflow_sink_batches_total)
-    errs=$({ curl -s -m 2 "http://127.0.0.1:$aport/metrics" || true; } | awk '/^newsflow_sink_(errors|dead_letters)_total/ {s += $2} END {printf "%.0f\n", s}')
+    nb=$(metric newsflow_pgsink_batches_total)
+    errs=$({ curl -s -m 2 "http://127.0.0.1:$aport/metrics" || true; } | awk '/^newsflow_pgsink_(errors|dead_letters)_total/ {s += $2} END {printf "%.0f\n", s}')
     stop_pid "$sink_pid"
     sink_pid=""
     sums=$(table_sums "$db" ${tables[$kind]})
@@ -382,7 +384,7 @@ if [ -n "$do_lag" ]; then
   python3 "$py" trickle "$rate" "$lag_seconds" "$seed" "$data/probes.txt" |
     kcat -P -b "$brokers" -t pgs-lag-interest-updates -K $'\t' -X linger.ms=5 2>>"$out/logs/kcat.log" || err="kcat failed"
   while [ -z "$err" ]; do
-    got=$(metric 'newsflow_sink_records_total{topic="interest-updates"}')
+    got=$(metric 'newsflow_pgsink_records_total{topic="interest-updates"}')
     [ "${got:-0}" -ge "$n" ] && break
     kill -0 "$sink_pid" 2>/dev/null || { err="the sink exited"; break; }
     [ $(($(now_ms) - t0)) -gt $(((lag_seconds + 60) * 1000)) ] && { err="$got of $n records landed"; break; }

@@ -312,10 +312,10 @@ def scrape(url):
     text = urllib.request.urlopen(url, timeout=5).read().decode()
     recs, buckets = {}, []
     for line in text.splitlines():
-        if line.startswith("newsflow_sink_records_total{"):
+        if line.startswith("newsflow_pgsink_records_total{"):
             topic = line.split('topic="', 1)[1].split('"', 1)[0]
             recs[topic] = int(float(line.rsplit(" ", 1)[1]))
-        elif line.startswith("newsflow_sink_visible_lag_seconds_bucket{"):
+        elif line.startswith("newsflow_pgsink_visible_lag_seconds_bucket{"):
             le = line.split('le="', 1)[1].split('"', 1)[0]
             buckets.append((float("inf") if le == "+Inf" else float(le),
                             int(float(line.rsplit(" ", 1)[1]))))
@@ -408,7 +408,7 @@ def cmd_report(path):
         if r.get("bench") == "pgsink_lag":
             print("\nVisible lag, %s interest updates/s for %s s (every 10th of the user `probe`), "
                   "sink batch_rows %s, batch_ms %s:" % (r["rate"], r["seconds"], r["batch_rows"], r["batch_ms"]))
-            print("- sink histogram (`newsflow_sink_visible_lag_seconds`, %d records, linear inside "
+            print("- sink histogram (`newsflow_pgsink_visible_lag_seconds`, %d records, linear inside "
                   "a bucket): p50 %s ms, p99 %s ms" % (r["histogram_count"], fmt(r["hist_p50_ms"], 1),
                                                        fmt(r["hist_p99_ms"], 1)))
             print("- direct (probe written by the producer -> first psql poll that sees it, %d of %d "

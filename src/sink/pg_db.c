@@ -483,11 +483,13 @@ int nf_pg_offsets_set(nf_pg_t *pg, const char *group, size_t n, const char *cons
 int nf_pg_begin(nf_pg_t *pg, char *err, size_t errlen)
 {
     if (!pg->staged) {
-        int rc =
-            run(pg,
-                "CREATE TEMP TABLE IF NOT EXISTS nf_stage (kind smallint NOT NULL, part "
-                "integer NOT NULL, off bigint NOT NULL, v jsonb NOT NULL) ON COMMIT DELETE ROWS",
-                err, errlen);
+        int rc = run(pg,
+                     /* toast_tuple_target: a value up to a page stays inline and uncompressed (a
+                      * 4 kB article compressed on its way in and out cost more than its upsert) */
+                     "CREATE TEMP TABLE IF NOT EXISTS nf_stage (kind smallint NOT NULL, part "
+                     "integer NOT NULL, off bigint NOT NULL, v jsonb NOT NULL) WITH "
+                     "(toast_tuple_target = 8160) ON COMMIT DELETE ROWS",
+                     err, errlen);
         if (rc != 0)
             return rc;
         pg->staged = true;
@@ -637,14 +639,19 @@ static const char *const apply_sql[NF_PG_KINDS][4] = {
         {"INSERT INTO article AS a (article_id, url, link, guid, source_id, feed_url, title, "
          "summary, body, authors, categories, category_labels, topics, language, published_at, "
          "updated_at, date_fallback, ingested_at, content_hash, cluster_id) "
-         "SELECT DISTINCT ON (v->>'article_id') v->>'article_id', v->>'url', v->>'link', "
-         "v->>'guid', v->>'source_id', v->>'feed_url', v->>'title', v->>'summary', v->>'body', "
-         "v->'authors', ARRAY(SELECT jsonb_array_elements_text(v->'categories')), "
-         "v->'category_labels', v->'topics', v->>'language', "
-         "(v->>'published_at')::timestamptz, (v->>'updated_at')::timestamptz, "
-         "(v->>'date_fallback')::boolean, (v->>'ingested_at')::timestamptz, v->>'content_hash', "
-         "(SELECT m.cluster_id FROM story_member m WHERE m.article_id = v->>'article_id') "
-         "FROM nf_stage WHERE kind = 0 ORDER BY v->>'article_id', part DESC, off DESC "
+         /* jsonb_to_record reads each staged value once: a value past 2 kB is stored
+          * compressed, and every v->>'field' would decompress it again */
+         "SELECT DISTINCT ON (r.article_id) r.article_id, r.url, r.link, r.guid, r.source_id, "
+         "r.feed_url, r.title, r.summary, r.body, r.authors, "
+         "ARRAY(SELECT jsonb_array_elements_text(r.categories)), r.category_labels, r.topics, "
+         "r.language, r.published_at, r.updated_at, r.date_fallback, r.ingested_at, "
+         "r.content_hash, (SELECT m.cluster_id FROM story_member m WHERE m.article_id = "
+         "r.article_id) FROM nf_stage s, jsonb_to_record(s.v) AS r(article_id text, url text, "
+         "link text, guid text, source_id text, feed_url text, title text, summary text, "
+         "body text, authors jsonb, categories jsonb, category_labels jsonb, topics jsonb, "
+         "language text, published_at timestamptz, updated_at timestamptz, date_fallback "
+         "boolean, ingested_at timestamptz, content_hash text) WHERE s.kind = 0 "
+         "ORDER BY r.article_id, s.part DESC, s.off DESC "
          "ON CONFLICT (article_id) DO UPDATE SET url = EXCLUDED.url, link = EXCLUDED.link, "
          "guid = EXCLUDED.guid, source_id = EXCLUDED.source_id, feed_url = EXCLUDED.feed_url, "
          "title = EXCLUDED.title, summary = EXCLUDED.summary, body = EXCLUDED.body, "
@@ -738,8 +745,8 @@ static int apply(nf_pg_t *pg, const size_t staged[NF_PG_KINDS], nf_pg_applied_t 
     return 0;
 }
 
-int nf_pg_load(nf_pg_t *pg, const nf_pg_rec_t *recs, size_t n, nf_pg_applied_t *out, char *err,
-               size_t errlen)
+int nf_pg_load(nf_pg_t *pg, const nf_pg_rec_t *recs, size_t n, bool whole, nf_pg_applied_t *out,
+               char *err, size_t errlen)
 {
     if (!pg->conn)
         return fail(err, errlen, NF_PG_TRANSIENT, "%s", "not connected to PostgreSQL");
@@ -753,7 +760,7 @@ int nf_pg_load(nf_pg_t *pg, const nf_pg_rec_t *recs, size_t n, nf_pg_applied_t *
     int rc = copy_in(pg, recs, n, err, errlen);
     if (rc == 0)
         rc = apply(pg, staged, &got, err, errlen);
-    if (rc == 0)
+    if (rc == 0 && !whole) /* else the commit empties it (ON COMMIT DELETE ROWS) */
         rc = run(pg, "DELETE FROM nf_stage", err, errlen);
     for (int k = 0; rc == 0 && k < NF_PG_KINDS; k++) {
         out->rows[k] += got.rows[k];

@@ -96,11 +96,12 @@ typedef struct nf_pg_applied {
                                        * twice) */
 } nf_pg_applied_t;
 
-/* COPYs recs[0..n) into the staging table and applies them (the staging table is emptied
- * after). Adds to *out when it succeeded (nothing on failure). On failure the transaction is
- * aborted: roll back (to a savepoint). */
-int nf_pg_load(nf_pg_t *pg, const nf_pg_rec_t *recs, size_t n, nf_pg_applied_t *out, char *err,
-               size_t errlen);
+/* COPYs recs[0..n) into the staging table and applies them; the staging table is emptied
+ * after, unless whole (the batch's last load: the commit empties it). Adds to *out when it
+ * succeeded (nothing on failure). On failure the transaction is aborted: roll back (to a
+ * savepoint). */
+int nf_pg_load(nf_pg_t *pg, const nf_pg_rec_t *recs, size_t n, bool whole, nf_pg_applied_t *out,
+               char *err, size_t errlen);
 
 int nf_pg_savepoint(nf_pg_t *pg, char *err, size_t errlen);
 int nf_pg_release(nf_pg_t *pg, char *err, size_t errlen);

@@ -408,7 +408,8 @@ static int load_range(nf_pgsink_t *s, landing_t *l, size_t lo, size_t hi, nf_pg_
 {
     int rc = nf_pg_savepoint(s->pg, l->err, sizeof l->err);
     if (rc == 0)
-        rc = nf_pg_load(s->pg, l->recs + lo, hi - lo, a, l->err, sizeof l->err);
+        rc = nf_pg_load(s->pg, l->recs + lo, hi - lo, lo == 0 && hi == l->n, a, l->err,
+                        sizeof l->err);
     if (rc == 0)
         return nf_pg_release(s->pg, l->err, sizeof l->err);
     if (rc != NF_PG_DATA)
@@ -989,7 +990,13 @@ static rd_kafka_t *consumer_new(nf_pgsink_t *s, char *err, size_t errlen)
                            {"enable.auto.offset.store", "false"},
                            {"isolation.level", "read_committed"},
                            {"auto.offset.reset", "earliest"},
-                           {"partition.assignment.strategy", "range,roundrobin"}};
+                           {"partition.assignment.strategy", "range,roundrobin"},
+                           /* a batch soon after its records are committed (default 500) */
+                           {"fetch.wait.max.ms", "100"},
+                           /* bounded by bytes (the default 64 MB), not by the 100,000 messages a
+                            * fetch of small records crosses, after which librdkafka 2.0 leaves
+                            * the partition unfetched for up to a second */
+                           {"queued.min.messages", "10000000"}};
     char rerr[256];
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         if (rd_kafka_conf_set(c, kv[i][0], kv[i][1], rerr, sizeof rerr) != RD_KAFKA_CONF_OK) {

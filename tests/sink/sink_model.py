@@ -7,8 +7,8 @@ and a database created for the run (dropped at the end unless NF_KEEP_TMP).
 
 Three waves of records are produced with kcat into the job's output topics (articles,
 story-clusters, interest-updates, trending, read-events with postgres.read_events=true) while
-one sink runs; after each wave the test waits until newsflow_sink_records_total and
-newsflow_sink_dead_letters_total account for every record produced so far. The waves give an
+one sink runs; after each wave the test waits until newsflow_pgsink_records_total and
+newsflow_pgsink_dead_letters_total account for every record produced so far. The waves give an
 order across batches where the model needs one: a story merge lands before a member of the
 absorbed cluster arrives (wave 2 then 3) and after members of another (wave 1 then 2); a chain
 X->Y->Z spans waves 2 and 3, another P->Q->R lies in one wave.
@@ -18,8 +18,8 @@ range), an article whose published_at is "not a date", a value that is not JSON,
 with \\u0000 in a string, a tombstone on articles, a trending item with a negative score
 (a CHECK). Each must come out on <prefix>dead-letters (read_committed) with stage
 sink-postgres, its origin and an error naming the problem, be counted in
-newsflow_sink_dead_letters_total, and the good records after it must land. An undecodable read
-event is skipped (newsflow_sink_skipped_total), not dead-lettered: the job dead-letters those.
+newsflow_pgsink_dead_letters_total, and the good records after it must land. An undecodable read
+event is skipped (newsflow_pgsink_skipped_total), not dead-lettered: the job dead-letters those.
 
 Then every table is compared with the model computed here from the records (not by running
 the sink's SQL): article (every field, categories as text[], topics jsonb), article_topic,
@@ -611,8 +611,8 @@ def wait_landed(ctx, sink, data, wave):
         m = sink.metrics()
         if m is None:
             return False
-        got = {k: [int(m.get(("newsflow_sink_records_total", k), 0)),
-                   int(m.get(("newsflow_sink_dead_letters_total", k), 0))] for k in KINDS}
+        got = {k: [int(m.get(("newsflow_pgsink_records_total", k), 0)),
+                   int(m.get(("newsflow_pgsink_dead_letters_total", k), 0))] for k in KINDS}
         seen[0] = got
         over = {k: (got[k], want[k]) for k in KINDS
                 if got[k][0] > want[k][0] or got[k][1] > want[k][1]}
@@ -620,7 +620,7 @@ def wait_landed(ctx, sink, data, wave):
             ctx.fail("after wave %d the sink counts more than was produced ({topic: "
                      "([landed, dead], [produced good, poison])}): %r" % (wave + 1, over), sink)
         return got == want
-    ctx.wait_for("newsflow_sink_records_total and _dead_letters_total to account for wave %d "
+    ctx.wait_for("newsflow_pgsink_records_total and _dead_letters_total to account for wave %d "
                  "(want {topic: [landed, dead letters]} %r)" % (wave + 1, want), pred,
                  timeout=120, interval=0.3, job=sink,
                  last=lambda: "%r; /v1/status %s" % (seen[0], sink.get("/v1/status")[1][:2500]))
@@ -874,13 +874,13 @@ def run(ctx, broker, pg):
     check_tables(ctx, pg, data, model, sink)
     check_queries(ctx, pg, data, model, sink)
     check_dead_letters(ctx, broker, data, positions, sink)
-    dups = {k: int(m.get(("newsflow_sink_duplicates_total", k), 0)) for k in KINDS}
+    dups = {k: int(m.get(("newsflow_pgsink_duplicates_total", k), 0)) for k in KINDS}
     want_dups = {"articles": 0, "story-clusters": 0, "interest-updates": data.dup_versions,
                  "trending": 0, "read-events": data.dup_events}
-    ctx.check(dups == want_dups, "newsflow_sink_duplicates_total %r, the data holds %r" %
+    ctx.check(dups == want_dups, "newsflow_pgsink_duplicates_total %r, the data holds %r" %
               (dups, want_dups), sink)
-    skipped = int(m.get(("newsflow_sink_skipped_total", ""), 0))
-    ctx.check(skipped == data.bad_events, "newsflow_sink_skipped_total %d, %d undecodable read "
+    skipped = int(m.get(("newsflow_pgsink_skipped_total", ""), 0))
+    ctx.check(skipped == data.bad_events, "newsflow_pgsink_skipped_total %d, %d undecodable read "
               "events produced" % (skipped, data.bad_events), sink)
     ctx.log("metrics: duplicates %r, skipped %d" % (dups, skipped))
 
@@ -908,9 +908,9 @@ def run(ctx, broker, pg):
     ctx.wait_for("sink-2 ready with its %d partitions at lag 0 (/v1/status)" % want_parts,
                  caught_up, timeout=90, interval=0.3, job=sink2, last=lambda: repr(st[0]))
     m2 = sink2.metrics()
-    landed2 = {k: int(m2.get(("newsflow_sink_records_total", k), 0)) for k in KINDS}
-    dups2 = {k: int(m2.get(("newsflow_sink_duplicates_total", k), 0)) for k in KINDS}
-    dead2 = {k: int(m2.get(("newsflow_sink_dead_letters_total", k), 0)) for k in KINDS}
+    landed2 = {k: int(m2.get(("newsflow_pgsink_records_total", k), 0)) for k in KINDS}
+    dups2 = {k: int(m2.get(("newsflow_pgsink_duplicates_total", k), 0)) for k in KINDS}
+    dead2 = {k: int(m2.get(("newsflow_pgsink_dead_letters_total", k), 0)) for k in KINDS}
     ctx.check(not any(landed2.values()) and not any(dups2.values()) and not any(dead2.values()),
               "sink-2 landed again what sink-1 had landed: records %r, duplicates %r, dead "
               "letters %r" % (landed2, dups2, dead2), sink2)
