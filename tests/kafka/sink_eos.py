@@ -4,8 +4,10 @@ The job runs on real Kafka with the demo feeds and a stream of read events (arti
 clusters, interest updates and trending windows, committed in its transactions), and
 `newsflow sink postgres` lands them in a PostgreSQL of the test's own (scripts/postgres.sh), while:
 
-  kill -9   the sink is killed at random instants (each time once it has landed something) and
-            started again;
+  group     two sink processes share the partitions as one consumer group: one runs throughout,
+            the other is
+  kill -9   killed at random instants (each time once it has landed something) and started
+            again, so the partitions move between live processes while they land;
   crash     PostgreSQL itself is crashed (immediate shutdown, recovery at start) under the sink;
   outage    PostgreSQL is stopped for 60 s: the job keeps committing epochs, the sink's lag
             (newsflow_pgsink_lag_records) rises; once the database is back the lag falls to 0.
@@ -302,26 +304,30 @@ def run(ctx, broker, pg):
     prod.start()
     rng = random.Random(int(os.environ.get("NF_TEST_SEED", "0")) or None)
     dups = []
+    stay = Sink(ctx, broker, pg, "sinkB")
     sink = kills(ctx, broker, pg, rng, dups)
     outage(ctx, job, sink, pg)
-    wait_metric(ctx, sink, "the sink connected again", lambda m: m.get(
-        "newsflow_pgsink_connected", 0) == 1)
+    for sk in (sink, stay):
+        wait_metric(ctx, sk, "%s connected again" % sk.tag, lambda m: m.get(
+            "newsflow_pgsink_connected", 0) == 1)
     prod.stop()
     ctx.check(prod.error is None, "producing read events failed: %r" % prod.error)
     acclib.wait_all_consumed(ctx, job, broker, ev.valid, timeout=240)
     rc, hang = job.terminate_or_report(60)
     ctx.check(not hang and rc == 0, "job: exit %s after SIGTERM %s" % (rc, hang or ""), job)
     recs = acclib.read_outputs(ctx, broker, "interest-updates")
-    wait_metric(ctx, sink, "the sink's lag back to 0",
-                lambda m: m.get("newsflow_pgsink_lag_records", 1) == 0 and
-                m.get("newsflow_pgsink_records_total", 0) > 0, timeout=300)
+    for sk in (sink, stay):
+        wait_metric(ctx, sk, "%s's lag back to 0" % sk.tag,
+                    lambda m: m.get("newsflow_pgsink_lag_records", 1) == 0 and
+                    m.get("newsflow_pgsink_batches_total", 0) > 0, timeout=300)
     ctx.wait_for("the offsets table at the end offsets",
                  lambda: {(t, int(p)): int(o) for t, p, o in pg.query(
                      "SELECT topic, partition, next_offset FROM newsflow_sink_offsets WHERE "
                      "group_id = '%ssink'" % broker.prefix)} == end_offsets(ctx, broker),
                  timeout=120, interval=0.5)
-    dups.append((sink.metrics() or {}).get("newsflow_pgsink_duplicates_total", 0))
-    ctx.check(ctx.stop_child(sink.proc) == 0, "the sink's exit after SIGTERM != 0")
+    for sk in (sink, stay):
+        dups.append((sk.metrics() or {}).get("newsflow_pgsink_duplicates_total", 0))
+        ctx.check(ctx.stop_child(sk.proc) == 0, "%s's exit after SIGTERM != 0" % sk.tag)
     ctx.log(check_interest(ctx, pg, recs, dups))
     ctx.log(check_others(ctx, broker, pg))
     ctx.log(check_offsets(ctx, broker, pg))
