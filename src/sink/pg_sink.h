@@ -1,5 +1,5 @@
 /* pg_sink.h — `newsflow sink postgres`: the job's committed outputs landed in PostgreSQL, every
- * record once (docs/sink.md; DESIGN §13).
+ * record once (docs/sink.md).
  *
  * A Kafka consumer of the output topics (articles, story-clusters, interest-updates, trending
  * and, with read_events, read-events), reading committed records only, in a consumer group
