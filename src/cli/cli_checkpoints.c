@@ -1,5 +1,5 @@
 /* cli_checkpoints.c — `newsflow checkpoints`: list, show, verify and delete the named
- * checkpoints of a state directory (DESIGN.md §3, src/state/store.h).
+ * checkpoints of a state directory (docs/ARCHITECTURE.md §4 "Restore", src/state/checkpoint.h).
  *
  * It works on the directories alone and never opens the live database, so it runs beside a
  * running job: the job holds the database's LOCK, a checkpoint is a database of its own (opened

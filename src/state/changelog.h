@@ -1,8 +1,8 @@
-/* changelog.h — state that follows Kafka (DESIGN.md §9): every state write of an epoch is also a
- * record of a compacted changelog topic, produced in the epoch's transaction with its outputs
- * and input offsets; a state directory that lacks those writes (lost disk, a new machine, a
- * key group another process moved on) is brought up to date from the changelog before the job
- * takes input.
+/* changelog.h — state that follows Kafka (docs/ARCHITECTURE.md §4 "Changelog"): every state write
+ * of an epoch is also a record of a compacted changelog topic, produced in the epoch's transaction
+ * with its outputs and input offsets; a state directory that lacks those writes (lost disk, a new
+ * machine, a key group another process moved on) is brought up to date from the changelog before
+ * the job takes input.
  *
  * Topics: one per state kind, `<prefix>changelog-<kind>` (nf_topic_t NF_TOPIC_CL_*), as many
  * partitions as the job's other topics, cleanup.policy=compact (`newsflow topics create`).

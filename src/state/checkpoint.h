@@ -1,8 +1,9 @@
-/* checkpoint.h — named checkpoints of the store (DESIGN.md §3): RocksDB checkpoints of the live
- * database under <state.dir>/checkpoints/chk-<epoch>/ whose table files are their own (copies,
- * shared among checkpoints, never with the live database), each with a manifest.json
- * beside the database files; listing, verification, deletion, pruning, and the restore that
- * makes one the live database again (`newsflow run --from-checkpoint`, `newsflow checkpoints`).
+/* checkpoint.h — named checkpoints of the store (docs/ARCHITECTURE.md §4: "The commit" step 4,
+ * "Restore"): RocksDB checkpoints of the live database under <state.dir>/checkpoints/chk-<epoch>/
+ * whose table files are their own (copies, shared among checkpoints, never with the live database),
+ * each with a manifest.json beside the database files; listing, verification, deletion, pruning,
+ * and the restore that makes one the live database again (`newsflow run --from-checkpoint`,
+ * `newsflow checkpoints`).
  *
  * Threads: nf_store_checkpoint from the epoch coordinator, between commits; the rest work on
  * the state directory's files (the CLI calls them; restore refuses while a job holds db/LOCK). */

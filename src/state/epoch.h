@@ -1,5 +1,6 @@
 /* epoch.h — epochs: consistent cuts of the whole job, committed together with their outputs and
- * input positions (DESIGN.md §3), so that a kill -9 at any instant loses and duplicates nothing.
+ * input positions, so that a kill -9 at any instant loses and duplicates nothing
+ * (docs/ARCHITECTURE.md §4 "What an epoch guarantees").
  *
  * One coordinator thread per process runs the protocol; shards take part through participants
  * (one per actor instance that owns state or takes input) registered from actor init hooks.
@@ -38,8 +39,8 @@
  * positions recorded in it and records of this writer and epoch are counted by nf-seq. The
  * missing records are produced in a new transaction, then the record is applied. Every retry of
  * a failed commit, and a producer replaced after a fatal error, settles the same way. Exactly
- * once either way: see kafka.h. (DESIGN §3 now states this roll-forward rule; the offsets-first
- * step is this code's addition, listed in README's departures.)
+ * once either way: see kafka.h. (docs/ARCHITECTURE.md §4 "Roll-forward recovery"; the
+ * offsets-first step departs from the target design, ARCHITECTURE §10 and README's departures.)
  *
  * Fault injection for the crash tests: NF_FAULT="<point>:<epoch>" makes the process _exit(137)
  * (as if SIGKILLed) at that point of that epoch's commit ("*": of the first epoch that reaches

@@ -1,5 +1,5 @@
 /* kstate.h — keyed state of one state kind on one shard: an in-memory working set over the
- * store (DESIGN.md §3).
+ * store (docs/ARCHITECTURE.md §4 "In memory").
  *
  * Keys are 128-bit ids (article ids, hashed user ids, source ids) with a key group (the input
  * partition they came from, or a hash bucket for state not fed by Kafka); the RocksDB key is

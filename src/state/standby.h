@@ -1,7 +1,7 @@
-/* standby.h — warm standbys (scale.standby_replicas, DESIGN.md §9): a process of a job in a
- * consumer group with changelogs keeps the changelog partitions of the key groups it does NOT
- * own applied to its local store, so that when one of them is assigned to it the restore
- * (state/changelog.h) reads only the tail written since.
+/* standby.h — warm standbys (scale.standby_replicas, docs/ARCHITECTURE.md §4 "Warm standbys"): a
+ * process of a job in a consumer group with changelogs keeps the changelog partitions of the key
+ * groups it does NOT own applied to its local store, so that when one of them is assigned to it the
+ * restore (state/changelog.h) reads only the tail written since.
  *
  * Which key groups (units): every input partition not assigned here whose owner writes a
  * changelog — each read-events partition (event ids, interest vectors and their seen sets,

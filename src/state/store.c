@@ -1,7 +1,7 @@
-/* store.c — the live database on RocksDB (see store.h for the contract, DESIGN.md §3): open
- * (creating the column families that are missing, keeping the ones we do not know open so
- * RocksDB accepts the open), point reads, scans, a TTL compaction filter on every state kind's
- * family, and the shards' batches. The epoch protocol's records are store_pending.c's, named
+/* store.c — the live database on RocksDB (see store.h for the contract, docs/ARCHITECTURE.md §4
+ * "Store"): open (creating the column families that are missing, keeping the ones we do not know
+ * open so RocksDB accepts the open), point reads, scans, a TTL compaction filter on every state
+ * kind's family, and the shards' batches. The epoch protocol's records are store_pending.c's, named
  * checkpoints checkpoint.c's; what the three share is in store_int.h.
  *
  * A shard's batch (nf_store_batch_t) is a plain byte log of puts and deletes, not a RocksDB

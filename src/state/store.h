@@ -1,4 +1,5 @@
-/* store.h — the job's durable state: one RocksDB database under state.dir (DESIGN.md §3).
+/* store.h — the job's durable state: one RocksDB database under state.dir (docs/ARCHITECTURE.md §4
+ * "Store").
  *
  * Layout on disk:
  *   <state.dir>/db/                      the live database
