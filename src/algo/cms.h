@@ -1,5 +1,6 @@
-/* cms.h — Count-Min Sketch: approximate counts of a multiset of keys in fixed memory, the
- * trending stage's per-pane counter (DESIGN.md §1: width 2048 x depth 5).
+/* cms.h — Count-Min Sketch: approximate counts of a multiset of keys in fixed memory, the trending
+ * stage's per-pane counter (width 2048 x depth 5 by default: docs/ARCHITECTURE.md §1,
+ * "Parameters").
  *
  * A sketch is depth rows of width 64-bit cells. A key is hashed once (nf_cms_hash, i.e.
  * nf_hash64 under the sketch's seed) and its cell in row i is picked by double hashing

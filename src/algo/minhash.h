@@ -1,5 +1,6 @@
-/* minhash.h — text -> word shingles -> MinHash signature -> LSH band keys (DESIGN.md §1, the
- * cluster stage's first half). Pure functions over a read-only parameter object; no state.
+/* minhash.h — text -> word shingles -> MinHash signature -> LSH band keys (the cluster stage's
+ * first half: docs/ARCHITECTURE.md §1, "Parameters"). Pure functions over a read-only parameter
+ * object; no state.
  *
  * Normalization: a word is a maximal run of ASCII letters and digits or bytes >= 0x80 (UTF-8
  * sequences kept as they are, so non-Latin words survive without a Unicode table); ASCII letters

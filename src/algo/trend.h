@@ -1,5 +1,5 @@
-/* trend.h — the trending engine (DESIGN.md §1, issue 5): event-time sliding windows of read
- * events, ranked top-K articles per slide. Two objects:
+/* trend.h — the trending engine (docs/ARCHITECTURE.md §1 and §3 "A read event", issue 5):
+ * event-time sliding windows of read events, ranked top-K articles per slide. Two objects:
  *
  *   counter  counts some input partitions (int32 ids); the job keeps one per partition (the
  *            actors: one per read-events partition, whichever shard consumes it), so that what

@@ -1,4 +1,5 @@
-/* feed.h — one fetched document to a feed and its normalized articles (DESIGN.md §1 parse, §5).
+/* feed.h — one fetched document to a feed and its normalized articles (docs/feeds.md; the parse
+ * step of docs/ARCHITECTURE.md §3 "A feed article").
  *
  * nf_feed_parse() detects the format (RSS 0.9x/2.0, RSS 1.0/RDF, Atom 0.3/1.0 through libxml2's
  * streaming SAX2 parser; JSON Feed 1.0/1.1 with cJSON), extracts feed and item fields including

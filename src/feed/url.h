@@ -1,7 +1,7 @@
 /* url.h — URL resolution (RFC 3986 §5) and normalization for article identity.
  *
  * Two feeds linking the same story with different spellings of its URL must yield the same
- * article_id. Normalization (DESIGN.md §5): scheme and host lower-cased, IDN host to punycode
+ * article_id. Normalization (docs/feeds.md): scheme and host lower-cased, IDN host to punycode
  * (libidn2, IDNA 2008 with transitional fallback), default port (80/443) dropped, dot segments
  * removed, empty path -> "/", percent-encoding upper-cased and unreserved characters decoded,
  * fragment removed, tracking query parameters dropped (utm_*, fbclid, gclid, dclid, msclkid,

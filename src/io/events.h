@@ -1,5 +1,5 @@
 /* events.h — the job's Kafka inputs decoded into structs, and the dead-letter record for the
- * ones that cannot be (DESIGN.md §1, §4).
+ * ones that cannot be (docs/topics.md; docs/ARCHITECTURE.md §3 "A read event").
  *
  * read-events arrive at a million a second per core, so the decoders make one pass over the
  * bytes straight into fixed-size fields: no cJSON tree, no allocation, no syscall, no global
@@ -122,8 +122,8 @@ typedef struct nf_read_event {
     int64_t ts_ms; /* UTC epoch milliseconds, 0 .. NF_EVENT_TS_MAX */
 } nf_read_event_t;
 
-/* The event_id of an event that does not carry one (DESIGN.md §4), so that a replayed or
- * re-sent event is recognised as the same one: the lower-case hex (64 digits) of
+/* The event_id of an event that does not carry one (docs/topics.md "Deterministic ids"), so that a
+ * replayed or re-sent event is recognised as the same one: the lower-case hex (64 digits) of
  *   SHA-256( user_id 0x00 article_id 0x00 session_id 0x00 )            for a read
  *   SHA-256( user_id 0x00 article_id 0x00 session_id 0x00 kind 0x00 )   for any other kind
  * over the fields' UTF-8 bytes, each followed by one NUL byte (an absent session_id is the

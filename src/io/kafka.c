@@ -48,7 +48,7 @@ static void topic_full_name(char *out, size_t n, const char *prefix, const char 
     snprintf(out, n, "%s%s", prefix ? prefix : "", name);
 }
 
-/* Every topic of DESIGN §4, outputs first (index = nf_topic_t), then the inputs. */
+/* Every topic (docs/ARCHITECTURE.md §5), outputs first (index = nf_topic_t), then the inputs. */
 #define NF_KAFKA_TOPICS (NF_TOPIC__COUNT + NF_INPUT__COUNT)
 /* The input that is an output topic read back (trending-panes): one topic, listed once. */
 #define PANES_INPUT (NF_TOPIC__COUNT + NF_INPUT_TRENDING_PANES)
@@ -2572,11 +2572,11 @@ static int create_topics(rd_kafka_t *rk, const nf_kafka_topics_opts_t *o, char n
             snprintf(err, errlen, "topic %s: %s", names[t], rerr);
             r = -EINVAL;
         } else if (t == NF_TOPIC__COUNT + NF_INPUT_SOURCES) {
-            /* The latest definition of each source is what counts (DESIGN §4). */
+            /* The latest definition of each source is what counts (docs/topics.md). */
             rd_kafka_NewTopic_set_config(nt[t], "cleanup.policy", "compact");
         } else if (t >= NF_TOPIC_CL_FIRST && t < NF_TOPIC__COUNT) {
-            /* State: the latest value of each key is what counts (DESIGN §9); one value can be
-             * a whole epoch's keyset blob of a key group. */
+            /* State: the latest value of each key is what counts (docs/ARCHITECTURE.md §4
+             * "Changelog"); one value can be a whole epoch's keyset blob of a key group. */
             /* Kinds whose values expire (event ids 2 h, seen keys 24 h, the recent-by-topic
              * index 48 h, topic vectors, article metadata, story sizes, the search log and the
              * cluster index 7 days by default) are never deleted by the job: their records also

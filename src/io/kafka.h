@@ -45,8 +45,8 @@
 
 /* ---- embedded mock cluster ---- */
 typedef struct nf_kafka_mock nf_kafka_mock_t;
-/* Starts librdkafka's mock cluster (its own threads) and creates every topic of DESIGN §4 with
- * `partitions` partitions. NULL with err on failure. */
+/* Starts librdkafka's mock cluster (its own threads) and creates every topic (docs/ARCHITECTURE.md
+ * §5) with `partitions` partitions. NULL with err on failure. */
 nf_kafka_mock_t *nf_kafka_mock_new(unsigned brokers, unsigned partitions, const char *prefix,
                                    char *err, size_t errlen);
 const char *nf_kafka_mock_bootstrap(const nf_kafka_mock_t *m);
@@ -67,11 +67,11 @@ typedef struct nf_kafka_topics_opts {
  * (error says why); partitions as the cluster's metadata shows them afterwards (0 if none). */
 typedef void (*nf_kafka_topic_cb)(void *arg, const char *topic, const char *outcome, int partitions,
                                   const char *error);
-/* With create, creates every topic of DESIGN §4 (inputs and outputs, names prefixed) that does
- * not exist on the cluster: `partitions` partitions, `sources` compacted; a topic that exists is
- * left as it is. Then reads the cluster's metadata and calls cb once per topic. 0 if every topic
- * exists, -ENOENT if some are missing, other -errno with err. Any thread; blocks up to about
- * 2 x timeout_ms (+10 s while new topics reach the metadata). */
+/* With create, creates every topic of docs/ARCHITECTURE.md §5 (inputs, outputs, names prefixed)
+ * that does not exist on the cluster: `partitions` partitions, `sources` compacted; a topic that
+ * exists is left as it is. Then reads the cluster's metadata and calls cb once per topic. 0 if
+ * every topic exists, -ENOENT if some are missing, other -errno with err. Any thread; blocks up to
+ * about 2 x timeout_ms (+10 s while new topics reach the metadata). */
 int nf_kafka_topics(const nf_kafka_topics_opts_t *o, bool create, nf_kafka_topic_cb cb, void *arg,
                     char *err, size_t errlen);
 

@@ -1,4 +1,4 @@
-/* sink.h — where the job's outputs go (DESIGN.md §4 topics).
+/* sink.h — where the job's outputs go (the topics of docs/topics.md).
  *
  * Outputs reach Kafka through the epoch's transaction (state/epoch.h, io/kafka.h); a sink is
  * the tee of what committed (`sink.spec`, default stdout) and a benchmark's output. Backends:

@@ -1,10 +1,10 @@
 /* runtime.h — newsflow's thread-per-core runtime: shards, message rings, actors, timers, fds.
  *
- * Shape (DESIGN.md §2). A runtime owns N shards; each shard is one thread with its own io_uring,
- * timer wheel and one instance of every registered actor type. Shards share nothing mutable:
- * they talk through bounded single-producer/single-consumer rings, one per ordered pair of
- * shards (a shard's ring to itself included), plus one inbox per shard for non-shard threads
- * (the admin server, the main thread), whose producers serialise on a mutex.
+ * Shape (docs/ARCHITECTURE.md §2, "Processes and threads"). A runtime owns N shards; each shard is
+ * one thread with its own io_uring, timer wheel and one instance of every registered actor type.
+ * Shards share nothing mutable: they talk through bounded single-producer/single-consumer rings,
+ * one per ordered pair of shards (a shard's ring to itself included), plus one inbox per shard for
+ * non-shard threads (the admin server, the main thread), whose producers serialise on a mutex.
  *
  * Messages are 64-byte values copied into ring slots. nf_send() writes the slot at once but
  * *publishes* in batches: at the end of the shard's loop iteration, or when `batch` messages are
