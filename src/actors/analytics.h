@@ -1,5 +1,5 @@
-/* analytics.h — the right half of the pipeline (DESIGN.md §1) wired into the actors: classify,
- * cluster, trending and interest, each exactly-once through the epoch like the left half.
+/* analytics.h — the right half of the pipeline (docs/ARCHITECTURE.md §1) wired into the actors:
+ * classify, cluster, trending and interest, each exactly-once through the epoch like the left half.
  *
  *   crawl (ingest.h), per article it serializes: classify (actors/classify.h; the shard's own
  *     stemmer) adds category_labels and topics to the articles value; MinHash (algo/minhash.h)

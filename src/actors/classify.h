@@ -1,5 +1,5 @@
-/* classify.h — the classify stage (DESIGN.md §1): gives each new article category labels and a
- * sparse, L2-normalized topic vector, from a topic taxonomy loaded once from config.
+/* classify.h — the classify stage (docs/ARCHITECTURE.md §1): gives each new article category labels
+ * and a sparse, L2-normalized topic vector, from a topic taxonomy loaded once from config.
  *
  * Taxonomy file (config/taxonomy.json), one JSON object; unknown keys are refused:
  *

@@ -1,5 +1,6 @@
-/* cluster.h — the story clustering engine (DESIGN.md §1, stage "cluster"): MinHash signatures
- * in, cluster assignments out, over keyed state so the index survives restarts (§3).
+/* cluster.h — the story clustering engine (docs/ARCHITECTURE.md §1, stage "cluster"): MinHash
+ * signatures in, cluster assignments out, over keyed state so the index survives restarts
+ * (docs/ARCHITECTURE.md §4).
  *
  * An article's signature is split into LSH bands; articles sharing a band key are candidates;
  * a candidate whose estimated Jaccard (fraction of equal signature slots) is >= threshold is a

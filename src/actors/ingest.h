@@ -1,5 +1,5 @@
-/* ingest.h — the left half of the pipeline as runtime actors (DESIGN.md §1): schedule, fetch,
- * parse and dedup, from a list of feed URLs to one normalized article per URL.
+/* ingest.h — the left half of the pipeline as runtime actors (docs/ARCHITECTURE.md §1): schedule,
+ * fetch, parse and dedup, from a list of feed URLs to one normalized article per URL.
  *
  *   crawl (per shard; owns the sources whose host routes to it):
  *     per-source CrawlSchedule + wheel timer -> per-host politeness and breaker -> fetcher on
@@ -16,7 +16,7 @@
  * dropped. Shutdown: the stop hook cancels timers and in-flight fetches (recorded as cancelled
  * attempts), the overflow still drains to dedup before the shards exit.
  *
- * The sources topic (DESIGN.md §4; compacted, key = source_id, value {url, type, interval_s,
+ * The sources topic (docs/topics.md; compacted, key = source_id, value {url, type, interval_s,
  * status}, tombstone = remove) changes the crawl actors' sources at run time:
  *   kafka_in (reads.c) decodes a record and asks nf_ingest_source_route() where it goes: the
  *     shard whose host key owns the source's host gets NF_MSG_SOURCE_SET (the definition);
@@ -48,23 +48,23 @@
  *     configured feed from the topic, publish it with status "paused"). Other keys are sources
  *     of their own, even when their URL equals a configured one's. Topic URLs must be http(s).
  *
- *   In a consumer group with changelogs (in_partitions, DESIGN.md §9): the sources partitions
- *     are spread over the processes like read-events; a process holds only the sources whose
- *     records are in the partitions assigned to it, their CrawlSchedule in that partition's key
- *     group. A gained partition's schedules are restored from the changelog and loaded
- *     (crawl_partitions: crawled on at their next_crawl_at, validators kept); a lost one's are
- *     forgotten once its last epoch committed, without deleting their state. The configured
- *     sources are not crawled from the list but published to the topic at start
- *     (sources_publish.h), each to its host's partition (nf_sources_partition), so one process
- *     holds all of a host's feeds and its politeness and breaker hold across the job. A record
- *     in another partition is taken there (that partition is its key group) and counted in
- *     newsflow_sources_misplaced_total.
- *     Articles then go through the job's one-partition topic (trending-panes, DESIGN.md §9
- *     "global stages"): crawl emits each as a record (article_msg.h) in the epoch that found
- *     it; kafka_in of the process assigned that partition hands it to its dedup shard. ArticleKey,
- *     topic vectors and the story index are kept in the global key group
- *     (NF_CHANGELOG_GLOBAL_KG) and move with that partition: one article per URL, one cluster
- *     index for the whole job.
+ *   In a consumer group with changelogs (in_partitions; docs/ARCHITECTURE.md §3 "Sources and the
+ *     global stages in a consumer group"): the sources partitions are spread over the processes
+ *     like read-events; a process holds only the sources whose records are in the partitions
+ *     assigned to it, their CrawlSchedule in that partition's key group. A gained partition's
+ *     schedules are restored from the changelog and loaded (crawl_partitions: crawled on at their
+ *     next_crawl_at, validators kept); a lost one's are forgotten once its last epoch committed,
+ *     without deleting their state. The configured sources are not crawled from the list but
+ *     published to the topic at start (sources_publish.h), each to its host's partition
+ *     (nf_sources_partition), so one process holds all of a host's feeds and its politeness and
+ *     breaker hold across the job. A record in another partition is taken there (that partition is
+ *     its key group) and counted in newsflow_sources_misplaced_total.
+ *     Articles then go through the job's one-partition topic (trending-panes, the "global stages"
+ *     of docs/ARCHITECTURE.md §3): crawl emits each as a record (article_msg.h) in the epoch that
+ *     found it; kafka_in of the process assigned that partition hands it to its dedup shard.
+ *     ArticleKey, topic vectors and the story index are kept in the global key group
+ *     (NF_CHANGELOG_GLOBAL_KG) and move with that partition: one article per URL, one cluster index
+ *     for the whole job.
  *
  * Call nf_ingest_register() after nf_runtime_create() and before nf_runtime_start(); the
  * context must outlive the runtime. Sources and options are read-only once shards run. */
@@ -133,11 +133,12 @@ typedef struct nf_ingest {
     nf_epoch_t *epoch;
     nf_sink_t *sink;
     nf_store_t *store; /* NULL: ArticleKey and CrawlSchedule in memory only */
-    /* Sources follow the sources topic's partitions (a consumer group with changelogs, DESIGN
-     * §9): a process crawls the sources whose records are in the partitions assigned to it;
-     * their CrawlSchedules are that partition's key group and move with it (the changelog);
-     * configured sources are crawled only through their published records (sources_publish.h),
-     * and a tombstone removes a source (the next start publishes a configured one again). */
+    /* Sources follow the sources topic's partitions (a consumer group with changelogs,
+     * docs/ARCHITECTURE.md §3): a process crawls the sources whose records are in the partitions
+     * assigned to it; their CrawlSchedules are that partition's key group and move with it (the
+     * changelog); configured sources are crawled only through their published records
+     * (sources_publish.h), and a tombstone removes a source (the next start publishes a configured
+     * one again). */
     bool in_partitions;
     /* With in_partitions: the consumer whose group assigns them. A process whose membership
      * has lapsed (its session expired: it was stopped, starved or cut off from the brokers)

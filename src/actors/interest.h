@@ -1,4 +1,4 @@
-/* interest.h — the interest-update engine (DESIGN.md §1, "interest"): per reader, an
+/* interest.h — the interest-update engine (docs/ARCHITECTURE.md §1, "Parameters"): per reader, an
  * exponentially decayed, L2-normalised vector over the taxonomy's topics, moved by every article
  * the reader reads.
  *

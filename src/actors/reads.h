@@ -1,6 +1,6 @@
-/* reads.h — the read-events path (DESIGN.md §1, §4): the Kafka source actor that feeds shards
- * from their assigned partitions (with event-id dedup and the trending counters of
- * analytics.h, one per partition), and the interest actor keyed by user.
+/* reads.h — the read-events path (docs/ARCHITECTURE.md §1, §3 "A read event"; docs/topics.md): the
+ * Kafka source actor that feeds shards from their assigned partitions (with event-id dedup and the
+ * trending counters of analytics.h, one per partition), and the interest actor keyed by user.
  *
  *   kafka_in (per shard; owns the partitions p with p % shards == shard):
  *     consumes its queue in budgeted turns -> decodes each record (io/events.h); a record that

@@ -1,9 +1,9 @@
-/* serve_state.h — state kept for the query API alone (DESIGN.md §10; src/serve/query.h reads
- * it through committed views): dedup writes it for each new article, into the epoch that emits
- * the article, so an answer never names an article a crash could take back. Nothing in the job
- * reads it back, so no shard holds it in memory: a new article's entries wait in the dedup
- * shard's batch until its epoch's cut (memory: one epoch's new articles), then live in RocksDB,
- * and leave by their expiry (the store's TTL filter; readers check it too).
+/* serve_state.h — state kept for the query API alone (docs/ARCHITECTURE.md §4 "Queries";
+ * src/serve/query.h reads it through committed views): dedup writes it for each new article, into
+ * the epoch that emits the article, so an answer never names an article a crash could take back.
+ * Nothing in the job reads it back, so no shard holds it in memory: a new article's entries wait in
+ * the dedup shard's batch until its epoch's cut (memory: one epoch's new articles), then live in
+ * RocksDB, and leave by their expiry (the store's TTL filter; readers check it too).
  *
  *   NF_KIND_ARTICLE_META  key nf_kstate_encode_key(kg, id), kg the article's key group (as its
  *                         ArticleKey: id.hi % 256, or the global one in a consumer group);

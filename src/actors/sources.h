@@ -76,10 +76,11 @@ int nf_sources_load_file(nf_source_list_t *l, const char *path, char *err, size_
 
 uint64_t nf_sources_host_key(const char *host);
 
-/* The sources topic's partition of a host (DESIGN.md §9: every feed of a host in one partition,
- * so its politeness and breaker live in one process): Kafka's default partitioner for a record
- * keyed by the host — murmur2 of its bytes, sign bit cleared, modulo partitions — so that any
- * client can place a record with `kcat -p` or a producer keyed by the host. partitions > 0. */
+/* The sources topic's partition of a host (docs/ARCHITECTURE.md §3 "Sources and the global stages
+ * in a consumer group": every feed of a host in one partition, so its politeness and breaker live
+ * in one process): Kafka's default partitioner for a record keyed by the host — murmur2 of its
+ * bytes, sign bit cleared, modulo partitions — so that any client can place a record with `kcat -p`
+ * or a producer keyed by the host. partitions > 0. */
 int32_t nf_sources_partition(const char *host, int32_t partitions);
 /* Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2), for the test vectors. */
 int32_t nf_murmur2(const void *data, size_t len);

@@ -1,4 +1,5 @@
-/* sources_publish.h — the configured sources as records of the sources topic (DESIGN.md §9).
+/* sources_publish.h — the configured sources as records of the sources topic (docs/ARCHITECTURE.md
+ * §3 "Sources and the global stages in a consumer group").
  *
  * In a consumer group with changelogs (nf_ingest_t.in_partitions) a process crawls only the
  * sources whose records are in the sources partitions assigned to it, so the sources of

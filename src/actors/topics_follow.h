@@ -1,5 +1,6 @@
 /* topics_follow.h — the articles' topic vectors in every process of a consumer group, as a global
- * table (DESIGN.md §9; Kafka Streams' GlobalKTable).
+ * table (docs/ARCHITECTURE.md §3 "Sources and the global stages in a consumer group"; Kafka
+ * Streams' GlobalKTable).
  *
  * In a consumer group the one process assigned the one-partition topic deduplicates the job's
  * articles (ingest.h), so its dedup is the only one that broadcasts their topic vectors to its
