@@ -1,6 +1,6 @@
-/* cli.h — the newsflow command's subcommands (DESIGN.md §7). Each takes the arguments after
- * its name (argv[0] is the subcommand) and returns the process exit code:
- * 0 ok, 1 runtime failure, 2 usage or configuration error. */
+/* cli.h — the newsflow command's subcommands (docs/ARCHITECTURE.md §6 and §7). Each takes the
+ * arguments after its name (argv[0] is the subcommand) and returns the process exit code: 0 ok, 1
+ * runtime failure, 2 usage or configuration error. */
 #ifndef NF_CLI_H
 #define NF_CLI_H
 

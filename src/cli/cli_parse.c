@@ -5,7 +5,7 @@
  * conformance and robustness suites drive the parser from outside. So it adds nothing of its
  * own between the bytes and nf_feed_parse: it reads the file (at most max_bytes + 1 of it),
  * passes --base as the feed URL and --fetched-at as the fetch time, and prints what comes back
- * with field names of the articles topic (DESIGN.md §4). A URL argument is fetched by the job's
+ * with field names of the articles topic (docs/topics.md). A URL argument is fetched by the job's
  * own fetcher on a one-shard runtime, with the job's fetch.* configuration and address guard, and
  * its final URL (after redirects) is the base unless --base says otherwise. */
 #include "actors/classify.h"

@@ -1,8 +1,8 @@
-/* cli_topics.c — `newsflow topics create|list`: the job's Kafka topics (DESIGN.md §4) on a real
- * cluster. The job itself never creates topics (a missing one stops it at start with its name),
- * so an operator makes them once with the partition count the deployment needs; the embedded and
- * `mock-kafka` clusters create their own. Names, brokers and librdkafka properties come from the
- * configuration, loaded exactly as `newsflow run` loads it. */
+/* cli_topics.c — `newsflow topics create|list`: the job's Kafka topics (docs/topics.md,
+ * docs/ARCHITECTURE.md §5) on a real cluster. The job itself never creates topics (a missing one
+ * stops it at start with its name), so an operator makes them once with the partition count the
+ * deployment needs; the embedded and `mock-kafka` clusters create their own. Names, brokers and
+ * librdkafka properties come from the configuration, loaded exactly as `newsflow run` loads it. */
 #include "cli/cli.h"
 #include "io/kafka.h"
 #include "runtime/config.h"

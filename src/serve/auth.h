@@ -1,5 +1,6 @@
-/* auth.h — verifies the JSON Web Token of a reader's request (`Authorization: Bearer <JWT>`):
- * a user-scoped route answers only for the token's subject (DESIGN.md §10, invariant I-10).
+/* auth.h — verifies the JSON Web Token of a reader's request (`Authorization: Bearer <JWT>`): a
+ * user-scoped route answers only for the token's subject (invariant I-10: docs/ARCHITECTURE.md §4,
+ * "Who may ask").
  *
  * The keys are the operator's, read once by nf_auth_new: an HS256 secret, a PEM public key
  * (RSA for RS256 or EC P-256 for ES256) and a JWKS file (RSA and EC P-256 keys, chosen by the

@@ -1,5 +1,5 @@
-/* edge.h — the HTTP edge (DESIGN.md §10, "The edge"): readers' clicks and feedback come in over
- * HTTP and are produced to read-events, 202 meaning the broker has them.
+/* edge.h — the HTTP edge (docs/ARCHITECTURE.md §4, "The edge"): readers' clicks and feedback come
+ * in over HTTP and are produced to read-events, 202 meaning the broker has them.
  *
  * Routes (POST; docs/openapi.json describes them):
  *   POST /v1/events                 a batch: a JSON array of events or NDJSON (io/event_batch.h),

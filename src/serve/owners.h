@@ -1,5 +1,6 @@
-/* owners.h — which process of a job answers for which key (DESIGN.md §10, "multi-process"):
- * the query API of one process answers for the keys it owns and names the owner of any other.
+/* owners.h — which process of a job answers for which key (docs/ARCHITECTURE.md §4, "Several
+ * processes"): the query API of one process answers for the keys it owns and names the owner of any
+ * other.
  *
  * A process advertises its query API's URL in its consumer's client.id
  * ("newsflow serve=URL", nf_owners_client_id), which the group's coordinator reports in its

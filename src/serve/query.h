@@ -1,5 +1,5 @@
-/* query.h — the query API (DESIGN.md §10): readers' questions answered from the job's own
- * committed state, on the admin server's /v1/ routes.
+/* query.h — the query API (docs/ARCHITECTURE.md §4, "Queries"): readers' questions answered from
+ * the job's own committed state, on the admin server's /v1/ routes.
  *
  * Every answer reads one committed view of the store (state/store.h, "committed views"): the
  * state as the last committed epoch left it, never what a crash could take back. Each JSON
@@ -43,13 +43,13 @@
  * while no committed view exists yet (restoring: Retry-After: 1) or when the store cannot be
  * read.
  *
- * Several processes (a consumer group; DESIGN.md §10): a reader's routes (feed, interest) are
- * answered by the process assigned the reader's read-events partition (the producers'
- * partitioner over the user id, nf_query_partition); any other process answers 307 with
- * Location at the owner's advertised URL (serve/owners.h) and a JSON body naming the owner and
+ * Several processes (a consumer group; docs/ARCHITECTURE.md §4, "Several processes"): a reader's
+ * routes (feed, interest) are answered by the process assigned the reader's read-events partition
+ * (the producers' partitioner over the user id, nf_query_partition); any other process answers 307
+ * with Location at the owner's advertised URL (serve/owners.h) and a JSON body naming the owner and
  * the partition, or 503 + Retry-After while no owner is known (a rebalance). The other routes
- * (trending, articles, stories, topics) read the global key group: answered wherever its state
- * is held (its owner, or a process keeping its changelog applied), else 307 to its owner.
+ * (trending, articles, stories, topics) read the global key group: answered wherever its state is
+ * held (its owner, or a process keeping its changelog applied), else 307 to its owner.
  *
  * Where state lives (the key groups read):
  *   interest   key group = the read-events partition the reader's events came in on, which the

@@ -1,5 +1,5 @@
-/* search.h — full-text search over the articles of the last search.retention (DESIGN.md §10;
- * GET /v1/search, serve/query.h), on SQLite's FTS5 in one file beside the state
+/* search.h — full-text search over the articles of the last search.retention (docs/ARCHITECTURE.md
+ * §4, "Search"; GET /v1/search, serve/query.h), on SQLite's FTS5 in one file beside the state
  * (<state.dir>/search.db).
  *
  * What it indexes, and when: a thread of its own follows the store's committed views. For each
