@@ -2,8 +2,8 @@
 """demo_feeds.py SRC DST — the bundled example feeds, dated as of now, for scripts/run.sh.
 
 The feeds in examples/feeds/ carry fixed dates (November 2026). The query API's feed ranks the
-articles of the last 48 hours (DESIGN.md §10), so a demo run days later would show readers no
-recent article of their topics, only trending. This copies every file of SRC to DST with each
+articles of the last 48 hours (docs/ARCHITECTURE.md §4), so a demo run days later would show readers
+no recent article of their topics, only trending. This copies every file of SRC to DST with each
 date in it (RFC 822 as in RSS's <pubDate>, RFC 3339 as in Atom and JSON Feed) moved forward by
 the same whole number of hours, so that the newest one lies in the last hour and none in the
 future. The zones and the spacing of the dates stay as written; weekdays follow the new dates.

@@ -16,7 +16,7 @@ RUNTIME_PACKAGES=(
 BUILD_PACKAGES=(
   # toolchain and checks
   build-essential cmake pkgconf git clang libclang-rt-14-dev clang-format cppcheck
-  # libraries named in DESIGN.md
+  # the job's libraries
   liburing-dev libcurl4-openssl-dev libxml2-dev librocksdb-dev librdkafka-dev
   libcjson-dev libmicrohttpd-dev libidn2-dev
   # classify: the Snowball stemmer

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A real Apache Kafka on loopback, for tests, benchmarks and trying newsflow against the broker it
-# will meet in production (DESIGN.md §11). KRaft mode, every node both broker and controller.
+# will meet in production (docs/ARCHITECTURE.md §9). KRaft mode, every node both broker and
+# controller.
 #
 #   scripts/kafka.sh start [--nodes 1|3] [--dir DIR] [--port BASE] [--heap MB] [--fresh]
 #                          [--listener NAME:LISTEN_BASE:ADVERTISED_BASE]...

@@ -1,5 +1,5 @@
-"""feed_model.py — an independent reference model of /v1/feed (DESIGN.md §10), for
-test_query_feed.sh.
+"""feed_model.py — an independent reference model of /v1/feed (docs/ARCHITECTURE.md §4 "Queries"),
+for test_query_feed.sh.
 
   python3 feed_model.py gen DIR N_ARTICLES      writes DIR/feed-*.rss and DIR/sources.txt
   python3 feed_model.py check BASE JOB_STDOUT TAXONOMY READERS

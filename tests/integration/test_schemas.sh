@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_schemas.sh — the topic schemas in schemas/: each is a valid JSON Schema (2020-12), every
-# topic of DESIGN.md §4 has one, the hand-written good examples validate and every bad example
+# topic of docs/topics.md has one, the hand-written good examples validate and every bad example
 # is rejected, and what `newsflow run` really emits on the bundled example feeds validates
 # (keys included) with tests/schemas/validate.py.
 # Usage: bash test_schemas.sh <newsflow binary> <source dir>

@@ -1,5 +1,5 @@
-"""Broker faults on a 3-node Apache Kafka cluster (DESIGN.md §3, §11; src/io/kafka.h), with load
-running: read events (valid and undecodable) arrive in waves while
+"""Broker faults on a 3-node Apache Kafka cluster (docs/ARCHITECTURE.md §4, §9; src/io/kafka.h),
+with load running: read events (valid and undecodable) arrive in waves while
 
   leader       the leader of interest-updates partition 0 is killed with SIGKILL, and started
                again later;

@@ -1,4 +1,5 @@
-"""State follows Kafka: the changelog topics (DESIGN.md §9; src/state/changelog.h), on Apache Kafka.
+"""State follows Kafka: the changelog topics (docs/ARCHITECTURE.md §4; src/state/changelog.h), on
+Apache Kafka.
 
 With state.changelog=true every epoch's state writes are also records of the compacted
 changelog-<kind> topics, committed in the epoch's transaction. Scenarios:

@@ -1,5 +1,5 @@
-"""A consumer-group member killed with SIGKILL and restarted, on Apache Kafka (DESIGN.md §9;
-src/io/kafka.h; README "Kafka"): with kafka.assignment=group the restarted process must not wait
+"""A consumer-group member killed with SIGKILL and restarted, on Apache Kafka (docs/ARCHITECTURE.md
+§5; src/io/kafka.h; README "Kafka"): with kafka.assignment=group the restarted process must not wait
 out its dead predecessor's session before it gets its partitions back. newsflow joins as a
 static member (KIP-345: group.instance.id = kafka.transactional_id, kafka.static_membership), so
 the group coordinator hands the returning instance its partitions at once.

@@ -1,7 +1,7 @@
-"""The roll-forward rule on Apache Kafka (DESIGN.md §3; src/state/epoch.h, src/io/kafka.h): an
-interrupted epoch's records are invisible to read_committed consumers, and the restarted job
-produces them again, exactly once; both ways of deciding what a pending epoch still needs give
-the same outputs:
+"""The roll-forward rule on Apache Kafka (docs/ARCHITECTURE.md §4; src/state/epoch.h,
+src/io/kafka.h): an interrupted epoch's records are invisible to read_committed consumers, and the
+restarted job produces them again, exactly once; both ways of deciding what a pending epoch still
+needs give the same outputs:
   offsets   the consumer group's committed offsets (every transaction commits them with
             "epoch=N;writer=TXID"): this epoch = committed, an earlier one = not committed;
   scan      NF_TEST_FORCE_SCAN=1: the outputs are read back (read_committed) and counted by
@@ -208,8 +208,8 @@ def case_restore(ctx, method):
               (last, found, j3.msgs("pending epoch: outcome from the committed offsets")), j3)
     acclib.wait_all_consumed(ctx, j3, broker, ev.valid, timeout=300)
     ctx.check(j3.terminate(60) == 0, "exit after SIGTERM", j3)
-    # A restore replays what followed the checkpoint (the same records again, DESIGN §3): every
-    # (user, version) must be there; repeats of the replayed ones are expected.
+    # A restore replays what followed the checkpoint (the same records again, ARCHITECTURE §4):
+    # every (user, version) must be there; repeats of the replayed ones are expected.
     seen = {}
     for k, h, v in acclib.read_outputs(ctx, broker, "interest-updates"):
         seen.setdefault(v["user_id"], set()).add(v["version"])

@@ -1,7 +1,7 @@
-"""One job in several processes (DESIGN.md §9; src/state/changelog.h, src/state/epoch.h), on
-Apache Kafka: the read path's key groups (event ids, interest vectors, seen keys, trending
-counters) follow their read-events partitions from process to process through the changelog
-topics, and every output stays exactly once.
+"""One job in several processes (docs/ARCHITECTURE.md §4 "Changelog"; src/state/changelog.h,
+src/state/epoch.h), on Apache Kafka: the read path's key groups (event ids, interest vectors, seen
+keys, trending counters) follow their read-events partitions from process to process through the
+changelog topics, and every output stays exactly once.
 
 Processes p1..p4 run one job: one consumer group (kafka.assignment=group, cooperative-sticky,
 static members), each its own state directory and transactional id, state.changelog=true,

@@ -1,4 +1,4 @@
-"""The query API of a job in several processes (DESIGN.md §10; src/serve/owners.h,
+"""The query API of a job in several processes (docs/ARCHITECTURE.md §4; src/serve/owners.h,
 src/serve/query.h), on Apache Kafka: each process answers for the readers whose read-events
 partition it owns and sends any other reader's request to the owner (307, Location at the URL
 the owner advertises in its consumer's client.id, read from the group's description); every

@@ -1,5 +1,5 @@
-"""Sources follow the sources topic's partitions in a consumer group (DESIGN.md §9;
-src/actors/sources_publish.h, ingest.h `in_partitions`), on Apache Kafka.
+"""Sources follow the sources topic's partitions in a consumer group (docs/ARCHITECTURE.md
+§3; src/actors/sources_publish.h, ingest.h `in_partitions`), on Apache Kafka.
 
 A feed farm on loopback: 8 hosts (127.0.0.2 .. 127.0.0.9, one HTTP server each), 2 feeds per
 host, every feed answering with an ETag and 304 to If-None-Match. Two processes of one job

@@ -1,4 +1,5 @@
-"""Warm standbys (scale.standby_replicas; src/state/standby.h, DESIGN.md §9), on Apache Kafka.
+"""Warm standbys (scale.standby_replicas; src/state/standby.h, docs/ARCHITECTURE.md §4), on Apache
+Kafka.
 
 Two processes p1, p2 of one job (kafka.assignment=group, static members, state.changelog=true,
 checkpoint.interval_ms=300, session.timeout.ms 10 s, scale.standby_replicas=1) on 4 read-events

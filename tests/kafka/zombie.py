@@ -1,5 +1,5 @@
-"""Zombie fencing on Apache Kafka (DESIGN.md §3, §9; src/io/kafka.h): two processes started with
-the same kafka.transactional_id over copies of the same state, the zombie-worker case of the
+"""Zombie fencing on Apache Kafka (docs/ARCHITECTURE.md §4; src/io/kafka.h): two processes started
+with the same kafka.transactional_id over copies of the same state, the zombie-worker case of the
 queue designs: a worker that stalls (a long GC pause, a frozen VM) is presumed dead, a successor
 takes over its work, then the old one wakes up and carries on as if nothing happened.
 

@@ -1,5 +1,5 @@
-"""Broker faults (DESIGN.md §3, src/io/kafka.h): while read events (valid and undecodable) arrive
-in waves, the standalone mock cluster injects
+"""Broker faults (docs/ARCHITECTURE.md §4, src/io/kafka.h): while read events (valid and
+undecodable) arrive in waves, the standalone mock cluster injects
   errors produce 20 NOT_LEADER_FOR_PARTITION
   errors end_txn 3 COORDINATOR_NOT_AVAILABLE
   down 1 (about 3 s), up 1

@@ -1,6 +1,6 @@
-"""Pending-epoch recovery (DESIGN.md §3, src/state/epoch.h): the job is made to die (NF_FAULT,
-_exit(137)) at each commit fault point of one epoch E while read events keep arriving, then
-restarted; the restart must roll the pending record forward producing exactly what was missing,
+"""Pending-epoch recovery (docs/ARCHITECTURE.md §4, src/state/epoch.h): the job is made to die
+(NF_FAULT, _exit(137)) at each commit fault point of one epoch E while read events keep arriving,
+then restarted; the restart must roll the pending record forward producing exactly what was missing,
 and interest-updates must end up holding every (user, version) exactly once.
 
   after_pending  pending record durable, nothing produced   -> rolled forward, found = 0, R > 0
@@ -285,7 +285,7 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
                   (point, restored[-1].get("epoch"), FAULT_EPOCH), j2)
         ctx.log("clean restart at epoch %d" % FAULT_EPOCH)
 
-    # Invariant of a committed epoch (DESIGN §3: state, outputs and input positions move
+    # Invariant of a committed epoch (ARCHITECTURE §4: state, outputs and input positions move
     # together): the input positions the restarted job resumes from cover exactly the events
     # whose outputs are in the log for epochs <= E (every event here is valid: one output each).
     def assigned_now():

@@ -1,6 +1,6 @@
-"""Restoring an older named checkpoint (DESIGN.md §3, src/state/store.h): the job runs with a
-named checkpoint every 2 epochs while two waves of read events arrive; after wave 1 is committed
-and a checkpoint C covering exactly wave 1 exists, wave 2 follows; SIGTERM (exit 0). Then
+"""Restoring an older named checkpoint (docs/ARCHITECTURE.md §4, src/state/store.h): the job runs
+with a named checkpoint every 2 epochs while two waves of read events arrive; after wave 1 is
+committed and a checkpoint C covering exactly wave 1 exists, wave 2 follows; SIGTERM (exit 0). Then
 `checkpoints list / show / verify`, and `run --from-checkpoint C`, which must roll state and input
 positions back to C: the job re-consumes from C's offsets, and for every user the first version
 emitted after the restore is count_at_C + 1, the last is the user's total, each exactly once, and

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Crash-recovery acceptance test of newsflow (DESIGN.md §3-§4): exactly-once across kill -9.
+"""Crash-recovery acceptance test of newsflow (docs/ARCHITECTURE.md §4): exactly-once across
+kill -9.
 
 The job runs against Kafka (see "Brokers" below) and a loopback RSS server. While read events
 (~4% poison records of 14 kinds) are produced in waves, the job is killed with SIGKILL at random

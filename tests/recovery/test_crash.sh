@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Crash-recovery acceptance test (DESIGN.md §3, §11): the job killed (SIGKILL at random instants
-# and NF_FAULT at every commit fault point) and restarted against Kafka; exactly-once checked on
-# every output topic. See crash.py for what is verified and what differs on a real broker.
-# $1 = newsflow binary, $2 = source dir; extra arguments go to crash.py (e.g. --quick, --seed N).
-# Environment: NF_TEST_BROKER (read by crash.py): unset, "" or "mock" = a standalone mock cluster
-# (`newsflow mock-kafka`) of its own; "kafka:HOST:PORT[,HOST:PORT...]" = a real cluster there, on
-# topics of this run's own (unique kafka.topic_prefix). NF_CRASH_ARGS (extra crash.py arguments,
-# split on spaces; --broker SPEC there wins over NF_TEST_BROKER).
+# Crash-recovery acceptance test (docs/ARCHITECTURE.md §4, §9): the job killed (SIGKILL at random
+# instants and NF_FAULT at every commit fault point) and restarted against Kafka; exactly-once
+# checked on every output topic. See crash.py for what is verified and what differs on a real
+# broker. $1 = newsflow binary, $2 = source dir; extra arguments go to crash.py (e.g. --quick,
+# --seed N). Environment: NF_TEST_BROKER (read by crash.py): unset, "" or "mock" = a standalone mock
+# cluster (`newsflow mock-kafka`) of its own; "kafka:HOST:PORT[,HOST:PORT...]" = a real cluster
+# there, on topics of this run's own (unique kafka.topic_prefix). NF_CRASH_ARGS (extra crash.py
+# arguments, split on spaces; --broker SPEC there wins over NF_TEST_BROKER).
 if [ $# -lt 2 ]; then
   echo "usage: bash test_crash.sh <newsflow-binary> <srcdir> [crash.py options]" >&2
   exit 2

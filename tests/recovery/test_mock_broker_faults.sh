@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Broker-fault acceptance test against the mock cluster (DESIGN.md §3; src/io/kafka.h): while read
-# events arrive in waves the mock cluster fails produce and end_txn requests and takes broker 1
-# down for ~3 s; the job must retry (or recover on restart), and interest-updates and
+# Broker-fault acceptance test against the mock cluster (docs/ARCHITECTURE.md §4; src/io/kafka.h):
+# while read events arrive in waves the mock cluster fails produce and end_txn requests and takes
+# broker 1 down for ~3 s; the job must retry (or recover on restart), and interest-updates and
 # dead-letters must end up exactly once.
 # broker: mock-only
 # (it drives the mock's own fault injection, which a real broker does not have; broker faults on

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Named-checkpoint restore acceptance test (DESIGN.md §3; src/state/store.h): two waves of read
-# events with a named checkpoint every 2 epochs; checkpoints list/show/verify; then
+# Named-checkpoint restore acceptance test (docs/ARCHITECTURE.md §4; src/state/store.h): two waves
+# of read events with a named checkpoint every 2 epochs; checkpoints list/show/verify; then
 # `run --from-checkpoint C` (C covers wave 1 only) must roll state and input positions back to C:
 # after the restore every user's versions continue from its count at C, each exactly once.
 # Broker: NF_TEST_BROKER unset/mock = a mock cluster of its own; kafka:HOST:PORT = that real Kafka

@@ -5,7 +5,7 @@
  * some never known; timestamps out of order; exact repeats and repeats with
  * another timestamp) goes through the engine, and a separate, obvious
  * recomputation walks each user's events in arrival order with the formula of
- * DESIGN.md §1 over dense arrays and pow(). Every result code, version and
+ * docs/ARCHITECTURE.md §1 over dense arrays and pow(). Every result code, version and
  * updated_at must be equal, every vector within 1e-9, every norm 1 (or the
  * vector zero).
  *
@@ -161,7 +161,7 @@ typedef struct {
     double v[NF_TOPICS_MAX];
 } mstate_t;
 
-/* Straight from DESIGN.md §1: per user, walk that user's events in arrival
+/* Straight from docs/ARCHITECTURE.md §1: per user, walk that user's events in arrival
  * order; skip a repeat of a counted (article, session, kind) and an unknown article;
  * else decay, add (times alpha and the kind's weight), normalise. expect[i] gets event i's
  * result code. The weights are the engine's defaults (nf_interest_opts_default). */
