@@ -243,8 +243,8 @@ failed=""
 data="$tmp/data"
 mkdir -p "$data"
 # A warm-up sink first, on a few records of its own: the first consumer group and idempotent
-# producer on a fresh broker create __consumer_offsets and __transaction_state, and the first
-# sink of a fresh broker was seen fetching its records a few at a time for minutes (README).
+# producer on a fresh broker create __consumer_offsets and __transaction_state, which the first
+# measured sink should not pay for.
 topics_create pgs-warm-
 python3 "$py" gen interest-updates 100 "$seed" >"$data/warm.kv"
 produce pgs-warm-interest-updates "$data/warm.kv" 100
