@@ -1,6 +1,8 @@
 /* pg_db.c — the sink's PostgreSQL statements (pg_db.h; docs/sink.md). */
 #include "sink/pg_db.h"
 
+#include "runtime/runtime.h"
+
 #include <errno.h>
 #include <libpq-fe.h>
 #include <poll.h>
@@ -55,9 +57,7 @@ const char *nf_pg_where(const nf_pg_t *pg)
 
 static int64_t mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)(nf_now_ns() / 1000000);
 }
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, const char *what)

@@ -7,6 +7,7 @@
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
+#include "runtime/runtime.h"
 #include "sink/pg_db.h"
 
 #include <errno.h>
@@ -95,16 +96,7 @@ struct nf_pgsink {
 
 static int64_t mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)(nf_now_ns() / 1000000);
 }
 
 /* ---- metrics ---- */
@@ -186,7 +178,7 @@ static int register_metrics(metrics_t *m)
 static void note_error(nf_pgsink_t *s, nf_counter_t c, const char *what, const char *err)
 {
     nf_counter_inc(c);
-    int64_t now = wall_ms();
+    int64_t now = nf_wall_ms();
     nf_gauge_set(s->m.last_error_ts, now / 1000);
     pthread_mutex_lock(&s->mu);
     snprintf(s->last_error, sizeof s->last_error, "%.40s: %.400s", what, err);
@@ -441,7 +433,7 @@ static int send_dead(nf_pgsink_t *s, landing_t *l)
         bool has = r->len < (size_t)-2;
         nf_dead_letter_json(&w[i], p->topic, p->partition, r->off, "sink-postgres",
                             s->dead[i].error, has ? s->arena + r->voff : NULL, has ? r->len : 0,
-                            wall_ms());
+                            nf_wall_ms());
         size_t kl = nf_dead_letter_key(keys[i], sizeof keys[i], p->topic, p->partition, r->off);
         out[i] = (nf_edge_rec_t){.key = keys[i], .keylen = kl, .value = w[i].buf, .len = w[i].len};
         if (w[i].failed)
@@ -503,7 +495,7 @@ static void landed(nf_pgsink_t *s, const landing_t *l, const nf_pg_applied_t *a,
         nf_counter_add(s->m.records[k], per[k]);
         nf_counter_add(s->m.duplicates[k], a->duplicates[k]);
     }
-    int64_t now = wall_ms();
+    int64_t now = nf_wall_ms();
     for (size_t i = 0; i < s->nrecs; i++)
         if (s->recs[i].ts_ms > 0)
             nf_histogram_observe(s->m.visible, (double)(now - s->recs[i].ts_ms) / 1000.0);
@@ -717,9 +709,7 @@ static void *lag_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         measure_lag(s);
         pthread_mutex_lock(&s->mu);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += LAG_EVERY_MS / 1000;
+        struct timespec ts = nf_deadline_after(CLOCK_REALTIME, LAG_EVERY_MS);
         if (!atomic_load(&s->stop))
             pthread_cond_timedwait(&s->lag_cv, &s->mu, &ts);
     }
