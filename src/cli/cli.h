@@ -25,4 +25,8 @@ int nf_cli_sink(int argc, char **argv);
 int nf_cli_config_opt(int argc, char **argv, int *i, const char **config, char **sets,
                       unsigned *nsets);
 
+/* A usage error: "newsflow CMD: WHAT 'ARG'" (CMD NULL: "newsflow: ..."; ARG NULL: no quote),
+ * a blank line and usage on stderr. Returns NF_EXIT_USAGE. */
+int nf_cli_bad_usage(const char *cmd, const char *usage, const char *what, const char *arg);
+
 #endif

@@ -71,13 +71,6 @@ static const char checkpoints_usage[] =
 
 typedef enum { SUB_LIST, SUB_SHOW, SUB_VERIFY, SUB_DELETE, SUB_EXPORT, SUB_IMPORT } sub_t;
 
-static int ck_bad_usage(const char *what, const char *arg)
-{
-    fprintf(stderr, "newsflow checkpoints: %s%s%s%s\n\n%s", what, arg ? " '" : "", arg ? arg : "",
-            arg ? "'" : "", checkpoints_usage);
-    return NF_EXIT_USAGE;
-}
-
 /* Checkpoint directories that nf_checkpoint_list leaves out (no readable manifest): said on
  * stderr, so a list never hides a damaged checkpoint. */
 static void warn_unlisted(const char *state_dir, const nf_checkpoint_info_t *list, size_t n)
@@ -259,8 +252,9 @@ static int ck_one(sub_t sub, const char *state_dir, const char *id, bool force)
 int nf_cli_checkpoints(int argc, char **argv)
 {
     if (argc < 2)
-        return ck_bad_usage("missing subcommand (list, show, verify, delete, export or import)",
-                            NULL);
+        return nf_cli_bad_usage("checkpoints", checkpoints_usage,
+                                "missing subcommand (list, show, verify, delete, export or import)",
+                                NULL);
     const char *subname = argv[1];
     sub_t sub;
     if (!strcmp(subname, "--help") || !strcmp(subname, "-h") || !strcmp(subname, "help")) {
@@ -279,7 +273,7 @@ int nf_cli_checkpoints(int argc, char **argv)
     } else if (!strcmp(subname, "import")) {
         sub = SUB_IMPORT;
     } else {
-        return ck_bad_usage("unknown subcommand", subname);
+        return nf_cli_bad_usage("checkpoints", checkpoints_usage, "unknown subcommand", subname);
     }
 
     const char *config = getenv("NEWSFLOW_CONFIG"), *state_dir = NULL, *id = NULL, *dir = NULL;
@@ -302,7 +296,7 @@ int nf_cli_checkpoints(int argc, char **argv)
         }
         int co = nf_cli_config_opt(argc, argv, &i, &config, sets, &nsets);
         if (co < 0 || (!strcmp(a, "--state-dir") && i + 1 >= argc)) {
-            rc = ck_bad_usage("option needs a value:", a);
+            rc = nf_cli_bad_usage("checkpoints", checkpoints_usage, "option needs a value:", a);
             goto out;
         }
         if (co > 0)
@@ -316,32 +310,34 @@ int nf_cli_checkpoints(int argc, char **argv)
         else if (!strcmp(a, "--force") && sub == SUB_DELETE)
             force = true;
         else if (a[0] == '-' && a[1] != '\0') {
-            rc = ck_bad_usage("unknown option", a);
+            rc = nf_cli_bad_usage("checkpoints", checkpoints_usage, "unknown option", a);
             goto out;
         } else if (sub == SUB_EXPORT && id && !dir) {
             dir = a;
         } else if (sub == SUB_LIST || id) {
-            rc = ck_bad_usage("unexpected argument", a);
+            rc = nf_cli_bad_usage("checkpoints", checkpoints_usage, "unexpected argument", a);
             goto out;
         } else {
             id = a; /* import: the directory to import */
         }
     }
     if ((sub == SUB_EXPORT && id && !dir) || (sub == SUB_IMPORT && !id)) {
-        rc = ck_bad_usage(sub == SUB_EXPORT ? "export needs an ID and a directory"
-                                            : "import needs the checkpoint directory to import",
-                          NULL);
+        rc = nf_cli_bad_usage("checkpoints", checkpoints_usage,
+                              sub == SUB_EXPORT ? "export needs an ID and a directory"
+                                                : "import needs the checkpoint directory to import",
+                              NULL);
         goto out;
     }
     if (sub != SUB_LIST && !id) {
         char what[64];
         snprintf(what, sizeof what, "%s needs a checkpoint ID (latest, chk-<epoch> or <epoch>)",
                  subname);
-        rc = ck_bad_usage(what, NULL);
+        rc = nf_cli_bad_usage("checkpoints", checkpoints_usage, what, NULL);
         goto out;
     }
     if (state_dir && !*state_dir) {
-        rc = ck_bad_usage("--state-dir needs a directory", NULL);
+        rc = nf_cli_bad_usage("checkpoints", checkpoints_usage, "--state-dir needs a directory",
+                              NULL);
         goto out;
     }
 

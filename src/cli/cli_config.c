@@ -39,8 +39,7 @@ static int config_help(FILE *out, int code)
 
 static int config_bad_usage(const char *what, const char *arg)
 {
-    fprintf(stderr, "newsflow config: %s%s%s%s\n\n", what, arg ? " '" : "", arg ? arg : "",
-            arg ? "'" : "");
+    nf_cli_bad_usage("config", "", what, arg);
     return config_help(stderr, NF_EXIT_USAGE);
 }
 
@@ -177,4 +176,11 @@ int nf_cli_config(int argc, char **argv)
         return NF_EXIT_OK;
     }
     return config_bad_usage("unknown subcommand", sub);
+}
+
+int nf_cli_bad_usage(const char *cmd, const char *usage, const char *what, const char *arg)
+{
+    fprintf(stderr, "newsflow%s%s: %s%s%s%s\n\n%s", cmd ? " " : "", cmd ? cmd : "", what,
+            arg ? " '" : "", arg ? arg : "", arg ? "'" : "", usage);
+    return NF_EXIT_USAGE;
 }

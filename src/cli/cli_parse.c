@@ -52,13 +52,6 @@ static const char parse_usage[] =
     "Exit codes: 0 parsed (recovered problems are counted in stats.warnings), 1 not a feed,\n"
     "malformed, too large or too deep, 2 usage error or unreadable FILE.\n";
 
-static int parse_bad_usage(const char *what, const char *arg)
-{
-    fprintf(stderr, "newsflow parse: %s%s%s%s\n\n%s", what, arg ? " '" : "", arg ? arg : "",
-            arg ? "'" : "", parse_usage);
-    return NF_EXIT_USAGE;
-}
-
 /* Reads at most max + 1 bytes of path ("-": stdin) into *out. -1 with errno on failure. */
 static int parse_read(const char *path, size_t max, char **out, size_t *len)
 {
@@ -365,20 +358,21 @@ int nf_cli_parse(int argc, char **argv)
             if (a[10] == '=')
                 taxonomy = a + 11;
             else if (i + 1 == argc)
-                return parse_bad_usage("missing value after", a);
+                return nf_cli_bad_usage("parse", parse_usage, "missing value after", a);
             else
                 taxonomy = argv[++i];
             continue;
         } else if (!strcmp(a, "--base") || !strcmp(a, "--fetched-at")) {
             if (i + 1 == argc)
-                return parse_bad_usage("missing value after", a);
+                return nf_cli_bad_usage("parse", parse_usage, "missing value after", a);
             val = argv[++i];
         } else if (!strncmp(a, "--base=", 7) || !strncmp(a, "--fetched-at=", 13)) {
             val = strchr(a, '=') + 1;
         } else if (a[0] == '-' && a[1] != '\0') {
-            return parse_bad_usage("unknown option", a);
+            return nf_cli_bad_usage("parse", parse_usage, "unknown option", a);
         } else if (file) {
-            return parse_bad_usage("parse takes one FILE; extra argument", a);
+            return nf_cli_bad_usage("parse", parse_usage, "parse takes one FILE; extra argument",
+                                    a);
         } else {
             file = a;
             continue;
@@ -387,14 +381,18 @@ int nf_cli_parse(int argc, char **argv)
             continue;
         if (!strncmp(a, "--base", 6)) {
             if (strncasecmp(val, "http://", 7) && strncasecmp(val, "https://", 8))
-                return parse_bad_usage("--base must be an absolute http(s) URL, not", val);
+                return nf_cli_bad_usage("parse", parse_usage,
+                                        "--base must be an absolute http(s) URL, not", val);
             base = val;
         } else if (parse_fetched_at(val, &fetched_ms) < 0) {
-            return parse_bad_usage("--fetched-at must be RFC 3339 or epoch milliseconds, not", val);
+            return nf_cli_bad_usage("parse", parse_usage,
+                                    "--fetched-at must be RFC 3339 or epoch milliseconds, not",
+                                    val);
         }
     }
     if (!file)
-        return parse_bad_usage("missing FILE (or - for standard input)", NULL);
+        return nf_cli_bad_usage("parse", parse_usage, "missing FILE (or - for standard input)",
+                                NULL);
     nf_feed_limits_t lim;
     nf_feed_limits_default(&lim);
     char *buf = NULL;

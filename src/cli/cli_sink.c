@@ -46,13 +46,6 @@ static const char sink_usage[] =
     "Exit codes: 0 stopped by a signal (or migrated), 1 runtime failure (the database's schema\n"
     "is not this binary's; the message names the way out), 2 usage or configuration.\n";
 
-static int bad_usage(const char *what, const char *arg)
-{
-    fprintf(stderr, "newsflow sink: %s%s%s\n\n%s", what, arg ? " " : "", arg ? arg : "",
-            sink_usage);
-    return NF_EXIT_USAGE;
-}
-
 /* Parses the arguments and the configuration. 0, -1 (--help printed) or an exit code. */
 static int load(int argc, char **argv, nf_config_t *cfg, bool *migrate)
 {
@@ -61,7 +54,8 @@ static int load(int argc, char **argv, nf_config_t *cfg, bool *migrate)
             fputs(sink_usage, stdout);
             return -1;
         }
-        return bad_usage("the only sink is postgres: newsflow sink postgres ...", NULL);
+        return nf_cli_bad_usage("sink", sink_usage,
+                                "the only sink is postgres: newsflow sink postgres ...", NULL);
     }
     const char *config = getenv("NEWSFLOW_CONFIG");
     if (config && !*config)
@@ -78,7 +72,8 @@ static int load(int argc, char **argv, nf_config_t *cfg, bool *migrate)
         } else {
             int r = nf_cli_config_opt(argc, argv, &i, &config, sets, &nsets);
             if (r != 1)
-                rc = bad_usage(r < 0 ? "option needs a value:" : "unknown option", argv[i]);
+                rc = nf_cli_bad_usage("sink", sink_usage,
+                                      r < 0 ? "option needs a value:" : "unknown option", argv[i]);
         }
     }
     char err[NF_CONFIG_ERRLEN];

@@ -56,13 +56,6 @@ static const char status_usage[] =
     "\n"
     "Exit codes: 0 ok, 1 neither the job nor its state could be read, 2 usage or config error.\n";
 
-static int status_bad_usage(const char *what, const char *arg)
-{
-    fprintf(stderr, "newsflow: %s%s%s%s\n\n%s", what, arg ? " '" : "", arg ? arg : "",
-            arg ? "'" : "", status_usage);
-    return NF_EXIT_USAGE;
-}
-
 /* ---------------------------------------------------------------- from the admin server */
 
 typedef struct {
@@ -516,7 +509,7 @@ static int status_main(int argc, char **argv, bool sources, int first)
         }
         int co = nf_cli_config_opt(argc, argv, &i, &config, sets, &nsets);
         if (co < 0) {
-            rc = status_bad_usage("option needs a value:", a);
+            rc = nf_cli_bad_usage(NULL, status_usage, "option needs a value:", a);
             goto out;
         }
         if (co > 0)
@@ -526,7 +519,8 @@ static int status_main(int argc, char **argv, bool sources, int first)
         else if (!strcmp(a, "--failing") && sources)
             failing = true;
         else {
-            rc = status_bad_usage(a[0] == '-' ? "unknown option" : "unexpected argument", a);
+            rc = nf_cli_bad_usage(NULL, status_usage,
+                                  a[0] == '-' ? "unknown option" : "unexpected argument", a);
             goto out;
         }
     }
@@ -580,15 +574,17 @@ static int sources_partition(int argc, char **argv)
             char *end;
             parts = strtol(argv[++i], &end, 10);
             if (*end || parts < 1 || parts > 100000)
-                return status_bad_usage("--partitions wants 1..100000, not", argv[i]);
+                return nf_cli_bad_usage(NULL, status_usage, "--partitions wants 1..100000, not",
+                                        argv[i]);
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return status_bad_usage("unknown option", argv[i]);
+            return nf_cli_bad_usage(NULL, status_usage, "unknown option", argv[i]);
         } else if (!first) {
             first = i;
         }
     }
     if (!parts || !first)
-        return status_bad_usage("sources partition needs --partitions N and a URL or host", NULL);
+        return nf_cli_bad_usage(NULL, status_usage,
+                                "sources partition needs --partitions N and a URL or host", NULL);
     int rc = NF_EXIT_OK;
     for (int i = first; i < argc; i++) {
         if (!strcmp(argv[i], "--partitions")) {
@@ -621,7 +617,7 @@ static int sources_partition(int argc, char **argv)
 int nf_cli_sources(int argc, char **argv)
 {
     if (argc < 2)
-        return status_bad_usage("sources needs a subcommand: list", NULL);
+        return nf_cli_bad_usage(NULL, status_usage, "sources needs a subcommand: list", NULL);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(status_usage, stdout);
         return NF_EXIT_OK;
@@ -629,6 +625,6 @@ int nf_cli_sources(int argc, char **argv)
     if (!strcmp(argv[1], "partition"))
         return sources_partition(argc - 1, argv + 1);
     if (strcmp(argv[1], "list") != 0)
-        return status_bad_usage("unknown sources subcommand", argv[1]);
+        return nf_cli_bad_usage(NULL, status_usage, "unknown sources subcommand", argv[1]);
     return status_main(argc, argv, true, 2);
 }

@@ -40,13 +40,6 @@ static const char topics_usage[] =
     "Exit codes: 0 every topic exists, 1 a topic is missing or could not be created, or the\n"
     "cluster did not answer, 2 usage or configuration error.\n";
 
-static int topics_bad_usage(const char *what, const char *arg)
-{
-    fprintf(stderr, "newsflow topics: %s%s%s%s\n\n%s", what, arg ? " '" : "", arg ? arg : "",
-            arg ? "'" : "", topics_usage);
-    return NF_EXIT_USAGE;
-}
-
 static void print_topic(void *arg, const char *topic, const char *outcome, int partitions,
                         const char *error)
 {
@@ -71,14 +64,15 @@ static bool parse_count(const char *s, long lo, long hi, long *out)
 int nf_cli_topics(int argc, char **argv)
 {
     if (argc < 2)
-        return topics_bad_usage("missing subcommand (create or list)", NULL);
+        return nf_cli_bad_usage("topics", topics_usage, "missing subcommand (create or list)",
+                                NULL);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(topics_usage, stdout);
         return NF_EXIT_OK;
     }
     bool create = !strcmp(argv[1], "create");
     if (!create && strcmp(argv[1], "list") != 0)
-        return topics_bad_usage("unknown subcommand", argv[1]);
+        return nf_cli_bad_usage("topics", topics_usage, "unknown subcommand", argv[1]);
     const char *config = getenv("NEWSFLOW_CONFIG");
     if (config && !*config)
         config = NULL;
@@ -95,7 +89,7 @@ int nf_cli_topics(int argc, char **argv)
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
-            rc = topics_bad_usage("option needs a value:", a);
+            rc = nf_cli_bad_usage("topics", topics_usage, "option needs a value:", a);
             break;
         }
         i++;
@@ -105,12 +99,13 @@ int nf_cli_topics(int argc, char **argv)
             sets[nsets++] = (char *)v;
         else if (create && !strcmp(a, "--partitions")) {
             if (!parse_count(v, 1, NF_EPOCH_MAX_PARTITIONS, &partitions))
-                rc = topics_bad_usage("--partitions takes 1..1024, not", v);
+                rc = nf_cli_bad_usage("topics", topics_usage, "--partitions takes 1..1024, not", v);
         } else if (create && !strcmp(a, "--replication")) {
             if (!parse_count(v, 1, 32767, &replication))
-                rc = topics_bad_usage("--replication takes a number of replicas, not", v);
+                rc = nf_cli_bad_usage("topics", topics_usage,
+                                      "--replication takes a number of replicas, not", v);
         } else {
-            rc = topics_bad_usage("unknown option", a);
+            rc = nf_cli_bad_usage("topics", topics_usage, "unknown option", a);
         }
     }
     nf_config_t cfg;
