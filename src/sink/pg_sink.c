@@ -19,8 +19,11 @@
 #include <string.h>
 #include <time.h>
 
-#define LAG_EVERY_MS   2000
-#define PRUNE_EVERY_MS 3600000
+#define LAG_EVERY_MS 2000
+/* A batch is written once its values take this much memory, whatever postgres.batch_rows says
+ * (5,000 articles of 64 kB would be 320 MB). */
+#define BATCH_MAX_BYTES (32u << 20)
+#define PRUNE_EVERY_MS  3600000
 
 typedef struct part {
     char topic[192];
@@ -679,7 +682,7 @@ static void measure_lag(nf_pgsink_t *s)
         memcpy(c, s->snap, n * sizeof *c);
     pthread_mutex_unlock(&s->mu);
     int64_t sum[NF_PG_KINDS] = {0};
-    for (uint32_t i = 0; c && i < n; i++) {
+    for (uint32_t i = 0; c && i < n && !atomic_load(&s->stop); i++) {
         int64_t lo = 0, hi = 0;
         c[i].lag = -1;
         if (c[i].db_next < 0 ||
@@ -925,7 +928,7 @@ static int step(nf_pgsink_t *s)
         backoff(s);
         return 0;
     }
-    bool full = s->nrecs >= s->o.batch_rows ||
+    bool full = s->nrecs >= s->o.batch_rows || s->arena_len >= BATCH_MAX_BYTES ||
                 (s->nrecs && mono_ms() - s->batch_start_ms >= (int64_t)s->o.batch_ms);
     bool drained = got == 0 && (s->nrecs || moved_past(s));
     if ((full || drained) && land(s) != 0) {
