@@ -24,8 +24,8 @@
 #   4. the peer (run first, per kind), same run, same server, a fresh database migrated the same way, after a
 #      CHECKPOINT: `psql -1` with one `\copy` per table (one transaction) of the rows the sink
 #      writes, from files pgsink.py derives from the same records (articles: article +
-#      article_topic; interest-updates: user_interest_version + user_interest, the latest per
-#      user; story-clusters: story_cluster + story_member as the merges leave them; trending:
+#      article_topic; interest-updates: user_interest_version, of which user_interest is a
+#      view; story-clusters: story_cluster + story_member as the merges leave them; trending:
 #      trending_snapshot + trending_item); psql's CPU (rusage) and PostgreSQL's the same way.
 #      Then the two databases' tables must be equal (count and an md5 over every row's text,
 #      story_cluster.first_seen and the landed_at columns excepted): else the run is broken;
@@ -236,7 +236,7 @@ table_sums() {
       (SELECT md5(ROW($cols)::text) AS h FROM $t x) r" | tr '|' ' '
   done
 }
-declare -A tables=([articles]="article article_topic" [interest-updates]="user_interest_version user_interest"
+declare -A tables=([articles]="article article_topic" [interest-updates]="user_interest_version"
   [story-clusters]="story_cluster story_member" [trending]="trending_snapshot trending_item")
 failed=""
 

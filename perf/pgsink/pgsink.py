@@ -210,15 +210,9 @@ def rows_articles(recs):
 
 
 def rows_interest(recs):
-    ver, last = [], {}
-    for r in recs:
-        ver.append((r["user_id"], r["version"], r["updated_at"], r["vector"]))
-        cur = last.get(r["user_id"])
-        if cur is None or r["version"] > cur["version"]:
-            last[r["user_id"]] = r
-    latest = [(u, r["version"], r["vector"], r["updated_at"]) for u, r in last.items()]
-    return [("user_interest_version", "user_id, version, updated_at, vector", ver),
-            ("user_interest", "user_id, version, vector, updated_at", latest)]
+    """Every version once; user_interest is a view over them (the highest version)."""
+    ver = [(r["user_id"], r["version"], r["updated_at"], r["vector"]) for r in recs]
+    return [("user_interest_version", "user_id, version, updated_at, vector", ver)]
 
 
 def rows_clusters(recs):

@@ -691,15 +691,7 @@ static const char *const apply_sql[NF_PG_KINDS][4] = {
         {"INSERT INTO user_interest_version (user_id, version, updated_at, vector) "
          "SELECT v->>'user_id', (v->>'version')::bigint, (v->>'updated_at')::timestamptz, "
          "v->'vector' FROM nf_stage WHERE kind = 2 ON CONFLICT DO NOTHING",
-         "INSERT INTO user_interest AS u (user_id, version, vector, updated_at) "
-         "SELECT DISTINCT ON (v->>'user_id') v->>'user_id', (v->>'version')::bigint, "
-         "v->'vector', (v->>'updated_at')::timestamptz FROM nf_stage WHERE kind = 2 "
-         "ORDER BY v->>'user_id', (v->>'version')::bigint DESC, "
-         "(v->>'updated_at')::timestamptz DESC, part DESC, off DESC "
-         "ON CONFLICT (user_id) DO UPDATE SET version = EXCLUDED.version, "
-         "vector = EXCLUDED.vector, updated_at = EXCLUDED.updated_at "
-         "WHERE EXCLUDED.version > u.version OR EXCLUDED.updated_at > u.updated_at",
-         NULL, NULL},
+         NULL, NULL, NULL},
     [NF_PG_TRENDING] =
         {"INSERT INTO trending_snapshot (window_end, window_start) "
          "SELECT (v->>'window_end')::timestamptz, (v->>'window_start')::timestamptz "
@@ -775,7 +767,10 @@ int nf_pg_prune(nf_pg_t *pg, uint32_t days, uint64_t *deleted, char *err, size_t
     snprintf(d, sizeof d, "%u", days);
     const char *p[] = {d};
     static const char *const sql[] = {
-        "DELETE FROM user_interest_version WHERE landed_at < now() - make_interval(days => $1)",
+        /* never a reader's latest version: it is their interest now */
+        "DELETE FROM user_interest_version o WHERE landed_at < now() - make_interval(days => $1) "
+        "AND EXISTS (SELECT 1 FROM user_interest_version n WHERE n.user_id = o.user_id AND "
+        "n.version > o.version)",
         "WITH old AS (DELETE FROM trending_snapshot WHERE landed_at < now() - "
         "make_interval(days => $1) RETURNING window_end) DELETE FROM trending_item i USING old "
         "WHERE i.window_end = old.window_end"};

@@ -77,15 +77,9 @@ SELECT m.cluster_id, count(*) AS size, min(m.joined_at) AS first_joined,
        max(m.joined_at) AS last_joined
 FROM story_member m GROUP BY m.cluster_id;
 
--- interest-updates: each reader's latest vector, and every version (the sink deletes versions
--- that landed more than postgres.retention_days ago: landed, not updated, so that a replay of
--- old events keeps its history).
-CREATE TABLE user_interest (
-    user_id    text        PRIMARY KEY,
-    version    bigint      NOT NULL CHECK (version >= 1),
-    vector     jsonb       NOT NULL CHECK (jsonb_typeof(vector) = 'object'),
-    updated_at timestamptz NOT NULL
-);
+-- interest-updates: every version of each reader's vector, each once (the sink deletes versions
+-- that landed more than postgres.retention_days ago, never a reader's latest: landed, not
+-- updated, so that a replay of old events keeps its history).
 CREATE TABLE user_interest_version (
     user_id    text        NOT NULL,
     version    bigint      NOT NULL CHECK (version >= 1),
@@ -95,6 +89,13 @@ CREATE TABLE user_interest_version (
     PRIMARY KEY (user_id, version, updated_at)
 );
 CREATE INDEX user_interest_version_landed ON user_interest_version (landed_at);
+
+-- A reader's interest now: the highest version (a view over the versions, served by the
+-- primary key: the sink writes each record once instead of also rewriting a current row).
+CREATE VIEW user_interest AS
+SELECT DISTINCT ON (user_id) user_id, version, vector, updated_at
+FROM user_interest_version
+ORDER BY user_id, version DESC, updated_at DESC;
 
 -- trending: one snapshot per window, its items ranked from 1 (deleted, like interest
 -- versions, postgres.retention_days after they landed).
