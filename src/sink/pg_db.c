@@ -397,8 +397,10 @@ static int offsets_exec(nf_pg_t *pg, const char *sql, const char *group, size_t 
 }
 
 /* The value of row i of r (columns topic, partition, next_offset) for topics[k], parts[k]. */
-static int offsets_read(const PGresult *r, size_t n, const char *const *topics,
-                        const int32_t *parts, int64_t *next)
+/* next[k] from r's rows (topic, partition, next_offset) for topics[k], parts[k]; absent ones
+ * get absent. Returns how many were absent. */
+static size_t offsets_read(const PGresult *r, size_t n, const char *const *topics,
+                           const int32_t *parts, int64_t absent, int64_t *next)
 {
     for (size_t k = 0; k < n; k++)
         next[k] = -1;
@@ -406,10 +408,13 @@ static int offsets_read(const PGresult *r, size_t n, const char *const *topics,
         for (size_t k = 0; k < n; k++)
             if (!strcmp(PQgetvalue(r, i, 0), topics[k]) && atoi(PQgetvalue(r, i, 1)) == parts[k])
                 next[k] = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+    size_t missing = 0;
     for (size_t k = 0; k < n; k++)
-        if (next[k] < 0)
-            return -1;
-    return 0;
+        if (next[k] < 0) {
+            next[k] = absent;
+            missing++;
+        }
+    return missing;
 }
 
 int nf_pg_offsets_ensure(nf_pg_t *pg, const char *group, size_t n, const char *const *topics,
@@ -427,12 +432,7 @@ int nf_pg_offsets_ensure(nf_pg_t *pg, const char *group, size_t n, const char *c
     if (rc != 0)
         return rc;
     /* A row inserted by the CTE is not seen by its own SELECT: 0 for those. */
-    for (size_t k = 0; k < n; k++)
-        next[k] = 0;
-    for (int i = 0; i < PQntuples(r); i++)
-        for (size_t k = 0; k < n; k++)
-            if (!strcmp(PQgetvalue(r, i, 0), topics[k]) && atoi(PQgetvalue(r, i, 1)) == parts[k])
-                next[k] = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+    offsets_read(r, n, topics, parts, 0, next);
     PQclear(r);
     return 0;
 }
@@ -453,7 +453,7 @@ int nf_pg_offsets_lock(nf_pg_t *pg, const char *group, size_t n, const char *con
         PQclear(r);
         return fail(err, errlen, NF_PG_TRANSIENT, "%s", "out of memory");
     }
-    int missing = offsets_read(r, n, topics, parts, have);
+    size_t missing = offsets_read(r, n, topics, parts, -1, have);
     PQclear(r);
     for (size_t k = 0; k < n && rc == 0; k++)
         if (missing || have[k] != expect[k]) {
