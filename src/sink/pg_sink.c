@@ -30,16 +30,23 @@ typedef struct part {
     nf_pg_kind_t kind;
     int32_t partition;
     int64_t db_next; /* what newsflow_sink_offsets holds (-1: not read yet) */
-    int64_t lag;     /* last measured: high watermark - db_next (-1: unknown) */
+    int64_t lag;     /* in the snapshot: high watermark - db_next (-1: unknown) */
     bool seen;       /* a record of it came since the consumer was assigned db_next: only then
                       * is the consumer's position its own (not one of before the rewind) */
 } part_t;
 
+typedef enum {
+    REC_STAGED,    /* its value is in the arena, to be loaded */
+    REC_TOMBSTONE, /* a null value: dead-lettered, nothing loaded */
+    REC_SKIPPED,   /* a read event the sink cannot decode (the job dead-letters it) */
+} rec_state_t;
+
 typedef struct rec {
     nf_pg_kind_t kind;
+    rec_state_t state;
     uint32_t part; /* index into parts */
     int64_t off, ts_ms;
-    size_t voff, len; /* the value in the batch's arena; len (size_t)-1: no value */
+    size_t voff, len; /* the value in the batch's arena (REC_STAGED) */
 } rec_t;
 
 typedef struct dead {
@@ -68,6 +75,7 @@ struct nf_pgsink {
     bool rewind;
     bool revoked; /* parts were revoked: the loop reads nothing of them, they only remember
                    * their landed offsets for the next assignment */
+    uint64_t gen; /* counts assignments and revocations: parts changed shape */
     /* the batch: records, their values in one arena, records Postgres refused */
     rec_t *recs;
     size_t nrecs, cap_recs;
@@ -78,17 +86,19 @@ struct nf_pgsink {
     size_t ndead, cap_dead;
     /* retries */
     uint32_t backoff_ms;
-    int64_t next_try_ms, next_lag_ms, next_prune_ms;
+    int64_t next_try_ms, next_publish_ms, next_prune_ms;
     metrics_t m;
     /* for the HTTP threads */
     pthread_mutex_t mu;
     bool connected, assigned;
     char last_error[512];
     int64_t last_error_ms;
-    /* the partitions as the HTTP threads and the lag thread see them (publish_parts) */
+    /* the partitions as the HTTP threads and the lag thread see them (publish_parts), and the
+     * assignment (gen) they are of */
     part_t *snap;
     uint32_t nsnap;
     size_t cap_snap;
+    uint64_t snap_gen;
     /* the lag thread: a client of its own asks the high watermarks, so that a slow answer
      * never holds the loop */
     rd_kafka_t *lag_rk;
@@ -247,7 +257,7 @@ static int part_of(const nf_pgsink_t *s, const char *topic, int32_t partition)
 }
 
 /* The value to stage: read-events in canonical form (event_id computed as the job does), the
- * outputs as they are. 1: skip the record (counted), 0 staged, -ENOMEM. */
+ * outputs as they are; r->state says what became of it. 0, or -ENOMEM. */
 static int stage_value(nf_pgsink_t *s, nf_pg_kind_t kind, const rd_kafka_message_t *msg, rec_t *r)
 {
     const char *v = msg->payload;
@@ -259,7 +269,8 @@ static int stage_value(nf_pgsink_t *s, nf_pg_kind_t kind, const rd_kafka_message
         char err[256];
         if (nf_read_event_decode(v, len, s->o.max_event_bytes, &e, err, sizeof err) != 0) {
             nf_counter_inc(s->m.skipped);
-            return 1;
+            r->state = REC_SKIPPED;
+            return 0;
         }
         nf_read_event_json(&w, &e);
         if (w.failed) {
@@ -269,8 +280,9 @@ static int stage_value(nf_pgsink_t *s, nf_pg_kind_t kind, const rd_kafka_message
         v = w.buf;
         len = w.len;
     }
+    r->state = v ? REC_STAGED : REC_TOMBSTONE;
     r->voff = s->arena_len;
-    r->len = v ? len : (size_t)-1;
+    r->len = v ? len : 0;
     int rc = 0;
     if (v && grow((void **)&s->arena, &s->arena_cap, s->arena_len + len + 1, 1) != 0)
         rc = -ENOMEM;
@@ -301,12 +313,10 @@ static int batch_add(nf_pgsink_t *s, const rd_kafka_message_t *msg)
         return rc;
     if (!s->nrecs)
         s->batch_start_ms = mono_ms();
-    s->nrecs++;
-    if (rc == 0 && r->len == (size_t)-1)
+    s->nrecs++; /* a skipped record stays in the batch too: its offset counts */
+    if (r->state == REC_TOMBSTONE)
         return add_dead(s, (uint32_t)(s->nrecs - 1),
                         "a null value (tombstone) where a record was expected");
-    if (rc == 1) /* skipped: it stays in the batch so its offset counts, with no value */
-        r->len = (size_t)-2;
     return 0;
 }
 
@@ -385,7 +395,7 @@ static int landing_init(nf_pgsink_t *s, landing_t *l)
         }
     free(all);
     for (size_t i = 0; i < s->nrecs; i++)
-        if (s->recs[i].len < (size_t)-2) {
+        if (s->recs[i].state == REC_STAGED) {
             const rec_t *r = &s->recs[i];
             l->recs[l->n] = (nf_pg_rec_t){.kind = r->kind,
                                           .part = s->parts[r->part].partition,
@@ -433,7 +443,7 @@ static int send_dead(nf_pgsink_t *s, landing_t *l)
         const rec_t *r = &s->recs[s->dead[i].rec];
         const part_t *p = &s->parts[r->part];
         nf_jw_init(&w[i]);
-        bool has = r->len < (size_t)-2;
+        bool has = r->state == REC_STAGED;
         nf_dead_letter_json(&w[i], p->topic, p->partition, r->off, "sink-postgres",
                             s->dead[i].error, has ? s->arena + r->voff : NULL, has ? r->len : 0,
                             nf_wall_ms());
@@ -487,7 +497,7 @@ static void landed(nf_pgsink_t *s, const landing_t *l, const nf_pg_applied_t *a,
     for (size_t i = 0; i < s->ndead; i++) {
         nf_pg_kind_t k = s->recs[s->dead[i].rec].kind;
         nf_counter_inc(s->m.dead[k]);
-        if (s->recs[s->dead[i].rec].len < (size_t)-2 && per[k])
+        if (s->recs[s->dead[i].rec].state == REC_STAGED && per[k])
             per[k]--;
         nf_log(NF_LOG_WARN, "sink", "record refused by PostgreSQL: sent to dead-letters",
                NF_LS("topic", s->parts[s->recs[s->dead[i].rec].part].topic),
@@ -635,6 +645,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     rd_kafka_assign(rk, NULL); /* the offsets come from the table: rewind_parts assigns */
     batch_clear(s);
     set_assigned(s, false);
+    s->gen++;
     if (err != RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) { /* revoked: kept for their offsets */
         nf_log(NF_LOG_INFO, "sink", "partitions revoked", NF_LI("partitions", list->cnt), NF_LEND);
         s->revoked = true;
@@ -656,7 +667,6 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
          * read (PostgreSQL may be down now) */
         int old = part_of(s, q->topic, q->partition);
         q->db_next = old >= 0 ? s->parts[old].db_next : -1;
-        q->lag = -1;
         if (q->kind < NF_PG_KINDS)
             n++;
     }
@@ -677,6 +687,7 @@ static void measure_lag(nf_pgsink_t *s)
 {
     pthread_mutex_lock(&s->mu);
     uint32_t n = s->nsnap;
+    uint64_t gen = s->snap_gen;
     part_t *c = n ? malloc(n * sizeof *c) : NULL;
     if (c)
         memcpy(c, s->snap, n * sizeof *c);
@@ -696,10 +707,8 @@ static void measure_lag(nf_pgsink_t *s)
     for (int k = 0; k < NF_PG_KINDS; k++)
         nf_gauge_set(s->m.lag[k], sum[k]);
     pthread_mutex_lock(&s->mu);
-    for (uint32_t i = 0; c && i < n; i++)
-        for (uint32_t j = 0; j < s->nsnap; j++)
-            if (s->snap[j].partition == c[i].partition && !strcmp(s->snap[j].topic, c[i].topic))
-                s->snap[j].lag = c[i].lag;
+    for (uint32_t i = 0; c && i < n && s->snap_gen == gen; i++) /* else: another assignment */
+        s->snap[i].lag = c[i].lag;
     pthread_mutex_unlock(&s->mu);
     free(c);
 }
@@ -720,7 +729,7 @@ static void *lag_main(void *arg)
     return NULL;
 }
 
-/* ---- status for the HTTP threads: written by the loop every LAG_EVERY_MS ---- */
+/* ---- status for the HTTP threads, from the snapshot ---- */
 
 static void parts_json(nf_jw_t *w, const part_t *p, uint32_t n)
 {
@@ -772,27 +781,24 @@ static char *status_json(nf_pgsink_t *s, size_t *len)
     return w.buf; /* the writer's buffer, malloc'ed: handed over */
 }
 
-/* The loop's partitions into the snapshot (the lag of a partition already there is kept). */
+/* The loop's partitions into the snapshot: their landed offsets, and for another assignment
+ * the partitions themselves (their lag unknown until the lag thread measures it). */
 static void publish_parts(nf_pgsink_t *s)
 {
     uint32_t n = s->revoked ? 0 : s->nparts;
     pthread_mutex_lock(&s->mu);
-    if (grow((void **)&s->snap, &s->cap_snap, n + 1, sizeof *s->snap) == 0) {
-        part_t *old = n ? malloc(s->nsnap * sizeof *old + 1) : NULL;
-        uint32_t nold = old ? s->nsnap : 0;
-        if (old)
-            memcpy(old, s->snap, nold * sizeof *old);
+    if (s->snap_gen != s->gen || s->nsnap != n) {
+        if (grow((void **)&s->snap, &s->cap_snap, n + 1, sizeof *s->snap) != 0)
+            n = 0;
         for (uint32_t i = 0; i < n; i++) {
             s->snap[i] = s->parts[i];
             s->snap[i].lag = -1;
-            for (uint32_t j = 0; j < nold; j++)
-                if (old[j].partition == s->parts[i].partition &&
-                    !strcmp(old[j].topic, s->parts[i].topic))
-                    s->snap[i].lag = old[j].lag;
         }
         s->nsnap = n;
-        free(old);
+        s->snap_gen = s->gen;
     }
+    for (uint32_t i = 0; i < s->nsnap; i++)
+        s->snap[i].db_next = s->parts[i].db_next;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -870,9 +876,9 @@ static bool moved_past(nf_pgsink_t *s)
 
 static void periodic(nf_pgsink_t *s, int64_t now)
 {
-    if (now >= s->next_lag_ms) {
+    if (now >= s->next_publish_ms) {
         publish_parts(s);
-        s->next_lag_ms = now + 500;
+        s->next_publish_ms = now + 500;
     }
     if (s->o.retention_days && now >= s->next_prune_ms && s->pg && nf_pg_connected(s->pg)) {
         uint64_t n = 0;
