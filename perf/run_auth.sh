@@ -72,15 +72,7 @@ fi
 
 tmp=$(mktemp -d)
 job_off="" job_on=""
-stop_pid() { # SIGTERM, 15 s, then SIGKILL
-  kill "$1" 2>/dev/null || return 0
-  for _ in $(seq 150); do
-    kill -0 "$1" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -9 "$1" 2>/dev/null || true
-  wait "$1" 2>/dev/null || true
-}
+source perf/lib.sh # stop_pid
 cleanup() {
   [ -n "$job_off" ] && stop_pid "$job_off"
   [ -n "$job_on" ] && stop_pid "$job_on"

@@ -113,15 +113,7 @@ fi
 
 # ---- 2. the broker ----
 server_pid="" kafka_started=""
-stop_pid() { # SIGTERM, 15 s, then SIGKILL
-  kill "$1" 2>/dev/null || return 0
-  for _ in $(seq 150); do
-    kill -0 "$1" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -9 "$1" 2>/dev/null || true
-  wait "$1" 2>/dev/null || true
-}
+source perf/lib.sh # stop_pid
 cleanup() {
   local rc=$?
   [ -n "$server_pid" ] && stop_pid "$server_pid"

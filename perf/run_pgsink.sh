@@ -51,7 +51,7 @@ root=$(pwd)
 B="${NF_PERF_BUILD_DIR:-build-perf}" build_given=""
 out=build-perf/pgsink
 batch_list=5000,20000 kinds_list=articles,interest-updates,story-clusters,trending
-scale=1 rate=2000 lag_seconds=30 do_lag=1 quick=""
+scale=1 rate=2000 lag_seconds=30 do_lag=1
 seed=39
 usage() {
   sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
@@ -59,7 +59,7 @@ usage() {
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --quick) quick=1 scale=0.1 batch_list=5000 lag_seconds=10; shift ;;
+    --quick) scale=0.1 batch_list=5000 lag_seconds=10; shift ;;
     --build) B="${2:?--build needs a directory}" build_given=1; shift 2 ;;
     --batch-rows) batch_list="${2:?}"; shift 2 ;;
     --kinds) kinds_list="${2:?}"; shift 2 ;;
@@ -127,15 +127,7 @@ tmp=$(mktemp -d /tmp/nf-pgsinkperf.XXXXXX)
 chmod 755 "$tmp" # the server runs as the postgres user: it must reach $tmp/pg
 kdir="$tmp/kafka" pdir="$tmp/pg"
 sink_pid="" watch_pid="" kafka_started="" pg_started=""
-stop_pid() { # SIGTERM, 15 s, then SIGKILL
-  kill "$1" 2>/dev/null || return 0
-  for _ in $(seq 150); do
-    kill -0 "$1" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -9 "$1" 2>/dev/null || true
-  wait "$1" 2>/dev/null || true
-}
+source perf/lib.sh # stop_pid
 cleanup() {
   local rc=$?
   [ -n "$sink_pid" ] && stop_pid "$sink_pid"

@@ -48,15 +48,7 @@ tmp=$(mktemp -d)
 job="" redis="" e2e="" kdir=""
 # SIGTERM, 15 s, then SIGKILL: an overloaded job's final epoch can take minutes (a benchmark's
 # state is thrown away anyway).
-stop_pid() {
-  kill "$1" 2>/dev/null || return 0
-  for _ in $(seq 150); do
-    kill -0 "$1" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -9 "$1" 2>/dev/null || true
-  wait "$1" 2>/dev/null || true
-}
+source perf/lib.sh # stop_pid
 cleanup() {
   [ -n "$e2e" ] && stop_pid "$e2e"
   [ -n "$job" ] && stop_pid "$job"

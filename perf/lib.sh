@@ -1,0 +1,13 @@
+# perf/lib.sh — what the perf/run_*.sh scripts that start servers share; `source perf/lib.sh`
+# after their `cd` to the repository's root.
+#   stop_pid PID   SIGTERM to PID, up to 15 s for it to exit, then SIGKILL; reaps it. Quiet, and
+#                  a no-op for a PID that is gone.
+stop_pid() {
+  kill "$1" 2>/dev/null || return 0
+  for _ in $(seq 150); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
