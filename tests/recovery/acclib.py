@@ -454,13 +454,14 @@ def _endpoint(broker, topic):
     return broker, topic, []
 
 
-def kcat_produce(ctx, broker, topic, lines, tag="p"):
+def kcat_produce(ctx, broker, topic, lines, tag="p", empty_is_null=False):
     """lines: (key, value) pairs; produced with kcat -K '\\t' -l to the topic (base name) of
-    the broker (a Broker, or a bare bootstrap string: no prefix)."""
+    the broker (a Broker, or a bare bootstrap string: no prefix). empty_is_null: an empty value
+    is produced as a null one (a tombstone; kcat -Z)."""
     bootstrap, name, _ = _endpoint(broker, topic)
-    extra = []
+    extra = ["-Z"] if empty_is_null else []
     if isinstance(broker, Broker) and broker.kind == "kafka":
-        extra = ["-X", "enable.idempotence=true"]  # a retried request cannot duplicate input
+        extra += ["-X", "enable.idempotence=true"]  # a retried request cannot duplicate input
     path = ctx.path("produce-%s-%d.tsv" % (tag, int(time.monotonic() * 1e6)))
     with open(path, "w") as f:
         for k, v in lines:

@@ -541,25 +541,10 @@ def ms_of(s):
 # ------------------------------------------------------------------------------ kcat
 
 def produce(ctx, broker, topic, items, tag):
-    """items of one topic with kcat -K '\\t' -Z (an empty value is a tombstone)."""
-    path = ctx.path("produce-%s-%s.tsv" % (topic, tag))
-    with open(path, "w") as f:
-        for it in items:
-            v = "" if it.value is None else it.value
-            assert "\t" not in it.key and "\n" not in v and "\t" not in v, it.value
-            f.write("%s\t%s\n" % (it.key, v))
-    p = ctx.spawn(["kcat", "-b", broker.bootstrap, "-P", "-t", broker.topic(topic), "-K", "\t",
-                   "-Z", "-X", "enable.idempotence=true", "-l", path],
-                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        _, err = p.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-        ctx.fail("kcat produce to %s hung" % topic)
-    if p.returncode != 0:
-        ctx.fail("kcat produce to %s failed (%d): %s" % (topic, p.returncode,
-                                                         err.decode()[-500:]))
+    """items of one topic (an item without a value is a tombstone)."""
+    acclib.kcat_produce(ctx, broker, topic,
+                        [(it.key, "" if it.value is None else it.value) for it in items],
+                        tag="%s-%s" % (topic, tag), empty_is_null=True)
 
 
 def read_positions(ctx, broker, topic):
