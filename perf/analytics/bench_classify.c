@@ -11,6 +11,7 @@
 #include "actors/classify.h"
 #include "workload.h"
 
+#include "../bench_clock.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,13 +214,6 @@ static size_t gen(char *out, size_t cap, unsigned words, uint64_t *rng)
     return n;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* One scenario: generates n articles, classifies them rounds+1 times (round 0 warms up the
  * context's scratch and word cache, and is not reported). */
 static int run(const nf_classify_taxonomy_t *t, nf_classify_ctx_t *c, size_t n, int rounds,
@@ -246,7 +240,7 @@ static int run(const nf_classify_taxonomy_t *t, nf_classify_ctx_t *c, size_t n, 
     unsigned long long checksum = 0, tokens = 0, labelled = 0;
     for (int round = 0; round <= rounds; round++) {
         checksum = tokens = labelled = 0;
-        double s = now_s();
+        double s = bench_now_s();
         for (size_t i = 0; i < n; i++) {
             if (nf_classify_text(c, titles + i * TCAP, bodies + i * BCAP, &r) != 0) {
                 fprintf(stderr, "nf_classify_text failed\n");
@@ -256,7 +250,7 @@ static int run(const nf_classify_taxonomy_t *t, nf_classify_ctx_t *c, size_t n, 
             labelled += r.nlabels > 0;
             checksum += r.ntopics ? r.topics[0].topic + 1u : 0u;
         }
-        double el = now_s() - s;
+        double el = bench_now_s() - s;
         if (round == 0)
             continue;
         double aps = (double)n / el;
@@ -293,9 +287,9 @@ int main(int argc, char **argv)
         return 2;
     }
     char err[512];
-    double t0 = now_s();
+    double t0 = bench_now_s();
     nf_classify_taxonomy_t *t = nf_classify_load(path, err, sizeof err);
-    double load_ms = (now_s() - t0) * 1e3;
+    double load_ms = (bench_now_s() - t0) * 1e3;
     if (!t) {
         fprintf(stderr, "%s\n", err);
         return 1;

@@ -56,6 +56,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../bench_clock.h"
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,13 +75,6 @@ typedef struct art {
     uint32_t edits; /* substitutions; 0 = the base itself */
     uint64_t seed;  /* of the substitutions */
 } art_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static size_t words_of(const art_t *a, uint32_t *w)
 {
@@ -330,7 +324,7 @@ static void sign_range(const art_t *arts, size_t from, size_t n, nf_minhash_t *m
 static double add_held(nf_cluster_t *cl, const nf_id128_t *ids, size_t N, size_t R,
                        const uint32_t *hsig, nf_cluster_result_t *res, size_t *differ)
 {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (size_t k = 0; k < R; k++) {
         nf_cluster_result_t got;
         if (nf_cluster_add(cl, ids[N + k], 1700000000000 + (int64_t)(N + k) * 1000, hsig + k * 128,
@@ -341,7 +335,7 @@ static double add_held(nf_cluster_t *cl, const nf_id128_t *ids, size_t N, size_t
         if (differ)
             *differ += !nf_testcluster_same(&got, &res[k]);
     }
-    return now_s() - t0;
+    return bench_now_s() - t0;
 }
 
 /* (e) the restart: see the top. cl (committed up to its last epoch) is freed here; *stp is
@@ -365,16 +359,16 @@ static int restore_phase(nf_cluster_t *cl, nf_store_t **stp, const char *dir,
     sign_range(arts, N, R, mh, scr, texts, hsig);
     double warm = add_held(cl, ids, N, R, hsig, res, NULL);
     nf_cluster_free(cl); /* its R adds were never committed */
-    double c0 = now_s();
+    double c0 = bench_now_s();
     nf_store_close(*stp);
-    double close_s = now_s() - c0;
+    double close_s = bench_now_s() - c0;
     uint64_t disk = disk_bytes(dir);
     bool dropped = ro->drop_caches && drop_page_cache();
     char err[512];
-    double o0 = now_s();
+    double o0 = bench_now_s();
     *stp = nf_store_open(dir, so, err, sizeof err);
     nf_cluster_t *re = *stp ? nf_cluster_new(*stp, co) : NULL;
-    double open_s = now_s() - o0;
+    double open_s = bench_now_s() - o0;
     size_t differ = 0;
     double cold = -1;
     if (!*stp)
@@ -438,13 +432,13 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
     size_t mismatches = 0, peak = 0;
     uint64_t e = 0;
     int rc = 0;
-    double t0 = now_s(), commit_s = 0, sign_s = 0;
+    double t0 = bench_now_s(), commit_s = 0, sign_s = 0;
     for (size_t i = 0; i < N && rc == 0; i++) {
         const uint32_t *sig = sigs ? sigs + i * 128 : bsig + (i % BATCH) * 128;
         if (!sigs && i % BATCH == 0) {
-            double s0 = now_s();
+            double s0 = bench_now_s();
             sign_range(arts, i, BATCH < N - i ? BATCH : N - i, mh, &scr, texts, bsig);
-            sign_s += now_s() - s0;
+            sign_s += bench_now_s() - s0;
         }
         nf_cluster_result_t got;
         if ((rc = nf_cluster_add(cl, ids[i], 1700000000000 + (int64_t)i * 1000, sig, &got)) != 0) {
@@ -460,20 +454,20 @@ static int store_phase(size_t N, const nf_id128_t *ids, const uint32_t *sigs, si
             nf_cluster_stats(cl, &cs);
             if (cs.bytes > peak)
                 peak = cs.bytes;
-            double c0 = now_s();
+            double c0 = bench_now_s();
             rc = nf_testcluster_commit(cl, st, ++e);
-            commit_s += now_s() - c0;
+            commit_s += bench_now_s() - c0;
         }
         if (!sigs && (i + 1) % PROGRESS == 0 && i + 1 < N) { /* long runs: figures on the way */
             printf("{\"bench\":\"cluster\",\"phase\":\"progress on the store\",\"articles\":%zu,"
                    "\"seconds\":%.3f,\"commit_seconds\":%.3f,\"peak_bytes\":%zu,"
                    "\"rss_mb\":%.0f,\"disk_bytes\":%llu}\n",
-                   i + 1, now_s() - t0 - sign_s, commit_s, peak, rss_mb(),
+                   i + 1, bench_now_s() - t0 - sign_s, commit_s, peak, rss_mb(),
                    (unsigned long long)disk_bytes(dir));
             fflush(stdout);
         }
     }
-    double t = now_s() - t0 - sign_s;
+    double t = bench_now_s() - t0 - sign_s;
     char mtext[24];
     snprintf(mtext, sizeof mtext, "%zu", mismatches);
     nf_cluster_stats_t st_;
@@ -615,7 +609,7 @@ int main(int argc, char **argv)
                 toff[i] = i * TEXT_MAX;
                 tlen[i] = render(&arts[at + i], texts + toff[i], &ttl[i]);
             }
-            double t0 = now_s();
+            double t0 = bench_now_s();
             for (size_t i = 0; i < m; i++) {
                 const char *p = texts + toff[i];
                 uint32_t *sig = sigs + (at + i) * 128;
@@ -627,7 +621,7 @@ int main(int argc, char **argv)
                                    &res);
                 }
             }
-            t += now_s() - t0;
+            t += bench_now_s() - t0;
         }
         printf("{\"bench\":\"cluster\",\"phase\":\"%s\",\"articles\":%zu,"
                "\"seconds\":%.3f,"
@@ -642,12 +636,12 @@ int main(int argc, char **argv)
     nf_cluster_t *cl = nf_cluster_new(NULL, &co);
     nf_cluster_result_t res;
     uint64_t actions[4] = {0};
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (size_t i = 0; i < N; i++) {
         nf_cluster_add(cl, ids[i], 1700000000000 + (int64_t)i * 1000, sigs + i * 128, &res);
         actions[res.action]++;
     }
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     nf_cluster_stats_t st;
     nf_cluster_stats(cl, &st);
     printf("{\"bench\":\"cluster\",\"phase\":\"lsh+unionfind\",\"articles\":%zu,"

@@ -28,6 +28,7 @@
 #include "state/keyset.h"
 #include "workload.h"
 
+#include "../bench_clock.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,13 +42,6 @@ typedef struct ev {
     nf_id128_t id, seen;
     uint16_t kg_id, kg; /* partitions: a retried event keeps its own; a read, its user's */
 } ev_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static long rss_mb(void)
 {
@@ -166,7 +160,7 @@ int main(int argc, char **argv)
             blk[j].id = (nf_id128_t){nf_mix64(id ^ 0x6576656e74ull), nf_mix64(id + 17)};
             blk[j].seen = (nf_id128_t){nf_mix64(u + 1), nf_mix64((uint64_t)a << 32 ^ session)};
         }
-        double t = now_s();
+        double t = bench_now_s();
         for (uint32_t g = 0; g < n; g += GROUP) {
             uint32_t m = n - g < GROUP ? n - g : GROUP;
             const ev_t *x = &blk[g];
@@ -199,7 +193,7 @@ int main(int argc, char **argv)
         int64_t now = t0 + (int64_t)((double)(done + n) * dt_ms);
         nf_keyset_expire(ids, now, 0);
         nf_keyset_expire(seen, now, 0);
-        timed += now_s() - t;
+        timed += bench_now_s() - t;
         done += n;
         if ((done >> 20) % 64 == 0)
             fprintf(stderr, "bench_dedup: %llu events, %.0f/s, rss %ld MB\n",

@@ -10,17 +10,11 @@
 #include "actors/interest.h"
 #include "workload.h"
 
+#include "../bench_clock.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 int main(int argc, char **argv)
 {
@@ -73,7 +67,7 @@ int main(int argc, char **argv)
            (double)st.users.bytes / (double)st.users.entries * 1e6 / 1048576.0, st.seen.keys,
            (double)st.seen.bytes / (double)st.seen.keys, st.table_entries, st.table_bytes);
     fflush(stdout);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     size_t updated = 0;
     for (size_t i = 0; i < events; i++) {
         uint32_t u = nf_zipf_next(&zu, &rng), a = nf_zipf_next(&za, &rng);
@@ -84,7 +78,7 @@ int main(int argc, char **argv)
                               1767225600000LL + (int64_t)users + (int64_t)i, 1767225600000LL, &out);
         updated += rc == NF_INTEREST_UPDATED;
     }
-    double secs = now_s() - t0;
+    double secs = bench_now_s() - t0;
     printf("{\"bench\":\"interest\",\"metric\":\"apply\",\"events\":%zu,\"updated\":%zu,"
            "\"seconds\":%.3f,\"events_per_s\":%.0f,\"ns_per_event\":%.0f}\n",
            events, updated, secs, (double)events / secs, secs * 1e9 / (double)events);

@@ -54,6 +54,7 @@
 #include "state/store.h"
 #include "workload.h"
 
+#include "../bench_clock.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -63,13 +64,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* CPU time of the whole process (its shards, and the polling main thread, which sleeps). */
 static double cpu_s(void)
@@ -166,7 +160,7 @@ typedef struct snap {
 static void snap(snap_t *s, nf_runtime_t *rt, const nf_reads_t *r, const nf_analytics_t *an,
                  unsigned shards)
 {
-    s->t = now_s();
+    s->t = bench_now_s();
     s->cpu = cpu_s();
     s->events = nf_counter_value(r->m.events);
     s->updates = nf_counter_value(r->m.updates);

@@ -27,6 +27,7 @@
 #include "io/events.h"
 #include "workload.h"
 
+#include "../bench_clock.h"
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
@@ -67,13 +68,6 @@ static void on_signal(int sig)
         unlink(sock_path);
     signal(sig, SIG_DFL);
     raise(sig);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void usage(FILE *f)
@@ -342,7 +336,7 @@ int main(int argc, char **argv)
     long long cur = -1;
     uint64_t slides = 0, bad = 0;
     char err[256];
-    double t_start = now_s();
+    double t_start = bench_now_s();
     for (size_t i = 0; i < ev.n && !p.failed; i++) {
         nf_read_event_t re;
         if (nf_read_event_decode(ev.buf + ev.off[i], ev.len[i], 0, &re, err, sizeof err) != 0) {
@@ -367,7 +361,7 @@ int main(int argc, char **argv)
     }
     if (!p.failed)
         drain(&p);
-    double secs = now_s() - t_start;
+    double secs = bench_now_s() - t_start;
     if (p.failed || bad) {
         fprintf(stderr, "bench_trend_redis: run failed (%llu undecodable events)\n",
                 (unsigned long long)bad);

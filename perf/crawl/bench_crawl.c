@@ -41,6 +41,7 @@
 #include "runtime/metrics.h"
 #include "testhttpd.h"
 
+#include "../bench_clock.h"
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -65,13 +66,6 @@ typedef struct {
 } opts_t;
 
 /* ------------------------------------------------------------------ helpers */
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static double self_cpu_s(void)
 {
@@ -322,7 +316,7 @@ static void snap_take(snap_t *s, const nf_ingest_metrics_t *m, pid_t server)
         hist_parse(text, "newsflow_parse_duration_seconds", &s->parse);
     }
     free(text);
-    s->t = mono_s();
+    s->t = bench_now_s();
     s->cpu_s = self_cpu_s();
     s->server_cpu_s = proc_cpu_s(server);
     for (int i = 0; i < 6; i++)
@@ -454,7 +448,7 @@ int main(int argc, char **argv)
 
     /* Sources. */
     long rss_before_sources = proc_status_kb("self", "VmRSS");
-    double t0 = mono_s();
+    double t0 = bench_now_s();
     nf_source_list_t sources;
     nf_sources_init(&sources);
     char url[256], err[512];
@@ -465,7 +459,7 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    double sources_s = mono_s() - t0;
+    double sources_s = bench_now_s() - t0;
     long rss_sources = proc_status_kb("self", "VmRSS");
 
     nf_runtime_opts_t ro;
@@ -500,7 +494,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_crawl: cannot start the runtime: %s\n", strerror(-r));
         return 1;
     }
-    double start = mono_s();
+    double start = bench_now_s();
     double rate = (double)o.sources / o.interval_s;
     unsigned warmup = o.seconds - o.window;
     printf("{\"bench\":\"crawl.config\",\"sources\":%u,\"interval_s\":%u,"
@@ -521,7 +515,7 @@ int main(int argc, char **argv)
     int64_t in_flight_peak = 0;
     for (unsigned sec = 1; sec <= o.seconds && !interrupted; sec++) {
         double until = start + sec;
-        for (double now = mono_s(); now < until; now = mono_s())
+        for (double now = bench_now_s(); now < until; now = bench_now_s())
             usleep((useconds_t)((until - now) * 1e6) + 100);
         snap_take(&cur, &in.m, sv.pid);
         long th = proc_status_kb(sv.pidstr, "Threads");

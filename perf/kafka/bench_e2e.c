@@ -60,6 +60,7 @@
  *             [--broker-pid PID] [--job-log FILE[,FILE...]] [--label TEXT] [--seed N] */
 #include <librdkafka/rdkafka.h>
 
+#include "../bench_clock.h"
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -280,14 +281,6 @@ static double jobs_cpu_s(void)
             s += c;
     }
     return s;
-}
-
-static double self_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 typedef struct {
@@ -1080,7 +1073,7 @@ int main(int argc, char **argv)
             loadavg(la0);
             job0 = jobs_cpu_s();
             brk0 = proc_cpu_s(o.broker_pid);
-            self0 = self_cpu_s();
+            self0 = bench_cpu_s();
             m0 = machine_cpu();
             jt0 = jobs_threads();
             bt0 = threads_of(o.broker_pid);
@@ -1109,7 +1102,7 @@ int main(int argc, char **argv)
     }
     job1 = jobs_cpu_s();
     brk1 = proc_cpu_s(o.broker_pid);
-    self1 = self_cpu_s();
+    self1 = bench_cpu_s();
     m1 = machine_cpu();
     jt1 = jobs_threads();
     bt1 = threads_of(o.broker_pid);

@@ -16,6 +16,7 @@
 #include "runtime/metrics.h"
 #include "serve/search.h"
 
+#include "../bench_clock.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <pthread.h>
@@ -36,21 +37,6 @@ typedef struct {
     uint32_t topics[4];
     unsigned ntopics;
 } doc_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
 
 static int hexval(char c)
 {
@@ -175,10 +161,10 @@ static void *query_loop(void *arg)
 {
     qthread_t *t = arg;
     size_t i = t->index * 7919;
-    while (now_s() < t->until) {
+    while (bench_now_s() < t->until) {
         const query_t *qq = &t->queries[i++ % t->nq];
         const char *q = qq->q;
-        double t0 = now_s();
+        double t0 = bench_now_s();
         nf_search_query_t sq;
         nf_search_result_t res;
         char err[256];
@@ -194,7 +180,7 @@ static void *query_loop(void *arg)
         nf_search_result_free(&res);
         if (t->n == t->cap)
             t->lat = realloc(t->lat, (t->cap = t->cap ? t->cap * 2 : 65536) * sizeof *t->lat);
-        t->lat[t->n++] = now_s() - t0;
+        t->lat[t->n++] = bench_now_s() - t0;
         t->kind_s[qq->kind] += t->lat[t->n - 1];
         t->kind_n[qq->kind]++;
     }
@@ -212,10 +198,10 @@ typedef struct {
 static void *ingest_loop(void *arg)
 {
     ithread_t *t = arg;
-    double start = now_s();
-    for (size_t i = 0; i < t->n && now_s() < t->until; i++) {
+    double start = bench_now_s();
+    for (size_t i = 0; i < t->n && bench_now_s() < t->until; i++) {
         if (t->rate > 0) {
-            double due = start + (double)i / t->rate, wait = due - now_s();
+            double due = start + (double)i / t->rate, wait = due - bench_now_s();
             if (wait > 0)
                 usleep((useconds_t)(wait * 1e6));
         }
@@ -332,7 +318,7 @@ int main(int argc, char **argv)
         usleep(10000);
     }
 
-    double c0 = cpu_s(), t0 = now_s();
+    double c0 = bench_cpu_s(), t0 = bench_now_s();
     for (size_t i = 0; i < articles && !reuse; i++)
         if (nf_search_add(s, docs[i].id, docs[i].title, docs[i].summary, docs[i].published_ms,
                           docs[i].topics, docs[i].ntopics) < 0) {
@@ -340,7 +326,7 @@ int main(int argc, char **argv)
             return 1;
         }
     nf_search_flush(s);
-    double index_s = now_s() - t0, index_cpu = cpu_s() - c0;
+    double index_s = bench_now_s() - t0, index_cpu = bench_cpu_s() - c0;
     char wal[4200];
     snprintf(wal, sizeof wal, "%s-wal", path);
     int64_t disk = file_size(path) + file_size(wal);
@@ -391,10 +377,10 @@ int main(int argc, char **argv)
     ithread_t it = {.s = s, .docs = docs + articles, .n = nd - articles};
     qthread_t *qt = calloc(threads, sizeof *qt);
     pthread_t *th = calloc(threads + 1, sizeof *th);
-    double start = now_s(), until = start + seconds;
+    double start = bench_now_s(), until = start + seconds;
     it.until = until;
     it.rate = rate;
-    double c1 = cpu_s();
+    double c1 = bench_cpu_s();
     for (unsigned i = 0; i < threads; i++) {
         qt[i] = (qthread_t){
             .s = s, .queries = queries, .nq = nq, .until = until, .index = i, .now_ms = newest};
@@ -404,10 +390,10 @@ int main(int argc, char **argv)
         pthread_create(&th[threads], NULL, ingest_loop, &it);
     for (unsigned i = 0; i < threads; i++)
         pthread_join(th[i], NULL);
-    double run_s = now_s() - start;
+    double run_s = bench_now_s() - start;
     if (it.n)
         pthread_join(th[threads], NULL);
-    double run_cpu = cpu_s() - c1;
+    double run_cpu = bench_cpu_s() - c1;
     size_t total = 0;
     uint64_t matches = 0, capped = 0, errors = 0, hits = 0;
     for (unsigned i = 0; i < threads; i++)

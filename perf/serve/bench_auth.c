@@ -29,6 +29,7 @@
 #include "serve/auth.h"
 #include "testb64.h"
 
+#include "../bench_clock.h"
 #include <errno.h>
 #include <math.h>
 #include <openssl/bn.h>
@@ -63,21 +64,6 @@ static size_t hist_bucket(double ns)
 static double hist_us(size_t b)
 {
     return 10 * pow(1.02, (double)b) / 1e3;
-}
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 static void die(const char *what)
@@ -191,15 +177,15 @@ static void *work(void *arg)
 {
     worker_t *w = arg;
     char sub[NF_AUTH_SUB_MAX + 1], err[256];
-    double t0 = mono_s(), end = t0 + w->seconds, t = t0;
+    double t0 = bench_now_s(), end = t0 + w->seconds, t = t0;
     size_t i = 0;
     for (; t < end; i++) {
         size_t k = w->kase == MISS ? i : 0;
         if (k >= w->ntokens)
             break;
-        double a = mono_s();
+        double a = bench_now_s();
         int rc = nf_auth_verify(w->auth, w->tokens[k], w->now, sub, sizeof sub, err, sizeof err);
-        t = mono_s();
+        t = bench_now_s();
         w->hist[hist_bucket((t - a) * 1e9)]++;
         bool ok = w->kase == FORGED ? rc == NF_AUTH_ESIGNATURE : rc == 0;
         if (ok && w->kase != FORGED) /* the reader the token was made for */
@@ -232,13 +218,13 @@ static size_t run_case(const nf_auth_t *auth, alg_t alg, case_t kase, int nthrea
         if (!w[i].hist)
             die("out of memory");
     }
-    double c0 = cpu_s(), t0 = mono_s();
+    double c0 = bench_cpu_s(), t0 = bench_now_s();
     for (int i = 0; i < nthreads; i++)
         if (pthread_create(&th[i], NULL, work, &w[i]) != 0)
             die("pthread_create failed");
     for (int i = 0; i < nthreads; i++)
         pthread_join(th[i], NULL);
-    double wall = mono_s() - t0, cpu = cpu_s() - c0;
+    double wall = bench_now_s() - t0, cpu = bench_cpu_s() - c0;
     size_t done = 0, wrong = 0;
     double busy = 0;
     for (int i = 0; i < nthreads; i++)
@@ -372,11 +358,11 @@ int main(int argc, char **argv)
             char **pool = malloc(npool * sizeof *pool);
             if (!pool)
                 die("out of memory");
-            double g0 = mono_s();
+            double g0 = bench_now_s();
             for (size_t i = 0; i < npool; i++)
                 pool[i] = make_token((alg_t)a, user_of(i), ++jti, now);
             fprintf(stderr, "bench_auth: %s: %zu tokens signed in %.1f s\n", alg_names[a], npool,
-                    mono_s() - g0);
+                    bench_now_s() - g0);
             wrong += run_case(auth[a], (alg_t)a, MISS, nt, pool, npool, seconds, now);
             for (size_t i = 0; i < npool; i++)
                 free(pool[i]);
