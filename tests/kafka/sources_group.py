@@ -149,10 +149,14 @@ def body(ctx):
     owner = next((n for n in ms if ms[n].job.msgs("this process clusters the job's articles")),
                  None)
     ctx.check(owner, "no process took the article dedup and story index")
-    ids = sorted({v["article_id"] for _, _, v in acclib.read_outputs(ctx, broker, "articles")})
-    ctx.wait_for("every process's interest engines told of the articles' topic vectors",
+    arts = acclib.read_outputs(ctx, broker, "articles")
+    ids = sorted({v["article_id"] for _, _, v in arts})
+    # the follower hands on a vector per articles record, and an article may have more than one
+    # record: waiting for as many vectors as distinct ids could pass before an id's first record
+    # was followed (seen beside a CPU hog: a read of it then found no topics)
+    ctx.wait_for("every process's interest engines told of every articles record's topics",
                  lambda: all((ms[n].job.metrics() or {}).get(
-                     "newsflow_topics_follow_vectors_total", 0) >= len(ids) for n in ms),
+                     "newsflow_topics_follow_vectors_total", 0) >= len(arts) for n in ms),
                  timeout=60, interval=0.5)
     users = ["fu%d" % i for i in range(8)]
     reads = [(u, json.dumps({"user_id": u, "article_id": ids[(i * 5) % len(ids)],
