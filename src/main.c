@@ -42,6 +42,7 @@ static const char usage[] =
     "                      every source (or the failing ones): ok, backoff, dead; last error\n"
     "  sources partition --partitions N URL|HOST...\n"
     "                      the sources topic's partition of each feed's host (consumer group)\n"
+    "  routes              every HTTP route: method, path, who may ask (docs/routes.md)\n"
     "  version             version, git commit and library versions\n"
     "  help                this text; `newsflow <command> --help` for a command's options\n"
     "\n"
@@ -86,6 +87,8 @@ int main(int argc, char **argv)
         return nf_cli_status(argc - 1, argv + 1);
     if (!strcmp(cmd, "sources"))
         return nf_cli_sources(argc - 1, argv + 1);
+    if (!strcmp(cmd, "routes"))
+        return nf_cli_routes(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
         return nf_cli_version(argc - 1, argv + 1);
     fprintf(stderr, "newsflow: unknown command '%s'\n\n%s", cmd, usage);

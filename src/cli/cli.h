@@ -4,7 +4,7 @@
 #ifndef NF_CLI_H
 #define NF_CLI_H
 
-enum { NF_EXIT_OK = 0, NF_EXIT_RUNTIME = 1, NF_EXIT_USAGE = 2 };
+#include "job/job.h" /* NF_EXIT_* */
 
 int nf_cli_run(int argc, char **argv);
 int nf_cli_config(int argc, char **argv);
@@ -17,6 +17,7 @@ int nf_cli_status(int argc, char **argv);
 int nf_cli_sources(int argc, char **argv);
 int nf_cli_ingest(int argc, char **argv);
 int nf_cli_sink(int argc, char **argv);
+int nf_cli_routes(int argc, char **argv);
 
 /* The configuration options the commands that load it share: --config FILE (--config=FILE)
  * and --set K=V (--set=K=V), at argv[*i]. 1 if it was one of them (the value stored in

@@ -12,6 +12,7 @@
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
+#include "serve/api.h"
 #include "serve/edge.h"
 #include "serve/guard.h"
 
@@ -83,25 +84,6 @@ static bool ready(void *arg, char *body, size_t len)
     return ok;
 }
 
-static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
-{
-    (void)arg, (void)route, (void)req, (void)body, (void)len;
-    return 404;
-}
-
-static int post(void *arg, const char *route, nf_admin_req_t *req, const char *body, size_t len,
-                char **out, size_t *outlen)
-{
-    ingest_t *in = arg;
-    char sub[NF_EVENT_FIELD_MAX + 1] = "";
-    double cost = (double)nf_edge_events_in(in->edge, route, body, len);
-    int status = nf_guard_check(in->guard, NF_GUARD_EVENTS, NULL, 0, req, cost, sub, sizeof sub,
-                                out, outlen);
-    if (!status)
-        status = nf_edge_handle(in->edge, route, req, sub, body, len, out, outlen);
-    return status ? status : 404;
-}
-
 static int load(int argc, char **argv, nf_config_t *cfg)
 {
     const char *config = getenv("NEWSFLOW_CONFIG");
@@ -166,6 +148,7 @@ static int serve(const nf_config_t *cfg)
     nf_guard_opts_t go; /* only the events' routes here: their class's limit is the one used */
     nf_guard_opts_from_config(cfg, &go);
     ingest_t in = {.edge = nf_edge_new(&eo), .guard = nf_guard_new(&go, err, sizeof err)};
+    nf_api_t api = {.listener = NF_API_ALL, .guard = in.guard, .edge = in.edge};
     if (!in.guard) {
         nf_log(NF_LOG_ERROR, "ingest", "cannot set up the readers' authentication",
                NF_LS("error", err), NF_LEND);
@@ -176,9 +159,9 @@ static int serve(const nf_config_t *cfg)
     nf_admin_hooks_t hooks = {.health = health,
                               .ready = ready,
                               .arg = &in,
-                              .api = api,
-                              .post = post,
-                              .api_arg = &in,
+                              .api = nf_api_get,
+                              .post = nf_api_post,
+                              .api_arg = &api,
                               .max_body = cfg->edge.max_body_bytes,
                               .drain_ms = cfg->edge.delivery_timeout_ms + 2000,
                               .max_connections = cfg->admin.max_connections,

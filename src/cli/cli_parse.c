@@ -10,7 +10,7 @@
  * its final URL (after redirects) is the base unless --base says otherwise. */
 #include "actors/classify.h"
 #include "cli/cli.h"
-#include "cli/cli_fetch.h"
+#include "io/fetch_config.h"
 
 #include "feed/dates.h"
 #include "feed/feed.h"
@@ -294,7 +294,7 @@ static int parse_fetch_url(const char *url, char **body, size_t *len, char *effe
     memset(&pf, 0, sizeof pf);
     pf.url = url;
     static nf_addrguard_t guard;
-    if (nf_cli_fetch_setup(&cfg, &pf.opts, &guard, err, sizeof err) != 0) {
+    if (nf_fetch_opts_from_config(&cfg, &pf.opts, &guard, err, sizeof err) != 0) {
         fprintf(stderr, "newsflow: config error: %s\n", err);
         return NF_EXIT_USAGE;
     }

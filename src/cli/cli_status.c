@@ -4,7 +4,7 @@
  * Both ask the running job first, through its admin server (admin.listen:admin.port of the same
  * configuration `run` loads, else the address a running job on the same state.dir wrote to
  * state.dir/admin.json: a job on another port, or on any free port): GET /v1/status and
- * /v1/sources[?failing=1] (cli_run.c's api hook).
+ * /v1/sources[?failing=1] (serve/operator.c).
  * When nothing answers there (the job is stopped, or admin.enabled is false) they read the state
  * directory instead, with RocksDB opened read-only — which works while another process holds the
  * database, so a job whose admin server is unreachable is still shown, with a note naming the

@@ -69,7 +69,7 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_U32, runtime.spin_us), .max = 100000, .def = "50",
      .help = "keep polling this long after the last work before sleeping; 0 = sleep at once"},
     /* The largest stop_after_ms whose nanoseconds fit in int64 (about 292 years): the main
-     * loop's deadline is in ns (cli_run.c), and config_units tests every duration key so. */
+     * loop's deadline is in ns (job/job.c), and config_units tests every duration key so. */
     {KEY(CFG_U64, runtime.stop_after_ms), .max = INT64_MAX / 1000000, .def = "0",
      .help = "stop after this many ms; 0 = run until SIGTERM/SIGINT"},
     {KEY(CFG_ENUM, log.level), .choices = cfg_log_levels, .def = "info",

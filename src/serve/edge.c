@@ -2,6 +2,7 @@
  * event, write the accepted ones in canonical form into one buffer, produce them all, wait for
  * the broker, answer. The rejected ones are listed in the answer, never produced. */
 #include "serve/edge.h"
+#include "serve/routes.h"
 
 #include "algo/sha256.h"
 #include "io/event_batch.h"
@@ -439,26 +440,24 @@ int nf_edge_handle(nf_edge_t *e, const char *route, nf_admin_req_t *req, const c
 {
     *out = NULL;
     *outlen = 0;
-    bool ours = !strcmp(route, "events") || !strncmp(route, "articles/", 9);
-    if (ours && !json_body(req, len))
+    const char *p = NULL;
+    size_t pl = 0;
+    const nf_route_t *r = nf_route_match("POST", route, &p, &pl, NULL);
+    if (!r || r->by != NF_SERVED_BY_EDGE)
+        return 0;
+    if (!json_body(req, len))
         return error_reply(e, 415,
                            "the body must be Content-Type application/json or "
                            "application/x-ndjson",
                            NULL, out, outlen);
     if (subject && !*subject)
         subject = NULL;
-    if (strcmp(route, "events") == 0)
+    if (r->id == NF_ROUTE_EVENTS)
         return post_events(e, req, subject, body, len, out, outlen);
-    static const char pre[] = "articles/", suf[] = "/read";
-    size_t rl = strlen(route), pl = sizeof pre - 1, sl = sizeof suf - 1;
-    if (rl > pl + sl && strncmp(route, pre, pl) == 0 && strcmp(route + rl - sl, suf) == 0) {
-        char article[NF_EVENT_FIELD_MAX + 2];
-        size_t al = rl - pl - sl;
-        if (al > NF_EVENT_FIELD_MAX || memchr(route + pl, '/', al))
-            return error_reply(e, 404, "no such route", NULL, out, outlen);
-        memcpy(article, route + pl, al);
-        article[al] = '\0';
-        return post_read(e, req, subject, article, body, len, out, outlen);
-    }
-    return 0;
+    char article[NF_EVENT_FIELD_MAX + 2];
+    if (pl == 0 || pl > NF_EVENT_FIELD_MAX || memchr(p, '/', pl))
+        return error_reply(e, 404, "no such route", NULL, out, outlen);
+    memcpy(article, p, pl);
+    article[pl] = '\0';
+    return post_read(e, req, subject, article, body, len, out, outlen);
 }

@@ -7,6 +7,7 @@
 #include "runtime/timer.h"
 #include "serve/auth.h"
 #include "serve/ratelimit.h"
+#include "serve/routes.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -157,10 +158,18 @@ nf_guard_class_t nf_guard_classify(const char *method, const char *route, const 
 {
     *user = NULL;
     *ulen = 0;
+    const char *p;
+    size_t pl;
+    const nf_route_t *r = nf_route_match(method, route, &p, &pl, NULL);
+    if (r) {
+        if (r->guard == NF_GUARD_READER) {
+            *user = p;
+            *ulen = pl;
+        }
+        return r->guard;
+    }
     if (strcmp(method, "POST") == 0)
         return NF_GUARD_EVENTS;
-    if (!strcmp(route, "status") || !strcmp(route, "sources") || !strcmp(route, "ops/history"))
-        return NF_GUARD_OPERATOR;
     /* every route under feed/ or users/ is a reader's, even one naming nobody (an empty user
      * matches no token's subject) */
     if (!strncmp(route, "feed/", 5) || !strncmp(route, "users/", 6)) {

@@ -14,6 +14,7 @@
 #include "io/events.h"
 #include "runtime/jsonw.h"
 #include "runtime/metrics.h"
+#include "serve/routes.h"
 #include "serve/search.h"
 #include "state/changelog.h"
 #include "state/kstate.h"
@@ -1996,33 +1997,16 @@ static int redirect(nf_query_t *q, nf_admin_req_t *req, const char *route, nf_in
 }
 
 /* Whether another process answers this route: 0 (answer here) or the status written. */
-static int route_elsewhere(nf_query_t *q, int which, const char *route, const char *user,
-                           size_t ulen, nf_admin_req_t *req, char **body, size_t *len);
-
-/* A path parameter: route is PREFIX{param}SUFFIX. */
-static bool match(const char *route, const char *prefix, const char *suffix, const char **param,
-                  size_t *plen)
-{
-    size_t rl = strlen(route), pl = strlen(prefix), sl = strlen(suffix);
-    if (rl < pl + sl || strncmp(route, prefix, pl) != 0 || strcmp(route + rl - sl, suffix) != 0)
-        return false;
-    *param = route + pl;
-    *plen = rl - pl - sl;
-    return true;
-}
-
-enum { R_INTEREST, R_FEED, R_TRENDING, R_ARTICLE, R_RECENT, R_STORY, R_SEARCH, R_READS };
-
-static int route_elsewhere(nf_query_t *q, int which, const char *route, const char *user,
+static int route_elsewhere(nf_query_t *q, nf_route_id_t which, const char *route, const char *user,
                            size_t ulen, nf_admin_req_t *req, char **body, size_t *len)
 {
     if (!q->o.owns)
         return 0; /* one process: every key is here */
-    if (which == R_INTEREST || which == R_FEED || which == R_READS) {
+    if (which == NF_ROUTE_INTEREST || which == NF_ROUTE_FEED || which == NF_ROUTE_READS) {
         int32_t p = nf_query_partition(q->o.partitioner, user, ulen, q->o.read_partitions);
         if (!q->o.owns(q->o.owns_arg, (unsigned)p))
             return redirect(q, req, route, NF_INPUT_READ_EVENTS, p, body, len);
-        if (which != R_FEED || !q->o.global_here || q->o.global_here(q->o.owns_arg))
+        if (which != NF_ROUTE_FEED || !q->o.global_here || q->o.global_here(q->o.owns_arg))
             return 0;
         nf_admin_req_header(req, "Retry-After", "5");
         return fail(503,
@@ -2040,40 +2024,25 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
 {
     const char *p = NULL;
     size_t pl = 0;
-    int which;
-    if (match(route, "users/", "/interest", &p, &pl))
-        which = R_INTEREST;
-    else if (match(route, "users/", "/reads", &p, &pl))
-        which = R_READS;
-    else if (match(route, "feed/", "", &p, &pl))
-        which = R_FEED;
-    else if (strcmp(route, "trending") == 0)
-        which = R_TRENDING;
-    else if (match(route, "articles/", "", &p, &pl))
-        which = R_ARTICLE;
-    else if (match(route, "stories/", "", &p, &pl))
-        which = R_STORY;
-    else if (match(route, "topics/", "/recent", &p, &pl))
-        which = R_RECENT;
-    else if (strcmp(route, "topics") == 0)
-        return route_topics(q, body, len);
-    else if (strcmp(route, "search") == 0)
-        which = R_SEARCH;
-    else
+    const nf_route_t *r = nf_route_match("GET", route, &p, &pl, NULL);
+    if (!r || r->by != NF_SERVED_BY_QUERY)
         return 0;
+    nf_route_id_t which = r->id;
+    if (which == NF_ROUTE_TOPICS)
+        return route_topics(q, body, len);
     /* The path parameter first: a 400 needs no state. */
     nf_id128_t id = {0, 0};
     int topic = -1;
     char *param = NULL;
-    bool reader = which == R_INTEREST || which == R_FEED || which == R_READS;
+    bool reader = which == NF_ROUTE_INTEREST || which == NF_ROUTE_FEED || which == NF_ROUTE_READS;
     if (reader && !valid_user(p, pl))
         return fail(400, "user_id must be 1 to 256 bytes of UTF-8 without control characters",
                     "user_id", body, len);
-    if (which == R_ARTICLE && !parse_id(p, pl, &id))
+    if (which == NF_ROUTE_ARTICLE && !parse_id(p, pl, &id))
         return fail(400, "an article id is 32 lower-case hex digits", "article_id", body, len);
-    if (which == R_STORY && !parse_id(p, pl, &id))
+    if (which == NF_ROUTE_STORY && !parse_id(p, pl, &id))
         return fail(400, "a story id is 32 lower-case hex digits", "cluster_id", body, len);
-    if (which == R_RECENT) {
+    if (which == NF_ROUTE_RECENT) {
         if (!(param = strndup(p, pl)))
             return fail(503, "out of memory", NULL, body, len);
         topic = topic_index(q, param);
@@ -2099,25 +2068,25 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
     }
     int status = 0;
     switch (which) {
-    case R_INTEREST:
+    case NF_ROUTE_INTEREST:
         status = route_interest(q, v, param, body, len);
         break;
-    case R_FEED:
+    case NF_ROUTE_FEED:
         status = route_feed(q, v, param, req, body, len);
         break;
-    case R_TRENDING:
+    case NF_ROUTE_TRENDING:
         status = route_trending(q, v, req, body, len);
         break;
-    case R_ARTICLE:
+    case NF_ROUTE_ARTICLE:
         status = route_article(q, v, id, body, len);
         break;
-    case R_STORY:
+    case NF_ROUTE_STORY:
         status = route_story(q, v, id, body, len);
         break;
-    case R_SEARCH:
+    case NF_ROUTE_SEARCH:
         status = route_search(q, v, req, body, len);
         break;
-    case R_READS:
+    case NF_ROUTE_READS:
         status = route_reads(q, v, param, req, body, len);
         break;
     default:

@@ -1,11 +1,11 @@
-/* cli_fetch.c — see cli_fetch.h. */
-#include "cli/cli_fetch.h"
+/* fetch_config.c — see fetch_config.h. */
+#include "io/fetch_config.h"
 
 #include <stdio.h>
 #include <string.h>
 
-int nf_cli_fetch_setup(const nf_config_t *cfg, nf_fetch_opts_t *o, nf_addrguard_t *guard, char *err,
-                       size_t errlen)
+int nf_fetch_opts_from_config(const nf_config_t *cfg, nf_fetch_opts_t *o, nf_addrguard_t *guard,
+                              char *err, size_t errlen)
 {
     nf_fetch_opts_default(o);
     o->user_agent = cfg->fetch.user_agent;

@@ -1,0 +1,122 @@
+/* api.c — every /v1/ request's way to its answer (api.h). */
+#include "serve/api.h"
+
+#include "io/events.h"
+#include "runtime/jsonw.h"
+#include "serve/routes.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int json_reply(nf_jw_t *w, int status, char **body, size_t *len)
+{
+    if (w->failed) {
+        nf_jw_free(w);
+        return 500;
+    }
+    nf_jw_raw(w, "\n", 1);
+    *body = w->buf; /* the server frees it */
+    *len = w->len;
+    return status;
+}
+
+static int not_here(const char *what, char **body, size_t *len)
+{
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_jw_obj_open(&w);
+    nf_jw_key(&w, "error");
+    nf_jw_str(&w, what);
+    nf_jw_obj_close(&w);
+    return json_reply(&w, 404, body, len);
+}
+
+/* No route for this path (404 with the table), or not for this method (405 with Allow). */
+static int no_route(const char *allow, nf_admin_req_t *req, char **body, size_t *len)
+{
+    nf_jw_t w;
+    nf_jw_init(&w);
+    if (*allow) {
+        nf_admin_req_header(req, "Allow", allow);
+        char what[64];
+        snprintf(what, sizeof what, "this route takes %s only", allow);
+        nf_route_list_json(&w, what);
+        return json_reply(&w, 405, body, len);
+    }
+    nf_route_list_json(&w, "unknown route");
+    return json_reply(&w, 404, body, len);
+}
+
+/* The listener's rule: 0 (served here) or the 404 written. */
+static int wrong_listener(const nf_api_t *a, const nf_route_t *r, char **body, size_t *len)
+{
+    bool operators = r->guard == NF_GUARD_OPERATOR;
+    if (a->listener == NF_API_OPERATORS && !operators)
+        return not_here("a readers' route: on admin.port", body, len);
+    if (a->listener == NF_API_READERS && operators)
+        return not_here("an operators' route: on admin.operator_port", body, len);
+    return 0;
+}
+
+/* The part that answers a GET route; 0 when this process does not run it. */
+static int answer_get(nf_api_t *a, const nf_route_t *r, const char *route, nf_admin_req_t *req,
+                      char **body, size_t *len)
+{
+    switch (r->by) {
+    case NF_SERVED_BY_QUERY:
+        return a->query ? nf_query_handle(a->query, route, req, body, len) : 0;
+    case NF_SERVED_BY_OPERATOR:
+        return a->op ? nf_operator_handle(a->op, r->id, req, body, len) : 0;
+    case NF_SERVED_BY_GUARD:
+        return a->guard ? nf_guard_demo_token(a->guard, req, body, len) : 0;
+    default:
+        return 0;
+    }
+}
+
+int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
+{
+    nf_api_t *a = arg;
+    const char *p, *allow;
+    size_t pl;
+    const nf_route_t *r = nf_route_match("GET", route, &p, &pl, &allow);
+    if (!r)
+        return no_route(allow, req, body, len);
+    int st = wrong_listener(a, r, body, len);
+    if (st)
+        return st;
+    if (a->listener != NF_API_OPERATORS) {
+        char sub[NF_EVENT_FIELD_MAX + 1];
+        bool reader = r->guard == NF_GUARD_READER;
+        st = nf_guard_check(a->guard, r->guard, reader ? p : NULL, reader ? pl : 0, req, 1, sub,
+                            sizeof sub, body, len);
+        if (st)
+            return st;
+    }
+    st = answer_get(a, r, route, req, body, len);
+    return st ? st : not_here("not served by this process", body, len);
+}
+
+int nf_api_post(void *arg, const char *route, nf_admin_req_t *req, const char *body, size_t len,
+                char **out, size_t *outlen)
+{
+    nf_api_t *a = arg;
+    const char *p, *allow;
+    size_t pl;
+    const nf_route_t *r = nf_route_match("POST", route, &p, &pl, &allow);
+    if (!r)
+        return no_route(allow, req, out, outlen);
+    int st = wrong_listener(a, r, out, outlen);
+    if (st)
+        return st;
+    if (!a->edge)
+        return not_here("the HTTP edge is not taking events here (edge.enabled, kafka.brokers)",
+                        out, outlen);
+    char sub[NF_EVENT_FIELD_MAX + 1] = "";
+    double cost = (double)nf_edge_events_in(a->edge, route, body, len);
+    st =
+        nf_guard_check(a->guard, NF_GUARD_EVENTS, NULL, 0, req, cost, sub, sizeof sub, out, outlen);
+    if (!st)
+        st = nf_edge_handle(a->edge, route, req, sub, body, len, out, outlen);
+    return st ? st : not_here("no such route", out, outlen);
+}

@@ -1,0 +1,41 @@
+/* api.h — the one door of every /v1/ request: the route from the table (routes.h), then the
+ * listener's rule (operators' routes apart on admin.operator_port), then the guard (serve/
+ * guard.h: the token, the rate), then the part of serve/ that answers it. Its functions are the
+ * admin server's api and post hooks (runtime/admin.h) with an nf_api_t as their argument.
+ *
+ * Answers of its own: 404 naming every route for a path no route has, 405 with Allow for a
+ * method the route does not take, 404 saying where a route is served when it is not here (the
+ * other listener, or a part this process does not run). */
+#ifndef NF_SERVE_API_H
+#define NF_SERVE_API_H
+#include "runtime/admin.h"
+#include "serve/edge.h"
+#include "serve/guard.h"
+#include "serve/operator.h"
+#include "serve/query.h"
+
+#include <stddef.h>
+
+typedef enum {
+    NF_API_ALL = 0,   /* admin.port without admin.operator_port: every route */
+    NF_API_READERS,   /* admin.port with admin.operator_port: the readers' routes */
+    NF_API_OPERATORS, /* admin.operator_port: the operators' routes, past no guard */
+} nf_api_listener_t;
+
+/* Filled by whoever starts a server; each part NULL when this process does not run it. Lives as
+ * long as the server. */
+typedef struct nf_api {
+    nf_api_listener_t listener;
+    nf_guard_t *guard; /* required unless listener is NF_API_OPERATORS */
+    nf_query_t *query;
+    nf_edge_t *edge;
+    nf_operator_t *op;
+} nf_api_t;
+
+/* GET /v1/ROUTE (the admin server's api hook; arg: an nf_api_t). */
+int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len);
+/* POST /v1/ROUTE (the admin server's post hook; arg: an nf_api_t). */
+int nf_api_post(void *arg, const char *route, nf_admin_req_t *req, const char *body, size_t len,
+                char **out, size_t *outlen);
+
+#endif

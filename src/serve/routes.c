@@ -1,0 +1,142 @@
+/* routes.c — the table of every HTTP route (routes.h). */
+#include "serve/routes.h"
+
+#include <string.h>
+
+#define R(id, m, p, g, by, s) [id] = {id, m, p, g, by, s}
+const nf_route_t nf_routes[NF_ROUTE__COUNT] = {
+    R(NF_ROUTE_PAGE, "GET", "/", NF_GUARD_PUBLIC, NF_SERVED_BY_SERVER,
+      "The page: trending stories with a topic filter, and a reader's feed"),
+    R(NF_ROUTE_METRICS, "GET", "/metrics", NF_GUARD_OPERATOR, NF_SERVED_BY_SERVER,
+      "Prometheus metrics (docs/metrics.md)"),
+    R(NF_ROUTE_HEALTHZ, "GET", "/healthz", NF_GUARD_OPERATOR, NF_SERVED_BY_SERVER,
+      "Liveness: every shard answers within a second"),
+    R(NF_ROUTE_READYZ, "GET", "/readyz", NF_GUARD_OPERATOR, NF_SERVED_BY_SERVER,
+      "Readiness: state restored, partitions assigned, epochs committing"),
+    R(NF_ROUTE_FEED, "GET", "/v1/feed/{user_id}", NF_GUARD_READER, NF_SERVED_BY_QUERY,
+      "A reader's personalized feed"),
+    R(NF_ROUTE_INTEREST, "GET", "/v1/users/{user_id}/interest", NF_GUARD_READER, NF_SERVED_BY_QUERY,
+      "A reader's interest vector"),
+    R(NF_ROUTE_READS, "GET", "/v1/users/{user_id}/reads", NF_GUARD_READER, NF_SERVED_BY_QUERY,
+      "A reader's own history: the events interest counted, newest first"),
+    R(NF_ROUTE_TRENDING, "GET", "/v1/trending", NF_GUARD_PUBLIC, NF_SERVED_BY_QUERY,
+      "The trending articles of the last window emitted"),
+    R(NF_ROUTE_ARTICLE, "GET", "/v1/articles/{article_id}", NF_GUARD_PUBLIC, NF_SERVED_BY_QUERY,
+      "An article"),
+    R(NF_ROUTE_STORY, "GET", "/v1/stories/{cluster_id}", NF_GUARD_PUBLIC, NF_SERVED_BY_QUERY,
+      "A story cluster"),
+    R(NF_ROUTE_TOPICS, "GET", "/v1/topics", NF_GUARD_PUBLIC, NF_SERVED_BY_QUERY,
+      "The taxonomy's topic names"),
+    R(NF_ROUTE_RECENT, "GET", "/v1/topics/{topic}/recent", NF_GUARD_PUBLIC, NF_SERVED_BY_QUERY,
+      "A topic's recent articles, newest first"),
+    R(NF_ROUTE_SEARCH, "GET", "/v1/search", NF_GUARD_PUBLIC, NF_SERVED_BY_QUERY,
+      "Full-text search of recent articles"),
+    R(NF_ROUTE_STATUS, "GET", "/v1/status", NF_GUARD_OPERATOR, NF_SERVED_BY_OPERATOR,
+      "The job's status (what `newsflow status` prints)"),
+    R(NF_ROUTE_SOURCES, "GET", "/v1/sources", NF_GUARD_OPERATOR, NF_SERVED_BY_OPERATOR,
+      "Every source's crawl schedule and health (what `newsflow sources list` prints)"),
+    R(NF_ROUTE_HISTORY, "GET", "/v1/ops/history", NF_GUARD_OPERATOR, NF_SERVED_BY_OPERATOR,
+      "This process's recent history of key series (the page's graphs)"),
+    R(NF_ROUTE_EVENTS, "POST", "/v1/events", NF_GUARD_EVENTS, NF_SERVED_BY_EDGE,
+      "Readers' events in, produced to read-events; 202 once the broker has them"),
+    R(NF_ROUTE_READ, "POST", "/v1/articles/{article_id}/read", NF_GUARD_EVENTS, NF_SERVED_BY_EDGE,
+      "One read of an article by a reader"),
+    R(NF_ROUTE_DEMO_TOKEN, "GET", "/v1/auth/demo-token", NF_GUARD_PUBLIC, NF_SERVED_BY_GUARD,
+      "A reader's token for a demo (auth.demo_tokens, loopback only)"),
+};
+#undef R
+
+/* path ("feed/u1", without "/v1/") against pattern ("/v1/feed/{user_id}"). */
+static bool pattern_match(const char *pattern, const char *path, const char **param, size_t *plen)
+{
+    if (strncmp(pattern, "/v1/", 4) != 0)
+        return false;
+    pattern += 4;
+    const char *open = strchr(pattern, '{');
+    if (!open) {
+        *param = NULL;
+        *plen = 0;
+        return strcmp(pattern, path) == 0;
+    }
+    const char *suffix = strchr(open, '}') + 1;
+    size_t pl = (size_t)(open - pattern), sl = strlen(suffix), len = strlen(path);
+    if (len < pl + sl || strncmp(path, pattern, pl) != 0 || strcmp(path + len - sl, suffix) != 0)
+        return false;
+    *param = path + pl;
+    *plen = len - pl - sl;
+    return true;
+}
+
+const nf_route_t *nf_route_match(const char *method, const char *path, const char **param,
+                                 size_t *plen, const char **allow)
+{
+    const char *p = NULL;
+    size_t pl = 0;
+    if (allow)
+        *allow = "";
+    for (int i = 0; i < NF_ROUTE__COUNT; i++) {
+        const nf_route_t *r = &nf_routes[i];
+        if (!pattern_match(r->path, path, &p, &pl))
+            continue;
+        if (strcmp(r->method, method) != 0) {
+            if (allow)
+                *allow = r->method;
+            continue;
+        }
+        *param = p;
+        *plen = pl;
+        return r;
+    }
+    return NULL;
+}
+
+void nf_route_list_json(nf_jw_t *w, const char *what)
+{
+    nf_jw_obj_open(w);
+    nf_jw_key(w, "error");
+    nf_jw_str(w, what);
+    nf_jw_key(w, "routes");
+    nf_jw_arr_open(w);
+    for (int i = 0; i < NF_ROUTE__COUNT; i++) {
+        char line[128];
+        snprintf(line, sizeof line, "%s %s", nf_routes[i].method, nf_routes[i].path);
+        nf_jw_elem(w);
+        nf_jw_str(w, line);
+    }
+    nf_jw_arr_close(w);
+    nf_jw_key(w, "api");
+    nf_jw_str(w, "docs/openapi.json");
+    nf_jw_obj_close(w);
+}
+
+const char *nf_route_guard_name(nf_guard_class_t c)
+{
+    static const char *const names[NF_GUARD__CLASSES] = {"public", "reader", "events", "operator"};
+    return c < NF_GUARD__CLASSES ? names[c] : "?";
+}
+
+static const char *served_by_name(nf_served_by_t by)
+{
+    static const char *const names[] = {"runtime/admin.c", "serve/query.c", "serve/operator.c",
+                                        "serve/edge.c", "serve/guard.c"};
+    return names[by];
+}
+
+void nf_route_markdown(FILE *f)
+{
+    fputs("# HTTP routes\n\n"
+          "Generated by `newsflow routes` from the route table in src/serve/routes.c; a test "
+          "checks\nthat this file, the table and docs/openapi.json agree. Who may ask: "
+          "public (anyone; on\nloopback only without auth.*), reader (a token whose subject is "
+          "the path's user), events (a\ntoken whose subject is each event's user), operator "
+          "(on admin.operator_port when it is set).\nThe same class names the rate limit that "
+          "counts the request (limits.*; docs/runbooks.md).\n\n"
+          "| Method | Path | Who may ask | Answered by | What |\n"
+          "|---|---|---|---|---|\n",
+          f);
+    for (int i = 0; i < NF_ROUTE__COUNT; i++) {
+        const nf_route_t *r = &nf_routes[i];
+        fprintf(f, "| %s | `%s` | %s | %s | %s |\n", r->method, r->path,
+                nf_route_guard_name(r->guard), served_by_name(r->by), r->summary);
+    }
+}
