@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What state.changelog costs and what it buys (issue 16, DESIGN.md §9), through a real Apache
-# Kafka broker on this machine, in one run:
+# What state.changelog costs and what it buys (issue 16; docs/ARCHITECTURE.md §4 "Changelog"),
+# through a real Apache Kafka broker on this machine, in one run:
 #   1. builds newsflow, bench_e2e and bench_restore (Release, NF_BENCH=ON, into build-perf/ or
 #      $NF_PERF_BUILD_DIR);
 #   2. restore: starts a broker (scripts/kafka.sh, private directory, stopped by pid), runs

@@ -42,7 +42,7 @@
 # --kafka-dir DIR: the broker's directory (default: inside the run's temporary directory); it is
 # wiped at start (--fresh) and the broker stopped by pid at the end either way.
 # --tag T: the results file is perf/results/<T>-<date>-<time>.jsonl (default kafka).
-# --processes N[,M...]: one job in N processes (DESIGN.md §9, tests/kafka/scale_out.py), for
+# --processes N[,M...]: one job in N processes (docs/design.md §9, tests/kafka/scale_out.py), for
 # each N in turn (at every interval and rate): kafka.assignment=group,
 # kafka.static_membership=true, state.changelog=true, one consumer group and topic prefix, each
 # process its own state directory, transactional id (<prefix>tx-p<K>), log and admin port

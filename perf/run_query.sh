@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The query API's throughput (issue 18, DESIGN.md §10) while the job ingests, beside the anchor
-# a cache tier would give, in one run:
+# The query API's throughput (issue 18; docs/ARCHITECTURE.md §4 "Queries") while the job
+# ingests, beside the anchor a cache tier would give, in one run:
 #   1. builds newsflow (Release, into build-perf/ or $NF_PERF_BUILD_DIR);
 #   2. generates feeds (tests/integration/feed_model.py gen: ARTICLES articles of the last 60 h
 #      in the taxonomy's words) and runs the job on the embedded cluster with the demo producer

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Roll-forward cost on Apache Kafka as a function of the pending epoch's size (DESIGN.md §3;
-# perf/README.md, "Recovery on Apache Kafka"). For each size N: N read events wait in a fresh
-# set of topics, the job takes them all into one epoch (checkpoint.interval_ms --interval) and
-# dies at a fault point of it; the restart rolls the epoch forward, deciding what is missing
+# Roll-forward cost on Apache Kafka as a function of the pending epoch's size
+# (docs/ARCHITECTURE.md §4 "Roll-forward recovery"; perf/README.md, "Recovery on Apache Kafka").
+# For each size N: N read events wait in a fresh set of topics, the job takes them all into one
+# epoch (checkpoint.interval_ms --interval) and dies at a fault point of it; the restart rolls the
+# epoch forward, deciding what is missing
 #   offsets  from the consumer group's committed offsets (epoch=N;writer=TXID metadata), or
 #   scan     by reading the outputs back (NF_TEST_FORCE_SCAN=1, what the mock always needs).
 # after_pending: nothing of the epoch reached Kafka (everything is produced again);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# What spreading the sources costs a consumer group's start (issue 16, DESIGN.md §9;
-# src/actors/sources_publish.h): a process publishes its sources.file to the sources topic at
-# start, each source to its host's partition, after reading the topic whole. Through a real
-# Apache Kafka broker on this machine (scripts/kafka.sh, private directory, stopped by pid):
+# What spreading the sources costs a consumer group's start (issue 16; docs/ARCHITECTURE.md §3
+# "Sources and the global stages"; src/actors/sources_publish.h): a process publishes its
+# sources.file to the sources topic at start, each source to its host's partition, after reading
+# the topic whole. Through a real Apache Kafka broker on this machine (scripts/kafka.sh, private
+# directory, stopped by pid):
 #   1. builds newsflow (Release, build-perf/ or $NF_PERF_BUILD_DIR);
 #   2. per size N (--sources, default 10000,100000): writes N feed URLs over N/10 hosts
 #      (*.invalid: nothing is fetched), creates the topics under a fresh prefix (12 partitions),
