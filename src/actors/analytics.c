@@ -1016,6 +1016,109 @@ static const nf_actor_ops_t merger_ops = {.name = "trending",
 
 /* ================================================================ registration */
 
+/* The metrics of the stories stage: cluster assignments, topic vectors, the cluster index. */
+static void story_metrics(nf_analytics_t *an)
+{
+    static const char *const actions[4] = {"new", "joined", "merged", "duplicate"};
+    for (int i = 0; i < 4; i++) {
+        char labels[32];
+        snprintf(labels, sizeof labels, "action=\"%s\"", actions[i]);
+        nf_metrics_counter("newsflow_cluster_assignments_total",
+                           "Articles assigned to story clusters, by action.", labels, 0,
+                           &an->m.clusters[i]);
+    }
+    nf_metrics_counter("newsflow_topic_broadcasts_total",
+                       "New articles' topic vectors sent to every shard.", NULL, 0,
+                       &an->m.topics_broadcast);
+    nf_metrics_counter("newsflow_articles_unclassified_total",
+                       "New articles no taxonomy topic matched (empty topic vector).", NULL, 0,
+                       &an->m.unclassified);
+    nf_metrics_counter("newsflow_articles_unsigned_total",
+                       "New articles not clustered (no MinHash signature).", NULL, 0,
+                       &an->m.unsigned_articles);
+    nf_metrics_gauge("newsflow_analytics_held_messages",
+                     "Topic broadcasts and cluster hand-offs waiting for ring space.", NULL, 0,
+                     &an->m.held_messages);
+    nf_metrics_gauge("newsflow_cluster_index_bytes",
+                     "Memory the story-cluster index holds (signatures, buckets, parents: "
+                     "newsflow_state_allocated_bytes of their three kinds).",
+                     NULL, 0, &an->m.index_bytes);
+    nf_kstate_gauges_register(&an->m.sig_mem, NF_KIND_CLUSTER_SIG);
+    nf_kstate_gauges_register(&an->m.bucket_mem, NF_KIND_CLUSTER_BUCKET);
+    nf_kstate_gauges_register(&an->m.parent_mem, NF_KIND_CLUSTER_PARENT);
+    nf_kstate_gauges_register(&an->m.story_mem, NF_KIND_STORY);
+    nf_metrics_gauge("newsflow_cluster_index_entries",
+                     "Entries of the story-cluster index in memory.", NULL, 0,
+                     &an->m.index_entries);
+    nf_metrics_counter("newsflow_cluster_index_loads_total",
+                       "Entries of the story-cluster index read back from the store (cold).", NULL,
+                       0, &an->m.index_loads);
+    nf_metrics_counter("newsflow_story_sizes_lost_total",
+                       "Story clusters merged beyond the ones a result lists (more than 8 "
+                       "at once): their sizes are missing from the merged story's.",
+                       NULL, 0, &an->m.story_sizes_lost);
+    nf_metrics_counter("newsflow_cluster_index_evictions_total",
+                       "Entries of the story-cluster index evicted from memory to keep "
+                       "within state.budget_mb (they stay on the store).",
+                       NULL, 0, &an->m.index_evictions);
+}
+
+/* The metrics of the read events' stages: trending, interest, their keyed state. */
+static void trend_metrics(nf_analytics_t *an)
+{
+    nf_metrics_counter("newsflow_read_event_duplicates_total",
+                       "Read events whose event_id was seen within the TTL (dropped).", NULL, 0,
+                       &an->m.event_duplicates);
+    nf_metrics_counter("newsflow_trending_late_events_total",
+                       "Read events behind their partition's watermark (not in any window).", NULL,
+                       0, &an->m.late_events);
+    nf_metrics_counter("newsflow_trending_old_events_total",
+                       "Read events older than trending.window_s + lateness_ms when they "
+                       "were written to Kafka: left out of trending (interest takes them; "
+                       "trending.backfill counts them).",
+                       NULL, 0, &an->m.old_events);
+    nf_metrics_counter("newsflow_trending_state_repairs_total",
+                       "Trending event times and watermarks restored beyond the wall clock + "
+                       "trending.max_future_ms (saved by an older version) and repaired.",
+                       NULL, 0, &an->m.trend_repairs);
+    nf_metrics_counter("newsflow_trending_legacy_dropped_total",
+                       "Trending blobs of the per-shard layout of earlier versions dropped "
+                       "at start (they cannot be split by partition).",
+                       NULL, 0, &an->m.trend_legacy_dropped);
+    nf_metrics_counter("newsflow_trending_counted_events_total",
+                       "Read events counted into a trending pane.", NULL, 0, &an->m.counted_events);
+    nf_metrics_counter("newsflow_trending_windows_total", "Ranked trending lists emitted.", NULL, 0,
+                       &an->m.windows);
+    nf_metrics_counter("newsflow_trending_panes_total",
+                       "Final panes merged by the trending merger.", NULL, 0, &an->m.panes);
+    nf_metrics_counter("newsflow_interest_duplicates_total",
+                       "Reads of an article already counted for (user, session).", NULL, 0,
+                       &an->m.interest_duplicates);
+    nf_metrics_counter("newsflow_interest_unknown_articles_total",
+                       "Reads of articles without a known topic vector (skipped).", NULL, 0,
+                       &an->m.interest_unknown);
+    nf_metrics_counter("newsflow_state_errors_total", "Keyed state reads or writes that failed.",
+                       "kind=\"analytics\"", 0, &an->m.state_errors);
+    nf_metrics_gauge(
+        "newsflow_trending_watermark_lag_seconds",
+        "Wall clock minus the lowest trending watermark of each shard's active partitions, "
+        "seconds, summed over shards.",
+        NULL, 0, &an->m.trend_watermark_lag);
+    nf_metrics_gauge("newsflow_trending_open_panes",
+                     "Panes the shards' trending counters hold (not final yet): grows with the "
+                     "event-time skew between partitions.",
+                     NULL, 0, &an->m.trend_open_panes);
+    nf_metrics_gauge("newsflow_trending_shard_bytes", "Memory of the shards' trending counters.",
+                     NULL, 0, &an->m.trend_bytes);
+    nf_metrics_gauge(
+        "newsflow_trending_merger_panes",
+        "Panes the trending merger holds, each the sum of the partitions' summaries (at most "
+        "window/slide + a few).",
+        NULL, 0, &an->m.merger_panes);
+    nf_metrics_gauge("newsflow_trending_merger_bytes", "Memory of the trending merger.", NULL, 0,
+                     &an->m.merger_bytes);
+}
+
 int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_t errlen)
 {
     if (an->minhash.hashes != an->cluster.hashes || an->minhash.bands != an->cluster.bands ||
@@ -1029,107 +1132,8 @@ int nf_analytics_register(nf_runtime_t *rt, nf_analytics_t *an, char *err, size_
         return -EINVAL;
     for (unsigned i = 0; i <= NF_TOPICS_MAX; i++)
         an->topic_names[i] = an->taxonomy ? nf_classify_topic_name(an->taxonomy, i) : NULL;
-    static const char *const actions[4] = {"new", "joined", "merged", "duplicate"};
-    int e = 0;
-    for (int i = 0; i < 4; i++) {
-        char labels[32];
-        snprintf(labels, sizeof labels, "action=\"%s\"", actions[i]);
-        e |= nf_metrics_counter("newsflow_cluster_assignments_total",
-                                "Articles assigned to story clusters, by action.", labels, 0,
-                                &an->m.clusters[i]);
-    }
-    e |= nf_metrics_counter("newsflow_topic_broadcasts_total",
-                            "New articles' topic vectors sent to every shard.", NULL, 0,
-                            &an->m.topics_broadcast);
-    e |= nf_metrics_counter("newsflow_articles_unclassified_total",
-                            "New articles no taxonomy topic matched (empty topic vector).", NULL, 0,
-                            &an->m.unclassified);
-    e |= nf_metrics_counter("newsflow_articles_unsigned_total",
-                            "New articles not clustered (no MinHash signature).", NULL, 0,
-                            &an->m.unsigned_articles);
-    e |= nf_metrics_counter("newsflow_read_event_duplicates_total",
-                            "Read events whose event_id was seen within the TTL (dropped).", NULL,
-                            0, &an->m.event_duplicates);
-    e |= nf_metrics_counter("newsflow_trending_late_events_total",
-                            "Read events behind their partition's watermark (not in any window).",
-                            NULL, 0, &an->m.late_events);
-    e |= nf_metrics_counter("newsflow_trending_old_events_total",
-                            "Read events older than trending.window_s + lateness_ms when they "
-                            "were written to Kafka: left out of trending (interest takes them; "
-                            "trending.backfill counts them).",
-                            NULL, 0, &an->m.old_events);
-    e |= nf_metrics_counter("newsflow_trending_state_repairs_total",
-                            "Trending event times and watermarks restored beyond the wall clock + "
-                            "trending.max_future_ms (saved by an older version) and repaired.",
-                            NULL, 0, &an->m.trend_repairs);
-    e |= nf_metrics_counter("newsflow_trending_legacy_dropped_total",
-                            "Trending blobs of the per-shard layout of earlier versions dropped "
-                            "at start (they cannot be split by partition).",
-                            NULL, 0, &an->m.trend_legacy_dropped);
-    e |= nf_metrics_counter("newsflow_trending_counted_events_total",
-                            "Read events counted into a trending pane.", NULL, 0,
-                            &an->m.counted_events);
-    e |= nf_metrics_counter("newsflow_trending_windows_total", "Ranked trending lists emitted.",
-                            NULL, 0, &an->m.windows);
-    e |= nf_metrics_counter("newsflow_trending_panes_total",
-                            "Final panes merged by the trending merger.", NULL, 0, &an->m.panes);
-    e |= nf_metrics_counter("newsflow_interest_duplicates_total",
-                            "Reads of an article already counted for (user, session).", NULL, 0,
-                            &an->m.interest_duplicates);
-    e |= nf_metrics_counter("newsflow_interest_unknown_articles_total",
-                            "Reads of articles without a known topic vector (skipped).", NULL, 0,
-                            &an->m.interest_unknown);
-    e |= nf_metrics_counter("newsflow_state_errors_total",
-                            "Keyed state reads or writes that failed.", "kind=\"analytics\"", 0,
-                            &an->m.state_errors);
-    e |= nf_metrics_gauge("newsflow_analytics_held_messages",
-                          "Topic broadcasts and cluster hand-offs waiting for ring space.", NULL, 0,
-                          &an->m.held_messages);
-    e |= nf_metrics_gauge("newsflow_cluster_index_bytes",
-                          "Memory the story-cluster index holds (signatures, buckets, parents: "
-                          "newsflow_state_allocated_bytes of their three kinds).",
-                          NULL, 0, &an->m.index_bytes);
-    e |= nf_kstate_gauges_register(&an->m.sig_mem, NF_KIND_CLUSTER_SIG);
-    e |= nf_kstate_gauges_register(&an->m.bucket_mem, NF_KIND_CLUSTER_BUCKET);
-    e |= nf_kstate_gauges_register(&an->m.parent_mem, NF_KIND_CLUSTER_PARENT);
-    e |= nf_kstate_gauges_register(&an->m.story_mem, NF_KIND_STORY);
-    e |= nf_metrics_gauge("newsflow_cluster_index_entries",
-                          "Entries of the story-cluster index in memory.", NULL, 0,
-                          &an->m.index_entries);
-    e |= nf_metrics_counter("newsflow_cluster_index_loads_total",
-                            "Entries of the story-cluster index read back from the store (cold).",
-                            NULL, 0, &an->m.index_loads);
-    e |= nf_metrics_counter("newsflow_story_sizes_lost_total",
-                            "Story clusters merged beyond the ones a result lists (more than 8 "
-                            "at once): their sizes are missing from the merged story's.",
-                            NULL, 0, &an->m.story_sizes_lost);
-    e |= nf_metrics_counter("newsflow_cluster_index_evictions_total",
-                            "Entries of the story-cluster index evicted from memory to keep "
-                            "within state.budget_mb (they stay on the store).",
-                            NULL, 0, &an->m.index_evictions);
-    e |= nf_metrics_gauge(
-        "newsflow_trending_watermark_lag_seconds",
-        "Wall clock minus the lowest trending watermark of each shard's active partitions, "
-        "seconds, summed over shards.",
-        NULL, 0, &an->m.trend_watermark_lag);
-    e |=
-        nf_metrics_gauge("newsflow_trending_open_panes",
-                         "Panes the shards' trending counters hold (not final yet): grows with the "
-                         "event-time skew between partitions.",
-                         NULL, 0, &an->m.trend_open_panes);
-    e |= nf_metrics_gauge("newsflow_trending_shard_bytes",
-                          "Memory of the shards' trending counters.", NULL, 0, &an->m.trend_bytes);
-    e |= nf_metrics_gauge(
-        "newsflow_trending_merger_panes",
-        "Panes the trending merger holds, each the sum of the partitions' summaries (at most "
-        "window/slide + a few).",
-        NULL, 0, &an->m.merger_panes);
-    e |= nf_metrics_gauge("newsflow_trending_merger_bytes", "Memory of the trending merger.", NULL,
-                          0, &an->m.merger_bytes);
-    if (e) {
-        snprintf(err, errlen, "analytics metrics could not be registered");
-        return -EINVAL;
-    }
+    story_metrics(an);
+    trend_metrics(an);
     an->stories_actor = nf_runtime_register(rt, &stories_ops, an);
     if (an->stories_actor < 0)
         return an->stories_actor;

@@ -25,138 +25,145 @@ void nf_ingest_opts_default(nf_ingest_opts_t *o)
 static const double lateness_bounds[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5,
                                          1,     2,     5,    10,   30,  60,   300};
 
-static int reg_metrics(nf_ingest_metrics_t *m)
+/* The metrics of fetching and of the crawl's scheduling. */
+static void fetch_metrics(nf_ingest_metrics_t *m)
 {
-    int r = 0;
     char labels[64];
     for (int e = 1; e <= NF_FETCH_E_OTHER; e++) {
         snprintf(labels, sizeof labels, "result=\"%s\"", nf_fetch_error_name(e));
-        r |= nf_metrics_counter("newsflow_fetch_requests_total",
-                                "Fetch attempts by result: HTTP status class or fetch error.",
-                                labels, 0, &m->fetch_result[e]);
+        nf_metrics_counter("newsflow_fetch_requests_total",
+                           "Fetch attempts by result: HTTP status class or fetch error.", labels, 0,
+                           &m->fetch_result[e]);
     }
     static const char *const cls[] = {"http_other", "http_1xx", "http_2xx",
                                       "http_3xx",   "http_4xx", "http_5xx"};
     for (int i = 0; i < 6; i++) {
         snprintf(labels, sizeof labels, "result=\"%s\"", cls[i]);
-        r |= nf_metrics_counter("newsflow_fetch_requests_total",
-                                "Fetch attempts by result: HTTP status class or fetch error.",
-                                labels, 0, &m->fetch_http[i]);
+        nf_metrics_counter("newsflow_fetch_requests_total",
+                           "Fetch attempts by result: HTTP status class or fetch error.", labels, 0,
+                           &m->fetch_http[i]);
     }
-    r |= nf_metrics_histogram("newsflow_fetch_duration_seconds", "Fetch duration.", NULL,
-                              nf_metrics_latency_bounds, nf_metrics_latency_nbounds,
-                              &m->fetch_seconds);
-    r |= nf_metrics_counter("newsflow_fetch_body_bytes_total", "Decoded body bytes fetched.", NULL,
-                            0, &m->fetch_bytes);
-    r |= nf_metrics_histogram(
-        "newsflow_crawl_lateness_seconds", "Fetch start minus the source's next_crawl_at.", NULL,
-        lateness_bounds, sizeof lateness_bounds / sizeof *lateness_bounds, &m->lateness_seconds);
-    r |= nf_metrics_counter("newsflow_crawl_deferred_total", "Due fetches postponed, by reason.",
-                            "reason=\"host_politeness\"", 0, &m->deferred_host);
-    r |= nf_metrics_counter("newsflow_crawl_deferred_total", "Due fetches postponed, by reason.",
-                            "reason=\"breaker_open\"", 0, &m->deferred_breaker);
-    r |= nf_metrics_counter("newsflow_crawl_deferred_total", "Due fetches postponed, by reason.",
-                            "reason=\"shard_capacity\"", 0, &m->deferred_capacity);
-    r |= nf_metrics_counter("newsflow_crawl_deferred_total", "Due fetches postponed, by reason.",
-                            "reason=\"membership_lost\"", 0, &m->deferred_membership);
-    r |= nf_metrics_counter("newsflow_crawl_breaker_transitions_total",
-                            "Per-host circuit breaker transitions.", "to=\"open\"", 0,
-                            &m->breaker_open);
-    r |= nf_metrics_counter("newsflow_crawl_breaker_transitions_total",
-                            "Per-host circuit breaker transitions.", "to=\"half_open\"", 0,
-                            &m->breaker_half_open);
-    r |= nf_metrics_counter("newsflow_crawl_breaker_transitions_total",
-                            "Per-host circuit breaker transitions.", "to=\"closed\"", 0,
-                            &m->breaker_closed);
-    r |= nf_metrics_counter("newsflow_crawl_sources_dead_total",
-                            "Sources that became DEAD after consecutive failures.", NULL, 0,
-                            &m->sources_dead);
+    nf_metrics_histogram("newsflow_fetch_duration_seconds", "Fetch duration.", NULL,
+                         nf_metrics_latency_bounds, nf_metrics_latency_nbounds, &m->fetch_seconds);
+    nf_metrics_counter("newsflow_fetch_body_bytes_total", "Decoded body bytes fetched.", NULL, 0,
+                       &m->fetch_bytes);
+    nf_metrics_histogram("newsflow_crawl_lateness_seconds",
+                         "Fetch start minus the source's next_crawl_at.", NULL, lateness_bounds,
+                         sizeof lateness_bounds / sizeof *lateness_bounds, &m->lateness_seconds);
+    nf_metrics_counter("newsflow_crawl_deferred_total", "Due fetches postponed, by reason.",
+                       "reason=\"host_politeness\"", 0, &m->deferred_host);
+    nf_metrics_counter("newsflow_crawl_deferred_total", "Due fetches postponed, by reason.",
+                       "reason=\"breaker_open\"", 0, &m->deferred_breaker);
+    nf_metrics_counter("newsflow_crawl_deferred_total", "Due fetches postponed, by reason.",
+                       "reason=\"shard_capacity\"", 0, &m->deferred_capacity);
+    nf_metrics_counter("newsflow_crawl_deferred_total", "Due fetches postponed, by reason.",
+                       "reason=\"membership_lost\"", 0, &m->deferred_membership);
+    nf_metrics_counter("newsflow_crawl_breaker_transitions_total",
+                       "Per-host circuit breaker transitions.", "to=\"open\"", 0, &m->breaker_open);
+    nf_metrics_counter("newsflow_crawl_breaker_transitions_total",
+                       "Per-host circuit breaker transitions.", "to=\"half_open\"", 0,
+                       &m->breaker_half_open);
+    nf_metrics_counter("newsflow_crawl_breaker_transitions_total",
+                       "Per-host circuit breaker transitions.", "to=\"closed\"", 0,
+                       &m->breaker_closed);
+    nf_metrics_counter("newsflow_crawl_sources_dead_total",
+                       "Sources that became DEAD after consecutive failures.", NULL, 0,
+                       &m->sources_dead);
+}
+
+/* The metrics of parsing, classifying and deduplicating articles. */
+static void parse_metrics(nf_ingest_metrics_t *m)
+{
+    char labels[64];
     static const char *const pres[] = {"ok",        "too_large", "not_a_feed",
                                        "malformed", "too_deep",  "out_of_memory"};
     for (int i = 0; i < 6; i++) {
         snprintf(labels, sizeof labels, "result=\"%s\"", pres[i]);
-        r |= nf_metrics_counter("newsflow_parse_documents_total", "Fetched documents parsed.",
-                                labels, 0, &m->parse_result[i]);
+        nf_metrics_counter("newsflow_parse_documents_total", "Fetched documents parsed.", labels, 0,
+                           &m->parse_result[i]);
     }
-    r |= nf_metrics_histogram("newsflow_parse_duration_seconds", "Parse+normalize time.", NULL,
-                              nf_metrics_latency_bounds, nf_metrics_latency_nbounds,
-                              &m->parse_seconds);
-    r |= nf_metrics_histogram("newsflow_classify_duration_seconds",
-                              "Classification time of one article (topic vector and labels).", NULL,
-                              nf_metrics_latency_bounds, nf_metrics_latency_nbounds,
-                              &m->classify_seconds);
-    r |= nf_metrics_counter("newsflow_parse_articles_total", "Articles extracted from feeds.", NULL,
-                            0, &m->parse_articles);
-    r |= nf_metrics_counter("newsflow_parse_items_without_link_total",
-                            "Feed items dropped for having no usable link.", NULL, 0,
-                            &m->parse_no_link);
-    r |= nf_metrics_counter("newsflow_parse_warnings_total",
-                            "Recoverable problems in feeds (recovered XML, bad dates, ...).", NULL,
-                            0, &m->parse_warnings);
-    r |= nf_metrics_counter("newsflow_parse_items_truncated_total",
-                            "Items beyond the per-feed item cap.", NULL, 0, &m->parse_truncated);
-    r |= nf_metrics_counter("newsflow_parse_dates_replaced_total",
-                            "Article dates after the fetch time + trending.max_future_ms, or at or "
-                            "before 1970-01-01, replaced (nf_article_bound_dates).",
-                            NULL, 0, &m->parse_dates_replaced);
-    r |= nf_metrics_counter("newsflow_dedup_articles_total", "Articles by dedup result.",
-                            "result=\"new\"", 0, &m->dedup_new);
-    r |= nf_metrics_counter("newsflow_dedup_articles_total", "Articles by dedup result.",
-                            "result=\"duplicate\"", 0, &m->dedup_duplicate);
-    r |= nf_metrics_counter("newsflow_sink_errors_total", "Failed sink writes (retried).", NULL, 0,
-                            &m->sink_errors);
-    r |= nf_metrics_counter("newsflow_crawl_articles_ring_full_total",
-                            "Articles held back because the dedup shard's ring was full.", NULL, 0,
-                            &m->ring_full_articles);
-    r |= nf_metrics_counter("newsflow_sources_added_total",
-                            "Sources added by the sources topic (per applying shard).", NULL, 0,
-                            &m->sources_added);
-    r |= nf_metrics_counter("newsflow_sources_updated_total",
-                            "Sources changed by the sources topic (URL, interval, status, type).",
-                            NULL, 0, &m->sources_updated);
-    r |= nf_metrics_counter("newsflow_sources_removed_total",
-                            "Sources dropped by the sources topic (tombstones; moves to another "
-                            "shard count here and as added there).",
-                            NULL, 0, &m->sources_removed);
-    r |= nf_metrics_counter("newsflow_sources_misplaced_total",
-                            "Sources records read from a partition other than their host's "
-                            "(a consumer group: that host's politeness is split between the "
-                            "partitions' owners).",
-                            NULL, 0, &m->sources_misplaced);
-    r |= nf_metrics_gauge("newsflow_crawl_in_flight", "Fetches in flight.", NULL,
-                          NF_METRIC_PER_SHARD, &m->in_flight);
-    r |= nf_metrics_gauge("newsflow_crawl_pending_articles",
-                          "Articles waiting for ring space (backpressure).", NULL,
-                          NF_METRIC_PER_SHARD, &m->pending_articles);
-    r |= nf_metrics_gauge("newsflow_crawl_sources", "Sources owned.", NULL, NF_METRIC_PER_SHARD,
-                          &m->sources);
-    r |= nf_metrics_gauge("newsflow_dedup_keys", "Article ids in the dedup set.", NULL,
-                          NF_METRIC_PER_SHARD, &m->dedup_keys);
-    r |= nf_metrics_gauge("newsflow_dedup_bytes", "Memory of the dedup set.", NULL,
-                          NF_METRIC_PER_SHARD, &m->dedup_bytes);
-    r |= nf_kstate_gauges_register(&m->seen_mem, NF_KIND_ARTICLE_KEY);
-    r |= nf_kstate_gauges_register(&m->topics_mem, NF_KIND_ARTICLE_TOPICS);
+    nf_metrics_histogram("newsflow_parse_duration_seconds", "Parse+normalize time.", NULL,
+                         nf_metrics_latency_bounds, nf_metrics_latency_nbounds, &m->parse_seconds);
+    nf_metrics_histogram("newsflow_classify_duration_seconds",
+                         "Classification time of one article (topic vector and labels).", NULL,
+                         nf_metrics_latency_bounds, nf_metrics_latency_nbounds,
+                         &m->classify_seconds);
+    nf_metrics_counter("newsflow_parse_articles_total", "Articles extracted from feeds.", NULL, 0,
+                       &m->parse_articles);
+    nf_metrics_counter("newsflow_parse_items_without_link_total",
+                       "Feed items dropped for having no usable link.", NULL, 0, &m->parse_no_link);
+    nf_metrics_counter("newsflow_parse_warnings_total",
+                       "Recoverable problems in feeds (recovered XML, bad dates, ...).", NULL, 0,
+                       &m->parse_warnings);
+    nf_metrics_counter("newsflow_parse_items_truncated_total",
+                       "Items beyond the per-feed item cap.", NULL, 0, &m->parse_truncated);
+    nf_metrics_counter("newsflow_parse_dates_replaced_total",
+                       "Article dates after the fetch time + trending.max_future_ms, or at or "
+                       "before 1970-01-01, replaced (nf_article_bound_dates).",
+                       NULL, 0, &m->parse_dates_replaced);
+    nf_metrics_counter("newsflow_dedup_articles_total", "Articles by dedup result.",
+                       "result=\"new\"", 0, &m->dedup_new);
+    nf_metrics_counter("newsflow_dedup_articles_total", "Articles by dedup result.",
+                       "result=\"duplicate\"", 0, &m->dedup_duplicate);
+    nf_metrics_counter("newsflow_sink_errors_total", "Failed sink writes (retried).", NULL, 0,
+                       &m->sink_errors);
+    nf_metrics_counter("newsflow_crawl_articles_ring_full_total",
+                       "Articles held back because the dedup shard's ring was full.", NULL, 0,
+                       &m->ring_full_articles);
+}
+
+/* The metrics of the sources: the sources topic's changes, what each shard holds, by state. */
+static void source_metrics(nf_ingest_metrics_t *m)
+{
+    char labels[64];
+    nf_metrics_counter("newsflow_sources_added_total",
+                       "Sources added by the sources topic (per applying shard).", NULL, 0,
+                       &m->sources_added);
+    nf_metrics_counter("newsflow_sources_updated_total",
+                       "Sources changed by the sources topic (URL, interval, status, type).", NULL,
+                       0, &m->sources_updated);
+    nf_metrics_counter("newsflow_sources_removed_total",
+                       "Sources dropped by the sources topic (tombstones; moves to another "
+                       "shard count here and as added there).",
+                       NULL, 0, &m->sources_removed);
+    nf_metrics_counter("newsflow_sources_misplaced_total",
+                       "Sources records read from a partition other than their host's "
+                       "(a consumer group: that host's politeness is split between the "
+                       "partitions' owners).",
+                       NULL, 0, &m->sources_misplaced);
+    nf_metrics_gauge("newsflow_crawl_in_flight", "Fetches in flight.", NULL, NF_METRIC_PER_SHARD,
+                     &m->in_flight);
+    nf_metrics_gauge("newsflow_crawl_pending_articles",
+                     "Articles waiting for ring space (backpressure).", NULL, NF_METRIC_PER_SHARD,
+                     &m->pending_articles);
+    nf_metrics_gauge("newsflow_crawl_sources", "Sources owned.", NULL, NF_METRIC_PER_SHARD,
+                     &m->sources);
+    nf_metrics_gauge("newsflow_dedup_keys", "Article ids in the dedup set.", NULL,
+                     NF_METRIC_PER_SHARD, &m->dedup_keys);
+    nf_metrics_gauge("newsflow_dedup_bytes", "Memory of the dedup set.", NULL, NF_METRIC_PER_SHARD,
+                     &m->dedup_bytes);
+    nf_kstate_gauges_register(&m->seen_mem, NF_KIND_ARTICLE_KEY);
+    nf_kstate_gauges_register(&m->topics_mem, NF_KIND_ARTICLE_TOPICS);
     for (int h = 0; h < NF_CRAWL_HEALTH_N; h++) {
         snprintf(labels, sizeof labels, "state=\"%s\"", nf_crawl_health_name(h));
-        r |= nf_metrics_gauge("newsflow_sources",
-                              "Sources by state: ok, backoff (failing, retried later), dead "
-                              "(not crawled until revived), paused, throttled (its host answered "
-                              "429/503 with Retry-After: not crawled before that time).",
-                              labels, 0, &m->sources_by_health[h]);
+        nf_metrics_gauge("newsflow_sources",
+                         "Sources by state: ok, backoff (failing, retried later), dead "
+                         "(not crawled until revived), paused, throttled (its host answered "
+                         "429/503 with Retry-After: not crawled before that time).",
+                         labels, 0, &m->sources_by_health[h]);
     }
-    r |= nf_metrics_counter("newsflow_crawl_failure_logs_suppressed_total",
-                            "Source failures not logged at warn: the source had been logged "
-                            "failing within the repeat period (10 min).",
-                            NULL, 0, &m->failure_logs_suppressed);
-    return r ? -EINVAL : 0;
+    nf_metrics_counter("newsflow_crawl_failure_logs_suppressed_total",
+                       "Source failures not logged at warn: the source had been logged "
+                       "failing within the repeat period (10 min).",
+                       NULL, 0, &m->failure_logs_suppressed);
 }
 
 int nf_ingest_register(nf_runtime_t *rt, nf_ingest_t *in)
 {
     in->o.fetch.guard = &in->o.guard;
-    int r = reg_metrics(&in->m);
-    if (r != 0)
-        return r;
+    fetch_metrics(&in->m);
+    parse_metrics(&in->m);
+    source_metrics(&in->m);
     in->crawl_actor = nf_runtime_register(rt, &nf_crawl_ops, in);
     if (in->crawl_actor < 0)
         return in->crawl_actor;

@@ -702,47 +702,40 @@ void nf_reads_dedup_report(const nf_reads_dedup_m_t *m, nf_reads_dedup_seen_t *s
     seen->over = over;
 }
 
-/* A dedup set's series (nf_reads_dedup_m_t) under {set="<set>"}. 0 or non-zero. */
-static int dedup_metrics(nf_reads_dedup_m_t *m, const char *set)
+/* A dedup set's series (nf_reads_dedup_m_t) under {set="<set>"}. */
+static void dedup_metrics(nf_reads_dedup_m_t *m, const char *set)
 {
     char l[64];
     snprintf(l, sizeof l, "set=\"%s\"", set);
-    int e = 0;
-    e |= nf_metrics_gauge(
-        "newsflow_read_dedup_keys",
-        "Keys in a read-path dedup set, in memory and on disk, until they expire.", l, 0, &m->keys);
-    e |=
-        nf_metrics_gauge("newsflow_read_dedup_bytes",
-                         "Memory of a read-path dedup set (its ring, and the filter and page index "
-                         "of its keys on disk).",
-                         l, 0, &m->bytes);
-    e |=
-        nf_metrics_gauge("newsflow_read_dedup_disk_keys",
-                         "Keys of a read-path dedup set moved to disk (state.dir) past its budget.",
-                         l, 0, &m->disk_keys);
-    e |= nf_metrics_gauge("newsflow_read_dedup_disk_bytes",
-                          "Disk used by a read-path dedup set's keys past its budget.", l, 0,
-                          &m->disk_bytes);
-    e |= nf_metrics_gauge("newsflow_read_dedup_unfiltered_keys",
-                          "Keys on disk past the room of the set's filter: every lookup reads a "
-                          "page of their runs (raise state.budget_mb).",
-                          l, 0, &m->unfiltered);
-    e |= nf_metrics_counter("newsflow_read_dedup_disk_lookups_total",
-                            "Lookups of a dedup set that missed its ring and asked the disk tier "
-                            "(most are answered by its filter without a read).",
-                            l, 0, &m->disk_lookups);
-    e |= nf_metrics_counter("newsflow_read_dedup_disk_reads_total",
-                            "Pages a dedup set read from disk for its lookups.", l, 0,
-                            &m->disk_reads);
-    e |= nf_metrics_counter("newsflow_read_dedup_disk_hits_total",
-                            "Lookups of a dedup set answered present from disk.", l, 0,
-                            &m->disk_hits);
-    e |=
-        nf_metrics_counter("newsflow_read_dedup_spill_failures_total",
-                           "Moves of a dedup set's keys to disk that failed (the set grew past its "
-                           "budget instead; nothing is lost).",
-                           l, 0, &m->spill_failures);
-    return e;
+    nf_metrics_gauge("newsflow_read_dedup_keys",
+                     "Keys in a read-path dedup set, in memory and on disk, until they expire.", l,
+                     0, &m->keys);
+    nf_metrics_gauge("newsflow_read_dedup_bytes",
+                     "Memory of a read-path dedup set (its ring, and the filter and page index "
+                     "of its keys on disk).",
+                     l, 0, &m->bytes);
+    nf_metrics_gauge("newsflow_read_dedup_disk_keys",
+                     "Keys of a read-path dedup set moved to disk (state.dir) past its budget.", l,
+                     0, &m->disk_keys);
+    nf_metrics_gauge("newsflow_read_dedup_disk_bytes",
+                     "Disk used by a read-path dedup set's keys past its budget.", l, 0,
+                     &m->disk_bytes);
+    nf_metrics_gauge("newsflow_read_dedup_unfiltered_keys",
+                     "Keys on disk past the room of the set's filter: every lookup reads a "
+                     "page of their runs (raise state.budget_mb).",
+                     l, 0, &m->unfiltered);
+    nf_metrics_counter("newsflow_read_dedup_disk_lookups_total",
+                       "Lookups of a dedup set that missed its ring and asked the disk tier "
+                       "(most are answered by its filter without a read).",
+                       l, 0, &m->disk_lookups);
+    nf_metrics_counter("newsflow_read_dedup_disk_reads_total",
+                       "Pages a dedup set read from disk for its lookups.", l, 0, &m->disk_reads);
+    nf_metrics_counter("newsflow_read_dedup_disk_hits_total",
+                       "Lookups of a dedup set answered present from disk.", l, 0, &m->disk_hits);
+    nf_metrics_counter("newsflow_read_dedup_spill_failures_total",
+                       "Moves of a dedup set's keys to disk that failed (the set grew past its "
+                       "budget instead; nothing is lost).",
+                       l, 0, &m->spill_failures);
 }
 
 /* The counter of a partition, created (and loaded from its blob, wherever it was saved) on
@@ -1233,51 +1226,53 @@ static const nf_actor_ops_t kin_ops = {.name = "kafka_in",
 
 /* ================================================================ registration */
 
+/* The metrics of the read-events input (kafka_in) and the interest updates. */
+static void reads_metrics(nf_reads_t *r)
+{
+    nf_metrics_counter("newsflow_kafka_records_total", "Input records consumed.",
+                       "stage=\"kafka_in\"", 0, &r->m.records);
+    nf_metrics_counter("newsflow_read_events_total", "Valid read events decoded.", NULL, 0,
+                       &r->m.events);
+    nf_metrics_counter("newsflow_kafka_records_revoked_total",
+                       "Records of a partition being revoked from this process, dropped "
+                       "unprocessed: its next owner reads them from the committed position.",
+                       NULL, 0, &r->m.revoked_dropped);
+    nf_metrics_counter("newsflow_dead_letters_total",
+                       "Input records sent to dead-letters (undecodable or invalid).",
+                       "stage=\"decode\"", 0, &r->m.dead_letters);
+    nf_metrics_counter("newsflow_dead_letters_total",
+                       "Input records sent to dead-letters (undecodable or invalid).",
+                       "stage=\"event_time\"", 0, &r->m.dead_letters_time);
+    nf_metrics_counter("newsflow_interest_updates_total",
+                       "Per-user updates emitted (interest-updates).", NULL, 0, &r->m.updates);
+    nf_metrics_counter("newsflow_interest_updates_coalesced_total",
+                       "Users noted for an update at the epoch's end (interest.coalesce): "
+                       "each becomes one interest-updates record however many reads it had.",
+                       NULL, 0, &r->m.coalesced);
+    nf_metrics_counter("newsflow_kafka_pauses_total",
+                       "Times a shard paused its partitions (downstream full).", NULL, 0,
+                       &r->m.pauses);
+    nf_metrics_counter("newsflow_kafka_resumes_total", "Times a shard resumed its partitions.",
+                       NULL, 0, &r->m.resumes);
+    nf_metrics_counter("newsflow_state_errors_total", "Keyed state reads or writes that failed.",
+                       "kind=\"reads\"", 0, &r->m.state_errors);
+    nf_metrics_gauge("newsflow_kafka_held_events",
+                     "Decoded events waiting for ring space (per process).", NULL, 0,
+                     &r->m.held_events);
+    nf_metrics_gauge("newsflow_kafka_paused_shards", "Shards with paused partitions.", NULL, 0,
+                     &r->m.paused_shards);
+    nf_metrics_gauge("newsflow_state_bytes", "Keyed state held in memory.", "kind=\"reads\"", 0,
+                     &r->m.state_bytes);
+    nf_metrics_gauge("newsflow_state_entries", "Keyed state entries held in memory.",
+                     "kind=\"reads\"", 0, &r->m.state_entries);
+    nf_kstate_gauges_register(&r->m.users_mem, NF_KIND_INTEREST);
+    dedup_metrics(&r->m.ids_m, "event_ids");
+    dedup_metrics(&r->m.seen_m, "seen");
+}
+
 int nf_reads_register(nf_runtime_t *rt, nf_reads_t *r)
 {
-    int e = 0;
-    e |= nf_metrics_counter("newsflow_kafka_records_total", "Input records consumed.",
-                            "stage=\"kafka_in\"", 0, &r->m.records);
-    e |= nf_metrics_counter("newsflow_read_events_total", "Valid read events decoded.", NULL, 0,
-                            &r->m.events);
-    e |= nf_metrics_counter("newsflow_kafka_records_revoked_total",
-                            "Records of a partition being revoked from this process, dropped "
-                            "unprocessed: its next owner reads them from the committed position.",
-                            NULL, 0, &r->m.revoked_dropped);
-    e |= nf_metrics_counter("newsflow_dead_letters_total",
-                            "Input records sent to dead-letters (undecodable or invalid).",
-                            "stage=\"decode\"", 0, &r->m.dead_letters);
-    e |= nf_metrics_counter("newsflow_dead_letters_total",
-                            "Input records sent to dead-letters (undecodable or invalid).",
-                            "stage=\"event_time\"", 0, &r->m.dead_letters_time);
-    e |= nf_metrics_counter("newsflow_interest_updates_total",
-                            "Per-user updates emitted (interest-updates).", NULL, 0, &r->m.updates);
-    e |= nf_metrics_counter("newsflow_interest_updates_coalesced_total",
-                            "Users noted for an update at the epoch's end (interest.coalesce): "
-                            "each becomes one interest-updates record however many reads it had.",
-                            NULL, 0, &r->m.coalesced);
-    e |= nf_metrics_counter("newsflow_kafka_pauses_total",
-                            "Times a shard paused its partitions (downstream full).", NULL, 0,
-                            &r->m.pauses);
-    e |= nf_metrics_counter("newsflow_kafka_resumes_total", "Times a shard resumed its partitions.",
-                            NULL, 0, &r->m.resumes);
-    e |= nf_metrics_counter("newsflow_state_errors_total",
-                            "Keyed state reads or writes that failed.", "kind=\"reads\"", 0,
-                            &r->m.state_errors);
-    e |= nf_metrics_gauge("newsflow_kafka_held_events",
-                          "Decoded events waiting for ring space (per process).", NULL, 0,
-                          &r->m.held_events);
-    e |= nf_metrics_gauge("newsflow_kafka_paused_shards", "Shards with paused partitions.", NULL, 0,
-                          &r->m.paused_shards);
-    e |= nf_metrics_gauge("newsflow_state_bytes", "Keyed state held in memory.", "kind=\"reads\"",
-                          0, &r->m.state_bytes);
-    e |= nf_metrics_gauge("newsflow_state_entries", "Keyed state entries held in memory.",
-                          "kind=\"reads\"", 0, &r->m.state_entries);
-    e |= nf_kstate_gauges_register(&r->m.users_mem, NF_KIND_INTEREST);
-    e |= dedup_metrics(&r->m.ids_m, "event_ids");
-    e |= dedup_metrics(&r->m.seen_m, "seen");
-    if (e)
-        return -EINVAL;
+    reads_metrics(r);
     if (!r->an->trend_partitions) { /* the merger's counters: one per read-events partition */
         int np = r->kafka ? nf_kafka_input_partitions(r->kafka, NF_INPUT_READ_EVENTS)
                           : (int)r->mem.partitions;

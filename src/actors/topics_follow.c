@@ -183,23 +183,18 @@ nf_topics_follow_t *nf_topics_follow_start(nf_kafka_t *k, nf_runtime_t *rt,
     }
     f->rt = rt;
     f->an = an;
-    int e = nf_metrics_counter("newsflow_topics_follow_records_total",
-                               "Records of the articles topic read to learn the topic vectors "
-                               "of articles another process deduplicated (a consumer group).",
-                               NULL, 0, &f->records);
-    e |= nf_metrics_counter("newsflow_topics_follow_vectors_total",
-                            "Topic vectors handed to the interest engines from the articles "
-                            "topic.",
-                            NULL, 0, &f->vectors);
-    e |= nf_metrics_gauge("newsflow_topics_follow_lag_records",
-                          "Records of the articles topic not yet read by the follower (-1: not "
-                          "known yet).",
-                          NULL, 0, &f->lag);
-    if (e) {
-        snprintf(err, errlen, "cannot register the follower's metrics");
-        free(f);
-        return NULL;
-    }
+    nf_metrics_counter("newsflow_topics_follow_records_total",
+                       "Records of the articles topic read to learn the topic vectors "
+                       "of articles another process deduplicated (a consumer group).",
+                       NULL, 0, &f->records);
+    nf_metrics_counter("newsflow_topics_follow_vectors_total",
+                       "Topic vectors handed to the interest engines from the articles "
+                       "topic.",
+                       NULL, 0, &f->vectors);
+    nf_metrics_gauge("newsflow_topics_follow_lag_records",
+                     "Records of the articles topic not yet read by the follower (-1: not "
+                     "known yet).",
+                     NULL, 0, &f->lag);
     nf_gauge_set(f->lag, -1);
     f->nparts = nf_kafka_topic_partitions(k, NF_TOPIC_ARTICLES);
     f->batch = nf_store_batch_new();

@@ -61,6 +61,76 @@ static bool parse_count(const char *s, long lo, long hi, long *out)
     return true;
 }
 
+/* What the options after the subcommand say. */
+typedef struct {
+    const char *config;
+    char **sets; /* room for argc entries; freed once the configuration is loaded */
+    unsigned nsets;
+    long partitions, replication; /* 0 and -1: not given */
+} topics_args_t;
+
+/* The count after --partitions or --replication at argv[*i] (*i moved past it): 1..hi, else a
+ * usage error that says so with `what`. */
+static int count_opt(int argc, char **argv, int *i, long hi, const char *what, long *out)
+{
+    const char *opt = argv[*i];
+    if (*i + 1 >= argc)
+        return nf_cli_bad_usage("topics", topics_usage, "option needs a value:", opt);
+    const char *v = argv[++*i];
+    if (!parse_count(v, 1, hi, out))
+        return nf_cli_bad_usage("topics", topics_usage, what, v);
+    return NF_EXIT_OK;
+}
+
+/* The options after the subcommand: NF_EXIT_OK, NF_EXIT_USAGE (said on stderr), or -1 when
+ * --help printed the usage. */
+static int topics_args(int argc, char **argv, bool create, topics_args_t *t)
+{
+    int rc = NF_EXIT_OK;
+    for (int i = 2; i < argc && rc == NF_EXIT_OK; i++) {
+        const char *a = argv[i];
+        int co = nf_cli_config_opt(argc, argv, &i, &t->config, t->sets, &t->nsets);
+        if (co != 0) { /* --config or --set, taken */
+            if (co < 0)
+                rc = nf_cli_bad_usage("topics", topics_usage, "option needs a value:", a);
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(topics_usage, stdout);
+            rc = -1;
+        } else if (create && !strcmp(a, "--partitions")) {
+            rc = count_opt(argc, argv, &i, NF_EPOCH_MAX_PARTITIONS,
+                           "--partitions takes 1..1024, not", &t->partitions);
+        } else if (create && !strcmp(a, "--replication")) {
+            rc = count_opt(argc, argv, &i, 32767, "--replication takes a number of replicas, not",
+                           &t->replication);
+        } else {
+            rc = nf_cli_bad_usage("topics", topics_usage, "unknown option", a);
+        }
+    }
+    return rc;
+}
+
+/* Parses the options and loads the configuration as `run` does ($NEWSFLOW_CONFIG, --config,
+ * NEWSFLOW_* variables, --set): NF_EXIT_OK, an exit code (said on stderr), or -1 after --help. */
+static int topics_load(int argc, char **argv, bool create, topics_args_t *t, nf_config_t *cfg)
+{
+    t->config = getenv("NEWSFLOW_CONFIG");
+    if (t->config && !*t->config)
+        t->config = NULL;
+    if (!(t->sets = calloc((size_t)argc, sizeof *t->sets))) {
+        fputs("newsflow topics: out of memory\n", stderr);
+        return NF_EXIT_RUNTIME;
+    }
+    int rc = topics_args(argc, argv, create, t);
+    char err[NF_CONFIG_ERRLEN];
+    if (rc == NF_EXIT_OK &&
+        nf_config_load(cfg, t->config, t->sets, t->nsets, true, err, sizeof err) != 0) {
+        fprintf(stderr, "newsflow topics: config error: %s\n", err);
+        rc = NF_EXIT_USAGE;
+    }
+    free(t->sets);
+    return rc;
+}
+
 int nf_cli_topics(int argc, char **argv)
 {
     if (argc < 2)
@@ -73,50 +143,11 @@ int nf_cli_topics(int argc, char **argv)
     bool create = !strcmp(argv[1], "create");
     if (!create && strcmp(argv[1], "list") != 0)
         return nf_cli_bad_usage("topics", topics_usage, "unknown subcommand", argv[1]);
-    const char *config = getenv("NEWSFLOW_CONFIG");
-    if (config && !*config)
-        config = NULL;
-    char **sets = calloc((size_t)argc, sizeof *sets);
-    unsigned nsets = 0;
-    long partitions = 0, replication = -1;
-    int rc = NF_EXIT_OK;
-    for (int i = 2; i < argc && rc == NF_EXIT_OK; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(topics_usage, stdout);
-            free(sets);
-            return NF_EXIT_OK;
-        }
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
-            rc = nf_cli_bad_usage("topics", topics_usage, "option needs a value:", a);
-            break;
-        }
-        i++;
-        if (!strcmp(a, "--config"))
-            config = v;
-        else if (!strcmp(a, "--set"))
-            sets[nsets++] = (char *)v;
-        else if (create && !strcmp(a, "--partitions")) {
-            if (!parse_count(v, 1, NF_EPOCH_MAX_PARTITIONS, &partitions))
-                rc = nf_cli_bad_usage("topics", topics_usage, "--partitions takes 1..1024, not", v);
-        } else if (create && !strcmp(a, "--replication")) {
-            if (!parse_count(v, 1, 32767, &replication))
-                rc = nf_cli_bad_usage("topics", topics_usage,
-                                      "--replication takes a number of replicas, not", v);
-        } else {
-            rc = nf_cli_bad_usage("topics", topics_usage, "unknown option", a);
-        }
-    }
+    topics_args_t t = {.replication = -1};
     nf_config_t cfg;
-    char err[NF_CONFIG_ERRLEN];
-    if (rc == NF_EXIT_OK && nf_config_load(&cfg, config, sets, nsets, true, err, sizeof err) != 0) {
-        fprintf(stderr, "newsflow topics: config error: %s\n", err);
-        rc = NF_EXIT_USAGE;
-    }
-    free(sets);
+    int rc = topics_load(argc, argv, create, &t, &cfg);
     if (rc != NF_EXIT_OK)
-        return rc;
+        return rc < 0 ? NF_EXIT_OK : rc;
     nf_log_set_level(cfg.log.level);
     if (!cfg.kafka.brokers[0] || !strcmp(cfg.kafka.brokers, "embedded")) {
         fprintf(stderr,
@@ -129,9 +160,10 @@ int nf_cli_topics(int argc, char **argv)
                                 .properties = cfg.kafka.properties,
                                 .prefix = cfg.kafka.topic_prefix,
                                 .partitions =
-                                    partitions ? (unsigned)partitions : cfg.kafka.partitions,
-                                .replication = (int)replication,
+                                    t.partitions ? (unsigned)t.partitions : cfg.kafka.partitions,
+                                .replication = (int)t.replication,
                                 .timeout_ms = 10000};
+    char err[NF_CONFIG_ERRLEN];
     int r = nf_kafka_topics(&o, create, print_topic, NULL, err, sizeof err);
     fflush(stdout);
     if (r != 0) {

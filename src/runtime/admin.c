@@ -598,12 +598,9 @@ static void nf_admin_register_metrics(nf_admin_t *a)
     for (int i = 0; i < NF_ADMIN_NPATHS; i++) {
         char labels[144];
         snprintf(labels, sizeof labels, "path=\"%s\"%s", nf_admin_paths[i], lsts);
-        int rc = nf_metrics_counter("newsflow_admin_requests_total",
-                                    "HTTP requests to the admin server, by path.", labels, 0,
-                                    &a->requests[i]);
-        if (rc < 0) /* the handle stays a zero handle: requests are just not counted */
-            nf_log(NF_LOG_DEBUG, "admin", "admin request counter not registered",
-                   NF_LI("errno", -rc), NF_LEND);
+        nf_metrics_counter("newsflow_admin_requests_total",
+                           "HTTP requests to the admin server, by path.", labels, 0,
+                           &a->requests[i]);
     }
     const char *help = "Admin server connections this process shut down: reason=evicted, the "
                        "oldest idle ones over admin.max_connections; reason=timeout, no whole "

@@ -24,7 +24,8 @@ typedef struct nf_buildinfo_item {
 size_t nf_buildinfo(nf_buildinfo_item_t *items);
 
 /* Registers newsflow_build_info{version=,commit=,rdkafka=,...} = 1 (after nf_metrics_init).
- * 0 or -errno from nf_metrics_gauge. */
+ * 0, or -EINVAL when the labels do not fit 1 KiB; a failed registration is the registry's to
+ * report (metrics.h), not this function's. */
 int nf_buildinfo_register_metric(void);
 
 #endif

@@ -73,7 +73,8 @@ typedef struct {
 
 typedef struct {
     unsigned nwriters;
-    uint32_t ncells; /* cells allocated so far, the same in every writer's array */
+    uint32_t errors_cell; /* newsflow_metrics_registration_errors_total (0: not registered) */
+    uint32_t ncells;      /* cells allocated so far, the same in every writer's array */
     unsigned nseries, nfamilies;
     nf_series_t *series;
     nf_family_t *families;
@@ -229,21 +230,29 @@ static double nf_cell_sum_double(const nf_registry_t *r, uint32_t cell)
     return s;
 }
 
-uint64_t nf_counter_value(nf_counter_t c)
+/* The registry, or NULL when there is none or cell is a scratch cell (a zero handle's, whose
+ * updates are discarded: it reads 0). */
+static const nf_registry_t *nf_registry_for(uint32_t cell)
 {
     const nf_registry_t *r = __atomic_load_n(&nf_metrics_reg, __ATOMIC_ACQUIRE);
+    return cell < NF_METRICS_SCRATCH ? NULL : r;
+}
+
+uint64_t nf_counter_value(nf_counter_t c)
+{
+    const nf_registry_t *r = nf_registry_for(c.cell);
     return r ? nf_cell_sum(r, c.cell) : 0;
 }
 
 uint64_t nf_counter_value_of(nf_counter_t c, unsigned writer)
 {
-    const nf_registry_t *r = __atomic_load_n(&nf_metrics_reg, __ATOMIC_ACQUIRE);
+    const nf_registry_t *r = nf_registry_for(c.cell);
     return r && writer <= r->nwriters ? nf_cell_load(r, writer, c.cell) : 0;
 }
 
 int64_t nf_gauge_value(nf_gauge_t g)
 {
-    const nf_registry_t *r = __atomic_load_n(&nf_metrics_reg, __ATOMIC_ACQUIRE);
+    const nf_registry_t *r = nf_registry_for(g.cell);
     return r ? (int64_t)nf_cell_sum(r, g.cell) : 0;
 }
 
@@ -542,9 +551,41 @@ static int nf_register_locked(nf_registry_t *r, const nf_spec_t *s, char *labels
     return 0;
 }
 
-static int nf_register(const nf_spec_t *s, uint32_t *cell)
+/* Why a registration failed, in the registry's terms (rc as nf_register returns it). */
+static const char *nf_register_reason(int rc)
 {
-    *cell = 0;
+    switch (rc) {
+    case -EINVAL:
+        return "invalid name, labels, flags or bounds";
+    case -EEXIST:
+        return "the name is registered with another type (or is a name a histogram renders), or "
+               "the series with other flags, bounds or function";
+    case -ENOSPC:
+        return "the registry is full (4096 series, 16384 cells per writer)";
+    case -ENODEV:
+        return "registered before nf_metrics_init";
+    case -ENOMEM:
+        return "out of memory";
+    default:
+        return "unexpected error";
+    }
+}
+
+/* The one place a failed registration is reported (metrics.h): counted, unless there is no
+ * registry to count in, and logged. r is the registry, its mutex held; NULL for none. */
+static void nf_register_failed_locked(nf_registry_t *r, const nf_spec_t *s, int rc)
+{
+    if (r && r->errors_cell)
+        __atomic_fetch_add(&r->cells[r->nwriters][r->errors_cell], 1, __ATOMIC_RELAXED);
+    nf_log(NF_LOG_ERROR, "metrics", "metric not registered: its updates are discarded",
+           NF_LS("metric", s->name ? s->name : "(null)"),
+           NF_LS("type", nf_metrics_type_names[s->type]),
+           NF_LS("labels", s->labels ? s->labels : ""), NF_LS("reason", nf_register_reason(rc)),
+           NF_LI("errno", -rc), NF_LEND);
+}
+
+static int nf_register_checked(const nf_spec_t *s, uint32_t *cell)
+{
     if (!nf_metric_name_valid(s->name) || (s->flags & ~(unsigned)NF_METRIC_PER_SHARD))
         return -EINVAL;
     if (s->type == NF_MT_HISTOGRAM) {
@@ -564,6 +605,23 @@ static int nf_register(const nf_spec_t *s, uint32_t *cell)
     if (rc != 0)
         free(labels);
     return rc < 0 ? rc : 0;
+}
+
+/* Returns rc, having reported it if it is a failure. */
+static int nf_register_report(const nf_spec_t *s, int rc)
+{
+    if (rc < 0) {
+        pthread_mutex_lock(&nf_metrics_mu);
+        nf_register_failed_locked(nf_metrics_reg, s, rc);
+        pthread_mutex_unlock(&nf_metrics_mu);
+    }
+    return rc;
+}
+
+static int nf_register(const nf_spec_t *s, uint32_t *cell)
+{
+    *cell = 0;
+    return nf_register_report(s, nf_register_checked(s, cell));
 }
 
 int nf_metrics_counter(const char *name, const char *help, const char *labels, unsigned flags,
@@ -601,23 +659,19 @@ int nf_metrics_histogram(const char *name, const char *help, const char *labels,
 int nf_metrics_gauge_fn(const char *name, const char *help, const char *labels,
                         double (*fn)(void *arg), void *arg)
 {
-    if (!fn)
-        return -EINVAL;
     nf_spec_t s = {
         .name = name, .help = help, .labels = labels, .type = NF_MT_GAUGE, .fn = fn, .arg = arg};
     uint32_t cell;
-    return nf_register(&s, &cell);
+    return fn ? nf_register(&s, &cell) : nf_register_report(&s, -EINVAL);
 }
 
 int nf_metrics_counter_fn(const char *name, const char *help, const char *labels,
                           double (*fn)(void *arg), void *arg)
 {
-    if (!fn)
-        return -EINVAL;
     nf_spec_t s = {
         .name = name, .help = help, .labels = labels, .type = NF_MT_COUNTER, .fn = fn, .arg = arg};
     uint32_t cell;
-    return nf_register(&s, &cell);
+    return fn ? nf_register(&s, &cell) : nf_register_report(&s, -EINVAL);
 }
 
 size_t nf_metrics_label_escape(char *dst, size_t dstlen, const char *value)
@@ -653,18 +707,42 @@ static void nf_registry_free(nf_registry_t *r)
     free(r);
 }
 
-static void nf_register_builtin_locked(nf_registry_t *r, const char *name, const char *help,
-                                       int type, double (*fn)(void *arg), void *arg)
+/* Registers one of the registry's own series (no labels; fn NULL: a cell) and returns its cell,
+ * 0 when it failed (reported as any other failure). */
+static uint32_t nf_register_builtin_locked(nf_registry_t *r, const char *name, const char *help,
+                                           int type, double (*fn)(void *arg), void *arg)
 {
     nf_spec_t s = {.name = name, .help = help, .type = type, .fn = fn, .arg = arg};
-    uint32_t cell;
+    uint32_t cell = 0;
     char *labels = strdup("");
     int rc = labels ? nf_register_locked(r, &s, labels, &cell) : -ENOMEM;
     if (rc != 0)
         free(labels);
     if (rc < 0)
-        nf_log(NF_LOG_WARN, "metrics", "cannot register process metric", NF_LS("metric", name),
-               NF_LI("errno", -rc), NF_LEND);
+        nf_register_failed_locked(r, &s, rc);
+    return rc < 0 ? 0 : cell;
+}
+
+static void nf_register_builtins_locked(nf_registry_t *r)
+{
+    r->errors_cell = nf_register_builtin_locked(
+        r, "newsflow_metrics_registration_errors_total",
+        "Metric registrations that failed (each also logged at error, component metrics): the "
+        "metric is missing from /metrics and its updates are discarded.",
+        NF_MT_COUNTER, NULL, NULL);
+    nf_metrics_start_time = nf_proc_start_time();
+    nf_register_builtin_locked(r, "newsflow_process_resident_memory_bytes",
+                               "Resident memory size of the process in bytes.", NF_MT_GAUGE,
+                               nf_proc_resident_bytes, NULL);
+    nf_register_builtin_locked(r, "newsflow_process_cpu_seconds_total",
+                               "Total user and system CPU time spent by the process in seconds.",
+                               NF_MT_COUNTER, nf_proc_cpu_seconds, NULL);
+    nf_register_builtin_locked(r, "newsflow_process_start_time_seconds",
+                               "Start time of the process since the Unix epoch in seconds.",
+                               NF_MT_GAUGE, nf_proc_read_double, &nf_metrics_start_time);
+    nf_register_builtin_locked(r, "newsflow_process_open_fds",
+                               "Number of open file descriptors of the process.", NF_MT_GAUGE,
+                               nf_proc_open_fds, NULL);
 }
 
 int nf_metrics_init(unsigned nwriters)
@@ -704,20 +782,7 @@ int nf_metrics_init(unsigned nwriters)
     }
     __atomic_store_n(&nf_metrics_ext, r->cells[nwriters], __ATOMIC_RELEASE);
     __atomic_store_n(&nf_metrics_reg, r, __ATOMIC_RELEASE);
-
-    nf_metrics_start_time = nf_proc_start_time();
-    nf_register_builtin_locked(r, "newsflow_process_resident_memory_bytes",
-                               "Resident memory size of the process in bytes.", NF_MT_GAUGE,
-                               nf_proc_resident_bytes, NULL);
-    nf_register_builtin_locked(r, "newsflow_process_cpu_seconds_total",
-                               "Total user and system CPU time spent by the process in seconds.",
-                               NF_MT_COUNTER, nf_proc_cpu_seconds, NULL);
-    nf_register_builtin_locked(r, "newsflow_process_start_time_seconds",
-                               "Start time of the process since the Unix epoch in seconds.",
-                               NF_MT_GAUGE, nf_proc_read_double, &nf_metrics_start_time);
-    nf_register_builtin_locked(r, "newsflow_process_open_fds",
-                               "Number of open file descriptors of the process.", NF_MT_GAUGE,
-                               nf_proc_open_fds, NULL);
+    nf_register_builtins_locked(r);
     pthread_mutex_unlock(&nf_metrics_mu);
     return 0;
 }

@@ -6,18 +6,26 @@
  * cells with relaxed atomic load+store (single writer: no lock prefix, no contention), so an
  * increment costs a few instructions. A scrape (any thread) sums the cells with relaxed loads.
  *
- * Registration (nf_metrics_counter/gauge/histogram/gauge_fn) takes a mutex and may allocate:
- * do it at start-up, before the hot path. Registering the same (name, labels) twice returns the
- * same series. Names follow Prometheus rules ([a-zA-Z_:][a-zA-Z0-9_:]*); counter names should end
- * in _total and carry a base unit (_seconds, _bytes), as `promtool check metrics` expects (not
- * enforced). Labels are given pre-rendered, e.g. "kind=\"timeout\"" (or NULL): label names
- * [a-zA-Z_][a-zA-Z0-9_]*, values escaped as in the exposition format (\\, \" and \n; see
+ * Registration (nf_metrics_counter/gauge/histogram/gauge_fn/counter_fn) takes a mutex and may
+ * allocate: do it at start-up, before the hot path. Registering the same (name, labels) twice
+ * returns the same series. Names follow Prometheus rules ([a-zA-Z_:][a-zA-Z0-9_:]*); counter names
+ * should end in _total and carry a base unit (_seconds, _bytes), as `promtool check metrics`
+ * expects (not enforced). Labels are given pre-rendered, e.g. "kind=\"timeout\"" (or NULL): label
+ * names [a-zA-Z_][a-zA-Z0-9_]*, values escaped as in the exposition format (\\, \" and \n; see
  * nf_metrics_label_escape); their order does not matter. "le" and names starting with "__" are
  * reserved, as is "shard" with NF_METRIC_PER_SHARD. Series of one name are rendered together
  * under one # HELP/# TYPE, with the help text of the first registration.
  *
  * Capacity: 4096 series and 16384 cells per writer (a counter or gauge takes one cell, a
  * histogram nbounds + 2); beyond, registration fails with -ENOSPC.
+ *
+ * A failed registration is the registry's to report, not the caller's. The registry logs each
+ * one once (error, component "metrics": the metric, type, labels, reason and errno) and counts it
+ * in newsflow_metrics_registration_errors_total (registered by nf_metrics_init; a failure before
+ * init, -ENODEV, is logged only). The handle is then a zero handle whose updates are discarded,
+ * so a component runs on without that metric. Call sites therefore ignore the result (tests
+ * check it): they do not log it again, and a missing metric fails neither a component nor the
+ * job. test_ops_metrics checks that a whole job registers every metric without a failure.
  *
  * Updates and reads. Any thread may update any handle after nf_metrics_init; a zero-initialised
  * (never registered, or failed) handle is valid and its updates are discarded. Updates before
@@ -52,9 +60,10 @@ typedef struct {
 
 /* Creates the process registry with nwriters shard writers (+1 external) and registers the
  * process metrics (newsflow_process_{resident_memory_bytes,cpu_seconds_total,
- * start_time_seconds,open_fds}). Idempotent for the same nwriters; -EBUSY for another, -EINVAL
- * above 1024, -ENOMEM. nf_metrics_shutdown frees it (tests): no other thread may update or read
- * metrics then, and handles from before are void; the calling thread is unbound. */
+ * start_time_seconds,open_fds}) and newsflow_metrics_registration_errors_total. Idempotent for the
+ * same nwriters; -EBUSY for another, -EINVAL above 1024, -ENOMEM. nf_metrics_shutdown frees it
+ * (tests): no other thread may update or read metrics then, and handles from before are void; the
+ * calling thread is unbound. */
 int nf_metrics_init(unsigned nwriters);
 void nf_metrics_shutdown(void);
 
@@ -70,7 +79,8 @@ void nf_metrics_bind_thread(unsigned w);
 /* 0 or -errno: -EINVAL bad name, labels, flags or bounds; -ENOSPC registry full; -EEXIST same
  * name with another type (or a name a histogram renders, name_bucket/_sum/_count), or the same
  * series with other flags, bounds or function; -ENODEV before nf_metrics_init; -ENOMEM. On
- * failure *out is a zero handle, whose updates are discarded. */
+ * failure *out is a zero handle, whose updates are discarded, and the failure is logged and
+ * counted here: callers ignore the result (see the rule above). */
 int nf_metrics_counter(const char *name, const char *help, const char *labels, unsigned flags,
                        nf_counter_t *out);
 int nf_metrics_gauge(const char *name, const char *help, const char *labels, unsigned flags,
@@ -102,7 +112,7 @@ void nf_gauge_set(nf_gauge_t g, int64_t v);
 void nf_gauge_add(nf_gauge_t g, int64_t delta);
 void nf_histogram_observe(nf_histogram_t h, double v);
 
-/* Sum over writers, for tests and progress lines. */
+/* Sum over writers, for tests and progress lines (0 for a zero handle). */
 uint64_t nf_counter_value(nf_counter_t c);
 /* One writer's part (writer == nwriters: the external one; beyond: 0), for benchmarks that
  * want to see a hot shard. */

@@ -30,6 +30,33 @@ struct nf_edge {
     nf_gauge_t in_flight;
 };
 
+/* The edge's series; a failure is the registry's to report (metrics.h). */
+static void edge_metrics(nf_edge_t *e)
+{
+    static const double bounds[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                    0.2,   0.5,   1,     2,    5,    10};
+    for (int i = 0; i < C__N; i++) {
+        char label[32];
+        snprintf(label, sizeof label, "code=\"%d\"", codes[i]);
+        nf_metrics_counter("newsflow_edge_requests_total",
+                           "requests to the HTTP edge's POST routes, by answer", label, 0,
+                           &e->requests[i]);
+    }
+    static const char help[] = "readers' events the HTTP edge saw: accepted (acknowledged by "
+                               "the broker), rejected (invalid, listed in the answer), refused "
+                               "(in a 413 or 503 answer: the client sends them again)";
+    nf_metrics_counter("newsflow_edge_events_total", help, "result=\"accepted\"", 0, &e->accepted);
+    nf_metrics_counter("newsflow_edge_events_total", help, "result=\"rejected\"", 0, &e->rejected);
+    nf_metrics_counter("newsflow_edge_events_total", help, "result=\"refused\"", 0, &e->refused);
+    nf_metrics_histogram("newsflow_edge_ack_seconds",
+                         "from producing a request's events to the broker's last "
+                         "acknowledgement of them",
+                         NULL, bounds, sizeof bounds / sizeof bounds[0], &e->ack_seconds);
+    nf_metrics_gauge("newsflow_edge_in_flight_events",
+                     "events produced by the edge and not yet acknowledged", NULL, 0,
+                     &e->in_flight);
+}
+
 nf_edge_t *nf_edge_new(const nf_edge_opts_t *o)
 {
     nf_edge_t *e = calloc(1, sizeof *e);
@@ -42,41 +69,7 @@ nf_edge_t *nf_edge_new(const nf_edge_opts_t *o)
         e->o.max_event_bytes = 65536;
     if (!e->o.retry_after_s)
         e->o.retry_after_s = 1;
-    static const double bounds[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
-                                    0.2,   0.5,   1,     2,    5,    10};
-    int rc = 0;
-    for (int i = 0; i < C__N && rc == 0; i++) {
-        char label[32];
-        snprintf(label, sizeof label, "code=\"%d\"", codes[i]);
-        rc = nf_metrics_counter("newsflow_edge_requests_total",
-                                "requests to the HTTP edge's POST routes, by answer", label, 0,
-                                &e->requests[i]);
-    }
-    static const char help[] = "readers' events the HTTP edge saw: accepted (acknowledged by "
-                               "the broker), rejected (invalid, listed in the answer), refused "
-                               "(in a 413 or 503 answer: the client sends them again)";
-    if (rc == 0)
-        rc = nf_metrics_counter("newsflow_edge_events_total", help, "result=\"accepted\"", 0,
-                                &e->accepted);
-    if (rc == 0)
-        rc = nf_metrics_counter("newsflow_edge_events_total", help, "result=\"rejected\"", 0,
-                                &e->rejected);
-    if (rc == 0)
-        rc = nf_metrics_counter("newsflow_edge_events_total", help, "result=\"refused\"", 0,
-                                &e->refused);
-    if (rc == 0)
-        rc = nf_metrics_histogram("newsflow_edge_ack_seconds",
-                                  "from producing a request's events to the broker's last "
-                                  "acknowledgement of them",
-                                  NULL, bounds, sizeof bounds / sizeof bounds[0], &e->ack_seconds);
-    if (rc == 0)
-        rc = nf_metrics_gauge("newsflow_edge_in_flight_events",
-                              "events produced by the edge and not yet acknowledged", NULL, 0,
-                              &e->in_flight);
-    if (rc != 0 && rc != -ENODEV) {
-        free(e);
-        return NULL;
-    }
+    edge_metrics(e);
     return e;
 }
 

@@ -55,7 +55,8 @@ typedef struct nf_edge_opts {
 
 typedef struct nf_edge nf_edge_t;
 
-/* NULL on out-of-memory or when the metrics cannot be registered. */
+/* NULL on out-of-memory (its metrics are registered; a failure there is the registry's to
+ * report, metrics.h). */
 nf_edge_t *nf_edge_new(const nf_edge_opts_t *o);
 void nf_edge_free(nf_edge_t *e);
 

@@ -119,71 +119,66 @@ static const double visible_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 static const double batch_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                       0.1,   0.25,   0.5,   1,    2.5,   10};
 
-static int kind_metrics(metrics_t *m, int k)
+static void kind_metrics(metrics_t *m, int k)
 {
     char l[96];
     snprintf(l, sizeof l, "topic=\"%s\"", nf_pg_kind_topic((nf_pg_kind_t)k));
-    int e = nf_metrics_counter("newsflow_pgsink_records_total",
-                               "Records landed in PostgreSQL (committed with their offsets)", l, 0,
-                               &m->records[k]);
-    e |= nf_metrics_counter("newsflow_pgsink_duplicates_total",
-                            "Records whose row was already there (a trending snapshot or interest "
-                            "version landed before; read-events: an event_id seen before)",
-                            l, 0, &m->duplicates[k]);
-    e |= nf_metrics_counter("newsflow_pgsink_dead_letters_total",
-                            "Records PostgreSQL refused, produced to dead-letters", l, 0,
-                            &m->dead[k]);
-    e |= nf_metrics_gauge("newsflow_pgsink_lag_records",
-                          "Records in the topic's assigned partitions not yet landed (high "
-                          "watermark - landed offset), measured every 2 s",
-                          l, 0, &m->lag[k]);
-    return e;
+    nf_metrics_counter("newsflow_pgsink_records_total",
+                       "Records landed in PostgreSQL (committed with their offsets)", l, 0,
+                       &m->records[k]);
+    nf_metrics_counter("newsflow_pgsink_duplicates_total",
+                       "Records whose row was already there (a trending snapshot or interest "
+                       "version landed before; read-events: an event_id seen before)",
+                       l, 0, &m->duplicates[k]);
+    nf_metrics_counter("newsflow_pgsink_dead_letters_total",
+                       "Records PostgreSQL refused, produced to dead-letters", l, 0, &m->dead[k]);
+    nf_metrics_gauge("newsflow_pgsink_lag_records",
+                     "Records in the topic's assigned partitions not yet landed (high "
+                     "watermark - landed offset), measured every 2 s",
+                     l, 0, &m->lag[k]);
 }
 
-static int register_metrics(metrics_t *m)
+static void register_metrics(metrics_t *m)
 {
-    int e = 0;
     for (int k = 0; k < NF_PG_KINDS; k++)
-        e |= kind_metrics(m, k);
-    e |= nf_metrics_counter("newsflow_pgsink_skipped_total",
-                            "read-events records the sink cannot decode (the job dead-letters "
-                            "them itself)",
-                            NULL, 0, &m->skipped);
-    e |= nf_metrics_counter("newsflow_pgsink_batches_total", "Batches committed", NULL, 0,
-                            &m->batches);
-    e |= nf_metrics_counter("newsflow_pgsink_offset_resets_total",
-                            "Partitions whose landed offset Kafka no longer holds (retention "
-                            "deleted records before the sink read them): read from the earliest",
-                            NULL, 0, &m->resets);
-    e |= nf_metrics_counter("newsflow_pgsink_pruned_rows_total",
-                            "Interest versions and trending snapshots deleted past "
-                            "postgres.retention_days",
-                            NULL, 0, &m->pruned);
+        kind_metrics(m, k);
+    nf_metrics_counter("newsflow_pgsink_skipped_total",
+                       "read-events records the sink cannot decode (the job dead-letters "
+                       "them itself)",
+                       NULL, 0, &m->skipped);
+    nf_metrics_counter("newsflow_pgsink_batches_total", "Batches committed", NULL, 0, &m->batches);
+    nf_metrics_counter("newsflow_pgsink_offset_resets_total",
+                       "Partitions whose landed offset Kafka no longer holds (retention "
+                       "deleted records before the sink read them): read from the earliest",
+                       NULL, 0, &m->resets);
+    nf_metrics_counter("newsflow_pgsink_pruned_rows_total",
+                       "Interest versions and trending snapshots deleted past "
+                       "postgres.retention_days",
+                       NULL, 0, &m->pruned);
     static const char *const kinds[] = {"connect", "write", "conflict", "dead_letter"};
     nf_counter_t *ec[] = {&m->errors_connect, &m->errors_write, &m->errors_conflict,
                           &m->errors_dead_letter};
     for (int i = 0; i < 4; i++) {
         char l[48];
         snprintf(l, sizeof l, "kind=\"%s\"", kinds[i]);
-        e |= nf_metrics_counter("newsflow_pgsink_errors_total",
-                                "Failed attempts: connect (PostgreSQL unreachable), write (a "
-                                "batch's transaction failed), conflict (another process wrote "
-                                "the partitions), dead_letter (the dead-letters producer failed)",
-                                l, 0, ec[i]);
+        nf_metrics_counter("newsflow_pgsink_errors_total",
+                           "Failed attempts: connect (PostgreSQL unreachable), write (a "
+                           "batch's transaction failed), conflict (another process wrote "
+                           "the partitions), dead_letter (the dead-letters producer failed)",
+                           l, 0, ec[i]);
     }
-    e |= nf_metrics_gauge("newsflow_pgsink_connected", "1 while connected to PostgreSQL", NULL, 0,
-                          &m->connected);
-    e |= nf_metrics_gauge("newsflow_pgsink_last_error_timestamp_seconds",
-                          "When the last failed attempt was (0: none)", NULL, 0, &m->last_error_ts);
-    e |= nf_metrics_histogram("newsflow_pgsink_visible_lag_seconds",
-                              "From a record's Kafka timestamp (produced in the job's epoch) to "
-                              "its row committed in PostgreSQL",
-                              NULL, visible_bounds,
-                              sizeof visible_bounds / sizeof visible_bounds[0], &m->visible);
-    e |= nf_metrics_histogram("newsflow_pgsink_batch_seconds",
-                              "A batch's transaction, begin to commit", NULL, batch_bounds,
-                              sizeof batch_bounds / sizeof batch_bounds[0], &m->batch_s);
-    return e;
+    nf_metrics_gauge("newsflow_pgsink_connected", "1 while connected to PostgreSQL", NULL, 0,
+                     &m->connected);
+    nf_metrics_gauge("newsflow_pgsink_last_error_timestamp_seconds",
+                     "When the last failed attempt was (0: none)", NULL, 0, &m->last_error_ts);
+    nf_metrics_histogram("newsflow_pgsink_visible_lag_seconds",
+                         "From a record's Kafka timestamp (produced in the job's epoch) to "
+                         "its row committed in PostgreSQL",
+                         NULL, visible_bounds, sizeof visible_bounds / sizeof visible_bounds[0],
+                         &m->visible);
+    nf_metrics_histogram("newsflow_pgsink_batch_seconds", "A batch's transaction, begin to commit",
+                         NULL, batch_bounds, sizeof batch_bounds / sizeof batch_bounds[0],
+                         &m->batch_s);
 }
 
 /* ---- the state the HTTP threads read ---- */
@@ -1059,8 +1054,7 @@ nf_pgsink_t *nf_pgsink_new(const nf_pgsink_opts_t *o, char *err, size_t errlen)
     s->o = *o;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->lag_cv, NULL);
-    if (register_metrics(&s->m) != 0)
-        nf_log(NF_LOG_WARN, "sink", "some metrics could not be registered", NF_LEND);
+    register_metrics(&s->m);
     snprintf(s->dlq_topic, sizeof s->dlq_topic, "%sdead-letters", o->topic_prefix);
     nf_edge_kafka_opts_t ko = {.brokers = o->brokers,
                                .properties = o->properties,

@@ -14,8 +14,9 @@ typedef struct nf_kstate_gauges {
     nf_gauge_t allocated, used;
 } nf_kstate_gauges_t;
 
-/* Registers the two gauges of kind (start-up, before the shards run). 0 or -errno. */
-int nf_kstate_gauges_register(nf_kstate_gauges_t *g, nf_state_kind_t kind);
+/* Registers the two gauges of kind (start-up, before the shards run); a failure is the
+ * registry's to report (metrics.h). */
+void nf_kstate_gauges_register(nf_kstate_gauges_t *g, nf_state_kind_t kind);
 /* Sets this shard's part from the stats of its kstate of that kind (NULL: 0). From that shard. */
 void nf_kstate_gauges_set(const nf_kstate_gauges_t *g, const nf_kstate_stats_t *s);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What an operator graphs (issue 15, items 7 and 12): `newsflow version` names the libraries the
 # job runs on, and /metrics has the same in newsflow_build_info, sources by state, consumer lag
-# per input partition and the seconds since the last committed epoch.
+# per input partition and the seconds since the last committed epoch; and every metric the job
+# registers was registered (newsflow_metrics_registration_errors_total 0).
 # $1 = newsflow binary, $2 = source dir.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
@@ -53,7 +54,11 @@ topics = {l["topic"] for l, _ in lags if l["partition"].isdigit()}
 assert "read-events" in topics and "sources" in topics, lags
 s = re.search(r'^newsflow_epoch_seconds_since_commit (\S+)$', text, re.M)
 assert s and float(s.group(1)) >= 0, "newsflow_epoch_seconds_since_commit"
+# Every registration of a whole job succeeded (a failure is logged with component "metrics").
+e = re.search(r'^newsflow_metrics_registration_errors_total (\S+)$', text, re.M)
+assert e and float(e.group(1)) == 0, "newsflow_metrics_registration_errors_total: %s" % (
+    e and e.group(1))
 PY
 stop_job
 [ $RC -eq 0 ] || fail "the job did not stop cleanly (exit $RC)"
-pass "build_info (same versions as \`version\`), sources by state, consumer lag per partition"
+pass "build_info (same versions as \`version\`), sources by state, consumer lag per partition, no failed registration"

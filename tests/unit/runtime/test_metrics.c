@@ -3,9 +3,11 @@
  * rendered exposition checked twice, by the grammar checker below and by `promtool check
  * metrics` when promtool is installed. */
 #include "nf_test.h"
+#include "runtime/log.h"
 #include "runtime/metrics.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -554,6 +556,115 @@ static void test_registration_rules(void)
     nf_metrics_shutdown();
 }
 
+/* Runs fn with the log going to a file and returns what it wrote (malloc'ed; NULL on failure). */
+static char *logged_by(void (*fn)(void))
+{
+    char path[] = "/tmp/nf_test_metrics_log_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return NULL;
+    unlink(path);
+    nf_log_set_fd(fd);
+    fn();
+    nf_log_set_fd(2);
+    off_t len = lseek(fd, 0, SEEK_END);
+    char *text = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (text && pread(fd, text, (size_t)len, 0) != len) {
+        free(text);
+        text = NULL;
+    }
+    if (text)
+        text[len] = '\0';
+    close(fd);
+    return text;
+}
+
+static size_t count_lines_with(const char *text, const char *a, const char *b)
+{
+    size_t n = 0;
+    for (const char *line = text; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        const char *pa = memmem(line, len, a, strlen(a));
+        n += pa && (!b || memmem(line, len, b, strlen(b)));
+        line += len + (nl ? 1 : 0);
+    }
+    return n;
+}
+
+static nf_gauge_t g_clash;
+
+/* One failure of each kind a caller can meet at run time: the same name with another type
+ * (-EEXIST), bad labels (-EINVAL), a function gauge without its function (-EINVAL). */
+static void register_badly(void)
+{
+    nf_counter_t c;
+    NF_CHECK_EQ(nf_metrics_counter("t_clash_total", "A counter.", NULL, 0, &c), 0);
+    nf_counter_inc(c);
+    NF_CHECK_EQ(nf_metrics_gauge("t_clash_total", "Not a counter.", "k=\"v\"", 0, &g_clash),
+                -EEXIST);
+    nf_counter_t bad;
+    NF_CHECK_EQ(nf_metrics_counter("t_bad_total", "x", "k=v", 0, &bad), -EINVAL);
+    NF_CHECK_EQ(nf_metrics_gauge_fn("t_fn", "x", NULL, NULL, NULL), -EINVAL);
+}
+
+/* metrics.h's rule: a failed registration is logged once and counted by the registry, and its
+ * zero handle discards updates, so callers need not check. */
+static void test_failed_registration_logged_and_counted(void)
+{
+    NF_REQUIRE(nf_metrics_init(1) == 0);
+    char *text = render();
+    NF_REQUIRE(text != NULL);
+    NF_CHECK(sample_value(text, "newsflow_metrics_registration_errors_total") == 0);
+    free(text);
+
+    char *log = logged_by(register_badly);
+    NF_REQUIRE(log != NULL);
+    NF_CHECK_EQ(count_lines_with(log, "\"component\":\"metrics\"", NULL), 3);
+    NF_CHECK_EQ(count_lines_with(log, "\"level\":\"error\"", NULL), 3);
+    NF_CHECK_EQ(count_lines_with(log,
+                                 "\"metric\":\"t_clash_total\",\"type\":\"gauge\","
+                                 "\"labels\":\"k=\\\"v\\\"\"",
+                                 "\"errno_name\":\"EEXIST\""),
+                1);
+    NF_CHECK_EQ(
+        count_lines_with(log, "\"metric\":\"t_clash_total\"", "registered with another type"), 1);
+    NF_CHECK_EQ(count_lines_with(log, "\"metric\":\"t_bad_total\"", "\"errno_name\":\"EINVAL\""),
+                1);
+    NF_CHECK_EQ(count_lines_with(log, "\"metric\":\"t_fn\"", "\"errno_name\":\"EINVAL\""), 1);
+    free(log);
+
+    NF_CHECK_EQ(g_clash.cell, 0);
+    nf_gauge_set(g_clash, 42); /* the zero handle: discarded */
+    nf_gauge_add(g_clash, 1);
+    NF_CHECK_EQ(nf_gauge_value(g_clash), 0);
+    text = render();
+    NF_REQUIRE(text != NULL);
+    NF_CHECK(sample_value(text, "newsflow_metrics_registration_errors_total") == 3);
+    NF_CHECK(sample_value(text, "t_clash_total") == 1); /* the counter is untouched */
+    NF_CHECK(strstr(text, "# TYPE t_clash_total counter\n") != NULL);
+    NF_CHECK(strstr(text, "42") == NULL && strstr(text, "t_fn") == NULL);
+    NF_CHECK(strstr(text, "t_bad_total") == NULL);
+    NF_CHECK_EQ(check_exposition(text), 0);
+    free(text);
+    nf_metrics_shutdown();
+}
+
+static void register_before_init(void)
+{
+    nf_counter_t c;
+    NF_CHECK_EQ(nf_metrics_counter("t_early_total", "h", NULL, 0, &c), -ENODEV);
+}
+
+/* Before nf_metrics_init there is nothing to count in: the failure is logged all the same. */
+static void test_failed_registration_before_init_logged(void)
+{
+    char *log = logged_by(register_before_init);
+    NF_REQUIRE(log != NULL);
+    NF_CHECK_EQ(count_lines_with(log, "\"metric\":\"t_early_total\"", "before nf_metrics_init"), 1);
+    free(log);
+}
+
 static void test_capacity(void)
 {
     NF_REQUIRE(nf_metrics_init(0) == 0);
@@ -769,6 +880,8 @@ int main(void)
     NF_RUN(test_gauges);
     NF_RUN(test_histogram_exact);
     NF_RUN(test_registration_rules);
+    NF_RUN(test_failed_registration_logged_and_counted);
+    NF_RUN(test_failed_registration_before_init_logged);
     NF_RUN(test_capacity);
     NF_RUN(test_per_shard);
     NF_RUN(test_grouping_and_escaping);
