@@ -52,6 +52,7 @@ enum { NF_SYS_CALL = 1 };
 #define URING_ENTRIES 256
 
 struct nf_watch {
+    nf_watch_t *next, **pprev; /* the shard's list of watches not yet freed */
     int fd;
     unsigned events;
     nf_watch_fn fn;
@@ -82,6 +83,7 @@ struct nf_shard {
     nf_wheel_t wheel;
     uint64_t now;
     void *actors[NF_MAX_ACTORS];
+    nf_watch_t *watches; /* every watch not yet freed (freed at the thread's end) */
     uint32_t sched_mask;
     bool stop_called;
     uint64_t pending_sent; /* published, not yet added to `sent` */
@@ -426,11 +428,24 @@ static void watch_cancel_poll(nf_shard_t *sh, nf_watch_t *w)
     io_uring_sqe_set_data64(sqe, TAG_IGNORE);
 }
 
+static void watch_free(nf_watch_t *w)
+{
+    *w->pprev = w->next;
+    if (w->next)
+        w->next->pprev = w->pprev;
+    free(w);
+}
+
 nf_watch_t *nf_watch_add(nf_shard_t *sh, int fd, unsigned events, nf_watch_fn fn, void *arg)
 {
     nf_watch_t *w = calloc(1, sizeof *w);
     if (!w)
         return NULL;
+    w->next = sh->watches;
+    w->pprev = &sh->watches;
+    if (sh->watches)
+        sh->watches->pprev = &w->next;
+    sh->watches = w;
     w->fd = fd;
     w->events = events;
     w->fn = fn;
@@ -457,14 +472,14 @@ void nf_watch_remove(nf_shard_t *sh, nf_watch_t *w)
     if (w->armed)
         watch_cancel_poll(sh, w);
     else if (!w->in_callback)
-        free(w);
+        watch_free(w);
 }
 
 static void watch_complete(nf_shard_t *sh, nf_watch_t *w, int res)
 {
     w->armed = false;
     if (w->dead) {
-        free(w);
+        watch_free(w);
         return;
     }
     if (res >= 0) {
@@ -472,7 +487,7 @@ static void watch_complete(nf_shard_t *sh, nf_watch_t *w, int res)
         w->fn(sh, w->fd, (unsigned)res, w->arg);
         w->in_callback = false;
         if (w->dead) {
-            free(w);
+            watch_free(w);
             return;
         }
     } else if (res != -ECANCELED) {
@@ -481,7 +496,7 @@ static void watch_complete(nf_shard_t *sh, nf_watch_t *w, int res)
         w->fn(sh, w->fd, POLLERR, w->arg);
         w->in_callback = false;
         if (w->dead)
-            free(w);
+            watch_free(w);
         return;
     }
     if (w->events && !w->armed)
@@ -727,6 +742,9 @@ static void *shard_main(void *arg)
     }
 
     call_hook(sh, HOOK_FINI);
+    /* Watches removed without their poll's completion reaped: nothing reads the ring again. */
+    while (sh->watches)
+        watch_free(sh->watches);
     nf_gauge_set(rt->m_timers, 0);
     nf_gauge_set(rt->m_inbound, 0);
     current_shard = NULL;
