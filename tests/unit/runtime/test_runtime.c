@@ -49,12 +49,22 @@ typedef struct {
     uint64_t refused;
 } pump_t;
 
-static void *pump_init(nf_shard_t *sh, void *ctx)
+/* An init's failure: reason in err, -1. */
+static int init_failed(char *err, size_t errlen, const char *reason)
+{
+    snprintf(err, errlen, "%s", reason);
+    return -1;
+}
+
+static int pump_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     pump_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return init_failed(err, errlen, "out of memory");
     p->ctx = ctx;
     nf_actor_schedule(sh, p->ctx->actor);
-    return p;
+    *self = p;
+    return 0;
 }
 
 /* Sends round-robin to every shard until each pair is done or a ring refuses. */
@@ -188,13 +198,16 @@ typedef struct {
     uint64_t expect;
 } bp_t;
 
-static void *bp_init(nf_shard_t *sh, void *ctx)
+static int bp_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     bp_t *b = calloc(1, sizeof *b);
+    if (!b)
+        return init_failed(err, errlen, "out of memory");
     b->ctx = ctx;
     if (nf_shard_index(sh) == 0)
         nf_actor_schedule(sh, b->ctx->actor);
-    return b;
+    *self = b;
+    return 0;
 }
 
 static void bp_run(nf_shard_t *sh, void *self)
@@ -324,11 +337,14 @@ static void tm_never(nf_shard_t *sh, nf_timer_t *t, void *arg)
     (void)t;
 }
 
-static void *tm_init(nf_shard_t *sh, void *ctx)
+static int tm_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     tm_t *tm = calloc(1, sizeof *tm);
+    if (!tm || !(tm->timers = calloc(NTIMERS, sizeof(nf_timer_t)))) {
+        free(tm);
+        return init_failed(err, errlen, "out of memory");
+    }
     tm->ctx = ctx;
-    tm->timers = calloc(NTIMERS, sizeof(nf_timer_t));
     uint64_t base = nf_now_ns() + 50000000ull, x = 88172645463325252ull + nf_shard_index(sh);
     for (unsigned i = 0; i < NTIMERS; i++) {
         x ^= x << 13;
@@ -342,7 +358,8 @@ static void *tm_init(nf_shard_t *sh, void *ctx)
     nf_timer_init(&tm->cancelled_probe, tm_never, tm);
     nf_timer_arm(sh, &tm->cancelled_probe, base + 100000000ull, 0);
     nf_timer_cancel(sh, &tm->cancelled_probe);
-    return tm;
+    *self = tm;
+    return 0;
 }
 
 static void tm_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
@@ -425,13 +442,16 @@ static void sd_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
     (void)t;
 }
 
-static void *sd_init(nf_shard_t *sh, void *ctx)
+static int sd_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     sd_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return init_failed(err, errlen, "out of memory");
     s->ctx = ctx;
     nf_timer_init(&s->tick, sd_tick, s);
     nf_timer_arm(sh, &s->tick, nf_now_ns(), 1000000ull);
-    return s;
+    *self = s;
+    return 0;
 }
 
 static void sd_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
