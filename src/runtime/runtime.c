@@ -22,6 +22,7 @@
  * iteration's outputs are published, so a message being handled keeps the totals unbalanced. */
 #include "runtime/runtime.h"
 
+#include "runtime/failpoint.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/ring.h"
@@ -693,12 +694,19 @@ static const char *actor_name(const nf_actor_ops_t *ops)
     return ops->name ? ops->name : "(unnamed)";
 }
 
-/* Actor a's init on this shard: 0 with the instance stored, or -1 with the reason in err. */
+/* Actor a's init on this shard, or the failpoint actor-init:NAME in its place (failpoint.h).
+ * 0 with the instance stored, or -1 with the reason in err. */
 static int actor_init(nf_shard_t *sh, int a, char *err, size_t errlen)
 {
     const nf_actor_ops_t *ops = sh->rt->ops[a];
+    char fp[96];
+    snprintf(fp, sizeof fp, "actor-init:%s", actor_name(ops));
     sh->actors[a] = NULL;
     err[0] = '\0';
+    if (nf_failpoint(fp)) {
+        snprintf(err, errlen, "failpoint %s", fp);
+        return -1;
+    }
     void *self = NULL;
     if (ops->init && ops->init(sh, sh->rt->ctx[a], &self, err, errlen) != 0) {
         if (!err[0])

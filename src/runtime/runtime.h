@@ -25,6 +25,7 @@
  * nf_runtime_start_error(). Whatever an init registered elsewhere (an epoch participant) then
  * points at a freed instance: its owner must not run (cli_run.c starts the epoch coordinator
  * only after a successful start, and frees it unstarted otherwise).
+ * NEWSFLOW_FAILPOINTS=actor-init:NAME makes NAME's init fail on every shard (failpoint.h).
  *
  * Shutdown. nf_runtime_request_stop() (async-signal-safe) makes every shard call each actor's
  * `stop` hook; from then on an actor must only react to messages it receives (its timers and fd
