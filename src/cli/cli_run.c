@@ -1771,7 +1771,8 @@ int nf_cli_run(int argc, char **argv)
     }
     start_standby(&c);
     if (nf_runtime_start(c.rt) != 0 || nf_epoch_start(c.epoch) != 0) {
-        nf_log(NF_LOG_ERROR, "main", "cannot start the shards", NF_LEND);
+        nf_log(NF_LOG_ERROR, "main", "cannot start the shards",
+               NF_LS("error", nf_runtime_start_error(c.rt)), NF_LEND);
         nf_runtime_request_stop(c.rt);
         nf_runtime_wait(c.rt);
         run_cleanup(&c);
