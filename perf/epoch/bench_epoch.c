@@ -45,15 +45,20 @@ static void part_committed(nf_shard_t *sh, void *self, uint64_t epoch)
 
 static const nf_epoch_participant_t part = {.snapshot = part_snapshot, .committed = part_committed};
 
-static void *actor_init(nf_shard_t *sh, void *ctx)
+static int actor_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     bench_t *b = ctx;
     unsigned s = nf_shard_index(sh);
     nf_kstate_opts_t o = {.kind = NF_KIND_READS, .initial_capacity = b->keys_per_shard * 2};
     b->ks[s] = nf_kstate_new(b->st, &o);
-    if (!b->ks[s] || nf_epoch_participant_add(b->ep, sh, &part, b->ks[s]) != 0)
-        abort();
-    return b->ks[s];
+    if (!b->ks[s] || nf_epoch_participant_add(b->ep, sh, &part, b->ks[s]) != 0) {
+        nf_kstate_free(b->ks[s]);
+        b->ks[s] = NULL;
+        snprintf(err, errlen, "out of memory or too many epoch participants");
+        return -1;
+    }
+    *self = b->ks[s];
+    return 0;
 }
 
 static void actor_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)

@@ -247,13 +247,16 @@ struct tp_bench {
     tp_shard_t sh[2];
 };
 
-static void *tp_init(nf_shard_t *sh, void *ctx)
+static int tp_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     tp_bench_t *b = ctx;
     tp_shard_t *s = &b->sh[nf_shard_index(sh)];
     if (s->to_send || b->spin)
         nf_actor_schedule(sh, b->actor);
-    return s;
+    *self = s;
+    (void)err;
+    (void)errlen;
+    return 0;
 }
 
 /* Sends until the ring refuses (then `resume` reschedules) or a turn's share is done. */
@@ -411,7 +414,7 @@ static void lat_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
     lat_send_ping(sh, s, now);
 }
 
-static void *lat_init(nf_shard_t *sh, void *ctx)
+static int lat_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     lat_bench_t *b = ctx;
     lat_shard_t *s = &b->sh[nf_shard_index(sh)];
@@ -427,7 +430,10 @@ static void *lat_init(nf_shard_t *sh, void *ctx)
     }
     if (b->mode == LAT_BUSY)
         nf_actor_schedule(sh, b->actor);
-    return s;
+    *self = s;
+    (void)err;
+    (void)errlen;
+    return 0;
 }
 
 static void lat_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)

@@ -459,25 +459,37 @@ static void stories_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
     (void)t;
 }
 
-static void *stories_init(nf_shard_t *sh, void *ctx)
+static void stories_fini(nf_shard_t *sh, void *self);
+
+static int stories_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     nf_analytics_t *an = ctx;
     unsigned n = nf_runtime_shard_count(nf_shard_runtime(sh));
     if (nf_shard_index(sh) != an->cluster_shard % n)
-        return NULL; /* only the cluster shard holds the index */
+        return 0; /* only the cluster shard holds the index */
     stories_t *s = calloc(1, sizeof *s);
-    if (!s)
-        abort();
+    if (!s) {
+        snprintf(err, errlen, "out of memory for the story index");
+        return -1;
+    }
     s->an = an;
     s->sh = sh;
-    if (stories_engine(s) != 0)
-        abort();
     nf_jw_init(&s->jw);
-    if (an->epoch && nf_epoch_participant_add(an->epoch, sh, &stories_part, s) != 0)
-        abort();
     nf_timer_init(&s->tick, stories_tick, s);
+    int r = stories_engine(s);
+    if (r != 0)
+        snprintf(err, errlen,
+                 "cannot create the story index: out of memory or cluster options "
+                 "it cannot use");
+    else if (an->epoch && (r = nf_epoch_participant_add(an->epoch, sh, &stories_part, s)) != 0)
+        snprintf(err, errlen, "the story index cannot take part in the epochs: %s", strerror(-r));
+    if (r != 0) {
+        stories_fini(sh, s);
+        return -1;
+    }
     nf_timer_arm(sh, &s->tick, nf_now_ns() + 1000000000ull, 1000000000ull);
-    return s;
+    *self = s;
+    return 0;
 }
 
 static void stories_stop(nf_shard_t *sh, void *self)
@@ -961,26 +973,39 @@ static void merger_restore(merger_t *g)
            NF_LI("scanned", (int64_t)x.scanned), NF_LI("done_end", ms.done_end), NF_LEND);
 }
 
-static void *merger_init(nf_shard_t *sh, void *ctx)
+static void merger_fini(nf_shard_t *sh, void *self);
+
+static int merger_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     nf_analytics_t *an = ctx;
     if (nf_shard_index(sh) != 0)
-        return NULL;
+        return 0;
+    unsigned ncounters = an->trend_partitions ? an->trend_partitions : 1;
     merger_t *g = calloc(1, sizeof *g);
-    if (!g)
-        abort();
+    if (!g || !(g->m = nf_trend_merger_new(&an->trend, ncounters))) {
+        free(g);
+        snprintf(err, errlen,
+                 "cannot create the trending merger of %u counters: out of memory or trending "
+                 "options it cannot use",
+                 ncounters);
+        return -1;
+    }
     g->an = an;
     g->sh = sh;
-    g->ncounters = an->trend_partitions ? an->trend_partitions : 1;
-    if (!(g->m = nf_trend_merger_new(&an->trend, g->ncounters)))
-        abort();
+    g->ncounters = ncounters;
     nf_jw_init(&g->jw);
     g->active = !an->panes_topic; /* panes_topic: once trending-panes is assigned here */
     if (an->store && g->active)
         merger_restore(g);
-    if (an->epoch && nf_epoch_participant_add(an->epoch, sh, &merger_part, g) != 0)
-        abort();
-    return g;
+    int r = an->epoch ? nf_epoch_participant_add(an->epoch, sh, &merger_part, g) : 0;
+    if (r != 0) {
+        snprintf(err, errlen, "the trending merger cannot take part in the epochs: %s",
+                 strerror(-r));
+        merger_fini(sh, g);
+        return -1;
+    }
+    *self = g;
+    return 0;
 }
 
 static void merger_fini(nf_shard_t *sh, void *self)

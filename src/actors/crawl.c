@@ -1344,8 +1344,12 @@ static int restore_topic_source(const void *k, size_t klen, const void *v, size_
     if (nf_route(nf_shard_runtime(c->sh), u.host_key) != x->me)
         return 0;
     src_t *s = src_new(c, id, u.host_key, u.host);
-    if (!s || src_set_url(s, st->id, u.url) != 0)
-        abort();
+    if (!s)
+        return -ENOMEM;
+    if (src_set_url(s, st->id, u.url) != 0) {
+        src_drop(c, s);
+        return -ENOMEM;
+    }
     s->sched = st->sched;
     s->interval_s = st->interval_s;
     nf_crawl_set_interval(&c->in->o.policy, &s->sched, st->interval_s);
@@ -1420,64 +1424,20 @@ static void crawl_partitions(nf_shard_t *sh, void *self, nf_input_t in, const in
                NF_LEND);
 }
 
-static void *crawl_init(nf_shard_t *sh, void *ctx)
+/* The configured sources of this shard (not those the topic defines, restored before); with
+ * schedules from the store when it has them. 0 or -ENOMEM. */
+static int configured_sources(crawl_t *c, stored_t *st, size_t *restored, int64_t now)
 {
-    nf_ingest_t *in = ctx;
-    crawl_t *c = calloc(1, sizeof *c);
-    if (!c)
-        abort();
-    c->in = in;
-    c->sh = sh;
-    c->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)nf_shard_index(sh) << 32) ^ nf_now_ns();
-    nf_jw_init(&c->jw);
-    if (in->an && in->an->taxonomy && !(c->cls = nf_classify_ctx_new(in->an->taxonomy)))
-        abort();
-    nf_fetch_opts_t fo = in->o.fetch;
-    fo.sent = on_sent;
-    c->fetcher = nf_fetcher_create(sh, &fo);
-    fo.allow_file = true;
-    c->file_fetcher = nf_fetcher_create(sh, &fo);
-    if (!c->fetcher || !c->file_fetcher)
-        abort();
-
-    nf_runtime_t *rt = nf_shard_runtime(sh);
-    unsigned me = nf_shard_index(sh);
+    nf_ingest_t *in = c->in;
+    unsigned me = nf_shard_index(c->sh);
     const nf_source_list_t *l = in->sources;
-    size_t mine = 0;
-    for (size_t i = 0; l && i < l->n; i++)
-        mine += nf_route(rt, l->items[i].host_key) == me;
-    if (nf_idset_init(&c->host_index, mine * 2 + 16) != 0)
-        abort();
-    int64_t now = nf_wall_ms();
-
-    /* The sources topic's sources first: its definition wins over a configured one. */
-    restore_ctx_t *x = calloc(1, sizeof *x);
-    if (!x)
-        abort();
-    x->c = c;
-    x->me = me;
-    x->part = -1;
-    /* With in_partitions, sources come with the sources partitions assigned (crawl_partitions)
-     * and the configured ones through the topic (published at start: sources_publish.h). */
-    if (in->store && !in->in_partitions) {
-        int r = nf_store_scan(in->store, NF_KIND_CRAWL_SCHEDULE, restore_topic_source, x);
-        if (r < 0) {
-            /* Going on would silently drop the topic's sources (their records are not re-read). */
-            nf_log(NF_LOG_ERROR, "crawl", "cannot read the stored sources; stopping the job",
-                   NF_LI("errno", -r), NF_LEND);
-            nf_runtime_fail(rt);
-        }
-    }
-    size_t restored = x->restored, from_topic = c->nsrcs;
-
     for (size_t i = 0; l && !in->in_partitions && i < l->n; i++) {
         const nf_source_def_t *d = &l->items[i];
-        if (nf_route(rt, d->host_key) != me)
+        if (nf_route(nf_shard_runtime(c->sh), d->host_key) != me)
             continue;
         nf_id128_t id = nf_ingest_source_key(d->source_id);
         if (kmap_get(&c->bykey, id))
             continue; /* the topic's definition, restored above */
-        stored_t *st = &x->st;
         bool found = sched_load(c, id, d->source_id, st);
         if (found && st->from_topic) {
             nf_source_url_t u;
@@ -1488,7 +1448,7 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
         }
         src_t *s = src_new(c, id, d->host_key, d->host);
         if (!s)
-            abort();
+            return -ENOMEM;
         s->id = d->source_id;
         s->url = d->url;
         s->is_file = d->is_file;
@@ -1497,26 +1457,108 @@ static void *crawl_init(nf_shard_t *sh, void *ctx)
             s->sched = st->sched;
             nf_crawl_set_interval(&in->o.policy, &s->sched, d->interval_s);
             s->restored = true;
-            restored++;
+            (*restored)++;
         } else {
             nf_crawl_init(&in->o.policy, &s->sched, d->interval_s, now, &c->rng);
         }
         s->dirty = true;
     }
+    return 0;
+}
+
+/* This shard's sources at start, the sources topic's first (its definition wins over a
+ * configured one), armed. 0, or -1 with why in err. */
+static int start_sources(crawl_t *c, char *err, size_t errlen)
+{
+    nf_ingest_t *in = c->in;
+    restore_ctx_t *x = calloc(1, sizeof *x);
+    if (!x) {
+        snprintf(err, errlen, "out of memory for restoring the stored sources");
+        return -1;
+    }
+    x->c = c;
+    x->me = nf_shard_index(c->sh);
+    x->part = -1;
+    int64_t now = nf_wall_ms();
+    /* With in_partitions, sources come with the sources partitions assigned (crawl_partitions)
+     * and the configured ones through the topic (published at start: sources_publish.h). */
+    int r = in->store && !in->in_partitions
+                ? nf_store_scan(in->store, NF_KIND_CRAWL_SCHEDULE, restore_topic_source, x)
+                : 0;
+    size_t restored = x->restored, from_topic = c->nsrcs;
+    if (r < 0) /* going on would silently drop the topic's sources (not read again) */
+        snprintf(err, errlen, "cannot read the stored sources (crawl schedules): %s", strerror(-r));
+    else if ((r = configured_sources(c, &x->st, &restored, now)) != 0)
+        snprintf(err, errlen, "out of memory for the configured sources");
     free(x);
+    if (r != 0)
+        return -1;
     for (size_t i = 0; i < c->nsrcs; i++) {
-        src_t *s = c->srcs[i];
-        first_crawl_spread(c, s, s->restored, now);
-        arm_src(c, s);
+        first_crawl_spread(c, c->srcs[i], c->srcs[i]->restored, now);
+        arm_src(c, c->srcs[i]);
     }
     sources_gauge(c);
-    if (in->epoch && nf_epoch_participant_add(in->epoch, sh, &crawl_part, c) != 0)
-        abort();
     if (c->nsrcs)
         nf_log(NF_LOG_INFO, "crawl", "sources assigned", NF_LI("sources", c->nsrcs),
                NF_LI("from_topic", from_topic), NF_LI("hosts", c->nhosts),
                NF_LI("schedules_restored", restored), NF_LEND);
-    return c;
+    return 0;
+}
+
+/* The classifier, fetchers and host index of crawl_init: 0, or -1 with why in err. */
+static int crawl_parts(crawl_t *c, char *err, size_t errlen)
+{
+    nf_ingest_t *in = c->in;
+    if (in->an && in->an->taxonomy && !(c->cls = nf_classify_ctx_new(in->an->taxonomy))) {
+        snprintf(err, errlen, "out of memory for the classifier");
+        return -1;
+    }
+    nf_fetch_opts_t fo = in->o.fetch;
+    fo.sent = on_sent;
+    c->fetcher = nf_fetcher_create(c->sh, &fo);
+    fo.allow_file = true;
+    c->file_fetcher = nf_fetcher_create(c->sh, &fo);
+    if (!c->fetcher || !c->file_fetcher) {
+        snprintf(err, errlen, "cannot create the HTTP fetcher (curl_multi_init failed)");
+        return -1;
+    }
+    nf_runtime_t *rt = nf_shard_runtime(c->sh);
+    const nf_source_list_t *l = in->sources;
+    size_t mine = 0;
+    for (size_t i = 0; l && i < l->n; i++)
+        mine += nf_route(rt, l->items[i].host_key) == nf_shard_index(c->sh);
+    if (nf_idset_init(&c->host_index, mine * 2 + 16) != 0) {
+        snprintf(err, errlen, "out of memory for the host index of %zu sources", mine);
+        return -1;
+    }
+    return 0;
+}
+
+static void crawl_fini(nf_shard_t *sh, void *self);
+
+static int crawl_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
+{
+    nf_ingest_t *in = ctx;
+    crawl_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory for the crawl stage");
+        return -1;
+    }
+    c->in = in;
+    c->sh = sh;
+    c->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)nf_shard_index(sh) << 32) ^ nf_now_ns();
+    nf_jw_init(&c->jw);
+    int r = crawl_parts(c, err, errlen);
+    if (r == 0)
+        r = start_sources(c, err, errlen);
+    if (r == 0 && in->epoch && (r = nf_epoch_participant_add(in->epoch, sh, &crawl_part, c)))
+        snprintf(err, errlen, "crawl cannot take part in the epochs: %s", strerror(-r));
+    if (r != 0) {
+        crawl_fini(sh, c);
+        return -1;
+    }
+    *self = c;
+    return 0;
 }
 
 static void crawl_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)

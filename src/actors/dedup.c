@@ -201,35 +201,53 @@ static const nf_epoch_participant_t dedup_part = {.busy = dedup_busy,
                                                   .committed = dedup_committed,
                                                   .partitions = dedup_partitions};
 
-static void *dedup_init(nf_shard_t *sh, void *ctx)
+/* The keyed state of dedup_init: NULL, or what could not be had. */
+static const char *dedup_state(dedup_t *d)
 {
-    dedup_t *d = calloc(1, sizeof *d);
-    if (!d)
-        abort(); /* start-up: nothing sensible to do without memory */
-    d->in = ctx;
-    d->sh = sh;
     nf_kstate_opts_t o = {.kind = NF_KIND_ARTICLE_KEY,
                           .budget_bytes = d->in->budget_bytes,
                           .initial_capacity = 1 << 16};
-    d->seen = nf_kstate_new(d->in->store, &o);
-    if (!d->seen)
-        abort();
-    if (d->in->an) {
-        nf_kstate_opts_t t = {.kind = NF_KIND_ARTICLE_TOPICS,
-                              .ttl_ms = d->in->an->topics_ttl_ms,
-                              .budget_bytes = d->in->budget_bytes,
-                              .initial_capacity = 1 << 12};
-        if (!(d->topics = nf_kstate_new(d->in->store, &t)))
-            abort();
-        if (d->in->epoch && d->in->store && !(d->serve = nf_store_batch_new()))
-            abort();
+    if (!(d->seen = nf_kstate_new(d->in->store, &o)))
+        return "out of memory for the ArticleKey state";
+    if (!d->in->an)
+        return NULL;
+    nf_kstate_opts_t t = {.kind = NF_KIND_ARTICLE_TOPICS,
+                          .ttl_ms = d->in->an->topics_ttl_ms,
+                          .budget_bytes = d->in->budget_bytes,
+                          .initial_capacity = 1 << 12};
+    if (!(d->topics = nf_kstate_new(d->in->store, &t)))
+        return "out of memory for the article topics state";
+    if (d->in->epoch && d->in->store && !(d->serve = nf_store_batch_new()))
+        return "out of memory for the served articles' batch";
+    return NULL;
+}
+
+static void dedup_fini(nf_shard_t *sh, void *self);
+
+static int dedup_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
+{
+    dedup_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(err, errlen, "out of memory for the dedup stage");
+        return -1;
     }
-    if (d->in->epoch && nf_epoch_participant_add(d->in->epoch, sh, &dedup_part, d) != 0)
-        abort();
+    d->in = ctx;
+    d->sh = sh;
     nf_timer_init(&d->flush, on_flush, d);
+    const char *why = dedup_state(d);
+    int r = 0;
+    if (why)
+        snprintf(err, errlen, "%s", why);
+    else if (d->in->epoch && (r = nf_epoch_participant_add(d->in->epoch, sh, &dedup_part, d)) != 0)
+        snprintf(err, errlen, "dedup cannot take part in the epochs: %s", strerror(-r));
+    if (why || r != 0) {
+        dedup_fini(sh, d);
+        return -1;
+    }
     uint64_t period = (uint64_t)d->in->o.sink_flush_ms * 1000000ull;
     nf_timer_arm(sh, &d->flush, nf_now_ns() + period, period);
-    return d;
+    *self = d;
+    return 0;
 }
 
 static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)

@@ -322,16 +322,22 @@ nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o)
         nf_interest_opts_default(&def);
         o = &def;
     }
-    if (!(o->gamma > 0.0 && o->gamma <= 1.0) || !isfinite(o->alpha) || o->table_max == 0 ||
-        o->table_max > UINT32_MAX - 1)
-        return NULL;
+    bool ok = o->gamma > 0.0 && o->gamma <= 1.0 && isfinite(o->alpha) && o->table_max != 0 &&
+              o->table_max <= UINT32_MAX - 1;
     for (int k = 0; k < NF_READ_KIND__COUNT; k++)
-        if (!isfinite(o->weights[k]))
-            return NULL;
+        ok = ok && isfinite(o->weights[k]);
+    if (o->err) /* the reason unless a more precise one replaces it */
+        snprintf(o->err, o->errlen, "%s",
+                 ok ? "out of memory"
+                    : "interest options out of range (gamma in (0, 1], finite alpha and "
+                      "weights, table_max >= 1)");
+    if (!ok)
+        return NULL;
     nf_interest_t *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
     e->o = *o;
+    e->o.err = NULL;
     e->st = st;
     nf_kstate_opts_t ku = {
         .kind = NF_KIND_INTEREST, .budget_bytes = o->users_budget_bytes, .initial_capacity = 1024};
@@ -341,7 +347,9 @@ nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o)
                            .initial_capacity = 1024,
                            .writer = o->writer,
                            .process = o->process,
-                           .spill_dir = o->seen_spill_dir};
+                           .spill_dir = o->seen_spill_dir,
+                           .err = o->err,
+                           .errlen = o->errlen};
     e->users = nf_kstate_new(st, &ku);
     e->seen = nf_keyset_new(st, &ks);
     if (!e->users || !e->seen || tt_init(&e->tt, o->table_max) != 0) {

@@ -107,6 +107,10 @@ typedef struct nf_interest_opts {
      * on a table miss): -1 (default) id.hi % 256; in a consumer group the job's global one
      * (dedup.c). */
     int32_t topics_key_group;
+    /* Where nf_interest_new says why it failed (may be NULL): options it cannot use, out of
+     * memory, or the seen set's reason (keyset.h). Not kept. */
+    char *err;
+    size_t errlen;
 } nf_interest_opts_t;
 
 void nf_interest_opts_default(nf_interest_opts_t *o);
@@ -114,8 +118,9 @@ void nf_interest_opts_default(nf_interest_opts_t *o);
 typedef struct nf_interest nf_interest_t;
 
 /* st NULL: memory only (no store reads, table misses are unknown articles). o
- * NULL: defaults. NULL on allocation failure or invalid options (gamma outside
- * (0, 1], alpha not finite, table_max 0). */
+ * NULL: defaults. NULL on allocation failure, a seen set that cannot spill (keyset.h) or
+ * invalid options (gamma outside (0, 1], alpha not finite, table_max 0), saying which in
+ * o->err. */
 nf_interest_t *nf_interest_new(nf_store_t *st, const nf_interest_opts_t *o);
 void nf_interest_free(nf_interest_t *e);
 

@@ -338,34 +338,59 @@ static void load_seen(rd_t *d)
            NF_LEND);
 }
 
-static void *reads_init(nf_shard_t *sh, void *ctx)
+/* The interest engine and buffers of reads_init: 0, or -1 with what could not be had in err. */
+static int reads_state(rd_t *d, char *err, size_t errlen)
 {
-    rd_t *d = calloc(1, sizeof *d);
-    if (!d)
-        abort();
-    d->r = ctx;
-    d->an = d->r->an;
-    d->sh = sh;
+    char why[256];
     nf_interest_opts_t o = d->an->interest;
     o.users_budget_bytes = o.seen_budget_bytes = d->r->budget_bytes;
     o.seen_spill_dir = d->r->store ? nf_store_state_dir(d->r->store) : NULL;
-    o.writer = (uint16_t)nf_shard_index(sh);
+    o.writer = (uint16_t)nf_shard_index(d->sh);
     o.process = d->r->process_id;
-    d->eng = nf_interest_new(d->r->store, &o);
-    if (!d->eng)
-        abort();
+    o.err = why;
+    o.errlen = sizeof why;
+    if (!(d->eng = nf_interest_new(d->r->store, &o))) {
+        snprintf(err, errlen, "cannot create the interest engine: %s", why);
+        return -1;
+    }
     if (d->r->store)
         load_seen(d);
+    if (nf_interest_keys_init(&d->keys, d->an->topic_names) != 0) {
+        snprintf(err, errlen, "out of memory for the interest record keys");
+        return -1;
+    }
+    if (d->r->epoch && d->r->store && d->an->history_ttl_ms &&
+        !(d->history = nf_store_batch_new())) {
+        snprintf(err, errlen, "out of memory for the reader history batch");
+        return -1;
+    }
+    return 0;
+}
+
+static void reads_fini(nf_shard_t *sh, void *self);
+
+static int reads_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
+{
+    rd_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(err, errlen, "out of memory for the reads stage");
+        return -1;
+    }
+    d->r = ctx;
+    d->an = d->r->an;
+    d->sh = sh;
     nf_jw_init(&d->jw);
-    if (nf_interest_keys_init(&d->keys, d->an->topic_names) != 0)
-        abort();
-    if (d->r->epoch && d->r->store && d->an->history_ttl_ms && !(d->history = nf_store_batch_new()))
-        abort();
-    if (d->r->epoch && nf_epoch_participant_add(d->r->epoch, sh, &reads_part, d) != 0)
-        abort();
     nf_timer_init(&d->gauges, on_gauges, d);
+    int r = reads_state(d, err, errlen);
+    if (r == 0 && d->r->epoch && (r = nf_epoch_participant_add(d->r->epoch, sh, &reads_part, d)))
+        snprintf(err, errlen, "reads cannot take part in the epochs: %s", strerror(-r));
+    if (r != 0) {
+        reads_fini(sh, d);
+        return -1;
+    }
     nf_timer_arm(sh, &d->gauges, nf_now_ns() + 1000000000ull, 1000000000ull);
-    return d;
+    *self = d;
+    return 0;
 }
 
 static void reads_stop(nf_shard_t *sh, void *self)

@@ -1085,16 +1085,11 @@ static const nf_epoch_participant_t kin_part = {.pause = kin_cut_pause,
                                                 .resume = kin_cut_resume,
                                                 .partitions = kin_partitions};
 
-static void *kin_init(nf_shard_t *sh, void *ctx)
+static void kin_fini(nf_shard_t *sh, void *self);
+
+/* The event-id dedup set and the Kafka queue's watch of kin_init: 0, or -1 with why in err. */
+static int kin_state(kin_t *k, char *err, size_t errlen)
 {
-    kin_t *k = calloc(1, sizeof *k);
-    if (!k)
-        abort();
-    k->r = ctx;
-    k->sh = sh;
-    k->me = nf_shard_index(sh);
-    k->nshards = nf_runtime_shard_count(nf_shard_runtime(sh));
-    nf_jw_init(&k->jw);
     nf_keyset_opts_t io = {.kind = NF_KIND_EVENT_IDS,
                            .ttl_ms = k->r->an->event_id_ttl_ms,
                            .budget_bytes = k->r->budget_bytes,
@@ -1102,26 +1097,46 @@ static void *kin_init(nf_shard_t *sh, void *ctx)
                            .writer = (uint16_t)k->me,
                            .process = k->r->process_id,
                            .spill_dir = k->r->store ? nf_store_state_dir(k->r->store) : NULL};
-    char err[256] = "out of memory";
-    io.err = err;
-    io.errlen = sizeof err;
+    char why[256] = "out of memory";
+    io.err = why;
+    io.errlen = sizeof why;
     if (!(k->ids = nf_keyset_new(k->r->store, &io))) {
-        nf_log(NF_LOG_ERROR, "reads", "cannot create the event-id dedup set", NF_LS("error", err),
-               NF_LEND);
-        abort();
+        snprintf(err, errlen, "cannot create the event-id dedup set: %s", why);
+        return -1;
     }
     if (k->r->store)
         load_ids(k);
-    nf_timer_init(&k->tick, on_tick, k);
-    nf_timer_arm(sh, &k->tick, nf_now_ns() + 250000000ull, 250000000ull);
-    if (k->r->epoch && nf_epoch_participant_add(k->r->epoch, sh, &kin_part, k) != 0)
-        abort();
-    if (k->r->kafka) {
-        int fd = nf_kafka_shard_fd(k->r->kafka, k->me);
-        if (fd >= 0 && !(k->watch = nf_watch_add(sh, fd, POLLIN, on_queue, k)))
-            abort();
+    int fd = k->r->kafka ? nf_kafka_shard_fd(k->r->kafka, k->me) : -1;
+    if (fd >= 0 && !(k->watch = nf_watch_add(k->sh, fd, POLLIN, on_queue, k))) {
+        snprintf(err, errlen, "out of memory for the watch of the Kafka queue");
+        return -1;
     }
-    return k;
+    return 0;
+}
+
+static int kin_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
+{
+    kin_t *k = calloc(1, sizeof *k);
+    if (!k) {
+        snprintf(err, errlen, "out of memory for the Kafka reader (kafka_in)");
+        return -1;
+    }
+    k->r = ctx;
+    k->sh = sh;
+    k->me = nf_shard_index(sh);
+    k->nshards = nf_runtime_shard_count(nf_shard_runtime(sh));
+    nf_jw_init(&k->jw);
+    nf_timer_init(&k->tick, on_tick, k);
+    int r = kin_state(k, err, errlen);
+    if (r == 0 && k->r->epoch && (r = nf_epoch_participant_add(k->r->epoch, sh, &kin_part, k)))
+        snprintf(err, errlen, "kafka_in cannot take part in the epochs: %s", strerror(-r));
+    if (r != 0) {
+        kin_fini(sh, k);
+        return -1;
+    }
+    nf_timer_arm(sh, &k->tick, nf_now_ns() + 250000000ull, 250000000ull);
+    *self = k;
+    return 0;
 }
 
 static void kin_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)

@@ -306,7 +306,8 @@ static int parse_fetch_url(const char *url, char **body, size_t *len, char *effe
     ro.shards = 1;
     nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
     if (!rt || nf_runtime_start(rt) != 0) {
-        fprintf(stderr, "newsflow parse: cannot start a shard: %s\n", rt ? "io_uring" : err);
+        fprintf(stderr, "newsflow parse: cannot start a shard: %s\n",
+                rt ? nf_runtime_start_error(rt) : err);
         nf_runtime_destroy(rt);
         return NF_EXIT_RUNTIME;
     }

@@ -97,8 +97,11 @@ static int start_processing(nf_job_t *j)
     job_start_standby(j);
     if (j->op)
         nf_operator_set_standby(j->op, j->standby);
+    /* The epoch starts after the runtime: a failed init leaves participants registered by the
+     * inits that succeeded, which only an epoch never started may hold (runtime.h). */
     if (nf_runtime_start(j->rt) != 0 || nf_epoch_start(j->epoch) != 0) {
-        nf_log(NF_LOG_ERROR, "main", "cannot start the shards", NF_LEND);
+        nf_log(NF_LOG_ERROR, "main", "cannot start the shards",
+               NF_LS("error", nf_runtime_start_error(j->rt)), NF_LEND);
         return NF_EXIT_RUNTIME;
     }
     if (j->in.in_partitions && j->an.interest_actor >= 0 && j->an.taxonomy &&

@@ -14,6 +14,7 @@
  * Adding a type (double, string list): a cfg_type_t value, and a case in set_value(),
  * set_json(), emit_value() and type_name(). */
 #include "runtime/config.h"
+#include "runtime/failpoint.h"
 
 #include <assert.h>
 #include <cjson/cJSON.h>
@@ -1334,7 +1335,9 @@ static int load_env(nf_config_t *cfg, char *err, size_t errlen)
         if (strncmp(*e, "NEWSFLOW_", 9) != 0)
             continue;
         size_t len = strcspn(*e, "=");
-        bool known = len == strlen("NEWSFLOW_CONFIG") && !strncmp(*e, "NEWSFLOW_CONFIG", len);
+        bool known = (len == strlen("NEWSFLOW_CONFIG") && !strncmp(*e, "NEWSFLOW_CONFIG", len)) ||
+                     /* a drill hook, not configuration (failpoint.h) */
+                     (len == strlen(NF_FAILPOINTS_ENV) && !strncmp(*e, NF_FAILPOINTS_ENV, len));
         for (size_t i = 0; i < CFG_NKEYS && !known; i++) {
             env_name(&cfg_keys[i], name, sizeof name);
             known = strlen(name) == len && !strncmp(*e, name, len);

@@ -22,6 +22,7 @@
  * iteration's outputs are published, so a message being handled keeps the totals unbalanced. */
 #include "runtime/runtime.h"
 
+#include "runtime/failpoint.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/ring.h"
@@ -52,6 +53,7 @@ enum { NF_SYS_CALL = 1 };
 #define URING_ENTRIES 256
 
 struct nf_watch {
+    nf_watch_t *next, **pprev; /* the shard's list of watches not yet freed */
     int fd;
     unsigned events;
     nf_watch_fn fn;
@@ -82,6 +84,7 @@ struct nf_shard {
     nf_wheel_t wheel;
     uint64_t now;
     void *actors[NF_MAX_ACTORS];
+    nf_watch_t *watches; /* every watch not yet freed (freed at the thread's end) */
     uint32_t sched_mask;
     bool stop_called;
     uint64_t pending_sent; /* published, not yet added to `sent` */
@@ -115,6 +118,16 @@ struct nf_runtime {
     _Atomic int closed; /* post/call refused */
     _Atomic unsigned stop_called_count;
     _Atomic uint64_t dropped;
+    /* The start barrier (nf_runtime_start): each shard runs its inits, reports, and waits for
+     * start_go (1 enter the loop, -1 unwind). All under start_lock. */
+    pthread_mutex_t start_lock;
+    pthread_cond_t start_cond;
+    unsigned start_reported;
+    int start_go;
+    bool start_failed;        /* an init failed */
+    unsigned start_err_shard; /* the shard whose failure start_err holds: the lowest */
+    char start_err[512];
+    int start_rc; /* what a failed nf_runtime_start returned (0: it did not fail) */
     nf_counter_t m_sent, m_received, m_full, m_wakeups, m_dropped;
     nf_gauge_t m_timers, m_inbound;
 };
@@ -221,6 +234,8 @@ nf_runtime_t *nf_runtime_create(const nf_runtime_opts_t *o, char *err, size_t er
     memset(rt->shards, 0, sizeof(nf_shard_t) * rt->n);
     memset(rt->rings, 0, sizeof(nf_ring_t) * rt->n * rt->n);
     memset(rt->inbox, 0, sizeof(nf_ring_t) * rt->n);
+    pthread_mutex_init(&rt->start_lock, NULL);
+    pthread_cond_init(&rt->start_cond, NULL);
     for (unsigned i = 0; i < rt->n; i++) {
         nf_shard_t *sh = &rt->shards[i];
         sh->rt = rt;
@@ -426,11 +441,24 @@ static void watch_cancel_poll(nf_shard_t *sh, nf_watch_t *w)
     io_uring_sqe_set_data64(sqe, TAG_IGNORE);
 }
 
+static void watch_free(nf_watch_t *w)
+{
+    *w->pprev = w->next;
+    if (w->next)
+        w->next->pprev = w->pprev;
+    free(w);
+}
+
 nf_watch_t *nf_watch_add(nf_shard_t *sh, int fd, unsigned events, nf_watch_fn fn, void *arg)
 {
     nf_watch_t *w = calloc(1, sizeof *w);
     if (!w)
         return NULL;
+    w->next = sh->watches;
+    w->pprev = &sh->watches;
+    if (sh->watches)
+        sh->watches->pprev = &w->next;
+    sh->watches = w;
     w->fd = fd;
     w->events = events;
     w->fn = fn;
@@ -457,14 +485,14 @@ void nf_watch_remove(nf_shard_t *sh, nf_watch_t *w)
     if (w->armed)
         watch_cancel_poll(sh, w);
     else if (!w->in_callback)
-        free(w);
+        watch_free(w);
 }
 
 static void watch_complete(nf_shard_t *sh, nf_watch_t *w, int res)
 {
     w->armed = false;
     if (w->dead) {
-        free(w);
+        watch_free(w);
         return;
     }
     if (res >= 0) {
@@ -472,7 +500,7 @@ static void watch_complete(nf_shard_t *sh, nf_watch_t *w, int res)
         w->fn(sh, w->fd, (unsigned)res, w->arg);
         w->in_callback = false;
         if (w->dead) {
-            free(w);
+            watch_free(w);
             return;
         }
     } else if (res != -ECANCELED) {
@@ -481,7 +509,7 @@ static void watch_complete(nf_shard_t *sh, nf_watch_t *w, int res)
         w->fn(sh, w->fd, POLLERR, w->arg);
         w->in_callback = false;
         if (w->dead)
-            free(w);
+            watch_free(w);
         return;
     }
     if (w->events && !w->armed)
@@ -562,16 +590,14 @@ static bool inbound_nonempty(nf_shard_t *sh)
     return nf_ring_available(&rt->inbox[sh->index]) != 0;
 }
 
-typedef enum { HOOK_STOP, HOOK_RESUME, HOOK_FINI } hook_t;
+typedef enum { HOOK_STOP, HOOK_RESUME } hook_t;
 
 static void call_hook(nf_shard_t *sh, hook_t hook)
 {
     nf_runtime_t *rt = sh->rt;
     for (int a = 0; a < rt->nactors; a++) {
         const nf_actor_ops_t *ops = rt->ops[a];
-        void (*fn)(nf_shard_t *, void *) = hook == HOOK_STOP     ? ops->stop
-                                           : hook == HOOK_RESUME ? ops->resume
-                                                                 : ops->fini;
+        void (*fn)(nf_shard_t *, void *) = hook == HOOK_STOP ? ops->stop : ops->resume;
         if (fn)
             fn(sh, sh->actors[a]);
     }
@@ -603,25 +629,142 @@ static int shard_uring_init(nf_shard_t *sh)
     return io_uring_queue_init(URING_ENTRIES, &sh->uring, 0);
 }
 
-static void *shard_main(void *arg)
+/* ---------------------------------------------------------------- start and exit */
+
+static void join_shards(nf_runtime_t *rt)
 {
-    nf_shard_t *sh = arg;
-    nf_runtime_t *rt = sh->rt;
+    for (unsigned i = 0; i < rt->n; i++) {
+        if (rt->shards[i].thread_started) {
+            pthread_join(rt->shards[i].thread, NULL);
+            rt->shards[i].thread_started = false;
+        }
+    }
+}
+
+/* After the shards exited: every message still in a ring or inbox goes to its actor's drop hook
+ * (a call's reference is released), counted and logged. */
+static void drop_leftovers(nf_runtime_t *rt)
+{
+    uint64_t dropped = 0;
+    for (size_t i = 0; i < (size_t)rt->n * rt->n + rt->n; i++) {
+        nf_ring_t *r =
+            i < (size_t)rt->n * rt->n ? &rt->rings[i] : &rt->inbox[i - (size_t)rt->n * rt->n];
+        nf_ring_publish(r);
+        while (nf_ring_available(r)) {
+            const nf_msg_t *m = nf_ring_take(r);
+            dropped++;
+            if (m->actor == NF_SYS_ACTOR && m->kind == NF_SYS_CALL) {
+                nf_call_t *c = m->body.ptr;
+                if (atomic_fetch_sub(&c->refs, 1) == 1) {
+                    pthread_mutex_destroy(&c->lock);
+                    pthread_cond_destroy(&c->cond);
+                    free(c);
+                }
+            } else if (m->actor < rt->nactors && rt->ops[m->actor]->drop) {
+                rt->ops[m->actor]->drop(rt->ctx[m->actor], m);
+            }
+        }
+        nf_ring_release(r);
+    }
+    if (dropped) {
+        atomic_fetch_add(&rt->dropped, dropped);
+        nf_counter_add(rt->m_dropped, dropped);
+        nf_log(NF_LOG_ERROR, "runtime", "messages undelivered at shutdown", NF_LI("count", dropped),
+               NF_LEND);
+    }
+}
+
+static void shard_setup(nf_shard_t *sh)
+{
     current_shard = sh;
     nf_log_set_thread_shard((int)sh->index);
     nf_metrics_bind_thread(sh->index);
-    if (rt->opts.pin)
+    if (sh->rt->opts.pin)
         pin_thread(sh);
     char name[16];
     snprintf(name, sizeof name, "nf-shard-%u", sh->index);
     pthread_setname_np(pthread_self(), name);
-
     sh->now = nf_now_ns();
     nf_wheel_init(&sh->wheel, sh->now);
     arm_wake_read(sh);
-    for (int a = 0; a < rt->nactors; a++)
-        sh->actors[a] = rt->ops[a]->init ? rt->ops[a]->init(sh, rt->ctx[a]) : NULL;
+}
 
+static const char *actor_name(const nf_actor_ops_t *ops)
+{
+    return ops->name ? ops->name : "(unnamed)";
+}
+
+/* Actor a's init on this shard, or the failpoint actor-init:NAME in its place (failpoint.h).
+ * 0 with the instance stored, or -1 with the reason in err. */
+static int actor_init(nf_shard_t *sh, int a, char *err, size_t errlen)
+{
+    const nf_actor_ops_t *ops = sh->rt->ops[a];
+    char fp[96];
+    snprintf(fp, sizeof fp, "actor-init:%s", actor_name(ops));
+    sh->actors[a] = NULL;
+    err[0] = '\0';
+    if (nf_failpoint(fp)) {
+        snprintf(err, errlen, "failpoint %s", fp);
+        return -1;
+    }
+    void *self = NULL;
+    if (ops->init && ops->init(sh, sh->rt->ctx[a], &self, err, errlen) != 0) {
+        if (!err[0])
+            snprintf(err, errlen, "init failed without a reason");
+        return -1; /* self is discarded: a failing init frees what it built */
+    }
+    sh->actors[a] = self;
+    return 0;
+}
+
+/* Keeps the failure of the lowest shard as the start's error (each shard runs its inits until
+ * one fails, whatever the others do: a failure every shard has names shard 0). */
+static void start_fail(nf_shard_t *sh, int a, const char *reason)
+{
+    nf_runtime_t *rt = sh->rt;
+    pthread_mutex_lock(&rt->start_lock);
+    if (!rt->start_failed || sh->index < rt->start_err_shard) {
+        snprintf(rt->start_err, sizeof rt->start_err, "actor %s on shard %u: %s",
+                 actor_name(rt->ops[a]), sh->index, reason);
+        rt->start_err_shard = sh->index;
+    }
+    rt->start_failed = true;
+    pthread_mutex_unlock(&rt->start_lock);
+}
+
+/* The inits in registration order, until one fails; returns how many succeeded (the actors
+ * whose fini this shard owes). */
+static int shard_init_actors(nf_shard_t *sh)
+{
+    nf_runtime_t *rt = sh->rt;
+    char err[384];
+    for (int a = 0; a < rt->nactors; a++) {
+        if (actor_init(sh, a, err, sizeof err) != 0) {
+            start_fail(sh, a, err);
+            return a;
+        }
+    }
+    return rt->nactors;
+}
+
+/* Reports this shard's inits as done and waits for nf_runtime_start's verdict: true to enter
+ * the loop, false to unwind. */
+static bool start_barrier(nf_shard_t *sh)
+{
+    nf_runtime_t *rt = sh->rt;
+    pthread_mutex_lock(&rt->start_lock);
+    rt->start_reported++;
+    pthread_cond_broadcast(&rt->start_cond);
+    while (rt->start_go == 0)
+        pthread_cond_wait(&rt->start_cond, &rt->start_lock);
+    bool go = rt->start_go > 0;
+    pthread_mutex_unlock(&rt->start_lock);
+    return go;
+}
+
+static void shard_loop(nf_shard_t *sh)
+{
+    nf_runtime_t *rt = sh->rt;
     uint64_t last_gauges = 0, last_work = 0;
     for (;;) {
         sh->now = nf_now_ns();
@@ -725,12 +868,95 @@ static void *shard_main(void *arg)
         }
         atomic_store_explicit(&sh->sleeping, 0, memory_order_relaxed);
     }
+}
 
-    call_hook(sh, HOOK_FINI);
+/* fini for the first ninit actors (all of them after the loop; those whose init ran after a
+ * failed start), in registration order. Then the watches left over: removed ones whose poll
+ * completion the loop did not reap (the loop is over: nothing reads this io_uring again). */
+static void shard_exit(nf_shard_t *sh, int ninit)
+{
+    nf_runtime_t *rt = sh->rt;
+    for (int a = 0; a < ninit; a++)
+        if (rt->ops[a]->fini)
+            rt->ops[a]->fini(sh, sh->actors[a]);
+    while (sh->watches)
+        watch_free(sh->watches);
     nf_gauge_set(rt->m_timers, 0);
     nf_gauge_set(rt->m_inbound, 0);
     current_shard = NULL;
+}
+
+static void *shard_main(void *arg)
+{
+    nf_shard_t *sh = arg;
+    shard_setup(sh);
+    int ninit = shard_init_actors(sh);
+    if (start_barrier(sh))
+        shard_loop(sh);
+    shard_exit(sh, ninit);
     return NULL;
+}
+
+static int start_urings(nf_runtime_t *rt)
+{
+    for (unsigned i = 0; i < rt->n; i++) {
+        nf_shard_t *sh = &rt->shards[i];
+        int r = shard_uring_init(sh);
+        if (r < 0) {
+            nf_log(NF_LOG_ERROR, "runtime", "io_uring_queue_init failed", NF_LI("shard", i),
+                   NF_LS("error", strerror(-r)), NF_LEND);
+            snprintf(rt->start_err, sizeof rt->start_err,
+                     "io_uring_queue_init failed on shard %u: %s", i, strerror(-r));
+            return -EIO;
+        }
+        sh->uring_ok = true;
+    }
+    return 0;
+}
+
+/* Creates the shard threads; returns 0 or -errno with *created the number running. */
+static int start_threads(nf_runtime_t *rt, unsigned *created)
+{
+    /* Shard threads take no process signals: they go to the main thread, and io_uring waits
+     * are never interrupted. The mask is inherited from this thread, so set it around create. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int r = 0;
+    unsigned i;
+    for (i = 0; i < rt->n; i++) {
+        nf_shard_t *sh = &rt->shards[i];
+        r = pthread_create(&sh->thread, NULL, shard_main, sh);
+        if (r != 0) {
+            nf_log(NF_LOG_ERROR, "runtime", "cannot start shard thread", NF_LI("shard", i),
+                   NF_LS("error", strerror(r)), NF_LEND);
+            pthread_mutex_lock(&rt->start_lock); /* the shards started may fail an init */
+            snprintf(rt->start_err, sizeof rt->start_err, "cannot start shard thread %u: %s", i,
+                     strerror(r));
+            rt->start_failed = true;
+            rt->start_err_shard = 0; /* no init failure replaces it */
+            pthread_mutex_unlock(&rt->start_lock);
+            break;
+        }
+        sh->thread_started = true;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    *created = i;
+    return -r;
+}
+
+/* Waits until the first `created` shards have reported their inits, then lets them all go, or
+ * unwind if an init failed or `fail`. True for go. */
+static bool start_verdict(nf_runtime_t *rt, unsigned created, bool fail)
+{
+    pthread_mutex_lock(&rt->start_lock);
+    while (rt->start_reported < created)
+        pthread_cond_wait(&rt->start_cond, &rt->start_lock);
+    rt->start_go = fail || rt->start_failed ? -1 : 1;
+    pthread_cond_broadcast(&rt->start_cond);
+    bool go = rt->start_go > 0;
+    pthread_mutex_unlock(&rt->start_lock);
+    return go;
 }
 
 int nf_runtime_start(nf_runtime_t *rt)
@@ -738,41 +964,24 @@ int nf_runtime_start(nf_runtime_t *rt)
     if (rt->started)
         return -EALREADY;
     rt->started = true;
-    for (unsigned i = 0; i < rt->n; i++) {
-        nf_shard_t *sh = &rt->shards[i];
-        int r = shard_uring_init(sh);
-        if (r < 0) {
-            nf_log(NF_LOG_ERROR, "runtime", "io_uring_queue_init failed", NF_LI("shard", i),
-                   NF_LS("error", strerror(-r)), NF_LEND);
-            goto fail;
-        }
-        sh->uring_ok = true;
-    }
-    /* Shard threads take no process signals: they go to the main thread, and io_uring waits
-     * are never interrupted. The mask is inherited from this thread, so set it around create. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    for (unsigned i = 0; i < rt->n; i++) {
-        nf_shard_t *sh = &rt->shards[i];
-        int r = pthread_create(&sh->thread, NULL, shard_main, sh);
-        if (r != 0) {
-            nf_log(NF_LOG_ERROR, "runtime", "cannot start shard thread", NF_LI("shard", i),
-                   NF_LS("error", strerror(r)), NF_LEND);
-            nf_runtime_request_stop(rt);
-            atomic_store(&rt->exit_now, 1);
-            for (unsigned j = 0; j < i; j++)
-                shard_wake(&rt->shards[j]);
-            pthread_sigmask(SIG_SETMASK, &old, NULL);
-            return -r;
-        }
-        sh->thread_started = true;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return 0;
-fail:
+    unsigned created = 0;
+    int r = start_urings(rt);
+    if (r == 0)
+        r = start_threads(rt, &created);
+    if (start_verdict(rt, created, r != 0))
+        return 0;
+    /* The shards unwind (fini of what they initialised) and exit; posts are refused from now
+     * on and what was sent or posted goes to the drop hooks. */
     atomic_store(&rt->closed, 1);
-    return -EIO;
+    join_shards(rt);
+    drop_leftovers(rt);
+    rt->start_rc = r != 0 ? r : -ECANCELED;
+    return rt->start_rc;
+}
+
+const char *nf_runtime_start_error(const nf_runtime_t *rt)
+{
+    return rt->start_rc ? rt->start_err : "";
 }
 
 void nf_runtime_request_stop(nf_runtime_t *rt)
@@ -854,6 +1063,8 @@ int nf_runtime_wait(nf_runtime_t *rt)
 {
     if (!rt->started)
         return -EINVAL;
+    if (rt->start_rc)
+        return rt->start_rc; /* the failed start joined the shards already */
     struct pollfd pfd = {.fd = rt->stop_efd, .events = POLLIN};
     while (!atomic_load(&rt->stop_requested))
         poll(&pfd, 1, 1000);
@@ -886,41 +1097,9 @@ int nf_runtime_wait(nf_runtime_t *rt)
         ssize_t w = write(rt->shards[i].efd, &one, sizeof one);
         (void)w;
     }
-    for (unsigned i = 0; i < rt->n; i++) {
-        if (rt->shards[i].thread_started) {
-            pthread_join(rt->shards[i].thread, NULL);
-            rt->shards[i].thread_started = false;
-        }
-    }
-
+    join_shards(rt);
     /* Whatever is left (only after a forced exit) goes to the actors' drop hooks. */
-    uint64_t dropped = 0;
-    for (size_t i = 0; i < (size_t)rt->n * rt->n + rt->n; i++) {
-        nf_ring_t *r =
-            i < (size_t)rt->n * rt->n ? &rt->rings[i] : &rt->inbox[i - (size_t)rt->n * rt->n];
-        nf_ring_publish(r);
-        while (nf_ring_available(r)) {
-            const nf_msg_t *m = nf_ring_take(r);
-            dropped++;
-            if (m->actor == NF_SYS_ACTOR && m->kind == NF_SYS_CALL) {
-                nf_call_t *c = m->body.ptr;
-                if (atomic_fetch_sub(&c->refs, 1) == 1) {
-                    pthread_mutex_destroy(&c->lock);
-                    pthread_cond_destroy(&c->cond);
-                    free(c);
-                }
-            } else if (m->actor < rt->nactors && rt->ops[m->actor]->drop) {
-                rt->ops[m->actor]->drop(rt->ctx[m->actor], m);
-            }
-        }
-        nf_ring_release(r);
-    }
-    if (dropped) {
-        atomic_fetch_add(&rt->dropped, dropped);
-        nf_counter_add(rt->m_dropped, dropped);
-        nf_log(NF_LOG_ERROR, "runtime", "messages undelivered at shutdown", NF_LI("count", dropped),
-               NF_LEND);
-    }
+    drop_leftovers(rt);
     return result;
 }
 
@@ -950,6 +1129,8 @@ void nf_runtime_destroy(nf_runtime_t *rt)
         nf_ring_destroy(&rt->rings[i]);
     if (rt->stop_efd >= 0)
         close(rt->stop_efd);
+    pthread_mutex_destroy(&rt->start_lock);
+    pthread_cond_destroy(&rt->start_cond);
     free(rt->shards);
     free(rt->rings);
     free(rt->inbox);

@@ -17,6 +17,16 @@
  * Threads. Functions taking an nf_shard_t * run on that shard's thread only (from actor hooks,
  * timer and fd callbacks). nf_runtime_post/call/request_stop are for other threads.
  *
+ * Start. nf_runtime_start() returns once every shard has run every actor's `init` (in
+ * registration order). No shard handles a message or fires a timer before all have. If an init
+ * fails, no shard enters its loop: each calls `fini` on the actors whose init succeeded there,
+ * the threads are joined, whatever was sent or posted goes to the `drop` hooks, and
+ * nf_runtime_start() returns -ECANCELED with "actor NAME on shard N: REASON" in
+ * nf_runtime_start_error(). Whatever an init registered elsewhere (an epoch participant) then
+ * points at a freed instance: its owner must not run (src/job/job.c starts the epoch coordinator
+ * only after a successful start, and frees it unstarted otherwise).
+ * NEWSFLOW_FAILPOINTS=actor-init:NAME makes NAME's init fail on every shard (failpoint.h).
+ *
  * Shutdown. nf_runtime_request_stop() (async-signal-safe) makes every shard call each actor's
  * `stop` hook; from then on an actor must only react to messages it receives (its timers and fd
  * watches cancelled), so in-flight messages drain. When no shard has work and every ring is
@@ -58,8 +68,13 @@ _Static_assert(sizeof(nf_msg_t) == 64, "a message is one cache line");
 
 typedef struct nf_actor_ops {
     const char *name;
-    /* On the shard thread before any message; returns the shard's instance (may be NULL). */
-    void *(*init)(nf_shard_t *sh, void *ctx);
+    /* Optional: on the shard thread before any message (see "Start" above). 0 with the
+     * shard's instance in *self (NULL to start with; may stay NULL), or -1 with a one-line
+     * reason in err (errlen bytes: what failed and, where it helps, what the operator can do).
+     * A failing init frees what it built: the runtime ignores *self and calls no fini for this
+     * actor on this shard. Register nowhere the runtime cannot undo (nf_epoch_participant_add)
+     * before the last step that can fail. */
+    int (*init)(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen);
     /* One message. Runs to completion; must not block. */
     void (*handle)(nf_shard_t *sh, void *self, const nf_msg_t *m);
     /* Optional: a turn asked for with nf_actor_schedule(); do a bounded amount of work. */
@@ -68,7 +83,8 @@ typedef struct nf_actor_ops {
     void (*resume)(nf_shard_t *sh, void *self);
     /* Optional: stop intake (cancel timers and watches); afterwards only react to messages. */
     void (*stop)(nf_shard_t *sh, void *self);
-    /* Optional: after the drain, on the shard thread; free the instance. */
+    /* Optional: after the drain, on the shard thread; free the instance. After a failed start,
+     * called without `stop` before it, straight after init. */
     void (*fini)(nf_shard_t *sh, void *self);
     /* Optional: an undelivered message at forced shutdown; free what it owns. Any thread. */
     void (*drop)(void *ctx, const nf_msg_t *m);
@@ -96,8 +112,13 @@ void nf_runtime_opts_default(nf_runtime_opts_t *o);
 nf_runtime_t *nf_runtime_create(const nf_runtime_opts_t *o, char *err, size_t errlen);
 /* Before start. Returns the actor id (>= 0) or -errno. ctx is passed to init and drop. */
 int nf_runtime_register(nf_runtime_t *rt, const nf_actor_ops_t *ops, void *ctx);
-/* Starts the shard threads; 0 or -errno. */
+/* Starts the shard threads and waits until every shard has run its inits. 0, or -ECANCELED if
+ * an init failed, or another -errno (io_uring or thread creation failed); after a failure no
+ * shard runs, nf_runtime_wait returns the same code at once, and destroy still applies. */
 int nf_runtime_start(nf_runtime_t *rt);
+/* After a failed nf_runtime_start: why, in one line ("actor NAME on shard N: REASON", the lowest
+ * shard's when several failed). "" if start did not fail. */
+const char *nf_runtime_start_error(const nf_runtime_t *rt);
 /* Any thread, async-signal-safe. Idempotent. */
 void nf_runtime_request_stop(nf_runtime_t *rt);
 /* Any thread: has a stop been requested (by a signal handler, an actor, a failed commit)? */
@@ -111,7 +132,7 @@ bool nf_runtime_stop_requested(const nf_runtime_t *rt);
 void nf_runtime_fail(nf_runtime_t *rt);
 bool nf_runtime_failed(const nf_runtime_t *rt);
 /* Blocks until every shard thread has exited. 0 after a clean drain, -ETIMEDOUT if the
- * shutdown timeout forced the exit. */
+ * shutdown timeout forced the exit; after a failed start, its code at once. */
 int nf_runtime_wait(nf_runtime_t *rt);
 void nf_runtime_destroy(nf_runtime_t *rt);
 

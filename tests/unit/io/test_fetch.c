@@ -51,10 +51,19 @@ static void on_sent(void *user)
     atomic_fetch_add(&r->sent, 1);
 }
 
-static void *fx_init(nf_shard_t *sh, void *ctx)
+/* An init's failure: reason in err, -1. */
+static int init_failed(char *err, size_t errlen, const char *reason)
+{
+    snprintf(err, errlen, "%s", reason);
+    return -1;
+}
+
+static int fx_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     (void)ctx;
     fx_t *fx = calloc(1, sizeof *fx);
+    if (!fx)
+        return init_failed(err, errlen, "out of memory");
     nf_addrguard_init(&fx->guard);
     nf_addrguard_allow(&fx->guard, "127.0.0.0/8");
     nf_fetch_opts_t o;
@@ -68,7 +77,14 @@ static void *fx_init(nf_shard_t *sh, void *ctx)
     fx->guarded = nf_fetcher_create(sh, &o);
     o.guard = NULL;
     fx->strict = nf_fetcher_create(sh, &o);
-    return fx;
+    if (!fx->guarded || !fx->strict) {
+        nf_fetcher_destroy(fx->guarded);
+        nf_fetcher_destroy(fx->strict);
+        free(fx);
+        return init_failed(err, errlen, "nf_fetcher_create failed");
+    }
+    *self = fx;
+    return 0;
 }
 
 static void fx_fini(nf_shard_t *sh, void *self)

@@ -6,7 +6,9 @@
  * - shutdown with messages in flight drains them (and a forced shutdown hands leftovers to the
  *   drop hook), without leaks (ASan) or races (TSan);
  * - fd watches (level-triggered, modify, remove inside the callback) and cross-thread calls;
- * - quiescence right after a call waits out the shard's spin instead of reporting it busy. */
+ * - quiescence right after a call waits out the shard's spin instead of reporting it busy;
+ * - start returns after every init; an init that fails (for real or by the actor-init failpoint)
+ *   keeps every shard out of its loop, undoes the inits that ran, drops what was sent. */
 #include "nf_test.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -49,12 +51,22 @@ typedef struct {
     uint64_t refused;
 } pump_t;
 
-static void *pump_init(nf_shard_t *sh, void *ctx)
+/* An init's failure: reason in err, -1. */
+static int init_failed(char *err, size_t errlen, const char *reason)
+{
+    snprintf(err, errlen, "%s", reason);
+    return -1;
+}
+
+static int pump_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     pump_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return init_failed(err, errlen, "out of memory");
     p->ctx = ctx;
     nf_actor_schedule(sh, p->ctx->actor);
-    return p;
+    *self = p;
+    return 0;
 }
 
 /* Sends round-robin to every shard until each pair is done or a ring refuses. */
@@ -188,13 +200,16 @@ typedef struct {
     uint64_t expect;
 } bp_t;
 
-static void *bp_init(nf_shard_t *sh, void *ctx)
+static int bp_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     bp_t *b = calloc(1, sizeof *b);
+    if (!b)
+        return init_failed(err, errlen, "out of memory");
     b->ctx = ctx;
     if (nf_shard_index(sh) == 0)
         nf_actor_schedule(sh, b->ctx->actor);
-    return b;
+    *self = b;
+    return 0;
 }
 
 static void bp_run(nf_shard_t *sh, void *self)
@@ -324,11 +339,14 @@ static void tm_never(nf_shard_t *sh, nf_timer_t *t, void *arg)
     (void)t;
 }
 
-static void *tm_init(nf_shard_t *sh, void *ctx)
+static int tm_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     tm_t *tm = calloc(1, sizeof *tm);
+    if (!tm || !(tm->timers = calloc(NTIMERS, sizeof(nf_timer_t)))) {
+        free(tm);
+        return init_failed(err, errlen, "out of memory");
+    }
     tm->ctx = ctx;
-    tm->timers = calloc(NTIMERS, sizeof(nf_timer_t));
     uint64_t base = nf_now_ns() + 50000000ull, x = 88172645463325252ull + nf_shard_index(sh);
     for (unsigned i = 0; i < NTIMERS; i++) {
         x ^= x << 13;
@@ -342,7 +360,8 @@ static void *tm_init(nf_shard_t *sh, void *ctx)
     nf_timer_init(&tm->cancelled_probe, tm_never, tm);
     nf_timer_arm(sh, &tm->cancelled_probe, base + 100000000ull, 0);
     nf_timer_cancel(sh, &tm->cancelled_probe);
-    return tm;
+    *self = tm;
+    return 0;
 }
 
 static void tm_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
@@ -425,13 +444,16 @@ static void sd_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
     (void)t;
 }
 
-static void *sd_init(nf_shard_t *sh, void *ctx)
+static int sd_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     sd_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return init_failed(err, errlen, "out of memory");
     s->ctx = ctx;
     nf_timer_init(&s->tick, sd_tick, s);
     nf_timer_arm(sh, &s->tick, nf_now_ns(), 1000000ull);
-    return s;
+    *self = s;
+    return 0;
 }
 
 static void sd_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
@@ -696,13 +718,205 @@ static void test_quiescent_after_a_call(void)
     nf_runtime_destroy(rt);
 }
 
+/* ------------------------------------------------------------ start and failing inits */
+
+#define IF_SHARDS 3
+
+/* Counts per actor and shard, so a test can tell which inits ran and that each was undone. */
+typedef struct {
+    int actor;
+    int fail_on;     /* shard whose init fails, -1 none */
+    bool send_ahead; /* init sends a message owning memory to the next shard */
+    _Atomic int inits[IF_SHARDS], finis[IF_SHARDS];
+    _Atomic int handled, stopped, dropped;
+} if_ctx_t;
+
+typedef struct {
+    if_ctx_t *ctx;
+    char *buf; /* owned: ASan sees a fini that did not run */
+} if_t;
+
+static int if_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
+{
+    if_ctx_t *c = ctx;
+    unsigned i = nf_shard_index(sh);
+    if ((int)i == c->fail_on) {
+        snprintf(err, errlen, "no widgets on shard %u", i);
+        return -1;
+    }
+    if_t *x = calloc(1, sizeof *x);
+    if (!x || !(x->buf = malloc(64))) {
+        free(x);
+        return init_failed(err, errlen, "out of memory");
+    }
+    x->ctx = c;
+    if (c->send_ahead) {
+        nf_msg_t m = {.actor = (uint16_t)c->actor};
+        m.body.ptr = malloc(32);
+        if (nf_send(sh, (i + 1) % IF_SHARDS, &m) != 0)
+            free(m.body.ptr);
+    }
+    atomic_fetch_add(&c->inits[i], 1);
+    *self = x;
+    return 0;
+}
+
+static void if_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
+{
+    if_t *x = self;
+    free(m->body.ptr);
+    atomic_fetch_add(&x->ctx->handled, 1);
+    (void)sh;
+}
+
+static void if_stop(nf_shard_t *sh, void *self)
+{
+    atomic_fetch_add(&((if_t *)self)->ctx->stopped, 1);
+    (void)sh;
+}
+
+static void if_fini(nf_shard_t *sh, void *self)
+{
+    if_t *x = self;
+    atomic_fetch_add(&x->ctx->finis[nf_shard_index(sh)], 1);
+    free(x->buf);
+    free(x);
+}
+
+static void if_drop(void *ctx, const nf_msg_t *m)
+{
+    free(m->body.ptr);
+    atomic_fetch_add(&((if_ctx_t *)ctx)->dropped, 1);
+}
+
+static const nf_actor_ops_t if_ops[] = {
+    {.name = "first",
+     .init = if_init,
+     .handle = if_handle,
+     .stop = if_stop,
+     .fini = if_fini,
+     .drop = if_drop},
+    {.name = "flaky",
+     .init = if_init,
+     .handle = if_handle,
+     .stop = if_stop,
+     .fini = if_fini,
+     .drop = if_drop},
+    {.name = "fp_victim",
+     .init = if_init,
+     .handle = if_handle,
+     .stop = if_stop,
+     .fini = if_fini,
+     .drop = if_drop},
+    {.name = "last",
+     .init = if_init,
+     .handle = if_handle,
+     .stop = if_stop,
+     .fini = if_fini,
+     .drop = if_drop},
+};
+
+static nf_runtime_t *if_runtime(if_ctx_t *ctx, const int *which, int n)
+{
+    nf_runtime_opts_t o;
+    nf_runtime_opts_default(&o);
+    o.shards = IF_SHARDS;
+    char err[256];
+    nf_runtime_t *rt = nf_runtime_create(&o, err, sizeof err);
+    for (int i = 0; rt && i < n; i++)
+        ctx[i].actor = nf_runtime_register(rt, &if_ops[which[i]], &ctx[i]);
+    return rt;
+}
+
+/* Every init that ran was undone by a fini on its shard; nothing handled, nothing stopped. */
+static void check_unwound(if_ctx_t *ctx, int n)
+{
+    for (int a = 0; a < n; a++) {
+        for (int s = 0; s < IF_SHARDS; s++)
+            NF_CHECK_EQ(atomic_load(&ctx[a].finis[s]), atomic_load(&ctx[a].inits[s]));
+        NF_CHECK_EQ(atomic_load(&ctx[a].handled), 0);
+        NF_CHECK_EQ(atomic_load(&ctx[a].stopped), 0);
+    }
+}
+
+/* nf_runtime_start returns once every shard has run its inits. */
+static void test_start_waits_for_inits(void)
+{
+    if_ctx_t ctx[2] = {{.fail_on = -1}, {.fail_on = -1}};
+    nf_runtime_t *rt = if_runtime(ctx, (const int[]){0, 3}, 2);
+    NF_REQUIRE(rt && ctx[1].actor == 1);
+    NF_REQUIRE(nf_runtime_start(rt) == 0);
+    NF_CHECK_STR(nf_runtime_start_error(rt), "");
+    for (int a = 0; a < 2; a++)
+        for (int s = 0; s < IF_SHARDS; s++)
+            NF_CHECK_EQ(atomic_load(&ctx[a].inits[s]), 1);
+    nf_runtime_request_stop(rt);
+    NF_CHECK_EQ(nf_runtime_wait(rt), 0);
+    nf_runtime_destroy(rt);
+    for (int a = 0; a < 2; a++)
+        for (int s = 0; s < IF_SHARDS; s++)
+            NF_CHECK_EQ(atomic_load(&ctx[a].finis[s]), 1);
+}
+
+/* An init failing on one shard of three: no shard runs, every init that ran is undone, the
+ * messages sent by inits and posted before the start go to the drop hooks, and the start says
+ * which actor failed where and why. */
+static void test_failing_init_unwinds(void)
+{
+    if_ctx_t ctx[3] = {{.fail_on = -1, .send_ahead = true}, {.fail_on = 1}, {.fail_on = -1}};
+    nf_runtime_t *rt = if_runtime(ctx, (const int[]){0, 1, 3}, 3);
+    NF_REQUIRE(rt && ctx[2].actor == 2);
+    nf_msg_t m = {.actor = 0};
+    m.body.ptr = malloc(16);
+    NF_REQUIRE(nf_runtime_post(rt, 2, &m) == 0);
+    NF_CHECK_EQ(nf_runtime_start(rt), -ECANCELED);
+    NF_CHECK_STR(nf_runtime_start_error(rt), "actor flaky on shard 1: no widgets on shard 1");
+    for (int s = 0; s < IF_SHARDS; s++) { /* each shard's inits ran until its own failure */
+        NF_CHECK_EQ(atomic_load(&ctx[0].inits[s]), 1);
+        NF_CHECK_EQ(atomic_load(&ctx[1].inits[s]), s != 1);
+        NF_CHECK_EQ(atomic_load(&ctx[2].inits[s]), s != 1);
+    }
+    check_unwound(ctx, 3);
+    NF_CHECK_EQ(atomic_load(&ctx[0].dropped), IF_SHARDS + 1); /* one sent per init, one posted */
+    nf_runtime_stats_t st;
+    nf_runtime_stats(rt, &st);
+    NF_CHECK_EQ(st.dropped_at_shutdown, IF_SHARDS + 1);
+    NF_CHECK_EQ(nf_runtime_wait(rt), -ECANCELED); /* at once: nothing runs */
+    NF_CHECK_EQ(nf_runtime_post(rt, 0, &m), -ESHUTDOWN);
+    nf_runtime_request_stop(rt);
+    nf_runtime_destroy(rt);
+}
+
+/* NEWSFLOW_FAILPOINTS=actor-init:fp_victim (set by main): the runtime fails that init on every
+ * shard without calling it, and unwinds the real way. */
+static void test_init_failpoint(void)
+{
+    if_ctx_t ctx[3] = {{.fail_on = -1}, {.fail_on = -1}, {.fail_on = -1}};
+    nf_runtime_t *rt = if_runtime(ctx, (const int[]){0, 2, 3}, 3);
+    NF_REQUIRE(rt && ctx[2].actor == 2);
+    NF_CHECK_EQ(nf_runtime_start(rt), -ECANCELED);
+    NF_CHECK_STR(nf_runtime_start_error(rt),
+                 "actor fp_victim on shard 0: failpoint actor-init:fp_victim");
+    for (int s = 0; s < IF_SHARDS; s++) {
+        NF_CHECK_EQ(atomic_load(&ctx[0].inits[s]), 1);
+        NF_CHECK_EQ(atomic_load(&ctx[1].inits[s]), 0); /* never called */
+        NF_CHECK_EQ(atomic_load(&ctx[2].inits[s]), 0);
+    }
+    check_unwound(ctx, 3);
+    nf_runtime_destroy(rt);
+}
+
 int main(void)
 {
     nf_metrics_init(4); /* one registry for every runtime of this process */
+    setenv("NEWSFLOW_FAILPOINTS", "actor-init:nosuch,actor-init:fp_victim", 1); /* read once */
     NF_RUN(test_bad_options);
     NF_RUN(test_route_spreads_and_is_stable);
     NF_RUN(test_fd_watch_and_calls);
     NF_RUN(test_quiescent_after_a_call);
+    NF_RUN(test_start_waits_for_inits);
+    NF_RUN(test_failing_init_unwinds);
+    NF_RUN(test_init_failpoint);
     NF_RUN(test_100k_timers_in_order);
     NF_RUN(test_full_ring_pushes_back);
     NF_RUN(test_shutdown_drains_in_flight);

@@ -51,15 +51,20 @@ static void p_committed(nf_shard_t *sh, void *self, uint64_t epoch)
 
 static const nf_epoch_participant_t part = {.snapshot = p_snapshot, .committed = p_committed};
 
-static void *a_init(nf_shard_t *sh, void *ctx)
+static int a_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     job_t *j = ctx;
     unsigned s = nf_shard_index(sh);
     nf_kstate_opts_t o = {.kind = NF_KIND_READS, .initial_capacity = 64};
     j->ks[s] = nf_kstate_new(j->st, &o);
-    if (!j->ks[s] || nf_epoch_participant_add(j->ep, sh, &part, j->ks[s]) != 0)
-        abort();
-    return j->ks[s];
+    if (!j->ks[s] || nf_epoch_participant_add(j->ep, sh, &part, j->ks[s]) != 0) {
+        nf_kstate_free(j->ks[s]);
+        j->ks[s] = NULL;
+        snprintf(err, errlen, "out of memory or too many epoch participants");
+        return -1;
+    }
+    *self = j->ks[s];
+    return 0;
 }
 
 static void a_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)

@@ -1,0 +1,29 @@
+/* failpoint.c — NEWSFLOW_FAILPOINTS, read once (see failpoint.h). */
+#include "runtime/failpoint.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char *listed; /* a copy of the variable, or NULL; never freed (process lifetime) */
+
+static void load(void)
+{
+    const char *v = getenv(NF_FAILPOINTS_ENV);
+    if (v && *v)
+        listed = strdup(v); /* NULL on no memory: no failpoint, as when unset */
+}
+
+bool nf_failpoint(const char *name)
+{
+    pthread_once(&once, load);
+    size_t n = strlen(name);
+    for (const char *p = listed; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && n > 0 && memcmp(p, name, n) == 0)
+            return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
