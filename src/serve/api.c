@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int json_reply(nf_jw_t *w, int status, char **body, size_t *len)
+int nf_api_reply(nf_jw_t *w, int status, char **body, size_t *len)
 {
     if (w->failed) {
         nf_jw_free(w);
@@ -28,7 +28,7 @@ static int not_here(const char *what, char **body, size_t *len)
     nf_jw_key(&w, "error");
     nf_jw_str(&w, what);
     nf_jw_obj_close(&w);
-    return json_reply(&w, 404, body, len);
+    return nf_api_reply(&w, 404, body, len);
 }
 
 /* No route for this path (404 with the table), or not for this method (405 with Allow). */
@@ -41,10 +41,10 @@ static int no_route(const char *allow, nf_admin_req_t *req, char **body, size_t 
         char what[64];
         snprintf(what, sizeof what, "this route takes %s only", allow);
         nf_route_list_json(&w, what);
-        return json_reply(&w, 405, body, len);
+        return nf_api_reply(&w, 405, body, len);
     }
     nf_route_list_json(&w, "unknown route");
-    return json_reply(&w, 404, body, len);
+    return nf_api_reply(&w, 404, body, len);
 }
 
 /* The listener's rule: 0 (served here) or the 404 written. */

@@ -9,6 +9,7 @@
 #ifndef NF_SERVE_API_H
 #define NF_SERVE_API_H
 #include "runtime/admin.h"
+#include "runtime/jsonw.h"
 #include "serve/edge.h"
 #include "serve/guard.h"
 #include "serve/operator.h"
@@ -31,6 +32,10 @@ typedef struct nf_api {
     nf_edge_t *edge;
     nf_operator_t *op;
 } nf_api_t;
+
+/* A JSON answer: w's text and a newline into *body (the server frees it), status returned; 500
+ * (w freed) if w failed. */
+int nf_api_reply(nf_jw_t *w, int status, char **body, size_t *len);
 
 /* GET /v1/ROUTE (the admin server's api hook; arg: an nf_api_t). */
 int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len);

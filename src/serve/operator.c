@@ -1,6 +1,8 @@
 /* operator.c — the operators' /v1/ routes (operator.h). */
 #include "serve/operator.h"
 
+#include "serve/api.h"
+
 #include "runtime/jsonw.h"
 #include "runtime/metrics.h"
 
@@ -105,18 +107,6 @@ static int sources(nf_operator_t *op, bool failing, nf_jw_t *w)
     return 0;
 }
 
-static int reply(nf_jw_t *w, int status, char **body, size_t *len)
-{
-    if (w->failed) {
-        nf_jw_free(w);
-        return 500;
-    }
-    nf_jw_raw(w, "\n", 1);
-    *body = w->buf; /* the server frees it */
-    *len = w->len;
-    return status;
-}
-
 static int error_reply(int err, char **body, size_t *len)
 {
     nf_jw_t w;
@@ -127,7 +117,7 @@ static int error_reply(int err, char **body, size_t *len)
                   : err == -ETIMEDOUT ? "a shard did not answer within 5 s"
                                       : strerror(-err));
     nf_jw_obj_close(&w);
-    return reply(&w, 503, body, len);
+    return nf_api_reply(&w, 503, body, len);
 }
 
 static void partitions_json(const bool *flags, nf_jw_t *w)
@@ -319,5 +309,5 @@ int nf_operator_handle(nf_operator_t *op, nf_route_id_t id, nf_admin_req_t *req,
         return error_reply(r, body, len);
     }
     nf_jw_obj_close(&w);
-    return reply(&w, 200, body, len);
+    return nf_api_reply(&w, 200, body, len);
 }

@@ -65,7 +65,7 @@ static void test_openapi_both_ways(void)
     for (int i = 0; i < NF_ROUTE__COUNT; i++) {
         char method[8];
         size_t k = 0;
-        for (; nf_routes[i].method[k] && k < sizeof method - 1; k++)
+        for (; k < sizeof method - 1 && nf_routes[i].method[k]; k++)
             method[k] = (char)tolower((unsigned char)nf_routes[i].method[k]);
         method[k] = '\0';
         cJSON *p = cJSON_GetObjectItemCaseSensitive(paths, nf_routes[i].path);
