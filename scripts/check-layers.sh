@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Fails if an #include in src/ breaks the layering (docs/ARCHITECTURE.md §6):
 #
-#   runtime (0) <- algo, feed (1) <- io (2) <- state, sink (3) <- actors (4) <- serve (5)
+#   runtime (0) <- algo, feed (1) <- io (2) <- state, sink (3) <- engine, actors (4) <- serve (5)
 #   <- job (6) <- cli (7) <- main.c (8)
 #
 # A file may include headers of its own level or a lower one, never a higher one. algo and feed
 # share level 1 with one direction only: feed may include algo (hashes, sha256), algo may not
 # include feed (algo is data structures and hashing that know nothing of feeds). Also fails on
 # two headers that include each other (the cycle io/kafka.h <-> state/epoch.h had).
+# engine (classify, cluster, interest, trending: the stages' algorithms over state) shares level 4
+# with actors one way: an actor may include an engine, an engine never an actor.
 # serve (every HTTP route) is below job (the job's assembly), which is below cli (the commands):
 # nothing below serve includes it, and serve never includes the job or a command.
 # sink (the PostgreSQL sink, its own process) shares level 3 with state, neither including the other.
@@ -18,11 +20,11 @@ cd "$(dirname "$0")/.."
 exec python3 - <<'PY'
 import os, re, sys
 
-LEVELS = {"runtime": 0, "algo": 1, "feed": 1, "io": 2, "state": 3, "sink": 3, "actors": 4, "serve": 5,
+LEVELS = {"runtime": 0, "algo": 1, "feed": 1, "io": 2, "state": 3, "sink": 3, "engine": 4, "actors": 4, "serve": 5,
           "job": 6, "cli": 7}
 MAIN_LEVEL = 8
-# same level, one direction only (feed -> algo), or none (sink, state)
-FORBIDDEN = {("algo", "feed"), ("sink", "state"), ("state", "sink")}
+# same level, one direction only (feed -> algo, actors -> engine), or none (sink, state)
+FORBIDDEN = {("algo", "feed"), ("engine", "actors"), ("sink", "state"), ("state", "sink")}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 def area_of(rel):  # rel: path under src/

@@ -8,7 +8,7 @@
  *
  * usage: bench_classify [taxonomy.json] [articles] [rounds]
  * Prints one JSON object per round and a summary line; asserts nothing about timings. */
-#include "actors/classify.h"
+#include "engine/classify.h"
 #include "workload.h"
 
 #include "../bench_clock.h"

@@ -22,7 +22,7 @@
  * id, similarity, merged ids): "mismatches" must be 0. Both without a TTL: the
  * articles are 1 s apart, so with the 7-day TTL an index holds at most 604,800 of them and
  * these runs would not measure an index of N articles. (The store's filter drops by the
- * engine's clock, so a TTL is exact too: actors/test_cluster, times in 2023, compacted.)
+ * engine's clock, so a TTL is exact too: engine/test_cluster, times in 2023, compacted.)
  * Reports articles/s, memory, loads and evictions, and the process's peak RSS.
  *
  * --store-only: the store phase alone, without the reference (it needs ~2 KB of memory an
@@ -42,8 +42,8 @@
  *
  * Usage: bench_cluster [--quick] [--articles N] [--budget-mb M]... [--dir D] [--store-only
  * [--restore R [--drop-caches]]] [--dump FILE]. One JSON object per line on stdout. */
-#include "actors/cluster.h"
 #include "algo/minhash.h"
+#include "engine/cluster.h"
 #include "state/store.h"
 #include "testcluster.h"
 #include "teststore.h"

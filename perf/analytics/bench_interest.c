@@ -1,4 +1,4 @@
-/* bench_interest.c — the interest engine alone (src/actors/interest.h), memory only: events/s
+/* bench_interest.c — the interest engine alone (src/engine/interest.h), memory only: events/s
  * of nf_interest_apply on a Zipf workload, and the memory of interest state per million users
  * (users' vectors and the (user, article, session) dedup set, from the engine's kstate stats).
  *
@@ -7,7 +7,7 @@
  *   {"bench":"interest","metric":"apply",...,"events_per_s":R}
  *   {"bench":"interest","metric":"memory","users":N,"user_bytes":B,"mb_per_million_users":M,
  *    "seen_entries":S,"seen_bytes_per_entry":E} */
-#include "actors/interest.h"
+#include "engine/interest.h"
 #include "workload.h"
 
 #include "../bench_clock.h"

@@ -29,9 +29,9 @@
  *   bench_readstages [--events N] [--warmup W] [--ttl-s T] [--users U] [--articles A] [--zipf S]
  *                    [--populate]
  * One JSON line: {"bench":"readstages","events":N,"decode_ns":...,"total_ns":...}. */
-#include "actors/interest.h"
 #include "actors/reads.h"
-#include "algo/trend.h"
+#include "engine/interest.h"
+#include "engine/trend.h"
 #include "io/events.h"
 #include "state/keyset.h"
 #include "workload.h"

@@ -1,4 +1,4 @@
-/* bench_trend.c — the trending engine (src/algo/trend.c) on one thread: nf_trend_count
+/* bench_trend.c — the trending engine (src/engine/trend.c) on one thread: nf_trend_count
  * throughput on a Zipf(1.0) workload over 100k articles, sketch and exact modes; the cost of
  * handing panes over (take + merger add) and of one slide's merge (emit = score and rank one
  * window); memory of the counters and of the merger holding a full window.
@@ -8,7 +8,7 @@
  * counters hand over their final panes, the merger gets the watermarks and emits.
  *
  * Usage: bench_trend [events] [reps]   (defaults 2000000 and 3). One JSON object per line. */
-#include "algo/trend.h"
+#include "engine/trend.h"
 #include "workload.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* workload.c — generated workloads (workload.h). */
 #include "workload.h"
-#include "actors/interest.h"
 #include "algo/hash.h"
+#include "engine/interest.h"
 
 #include <errno.h>
 #include <math.h>

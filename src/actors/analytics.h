@@ -1,7 +1,7 @@
 /* analytics.h — the right half of the pipeline (docs/ARCHITECTURE.md §1) wired into the actors:
  * classify, cluster, trending and interest, each exactly-once through the epoch like the left half.
  *
- *   crawl (ingest.h), per article it serializes: classify (actors/classify.h; the shard's own
+ *   crawl (ingest.h), per article it serializes: classify (engine/classify.h; the shard's own
  *     stemmer) adds category_labels and topics to the articles value; MinHash (algo/minhash.h)
  *     signs title + body. Both are stateless, so they run where the text is, spread over the
  *     shards, and travel with the article to dedup (a duplicate's work is wasted: feeds are
@@ -12,13 +12,13 @@
  *     - its signature to the stories actor of the cluster shard (NF_MSG_CLUSTER).
  *   stories (one shard: cluster.shard % shards owns the whole similarity index — LSH is a
  *     global similarity join, and one shard does tens of thousands of articles/s against feed
- *     volumes of hundreds): actors/cluster.h assigns the article; one story-clusters record
+ *     volumes of hundreds): engine/cluster.h assigns the article; one story-clusters record
  *     {article_id, cluster_id, action new|joined|merged, similarity, merged_from, ts}.
  *   kafka_in (reads.h), per read event after decoding: the event_id dedup set (a keyset,
  *     state/keyset.h: kind NF_KIND_EVENT_IDS, key group = partition, TTL
  *     trending.event_id_ttl_s, held wholly in memory by the shard that consumes the partition;
  *     a repeat changes nothing downstream), then the trending counter of the event's partition
- *     (algo/trend.h: one counter per read-events partition, held by the shard that consumes
+ *     (engine/trend.h: one counter per read-events partition, held by the shard that consumes
  *     it; its watermark, panes of slide_s, and late decisions depend on that partition's stream
  *     only), then to the user's interest shard with its keys computed (nf_interest_read_init).
  *     Every 250 ms each counter's final panes and then its watermark go to the trending merger,
@@ -27,7 +27,7 @@
  *   trending merger (shard 0): its counters are the read-events partitions (trend_partitions);
  *     it sums their pane summaries per pane; each time the minimum of the active partitions'
  *     watermarks passes a window end, one ranked list to `trending` (key = window_end).
- *   interest (the reads actor, reads.h): actors/interest.h per event; one interest-updates
+ *   interest (the reads actor, reads.h): engine/interest.h per event; one interest-updates
  *     record per counted event.
  *
  * Durability: every piece of state above is keyed state, a keyset or a blob in NF_KIND_TRENDING
@@ -45,11 +45,11 @@
 #ifndef NF_ANALYTICS_H
 #define NF_ANALYTICS_H
 
-#include "actors/classify.h"
-#include "actors/cluster.h"
-#include "actors/interest.h"
 #include "algo/minhash.h"
-#include "algo/trend.h"
+#include "engine/classify.h"
+#include "engine/cluster.h"
+#include "engine/interest.h"
+#include "engine/trend.h"
 #include "io/sink.h"
 #include "runtime/metrics.h"
 #include "runtime/outbox.h"

@@ -4,8 +4,8 @@
 #ifndef NF_ARTICLE_MSG_H
 #define NF_ARTICLE_MSG_H
 
-#include "actors/interest.h"
 #include "algo/idset.h"
+#include "engine/interest.h"
 #include "runtime/runtime.h"
 
 #include <stddef.h>

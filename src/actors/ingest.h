@@ -18,7 +18,7 @@
  *
  * The sources topic (docs/topics.md; compacted, key = source_id, value {url, type, interval_s,
  * status}, tombstone = remove) changes the crawl actors' sources at run time:
- *   kafka_in (reads.c) decodes a record and asks nf_ingest_source_route() where it goes: the
+ *   kafka_in (kafka_in.c) decodes a record and asks nf_ingest_source_route() where it goes: the
  *     shard whose host key owns the source's host gets NF_MSG_SOURCE_SET (the definition);
  *     every other shard gets NF_MSG_SOURCE_FORGET, because a URL change may move a source to
  *     another shard and a tombstone names no host — a shard holding the source drops it.

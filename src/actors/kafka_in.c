@@ -1,10 +1,10 @@
-/* reads.c — the kafka_in actor (reads.h): read events and sources records from Kafka, event-id
- * dedup, trending counters; batches of counted reads to the interest-update actor
- * (interest_update.c). */
-#include "actors/reads.h"
+/* kafka_in.c — the kafka_in actor (reads.h): read events and sources records from Kafka, event-id
+ * dedup, trending counters; batches of counted reads to the interest-update actor "reads"
+ * (reads.c). */
 #include "actors/analytics.h"
 #include "actors/article_msg.h"
 #include "actors/ingest.h"
+#include "actors/reads.h"
 #include "actors/reads_batch.h"
 #include "algo/bytes.h"
 #include "algo/hash.h"

@@ -1,11 +1,11 @@
-/* interest_update.c — the interest-update actor (reads.h: "reads", one per shard, owning the
+/* reads.c — the interest-update actor (reads.h: "reads", one per shard, owning the
  * users that route to it): applies each batch of counted reads from kafka_in to the interest
- * engine (interest.h), emits interest-updates (one per counted read, or one per user and epoch
- * with interest.coalesce), takes the topic vectors broadcast to it (NF_MSG_TOPICS), and is an
+ * engine (engine/interest.h), emits interest-updates (one per counted read, or one per user and
+ * epoch with interest.coalesce), takes the topic vectors broadcast to it (NF_MSG_TOPICS), and is an
  * epoch participant for the engine's state: snapshot, committed, partitions gained and lost. */
+#include "actors/reads.h"
 #include "actors/analytics.h"
 #include "actors/ingest.h"
-#include "actors/reads.h"
 #include "actors/reads_batch.h"
 #include "actors/serve_state.h"
 #include "runtime/jsonw.h"

@@ -2,7 +2,7 @@
  * Kafka source actor that feeds shards from their assigned partitions (with event-id dedup and the
  * trending counters of analytics.h, one per partition), and the interest actor keyed by user.
  *
- *   kafka_in (per shard; owns the partitions p with p % shards == shard):
+ *   kafka_in (kafka_in.c; per shard; owns the partitions p with p % shards == shard):
  *     consumes its queue in budgeted turns -> decodes each record (io/events.h); a record that
  *     does not decode goes to dead-letters with its origin and the decoder's reason, and its
  *     partition keeps flowing; so does an event whose ts is before 2000 or further ahead of the
@@ -19,8 +19,8 @@
  *     more than kafka.pause_high_water events and source messages are held the shard's
  *     partitions are paused in librdkafka
  *     (bounded memory: librdkafka stops fetching them), resumed below pause_low_water.
- *   reads (interest_update.c; per shard; owns the users that route to it): the interest engine
- *     (actors/interest.h; key group = the input partition), a batch at a time with the batch's
+ *   reads (reads.c; per shard; owns the users that route to it): the interest engine
+ *     (engine/interest.h; key group = the input partition), a batch at a time with the batch's
  *     memory prefetched in stages; each counted event emits one interest-updates record. It
  *     also takes the topic broadcasts (NF_MSG_TOPICS) of dedup.
  *   Both dedup sets (event ids here, (user, article, session) in the interest engine) are

@@ -1,10 +1,10 @@
-/* reads_batch.h — what the kafka_in actor (reads.c) and the interest-update actor
- * (interest_update.c) share, private to those two: the batch of counted reads that goes from
+/* reads_batch.h — what the kafka_in actor (kafka_in.c) and the interest-update actor "reads"
+ * (reads.c) share, private to those two: the batch of counted reads that goes from
  * the shard that decoded them to the shard of their users, and back emptied. */
 #ifndef NF_READS_BATCH_H
 #define NF_READS_BATCH_H
 
-#include "actors/interest.h"
+#include "engine/interest.h"
 #include "io/events.h"
 #include "runtime/runtime.h"
 #include "state/keyset.h"

@@ -56,7 +56,7 @@
 #define NF_SERVE_STATE_H
 
 #include "actors/article_msg.h"
-#include "actors/interest.h"
+#include "engine/interest.h"
 #include "state/store.h"
 
 #include <cjson/cJSON.h>

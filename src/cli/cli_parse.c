@@ -8,8 +8,8 @@
  * with field names of the articles topic (docs/topics.md). A URL argument is fetched by the job's
  * own fetcher on a one-shard runtime, with the job's fetch.* configuration and address guard, and
  * its final URL (after redirects) is the base unless --base says otherwise. */
-#include "actors/classify.h"
 #include "cli/cli.h"
+#include "engine/classify.h"
 #include "io/fetch_config.h"
 
 #include "feed/dates.h"

@@ -6,7 +6,7 @@
  * counts keyword terms and, at each position whose term starts phrases, compares the following
  * term ids. Counts live in per-term and per-phrase arrays of the context, reset through a list
  * of the entries touched, so an article costs O(words + matches), not O(taxonomy). */
-#include "actors/classify.h"
+#include "engine/classify.h"
 
 #include "algo/hash.h"
 

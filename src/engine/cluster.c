@@ -4,7 +4,7 @@
  * stored signature, finds the clusters of the verified ones, rewrites the buckets (appending the
  * article, pruning ids whose signature expired) and links the clusters under the earliest
  * article. The work is bounded: at most bands x bucket_cap candidates per article. */
-#include "actors/cluster.h"
+#include "engine/cluster.h"
 #include "algo/bytes.h"
 
 #include "algo/minhash.h"

@@ -1,5 +1,5 @@
 /* interest.c — the interest-update engine (interest.h). */
-#include "actors/interest.h"
+#include "engine/interest.h"
 #include "algo/bytes.h"
 #include "algo/hash.h"
 #include "feed/dates.h"

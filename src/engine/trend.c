@@ -4,7 +4,7 @@
  * Layout of the file: byte writer/reader for the blobs, the item table (article -> count, with
  * an optional min-heap that bounds it to the top candidates), panes and their encoding, the
  * counter, the merger. */
-#include "algo/trend.h"
+#include "engine/trend.h"
 #include "algo/bytes.h"
 #include "algo/cms.h"
 #include "algo/hash.h"

@@ -3,12 +3,12 @@
  * where there are several keys), write the JSON, release the view. */
 #include "serve/query.h"
 
-#include "actors/cluster.h"
-#include "actors/interest.h"
 #include "actors/serve_state.h"
 #include "actors/sources.h"
 #include "algo/bytes.h"
 #include "algo/idset.h"
+#include "engine/cluster.h"
+#include "engine/interest.h"
 #include "feed/dates.h"
 #include "feed/text.h"
 #include "io/events.h"

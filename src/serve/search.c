@@ -3,9 +3,9 @@
  * never wait for the writer). */
 #include "serve/search.h"
 
-#include "actors/interest.h"
 #include "actors/serve_state.h"
 #include "algo/bytes.h"
+#include "engine/interest.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"

@@ -9,8 +9,8 @@
  *     increasing, each a topic of the taxonomy, finite weights.
  * Leaks are reported by LeakSanitizer. */
 #include "actors/article_msg.h"
-#include "actors/classify.h"
 #include "actors/topics_follow.h"
+#include "engine/classify.h"
 
 #include <math.h>
 #include <stdint.h>

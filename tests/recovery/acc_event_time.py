@@ -1,5 +1,5 @@
 """Event time against the wall clock (issue 15, item 2; src/io/events.h
-nf_read_event_check_time, src/algo/trend.h nf_trend_counter_clamp).
+nf_read_event_check_time, src/engine/trend.h nf_trend_counter_clamp).
 
 One partition, so every event meets the same watermark.
   A  default bound (trending.max_future_ms=300000): on-time reads, then reads dated

@@ -4,7 +4,7 @@
 #ifndef NF_TESTCLUSTER_H
 #define NF_TESTCLUSTER_H
 
-#include "actors/cluster.h"
+#include "engine/cluster.h"
 #include "state/store.h"
 
 #include <stdbool.h>

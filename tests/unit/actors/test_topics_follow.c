@@ -1,8 +1,8 @@
 /* The articles' topic vectors read back from the articles topic (topics_follow.h): a value as
  * the job writes it gives the vector classify made, by topic index; anything else names no
  * article or only the topics the taxonomy knows. */
-#include "actors/classify.h"
 #include "actors/topics_follow.h"
+#include "engine/classify.h"
 #include "nf_test.h"
 
 #include <string.h>

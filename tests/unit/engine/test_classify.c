@@ -1,10 +1,10 @@
-/* Tests src/actors/classify.c: taxonomy load errors (each names the file and the key), the text
+/* Tests src/engine/classify.c: taxonomy load errors (each names the file and the key), the text
  * pipeline (case, apostrophes, stop words, stemming, phrases, title weighting), the output's
  * invariants over random texts, a reference model of the scoring formula over a small
  * taxonomy, determinism, the JSON form, and a hand-written labelled corpus classified with the
  * default config/taxonomy.json (>= 90% must get the intended top label; the confusion is
  * printed). */
-#include "actors/classify.h"
+#include "engine/classify.h"
 #include "nf_test.h"
 
 #include <math.h>

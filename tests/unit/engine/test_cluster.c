@@ -1,4 +1,4 @@
-/* Tests src/actors/cluster.c.
+/* Tests src/engine/cluster.c.
  *
  * The core is a corpus with planted near-duplicate groups (random-word base documents, each
  * with a few copies made by 1-2 word substitutions, so the 3-shingle Jaccard to the base is
@@ -15,9 +15,9 @@
  * the results of an uninterrupted run.
  *
  * Deterministic: one seeded PRNG. */
-#include "actors/cluster.h"
 #include "algo/hash.h"
 #include "algo/minhash.h"
+#include "engine/cluster.h"
 #include "nf_test.h"
 #include "state/store.h"
 #include "testcluster.h"

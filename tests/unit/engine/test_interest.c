@@ -1,4 +1,4 @@
-/* Tests src/actors/interest.c.
+/* Tests src/engine/interest.c.
  *
  * The core is a reference-model property test: a random event log (thousands of
  * users, hundreds of articles with random sparse topic vectors, some empty,
@@ -19,8 +19,8 @@
  *
  * Deterministic: one seeded xorshift PRNG (NF_INTEREST_SEED overrides the
  * seed). */
-#include "actors/interest.h"
 #include "algo/bytes.h"
+#include "engine/interest.h"
 #include "feed/dates.h"
 #include "nf_test.h"
 #include "state/kstate.h"

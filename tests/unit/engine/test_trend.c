@@ -1,4 +1,4 @@
-/* Tests src/algo/trend.c against a batch recomputation: a seeded workload of read events over
+/* Tests src/engine/trend.c against a batch recomputation: a seeded workload of read events over
  * six partitions and three counters (out of order within the lateness, some far later, idle
  * stretches, a partition that wakes up far behind), replayed through counters and a merger the
  * way the trending actors will drive them. The reference model (below, separate code) classifies
@@ -8,7 +8,7 @@
  * half-way (counters, merger meta, re-added pane summaries) must emit exactly what an
  * uninterrupted run emits, and corrupt blobs must be refused. */
 #include "algo/hash.h"
-#include "algo/trend.h"
+#include "engine/trend.h"
 #include "nf_test.h"
 
 #include <errno.h>

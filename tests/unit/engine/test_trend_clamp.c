@@ -1,9 +1,9 @@
-/* Tests the repair of trending state saved before event times were bounded (src/algo/trend.h,
+/* Tests the repair of trending state saved before event times were bounded (src/engine/trend.h,
  * nf_trend_counter_clamp / nf_trend_merger_clamp; issue 15, item 2): a counter and a merger that
  * met one event dated 9999-12-31 count every later event as late and emit nothing more, through
  * a save and a load; after the clamp, the same later events are counted, their panes are taken
  * and the merger emits their windows. Sound state is left alone. */
-#include "algo/trend.h"
+#include "engine/trend.h"
 #include "nf_test.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* Tests src/algo/trend.c the way the actors use it since issue 16: one counter per input
+/* Tests src/engine/trend.c the way the actors use it since issue 16: one counter per input
  * partition, the merger's counters being the partitions.
  *   - shard groupings: the same event stream, its partitions' counters ticked by 1, 2, 3 or 4
  *     "shards" (each shard takes its partitions' panes on its own rounds and in its own order,
@@ -11,7 +11,7 @@
  *   - merger memory: 64 counters cost the merger a bit per (counter, pane) over one counter
  *     carrying the same events, not a sketch per (counter, pane). */
 #include "algo/hash.h"
-#include "algo/trend.h"
+#include "engine/trend.h"
 #include "nf_test.h"
 
 #include <errno.h>

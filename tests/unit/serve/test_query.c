@@ -12,8 +12,8 @@
 #include "nf_test.h"
 #include "teststore.h"
 
-#include "actors/interest.h"
 #include "algo/bytes.h"
+#include "engine/interest.h"
 #include "feed/text.h"
 #include "runtime/admin.h"
 #include "serve/query.h"

@@ -18,10 +18,10 @@
 #include "nf_test.h"
 #include "teststore.h"
 
-#include "actors/cluster.h"
-#include "actors/interest.h"
 #include "actors/serve_state.h"
 #include "algo/bytes.h"
+#include "engine/cluster.h"
+#include "engine/interest.h"
 #include "feed/dates.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"

@@ -23,8 +23,8 @@
  *   - every result equals a memory-only engine's, fed the same articles afterwards (action,
  *     cluster id, similarity, merged ids, candidates): the budget changes memory, never results.
  * Deterministic; the signatures are made from the article's number, none is kept. */
-#include "actors/cluster.h"
 #include "algo/hash.h"
+#include "engine/cluster.h"
 #include "nf_test.h"
 #include "runtime/metrics.h"
 #include "state/kstate.h"

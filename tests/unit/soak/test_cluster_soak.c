@@ -11,8 +11,8 @@
  *   - the keys did outgrow the budget: the memory-only engine ends above 10x the budgets' sum.
  * Article times lie in 2100 (as in test_cluster): the store's compaction filter drops values by
  * the wall clock, and these must expire by the engine's clock only. Deterministic. */
-#include "actors/cluster.h"
 #include "algo/hash.h"
+#include "engine/cluster.h"
 #include "nf_test.h"
 #include "state/store.h"
 #include "testcluster.h"

@@ -1,0 +1,593 @@
+/* trending.c — the "trending" actor (analytics.h): the merger on shard 0 that sums the read-events
+ * partitions' pane summaries (engine/trend.h), emits the top-K of each window and keeps its panes
+ * in epochs. */
+#include "actors/analytics_int.h"
+#include "algo/bytes.h"
+#include "feed/dates.h"
+#include "runtime/jsonw.h"
+#include "runtime/log.h"
+#include "state/kstate.h"
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ================================================================ trending merger */
+
+/* State keys in NF_KIND_TRENDING: "M" the merger's meta; "L" the last window emitted (its
+ * `trending` record, JSON: what /v1/trending answers, src/serve/query.c); "P" + partition (2
+ * bytes BE) + pane_start (8 bytes BE, offset by 2^63 so that order is numeric) one pane summary;
+ * "C" + partition (2 bytes BE) a partition's counter (kafka_in.c), and past 1 MiB "C" + partition +
+ * chunk index (2 bytes BE) its further chunks (nf_analytics_put_chunked). The lower-case keys of
+ * the per-shard layout ("m", "p" + shard + pane_start, "c" + shard, "n" the shard count) are
+ * dropped at start (legacy_*). */
+typedef struct pane_key {
+    unsigned char k[11];
+} pane_key_t;
+
+static pane_key_t pane_key(unsigned counter, int64_t pane_start)
+{
+    pane_key_t pk;
+    uint64_t u = (uint64_t)pane_start ^ (1ull << 63);
+    pk.k[0] = 'P';
+    pk.k[1] = (unsigned char)(counter >> 8);
+    pk.k[2] = (unsigned char)counter;
+    for (int i = 0; i < 8; i++)
+        pk.k[3 + i] = (unsigned char)(u >> (56 - 8 * i));
+    return pk;
+}
+
+typedef struct added_pane {
+    unsigned counter;
+    int64_t pane_start;
+    size_t len;
+    unsigned char *blob;
+} added_pane_t;
+
+typedef struct merger {
+    nf_analytics_t *an;
+    nf_shard_t *sh;
+    nf_trend_merger_t *m;
+    unsigned ncounters;
+    /* Since the last cut: panes added (to write) and pane starts dropped (to delete). */
+    added_pane_t *added;
+    size_t nadded, added_cap;
+    int64_t *dropped;
+    size_t ndropped, dropped_cap;
+    bool meta_dirty;
+    bool active; /* merges (panes_topic: only while this process has trending-panes) */
+    nf_jw_t jw;
+    /* The last window emitted (its trending record's JSON), kept as "L" at the next cut for the
+     * query API (/v1/trending): last_len 0 = none since the last cut. */
+    char *last;
+    size_t last_len, last_cap;
+    /* Keys of the per-shard layout found at start, deleted at the first cut. */
+    unsigned char (*legacy)[11];
+    unsigned char *legacy_len;
+    size_t nlegacy, legacy_cap;
+} merger_t;
+
+static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_ranked_t *items,
+                      size_t n)
+{
+    merger_t *g = ctx;
+    char ws[40], we[40];
+    nf_date_format(start, ws, sizeof ws);
+    nf_date_format(end, we, sizeof we);
+    nf_jw_t *w = &g->jw;
+    nf_jw_reset(w);
+    nf_jw_obj_open(w);
+    nf_jw_key(w, "window_start");
+    nf_jw_str(w, ws);
+    nf_jw_key(w, "window_end");
+    nf_jw_str(w, we);
+    nf_jw_key(w, "items");
+    nf_jw_arr_open(w);
+    for (size_t i = 0; i < n; i++) {
+        nf_jw_elem(w);
+        nf_jw_obj_open(w);
+        nf_jw_key(w, "article_id");
+        nf_jw_str(w, items[i].article_id);
+        nf_jw_key(w, "score");
+        nf_jw_u64(w, items[i].score);
+        nf_jw_obj_close(w);
+    }
+    nf_jw_arr_close(w);
+    nf_jw_obj_close(w);
+    if (w->failed ||
+        nf_analytics_emit(g->an, nf_shard_index(g->sh), NF_TOPIC_TRENDING, we, w->buf, w->len) != 0)
+        return -ENOMEM;
+    if (w->len > g->last_cap) {
+        char *l = realloc(g->last, w->len);
+        if (!l)
+            return -ENOMEM;
+        g->last = l;
+        g->last_cap = w->len;
+    }
+    memcpy(g->last, w->buf, w->len);
+    g->last_len = w->len;
+    nf_counter_inc(g->an->m.windows);
+    g->meta_dirty = true;
+    return 0;
+}
+
+static void pane_dropped(void *ctx, int64_t pane_start)
+{
+    merger_t *g = ctx;
+    if (g->ndropped == g->dropped_cap) {
+        size_t cap = g->dropped_cap ? g->dropped_cap * 2 : 64;
+        int64_t *v = realloc(g->dropped, cap * sizeof *v);
+        if (!v)
+            return; /* the summary stays on disk until the next drop of a later pane: harmless */
+        g->dropped = v;
+        g->dropped_cap = cap;
+    }
+    g->dropped[g->ndropped++] = pane_start;
+}
+
+static void merger_fixed(void *ctx, nf_trend_fix_t what, int64_t id, int64_t old_v, int64_t new_v)
+{
+    nf_analytics_trend_fixed(((merger_t *)ctx)->an, what, id, old_v, new_v);
+}
+
+static void merger_fail(merger_t *g, const char *what, int rc)
+{
+    nf_counter_inc(g->an->m.state_errors);
+    nf_log(NF_LOG_ERROR, "trending", what, NF_LI("errno", -rc), NF_LEND);
+    nf_runtime_fail(nf_shard_runtime(g->sh));
+}
+
+static void merger_emit(merger_t *g)
+{
+    int rc = nf_trend_merger_emit(g->m, window_out, pane_dropped, g);
+    if (rc < 0)
+        merger_fail(g, "cannot emit a trending window (out of memory); stopping the job", rc);
+    nf_trend_merger_stats_t ms;
+    nf_trend_merger_stats(g->m, &ms);
+    nf_gauge_set(g->an->m.merger_panes, (int64_t)ms.panes);
+    nf_gauge_set(g->an->m.merger_bytes, (int64_t)ms.bytes);
+}
+
+static int remember_pane(merger_t *g, unsigned counter, const nf_pane_msg_t *p)
+{
+    if (!g->an->store)
+        return 0;
+    if (g->nadded == g->added_cap) {
+        size_t cap = g->added_cap ? g->added_cap * 2 : 16;
+        added_pane_t *v = realloc(g->added, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        g->added = v;
+        g->added_cap = cap;
+    }
+    unsigned char *copy = malloc(p->len ? p->len : 1);
+    if (!copy)
+        return -ENOMEM;
+    memcpy(copy, p->blob, p->len);
+    added_pane_t *a = &g->added[g->nadded++];
+    a->counter = counter;
+    a->pane_start = p->pane_start;
+    a->len = p->len;
+    a->blob = copy;
+    return 0;
+}
+
+/* A partition beyond the merger's counters: the topic grew while the job ran. */
+static void partition_out_of_range(merger_t *g, unsigned partition)
+{
+    nf_counter_inc(g->an->m.state_errors);
+    nf_log(NF_LOG_ERROR, "trending",
+           "a read-events partition beyond the partition count the trending merger started with "
+           "(partitions were added to the topic); restart the job to count them; stopping",
+           NF_LI("partition", partition), NF_LI("partitions", g->ncounters), NF_LEND);
+    nf_runtime_fail(nf_shard_runtime(g->sh));
+}
+
+static void merger_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
+{
+    merger_t *g = self;
+    if (!g->active) { /* a record read while the partition was being revoked: its next owner's */
+        if (m->kind == NF_MSG_PANE)
+            free(m->body.ptr);
+        return;
+    }
+    unsigned counter = m->kind == NF_MSG_PANE ? (unsigned)((nf_pane_msg_t *)m->body.ptr)->partition
+                                              : (unsigned)m->body.u64[1];
+    if (counter >= g->ncounters) {
+        if (m->kind == NF_MSG_PANE)
+            free(m->body.ptr);
+        partition_out_of_range(g, counter);
+        return;
+    }
+    if (m->kind == NF_MSG_PANE) {
+        nf_pane_msg_t *p = m->body.ptr;
+        int rc = nf_trend_merger_add_pane(g->m, counter, p->blob, p->len);
+        if (rc == 0) {
+            nf_counter_inc(g->an->m.panes);
+            if (remember_pane(g, counter, p) != 0)
+                rc = -ENOMEM;
+        }
+        free(p);
+        if (rc < 0 && rc != -EEXIST)
+            merger_fail(g, "a trending pane could not be merged; stopping the job", rc);
+        return;
+    }
+    if (m->kind == NF_MSG_WATERMARK || m->kind == NF_MSG_IDLE) {
+        if (m->kind == NF_MSG_WATERMARK)
+            nf_trend_merger_set_watermark(g->m, counter, (int64_t)m->body.u64[0]);
+        else
+            nf_trend_merger_set_idle(g->m, counter, (int64_t)m->body.u64[0]);
+        g->meta_dirty = true;
+        merger_emit(g);
+    }
+    (void)sh;
+}
+
+static void merger_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
+{
+    merger_t *g = self;
+    (void)sh;
+    (void)epoch;
+    if (!g->active)
+        return; /* not the merger of the job (panes_topic): its state is another process's */
+    if (!b) {
+        g->nadded = g->ndropped = g->nlegacy = 0;
+        g->last_len = 0;
+        return;
+    }
+    if (g->last_len) {
+        if (nf_analytics_put_blob(b, "L", 1, g->last, g->last_len) != 0) {
+            merger_fail(g, "cannot save the last trending window (out of memory); stopping",
+                        -ENOMEM);
+            return;
+        }
+        g->last_len = 0;
+    }
+    for (size_t i = 0; i < g->nlegacy; i++)
+        nf_store_batch_delete(b, NF_KIND_TRENDING, g->legacy[i], g->legacy_len[i]);
+    g->nlegacy = 0;
+    for (size_t i = 0; i < g->ndropped; i++)
+        for (unsigned c = 0; c < g->ncounters; c++) {
+            pane_key_t k = pane_key(c, g->dropped[i]);
+            nf_store_batch_delete(b, NF_KIND_TRENDING, k.k, sizeof k.k);
+        }
+    g->ndropped = 0;
+    for (size_t i = 0; i < g->nadded; i++) {
+        added_pane_t *a = &g->added[i];
+        pane_key_t k = pane_key(a->counter, a->pane_start);
+        int rc = nf_analytics_put_blob(b, k.k, sizeof k.k, a->blob, a->len);
+        free(a->blob);
+        a->blob = NULL;
+        if (rc != 0) {
+            merger_fail(g, "cannot save a trending pane (out of memory); stopping", rc);
+            return;
+        }
+    }
+    g->nadded = 0;
+    if (g->meta_dirty) {
+        void *blob = NULL;
+        size_t len = 0;
+        if (nf_trend_merger_save(g->m, &blob, &len) != 0) {
+            merger_fail(g, "cannot save the trending merger (out of memory); stopping", -ENOMEM);
+            return;
+        }
+        int rc = nf_analytics_put_blob(b, "M", 1, blob, len);
+        free(blob);
+        if (rc != 0) {
+            merger_fail(g, "cannot save the trending merger (out of memory); stopping", rc);
+            return;
+        }
+        g->meta_dirty = false;
+    }
+}
+
+static void merger_restore(merger_t *g);
+
+/* An empty merger (panes_topic: the trending-panes partition left this process, or is about to
+ * be restored); what it had is in the store, committed. */
+static void merger_reset(merger_t *g)
+{
+    for (size_t i = 0; i < g->nadded; i++)
+        free(g->added[i].blob);
+    g->nadded = g->ndropped = g->nlegacy = 0;
+    g->last_len = 0;
+    g->meta_dirty = false;
+    nf_trend_merger_free(g->m);
+    if (!(g->m = nf_trend_merger_new(&g->an->trend, g->ncounters)))
+        merger_fail(g, "out of memory resetting the trending merger; stopping", -ENOMEM);
+}
+
+/* panes_topic: the merger follows the trending-panes partition (epoch.h `partitions`). */
+static void merger_partitions(nf_shard_t *sh, void *self, nf_input_t in, const int32_t *parts,
+                              size_t n, bool gained)
+{
+    merger_t *g = self;
+    (void)sh;
+    bool zero = false; /* the panes go to partition 0 only */
+    for (size_t i = 0; i < n; i++)
+        zero |= parts[i] == 0;
+    if (in != NF_INPUT_TRENDING_PANES || !g->an->panes_topic || !zero)
+        return;
+    merger_reset(g);
+    g->active = gained;
+    if (gained && g->an->store)
+        merger_restore(g);
+    nf_log(NF_LOG_INFO, "trending",
+           gained ? "this process merges the job's trending panes"
+                  : "the job's trending panes are merged elsewhere now",
+           NF_LEND);
+}
+
+static const nf_epoch_participant_t merger_part = {.snapshot = merger_snapshot,
+                                                   .partitions = merger_partitions};
+
+typedef struct restore_ctx {
+    merger_t *g;
+    int err;
+    size_t panes, scanned;
+} restore_ctx_t;
+
+/* A key of the per-shard layout: "m", "n", "c" + shard, "p" + shard + pane_start. */
+static bool legacy_key(const unsigned char *key, size_t klen)
+{
+    return (klen == 1 && (key[0] == 'm' || key[0] == 'n')) || (klen == 3 && key[0] == 'c') ||
+           (klen == 11 && key[0] == 'p');
+}
+
+static int legacy_note(merger_t *g, const unsigned char *key, size_t klen)
+{
+    if (g->nlegacy == g->legacy_cap) {
+        size_t cap = g->legacy_cap ? g->legacy_cap * 2 : 64;
+        unsigned char(*v)[11] = realloc(g->legacy, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        g->legacy = v;
+        unsigned char *l = realloc(g->legacy_len, cap);
+        if (!l)
+            return -ENOMEM;
+        g->legacy_len = l;
+        g->legacy_cap = cap;
+    }
+    memcpy(g->legacy[g->nlegacy], key, klen);
+    g->legacy_len[g->nlegacy++] = (unsigned char)klen;
+    return 0;
+}
+
+static int restore_pane(const void *k, size_t klen, const void *v, size_t vlen, void *arg)
+{
+    restore_ctx_t *x = arg;
+    const unsigned char *key = k;
+    x->scanned++;
+    if (legacy_key(key, klen)) {
+        if ((x->err = legacy_note(x->g, key, klen)) != 0)
+            return 1;
+        return 0;
+    }
+    if (klen != sizeof(pane_key_t) || key[0] != 'P')
+        return 0;
+    unsigned counter = (unsigned)key[1] << 8 | key[2];
+    size_t blen = 0;
+    const void *blob = nf_analytics_blob(v, vlen, &blen);
+    int rc = blob ? nf_trend_merger_add_pane(x->g->m, counter, blob, blen) : -EINVAL;
+    if (rc < 0 && rc != -EEXIST) {
+        x->err = rc;
+        return 1;
+    }
+    x->panes += rc == 0;
+    return 0;
+}
+
+/* Legacy (per-shard) state: its last window end is kept, so that no window is emitted twice;
+ * the rest cannot be split by partition and is dropped (deleted at the first cut). */
+static void legacy_drop(merger_t *g, long shards)
+{
+    void *meta = NULL;
+    size_t mlen = 0, blen = 0;
+    int64_t done = INT64_MIN;
+    if (nf_store_get(g->an->store, NF_KIND_TRENDING, "m", 1, &meta, &mlen, NULL, 0) == 1) {
+        const void *blob = nf_analytics_blob(meta, mlen, &blen);
+        if (blob && nf_trend_merger_adopt_done(g->m, blob, blen) == 0) {
+            nf_trend_merger_stats_t ms;
+            nf_trend_merger_stats(g->m, &ms);
+            done = ms.done_end;
+        }
+        free(meta);
+    }
+    g->meta_dirty = true;
+    for (size_t i = 0; i < g->nlegacy; i++)
+        nf_counter_inc(g->an->m.trend_legacy_dropped);
+    char last[40] = "none";
+    if (done != INT64_MIN)
+        nf_date_format(done, last, sizeof last);
+    nf_log(NF_LOG_WARN, "trending",
+           "trending state of the per-shard layout (before trending counters were kept per "
+           "partition) cannot be split by partition and is dropped: events counted before this "
+           "start in panes not yet merged, and the pane summaries of windows not yet complete, "
+           "are lost, so for one trending.window_s the lists count only events read from now "
+           "on; windows up to the last one emitted are not emitted again",
+           NF_LI("stored_shards", shards), NF_LI("blobs", (int64_t)g->nlegacy),
+           NF_LS("last_window_end", last), NF_LEND);
+}
+
+static void merger_restore(merger_t *g)
+{
+    nf_store_t *st = g->an->store;
+    void *meta = NULL;
+    size_t mlen = 0;
+    long legacy = nf_analytics_legacy_shards(st);
+    int rc = legacy < 0 ? (int)legacy
+                        : nf_store_get(st, NF_KIND_TRENDING, "M", 1, &meta, &mlen, NULL, 0);
+    if (rc < 0) {
+        nf_log(NF_LOG_ERROR, "trending", "cannot read the trending merger's state; stopping",
+               NF_LI("errno", -rc), NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(g->sh));
+        return;
+    }
+    if (rc == 1) {
+        size_t blen = 0;
+        const void *blob = nf_analytics_blob(meta, mlen, &blen);
+        int lr = blob ? nf_trend_merger_load(g->m, blob, blen) : -EINVAL;
+        long saved = lr == -EXDEV ? nf_trend_merger_blob_counters(blob, blen) : 0;
+        free(meta);
+        if (lr == -EXDEV) {
+            nf_log(NF_LOG_ERROR, "trending",
+                   "the stored trending state has more read-events partitions than the topic "
+                   "has now (a topic was recreated?); run with another state.dir; stopping",
+                   NF_LI("stored_partitions", saved), NF_LI("partitions", g->ncounters), NF_LEND);
+            nf_runtime_fail(nf_shard_runtime(g->sh));
+            return;
+        }
+        if (lr != 0) {
+            nf_log(NF_LOG_ERROR, "trending",
+                   "the stored trending merger does not load (corrupt, or saved with other "
+                   "trending options); stopping",
+                   NF_LI("errno", -lr), NF_LEND);
+            nf_runtime_fail(nf_shard_runtime(g->sh));
+            return;
+        }
+    }
+    restore_ctx_t x = {.g = g};
+    rc = nf_store_scan(st, NF_KIND_TRENDING, restore_pane, &x);
+    if (rc < 0 || x.err) {
+        nf_log(NF_LOG_ERROR, "trending", "cannot restore the trending panes; stopping",
+               NF_LI("errno", rc < 0 ? -rc : -x.err), NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(g->sh));
+        return;
+    }
+    if (g->nlegacy)
+        legacy_drop(g, legacy);
+    if (g->an->max_future_ms > 0) {
+        int64_t now = nf_wall_ms();
+        if (nf_trend_merger_clamp(g->m, now + g->an->max_future_ms, now, merger_fixed, pane_dropped,
+                                  g) > 0)
+            g->meta_dirty = true;
+    }
+    nf_trend_merger_stats_t ms;
+    nf_trend_merger_stats(g->m, &ms);
+    nf_log(NF_LOG_INFO, "trending", "merger restored", NF_LI("panes", (int64_t)x.panes),
+           NF_LI("scanned", (int64_t)x.scanned), NF_LI("done_end", ms.done_end), NF_LEND);
+}
+
+static void merger_fini(nf_shard_t *sh, void *self);
+
+static int merger_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
+{
+    nf_analytics_t *an = ctx;
+    if (nf_shard_index(sh) != 0)
+        return 0;
+    unsigned ncounters = an->trend_partitions ? an->trend_partitions : 1;
+    merger_t *g = calloc(1, sizeof *g);
+    if (!g || !(g->m = nf_trend_merger_new(&an->trend, ncounters))) {
+        free(g);
+        snprintf(err, errlen,
+                 "cannot create the trending merger of %u counters: out of memory or trending "
+                 "options it cannot use",
+                 ncounters);
+        return -1;
+    }
+    g->an = an;
+    g->sh = sh;
+    g->ncounters = ncounters;
+    nf_jw_init(&g->jw);
+    g->active = !an->panes_topic; /* panes_topic: once trending-panes is assigned here */
+    if (an->store && g->active)
+        merger_restore(g);
+    int r = an->epoch ? nf_epoch_participant_add(an->epoch, sh, &merger_part, g) : 0;
+    if (r != 0) {
+        snprintf(err, errlen, "the trending merger cannot take part in the epochs: %s",
+                 strerror(-r));
+        merger_fini(sh, g);
+        return -1;
+    }
+    *self = g;
+    return 0;
+}
+
+static void merger_fini(nf_shard_t *sh, void *self)
+{
+    merger_t *g = self;
+    (void)sh;
+    if (!g)
+        return;
+    for (size_t i = 0; i < g->nadded; i++)
+        free(g->added[i].blob);
+    free(g->added);
+    free(g->dropped);
+    free(g->legacy);
+    free(g->legacy_len);
+    nf_trend_merger_free(g->m);
+    nf_jw_free(&g->jw);
+    free(g->last);
+    free(g);
+}
+
+static void merger_drop(void *ctx, const nf_msg_t *m)
+{
+    (void)ctx;
+    if (m->kind == NF_MSG_PANE)
+        free(m->body.ptr);
+}
+
+const nf_actor_ops_t nf_trending_ops = {.name = "trending",
+                                        .init = merger_init,
+                                        .handle = merger_handle,
+                                        .fini = merger_fini,
+                                        .drop = merger_drop};
+
+/* The metrics of the read events' stages: trending, interest, their keyed state. */
+void nf_trending_metrics(nf_analytics_t *an)
+{
+    nf_metrics_counter("newsflow_read_event_duplicates_total",
+                       "Read events whose event_id was seen within the TTL (dropped).", NULL, 0,
+                       &an->m.event_duplicates);
+    nf_metrics_counter("newsflow_trending_late_events_total",
+                       "Read events behind their partition's watermark (not in any window).", NULL,
+                       0, &an->m.late_events);
+    nf_metrics_counter("newsflow_trending_old_events_total",
+                       "Read events older than trending.window_s + lateness_ms when they "
+                       "were written to Kafka: left out of trending (interest takes them; "
+                       "trending.backfill counts them).",
+                       NULL, 0, &an->m.old_events);
+    nf_metrics_counter("newsflow_trending_state_repairs_total",
+                       "Trending event times and watermarks restored beyond the wall clock + "
+                       "trending.max_future_ms (saved by an older version) and repaired.",
+                       NULL, 0, &an->m.trend_repairs);
+    nf_metrics_counter("newsflow_trending_legacy_dropped_total",
+                       "Trending blobs of the per-shard layout of earlier versions dropped "
+                       "at start (they cannot be split by partition).",
+                       NULL, 0, &an->m.trend_legacy_dropped);
+    nf_metrics_counter("newsflow_trending_counted_events_total",
+                       "Read events counted into a trending pane.", NULL, 0, &an->m.counted_events);
+    nf_metrics_counter("newsflow_trending_windows_total", "Ranked trending lists emitted.", NULL, 0,
+                       &an->m.windows);
+    nf_metrics_counter("newsflow_trending_panes_total",
+                       "Final panes merged by the trending merger.", NULL, 0, &an->m.panes);
+    nf_metrics_counter("newsflow_interest_duplicates_total",
+                       "Reads of an article already counted for (user, session).", NULL, 0,
+                       &an->m.interest_duplicates);
+    nf_metrics_counter("newsflow_interest_unknown_articles_total",
+                       "Reads of articles without a known topic vector (skipped).", NULL, 0,
+                       &an->m.interest_unknown);
+    nf_metrics_counter("newsflow_state_errors_total", "Keyed state reads or writes that failed.",
+                       "kind=\"analytics\"", 0, &an->m.state_errors);
+    nf_metrics_gauge(
+        "newsflow_trending_watermark_lag_seconds",
+        "Wall clock minus the lowest trending watermark of each shard's active partitions, "
+        "seconds, summed over shards.",
+        NULL, 0, &an->m.trend_watermark_lag);
+    nf_metrics_gauge("newsflow_trending_open_panes",
+                     "Panes the shards' trending counters hold (not final yet): grows with the "
+                     "event-time skew between partitions.",
+                     NULL, 0, &an->m.trend_open_panes);
+    nf_metrics_gauge("newsflow_trending_shard_bytes", "Memory of the shards' trending counters.",
+                     NULL, 0, &an->m.trend_bytes);
+    nf_metrics_gauge(
+        "newsflow_trending_merger_panes",
+        "Panes the trending merger holds, each the sum of the partitions' summaries (at most "
+        "window/slide + a few).",
+        NULL, 0, &an->m.merger_panes);
+    nf_metrics_gauge("newsflow_trending_merger_bytes", "Memory of the trending merger.", NULL, 0,
+                     &an->m.merger_bytes);
+}
