@@ -19,6 +19,10 @@ int nf_cli_ingest(int argc, char **argv);
 int nf_cli_sink(int argc, char **argv);
 int nf_cli_routes(int argc, char **argv);
 
+/* The configuration file named by $NEWSFLOW_CONFIG, NULL when it is unset or empty: where
+ * every command that loads the configuration starts before --config. */
+const char *nf_cli_config_default(void);
+
 /* The configuration options the commands that load it share: --config FILE (--config=FILE)
  * and --set K=V (--set=K=V), at argv[*i]. 1 if it was one of them (the value stored in
  * *config or appended to sets, which has room for argc entries; *i moved past it), 0 if not,

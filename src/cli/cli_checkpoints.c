@@ -276,9 +276,7 @@ int nf_cli_checkpoints(int argc, char **argv)
         return nf_cli_bad_usage("checkpoints", checkpoints_usage, "unknown subcommand", subname);
     }
 
-    const char *config = getenv("NEWSFLOW_CONFIG"), *state_dir = NULL, *id = NULL, *dir = NULL;
-    if (config && !*config)
-        config = NULL;
+    const char *config = nf_cli_config_default(), *state_dir = NULL, *id = NULL, *dir = NULL;
     bool json = false, force = false;
     char **sets = calloc((size_t)argc, sizeof *sets);
     unsigned nsets = 0;

@@ -129,6 +129,12 @@ out:
     return rc;
 }
 
+const char *nf_cli_config_default(void)
+{
+    const char *path = getenv("NEWSFLOW_CONFIG");
+    return path && *path ? path : NULL;
+}
+
 int nf_cli_config_opt(int argc, char **argv, int *i, const char **config, char **sets,
                       unsigned *nsets)
 {

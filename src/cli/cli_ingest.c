@@ -86,9 +86,7 @@ static bool ready(void *arg, char *body, size_t len)
 
 static int load(int argc, char **argv, nf_config_t *cfg)
 {
-    const char *config = getenv("NEWSFLOW_CONFIG");
-    if (config && !*config)
-        config = NULL;
+    const char *config = nf_cli_config_default();
     char **sets = calloc((size_t)argc + 1, sizeof *sets);
     unsigned nsets = 0;
     for (int i = 1; i < argc; i++) {
@@ -99,10 +97,9 @@ static int load(int argc, char **argv, nf_config_t *cfg)
         }
         int r = nf_cli_config_opt(argc, argv, &i, &config, sets, &nsets);
         if (r != 1) {
-            fprintf(stderr, "newsflow ingest: %s '%s'\n\n%s",
-                    r < 0 ? "option needs a value:" : "unknown option", argv[i], ingest_usage);
             free(sets);
-            return NF_EXIT_USAGE;
+            return nf_cli_bad_usage("ingest", ingest_usage,
+                                    r < 0 ? "option needs a value:" : "unknown option", argv[i]);
         }
     }
     char err[NF_CONFIG_ERRLEN];
@@ -128,23 +125,15 @@ static int serve(const nf_config_t *cfg)
 {
     char topic[160], err[512];
     snprintf(topic, sizeof topic, "%sread-events", cfg->kafka.topic_prefix);
-    nf_edge_kafka_opts_t ko = {.brokers = cfg->kafka.brokers,
-                               .properties = cfg->kafka.properties,
-                               .topic = topic,
-                               .partitioner =
-                                   cfg->serve.partitioner ? "murmur2_random" : "consistent_random",
-                               .delivery_timeout_ms = cfg->edge.delivery_timeout_ms,
-                               .max_in_flight = cfg->edge.max_in_flight};
+    nf_edge_kafka_opts_t ko;
+    nf_edge_opts_t eo;
+    nf_edge_opts_from_config(cfg, cfg->kafka.brokers, topic, &ko, &eo);
     nf_edge_kafka_t *k = nf_edge_kafka_new(&ko, err, sizeof err);
     if (!k) {
         nf_log(NF_LOG_ERROR, "ingest", err, NF_LEND);
         return NF_EXIT_USAGE;
     }
-    nf_edge_opts_t eo = {.kafka = k,
-                         .max_batch = cfg->edge.max_batch,
-                         .max_event_bytes = cfg->kafka.max_event_bytes,
-                         .max_future_ms = cfg->trending.max_future_ms,
-                         .retry_after_s = cfg->edge.retry_after_s};
+    eo.kafka = k;
     nf_guard_opts_t go; /* only the events' routes here: their class's limit is the one used */
     nf_guard_opts_from_config(cfg, &go);
     ingest_t in = {.edge = nf_edge_new(&eo), .guard = nf_guard_new(&go, err, sizeof err)};

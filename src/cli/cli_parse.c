@@ -285,8 +285,7 @@ static int parse_fetch_url(const char *url, char **body, size_t *len, char *effe
 {
     nf_config_t cfg;
     char err[NF_CONFIG_ERRLEN];
-    const char *path = getenv("NEWSFLOW_CONFIG");
-    if (nf_config_load(&cfg, path && *path ? path : NULL, NULL, 0, true, err, sizeof err) != 0) {
+    if (nf_config_load(&cfg, nf_cli_config_default(), NULL, 0, true, err, sizeof err) != 0) {
         fprintf(stderr, "newsflow: config error: %s\n", err);
         return NF_EXIT_USAGE;
     }

@@ -135,9 +135,7 @@ static int run_opt(int argc, char **argv, int *i, run_args_t *a)
 /* -1: --help printed; 0 ok; else an exit code (the usage error printed). */
 static int parse_args(int argc, char **argv, run_args_t *a)
 {
-    a->config = getenv("NEWSFLOW_CONFIG");
-    if (a->config && !*a->config)
-        a->config = NULL;
+    a->config = nf_cli_config_default();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(run_usage, stdout);

@@ -57,9 +57,7 @@ static int load(int argc, char **argv, nf_config_t *cfg, bool *migrate)
         return nf_cli_bad_usage("sink", sink_usage,
                                 "the only sink is postgres: newsflow sink postgres ...", NULL);
     }
-    const char *config = getenv("NEWSFLOW_CONFIG");
-    if (config && !*config)
-        config = NULL;
+    const char *config = nf_cli_config_default();
     char **sets = calloc((size_t)argc + 1, sizeof *sets);
     unsigned nsets = 0;
     int rc = sets ? 0 : NF_EXIT_RUNTIME;

@@ -489,9 +489,7 @@ static void print_status(const cJSON *j, const char *admin)
 
 static int status_main(int argc, char **argv, bool sources, int first)
 {
-    const char *config = getenv("NEWSFLOW_CONFIG");
-    if (config && !*config)
-        config = NULL;
+    const char *config = nf_cli_config_default();
     bool json = false, failing = false;
     char **sets = calloc((size_t)argc + 1, sizeof *sets);
     unsigned nsets = 0;

@@ -113,9 +113,7 @@ static int topics_args(int argc, char **argv, bool create, topics_args_t *t)
  * NEWSFLOW_* variables, --set): NF_EXIT_OK, an exit code (said on stderr), or -1 after --help. */
 static int topics_load(int argc, char **argv, bool create, topics_args_t *t, nf_config_t *cfg)
 {
-    t->config = getenv("NEWSFLOW_CONFIG");
-    if (t->config && !*t->config)
-        t->config = NULL;
+    t->config = nf_cli_config_default();
     if (!(t->sets = calloc((size_t)argc, sizeof *t->sets))) {
         fputs("newsflow topics: out of memory\n", stderr);
         return NF_EXIT_RUNTIME;

@@ -98,20 +98,15 @@ static int health(void *arg, char *why, size_t whylen)
     return 0;
 }
 
-static void seconds(nf_jw_t *w, const char *key, double s)
-{
-    char num[32];
-    nf_jw_key(w, key);
-    nf_jw_raw(w, num, (size_t)snprintf(num, sizeof num, "%.3f", s));
-}
-
 /* /readyz's details once running: the epoch, the commit's age, the partitions, Kafka's error. */
 static void ready_running(nf_job_t *j, const job_readiness_t *r, nf_jw_t *w)
 {
     nf_jw_key(w, "epoch");
     nf_jw_u64(w, r->epoch);
-    seconds(w, "seconds_since_commit", r->since_commit_s);
-    seconds(w, "commit_overdue_after_s", r->overdue_after_s);
+    nf_jw_key(w, "seconds_since_commit");
+    nf_jw_fixed3(w, r->since_commit_s);
+    nf_jw_key(w, "commit_overdue_after_s");
+    nf_jw_fixed3(w, r->overdue_after_s);
     if (!atomic_load(&j->kafka_ready))
         return;
     nf_jw_key(w, "partitions_assigned");
@@ -119,7 +114,8 @@ static void ready_running(nf_job_t *j, const job_readiness_t *r, nf_jw_t *w)
     if (r->kafka_error_age_s >= 0) {
         nf_jw_key(w, "kafka_last_error");
         nf_jw_str(w, r->kafka_error);
-        seconds(w, "kafka_last_error_age_s", r->kafka_error_age_s);
+        nf_jw_key(w, "kafka_last_error_age_s");
+        nf_jw_fixed3(w, r->kafka_error_age_s);
     }
 }
 

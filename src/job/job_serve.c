@@ -104,21 +104,13 @@ static nf_query_t *new_query(nf_job_t *j)
  * that cannot start is logged: the job runs without (POST answers 404). */
 static void start_edge(nf_job_t *j)
 {
-    const nf_config_t *cfg = &j->cfg;
     char err[512];
-    nf_edge_kafka_opts_t ko = {.brokers = j->brokers,
-                               .properties = cfg->kafka.properties,
-                               .topic = nf_kafka_input_topic(j->kafka, NF_INPUT_READ_EVENTS),
-                               .partitioner =
-                                   cfg->serve.partitioner ? "murmur2_random" : "consistent_random",
-                               .delivery_timeout_ms = cfg->edge.delivery_timeout_ms,
-                               .max_in_flight = cfg->edge.max_in_flight};
+    nf_edge_kafka_opts_t ko;
+    nf_edge_opts_t eo;
+    nf_edge_opts_from_config(&j->cfg, j->brokers,
+                             nf_kafka_input_topic(j->kafka, NF_INPUT_READ_EVENTS), &ko, &eo);
     j->edge_kafka = nf_edge_kafka_new(&ko, err, sizeof err);
-    nf_edge_opts_t eo = {.kafka = j->edge_kafka,
-                         .max_batch = cfg->edge.max_batch,
-                         .max_event_bytes = cfg->kafka.max_event_bytes,
-                         .max_future_ms = cfg->trending.max_future_ms,
-                         .retry_after_s = cfg->edge.retry_after_s};
+    eo.kafka = j->edge_kafka;
     if (j->edge_kafka && !(j->edge = nf_edge_new(&eo)))
         snprintf(err, sizeof err, "out of memory");
     if (!j->edge) {

@@ -323,3 +323,10 @@ void nf_jw_null(nf_jw_t *w)
 {
     nf_jw_raw(w, "null", 4);
 }
+
+void nf_jw_fixed3(nf_jw_t *w, double v)
+{
+    char b[40];
+    int n = snprintf(b, sizeof b, "%.3f", v);
+    nf_jw_raw(w, b, n > 0 ? (size_t)n : 0);
+}

@@ -36,6 +36,8 @@ void nf_jw_u64(nf_jw_t *w, uint64_t v);
  * error < 6e-16, no printf. Outside [0, 1]: %.17g; not finite: null. */
 void nf_jw_unit(nf_jw_t *w, double v);
 void nf_jw_bool(nf_jw_t *w, bool v);
+/* v with three decimals (printf %.3f): seconds to the millisecond. */
+void nf_jw_fixed3(nf_jw_t *w, double v);
 
 /* For writers of one message shape at a million a second (interest updates): room for n more
  * bytes, as a pointer to write at (NULL if the buffer cannot grow: failed is set); write at most

@@ -20,7 +20,7 @@ int nf_api_reply(nf_jw_t *w, int status, char **body, size_t *len)
     return status;
 }
 
-static int not_here(const char *what, char **body, size_t *len)
+int nf_api_error(int status, const char *what, char **body, size_t *len)
 {
     nf_jw_t w;
     nf_jw_init(&w);
@@ -28,7 +28,12 @@ static int not_here(const char *what, char **body, size_t *len)
     nf_jw_key(&w, "error");
     nf_jw_str(&w, what);
     nf_jw_obj_close(&w);
-    return nf_api_reply(&w, 404, body, len);
+    return nf_api_reply(&w, status, body, len);
+}
+
+static int not_here(const char *what, char **body, size_t *len)
+{
+    return nf_api_error(404, what, body, len);
 }
 
 /* No route for this path (404 with the table), or not for this method (405 with Allow). */

@@ -36,6 +36,8 @@ typedef struct nf_api {
 /* A JSON answer: w's text and a newline into *body (the server frees it), status returned; 500
  * (w freed) if w failed. */
 int nf_api_reply(nf_jw_t *w, int status, char **body, size_t *len);
+/* {"error": what} with status, answered as nf_api_reply does. */
+int nf_api_error(int status, const char *what, char **body, size_t *len);
 
 /* GET /v1/ROUTE (the admin server's api hook; arg: an nf_api_t). */
 int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len);

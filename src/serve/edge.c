@@ -57,6 +57,22 @@ static void edge_metrics(nf_edge_t *e)
                      &e->in_flight);
 }
 
+void nf_edge_opts_from_config(const nf_config_t *cfg, const char *brokers, const char *topic,
+                              nf_edge_kafka_opts_t *ko, nf_edge_opts_t *eo)
+{
+    *ko = (nf_edge_kafka_opts_t){.brokers = brokers,
+                                 .properties = cfg->kafka.properties,
+                                 .topic = topic,
+                                 .partitioner = cfg->serve.partitioner ? "murmur2_random"
+                                                                       : "consistent_random",
+                                 .delivery_timeout_ms = cfg->edge.delivery_timeout_ms,
+                                 .max_in_flight = cfg->edge.max_in_flight};
+    *eo = (nf_edge_opts_t){.max_batch = cfg->edge.max_batch,
+                           .max_event_bytes = cfg->kafka.max_event_bytes,
+                           .max_future_ms = cfg->trending.max_future_ms,
+                           .retry_after_s = cfg->edge.retry_after_s};
+}
+
 nf_edge_t *nf_edge_new(const nf_edge_opts_t *o)
 {
     nf_edge_t *e = calloc(1, sizeof *e);

@@ -40,6 +40,7 @@
 
 #include "io/edge_kafka.h"
 #include "runtime/admin.h"
+#include "runtime/config.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -54,6 +55,12 @@ typedef struct nf_edge_opts {
 } nf_edge_opts_t;
 
 typedef struct nf_edge nf_edge_t;
+
+/* The edge's producer options (ko: brokers and topic as given, the rest from kafka.* and edge.*)
+ * and its own (eo, from edge.*, kafka.max_event_bytes and trending.max_future_ms; eo->kafka
+ * NULL: the caller sets it to the producer). `newsflow run` and `newsflow ingest` alike. */
+void nf_edge_opts_from_config(const nf_config_t *cfg, const char *brokers, const char *topic,
+                              nf_edge_kafka_opts_t *ko, nf_edge_opts_t *eo);
 
 /* NULL on out-of-memory (its metrics are registered; a failure there is the registry's to
  * report, metrics.h). */

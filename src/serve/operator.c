@@ -109,15 +109,11 @@ static int sources(nf_operator_t *op, bool failing, nf_jw_t *w)
 
 static int error_reply(int err, char **body, size_t *len)
 {
-    nf_jw_t w;
-    nf_jw_init(&w);
-    nf_jw_obj_open(&w);
-    nf_jw_key(&w, "error");
-    nf_jw_str(&w, err == -ESHUTDOWN   ? "shutting down"
-                  : err == -ETIMEDOUT ? "a shard did not answer within 5 s"
-                                      : strerror(-err));
-    nf_jw_obj_close(&w);
-    return nf_api_reply(&w, 503, body, len);
+    return nf_api_error(503,
+                        err == -ESHUTDOWN   ? "shutting down"
+                        : err == -ETIMEDOUT ? "a shard did not answer within 5 s"
+                                            : strerror(-err),
+                        body, len);
 }
 
 static void partitions_json(const bool *flags, nf_jw_t *w)
@@ -161,13 +157,6 @@ static void standby_json(nf_operator_t *op, nf_jw_t *w)
     nf_jw_obj_close(w);
 }
 
-static void seconds(nf_jw_t *w, const char *key, double s)
-{
-    char num[32];
-    nf_jw_key(w, key);
-    nf_jw_raw(w, num, (size_t)snprintf(num, sizeof num, "%.3f", s));
-}
-
 /* The process, its readiness and its epoch. */
 static void status_head(nf_operator_t *op, const nf_epoch_stats_t *es, bool *restoring, nf_jw_t *w)
 {
@@ -198,7 +187,8 @@ static void status_head(nf_operator_t *op, const nf_epoch_stats_t *es, bool *res
     nf_jw_str(w, op->o.cfg->state.dir);
     nf_jw_key(w, "epoch");
     nf_jw_u64(w, es->epoch);
-    seconds(w, "seconds_since_commit", nf_epoch_seconds_since_commit(op->o.epoch));
+    nf_jw_key(w, "seconds_since_commit");
+    nf_jw_fixed3(w, nf_epoch_seconds_since_commit(op->o.epoch));
 }
 
 /* "restore": how the state came back at start. */
