@@ -8,7 +8,7 @@ set -euo pipefail
 
 RUNTIME_PACKAGES=(
   liburing2 libcjson1 libmicrohttpd12 libxml2 libcurl4 libidn2-0 librocksdb7.8 librdkafka1
-  libstemmer0d libsqlite3-0 libjwt0 ca-certificates curl
+  libstemmer0d libsqlite3-0 libjwt0 libhttp-parser2.9 ca-certificates curl
   # `newsflow sink postgres` (src/sink/): libpq
   libpq5
 )
@@ -19,6 +19,8 @@ BUILD_PACKAGES=(
   # the job's libraries
   liburing-dev libcurl4-openssl-dev libxml2-dev librocksdb-dev librdkafka-dev
   libcjson-dev libmicrohttpd-dev libidn2-dev
+  # the shards' HTTP server (src/runtime/httpd.c): Node's http_parser 2.9
+  libhttp-parser-dev
   # classify: the Snowball stemmer
   libstemmer-dev
   # search: SQLite's FTS5 full-text index (src/serve/search.h)
@@ -46,8 +48,9 @@ BUILD_PACKAGES=(
   python3-venv
   # benchmark peer: the seed design's trending store (Redis ZINCRBY), driven by a pipelined hiredis client
   redis-server libhiredis-dev
-  # benchmark: the query API's requests/s (perf/run_query.sh), beside redis-benchmark's GET
-  wrk
+  # benchmark: the query API's requests/s (perf/run_query.sh), beside redis-benchmark's GET and
+  # nginx serving the same bytes as a static file (issue 41)
+  wrk nginx-light
   # benchmark peers of search (perf/run_search.sh): SQLite FTS5 from Python, Xapian
   python3-xapian sqlite3
   # tests: the query API's page, loaded in a headless browser (integration/test_page)

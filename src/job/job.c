@@ -39,6 +39,8 @@ int job_release(nf_job_t *j)
     j->standby = NULL;
     nf_runtime_destroy(j->rt);
     j->rt = NULL;
+    nf_httpd_free(j->httpd); /* after the shards and the admin server: it closes admin.port */
+    j->httpd = NULL;
     nf_kafka_free(j->kafka);
     nf_analytics_free(&j->an);
     nf_classify_free(j->taxonomy);
@@ -104,6 +106,7 @@ static int start_processing(nf_job_t *j)
                NF_LS("error", nf_runtime_start_error(j->rt)), NF_LEND);
         return NF_EXIT_RUNTIME;
     }
+    job_http_to_shards(j);
     if (j->in.in_partitions && j->an.interest_actor >= 0 && j->an.taxonomy &&
         !(j->follow = nf_topics_follow_start(j->kafka, j->rt, &j->an, err, sizeof err))) {
         /* Interest would count the other processes' articles as unknown: stop instead. */

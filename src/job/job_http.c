@@ -264,6 +264,8 @@ static int start_probe(nf_job_t *j)
     return 0;
 }
 
+static int start_httpd(nf_job_t *j, const nf_admin_hooks_t *hooks);
+
 /* admin.port: the page, the readers' routes and, without admin.operator_port, the operators'. */
 static int start_admin(nf_job_t *j)
 {
@@ -288,7 +290,47 @@ static int start_admin(nf_job_t *j)
                               .request_timeout_ms = cfg->admin.request_timeout_ms};
     j->admin = listener(j, cfg->admin.port, &hooks, "cannot start the admin server",
                         "set admin.port (0 = any free port) or admin.enabled=false");
-    return j->admin ? 0 : NF_EXIT_RUNTIME;
+    if (!j->admin)
+        return NF_EXIT_RUNTIME;
+    return cfg->http.shards ? start_httpd(j, &hooks) : 0;
+}
+
+/* The server that takes admin.port over once the shards run (job_http_to_shards). */
+static int start_httpd(nf_job_t *j, const nf_admin_hooks_t *hooks)
+{
+    const nf_config_t *cfg = &j->cfg;
+    nf_httpd_opts_t ho = {.hooks = *hooks,
+                          .max_connections = cfg->http.max_connections,
+                          .request_timeout_ms = cfg->admin.request_timeout_ms,
+                          .max_head = cfg->http.max_header_bytes,
+                          .budget = cfg->http.budget,
+                          .workers = cfg->http.workers,
+                          .queue = cfg->http.queue,
+                          .drain_ms = hooks->drain_ms};
+    ho.hooks.on_loop = nf_api_on_loop;
+    char err[256];
+    j->httpd = nf_httpd_new(j->rt, &ho, err, sizeof err);
+    if (!j->httpd) {
+        nf_log(NF_LOG_ERROR, "main", "cannot start the shards' HTTP server", NF_LS("error", err),
+               NF_LS("hint", "http.shards=false serves admin.port with libmicrohttpd"), NF_LEND);
+        return NF_EXIT_RUNTIME;
+    }
+    return 0;
+}
+
+void job_http_to_shards(nf_job_t *j)
+{
+    if (!j->httpd || !j->admin)
+        return;
+    char err[256] = "the admin server has no listening socket to hand over";
+    int fd = nf_admin_hand_over(j->admin);
+    if (fd < 0 || nf_httpd_listen(j->httpd, fd, err, sizeof err) != 0) {
+        nf_log(NF_LOG_ERROR, "main", "admin.port could not move to the shards' loops",
+               NF_LS("error", err), NF_LEND);
+        return;
+    }
+    nf_log(NF_LOG_INFO, "main", "admin.port is served on the shards' loops from now on (http.*)",
+           NF_LI("port", nf_admin_port(j->admin)), NF_LI("shards", j->shards), NF_LEND);
 }
 
 int job_start_http(nf_job_t *j)

@@ -11,6 +11,7 @@
 #include "job/job.h"
 #include "runtime/admin.h"
 #include "runtime/history.h"
+#include "runtime/httpd.h"
 #include "runtime/runtime.h"
 #include "serve/api.h"
 #include "serve/edge.h"
@@ -61,7 +62,8 @@ struct nf_job {
     nf_api_t api;          /* admin.port's routes (serve/api.h) */
     nf_api_t api_op;       /* admin.operator_port's */
     char self_url[512];    /* this process's query API as the others name it; "" = none */
-    nf_admin_t *admin;     /* admin.port */
+    nf_admin_t *admin;     /* admin.port (until the shards take it over: httpd) */
+    nf_httpd_t *httpd;     /* admin.port on the shards' loops (http.shards; NULL: off) */
     nf_admin_t *operator;  /* admin.operator_port: the operators' routes apart from readers */
     nf_admin_t *probe;     /* admin.probe_port's listener (NULL: none) */
     nf_history_t *history; /* GET /v1/ops/history: the page's graphs */
@@ -81,6 +83,8 @@ void job_start_standby(nf_job_t *j);
 /* job_http.c: the HTTP servers and what they serve. 0 or an exit code (logged). */
 int job_start_http(nf_job_t *j);
 void job_stop_http(nf_job_t *j);
+/* Once the shards run: admin.port's listening socket moves from the admin server to them. */
+void job_http_to_shards(nf_job_t *j);
 /* Readiness: what the job waits for, as bits (WAIT_*); /readyz, /v1/status and the main loop's
  * log lines all ask job_readiness. */
 enum {

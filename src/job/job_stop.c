@@ -196,6 +196,7 @@ int nf_job_stop(nf_job_t *j, bool signalled)
                "shutdown.timeout_ms (a second signal exits at once)",
                NF_LI("timeout_ms", cfg->shutdown.timeout_ms), NF_LEND);
     int exit_code = final_epoch(j, sw);
+    nf_httpd_quiesce(j->httpd); /* the answers at its workers go out while the shards run */
     nf_runtime_request_stop(j->rt);
     if (nf_runtime_wait(j->rt) == -ETIMEDOUT)
         exit_code = NF_EXIT_RUNTIME;

@@ -14,6 +14,8 @@
  * use" or "cannot assign requested address" next to the address, not a bare failure. */
 #include "runtime/admin.h"
 
+#include "runtime/admin_req.h"
+
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -36,21 +38,16 @@
 #define NF_ADMIN_REQUEST_DEFAULT 10000u /* admin.request_timeout_ms */
 #define NF_ADMIN_CONN_TIMEOUT    10u    /* seconds without a byte: MHD closes the connection */
 /* MHD's own cap, above ours: it refuses a connection only if the evictions cannot keep up. */
-#define NF_ADMIN_CONN_HEADROOM 32u
+/* A burst of connections outruns the evictions for a while: each evicted connection's thread must
+ * wake, see its socket shut and exit before MHD stops counting it, and under load hundreds can be
+ * in that state at once. MHD's cap (which refuses the new connection, a probe's too) therefore
+ * stands well above ours: max_connections + 256, at least 4 times it. It only bounds the threads
+ * and descriptors of such a burst; our cap is the one that holds. */
+#define NF_ADMIN_CONN_HEADROOM 256u
 #define NF_ADMIN_LOG_EVERY_NS  (10ull * 1000000000ull) /* refusals: a line per 10 s at most */
 #define NF_ADMIN_BODY_DEFAULT  (1u << 20)              /* nf_admin_hooks_t.max_body */
 
-enum {
-    NF_ADMIN_METRICS = 0,
-    NF_ADMIN_HEALTHZ,
-    NF_ADMIN_READYZ,
-    NF_ADMIN_API,
-    NF_ADMIN_PAGE,
-    NF_ADMIN_OTHER,
-    NF_ADMIN_NPATHS
-};
-static const char *const nf_admin_paths[NF_ADMIN_NPATHS] = {"/metrics", "/healthz", "/readyz",
-                                                            "/v1",      "/",        "other"};
+enum { NF_ADMIN_API = 3 }; /* nf_admin_path_of's /v1 */
 
 /* One open connection, from MHD's STARTED notification to its CLOSED one (MHD closes the socket
  * after that notification, so a shutdown() under the lock never reaches a reused descriptor). */
@@ -81,6 +78,7 @@ struct nf_admin {
     unsigned nconns;
     pthread_t sweeper;
     bool sweeper_started, stopping;
+    bool handed_over; /* the listening socket went to the shards' server (nf_admin_hand_over) */
     pthread_cond_t wake;
     log_gate_t close_log, mhd_log; /* closed connections; libmicrohttpd's own warnings */
     nf_counter_t requests[NF_ADMIN_NPATHS];
@@ -88,172 +86,55 @@ struct nf_admin {
     nf_gauge_t open;
 };
 
-static const char nf_admin_text[] = "text/plain; charset=utf-8";
-static const char nf_admin_405[] = "method not allowed\n";
-
-static enum MHD_Result nf_admin_reply(struct MHD_Connection *conn, unsigned status,
-                                      const char *ctype, char *body, size_t len,
-                                      enum MHD_ResponseMemoryMode mode, const char *allow)
+/* Queues an answer (nf_admin_respond's) with the headers the hooks added to req. */
+static enum MHD_Result mhd_send(struct MHD_Connection *conn, const nf_admin_req_t *req,
+                                nf_admin_resp_t *r)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        r->len, r->body, r->owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
-        if (mode == MHD_RESPMEM_MUST_FREE)
-            free(body);
+        if (r->owned)
+            free(r->body);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->ctype);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    if (allow)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
-    enum MHD_Result r = MHD_queue_response(conn, status, resp);
-    MHD_destroy_response(resp);
-    return r;
-}
-
-/* body: a string literal (MHD sends it without copying). */
-static enum MHD_Result nf_admin_static(struct MHD_Connection *conn, unsigned status,
-                                       const char *body)
-{
-    return nf_admin_reply(conn, status, nf_admin_text, (char *)body, strlen(body),
-                          MHD_RESPMEM_PERSISTENT, NULL);
-}
-
-static enum MHD_Result nf_admin_metrics(struct MHD_Connection *conn)
-{
-    char *body;
-    long n = nf_metrics_render(&body);
-    if (n < 0) {
-        nf_log(NF_LOG_ERROR, "admin", "cannot render metrics", NF_LI("errno", -n), NF_LEND);
-        return nf_admin_static(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot render metrics\n");
+    if (r->allow)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    if (r->api) {
+        /* read-only answers: a page served by one process may follow a redirect to another */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+        for (unsigned i = 0; req && i < req->nheaders; i++)
+            MHD_add_response_header(resp, req->headers[i][0], req->headers[i][1]);
     }
-    return nf_admin_reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", body,
-                          (size_t)n, MHD_RESPMEM_MUST_FREE, NULL);
-}
-
-static enum MHD_Result nf_admin_healthz(const nf_admin_t *a, struct MHD_Connection *conn)
-{
-    if (!a->hooks.health)
-        return nf_admin_static(conn, MHD_HTTP_OK, "ok\n");
-    char why[256] = "";
-    if (a->hooks.health(a->hooks.arg, why, sizeof why) == 0)
-        return nf_admin_static(conn, MHD_HTTP_OK, "ok\n");
-    why[sizeof why - 1] = '\0';
-    for (char *p = why; *p; p++) /* the reason is one line */
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    char body[sizeof why + 32];
-    int n = snprintf(body, sizeof body, "unhealthy: %s\n", why[0] ? why : "no reason given");
-    return nf_admin_reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, nf_admin_text, body, (size_t)n,
-                          MHD_RESPMEM_MUST_COPY, NULL);
-}
-
-static enum MHD_Result nf_admin_readyz(const nf_admin_t *a, struct MHD_Connection *conn)
-{
-    if (!a->hooks.ready)
-        return nf_admin_static(conn, MHD_HTTP_OK, "{\"ready\":true}\n");
-    char body[1024];
-    body[0] = '\0';
-    bool ok = a->hooks.ready(a->hooks.arg, body, sizeof body - 1);
-    body[sizeof body - 2] = '\0';
-    size_t n = strlen(body);
-    body[n++] = '\n';
-    return nf_admin_reply(conn, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "application/json",
-                          body, n, MHD_RESPMEM_MUST_COPY, NULL);
-}
-
-#define NF_ADMIN_REQ_HEADERS 4
-
-struct nf_admin_req {
-    struct MHD_Connection *conn;
-    unsigned nheaders;
-    char headers[NF_ADMIN_REQ_HEADERS][2][512];
-};
-
-const char *nf_admin_req_arg(const nf_admin_req_t *r, const char *name)
-{
-    const char *v = NULL;
-    size_t n = 0;
-    if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &v, &n) !=
-        MHD_YES)
-        return NULL;
-    if (!v)
-        return "";
-    return strlen(v) == n ? v : "\x7f";
-}
-
-void nf_admin_req_header(nf_admin_req_t *r, const char *name, const char *value)
-{
-    if (r->nheaders == NF_ADMIN_REQ_HEADERS || strpbrk(name, "\r\n") || strpbrk(value, "\r\n"))
-        return;
-    snprintf(r->headers[r->nheaders][0], sizeof r->headers[0][0], "%s", name);
-    snprintf(r->headers[r->nheaders][1], sizeof r->headers[0][1], "%s", value);
-    r->nheaders++;
-}
-
-const char *nf_admin_req_header_in(const nf_admin_req_t *r, const char *name)
-{
-    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
-}
-
-const char *nf_admin_req_peer(const nf_admin_req_t *r, char *buf, size_t len)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-    buf[0] = '\0';
-    if (sa && sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)len);
-    else if (sa && sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)len);
-    return buf;
-}
-
-/* Queues a hook's answer: status, its malloc'ed JSON body (or none) and the headers it added. */
-static enum MHD_Result nf_admin_answer(struct MHD_Connection *conn, nf_admin_req_t *req, int status,
-                                       char *body, size_t len)
-{
-    struct MHD_Response *resp =
-        body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
-             : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!resp) {
-        free(body);
-        free(req);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            body ? "application/json" : nf_admin_text);
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    /* read-only answers: a page served by one process may follow a redirect to another */
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
-    for (unsigned i = 0; i < req->nheaders; i++)
-        MHD_add_response_header(resp, req->headers[i][0], req->headers[i][1]);
-    free(req);
-    enum MHD_Result r = MHD_queue_response(conn, (unsigned)status, resp);
+    enum MHD_Result res = MHD_queue_response(conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
-    return r;
+    return res;
 }
 
-/* A /v1/ request through the api hook (GET) or the post hook (POST, with its body). */
-static enum MHD_Result nf_admin_hook(const nf_admin_t *a, struct MHD_Connection *conn,
-                                     const char *route, const char *post, size_t post_len)
+static enum MHD_Result mhd_static(struct MHD_Connection *conn, int status, const char *body)
+{
+    nf_admin_resp_t r = {.status = status,
+                         .ctype = "text/plain; charset=utf-8",
+                         .body = (char *)body,
+                         .len = strlen(body)};
+    return mhd_send(conn, NULL, &r);
+}
+
+/* A whole request answered through nf_admin_respond (post: a POST's body, else NULL). */
+static enum MHD_Result mhd_respond(const nf_admin_t *a, struct MHD_Connection *conn,
+                                   const char *url, const char *method, const char *post,
+                                   size_t post_len)
 {
     nf_admin_req_t *req = calloc(1, sizeof *req);
     if (!req)
-        return nf_admin_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+        return mhd_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
     req->conn = conn;
-    char *body = NULL;
-    size_t len = 0;
-    int status = post ? a->hooks.post(a->hooks.api_arg, route, req, post, post_len, &body, &len)
-                      : a->hooks.api(a->hooks.api_arg, route, req, &body, &len);
-    return nf_admin_answer(conn, req, status, body, len);
-}
-
-static enum MHD_Result nf_admin_api(const nf_admin_t *a, struct MHD_Connection *conn,
-                                    const char *route)
-{
-    if (!a->hooks.api)
-        return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
-    return nf_admin_hook(a, conn, route, NULL, 0);
+    nf_admin_resp_t r;
+    nf_admin_respond(&a->hooks, req, method, url, post, post_len, &r);
+    enum MHD_Result res = mhd_send(conn, req, &r);
+    free(req);
+    return res;
 }
 
 /* ---- connections: a cap that closes the oldest idle one, and a request deadline ----
@@ -403,11 +284,9 @@ static bool post_route(const nf_admin_t *a, const char *url, const char *method)
 
 static enum MHD_Result nf_admin_413(const nf_admin_t *a, struct MHD_Connection *conn)
 {
-    char body[128];
-    int n = snprintf(body, sizeof body, "{\"error\":\"body over the limit of %zu bytes\"}\n",
-                     a->max_body);
-    return nf_admin_reply(conn, 413, "application/json", body, (size_t)n, MHD_RESPMEM_MUST_COPY,
-                          NULL);
+    nf_admin_resp_t r;
+    nf_admin_resp_413(a->max_body, &r);
+    return mhd_send(conn, NULL, &r);
 }
 
 /* The first call of a POST (headers only): 413 now if Content-Length is over the limit. */
@@ -421,21 +300,21 @@ static enum MHD_Result post_begin(nf_admin_t *a, struct MHD_Connection *conn, vo
         nf_counter_inc(a->requests[NF_ADMIN_API]);
         return cl && strtoull(cl, NULL, 10) > a->max_body
                    ? nf_admin_413(a, conn)
-                   : nf_admin_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+                   : mhd_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
     }
     *req_cls = u;
     upload_mark(a, conn, true);
     return MHD_YES;
 }
 
-static enum MHD_Result post_end(nf_admin_t *a, struct MHD_Connection *conn, const char *route,
+static enum MHD_Result post_end(nf_admin_t *a, struct MHD_Connection *conn, const char *url,
                                 upload_t *u)
 {
     upload_mark(a, conn, false);
     nf_counter_inc(a->requests[NF_ADMIN_API]);
     if (u->too_big)
         return nf_admin_413(a, conn);
-    return nf_admin_hook(a, conn, route, u->buf ? u->buf : "", u->len);
+    return mhd_respond(a, conn, url, MHD_HTTP_METHOD_POST, u->buf ? u->buf : "", u->len);
 }
 
 static void request_done(void *cls, struct MHD_Connection *c, void **req_cls,
@@ -494,49 +373,14 @@ static enum MHD_Result nf_admin_handle(void *cls, struct MHD_Connection *conn, c
             *upload_data_size = 0;
             return MHD_YES;
         }
-        return post_end(a, conn, url + 4, *req_cls);
+        return post_end(a, conn, url, *req_cls);
     }
     if (*upload_data_size) {
         *upload_data_size = 0;
         return MHD_YES;
     }
-    int path = NF_ADMIN_OTHER;
-    for (int i = 0; i < NF_ADMIN_OTHER; i++)
-        if (strcmp(url, nf_admin_paths[i]) == 0)
-            path = i;
-    if (strncmp(url, "/v1/", 4) == 0)
-        path = NF_ADMIN_API;
-    else if (strcmp(url, "/index.html") == 0)
-        path = NF_ADMIN_PAGE;
-    else if (path == NF_ADMIN_API) /* "/v1" alone: no route */
-        path = NF_ADMIN_OTHER;
-    nf_counter_inc(a->requests[path]);
-
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-        return nf_admin_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, nf_admin_text,
-                              (char *)nf_admin_405, sizeof nf_admin_405 - 1, MHD_RESPMEM_PERSISTENT,
-                              path == NF_ADMIN_API && a->hooks.post ? "GET, HEAD, POST"
-                                                                    : "GET, HEAD");
-    if (a->hooks.readers_only && path < NF_ADMIN_API) /* metrics, healthz, readyz */
-        return nf_admin_static(conn, MHD_HTTP_NOT_FOUND,
-                               "not found: operators' routes are on admin.operator_port\n");
-    switch (path) {
-    case NF_ADMIN_METRICS:
-        return nf_admin_metrics(conn);
-    case NF_ADMIN_HEALTHZ:
-        return nf_admin_healthz(a, conn);
-    case NF_ADMIN_READYZ:
-        return nf_admin_readyz(a, conn);
-    case NF_ADMIN_API:
-        return nf_admin_api(a, conn, url + 4);
-    case NF_ADMIN_PAGE:
-        if (!a->hooks.page)
-            return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
-        return nf_admin_reply(conn, MHD_HTTP_OK, "text/html; charset=utf-8", (char *)a->hooks.page,
-                              a->hooks.page_len, MHD_RESPMEM_PERSISTENT, NULL);
-    default:
-        return nf_admin_static(conn, MHD_HTTP_NOT_FOUND, "not found\n");
-    }
+    nf_counter_inc(a->requests[nf_admin_path_of(url)]);
+    return mhd_respond(a, conn, url, method, NULL, 0);
 }
 
 static void nf_admin_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -597,7 +441,7 @@ static void nf_admin_register_metrics(nf_admin_t *a)
     snprintf(to, sizeof to, "reason=\"timeout\"%s", lsts);
     for (int i = 0; i < NF_ADMIN_NPATHS; i++) {
         char labels[144];
-        snprintf(labels, sizeof labels, "path=\"%s\"%s", nf_admin_paths[i], lsts);
+        snprintf(labels, sizeof labels, "path=\"%s\"%s", nf_admin_path_name(i), lsts);
         nf_metrics_counter("newsflow_admin_requests_total",
                            "HTTP requests to the admin server, by path.", labels, 0,
                            &a->requests[i]);
@@ -609,6 +453,12 @@ static void nf_admin_register_metrics(nf_admin_t *a)
     nf_metrics_counter("newsflow_admin_connections_closed_total", help, to, 0, &a->closed_timeout);
     nf_metrics_gauge("newsflow_admin_connections", "Open connections to the admin server.",
                      lst[0] ? lst : NULL, 0, &a->open);
+}
+
+static unsigned mhd_cap(unsigned max_conns)
+{
+    unsigned a = max_conns + NF_ADMIN_CONN_HEADROOM, b = max_conns * 4u;
+    return a > b ? a : b;
 }
 
 nf_admin_t *nf_admin_start(const char *addr, uint16_t port, const nf_admin_hooks_t *hooks,
@@ -664,7 +514,7 @@ nf_admin_t *nf_admin_start(const char *addr, uint16_t port, const nf_admin_hooks
     a->daemon = MHD_start_daemon(
         flags, port, NULL, NULL, nf_admin_handle, a, MHD_OPTION_EXTERNAL_LOGGER, nf_admin_mhd_log,
         a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-        a->max_conns + NF_ADMIN_CONN_HEADROOM, MHD_OPTION_CONNECTION_TIMEOUT, NF_ADMIN_CONN_TIMEOUT,
+        mhd_cap(a->max_conns), MHD_OPTION_CONNECTION_TIMEOUT, NF_ADMIN_CONN_TIMEOUT,
         MHD_OPTION_NOTIFY_CONNECTION, conn_notify, a, MHD_OPTION_NOTIFY_COMPLETED, request_done, a,
         MHD_OPTION_END);
     if (!a->daemon) {
@@ -690,9 +540,11 @@ uint16_t nf_admin_port(const nf_admin_t *a)
  * still being answered (a POST waiting on the broker's acknowledgement) would lose its answer. */
 static void drain(nf_admin_t *a)
 {
-    MHD_socket s = MHD_quiesce_daemon(a->daemon);
-    if (s != MHD_INVALID_SOCKET)
-        close(s);
+    if (!a->handed_over) {
+        MHD_socket s = MHD_quiesce_daemon(a->daemon);
+        if (s != MHD_INVALID_SOCKET)
+            close(s);
+    }
     uint64_t until = nf_now_ns() + (uint64_t)a->hooks.drain_ms * 1000000ull;
     pthread_mutex_lock(&a->lock);
     for (;;) {
@@ -705,6 +557,17 @@ static void drain(nf_admin_t *a)
         pthread_cond_timedwait(&a->wake, &a->lock, &t);
     }
     pthread_mutex_unlock(&a->lock);
+}
+
+int nf_admin_hand_over(nf_admin_t *a)
+{
+    if (!a || a->handed_over)
+        return -1;
+    MHD_socket s = MHD_quiesce_daemon(a->daemon);
+    if (s == MHD_INVALID_SOCKET)
+        return -1;
+    a->handed_over = true;
+    return s;
 }
 
 void nf_admin_stop(nf_admin_t *a)

@@ -73,7 +73,41 @@ typedef struct nf_admin_hooks {
      * (the probe listener, "probe"): each series carries listener="NAME", so that two servers
      * in one process count apart. */
     const char *listener;
+    /* The shards' server (runtime/httpd.h) only: whether a request may be answered on a shard's
+     * own loop (its hook neither blocks nor waits on the shards); the others go to its workers.
+     * url: the decoded path. NULL: none may. */
+    bool (*on_loop)(void *api_arg, const char *method, const char *url);
 } nf_admin_hooks_t;
+
+/* An answer, whichever server sends it (libmicrohttpd here, or the shards' server). */
+typedef struct nf_admin_resp {
+    int status;
+    const char *ctype;
+    char *body; /* malloc'ed when owned (the sender frees it), else static */
+    size_t len;
+    bool owned;
+    bool api;          /* from the api or post hook: the request's added headers go with it */
+    const char *allow; /* a 405's Allow */
+} nf_admin_resp_t;
+
+/* The server's paths, for its request counters: "/metrics", "/healthz", "/readyz", "/v1", "/",
+ * "other". */
+#define NF_ADMIN_NPATHS 6
+int nf_admin_path_of(const char *url);
+const char *nf_admin_path_name(int path);
+
+/* A whole request answered by hooks, as either server does: method, the decoded path, and for a
+ * POST to /v1/ its whole body (within hooks->max_body: the caller refuses a bigger one). req
+ * collects the headers the hooks add. */
+void nf_admin_respond(const nf_admin_hooks_t *hooks, nf_admin_req_t *req, const char *method,
+                      const char *url, const char *body, size_t len, nf_admin_resp_t *out);
+/* {"error": "body over the limit of N bytes"}, 413. */
+void nf_admin_resp_413(size_t max_body, nf_admin_resp_t *out);
+
+/* Hands the listening socket over (to the shards' server, runtime/httpd.h) and takes no new
+ * connections; those already open are still served. -1 if there is none (already handed over).
+ * The socket stays open until nf_admin_stop returns (close it after). */
+int nf_admin_hand_over(nf_admin_t *a);
 
 /* Listens on addr:port (IPv4 or IPv6 literal; port 0 = ephemeral). NULL on failure with a
  * message naming the address in err. */

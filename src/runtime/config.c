@@ -100,6 +100,24 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_U32, admin.history_interval_ms), .max = 3600000, .def = "10000",
      .help = "period of the samples behind GET /v1/ops/history and the page's graphs (the "
              "last 360 are kept; at least 100); 0 = off"},
+    {KEY(CFG_BOOL, http.shards), .def = "true",
+     .help = "once the shards run, admin.port is served on their own loops (keep-alive, "
+             "pipelining, no thread per connection); false = libmicrohttpd's thread per "
+             "connection throughout (the operator and probe listeners always are)"},
+    {KEY(CFG_U32, http.max_connections), .min = 16, .max = 1000000, .def = "10000",
+     .help = "open connections to admin.port on the shards (each shard its share) above which "
+             "the shard's oldest idle one is closed for a new one; past twice this, new ones are "
+             "refused"},
+    {KEY(CFG_U32, http.max_header_bytes), .min = 1024, .max = 1048576, .def = "16384",
+     .help = "request line and headers of one request (431 past it)"},
+    {KEY(CFG_U32, http.budget), .min = 1, .max = 100000, .def = "64",
+     .help = "requests a shard answers per loop iteration before the stream's work has its turn "
+             "again (a flood of queries slows queries, not epochs)"},
+    {KEY(CFG_U32, http.workers), .min = 1, .max = 1024, .def = "16",
+     .help = "threads answering what a shard may not answer on its loop (POSTs waiting for the "
+             "broker, /healthz, /v1/status, search)"},
+    {KEY(CFG_U32, http.queue), .min = 1, .max = 1000000, .def = "4096",
+     .help = "requests waiting for those threads; past it, 503 with Retry-After"},
     {KEY(CFG_U32, shutdown.timeout_ms), .min = 100, .max = 600000, .def = "10000",
      .help = "time allowed to drain at shutdown before shards are stopped anyway"},
     {KEY(CFG_LIST, sources.urls), .def = "",

@@ -84,6 +84,10 @@ typedef struct nf_config {
         uint32_t operator_port; /* 0 = none: operators' routes on port too */
     } admin;
     struct {
+        bool shards; /* admin.port served on the shards' loops once they run (runtime/httpd.h) */
+        uint32_t max_connections, max_header_bytes, budget, workers, queue;
+    } http;
+    struct {
         uint32_t timeout_ms;
     } shutdown;
     /* List fields (sources.urls, fetch.allow_private) hold entries separated by '\n'. */

@@ -172,6 +172,15 @@ void nf_runtime_opts_default(nf_runtime_opts_t *o)
                              .spin_ns = 50000};
 }
 
+/* Every runtime's shards' busy time, process-wide (a registry function must outlive a runtime). */
+static _Atomic uint64_t g_busy_ns;
+
+static double busy_seconds(void *arg)
+{
+    (void)arg;
+    return (double)atomic_load_explicit(&g_busy_ns, memory_order_relaxed) / 1e9;
+}
+
 static inline nf_ring_t *ring_of(nf_runtime_t *rt, unsigned src, unsigned dst)
 {
     return &rt->rings[(size_t)src * rt->n + dst];
@@ -267,6 +276,11 @@ nf_runtime_t *nf_runtime_create(const nf_runtime_opts_t *o, char *err, size_t er
     /* Metrics: a registry already sized for fewer writers (tests making several runtimes)
      * still works; shards beyond it count as the external writer. */
     (void)nf_metrics_init(rt->n);
+    nf_metrics_counter_fn("newsflow_runtime_busy_seconds_total",
+                          "Time the shards spent in loop iterations that found work (actors, "
+                          "timers, I/O and the HTTP server on the loops); with "
+                          "newsflow_http_loop_seconds_total, each side's share.",
+                          NULL, busy_seconds, NULL);
     nf_metrics_counter("newsflow_runtime_messages_sent_total", "Messages published to shard rings.",
                        NULL, 0, &rt->m_sent);
     nf_metrics_counter("newsflow_runtime_messages_received_total", "Messages handled by shards.",
@@ -332,6 +346,11 @@ nf_runtime_t *nf_shard_runtime(nf_shard_t *sh)
 void *nf_shard_actor(nf_shard_t *sh, int actor)
 {
     return (actor >= 0 && actor < sh->rt->nactors) ? sh->actors[actor] : NULL;
+}
+
+uint64_t nf_shard_loops(const nf_shard_t *sh)
+{
+    return atomic_load_explicit(&sh->iterations, memory_order_relaxed);
 }
 
 uint64_t nf_shard_now(const nf_shard_t *sh)
@@ -765,9 +784,13 @@ static bool start_barrier(nf_shard_t *sh)
 static void shard_loop(nf_shard_t *sh)
 {
     nf_runtime_t *rt = sh->rt;
-    uint64_t last_gauges = 0, last_work = 0;
+    uint64_t last_gauges = 0, last_work = 0, prev_start = 0;
+    bool prev_worked = false;
     for (;;) {
         sh->now = nf_now_ns();
+        if (prev_worked) /* the last iteration's time, counted as busy */
+            atomic_fetch_add_explicit(&g_busy_ns, sh->now - prev_start, memory_order_relaxed);
+        prev_start = sh->now;
         atomic_store_explicit(&sh->busy, 1, memory_order_relaxed);
         unsigned work = 0;
         if (!sh->stop_called && atomic_load_explicit(&rt->stop_requested, memory_order_acquire)) {
@@ -835,6 +858,7 @@ static void shard_loop(nf_shard_t *sh)
 
         if (atomic_load_explicit(&rt->exit_now, memory_order_acquire))
             break;
+        prev_worked = work || sh->sched_mask;
         if (work || sh->sched_mask) {
             last_work = sh->now;
             continue;

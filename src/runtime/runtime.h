@@ -170,6 +170,8 @@ nf_runtime_t *nf_shard_runtime(nf_shard_t *sh);
 void *nf_shard_actor(nf_shard_t *sh, int actor); /* this shard's instance of an actor type */
 /* CLOCK_MONOTONIC ns, read once per loop iteration (cheap, slightly stale). */
 uint64_t nf_shard_now(const nf_shard_t *sh);
+/* Loop iterations this shard has ended: a new value, a new iteration (a per-iteration budget). */
+uint64_t nf_shard_loops(const nf_shard_t *sh);
 /* A fresh clock read. */
 uint64_t nf_now_ns(void);
 /* The time ms from now on clock clk, as pthread_cond_timedwait takes it (a condition variable

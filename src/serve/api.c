@@ -79,6 +79,21 @@ static int answer_get(nf_api_t *a, const nf_route_t *r, const char *route, nf_ad
     }
 }
 
+bool nf_api_on_loop(void *arg, const char *method, const char *url)
+{
+    (void)arg;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return false;
+    if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0)
+        return true;
+    if (strncmp(url, "/v1/", 4) != 0)
+        return false;
+    const char *p, *allow;
+    size_t pl;
+    const nf_route_t *r = nf_route_match("GET", url + 4, &p, &pl, &allow);
+    return !r || (r->by == NF_SERVED_BY_QUERY && r->id != NF_ROUTE_SEARCH);
+}
+
 int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
 {
     nf_api_t *a = arg;

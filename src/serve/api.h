@@ -15,6 +15,7 @@
 #include "serve/operator.h"
 #include "serve/query.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef enum {
@@ -38,6 +39,12 @@ typedef struct nf_api {
 int nf_api_reply(nf_jw_t *w, int status, char **body, size_t *len);
 /* {"error": what} with status, answered as nf_api_reply does. */
 int nf_api_error(int status, const char *what, char **body, size_t *len);
+
+/* The shards' server's on_loop hook (runtime/httpd.h): a GET of the page or of a query route
+ * (search aside: its index takes locks a writer may hold), and a 404 of the table, are answered
+ * on a shard's loop; everything else (POSTs, the operators' routes, /healthz, /readyz, /metrics,
+ * the demo token) by a worker. */
+bool nf_api_on_loop(void *arg, const char *method, const char *url);
 
 /* GET /v1/ROUTE (the admin server's api hook; arg: an nf_api_t). */
 int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len);

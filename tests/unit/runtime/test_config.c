@@ -308,20 +308,21 @@ static void test_file_errors(void)
     EXPECT_FILE_ERR("{\n  \"runtime\": {\n    \"shardz\": 4\n  }\n}",
                     ":3: unknown key \"runtime.shardz\" (keys in \"runtime\": shards, pin, "
                     "ring_capacity, batch, budget, spin_us, stop_after_ms)");
-    EXPECT_FILE_ERR("{\n\n  \"runtme\": {}\n}",
-                    ":3: unknown section \"runtme\" (sections: runtime, log, admin, shutdown, "
-                    "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
-                    "search, edge, auth, limits, demo, classify, "
-                    "cluster, trending, interest, postgres)");
+    EXPECT_FILE_ERR(
+        "{\n\n  \"runtme\": {}\n}",
+        ":3: unknown section \"runtme\" (sections: runtime, log, admin, http, shutdown, "
+        "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
+        "search, edge, auth, limits, demo, classify, "
+        "cluster, trending, interest, postgres)");
     EXPECT_FILE_ERR("{\"Runtime\": {}}",
                     ":1: unknown section \"Runtime\" (sections: runtime, log, "
-                    "admin, shutdown, sources, fetch, crawl, parse, sink, state, checkpoint, "
+                    "admin, http, shutdown, sources, fetch, crawl, parse, sink, state, checkpoint, "
                     "kafka, scale, serve, search, edge, auth, limits, demo, classify, cluster, "
                     "trending, interest, postgres)");
     EXPECT_FILE_ERR(
         "{\"runtime.shards\": 1}",
         ":1: unknown section \"runtime.shards\" (sections: "
-        "runtime, log, admin, shutdown, sources, fetch, crawl, parse, sink, state, "
+        "runtime, log, admin, http, shutdown, sources, fetch, crawl, parse, sink, state, "
         "checkpoint, kafka, scale, serve, search, edge, auth, limits, demo, classify, cluster, "
         "trending, interest, postgres)");
     EXPECT_FILE_ERR("{\"runtime\":\n {\"shards\": \"4\"}}",
@@ -517,7 +518,7 @@ static void test_key_lines(void)
     memmove(t + strlen(tail), t + 2, strlen(t + 2) + 1);
     memcpy(t, tail, strlen(tail));
     expect_file_err(__LINE__, text,
-                    ":21: unknown section \"zzz\" (sections: runtime, log, admin, shutdown, "
+                    ":21: unknown section \"zzz\" (sections: runtime, log, admin, http, shutdown, "
                     "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
                     "search, edge, auth, limits, demo, classify, "
                     "cluster, trending, interest, postgres)");
@@ -604,13 +605,14 @@ static void test_set_errors(void)
     EXPECT_SET(
         "runtme.shards=1",
         "--set runtme.shards=1: unknown section \"runtme\" (sections: "
-        "runtime, log, admin, shutdown, sources, fetch, crawl, parse, "
+        "runtime, log, admin, http, shutdown, sources, fetch, crawl, parse, "
         "sink, state, checkpoint, kafka, scale, serve, search, edge, auth, limits, demo, classify, "
         "cluster, trending, interest, postgres)");
-    EXPECT_SET("=1", "--set =1: unknown section \"\" (sections: runtime, log, admin, shutdown, "
-                     "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
-                     "search, edge, auth, limits, demo, "
-                     "classify, cluster, trending, interest, postgres)");
+    EXPECT_SET("=1",
+               "--set =1: unknown section \"\" (sections: runtime, log, admin, http, shutdown, "
+               "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
+               "search, edge, auth, limits, demo, "
+               "classify, cluster, trending, interest, postgres)");
     EXPECT_SET("log=1", "--set log=1: \"log\" is a section, not a key (keys in it: level, "
                         "progress_interval_ms)");
     EXPECT_SET("log.level.x=1",
@@ -652,7 +654,7 @@ static void test_hash_and_describe(void)
     int lines = 0;
     for (const char *p = text; *p; p++)
         lines += *p == '\n';
-    NF_CHECK_EQ(lines, 139); /* one line per key in the table */
+    NF_CHECK_EQ(lines, 145); /* one line per key in the table */
     NF_CHECK(strstr(text, "runtime.shards ") == text);
     NF_CHECK(strstr(text, "\nlog.level ") != NULL);
     NF_CHECK(strstr(text, "debug|info|warn|error") != NULL);
