@@ -9,15 +9,21 @@
 #      /v1/feed/{random reader}?limit=20 — computed fresh from committed state, no response
 #      cache — then /v1/trending?limit=20; the job's read events counted from /metrics over each
 #      run (what it really ingested meanwhile);
-#   4. the anchor: redis-server on loopback holding one feed answer as a string value, and
-#      redis-benchmark GET of it with the same connection count and requests;
-#   5. prints one JSON line per measurement and a summary line with the ratios.
+#   4. the anchors: redis-server on loopback holding one feed answer as a string value, and
+#      redis-benchmark GET of it with the same connection count and requests; nginx (Debian,
+#      2 workers for 2 shards) serving one trending answer as a static file, wrk with the same
+#      connections and duration (issue 41);
+#   5. each process's CPU over each run (/proc/PID/stat: the job, redis-server, nginx's workers)
+#      as microseconds per request, and the job's epoch pause (newsflow_epoch_pause_seconds) and
+#      ingest rate over a quiet window of the same length against the feed flood's;
+#   6. prints one JSON line per measurement and a summary line with the ratios.
 # JSON lines go to perf/results/query-<date>-<time>.jsonl too. Nothing is judged.
 #
 #   perf/run_query.sh [--quick] [--rate R] [--users U] [--articles N] [--conns C] [--seconds S]
 # --quick: 5 s runs (about a minute). Default: 20 s runs. Both at 20,000 events/s: the embedded
 # mock cluster keeps a few MB per partition, and at 100,000 events/s it truncates its log faster
 # than the job reads it (offset resets, nothing ingested).
+# --set K=V: passed to the job (e.g. http.shards=false: libmicrohttpd instead of the shards' loops).
 # --kafka: the issue's setting instead — Apache Kafka (scripts/kafka.sh, a private directory and
 # port, stopped by pid at the end), the job on it (kafka.assignment=all), and the read events
 # produced from outside by perf/kafka/bench_e2e at --rate (default then 100,000/s) from readers
@@ -25,7 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B="${NF_PERF_BUILD_DIR:-build-perf}"
-rate="" users=100000 articles=2000 conns=32 seconds=20 kafka=""
+rate="" users=100000 articles=2000 conns=32 seconds=20 kafka="" jobset=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) seconds=5; shift ;;
@@ -35,17 +41,18 @@ while [ $# -gt 0 ]; do
     --articles) articles="$2"; shift 2 ;;
     --conns) conns="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
-    *) echo "usage: perf/run_query.sh [--quick] [--kafka] [--rate R] [--users U] [--articles N] [--conns C] [--seconds S]" >&2; exit 2 ;;
+    --set) jobset+=(--set "$2"); shift 2 ;;
+    *) echo "usage: perf/run_query.sh [--quick] [--kafka] [--rate R] [--users U] [--articles N] [--conns C] [--seconds S] [--set K=V]" >&2; exit 2 ;;
   esac
 done
 [ -n "$rate" ] || rate=$([ -n "$kafka" ] && echo 100000 || echo 20000)
-for tool in wrk redis-server redis-benchmark redis-cli; do
+for tool in wrk redis-server redis-benchmark redis-cli nginx; do
   command -v "$tool" >/dev/null || { echo "run_query.sh: $tool missing (scripts/deps.sh installs it)" >&2; exit 1; }
 done
 [ -f "$B/CMakeCache.txt" ] || cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DNF_BENCH=ON >&2
 cmake --build "$B" -j "$(nproc)" --target newsflow $([ -n "$kafka" ] && echo bench_e2e) >&2
 tmp=$(mktemp -d)
-job="" redis="" e2e="" kdir=""
+job="" redis="" e2e="" kdir="" nginx=""
 # SIGTERM, 15 s, then SIGKILL: an overloaded job's final epoch can take minutes (a benchmark's
 # state is thrown away anyway).
 source perf/lib.sh # stop_pid
@@ -53,12 +60,26 @@ cleanup() {
   [ -n "$e2e" ] && stop_pid "$e2e"
   [ -n "$job" ] && stop_pid "$job"
   [ -n "$redis" ] && stop_pid "$redis"
+  [ -n "$nginx" ] && stop_pid "$nginx"
   [ -n "$kdir" ] && bash scripts/kafka.sh stop --dir "$kdir" >/dev/null 2>&1
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# CPU seconds (user + system) of the processes given, from /proc (children not counted)
+cpu_s() {
+  local t=0 p
+  for p in "$@"; do
+    [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+  done
+  python3 -c "print($t / $(getconf CLK_TCK))"
+}
+# the epoch pause so far: "SUM COUNT" of newsflow_epoch_pause_seconds
+pauses() { curl -fs "$base/metrics" | awk '/^newsflow_epoch_pause_seconds_sum/ {s=$2} /^newsflow_epoch_pause_seconds_count/ {c=$2} END {print s + 0, c + 0}'; }
+# adds fields to the JSON object in $LINE: python expressions over r (that object) and env vars
+with_fields() { LINE="$1" python3 -c "import json, os; e = os.environ; r = json.loads(e['LINE']); r.update($2); print(json.dumps(r))"; }
 mkdir -p perf/results
 out="perf/results/query-$(date -u +%Y%m%d-%H%M%S).jsonl"
 emit() { echo "$1" | tee -a "$out"; }
@@ -81,7 +102,7 @@ if [ -n "$kafka" ]; then
 fi
 "$B/newsflow" run --config config/newsflow.json --set sources.file="$tmp/feeds/sources.txt" \
   --set state.dir="$tmp/state" --set admin.port="$port" --set sink.spec=none "${kset[@]}" \
-  --set limits.enabled=false --set log.level=warn 2>"$tmp/job.err" &
+  --set limits.enabled=false --set log.level=warn "${jobset[@]}" 2>"$tmp/job.err" &
 job=$!
 base="http://127.0.0.1:$port"
 if [ -n "$kafka" ]; then # the producer: it reads back the articles the job committed first
@@ -108,14 +129,18 @@ sleep 3 # past the first epochs
 events() { curl -fs "$base/metrics" | awk '/^newsflow_read_events_total[ {]/ {s += $NF} END {printf "%d", s}'; }
 ncpu=$(nproc)
 emit "{\"bench\":\"query_env\",\"date\":\"$(date -u +%FT%TZ)\",\"cpus\":$ncpu,\"broker\":\"$([ -n "$kafka" ] && echo kafka || echo embedded)\",\"rate\":$rate,\"users\":$users,\"articles\":$articles,\"conns\":$conns,\"seconds\":$seconds,\"build\":\"$B\"}"
+# A quiet window first: the epoch pause and the ingest rate without queries.
+read -r ps0 pc0 < <(pauses); e0=$(events); t0=$(date +%s.%N)
+sleep "$seconds"
+read -r ps1 pc1 < <(pauses); e1=$(events); t1=$(date +%s.%N)
+emit "$(with_fields '{"bench":"query_quiet"}' "{'events_per_s': round(($e1 - $e0) / ($t1 - $t0)), 'epochs': $pc1 - $pc0, 'epoch_pause_mean_ms': round(($ps1 - $ps0) / max(1, $pc1 - $pc0) * 1000, 2)}")"
 for spec in "feed:/v1/feed/{u}?limit=20" "trending:/v1/trending?limit=20"; do
   name=${spec%%:*} path=${spec#*:}
-  e0=$(events); t0=$(date +%s.%N)
+  read -r ps0 pc0 < <(pauses); c0=$(cpu_s "$job"); e0=$(events); t0=$(date +%s.%N)
   line=$(NF_PATH="$path" NF_USERS="$users" NF_NAME="$name" NF_USER_PREFIX="$reader" wrk -t2 -c"$conns" -d"${seconds}s" \
     -s perf/query/wrk_report.lua "$base" | grep '^{"bench"')
-  e1=$(events); t1=$(date +%s.%N)
-  ingest=$(python3 -c "print(round(($e1 - $e0) / ($t1 - $t0)))")
-  emit "${line%\}},\"events_per_s_meanwhile\":$ingest}"
+  e1=$(events); t1=$(date +%s.%N); c1=$(cpu_s "$job"); read -r ps1 pc1 < <(pauses)
+  emit "$(with_fields "$line" "{'events_per_s_meanwhile': round(($e1 - $e0) / ($t1 - $t0)), 'job_cpu_us_per_request': round(($c1 - $c0) / max(1, r['requests']) * 1e6, 2), 'epochs': $pc1 - $pc0, 'epoch_pause_mean_ms': round(($ps1 - $ps0) / max(1, $pc1 - $pc0) * 1000, 2)}")"
 done
 # One feed answer as the cached value (its size is what a cache would hold).
 curl -fs "$base/v1/feed/${reader}1?limit=20" >"$tmp/feed.json"
@@ -123,25 +148,60 @@ redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no >/dev/nu
 redis=$!
 for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
 redis-cli -p "$rport" -x set feed <"$tmp/feed.json" >/dev/null
-n=$(python3 -c "import json,sys; print(max(200000, int(json.loads(open('$out').readlines()[1])['requests'])))")
+n=$(python3 -c "import json; print(max(200000, next(int(r['requests']) for r in map(json.loads, open('$out')) if r.get('name') == 'feed')))")
+rc0=$(cpu_s "$redis")
 rb=$(redis-benchmark -p "$rport" -c "$conns" -n "$n" --csv GET feed | tail -1)
-emit "$(python3 - "$rb" "$(wc -c <"$tmp/feed.json")" "$conns" <<'PY'
+rc1=$(cpu_s "$redis")
+emit "$(python3 - "$rb" "$(wc -c <"$tmp/feed.json")" "$conns" "$n" "$rc0" "$rc1" <<'PY'
 import json, sys
 f = [x.strip('"') for x in sys.argv[1].split('","')]
+n, c0, c1 = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
 print(json.dumps({"bench": "query_redis_get", "value_bytes": int(sys.argv[2]), "conns": int(sys.argv[3]),
                   "requests_per_s": float(f[1]), "p50_ms": float(f[4]), "p99_ms": float(f[6]),
-                  "max_ms": float(f[7])}))
+                  "max_ms": float(f[7]), "redis_cpu_us_per_request": round((c1 - c0) / n * 1e6, 2)}))
 PY
 )"
+# nginx serving one trending answer as a static file, two workers (the job's two shards).
+mkdir -p "$tmp/www" "$tmp/nginx"
+chmod a+rx "$tmp" "$tmp/www" # nginx's workers run as www-data
+curl -fs "$base/v1/trending?limit=20" >"$tmp/www/trending.json"
+cat >"$tmp/nginx/nginx.conf" <<NGINX
+worker_processes 2;
+daemon off;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 100000000;
+  default_type application/json;
+  server { listen 127.0.0.1:$nport; root $tmp/www; }
+}
+NGINX
+nginx -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" &
+nginx=$!
+for _ in $(seq 50); do curl -fs "http://127.0.0.1:$nport/trending.json" >/dev/null 2>&1 && break; sleep 0.1; done
+nworkers=$(pgrep -P "$nginx" | tr '\n' ' ')
+nc0=$(cpu_s $nworkers)
+nline=$(NF_PATH="/trending.json" NF_NAME="nginx_trending" wrk -t2 -c"$conns" -d"${seconds}s" \
+  -s perf/query/wrk_report.lua "http://127.0.0.1:$nport" | grep '^{"bench"')
+nc1=$(cpu_s $nworkers)
+emit "$(with_fields "$nline" "{'bench': 'query_nginx_static', 'value_bytes': $(wc -c <"$tmp/www/trending.json"), 'nginx_cpu_us_per_request': round(($nc1 - $nc0) / max(1, r['requests']) * 1e6, 2)}")"
 python3 - "$out" <<'PY' | tee -a "$out"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 get = lambda n: next((r for r in rows if r.get("name") == n or r.get("bench") == n), {})
 feed, trend, redis = get("feed"), get("trending"), get("query_redis_get")
+nginx, quiet = get("query_nginx_static"), get("query_quiet")
 print(json.dumps({"bench": "query_summary",
                   "feed_requests_per_s": feed.get("requests_per_s"), "feed_p99_ms": feed.get("p99_ms"),
                   "trending_requests_per_s": trend.get("requests_per_s"), "trending_p99_ms": trend.get("p99_ms"),
                   "redis_get_requests_per_s": redis.get("requests_per_s"),
                   "feed_vs_redis_get": round(feed["requests_per_s"] / redis["requests_per_s"], 3) if feed and redis else None,
+                  "nginx_static_requests_per_s": nginx.get("requests_per_s"),
+                  "trending_vs_nginx": round(trend["requests_per_s"] / nginx["requests_per_s"], 3) if trend and nginx else None,
+                  "epoch_pause_mean_ms_quiet": quiet.get("epoch_pause_mean_ms"),
+                  "epoch_pause_mean_ms_feed_flood": feed.get("epoch_pause_mean_ms"),
+                  "events_per_s_quiet": quiet.get("events_per_s"),
                   "events_per_s_during_feed": feed.get("events_per_s_meanwhile")}))
 PY

@@ -464,6 +464,7 @@ static void conn_open(hshard_t *s, int fd, const struct sockaddr_storage *peer)
         conn_free(c);
         return;
     }
+    nf_watch_quiet(c->w); /* answers send no message: a flood must not hold an epoch's drain */
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->next = &s->head;
@@ -683,7 +684,8 @@ static const nf_actor_ops_t httpd_ops = {.name = "http",
                                          .run = shard_run,
                                          .stop = shard_stop,
                                          .fini = shard_fini,
-                                         .drop = shard_drop};
+                                         .drop = shard_drop,
+                                         .quiet_run = true};
 
 /* ---- the server ---- */
 
@@ -788,7 +790,8 @@ static void listen_on_shard(nf_shard_t *sh, void *arg)
     nf_httpd_t *h = arg;
     hshard_t *s = nf_shard_actor(sh, h->actor);
     if (s && !s->lw && !s->stopping && !atomic_load(&h->quiescing))
-        s->lw = nf_watch_add(sh, h->fd, POLLIN, on_accept, s);
+        if ((s->lw = nf_watch_add(sh, h->fd, POLLIN, on_accept, s)))
+            nf_watch_quiet(s->lw);
 }
 
 static void unlisten_on_shard(nf_shard_t *sh, void *arg)

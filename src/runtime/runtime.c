@@ -61,6 +61,7 @@ struct nf_watch {
     bool armed;       /* a poll SQE is outstanding */
     bool dead;        /* removed; free when the poll completes */
     bool in_callback; /* free after the callback returns */
+    bool quiet;       /* its callback sends no message (nf_watch_quiet) */
 };
 
 typedef struct nf_call {
@@ -95,7 +96,11 @@ struct nf_shard {
      * throughput). */
     _Alignas(64) _Atomic int sleeping;
     _Alignas(64) _Atomic int resume_pending;
-    _Atomic int busy; /* 0 only at the end of an iteration that found no work */
+    /* 1 from before a hook or callback that may send (a message handled, a timer, a run,
+     * resume or stop hook, a watch not quiet) until the end of that iteration, after its
+     * messages are published; quiet work (the HTTP server's sockets) leaves it 0. */
+    _Atomic int busy;
+    bool busy_local; /* this thread's view of busy (it alone stores it) */
     _Atomic uint64_t sent, received, ring_full, wakeups, iterations;
 };
 
@@ -251,6 +256,7 @@ nf_runtime_t *nf_runtime_create(const nf_runtime_opts_t *o, char *err, size_t er
         sh->index = i;
         sh->efd = -1;
         atomic_store(&sh->busy, 1);
+        sh->busy_local = true;
         pthread_mutex_init(&rt->inbox_lock[i], NULL);
     }
     bool ok = true;
@@ -421,8 +427,11 @@ void nf_timer_cancel(nf_shard_t *sh, nf_timer_t *t)
     nf_wheel_cancel(&sh->wheel, t);
 }
 
+static inline void mark_busy(nf_shard_t *sh);
+
 static void fire_timer(void *ctx, nf_timer_t *t)
 {
+    mark_busy((nf_shard_t *)ctx);
     t->fn((nf_shard_t *)ctx, t, t->arg);
 }
 
@@ -498,6 +507,11 @@ void nf_watch_modify(nf_shard_t *sh, nf_watch_t *w, unsigned events)
         watch_arm(sh, w);
 }
 
+void nf_watch_quiet(nf_watch_t *w)
+{
+    w->quiet = true;
+}
+
 void nf_watch_remove(nf_shard_t *sh, nf_watch_t *w)
 {
     w->dead = true;
@@ -514,6 +528,8 @@ static void watch_complete(nf_shard_t *sh, nf_watch_t *w, int res)
         watch_free(w);
         return;
     }
+    if (!w->quiet)
+        mark_busy(sh);
     if (res >= 0) {
         w->in_callback = true;
         w->fn(sh, w->fd, (unsigned)res, w->arg);
@@ -590,11 +606,32 @@ static void dispatch(nf_shard_t *sh, const nf_msg_t *m)
            NF_LI("actor", m->actor), NF_LI("src", m->src), NF_LEND);
 }
 
+/* Before anything that may send: nf_runtime_quiescent must not judge the shard idle until the
+ * iteration's messages are published (the end of the iteration clears it). */
+static inline void mark_busy(nf_shard_t *sh)
+{
+    if (!sh->busy_local) {
+        sh->busy_local = true;
+        atomic_store_explicit(&sh->busy, 1, memory_order_seq_cst);
+    }
+}
+
+/* After the iteration's messages are published. */
+static inline void go_idle(nf_shard_t *sh)
+{
+    if (sh->busy_local) {
+        sh->busy_local = false;
+        atomic_store_explicit(&sh->busy, 0, memory_order_release);
+    }
+}
+
 /* Takes up to budget messages from r; returns how many. Releases nothing. */
 static unsigned drain(nf_shard_t *sh, nf_ring_t *r)
 {
     uint64_t avail = nf_ring_available(r);
     unsigned take = avail < sh->rt->opts.budget ? (unsigned)avail : sh->rt->opts.budget;
+    if (take)
+        mark_busy(sh);
     for (unsigned i = 0; i < take; i++)
         dispatch(sh, nf_ring_take(r));
     return take;
@@ -791,9 +828,9 @@ static void shard_loop(nf_shard_t *sh)
         if (prev_worked) /* the last iteration's time, counted as busy */
             atomic_fetch_add_explicit(&g_busy_ns, sh->now - prev_start, memory_order_relaxed);
         prev_start = sh->now;
-        atomic_store_explicit(&sh->busy, 1, memory_order_relaxed);
         unsigned work = 0;
         if (!sh->stop_called && atomic_load_explicit(&rt->stop_requested, memory_order_acquire)) {
+            mark_busy(sh);
             sh->stop_called = true;
             call_hook(sh, HOOK_STOP);
             atomic_fetch_add(&rt->stop_called_count, 1);
@@ -802,6 +839,7 @@ static void shard_loop(nf_shard_t *sh)
         work += (unsigned)nf_wheel_advance(&sh->wheel, sh->now, fire_timer, sh);
         if (atomic_load_explicit(&sh->resume_pending, memory_order_relaxed) &&
             atomic_exchange_explicit(&sh->resume_pending, 0, memory_order_acquire)) {
+            mark_busy(sh);
             call_hook(sh, HOOK_RESUME);
             work++;
         }
@@ -817,8 +855,11 @@ static void shard_loop(nf_shard_t *sh)
             uint32_t mask = sh->sched_mask;
             sh->sched_mask = 0;
             for (int a = 0; a < rt->nactors; a++)
-                if ((mask & (1u << a)) && rt->ops[a]->run)
+                if ((mask & (1u << a)) && rt->ops[a]->run) {
+                    if (!rt->ops[a]->quiet_run)
+                        mark_busy(sh);
                     rt->ops[a]->run(sh, sh->actors[a]);
+                }
             work++;
         }
 
@@ -844,7 +885,17 @@ static void shard_loop(nf_shard_t *sh)
             nf_counter_add(rt->m_received, handled);
         }
         work += handled;
+        go_idle(sh); /* published: quiet work (the HTTP server's sockets) comes next */
         work += reap(sh);
+        if (sh->busy_local) { /* a watch's callback may have sent: publish, then idle again */
+            nf_shard_flush(sh);
+            if (sh->pending_sent) {
+                atomic_fetch_add_explicit(&sh->sent, sh->pending_sent, memory_order_release);
+                nf_counter_add(rt->m_sent, sh->pending_sent);
+                sh->pending_sent = 0;
+            }
+            go_idle(sh);
+        }
         atomic_fetch_add_explicit(&sh->iterations, 1, memory_order_relaxed);
 
         if (sh->now - last_gauges > 100000000ull) { /* gauges at most every 100 ms */
@@ -871,7 +922,6 @@ static void shard_loop(nf_shard_t *sh)
         }
 
         /* Nothing to do: publish idleness, then sleep unless something raced in. */
-        atomic_store_explicit(&sh->busy, 0, memory_order_release);
         atomic_store_explicit(&sh->sleeping, 1, memory_order_seq_cst);
         atomic_thread_fence(memory_order_seq_cst); /* pairs with the fence in shard_wake() */
         if (inbound_nonempty(sh) || atomic_load(&sh->resume_pending) ||

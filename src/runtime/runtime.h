@@ -88,6 +88,9 @@ typedef struct nf_actor_ops {
     void (*fini)(nf_shard_t *sh, void *self);
     /* Optional: an undelivered message at forced shutdown; free what it owns. Any thread. */
     void (*drop)(void *ctx, const nf_msg_t *m);
+    /* Its run hook never sends a message (the HTTP server's deferred connections): like a quiet
+     * watch (nf_watch_quiet), its turns do not keep the shard busy for nf_runtime_quiescent. */
+    bool quiet_run;
 } nf_actor_ops_t;
 
 typedef struct nf_runtime_opts {
@@ -229,6 +232,10 @@ typedef void (*nf_watch_fn)(nf_shard_t *sh, int fd, unsigned revents, void *arg)
 /* NULL on allocation failure. */
 nf_watch_t *nf_watch_add(nf_shard_t *sh, int fd, unsigned events, nf_watch_fn fn, void *arg);
 void nf_watch_modify(nf_shard_t *sh, nf_watch_t *w, unsigned events);
+/* Declares that w's callback never sends a message (nf_send), directly or through what it
+ * calls: its activity then does not keep the shard busy for nf_runtime_quiescent, so a flood of
+ * it (the HTTP server's connections) cannot hold an epoch's drain back. */
+void nf_watch_quiet(nf_watch_t *w);
 /* The callback is not called after this returns; the memory is released later. */
 void nf_watch_remove(nf_shard_t *sh, nf_watch_t *w);
 

@@ -75,6 +75,7 @@ struct nf_epoch {
         last_pause_ns, last_commit_ns, cur_epoch;
     nf_histogram_t m_pause, m_commit;
     nf_counter_t m_epochs, m_failures, m_outputs, m_checkpoints, m_early, m_recovered;
+    nf_counter_t m_drain_rounds;
     nf_counter_t m_cl_records, m_cl_bytes, m_restored, m_rebalance_failures, m_guard_behind;
     nf_gauge_t m_restore_seconds;
     nf_gauge_t m_epoch, m_state_bytes;
@@ -265,6 +266,11 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
     nf_metrics_histogram("newsflow_epoch_commit_seconds",
                          "Epoch commit: pending write, Kafka transaction, apply.", NULL,
                          nf_metrics_latency_bounds, nf_metrics_latency_nbounds, &ep->m_commit);
+    nf_metrics_counter("newsflow_epoch_drain_rounds_total",
+                       "Rounds of an epoch cut's drain (ask every shard, then check that no "
+                       "message is in flight): one per cut when the shards settle at once; many "
+                       "per cut means something keeps a shard busy while its inputs are paused.",
+                       NULL, 0, &ep->m_drain_rounds);
     nf_metrics_counter("newsflow_epochs_committed_total", "Epochs committed.", NULL, 0,
                        &ep->m_epochs);
     nf_metrics_counter("newsflow_epoch_failures_total",
@@ -453,6 +459,7 @@ static int cut(nf_epoch_t *ep, bool final, nf_kafka_offset_t *offs, size_t *noff
     atomic_store(&ep->step, "cutting: pausing and draining the shards");
     int r = call_all(ep, call_pause, "pause", err, errlen);
     for (unsigned spins = 0; r == 0; spins++) {
+        nf_counter_inc(ep->m_drain_rounds);
         r = call_all(ep, call_busy, "drain", err, errlen);
         bool busy = false;
         for (unsigned s = 0; s < ep->nshards; s++)
