@@ -300,7 +300,7 @@ static int start_httpd(nf_job_t *j, const nf_admin_hooks_t *hooks)
 {
     const nf_config_t *cfg = &j->cfg;
     nf_httpd_opts_t ho = {.hooks = *hooks,
-                          .max_connections = cfg->http.max_connections,
+                          .max_connections = cfg->admin.max_connections,
                           .request_timeout_ms = cfg->admin.request_timeout_ms,
                           .max_head = cfg->http.max_header_bytes,
                           .budget = cfg->http.budget,

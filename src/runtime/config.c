@@ -84,8 +84,11 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_U32, admin.port), .max = 65535, .def = "9464",
      .help = "admin server TCP port; 0 = any free port"},
     {KEY(CFG_U32, admin.max_connections), .min = 4, .max = 100000, .def = "256",
-     .help = "open connections to the admin server above which the oldest idle one is closed "
-             "for each new one (a probe always gets in; a connection thread each)"},
+     .help =
+         "open connections to admin.port above which the oldest idle one is closed for each "
+         "new one (a probe always gets in): a thread each on libmicrohttpd, a few kB each on "
+         "the shards (http.shards), which take twice as many before refusing new ones; raise it "
+         "for a listener that faces readers"},
     {KEY(CFG_U32, admin.request_timeout_ms), .min = 100, .max = 600000, .def = "10000",
      .help = "a connection that has not sent a whole request this long after its connect or its "
              "last answer is closed (a slow or idle client)"},
@@ -104,10 +107,6 @@ static const cfg_key_t cfg_keys[] = {
      .help = "once the shards run, admin.port is served on their own loops (keep-alive, "
              "pipelining, no thread per connection); false = libmicrohttpd's thread per "
              "connection throughout (the operator and probe listeners always are)"},
-    {KEY(CFG_U32, http.max_connections), .min = 16, .max = 1000000, .def = "10000",
-     .help = "open connections to admin.port on the shards (each shard its share) above which "
-             "the shard's oldest idle one is closed for a new one; past twice this, new ones are "
-             "refused"},
     {KEY(CFG_U32, http.max_header_bytes), .min = 1024, .max = 1048576, .def = "16384",
      .help = "request line and headers of one request (431 past it)"},
     {KEY(CFG_U32, http.budget), .min = 1, .max = 100000, .def = "64",

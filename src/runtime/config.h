@@ -85,7 +85,7 @@ typedef struct nf_config {
     } admin;
     struct {
         bool shards; /* admin.port served on the shards' loops once they run (runtime/httpd.h) */
-        uint32_t max_connections, max_header_bytes, budget, workers, queue;
+        uint32_t max_header_bytes, budget, workers, queue;
     } http;
     struct {
         uint32_t timeout_ms;

@@ -130,10 +130,11 @@ static void conn_close(conn_t *c)
     }
 }
 
-static bool conn_idle(const conn_t *c)
+/* May c be closed for a new connection? Not while an answer is owed or being written; a request
+ * still arriving (a slowloris) may be, as the admin server does. */
+static bool conn_evictable(const conn_t *c)
 {
-    return !c->closed && !c->pending && !c->in_len && c->out_len == c->out_off &&
-           !nf_http_parser_busy(&c->hp);
+    return !c->closed && !c->pending && !c->deferred && c->out_len == c->out_off;
 }
 
 static bool budget_spent(hshard_t *s)
@@ -431,7 +432,7 @@ static void make_room(hshard_t *s, conn_t *fresh)
     if (s->nconns <= s->cap)
         return;
     for (conn_t *o = s->head.next; o != &s->head && o != fresh; o = o->next)
-        if (conn_idle(o)) {
+        if (conn_evictable(o)) {
             nf_counter_inc(s->h->closed[CLOSED_EVICTED]);
             conn_close(o);
             return;
@@ -493,7 +494,7 @@ static void accept_starved(hshard_t *s, int err)
         s->last_log = now;
         nf_log(NF_LOG_WARN, "http",
                "cannot accept connections: raise the descriptor limit (ulimit -n) or lower "
-               "http.max_connections",
+               "admin.max_connections",
                NF_LS("error", strerror(err)), NF_LI("shard", nf_shard_index(s->sh)),
                NF_LI("open", s->nconns), NF_LEND);
     }
@@ -716,7 +717,7 @@ static void register_metrics(nf_httpd_t *h)
             "newsflow_http_refused_total",
             "Requests or connections the public listener refused: bad_request 400, "
             "body_too_large 413, uri_too_long 414, headers_too_large 431, busy 503 (the workers' "
-            "queue full), connections (over twice http.max_connections), "
+            "queue full), connections (over twice admin.max_connections), "
             "descriptors (accept failed).",
             labels, 0, &h->refused[i]);
     }
@@ -724,11 +725,12 @@ static void register_metrics(nf_httpd_t *h)
     for (int i = 0; i < CLOSED__N; i++) {
         char labels[64];
         snprintf(labels, sizeof labels, "reason=\"%s\"", closed[i]);
-        nf_metrics_counter("newsflow_http_connections_closed_total",
-                           "Connections the public listener closed: evicted, the oldest idle one "
-                           "over http.max_connections; timeout, no whole request within "
-                           "admin.request_timeout_ms.",
-                           labels, 0, &h->closed[i]);
+        nf_metrics_counter(
+            "newsflow_http_connections_closed_total",
+            "Connections the public listener closed: evicted, the oldest one not "
+            "being answered over admin.max_connections; timeout, no whole request within "
+            "admin.request_timeout_ms.",
+            labels, 0, &h->closed[i]);
     }
     nf_metrics_gauge("newsflow_http_connections", "Open connections to the public listener.", NULL,
                      0, &h->conns);

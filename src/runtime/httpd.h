@@ -23,8 +23,9 @@
  * Limits: the request line and headers (max_head: 431), the body (hooks.max_body: 413), a whole
  * request within request_timeout_ms of the connect or of the last answer (else the connection is
  * closed: a slow sender or a silent one), and max_connections over the process (each shard its
- * share; past it the oldest idle connection of that shard is closed for a new one, and past
- * twice it the new one is refused). Malformed input is 400 and the connection closed.
+ * share; past it the shard's oldest connection not being answered — idle, or still sending its
+ * request: a slowloris — is closed for a new one, and past twice it the new one is refused).
+ * Malformed input is 400 and the connection closed.
  *
  * Threads: nf_httpd_new, _listen, _quiesce and _free from one thread (main); the actor on the
  * shards; the workers on their own threads. */
@@ -38,7 +39,7 @@
 
 typedef struct nf_httpd_opts {
     nf_admin_hooks_t hooks;      /* as the admin server's (on_loop, max_body, page...) */
-    unsigned max_connections;    /* the process's (0: 10000) */
+    unsigned max_connections;    /* the process's, admin.max_connections (0: 10000) */
     unsigned request_timeout_ms; /* 0: 10000 */
     size_t max_head;             /* 0: 16384 */
     unsigned budget;             /* requests a shard answers per loop iteration (0: 64) */

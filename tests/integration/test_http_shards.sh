@@ -10,7 +10,7 @@ port=$(free_port)
 cd "$SRC"
 ulimit -n "$(ulimit -Hn)"
 "$NF" run --config config/newsflow.json --set state.dir="$TMP/state" --set admin.port="$port" \
-  --set admin.request_timeout_ms=1500 --set http.max_connections=2000 \
+  --set admin.request_timeout_ms=1500 --set admin.max_connections=2000 \
   --set checkpoint.interval_ms=300 >"$TMP/out" 2>"$TMP/err" &
 PID=$!
 url="http://127.0.0.1:$port"
