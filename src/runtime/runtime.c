@@ -427,7 +427,34 @@ void nf_timer_cancel(nf_shard_t *sh, nf_timer_t *t)
     nf_wheel_cancel(&sh->wheel, t);
 }
 
-static inline void mark_busy(nf_shard_t *sh);
+/* Before anything that may send: nf_runtime_quiescent must not judge the shard idle until the
+ * iteration's messages are published (the end of the iteration clears it). */
+static inline void mark_busy(nf_shard_t *sh)
+{
+    if (!sh->busy_local) {
+        sh->busy_local = true;
+        atomic_store_explicit(&sh->busy, 1, memory_order_seq_cst);
+    }
+}
+
+/* After the iteration's messages are published. */
+static inline void go_idle(nf_shard_t *sh)
+{
+    if (sh->busy_local) {
+        sh->busy_local = false;
+        atomic_store_explicit(&sh->busy, 0, memory_order_release);
+    }
+}
+
+/* The messages published since the last call, added to `sent` (after nf_shard_flush). */
+static void count_sent(nf_shard_t *sh)
+{
+    if (sh->pending_sent) {
+        atomic_fetch_add_explicit(&sh->sent, sh->pending_sent, memory_order_release);
+        nf_counter_add(sh->rt->m_sent, sh->pending_sent);
+        sh->pending_sent = 0;
+    }
+}
 
 static void fire_timer(void *ctx, nf_timer_t *t)
 {
@@ -604,25 +631,6 @@ static void dispatch(nf_shard_t *sh, const nf_msg_t *m)
     }
     nf_log(NF_LOG_ERROR, "runtime", "message for an unknown actor dropped",
            NF_LI("actor", m->actor), NF_LI("src", m->src), NF_LEND);
-}
-
-/* Before anything that may send: nf_runtime_quiescent must not judge the shard idle until the
- * iteration's messages are published (the end of the iteration clears it). */
-static inline void mark_busy(nf_shard_t *sh)
-{
-    if (!sh->busy_local) {
-        sh->busy_local = true;
-        atomic_store_explicit(&sh->busy, 1, memory_order_seq_cst);
-    }
-}
-
-/* After the iteration's messages are published. */
-static inline void go_idle(nf_shard_t *sh)
-{
-    if (sh->busy_local) {
-        sh->busy_local = false;
-        atomic_store_explicit(&sh->busy, 0, memory_order_release);
-    }
 }
 
 /* Takes up to budget messages from r; returns how many. Releases nothing. */
@@ -875,11 +883,7 @@ static void shard_loop(nf_shard_t *sh)
             }
             nf_ring_release(&rt->inbox[sh->index]);
         }
-        if (sh->pending_sent) {
-            atomic_fetch_add_explicit(&sh->sent, sh->pending_sent, memory_order_release);
-            nf_counter_add(rt->m_sent, sh->pending_sent);
-            sh->pending_sent = 0;
-        }
+        count_sent(sh);
         if (handled) {
             atomic_fetch_add_explicit(&sh->received, handled, memory_order_release);
             nf_counter_add(rt->m_received, handled);
@@ -889,11 +893,7 @@ static void shard_loop(nf_shard_t *sh)
         work += reap(sh);
         if (sh->busy_local) { /* a watch's callback may have sent: publish, then idle again */
             nf_shard_flush(sh);
-            if (sh->pending_sent) {
-                atomic_fetch_add_explicit(&sh->sent, sh->pending_sent, memory_order_release);
-                nf_counter_add(rt->m_sent, sh->pending_sent);
-                sh->pending_sent = 0;
-            }
+            count_sent(sh);
             go_idle(sh);
         }
         atomic_fetch_add_explicit(&sh->iterations, 1, memory_order_relaxed);
