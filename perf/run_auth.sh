@@ -72,7 +72,7 @@ fi
 
 tmp=$(mktemp -d)
 job_off="" job_on=""
-source perf/lib.sh # stop_pid
+source perf/lib.sh # stop_pid, ticks
 cleanup() {
   [ -n "$job_off" ] && stop_pid "$job_off"
   [ -n "$job_on" ] && stop_pid "$job_on"
@@ -158,7 +158,6 @@ expect "on, no token" 401 "$(status "$port_on" "$feed_path")"
 expect "on, a forged HS256 signature" 401 "$(status "$port_on" "$feed_path" "$tok_forged")"
 expect "on, another reader's feed" 403 "$(status "$port_on" "/v1/feed/demo-user-2?limit=20" "$tok_hs")"
 hz=$(getconf CLK_TCK)
-ticks() { awk '{printf "%.0f\n", $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 busy() { awk '$1 == "cpu" {printf "%.0f\n", $2 + $3 + $4 + $7 + $8}' /proc/stat; } # all CPUs
 refused() { # newsflow_auth_refused_total of the "on" job, all reasons (-1: not read)
   curl -fs "http://127.0.0.1:$port_on/metrics" 2>/dev/null |

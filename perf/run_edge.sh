@@ -113,7 +113,7 @@ fi
 
 # ---- 2. the broker ----
 server_pid="" kafka_started=""
-source perf/lib.sh # stop_pid
+source perf/lib.sh # stop_pid, ticks
 cleanup() {
   local rc=$?
   [ -n "$server_pid" ] && stop_pid "$server_pid"
@@ -141,7 +141,6 @@ for _ in $(seq 100); do # the new partitions' leaders
 done
 [ -n "$(end_offsets)" ] || { echo "run_edge.sh: $topic's end offsets cannot be read" >&2; exit 1; }
 
-ticks() { awk '{printf "%.0f\n", $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 # Busy ticks (user nice system irq softirq) of the server's CPUs from /proc/stat: less the
 # server's own, what other work (the machine is shared) took from them meanwhile.
 server_cpu_names=$(python3 -c 'import sys

@@ -127,7 +127,7 @@ tmp=$(mktemp -d /tmp/nf-pgsinkperf.XXXXXX)
 chmod 755 "$tmp" # the server runs as the postgres user: it must reach $tmp/pg
 kdir="$tmp/kafka" pdir="$tmp/pg"
 sink_pid="" watch_pid="" kafka_started="" pg_started=""
-source perf/lib.sh # stop_pid
+source perf/lib.sh # stop_pid, ticks
 cleanup() {
   local rc=$?
   [ -n "$sink_pid" ] && stop_pid "$sink_pid"
@@ -161,7 +161,6 @@ fresh_db() { # fresh_db NAME: created and migrated by the sink
     { echo "run_pgsink.sh: migrating $1 failed (logs/migrate.log)" >&2; exit 1; }
 }
 hz=$(getconf CLK_TCK)
-ticks() { awk '{printf "%.0f\n", $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 pg_ticks() { # the postmaster and its children, with the children they reaped (exited backends)
   local pids
   pids=$(ps -o pid= --ppid "$pg_pid" | tr -d ' ' || true)

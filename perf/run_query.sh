@@ -55,7 +55,7 @@ tmp=$(mktemp -d)
 job="" redis="" e2e="" kdir="" nginx=""
 # SIGTERM, 15 s, then SIGKILL: an overloaded job's final epoch can take minutes (a benchmark's
 # state is thrown away anyway).
-source perf/lib.sh # stop_pid
+source perf/lib.sh # stop_pid, cpu_s
 cleanup() {
   [ -n "$e2e" ] && stop_pid "$e2e"
   [ -n "$job" ] && stop_pid "$job"
@@ -68,14 +68,6 @@ trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-# CPU seconds (user + system) of the processes given, from /proc (children not counted)
-cpu_s() {
-  local t=0 p
-  for p in "$@"; do
-    [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
-  done
-  python3 -c "print($t / $(getconf CLK_TCK))"
-}
 # the epoch pause so far: "SUM COUNT" of newsflow_epoch_pause_seconds
 pauses() { curl -fs "$base/metrics" | awk '/^newsflow_epoch_pause_seconds_sum/ {s=$2} /^newsflow_epoch_pause_seconds_count/ {c=$2} END {print s + 0, c + 0}'; }
 # adds fields to the JSON object in $LINE: python expressions over r (that object) and env vars
