@@ -60,12 +60,6 @@ typedef struct conn {
     uint64_t idle_since;   /* nf_now_ns of the connect or of the last answer */
 } conn_t;
 
-/* At most one warn line per NF_ADMIN_LOG_EVERY_NS for one kind of event (a flood of them must
- * not flood the log): see log_gate_pass. */
-typedef struct log_gate {
-    _Atomic uint64_t last_ns, held;
-} log_gate_t;
-
 struct nf_admin {
     struct MHD_Daemon *daemon;
     nf_admin_hooks_t hooks;
@@ -80,7 +74,7 @@ struct nf_admin {
     bool sweeper_started, stopping;
     bool handed_over; /* the listening socket went to the shards' server (nf_admin_hand_over) */
     pthread_cond_t wake;
-    log_gate_t close_log, mhd_log; /* closed connections; libmicrohttpd's own warnings */
+    nf_log_gate_t close_log, mhd_log; /* closed connections; libmicrohttpd's own warnings */
     nf_counter_t requests[NF_ADMIN_NPATHS];
     nf_counter_t closed_evicted, closed_timeout;
     nf_gauge_t open;
@@ -163,20 +157,6 @@ static void conn_busy(nf_admin_t *a, struct MHD_Connection *c, bool busy)
     pthread_mutex_unlock(&a->lock);
 }
 
-/* Whether an event of g's kind may be logged now: true once per NF_ADMIN_LOG_EVERY_NS, with
- * *held the events held back since the last line. Any thread. */
-static bool log_gate_pass(log_gate_t *g, uint64_t *held)
-{
-    uint64_t now = nf_now_ns(), last = atomic_load(&g->last_ns);
-    if (last && now - last < NF_ADMIN_LOG_EVERY_NS) {
-        atomic_fetch_add(&g->held, 1);
-        return false;
-    }
-    atomic_store(&g->last_ns, now);
-    *held = atomic_exchange(&g->held, 0);
-    return true;
-}
-
 /* Shuts k down (its thread sees the end of the stream and MHD closes it); under a->lock. */
 static void conn_close(nf_admin_t *a, conn_t *k, bool evicted)
 {
@@ -186,7 +166,7 @@ static void conn_close(nf_admin_t *a, conn_t *k, bool evicted)
     shutdown(k->fd, SHUT_RDWR);
     nf_counter_inc(evicted ? a->closed_evicted : a->closed_timeout);
     uint64_t held = 0;
-    if (log_gate_pass(&a->close_log, &held))
+    if (nf_log_gate_pass(&a->close_log, NF_ADMIN_LOG_EVERY_NS, &held))
         nf_log(NF_LOG_WARN, "admin",
                "connections closed: over admin.max_connections (the oldest idle ones) or no "
                "whole request within admin.request_timeout_ms (a line per 10 s at most)",
@@ -260,17 +240,9 @@ static void upload_add(const nf_admin_t *a, upload_t *u, const char *data, size_
         u->too_big = true;
         return;
     }
-    if (u->len + n > u->cap) {
-        size_t cap = u->cap ? u->cap * 2 : 4096;
-        while (cap < u->len + n)
-            cap *= 2;
-        char *b = realloc(u->buf, cap);
-        if (!b) {
-            u->too_big = true; /* answered 413: the client may send less */
-            return;
-        }
-        u->buf = b;
-        u->cap = cap;
+    if (!nf_http_reserve(&u->buf, &u->cap, u->len + n, 4096)) {
+        u->too_big = true; /* answered 413: the client may send less */
+        return;
     }
     memcpy(u->buf + u->len, data, n);
     u->len += n;
@@ -396,7 +368,7 @@ static void nf_admin_mhd_log(void *cls, const char *fmt, va_list ap)
     bool client = strncmp(msg, "Error processing request", 24) == 0;
     /* ... nor a flood of connections ("Server reached connection limit"): a warning per 10 s. */
     uint64_t held = 0;
-    if (!client && !log_gate_pass(&a->mhd_log, &held))
+    if (!client && !nf_log_gate_pass(&a->mhd_log, NF_ADMIN_LOG_EVERY_NS, &held))
         client = true;
     nf_log(client ? NF_LOG_DEBUG : NF_LOG_WARN, "admin", "http server", NF_LS("detail", msg),
            NF_LI("suppressed_before", (int64_t)held), NF_LEND);

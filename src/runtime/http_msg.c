@@ -24,11 +24,11 @@ static int refuse(nf_http_parser_t *hp, int status, const char *why)
     return 1;
 }
 
-static bool grow(char **buf, size_t *cap, size_t need)
+bool nf_http_reserve(char **buf, size_t *cap, size_t need, size_t first)
 {
     if (need <= *cap)
         return true;
-    size_t c = *cap ? *cap : 512;
+    size_t c = *cap ? *cap : first;
     while (c < need)
         c *= 2;
     char *b = realloc(*buf, c);
@@ -45,7 +45,7 @@ static int head_add(nf_http_parser_t *hp, const char *at, size_t len)
         return refuse(hp, 414, "request target over the limit of the request's head");
     if (hp->head_len + len + 1 > hp->lim.max_head)
         return refuse(hp, 431, "request line and headers over the limit");
-    if (!grow(&hp->head, &hp->head_cap, hp->head_len + len + 1))
+    if (!nf_http_reserve(&hp->head, &hp->head_cap, hp->head_len + len + 1, 512))
         return refuse(hp, 503, "out of memory");
     memcpy(hp->head + hp->head_len, at, len);
     hp->head_len += len;
@@ -139,7 +139,7 @@ static int on_body(http_parser *p, const char *at, size_t len)
     nf_http_parser_t *hp = hp_of(p);
     if (hp->body_len + len > hp->lim.max_body)
         return refuse(hp, 413, "body over the limit");
-    if (!grow(&hp->body, &hp->body_cap, hp->body_len + len + 1))
+    if (!nf_http_reserve(&hp->body, &hp->body_cap, hp->body_len + len + 1, 512))
         return refuse(hp, 503, "out of memory");
     memcpy(hp->body + hp->body_len, at, len);
     hp->body_len += len;
@@ -257,7 +257,7 @@ static void finish(nf_http_parser_t *hp)
         split_args(m, q);
     else
         m->nargs = 0;
-    if (!grow(&hp->body, &hp->body_cap, hp->body_len + 1)) {
+    if (!nf_http_reserve(&hp->body, &hp->body_cap, hp->body_len + 1, 512)) {
         m->body = "";
         m->body_len = 0;
     } else {

@@ -71,6 +71,9 @@ void nf_http_parser_free(nf_http_parser_t *hp);
 nf_http_step_t nf_http_parse(nf_http_parser_t *hp, const char *data, size_t n, size_t *used);
 /* Has a request begun (bytes of one taken, not yet whole)? */
 bool nf_http_parser_busy(const nf_http_parser_t *hp);
+/* Makes room for need bytes in *buf (capacity *cap), doubling from first (or from *cap): the
+ * growth of every buffer the two HTTP servers build. false (nothing changed) without memory. */
+bool nf_http_reserve(char **buf, size_t *cap, size_t need, size_t first);
 /* The value of header name (case-insensitive), NULL if absent. */
 const char *nf_http_msg_header(const nf_http_msg_t *m, const char *name);
 

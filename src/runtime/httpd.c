@@ -37,7 +37,7 @@ struct hshard {
     nf_timer_t sweep, rest;
     uint64_t loop;     /* the iteration `answered` counts in */
     unsigned answered; /* requests answered in it */
-    uint64_t last_log;
+    nf_log_gate_t accept_log;
     bool stopping;
     char scratch[SCRATCH];
 };
@@ -163,16 +163,8 @@ static void conn_events(conn_t *c)
 
 static bool out_add(conn_t *c, const char *p, size_t n)
 {
-    if (c->out_len + n > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : 4096;
-        while (cap < c->out_len + n)
-            cap *= 2;
-        char *o = realloc(c->out, cap);
-        if (!o)
-            return false;
-        c->out = o;
-        c->out_cap = cap;
-    }
+    if (!nf_http_reserve(&c->out, &c->out_cap, c->out_len + n, 4096))
+        return false;
     memcpy(c->out + c->out_len, p, n);
     c->out_len += n;
     return true;
@@ -238,21 +230,22 @@ static void send_resp(conn_t *c, const nf_admin_req_t *req, nf_admin_resp_t *r, 
     c->since = nf_shard_now(c->s->sh);
 }
 
-/* A plain-text answer of the server's own, with one extra header line (or NULL). */
-static void send_plain(conn_t *c, int status, const char *body, const char *extra, bool keep)
+/* A plain-text answer of the server's own. */
+static void send_plain(conn_t *c, int status, const char *body, bool keep)
 {
-    nf_admin_req_t req = {.nheaders = 0};
-    if (extra) {
-        snprintf(req.headers[0][0], sizeof req.headers[0][0], "%s", extra);
-        snprintf(req.headers[0][1], sizeof req.headers[0][1], "%s", strchr(extra, '\0') + 1);
-        req.nheaders = 1;
-    }
     nf_admin_resp_t r = {.status = status,
                          .ctype = "text/plain; charset=utf-8",
                          .body = (char *)body,
-                         .len = strlen(body),
-                         .api = extra != NULL};
-    send_resp(c, &req, &r, keep);
+                         .len = strlen(body)};
+    send_resp(c, NULL, &r, keep);
+}
+
+/* The request the hooks see: m, with no header added yet. */
+static void req_init(nf_admin_req_t *r, const nf_http_msg_t *m)
+{
+    r->conn = NULL;
+    r->msg = m;
+    r->nheaders = 0;
 }
 
 /* ---- requests ---- */
@@ -264,9 +257,7 @@ static void offload(conn_t *c)
     if (j) {
         j->c = c;
         j->shard = nf_shard_index(c->s->sh);
-        j->req.conn = NULL;
-        j->req.msg = &c->hp.msg;
-        j->req.nheaders = 0;
+        req_init(&j->req, &c->hp.msg);
     }
     if (j && httpd_workers_submit(h, j)) {
         c->pending = true;
@@ -274,10 +265,16 @@ static void offload(conn_t *c)
     }
     free(j);
     nf_counter_inc(h->refused[REFUSED_BUSY]);
-    send_plain(c, 503, "server busy: try again\n",
-               "Retry-After\0"
-               "1",
-               c->hp.msg.keep_alive);
+    nf_admin_req_t req;
+    req_init(&req, &c->hp.msg);
+    nf_admin_req_header(&req, "Retry-After", "1");
+    static const char busy[] = "server busy: try again\n";
+    nf_admin_resp_t r = {.status = 503,
+                         .ctype = "text/plain; charset=utf-8",
+                         .body = (char *)busy,
+                         .len = sizeof busy - 1,
+                         .api = true};
+    send_resp(c, &req, &r, c->hp.msg.keep_alive);
 }
 
 /* A whole request in c's parser: answered here when the hooks allow, else by a worker. */
@@ -306,9 +303,7 @@ static void answer(conn_t *c)
     }
     uint64_t t0 = nf_now_ns();
     nf_admin_req_t req;
-    req.conn = NULL;
-    req.msg = m;
-    req.nheaders = 0;
+    req_init(&req, m);
     nf_admin_resp_t r;
     nf_admin_respond(&h->o.hooks, &req, m->method, m->path, m->body, m->body_len, &r);
     send_resp(c, &req, &r, m->keep_alive);
@@ -327,7 +322,7 @@ static void refuse(conn_t *c)
     char body[160];
     snprintf(body, sizeof body, "%s: %s\n", reason_phrase(st), c->hp.why ? c->hp.why : "");
     c->head = false;
-    send_plain(c, st, body, NULL, false);
+    send_plain(c, st, body, false);
 }
 
 static void defer(conn_t *c)
@@ -426,7 +421,7 @@ static void on_conn(nf_shard_t *sh, int fd, unsigned revents, void *arg)
         conn_events(c);
 }
 
-/* Over the cap: the oldest idle connection goes for the new one. */
+/* Over the cap: the oldest connection not being answered goes for the new one. */
 static void make_room(hshard_t *s, conn_t *fresh)
 {
     if (s->nconns <= s->cap)
@@ -489,15 +484,13 @@ static void rest_over(nf_shard_t *sh, nf_timer_t *t, void *arg)
 static void accept_starved(hshard_t *s, int err)
 {
     nf_counter_inc(s->h->refused[REFUSED_DESCRIPTORS]);
-    uint64_t now = nf_shard_now(s->sh);
-    if (!s->last_log || now - s->last_log > LOG_EVERY_NS) {
-        s->last_log = now;
+    uint64_t now = nf_shard_now(s->sh), held = 0;
+    if (nf_log_gate_pass(&s->accept_log, LOG_EVERY_NS, &held))
         nf_log(NF_LOG_WARN, "http",
                "cannot accept connections: raise the descriptor limit (ulimit -n) or lower "
-               "admin.max_connections",
+               "admin.max_connections (a line per 10 s at most)",
                NF_LS("error", strerror(err)), NF_LI("shard", nf_shard_index(s->sh)),
-               NF_LI("open", s->nconns), NF_LEND);
-    }
+               NF_LI("open", s->nconns), NF_LI("suppressed_before", (int64_t)held), NF_LEND);
     nf_watch_modify(s->sh, s->lw, 0);
     nf_timer_arm(s->sh, &s->rest, now + FD_PAUSE_NS, 0);
 }

@@ -369,3 +369,18 @@ void nf_log_signal_safe(nf_log_level_t level, const char *component, const char 
     ssize_t w = write(atomic_load_explicit(&nf_log_fd, memory_order_relaxed), b.buf, b.len);
     (void)w;
 }
+
+bool nf_log_gate_pass(nf_log_gate_t *g, uint64_t every_ns, uint64_t *held)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t last = atomic_load(&g->last_ns);
+    if (last && now - last < every_ns) {
+        atomic_fetch_add(&g->held, 1);
+        return false;
+    }
+    atomic_store(&g->last_ns, now);
+    *held = atomic_exchange(&g->held, 0);
+    return true;
+}

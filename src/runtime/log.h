@@ -18,6 +18,7 @@
 #define NF_LOG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef enum { NF_LOG_DEBUG = 0, NF_LOG_INFO, NF_LOG_WARN, NF_LOG_ERROR } nf_log_level_t;
 
@@ -40,6 +41,15 @@ bool nf_log_enabled(nf_log_level_t level);
 /* "debug", "info", "warn", "error" -> 0; anything else -> -1. */
 int nf_log_level_parse(const char *s, nf_log_level_t *out);
 const char *nf_log_level_name(nf_log_level_t level);
+
+/* At most one line per every_ns for one kind of event, so that a flood of them (refused
+ * connections, a client's errors) does not flood the log: nf_log_gate_pass is true once per
+ * every_ns, with *held the events held back since the last line (log it). Zero-initialise;
+ * any thread. */
+typedef struct nf_log_gate {
+    _Atomic uint64_t last_ns, held;
+} nf_log_gate_t;
+bool nf_log_gate_pass(nf_log_gate_t *g, uint64_t every_ns, uint64_t *held);
 
 /* Shard index shown in this thread's lines; -1 for non-shard threads. */
 void nf_log_set_thread_shard(int shard);
