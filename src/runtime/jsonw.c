@@ -1,7 +1,6 @@
 /* jsonw.c — see jsonw.h. */
 #include "runtime/jsonw.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,9 +190,12 @@ void nf_jw_str(nf_jw_t *w, const char *s)
 
 void nf_jw_i64(nf_jw_t *w, int64_t v)
 {
-    char b[24];
-    int n = snprintf(b, sizeof b, "%" PRId64, v);
-    nf_jw_raw(w, b, (size_t)n);
+    if (v >= 0) {
+        nf_jw_u64(w, (uint64_t)v);
+        return;
+    }
+    nf_jw_raw(w, "-", 1);
+    nf_jw_u64(w, 0 - (uint64_t)v); /* INT64_MIN too: its magnitude fits in a uint64_t */
 }
 
 void nf_jw_u64(nf_jw_t *w, uint64_t v)
@@ -312,6 +314,40 @@ void nf_jw_unit(nf_jw_t *w, double v)
     char *p = nf_jw_reserve(w, 17);
     if (p)
         nf_jw_commit(w, nf_jw_unit_put(p, v));
+}
+
+void nf_jw_score(nf_jw_t *w, double v)
+{
+    if (!(v > 1.0 && v < 1e6)) {
+        nf_jw_unit(w, v);
+        return;
+    }
+    unsigned d = 1; /* digits before the point */
+    for (double p = 10; v >= p; p *= 10)
+        d++;
+    static const double scale[7] = {1, 1e14, 1e13, 1e12, 1e11, 1e10, 1e9};
+    uint64_t q = (uint64_t)(v * scale[d] + 0.5); /* 15 digits, 16 if it rounded up to 10^15 */
+    char b[24];
+    size_t n = sizeof b;
+    do {
+        b[--n] = (char)('0' + q % 10);
+        q /= 10;
+    } while (q);
+    size_t digits = sizeof b - n, frac = 15 - d; /* the fraction's digits, the last ones */
+    char *p = nf_jw_reserve(w, digits + 1);
+    if (!p)
+        return;
+    memcpy(p, b + n, digits - frac);
+    char *o = p + (digits - frac);
+    size_t keep = frac;
+    while (keep && b[n + digits - frac + keep - 1] == '0')
+        keep--;
+    if (keep) {
+        *o++ = '.';
+        memcpy(o, b + n + digits - frac, keep);
+        o += keep;
+    }
+    nf_jw_commit(w, o);
 }
 
 void nf_jw_bool(nf_jw_t *w, bool v)

@@ -35,6 +35,9 @@ void nf_jw_u64(nf_jw_t *w, uint64_t v);
 /* A number in [0, 1] (a weight, a confidence) with 15 decimals, trailing zeros dropped: absolute
  * error < 6e-16, no printf. Outside [0, 1]: %.17g; not finite: null. */
 void nf_jw_unit(nf_jw_t *w, double v);
+/* v to 15 significant digits where 1 < v < 10^6 (a feed's score: a unit's precision without
+ * printf's exact conversion), else as nf_jw_unit. */
+void nf_jw_score(nf_jw_t *w, double v);
 void nf_jw_bool(nf_jw_t *w, bool v);
 /* v with three decimals (printf %.3f): seconds to the millisecond. */
 void nf_jw_fixed3(nf_jw_t *w, double v);

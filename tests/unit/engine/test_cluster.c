@@ -16,6 +16,7 @@
  *
  * Deterministic: one seeded PRNG. */
 #include "algo/hash.h"
+#include "algo/idset.h"
 #include "algo/minhash.h"
 #include "engine/cluster.h"
 #include "nf_test.h"
@@ -640,6 +641,29 @@ static void test_restart_clock(void)
     nf_teststore_rmtree(dir);
 }
 
+/* nf_cluster_id_hex writes what printf's "%016llx%016llx" does (it replaced it: one per item of
+ * every feed answer), and nf_id128_from_hex reads it back. */
+static void test_id_hex(void)
+{
+    uint64_t x = 0x853c49e6748fea9bull;
+    for (int i = 0; i < 10000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        nf_id128_t id = {.hi = i % 3 ? x : x >> (i % 64), .lo = i % 5 ? x * 31 : (uint64_t)i};
+        char got[33], want[33];
+        nf_cluster_id_hex(id, got);
+        snprintf(want, sizeof want, "%016llx%016llx", (unsigned long long)id.hi,
+                 (unsigned long long)id.lo);
+        nf_id128_t back;
+        if (strcmp(got, want) != 0 || nf_id128_from_hex(got, &back) != 0 || back.hi != id.hi ||
+            back.lo != id.lo) {
+            fprintf(stderr, "id %016llx %016llx: wrote %s, want %s\n", (unsigned long long)id.hi,
+                    (unsigned long long)id.lo, got, want);
+            NF_CHECK(0);
+            return;
+        }
+    }
+}
+
 int main(void)
 {
     make_vocab();
@@ -650,5 +674,6 @@ int main(void)
     NF_RUN(test_restart_identity);
     NF_RUN(test_restart_identity_past_compacted);
     NF_RUN(test_restart_clock);
+    NF_RUN(test_id_hex);
     return nf_test_report();
 }

@@ -5,6 +5,7 @@
 #include "runtime/jsonw.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include <cjson/cJSON.h>
@@ -201,9 +202,73 @@ static void test_unit(void)
     nf_jw_free(&w);
 }
 
+/* nf_jw_score: 15 significant digits for 1 < v < 10^6 (no exponent, no trailing zeros), what
+ * nf_jw_unit writes elsewhere; integers through nf_jw_i64 as printf writes them. */
+static void test_score_and_i64(void)
+{
+    nf_jw_t w;
+    nf_jw_init(&w);
+    const struct {
+        double v;
+        const char *want;
+    } cases[] = {{0.5, "0.5"},
+                 {1.0, "1"},
+                 {1.5, "1.5"},
+                 {2.0, "2"},
+                 {10.0, "10"},
+                 {123.456, "123.456"},
+                 {999999.5, "999999.5"},
+                 {9.9999999999999999, "10"},
+                 {1.0 / 3.0 + 1, "1.33333333333333"},
+                 {1e6, "1000000"},
+                 {2e6, "2000000"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        nf_jw_reset(&w);
+        nf_jw_score(&w, cases[i].v);
+        nf_jw_raw(&w, "", 1);
+        NF_CHECK_STR(w.buf, cases[i].want);
+    }
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 100000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double v = 1.0 + (double)(x >> 11) / 9007199254740992.0 * pow(10, (double)(x % 6));
+        if (i % 3 == 1) /* few decimals: trailing zeros */
+            v = 1.0 + (double)(x % 100000001) / 1e4;
+        nf_jw_reset(&w);
+        nf_jw_score(&w, v);
+        nf_jw_raw(&w, "", 1);
+        size_t n = strlen(w.buf), digits = 0;
+        bool point = false, ok = n > 0 && w.buf[0] != '.' && w.buf[n - 1] != '.';
+        for (size_t k = 0; k < n && ok; k++) {
+            if (w.buf[k] == '.')
+                ok = !point, point = true;
+            else
+                ok = w.buf[k] >= '0' && w.buf[k] <= '9', digits++;
+        }
+        ok = ok && digits <= 16 && !(point && w.buf[n - 1] == '0');
+        double back = strtod(w.buf, NULL);
+        if (!ok || !(fabs(back - v) <= 6e-15 * v)) {
+            fprintf(stderr, "nf_jw_score(%.17g) wrote %s\n", v, w.buf);
+            NF_CHECK(0);
+            break;
+        }
+    }
+    const int64_t ints[] = {0, 1, -1, 9, -10, 1795989326110, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        nf_jw_reset(&w);
+        nf_jw_i64(&w, ints[i]);
+        nf_jw_raw(&w, "", 1);
+        char want[24];
+        snprintf(want, sizeof want, "%lld", (long long)ints[i]);
+        NF_CHECK_STR(w.buf, want);
+    }
+    nf_jw_free(&w);
+}
+
 int main(void)
 {
     NF_RUN(test_unit);
+    NF_RUN(test_score_and_i64);
     NF_RUN(test_strn_matches_reference);
     NF_RUN(test_round_trip);
     return nf_test_report();
