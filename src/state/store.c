@@ -811,15 +811,11 @@ int store_scan_prefix_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_sta
     return store_scan_from_ro(st, ro, kind, prefix, plen, NULL, 0, fn, arg);
 }
 
-int store_scan_from_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
-                       const void *prefix, size_t plen, const void *from, size_t flen,
-                       nf_store_scan_fn fn, void *arg)
+/* The keys from the first >= from (or the prefix's first) while they have the prefix; fn's
+ * non-zero ends it. */
+static int scan_it(rocksdb_iterator_t *it, const void *prefix, size_t plen, const void *from,
+                   size_t flen, nf_store_scan_fn fn, void *arg)
 {
-    if ((unsigned)kind >= NF_KIND__COUNT)
-        return -EINVAL;
-    if (!st->kinds[kind])
-        return 0;
-    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(st->db, ro, st->kinds[kind]);
     int r = 0;
     if (flen && (!plen || (flen >= plen && memcmp(from, prefix, plen) >= 0)))
         rocksdb_iter_seek(it, from, flen);
@@ -837,6 +833,11 @@ int store_scan_from_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state
         if (r != 0)
             break;
     }
+    return r;
+}
+
+static int iter_done(rocksdb_iterator_t *it, int r)
+{
     char *rerr = NULL;
     rocksdb_iter_get_error(it, &rerr);
     if (rerr) {
@@ -845,6 +846,33 @@ int store_scan_from_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state
     }
     rocksdb_iter_destroy(it);
     return r;
+}
+
+int store_scan_from_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
+                       const void *prefix, size_t plen, const void *from, size_t flen,
+                       nf_store_scan_fn fn, void *arg)
+{
+    if ((unsigned)kind >= NF_KIND__COUNT)
+        return -EINVAL;
+    if (!st->kinds[kind])
+        return 0;
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(st->db, ro, st->kinds[kind]);
+    return iter_done(it, scan_it(it, prefix, plen, from, flen, fn, arg));
+}
+
+int store_scan_prefixes_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
+                           const unsigned char *prefixes, size_t n, size_t plen,
+                           nf_store_scan_fn fn, void *arg)
+{
+    if ((unsigned)kind >= NF_KIND__COUNT || !plen)
+        return -EINVAL;
+    if (!st->kinds[kind] || !n)
+        return 0;
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(st->db, ro, st->kinds[kind]);
+    int r = 0;
+    for (size_t i = 0; i < n && r >= 0; i++)
+        r = scan_it(it, prefixes + i * plen, plen, NULL, 0, fn, arg);
+    return iter_done(it, r < 0 ? r : 0);
 }
 
 /* ---------------------------------------------------------------------------------------------

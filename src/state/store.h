@@ -181,6 +181,12 @@ int nf_store_view_multi_get(nf_store_view_t *v, nf_state_kind_t kind, size_t n,
                             char *err, size_t errlen);
 int nf_store_view_scan_prefix(nf_store_view_t *v, nf_state_kind_t kind, const void *prefix,
                               size_t plen, nf_store_scan_fn fn, void *arg);
+/* The scans of n prefixes of plen bytes each (one after the other in prefixes), in turn, with
+ * one iterator: fn's non-zero ends the scan of that prefix. 0 or < 0. For a request's short
+ * scans (a reader's history): unlike nf_store_view_scan_prefix, what it reads is cached. */
+int nf_store_view_scan_prefixes(nf_store_view_t *v, nf_state_kind_t kind,
+                                const unsigned char *prefixes, size_t n, size_t plen,
+                                nf_store_scan_fn fn, void *arg);
 /* The same scan starting at the first key >= from (flen bytes; before the prefix or 0 bytes:
  * the prefix's first key). */
 int nf_store_view_scan_from(nf_store_view_t *v, nf_state_kind_t kind, const void *prefix,

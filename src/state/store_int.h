@@ -67,6 +67,11 @@ int store_scan_from_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state
                        nf_store_scan_fn fn, void *arg);
 int store_scan_prefix_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
                          const void *prefix, size_t plen, nf_store_scan_fn fn, void *arg);
+/* Each of n prefixes (plen bytes each, one after the other) scanned in turn with one iterator
+ * (creating one is most of a short scan's cost); fn's non-zero ends the scan of that prefix. */
+int store_scan_prefixes_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
+                           const unsigned char *prefixes, size_t n, size_t plen,
+                           nf_store_scan_fn fn, void *arg);
 /* Drops the store's reference to its latest view (at close). */
 void store_view_drop(nf_store_t *st);
 /* Shard idx's batch as a RocksDB WriteBatch on this database's families, in key order. */

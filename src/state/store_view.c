@@ -108,6 +108,13 @@ int nf_store_view_scan_prefix(nf_store_view_t *v, nf_state_kind_t kind, const vo
     return store_scan_prefix_ro(v->st, v->ro_scan, kind, prefix, plen, fn, arg);
 }
 
+int nf_store_view_scan_prefixes(nf_store_view_t *v, nf_state_kind_t kind,
+                                const unsigned char *prefixes, size_t n, size_t plen,
+                                nf_store_scan_fn fn, void *arg)
+{
+    return store_scan_prefixes_ro(v->st, v->ro, kind, prefixes, n, plen, fn, arg);
+}
+
 int nf_store_view_scan_from(nf_store_view_t *v, nf_state_kind_t kind, const void *prefix,
                             size_t plen, const void *from, size_t flen, nf_store_scan_fn fn,
                             void *arg)

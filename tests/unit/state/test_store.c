@@ -1167,6 +1167,13 @@ static const char *view_str(nf_store_view_t *v, const char *key)
     return read_str(r, val, len);
 }
 
+static int stop_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
+{
+    (void)k, (void)kl, (void)v, (void)vl;
+    ++*(size_t *)arg;
+    return 1;
+}
+
 static int count_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
 {
     (void)k, (void)kl, (void)v, (void)vl;
@@ -1250,6 +1257,16 @@ static void test_views(void)
     NF_CHECK_EQ(nf_store_view_scan_prefix(v2, NF_KIND_READS, NULL, 0, count_cb, &n2), 0);
     NF_CHECK_EQ(n1, 3); /* a b c */
     NF_CHECK_EQ(n2, 3); /* a b d */
+    /* several prefixes with one iterator: each scanned, a stop ends only its own */
+    size_t n3 = 0, n4 = 0;
+    NF_CHECK_EQ(nf_store_view_scan_prefixes(v1, NF_KIND_READS, (const unsigned char *)"azc", 3, 1,
+                                            count_cb, &n3),
+                0);
+    NF_CHECK_EQ(n3, 2); /* a c */
+    NF_CHECK_EQ(nf_store_view_scan_prefixes(v2, NF_KIND_READS, (const unsigned char *)"bd", 2, 1,
+                                            stop_cb, &n4),
+                0);
+    NF_CHECK_EQ(n4, 2); /* b, then d */
     nf_store_view_release(v1);
     nf_store_view_release(v2);
 
