@@ -14,6 +14,7 @@
 #include "io/events.h"
 #include "runtime/jsonw.h"
 #include "runtime/metrics.h"
+#include "serve/rank.h"
 #include "serve/routes.h"
 #include "serve/search.h"
 #include "state/changelog.h"
@@ -431,15 +432,17 @@ static int scan_history(const nf_query_t *q, nf_store_view_t *v, const char *use
 {
     nf_id128_t uk = nf_interest_user_key(user);
     unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
-    for (unsigned p = 0; p < np; p++) {
-        if (q->o.owns && !q->o.owns(q->o.owns_arg, p))
-            continue;
-        unsigned char prefix[NF_SERVE_HISTORY_PREFIX];
-        nf_serve_history_prefix((uint16_t)p, uk, prefix);
-        if (nf_store_view_scan_prefix(v, NF_KIND_READS, prefix, sizeof prefix, fn, arg) < 0)
-            return -EIO;
-    }
-    return 0;
+    unsigned char *prefixes = malloc((size_t)np * NF_SERVE_HISTORY_PREFIX);
+    if (!prefixes)
+        return -EIO;
+    size_t n = 0;
+    for (unsigned p = 0; p < np; p++)
+        if (!q->o.owns || q->o.owns(q->o.owns_arg, p))
+            nf_serve_history_prefix((uint16_t)p, uk, prefixes + NF_SERVE_HISTORY_PREFIX * n++);
+    int r = nf_store_view_scan_prefixes(v, NF_KIND_READS, prefixes, n, NF_SERVE_HISTORY_PREFIX, fn,
+                                        arg);
+    free(prefixes);
+    return r < 0 ? -EIO : 0;
 }
 
 /* The articles a reader disliked or hid (their history's newest HIDDEN_SCAN entries), which the
@@ -483,6 +486,11 @@ static int find_hidden(const nf_query_t *q, nf_store_view_t *v, const char *user
 static bool hidden_has(const hidden_t *h, nf_id128_t id)
 {
     return h->n && bsearch(&id, h->ids, h->n, sizeof h->ids[0], by_id) != NULL;
+}
+
+static bool hidden_skip(const void *h, nf_id128_t id)
+{
+    return hidden_has(h, id);
 }
 
 /* GET /v1/users/{user}/reads?limit=: the reader's counted events, newest first, from every
@@ -908,28 +916,6 @@ static int route_recent(nf_query_t *q, nf_store_view_t *v, unsigned topic, nf_ad
  * all of it is what reading the view again would give; what depends on the time (an entry's
  * expiry) is kept with it and checked at use. */
 
-typedef struct rentry {
-    nf_id128_t id;
-    int64_t published_ms; /* 0: a trending candidate (its time comes from its metadata) */
-    int64_t expires_ms;   /* 0 = never */
-    uint64_t trend;       /* its score in the view's trending window (0: not in it) */
-    double decay;         /* exp(-0.5 * hours from published to the list's loaded_ms) */
-    uint32_t off;         /* its topic vector: the list's w[off .. off + n) */
-    uint16_t n;
-    bool known; /* a trending candidate: it has a vector (expiring at expires_ms) */
-} rentry_t;
-
-typedef struct rlist {
-    bool loaded;
-    int64_t loaded_ms; /* a topic's list: the time its entries' decay is computed at (one for
-                        * all of a view's lists: an article under two topics scores the same) */
-    int err;           /* < 0: the load failed (not cached: the next request tries again) */
-    rentry_t *e;
-    size_t n;
-    nf_topic_weight_t *w;
-    size_t nw;
-} rlist_t;
-
 typedef struct item {
     bool used;
     nf_id128_t id, root;
@@ -953,8 +939,8 @@ struct vcache {
     uint64_t *ts;
     size_t tn;
     uint64_t clock;
-    rlist_t topics[NF_TOPICS_MAX];
-    rlist_t trending; /* the trending window's articles with their vectors */
+    nf_rlist_t topics[NF_TOPICS_MAX];
+    nf_rlist_t trending; /* the trending window's articles with their vectors */
     item_t *items;
     size_t nitems;
     size_t bytes;
@@ -965,13 +951,6 @@ static int id_cmp(nf_id128_t a, nf_id128_t b)
     return a.hi != b.hi ? (a.hi < b.hi ? -1 : 1) : a.lo != b.lo ? (a.lo < b.lo ? -1 : 1) : 0;
 }
 
-static void rlist_free(rlist_t *l)
-{
-    free(l->e);
-    free(l->w);
-    memset(l, 0, sizeof *l);
-}
-
 static void vcache_free(vcache_t *c)
 {
     if (!c)
@@ -980,8 +959,8 @@ static void vcache_free(vcache_t *c)
     free(c->tk);
     free(c->ts);
     for (unsigned t = 0; t < NF_TOPICS_MAX; t++)
-        rlist_free(&c->topics[t]);
-    rlist_free(&c->trending);
+        nf_rlist_free(&c->topics[t]);
+    nf_rlist_free(&c->trending);
     for (size_t i = 0; c->items && i < ITEMS_CAP; i++)
         free(c->items[i].frag);
     free(c->items);
@@ -1042,41 +1021,8 @@ static void vcache_grew(nf_query_t *q, vcache_t *c, size_t bytes)
         nf_gauge_set(q->m_cache_bytes, (int64_t)c->bytes);
 }
 
-/* Appends one decoded recent entry (or trending candidate) to l. 0 or -ENOMEM. */
-static int rlist_add(rlist_t *l, size_t *cap, size_t *wcap, nf_id128_t id, int64_t published,
-                     int64_t expires, uint64_t trend, const nf_topic_vec_t *vec)
-{
-    if (l->n == *cap) {
-        size_t nc = *cap ? 2 * *cap : 64;
-        rentry_t *e = realloc(l->e, nc * sizeof *e);
-        if (!e)
-            return -ENOMEM;
-        l->e = e;
-        *cap = nc;
-    }
-    if (l->nw + vec->n > *wcap) {
-        size_t nc = *wcap ? 2 * *wcap : 256;
-        while (nc < l->nw + vec->n)
-            nc *= 2;
-        nf_topic_weight_t *w = realloc(l->w, nc * sizeof *w);
-        if (!w)
-            return -ENOMEM;
-        l->w = w;
-        *wcap = nc;
-    }
-    l->e[l->n++] = (rentry_t){.id = id,
-                              .published_ms = published,
-                              .expires_ms = expires,
-                              .trend = trend,
-                              .off = (uint32_t)l->nw,
-                              .n = (uint16_t)vec->n};
-    memcpy(l->w + l->nw, vec->t, vec->n * sizeof *vec->t);
-    l->nw += vec->n;
-    return 0;
-}
-
 typedef struct rlist_scan {
-    rlist_t *l;
+    nf_rlist_t *l;
     size_t cap, wcap;
     int64_t now;
     int err;
@@ -1092,13 +1038,13 @@ static int rlist_cb(const void *k, size_t kl, const void *val, size_t vl, void *
         return 0;
     if (exp <= s->now)
         return 1; /* newest first: every later entry was published earlier and expired too */
-    if ((s->err = rlist_add(s->l, &s->cap, &s->wcap, id, pub, exp, 0, &vec)) != 0)
+    if ((s->err = nf_rlist_add(s->l, &s->cap, &s->wcap, id, pub, exp, 0, &vec)) != 0)
         return 1;
     return s->l->n == FEED_PER_TOPIC;
 }
 
 /* A topic's recent articles (newest first, at most FEED_PER_TOPIC). 0 or < 0. */
-static int rlist_load_topic(nf_store_view_t *v, unsigned topic, int64_t now, rlist_t *l)
+static int rlist_load_topic(nf_store_view_t *v, unsigned topic, int64_t now, nf_rlist_t *l)
 {
     unsigned char prefix[NF_SERVE_RECENT_PREFIX];
     nf_serve_recent_prefix(topic, prefix);
@@ -1110,7 +1056,7 @@ static int rlist_load_topic(nf_store_view_t *v, unsigned topic, int64_t now, rli
 /* The trending window's articles (article ids only, in its order) with their topic vectors
  * (known: one was found; expires_ms: the vector's expiry). */
 static int rlist_load_trending(const nf_query_t *q, nf_store_view_t *v, const trend_t *t,
-                               int64_t now, rlist_t *l, char *err, size_t errlen)
+                               int64_t now, nf_rlist_t *l, char *err, size_t errlen)
 {
     size_t cap = 0, wcap = 0;
     for (size_t i = 0; i < t->n; i++) {
@@ -1123,7 +1069,7 @@ static int rlist_load_trending(const nf_query_t *q, nf_store_view_t *v, const tr
             return r;
         if (r == 0)
             vec.n = 0;
-        if (rlist_add(l, &cap, &wcap, t->aids[i], 0, exp, t->scores[i], &vec) != 0)
+        if (nf_rlist_add(l, &cap, &wcap, t->aids[i], 0, exp, t->scores[i], &vec) != 0)
             return -ENOMEM;
         l->e[l->n - 1].known = r == 1;
     }
@@ -1188,7 +1134,7 @@ static int vcache_trending(const nf_query_t *q, nf_store_view_t *v, vcache_t *c,
         c->tk = NULL;
         c->ts = NULL;
         c->tn = 0;
-        rlist_free(&c->trending);
+        nf_rlist_free(&c->trending);
         return r;
     }
     c->trend_loaded = true;
@@ -1355,112 +1301,49 @@ static void vcache_done(nf_query_t *q, vcache_t *vc, vcache_t *c, vcache_t *solo
         trend_free(&solo->trend);
         free(solo->tk);
         free(solo->ts);
-        rlist_free(&solo->trending);
+        nf_rlist_free(&solo->trending);
         pthread_mutex_destroy(&solo->mu);
     }
     vcache_put(q, vc);
 }
 
-typedef struct cand {
-    const rentry_t *e;
-    const nf_topic_weight_t *w; /* its vector (nw weights) */
-    uint32_t nw;
-    double score;
-    uint64_t trend;
-} cand_t;
-
-/* Best first: score, then the newer, then the smaller id (a total order: answers are stable;
- * an article listed under two topics compares equal to itself). */
-static int cand_by_score(const void *a, const void *b)
-{
-    const cand_t *x = a, *y = b;
-    if (x->score != y->score)
-        return x->score > y->score ? -1 : 1;
-    if (x->e->published_ms != y->e->published_ms)
-        return x->e->published_ms > y->e->published_ms ? -1 : 1;
-    return id_cmp(x->e->id, y->e->id);
-}
-
-/* Restores the heap c[0..m) (the worst of them at the root) below k. */
-static void sift_down(cand_t *c, size_t m, size_t k)
-{
-    for (;;) {
-        size_t l = 2 * k + 1, r = l + 1, w = k;
-        if (l < m && cand_by_score(&c[l], &c[w]) > 0)
-            w = l;
-        if (r < m && cand_by_score(&c[r], &c[w]) > 0)
-            w = r;
-        if (w == k)
-            return;
-        cand_t t = c[k];
-        c[k] = c[w];
-        c[w] = t;
-        k = w;
-    }
-}
-
-/* The best m of c[0..n) first, in order (a bounded heap: n log m, not n log n). */
-static void best_first(cand_t *c, size_t n, size_t m)
-{
-    if (n <= m) {
-        qsort(c, n, sizeof *c, cand_by_score);
-        return;
-    }
-    for (size_t i = m / 2; i-- > 0;)
-        sift_down(c, m, i);
-    for (size_t i = m; i < n; i++) {
-        if (cand_by_score(&c[i], &c[0]) >= 0)
-            continue; /* no better than the worst kept */
-        cand_t t = c[0];
-        c[0] = c[i];
-        c[i] = t;
-        sift_down(c, m, 0);
-    }
-    qsort(c, m, sizeof *c, cand_by_score);
-}
-
-/* Decay of an age in ms as the feed's score has it: exp(-0.5 * hours), 1 for the future. */
-static double decay_of(int64_t age_ms)
-{
-    return exp(-0.5 * ((double)(age_ms > 0 ? age_ms : 0) / 3600000.0));
-}
-
 /* What the ranking needs of each entry of a topic's list, once per list: its trending score
- * (the view's window: t) and its decay at time at_ms. */
-static void rlist_prepare(rlist_t *l, const vcache_t *t, int64_t at_ms)
+ * (the view's window: t) and its decay at time at_ms (rank.h). */
+static uint64_t trend_of(const void *t, nf_id128_t id)
 {
-    l->loaded_ms = at_ms;
-    for (size_t i = 0; i < l->n; i++) {
-        rentry_t *e = &l->e[i];
-        e->trend = vcache_trend_score(t, e->id);
-        e->decay = decay_of(at_ms - e->published_ms);
-    }
+    return vcache_trend_score(t, id);
+}
+
+static int rlist_prepare(nf_rlist_t *l, const vcache_t *t, int64_t at_ms)
+{
+    return nf_rlist_prepare(l, trend_of, t, at_ms);
 }
 
 /* The lists a feed draws from: the view cache's (loaded on first use), or loaded for this
  * request alone (own[], freed by the caller) when there is no cache; t has the view's trending
  * window. */
 static int feed_list(nf_query_t *q, nf_store_view_t *v, vcache_t *c, const vcache_t *t,
-                     unsigned topic, int64_t now, rlist_t *own, const rlist_t **out)
+                     unsigned topic, int64_t now, nf_rlist_t *own, const nf_rlist_t **out)
 {
     if (!c) {
         int r = rlist_load_topic(v, topic, now, own);
         if (r == 0)
-            rlist_prepare(own, t, now);
+            r = rlist_prepare(own, t, now);
         *out = own;
         return r;
     }
     pthread_mutex_lock(&c->mu);
-    rlist_t *l = &c->topics[topic];
+    nf_rlist_t *l = &c->topics[topic];
     int r = 0;
     if (!l->loaded) {
         r = rlist_load_topic(v, topic, now, l);
+        if (r == 0)
+            r = rlist_prepare(l, t, c->published);
         if (r == 0) {
-            rlist_prepare(l, t, c->published);
             l->loaded = true;
-            vcache_grew(q, c, l->n * sizeof *l->e + l->nw * sizeof *l->w);
+            vcache_grew(q, c, nf_rlist_bytes(l));
         } else {
-            rlist_free(l);
+            nf_rlist_free(l);
         }
     }
     pthread_mutex_unlock(&c->mu);
@@ -1501,7 +1384,7 @@ static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req
     unsigned shown = 0;
     size_t j = 0; /* c->trending holds the window's article ids, in its order */
     for (size_t i = 0; i < t->n && shown < limit; i++) {
-        const rentry_t *e = t->hex[i] && j < c->trending.n ? &c->trending.e[j++] : NULL;
+        const nf_rentry_t *e = t->hex[i] && j < c->trending.n ? &c->trending.e[j++] : NULL;
         bool known = e && e->known && !(e->expires_ms && e->expires_ms <= now);
         const nf_topic_weight_t *vw = known ? c->trending.w + e->off : NULL;
         if (ti >= 0) {
@@ -1558,9 +1441,9 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     int r = vcache_open(q, v, now, &solo, &vc, &c, err, sizeof err);
     unsigned top[FEED_TOPICS];
     unsigned nt = ri == 1 ? top_topics(&in.vec, top) : 0;
-    rlist_t own[FEED_TOPICS];
+    nf_rlist_t own[FEED_TOPICS];
     memset(own, 0, sizeof own);
-    const rlist_t *lists[FEED_TOPICS + 1];
+    const nf_rlist_t *lists[FEED_TOPICS + 1];
     size_t nl = 0, total = 0;
     if (r == 0 && !nt) {
         lists[nl++] = &c->trending;
@@ -1570,10 +1453,10 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         r = feed_list(q, v, vc, c, top[k], now, &own[k], &lists[nl]);
         total += lists[nl++]->n;
     }
-    cand_t *cand = r == 0 ? malloc((total + 1) * sizeof *cand) : NULL;
+    nf_cand_t *cand = r == 0 ? malloc((total + 1) * sizeof *cand) : NULL;
     const item_t **chosen = r == 0 ? malloc((limit + 1) * sizeof *chosen) : NULL;
     item_t *tmp = r == 0 ? calloc(limit + 1, sizeof *tmp) : NULL;
-    cand_t **chosen_c = r == 0 ? malloc((limit + 1) * sizeof *chosen_c) : NULL;
+    nf_cand_t *chosen_c = r == 0 ? malloc((limit + 1) * sizeof *chosen_c) : NULL;
     int status = 0;
     if (r == 0 && (!cand || !chosen || !tmp || !chosen_c))
         r = -ENOMEM;
@@ -1583,60 +1466,34 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
                                              body, len);
         goto out;
     }
-    /* score every live candidate */
     double dense[NF_TOPICS_MAX] = {0};
     for (uint32_t i = 0; nt && i < in.vec.n; i++)
         dense[in.vec.t[i].topic] = in.vec.t[i].weight;
-    size_t n = 0;
-    for (size_t k = 0; k < nl; k++) {
-        /* exp(-0.5 h) = an entry's decay at its list's loaded_ms × exp(-0.5 h since then), for
-         * entries published by then (and a list not loaded in the future) */
-        int64_t loaded = lists[k]->loaded_ms;
-        double since = decay_of(now - loaded);
-        for (size_t i = 0; i < lists[k]->n; i++) {
-            const rentry_t *e = &lists[k]->e[i];
-            bool gone = e->expires_ms && e->expires_ms <= now;
-            if (gone && nt)
-                break; /* newest first: the rest expired too */
-            if (hidden_has(hid, e->id))
-                continue;
-            cand_t *x = &cand[n++];
-            x->e = e;
-            x->w = lists[k]->w + e->off;
-            x->nw = gone ? 0 : e->n; /* a trending article's vector expired since: none */
-            if (!nt) {               /* a cold reader: the trending window's order */
-                x->trend = e->trend;
-                x->score = (double)e->trend;
-                continue;
-            }
-            double dot = 0;
-            for (uint32_t j = 0; j < x->nw; j++)
-                dot += dense[x->w[j].topic] * x->w[j].weight;
-            double decay = e->published_ms <= loaded && now >= loaded
-                               ? e->decay * since
-                               : decay_of(now - e->published_ms);
-            x->trend = e->trend;
-            x->score = dot * decay + 0.1 * (double)x->trend / 1000.0;
-        }
-    }
-    /* the best first, one per story: a bounded selection, the whole sort only if stories and
-     * repeated articles used up the selection before the limit */
+    /* the best first, one per story: the best m (rank.h: the lists read only as far as an entry
+     * could still enter), and all of them only if stories and repeated articles used up the m
+     * before the limit */
     size_t m = (size_t)limit * 4 + 16, shown = 0, ntmp = 0;
+    nf_rank_t rk = {.dropped = true};
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1 && (shown == limit || m >= n))
+        if (pass == 1 && (shown == limit || !rk.dropped))
             break;
-        if (pass == 1)
-            m = n;
-        best_first(cand, n, m < n ? m : n);
+        nf_rank_init(&rk, nt ? dense : NULL, now, cand, pass == 0 ? m : total);
+        rk.skip = hidden_skip;
+        rk.skip_arg = hid;
+        for (size_t k = 0; k < nl; k++)
+            nf_rank_list(&rk, lists[k], pass == 0);
+        nf_rank_finish(&rk);
         for (size_t i = 0; i < ntmp; i++)
             free(tmp[i].frag);
         shown = ntmp = 0;
-        for (size_t i = 0; i < (m < n ? m : n) && shown < limit; i++) {
-            if (i && id_cmp(cand[i].e->id, cand[i - 1].e->id) == 0 &&
-                cand[i].score == cand[i - 1].score)
+        nf_cand_t x, prev = {.e = NULL};
+        while (shown < limit && nf_rank_next(&rk, &x)) {
+            bool again = prev.e && id_cmp(x.e->id, prev.e->id) == 0 && x.score == prev.score;
+            prev = x;
+            if (again)
                 continue; /* the same article under another topic */
             const item_t *it = NULL;
-            r = item_get(q, v, vc, c->clock, cand[i].e->id, now, &tmp[ntmp], &it, err, sizeof err);
+            r = item_get(q, v, vc, c->clock, x.e->id, now, &tmp[ntmp], &it, err, sizeof err);
             if (r != 0) {
                 status = r == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
                                       : store_failed(err, body, len);
@@ -1654,7 +1511,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
             }
             if (it == &tmp[ntmp])
                 ntmp++;
-            chosen_c[shown] = &cand[i];
+            chosen_c[shown] = x;
             chosen[shown++] = it;
         }
     }
@@ -1678,7 +1535,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     nf_jw_key(&w, "items");
     nf_jw_arr_open(&w);
     for (size_t i = 0; i < shown; i++) {
-        const cand_t *x = chosen_c[i];
+        const nf_cand_t *x = &chosen_c[i];
         const item_t *it = chosen[i];
         nf_jw_elem(&w);
         nf_jw_obj_open(&w);
@@ -1691,7 +1548,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         memcpy(vec.t, x->w, x->nw * sizeof *x->w);
         put_vector(q, &w, &vec);
         nf_jw_key(&w, "score");
-        nf_jw_unit(&w, x->score);
+        nf_jw_score(&w, x->score);
         nf_jw_key(&w, "trending_score");
         nf_jw_u64(&w, x->trend);
         nf_jw_key(&w, "cluster_id");
@@ -1712,7 +1569,7 @@ out:
     free(chosen_c);
     free(cand);
     for (unsigned k = 0; k < FEED_TOPICS; k++)
-        rlist_free(&own[k]);
+        nf_rlist_free(&own[k]);
     vcache_done(q, vc, c, &solo);
     return status;
 }
