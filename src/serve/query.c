@@ -46,6 +46,7 @@ typedef struct vcache vcache_t;
 struct nf_query {
     nf_query_opts_t o;
     nf_counter_t m_redirects, m_unknown_owner;
+    nf_counter_t m_feed_scored, m_feed_skipped; /* a feed's list entries (rank.h) */
     nf_gauge_t m_cache_bytes;
     pthread_mutex_t mu;
     vcache_t *cache; /* the latest view's (route_feed), under mu */
@@ -72,6 +73,12 @@ nf_query_t *nf_query_new(const nf_query_opts_t *o)
                        "Query API requests for a key owned by another process while no owner "
                        "was known (503 + Retry-After; a rebalance).",
                        NULL, 0, &q->m_unknown_owner);
+    const char *help = "Entries of the topics' lists a feed ranked over: scored, or skipped "
+                       "because none of them could enter the answer (the ranking's pruning).";
+    nf_metrics_counter("newsflow_query_feed_entries_total", help, "outcome=\"scored\"", 0,
+                       &q->m_feed_scored);
+    nf_metrics_counter("newsflow_query_feed_entries_total", help, "outcome=\"skipped\"", 0,
+                       &q->m_feed_skipped);
     return q;
 }
 
@@ -1470,18 +1477,25 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     for (uint32_t i = 0; nt && i < in.vec.n; i++)
         dense[in.vec.t[i].topic] = in.vec.t[i].weight;
     /* the best first, one per story: the best m (rank.h: the lists read only as far as an entry
-     * could still enter), and all of them only if stories and repeated articles used up the m
-     * before the limit */
-    size_t m = (size_t)limit * 4 + 16, shown = 0, ntmp = 0;
+     * could still enter), m four times larger while stories and repeated articles used up the m
+     * before the limit and some were left out */
+    size_t m = (size_t)limit + 8, shown = 0, ntmp = 0;
     nf_rank_t rk = {.dropped = true};
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1 && (shown == limit || !rk.dropped))
+    for (int pass = 0;; pass++) {
+        if (pass > 0 && (shown == limit || !rk.dropped))
             break;
-        nf_rank_init(&rk, nt ? dense : NULL, now, cand, pass == 0 ? m : total);
+        if (pass > 0)
+            m *= 4;
+        nf_rank_init(&rk, nt ? dense : NULL, now, cand, m);
         rk.skip = hidden_skip;
         rk.skip_arg = hid;
-        for (size_t k = 0; k < nl; k++)
-            nf_rank_list(&rk, lists[k], pass == 0);
+        size_t entries = 0;
+        for (size_t k = 0; k < nl; k++) {
+            nf_rank_list(&rk, lists[k], true);
+            entries += lists[k]->n;
+        }
+        nf_counter_add(q->m_feed_scored, rk.scored);
+        nf_counter_add(q->m_feed_skipped, entries - rk.scored);
         nf_rank_finish(&rk);
         for (size_t i = 0; i < ntmp; i++)
             free(tmp[i].frag);
@@ -1550,7 +1564,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         nf_jw_key(&w, "score");
         nf_jw_score(&w, x->score);
         nf_jw_key(&w, "trending_score");
-        nf_jw_u64(&w, x->trend);
+        nf_jw_u64(&w, x->e->trend);
         nf_jw_key(&w, "cluster_id");
         put_id(&w, it->root);
         nf_jw_key(&w, "cluster_size");

@@ -208,7 +208,7 @@ static void score(nf_rank_t *r, const nf_rlist_t *l, size_t i, double since, boo
     if (r->skip && r->skip(r->skip_arg, e->id))
         return;
     r->scored++;
-    nf_cand_t x = {.e = e, .w = l->w + e->off, .nw = gone ? 0 : e->n, .trend = e->trend};
+    nf_cand_t x = {.e = e, .w = l->w + e->off, .nw = gone ? 0 : e->n};
     if (!r->dense) { /* a cold reader: the trending window's order */
         x.score = (double)e->trend;
         offer(r, &x);
@@ -223,7 +223,7 @@ static void score(nf_rank_t *r, const nf_rlist_t *l, size_t i, double since, boo
     double decay = e->published_ms <= loaded && r->now >= loaded
                        ? e->decay * since
                        : nf_rank_decay(r->now - e->published_ms);
-    x.score = dot * decay + 0.1 * (double)x.trend / 1000.0;
+    x.score = dot * decay + 0.1 * (double)e->trend / 1000.0;
     offer(r, &x);
 }
 

@@ -63,12 +63,11 @@ size_t nf_rlist_bytes(const nf_rlist_t *l);
 /* exp(-0.5 * hours) of an age in ms; 1 for the future. */
 double nf_rank_decay(int64_t age_ms);
 
-typedef struct nf_cand {
-    const nf_rentry_t *e;
+typedef struct nf_cand {        /* 32 bytes: the heap moves them */
+    const nf_rentry_t *e;       /* its trending score: e->trend */
     const nf_topic_weight_t *w; /* its vector (nw weights) */
-    uint32_t nw;
     double score;
-    uint64_t trend;
+    uint32_t nw;
 } nf_cand_t;
 
 /* Best first: score, then the newer, then the smaller id (a total order but for one article

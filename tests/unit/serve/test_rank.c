@@ -199,7 +199,7 @@ static void test_cold_reader(void)
             live += !hidden(&hide, v.lists[t].e[i].id);
     NF_CHECK_EQ(r.n, live);
     for (size_t i = 0; i < r.n; i++) {
-        NF_CHECK(c[i].score == (double)c[i].trend);
+        NF_CHECK(c[i].score == (double)c[i].e->trend);
         NF_CHECK(c[i].nw == 0 || !c[i].e->expires_ms); /* expired: no vector */
         NF_CHECK(i == 0 || nf_cand_cmp(&c[i - 1], &c[i]) <= 0);
     }
