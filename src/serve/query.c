@@ -73,12 +73,13 @@ nf_query_t *nf_query_new(const nf_query_opts_t *o)
                        "Query API requests for a key owned by another process while no owner "
                        "was known (503 + Retry-After; a rebalance).",
                        NULL, 0, &q->m_unknown_owner);
-    const char *help = "Entries of the topics' lists a feed ranked over: scored, or skipped "
-                       "because none of them could enter the answer (the ranking's pruning).";
-    nf_metrics_counter("newsflow_query_feed_entries_total", help, "outcome=\"scored\"", 0,
-                       &q->m_feed_scored);
-    nf_metrics_counter("newsflow_query_feed_entries_total", help, "outcome=\"skipped\"", 0,
-                       &q->m_feed_skipped);
+    static const char *const outcome[2] = {"outcome=\"scored\"", "outcome=\"skipped\""};
+    nf_counter_t *entries[2] = {&q->m_feed_scored, &q->m_feed_skipped};
+    for (int k = 0; k < 2; k++)
+        nf_metrics_counter("newsflow_query_feed_entries_total",
+                           "Entries of the topics' lists a feed ranked over: scored, or skipped "
+                           "because none of them could enter the answer (the ranking's pruning).",
+                           outcome[k], 0, entries[k]);
     return q;
 }
 
@@ -935,6 +936,18 @@ typedef struct item {
 
 #define ITEMS_CAP 16384 /* articles kept per view (3/4 of it used: open addressing) */
 
+/* A /v1/trending answer of the view, the same for every reader who asks with its limit and
+ * topic until the first of its articles' vectors expires (until_ms; 0 = never). */
+typedef struct answer {
+    unsigned limit;
+    int topic; /* -1: none */
+    int64_t until_ms;
+    char *body;
+    size_t len;
+} answer_t;
+
+#define ANSWERS_CAP 8
+
 struct vcache {
     uint64_t epoch;
     int64_t published;
@@ -951,6 +964,7 @@ struct vcache {
     item_t *items;
     size_t nitems;
     size_t bytes;
+    answer_t answers[ANSWERS_CAP]; /* /v1/trending's, by limit and topic */
 };
 
 static int id_cmp(nf_id128_t a, nf_id128_t b)
@@ -970,6 +984,8 @@ static void vcache_free(vcache_t *c)
     nf_rlist_free(&c->trending);
     for (size_t i = 0; c->items && i < ITEMS_CAP; i++)
         free(c->items[i].frag);
+    for (size_t i = 0; i < ANSWERS_CAP; i++)
+        free(c->answers[i].body);
     free(c->items);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -1358,6 +1374,53 @@ static int feed_list(nf_query_t *q, nf_store_view_t *v, vcache_t *c, const vcach
     return r;
 }
 
+/* A copy of the view's answer for limit and topic while it holds at now, or NULL. */
+static char *answer_get(vcache_t *c, unsigned limit, int topic, int64_t now, size_t *len)
+{
+    char *copy = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < ANSWERS_CAP && !copy; i++) {
+        const answer_t *a = &c->answers[i];
+        if (a->body && a->limit == limit && a->topic == topic &&
+            !(a->until_ms && now >= a->until_ms) && (copy = malloc(a->len + 1))) {
+            memcpy(copy, a->body, a->len + 1);
+            *len = a->len;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return copy;
+}
+
+/* Keeps a copy of body as the view's answer for limit and topic, valid until the first of the
+ * trending window's vectors that are still live at now expires. */
+static void answer_put(nf_query_t *q, vcache_t *c, unsigned limit, int topic, int64_t now,
+                       const char *body, size_t len)
+{
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return;
+    memcpy(copy, body, len);
+    copy[len] = '\0';
+    pthread_mutex_lock(&c->mu);
+    int64_t until = 0;
+    for (size_t j = 0; j < c->trending.n; j++) {
+        int64_t e = c->trending.e[j].expires_ms;
+        if (e > now && (!until || e < until))
+            until = e;
+    }
+    answer_t *a = &c->answers[((size_t)limit * 31 + (size_t)(topic + 1)) % ANSWERS_CAP];
+    for (size_t i = 0; i < ANSWERS_CAP; i++)
+        if (!c->answers[i].body || (c->answers[i].limit == limit && c->answers[i].topic == topic)) {
+            a = &c->answers[i];
+            break;
+        }
+    if (!a->body)
+        vcache_grew(q, c, len + 1);
+    free(a->body);
+    *a = (answer_t){.limit = limit, .topic = topic, .until_ms = until, .body = copy, .len = len};
+    pthread_mutex_unlock(&c->mu);
+}
+
 static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req, char **body,
                           size_t *len)
 {
@@ -1376,6 +1439,12 @@ static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req
         vcache_done(q, vc, c, &solo);
         return r == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
                             : store_failed(err, body, len);
+    }
+    char *kept = vc ? answer_get(vc, limit, ti, now, len) : NULL;
+    if (kept) { /* the view's answer: computed once per view, limit and topic */
+        vcache_done(q, vc, c, &solo);
+        *body = kept;
+        return 200;
     }
     const trend_t *t = &c->trend;
     nf_jw_t w;
@@ -1420,8 +1489,11 @@ static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req
     }
     nf_jw_arr_close(&w);
     nf_jw_obj_close(&w);
+    int status = finish(&w, 200, body, len);
+    if (vc && status == 200)
+        answer_put(q, vc, limit, ti, now, *body, *len);
     vcache_done(q, vc, c, &solo);
-    return finish(&w, 200, body, len);
+    return status;
 }
 
 static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_admin_req_t *req,

@@ -23,6 +23,7 @@
 #include <curl/curl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *const g_topics[] = {"politics", "science", "sports"};
@@ -118,15 +119,21 @@ static void put_interest(nf_store_batch_t *b, unsigned kg, const char *user, uin
     nf_store_batch_put(b, NF_KIND_INTEREST, key, sizeof key, val, 24 + (size_t)n);
 }
 
-static void put_topics(nf_store_batch_t *b, const char *hex, const nf_topic_vec_t *vec)
+static void put_topics_until(nf_store_batch_t *b, const char *hex, const nf_topic_vec_t *vec,
+                             int64_t expires_ms)
 {
     nf_id128_t id;
     nf_id128_from_hex32(hex, &id);
     unsigned char key[18], val[8 + NF_TOPICS_ENC_MAX];
     nf_kstate_encode_key((uint16_t)(id.hi % 256), id, key);
-    nf_put_le64(val, 0);
+    nf_put_le64(val, (uint64_t)expires_ms);
     int n = nf_interest_topics_encode(vec, val + 8, NF_TOPICS_ENC_MAX);
     nf_store_batch_put(b, NF_KIND_ARTICLE_TOPICS, key, sizeof key, val, 8 + (size_t)n);
+}
+
+static void put_topics(nf_store_batch_t *b, const char *hex, const nf_topic_vec_t *vec)
+{
+    put_topics_until(b, hex, vec, 0);
 }
 
 static void put_trending(nf_store_batch_t *b, const char *json)
@@ -449,11 +456,88 @@ static void test_owners(void)
     nf_teststore_rmtree(dir);
 }
 
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* /v1/trending is computed once per view, limit and topic, and kept (query.c, answer_t) only
+ * until the first of its articles' vectors expires: after that the article is listed without
+ * topics and no longer under its topic; a new view's window replaces the answer. */
+static void test_trending_answer_kept(void)
+{
+    char dir[128];
+    NF_REQUIRE(nf_teststore_tmpdir("query_kept", dir, sizeof dir));
+    nf_store_t *st = nf_teststore_open(dir);
+    NF_REQUIRE(st);
+    nf_query_opts_t qo = {
+        .store = st, .topic_names = g_topics, .ntopics = 3, .read_partitions = 4, .owns = owns};
+    g_query = nf_query_new(&qo);
+    NF_REQUIRE(g_query);
+    nf_admin_hooks_t hooks = {.api = api};
+    char err[256];
+    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
+    NF_REQUIRE(a);
+    uint16_t port = nf_admin_port(a);
+    reply_t r;
+    nf_topic_vec_t sci = {.n = 1, .t = {{1, 1.0}}};
+    nf_store_batch_t *b = nf_store_batch_new();
+    put_topics_until(b, A1, &sci, wall_ms() + 1500);
+    put_topics(b, A2, &sci);
+    put_trending(b, "{\"window_start\":\"2026-11-26T10:00:00Z\",\"window_end\":"
+                    "\"2026-11-26T11:00:00Z\",\"items\":[{\"article_id\":\"" A1 "\",\"score\":9},"
+                    "{\"article_id\":\"" A2 "\",\"score\":2}]}");
+    NF_REQUIRE(nf_teststore_commit(st, 1, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(st, 1) == 0);
+    for (int round = 0; round < 2; round++) { /* computed, then kept: the same answer */
+        cJSON *j = get(port, "/v1/trending?topic=science", &r);
+        NF_CHECK_EQ(r.status, 200);
+        NF_CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "items")), 2);
+        cJSON_Delete(j);
+    }
+    /* A1's vector expires: the kept answers end with it (both of them) */
+    int64_t deadline = wall_ms() + 30000;
+    int n = 2;
+    while (n == 2 && wall_ms() < deadline) {
+        cJSON *j = get(port, "/v1/trending?topic=science", &r);
+        n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "items"));
+        cJSON_Delete(j);
+        if (n == 2)
+            usleep(50000);
+    }
+    NF_CHECK_EQ(n, 1);
+    cJSON *j = get(port, "/v1/trending", &r);
+    const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "items"), 0);
+    NF_CHECK_STR(str(first, "article_id"), A1);
+    NF_CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(first, "topics")));
+    cJSON_Delete(j);
+    /* a new view, a new window: its answer, not the kept one */
+    b = nf_store_batch_new();
+    put_trending(b,
+                 "{\"window_start\":\"2026-11-26T11:00:00Z\",\"window_end\":"
+                 "\"2026-11-26T12:00:00Z\",\"items\":[{\"article_id\":\"" A2 "\",\"score\":4}]}");
+    NF_REQUIRE(nf_teststore_commit(st, 2, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(st, 2) == 0);
+    j = get(port, "/v1/trending?topic=science", &r);
+    NF_CHECK_EQ(num(j, "epoch"), 2);
+    NF_CHECK_STR(str(j, "window_end"), "2026-11-26T12:00:00Z");
+    NF_CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "items")), 1);
+    cJSON_Delete(j);
+    nf_admin_stop(a);
+    nf_query_free(g_query);
+    nf_store_close(st);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     NF_RUN(test_query_api);
     NF_RUN(test_owners);
+    NF_RUN(test_trending_answer_kept);
     curl_global_cleanup();
     return nf_test_report();
 }
