@@ -13,8 +13,8 @@
 #      redis-benchmark GET of it with the same connection count and requests; nginx (Debian,
 #      2 workers for 2 shards) serving one trending answer as a static file, wrk with the same
 #      connections and duration (issue 41);
-#   5. each process's CPU over each run (/proc/PID/stat: the job, redis-server, nginx's workers)
-#      as microseconds per request, and the job's epoch pause (newsflow_epoch_pause_seconds) and
+#   5. each process's CPU over each run (/proc/PID/stat: the job, redis-server, nginx's workers;
+#      the client's, wrk or redis-benchmark, from bash's `times`) as microseconds per request, and the job's epoch pause (newsflow_epoch_pause_seconds) and
 #      ingest rate over a quiet window of the same length against the feed flood's;
 #   6. prints one JSON line per measurement and a summary line with the ratios.
 # JSON lines go to perf/results/query-<date>-<time>.jsonl too. Nothing is judged.
@@ -128,11 +128,12 @@ read -r ps1 pc1 < <(pauses); e1=$(events); t1=$(date +%s.%N)
 emit "$(with_fields '{"bench":"query_quiet"}' "{'events_per_s': round(($e1 - $e0) / ($t1 - $t0)), 'epochs': $pc1 - $pc0, 'epoch_pause_mean_ms': round(($ps1 - $ps0) / max(1, $pc1 - $pc0) * 1000, 2)}")"
 for spec in "feed:/v1/feed/{u}?limit=20" "trending:/v1/trending?limit=20"; do
   name=${spec%%:*} path=${spec#*:}
-  read -r ps0 pc0 < <(pauses); c0=$(cpu_s "$job"); e0=$(events); t0=$(date +%s.%N)
-  line=$(NF_PATH="$path" NF_USERS="$users" NF_NAME="$name" NF_USER_PREFIX="$reader" wrk -t2 -c"$conns" -d"${seconds}s" \
-    -s perf/query/wrk_report.lua "$base" | grep '^{"bench"')
+  read -r ps0 pc0 < <(pauses); c0=$(cpu_s "$job"); e0=$(events); t0=$(date +%s.%N); children_s; w0=$CHILDREN_S
+  NF_PATH="$path" NF_USERS="$users" NF_NAME="$name" NF_USER_PREFIX="$reader" wrk -t2 -c"$conns" -d"${seconds}s" \
+    -s perf/query/wrk_report.lua "$base" >"$tmp/wrk.out"
+  children_s; w1=$CHILDREN_S; line=$(grep '^{"bench"' "$tmp/wrk.out")
   e1=$(events); t1=$(date +%s.%N); c1=$(cpu_s "$job"); read -r ps1 pc1 < <(pauses)
-  emit "$(with_fields "$line" "{'events_per_s_meanwhile': round(($e1 - $e0) / ($t1 - $t0)), 'job_cpu_us_per_request': round(($c1 - $c0) / max(1, r['requests']) * 1e6, 2), 'epochs': $pc1 - $pc0, 'epoch_pause_mean_ms': round(($ps1 - $ps0) / max(1, $pc1 - $pc0) * 1000, 2)}")"
+  emit "$(with_fields "$line" "{'events_per_s_meanwhile': round(($e1 - $e0) / ($t1 - $t0)), 'job_cpu_us_per_request': round(($c1 - $c0) / max(1, r['requests']) * 1e6, 2), 'client_cpu_us_per_request': round(($w1 - $w0) / max(1, r['requests']) * 1e6, 2), 'epochs': $pc1 - $pc0, 'epoch_pause_mean_ms': round(($ps1 - $ps0) / max(1, $pc1 - $pc0) * 1000, 2)}")"
 done
 # One feed answer as the cached value (its size is what a cache would hold).
 curl -fs "$base/v1/feed/${reader}1?limit=20" >"$tmp/feed.json"
@@ -141,16 +142,17 @@ redis=$!
 for _ in $(seq 50); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
 redis-cli -p "$rport" -x set feed <"$tmp/feed.json" >/dev/null
 n=$(python3 -c "import json; print(max(200000, next(int(r['requests']) for r in map(json.loads, open('$out')) if r.get('name') == 'feed')))")
-rc0=$(cpu_s "$redis")
-rb=$(redis-benchmark -p "$rport" -c "$conns" -n "$n" --csv GET feed | tail -1)
-rc1=$(cpu_s "$redis")
-emit "$(python3 - "$rb" "$(wc -c <"$tmp/feed.json")" "$conns" "$n" "$rc0" "$rc1" <<'PY'
+rc0=$(cpu_s "$redis"); children_s; w0=$CHILDREN_S
+redis-benchmark -p "$rport" -c "$conns" -n "$n" --csv GET feed >"$tmp/rb.out"
+rc1=$(cpu_s "$redis"); children_s; w1=$CHILDREN_S; rb=$(tail -1 "$tmp/rb.out")
+emit "$(python3 - "$rb" "$(wc -c <"$tmp/feed.json")" "$conns" "$n" "$rc0" "$rc1" "$w0" "$w1" <<'PY'
 import json, sys
 f = [x.strip('"') for x in sys.argv[1].split('","')]
-n, c0, c1 = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+n, c0, c1, w0, w1 = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7]), float(sys.argv[8])
 print(json.dumps({"bench": "query_redis_get", "value_bytes": int(sys.argv[2]), "conns": int(sys.argv[3]),
                   "requests_per_s": float(f[1]), "p50_ms": float(f[4]), "p99_ms": float(f[6]),
-                  "max_ms": float(f[7]), "redis_cpu_us_per_request": round((c1 - c0) / n * 1e6, 2)}))
+                  "max_ms": float(f[7]), "redis_cpu_us_per_request": round((c1 - c0) / n * 1e6, 2),
+                  "client_cpu_us_per_request": round((w1 - w0) / n * 1e6, 2)}))
 PY
 )"
 # nginx serving one trending answer as a static file, two workers (the job's two shards).
@@ -174,11 +176,11 @@ nginx -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" &
 nginx=$!
 for _ in $(seq 50); do curl -fs "http://127.0.0.1:$nport/trending.json" >/dev/null 2>&1 && break; sleep 0.1; done
 nworkers=$(pgrep -P "$nginx" | tr '\n' ' ')
-nc0=$(cpu_s $nworkers)
-nline=$(NF_PATH="/trending.json" NF_NAME="nginx_trending" wrk -t2 -c"$conns" -d"${seconds}s" \
-  -s perf/query/wrk_report.lua "http://127.0.0.1:$nport" | grep '^{"bench"')
-nc1=$(cpu_s $nworkers)
-emit "$(with_fields "$nline" "{'bench': 'query_nginx_static', 'value_bytes': $(wc -c <"$tmp/www/trending.json"), 'nginx_cpu_us_per_request': round(($nc1 - $nc0) / max(1, r['requests']) * 1e6, 2)}")"
+nc0=$(cpu_s $nworkers); children_s; w0=$CHILDREN_S
+NF_PATH="/trending.json" NF_NAME="nginx_trending" wrk -t2 -c"$conns" -d"${seconds}s" \
+  -s perf/query/wrk_report.lua "http://127.0.0.1:$nport" >"$tmp/wrk.out"
+nc1=$(cpu_s $nworkers); children_s; w1=$CHILDREN_S; nline=$(grep '^{"bench"' "$tmp/wrk.out")
+emit "$(with_fields "$nline" "{'bench': 'query_nginx_static', 'value_bytes': $(wc -c <"$tmp/www/trending.json"), 'nginx_cpu_us_per_request': round(($nc1 - $nc0) / max(1, r['requests']) * 1e6, 2), 'client_cpu_us_per_request': round(($w1 - $w0) / max(1, r['requests']) * 1e6, 2)}")"
 python3 - "$out" <<'PY' | tee -a "$out"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -195,5 +197,7 @@ print(json.dumps({"bench": "query_summary",
                   "epoch_pause_mean_ms_quiet": quiet.get("epoch_pause_mean_ms"),
                   "epoch_pause_mean_ms_feed_flood": feed.get("epoch_pause_mean_ms"),
                   "events_per_s_quiet": quiet.get("events_per_s"),
-                  "events_per_s_during_feed": feed.get("events_per_s_meanwhile")}))
+                  "events_per_s_during_feed": feed.get("events_per_s_meanwhile"),
+                  "cpu_us_per_feed_job_wrk": [feed.get("job_cpu_us_per_request"), feed.get("client_cpu_us_per_request")],
+                  "cpu_us_per_get_redis_client": [redis.get("redis_cpu_us_per_request"), redis.get("client_cpu_us_per_request")]}))
 PY
