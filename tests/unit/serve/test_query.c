@@ -145,24 +145,47 @@ static void put_trending(nf_store_batch_t *b, const char *json)
     free(v);
 }
 
+/* A store in a fresh directory, the query API on it (g_query), served on an ephemeral port. */
+typedef struct served {
+    char dir[128];
+    nf_store_t *st;
+    nf_admin_t *a;
+    uint16_t port;
+} served_t;
+
+/* false if any of it failed (the test then stops: NF_REQUIRE) */
+static bool serve_start(const char *name, served_t *s)
+{
+    if (!nf_teststore_tmpdir(name, s->dir, sizeof s->dir) || !(s->st = nf_teststore_open(s->dir)))
+        return false;
+    nf_query_opts_t qo = {
+        .store = s->st, .topic_names = g_topics, .ntopics = 3, .read_partitions = 4, .owns = owns};
+    nf_admin_hooks_t hooks = {.api = api};
+    char err[256];
+    if (!(g_query = nf_query_new(&qo)) ||
+        !(s->a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err)))
+        return false;
+    s->port = nf_admin_port(s->a);
+    return true;
+}
+
+static void serve_stop(served_t *s)
+{
+    nf_admin_stop(s->a);
+    nf_query_free(g_query);
+    nf_store_close(s->st);
+    nf_teststore_rmtree(s->dir);
+}
+
 #define A1 "0123456789abcdef0123456789abcdef"
 #define A2 "fedcba9876543210fedcba9876543210"
 
 static void test_query_api(void)
 {
-    char dir[128];
-    NF_REQUIRE(nf_teststore_tmpdir("query", dir, sizeof dir));
-    nf_store_t *st = nf_teststore_open(dir);
-    NF_REQUIRE(st);
-    nf_query_opts_t qo = {
-        .store = st, .topic_names = g_topics, .ntopics = 3, .read_partitions = 4, .owns = owns};
-    g_query = nf_query_new(&qo);
-    NF_REQUIRE(g_query);
-    nf_admin_hooks_t hooks = {.api = api};
-    char err[256];
-    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
-    NF_REQUIRE(a);
-    uint16_t port = nf_admin_port(a);
+    served_t sv;
+    NF_REQUIRE(serve_start("query", &sv));
+    uint16_t port = sv.port;
+    nf_store_t *st = sv.st;
     reply_t r;
 
     /* No committed view yet: 503, Retry-After. */
@@ -272,10 +295,7 @@ static void test_query_api(void)
     NF_CHECK_EQ(num(j, "version"), 8);
     cJSON_Delete(j);
 
-    nf_admin_stop(a);
-    nf_query_free(g_query);
-    nf_store_close(st);
-    nf_teststore_rmtree(dir);
+    serve_stop(&sv);
 }
 
 /* The group as the broker would describe it: "other" owns read-events 0 and 2 and
@@ -468,19 +488,10 @@ static int64_t wall_ms(void)
  * topics and no longer under its topic; a new view's window replaces the answer. */
 static void test_trending_answer_kept(void)
 {
-    char dir[128];
-    NF_REQUIRE(nf_teststore_tmpdir("query_kept", dir, sizeof dir));
-    nf_store_t *st = nf_teststore_open(dir);
-    NF_REQUIRE(st);
-    nf_query_opts_t qo = {
-        .store = st, .topic_names = g_topics, .ntopics = 3, .read_partitions = 4, .owns = owns};
-    g_query = nf_query_new(&qo);
-    NF_REQUIRE(g_query);
-    nf_admin_hooks_t hooks = {.api = api};
-    char err[256];
-    nf_admin_t *a = nf_admin_start("127.0.0.1", 0, &hooks, err, sizeof err);
-    NF_REQUIRE(a);
-    uint16_t port = nf_admin_port(a);
+    served_t sv;
+    NF_REQUIRE(serve_start("query_kept", &sv));
+    uint16_t port = sv.port;
+    nf_store_t *st = sv.st;
     reply_t r;
     nf_topic_vec_t sci = {.n = 1, .t = {{1, 1.0}}};
     nf_store_batch_t *b = nf_store_batch_new();
@@ -527,9 +538,7 @@ static void test_trending_answer_kept(void)
     NF_CHECK_STR(str(j, "window_end"), "2026-11-26T12:00:00Z");
     NF_CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "items")), 1);
     cJSON_Delete(j);
-    nf_admin_stop(a);
-    nf_query_free(g_query);
-    nf_store_close(st);
+    serve_stop(&sv);
 }
 
 int main(void)
