@@ -151,7 +151,8 @@ static bool budget_spent(hshard_t *s)
 static void conn_events(conn_t *c)
 {
     unsigned ev = 0;
-    if (!c->pending && !c->close_after && !c->in_len && c->out_len - c->out_off < OUT_HIGH)
+    if (!c->pending && !c->close_after && !c->eof && !c->in_len &&
+        c->out_len - c->out_off < OUT_HIGH)
         ev |= POLLIN;
     if (c->out_len > c->out_off)
         ev |= POLLOUT;
@@ -170,7 +171,14 @@ static bool out_add(conn_t *c, const char *p, size_t n)
     return true;
 }
 
-/* Writes what it can. false: c was closed (an error, or the end of a last answer). */
+/* An answer is still to be made or written for what c has sent. */
+static bool conn_owes(const conn_t *c)
+{
+    return c->pending || c->deferred || c->in_len || c->out_len > c->out_off;
+}
+
+/* Writes what it can. false: c was closed (an error, the end of a last answer, or of the last
+ * one owed to a client that half-closed). */
 static bool conn_flush(conn_t *c)
 {
     while (c->out_off < c->out_len) {
@@ -192,7 +200,7 @@ static bool conn_flush(conn_t *c)
         c->out = NULL;
         c->out_cap = 0;
     }
-    if (c->close_after) {
+    if (c->close_after || (c->eof && !conn_owes(c))) {
         shutdown(c->fd, SHUT_WR);
         conn_close(c);
         return false;
@@ -403,9 +411,16 @@ static void on_conn(nf_shard_t *sh, int fd, unsigned revents, void *arg)
         return;
     if (revents & (POLLIN | POLLERR | POLLHUP)) {
         ssize_t n = recv(fd, s->scratch, sizeof s->scratch, 0);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             conn_close(c); /* the client is gone (a request at a worker: freed when back) */
             return;
+        }
+        if (n == 0) { /* all it will send: what came whole is still answered */
+            c->eof = true;
+            if (!conn_owes(c)) {
+                conn_close(c);
+                return;
+            }
         }
         if (n > 0 && (c->in_len || c->pending)) /* bytes kept come first */
             keep(c, s->scratch, (size_t)n);

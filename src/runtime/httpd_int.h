@@ -46,6 +46,7 @@ struct conn {
     bool pending;   /* its request is at a worker */
     bool closed;    /* closed while pending: freed when the answer comes back */
     bool close_after, deferred, head;
+    bool eof; /* the client has sent all it will (a half-close): answer what came, then close */
 };
 
 /* A request at a worker: the message stays in its connection's parser (which takes no more

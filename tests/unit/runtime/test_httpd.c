@@ -4,7 +4,7 @@
  * and the server's promises: answers in order on a connection (whether answered on a loop or by
  * a worker), no connection held up by another's slow request, 503 when the workers' queue is
  * full, the answers at the workers written before the shards stop, a client gone while its
- * request is at a worker. */
+ * request is at a worker, every answer to a client that half-closed. */
 #include "nf_test.h"
 #include "runtime/admin.h"
 #include "runtime/httpd.h"
@@ -32,7 +32,7 @@ static bool on_loop(void *arg, const char *method, const char *url)
 {
     (void)arg;
     (void)method;
-    return strncmp(url, "/v1/loop/", 9) == 0;
+    return strncmp(url, "/v1/loop/", 9) == 0 || strncmp(url, "/v1/big/", 8) == 0;
 }
 
 static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
@@ -46,6 +46,12 @@ static int api(void *arg, const char *route, nf_admin_req_t *req, char **body, s
         while (!slow_open)
             pthread_cond_wait(&cv, &mu);
         pthread_mutex_unlock(&mu);
+    }
+    if (strncmp(route, "big/", 4) == 0) { /* N bytes of 'x' */
+        *len = strtoul(route + 4, NULL, 10);
+        *body = malloc(*len + 1);
+        memset(*body, 'x', *len);
+        return 200;
     }
     char b[256];
     int n = snprintf(b, sizeof b, "{\"route\":\"%s\"}", route);
@@ -276,11 +282,43 @@ static void test_stop_answers_what_workers_hold(void)
     server_stop(&s);
 }
 
+/* A client that sends its requests and half-closes (shutdown(SHUT_WR)) before reading gets
+ * every answer, whole — a 1 MB one it reads through a small window, one from a worker, one kept
+ * behind them — and then the end of the stream. */
+static void test_half_close_gets_every_answer(void)
+{
+    server_t s;
+    server_start(&s, 2, 64);
+    int fd = conn_to(s.port);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    const size_t big = 1u << 20;
+    send_all(fd, "GET /v1/big/1048576 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                 "GET /v1/work/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                 "GET /v1/loop/last HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    NF_REQUIRE(shutdown(fd, SHUT_WR) == 0);
+    char *body = malloc(big + 1);
+    NF_REQUIRE(body);
+    NF_CHECK_EQ(read_answer(fd, body, big + 1), 200);
+    size_t x = 0;
+    while (x < big && body[x] == 'x')
+        x++;
+    NF_CHECK_EQ(x, big);
+    free(body);
+    expect_route(fd, "work/1");
+    expect_route(fd, "loop/last");
+    char tail[8];
+    NF_CHECK_EQ(read_answer(fd, tail, sizeof tail), 0); /* and then the end */
+    close(fd);
+    server_stop(&s);
+}
+
 int main(void)
 {
     NF_RUN(test_pipelined_in_order);
     NF_RUN(test_slow_request_holds_only_its_connection);
     NF_RUN(test_queue_full_is_503);
     NF_RUN(test_stop_answers_what_workers_hold);
+    NF_RUN(test_half_close_gets_every_answer);
     return nf_test_report();
 }
