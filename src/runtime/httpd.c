@@ -389,18 +389,24 @@ static void feed(conn_t *c, const char *data, size_t n)
         keep(c, data, n);
 }
 
-/* Takes up the bytes c kept, writes what is ready, and sets what c waits for. */
+/* Takes up the bytes c kept, writes what is ready, again while answers backed up stopped it and
+ * went out at once (nothing else would wake it: kept bytes turn reading off), and sets what c
+ * waits for. */
 static void resume(conn_t *c)
 {
-    char *kept = c->in;
-    size_t n = c->in_len;
-    c->in = NULL;
-    c->in_len = 0;
-    if (n)
-        feed(c, kept, n);
-    free(kept);
-    if (conn_flush(c))
-        conn_events(c);
+    do {
+        char *kept = c->in;
+        size_t n = c->in_len;
+        c->in = NULL;
+        c->in_len = 0;
+        if (n)
+            feed(c, kept, n);
+        free(kept);
+        if (!conn_flush(c))
+            return;
+    } while (c->in_len && !c->pending && !c->deferred && !c->close_after &&
+             c->out_len - c->out_off < OUT_HIGH);
+    conn_events(c);
 }
 
 static void on_conn(nf_shard_t *sh, int fd, unsigned revents, void *arg)

@@ -313,6 +313,30 @@ static void test_half_close_gets_every_answer(void)
     server_stop(&s);
 }
 
+/* Pipelined requests whose answers back up past the server's high-water mark (256 kB) again and
+ * again: every answer comes, none waits for the sweep. */
+static void test_backed_up_answers_go_on(void)
+{
+    server_t s;
+    server_start(&s, 2, 64);
+    int fd = conn_to(s.port);
+    char req[4096] = "";
+    size_t n = 0;
+    for (int i = 0; i < 12; i++)
+        n += (size_t)snprintf(req + n, sizeof req - n,
+                              "GET /v1/big/200000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    snprintf(req + n, sizeof req - n, "GET /v1/loop/last HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    send_all(fd, req);
+    char *body = malloc(200001);
+    NF_REQUIRE(body);
+    for (int i = 0; i < 12; i++)
+        NF_CHECK_EQ(read_answer(fd, body, 200001), 200);
+    free(body);
+    expect_route(fd, "loop/last");
+    close(fd);
+    server_stop(&s);
+}
+
 int main(void)
 {
     NF_RUN(test_pipelined_in_order);
@@ -320,5 +344,6 @@ int main(void)
     NF_RUN(test_queue_full_is_503);
     NF_RUN(test_stop_answers_what_workers_hold);
     NF_RUN(test_half_close_gets_every_answer);
+    NF_RUN(test_backed_up_answers_go_on);
     return nf_test_report();
 }
