@@ -870,8 +870,15 @@ int store_scan_prefixes_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_s
         return 0;
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(st->db, ro, st->kinds[kind]);
     int r = 0;
-    for (size_t i = 0; i < n && r >= 0; i++)
+    for (size_t i = 0; i < n && r >= 0; i++) {
         r = scan_it(it, prefixes + i * plen, plen, NULL, 0, fn, arg);
+        char *rerr = NULL; /* before the next seek, which clears the iterator's status */
+        rocksdb_iter_get_error(it, &rerr);
+        if (rerr) {
+            rocksdb_free(rerr);
+            r = -EIO;
+        }
+    }
     return iter_done(it, r < 0 ? r : 0);
 }
 
