@@ -77,8 +77,9 @@ nf_query_t *nf_query_new(const nf_query_opts_t *o)
     nf_counter_t *entries[2] = {&q->m_feed_scored, &q->m_feed_skipped};
     for (int k = 0; k < 2; k++)
         nf_metrics_counter("newsflow_query_feed_entries_total",
-                           "Entries of the topics' lists a feed ranked over: scored, or skipped "
-                           "because none of them could enter the answer (the ranking's pruning).",
+                           "Entries of the topics' lists a feed's ranking went over, each pass: "
+                           "scored, or skipped (pruned: none of them could enter the answer; "
+                           "expired; hidden by the reader).",
                            outcome[k], 0, entries[k]);
     return q;
 }
@@ -1414,8 +1415,9 @@ static void answer_put(nf_query_t *q, vcache_t *c, unsigned limit, int topic, in
             a = &c->answers[i];
             break;
         }
-    if (!a->body)
-        vcache_grew(q, c, len + 1);
+    if (a->body)
+        c->bytes -= a->len + 1;
+    vcache_grew(q, c, len + 1);
     free(a->body);
     *a = (answer_t){.limit = limit, .topic = topic, .until_ms = until, .body = copy, .len = len};
     pthread_mutex_unlock(&c->mu);
