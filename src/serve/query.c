@@ -1571,8 +1571,10 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         nf_counter_add(q->m_feed_scored, rk.scored);
         nf_counter_add(q->m_feed_skipped, entries - rk.scored);
         nf_rank_finish(&rk);
-        for (size_t i = 0; i < ntmp; i++)
+        for (size_t i = 0; i < ntmp; i++) { /* the last pass's items made for this request */
             free(tmp[i].frag);
+            tmp[i].frag = NULL; /* out: frees every slot */
+        }
         shown = ntmp = 0;
         nf_cand_t x, prev = {.e = NULL};
         while (shown < limit && nf_rank_next(&rk, &x)) {
