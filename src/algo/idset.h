@@ -17,6 +17,12 @@ typedef struct nf_id128 {
     uint64_t hi, lo;
 } nf_id128_t;
 
+/* -1, 0 or 1: ids ordered by their first word, then their second. */
+static inline int nf_id128_cmp(nf_id128_t a, nf_id128_t b)
+{
+    return a.hi != b.hi ? (a.hi < b.hi ? -1 : 1) : a.lo != b.lo ? (a.lo < b.lo ? -1 : 1) : 0;
+}
+
 typedef struct nf_idset_entry {
     nf_id128_t id;
     uint64_t value;

@@ -432,7 +432,6 @@ static int hist_entry(const void *key, size_t klen, const void *val, size_t vlen
 }
 
 static bool parse_id(const char *s, size_t n, nf_id128_t *id);
-static int id_cmp(nf_id128_t a, nf_id128_t b);
 
 /* Calls fn for the reader's history entries, newest first, in every read-events partition this
  * process owns (a reader's are in one): 0, or -EIO. fn's 1 ends a partition's scan. */
@@ -478,7 +477,7 @@ static int hidden_entry(const void *key, size_t klen, const void *val, size_t vl
 
 static int by_id(const void *a, const void *b)
 {
-    return id_cmp(*(const nf_id128_t *)a, *(const nf_id128_t *)b);
+    return nf_id128_cmp(*(const nf_id128_t *)a, *(const nf_id128_t *)b);
 }
 
 /* The reader's hidden articles, sorted: 0, or -EIO. */
@@ -968,11 +967,6 @@ struct vcache {
     answer_t answers[ANSWERS_CAP]; /* /v1/trending's, by limit and topic */
 };
 
-static int id_cmp(nf_id128_t a, nf_id128_t b)
-{
-    return a.hi != b.hi ? (a.hi < b.hi ? -1 : 1) : a.lo != b.lo ? (a.lo < b.lo ? -1 : 1) : 0;
-}
-
 static void vcache_free(vcache_t *c)
 {
     if (!c)
@@ -1108,13 +1102,13 @@ typedef struct tpair {
 static int tpair_cmp(const void *a, const void *b)
 {
     const tpair_t *x = a, *y = b;
-    int d = id_cmp(x->id, y->id);
+    int d = nf_id128_cmp(x->id, y->id);
     return d ? d : x->i < y->i ? -1 : x->i > y->i;
 }
 
 static int tk_cmp(const void *a, const void *b)
 {
-    return id_cmp(*(const nf_id128_t *)a, *(const nf_id128_t *)b);
+    return nf_id128_cmp(*(const nf_id128_t *)a, *(const nf_id128_t *)b);
 }
 
 /* Under c->mu: the trending window, its look-up and its candidates, once per view. */
@@ -1578,7 +1572,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         shown = ntmp = 0;
         nf_cand_t x, prev = {.e = NULL};
         while (shown < limit && nf_rank_next(&rk, &x)) {
-            bool again = prev.e && id_cmp(x.e->id, prev.e->id) == 0 && x.score == prev.score;
+            bool again = prev.e && nf_id128_cmp(x.e->id, prev.e->id) == 0 && x.score == prev.score;
             prev = x;
             if (again)
                 continue; /* the same article under another topic */
@@ -1591,7 +1585,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
             }
             bool seen = false;
             for (size_t k = 0; k < shown && !seen; k++)
-                seen = id_cmp(chosen[k]->root, it->root) == 0;
+                seen = nf_id128_cmp(chosen[k]->root, it->root) == 0;
             if (seen) { /* one article per story: the best of each */
                 if (it == &tmp[ntmp]) {
                     free(tmp[ntmp].frag);

@@ -9,11 +9,6 @@
 #define SEEN_MAX 4096 /* entries a pruned list may have (a view's lists hold at most 1,000) */
 #define SLACK    1e-9 /* relative: a bound computed in another order rounds differently */
 
-static int id_cmp(nf_id128_t a, nf_id128_t b)
-{
-    return a.hi != b.hi ? (a.hi < b.hi ? -1 : 1) : a.lo != b.lo ? (a.lo < b.lo ? -1 : 1) : 0;
-}
-
 int nf_rlist_add(nf_rlist_t *l, size_t *cap, size_t *wcap, nf_id128_t id, int64_t published,
                  int64_t expires, uint64_t trend, const nf_topic_vec_t *vec)
 {
@@ -146,7 +141,7 @@ int nf_cand_cmp(const void *a, const void *b)
         return x->score > y->score ? -1 : 1;
     if (x->e->published_ms != y->e->published_ms)
         return x->e->published_ms > y->e->published_ms ? -1 : 1;
-    return id_cmp(x->e->id, y->e->id);
+    return nf_id128_cmp(x->e->id, y->e->id);
 }
 
 /* Restores the heap c[0..m) below k: the worst at the root (worst_up: the ranking's bounded
