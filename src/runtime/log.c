@@ -1,6 +1,7 @@
 /* log.c — see log.h. Formatting is done by hand into a fixed buffer: no allocation, and a
  * line is either written whole or cut with a trailing "truncated":true marker. */
 #include "runtime/log.h"
+#include "runtime/runtime.h" /* nf_now_ns */
 
 #include <limits.h>
 #include <stdarg.h>
@@ -372,10 +373,7 @@ void nf_log_signal_safe(nf_log_level_t level, const char *component, const char 
 
 bool nf_log_gate_pass(nf_log_gate_t *g, uint64_t every_ns, uint64_t *held)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    uint64_t last = atomic_load(&g->last_ns);
+    uint64_t now = nf_now_ns(), last = atomic_load(&g->last_ns);
     if (last && now - last < every_ns) {
         atomic_fetch_add(&g->held, 1);
         return false;
