@@ -812,7 +812,8 @@ int store_scan_prefix_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_sta
 }
 
 /* The keys from the first >= from (or the prefix's first) while they have the prefix; fn's
- * non-zero ends it. */
+ * non-zero ends it (and is returned); -EIO if the iterator failed (checked here, before a next
+ * seek would clear its status). */
 static int scan_it(rocksdb_iterator_t *it, const void *prefix, size_t plen, const void *from,
                    size_t flen, nf_store_scan_fn fn, void *arg)
 {
@@ -833,18 +834,12 @@ static int scan_it(rocksdb_iterator_t *it, const void *prefix, size_t plen, cons
         if (r != 0)
             break;
     }
-    return r;
-}
-
-static int iter_done(rocksdb_iterator_t *it, int r)
-{
     char *rerr = NULL;
     rocksdb_iter_get_error(it, &rerr);
     if (rerr) {
         rocksdb_free(rerr);
         r = -EIO;
     }
-    rocksdb_iter_destroy(it);
     return r;
 }
 
@@ -857,7 +852,9 @@ int store_scan_from_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state
     if (!st->kinds[kind])
         return 0;
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(st->db, ro, st->kinds[kind]);
-    return iter_done(it, scan_it(it, prefix, plen, from, flen, fn, arg));
+    int r = scan_it(it, prefix, plen, from, flen, fn, arg);
+    rocksdb_iter_destroy(it);
+    return r;
 }
 
 int store_scan_prefixes_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_state_kind_t kind,
@@ -870,16 +867,10 @@ int store_scan_prefixes_ro(nf_store_t *st, const rocksdb_readoptions_t *ro, nf_s
         return 0;
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(st->db, ro, st->kinds[kind]);
     int r = 0;
-    for (size_t i = 0; i < n && r >= 0; i++) {
+    for (size_t i = 0; i < n && r >= 0; i++)
         r = scan_it(it, prefixes + i * plen, plen, NULL, 0, fn, arg);
-        char *rerr = NULL; /* before the next seek, which clears the iterator's status */
-        rocksdb_iter_get_error(it, &rerr);
-        if (rerr) {
-            rocksdb_free(rerr);
-            r = -EIO;
-        }
-    }
-    return iter_done(it, r < 0 ? r : 0);
+    rocksdb_iter_destroy(it);
+    return r < 0 ? r : 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
