@@ -330,6 +330,7 @@ static void store_free(nf_store_t *st)
     if (st->wo_nowal)
         rocksdb_writeoptions_destroy(st->wo_nowal);
     pthread_mutex_destroy(&st->view_mu);
+    store_track_free(st);
     free(st->state_dir);
     free(st->db_dir);
     free(st);
@@ -381,6 +382,7 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
     if (!st)
         goto oom;
     pthread_mutex_init(&st->view_mu, NULL);
+    store_track_init(st);
     st->read_only = mode.read_only;
     st->db_dir = strdup(db_dir);
     if (!st->db_dir || (state_dir && !(st->state_dir = strdup(state_dir))))
@@ -1089,7 +1091,9 @@ static int store_write(nf_store_t *st, const rocksdb_writeoptions_t *wo, const n
     int r = store_batch_to_rocks(st, b, wb, 0, err, errlen);
     if (r == 0) {
         char *rerr = NULL;
+        store_track_begin(st);
         rocksdb_write(st->db, wo, wb, &rerr);
+        store_track_end_batch(st, b); /* counted even when it failed: part may be in */
         if (rerr) {
             char msg[PATH_MAX + 64];
             snprintf(msg, sizeof msg, "state write in %s", st->db_dir);
@@ -1194,8 +1198,11 @@ int nf_store_ingest(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t
         char path[PATH_MAX];
         r = store_path_fmt(path, err, errlen, "%s/" INGEST_TMP "%ld-%u.sst", st->db_dir,
                            (long)getpid(), atomic_fetch_add(&seq, 1));
-        if (r == 0)
+        if (r == 0) {
+            store_track_begin(st);
             r = ingest_kind(st, b, order, from, to, path, err, errlen);
+            store_track_end_unknown(st);
+        }
         from = to;
     }
     free(order);

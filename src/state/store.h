@@ -193,6 +193,24 @@ int nf_store_view_scan_from(nf_store_view_t *v, nf_state_kind_t kind, const void
                             size_t plen, const void *from, size_t flen, nf_store_scan_fn fn,
                             void *arg);
 
+/* ---- tracked writes: what a reader may keep from one view to the next ----
+ * nf_store_track(st, kinds, slots): from now on every data write notes which ids it touched in
+ * the kinds of the bitmask kinds (1u << kind): the 16 bytes after a key's 2-byte key group (a
+ * kstate key's id, a history entry's reader), hashed into a table of slots (rounded up to a
+ * power of two; 8 bytes each). Writes whose keys the store cannot name (a restore's ingested
+ * files, a pending record applied at start) count as touching every id. Once per store: 0,
+ * -EBUSY (already on) or -ENOMEM.
+ * nf_store_view_wseq(v): the count of data writes v shows; what a reader derives from v is
+ * tagged with it.
+ * nf_store_view_unchanged(v, id, tag): true only if no write that v shows and a view tagged tag
+ * did not touched id (tag <= v's count): reading id's keys of a tracked kind from v gives what
+ * they gave at tag. False when tracking is off, tag is newer than v, or tag predates a write
+ * of unknown ids. Ids that share a slot can make it false for nothing, never true wrongly.
+ * Any thread. docs/ARCHITECTURE.md §4 "A reader's inputs kept". */
+int nf_store_track(nf_store_t *st, uint32_t kinds, size_t slots);
+uint64_t nf_store_view_wseq(const nf_store_view_t *v);
+bool nf_store_view_unchanged(const nf_store_view_t *v, const unsigned char id[16], uint64_t tag);
+
 /* ---- batches (one per shard and epoch) ---- */
 nf_store_batch_t *nf_store_batch_new(void);
 void nf_store_batch_put(nf_store_batch_t *b, nf_state_kind_t kind, const void *key, size_t klen,

@@ -15,6 +15,8 @@
 
 #define COMMITTED_KEY "committed" /* "default" family: u64le epoch | header JSON */
 
+typedef struct store_track_table store_track_table_t;
+
 struct nf_store {
     rocksdb_t *db;
     rocksdb_options_t *dbopts; /* the database and "default" (and families we do not know) */
@@ -39,6 +41,18 @@ struct nf_store {
     /* The latest committed view (store_view.c), under view_mu; NULL before the first publish. */
     pthread_mutex_t view_mu;
     nf_store_view_t *view;
+    /* Tracked writes (store_track.c): every data write and every view's snapshot under
+     * track_mu; track_count counts the data writes, track_floor is the count of the last one
+     * whose ids were not named; track (NULL: off) has the slots. track_pending: the slots of the
+     * pending record written for track_pending_epoch (track_npending of them, SIZE_MAX: not
+     * named), touched when it is applied. */
+    pthread_mutex_t track_mu;
+    uint64_t track_count, track_floor;
+    uint32_t track_kinds;
+    _Atomic(store_track_table_t *) track;
+    uint32_t *track_pending;
+    size_t track_npending;
+    uint64_t track_pending_epoch;
 };
 
 typedef struct open_mode {
@@ -94,6 +108,23 @@ int store_rm_rf(const char *path);
 void store_sweep(const char *dir, const char *prefix);
 
 /* ---- store_pending.c ---- */
+/* Tracked writes (store_track.c). A data write is bracketed: store_track_begin, the write, then
+ * one of the ends (the batch written, ids unknown, or the pending record of epoch applied), which
+ * count it and unlock. A view's snapshot is taken under track_mu and store_track_view gives its
+ * count and floor. */
+void store_track_init(nf_store_t *st);
+void store_track_free(nf_store_t *st);
+void store_track_begin(nf_store_t *st);
+void store_track_end_batch(nf_store_t *st, const nf_store_batch_t *b);
+void store_track_end_unknown(nf_store_t *st);
+void store_track_end_pending(nf_store_t *st, uint64_t epoch);
+/* The slots of the batches of epoch's pending record, kept until it is applied. */
+void store_track_pending(nf_store_t *st, uint64_t epoch, nf_store_batch_t *const *batches,
+                         unsigned n);
+void store_track_view(nf_store_t *st, uint64_t *count, uint64_t *floor);
+bool store_track_unchanged(nf_store_t *st, uint64_t count, uint64_t floor, const unsigned char *id,
+                           uint64_t tag);
+
 typedef struct store_pending_head {
     uint64_t epoch;
     uint32_t nbatches, noutputs;

@@ -99,6 +99,8 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
     char what[96];
     snprintf(what, sizeof what, "writing the pending record of epoch %" PRIu64, epoch);
     r = write_batch(st, wb, true, what, err, errlen);
+    if (r == 0)
+        store_track_pending(st, epoch, batches, nbatches);
 out:
     rocksdb_writebatch_destroy(wb);
     free(hv);
@@ -204,7 +206,8 @@ int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
     /* Each shard's batch as it was written: absolute puts and deletes, so replaying after a crash
      * half-way through is harmless. Not synced: the WAL keeps order, so if the final write below
      * survives a crash these do too, and if it does not, the pending record is still there to be
-     * applied again. */
+     * applied again. Tracked writes (store_track.c) see the whole record as one write. */
+    store_track_begin(st);
     for (unsigned i = 0; i < h.nbatches && r >= 0; i++) {
         char key[64], what[96];
         key_batch(key, sizeof key, i);
@@ -250,6 +253,10 @@ int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
             free(cv);
         }
     }
+    if (r >= 0)
+        store_track_end_pending(st, h.epoch);
+    else
+        store_track_end_unknown(st);
     free(h.json);
     if (r >= 0)
         give_back();

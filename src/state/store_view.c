@@ -13,6 +13,7 @@ struct nf_store_view {
     rocksdb_readoptions_t *ro, *ro_scan;
     uint64_t epoch;
     int64_t published_ms;
+    uint64_t wseq, wfloor; /* store_track_view at the snapshot */
 };
 
 static void view_free(nf_store_view_t *v)
@@ -35,7 +36,11 @@ int nf_store_view_publish(nf_store_t *st, uint64_t epoch)
     v->epoch = epoch;
     v->published_ms = (int64_t)store_realtime_ms();
     atomic_init(&v->refs, 1); /* the store's */
+    /* no data write half-way (store_track.c): wseq names exactly the writes snap shows */
+    pthread_mutex_lock(&st->track_mu);
     v->snap = rocksdb_create_snapshot(st->db);
+    store_track_view(st, &v->wseq, &v->wfloor);
+    pthread_mutex_unlock(&st->track_mu);
     v->ro = rocksdb_readoptions_create();
     v->ro_scan = rocksdb_readoptions_create();
     if (!v->snap || !v->ro || !v->ro_scan) {
@@ -87,6 +92,16 @@ uint64_t nf_store_view_epoch(const nf_store_view_t *v)
 int64_t nf_store_view_published_ms(const nf_store_view_t *v)
 {
     return v->published_ms;
+}
+
+uint64_t nf_store_view_wseq(const nf_store_view_t *v)
+{
+    return v->wseq;
+}
+
+bool nf_store_view_unchanged(const nf_store_view_t *v, const unsigned char id[16], uint64_t tag)
+{
+    return store_track_unchanged(v->st, v->wseq, v->wfloor, id, tag);
 }
 
 int nf_store_view_get(nf_store_view_t *v, nf_state_kind_t kind, const void *key, size_t klen,

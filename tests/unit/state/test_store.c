@@ -1320,6 +1320,111 @@ static int shared_inodes(const char *dir, const char *sub, const char *other, in
 /* Issue 37 case 3: a live table file damaged in place damaged every checkpoint (they were hard
  * links to it). Checkpoints now hold copies, shared among themselves, never with the live
  * database: a garbled live table leaves them verifiable and restorable. */
+/* Tracked writes (store.h, nf_store_track) against a model of which write touched which id:
+ * random writes — the epoch's pending record applied, direct batch writes, a restore's ingested
+ * files (ids unknown: every id) — to tracked and untracked kinds, views published between them;
+ * for every pair of views (older a, newer b) and id, unchanged(b, id, wseq(a)) is never true
+ * when a write b shows and a does not touched id in a tracked kind, and exactly that from the
+ * latest view; false for a tag newer than the view. 24 ids in 2^20 slots: no two share one (the
+ * seed is fixed). */
+#define TRK_IDS   24
+#define TRK_VIEWS 40
+static void trk_key(unsigned id, unsigned kg, unsigned char key[34], size_t *klen, bool history)
+{
+    memset(key, 0, 34);
+    key[0] = (unsigned char)(kg >> 8);
+    key[1] = (unsigned char)kg;
+    key[2] = 0xA5;
+    key[17] = (unsigned char)id; /* bytes 2..17: the id */
+    *klen = history ? 34 : 18;
+    if (history)
+        key[20] = (unsigned char)(kg * 7 + id);
+}
+
+static void test_tracked_writes(void)
+{
+    const char *dir = tmpdir_new();
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    uint32_t kinds = 1u << NF_KIND_INTEREST | 1u << NF_KIND_READS;
+    NF_CHECK_EQ(nf_store_track(st, kinds, 1u << 20), 0);
+    NF_CHECK_EQ(nf_store_track(st, kinds, 1u << 20), -EBUSY);
+    nf_store_view_t *views[TRK_VIEWS];
+    /* the model: touched[w][id], writes counted w = 1..; a view shows writes <= shown[v] */
+    static bool touched[4 * TRK_VIEWS + 1][TRK_IDS];
+    static bool unknown[4 * TRK_VIEWS + 1];
+    unsigned shown[TRK_VIEWS], nw = 0;
+    uint64_t rng = 0x5eed;
+    for (unsigned v = 0; v < TRK_VIEWS; v++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned writes = (unsigned)(rng >> 62);
+        for (unsigned k = 0; k < writes; k++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned how = (unsigned)(rng >> 60) % 4;
+            nf_store_batch_t *b = nf_store_batch_new();
+            nw++;
+            for (unsigned j = 0; j < 1 + (unsigned)(rng >> 40) % 3; j++) {
+                unsigned id = (unsigned)(rng >> (8 * j + 8)) % TRK_IDS;
+                unsigned kind = (unsigned)(rng >> (8 * j + 16)) % 3; /* 2: untracked */
+                unsigned char key[34];
+                size_t klen;
+                trk_key(id, j, key, &klen, kind == 1);
+                nf_state_kind_t sk = kind == 0   ? NF_KIND_INTEREST
+                                     : kind == 1 ? NF_KIND_READS
+                                                 : NF_KIND_ARTICLE_META;
+                if ((rng >> 30) % 5 == 0)
+                    nf_store_batch_delete(b, sk, key, klen);
+                else
+                    nf_store_batch_put(b, sk, key, klen, "v", 1);
+                touched[nw][id] |= kind != 2;
+            }
+            char err[256];
+            if (how == 0) {
+                NF_CHECK_EQ(nf_store_write(st, b, err, sizeof err), 0);
+            } else if (how == 1) {
+                NF_CHECK_EQ(nf_store_ingest(st, b, err, sizeof err), 0);
+                unknown[nw] = true;
+            } else {
+                nf_store_batch_t *bs[1] = {b};
+                NF_CHECK_EQ(
+                    nf_store_pending_write(st, 100 + nw, "{}", bs, 1, NULL, 0, err, sizeof err), 0);
+                NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
+            }
+            nf_store_batch_free(b);
+        }
+        NF_REQUIRE(nf_store_view_publish(st, v + 1) == 0);
+        views[v] = nf_store_view_acquire(st);
+        shown[v] = nw;
+    }
+    /* Never true wrongly; exact from the latest view (a slot holds the last write only: from
+     * an older view, a later write of the id makes it false for nothing). */
+    unsigned wrong = 0, exact = 0, trues = 0;
+    for (unsigned a = 0; a < TRK_VIEWS; a++)
+        for (unsigned b = a; b < TRK_VIEWS; b++)
+            for (unsigned id = 0; id < TRK_IDS; id++) {
+                bool model = true;
+                for (unsigned w = shown[a] + 1; w <= shown[b]; w++)
+                    model = model && !touched[w][id] && !unknown[w];
+                unsigned char key[34];
+                size_t klen;
+                trk_key(id, 0, key, &klen, false);
+                bool got = nf_store_view_unchanged(views[b], key + 2, nf_store_view_wseq(views[a]));
+                wrong += got && !model;
+                exact += b == TRK_VIEWS - 1 && got == model;
+                trues += got;
+                if (nf_store_view_wseq(views[b]) > nf_store_view_wseq(views[a]))
+                    NF_CHECK(
+                        !nf_store_view_unchanged(views[a], key + 2, nf_store_view_wseq(views[b])));
+            }
+    NF_CHECK_EQ(wrong, 0);
+    NF_CHECK_EQ(exact, TRK_VIEWS * TRK_IDS);
+    NF_CHECK(trues > TRK_IDS * TRK_VIEWS); /* not only a view against itself */
+    for (unsigned v = 0; v < TRK_VIEWS; v++)
+        nf_store_view_release(views[v]);
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
 static void test_checkpoint_survives_live_damage(void)
 {
     const char *dir = tmpdir_new();
@@ -1435,6 +1540,7 @@ int main(void)
     NF_RUN(test_get_scan_batch);
     NF_RUN(test_multi_get);
     NF_RUN(test_views);
+    NF_RUN(test_tracked_writes);
     NF_RUN(test_ingest_equals_write);
     NF_RUN(test_pending_write_read_apply);
     NF_RUN(test_pending_survives_crash_and_discard);
