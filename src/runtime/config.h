@@ -149,6 +149,7 @@ typedef struct nf_config {
         char advertised_url[512]; /* "" = http://admin.listen:port */
         int partitioner;          /* serve.partitioner: 0 consistent_random, 1 murmur2_random */
         bool global_replica;      /* tail the global key group's changelog (state/standby.h) */
+        uint32_t reader_cache;    /* readers' feed inputs kept across views (serve/readers.h) */
     } serve;
     struct {
         bool enabled;          /* GET /v1/search (serve/search.h) */

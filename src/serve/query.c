@@ -15,6 +15,7 @@
 #include "runtime/jsonw.h"
 #include "runtime/metrics.h"
 #include "serve/rank.h"
+#include "serve/readers.h"
 #include "serve/routes.h"
 #include "serve/search.h"
 #include "state/changelog.h"
@@ -48,6 +49,7 @@ struct nf_query {
     nf_counter_t m_redirects, m_unknown_owner;
     nf_counter_t m_feed_scored, m_feed_skipped; /* a feed's list entries (rank.h) */
     nf_gauge_t m_cache_bytes;
+    nf_readers_t *readers; /* readers' feed inputs kept across views (readers.h); NULL: off */
     pthread_mutex_t mu;
     vcache_t *cache; /* the latest view's (route_feed), under mu */
 };
@@ -81,6 +83,13 @@ nf_query_t *nf_query_new(const nf_query_opts_t *o)
                            "scored, or skipped (pruned: none of them could enter the answer; "
                            "expired; hidden by the reader).",
                            outcome[k], 0, entries[k]);
+    if (o->store && o->reader_cache) {
+        /* the kinds a reader's kept inputs come from: slots 4 × entries keep collisions rare */
+        uint32_t kinds = 1u << NF_KIND_INTEREST | 1u << NF_KIND_READS;
+        int r = nf_store_track(o->store, kinds, 4 * (size_t)o->reader_cache);
+        if (r == 0 || r == -EBUSY)
+            q->readers = nf_readers_new(o->reader_cache);
+    }
     return q;
 }
 
@@ -89,8 +98,14 @@ void nf_query_free(nf_query_t *q)
     if (!q)
         return;
     vcache_free(q->cache);
+    nf_readers_free(q->readers);
     pthread_mutex_destroy(&q->mu);
     free(q);
+}
+
+void nf_query_readers_stats(nf_query_t *q, nf_readers_stats_t *s)
+{
+    nf_readers_stats(q->readers, s);
 }
 
 /* ------------------------------------------------------------------------------ replies */
@@ -242,8 +257,11 @@ static bool valid_user(const char *s, size_t n)
     return true;
 }
 
-static int64_t now_ms(void)
+/* Wall-clock ms (the options' clock when a test gives one). */
+static int64_t now_ms(const nf_query_t *q)
 {
+    if (q->o.clock_ms)
+        return q->o.clock_ms();
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -261,6 +279,7 @@ static bool expired(const unsigned char *v, int64_t now)
 typedef struct interest {
     uint64_t version;
     int64_t updated_ms;
+    int64_t expires_ms; /* 0: never */
     nf_topic_vec_t vec;
 } interest_t;
 
@@ -285,7 +304,7 @@ static int find_interest(const nf_query_t *q, nf_store_view_t *v, const char *us
     }
     const unsigned char *best = NULL;
     size_t best_len = 0;
-    int64_t now = now_ms();
+    int64_t now = now_ms(q);
     for (size_t i = 0; r == 0 && i < n; i++) {
         const unsigned char *x = vals[i];
         if (!x || lens[i] < EXPIRY_LEN + 16 || expired(x, now))
@@ -296,6 +315,7 @@ static int find_interest(const nf_query_t *q, nf_store_view_t *v, const char *us
         }
     }
     if (r == 0 && best) {
+        out->expires_ms = (int64_t)nf_get_le64(best);
         out->version = nf_get_le64(best + 8);
         out->updated_ms = (int64_t)nf_get_le64(best + 16);
         r = nf_interest_topics_decode(best + 24, best_len - 24, &out->vec) == 0 ? 1 : -EIO;
@@ -453,25 +473,34 @@ static int scan_history(const nf_query_t *q, nf_store_view_t *v, const char *use
     return r < 0 ? -EIO : 0;
 }
 
-/* The articles a reader disliked or hid (their history's newest HIDDEN_SCAN entries), which the
- * reader's feed leaves out. */
-#define HIDDEN_SCAN 512
-typedef struct hidden {
-    nf_id128_t ids[HIDDEN_SCAN];
-    size_t n, scanned;
+/* The articles a reader disliked or hid (their history's newest NF_READER_HIDDEN_MAX entries),
+ * which the reader's feed leaves out, into a nf_reader_t (readers.h): sorted, until_ms the
+ * earliest expiry among them, keep false when the scan reached its limit (an entry's expiry
+ * there changes which entries are looked at). */
+typedef struct hidden_scan {
+    nf_reader_t *rd;
+    size_t scanned;
     int64_t now;
-} hidden_t;
+} hidden_scan_t;
 
 static int hidden_entry(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
 {
-    hidden_t *h = arg;
-    if (++h->scanned > HIDDEN_SCAN)
+    hidden_scan_t *h = arg;
+    if (++h->scanned > NF_READER_HIDDEN_MAX) {
+        h->rd->keep = false;
         return 1;
+    }
     hentry_t e;
     nf_id128_t id;
-    if (live_entry(key, klen, val, vlen, h->now, &e) &&
-        (e.kind == NF_READ_KIND_DISLIKE || e.kind == NF_READ_KIND_HIDE) && parse_id(e.a, e.al, &id))
-        h->ids[h->n++] = id;
+    int64_t expires;
+    if (nf_serve_history_decode(key, klen, val, vlen, &expires, &e.kind, &e.ts, &e.a, &e.al) == 0 &&
+        (!expires || expires >= h->now) &&
+        (e.kind == NF_READ_KIND_DISLIKE || e.kind == NF_READ_KIND_HIDE) &&
+        parse_id(e.a, e.al, &id)) {
+        h->rd->hidden[h->rd->nhidden++] = id;
+        if (expires && (!h->rd->until_ms || expires < h->rd->until_ms))
+            h->rd->until_ms = expires;
+    }
     return 0;
 }
 
@@ -481,24 +510,65 @@ static int by_id(const void *a, const void *b)
 }
 
 /* The reader's hidden articles, sorted: 0, or -EIO. */
-static int find_hidden(const nf_query_t *q, nf_store_view_t *v, const char *user, hidden_t *h)
+static int find_hidden(const nf_query_t *q, nf_store_view_t *v, const char *user, int64_t now,
+                       nf_reader_t *rd)
 {
-    h->n = h->scanned = 0;
-    h->now = now_ms();
-    if (scan_history(q, v, user, hidden_entry, h) != 0)
+    hidden_scan_t h = {.rd = rd, .now = now};
+    rd->nhidden = 0;
+    if (scan_history(q, v, user, hidden_entry, &h) != 0)
         return -EIO;
-    qsort(h->ids, h->n, sizeof h->ids[0], by_id);
+    qsort(rd->hidden, rd->nhidden, sizeof rd->hidden[0], by_id);
     return 0;
 }
 
-static bool hidden_has(const hidden_t *h, nf_id128_t id)
+static bool hidden_skip(const void *arg, nf_id128_t id)
 {
-    return h->n && bsearch(&id, h->ids, h->n, sizeof h->ids[0], by_id) != NULL;
+    const nf_reader_t *rd = arg;
+    return rd->nhidden &&
+           bsearch(&id, rd->hidden, rd->nhidden, sizeof rd->hidden[0], by_id) != NULL;
 }
 
-static bool hidden_skip(const void *h, nf_id128_t id)
+/* Which read-events partitions this process owns, as one number (what a kept reader was read
+ * with must match): a bitmask below 64 partitions, a hash of the owned ones above. */
+static uint64_t owned_signature(const nf_query_t *q)
 {
-    return hidden_has(h, id);
+    unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
+    if (!q->o.owns)
+        return 0;
+    uint64_t sig = np <= 64 ? 0 : 1469598103934665603ull;
+    for (unsigned p = 0; p < np; p++)
+        if (q->o.owns(q->o.owns_arg, p))
+            sig = np <= 64 ? sig | 1ull << p : (sig ^ p) * 1099511628211ull;
+    return sig;
+}
+
+/* A feed's inputs (readers.h): the reader's interest vector (1: found, 0: none) and hidden
+ * articles, kept from an earlier view while nothing of the reader's changed since, else read
+ * from v and kept. < 0 as find_interest (err says why) or -EIO (the history scan). */
+static int find_reader(nf_query_t *q, nf_store_view_t *v, const char *user, int64_t now,
+                       nf_reader_t *rd, char *err, size_t errlen)
+{
+    nf_id128_t uk = nf_interest_user_key(user);
+    uint64_t owned = owned_signature(q);
+    if (nf_readers_get(q->readers, v, uk, owned, now, rd))
+        return rd->found;
+    interest_t in;
+    int r = find_interest(q, v, user, &in, err, errlen);
+    if (r < 0)
+        return r;
+    rd->found = r == 1;
+    rd->version = r == 1 ? in.version : 0;
+    rd->updated_ms = r == 1 ? in.updated_ms : 0;
+    rd->vec.n = r == 1 ? in.vec.n : 0;
+    memcpy(rd->vec.t, in.vec.t, rd->vec.n * sizeof rd->vec.t[0]);
+    rd->until_ms = r == 1 ? in.expires_ms : 0;
+    rd->keep = true;
+    if (find_hidden(q, v, user, now, rd) != 0) {
+        snprintf(err, errlen, "a scan of the reader's history failed");
+        return -EIO;
+    }
+    nf_readers_put(q->readers, v, uk, owned, rd);
+    return rd->found;
 }
 
 /* GET /v1/users/{user}/reads?limit=: the reader's counted events, newest first, from every
@@ -510,7 +580,7 @@ static int route_reads(nf_query_t *q, nf_store_view_t *v, const char *user, nf_a
     if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
         return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
     hist_t items[LIMIT_MAX];
-    hist_scan_t h = {.items = items, .limit = limit, .now = now_ms()};
+    hist_scan_t h = {.items = items, .limit = limit, .now = now_ms(q)};
     if (scan_history(q, v, user, hist_entry, &h) != 0)
         return store_failed("a scan of the reader's history failed", body, len);
     nf_jw_t w;
@@ -752,7 +822,7 @@ static bool parse_id(const char *s, size_t n, nf_id128_t *id)
 static int route_article(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char **body, size_t *len)
 {
     char err[256] = "";
-    int64_t now = now_ms();
+    int64_t now = now_ms(q);
     int rc;
     cJSON *meta = read_meta(q, v, id, now, &rc, err, sizeof err);
     if (rc < 0)
@@ -797,7 +867,7 @@ static int route_article(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char 
 static int route_story(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char **body, size_t *len)
 {
     char err[256] = "";
-    int64_t now = now_ms();
+    int64_t now = now_ms(q);
     nf_id128_t root;
     uint32_t size = 1;
     int rc = 0, r = find_cluster(q, v, cluster_clock(v), id, &root, err, sizeof err);
@@ -887,7 +957,7 @@ static int route_recent(nf_query_t *q, nf_store_view_t *v, unsigned topic, nf_ad
         return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
     recent_t items[LIMIT_MAX];
     size_t n = 0;
-    int64_t now = now_ms();
+    int64_t now = now_ms(q);
     if (scan_recent(v, topic, now, items, limit, &n) != 0)
         return store_failed("a scan of the recent articles failed", body, len);
     nf_jw_t w;
@@ -1428,7 +1498,7 @@ static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req
     if (topic && (ti = topic_index(q, topic)) < 0)
         return bad_topic(q, topic, body, len);
     char err[256] = "";
-    int64_t now = now_ms();
+    int64_t now = now_ms(q);
     vcache_t solo, *vc, *c;
     int r = vcache_open(q, v, now, &solo, &vc, &c, err, sizeof err);
     if (r != 0) {
@@ -1499,23 +1569,21 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
         return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
     char err[256] = "";
-    interest_t in;
-    int ri = find_interest(q, v, user, &in, err, sizeof err);
-    if (ri < 0)
+    int64_t now = now_ms(q);
+    nf_reader_t *rd = malloc(sizeof *rd); /* what the reader disliked or hid stays out */
+    if (!rd)
+        return fail(503, "out of memory", NULL, body, len);
+    int ri = find_reader(q, v, user, now, rd, err, sizeof err);
+    if (ri < 0) {
+        free(rd);
         return ri == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
                              : store_failed(err, body, len);
-    hidden_t *hid = malloc(sizeof *hid); /* what the reader disliked or hid stays out */
-    if (!hid)
-        return fail(503, "out of memory", NULL, body, len);
-    if (find_hidden(q, v, user, hid) != 0) {
-        free(hid);
-        return store_failed("a scan of the reader's history failed", body, len);
     }
-    int64_t now = now_ms();
+    const nf_topic_vec_t *rvec = &rd->vec;
     vcache_t solo, *vc, *c;
     int r = vcache_open(q, v, now, &solo, &vc, &c, err, sizeof err);
     unsigned top[FEED_TOPICS];
-    unsigned nt = ri == 1 ? top_topics(&in.vec, top) : 0;
+    unsigned nt = ri == 1 ? top_topics(rvec, top) : 0;
     nf_rlist_t own[FEED_TOPICS];
     memset(own, 0, sizeof own);
     const nf_rlist_t *lists[FEED_TOPICS + 1];
@@ -1542,8 +1610,8 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         goto out;
     }
     double dense[NF_TOPICS_MAX] = {0};
-    for (uint32_t i = 0; nt && i < in.vec.n; i++)
-        dense[in.vec.t[i].topic] = in.vec.t[i].weight;
+    for (uint32_t i = 0; nt && i < rvec->n; i++)
+        dense[rvec->t[i].topic] = rvec->t[i].weight;
     /* the best first, one per story: the best m (rank.h: the lists read only as far as an entry
      * could still enter), m four times larger while stories and repeated articles used up the m
      * before the limit and some were left out */
@@ -1556,7 +1624,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
             m *= 4;
         nf_rank_init(&rk, nt ? dense : NULL, now, cand, m);
         rk.skip = hidden_skip;
-        rk.skip_arg = hid;
+        rk.skip_arg = rd;
         size_t entries = 0;
         for (size_t k = 0; k < nl; k++) {
             nf_rank_list(&rk, lists[k], true);
@@ -1645,7 +1713,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     nf_jw_obj_close(&w);
     status = finish(&w, 200, body, len);
 out:
-    free(hid);
+    free(rd);
     for (size_t i = 0; tmp && i < limit + 1; i++)
         free(tmp[i].frag);
     free(tmp);
@@ -1773,7 +1841,7 @@ static int route_search(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req, 
     if (since_s && nf_date_parse(since_s, strlen(since_s), &since) != 0)
         return fail(400, "since must be a date and time (RFC 3339, e.g. 2026-11-27T08:00:00Z)",
                     "since", body, len);
-    skeep_t k = {.q = q, .v = v, .clock = cluster_clock(v), .now = now_ms()};
+    skeep_t k = {.q = q, .v = v, .clock = cluster_clock(v), .now = now_ms(q)};
     nf_search_result_t res;
     int r = nf_search_run(q->o.search, &sq, topic, since, k.now, limit, search_keep, &k, &res, err,
                           sizeof err);

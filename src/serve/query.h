@@ -66,6 +66,7 @@
 
 #include "runtime/admin.h"
 #include "serve/owners.h"
+#include "serve/readers.h"
 #include "serve/search.h"
 #include "state/store.h"
 
@@ -96,6 +97,12 @@ typedef struct nf_query_opts {
     bool (*global_here)(void *arg);
     const char *self_url; /* this process's advertised URL (never redirect to itself) */
     nf_search_t *search;  /* GET /v1/search (serve/search.h); NULL: search is off (404) */
+    /* Readers whose feed inputs (interest, hidden articles) are kept across views
+     * (serve/readers.h; it turns on the store's tracked writes); 0: none. */
+    size_t reader_cache;
+    /* Wall-clock ms since the Unix epoch for expiries and decays; NULL: CLOCK_REALTIME (a test
+     * fixes it to compare answers made at one instant). */
+    int64_t (*clock_ms)(void);
 } nf_query_opts_t;
 
 typedef struct nf_query nf_query_t;
@@ -103,6 +110,9 @@ typedef struct nf_query nf_query_t;
 /* The page (src/serve/page.html, compiled in): what GET / answers, text/html. */
 extern const char nf_serve_page[];
 extern const size_t nf_serve_page_len;
+
+/* What the readers' kept feed inputs did (serve/readers.h); zeros when none are kept. */
+void nf_query_readers_stats(nf_query_t *q, nf_readers_stats_t *s);
 
 /* The read-events partition of user id (n bytes) among partitions, as the partitioner places
  * a record keyed by it (0 consistent_random: CRC-32 % partitions, 1 murmur2_random: (murmur2
