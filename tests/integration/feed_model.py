@@ -231,8 +231,41 @@ def check(base, out_path, taxonomy_path, nreaders):
     return 1 if failures else 0
 
 
+def warm(base, nreaders):
+    """One pass over the demo readers' feeds, answers not looked at: their inputs are kept
+    (serve/readers.h) for the check to find changed or not."""
+    for i in range(nreaders - nreaders // 10):
+        urllib.request.urlopen(f"{base}/v1/feed/demo-user-{i}?limit=20", timeout=30).read()
+
+
+def touch(base, out_path, n):
+    """Posts one read event for each of demo-user-0 .. n-1 (a committed article each) through the
+    job's HTTP edge: their interest and history change after their inputs were kept."""
+    ids = sorted(a["article_id"] for a in jobout.records(out_path).get("articles", []))
+    rng = random.Random(7)
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    lines = "".join(json.dumps({"user_id": f"demo-user-{i}", "article_id": rng.choice(ids),
+                                "session_id": "touch", "ts": now}) + "\n" for i in range(n))
+    req = urllib.request.Request(f"{base}/v1/events", data=lines.encode(), method="POST",
+                                 headers={"Content-Type": "application/x-ndjson"})
+    for _ in range(100):
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                if r.status == 202:
+                    return
+        except urllib.error.HTTPError as e:
+            if e.code not in (429, 503):
+                raise
+        time.sleep(0.2)
+    raise SystemExit("the edge did not take the touch events")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
         gen(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    elif sys.argv[1] == "warm":
+        warm(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "touch":
+        touch(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
         sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
