@@ -1612,9 +1612,9 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     double dense[NF_TOPICS_MAX] = {0};
     for (uint32_t i = 0; nt && i < rvec->n; i++)
         dense[rvec->t[i].topic] = rvec->t[i].weight;
-    /* the best first, one per story: the best m (rank.h: the lists read only as far as an entry
-     * could still enter), m four times larger while stories and repeated articles used up the m
-     * before the limit and some were left out */
+    /* the best first, one per story: the best m articles (rank.h: the lists read only as far as
+     * an entry could still enter), m four times larger while stories used up the m before the
+     * limit and some were left out */
     size_t m = (size_t)limit + 8, shown = 0, ntmp = 0;
     nf_rank_t rk = {.dropped = true};
     for (int pass = 0;; pass++) {
@@ -1638,12 +1638,8 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
             tmp[i].frag = NULL; /* out: frees every slot */
         }
         shown = ntmp = 0;
-        nf_cand_t x, prev = {.e = NULL};
-        while (shown < limit && nf_rank_next(&rk, &x)) {
-            bool again = prev.e && nf_id128_cmp(x.e->id, prev.e->id) == 0 && x.score == prev.score;
-            prev = x;
-            if (again)
-                continue; /* the same article under another topic */
+        nf_cand_t x;
+        while (shown < limit && nf_rank_next(&rk, &x)) { /* each article once (rank.h) */
             const item_t *it = NULL;
             r = item_get(q, v, vc, c->clock, x.e->id, now, &tmp[ntmp], &it, err, sizeof err);
             if (r != 0) {

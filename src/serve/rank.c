@@ -180,17 +180,34 @@ void nf_rank_init(nf_rank_t *r, const double *dense, int64_t now, nf_cand_t *c, 
     r->norm = sqrt(sq);
 }
 
+/* Whether x's article is kept already (listed under another topic: the same score). */
+static bool kept(const nf_rank_t *r, const nf_cand_t *x)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (r->c[i].score == x->score && r->c[i].e->id.lo == x->e->id.lo &&
+            r->c[i].e->id.hi == x->e->id.hi)
+            return true;
+    return false;
+}
+
+/* Keeps x if it is among the best m so far, once per article: an article listed under several
+ * of the reader's topics would otherwise take a place for each. */
 static void offer(nf_rank_t *r, const nf_cand_t *x)
 {
     if (r->n < r->m) {
+        if (kept(r, x))
+            return;
         r->c[r->n++] = *x;
         if (r->n == r->m)
             for (size_t i = r->m / 2; i-- > 0;)
                 sift_down(r->c, r->m, i, true);
         return;
     }
+    int worse = r->m ? nf_cand_cmp(x, &r->c[0]) : 1;
+    if (worse == 0 || (worse < 0 && kept(r, x)))
+        return; /* the worst kept is this article, or it is kept elsewhere in the heap */
     r->dropped = true;
-    if (r->m == 0 || nf_cand_cmp(x, &r->c[0]) >= 0)
+    if (worse > 0)
         return; /* no better than the worst kept */
     r->c[0] = *x;
     sift_down(r->c, r->m, 0, true);

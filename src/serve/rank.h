@@ -2,12 +2,13 @@
  * (docs/ARCHITECTURE.md §4 "Queries", "Ranking a feed").
  *
  * An article's score for a reader is  dot(interest, topics) × decay + 0.1 × trending / 1000,
- * decay = exp(-0.5 × hours since published). The best m candidates are kept in a bounded heap,
- * and a list is read only as far as what is left in it could still enter: the threshold
- * algorithm (Fagin, Lotem and Naor) over two orders of each list — newest first, where suffix
- * maxima of |topics| × decay bound the first term, and by trending score, which bounds the
- * second. The result is exactly the m that scoring every entry gives (tests/unit/serve/test_rank.c
- * compares the two on random lists); only the work differs. */
+ * decay = exp(-0.5 × hours since published). The best m articles are kept in a bounded heap
+ * (an article listed under several of the reader's topics once), and a list is read only as far
+ * as what is left in it could still enter: the threshold algorithm (Fagin, Lotem and Naor) over
+ * two orders of each list — newest first, where suffix maxima of |topics| × decay bound the
+ * first term, and by trending score, which bounds the second. The result is exactly the m
+ * that scoring every entry gives (tests/unit/serve/test_rank.c compares the two on random lists,
+ * and with a model of the formula); only the work differs. */
 #pragma once
 
 #include "algo/idset.h"
