@@ -13,7 +13,8 @@
 #      redis-benchmark GET of it with the same connection count and requests; nginx (Debian,
 #      2 workers for 2 shards) serving one trending answer as a static file, wrk with the same
 #      connections and duration (issue 41);
-#   5. each process's CPU over each run (/proc/PID/stat: the job, redis-server, nginx's workers;
+#   5. the feed's readers' inputs found kept and valid, changed since, or not kept
+#      (newsflow_query_reader_cache_total: serve/readers.h); each process's CPU over each run (/proc/PID/stat: the job, redis-server, nginx's workers;
 #      the client's, wrk or redis-benchmark, from bash's `times`) as microseconds per request, and the job's epoch pause (newsflow_epoch_pause_seconds) and
 #      ingest rate over a quiet window of the same length against the feed flood's;
 #   6. prints one JSON line per measurement and a summary line with the ratios.
@@ -119,6 +120,9 @@ if [ -z "$interested" ]; then
 fi
 sleep 3 # past the first epochs
 events() { curl -fs "$base/metrics" | awk '/^newsflow_read_events_total[ {]/ {s += $NF} END {printf "%d", s}'; }
+# the readers' kept feed inputs so far (serve/readers.h): "HIT CHANGED MISS"
+kept() { curl -fs "$base/metrics" | awk '/^newsflow_query_reader_cache_total/ {
+  v[$1 ~ /"hit"/ ? 0 : $1 ~ /"changed"/ ? 1 : 2] = $2 } END {print v[0] + 0, v[1] + 0, v[2] + 0}'; }
 ncpu=$(nproc)
 emit "{\"bench\":\"query_env\",\"date\":\"$(date -u +%FT%TZ)\",\"cpus\":$ncpu,\"broker\":\"$([ -n "$kafka" ] && echo kafka || echo embedded)\",\"rate\":$rate,\"users\":$users,\"articles\":$articles,\"conns\":$conns,\"seconds\":$seconds,\"build\":\"$B\"}"
 # A quiet window first: the epoch pause and the ingest rate without queries.
@@ -129,11 +133,13 @@ emit "$(with_fields '{"bench":"query_quiet"}' "{'events_per_s': round(($e1 - $e0
 for spec in "feed:/v1/feed/{u}?limit=20" "trending:/v1/trending?limit=20"; do
   name=${spec%%:*} path=${spec#*:}
   read -r ps0 pc0 < <(pauses); c0=$(cpu_s "$job"); e0=$(events); t0=$(date +%s.%N); children_s; w0=$CHILDREN_S
+  read -r kh0 kc0 km0 < <(kept)
   NF_PATH="$path" NF_USERS="$users" NF_NAME="$name" NF_USER_PREFIX="$reader" wrk -t2 -c"$conns" -d"${seconds}s" \
     -s perf/query/wrk_report.lua "$base" >"$tmp/wrk.out"
   children_s; w1=$CHILDREN_S; line=$(grep '^{"bench"' "$tmp/wrk.out")
   e1=$(events); t1=$(date +%s.%N); c1=$(cpu_s "$job"); read -r ps1 pc1 < <(pauses)
-  emit "$(with_fields "$line" "{'events_per_s_meanwhile': round(($e1 - $e0) / ($t1 - $t0)), 'job_cpu_us_per_request': round(($c1 - $c0) / max(1, r['requests']) * 1e6, 2), 'client_cpu_us_per_request': round(($w1 - $w0) / max(1, r['requests']) * 1e6, 2), 'epochs': $pc1 - $pc0, 'epoch_pause_mean_ms': round(($ps1 - $ps0) / max(1, $pc1 - $pc0) * 1000, 2)}")"
+  read -r kh1 kc1 km1 < <(kept)
+  emit "$(with_fields "$line" "{'reader_inputs_kept': {'hit': $kh1 - $kh0, 'changed': $kc1 - $kc0, 'miss': $km1 - $km0}, 'events_per_s_meanwhile': round(($e1 - $e0) / ($t1 - $t0)), 'job_cpu_us_per_request': round(($c1 - $c0) / max(1, r['requests']) * 1e6, 2), 'client_cpu_us_per_request': round(($w1 - $w0) / max(1, r['requests']) * 1e6, 2), 'epochs': $pc1 - $pc0, 'epoch_pause_mean_ms': round(($ps1 - $ps0) / max(1, $pc1 - $pc0) * 1000, 2)}")"
 done
 # One feed answer as the cached value (its size is what a cache would hold).
 curl -fs "$base/v1/feed/${reader}1?limit=20" >"$tmp/feed.json"
