@@ -10,7 +10,7 @@ import os
 import re
 import sys
 
-CALL = re.compile(r'nf_metrics_(counter|gauge|gauge_fn|histogram)\s*\(\s*"(newsflow_[a-z0-9_]+)"\s*,'
+CALL = re.compile(r'nf_metrics_(counters|counter|gauge|gauge_fn|histogram)\s*\(\s*"(newsflow_[a-z0-9_]+)"\s*,'
                   r'\s*((?:"(?:[^"\\]|\\.)*"\s*)+)', re.S)
 LABELS = re.compile(r'"newsflow_[a-z0-9_]+"[^;]*?"([a-z_]+)=\\"', re.S)
 
@@ -24,7 +24,7 @@ def from_source(src):
             text = open(os.path.join(root, f)).read()
             for kind, name, helps in CALL.findall(text):
                 help_text = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', helps))
-                kind = {"gauge_fn": "gauge"}.get(kind, kind)
+                kind = {"gauge_fn": "gauge", "counters": "counter"}.get(kind, kind)
                 found.setdefault(name, (kind, help_text.replace('\\"', '"'),
                                         os.path.relpath(os.path.join(root, f), src)))
             # names registered through a helper (a table of names): any literal counts

@@ -632,6 +632,17 @@ int nf_metrics_counter(const char *name, const char *help, const char *labels, u
     return nf_register(&s, &out->cell);
 }
 
+int nf_metrics_counters(const char *name, const char *help, const char *const *labels, unsigned n,
+                        unsigned flags, nf_counter_t *const *outs)
+{
+    int r = 0;
+    for (unsigned i = 0; i < n; i++) {
+        int k = nf_metrics_counter(name, help, labels[i], flags, outs[i]);
+        r = r ? r : k;
+    }
+    return r;
+}
+
 int nf_metrics_gauge(const char *name, const char *help, const char *labels, unsigned flags,
                      nf_gauge_t *out)
 {

@@ -83,6 +83,10 @@ void nf_metrics_bind_thread(unsigned w);
  * counted here: callers ignore the result (see the rule above). */
 int nf_metrics_counter(const char *name, const char *help, const char *labels, unsigned flags,
                        nf_counter_t *out);
+/* A labelled family: one counter per label set, labels[i] into *outs[i] (the first failure's
+ * code; every one is tried). */
+int nf_metrics_counters(const char *name, const char *help, const char *const *labels, unsigned n,
+                        unsigned flags, nf_counter_t *const *outs);
 int nf_metrics_gauge(const char *name, const char *help, const char *labels, unsigned flags,
                      nf_gauge_t *out);
 /* bounds: strictly increasing upper bounds (the +Inf bucket is implicit); the array must

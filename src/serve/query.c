@@ -76,13 +76,12 @@ nf_query_t *nf_query_new(const nf_query_opts_t *o)
                        "was known (503 + Retry-After; a rebalance).",
                        NULL, 0, &q->m_unknown_owner);
     static const char *const outcome[2] = {"outcome=\"scored\"", "outcome=\"skipped\""};
-    nf_counter_t *entries[2] = {&q->m_feed_scored, &q->m_feed_skipped};
-    for (int k = 0; k < 2; k++)
-        nf_metrics_counter("newsflow_query_feed_entries_total",
-                           "Entries of the topics' lists a feed's ranking went over, each pass: "
-                           "scored, or skipped (pruned: none of them could enter the answer; "
-                           "expired; hidden by the reader).",
-                           outcome[k], 0, entries[k]);
+    nf_counter_t *const entries[2] = {&q->m_feed_scored, &q->m_feed_skipped};
+    nf_metrics_counters("newsflow_query_feed_entries_total",
+                        "Entries of the topics' lists a feed's ranking went over, each pass: "
+                        "scored, or skipped (pruned: none of them could enter the answer; "
+                        "expired; hidden by the reader).",
+                        outcome, 2, 0, entries);
     if (o->store && o->reader_cache) {
         /* the kinds a reader's kept inputs come from: slots 4 × entries keep collisions rare */
         uint32_t kinds = 1u << NF_KIND_INTEREST | 1u << NF_KIND_READS;

@@ -49,13 +49,12 @@ nf_readers_t *nf_readers_new(size_t entries)
         pthread_mutex_init(&c->mu[i], NULL);
     static const char *const outcome[3] = {"outcome=\"hit\"", "outcome=\"changed\"",
                                            "outcome=\"miss\""};
-    nf_counter_t *m[3] = {&c->m_hit, &c->m_changed, &c->m_miss};
-    for (int k = 0; k < 3; k++)
-        nf_metrics_counter("newsflow_query_reader_cache_total",
-                           "Feeds by what they found of their reader's interest and hidden "
-                           "articles kept from an earlier view: still valid (hit), written or "
-                           "expired since (changed), none (miss); the last two read the view.",
-                           outcome[k], 0, m[k]);
+    nf_counter_t *const m[3] = {&c->m_hit, &c->m_changed, &c->m_miss};
+    nf_metrics_counters("newsflow_query_reader_cache_total",
+                        "Feeds by what they found of their reader's interest and hidden "
+                        "articles kept from an earlier view: still valid (hit), written or "
+                        "expired since (changed), none (miss); the last two read the view.",
+                        outcome, 3, 0, m);
     nf_metrics_gauge("newsflow_query_reader_cache_bytes",
                      "Memory the readers' kept interest and hidden articles take "
                      "(serve.reader_cache entries).",
