@@ -241,7 +241,7 @@ static const cfg_key_t cfg_keys[] = {
     {KEY(CFG_ENUM, serve.partitioner), .choices = cfg_partitioners, .def = "consistent_random",
      .help = "how producers place read events by user id (librdkafka's partitioner names): "
              "consistent_random = CRC32 (librdkafka, kcat, the demo), murmur2_random = Java's"},
-    {KEY(CFG_U32, serve.reader_cache), .max = 67108864, .def = "262144",
+    {KEY(CFG_U32, serve.reader_cache), .max = 16777216, .def = "262144",
      .help = "readers whose feed inputs (interest vector, hidden articles) are kept from one "
              "committed view to the next while nothing of theirs is written (a feed then reads "
              "neither their interest nor their history); ~100 bytes each plus what they hold "

@@ -85,8 +85,7 @@ nf_query_t *nf_query_new(const nf_query_opts_t *o)
     if (o->store && o->reader_cache) {
         /* the kinds a reader's kept inputs come from: slots 4 × entries keep collisions rare */
         uint32_t kinds = 1u << NF_KIND_INTEREST | 1u << NF_KIND_READS;
-        int r = nf_store_track(o->store, kinds, 4 * (size_t)o->reader_cache);
-        if (r == 0 || r == -EBUSY)
+        if (nf_store_track(o->store, kinds, 4 * (size_t)o->reader_cache) == 0)
             q->readers = nf_readers_new(o->reader_cache);
     }
     return q;
@@ -282,23 +281,49 @@ typedef struct interest {
     nf_topic_vec_t vec;
 } interest_t;
 
+/* The read-events partitions this process owns, taken once per request: every read of one
+ * request uses the same set (a rebalance can change ownership under a request), and its
+ * signature keys what a reader's kept inputs were read with (readers.h): the bitmask below 64
+ * partitions, a 64-bit hash of the owned ones above. */
+typedef struct owned {
+    uint16_t *p;
+    size_t n;
+    uint64_t sig;
+} owned_t;
+
+static int owned_take(const nf_query_t *q, owned_t *o)
+{
+    unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
+    o->n = 0;
+    o->sig = np <= 64 ? 0 : 0x9e3779b97f4a7c15ull;
+    if (!(o->p = malloc(np * sizeof *o->p)))
+        return -ENOMEM;
+    for (unsigned p = 0; p < np; p++)
+        if (!q->o.owns || q->o.owns(q->o.owns_arg, p)) {
+            o->p[o->n++] = (uint16_t)p;
+            if (np <= 64)
+                o->sig |= 1ull << p;
+            else
+                o->sig = (o->sig ^ (p + 1)) * 0xbf58476d1ce4e5b9ull;
+        }
+    return 0;
+}
+
 /* The reader's committed interest vector: 1 (found), 0 (none in the partitions this process
  * owns), < 0 (-EIO: err says why; -ENOMEM). The most recently updated wins where several
  * partitions hold one (only if the read-events partitions changed). */
-static int find_interest(const nf_query_t *q, nf_store_view_t *v, const char *user, interest_t *out,
-                         char *err, size_t errlen)
+static int find_interest(const nf_query_t *q, nf_store_view_t *v, const char *user,
+                         const owned_t *own, interest_t *out, char *err, size_t errlen)
 {
     nf_id128_t uk = nf_interest_user_key(user);
-    unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
-    unsigned char *keys = malloc((size_t)np * KEY_LEN);
-    void **vals = calloc(np, sizeof *vals);
-    size_t *lens = calloc(np, sizeof *lens);
-    size_t n = 0;
+    size_t n = own->n;
+    unsigned char *keys = malloc((n + 1) * KEY_LEN);
+    void **vals = calloc(n + 1, sizeof *vals);
+    size_t *lens = calloc(n + 1, sizeof *lens);
     int r = -ENOMEM;
     if (keys && vals && lens) {
-        for (unsigned p = 0; p < np; p++)
-            if (!q->o.owns || q->o.owns(q->o.owns_arg, p))
-                nf_kstate_encode_key((uint16_t)p, uk, keys + KEY_LEN * n++);
+        for (size_t i = 0; i < n; i++)
+            nf_kstate_encode_key(own->p[i], uk, keys + KEY_LEN * i);
         r = nf_store_view_multi_get(v, NF_KIND_INTEREST, n, keys, KEY_LEN, vals, lens, err, errlen);
     }
     const unsigned char *best = NULL;
@@ -362,7 +387,11 @@ static int route_interest(nf_query_t *q, nf_store_view_t *v, const char *user, c
 {
     char err[256] = "";
     interest_t in;
-    int r = find_interest(q, v, user, &in, err, sizeof err);
+    owned_t own;
+    int r = owned_take(q, &own);
+    if (r == 0)
+        r = find_interest(q, v, user, &own, &in, err, sizeof err);
+    free(own.p);
     if (r == -ENOMEM)
         return fail(503, "out of memory", NULL, body, len);
     if (r < 0)
@@ -454,20 +483,17 @@ static bool parse_id(const char *s, size_t n, nf_id128_t *id);
 
 /* Calls fn for the reader's history entries, newest first, in every read-events partition this
  * process owns (a reader's are in one): 0, or -EIO. fn's 1 ends a partition's scan. */
-static int scan_history(const nf_query_t *q, nf_store_view_t *v, const char *user,
+static int scan_history(nf_store_view_t *v, const char *user, const owned_t *own,
                         nf_store_scan_fn fn, void *arg)
 {
     nf_id128_t uk = nf_interest_user_key(user);
-    unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
-    unsigned char *prefixes = malloc((size_t)np * NF_SERVE_HISTORY_PREFIX);
+    unsigned char *prefixes = malloc((own->n + 1) * NF_SERVE_HISTORY_PREFIX);
     if (!prefixes)
         return -EIO;
-    size_t n = 0;
-    for (unsigned p = 0; p < np; p++)
-        if (!q->o.owns || q->o.owns(q->o.owns_arg, p))
-            nf_serve_history_prefix((uint16_t)p, uk, prefixes + NF_SERVE_HISTORY_PREFIX * n++);
-    int r = nf_store_view_scan_prefixes(v, NF_KIND_READS, prefixes, n, NF_SERVE_HISTORY_PREFIX, fn,
-                                        arg);
+    for (size_t i = 0; i < own->n; i++)
+        nf_serve_history_prefix(own->p[i], uk, prefixes + NF_SERVE_HISTORY_PREFIX * i);
+    int r = nf_store_view_scan_prefixes(v, NF_KIND_READS, prefixes, own->n, NF_SERVE_HISTORY_PREFIX,
+                                        fn, arg);
     free(prefixes);
     return r < 0 ? -EIO : 0;
 }
@@ -509,12 +535,12 @@ static int by_id(const void *a, const void *b)
 }
 
 /* The reader's hidden articles, sorted: 0, or -EIO. */
-static int find_hidden(const nf_query_t *q, nf_store_view_t *v, const char *user, int64_t now,
+static int find_hidden(nf_store_view_t *v, const char *user, const owned_t *own, int64_t now,
                        nf_reader_t *rd)
 {
     hidden_scan_t h = {.rd = rd, .now = now};
     rd->nhidden = 0;
-    if (scan_history(q, v, user, hidden_entry, &h) != 0)
+    if (scan_history(v, user, own, hidden_entry, &h) != 0)
         return -EIO;
     qsort(rd->hidden, rd->nhidden, sizeof rd->hidden[0], by_id);
     return 0;
@@ -527,20 +553,6 @@ static bool hidden_skip(const void *arg, nf_id128_t id)
            bsearch(&id, rd->hidden, rd->nhidden, sizeof rd->hidden[0], by_id) != NULL;
 }
 
-/* Which read-events partitions this process owns, as one number (what a kept reader was read
- * with must match): a bitmask below 64 partitions, a hash of the owned ones above. */
-static uint64_t owned_signature(const nf_query_t *q)
-{
-    unsigned np = q->o.read_partitions ? q->o.read_partitions : 1;
-    if (!q->o.owns)
-        return 0;
-    uint64_t sig = np <= 64 ? 0 : 1469598103934665603ull;
-    for (unsigned p = 0; p < np; p++)
-        if (q->o.owns(q->o.owns_arg, p))
-            sig = np <= 64 ? sig | 1ull << p : (sig ^ p) * 1099511628211ull;
-    return sig;
-}
-
 /* A feed's inputs (readers.h): the reader's interest vector (1: found, 0: none) and hidden
  * articles, kept from an earlier view while nothing of the reader's changed since, else read
  * from v and kept. < 0 as find_interest (err says why) or -EIO (the history scan). */
@@ -548,13 +560,19 @@ static int find_reader(nf_query_t *q, nf_store_view_t *v, const char *user, int6
                        nf_reader_t *rd, char *err, size_t errlen)
 {
     nf_id128_t uk = nf_interest_user_key(user);
-    uint64_t owned = owned_signature(q);
-    if (nf_readers_get(q->readers, v, uk, owned, now, rd))
+    owned_t own;
+    if (owned_take(q, &own) != 0)
+        return -ENOMEM;
+    if (nf_readers_get(q->readers, v, uk, own.sig, now, rd)) {
+        free(own.p);
         return rd->found;
+    }
     interest_t in;
-    int r = find_interest(q, v, user, &in, err, errlen);
-    if (r < 0)
+    int r = find_interest(q, v, user, &own, &in, err, errlen);
+    if (r < 0) {
+        free(own.p);
         return r;
+    }
     rd->found = r == 1;
     rd->version = r == 1 ? in.version : 0;
     rd->updated_ms = r == 1 ? in.updated_ms : 0;
@@ -562,11 +580,14 @@ static int find_reader(nf_query_t *q, nf_store_view_t *v, const char *user, int6
     memcpy(rd->vec.t, in.vec.t, rd->vec.n * sizeof rd->vec.t[0]);
     rd->until_ms = r == 1 ? in.expires_ms : 0;
     rd->keep = true;
-    if (find_hidden(q, v, user, now, rd) != 0) {
+    r = find_hidden(v, user, &own, now, rd);
+    if (r == 0) /* read with the partitions own names: kept under its signature */
+        nf_readers_put(q->readers, v, uk, own.sig, rd);
+    free(own.p);
+    if (r != 0) {
         snprintf(err, errlen, "a scan of the reader's history failed");
         return -EIO;
     }
-    nf_readers_put(q->readers, v, uk, owned, rd);
     return rd->found;
 }
 
@@ -580,7 +601,12 @@ static int route_reads(nf_query_t *q, nf_store_view_t *v, const char *user, nf_a
         return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
     hist_t items[LIMIT_MAX];
     hist_scan_t h = {.items = items, .limit = limit, .now = now_ms(q)};
-    if (scan_history(q, v, user, hist_entry, &h) != 0)
+    owned_t own;
+    if (owned_take(q, &own) != 0)
+        return fail(503, "out of memory", NULL, body, len);
+    int r = scan_history(v, user, &own, hist_entry, &h);
+    free(own.p);
+    if (r != 0)
         return store_failed("a scan of the reader's history failed", body, len);
     nf_jw_t w;
     open_answer(&w, v);

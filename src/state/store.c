@@ -1176,7 +1176,9 @@ static int ingest_kind(nf_store_t *st, const nf_store_batch_t *b, const size_t *
         rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
         rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
         const char *files[1] = {path};
+        store_track_begin(st); /* tracked writes: the file's keys are not named */
         rocksdb_ingest_external_file_cf(st->db, st->kinds[kind], files, 1, io, &rerr);
+        store_track_end_unknown(st);
         rocksdb_ingestexternalfileoptions_destroy(io);
     }
     unlink(path); /* moved (linked into the database) when ingested; ours to remove otherwise */
@@ -1198,11 +1200,8 @@ int nf_store_ingest(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t
         char path[PATH_MAX];
         r = store_path_fmt(path, err, errlen, "%s/" INGEST_TMP "%ld-%u.sst", st->db_dir,
                            (long)getpid(), atomic_fetch_add(&seq, 1));
-        if (r == 0) {
-            store_track_begin(st);
+        if (r == 0)
             r = ingest_kind(st, b, order, from, to, path, err, errlen);
-            store_track_end_unknown(st);
-        }
         from = to;
     }
     free(order);

@@ -198,8 +198,8 @@ int nf_store_view_scan_from(nf_store_view_t *v, nf_state_kind_t kind, const void
  * the kinds of the bitmask kinds (1u << kind): the 16 bytes after a key's 2-byte key group (a
  * kstate key's id, a history entry's reader), hashed into a table of slots (rounded up to a
  * power of two; 8 bytes each). Writes whose keys the store cannot name (a restore's ingested
- * files, a pending record applied at start) count as touching every id. Once per store: 0,
- * -EBUSY (already on) or -ENOMEM.
+ * files, a pending record applied at start) count as touching every id. Called again (tracking
+ * on): kinds are added (nothing read before is then unchanged), the table stays. 0 or -ENOMEM.
  * nf_store_view_wseq(v): the count of data writes v shows; what a reader derives from v is
  * tagged with it.
  * nf_store_view_unchanged(v, id, tag): true only if no write that v shows and a view tagged tag

@@ -121,6 +121,8 @@ void store_track_end_pending(nf_store_t *st, uint64_t epoch);
 /* The slots of the batches of epoch's pending record, kept until it is applied. */
 void store_track_pending(nf_store_t *st, uint64_t epoch, nf_store_batch_t *const *batches,
                          unsigned n);
+/* The pending record was discarded: its slots are forgotten (an apply then counts as unknown). */
+void store_track_discard_pending(nf_store_t *st);
 void store_track_view(nf_store_t *st, uint64_t *count, uint64_t *floor);
 bool store_track_unchanged(nf_store_t *st, uint64_t count, uint64_t floor, const unsigned char *id,
                            uint64_t tag);

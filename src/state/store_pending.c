@@ -272,6 +272,7 @@ int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen)
                                        strlen(PENDING_HI));
     int r = write_batch(st, wb, true, "discarding the pending record", err, errlen);
     rocksdb_writebatch_destroy(wb);
+    store_track_discard_pending(st);
     return r;
 }
 

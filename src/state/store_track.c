@@ -18,6 +18,7 @@
 
 struct store_track_table {
     size_t mask;
+    uint64_t since; /* the write count tracking began at: nothing tagged before is unchanged */
     _Atomic uint64_t slot[];
 };
 
@@ -54,15 +55,20 @@ int nf_store_track(nf_store_t *st, uint32_t kinds, size_t slots)
     t->mask = n - 1;
     pthread_mutex_lock(&st->track_mu);
     bool on = atomic_load_explicit(&st->track, memory_order_relaxed) != NULL;
+    if (!on || (kinds & ~st->track_kinds)) {
+        /* nothing read before is known unchanged: not from before tracking, nor of kinds whose
+         * writes were not tracked until now */
+        st->track_kinds |= kinds;
+        st->track_floor = ++st->track_count;
+    }
     if (!on) {
-        st->track_kinds = kinds;
-        st->track_floor = ++st->track_count; /* nothing read before is known unchanged */
+        t->since = st->track_floor;
         atomic_store_explicit(&st->track, t, memory_order_release);
     }
     pthread_mutex_unlock(&st->track_mu);
     if (on)
-        free(t);
-    return on ? -EBUSY : 0;
+        free(t); /* the table there is kept: its slots hold what was written since */
+    return 0;
 }
 
 typedef struct collect {
@@ -171,6 +177,15 @@ void store_track_end_pending(nf_store_t *st, uint64_t epoch)
     pthread_mutex_unlock(&st->track_mu);
 }
 
+void store_track_discard_pending(nf_store_t *st)
+{
+    pthread_mutex_lock(&st->track_mu);
+    free(st->track_pending);
+    st->track_pending = NULL;
+    st->track_pending_epoch = 0;
+    pthread_mutex_unlock(&st->track_mu);
+}
+
 void store_track_view(nf_store_t *st, uint64_t *count, uint64_t *floor)
 {
     *count = st->track_count;
@@ -181,7 +196,7 @@ bool store_track_unchanged(nf_store_t *st, uint64_t count, uint64_t floor, const
                            uint64_t tag)
 {
     const store_track_table_t *t = atomic_load_explicit(&st->track, memory_order_acquire);
-    if (!t || tag > count || tag < floor)
+    if (!t || tag > count || tag < floor || tag < t->since)
         return false;
     return atomic_load_explicit(&t->slot[slot_of(t, id)], memory_order_relaxed) <= tag;
 }
