@@ -87,6 +87,12 @@ static void id_bytes(nf_id128_t u, unsigned char out[16])
     nf_put_be64(out + 8, u.lo);
 }
 
+/* Whether e holds user's inputs. */
+static bool holds(const entry_t *e, nf_id128_t user)
+{
+    return e->used && nf_id128_cmp(e->user, user) == 0;
+}
+
 static size_t blob_bytes(unsigned nvec, unsigned nhidden)
 {
     return nvec * sizeof(nf_topic_weight_t) + nhidden * sizeof(nf_id128_t);
@@ -104,7 +110,7 @@ int nf_readers_get(nf_readers_t *c, const nf_store_view_t *v, nf_id128_t user, u
     pthread_mutex_lock(&c->mu[s % STRIPES]);
     for (size_t k = 2 * s; k < 2 * s + 2; k++) {
         const entry_t *e = &c->e[k];
-        if (!e->used || e->user.hi != user.hi || e->user.lo != user.lo)
+        if (!holds(e, user))
             continue;
         r = -1; /* kept, not (yet) valid */
         if (e->owned != owned || (e->until_ms && e->until_ms <= now) ||
@@ -143,13 +149,13 @@ void nf_readers_put(nf_readers_t *c, const nf_store_view_t *v, nf_id128_t user, 
     size_t s = set_of(c, user);
     pthread_mutex_lock(&c->mu[s % STRIPES]);
     entry_t *a = &c->e[2 * s], *b = a + 1, *e = NULL;
-    if (a->used && a->user.hi == user.hi && a->user.lo == user.lo)
+    if (holds(a, user))
         e = a;
-    else if (b->used && b->user.hi == user.hi && b->user.lo == user.lo)
+    else if (holds(b, user))
         e = b;
     else
         e = !a->used ? a : !b->used ? b : a->tag <= b->tag ? a : b; /* the older goes */
-    if (e->used && e->user.hi == user.hi && e->user.lo == user.lo && e->tag > tag) {
+    if (holds(e, user) && e->tag > tag) {
         pthread_mutex_unlock(&c->mu[s % STRIPES]); /* a newer view's is kept already */
         free(blob);
         return;

@@ -9,6 +9,8 @@
  * them is unchanged. docs/ARCHITECTURE.md §4 "A reader's inputs kept". */
 #include "state/store_int.h"
 
+#include "algo/bytes.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +26,7 @@ struct store_track_table {
 
 static size_t slot_of(const store_track_table_t *t, const unsigned char *id)
 {
-    uint64_t hi = 0, lo = 0;
-    for (int i = 0; i < 8; i++) {
-        hi = hi << 8 | id[i];
-        lo = lo << 8 | id[8 + i];
-    }
+    uint64_t hi = nf_get_be64(id), lo = nf_get_be64(id + 8);
     return (size_t)((hi ^ lo * 0x9e3779b97f4a7c15ull) >> 11) & t->mask;
 }
 
