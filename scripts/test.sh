@@ -8,9 +8,10 @@ bash scripts/deps.sh
 B="${NF_BUILD_DIR:-build}"
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DNF_BENCH=ON
 cmake --build "$B" -j "$(nproc)"
-# The recovery tests run twice: against librdkafka's mock (label recovery) and against Apache
-# Kafka (label kafka-real: ctest's fixture starts one broker with scripts/kafka.sh, Java 17 and
-# the jars from Maven Central); scale-out tests (several processes of one job) share a 3-node
+# The recovery tests run against Apache Kafka (label kafka-real: ctest's fixture starts one broker
+# with scripts/kafka.sh, Java 17 and the jars from Maven Central), those that drive fault
+# injection against librdkafka's mock (label recovery; cmake -DNF_TEST_MOCK_TWINS=ON runs the
+# others there too); scale-out tests (several processes of one job) share a 3-node
 # cluster that their fixture starts; broker-faults tests start a 3-node cluster of their own.
 # Only those: `bash scripts/test.sh -L 'kafka-real|scale-out|broker-faults'`; none of them:
 # `-LE recovery`. Tests run NF_TEST_JOBS (default 3) at a time: most of them wait on processes
