@@ -1,11 +1,12 @@
-# newsflow container image. Build steps are exactly scripts/deps.sh + the CMake build, as on a
-# developer machine; the runtime stage installs only the shared libraries (deps.sh --runtime).
+# newsflow container image. Build steps are scripts/deps.sh --build (the toolchain and the job's
+# libraries, without the test and benchmark tools of a developer machine) + the CMake build; the
+# runtime stage installs only the shared libraries (deps.sh --runtime).
 #   docker build -t newsflow .
 #   docker run --rm -p 9464:9464 newsflow
 FROM debian:12 AS build
 WORKDIR /src
 COPY scripts/deps.sh scripts/deps.sh
-RUN bash scripts/deps.sh && rm -rf /var/lib/apt/lists/*
+RUN bash scripts/deps.sh --build && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release \
  && cmake --build build -j "$(nproc)" --target newsflow \

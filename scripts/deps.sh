@@ -3,6 +3,8 @@
 # Idempotent: when everything is present it installs nothing and does not touch apt.
 # Run as root (or with sudo available). The Dockerfile and CI call exactly this script.
 #   scripts/deps.sh            everything to build, test and benchmark
+#   scripts/deps.sh --build    only what compiling the newsflow binary needs (the container
+#                              image's build stage: no test, benchmark or CI tools)
 #   scripts/deps.sh --runtime  only the shared libraries the newsflow binary loads (container image)
 set -euo pipefail
 
@@ -14,8 +16,8 @@ RUNTIME_PACKAGES=(
 )
 
 BUILD_PACKAGES=(
-  # toolchain and checks
-  build-essential cmake pkgconf git clang libclang-rt-14-dev clang-format cppcheck
+  # toolchain
+  build-essential cmake pkgconf
   # the job's libraries
   liburing-dev libcurl4-openssl-dev libxml2-dev librocksdb-dev librdkafka-dev
   libcjson-dev libmicrohttpd-dev libidn2-dev
@@ -28,6 +30,13 @@ BUILD_PACKAGES=(
   # reader routes' JWTs (src/serve/auth.h): libjwt 1.10 (1.10.2-1+deb12u1 compares HMACs in
   # constant time, CVE-2024-25189) and OpenSSL 3's libcrypto for the keys and JWKS
   libjwt-dev libssl-dev
+  # `newsflow sink postgres` (src/sink/): libpq
+  libpq-dev
+)
+
+DEV_PACKAGES=(
+  # checks, the fuzz build (clang's libFuzzer) and the upgrade test (an earlier commit, built)
+  git clang libclang-rt-14-dev clang-format cppcheck
   # tests: promtool validates /metrics; curl talks to the admin server
   prometheus curl
   # benchmarks: perf/run_auth.sh signs RS256 tokens with the openssl command
@@ -37,9 +46,9 @@ BUILD_PACKAGES=(
   # tests and benchmarks against Apache Kafka itself: scripts/kafka.sh resolves the broker's jars
   # with Maven (from Maven Central) and runs them on Java 17
   openjdk-17-jre-headless maven
-  # the PostgreSQL sink (src/sink/, libpq) and the PostgreSQL 15 it writes to in scripts/postgres.sh,
-  # the tests (ctest label postgres) and perf/run_pgsink.sh; the client for psql and pg_isready
-  libpq-dev postgresql-15 postgresql-client-15
+  # the PostgreSQL 15 the sink writes to in scripts/postgres.sh, the tests (ctest label postgres)
+  # and perf/run_pgsink.sh; the client for psql and pg_isready
+  postgresql-15 postgresql-client-15
   # benchmark peers: xmllint --stream, python3-feedparser
   libxml2-utils python3 python3-feedparser
   # benchmark report (perf/run_all.sh): plots as PNG
@@ -66,8 +75,9 @@ BUILD_PACKAGES=(
 
 case "${1:-}" in
   --runtime) PACKAGES=("${RUNTIME_PACKAGES[@]}") ;;
-  "") PACKAGES=("${BUILD_PACKAGES[@]}") ;;
-  *) echo "usage: deps.sh [--runtime]" >&2; exit 2 ;;
+  --build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  "") PACKAGES=("${BUILD_PACKAGES[@]}" "${DEV_PACKAGES[@]}") ;;
+  *) echo "usage: deps.sh [--build|--runtime]" >&2; exit 2 ;;
 esac
 
 missing=()
