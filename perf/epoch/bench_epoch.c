@@ -9,8 +9,15 @@
  *
  * Each round: every shard updates its share of N keys (16-byte values, the same key set every
  * round, so the store grows to N keys and stays), then one epoch runs and its pause and commit
- * durations are recorded. Output: one JSON object per size with p50/p99/max of both.
- *   bench_epoch [--sizes 10000,100000,1000000] [--rounds R] [--shards S] [--dir DIR] */
+ * durations are recorded. Output: one JSON object per size with p50/p99/max of both, and the
+ * process's CPU per round (every thread: shards, coordinator, RocksDB's flushes and compactions).
+ *   bench_epoch [--sizes 10000,100000,1000000] [--rounds R] [--shards S] [--dir DIR]
+ *               [--ingest-min N]
+ * --ingest-min: state.ingest_min_bytes (default the job's; 0: every kind through the memtable,
+ * as before table files).
+ * --keyspace K: each round's N keys are drawn afresh from K (so the store grows towards K keys
+ * and its compactions rewrite more and more of them, as a job's state does); default: the same
+ * N keys every round. */
 #include "runtime/runtime.h"
 #include "state/epoch.h"
 #include "state/kstate.h"
@@ -20,7 +27,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+static size_t g_ingest_min = NF_STORE_INGEST_MIN_BYTES;
+static size_t g_keyspace; /* 0: every round the same N keys */
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 typedef struct {
     nf_epoch_t *ep;
@@ -28,6 +46,7 @@ typedef struct {
     nf_kstate_t *ks[NF_MAX_SHARDS];
     unsigned shards;
     size_t keys_per_shard;
+    size_t space_per_shard; /* --keyspace: the keys a round's N are drawn from (0: the same N) */
     uint64_t round;
 } bench_t;
 
@@ -82,7 +101,13 @@ static void fill(nf_shard_t *sh, void *arg)
     bench_t *b = arg;
     unsigned s = nf_shard_index(sh);
     uint64_t v[2] = {b->round, 0};
-    for (size_t i = 0; i < b->keys_per_shard; i++) {
+    for (size_t j = 0; j < b->keys_per_shard; j++) {
+        size_t i = j;
+        if (b->space_per_shard) { /* a pseudo-random draw, different every round */
+            uint64_t x = (b->round + 1) * 0xd1342543de82ef95ull ^ j * 0x9e3779b97f4a7c15ull;
+            x ^= x >> 31;
+            i = (size_t)((x * 0xbf58476d1ce4e5b9ull) % b->space_per_shard);
+        }
         nf_id128_t k = {((uint64_t)s << 48) | i, i * 0x9e3779b97f4a7c15ull};
         v[1] = i;
         if (nf_kstate_put(b->ks[s], (uint16_t)(i & 255), k, v, sizeof v, 0) != 0)
@@ -111,8 +136,10 @@ static int run_size(size_t keys, unsigned rounds, unsigned shards, const char *b
     memset(&b, 0, sizeof b);
     b.shards = shards;
     b.keys_per_shard = keys / shards;
+    b.space_per_shard = g_keyspace > keys ? g_keyspace / shards : 0;
     nf_store_opts_t so;
     nf_store_opts_default(&so);
+    so.ingest_min_bytes = g_ingest_min;
     b.st = nf_store_open(dir, &so, err, sizeof err);
     if (!b.st) {
         fprintf(stderr, "bench_epoch: %s\n", err);
@@ -130,6 +157,7 @@ static int run_size(size_t keys, unsigned rounds, unsigned shards, const char *b
         return -1;
     }
     uint64_t *pause = calloc(rounds, sizeof *pause), *commit = calloc(rounds, sizeof *commit);
+    double cpu0 = cpu_s();
     for (unsigned r = 0; r < rounds; r++) {
         b.round = r;
         for (unsigned s = 0; s < shards; s++)
@@ -144,6 +172,7 @@ static int run_size(size_t keys, unsigned rounds, unsigned shards, const char *b
         pause[r] = es.last_pause_ns;
         commit[r] = es.last_commit_ns;
     }
+    double cpu_round = (cpu_s() - cpu0) / rounds;
     /* every round's pause, in order: a slow round is seen with its place (p99 of 30 rounds is
      * the slowest one) */
     char seq[64 * 1024];
@@ -159,8 +188,10 @@ static int run_size(size_t keys, unsigned rounds, unsigned shards, const char *b
     printf("{\"bench\":\"epoch\",\"dirty_keys\":%zu,\"shards\":%u,\"rounds\":%u,"
            "\"pause_ms_p50\":%.3f,\"pause_ms_p99\":%.3f,\"pause_ms_max\":%.3f,"
            "\"commit_ms_p50\":%.3f,\"commit_ms_p99\":%.3f,\"commit_ms_max\":%.3f,"
+           "\"cpu_s_per_round\":%.3f,\"ingest_min\":%zu,\"keyspace\":%zu,"
            "\"pause_ms_rounds\":[%s]}\n",
-           keys, shards, rounds, p50, p99, pmax, c50, c99, cmax, seq);
+           keys, shards, rounds, p50, p99, pmax, c50, c99, cmax, cpu_round, g_ingest_min,
+           g_keyspace > keys ? g_keyspace : keys, seq);
     fflush(stdout);
     free(pause);
     free(commit);
@@ -188,9 +219,14 @@ int main(int argc, char **argv)
             shards = (unsigned)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dir"))
             dir = argv[i + 1];
+        else if (!strcmp(argv[i], "--ingest-min"))
+            g_ingest_min = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--keyspace"))
+            g_keyspace = strtoull(argv[i + 1], NULL, 10);
     }
     if (!rounds || !shards || shards > NF_MAX_SHARDS) {
-        fprintf(stderr, "usage: bench_epoch [--sizes N,...] [--rounds R] [--shards S] [--dir D]\n");
+        fprintf(stderr, "usage: bench_epoch [--sizes N,...] [--rounds R] [--shards S] [--dir D] "
+                        "[--ingest-min N] [--keyspace K]\n");
         return 2;
     }
     char tmpl[] = "/tmp/nf_bench_epoch_XXXXXX";

@@ -76,6 +76,7 @@ struct nf_epoch {
     nf_histogram_t m_pause, m_commit;
     nf_counter_t m_epochs, m_failures, m_outputs, m_checkpoints, m_early, m_recovered;
     nf_counter_t m_drain_rounds;
+    nf_counter_t m_ingested;
     nf_counter_t m_cl_records, m_cl_bytes, m_restored, m_rebalance_failures, m_guard_behind;
     nf_gauge_t m_restore_seconds;
     nf_gauge_t m_epoch, m_state_bytes;
@@ -293,6 +294,11 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
     nf_metrics_counter("newsflow_epoch_early_total",
                        "Epochs started early because keyed state crossed its memory budget.", NULL,
                        0, &ep->m_early);
+    nf_metrics_counter("newsflow_epoch_state_ingested_records_total",
+                       "State records of committed epochs that went into the store as table "
+                       "files, ingested (a kind with at least state.ingest_min_bytes of writes in "
+                       "the epoch), rather than through RocksDB's memtable.",
+                       NULL, 0, &ep->m_ingested);
     nf_metrics_counter("newsflow_epoch_recovered_records_total",
                        "Records of a pending epoch produced again at start (roll forward).", NULL,
                        0, &ep->m_recovered);
@@ -709,13 +715,23 @@ static void publish_view(nf_epoch_t *ep, uint64_t e)
                NF_LEND);
 }
 
-static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, char *err, size_t errlen)
+/* kept: ep->batches still hold the epoch's state (run_epoch kept them for a large epoch), so
+ * the store can ingest its large kinds as table files instead of reading the pending record's
+ * copies back through the memtable. */
+static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, bool kept, char *err,
+                                size_t errlen)
 {
-    int r;
-    if (ep->st && (r = nf_store_pending_apply(ep->st, err, errlen)) != 0) {
+    int r = 0;
+    size_t ingested = 0;
+    if (ep->st)
+        r = kept ? nf_store_pending_apply_batches(ep->st, ep->batches, ep->nshards, &ingested, err,
+                                                  errlen)
+                 : nf_store_pending_apply(ep->st, err, errlen);
+    if (r != 0) {
         atomic_store(&ep->unapplied, e);
         return r;
     }
+    nf_counter_add(ep->m_ingested, ingested);
     fault_at("after_apply");
     ep->epoch = e;
     atomic_store(&ep->epoch_pub, e);
@@ -809,6 +825,17 @@ static void free_batches(nf_epoch_t *ep)
     }
 }
 
+/* Whether the epoch's batches, once written into the pending record, are worth keeping until
+ * it is applied: only if a kind may have enough records to go in as a table file
+ * (nf_store_pending_apply_batches). Otherwise they are freed before the produce. */
+static bool worth_keeping(const nf_epoch_t *ep)
+{
+    size_t min = nf_store_ingest_min(ep->st), n = 0;
+    for (unsigned s = 0; s < ep->nshards; s++)
+        n += ep->batches[s] ? nf_store_batch_bytes(ep->batches[s]) : 0;
+    return min && n >= min;
+}
+
 /* One epoch: cut, then commit. */
 static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
 {
@@ -872,13 +899,13 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     header_json(ep, e, nonce, offs, noffs, records);
     atomic_store(&g_current_records, records);
     atomic_store(&ep->step, "writing the pending record (synced)");
+    bool kept = false;
     if (ep->st) {
         r = nf_store_pending_write(ep->st, e, ep->jw.buf, ep->batches, ep->nshards, bufs, nbufs,
                                    err, errlen);
-        for (unsigned s = 0; s < ep->nshards; s++) {
-            nf_store_batch_free(ep->batches[s]);
-            ep->batches[s] = NULL;
-        }
+        kept = r == 0 && worth_keeping(ep);
+        if (!kept)
+            free_batches(ep);
     }
     if (r == 0)
         r = job_failed(ep, e, err, errlen); /* a failure while the pending batch was written */
@@ -899,8 +926,9 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         fault_at("after_commit");
         atomic_store(&ep->step, "applying the epoch to the store (and any named checkpoint)");
         ep->records_since_named += records;
-        r = apply_and_checkpoint(ep, e, final, err, errlen);
+        r = apply_and_checkpoint(ep, e, final, kept, err, errlen);
     }
+    free_batches(ep);
     if (r == 0 && cl_records && ep->kafka)
         save_synced(ep);
     if (r == 0) {
@@ -1009,7 +1037,7 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
             free(positions);
         }
         if (r == 0)
-            r = apply_and_checkpoint(ep, p.epoch, false, err, errlen);
+            r = apply_and_checkpoint(ep, p.epoch, false, false, err, errlen);
         if (r == 0) { /* else it stays pending: the next start rolls it forward (and tees it) */
             tee_outputs(ep, p.outputs, p.noutputs);
             if (ep->o.changelog && ep->kafka)

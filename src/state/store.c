@@ -342,6 +342,7 @@ void nf_store_opts_default(nf_store_opts_t *o)
     o->block_cache_mb = 256;
     o->write_buffer_mb = 64;
     o->bg_threads = 2;
+    o->ingest_min_bytes = NF_STORE_INGEST_MIN_BYTES;
 }
 
 /* RocksDB's InfoLogLevel (rocksdb/env.h) for nf_store_log_t (store.h). OFF is HEADER_LEVEL,
@@ -384,6 +385,7 @@ nf_store_t *store_open(const char *db_dir, const char *state_dir, const nf_store
     pthread_mutex_init(&st->view_mu, NULL);
     store_track_init(st);
     st->read_only = mode.read_only;
+    st->ingest_min = o->ingest_min_bytes;
     st->db_dir = strdup(db_dir);
     if (!st->db_dir || (state_dir && !(st->state_dir = strdup(state_dir))))
         goto oom;
@@ -643,6 +645,11 @@ nf_store_t *nf_store_open_dir(const char *db_dir, bool read_only, char *err, siz
 void nf_store_close(nf_store_t *st)
 {
     store_free(st);
+}
+
+size_t nf_store_ingest_min(const nf_store_t *st)
+{
+    return st->ingest_min;
 }
 
 const char *nf_store_state_dir(const nf_store_t *st)
@@ -1140,26 +1147,25 @@ int nf_store_flush(nf_store_t *st, char *err, size_t errlen)
 /* ---------------------------------------------------------------------------------------------
  * bulk load: a batch as table files, ingested */
 
-/* One family's records order[from..to) (one kind, key order, a key's writes in their order) as
- * a table file at path, the last write of each key only, then ingested. */
-static int ingest_kind(nf_store_t *st, const nf_store_batch_t *b, const size_t *order, size_t from,
+/* One family's records order[from..to) of buf (one kind, key order, a key's writes in their
+ * order) as a table file at path, the last write of each key only. */
+static int write_table(nf_store_t *st, const unsigned char *buf, const size_t *order, size_t from,
                        size_t to, const char *path, char *err, size_t errlen)
 {
-    const unsigned char *first = b->buf + order[from];
-    int kind = first[1];
+    int kind = buf[order[from] + 1];
     char what[PATH_MAX + 96];
-    snprintf(what, sizeof what, "bulk load of %s into %s (table file %s)",
-             nf_state_kind_name((nf_state_kind_t)kind), st->db_dir, path);
+    snprintf(what, sizeof what, "writing table file %s (%s) in %s", path,
+             nf_state_kind_name((nf_state_kind_t)kind), st->db_dir);
     rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
     rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, st->cfopts);
     char *rerr = NULL;
     rocksdb_sstfilewriter_open(w, path, &rerr);
     for (size_t i = from; i < to && !rerr; i++) {
-        const unsigned char *p = b->buf + order[i];
+        const unsigned char *p = buf + order[i];
         uint32_t klen = nf_get_le32(p + 2), vlen = nf_get_le32(p + 6);
         const char *k = (const char *)p + REC_HEAD;
         if (i + 1 < to) { /* a later write of the same key wins: this one is not written */
-            const unsigned char *q = b->buf + order[i + 1];
+            const unsigned char *q = buf + order[i + 1];
             if (nf_get_le32(q + 2) == klen && !memcmp(q + REC_HEAD, k, klen))
                 continue;
         }
@@ -1172,22 +1178,50 @@ static int ingest_kind(nf_store_t *st, const nf_store_batch_t *b, const size_t *
         rocksdb_sstfilewriter_finish(w, &rerr);
     rocksdb_sstfilewriter_destroy(w);
     rocksdb_envoptions_destroy(eo);
-    if (!rerr) {
-        rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
-        rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
-        const char *files[1] = {path};
+    return rerr ? store_rocks_err(rerr, err, errlen, -EIO, what) : 0;
+}
+
+/* The table file at path linked into kind's family (durable on return). The caller brackets it
+ * for tracked writes. */
+static int ingest_table(nf_store_t *st, int kind, const char *path, char *err, size_t errlen)
+{
+    char *rerr = NULL;
+    rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
+    rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
+    const char *files[1] = {path};
+    rocksdb_ingest_external_file_cf(st->db, st->kinds[kind], files, 1, io, &rerr);
+    rocksdb_ingestexternalfileoptions_destroy(io);
+    if (!rerr)
+        return 0;
+    char what[PATH_MAX + 96];
+    snprintf(what, sizeof what, "bulk load of %s into %s (table file %s)",
+             nf_state_kind_name((nf_state_kind_t)kind), st->db_dir, path);
+    return store_rocks_err(rerr, err, errlen, -EIO, what);
+}
+
+static int ingest_kind(nf_store_t *st, const nf_store_batch_t *b, const size_t *order, size_t from,
+                       size_t to, const char *path, char *err, size_t errlen)
+{
+    int r = write_table(st, b->buf, order, from, to, path, err, errlen);
+    if (r == 0) {
         store_track_begin(st); /* tracked writes: the file's keys are not named */
-        rocksdb_ingest_external_file_cf(st->db, st->kinds[kind], files, 1, io, &rerr);
+        r = ingest_table(st, b->buf[order[from] + 1], path, err, errlen);
         store_track_end_unknown(st);
-        rocksdb_ingestexternalfileoptions_destroy(io);
     }
     unlink(path); /* moved (linked into the database) when ingested; ours to remove otherwise */
-    return rerr ? store_rocks_err(rerr, err, errlen, -EIO, what) : 0;
+    return r;
+}
+
+static atomic_uint ingest_seq;
+
+static int ingest_path(nf_store_t *st, char *path, char *err, size_t errlen)
+{
+    return store_path_fmt(path, err, errlen, "%s/" INGEST_TMP "%ld-%u.sst", st->db_dir,
+                          (long)getpid(), atomic_fetch_add(&ingest_seq, 1));
 }
 
 int nf_store_ingest(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t errlen)
 {
-    static atomic_uint seq;
     if (st->read_only)
         return store_seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
     size_t n = 0, *order = NULL;
@@ -1198,14 +1232,141 @@ int nf_store_ingest(nf_store_t *st, const nf_store_batch_t *b, char *err, size_t
         while (to < n && b->buf[order[to] + 1] == kind)
             to++;
         char path[PATH_MAX];
-        r = store_path_fmt(path, err, errlen, "%s/" INGEST_TMP "%ld-%u.sst", st->db_dir,
-                           (long)getpid(), atomic_fetch_add(&seq, 1));
+        r = ingest_path(st, path, err, errlen);
         if (r == 0)
             r = ingest_kind(st, b, order, from, to, path, err, errlen);
         from = to;
     }
     free(order);
     return r;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * an epoch's batches applied (store_int.h, store_apply_t) */
+
+/* The batches with records, one after the other, so that one sort orders them all and a key
+ * written by two keeps the later batch's write, as applying them in turn would. *single: the
+ * one batch with records, when there is one (nothing joined). */
+static int join_batches(nf_store_batch_t *const *batches, unsigned n, store_apply_t *a,
+                        const nf_store_batch_t **single, char *err, size_t errlen)
+{
+    size_t len = 0, count = 0;
+    unsigned with = 0;
+    *single = NULL;
+    for (unsigned i = 0; i < n; i++) {
+        if (!batches[i] || (!batches[i]->count && !batches[i]->failed))
+            continue;
+        if (batches[i]->failed)
+            return store_seterr(err, errlen, -ENOMEM, "state batch %u is incomplete", i);
+        len += batches[i]->len;
+        count += batches[i]->count;
+        *single = batches[i];
+        with++;
+    }
+    if (with <= 1)
+        return 0;
+    nf_store_batch_t *j = nf_store_batch_new();
+    if (!j || !(j->buf = malloc(len))) {
+        free(j);
+        return store_seterr(err, errlen, -ENOMEM, "out of memory joining the epoch's batches");
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (batches[i] && batches[i]->count) {
+            memcpy(j->buf + j->len, batches[i]->buf, batches[i]->len);
+            j->len += batches[i]->len;
+        }
+    j->cap = len;
+    j->count = count;
+    a->joined = j;
+    *single = j;
+    return 0;
+}
+
+/* Records order[from..to) of b (one kind): a table file when their keys and values come to
+ * st->ingest_min bytes, else into a->wb. */
+static int prepare_kind(nf_store_t *st, const nf_store_batch_t *b, const size_t *order, size_t from,
+                        size_t to, store_apply_t *a, char *err, size_t errlen)
+{
+    int kind = b->buf[order[from] + 1];
+    size_t bytes = 0;
+    for (size_t i = from; i < to; i++)
+        bytes += nf_get_le32(b->buf + order[i] + 2) + (size_t)nf_get_le32(b->buf + order[i] + 6);
+    if (st->ingest_min && bytes >= st->ingest_min) {
+        char path[PATH_MAX];
+        int r = ingest_path(st, path, err, errlen);
+        if (r == 0 && !(a->paths[a->nfiles] = strdup(path)))
+            r = store_seterr(err, errlen, -ENOMEM, "out of memory");
+        if (r != 0)
+            return r;
+        a->kinds[a->nfiles++] = kind;
+        a->ingested += to - from;
+        return write_table(st, b->buf, order, from, to, path, err, errlen);
+    }
+    for (size_t i = from; i < to; i++) {
+        const unsigned char *p = b->buf + order[i];
+        uint32_t klen = nf_get_le32(p + 2), vlen = nf_get_le32(p + 6);
+        const char *k = (const char *)p + REC_HEAD;
+        if (p[0] == OP_PUT)
+            rocksdb_writebatch_put_cf(a->wb, st->kinds[kind], k, klen, k + klen, vlen);
+        else
+            rocksdb_writebatch_delete_cf(a->wb, st->kinds[kind], k, klen);
+    }
+    return 0;
+}
+
+int store_apply_prepare(nf_store_t *st, nf_store_batch_t *const *batches, unsigned n,
+                        store_apply_t *a, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    const nf_store_batch_t *b = NULL;
+    int r = join_batches(batches, n, a, &b, err, errlen);
+    if (r != 0)
+        return r;
+    if (!(a->wb = rocksdb_writebatch_create()))
+        return store_seterr(err, errlen, -ENOMEM, "out of memory");
+    if (!b)
+        return 0;
+    size_t cnt = 0, *order = NULL;
+    r = batch_order(st, b, 0, &order, &cnt, err, errlen);
+    for (size_t from = 0; r == 0 && from < cnt;) {
+        unsigned char kind = b->buf[order[from] + 1];
+        size_t to = from + 1;
+        while (to < cnt && b->buf[order[to] + 1] == kind)
+            to++;
+        r = prepare_kind(st, b, order, from, to, a, err, errlen);
+        from = to;
+    }
+    a->records = cnt;
+    free(order);
+    return r;
+}
+
+int store_apply_run(nf_store_t *st, store_apply_t *a, char *err, size_t errlen)
+{
+    if (rocksdb_writebatch_count(a->wb) > 0) {
+        char *rerr = NULL;
+        rocksdb_write(st->db, st->wo, a->wb, &rerr);
+        if (rerr)
+            return store_rocks_err(rerr, err, errlen, -EIO, "applying the epoch's state");
+    }
+    for (unsigned i = 0; i < a->nfiles; i++) {
+        int r = ingest_table(st, a->kinds[i], a->paths[i], err, errlen);
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
+void store_apply_free(store_apply_t *a)
+{
+    for (unsigned i = 0; i < a->nfiles; i++) {
+        unlink(a->paths[i]); /* linked into the database when ingested; a leftover otherwise */
+        free(a->paths[i]);
+    }
+    if (a->wb)
+        rocksdb_writebatch_destroy(a->wb);
+    nf_store_batch_free(a->joined);
+    memset(a, 0, sizeof *a);
 }
 
 #define META_PREFIX "meta/"

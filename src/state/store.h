@@ -84,7 +84,18 @@ typedef struct nf_store_opts {
     unsigned bg_threads;    /* flush + compaction threads, default 2 */
     bool read_only;         /* open for inspection (checkpoints show/verify, state dump) */
     nf_store_log_t log;     /* RocksDB's info log, default NF_STORE_LOG_OFF */
+    /* An epoch's kind whose writes come to at least this many bytes (keys and values) is
+     * applied as a table file, ingested, instead of through the memtable
+     * (nf_store_pending_apply_batches); 0: never. Default NF_STORE_INGEST_MIN_BYTES. */
+    size_t ingest_min_bytes;
 } nf_store_opts_t;
+
+/* perf/README "Epoch cut and commit": a table file costs a fraction of the memtable's time for
+ * any size, but a small file every epoch leaves RocksDB's compaction behind (level-0 files pile
+ * up, and an ingest then waits for seconds: 100,000 keys an epoch, ~4 MB, over a large state);
+ * from about a quarter of a memtable (write_buffer_mb, 64) the files come no faster than the
+ * memtable's flushes would. */
+#define NF_STORE_INGEST_MIN_BYTES ((size_t)16 << 20)
 
 void nf_store_opts_default(nf_store_opts_t *o);
 
@@ -118,6 +129,8 @@ nf_store_t *nf_store_open_dir(const char *db_dir, bool read_only, char *err, siz
 void nf_store_close(nf_store_t *st);
 /* The state directory (nf_store_open) or the database directory (nf_store_open_dir). */
 const char *nf_store_state_dir(const nf_store_t *st);
+/* nf_store_opts_t.ingest_min_bytes of this store (0: never). */
+size_t nf_store_ingest_min(const nf_store_t *st);
 /* Moves an owner-clocked kind's clock forward to now_ms (never back): its TTL filter drops a
  * value once its expiry is before this clock, and drops none of the kind until the owner has
  * set the clock after the open. Cheap, any thread (compactions read it in RocksDB's). */
@@ -274,6 +287,13 @@ void nf_store_pending_free(nf_store_pending_t *p);
 /* Applies the pending record (see top). 0 (also when there is none), or -ENOSPC (the state's
  * file system is full) or -EIO with err. */
 int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen);
+/* The same, by the process that wrote the record and still holds its batches (the n given to
+ * nf_store_pending_write, NULL entries allowed): the same state results, but each kind with at
+ * least ingest_min_bytes bytes of writes goes in as a table file, ingested (no memtable, no flush
+ * later), and the others in one write. *ingested (may be NULL): the records that went in as
+ * table files. */
+int nf_store_pending_apply_batches(nf_store_t *st, nf_store_batch_t *const *batches, unsigned n,
+                                   size_t *ingested, char *err, size_t errlen);
 /* Deletes the pending record without applying it. */
 int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen);
 /* The last committed epoch (0 = none) and its header (malloc'd, NULL if none). 0 or -EIO. */

@@ -36,7 +36,8 @@ struct nf_store {
     rocksdb_column_family_handle_t **others;               /* open families that are none of ours */
     size_t nothers;
     bool read_only;
-    char *state_dir; /* NULL when opened by nf_store_open_dir */
+    size_t ingest_min; /* nf_store_opts_t.ingest_min_bytes */
+    char *state_dir;   /* NULL when opened by nf_store_open_dir */
     char *db_dir;
     /* The latest committed view (store_view.c), under view_mu; NULL before the first publish. */
     pthread_mutex_t view_mu;
@@ -106,6 +107,23 @@ int store_rm_rf(const char *path);
 /* Removes (whole trees) every entry of dir whose name starts with prefix: what a crash left of
  * files or directories written aside before being moved in. */
 void store_sweep(const char *dir, const char *prefix);
+
+/* An epoch's batches applied by nf_store_pending_apply_batches: store_apply_prepare (no lock
+ * held) joins them, writes each kind with at least st->ingest_min bytes as a table file and
+ * puts the others in one WriteBatch; store_apply_run writes that batch and ingests the files;
+ * store_apply_free removes files not ingested. */
+typedef struct store_apply {
+    nf_store_batch_t *joined; /* the batches one after the other, when more than one has records */
+    rocksdb_writebatch_t *wb; /* the kinds below the threshold */
+    size_t records, ingested;
+    unsigned nfiles;
+    int kinds[NF_KIND__COUNT];
+    char *paths[NF_KIND__COUNT];
+} store_apply_t;
+int store_apply_prepare(nf_store_t *st, nf_store_batch_t *const *batches, unsigned n,
+                        store_apply_t *a, char *err, size_t errlen);
+int store_apply_run(nf_store_t *st, store_apply_t *a, char *err, size_t errlen);
+void store_apply_free(store_apply_t *a);
 
 /* ---- store_pending.c ---- */
 /* Tracked writes (store_track.c). A data write is bracketed: store_track_begin, the write, then

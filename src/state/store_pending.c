@@ -195,72 +195,101 @@ static void give_back(void)
     malloc_trim(0);
 }
 
-int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
+/* Each shard's batch as the pending record holds it: absolute puts and deletes, so replaying
+ * after a crash half-way through is harmless. Not synced: the WAL keeps order, so if the final
+ * write (mark_committed) survives a crash these do too, and if it does not, the pending record is
+ * still there to be applied again. */
+static int apply_blobs(nf_store_t *st, const store_pending_head_t *h, char *err, size_t errlen)
 {
-    if (st->read_only)
-        return store_seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
-    store_pending_head_t h;
-    int r = store_pending_head_read(st, &h, err, errlen);
-    if (r <= 0)
-        return r;
-    /* Each shard's batch as it was written: absolute puts and deletes, so replaying after a crash
-     * half-way through is harmless. Not synced: the WAL keeps order, so if the final write below
-     * survives a crash these do too, and if it does not, the pending record is still there to be
-     * applied again. Tracked writes (store_track.c) see the whole record as one write. */
-    store_track_begin(st);
-    for (unsigned i = 0; i < h.nbatches && r >= 0; i++) {
+    int r = 0;
+    for (unsigned i = 0; i < h->nbatches && r >= 0; i++) {
         char key[64], what[96];
         key_batch(key, sizeof key, i);
         char *rerr = NULL;
         rocksdb_pinnableslice_t *ps =
             rocksdb_get_pinned_cf(st->db, st->ro, st->def, key, strlen(key), &rerr);
         if (rerr) {
-            snprintf(what, sizeof what, "reading pending batch %u of epoch %" PRIu64, i, h.epoch);
-            r = store_rocks_err(rerr, err, errlen, -EIO, what);
-            break;
+            snprintf(what, sizeof what, "reading pending batch %u of epoch %" PRIu64, i, h->epoch);
+            return store_rocks_err(rerr, err, errlen, -EIO, what);
         }
-        if (!ps) {
-            r = store_seterr(err, errlen, -EIO,
-                             "%s: pending record of epoch %" PRIu64 " lacks batch %u of %u",
-                             st->db_dir, h.epoch, i, (unsigned)h.nbatches);
-            break;
-        }
+        if (!ps)
+            return store_seterr(err, errlen, -EIO,
+                                "%s: pending record of epoch %" PRIu64 " lacks batch %u of %u",
+                                st->db_dir, h->epoch, i, (unsigned)h->nbatches);
         size_t len = 0;
         const char *data = rocksdb_pinnableslice_value(ps, &len);
         rocksdb_writebatch_t *wb = rocksdb_writebatch_create_from(data, len);
         rocksdb_pinnableslice_destroy(ps);
-        snprintf(what, sizeof what, "applying pending batch %u of epoch %" PRIu64, i, h.epoch);
+        snprintf(what, sizeof what, "applying pending batch %u of epoch %" PRIu64, i, h->epoch);
         r = write_batch(st, wb, false, what, err, errlen);
         rocksdb_writebatch_destroy(wb);
     }
+    return r;
+}
+
+/* "committed" <- the pending header, and the pending record gone, in one (unsynced) write. */
+static int mark_committed(nf_store_t *st, const store_pending_head_t *h, char *err, size_t errlen)
+{
+    size_t jl = strlen(h->json);
+    unsigned char *cv = malloc(8 + jl);
+    if (!cv)
+        return store_seterr(err, errlen, -ENOMEM, "applying the pending record: out of memory");
+    nf_put_le64(cv, h->epoch);
+    memcpy(cv + 8, h->json, jl);
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    rocksdb_writebatch_put_cf(wb, st->def, COMMITTED_KEY, strlen(COMMITTED_KEY), (const char *)cv,
+                              8 + jl);
+    rocksdb_writebatch_delete_range_cf(wb, st->def, PENDING_LO, strlen(PENDING_LO), PENDING_HI,
+                                       strlen(PENDING_HI));
+    char what[96];
+    snprintf(what, sizeof what, "marking epoch %" PRIu64 " committed", h->epoch);
+    int r = write_batch(st, wb, false, what, err, errlen);
+    rocksdb_writebatch_destroy(wb);
+    free(cv);
+    return r;
+}
+
+int nf_store_pending_apply_batches(nf_store_t *st, nf_store_batch_t *const *batches, unsigned n,
+                                   size_t *ingested, char *err, size_t errlen)
+{
+    if (ingested)
+        *ingested = 0;
+    if (st->read_only)
+        return store_seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
+    store_pending_head_t h;
+    int r = store_pending_head_read(st, &h, err, errlen);
+    if (r <= 0)
+        return r;
+    /* With the batches in hand, the large kinds become table files before any lock is taken
+     * (sorting and encoding them is most of the cost); the pending record's copies are read
+     * back only after a restart. The ingested files are durable before mark_committed. */
+    store_apply_t a;
+    memset(&a, 0, sizeof a);
+    if (batches)
+        r = store_apply_prepare(st, batches, n, &a, err, errlen);
     if (r >= 0) {
-        size_t jl = strlen(h.json);
-        unsigned char *cv = malloc(8 + jl);
-        if (!cv) {
-            r = store_seterr(err, errlen, -ENOMEM, "applying the pending record: out of memory");
-        } else {
-            nf_put_le64(cv, h.epoch);
-            memcpy(cv + 8, h.json, jl);
-            rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-            rocksdb_writebatch_put_cf(wb, st->def, COMMITTED_KEY, strlen(COMMITTED_KEY),
-                                      (const char *)cv, 8 + jl);
-            rocksdb_writebatch_delete_range_cf(wb, st->def, PENDING_LO, strlen(PENDING_LO),
-                                               PENDING_HI, strlen(PENDING_HI));
-            char what[96];
-            snprintf(what, sizeof what, "marking epoch %" PRIu64 " committed", h.epoch);
-            r = write_batch(st, wb, false, what, err, errlen);
-            rocksdb_writebatch_destroy(wb);
-            free(cv);
-        }
+        /* Tracked writes (store_track.c) see the whole apply as one write. */
+        store_track_begin(st);
+        r = batches ? store_apply_run(st, &a, err, errlen) : apply_blobs(st, &h, err, errlen);
+        if (r >= 0)
+            r = mark_committed(st, &h, err, errlen);
+        if (r >= 0)
+            store_track_end_pending(st, h.epoch);
+        else
+            store_track_end_unknown(st);
     }
-    if (r >= 0)
-        store_track_end_pending(st, h.epoch);
-    else
-        store_track_end_unknown(st);
+    if (r >= 0 && ingested)
+        *ingested = a.ingested;
+    store_apply_free(&a);
     free(h.json);
     if (r >= 0)
         give_back();
     return r < 0 ? r : 0;
+}
+
+int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
+{
+    return nf_store_pending_apply_batches(st, NULL, 0, NULL, err, errlen);
 }
 
 int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen)

@@ -129,9 +129,11 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
     state = ctx.path("state-%s-e%d-%d" % (tname, FAULT_EPOCH, attempt))
     # fetch.wait.max.ms: the mock answers an empty fetch only after the wait (500 ms by
     # default), which would leave 2 of every 3 epochs empty; with 10 ms every epoch has input.
+    # state.ingest_min_bytes=4096: an epoch's larger kinds go in as table files, its smaller
+    # ones through the memtable, as both would in a busier job
     sets = ["runtime.shards=2",
             "checkpoint.retain_every=%d" % RETAIN_EVERY, "checkpoint.retain_count=20",
-            "kafka.properties=fetch.wait.max.ms=10"]
+            "kafka.properties=fetch.wait.max.ms=10", "state.ingest_min_bytes=4096"]
     if B.kind == "mock":
         # on a real broker Broker.job_sets names the transactional id (under the prefix)
         sets.insert(0, "kafka.transactional_id=acc-pending-%s-e%d" % (tname, FAULT_EPOCH))

@@ -109,11 +109,17 @@ static void emit_some(nf_shard_t *sh, void *arg)
     }
 }
 
+/* Set in the crashing children: every epoch's state goes in as table files (the apply from the
+ * batches in hand), while the parents apply through the memtable (the default for epochs this
+ * small) and roll forward from the pending record's copies. */
+static size_t g_ingest_min = NF_STORE_INGEST_MIN_BYTES;
+
 static int job_open(job_t *j, const char *dir, char *err, size_t errlen)
 {
     memset(j, 0, sizeof *j);
     nf_store_opts_t so;
     nf_store_opts_default(&so);
+    so.ingest_min_bytes = g_ingest_min;
     if (!(j->st = nf_store_open(dir, &so, err, errlen)))
         return -1;
     nf_runtime_opts_t ro;
@@ -366,6 +372,7 @@ static int child_main(const char *point, const char *dir, unsigned first)
     char err[512], f[64];
     snprintf(f, sizeof f, "%s:3", point);
     setenv("NF_FAULT", f, 1);
+    g_ingest_min = 1;
     job_t j;
     if (job_open(&j, dir, err, sizeof err) != 0 || job_epochs(&j, first, 4, err, sizeof err) != 0) {
         fprintf(stderr, "child: %s\n", err);
@@ -409,6 +416,9 @@ static void crash_at(const char *point)
     /* The job goes on after recovery: one more epoch. */
     NF_CHECK(job_epochs(&j, g_emitted + done * PER_EPOCH, 1, err, sizeof err) == 0);
     job_close(&j);
+    /* every committed epoch's state is there once: the child's (applied from its batches in
+     * hand, or rolled forward from the pending record's copies) and the parent's */
+    check_stored(dir, done + 1, (done + 1) * PER_EPOCH / SHARDS);
     g_emitted += (done + 1) * PER_EPOCH;
     unsigned *seen = calloc(g_emitted + PER_EPOCH, sizeof *seen);
     NF_REQUIRE(seen);
