@@ -227,6 +227,8 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
     }
     ep->rt = rt;
     ep->st = st;
+    if (st)
+        nf_store_set_fault_hook(st, fault_at); /* "mid_apply" */
     ep->tee = tee;
     ep->o = *o;
     ep->nshards = nf_runtime_shard_count(rt);
@@ -724,8 +726,8 @@ static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, bool kep
     int r = 0;
     size_t ingested = 0;
     if (ep->st)
-        r = kept ? nf_store_pending_apply_batches(ep->st, ep->batches, ep->nshards, &ingested, err,
-                                                  errlen)
+        r = kept ? nf_store_pending_apply_batches(ep->st, e, ep->batches, ep->nshards, &ingested,
+                                                  err, errlen)
                  : nf_store_pending_apply(ep->st, err, errlen);
     if (r != 0) {
         atomic_store(&ep->unapplied, e);
@@ -826,14 +828,11 @@ static void free_batches(nf_epoch_t *ep)
 }
 
 /* Whether the epoch's batches, once written into the pending record, are worth keeping until
- * it is applied: only if a kind may have enough records to go in as a table file
- * (nf_store_pending_apply_batches). Otherwise they are freed before the produce. */
+ * it is applied: only if a kind will go in as a table file (nf_store_pending_apply_batches).
+ * Otherwise they are freed before the produce. */
 static bool worth_keeping(const nf_epoch_t *ep)
 {
-    size_t min = nf_store_ingest_min(ep->st), n = 0;
-    for (unsigned s = 0; s < ep->nshards; s++)
-        n += ep->batches[s] ? nf_store_batch_bytes(ep->batches[s]) : 0;
-    return min && n >= min;
+    return nf_store_batches_ingest(ep->st, ep->batches, ep->nshards);
 }
 
 /* One epoch: cut, then commit. */

@@ -50,7 +50,8 @@
  * polls the consumer meanwhile, at before_close, so that a rebalance reaches the process before
  * it leaves the group rather than while it leaves); NF_TEST_FORCE_SCAN=1 skips
  * the offsets and always reads back; points: after_cut, after_pending, mid_produce,
- * before_commit, after_commit, after_apply, mid_checkpoint, and before_close (nf_epoch_stop,
+ * before_commit, after_commit, mid_apply (the state applied, the committed mark not yet
+ * written: nf_store_set_fault_hook), after_apply, mid_checkpoint, and before_close (nf_epoch_stop,
  * after the final epoch, before the consumer leaves the group).
  *
  * Threads: nf_epoch_emit / nf_epoch_set_offset / nf_epoch_participant_add from the shard whose

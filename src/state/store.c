@@ -652,6 +652,11 @@ size_t nf_store_ingest_min(const nf_store_t *st)
     return st->ingest_min;
 }
 
+void nf_store_set_fault_hook(nf_store_t *st, void (*hook)(const char *point))
+{
+    st->fault = hook;
+}
+
 const char *nf_store_state_dir(const nf_store_t *st)
 {
     return st->state_dir ? st->state_dir : st->db_dir;
@@ -1157,7 +1162,9 @@ static int write_table(nf_store_t *st, const unsigned char *buf, const size_t *o
     snprintf(what, sizeof what, "writing table file %s (%s) in %s", path,
              nf_state_kind_name((nf_state_kind_t)kind), st->db_dir);
     rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
-    rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, st->cfopts);
+    /* the kind's own options (its table format and compression; the TTL filter plays no part) */
+    const rocksdb_options_t *opts = st->owner_cfopts[kind] ? st->owner_cfopts[kind] : st->cfopts;
+    rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, opts);
     char *rerr = NULL;
     rocksdb_sstfilewriter_open(w, path, &rerr);
     for (size_t i = from; i < to && !rerr; i++) {
@@ -1282,16 +1289,46 @@ static int join_batches(nf_store_batch_t *const *batches, unsigned n, store_appl
     return 0;
 }
 
+/* Keys and values of records order[from..to) of buf. */
+static size_t kv_bytes(const unsigned char *buf, const size_t *order, size_t from, size_t to)
+{
+    size_t bytes = 0;
+    for (size_t i = from; i < to; i++)
+        bytes += nf_get_le32(buf + order[i] + 2) + (size_t)nf_get_le32(buf + order[i] + 6);
+    return bytes;
+}
+
+bool nf_store_batches_ingest(const nf_store_t *st, nf_store_batch_t *const *batches, unsigned n)
+{
+    if (!st->ingest_min)
+        return false;
+    size_t bytes[NF_KIND__COUNT] = {0}, total = 0;
+    for (unsigned i = 0; i < n; i++)
+        total += batches[i] && !batches[i]->failed ? batches[i]->len : 0;
+    if (total < st->ingest_min)
+        return false; /* no kind can reach it: no walk over the records */
+    for (unsigned i = 0; i < n; i++) {
+        const nf_store_batch_t *b = batches[i];
+        for (size_t off = 0; b && !b->failed && off + REC_HEAD <= b->len;) {
+            const unsigned char *p = b->buf + off;
+            size_t kv = nf_get_le32(p + 2) + (size_t)nf_get_le32(p + 6);
+            if (kv > b->len - off - REC_HEAD)
+                break; /* batch_append writes whole records: not reached */
+            if (p[1] < NF_KIND__COUNT && (bytes[p[1]] += kv) >= st->ingest_min)
+                return true;
+            off += REC_HEAD + kv;
+        }
+    }
+    return false;
+}
+
 /* Records order[from..to) of b (one kind): a table file when their keys and values come to
  * st->ingest_min bytes, else into a->wb. */
 static int prepare_kind(nf_store_t *st, const nf_store_batch_t *b, const size_t *order, size_t from,
                         size_t to, store_apply_t *a, char *err, size_t errlen)
 {
     int kind = b->buf[order[from] + 1];
-    size_t bytes = 0;
-    for (size_t i = from; i < to; i++)
-        bytes += nf_get_le32(b->buf + order[i] + 2) + (size_t)nf_get_le32(b->buf + order[i] + 6);
-    if (st->ingest_min && bytes >= st->ingest_min) {
+    if (st->ingest_min && kv_bytes(b->buf, order, from, to) >= st->ingest_min) {
         char path[PATH_MAX];
         int r = ingest_path(st, path, err, errlen);
         if (r == 0 && !(a->paths[a->nfiles] = strdup(path)))

@@ -131,6 +131,13 @@ void nf_store_close(nf_store_t *st);
 const char *nf_store_state_dir(const nf_store_t *st);
 /* nf_store_opts_t.ingest_min_bytes of this store (0: never). */
 size_t nf_store_ingest_min(const nf_store_t *st);
+/* Whether nf_store_pending_apply_batches would write a table file for any kind of these
+ * batches (one whose keys and values come to ingest_min_bytes), i.e. whether keeping them
+ * until the apply is worth their memory. */
+bool nf_store_batches_ingest(const nf_store_t *st, nf_store_batch_t *const *batches, unsigned n);
+/* The crash tests' fault injection (NF_FAULT, state/epoch.h): hook("mid_apply") is called when
+ * an epoch's state has been applied and its committed mark is not yet written. */
+void nf_store_set_fault_hook(nf_store_t *st, void (*hook)(const char *point));
 /* Moves an owner-clocked kind's clock forward to now_ms (never back): its TTL filter drops a
  * value once its expiry is before this clock, and drops none of the kind until the owner has
  * set the clock after the open. Cheap, any thread (compactions read it in RocksDB's). */
@@ -287,13 +294,14 @@ void nf_store_pending_free(nf_store_pending_t *p);
 /* Applies the pending record (see top). 0 (also when there is none), or -ENOSPC (the state's
  * file system is full) or -EIO with err. */
 int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen);
-/* The same, by the process that wrote the record and still holds its batches (the n given to
- * nf_store_pending_write, NULL entries allowed): the same state results, but each kind with at
- * least ingest_min_bytes bytes of writes goes in as a table file, ingested (no memtable, no flush
- * later), and the others in one write. *ingested (may be NULL): the records that went in as
- * table files. */
-int nf_store_pending_apply_batches(nf_store_t *st, nf_store_batch_t *const *batches, unsigned n,
-                                   size_t *ingested, char *err, size_t errlen);
+/* The same, by the process that wrote the record of epoch and still holds its batches (the n
+ * given to nf_store_pending_write, NULL entries allowed): the same state results, but each kind
+ * with at least ingest_min_bytes bytes of writes goes in as a table file, ingested (no memtable
+ * inserts), and the others in one write. -EINVAL (nothing applied) if the pending record is not
+ * epoch's or holds another number of batches. *ingested (may be NULL): the records that went in
+ * as table files. */
+int nf_store_pending_apply_batches(nf_store_t *st, uint64_t epoch, nf_store_batch_t *const *batches,
+                                   unsigned n, size_t *ingested, char *err, size_t errlen);
 /* Deletes the pending record without applying it. */
 int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen);
 /* The last committed epoch (0 = none) and its header (malloc'd, NULL if none). 0 or -EIO. */

@@ -36,8 +36,9 @@ struct nf_store {
     rocksdb_column_family_handle_t **others;               /* open families that are none of ours */
     size_t nothers;
     bool read_only;
-    size_t ingest_min; /* nf_store_opts_t.ingest_min_bytes */
-    char *state_dir;   /* NULL when opened by nf_store_open_dir */
+    size_t ingest_min;                /* nf_store_opts_t.ingest_min_bytes */
+    void (*fault)(const char *point); /* nf_store_set_fault_hook */
+    char *state_dir;                  /* NULL when opened by nf_store_open_dir */
     char *db_dir;
     /* The latest committed view (store_view.c), under view_mu; NULL before the first publish. */
     pthread_mutex_t view_mu;

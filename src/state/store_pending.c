@@ -249,8 +249,23 @@ static int mark_committed(nf_store_t *st, const store_pending_head_t *h, char *e
     return r;
 }
 
-int nf_store_pending_apply_batches(nf_store_t *st, nf_store_batch_t *const *batches, unsigned n,
-                                   size_t *ingested, char *err, size_t errlen)
+/* The batches in hand are the pending record's: its epoch, as many of them as it holds. */
+static int check_batches(nf_store_t *st, const store_pending_head_t *h, uint64_t epoch,
+                         nf_store_batch_t *const *batches, unsigned n, char *err, size_t errlen)
+{
+    unsigned nb = 0;
+    for (unsigned i = 0; i < n; i++)
+        nb += batches[i] != NULL;
+    if (h->epoch == epoch && nb == h->nbatches)
+        return 0;
+    return store_seterr(err, errlen, -EINVAL,
+                        "%s: the pending record is epoch %" PRIu64 "'s with %u batches, not epoch "
+                        "%" PRIu64 "'s with %u (nothing applied)",
+                        st->db_dir, h->epoch, (unsigned)h->nbatches, epoch, nb);
+}
+
+int nf_store_pending_apply_batches(nf_store_t *st, uint64_t epoch, nf_store_batch_t *const *batches,
+                                   unsigned n, size_t *ingested, char *err, size_t errlen)
 {
     if (ingested)
         *ingested = 0;
@@ -265,12 +280,14 @@ int nf_store_pending_apply_batches(nf_store_t *st, nf_store_batch_t *const *batc
      * back only after a restart. The ingested files are durable before mark_committed. */
     store_apply_t a;
     memset(&a, 0, sizeof a);
-    if (batches)
+    if (batches && (r = check_batches(st, &h, epoch, batches, n, err, errlen)) == 0)
         r = store_apply_prepare(st, batches, n, &a, err, errlen);
     if (r >= 0) {
         /* Tracked writes (store_track.c) see the whole apply as one write. */
         store_track_begin(st);
         r = batches ? store_apply_run(st, &a, err, errlen) : apply_blobs(st, &h, err, errlen);
+        if (r >= 0 && st->fault)
+            st->fault("mid_apply");
         if (r >= 0)
             r = mark_committed(st, &h, err, errlen);
         if (r >= 0)
@@ -289,7 +306,7 @@ int nf_store_pending_apply_batches(nf_store_t *st, nf_store_batch_t *const *batc
 
 int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
 {
-    return nf_store_pending_apply_batches(st, NULL, 0, NULL, err, errlen);
+    return nf_store_pending_apply_batches(st, 0, NULL, 0, NULL, err, errlen);
 }
 
 int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen)

@@ -91,7 +91,7 @@ import time
 from collections import Counter, defaultdict
 
 FAULT_POINTS = ["after_cut", "after_pending", "mid_produce", "before_commit", "after_commit",
-                "after_apply", "mid_checkpoint"]
+                "mid_apply", "after_apply", "mid_checkpoint"]
 OUT_TOPICS = ["interest-updates", "dead-letters", "articles", "fetch-log", "story-clusters"]
 RETAIN_EVERY = 4          # checkpoint.retain_every: named checkpoints often (mid_checkpoint)
 CRAWL_INTERVAL_S = 60     # the config minimum

@@ -456,6 +456,10 @@ static void test_crash_after_commit(void)
 {
     crash_at("after_commit");
 }
+static void test_crash_mid_apply(void)
+{
+    crash_at("mid_apply"); /* the child's epoch 3 ingested, its committed mark not written */
+}
 static void test_crash_after_apply(void)
 {
     crash_at("after_apply");
@@ -486,6 +490,7 @@ int main(int argc, char **argv)
     NF_RUN(test_crash_mid_produce);
     NF_RUN(test_crash_before_commit);
     NF_RUN(test_crash_after_commit);
+    NF_RUN(test_crash_mid_apply);
     NF_RUN(test_crash_after_apply);
     nf_kafka_mock_free(m);
     char cmd[128];

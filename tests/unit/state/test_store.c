@@ -1218,7 +1218,7 @@ static void test_apply_batches_equals_apply(void)
             NF_CHECK_EQ(nf_store_pending_apply(b, err, sizeof err), 0);
         } else {
             size_t ingested = 99;
-            int r = nf_store_pending_apply_batches(b, bs, 2, &ingested, err, sizeof err);
+            int r = nf_store_pending_apply_batches(b, round, bs, 2, &ingested, err, sizeof err);
             if (r != 0)
                 fprintf(stderr, "round %d: %s\n", round, err);
             NF_CHECK_EQ(r, 0);
@@ -1258,13 +1258,37 @@ static void test_apply_batches_equals_apply(void)
     nf_store_batch_put(bs[0], NF_KIND_INTEREST, "x", 1, "y", 1);
     NF_CHECK_EQ(nf_store_pending_write(b, 61, "{}", bs, 2, NULL, 0, err, sizeof err), 0);
     nf_store_batch_fail(bs[0]);
-    NF_CHECK_EQ(nf_store_pending_apply_batches(b, bs, 2, NULL, err, sizeof err), -ENOMEM);
+    NF_CHECK_EQ(nf_store_pending_apply_batches(b, 61, bs, 2, NULL, err, sizeof err), -ENOMEM);
     nf_store_pending_t p;
     NF_CHECK_EQ(nf_store_pending_read(b, &p, err, sizeof err), 1);
     nf_store_pending_free(&p);
     NF_CHECK_EQ(nf_store_pending_apply(b, err, sizeof err), 0);
     NF_CHECK_STR(get_str(b, NF_KIND_INTEREST, "x"), "y");
     nf_store_batch_free(bs[0]);
+    /* batches that are not the pending record's are refused, nothing applied */
+    nf_store_batch_t *cs[2] = {nf_store_batch_new(), nf_store_batch_new()};
+    nf_store_batch_put(cs[0], NF_KIND_INTEREST, "m", 1, "1", 1);
+    nf_store_batch_put(cs[1], NF_KIND_INTEREST, "n", 1, "1", 1);
+    NF_CHECK_EQ(nf_store_pending_write(b, 62, "{}", cs, 2, NULL, 0, err, sizeof err), 0);
+    NF_CHECK_EQ(nf_store_pending_apply_batches(b, 63, cs, 2, NULL, err, sizeof err), -EINVAL);
+    nf_store_batch_t *one[2] = {cs[0], NULL};
+    NF_CHECK_EQ(nf_store_pending_apply_batches(b, 62, one, 2, NULL, err, sizeof err), -EINVAL);
+    NF_CHECK_STR(get_str(b, NF_KIND_INTEREST, "m"), "");
+    NF_CHECK_EQ(nf_store_pending_apply_batches(b, 62, cs, 2, NULL, err, sizeof err), 0);
+    NF_CHECK_STR(get_str(b, NF_KIND_INTEREST, "m"), "1");
+    /* worth keeping: only when one kind alone reaches the threshold (600 bytes here) */
+    nf_store_batch_clear(cs[0]);
+    nf_store_batch_clear(cs[1]);
+    char big[400];
+    memset(big, 'v', sizeof big);
+    nf_store_batch_put(cs[0], NF_KIND_INTEREST, "p", 1, big, sizeof big);
+    nf_store_batch_put(cs[1], NF_KIND_EVENT_IDS, "q", 1, big, sizeof big);
+    NF_CHECK(!nf_store_batches_ingest(b, cs, 2)); /* 802 bytes, but 401 a kind */
+    nf_store_batch_put(cs[1], NF_KIND_INTEREST, "r", 1, big, sizeof big);
+    NF_CHECK(nf_store_batches_ingest(b, cs, 2));  /* interest: 802 across the two */
+    NF_CHECK(!nf_store_batches_ingest(a, cs, 2)); /* a: 16 MiB */
+    nf_store_batch_free(cs[0]);
+    nf_store_batch_free(cs[1]);
     nf_store_close(a);
     nf_store_close(b);
     tmpdir_free(dir_a);
@@ -1505,8 +1529,9 @@ static void test_tracked_writes(void)
                 if (how == 2)
                     NF_CHECK_EQ(nf_store_pending_apply(st, err, sizeof err), 0);
                 else
-                    NF_CHECK_EQ(nf_store_pending_apply_batches(st, bs, 1, NULL, err, sizeof err),
-                                0);
+                    NF_CHECK_EQ(
+                        nf_store_pending_apply_batches(st, 100 + nw, bs, 1, NULL, err, sizeof err),
+                        0);
             }
             nf_store_batch_free(b);
         }
