@@ -5,6 +5,7 @@ and interest-updates must end up holding every (user, version) exactly once.
 
   after_pending  pending record durable, nothing produced   -> rolled forward, found = 0, R > 0
   after_commit   transaction committed, not applied         -> rolled forward, found = R
+  mid_apply      committed and applied, the mark not written  -> rolled forward, found = R
   mid_produce    part of the outputs sent, txn left open     -> rolled forward
                  mock: 0 <= found <= R (a small epoch: in practice found = 0, nothing left
                  librdkafka's queue); real broker: found = 0 (see below)
@@ -44,11 +45,11 @@ import acclib  # noqa: E402
 
 FAULT_EPOCH = 12      # epochs tick every 200 ms; events arrive continuously from before start
 RETAIN_EVERY = 4      # FAULT_EPOCH % RETAIN_EVERY == 0: mid_checkpoint fires at E
-POINTS = ["after_pending", "after_commit", "mid_produce", "mid_produce_burst", "before_commit",
-          "after_apply", "mid_checkpoint", "after_pending_busy"]
+POINTS = ["after_pending", "after_commit", "mid_apply", "mid_produce", "mid_produce_burst",
+          "before_commit", "after_apply", "mid_checkpoint", "after_pending_busy"]
 # the points that leave the epoch's transaction open (on a real broker: aborted on restart)
 OPEN_TXN = ("mid_produce", "before_commit")
-ROLLED_FORWARD = ("after_pending", "after_commit") + OPEN_TXN
+ROLLED_FORWARD = ("after_pending", "after_commit", "mid_apply") + OPEN_TXN
 # mid_produce_burst: 20000 events wait in read-events before the job starts, so that the first
 # epoch with input (epoch 3 on a quiet machine: the consumer's first fetch lands there; the fault
 # is armed for the first epoch that produces) is large and the producer has sent part of it when
@@ -235,12 +236,12 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
         if point == "after_pending":
             ctx.check(found == 0, "after_pending: found=%r, want 0 (nothing was produced)" % found,
                       j2)
-        elif point == "after_commit":
-            ctx.check(found == R, "after_commit: found=%r, want found == records == %d (the "
-                      "transaction had committed: producing again would duplicate)" % (found, R),
-                      j2)
-            ctx.check(in_kafka == R, "after_commit: %d records of epoch %d in Kafka before the "
-                      "restart, want all %d" % (in_kafka, FAULT_EPOCH, R))
+        elif point in ("after_commit", "mid_apply"):
+            ctx.check(found == R, "%s: found=%r, want found == records == %d (the "
+                      "transaction had committed: producing again would duplicate)"
+                      % (point, found, R), j2)
+            ctx.check(in_kafka == R, "%s: %d records of epoch %d in Kafka before the "
+                      "restart, want all %d" % (point, in_kafka, FAULT_EPOCH, R))
         elif B.kind == "kafka":
             # mid_produce / before_commit on a real broker: the restarted producer's
             # init_transactions aborted the open transaction and read_committed hides aborted
