@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -607,6 +608,37 @@ static int refuse_lost_db(const char *state_dir, const char *db_dir, char *err, 
     return 0;
 }
 
+#define DB_CREATING "db.creating" /* a new database until it is whole: then renamed to db */
+
+/* A new database is created whole or not at all: RocksDB writes IDENTITY, a MANIFEST and its
+ * LOG before CURRENT, and a process killed in between left a db directory that every later
+ * start refused as damaged (refuse_lost_db; the crash test, 2026-11-30). So it is created as
+ * state_dir/db.creating, closed, and renamed to db; what a crash left of a creation is removed
+ * first. Called when db has no CURRENT and refuse_lost_db found nothing in it. 0 or -errno. */
+static int create_db(const char *state_dir, const char *db_dir, const nf_store_opts_t *o, char *err,
+                     size_t errlen)
+{
+    char tmp[PATH_MAX];
+    int r = store_path_fmt(tmp, err, errlen, "%s/" DB_CREATING, state_dir);
+    if (r != 0)
+        return r;
+    store_rm_rf(tmp);
+    nf_store_t *st = store_open(tmp, state_dir, o, (open_mode_t){0}, err, errlen);
+    if (!st)
+        return -EIO;
+    store_free(st);
+    rmdir(db_dir); /* an empty one (refuse_lost_db refuses one that holds anything) */
+    if (rename(tmp, db_dir) != 0)
+        return store_seterr(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, db_dir,
+                            strerror(errno));
+    int fd = open(state_dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    return 0;
+}
+
 nf_store_t *nf_store_open(const char *state_dir, const nf_store_opts_t *o, char *err, size_t errlen)
 {
     nf_store_opts_t def;
@@ -626,6 +658,10 @@ nf_store_t *nf_store_open(const char *state_dir, const nf_store_opts_t *o, char 
         }
     }
     int r = o->read_only ? 0 : refuse_lost_db(state_dir, db_dir, err, errlen);
+    char current[PATH_MAX + 16];
+    snprintf(current, sizeof current, "%s/CURRENT", db_dir);
+    if (r == 0 && !o->read_only && access(current, F_OK) != 0)
+        r = create_db(state_dir, db_dir, o, err, errlen);
     if (r != 0) {
         errno = -r;
         return NULL;

@@ -1295,6 +1295,46 @@ static void test_apply_batches_equals_apply(void)
     tmpdir_free(dir_b);
 }
 
+/* A new database appears whole or not at all: what a process killed while creating one left
+ * (state_dir/db.creating without CURRENT) is removed and the database created afresh, an empty
+ * db directory is taken as none, and a db directory that holds files without CURRENT is still
+ * refused as damaged. */
+static void test_create_is_atomic(void)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 64], err[512];
+    snprintf(dir, sizeof dir, "%s", tmpdir_new());
+    snprintf(path, sizeof path, "%s/db.creating", dir);
+    NF_REQUIRE(mkdir(path, 0755) == 0);
+    snprintf(path, sizeof path, "%s/db.creating/MANIFEST-000001", dir);
+    int fd = open(path, O_CREAT | O_WRONLY, 0644);
+    NF_REQUIRE(fd >= 0);
+    close(fd);
+    snprintf(path, sizeof path, "%s/db", dir);
+    NF_REQUIRE(mkdir(path, 0755) == 0); /* empty */
+    nf_store_t *st = open_store(dir);
+    NF_REQUIRE(st);
+    kv_t kv = {"k", "v"};
+    NF_CHECK_EQ(commit(st, 1, NF_KIND_INTEREST, &kv, 1), 0);
+    nf_store_close(st);
+    snprintf(path, sizeof path, "%s/db.creating", dir);
+    NF_CHECK(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/db/CURRENT", dir);
+    NF_CHECK(access(path, F_OK) == 0);
+    st = open_store(dir);
+    NF_REQUIRE(st);
+    NF_CHECK_STR(get_str(st, NF_KIND_INTEREST, "k"), "v");
+    nf_store_close(st);
+    /* files without CURRENT in db: damaged, refused */
+    NF_REQUIRE(unlink(path) == 0);
+    nf_store_opts_t o;
+    nf_store_opts_default(&o);
+    errno = 0;
+    NF_CHECK(nf_store_open(dir, &o, err, sizeof err) == NULL);
+    NF_CHECK_EQ(errno, EUCLEAN);
+    NF_CHECK(strstr(err, "damaged") != NULL);
+    tmpdir_free(dir);
+}
+
 /* The value of key through view v as read_str gives it. */
 static const char *view_str(nf_store_view_t *v, const char *key)
 {
@@ -1686,6 +1726,7 @@ int main(void)
     NF_RUN(test_tracked_writes);
     NF_RUN(test_ingest_equals_write);
     NF_RUN(test_apply_batches_equals_apply);
+    NF_RUN(test_create_is_atomic);
     NF_RUN(test_pending_write_read_apply);
     NF_RUN(test_pending_survives_crash_and_discard);
     NF_RUN(test_ttl_compaction_filter);
