@@ -1260,6 +1260,10 @@ static void reads_metrics(nf_reads_t *r)
                        "stage=\"event_time\"", 0, &r->m.dead_letters_time);
     nf_metrics_counter("newsflow_interest_updates_total",
                        "Per-user updates emitted (interest-updates).", NULL, 0, &r->m.updates);
+    nf_metrics_counter("newsflow_interest_topics_taken_total",
+                       "Article topic vectors taken by the shards' interest engines (one per "
+                       "shard per vector: dedup's broadcasts and the articles topic's follower).",
+                       NULL, 0, &r->m.topics_taken);
     nf_metrics_counter("newsflow_interest_updates_coalesced_total",
                        "Users noted for an update at the epoch's end (interest.coalesce): "
                        "each becomes one interest-updates record however many reads it had.",

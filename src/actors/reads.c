@@ -198,6 +198,7 @@ static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
                    NF_LEND);
             nf_runtime_fail(nf_shard_runtime(sh));
         }
+        nf_counter_inc(d->r->m.topics_taken);
         free(t);
         return;
     }
