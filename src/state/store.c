@@ -564,7 +564,8 @@ fail:
  * holds anything (table files, a MANIFEST, a WAL) is a damaged database, not a new one, and a
  * missing one beside named checkpoints is a lost one. RocksDB would create an empty database
  * over the first (and delete the old table files as obsolete), and the job would start from
- * nothing and emit everything again. 0, or -EUCLEAN with err naming the ways out. */
+ * nothing and emit everything again. 0 (a database is there), 1 (none: create one), or
+ * -EUCLEAN with err naming the ways out. */
 static int refuse_lost_db(const char *state_dir, const char *db_dir, char *err, size_t errlen)
 {
     char path[PATH_MAX + 16];
@@ -605,7 +606,7 @@ static int refuse_lost_db(const char *state_dir, const char *db_dir, char *err, 
                             "list --state-dir %s`, then `newsflow run --from-checkpoint ID`), or "
                             "move %s away to start over (docs/runbooks.md \"Lost disk\")",
                             db_dir, chk, path, state_dir, path);
-    return 0;
+    return 1;
 }
 
 #define DB_CREATING "db.creating" /* a new database until it is whole: then renamed to db */
@@ -614,7 +615,7 @@ static int refuse_lost_db(const char *state_dir, const char *db_dir, char *err, 
  * LOG before CURRENT, and a process killed in between left a db directory that every later
  * start refused as damaged (refuse_lost_db; the crash test, 2026-11-30). So it is created as
  * state_dir/db.creating, closed, and renamed to db; what a crash left of a creation is removed
- * first. Called when db has no CURRENT and refuse_lost_db found nothing in it. 0 or -errno. */
+ * first. Called when refuse_lost_db found no database (1). 0 or -errno. */
 static int create_db(const char *state_dir, const char *db_dir, const nf_store_opts_t *o, char *err,
                      size_t errlen)
 {
@@ -658,9 +659,7 @@ nf_store_t *nf_store_open(const char *state_dir, const nf_store_opts_t *o, char 
         }
     }
     int r = o->read_only ? 0 : refuse_lost_db(state_dir, db_dir, err, errlen);
-    char current[PATH_MAX + 16];
-    snprintf(current, sizeof current, "%s/CURRENT", db_dir);
-    if (r == 0 && !o->read_only && access(current, F_OK) != 0)
+    if (r == 1)
         r = create_db(state_dir, db_dir, o, err, errlen);
     if (r != 0) {
         errno = -r;
@@ -1107,15 +1106,12 @@ static int batch_order(nf_store_t *st, const nf_store_batch_t *b, unsigned idx, 
 /* Our log -> a RocksDB WriteBatch naming this database's families, in key order: the memtable
  * is a skip list, and inserting sorted keys lets it reuse its search position (several times
  * faster to apply than hash-table order). Sorting costs the coordinator, not the shards. */
-int store_batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writebatch_t *wb,
-                         unsigned idx, char *err, size_t errlen)
+/* Records order[from..to) of buf appended to wb, on this database's families. */
+static void records_to_rocks(nf_store_t *st, const unsigned char *buf, const size_t *order,
+                             size_t from, size_t to, rocksdb_writebatch_t *wb)
 {
-    size_t n = 0, *order = NULL;
-    int r = batch_order(st, b, idx, &order, &n, err, errlen);
-    if (r != 0)
-        return r;
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char *p = b->buf + order[i];
+    for (size_t i = from; i < to; i++) {
+        const unsigned char *p = buf + order[i];
         uint32_t klen = nf_get_le32(p + 2), vlen = nf_get_le32(p + 6);
         const char *k = (const char *)p + REC_HEAD;
         if (p[0] == OP_PUT)
@@ -1123,6 +1119,16 @@ int store_batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writ
         else
             rocksdb_writebatch_delete_cf(wb, st->kinds[p[1]], k, klen);
     }
+}
+
+int store_batch_to_rocks(nf_store_t *st, const nf_store_batch_t *b, rocksdb_writebatch_t *wb,
+                         unsigned idx, char *err, size_t errlen)
+{
+    size_t n = 0, *order = NULL;
+    int r = batch_order(st, b, idx, &order, &n, err, errlen);
+    if (r != 0)
+        return r;
+    records_to_rocks(st, b->buf, order, 0, n, wb);
     free(order);
     return 0;
 }
@@ -1334,27 +1340,30 @@ static size_t kv_bytes(const unsigned char *buf, const size_t *order, size_t fro
     return bytes;
 }
 
+typedef struct kind_bytes {
+    size_t min, bytes[NF_KIND__COUNT];
+} kind_bytes_t;
+
+/* nf_store_batch_foreach: 1 (stop) once a kind's keys and values reach min */
+static int add_kind_bytes(void *arg, bool del, nf_state_kind_t kind, const void *key, size_t klen,
+                          const void *val, size_t vlen)
+{
+    kind_bytes_t *kb = arg;
+    (void)del, (void)key, (void)val;
+    return (kb->bytes[kind] += klen + vlen) >= kb->min;
+}
+
 bool nf_store_batches_ingest(const nf_store_t *st, nf_store_batch_t *const *batches, unsigned n)
 {
-    if (!st->ingest_min)
-        return false;
-    size_t bytes[NF_KIND__COUNT] = {0}, total = 0;
+    kind_bytes_t kb = {.min = st->ingest_min};
+    size_t total = 0;
     for (unsigned i = 0; i < n; i++)
-        total += batches[i] && !batches[i]->failed ? batches[i]->len : 0;
-    if (total < st->ingest_min)
+        total += batches[i] ? batches[i]->len : 0;
+    if (!kb.min || total < kb.min)
         return false; /* no kind can reach it: no walk over the records */
-    for (unsigned i = 0; i < n; i++) {
-        const nf_store_batch_t *b = batches[i];
-        for (size_t off = 0; b && !b->failed && off + REC_HEAD <= b->len;) {
-            const unsigned char *p = b->buf + off;
-            size_t kv = nf_get_le32(p + 2) + (size_t)nf_get_le32(p + 6);
-            if (kv > b->len - off - REC_HEAD)
-                break; /* batch_append writes whole records: not reached */
-            if (p[1] < NF_KIND__COUNT && (bytes[p[1]] += kv) >= st->ingest_min)
-                return true;
-            off += REC_HEAD + kv;
-        }
-    }
+    for (unsigned i = 0; i < n; i++)
+        if (batches[i] && nf_store_batch_foreach(batches[i], add_kind_bytes, &kb) == 1)
+            return true;
     return false;
 }
 
@@ -1375,15 +1384,7 @@ static int prepare_kind(nf_store_t *st, const nf_store_batch_t *b, const size_t 
         a->ingested += to - from;
         return write_table(st, b->buf, order, from, to, path, err, errlen);
     }
-    for (size_t i = from; i < to; i++) {
-        const unsigned char *p = b->buf + order[i];
-        uint32_t klen = nf_get_le32(p + 2), vlen = nf_get_le32(p + 6);
-        const char *k = (const char *)p + REC_HEAD;
-        if (p[0] == OP_PUT)
-            rocksdb_writebatch_put_cf(a->wb, st->kinds[kind], k, klen, k + klen, vlen);
-        else
-            rocksdb_writebatch_delete_cf(a->wb, st->kinds[kind], k, klen);
-    }
+    records_to_rocks(st, b->buf, order, from, to, a->wb);
     return 0;
 }
 
@@ -1409,7 +1410,6 @@ int store_apply_prepare(nf_store_t *st, nf_store_batch_t *const *batches, unsign
         r = prepare_kind(st, b, order, from, to, a, err, errlen);
         from = to;
     }
-    a->records = cnt;
     free(order);
     return r;
 }

@@ -116,7 +116,7 @@ void store_sweep(const char *dir, const char *prefix);
 typedef struct store_apply {
     nf_store_batch_t *joined; /* the batches one after the other, when more than one has records */
     rocksdb_writebatch_t *wb; /* the kinds below the threshold */
-    size_t records, ingested;
+    size_t ingested;
     unsigned nfiles;
     int kinds[NF_KIND__COUNT];
     char *paths[NF_KIND__COUNT];
