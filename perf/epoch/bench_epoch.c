@@ -12,9 +12,12 @@
  * durations are recorded. Output: one JSON object per size with p50/p99/max of both, and the
  * process's CPU per round (every thread: shards, coordinator, RocksDB's flushes and compactions).
  *   bench_epoch [--sizes 10000,100000,1000000] [--rounds R] [--shards S] [--dir DIR]
- *               [--ingest-min N]
+ *               [--ingest-min N] [--keyspace K] [--snapshot ref|copy]
  * --ingest-min: state.ingest_min_bytes (default the job's; 0: every kind through the memtable,
  * as before table files).
+ * --snapshot ref|copy: the participant's snapshot by reference (nf_kstate_freeze: the pause
+ * only marks the cut, the shards write the batches after it; the job's default) or written
+ * whole in the pause (nf_kstate_snapshot, as before issue 42).
  * --keyspace K: each round's N keys are drawn afresh from K (so the store grows towards K keys
  * and its compactions rewrite more and more of them, as a job's state does); default: the same
  * N keys every round. */
@@ -50,10 +53,21 @@ typedef struct {
     uint64_t round;
 } bench_t;
 
+static bool g_by_copy; /* --snapshot copy: written in the pause (nf_kstate_snapshot) */
+
 static void part_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
-    nf_kstate_snapshot(self, b, epoch);
+    if (g_by_copy)
+        nf_kstate_snapshot(self, b, epoch);
+    else
+        nf_kstate_freeze(self, b, epoch);
     (void)sh;
+}
+
+static bool part_snapshot_more(nf_shard_t *sh, void *self, size_t max)
+{
+    (void)sh;
+    return nf_kstate_freeze_step(self, max) == 0;
 }
 
 static void part_committed(nf_shard_t *sh, void *self, uint64_t epoch)
@@ -62,7 +76,8 @@ static void part_committed(nf_shard_t *sh, void *self, uint64_t epoch)
     (void)sh;
 }
 
-static const nf_epoch_participant_t part = {.snapshot = part_snapshot, .committed = part_committed};
+static const nf_epoch_participant_t part = {
+    .snapshot = part_snapshot, .snapshot_more = part_snapshot_more, .committed = part_committed};
 
 static int actor_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
@@ -188,10 +203,10 @@ static int run_size(size_t keys, unsigned rounds, unsigned shards, const char *b
     printf("{\"bench\":\"epoch\",\"dirty_keys\":%zu,\"shards\":%u,\"rounds\":%u,"
            "\"pause_ms_p50\":%.3f,\"pause_ms_p99\":%.3f,\"pause_ms_max\":%.3f,"
            "\"commit_ms_p50\":%.3f,\"commit_ms_p99\":%.3f,\"commit_ms_max\":%.3f,"
-           "\"cpu_s_per_round\":%.3f,\"ingest_min\":%zu,\"keyspace\":%zu,"
+           "\"cpu_s_per_round\":%.3f,\"ingest_min\":%zu,\"keyspace\":%zu,\"snapshot\":\"%s\","
            "\"pause_ms_rounds\":[%s]}\n",
            keys, shards, rounds, p50, p99, pmax, c50, c99, cmax, cpu_round, g_ingest_min,
-           g_keyspace > keys ? g_keyspace : keys, seq);
+           g_keyspace > keys ? g_keyspace : keys, g_by_copy ? "copy" : "ref", seq);
     fflush(stdout);
     free(pause);
     free(commit);
@@ -223,10 +238,12 @@ int main(int argc, char **argv)
             g_ingest_min = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--keyspace"))
             g_keyspace = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--snapshot"))
+            g_by_copy = !strcmp(argv[i + 1], "copy");
     }
     if (!rounds || !shards || shards > NF_MAX_SHARDS) {
         fprintf(stderr, "usage: bench_epoch [--sizes N,...] [--rounds R] [--shards S] [--dir D] "
-                        "[--ingest-min N] [--keyspace K]\n");
+                        "[--ingest-min N] [--keyspace K] [--snapshot ref|copy]\n");
         return 2;
     }
     char tmpl[] = "/tmp/nf_bench_epoch_XXXXXX";

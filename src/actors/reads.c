@@ -232,13 +232,19 @@ static void reads_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint
     rd_t *d = self;
     if (nf_idset_count(&d->pending)) /* the coalesced updates belong to the epoch being cut */
         flush_pending(d);
-    nf_interest_snapshot(d->eng, b, epoch);
+    nf_interest_freeze(d->eng, b, epoch); /* the vectors: written by reads_snapshot_more */
     if (d->history) {
         if (b)
             nf_store_batch_foreach(d->history, copy_history, b);
         nf_store_batch_clear(d->history);
     }
     (void)sh;
+}
+
+static bool reads_snapshot_more(nf_shard_t *sh, void *self, size_t max)
+{
+    (void)sh;
+    return nf_interest_freeze_step(((rd_t *)self)->eng, max) == 0;
 }
 
 static void reads_committed(nf_shard_t *sh, void *self, uint64_t epoch)
@@ -295,8 +301,10 @@ static void reads_partitions(nf_shard_t *sh, void *self, nf_input_t in, const in
                NF_LI("shard", nf_shard_index(sh)), NF_LI("entries", r), NF_LEND);
 }
 
-static const nf_epoch_participant_t reads_part = {
-    .snapshot = reads_snapshot, .committed = reads_committed, .partitions = reads_partitions};
+static const nf_epoch_participant_t reads_part = {.snapshot = reads_snapshot,
+                                                  .snapshot_more = reads_snapshot_more,
+                                                  .committed = reads_committed,
+                                                  .partitions = reads_partitions};
 
 static void on_gauges(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {

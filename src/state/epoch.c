@@ -31,6 +31,7 @@ typedef struct shard_part {
     nf_outbuf_t out;   /* this epoch's outputs, appended to by the shard */
     nf_outbuf_t taken; /* the cut epoch's outputs, owned by the coordinator until committed */
     bool busy;         /* answer of the last busy round */
+    bool writing;      /* a snapshot by reference is not written whole yet (last round) */
 } shard_part_t;
 
 struct nf_epoch {
@@ -73,7 +74,7 @@ struct nf_epoch {
     _Atomic uint64_t discarded_epochs; /* pending records discarded at start (state.changelog) */
     _Atomic uint64_t committed, failures, checkpoints, outputs, recovered_epochs, recovered_records,
         last_pause_ns, last_commit_ns, cur_epoch;
-    nf_histogram_t m_pause, m_commit;
+    nf_histogram_t m_pause, m_commit, m_write;
     nf_counter_t m_epochs, m_failures, m_outputs, m_checkpoints, m_early, m_recovered;
     nf_counter_t m_drain_rounds;
     nf_counter_t m_ingested;
@@ -266,6 +267,11 @@ nf_epoch_t *nf_epoch_new(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, const
     nf_metrics_histogram("newsflow_epoch_pause_seconds",
                          "Processing pause of an epoch cut (pause, drain, snapshot, resume).", NULL,
                          nf_metrics_latency_bounds, nf_metrics_latency_nbounds, &ep->m_pause);
+    nf_metrics_histogram("newsflow_epoch_snapshot_write_seconds",
+                         "After a cut, until the shards have written the state it froze into "
+                         "the epoch's batches (between their messages: processing goes on); "
+                         "part of the commit's time.",
+                         NULL, nf_metrics_latency_bounds, nf_metrics_latency_nbounds, &ep->m_write);
     nf_metrics_histogram("newsflow_epoch_commit_seconds",
                          "Epoch commit: pending write, Kafka transaction, apply.", NULL,
                          nf_metrics_latency_bounds, nf_metrics_latency_nbounds, &ep->m_commit);
@@ -409,6 +415,19 @@ static void call_snapshot(nf_shard_t *sh, void *arg)
     sp->out = t;
 }
 
+/* Entries a participant writes per call after the cut (snapshot_more): a few milliseconds of a
+ * shard's time, between its other messages. */
+#define WRITE_SLICE 16384
+
+static void call_snapshot_more(nf_shard_t *sh, void *arg)
+{
+    shard_part_t *sp = &((nf_epoch_t *)arg)->shards[nf_shard_index(sh)];
+    sp->writing = false;
+    for (unsigned i = 0; i < sp->n; i++)
+        if (sp->p[i]->snapshot_more && !sp->p[i]->snapshot_more(sh, sp->self[i], WRITE_SLICE))
+            sp->writing = true;
+}
+
 static void call_resume(nf_shard_t *sh, void *arg)
 {
     shard_part_t *sp = &((nf_epoch_t *)arg)->shards[nf_shard_index(sh)];
@@ -491,14 +510,40 @@ static int cut(nf_epoch_t *ep, bool final, nf_kafka_offset_t *offs, size_t *noff
             r = -ENOMEM;
     if (r == 0)
         r = call_all(ep, call_snapshot, "snapshot", err, errlen);
+    bool snapped = r == 0;
     if (r == 0)
         *noffs = collect_offsets(ep, offs, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS);
     if (r == 0 && !final)
         r = call_all(ep, call_resume, "resume", err, errlen);
+    for (unsigned s = 0; r != 0 && snapped && s < ep->nshards; s++)
+        ep->batches[s] = NULL; /* a snapshot by reference may still write: leaked, the job fails */
     uint64_t pause = nf_now_ns() - t0;
     atomic_store(&ep->last_pause_ns, pause);
     nf_histogram_observe(ep->m_pause, (double)pause / 1e9);
     return r;
+}
+
+/* After the cut: the shards write what their participants froze (snapshot by reference) into
+ * the batches, a slice per call, processing their other messages in between; the batches are
+ * whole when this returns 0. On failure the batches are left allocated (a shard may still write
+ * into them): the job fails. */
+static int write_snapshots(nf_epoch_t *ep, char *err, size_t errlen)
+{
+    uint64_t t0 = nf_now_ns();
+    atomic_store(&ep->step, "writing the cut's state into the epoch's batches");
+    for (bool more = true; more;) {
+        int r = call_all(ep, call_snapshot_more, "writing the snapshot", err, errlen);
+        if (r != 0) {
+            for (unsigned s = 0; s < ep->nshards; s++)
+                ep->batches[s] = NULL; /* leaked on purpose: see above */
+            return r;
+        }
+        more = false;
+        for (unsigned s = 0; s < ep->nshards; s++)
+            more |= ep->shards[s].writing;
+    }
+    nf_histogram_observe(ep->m_write, (double)(nf_now_ns() - t0) / 1e9);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- commit */
@@ -863,8 +908,13 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         free(offs);
         return r;
     }
-    fault_at("after_cut");
     uint64_t t0 = nf_now_ns();
+    if ((r = write_snapshots(ep, err, errlen)) != 0) {
+        free(bufs);
+        free(offs);
+        return r;
+    }
+    fault_at("after_cut");
     uint64_t records = 0;
     unsigned nbufs = ep->nshards;
     for (unsigned s = 0; s < ep->nshards; s++) {

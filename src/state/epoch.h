@@ -12,13 +12,15 @@
  *              sent == received, read twice) and no participant `busy` (holding messages a full
  *              ring refused);
  *   3. snapshot each shard writes its participants' dirty state into its own batch and hands
- *              over its output buffer and input positions;
+ *              over its output buffer and input positions; a participant with snapshot_more
+ *              only marks the cut here (snapshot by reference) and writes its state after 4;
  *   4. resume.
  * Because input stops everywhere before the drain, everything caused by input taken before the
  * cut (across any number of shard hops) is inside it, and nothing after it is.
  *
  * The commit (off the shards, which already process the next epoch; their outputs go to a
- * fresh buffer):
+ * fresh buffer), once the shards have written what a snapshot by reference left (between their
+ * messages, a slice at a time):
  *   a. pending  the epoch's state batches, outputs and input offsets written to the store as
  *               the pending record (synced) — from here the epoch is decided: it will commit;
  *   b. produce  the outputs go to Kafka in one transaction (transactional producer) together
@@ -77,6 +79,12 @@ typedef struct nf_epoch_participant {
     void (*pause)(nf_shard_t *sh, void *self); /* optional: stop taking input */
     bool (*busy)(nf_shard_t *sh, void *self);  /* optional: still holding messages */
     void (*snapshot)(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch);
+    /* optional: a snapshot by reference. `snapshot` then only marks the cut (in O(1): the pause
+     * does not grow with the dirty state) and the state as it was at the cut goes into b after
+     * the shards resumed: each call writes up to max more entries and returns true once b holds
+     * all of it. Called from the shard's thread, between its other messages, until it returns
+     * true, before the epoch's batches are used (kstate.h: nf_kstate_freeze). */
+    bool (*snapshot_more)(nf_shard_t *sh, void *self, size_t max);
     void (*committed)(nf_shard_t *sh, void *self, uint64_t epoch); /* optional */
     void (*resume)(nf_shard_t *sh, void *self);                    /* optional: take input again */
     /* optional: input partitions this process gained after it started (a rebalance; their

@@ -80,7 +80,7 @@ typedef struct entry {
     uint32_t commit_seq; /* the snapshot it is committing in, if F_COMMITTING */
     uint16_t kg;
     uint8_t flags;
-    uint8_t pad_;
+    uint8_t gen; /* if F_DIRTY: the kstate's gen when it became dirty (a frozen one: older) */
     union {
         unsigned char inl[NF_KS_INLINE];
         struct {
@@ -137,6 +137,15 @@ struct nf_kstate {
     unsigned npool;
     uint32_t seq;
 
+    /* The snapshot by reference (nf_kstate_freeze) being written: its list (the dirty vector
+     * handed over, also its in-flight list), batch, sequence number, the next position to walk
+     * and the records still to write. gen counts freezes: a dirty record of an older gen is
+     * frozen (its value is the cut's, not written yet). */
+    const uint32_t *fv;
+    nf_store_batch_t *fb;
+    uint32_t fn, fpos, fleft, fseq;
+    uint8_t gen;
+
     uint32_t last;          /* the record the last get found: a put of the same key right after (an
                              * update) starts there instead of probing again; checked, never trusted */
     unsigned char *scratch; /* [expires_at][value] for batch puts */
@@ -192,6 +201,12 @@ static inline bool holds(const nf_kstate_t *ks, uint32_t idx, uint16_t kg, nf_id
 static inline bool is_pinned(const entry_t *e)
 {
     return (e->flags & (F_DIRTY | F_COMMITTING)) != 0;
+}
+
+/* Dirty in a frozen snapshot, its value the cut's and not written yet (nf_kstate_freeze). */
+static inline bool is_frozen(const nf_kstate_t *ks, const entry_t *e)
+{
+    return ks->fleft && (e->flags & F_DIRTY) && e->gen != ks->gen;
 }
 
 static inline bool is_expired(const entry_t *e, uint64_t now_ms)
@@ -353,7 +368,13 @@ static void drop(nf_kstate_t *ks, uint32_t idx)
     assert(found == idx);
     (void)found;
     nf_probe_remove(ks->slots, ks->mask, pos);
-    if (e->flags & F_DIRTY) {
+    if (is_frozen(ks, e)) {
+        /* Expired: as for a dirty one, the store's copy expired no later. The frozen list's
+         * walk skips the record (it is no longer dirty). */
+        e->flags &= (uint8_t)~F_DIRTY;
+        ks->fleft--;
+        ks->pinned--;
+    } else if (e->flags & F_DIRTY) {
         dirty_remove(ks, e);
         ks->pinned--;
     }
@@ -519,14 +540,18 @@ static int set_value(nf_kstate_t *ks, entry_t *e, const void *val, uint32_t len)
     return 0;
 }
 
+static void unfreeze(nf_kstate_t *ks, entry_t *e);
+
 static int mark_dirty(nf_kstate_t *ks, uint32_t idx)
 {
     entry_t *e = &ks->ent[idx];
+    unfreeze(ks, e); /* delete: before its value goes */
     if (e->flags & F_DIRTY)
         return 0;
     if (vec_push(&ks->dirty, idx) != 0)
         return -ENOMEM;
     e->link = ks->dirty.n - 1;
+    e->gen = ks->gen;
     if (!is_pinned(e))
         ks->pinned++;
     e->flags |= F_DIRTY;
@@ -955,6 +980,7 @@ static void *put(nf_kstate_t *ks, uint16_t kg, nf_id128_t key, const void *val, 
     if (idx == NONE)
         return NULL;
     entry_t *e = &ks->ent[idx];
+    unfreeze(ks, e); /* its cut value goes to the frozen snapshot before it changes */
     /* Make sure the record can join the dirty vector before changing anything. */
     if (!(e->flags & F_DIRTY) && ks->dirty.n == ks->dirty.cap) {
         if (vec_push(&ks->dirty, 0) != 0)
@@ -1037,58 +1063,104 @@ static void write_record(nf_kstate_t *ks, nf_store_batch_t *b, const entry_t *e)
     nf_store_batch_put(b, ks->kind, k, sizeof k, ks->scratch, need);
 }
 
-/* Key order (the store's: kg, hi, lo, as nf_kstate_encode_key writes them big-endian). */
-static int cmp_records(const void *a, const void *b, void *ctx)
+/* Room for one more in-flight snapshot. */
+static void infl_reserve(nf_kstate_t *ks, uint64_t epoch)
 {
-    const entry_t *ent = ctx;
-    const entry_t *x = &ent[*(const uint32_t *)a], *y = &ent[*(const uint32_t *)b];
-    if (x->kg != y->kg)
-        return x->kg < y->kg ? -1 : 1;
-    if (x->id.hi != y->id.hi)
-        return x->id.hi < y->id.hi ? -1 : 1;
-    if (x->id.lo != y->id.lo)
-        return x->id.lo < y->id.lo ? -1 : 1;
-    return 0;
+    if (ks->ninfl < ks->infl_cap)
+        return;
+    size_t cap = ks->infl_cap ? ks->infl_cap * 2 : 4;
+    inflight_t *p = realloc(ks->infl, cap * sizeof *p);
+    if (!p) {
+        fprintf(stderr, "kstate: out of memory at the barrier of epoch %llu\n",
+                (unsigned long long)epoch);
+        abort();
+    }
+    ks->infl = p;
+    ks->infl_cap = cap;
 }
 
+/* Dirty record e written into b (NULL: nowhere) and made committing in snapshot seq. */
+static void commit_record(nf_kstate_t *ks, nf_store_batch_t *b, entry_t *e, uint32_t seq)
+{
+    assert((e->flags & (F_USED | F_DIRTY)) == (F_USED | F_DIRTY));
+    if (b)
+        write_record(ks, b, e);
+    if (!(e->flags & F_COMMITTING))
+        ks->ncommit++;
+    e->flags = (uint8_t)((e->flags & ~F_DIRTY) | F_COMMITTING);
+    e->commit_seq = seq;
+    e->link = NONE;
+}
+
+/* A frozen record about to change (or be written by the walk): its cut value goes out first. */
+static void unfreeze(nf_kstate_t *ks, entry_t *e)
+{
+    if (!is_frozen(ks, e))
+        return;
+    commit_record(ks, ks->fb, e, ks->fseq);
+    ks->fleft--;
+}
+
+/* The dirty vector handed over as snapshot `epoch`'s in-flight list, with a fresh sequence
+ * number; the dirty vector starts empty. */
+static uint32_t hand_over(nf_kstate_t *ks, uint64_t epoch)
+{
+    infl_reserve(ks, epoch);
+    uint32_t seq = ++ks->seq;
+    ks->infl[ks->ninfl++] = (inflight_t){.epoch = epoch, .seq = seq, .list = ks->dirty};
+    ks->dirty = ks->npool ? ks->pool[--ks->npool] : (vec_t){0};
+    return seq;
+}
+
+/* The batch is left in the order of the dirty vector: the store sorts an epoch's records
+ * (all shards' together) when it applies them, on the coordinator, not on the shards. */
 size_t nf_kstate_snapshot(nf_kstate_t *ks, nf_store_batch_t *b, uint64_t epoch)
 {
+    nf_kstate_freeze_step(ks, 0);
     fetch_clear(ks);
     size_t n = ks->dirty.n;
     if (n == 0)
         return 0;
-    /* Written in key order: RocksDB's memtable (a skip list) inserts a run of ascending keys
-     * from where the last one went instead of searching from the top, which took most of the
-     * commit's time with the cluster index's random keys (bench_cluster --store-only). */
-    if (b && n > 1)
-        qsort_r(ks->dirty.v, n, sizeof *ks->dirty.v, cmp_records, ks->ent);
-    if (ks->ninfl == ks->infl_cap) {
-        size_t cap = ks->infl_cap ? ks->infl_cap * 2 : 4;
-        inflight_t *p = realloc(ks->infl, cap * sizeof *p);
-        if (!p) {
-            fprintf(stderr, "kstate: out of memory at the barrier of epoch %llu\n",
-                    (unsigned long long)epoch);
-            abort();
-        }
-        ks->infl = p;
-        ks->infl_cap = cap;
-    }
-    uint32_t seq = ++ks->seq;
-    for (size_t i = 0; i < n; i++) {
-        entry_t *e = &ks->ent[ks->dirty.v[i]];
-        assert((e->flags & (F_USED | F_DIRTY)) == (F_USED | F_DIRTY));
-        if (b)
-            write_record(ks, b, e);
-        if (!(e->flags & F_COMMITTING))
-            ks->ncommit++;
-        e->flags = (uint8_t)((e->flags & ~F_DIRTY) | F_COMMITTING);
-        e->commit_seq = seq;
-        e->link = NONE;
-    }
-    ks->infl[ks->ninfl++] = (inflight_t){.epoch = epoch, .seq = seq, .list = ks->dirty};
-    ks->dirty = ks->npool ? ks->pool[--ks->npool] : (vec_t){0};
+    const uint32_t *v = ks->dirty.v;
+    uint32_t seq = hand_over(ks, epoch);
+    for (size_t i = 0; i < n; i++)
+        commit_record(ks, b, &ks->ent[v[i]], seq);
     enforce_budget(ks, NONE); /* the scratch buffer or the in-flight array may have grown */
     return n;
+}
+
+size_t nf_kstate_freeze(nf_kstate_t *ks, nf_store_batch_t *b, uint64_t epoch)
+{
+    nf_kstate_freeze_step(ks, 0);
+    fetch_clear(ks);
+    size_t n = ks->dirty.n;
+    if (n == 0)
+        return 0;
+    ks->fv = ks->dirty.v;
+    ks->fn = ks->fleft = (uint32_t)n;
+    ks->fpos = 0;
+    ks->fb = b;
+    ks->fseq = hand_over(ks, epoch);
+    ks->gen++; /* the records of the list are frozen from here: dirty of an older gen */
+    return n;
+}
+
+size_t nf_kstate_freeze_step(nf_kstate_t *ks, size_t max)
+{
+    for (size_t steps = 0; ks->fleft && (max == 0 || steps < max); steps++) {
+        assert(ks->fpos < ks->fn);
+        uint32_t i = ks->fpos++;
+        entry_t *e = &ks->ent[ks->fv[i]];
+        if (e->link == i) /* else written or dropped already (the record may be reused) */
+            unfreeze(ks, e);
+    }
+    if (ks->fleft == 0 && ks->fv) {
+        ks->fv = NULL;
+        ks->fb = NULL;
+        ks->fn = ks->fpos = 0;
+        enforce_budget(ks, NONE);
+    }
+    return ks->fleft;
 }
 
 static void recycle(nf_kstate_t *ks, vec_t v)
@@ -1152,6 +1224,7 @@ static void finish(nf_kstate_t *ks, uint64_t epoch, bool durable)
 
 void nf_kstate_committed(nf_kstate_t *ks, uint64_t epoch)
 {
+    nf_kstate_freeze_step(ks, 0); /* a commit before its snapshot was written: a caller's bug */
     finish(ks, epoch, true);
     enforce_budget(ks, NONE);
     shrink(ks);
@@ -1159,6 +1232,7 @@ void nf_kstate_committed(nf_kstate_t *ks, uint64_t epoch)
 
 void nf_kstate_uncommitted(nf_kstate_t *ks, uint64_t epoch)
 {
+    nf_kstate_freeze_step(ks, 0);
     finish(ks, epoch, false);
     enforce_budget(ks, NONE);
 }
@@ -1208,7 +1282,7 @@ void nf_kstate_stats(const nf_kstate_t *ks, nf_kstate_stats_t *out)
 {
     *out = (nf_kstate_stats_t){
         .entries = ks->live,
-        .dirty = ks->dirty.n,
+        .dirty = ks->dirty.n + ks->fleft,
         .committing = ks->ncommit,
         .bytes = alloc_bytes(ks),
         .used = used_bytes(ks),

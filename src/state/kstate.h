@@ -13,12 +13,16 @@
  *   nf_kstate_snapshot(epoch e): every dirty entry is written into the epoch's batch and becomes
  *     "committing in e"; it is not evictable until nf_kstate_committed(e) — until then the store
  *     does not have it and a reload would read an older value.
+ *   nf_kstate_freeze(epoch e): the same snapshot by reference, for a cut whose pause must not
+ *     grow with the dirty state: O(1) at the cut, the entries written later (freeze_step, or
+ *     just before one of them changes).
  *   nf_kstate_committed(e): entries committing in epochs <= e become clean (tombstones vanish).
  * Eviction only takes clean entries (approximately least recently used, CLOCK). When the memory
  * used exceeds the budget and no clean entry is left (or fewer than a 64th of the records: the
  * sweep past the pinned ones to find them would cost more than they free),
  * nf_kstate_over_budget() turns true: the owner asks the epoch coordinator for an early
- * checkpoint (which makes entries clean). Entries are written to the store in key order.
+ * checkpoint (which makes entries clean). The store sorts an epoch's records when it applies
+ * them; a snapshot writes them in no particular order.
  *
  * Memory allocated (issue 36): an epoch whose dirty entries outgrow the budget (a burst) grows
  * the record array, the slot table, the value blocks and the vectors past it until it commits;
@@ -112,6 +116,18 @@ int nf_kstate_delete(nf_kstate_t *ks, uint16_t kg, nf_id128_t key);
  * (memory only: the entries are marked but written nowhere). Epochs must increase from one
  * snapshot to the next; several may be in flight (committed in order). */
 size_t nf_kstate_snapshot(nf_kstate_t *ks, nf_store_batch_t *b, uint64_t epoch);
+/* The snapshot by reference: what nf_kstate_snapshot(ks, b, epoch) would write now, written
+ * into b over the calls that follow instead of now. This call only hands the dirty entries over
+ * (O(1): the pause of a cut does not grow with them); nf_kstate_freeze_step(ks, max) then writes
+ * up to max of them (0: all) and returns how many are left; b holds the whole snapshot once it
+ * returns 0. Meanwhile the kstate is used as ever: an entry about to change (put, put_ref,
+ * delete) is written first with the value it had at the freeze, and an expired one is dropped
+ * (its store copy expired no later: it is then not written at all). b must stay allocated and
+ * untouched by others until then. A freeze, snapshot, committed or uncommitted first writes
+ * what a freeze before it left. Returns the number of entries handed over (stats.dirty counts
+ * those not written yet). */
+size_t nf_kstate_freeze(nf_kstate_t *ks, nf_store_batch_t *b, uint64_t epoch);
+size_t nf_kstate_freeze_step(nf_kstate_t *ks, size_t max);
 /* Epoch `epoch` is durable in the store: its entries become clean and evictable. */
 void nf_kstate_committed(nf_kstate_t *ks, uint64_t epoch);
 /* Epoch `epoch` will never be applied (a failed commit the job gives up on is fatal, so today

@@ -105,6 +105,8 @@ typedef struct {
     bool touched[U];
     flight_t flight[MAXFLIGHT];
     unsigned nflight;
+    bool frozen; /* the newest flight is a freeze not written whole yet (nf_kstate_freeze) */
+    size_t frozen_n;
     uint64_t ver, epoch, now, ttl;
 } model_t;
 
@@ -184,7 +186,7 @@ typedef struct {
 
 typedef struct {
     uint64_t gets, puts, deletes, snapshots, commits, uncommits, expired, restarts, evictions;
-    uint64_t loads, over_budget;
+    uint64_t loads, over_budget, freezes, freeze_steps;
 } prop_counts_t;
 
 static nf_kstate_t *new_ks(nf_store_t *st, const prop_cfg_t *c)
@@ -200,6 +202,20 @@ static void add_stats(prop_counts_t *pc, nf_kstate_t *ks)
     nf_kstate_stats(ks, &s);
     pc->evictions += s.evictions;
     pc->loads += s.loads;
+}
+
+/* Writes the rest of the frozen snapshot (the newest flight) and checks its batch: every entry
+ * handed over, but those that expired meanwhile. */
+static void finish_freeze(nf_kstate_t *ks, model_t *m)
+{
+    if (!m->frozen)
+        return;
+    NF_CHECK_EQ(nf_kstate_freeze_step(ks, 0), 0);
+    size_t got = nf_store_batch_count(m->flight[m->nflight - 1].b);
+    NF_CHECK(got <= m->frozen_n);
+    if (m->ttl == 0)
+        NF_CHECK_EQ(got, m->frozen_n);
+    m->frozen = false;
 }
 
 static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
@@ -247,18 +263,22 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
             NF_CHECK_EQ(nf_kstate_delete(ks, m.kg[u], m.id[u]), 0);
             m.live[u] = (mval_t){0};
             m.touched[u] = true;
-        } else if (r < 820) { /* snapshot */
+        } else if (r < 820) { /* snapshot, or freeze (written by the steps that follow) */
             if (m.nflight == MAXFLIGHT)
                 continue;
+            finish_freeze(ks, &m);
             pc->snapshots++;
             nf_kstate_stats_t s;
             nf_kstate_stats(ks, &s);
             flight_t *f = &m.flight[m.nflight++];
             f->epoch = ++m.epoch;
             f->b = nf_store_batch_new();
-            size_t n = nf_kstate_snapshot(ks, f->b, f->epoch);
+            bool freeze = below(2) == 0;
+            size_t n = freeze ? nf_kstate_freeze(ks, f->b, f->epoch)
+                              : nf_kstate_snapshot(ks, f->b, f->epoch);
             NF_CHECK_EQ(n, s.dirty);
-            NF_CHECK_EQ(nf_store_batch_count(f->b), n);
+            if (!freeze)
+                NF_CHECK_EQ(nf_store_batch_count(f->b), n);
             unsigned want = touched_count(m.touched);
             NF_CHECK(n <= want);
             if (m.ttl == 0)
@@ -267,12 +287,17 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
             memcpy(f->vals, m.live, sizeof m.live);
             memset(m.touched, 0, sizeof m.touched);
             nf_kstate_stats(ks, &s);
-            NF_CHECK_EQ(s.dirty, 0);
+            NF_CHECK_EQ(s.dirty, freeze ? n : 0);
+            m.frozen = freeze && n > 0;
+            m.frozen_n = n;
+            pc->freezes += m.frozen;
         } else if (r < 850) { /* commit the oldest in-flight epoch */
             if (m.nflight == 0)
                 continue;
             pc->commits++;
             flight_t *f = &m.flight[0];
+            if (m.nflight == 1)
+                finish_freeze(ks, &m); /* the coordinator's protocol: written, then applied */
             if (st)
                 NF_CHECK_EQ(nf_teststore_commit(st, f->epoch, f->b), 0);
             nf_kstate_committed(ks, f->epoch);
@@ -286,6 +311,7 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
             if (m.nflight != 1)
                 continue;
             pc->uncommits++;
+            finish_freeze(ks, &m);
             flight_t *f = &m.flight[0];
             nf_kstate_uncommitted(ks, f->epoch);
             for (int v = 0; v < U; v++)
@@ -299,10 +325,16 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
             pc->expired += n;
             if (!m.ttl)
                 NF_CHECK_EQ(n, 0);
+        } else if (r < 960 && m.frozen) { /* some of the frozen entries written */
+            pc->freeze_steps++;
+            if (nf_kstate_freeze_step(ks, (size_t)below(40) + 1) == 0)
+                finish_freeze(ks, &m);
         } else if (r < 990) { /* invariants */
             nf_kstate_stats_t s;
             nf_kstate_stats(ks, &s);
-            NF_CHECK(s.dirty <= touched_count(m.touched));
+            NF_CHECK(s.dirty <=
+                     touched_count(m.touched) +
+                         (m.frozen ? touched_count(m.flight[m.nflight - 1].touched) : 0));
             NF_CHECK(s.entries <= U);
             if (nf_kstate_over_budget(ks)) {
                 pc->over_budget++;
@@ -323,6 +355,7 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
             for (unsigned i = 0; i < m.nflight; i++)
                 nf_store_batch_free(m.flight[i].b);
             m.nflight = 0;
+            m.frozen = false;
             nf_store_close(st);
             st = nf_teststore_open(dir);
             NF_REQUIRE(st);
@@ -336,6 +369,7 @@ static void run_property(const prop_cfg_t *c, prop_counts_t *pc)
     }
     if (nf_test_failed_checks == fails0 && st) {
         /* Commit everything, restart, and compare the whole committed state. */
+        finish_freeze(ks, &m);
         while (m.nflight) {
             flight_t *f = &m.flight[0];
             NF_CHECK_EQ(nf_teststore_commit(st, f->epoch, f->b), 0);
@@ -376,13 +410,16 @@ static void report(const char *name, const prop_counts_t *pc)
 {
     fprintf(stderr,
             "     %s: %llu gets %llu puts %llu deletes %llu snapshots %llu commits %llu "
-            "uncommits %llu expired %llu evictions %llu loads %llu restarts %llu over-budget\n",
+            "uncommits %llu expired %llu evictions %llu loads %llu restarts %llu over-budget "
+            "%llu freezes %llu freeze steps\n",
             name, (unsigned long long)pc->gets, (unsigned long long)pc->puts,
             (unsigned long long)pc->deletes, (unsigned long long)pc->snapshots,
             (unsigned long long)pc->commits, (unsigned long long)pc->uncommits,
             (unsigned long long)pc->expired, (unsigned long long)pc->evictions,
             (unsigned long long)pc->loads, (unsigned long long)pc->restarts,
-            (unsigned long long)pc->over_budget);
+            (unsigned long long)pc->over_budget, (unsigned long long)pc->freezes,
+            (unsigned long long)pc->freeze_steps);
+    NF_CHECK(pc->freezes > 0 && pc->freeze_steps > 0); /* the snapshot by reference was tried */
 }
 
 static void test_model_memory(void)
