@@ -12,15 +12,17 @@
  * durations are recorded. Output: one JSON object per size with p50/p99/max of both, and the
  * process's CPU per round (every thread: shards, coordinator, RocksDB's flushes and compactions).
  *   bench_epoch [--sizes 10000,100000,1000000] [--rounds R] [--shards S] [--dir DIR]
- *               [--ingest-min N] [--keyspace K] [--snapshot ref|copy]
+ *               [--ingest-min N] [--keyspace K] [--snapshot ref|copy] [--log debug]
  * --ingest-min: state.ingest_min_bytes (default the job's; 0: every kind through the memtable,
  * as before table files).
+ * --log debug: the coordinator's line for every epoch, with its steps' times (stderr).
  * --snapshot ref|copy: the participant's snapshot by reference (nf_kstate_freeze: the pause
  * only marks the cut, the shards write the batches after it; the job's default) or written
  * whole in the pause (nf_kstate_snapshot, as before issue 42).
  * --keyspace K: each round's N keys are drawn afresh from K (so the store grows towards K keys
  * and its compactions rewrite more and more of them, as a job's state does); default: the same
  * N keys every round. */
+#include "runtime/log.h"
 #include "runtime/runtime.h"
 #include "state/epoch.h"
 #include "state/kstate.h"
@@ -225,6 +227,7 @@ int main(int argc, char **argv)
     const char *sizes = "10000,100000,1000000";
     unsigned rounds = 20, shards = 2;
     const char *dir = NULL;
+    nf_log_level_t lvl;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--sizes"))
             sizes = argv[i + 1];
@@ -240,10 +243,12 @@ int main(int argc, char **argv)
             g_keyspace = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--snapshot"))
             g_by_copy = !strcmp(argv[i + 1], "copy");
+        else if (!strcmp(argv[i], "--log") && nf_log_level_parse(argv[i + 1], &lvl) == 0)
+            nf_log_set_level(lvl); /* debug: every epoch's steps (write, pending, apply) */
     }
     if (!rounds || !shards || shards > NF_MAX_SHARDS) {
         fprintf(stderr, "usage: bench_epoch [--sizes N,...] [--rounds R] [--shards S] [--dir D] "
-                        "[--ingest-min N] [--keyspace K] [--snapshot ref|copy]\n");
+                        "[--ingest-min N] [--keyspace K] [--snapshot ref|copy] [--log debug]\n");
         return 2;
     }
     char tmpl[] = "/tmp/nf_bench_epoch_XXXXXX";

@@ -762,18 +762,14 @@ static void publish_view(nf_epoch_t *ep, uint64_t e)
                NF_LEND);
 }
 
-/* kept: ep->batches still hold the epoch's state (run_epoch kept them for a large epoch), so
- * the store can ingest its large kinds as table files instead of reading the pending record's
- * copies back through the memtable. */
-static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, bool kept, char *err,
-                                size_t errlen)
+/* The pending record applied: its large kinds' table files, written before it, are ingested
+ * (store_pending.c, "State written once"). */
+static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, char *err, size_t errlen)
 {
     int r = 0;
     size_t ingested = 0;
     if (ep->st)
-        r = kept ? nf_store_pending_apply_batches(ep->st, e, ep->batches, ep->nshards, &ingested,
-                                                  err, errlen)
-                 : nf_store_pending_apply(ep->st, err, errlen);
+        r = nf_store_pending_apply_batches(ep->st, e, NULL, 0, &ingested, err, errlen);
     if (r != 0) {
         atomic_store(&ep->unapplied, e);
         return r;
@@ -872,14 +868,6 @@ static void free_batches(nf_epoch_t *ep)
     }
 }
 
-/* Whether the epoch's batches, once written into the pending record, are worth keeping until
- * it is applied: only if a kind will go in as a table file (nf_store_pending_apply_batches).
- * Otherwise they are freed before the produce. */
-static bool worth_keeping(const nf_epoch_t *ep)
-{
-    return nf_store_batches_ingest(ep->st, ep->batches, ep->nshards);
-}
-
 /* One epoch: cut, then commit. */
 static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
 {
@@ -915,6 +903,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         return r;
     }
     fault_at("after_cut");
+    uint64_t t_cut = nf_now_ns(), t_pend = t_cut, t_prod = t_cut; /* the steps' ends, for the log */
     uint64_t records = 0;
     unsigned nbufs = ep->nshards;
     for (unsigned s = 0; s < ep->nshards; s++) {
@@ -948,18 +937,16 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     header_json(ep, e, nonce, offs, noffs, records);
     atomic_store(&g_current_records, records);
     atomic_store(&ep->step, "writing the pending record (synced)");
-    bool kept = false;
     if (ep->st) {
         r = nf_store_pending_write(ep->st, e, ep->jw.buf, ep->batches, ep->nshards, bufs, nbufs,
                                    err, errlen);
-        kept = r == 0 && worth_keeping(ep);
-        if (!kept)
-            free_batches(ep);
+        free_batches(ep); /* the record (and its table files) hold the state now */
     }
     if (r == 0)
         r = job_failed(ep, e, err, errlen); /* a failure while the pending batch was written */
     if (r == 0) {
         fault_at("after_pending");
+        t_pend = nf_now_ns();
         atomic_store(&ep->step, "producing the outputs and committing the Kafka transaction");
         if (ep->kafka) {
             /* a retry scans the outputs from where they stood at the cut, not from offset 0 */
@@ -973,9 +960,10 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     }
     if (r == 0) {
         fault_at("after_commit");
+        t_prod = nf_now_ns();
         atomic_store(&ep->step, "applying the epoch to the store (and any named checkpoint)");
         ep->records_since_named += records;
-        r = apply_and_checkpoint(ep, e, final, kept, err, errlen);
+        r = apply_and_checkpoint(ep, e, final, err, errlen);
     }
     free_batches(ep);
     if (r == 0 && cl_records && ep->kafka)
@@ -998,7 +986,10 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
                NF_LI("epoch", e), NF_LI("records", records - cl_records),
                NF_LI("changelog_records", cl_records),
                NF_LF("pause_ms", (double)atomic_load(&ep->last_pause_ns) / 1e6),
-               NF_LF("commit_ms", (double)dt / 1e6), NF_LEND);
+               NF_LF("commit_ms", (double)dt / 1e6), NF_LF("write_ms", (double)(t_cut - t0) / 1e6),
+               NF_LF("pending_ms", (double)(t_pend - t_cut) / 1e6),
+               NF_LF("produce_ms", (double)(t_prod - t_pend) / 1e6),
+               NF_LF("apply_ms", (double)(nf_now_ns() - t_prod) / 1e6), NF_LEND);
     }
     atomic_store(&ep->step, "between epochs");
     free(bufs);
@@ -1086,7 +1077,7 @@ int nf_epoch_recover(nf_epoch_t *ep, char *err, size_t errlen)
             free(positions);
         }
         if (r == 0)
-            r = apply_and_checkpoint(ep, p.epoch, false, false, err, errlen);
+            r = apply_and_checkpoint(ep, p.epoch, false, err, errlen);
         if (r == 0) { /* else it stays pending: the next start rolls it forward (and tees it) */
             tee_outputs(ep, p.outputs, p.noutputs);
             if (ep->o.changelog && ep->kafka)

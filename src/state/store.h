@@ -275,8 +275,11 @@ int nf_store_meta_get(nf_store_t *st, const char *name, char **value, char *err,
 
 /* ---- the epoch protocol ---- */
 /* One synced write replacing any previous pending record. header_json is opaque text (the epoch
- * module's: offsets, output positions). NULL batches are skipped. 0, or -ENOSPC (the state's
- * file system is full) or -EIO with err. */
+ * module's: offsets, output positions). NULL batches are skipped. When a kind's writes come to
+ * ingest_min_bytes, the state is sorted and those kinds written as table files first (synced),
+ * which the record names instead of holding their records (store_pending.c, "State written
+ * once"); the apply that follows in this process ingests them as prepared. 0, or -ENOSPC (the
+ * state's file system is full) or -EIO with err. */
 int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_json,
                            nf_store_batch_t *const *batches, unsigned nbatches,
                            const nf_blob_t *outputs, unsigned noutputs, char *err, size_t errlen);
@@ -294,12 +297,12 @@ void nf_store_pending_free(nf_store_pending_t *p);
 /* Applies the pending record (see top). 0 (also when there is none), or -ENOSPC (the state's
  * file system is full) or -EIO with err. */
 int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen);
-/* The same, by the process that wrote the record of epoch and still holds its batches (the n
- * given to nf_store_pending_write, NULL entries allowed): the same state results, but each kind
- * with at least ingest_min_bytes bytes of writes goes in as a table file, ingested (no memtable
- * inserts), and the others in one write. -EINVAL (nothing applied) if the pending record is not
- * epoch's or holds another number of batches. *ingested (may be NULL): the records that went in
- * as table files. */
+/* The same, reporting in *ingested (may be NULL) the records that went in as table files. A
+ * record that names table files is applied from them (batches ignored). Otherwise, with the
+ * batches given to nf_store_pending_write (NULL entries allowed; NULL: none), each kind with at
+ * least ingest_min_bytes bytes of writes goes in as a table file and the others in one write:
+ * the same state results; -EINVAL (nothing applied) if the pending record is not epoch's or
+ * holds another number of batches. */
 int nf_store_pending_apply_batches(nf_store_t *st, uint64_t epoch, nf_store_batch_t *const *batches,
                                    unsigned n, size_t *ingested, char *err, size_t errlen);
 /* Deletes the pending record without applying it. */

@@ -38,7 +38,11 @@ struct nf_store {
     bool read_only;
     size_t ingest_min;                /* nf_store_opts_t.ingest_min_bytes */
     void (*fault)(const char *point); /* nf_store_set_fault_hook */
-    char *state_dir;                  /* NULL when opened by nf_store_open_dir */
+    /* The pending record's table files, prepared by nf_store_pending_write for the apply that
+     * follows (NULL: none, or a restart: the apply reads the record). */
+    struct store_apply *prep;
+    uint64_t prep_epoch;
+    char *state_dir; /* NULL when opened by nf_store_open_dir */
     char *db_dir;
     /* The latest committed view (store_view.c), under view_mu; NULL before the first publish. */
     pthread_mutex_t view_mu;
@@ -120,7 +124,18 @@ typedef struct store_apply {
     unsigned nfiles;
     int kinds[NF_KIND__COUNT];
     char *paths[NF_KIND__COUNT];
+    uint64_t records[NF_KIND__COUNT], sizes[NF_KIND__COUNT]; /* of each file (sizes: pending) */
 } store_apply_t;
+/* The table file at path linked into kind's family (moved: path is gone on success; durable on
+ * return). The caller brackets it for tracked writes. */
+int store_ingest_table(nf_store_t *st, int kind, const char *path, char *err, size_t errlen);
+/* A fresh path for a table file to ingest, in the database directory (swept at open). */
+int store_ingest_path(nf_store_t *st, char *path, char *err, size_t errlen);
+/* At open: removes the pending record's table files that no pending record names (a crash
+ * between writing them and the record, or after the apply). */
+void store_pending_sweep(nf_store_t *st);
+/* At close: the prepared apply freed, its files left for the record's apply at the next open. */
+void store_pending_forget(nf_store_t *st);
 int store_apply_prepare(nf_store_t *st, nf_store_batch_t *const *batches, unsigned n,
                         store_apply_t *a, char *err, size_t errlen);
 int store_apply_run(nf_store_t *st, store_apply_t *a, char *err, size_t errlen);
@@ -149,7 +164,8 @@ bool store_track_unchanged(nf_store_t *st, uint64_t count, uint64_t floor, const
 typedef struct store_pending_head {
     uint64_t epoch;
     uint32_t nbatches, noutputs;
-    char *json; /* malloc'd */
+    bool tables; /* the record names table files (its one batch: the other kinds) */
+    char *json;  /* malloc'd */
 } store_pending_head_t;
 /* The pending record's header: 1 (found), 0, or -errno. */
 int store_pending_head_read(nf_store_t *st, store_pending_head_t *h, char *err, size_t errlen);

@@ -4,24 +4,48 @@
  *       "pending/header"       u64le epoch | u32le nbatches | u32le noutputs | header JSON
  *       "pending/batch/%08u"   RocksDB WriteBatch data (rocksdb_writebatch_data)
  *       "pending/out/%08u"     an opaque output blob
+ *       "pending/tables"       u32le n | n x [kind: u8][records: u64le][bytes: u64le]
+ *                              [name length: u16le][file name in the database directory]
  * The pending keys all sort inside ["pending/", "pending0"), so one range delete in the same
- * write removes whatever an earlier pending record left, whatever its counts were. */
+ * write removes whatever an earlier pending record left, whatever its counts were.
+ *
+ * State written once (issue 42). When a kind of the epoch comes to st->ingest_min bytes, the
+ * epoch's state is sorted and its large kinds written as table files BEFORE the record
+ * (synced, under names of their own: PENDING_TABLE); the record then holds one batch (the other
+ * kinds, in key order) and names the files, instead of a copy of every record: the state goes
+ * to disk once, not into the WAL and the memtable first. Its header's batch count then carries
+ * TABLES_FLAG: a build from before reads 2^31 batches, finds the second missing and refuses the
+ * record ("lacks batch") rather than apply part of it. The apply ingests a copy of each file
+ * (copy_table: RocksDB changes what it ingests), writes the committed mark synced, then removes
+ * the files; a restart in between ingests them again (the same keys and values: idempotent). A file
+ * the record names that is missing or has another size is refused by name: nothing is
+ * applied. Files no pending record names are removed at open (store_pending_sweep). */
 #include "algo/bytes.h"
 #include "state/store.h"
 #include "state/store_int.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/fs.h>
 #include <malloc.h>
 #include <rocksdb/c.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define PENDING_LO     "pending/"
 #define PENDING_HI     "pending0" /* '0' follows '/': the end of the "pending/" prefix */
 #define PENDING_HEADER "pending/header"
+#define PENDING_TABLES "pending/tables"
+#define PENDING_TABLE  "newsflow-pending-" /* + "<epoch>-<pid>-<n>.sst" */
+#define TABLES_FLAG    0x80000000u         /* in the header's batch count: see the top */
 
 /* ---------------------------------------------------------------------------------------------
  * the epoch protocol */
@@ -49,6 +73,137 @@ static int write_batch(nf_store_t *st, rocksdb_writebatch_t *wb, bool sync, cons
     return 0;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * the pending record's table files (see the top) */
+
+static int fsync_path(const char *path, bool dir)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
+    if (fd < 0)
+        return -errno;
+    int r = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return r;
+}
+
+/* Frees a prepared apply. remove: its files too (no pending record names them, or the epoch is
+ * marked committed); else they stay for the record's apply after a restart. */
+static void prep_free(store_apply_t *a, bool remove)
+{
+    if (!a)
+        return;
+    for (unsigned i = 0; !remove && i < a->nfiles; i++) {
+        free(a->paths[i]);
+        a->paths[i] = NULL;
+    }
+    if (!remove)
+        a->nfiles = 0;
+    store_apply_free(a);
+    free(a);
+}
+
+static atomic_uint pending_seq;
+
+/* The file at a->paths[i] renamed to its pending name, synced, its size noted. */
+static int keep_table(nf_store_t *st, store_apply_t *a, unsigned i, uint64_t epoch, char *err,
+                      size_t errlen)
+{
+    char path[PATH_MAX];
+    int r = store_path_fmt(path, err, errlen, "%s/" PENDING_TABLE "%" PRIu64 "-%ld-%u.sst",
+                           st->db_dir, epoch, (long)getpid(), atomic_fetch_add(&pending_seq, 1));
+    if (r != 0)
+        return r;
+    struct stat sb;
+    char *dup = strdup(path);
+    if (!dup)
+        return store_seterr(err, errlen, -ENOMEM, "out of memory");
+    if (rename(a->paths[i], path) != 0 || (r = fsync_path(path, false)) != 0 ||
+        stat(path, &sb) != 0) {
+        r = r ? r : -errno;
+        free(dup);
+        return store_seterr(err, errlen, r, "keeping table file %s of epoch %" PRIu64 ": %s", path,
+                            epoch, strerror(-r));
+    }
+    free(a->paths[i]);
+    a->paths[i] = dup;
+    a->sizes[i] = (uint64_t)sb.st_size;
+    return 0;
+}
+
+/* The epoch's state sorted: its large kinds as table files under their pending names, synced
+ * (and the directory), the others in (*out)->wb. */
+static int prepare_tables(nf_store_t *st, uint64_t epoch, nf_store_batch_t *const *batches,
+                          unsigned n, store_apply_t **out, char *err, size_t errlen)
+{
+    store_apply_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return store_seterr(err, errlen, -ENOMEM, "out of memory");
+    int r = store_apply_prepare(st, batches, n, a, err, errlen);
+    for (unsigned i = 0; r == 0 && i < a->nfiles; i++)
+        r = keep_table(st, a, i, epoch, err, errlen);
+    if (r == 0 && (r = fsync_path(st->db_dir, true)) != 0)
+        store_seterr(err, errlen, r, "syncing %s: %s", st->db_dir, strerror(-r));
+    if (r != 0) {
+        prep_free(a, true);
+        return r;
+    }
+    *out = a;
+    return 0;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+/* The "pending/tables" value of a (malloc'd, *len). NULL: out of memory. */
+static unsigned char *tables_value(const store_apply_t *a, size_t *len)
+{
+    size_t n = 4;
+    for (unsigned i = 0; i < a->nfiles; i++)
+        n += 1 + 8 + 8 + 2 + strlen(base_name(a->paths[i]));
+    unsigned char *v = malloc(n), *p = v;
+    if (!v)
+        return NULL;
+    nf_put_le32(p, a->nfiles);
+    p += 4;
+    for (unsigned i = 0; i < a->nfiles; i++) {
+        const char *name = base_name(a->paths[i]);
+        size_t nl = strlen(name);
+        *p++ = (unsigned char)a->kinds[i];
+        nf_put_le64(p, a->records[i]);
+        nf_put_le64(p + 8, a->sizes[i]);
+        p[16] = (unsigned char)(nl & 0xff);
+        p[17] = (unsigned char)(nl >> 8);
+        memcpy(p + 18, name, nl);
+        p += 18 + nl;
+    }
+    *len = n;
+    return v;
+}
+
+/* The record's batch (the kinds below the threshold, when there are any) and its file list. */
+static int put_tables(nf_store_t *st, const store_apply_t *a, rocksdb_writebatch_t *wb,
+                      unsigned *nb, char *err, size_t errlen)
+{
+    char key[64];
+    if (rocksdb_writebatch_count(a->wb) > 0) {
+        size_t dlen = 0;
+        const char *data = rocksdb_writebatch_data(a->wb, &dlen);
+        key_batch(key, sizeof key, (*nb)++);
+        rocksdb_writebatch_put_cf(wb, st->def, key, strlen(key), data, dlen);
+    }
+    size_t tl = 0;
+    unsigned char *tv = tables_value(a, &tl);
+    if (!tv)
+        return store_seterr(err, errlen, -ENOMEM, "out of memory");
+    rocksdb_writebatch_put_cf(wb, st->def, PENDING_TABLES, strlen(PENDING_TABLES), (const char *)tv,
+                              tl);
+    free(tv);
+    return 0;
+}
+
 int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_json,
                            nf_store_batch_t *const *batches, unsigned nbatches,
                            const nf_blob_t *outputs, unsigned noutputs, char *err, size_t errlen)
@@ -60,6 +215,8 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
     size_t hlen = strlen(header_json);
     unsigned char *hv = malloc(16 + hlen);
     rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    store_apply_t *a = NULL; /* the epoch's table files, if any kind is large */
+    unsigned nb_given = nbatches;
     int r = 0;
     if (!hv) {
         r = store_seterr(err, errlen, -ENOMEM, "pending record of epoch %" PRIu64 ": out of memory",
@@ -71,6 +228,12 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
                                        strlen(PENDING_HI));
     unsigned nb = 0;
     char key[64];
+    if (batches && st->ingest_min && nf_store_batches_ingest(st, batches, nbatches)) {
+        if ((r = prepare_tables(st, epoch, batches, nbatches, &a, err, errlen)) != 0 ||
+            (r = put_tables(st, a, wb, &nb, err, errlen)) != 0)
+            goto out;
+        nbatches = 0; /* the record's batch and files hold them */
+    }
     for (unsigned i = 0; i < nbatches; i++) {
         if (!batches[i])
             continue;
@@ -91,7 +254,7 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
         rocksdb_writebatch_put_cf(wb, st->def, key, strlen(key), outputs[i].data, outputs[i].len);
     }
     nf_put_le64(hv, epoch);
-    nf_put_le32(hv + 8, nb);
+    nf_put_le32(hv + 8, nb | (a ? TABLES_FLAG : 0));
     nf_put_le32(hv + 12, noutputs);
     memcpy(hv + 16, header_json, hlen);
     rocksdb_writebatch_put_cf(wb, st->def, PENDING_HEADER, strlen(PENDING_HEADER), (const char *)hv,
@@ -99,9 +262,15 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
     char what[96];
     snprintf(what, sizeof what, "writing the pending record of epoch %" PRIu64, epoch);
     r = write_batch(st, wb, true, what, err, errlen);
-    if (r == 0)
-        store_track_pending(st, epoch, batches, nbatches);
+    if (r == 0) {
+        store_track_pending(st, epoch, batches, nb_given);
+        prep_free(st->prep, true); /* an earlier record's files, never applied: named no more */
+        st->prep = a;
+        st->prep_epoch = epoch;
+        a = NULL;
+    }
 out:
+    prep_free(a, true); /* no record names them */
     rocksdb_writebatch_destroy(wb);
     free(hv);
     return r;
@@ -125,6 +294,8 @@ int store_pending_head_read(nf_store_t *st, store_pending_head_t *h, char *err, 
     const unsigned char *p = v;
     h->epoch = nf_get_le64(p);
     h->nbatches = nf_get_le32(p + 8);
+    h->tables = (h->nbatches & TABLES_FLAG) != 0;
+    h->nbatches &= ~TABLES_FLAG;
     h->noutputs = nf_get_le32(p + 12);
     h->json = malloc(len - 16 + 1);
     if (!h->json) {
@@ -227,7 +398,8 @@ static int apply_blobs(nf_store_t *st, const store_pending_head_t *h, char *err,
     return r;
 }
 
-/* "committed" <- the pending header, and the pending record gone, in one (unsynced) write. */
+/* "committed" <- the pending header, and the pending record gone, in one write: unsynced, but
+ * synced when the record names table files (they are removed right after it). */
 static int mark_committed(nf_store_t *st, const store_pending_head_t *h, char *err, size_t errlen)
 {
     size_t jl = strlen(h->json);
@@ -243,10 +415,221 @@ static int mark_committed(nf_store_t *st, const store_pending_head_t *h, char *e
                                        strlen(PENDING_HI));
     char what[96];
     snprintf(what, sizeof what, "marking epoch %" PRIu64 " committed", h->epoch);
-    int r = write_batch(st, wb, false, what, err, errlen);
+    int r = write_batch(st, wb, h->tables, what, err, errlen);
     rocksdb_writebatch_destroy(wb);
     free(cv);
     return r;
+}
+
+/* The record's batch, read back into a->wb (a restart: the batch in hand is gone). */
+static int load_batch(nf_store_t *st, const store_pending_head_t *h, store_apply_t *a, char *err,
+                      size_t errlen)
+{
+    if (h->nbatches == 0)
+        return (a->wb = rocksdb_writebatch_create()) ? 0 : -ENOMEM;
+    char key[64], *rerr = NULL;
+    key_batch(key, sizeof key, 0);
+    rocksdb_pinnableslice_t *ps =
+        rocksdb_get_pinned_cf(st->db, st->ro, st->def, key, strlen(key), &rerr);
+    if (rerr)
+        return store_rocks_err(rerr, err, errlen, -EIO, "reading the pending record's batch");
+    if (!ps)
+        return store_seterr(err, errlen, -EIO,
+                            "%s: pending record of epoch %" PRIu64 " lacks its batch", st->db_dir,
+                            h->epoch);
+    size_t len = 0;
+    const char *data = rocksdb_pinnableslice_value(ps, &len);
+    a->wb = rocksdb_writebatch_create_from(data, len);
+    rocksdb_pinnableslice_destroy(ps);
+    return 0;
+}
+
+/* File i of the record's list at p (n bytes left) into a: its kind known here, the file there
+ * with the size recorded. Returns the bytes read, or -errno with err. */
+static long load_table(nf_store_t *st, const store_pending_head_t *h, const unsigned char *p,
+                       size_t n, store_apply_t *a, char *err, size_t errlen)
+{
+    size_t nl = n >= 19 ? (size_t)p[17] | (size_t)p[18] << 8 : 0;
+    if (n < 19 || n - 19 < nl || nl == 0 || a->nfiles == NF_KIND__COUNT)
+        return store_seterr(err, errlen, -EIO,
+                            "%s: pending record of epoch %" PRIu64 ": its file list is malformed",
+                            st->db_dir, h->epoch);
+    unsigned kind = p[0];
+    uint64_t size = nf_get_le64(p + 9);
+    char path[PATH_MAX];
+    int r = store_path_fmt(path, err, errlen, "%s/%.*s", st->db_dir, (int)nl, (const char *)p + 19);
+    if (r != 0)
+        return r;
+    if (kind >= NF_KIND__COUNT || !st->kinds[kind])
+        return store_seterr(err, errlen, -EIO,
+                            "%s: pending record of epoch %" PRIu64 " names table file %s of "
+                            "unknown kind %u",
+                            st->db_dir, h->epoch, path, kind);
+    struct stat sb;
+    if (stat(path, &sb) != 0 || (uint64_t)sb.st_size != size)
+        return store_seterr(
+            err, errlen, -EIO,
+            "%s: pending record of epoch %" PRIu64 " names table file %s (%" PRIu64 " bytes of "
+            "%s), which %s: the state directory lost a file this epoch needs; nothing applied. "
+            "Restore the changelog or a named checkpoint (docs/runbooks.md \"Corrupt live "
+            "store\")",
+            st->db_dir, h->epoch, path, size, nf_state_kind_name((nf_state_kind_t)kind),
+            errno == ENOENT ? "is missing" : "has another size");
+    if (!(a->paths[a->nfiles] = strdup(path)))
+        return store_seterr(err, errlen, -ENOMEM, "out of memory");
+    a->kinds[a->nfiles] = (int)kind;
+    a->records[a->nfiles] = nf_get_le64(p + 1);
+    a->sizes[a->nfiles] = size;
+    a->ingested += a->records[a->nfiles++];
+    return (long)(19 + nl);
+}
+
+/* The record's file list into a (*a allocated). */
+static int load_tables(nf_store_t *st, const store_pending_head_t *h, store_apply_t **out,
+                       char *err, size_t errlen)
+{
+    store_apply_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return store_seterr(err, errlen, -ENOMEM, "out of memory");
+    void *v = NULL;
+    size_t len = 0;
+    int r = load_batch(st, h, a, err, errlen);
+    if (r == 0) {
+        r = store_get_raw(st, st->def, PENDING_TABLES, strlen(PENDING_TABLES), &v, &len, err,
+                          errlen);
+        if (r == 0 || (r > 0 && len < 4))
+            r = store_seterr(err, errlen, -EIO,
+                             "%s: pending record of epoch %" PRIu64 " lacks its file list",
+                             st->db_dir, h->epoch);
+    }
+    const unsigned char *p = v;
+    size_t off = 4;
+    for (uint32_t i = 0, n = r > 0 ? nf_get_le32(p) : 0; r > 0 && i < n; i++) {
+        long got = load_table(st, h, p + off, len - off, a, err, errlen);
+        r = got < 0 ? (int)got : r;
+        off += got > 0 ? (size_t)got : 0;
+    }
+    free(v);
+    if (r < 0) {
+        prep_free(a, false);
+        return r;
+    }
+    *out = a;
+    return 0;
+}
+
+/* A copy of src at dst (new): a reflink where the file system has them, else copy_file_range
+ * (in the kernel, from the page cache the file was just written through). Not a hard link:
+ * RocksDB writes the ingested file's global sequence number into it, and a file so changed
+ * cannot be ingested again (a restart between the ingest and the committed mark must). */
+static int copy_table(const char *src, const char *dst, char *err, size_t errlen)
+{
+    int in = open(src, O_RDONLY | O_CLOEXEC), out = -1, r = 0;
+    struct stat sb;
+    if (in < 0 || fstat(in, &sb) != 0 ||
+        (out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
+        r = -errno;
+    if (r == 0 && ioctl(out, FICLONE, in) != 0) {
+        for (off_t left = sb.st_size; r == 0 && left > 0;) {
+            ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)left, 0);
+            r = n > 0 ? 0 : n == 0 ? -EIO : -errno;
+            left -= n > 0 ? n : 0;
+        }
+    }
+    if (in >= 0)
+        close(in);
+    if (out >= 0 && close(out) != 0 && r == 0)
+        r = -errno;
+    if (r != 0) {
+        unlink(dst);
+        return store_seterr(err, errlen, r, "copying table file %s to %s: %s", src, dst,
+                            strerror(-r));
+    }
+    return 0;
+}
+
+/* a's batch written, then a copy of each file ingested (RocksDB moves what it ingests: the
+ * pending file stays as written until the epoch is marked committed). */
+static int run_tables(nf_store_t *st, store_apply_t *a, char *err, size_t errlen)
+{
+    if (rocksdb_writebatch_count(a->wb) > 0) {
+        int r = write_batch(st, a->wb, false, "applying the epoch's batch", err, errlen);
+        if (r != 0)
+            return r;
+    }
+    for (unsigned i = 0; i < a->nfiles; i++) {
+        char tmp[PATH_MAX];
+        int r = store_ingest_path(st, tmp, err, errlen);
+        if (r == 0)
+            r = copy_table(a->paths[i], tmp, err, errlen);
+        if (r == 0 && (r = store_ingest_table(st, a->kinds[i], tmp, err, errlen)) != 0)
+            unlink(tmp);
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
+/* The apply of a record that names table files: the files prepared by the pending write in this
+ * process, or those the record names (a restart). */
+static int apply_tables(nf_store_t *st, const store_pending_head_t *h, size_t *ingested, char *err,
+                        size_t errlen)
+{
+    store_apply_t *a = st->prep && st->prep_epoch == h->epoch ? st->prep : NULL;
+    int r = 0;
+    if (a)
+        st->prep = NULL;
+    else
+        r = load_tables(st, h, &a, err, errlen);
+    if (r != 0)
+        return r;
+    store_track_begin(st);
+    r = run_tables(st, a, err, errlen);
+    if (r == 0 && st->fault)
+        st->fault("mid_apply");
+    if (r == 0)
+        r = mark_committed(st, h, err, errlen);
+    if (r == 0)
+        store_track_end_pending(st, h->epoch);
+    else
+        store_track_end_unknown(st);
+    if (r == 0 && ingested)
+        *ingested = a->ingested;
+    prep_free(a, r == 0); /* committed (synced): the files are named no more */
+    return r;
+}
+
+void store_pending_forget(nf_store_t *st)
+{
+    prep_free(st->prep, false);
+    st->prep = NULL;
+}
+
+void store_pending_sweep(nf_store_t *st)
+{
+    store_pending_head_t h;
+    char err[256];
+    store_apply_t *a = NULL;
+    if (store_pending_head_read(st, &h, err, sizeof err) > 0) {
+        if (h.tables && load_tables(st, &h, &a, err, sizeof err) != 0)
+            a = NULL; /* its apply says why; a file of another record may stay till then */
+        free(h.json);
+        if (h.tables && !a)
+            return;
+    }
+    DIR *d = opendir(st->db_dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, PENDING_TABLE, strlen(PENDING_TABLE)) != 0)
+            continue;
+        bool named = false;
+        for (unsigned i = 0; a && i < a->nfiles && !named; i++)
+            named = !strcmp(base_name(a->paths[i]), e->d_name);
+        if (!named)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    if (d)
+        closedir(d);
+    prep_free(a, false);
 }
 
 /* The batches in hand are the pending record's: its epoch, as many of them as it holds. */
@@ -275,6 +658,13 @@ int nf_store_pending_apply_batches(nf_store_t *st, uint64_t epoch, nf_store_batc
     int r = store_pending_head_read(st, &h, err, errlen);
     if (r <= 0)
         return r;
+    if (h.tables) { /* written once: the files are there, the batches in hand not needed */
+        r = apply_tables(st, &h, ingested, err, errlen);
+        free(h.json);
+        if (r == 0)
+            give_back();
+        return r;
+    }
     /* With the batches in hand, the large kinds become table files before any lock is taken
      * (sorting and encoding them is most of the cost); the pending record's copies are read
      * back only after a restart. The ingested files are durable before mark_committed. */
@@ -319,6 +709,11 @@ int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen)
     int r = write_batch(st, wb, true, "discarding the pending record", err, errlen);
     rocksdb_writebatch_destroy(wb);
     store_track_discard_pending(st);
+    if (r == 0) { /* its table files are named no more */
+        prep_free(st->prep, true);
+        st->prep = NULL;
+        store_pending_sweep(st);
+    }
     return r;
 }
 

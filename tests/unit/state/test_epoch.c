@@ -476,7 +476,10 @@ static void crash_at(const char *point)
         return;
     }
     job_t j;
-    NF_REQUIRE(job_open(&j, dir, err, sizeof err) == 0);
+    int jr = job_open(&j, dir, err, sizeof err);
+    if (jr != 0)
+        fprintf(stderr, "  restart after %s: %s\n", point, err);
+    NF_REQUIRE(jr == 0);
     nf_epoch_stats_t es;
     nf_epoch_stats(j.ep, &es);
     bool pending = strcmp(point, "after_cut") && strcmp(point, "after_apply") &&
