@@ -44,6 +44,7 @@ struct nf_epoch {
     unsigned nshards;
     shard_part_t *shards;
     nf_store_batch_t **batches;
+    bool batches_frozen; /* a snapshot by reference may still write into them (free_batches) */
     _Atomic int64_t offsets[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
     int64_t committed_offsets[NF_INPUT__COUNT][NF_EPOCH_MAX_PARTITIONS];
     uint64_t epoch;               /* last committed (coordinator's owner thread) */
@@ -505,18 +506,21 @@ static int cut(nf_epoch_t *ep, bool final, nf_kafka_offset_t *offs, size_t *noff
             nanosleep(&ts, NULL);
         }
     }
+    if (r == 0 && ep->batches_frozen) { /* cannot happen: an epoch that failed so is fatal */
+        snprintf(err, errlen, "epoch %" PRIu64 ": the snapshot of an earlier cut was never written",
+                 atomic_load(&ep->cur_epoch));
+        r = -EIO;
+    }
     for (unsigned s = 0; r == 0 && s < ep->nshards; s++)
         if (ep->st && !(ep->batches[s] = nf_store_batch_new()))
             r = -ENOMEM;
+    ep->batches_frozen = r == 0; /* from the first shard's snapshot on (write_snapshots) */
     if (r == 0)
         r = call_all(ep, call_snapshot, "snapshot", err, errlen);
-    bool snapped = r == 0;
     if (r == 0)
         *noffs = collect_offsets(ep, offs, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS);
     if (r == 0 && !final)
         r = call_all(ep, call_resume, "resume", err, errlen);
-    for (unsigned s = 0; r != 0 && snapped && s < ep->nshards; s++)
-        ep->batches[s] = NULL; /* a snapshot by reference may still write: leaked, the job fails */
     uint64_t pause = nf_now_ns() - t0;
     atomic_store(&ep->last_pause_ns, pause);
     nf_histogram_observe(ep->m_pause, (double)pause / 1e9);
@@ -525,23 +529,21 @@ static int cut(nf_epoch_t *ep, bool final, nf_kafka_offset_t *offs, size_t *noff
 
 /* After the cut: the shards write what their participants froze (snapshot by reference) into
  * the batches, a slice per call, processing their other messages in between; the batches are
- * whole when this returns 0. On failure the batches are left allocated (a shard may still write
- * into them): the job fails. */
+ * whole when this returns 0. Until then a shard may write into them at any message (an entry
+ * about to change): batches_frozen, and free_batches keeps them (the job fails). */
 static int write_snapshots(nf_epoch_t *ep, char *err, size_t errlen)
 {
     uint64_t t0 = nf_now_ns();
     atomic_store(&ep->step, "writing the cut's state into the epoch's batches");
     for (bool more = true; more;) {
         int r = call_all(ep, call_snapshot_more, "writing the snapshot", err, errlen);
-        if (r != 0) {
-            for (unsigned s = 0; s < ep->nshards; s++)
-                ep->batches[s] = NULL; /* leaked on purpose: see above */
-            return r;
-        }
+        if (r != 0)
+            return r; /* the batches stay frozen: free_batches keeps them */
         more = false;
         for (unsigned s = 0; s < ep->nshards; s++)
             more |= ep->shards[s].writing;
     }
+    ep->batches_frozen = false; /* whole: no shard writes into them any more */
     nf_histogram_observe(ep->m_write, (double)(nf_now_ns() - t0) / 1e9);
     return 0;
 }
@@ -860,9 +862,13 @@ static void save_synced(nf_epoch_t *ep)
     nf_jw_free(&pw);
 }
 
+/* Frees the epoch's batches, unless a participant may still write into them (a snapshot by
+ * reference not written whole: the cut or the write failed, or the job failed meanwhile, and
+ * the shards still run their queued messages): those stay until nf_epoch_free, after the
+ * shards stopped; no epoch is cut after that (the job fails). */
 static void free_batches(nf_epoch_t *ep)
 {
-    for (unsigned s = 0; s < ep->nshards; s++) {
+    for (unsigned s = 0; s < ep->nshards && !ep->batches_frozen; s++) {
         nf_store_batch_free(ep->batches[s]);
         ep->batches[s] = NULL;
     }
@@ -898,6 +904,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
     }
     uint64_t t0 = nf_now_ns();
     if ((r = write_snapshots(ep, err, errlen)) != 0) {
+        free_batches(ep); /* kept: frozen */
         free(bufs);
         free(offs);
         return r;

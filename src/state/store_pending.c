@@ -14,8 +14,9 @@
  * (synced, under names of their own: PENDING_TABLE); the record then holds one batch (the other
  * kinds, in key order) and names the files, instead of a copy of every record: the state goes
  * to disk once, not into the WAL and the memtable first. Its header's batch count then carries
- * TABLES_FLAG: a build from before reads 2^31 batches, finds the second missing and refuses the
- * record ("lacks batch") rather than apply part of it. The apply ingests a copy of each file
+ * TABLES_FLAG and the batch is under a key of its own (PENDING_TBATCH): a build from before reads
+ * 2^31 batches, finds the first ("pending/batch/00000000") missing and refuses the record
+ * ("lacks batch 0") with nothing applied. The apply ingests a copy of each file
  * (copy_table: RocksDB changes what it ingests), writes the committed mark synced, then removes
  * the files; a restart in between ingests them again (the same keys and values: idempotent). A file
  * the record names that is missing or has another size is refused by name: nothing is
@@ -44,8 +45,9 @@
 #define PENDING_HI     "pending0" /* '0' follows '/': the end of the "pending/" prefix */
 #define PENDING_HEADER "pending/header"
 #define PENDING_TABLES "pending/tables"
-#define PENDING_TABLE  "newsflow-pending-" /* + "<epoch>-<pid>-<n>.sst" */
-#define TABLES_FLAG    0x80000000u         /* in the header's batch count: see the top */
+#define PENDING_TBATCH "pending/tables/batch" /* the other kinds' batch of such a record */
+#define PENDING_TABLE  "newsflow-pending-"    /* + "<epoch>-<pid>-<n>.sst" */
+#define TABLES_FLAG    0x80000000u            /* in the header's batch count: see the top */
 
 /* ---------------------------------------------------------------------------------------------
  * the epoch protocol */
@@ -117,15 +119,18 @@ static int keep_table(nf_store_t *st, store_apply_t *a, unsigned i, uint64_t epo
     char *dup = strdup(path);
     if (!dup)
         return store_seterr(err, errlen, -ENOMEM, "out of memory");
-    if (rename(a->paths[i], path) != 0 || (r = fsync_path(path, false)) != 0 ||
-        stat(path, &sb) != 0) {
-        r = r ? r : -errno;
+    if (rename(a->paths[i], path) != 0) {
+        r = -errno;
         free(dup);
+    } else {
+        free(a->paths[i]);
+        a->paths[i] = dup; /* removed under its new name if what follows fails */
+        if ((r = fsync_path(path, false)) == 0 && stat(path, &sb) != 0)
+            r = -errno;
+    }
+    if (r != 0)
         return store_seterr(err, errlen, r, "keeping table file %s of epoch %" PRIu64 ": %s", path,
                             epoch, strerror(-r));
-    }
-    free(a->paths[i]);
-    a->paths[i] = dup;
     a->sizes[i] = (uint64_t)sb.st_size;
     return 0;
 }
@@ -187,12 +192,11 @@ static unsigned char *tables_value(const store_apply_t *a, size_t *len)
 static int put_tables(nf_store_t *st, const store_apply_t *a, rocksdb_writebatch_t *wb,
                       unsigned *nb, char *err, size_t errlen)
 {
-    char key[64];
     if (rocksdb_writebatch_count(a->wb) > 0) {
         size_t dlen = 0;
         const char *data = rocksdb_writebatch_data(a->wb, &dlen);
-        key_batch(key, sizeof key, (*nb)++);
-        rocksdb_writebatch_put_cf(wb, st->def, key, strlen(key), data, dlen);
+        rocksdb_writebatch_put_cf(wb, st->def, PENDING_TBATCH, strlen(PENDING_TBATCH), data, dlen);
+        (*nb)++;
     }
     size_t tl = 0;
     unsigned char *tv = tables_value(a, &tl);
@@ -262,6 +266,11 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
     char what[96];
     snprintf(what, sizeof what, "writing the pending record of epoch %" PRIu64, epoch);
     r = write_batch(st, wb, true, what, err, errlen);
+    if (r != 0) { /* the record may have reached the disk all the same: its files stay (the
+                   * sweep at the next open removes them if no record names them) */
+        prep_free(a, false);
+        a = NULL;
+    }
     if (r == 0) {
         store_track_pending(st, epoch, batches, nb_given);
         prep_free(st->prep, true); /* an earlier record's files, never applied: named no more */
@@ -308,6 +317,9 @@ int store_pending_head_read(nf_store_t *st, store_pending_head_t *h, char *err, 
     return 1;
 }
 
+static int load_tables(nf_store_t *st, const store_pending_head_t *h, store_apply_t **out,
+                       char *err, size_t errlen);
+
 int nf_store_pending_read(nf_store_t *st, nf_store_pending_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -315,6 +327,14 @@ int nf_store_pending_read(nf_store_t *st, nf_store_pending_t *out, char *err, si
     int r = store_pending_head_read(st, &h, err, errlen);
     if (r <= 0)
         return r;
+    if (h.tables) { /* its files are there, or nothing of it goes to Kafka either */
+        store_apply_t *a = NULL;
+        if ((r = load_tables(st, &h, &a, err, errlen)) != 0) {
+            free(h.json);
+            return r;
+        }
+        prep_free(a, false);
+    }
     out->epoch = h.epoch;
     out->header_json = h.json;
     if (h.noutputs) {
@@ -427,10 +447,9 @@ static int load_batch(nf_store_t *st, const store_pending_head_t *h, store_apply
 {
     if (h->nbatches == 0)
         return (a->wb = rocksdb_writebatch_create()) ? 0 : -ENOMEM;
-    char key[64], *rerr = NULL;
-    key_batch(key, sizeof key, 0);
-    rocksdb_pinnableslice_t *ps =
-        rocksdb_get_pinned_cf(st->db, st->ro, st->def, key, strlen(key), &rerr);
+    char *rerr = NULL;
+    rocksdb_pinnableslice_t *ps = rocksdb_get_pinned_cf(st->db, st->ro, st->def, PENDING_TBATCH,
+                                                        strlen(PENDING_TBATCH), &rerr);
     if (rerr)
         return store_rocks_err(rerr, err, errlen, -EIO, "reading the pending record's batch");
     if (!ps)
@@ -466,7 +485,8 @@ static long load_table(nf_store_t *st, const store_pending_head_t *h, const unsi
                             "unknown kind %u",
                             st->db_dir, h->epoch, path, kind);
     struct stat sb;
-    if (stat(path, &sb) != 0 || (uint64_t)sb.st_size != size)
+    int missing = stat(path, &sb) != 0;
+    if (missing || (uint64_t)sb.st_size != size)
         return store_seterr(
             err, errlen, -EIO,
             "%s: pending record of epoch %" PRIu64 " names table file %s (%" PRIu64 " bytes of "
@@ -474,7 +494,7 @@ static long load_table(nf_store_t *st, const store_pending_head_t *h, const unsi
             "Restore the changelog or a named checkpoint (docs/runbooks.md \"Corrupt live "
             "store\")",
             st->db_dir, h->epoch, path, size, nf_state_kind_name((nf_state_kind_t)kind),
-            errno == ENOENT ? "is missing" : "has another size");
+            missing ? "is missing" : "has another size");
     if (!(a->paths[a->nfiles] = strdup(path)))
         return store_seterr(err, errlen, -ENOMEM, "out of memory");
     a->kinds[a->nfiles] = (int)kind;
@@ -518,6 +538,33 @@ static int load_tables(nf_store_t *st, const store_pending_head_t *h, store_appl
     return 0;
 }
 
+/* size bytes of in to out: copy_file_range, or read and write where the file system or the
+ * kernel has no copy_file_range. 0 or -errno. */
+static int copy_bytes(int in, int out, off_t size)
+{
+    bool plain = false;
+    static _Thread_local char buf[1 << 16];
+    for (off_t done = 0; done < size;) {
+        ssize_t n = -1;
+        if (!plain) {
+            n = copy_file_range(in, NULL, out, NULL, (size_t)(size - done), 0);
+            if (n < 0 && done == 0 &&
+                (errno == ENOSYS || errno == EOPNOTSUPP || errno == EXDEV || errno == EINVAL)) {
+                plain = true;
+                continue;
+            }
+        } else if ((n = pread(in, buf, sizeof buf, done)) > 0) {
+            ssize_t w = write(out, buf, (size_t)n);
+            if (w != n)
+                return w < 0 ? -errno : -EIO;
+        }
+        if (n <= 0)
+            return n == 0 ? -EIO : -errno;
+        done += n;
+    }
+    return 0;
+}
+
 /* A copy of src at dst (new): a reflink where the file system has them, else copy_file_range
  * (in the kernel, from the page cache the file was just written through). Not a hard link:
  * RocksDB writes the ingested file's global sequence number into it, and a file so changed
@@ -529,13 +576,8 @@ static int copy_table(const char *src, const char *dst, char *err, size_t errlen
     if (in < 0 || fstat(in, &sb) != 0 ||
         (out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
         r = -errno;
-    if (r == 0 && ioctl(out, FICLONE, in) != 0) {
-        for (off_t left = sb.st_size; r == 0 && left > 0;) {
-            ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)left, 0);
-            r = n > 0 ? 0 : n == 0 ? -EIO : -errno;
-            left -= n > 0 ? n : 0;
-        }
-    }
+    if (r == 0 && ioctl(out, FICLONE, in) != 0)
+        r = copy_bytes(in, out, sb.st_size);
     if (in >= 0)
         close(in);
     if (out >= 0 && close(out) != 0 && r == 0)
@@ -610,7 +652,10 @@ void store_pending_sweep(nf_store_t *st)
     store_pending_head_t h;
     char err[256];
     store_apply_t *a = NULL;
-    if (store_pending_head_read(st, &h, err, sizeof err) > 0) {
+    int hr = store_pending_head_read(st, &h, err, sizeof err);
+    if (hr < 0)
+        return; /* cannot tell which files a record names: none is removed */
+    if (hr > 0) {
         if (h.tables && load_tables(st, &h, &a, err, sizeof err) != 0)
             a = NULL; /* its apply says why; a file of another record may stay till then */
         free(h.json);

@@ -42,12 +42,14 @@ static const char *g_boot;
  * shard's keys are changed to that value after each call of snapshot_more wrote its slice, as
  * events taken after the resume would. */
 static uint64_t g_poke;
-static unsigned g_poke_keys; /* keys {2, i}, i < g_poke_keys, key group = the shard's index */
+static bool g_fail_at_snapshot; /* test_job_fails_at_the_cut: a shard fails right after it froze */
+static unsigned g_poke_keys;    /* keys {2, i}, i < g_poke_keys, key group = the shard's index */
 
 static void p_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
     nf_kstate_freeze(self, b, epoch);
-    (void)sh;
+    if (g_fail_at_snapshot)
+        nf_runtime_fail(nf_shard_runtime(sh));
 }
 
 static bool p_snapshot_more(nf_shard_t *sh, void *self, size_t max)
@@ -380,6 +382,34 @@ static void test_failed_job_commits_nothing(void)
     free(seen);
 }
 
+/* A shard fails at the cut, right after its state was frozen: nothing of the epoch commits, and
+ * the shards, which go on with their queued messages, change frozen entries (each written into
+ * the epoch's batch first) without touching freed memory (ASan): the batches are kept until
+ * the coordinator is freed. */
+static void test_job_fails_at_the_cut(void)
+{
+    char err[512], dir[600];
+    snprintf(dir, sizeof dir, "%s/failcut", g_dir);
+    job_t j;
+    NF_REQUIRE(job_open(&j, dir, err, sizeof err) == 0);
+    unsigned first = g_emitted;
+    NF_REQUIRE(job_epochs(&j, first, 1, err, sizeof err) == 0);
+    j.next = first + PER_EPOCH;
+    for (unsigned s = 0; s < SHARDS; s++)
+        NF_REQUIRE(nf_runtime_call(j.rt, s, emit_some, &j, 10000) == 0);
+    g_fail_at_snapshot = true;
+    NF_CHECK_EQ(nf_epoch_run_once(j.ep, err, sizeof err), -ECANCELED);
+    g_fail_at_snapshot = false;
+    j.next += PER_EPOCH; /* the frozen counters change: written into the kept batches */
+    for (unsigned s = 0; s < SHARDS; s++)
+        NF_CHECK(nf_runtime_call(j.rt, s, emit_some, &j, 10000) == 0);
+    NF_CHECK_EQ(nf_epoch_stop(j.ep), -ECANCELED);
+    NF_CHECK_EQ(nf_epoch_committed_epoch(j.ep), 1);
+    job_close(&j);
+    check_stored(dir, 1, PER_EPOCH / SHARDS);
+    g_emitted += PER_EPOCH; /* epoch 1's records; the failed epochs' never reached Kafka */
+}
+
 static nf_kafka_mock_t *g_mock;
 
 /* A transactional producer stuck in a fatal error that is not fencing (here EndTxn answered
@@ -559,6 +589,7 @@ int main(int argc, char **argv)
     NF_RUN(test_epochs_commit);
     NF_RUN(test_snapshot_by_reference);
     NF_RUN(test_failed_job_commits_nothing);
+    NF_RUN(test_job_fails_at_the_cut);
     NF_RUN(test_fatal_producer_replaced);
     NF_RUN(test_fenced_fails);
     NF_RUN(test_crash_after_cut);
