@@ -1112,20 +1112,13 @@ static uint32_t hand_over(nf_kstate_t *ks, uint64_t epoch)
     return seq;
 }
 
-/* The batch is left in the order of the dirty vector: the store sorts an epoch's records
- * (all shards' together) when it applies them, on the coordinator, not on the shards. */
+/* A freeze written whole at once. The batch is left in the order of the dirty vector: the store
+ * sorts an epoch's records (all shards' together) when it applies them, on the coordinator, not
+ * on the shards. */
 size_t nf_kstate_snapshot(nf_kstate_t *ks, nf_store_batch_t *b, uint64_t epoch)
 {
+    size_t n = nf_kstate_freeze(ks, b, epoch);
     nf_kstate_freeze_step(ks, 0);
-    fetch_clear(ks);
-    size_t n = ks->dirty.n;
-    if (n == 0)
-        return 0;
-    const uint32_t *v = ks->dirty.v;
-    uint32_t seq = hand_over(ks, epoch);
-    for (size_t i = 0; i < n; i++)
-        commit_record(ks, b, &ks->ent[v[i]], seq);
-    enforce_budget(ks, NONE); /* the scratch buffer or the in-flight array may have grown */
     return n;
 }
 
