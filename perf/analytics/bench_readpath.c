@@ -12,7 +12,7 @@
  *   bench_readpath [--events N] [--shards 1,2] [--users U] [--articles A] [--zipf S]
  *                  [--partitions P] [--exact] [--store DIR] [--budget-mb M]
  *                  [--warmup W --ttl-s T] [--populate] [--round-robin] [--quick]
- *                  [--redeliver-every K] [--dump DIR]
+ *                  [--redeliver-every K] [--dump DIR] [--epoch-ms MS] [--seed-topics DIR]
  * --redeliver-every K: after every K-th event the same event again (same event_id): the event-id
  * dedup then has duplicates to drop, as after a producer's retry.
  * --dump DIR (the stream peers' input, perf/run_stream.sh): writes the workload to
@@ -21,6 +21,18 @@
  * job's jsonl sink, for perf/stream/compare_stream.py to check against a peer's.
  * --store DIR: keyed state over a RocksDB store (created afresh in DIR/<shards>) as in the job,
  * where a user missing from memory is looked up in the store; without it, memory only.
+ * --epoch-ms MS: the job's epochs (state/epoch.h) every MS ms, without Kafka: each cut writes the
+ * dirty state to the store (with --store) and commits the outputs, which then go to the jsonl
+ * sink (the epoch's tee) rather than straight from the shards. The line then also has the epochs
+ * committed, their pause and commit p50/p99 (ms), and durable_events_per_s: all N events until
+ * the final epoch (nf_epoch_stop) has committed them (the time between the last output and that
+ * stop, when the bench only waits for trending's last windows and no epoch runs, left out) and
+ * durable_cpu_ns_per_event, the process's CPU over the same time (RocksDB's threads too).
+ * --seed-topics DIR: every article's topic vector written into a new store in DIR, as the job's
+ * interest engine reads one on a table miss (engine/interest.h: kind NF_KIND_ARTICLE_TOPICS, key
+ * group id.hi % 256, no expiry): the state.dir of a `newsflow run` fed the same read events
+ * through a broker (perf/run_stream.sh, the broker_eos pair), whose articles were never crawled.
+ * With --shards 0 nothing else runs.
  * --warmup W: W more events go first, untimed; the clock runs from then until the first shard
  * has taken all of its input (every shard had input all along, as in a live stream; "events" is
  * what was done meanwhile). drain_events_per_s times all N, until the last shard is done.
@@ -50,7 +62,10 @@
  * full ring, all while the clock ran. */
 #include "actors/analytics.h"
 #include "actors/reads.h"
+#include "runtime/log.h"
 #include "runtime/metrics.h"
+#include "state/epoch.h"
+#include "state/kstate.h"
 #include "state/store.h"
 #include "workload.h"
 
@@ -144,8 +159,9 @@ typedef struct params {
     double zipf, span_min, ttl_s;
     bool exact, populate, round_robin;
     const uint16_t *part; /* each event's partition, by a hash of its user_id */
-    const char *store_dir, *dump_dir;
+    const char *store_dir, *dump_dir, *seed_dir;
     size_t budget_mb, redeliver_every;
+    uint32_t epoch_ms; /* 0: no epochs */
 } params_t;
 
 /* What the bench reads at the start and end of its clock. */
@@ -175,6 +191,114 @@ static void snap(snap_t *s, nf_runtime_t *rt, const nf_reads_t *r, const nf_anal
     s->users = nf_gauge_value(r->m.state_entries) - nf_gauge_value(r->m.seen_m.keys);
     s->faults = faults();
     nf_runtime_stats(rt, &s->rs);
+}
+
+/* --epoch-ms: the coordinator, and each committed epoch's pause and commit as the polling thread
+ * sees them (one commit every MS ms: a 1 ms poll misses none). */
+#define EPOCHS_KEPT 4096
+typedef struct epochs {
+    nf_epoch_t *ep;
+    uint32_t ms;
+    uint64_t committed;
+    unsigned n;
+    uint64_t pause_ns[EPOCHS_KEPT], commit_ns[EPOCHS_KEPT];
+    /* the quiet time before the stop: from `idle_from` (the last output), if no epoch was in
+     * flight then (`idle_committed` epochs committed); the process's CPU then */
+    double idle_from, idle_cpu;
+    uint64_t idle_committed;
+    bool idle_between;
+} epochs_t;
+
+/* Creates the coordinator (no Kafka: the store, or memory, and the tee) and recovers, before the
+ * runtime starts. NULL with a message. */
+static nf_epoch_t *epoch_open(nf_runtime_t *rt, nf_store_t *st, nf_sink_t *tee, uint32_t ms)
+{
+    char err[512];
+    nf_epoch_opts_t eo = {.interval_ms = ms};
+    nf_log_set_level(NF_LOG_WARN); /* not a line per epoch and per restored set on stderr */
+    nf_epoch_t *ep = nf_epoch_new(rt, st, tee, &eo, err, sizeof err);
+    if (ep && nf_epoch_recover(ep, err, sizeof err) != 0) {
+        nf_epoch_free(ep);
+        ep = NULL;
+    }
+    if (!ep)
+        fprintf(stderr, "bench_readpath: %s\n", err);
+    return ep;
+}
+
+static void epoch_sample(epochs_t *e)
+{
+    nf_epoch_stats_t es;
+    if (!e->ep)
+        return;
+    nf_epoch_stats(e->ep, &es);
+    if (es.committed != e->committed && e->n < EPOCHS_KEPT) {
+        e->pause_ns[e->n] = es.last_pause_ns;
+        e->commit_ns[e->n++] = es.last_commit_ns;
+    }
+    e->committed = es.committed;
+}
+
+/* The last output came now: the quiet time before the stop starts here. */
+static void epoch_mark_idle(epochs_t *e, double t)
+{
+    if (!e->ep)
+        return;
+    epoch_sample(e);
+    e->idle_from = t;
+    e->idle_cpu = cpu_s();
+    e->idle_committed = e->committed;
+    e->idle_between = !strcmp(nf_epoch_step(e->ep), "between epochs");
+}
+
+/* The final epoch (nf_epoch_stop). *secs, *cpu: wall and CPU time from (t0, cpu0) until it
+ * committed, less the quiet time before the stop if no epoch ran in it (else that epoch's work
+ * would be left out). 0 or -1. */
+static int epoch_stop(epochs_t *e, double t0, double cpu0, double *secs, double *cpu)
+{
+    double stop0 = bench_now_s(), cpu_stop0 = cpu_s();
+    epoch_sample(e);
+    bool quiet = e->idle_between && e->committed == e->idle_committed &&
+                 !strcmp(nf_epoch_step(e->ep), "between epochs");
+    int rc = nf_epoch_stop(e->ep);
+    double stop1 = bench_now_s();
+    epoch_sample(e);
+    *secs = stop1 - t0 - (quiet ? stop0 - e->idle_from : 0.0);
+    *cpu = cpu_s() - cpu0 - (quiet ? cpu_stop0 - e->idle_cpu : 0.0);
+    if (rc != 0)
+        fprintf(stderr, "bench_readpath: the final epoch failed: %s\n", strerror(-rc));
+    return rc != 0 ? -1 : 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The p-th quantile of v[0..n) in ms (sorts v); 0 when n == 0. */
+static double pct_ms(uint64_t *v, unsigned n, double p)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_u64);
+    return (double)v[(unsigned)(p * (n - 1) + 0.5)] / 1e6;
+}
+
+/* The JSON keys --epoch-ms adds to the line (none without it). */
+static void epoch_json(epochs_t *e, double secs, double cpu, uint64_t events, char *out, size_t len)
+{
+    out[0] = 0;
+    if (!e->ep)
+        return;
+    snprintf(out, len,
+             ",\"epoch_ms\":%u,\"epochs\":%llu,\"pause_ms_p50\":%.3f,\"pause_ms_p99\":%.3f,"
+             "\"commit_ms_p50\":%.3f,\"commit_ms_p99\":%.3f,\"durable_seconds\":%.3f,"
+             "\"durable_events_per_s\":%.0f,\"durable_cpu_ns_per_event\":%.0f",
+             e->ms, (unsigned long long)e->committed, pct_ms(e->pause_ns, e->n, 0.5),
+             pct_ms(e->pause_ns, e->n, 0.99), pct_ms(e->commit_ns, e->n, 0.5),
+             pct_ms(e->commit_ns, e->n, 0.99), secs, (double)events / secs,
+             cpu * 1e9 / (double)events);
 }
 
 static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa)
@@ -213,8 +337,14 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
             fprintf(stderr, "bench_readpath: %s\n", err);
             return 1;
         }
-        an.sink = sink;
     }
+    static epochs_t eps;
+    memset(&eps, 0, sizeof eps);
+    eps.ms = pa->epoch_ms;
+    if (pa->epoch_ms && !(eps.ep = epoch_open(rt, st, sink, pa->epoch_ms)))
+        return 1;
+    an.epoch = eps.ep; /* the outputs go through the epochs, which tee the committed ones to sink */
+    an.sink = eps.ep ? NULL : sink;
     an.store = st;
     an.budget_bytes = pa->budget_mb << 20;
     if (pa->ttl_s > 0)
@@ -233,6 +363,7 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     memset(&r, 0, sizeof r);
     r.an = &an;
     r.store = st;
+    r.epoch = eps.ep;
     r.budget_bytes = pa->budget_mb << 20;
     r.max_event_bytes = 65536;
     r.pause_high_water = 1u << 30;
@@ -243,7 +374,8 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     r.mem.n = ev->n;
     r.mem.partitions = pa->partitions;
     r.mem.part = pa->round_robin ? NULL : pa->part;
-    if (nf_reads_register(rt, &r) != 0 || nf_runtime_start(rt) != 0) {
+    if (nf_reads_register(rt, &r) != 0 || nf_runtime_start(rt) != 0 ||
+        (eps.ep && nf_epoch_start(eps.ep) != 0)) {
         fprintf(stderr, "bench_readpath: cannot start the runtime\n");
         return 1;
     }
@@ -279,6 +411,7 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     for (;;) {
         snap_t now;
         snap(&now, rt, &r, &an, shards);
+        epoch_sample(&eps);
         if (!warm && now.done >= pa->warmup) {
             warm = true;
             s0 = now;
@@ -312,14 +445,24 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
                                (s1.busy[i] - s0.busy[i]) / secs, (s1.sys[i] - s0.sys[i]) / secs);
     }
     long rss = rss_kb();
+    epoch_mark_idle(&eps, s2.t);
     if (sink) { /* the trending merger's last windows: until none came for 300 ms (30 s at most) */
         uint64_t w = nf_counter_value(an.m.windows);
         for (int quiet = 0, i = 0; quiet < 300 && i < 30000; i++, usleep(1000)) {
             uint64_t now = nf_counter_value(an.m.windows);
             quiet = now == w ? quiet + 1 : 0;
+            if (now != w)
+                epoch_mark_idle(&eps, bench_now_s());
+            else
+                epoch_sample(&eps);
             w = now;
         }
     }
+    double durable_s = 0, durable_cpu = 0;
+    char ej[512];
+    if (eps.ep && epoch_stop(&eps, s0.t, s0.cpu, &durable_s, &durable_cpu) != 0)
+        return 1;
+    epoch_json(&eps, durable_s, durable_cpu, ev->n - s0.done, ej, sizeof ej);
     nf_runtime_request_stop(rt);
     nf_runtime_wait(rt);
     printf("{\"bench\":\"readpath\",\"shards\":%u,\"events\":%llu,\"warmup\":%llu,"
@@ -331,7 +474,7 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            "\"event_id_keys\":%llu,"
            "\"seen_keys\":%llu,\"users\":[%lld,%lld],\"cpu_ns_per_event\":%.0f,\"rss_mb\":%.0f,"
            "\"shard_events_updates_busy_sys\":[%s],\"page_faults\":%ld,\"messages\":%llu,"
-           "\"wakeups\":%llu,\"ring_full\":%llu}\n",
+           "\"wakeups\":%llu,\"ring_full\":%llu%s}\n",
            shards, (unsigned long long)timed, (unsigned long long)s0.done,
            pa->ttl_s > 0 ? pa->ttl_s : -1.0, secs, (double)timed / secs,
            (double)timed / secs / shards, (double)(ev->n - s0.done) / (s2.t - s0.t),
@@ -348,10 +491,12 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            (long long)s2.users, cpu * 1e9 / (double)timed, (double)rss / 1024.0, per,
            s1.faults - s0.faults, (unsigned long long)(s1.rs.sent - s0.rs.sent),
            (unsigned long long)(s1.rs.wakeups - s0.rs.wakeups),
-           (unsigned long long)(s1.rs.ring_full - s0.rs.ring_full));
+           (unsigned long long)(s1.rs.ring_full - s0.rs.ring_full), ej);
     fflush(stdout);
     nf_runtime_destroy(rt);
     nf_analytics_free(&an);
+    if (eps.ep)
+        nf_epoch_free(eps.ep);
     nf_store_close(st);
     if (sink && nf_sink_close(sink) != 0) {
         fprintf(stderr, "bench_readpath: cannot write the outputs to %s\n", pa->dump_dir);
@@ -409,6 +554,38 @@ fail:
     return 1;
 }
 
+/* --seed-topics: the articles' vectors into a new store at dir. 0 or 1. */
+static int seed_topics(const char *dir, uint32_t articles)
+{
+    char err[512];
+    nf_store_opts_t so;
+    nf_store_opts_default(&so);
+    nf_store_t *st = nf_store_open(dir, &so, err, sizeof err);
+    nf_store_batch_t *b = nf_store_batch_new();
+    for (uint32_t a = 0; st && b && a < articles; a++) {
+        char hex[33];
+        nf_id128_t id;
+        nf_topic_vec_t v;
+        unsigned char key[18], val[8 + NF_TOPICS_ENC_MAX] = {0}; /* [expires_at 0: never][vec] */
+        nf_wl_article_id(a, hex);
+        nf_id128_from_hex(hex, &id);
+        nf_wl_article_topics(a, &v);
+        nf_kstate_encode_key((uint16_t)(id.hi % 256), id, key);
+        int len = nf_interest_topics_encode(&v, val + 8, sizeof val - 8);
+        if (len < 0)
+            break;
+        nf_store_batch_put(b, NF_KIND_ARTICLE_TOPICS, key, sizeof key, val, 8 + (size_t)len);
+    }
+    int rc = st && b && nf_store_batch_count(b) == articles ? nf_store_write(st, b, err, sizeof err)
+                                                            : -1;
+    if (rc != 0)
+        fprintf(stderr, "bench_readpath: cannot seed the topic vectors in %s: %s\n", dir,
+                st ? err : "cannot open the store");
+    nf_store_batch_free(b);
+    nf_store_close(st);
+    return rc != 0;
+}
+
 int main(int argc, char **argv)
 {
     params_t pa = {.events = 4000000,
@@ -444,6 +621,10 @@ int main(int argc, char **argv)
             pa.budget_mb = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
             pa.dump_dir = argv[++i];
+        else if (!strcmp(argv[i], "--seed-topics") && i + 1 < argc)
+            pa.seed_dir = argv[++i];
+        else if (!strcmp(argv[i], "--epoch-ms") && i + 1 < argc)
+            pa.epoch_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--redeliver-every") && i + 1 < argc)
             pa.redeliver_every = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--exact"))
@@ -458,7 +639,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: bench_readpath [--events N] [--shards 1,2] [--users U] "
                             "[--articles A] [--zipf S] [--span-min M] [--partitions P] [--exact] "
                             "[--store DIR] [--budget-mb M] [--warmup W --ttl-s T] [--populate] "
-                            "[--round-robin] [--quick] [--redeliver-every K] [--dump DIR]\n");
+                            "[--round-robin] [--quick] [--redeliver-every K] [--dump DIR] "
+                            "[--epoch-ms MS] [--seed-topics DIR]\n");
             return 2;
         }
     }
@@ -481,7 +663,8 @@ int main(int argc, char **argv)
     if (pa.dump_dir)
         pa.exact = true; /* the peers count exactly: so does newsflow then */
     if (nf_wl_add_redeliveries(&ev, pa.redeliver_every) != 0 ||
-        (pa.dump_dir && dump(pa.dump_dir, &ev, &pa) != 0)) {
+        (pa.dump_dir && dump(pa.dump_dir, &ev, &pa) != 0) ||
+        (pa.seed_dir && seed_topics(pa.seed_dir, pa.articles) != 0)) {
         fprintf(stderr, "bench_readpath: out of memory, or cannot write --dump's files\n");
         return 1;
     }

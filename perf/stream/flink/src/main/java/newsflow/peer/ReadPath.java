@@ -16,10 +16,24 @@
  * event in 120 window states): that is how a Flink user who cares about speed writes a long
  * window with a short slide, and it gives Flink the same shape of work as newsflow's panes.
  *
- * Runs in a local MiniCluster with the RocksDB state backend and checkpointing on. Prints one
- * JSON line on stdout: {"bench":"stream.flink","parallelism":P,"events":N,"seconds":S,
- * "events_per_s":R,"cpu_ns_per_event":C,...}; the clock runs from the first record parsed to the
- * end of the job (MiniCluster start-up is outside it, the final drain inside). */
+ * Runs in a local MiniCluster. --backend rocksdb (default: EmbeddedRocksDBStateBackend) or
+ * hashmap (HashMapStateBackend: state as objects on the heap); --checkpoint-ms N: a checkpoint
+ * every N ms (default 10000; 0: no checkpoints). perf/run_stream.sh runs rocksdb with 10 s
+ * checkpoints (the "durable" pair, against newsflow with its store and epochs) and hashmap
+ * without checkpoints (the "memory" pair, against newsflow in memory). Prints one JSON line on
+ * stdout: {"bench":"stream.flink","parallelism":P,"events":N,"seconds":S,"events_per_s":R,
+ * "cpu_ns_per_event":C,...}; the clock runs from the first record parsed to the end of the job
+ * (MiniCluster start-up is outside it, the final drain inside).
+ *
+ * With checkpoints, the end of the job includes the final checkpoint: since Flink 1.15
+ * (execution.checkpointing.checkpoints-after-tasks-finish, on by default) a task that has
+ * finished its input waits for a checkpoint taken after that to complete before it exits, so that
+ * what it wrote is covered by one (here, Flink 2.3 triggered it within ~10 ms of the last end of
+ * input rather than at the next 10 s tick). "final_checkpoint_wait_s": the time from the last
+ * sink's end of input to the first snapshot after it, seen by a pass-through function before
+ * each sink (-1: a checkpoint was in flight then, or none was seen); "durable_seconds" is the
+ * clock less that wait, if any — the job's time to process every event and have a checkpoint
+ * cover it, what newsflow's durable_seconds (bench_readpath --epoch-ms) measures too. */
 package newsflow.peer;
 
 import static newsflow.peer.ReadPathModel.*;
@@ -38,6 +52,7 @@ import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.functions.AggregateFunction;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.state.CheckpointListener;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.state.MapState;
@@ -56,6 +71,9 @@ import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.connector.file.src.FileSource;
 import org.apache.flink.connector.file.src.reader.TextLineInputFormat;
 import org.apache.flink.core.fs.Path;
+import org.apache.flink.runtime.state.FunctionInitializationContext;
+import org.apache.flink.runtime.state.FunctionSnapshotContext;
+import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -74,6 +92,12 @@ public final class ReadPath {
     static final AtomicLong EVENTS = new AtomicLong(), ID_DUPS = new AtomicLong(),
         SEEN_DUPS = new AtomicLong(), UNKNOWN = new AtomicLong(), UPDATES = new AtomicLong(),
         WINDOWS = new AtomicLong();
+    /* The final checkpoint: the last end of input at a sink, and per checkpoint id the first
+     * snapshot and the first completion seen by a Mark (nanoTime). */
+    static final AtomicLong END_NS = new AtomicLong();
+    static final java.util.concurrent.ConcurrentHashMap<Long, Long> SNAP_NS =
+        new java.util.concurrent.ConcurrentHashMap<>(), DONE_NS =
+        new java.util.concurrent.ConcurrentHashMap<>();
 
     /** One read event. */
     public static final class Event {
@@ -337,6 +361,42 @@ public final class ReadPath {
         }
     }
 
+    /* A pass-through before each sink (chained with it, in every mode): when checkpoints snapshot
+     * and complete. */
+    static final class Mark implements MapFunction<String, String>, CheckpointedFunction,
+                                       CheckpointListener {
+        @Override
+        public String map(String line) {
+            return line;
+        }
+
+        @Override
+        public void snapshotState(FunctionSnapshotContext ctx) {
+            SNAP_NS.putIfAbsent(ctx.getCheckpointId(), System.nanoTime());
+        }
+
+        @Override
+        public void initializeState(FunctionInitializationContext ctx) {}
+
+        @Override
+        public void notifyCheckpointComplete(long id) {
+            DONE_NS.putIfAbsent(id, System.nanoTime());
+        }
+    }
+
+    /* The idle wait for the final checkpoint (class comment), s; -1 if not seen or not idle. */
+    static double finalCheckpointWait() {
+        long end = END_NS.get(), first = Long.MAX_VALUE;
+        for (Map.Entry<Long, Long> e : SNAP_NS.entrySet()) {
+            Long done = DONE_NS.get(e.getKey());
+            if (e.getValue() <= end && (done == null || done > end))
+                return -1; /* a checkpoint in flight at the end: its work is not idle */
+            if (e.getValue() > end)
+                first = Math.min(first, e.getValue());
+        }
+        return end == 0 || first == Long.MAX_VALUE ? -1 : (first - end) / 1e9;
+    }
+
     /* Lines to <dir>/<name>-<subtask>.jsonl. */
     static final class Lines implements Sink<String> {
         private final String dir, name;
@@ -360,6 +420,8 @@ public final class ReadPath {
                 @Override
                 public void flush(boolean endOfInput) throws IOException {
                     w.flush();
+                    if (endOfInput)
+                        END_NS.accumulateAndGet(System.nanoTime(), Math::max);
                 }
 
                 @Override
@@ -376,7 +438,8 @@ public final class ReadPath {
                 return args[i + 1];
         if (dflt == null) {
             System.err.println("usage: ReadPath --events FILE --topics FILE --out DIR --state DIR "
-                + "--last-window-end MS [--parallelism P] [--checkpoint-ms MS] [--interest-only]");
+                + "--last-window-end MS [--parallelism P] [--backend rocksdb|hashmap] "
+                + "[--checkpoint-ms MS (0: none)] [--interest-only]");
             System.exit(2);
         }
         return dflt;
@@ -388,11 +451,17 @@ public final class ReadPath {
         long lastEnd = Long.parseLong(arg(args, "--last-window-end", null));
         int p = Integer.parseInt(arg(args, "--parallelism", "1"));
         long cpMs = Long.parseLong(arg(args, "--checkpoint-ms", "10000"));
+        String backend = arg(args, "--backend", "rocksdb");
+        if (!backend.equals("rocksdb") && !backend.equals("hashmap")) {
+            System.err.println("ReadPath: --backend is rocksdb or hashmap");
+            System.exit(2);
+        }
 
         Configuration conf = new Configuration();
-        conf.set(StateBackendOptions.STATE_BACKEND, "rocksdb");
+        conf.set(StateBackendOptions.STATE_BACKEND, backend);
         conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, "file://" + state + "/checkpoints");
-        conf.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(cpMs));
+        if (cpMs > 0)
+            conf.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(cpMs));
         conf.set(TaskManagerOptions.NUM_TASK_SLOTS, p);
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(p, conf);
 
@@ -412,7 +481,11 @@ public final class ReadPath {
                                    .setParallelism(1);
         SingleOutputStreamOperator<Read> reads =
             ev.keyBy(e -> e.userId).process(new Reader(topicsPath)).name("dedup+interest");
-        reads.getSideOutput(UPDATES_TAG).sinkTo(new Lines(out, "flink-interest")).name("interest-updates");
+        reads.getSideOutput(UPDATES_TAG)
+            .map(new Mark())
+            .name("mark")
+            .sinkTo(new Lines(out, "flink-interest"))
+            .name("interest-updates");
         if (args.length > 0 && java.util.Arrays.asList(args).contains("--interest-only")) {
             /* where the time goes: the dedup and interest side alone (no output check then) */
             reads.sinkTo(new org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink<>());
@@ -427,6 +500,8 @@ public final class ReadPath {
             .keyBy(s -> s.end)
             .process(new TopK())
             .name("top-k")
+            .map(new Mark())
+            .name("mark")
             .sinkTo(new Lines(out, "flink-trending"))
             .name("trending");
 
@@ -435,14 +510,19 @@ public final class ReadPath {
         long t1 = System.nanoTime(), c1 = cpuNs();
         long n = EVENTS.get();
         double secs = (t1 - FIRST_NS.get()) / 1e9;
+        double wait = cpMs > 0 ? finalCheckpointWait() : -1;
+        double durable = secs - Math.max(wait, 0);
         System.out.printf("{\"bench\":\"stream.flink\",\"flink\":\"%s\",\"parallelism\":%d,"
                 + "\"events\":%d,\"seconds\":%.3f,\"events_per_s\":%.0f,"
                 + "\"events_per_s_per_core\":%.0f,\"cpu_ns_per_event\":%.0f,\"startup_s\":%.3f,"
                 + "\"updates\":%d,\"event_id_duplicates\":%d,\"interest_duplicates\":%d,"
-                + "\"unknown\":%d,\"windows\":%d,\"checkpoint_ms\":%d,\"state\":\"rocksdb\"}%n",
+                + "\"unknown\":%d,\"windows\":%d,\"checkpoint_ms\":%d,\"state\":\"%s\","
+                + "\"checkpoints\":%d,\"final_checkpoint_wait_s\":%.3f,\"durable_seconds\":%.3f,"
+                + "\"durable_events_per_s\":%.0f}%n",
             org.apache.flink.runtime.util.EnvironmentInformation.getVersion(), p, n, secs,
             n / secs, n / secs / p, (c1 - FIRST_CPU_NS.get()) / (double) n,
             (FIRST_NS.get() - t0) / 1e9, UPDATES.get(), ID_DUPS.get(), SEEN_DUPS.get(),
-            UNKNOWN.get(), WINDOWS.get(), cpMs);
+            UNKNOWN.get(), WINDOWS.get(), cpMs, backend, DONE_NS.size(), wait, durable,
+            n / durable);
     }
 }

@@ -6,6 +6,9 @@
  *   load   produces events.jsonl to topic ks-ID-read-events (P partitions, keyed by user_id, the
  *          record timestamp the event's ts), then one end marker per partition (ts 2 h after the
  *          last event: it moves stream time past every window; no state takes it in).
+ *          --topic T: to the existing topic T instead (the newsflow job's read-events, created by
+ *          `newsflow topics create`: perf/run_stream.sh's broker_eos pair), its retention made
+ *          unlimited first, without end markers (the job would take them for undecodable events).
  *   run    the application (processor API, RocksDB stores with changelogs, exactly_once_v2):
  *            reader (one task per input partition): event-id dedup, the (user, article, session)
  *              seen set and the interest EMA (as in newsflow's interest.h) -> ks-ID-interest; every
@@ -24,7 +27,7 @@
  *          line {"bench":"stream.kstreams",...}. The clock runs from the first record the reader
  *          takes to the last end marker through the trending task.
  *
- *   java ... ReadPathStreams load --id ID --bootstrap B --events F --partitions P
+ *   java ... ReadPathStreams load --id ID --bootstrap B --events F --partitions P [--topic T]
  *   java ... ReadPathStreams run --id ID --bootstrap B --topics F --out DIR --state DIR --threads T
  *        --partitions P --last-window-end MS [--commit-ms C] */
 package newsflow.peer;
@@ -323,19 +326,30 @@ public final class ReadPathStreams {
     static void load(String[] args) throws Exception {
         String bootstrap = arg(args, "--bootstrap", null), events = arg(args, "--events", null);
         int p = Integer.parseInt(arg(args, "--partitions", "4"));
+        String to = arg(args, "--topic", "");
         Properties ap = new Properties();
         ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         try (Admin admin = Admin.create(ap)) {
-            /* The events' timestamps are their event time, in the past: with the broker's
-             * default retention (7 days, by record time) its next retention check would delete
-             * them under the running application. Kept forever here (the run deletes the broker). */
-            Map<String, String> keep = Map.of("retention.ms", "-1");
-            admin.createTopics(List.of(new NewTopic(IN, p, (short) 1).configs(keep),
-                                   new NewTopic(READS, 1, (short) 1).configs(keep),
-                                   new NewTopic(INTEREST, p, (short) 1).configs(keep),
-                                   new NewTopic(TRENDING, 1, (short) 1).configs(keep)))
-                .all()
-                .get();
+            if (!to.isEmpty()) { /* the job's topic: kept forever, as below */
+                var res = new org.apache.kafka.common.config.ConfigResource(
+                    org.apache.kafka.common.config.ConfigResource.Type.TOPIC, to);
+                var op = new org.apache.kafka.clients.admin.AlterConfigOp(
+                    new org.apache.kafka.clients.admin.ConfigEntry("retention.ms", "-1"),
+                    org.apache.kafka.clients.admin.AlterConfigOp.OpType.SET);
+                admin.incrementalAlterConfigs(Map.of(res, List.of(op))).all().get();
+            } else {
+                /* The events' timestamps are their event time, in the past: with the broker's
+                 * default retention (7 days, by record time) its next retention check would
+                 * delete them under the running application. Kept forever here (the run deletes
+                 * the broker). */
+                Map<String, String> keep = Map.of("retention.ms", "-1");
+                admin.createTopics(List.of(new NewTopic(IN, p, (short) 1).configs(keep),
+                                       new NewTopic(READS, 1, (short) 1).configs(keep),
+                                       new NewTopic(INTEREST, p, (short) 1).configs(keep),
+                                       new NewTopic(TRENDING, 1, (short) 1).configs(keep)))
+                    .all()
+                    .get();
+            }
         }
         Properties pp = new Properties();
         pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -351,13 +365,14 @@ public final class ReadPathStreams {
                 JsonNode e = json.readTree(line);
                 long ts = e.get("ts").asLong();
                 max = Math.max(max, ts);
-                prod.send(new ProducerRecord<>(IN, null, ts, e.get("user_id").asText(), line));
+                prod.send(new ProducerRecord<>(to.isEmpty() ? IN : to, null, ts,
+                                               e.get("user_id").asText(), line));
             }
-            for (int i = 0; i < p; i++)
+            for (int i = 0; to.isEmpty() && i < p; i++)
                 prod.send(new ProducerRecord<>(IN, i, max + 2 * 3600000L, END, ""));
             prod.flush();
         }
-        System.err.printf("ReadPathStreams: %d events and %d end markers in %s%n", n, p, IN);
+        System.err.printf("ReadPathStreams: %d events in %s%n", n, to.isEmpty() ? IN : to);
     }
 
     static void dump(String bootstrap, String topic, String path) throws IOException {
