@@ -545,7 +545,6 @@ static void unfreeze(nf_kstate_t *ks, entry_t *e);
 static int mark_dirty(nf_kstate_t *ks, uint32_t idx)
 {
     entry_t *e = &ks->ent[idx];
-    unfreeze(ks, e); /* delete: before its value goes */
     if (e->flags & F_DIRTY)
         return 0;
     if (vec_push(&ks->dirty, idx) != 0)
@@ -1021,6 +1020,7 @@ int nf_kstate_delete(nf_kstate_t *ks, uint16_t kg, nf_id128_t key)
     if (idx == NONE)
         return -ENOMEM;
     entry_t *e = &ks->ent[idx];
+    unfreeze(ks, e); /* its cut value goes to the frozen snapshot before the value goes */
     if (mark_dirty(ks, idx) != 0) {
         if (inserted)
             drop(ks, idx);
@@ -1079,37 +1079,21 @@ static void infl_reserve(nf_kstate_t *ks, uint64_t epoch)
     ks->infl_cap = cap;
 }
 
-/* Dirty record e written into b (NULL: nowhere) and made committing in snapshot seq. */
-static void commit_record(nf_kstate_t *ks, nf_store_batch_t *b, entry_t *e, uint32_t seq)
-{
-    assert((e->flags & (F_USED | F_DIRTY)) == (F_USED | F_DIRTY));
-    if (b)
-        write_record(ks, b, e);
-    if (!(e->flags & F_COMMITTING))
-        ks->ncommit++;
-    e->flags = (uint8_t)((e->flags & ~F_DIRTY) | F_COMMITTING);
-    e->commit_seq = seq;
-    e->link = NONE;
-}
-
-/* A frozen record about to change (or be written by the walk): its cut value goes out first. */
+/* A frozen record about to change (or reached by the walk): its cut value goes into the frozen
+ * snapshot's batch (NULL: nowhere) and it becomes committing in that snapshot. */
 static void unfreeze(nf_kstate_t *ks, entry_t *e)
 {
     if (!is_frozen(ks, e))
         return;
-    commit_record(ks, ks->fb, e, ks->fseq);
+    assert((e->flags & (F_USED | F_DIRTY)) == (F_USED | F_DIRTY));
+    if (ks->fb)
+        write_record(ks, ks->fb, e);
+    if (!(e->flags & F_COMMITTING))
+        ks->ncommit++;
+    e->flags = (uint8_t)((e->flags & ~F_DIRTY) | F_COMMITTING);
+    e->commit_seq = ks->fseq;
+    e->link = NONE;
     ks->fleft--;
-}
-
-/* The dirty vector handed over as snapshot `epoch`'s in-flight list, with a fresh sequence
- * number; the dirty vector starts empty. */
-static uint32_t hand_over(nf_kstate_t *ks, uint64_t epoch)
-{
-    infl_reserve(ks, epoch);
-    uint32_t seq = ++ks->seq;
-    ks->infl[ks->ninfl++] = (inflight_t){.epoch = epoch, .seq = seq, .list = ks->dirty};
-    ks->dirty = ks->npool ? ks->pool[--ks->npool] : (vec_t){0};
-    return seq;
 }
 
 /* A freeze written whole at once. The batch is left in the order of the dirty vector: the store
@@ -1129,12 +1113,17 @@ size_t nf_kstate_freeze(nf_kstate_t *ks, nf_store_batch_t *b, uint64_t epoch)
     size_t n = ks->dirty.n;
     if (n == 0)
         return 0;
+    /* The dirty vector becomes the snapshot's in-flight list and the frozen list; the records
+     * of the list are frozen from here on (dirty of an older gen). */
+    infl_reserve(ks, epoch);
+    ks->fseq = ++ks->seq;
+    ks->infl[ks->ninfl++] = (inflight_t){.epoch = epoch, .seq = ks->fseq, .list = ks->dirty};
     ks->fv = ks->dirty.v;
     ks->fn = ks->fleft = (uint32_t)n;
     ks->fpos = 0;
     ks->fb = b;
-    ks->fseq = hand_over(ks, epoch);
-    ks->gen++; /* the records of the list are frozen from here: dirty of an older gen */
+    ks->dirty = ks->npool ? ks->pool[--ks->npool] : (vec_t){0};
+    ks->gen++;
     return n;
 }
 

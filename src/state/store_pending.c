@@ -504,7 +504,8 @@ static long load_table(nf_store_t *st, const store_pending_head_t *h, const unsi
     return (long)(19 + nl);
 }
 
-/* The record's file list into a (*a allocated). */
+/* The record's file list into a (*a allocated), each file checked there; not its batch
+ * (load_batch: only the apply needs it). */
 static int load_tables(nf_store_t *st, const store_pending_head_t *h, store_apply_t **out,
                        char *err, size_t errlen)
 {
@@ -513,15 +514,12 @@ static int load_tables(nf_store_t *st, const store_pending_head_t *h, store_appl
         return store_seterr(err, errlen, -ENOMEM, "out of memory");
     void *v = NULL;
     size_t len = 0;
-    int r = load_batch(st, h, a, err, errlen);
-    if (r == 0) {
-        r = store_get_raw(st, st->def, PENDING_TABLES, strlen(PENDING_TABLES), &v, &len, err,
-                          errlen);
-        if (r == 0 || (r > 0 && len < 4))
-            r = store_seterr(err, errlen, -EIO,
-                             "%s: pending record of epoch %" PRIu64 " lacks its file list",
-                             st->db_dir, h->epoch);
-    }
+    int r =
+        store_get_raw(st, st->def, PENDING_TABLES, strlen(PENDING_TABLES), &v, &len, err, errlen);
+    if (r == 0 || (r > 0 && len < 4))
+        r = store_seterr(err, errlen, -EIO,
+                         "%s: pending record of epoch %" PRIu64 " lacks its file list", st->db_dir,
+                         h->epoch);
     const unsigned char *p = v;
     size_t off = 4;
     for (uint32_t i = 0, n = r > 0 ? nf_get_le32(p) : 0; r > 0 && i < n; i++) {
@@ -612,32 +610,22 @@ static int run_tables(nf_store_t *st, store_apply_t *a, char *err, size_t errlen
     return 0;
 }
 
-/* The apply of a record that names table files: the files prepared by the pending write in this
- * process, or those the record names (a restart). */
-static int apply_tables(nf_store_t *st, const store_pending_head_t *h, size_t *ingested, char *err,
-                        size_t errlen)
+/* What the apply of a record that names table files needs: the files and batch prepared by the
+ * pending write in this process, or those the record names (a restart). */
+static int tables_in_hand(nf_store_t *st, const store_pending_head_t *h, store_apply_t **out,
+                          char *err, size_t errlen)
 {
-    store_apply_t *a = st->prep && st->prep_epoch == h->epoch ? st->prep : NULL;
+    store_apply_t *a = NULL;
     int r = 0;
-    if (a)
+    if (st->prep && st->prep_epoch == h->epoch) {
+        a = st->prep;
         st->prep = NULL;
-    else
-        r = load_tables(st, h, &a, err, errlen);
-    if (r != 0)
-        return r;
-    store_track_begin(st);
-    r = run_tables(st, a, err, errlen);
-    if (r == 0 && st->fault)
-        st->fault("mid_apply");
-    if (r == 0)
-        r = mark_committed(st, h, err, errlen);
-    if (r == 0)
-        store_track_end_pending(st, h->epoch);
-    else
-        store_track_end_unknown(st);
-    if (r == 0 && ingested)
-        *ingested = a->ingested;
-    prep_free(a, r == 0); /* committed (synced): the files are named no more */
+    } else if ((r = load_tables(st, h, &a, err, errlen)) == 0 &&
+               (r = load_batch(st, h, a, err, errlen)) != 0) {
+        prep_free(a, false);
+        a = NULL;
+    }
+    *out = a; /* NULL on failure */
     return r;
 }
 
@@ -703,24 +691,23 @@ int nf_store_pending_apply_batches(nf_store_t *st, uint64_t epoch, nf_store_batc
     int r = store_pending_head_read(st, &h, err, errlen);
     if (r <= 0)
         return r;
-    if (h.tables) { /* written once: the files are there, the batches in hand not needed */
-        r = apply_tables(st, &h, ingested, err, errlen);
-        free(h.json);
-        if (r == 0)
-            give_back();
-        return r;
-    }
-    /* With the batches in hand, the large kinds become table files before any lock is taken
-     * (sorting and encoding them is most of the cost); the pending record's copies are read
-     * back only after a restart. The ingested files are durable before mark_committed. */
-    store_apply_t a;
-    memset(&a, 0, sizeof a);
-    if (batches && (r = check_batches(st, &h, epoch, batches, n, err, errlen)) == 0)
-        r = store_apply_prepare(st, batches, n, &a, err, errlen);
+    /* A record that names table files: they are there, the batches in hand not needed (state
+     * written once). Else, with the batches in hand, the large kinds become table files before
+     * any lock is taken (sorting and encoding them is most of the cost); the pending record's
+     * copies are read back only after a restart. The ingested files are durable before
+     * mark_committed. */
+    store_apply_t local, *a = &local;
+    memset(&local, 0, sizeof local);
+    if (h.tables)
+        r = tables_in_hand(st, &h, &a, err, errlen);
+    else if (batches && (r = check_batches(st, &h, epoch, batches, n, err, errlen)) == 0)
+        r = store_apply_prepare(st, batches, n, a, err, errlen);
     if (r >= 0) {
         /* Tracked writes (store_track.c) see the whole apply as one write. */
         store_track_begin(st);
-        r = batches ? store_apply_run(st, &a, err, errlen) : apply_blobs(st, &h, err, errlen);
+        r = h.tables  ? run_tables(st, a, err, errlen)
+            : batches ? store_apply_run(st, a, err, errlen)
+                      : apply_blobs(st, &h, err, errlen);
         if (r >= 0 && st->fault)
             st->fault("mid_apply");
         if (r >= 0)
@@ -731,8 +718,11 @@ int nf_store_pending_apply_batches(nf_store_t *st, uint64_t epoch, nf_store_batc
             store_track_end_unknown(st);
     }
     if (r >= 0 && ingested)
-        *ingested = a.ingested;
-    store_apply_free(&a);
+        *ingested = a->ingested;
+    if (h.tables)
+        prep_free(a, r >= 0); /* committed (the mark synced): the files are named no more */
+    else
+        store_apply_free(a);
     free(h.json);
     if (r >= 0)
         give_back();
