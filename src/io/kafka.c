@@ -122,7 +122,8 @@ void nf_kafka_mock_free(nf_kafka_mock_t *m)
 typedef struct out_topic {
     char name[256];
     int npart;
-    int64_t *pos; /* per partition: offset after our last delivered record */
+    int64_t *pos;          /* per partition: offset after our last delivered record */
+    rd_kafka_topic_t *rkt; /* the producer's handle, made at the first record (topic_handle) */
 } out_topic_t;
 
 typedef struct shard_q {
@@ -571,6 +572,16 @@ static int init_transactions(nf_kafka_t *k, char *err, size_t errlen)
     return err_from(k, e, what, err, errlen);
 }
 
+/* The producer's topic handles (out_topic_t.rkt), before the producer goes. */
+static void drop_topic_handles(nf_kafka_t *k)
+{
+    for (int t = 0; t < NF_TOPIC__COUNT; t++)
+        if (k->out[t].rkt) {
+            rd_kafka_topic_destroy(k->out[t].rkt);
+            k->out[t].rkt = NULL;
+        }
+}
+
 int nf_kafka_reset_producer(nf_kafka_t *k, char *err, size_t errlen)
 {
     char why[256];
@@ -587,6 +598,7 @@ int nf_kafka_reset_producer(nf_kafka_t *k, char *err, size_t errlen)
     /* The new producer fences the old one: nothing the old one still holds reaches the log. */
     int r = init_transactions(k, err, errlen);
     rd_kafka_purge(old, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    drop_topic_handles(k);
     rd_kafka_destroy(old);
     if (r != 0)
         return r;
@@ -1211,6 +1223,7 @@ void nf_kafka_free(nf_kafka_t *k)
     }
     if (k->prod) {
         rd_kafka_flush(k->prod, 5000);
+        drop_topic_handles(k);
         rd_kafka_destroy(k->prod);
     }
     if (!cons_ended)
@@ -1374,13 +1387,51 @@ static void fault(nf_kafka_t *k, const char *point)
         k->o.fault(point);
 }
 
-static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint64_t nonce,
-                       uint64_t seq, char *err, size_t errlen)
+/* The headers every record of an epoch shares, formatted once (produce_one adds nf-seq). */
+typedef struct epoch_tag {
+    char epoch[24], nonce[24];
+    int elen, nlen;
+} epoch_tag_t;
+
+static void epoch_tag(epoch_tag_t *t, uint64_t epoch, uint64_t nonce)
 {
-    char ebuf[24], nbuf[24], sbuf[24];
-    int el = snprintf(ebuf, sizeof ebuf, "%" PRIu64, epoch);
-    int nl = snprintf(nbuf, sizeof nbuf, "%" PRIu64, nonce);
-    int sl = snprintf(sbuf, sizeof sbuf, "%" PRIu64, seq);
+    t->elen = snprintf(t->epoch, sizeof t->epoch, "%" PRIu64, epoch);
+    t->nlen = snprintf(t->nonce, sizeof t->nonce, "%" PRIu64, nonce);
+}
+
+/* v in decimal at the end of buf[24]; returns the index where it starts (snprintf costs more
+ * than the rest of a record's headers: issue 42's profile of the commit). */
+static int u64_dec(uint64_t v, char buf[24])
+{
+    int i = 24;
+    do {
+        buf[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return i;
+}
+
+/* The producer's handle of output topic t: producev by name looks the topic up under a lock at
+ * every record. */
+static rd_kafka_topic_t *topic_handle(nf_kafka_t *k, nf_topic_t t)
+{
+    if (!k->out[t].rkt)
+        k->out[t].rkt = rd_kafka_topic_new(k->prod, k->out[t].name, NULL);
+    return k->out[t].rkt;
+}
+
+static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, const epoch_tag_t *tag, uint64_t seq,
+                       char *err, size_t errlen)
+{
+    char sbuf[24];
+    int at = u64_dec(seq, sbuf), sl = 24 - at;
+    const char *sv = sbuf + at;
+    rd_kafka_topic_t *rkt = topic_handle(k, r->topic);
+    if (!rkt) {
+        snprintf(err, errlen, "kafka: no handle for topic %s: %s", k->out[r->topic].name,
+                 rd_kafka_err2str(rd_kafka_last_error()));
+        return -EIO;
+    }
     /* A changelog record goes to the partition of its key group (its first two key bytes,
      * state/changelog.h); outputs to the partitioner's choice by key. */
     int32_t part = RD_KAFKA_PARTITION_UA;
@@ -1398,11 +1449,11 @@ static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, uint64_t epoch, uint
     for (;;) {
         rd_kafka_headers_t *h = rd_kafka_headers_new(4);
         rd_kafka_header_add(h, "nf-writer", -1, k->txid, (ssize_t)strlen(k->txid));
-        rd_kafka_header_add(h, "nf-epoch", -1, ebuf, el);
-        rd_kafka_header_add(h, "nf-nonce", -1, nbuf, nl);
-        rd_kafka_header_add(h, "nf-seq", -1, sbuf, sl);
+        rd_kafka_header_add(h, "nf-epoch", -1, tag->epoch, tag->elen);
+        rd_kafka_header_add(h, "nf-nonce", -1, tag->nonce, tag->nlen);
+        rd_kafka_header_add(h, "nf-seq", -1, sv, sl);
         rd_kafka_resp_err_t e = rd_kafka_producev(
-            k->prod, RD_KAFKA_V_TOPIC(k->out[r->topic].name), RD_KAFKA_V_PARTITION(part),
+            k->prod, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(part),
             RD_KAFKA_V_KEY(r->key, r->klen),
             RD_KAFKA_V_VALUE(r->tombstone ? NULL : (void *)r->value, r->tombstone ? 0 : r->vlen),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(h),
@@ -1542,13 +1593,15 @@ int nf_kafka_produce_epoch(nf_kafka_t *k, uint64_t epoch, uint64_t nonce, const 
             total++;
     }
     int rc = 0;
+    epoch_tag_t tag;
+    epoch_tag(&tag, epoch, nonce);
     for (unsigned b = 0; b < nbufs && rc == 0; b++) {
         size_t pos = 0;
         nf_outrec_t r;
         int nr;
         while (rc == 0 && (nr = nf_outbuf_next(bufs[b].data, bufs[b].len, &pos, &r)) == 1) {
             if (!present || !(present[seq >> 3] & (1u << (seq & 7)))) {
-                rc = produce_one(k, &r, epoch, nonce, seq, err, errlen);
+                rc = produce_one(k, &r, &tag, seq, err, errlen);
                 if (++produced == total / 2 + 1)
                     fault(k, "mid_produce");
             }
