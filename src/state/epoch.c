@@ -771,7 +771,7 @@ static int apply_and_checkpoint(nf_epoch_t *ep, uint64_t e, bool final, char *er
     int r = 0;
     size_t ingested = 0;
     if (ep->st)
-        r = nf_store_pending_apply_batches(ep->st, e, NULL, 0, &ingested, err, errlen);
+        r = nf_store_pending_apply_epoch(ep->st, e, &ingested, err, errlen);
     if (r != 0) {
         atomic_store(&ep->unapplied, e);
         return r;

@@ -1469,10 +1469,10 @@ bool nf_store_batches_ingest(const nf_store_t *st, nf_store_batch_t *const *batc
 /* Records order[from..to) of b (one kind): a table file when their keys and values come to
  * st->ingest_min bytes, else into a->wb. */
 static int prepare_kind(nf_store_t *st, const nf_store_batch_t *b, const size_t *order, size_t from,
-                        size_t to, store_apply_t *a, char *err, size_t errlen)
+                        size_t to, bool files, store_apply_t *a, char *err, size_t errlen)
 {
     int kind = b->buf[order[from] + 1];
-    if (st->ingest_min && kv_bytes(b->buf, order, from, to) >= st->ingest_min) {
+    if (files && st->ingest_min && kv_bytes(b->buf, order, from, to) >= st->ingest_min) {
         char path[PATH_MAX];
         int r = store_ingest_path(st, path, err, errlen);
         if (r == 0 && !(a->paths[a->nfiles] = strdup(path)))
@@ -1491,6 +1491,12 @@ static int prepare_kind(nf_store_t *st, const nf_store_batch_t *b, const size_t 
 int store_apply_prepare(nf_store_t *st, nf_store_batch_t *const *batches, unsigned n,
                         store_apply_t *a, char *err, size_t errlen)
 {
+    return store_apply_sort(st, batches, n, true, a, err, errlen);
+}
+
+int store_apply_sort(nf_store_t *st, nf_store_batch_t *const *batches, unsigned n, bool files,
+                     store_apply_t *a, char *err, size_t errlen)
+{
     memset(a, 0, sizeof *a);
     const nf_store_batch_t *b = NULL;
     int r = join_batches(batches, n, a, &b, err, errlen);
@@ -1507,27 +1513,11 @@ int store_apply_prepare(nf_store_t *st, nf_store_batch_t *const *batches, unsign
         size_t to = from + 1;
         while (to < cnt && b->buf[order[to] + 1] == kind)
             to++;
-        r = prepare_kind(st, b, order, from, to, a, err, errlen);
+        r = prepare_kind(st, b, order, from, to, files, a, err, errlen);
         from = to;
     }
     free(order);
     return r;
-}
-
-int store_apply_run(nf_store_t *st, store_apply_t *a, char *err, size_t errlen)
-{
-    if (rocksdb_writebatch_count(a->wb) > 0) {
-        char *rerr = NULL;
-        rocksdb_write(st->db, st->wo, a->wb, &rerr);
-        if (rerr)
-            return store_rocks_err(rerr, err, errlen, -EIO, "applying the epoch's state");
-    }
-    for (unsigned i = 0; i < a->nfiles; i++) {
-        int r = store_ingest_table(st, a->kinds[i], a->paths[i], err, errlen);
-        if (r != 0)
-            return r;
-    }
-    return 0;
 }
 
 void store_apply_free(store_apply_t *a)

@@ -24,7 +24,8 @@
  * applied (or discarded).
  *
  * Files: store.c the live database and batches, store_pending.c the epoch protocol's records,
- * checkpoint.c named checkpoints (state/checkpoint.h); store_int.h is what they share.
+ * store_body.c the file of a pending record's batches and outputs, checkpoint.c named checkpoints
+ * (state/checkpoint.h); store_int.h is what they share.
  *
  * Threads: a store is thread-safe (RocksDB is): shards read cold keys while the epoch thread
  * writes. Batches are single-threaded objects: a shard fills its own at the barrier. */
@@ -86,7 +87,7 @@ typedef struct nf_store_opts {
     nf_store_log_t log;     /* RocksDB's info log, default NF_STORE_LOG_OFF */
     /* An epoch's kind whose writes come to at least this many bytes (keys and values) is
      * applied as a table file, ingested, instead of through the memtable
-     * (nf_store_pending_apply_batches); 0: never. Default NF_STORE_INGEST_MIN_BYTES. */
+     * (nf_store_pending_write); 0: never. Default NF_STORE_INGEST_MIN_BYTES. */
     size_t ingest_min_bytes;
 } nf_store_opts_t;
 
@@ -131,7 +132,7 @@ void nf_store_close(nf_store_t *st);
 const char *nf_store_state_dir(const nf_store_t *st);
 /* nf_store_opts_t.ingest_min_bytes of this store (0: never). */
 size_t nf_store_ingest_min(const nf_store_t *st);
-/* Whether nf_store_pending_apply_batches would write a table file for any kind of these
+/* Whether nf_store_pending_write would write a table file for any kind of these
  * batches (one whose keys and values come to ingest_min_bytes), i.e. whether keeping them
  * until the apply is worth their memory. */
 bool nf_store_batches_ingest(const nf_store_t *st, nf_store_batch_t *const *batches, unsigned n);
@@ -278,8 +279,9 @@ int nf_store_meta_get(nf_store_t *st, const char *name, char **value, char *err,
  * module's: offsets, output positions). NULL batches are skipped. When a kind's writes come to
  * ingest_min_bytes, the state is sorted and those kinds written as table files first (synced),
  * which the record names instead of holding their records (store_pending.c, "State written
- * once"); the apply that follows in this process ingests them as prepared. 0, or -ENOSPC (the
- * state's file system is full) or -EIO with err. */
+ * once"); the apply that follows in this process ingests them as prepared. The batches and
+ * outputs themselves go to a file written and synced before the record, which names it
+ * (store_body.c). 0, or -ENOSPC (the state's file system is full) or -EIO with err. */
 int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_json,
                            nf_store_batch_t *const *batches, unsigned nbatches,
                            const nf_blob_t *outputs, unsigned noutputs, char *err, size_t errlen);
@@ -297,14 +299,10 @@ void nf_store_pending_free(nf_store_pending_t *p);
 /* Applies the pending record (see top). 0 (also when there is none), or -ENOSPC (the state's
  * file system is full) or -EIO with err. */
 int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen);
-/* The same, reporting in *ingested (may be NULL) the records that went in as table files. A
- * record that names table files is applied from them (batches ignored). Otherwise, with the
- * batches given to nf_store_pending_write (NULL entries allowed; NULL: none), each kind with at
- * least ingest_min_bytes bytes of writes goes in as a table file and the others in one write:
- * the same state results; -EINVAL (nothing applied) if the pending record is not epoch's or
- * holds another number of batches. */
-int nf_store_pending_apply_batches(nf_store_t *st, uint64_t epoch, nf_store_batch_t *const *batches,
-                                   unsigned n, size_t *ingested, char *err, size_t errlen);
+/* The same, for the pending record of epoch only (else -EINVAL, nothing applied), reporting in
+ * *ingested (may be NULL) the records that went in as table files. */
+int nf_store_pending_apply_epoch(nf_store_t *st, uint64_t epoch, size_t *ingested, char *err,
+                                 size_t errlen);
 /* Deletes the pending record without applying it. */
 int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen);
 /* The last committed epoch (0 = none) and its header (malloc'd, NULL if none). 0 or -EIO. */

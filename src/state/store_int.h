@@ -42,6 +42,9 @@ struct nf_store {
      * follows (NULL: none, or a restart: the apply reads the record). */
     struct store_apply *prep;
     uint64_t prep_epoch;
+    /* The body file of the last pending record written (store_body.c), removed once the next
+     * record is (NULL: none). */
+    char *body_path;
     char *state_dir; /* NULL when opened by nf_store_open_dir */
     char *db_dir;
     /* The latest committed view (store_view.c), under view_mu; NULL before the first publish. */
@@ -113,10 +116,10 @@ int store_rm_rf(const char *path);
  * files or directories written aside before being moved in. */
 void store_sweep(const char *dir, const char *prefix);
 
-/* An epoch's batches applied by nf_store_pending_apply_batches: store_apply_prepare (no lock
- * held) joins them, writes each kind with at least st->ingest_min bytes as a table file and
- * puts the others in one WriteBatch; store_apply_run writes that batch and ingests the files;
- * store_apply_free removes files not ingested. */
+/* An epoch's batches made ready for its pending record (store_pending.c): store_apply_prepare
+ * joins them, sorts their records, writes each kind with at least st->ingest_min bytes as a
+ * table file and puts the others in one WriteBatch, in key order; store_apply_free removes files
+ * not ingested. */
 typedef struct store_apply {
     nf_store_batch_t *joined; /* the batches one after the other, when more than one has records */
     rocksdb_writebatch_t *wb; /* the kinds below the threshold */
@@ -138,7 +141,9 @@ void store_pending_sweep(nf_store_t *st);
 void store_pending_forget(nf_store_t *st);
 int store_apply_prepare(nf_store_t *st, nf_store_batch_t *const *batches, unsigned n,
                         store_apply_t *a, char *err, size_t errlen);
-int store_apply_run(nf_store_t *st, store_apply_t *a, char *err, size_t errlen);
+/* The same, files only when asked: without, every kind goes into a->wb, in key order. */
+int store_apply_sort(nf_store_t *st, nf_store_batch_t *const *batches, unsigned n, bool files,
+                     store_apply_t *a, char *err, size_t errlen);
 void store_apply_free(store_apply_t *a);
 
 /* ---- store_pending.c ---- */
@@ -165,9 +170,38 @@ typedef struct store_pending_head {
     uint64_t epoch;
     uint32_t nbatches, noutputs;
     bool tables; /* the record names table files (its one batch: the other kinds) */
+    bool body;   /* its batches (unless tables) and outputs are in its body file (store_body.c) */
     char *json;  /* malloc'd */
 } store_pending_head_t;
 /* The pending record's header: 1 (found), 0, or -errno. */
 int store_pending_head_read(nf_store_t *st, store_pending_head_t *h, char *err, size_t errlen);
+
+/* ---- store_body.c: the pending record's body file ---- */
+#define STORE_PENDING_FILE                                                                         \
+    "newsflow-pending-"                   /* the record's files: + "<epoch>-<pid>-<n>.<ext>"       \
+                                           */
+#define STORE_PENDING_BODY "pending/body" /* the record's key naming its body file */
+typedef struct store_body {
+    char *path; /* NULL: none */
+    uint64_t size;
+    uint32_t nbatches, noutputs; /* in the file */
+    nf_blob_t *parts;            /* store_body_load: the parts read, each malloc'd */
+    unsigned nparts;
+} store_body_t;
+/* parts (nb batches, then no outputs) into a new file, synced with its directory; out names it.
+ * 0 or -errno with err (no file left). */
+int store_body_write(nf_store_t *st, uint64_t epoch, const nf_blob_t *parts, unsigned nb,
+                     unsigned no, store_body_t *out, char *err, size_t errlen);
+/* The record's value naming b's file (malloc'd, *len); NULL: out of memory. */
+unsigned char *store_body_value(const store_body_t *b, size_t *len);
+/* The file h's record names, checked (there, its size, its head and lengths), and its batches
+ * or (outputs) its outputs read into b->parts. 0 or -errno with err naming the file. */
+int store_body_load(nf_store_t *st, const store_pending_head_t *h, bool outputs, store_body_t *b,
+                    char *err, size_t errlen);
+/* The path of the file h's record names (*path malloc'd, or NULL); <0: it cannot be told or the
+ * file is not as named (*path may still be set). */
+int store_body_named(nf_store_t *st, const store_pending_head_t *h, char **path);
+/* Frees b; remove: its file too. */
+void store_body_free(store_body_t *b, bool remove);
 
 #endif

@@ -6,6 +6,9 @@
  *       "pending/out/%08u"     an opaque output blob
  *       "pending/tables"       u32le n | n x [kind: u8][records: u64le][bytes: u64le]
  *                              [name length: u16le][file name in the database directory]
+ *       "pending/body"         the file holding the batches and outputs (store_body.c)
+ * A record this build writes has a body (BODY_FLAG in the header's batch count) and none of the
+ * "pending/batch/" and "pending/out/" keys, which it still reads in a record from before.
  * The pending keys all sort inside ["pending/", "pending0"), so one range delete in the same
  * write removes whatever an earlier pending record left, whatever its counts were.
  *
@@ -46,8 +49,9 @@
 #define PENDING_HEADER "pending/header"
 #define PENDING_TABLES "pending/tables"
 #define PENDING_TBATCH "pending/tables/batch" /* the other kinds' batch of such a record */
-#define PENDING_TABLE  "newsflow-pending-"    /* + "<epoch>-<pid>-<n>.sst" */
+#define PENDING_TABLE  STORE_PENDING_FILE     /* + "<epoch>-<pid>-<n>.sst" */
 #define TABLES_FLAG    0x80000000u            /* in the header's batch count: see the top */
+#define BODY_FLAG      0x40000000u            /* the same: store_body.c */
 
 /* ---------------------------------------------------------------------------------------------
  * the epoch protocol */
@@ -208,6 +212,63 @@ static int put_tables(nf_store_t *st, const store_apply_t *a, rocksdb_writebatch
     return 0;
 }
 
+/* The parts of the record's body: the epoch's state as one WriteBatch in key order (none when
+ * the record names table files, or there is no state), then the outputs. parts has room for
+ * 1 + noutputs; sorted holds the batch they point into (freed by the caller). */
+static int body_parts(nf_store_t *st, nf_store_batch_t *const *batches, unsigned nbatches,
+                      const nf_blob_t *outputs, unsigned noutputs, nf_blob_t *parts,
+                      store_apply_t *sorted, unsigned *nb, char *err, size_t errlen)
+{
+    *nb = 0;
+    if (nbatches) {
+        int r = store_apply_sort(st, batches, nbatches, false, sorted, err, errlen);
+        if (r != 0)
+            return r;
+        size_t dlen = 0;
+        const char *data = rocksdb_writebatch_data(sorted->wb, &dlen);
+        if (rocksdb_writebatch_count(sorted->wb) > 0)
+            parts[(*nb)++] = (nf_blob_t){data, dlen};
+    }
+    for (unsigned i = 0; i < noutputs; i++)
+        parts[*nb + i] = outputs[i];
+    return 0;
+}
+
+/* The record: the earlier one deleted, then the table list (a), the body file's name, the header,
+ * in one synced write. */
+static int write_record(nf_store_t *st, uint64_t epoch, const char *header_json,
+                        const store_apply_t *a, const store_body_t *body, char *err, size_t errlen)
+{
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    /* Whatever an earlier pending record holds goes first, in the same atomic write. */
+    rocksdb_writebatch_delete_range_cf(wb, st->def, PENDING_LO, strlen(PENDING_LO), PENDING_HI,
+                                       strlen(PENDING_HI));
+    unsigned nb = body->nbatches;
+    int r = a ? put_tables(st, a, wb, &nb, err, errlen) : 0;
+    size_t hlen = strlen(header_json), bl = 0;
+    unsigned char *hv = malloc(16 + hlen), *bv = store_body_value(body, &bl);
+    if (r == 0 && (!hv || !bv))
+        r = store_seterr(err, errlen, -ENOMEM, "pending record of epoch %" PRIu64 ": out of memory",
+                         epoch);
+    if (r == 0) {
+        rocksdb_writebatch_put_cf(wb, st->def, STORE_PENDING_BODY, strlen(STORE_PENDING_BODY),
+                                  (const char *)bv, bl);
+        nf_put_le64(hv, epoch);
+        nf_put_le32(hv + 8, nb | BODY_FLAG | (a ? TABLES_FLAG : 0));
+        nf_put_le32(hv + 12, body->noutputs);
+        memcpy(hv + 16, header_json, hlen);
+        rocksdb_writebatch_put_cf(wb, st->def, PENDING_HEADER, strlen(PENDING_HEADER),
+                                  (const char *)hv, 16 + hlen);
+        char what[96];
+        snprintf(what, sizeof what, "writing the pending record of epoch %" PRIu64, epoch);
+        r = write_batch(st, wb, true, what, err, errlen);
+    }
+    free(hv);
+    free(bv);
+    rocksdb_writebatch_destroy(wb);
+    return r;
+}
+
 int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_json,
                            nf_store_batch_t *const *batches, unsigned nbatches,
                            const nf_blob_t *outputs, unsigned noutputs, char *err, size_t errlen)
@@ -216,60 +277,34 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
         return store_seterr(err, errlen, -EROFS, "%s is open read-only", st->db_dir);
     if (!header_json)
         header_json = "";
-    size_t hlen = strlen(header_json);
-    unsigned char *hv = malloc(16 + hlen);
-    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
     store_apply_t *a = NULL; /* the epoch's table files, if any kind is large */
-    unsigned nb_given = nbatches;
+    store_body_t body;
+    memset(&body, 0, sizeof body);
+    unsigned nb_given = nbatches, nb = 0;
+    nf_blob_t *parts = calloc((size_t)noutputs + 1, sizeof *parts);
+    store_apply_t sorted;
+    memset(&sorted, 0, sizeof sorted);
     int r = 0;
-    if (!hv) {
+    if (!parts) {
         r = store_seterr(err, errlen, -ENOMEM, "pending record of epoch %" PRIu64 ": out of memory",
                          epoch);
         goto out;
     }
-    /* Whatever an earlier pending record holds goes first, in the same atomic write. */
-    rocksdb_writebatch_delete_range_cf(wb, st->def, PENDING_LO, strlen(PENDING_LO), PENDING_HI,
-                                       strlen(PENDING_HI));
-    unsigned nb = 0;
-    char key[64];
     if (batches && st->ingest_min && nf_store_batches_ingest(st, batches, nbatches)) {
-        if ((r = prepare_tables(st, epoch, batches, nbatches, &a, err, errlen)) != 0 ||
-            (r = put_tables(st, a, wb, &nb, err, errlen)) != 0)
+        if ((r = prepare_tables(st, epoch, batches, nbatches, &a, err, errlen)) != 0)
             goto out;
         nbatches = 0; /* the record's batch and files hold them */
     }
-    for (unsigned i = 0; i < nbatches; i++) {
-        if (!batches[i])
-            continue;
-        rocksdb_writebatch_t *sb = rocksdb_writebatch_create();
-        r = store_batch_to_rocks(st, batches[i], sb, i, err, errlen);
-        if (r == 0) {
-            size_t dlen = 0;
-            const char *data = rocksdb_writebatch_data(sb, &dlen);
-            key_batch(key, sizeof key, nb++);
-            rocksdb_writebatch_put_cf(wb, st->def, key, strlen(key), data, dlen);
-        }
-        rocksdb_writebatch_destroy(sb);
-        if (r != 0)
-            goto out;
-    }
-    for (unsigned i = 0; i < noutputs; i++) {
-        key_out(key, sizeof key, i);
-        rocksdb_writebatch_put_cf(wb, st->def, key, strlen(key), outputs[i].data, outputs[i].len);
-    }
-    nf_put_le64(hv, epoch);
-    nf_put_le32(hv + 8, nb | (a ? TABLES_FLAG : 0));
-    nf_put_le32(hv + 12, noutputs);
-    memcpy(hv + 16, header_json, hlen);
-    rocksdb_writebatch_put_cf(wb, st->def, PENDING_HEADER, strlen(PENDING_HEADER), (const char *)hv,
-                              16 + hlen);
-    char what[96];
-    snprintf(what, sizeof what, "writing the pending record of epoch %" PRIu64, epoch);
-    r = write_batch(st, wb, true, what, err, errlen);
+    if ((r = body_parts(st, batches, batches ? nbatches : 0, outputs, noutputs, parts, &sorted, &nb,
+                        err, errlen)) != 0 ||
+        (r = store_body_write(st, epoch, parts, nb, noutputs, &body, err, errlen)) != 0)
+        goto out;
+    r = write_record(st, epoch, header_json, a, &body, err, errlen);
     if (r != 0) { /* the record may have reached the disk all the same: its files stay (the
                    * sweep at the next open removes them if no record names them) */
         prep_free(a, false);
         a = NULL;
+        store_body_free(&body, false);
     }
     if (r == 0) {
         store_track_pending(st, epoch, batches, nb_given);
@@ -277,11 +312,19 @@ int nf_store_pending_write(nf_store_t *st, uint64_t epoch, const char *header_js
         st->prep = a;
         st->prep_epoch = epoch;
         a = NULL;
+        /* The earlier record's body: named no more, and its epoch's committed mark (if it was
+         * applied) is durable now, this write being synced. */
+        if (st->body_path)
+            unlink(st->body_path);
+        free(st->body_path);
+        st->body_path = body.path;
+        body.path = NULL;
     }
 out:
-    prep_free(a, true); /* no record names them */
-    rocksdb_writebatch_destroy(wb);
-    free(hv);
+    prep_free(a, true);           /* no record names them */
+    store_body_free(&body, true); /* likewise */
+    store_apply_free(&sorted);
+    free(parts);
     return r;
 }
 
@@ -304,7 +347,8 @@ int store_pending_head_read(nf_store_t *st, store_pending_head_t *h, char *err, 
     h->epoch = nf_get_le64(p);
     h->nbatches = nf_get_le32(p + 8);
     h->tables = (h->nbatches & TABLES_FLAG) != 0;
-    h->nbatches &= ~TABLES_FLAG;
+    h->body = (h->nbatches & BODY_FLAG) != 0;
+    h->nbatches &= ~(TABLES_FLAG | BODY_FLAG);
     h->noutputs = nf_get_le32(p + 12);
     h->json = malloc(len - 16 + 1);
     if (!h->json) {
@@ -319,6 +363,24 @@ int store_pending_head_read(nf_store_t *st, store_pending_head_t *h, char *err, 
 
 static int load_tables(nf_store_t *st, const store_pending_head_t *h, store_apply_t **out,
                        char *err, size_t errlen);
+
+/* The outputs of a record with a body file, into out (which then owns them). 1 or -errno. */
+static int outputs_of_body(nf_store_t *st, const store_pending_head_t *h, nf_store_pending_t *out,
+                           char *err, size_t errlen)
+{
+    store_body_t b;
+    int r = store_body_load(st, h, true, &b, err, errlen);
+    if (r != 0) {
+        nf_store_pending_free(out);
+        return r;
+    }
+    out->outputs = b.parts;
+    out->noutputs = b.nparts;
+    b.parts = NULL;
+    b.nparts = 0;
+    store_body_free(&b, false);
+    return 1;
+}
 
 int nf_store_pending_read(nf_store_t *st, nf_store_pending_t *out, char *err, size_t errlen)
 {
@@ -337,6 +399,8 @@ int nf_store_pending_read(nf_store_t *st, nf_store_pending_t *out, char *err, si
     }
     out->epoch = h.epoch;
     out->header_json = h.json;
+    if (h.body)
+        return outputs_of_body(st, &h, out, err, errlen);
     if (h.noutputs) {
         out->outputs = calloc(h.noutputs, sizeof *out->outputs);
         if (!out->outputs) {
@@ -390,8 +454,25 @@ static void give_back(void)
  * after a crash half-way through is harmless. Not synced: the WAL keeps order, so if the final
  * write (mark_committed) survives a crash these do too, and if it does not, the pending record is
  * still there to be applied again. */
+static int apply_body(nf_store_t *st, const store_pending_head_t *h, char *err, size_t errlen)
+{
+    store_body_t b;
+    int r = store_body_load(st, h, false, &b, err, errlen);
+    for (unsigned i = 0; r == 0 && i < b.nparts; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "applying pending batch %u of epoch %" PRIu64, i, h->epoch);
+        rocksdb_writebatch_t *wb = rocksdb_writebatch_create_from(b.parts[i].data, b.parts[i].len);
+        r = write_batch(st, wb, false, what, err, errlen);
+        rocksdb_writebatch_destroy(wb);
+    }
+    store_body_free(&b, false);
+    return r;
+}
+
 static int apply_blobs(nf_store_t *st, const store_pending_head_t *h, char *err, size_t errlen)
 {
+    if (h->body)
+        return apply_body(st, h, err, errlen);
     int r = 0;
     for (unsigned i = 0; i < h->nbatches && r >= 0; i++) {
         char key[64], what[96];
@@ -633,6 +714,8 @@ void store_pending_forget(nf_store_t *st)
 {
     prep_free(st->prep, false);
     st->prep = NULL;
+    free(st->body_path); /* the sweep at the next open removes it once no record names it */
+    st->body_path = NULL;
 }
 
 void store_pending_sweep(nf_store_t *st)
@@ -640,21 +723,28 @@ void store_pending_sweep(nf_store_t *st)
     store_pending_head_t h;
     char err[256];
     store_apply_t *a = NULL;
+    char *body = NULL; /* the record's body file */
     int hr = store_pending_head_read(st, &h, err, sizeof err);
     if (hr < 0)
         return; /* cannot tell which files a record names: none is removed */
     if (hr > 0) {
+        bool known = true; /* else its apply says why; another record's file may stay till then */
         if (h.tables && load_tables(st, &h, &a, err, sizeof err) != 0)
-            a = NULL; /* its apply says why; a file of another record may stay till then */
+            known = false;
+        if (h.body && store_body_named(st, &h, &body) != 0)
+            known = false;
         free(h.json);
-        if (h.tables && !a)
+        if (!known) {
+            prep_free(a, false);
+            free(body);
             return;
+        }
     }
     DIR *d = opendir(st->db_dir);
     for (struct dirent *e; d && (e = readdir(d));) {
         if (strncmp(e->d_name, PENDING_TABLE, strlen(PENDING_TABLE)) != 0)
             continue;
-        bool named = false;
+        bool named = body && !strcmp(base_name(body), e->d_name);
         for (unsigned i = 0; a && i < a->nfiles && !named; i++)
             named = !strcmp(base_name(a->paths[i]), e->d_name);
         if (!named)
@@ -663,25 +753,11 @@ void store_pending_sweep(nf_store_t *st)
     if (d)
         closedir(d);
     prep_free(a, false);
+    free(body);
 }
 
-/* The batches in hand are the pending record's: its epoch, as many of them as it holds. */
-static int check_batches(nf_store_t *st, const store_pending_head_t *h, uint64_t epoch,
-                         nf_store_batch_t *const *batches, unsigned n, char *err, size_t errlen)
-{
-    unsigned nb = 0;
-    for (unsigned i = 0; i < n; i++)
-        nb += batches[i] != NULL;
-    if (h->epoch == epoch && nb == h->nbatches)
-        return 0;
-    return store_seterr(err, errlen, -EINVAL,
-                        "%s: the pending record is epoch %" PRIu64 "'s with %u batches, not epoch "
-                        "%" PRIu64 "'s with %u (nothing applied)",
-                        st->db_dir, h->epoch, (unsigned)h->nbatches, epoch, nb);
-}
-
-int nf_store_pending_apply_batches(nf_store_t *st, uint64_t epoch, nf_store_batch_t *const *batches,
-                                   unsigned n, size_t *ingested, char *err, size_t errlen)
+/* The pending record applied (any epoch's when epoch is 0). */
+static int apply_record(nf_store_t *st, uint64_t epoch, size_t *ingested, char *err, size_t errlen)
 {
     if (ingested)
         *ingested = 0;
@@ -691,47 +767,59 @@ int nf_store_pending_apply_batches(nf_store_t *st, uint64_t epoch, nf_store_batc
     int r = store_pending_head_read(st, &h, err, errlen);
     if (r <= 0)
         return r;
-    /* A record that names table files: they are there, the batches in hand not needed (state
-     * written once). Else, with the batches in hand, the large kinds become table files before
-     * any lock is taken (sorting and encoding them is most of the cost); the pending record's
-     * copies are read back only after a restart. The ingested files are durable before
-     * mark_committed. */
-    store_apply_t local, *a = &local;
-    memset(&local, 0, sizeof local);
+    if (epoch && h.epoch != epoch) {
+        r = store_seterr(err, errlen, -EINVAL,
+                         "%s: the pending record is epoch %" PRIu64 "'s, not epoch %" PRIu64
+                         "'s (nothing applied)",
+                         st->db_dir, h.epoch, epoch);
+        free(h.json);
+        return r;
+    }
+    /* A record that names table files: as the pending write prepared them, or from the record
+     * (a restart). The ingested files are durable before mark_committed. */
+    store_apply_t *a = NULL;
     if (h.tables)
         r = tables_in_hand(st, &h, &a, err, errlen);
-    else if (batches && (r = check_batches(st, &h, epoch, batches, n, err, errlen)) == 0)
-        r = store_apply_prepare(st, batches, n, a, err, errlen);
     if (r >= 0) {
         /* Tracked writes (store_track.c) see the whole apply as one write. */
         store_track_begin(st);
-        r = h.tables  ? run_tables(st, a, err, errlen)
-            : batches ? store_apply_run(st, a, err, errlen)
-                      : apply_blobs(st, &h, err, errlen);
+        r = h.tables ? run_tables(st, a, err, errlen) : apply_blobs(st, &h, err, errlen);
         if (r >= 0 && st->fault)
             st->fault("mid_apply");
+        char *body = NULL; /* after a restart: removed with the next record, as in store_body.c */
+        if (r >= 0 && h.body && !st->body_path)
+            store_body_named(st, &h, &body);
         if (r >= 0)
             r = mark_committed(st, &h, err, errlen);
+        if (r >= 0 && body) {
+            st->body_path = body;
+            body = NULL;
+        }
+        free(body);
         if (r >= 0)
             store_track_end_pending(st, h.epoch);
         else
             store_track_end_unknown(st);
     }
-    if (r >= 0 && ingested)
+    if (r >= 0 && ingested && a)
         *ingested = a->ingested;
-    if (h.tables)
+    if (a)
         prep_free(a, r >= 0); /* committed (the mark synced): the files are named no more */
-    else
-        store_apply_free(a);
     free(h.json);
     if (r >= 0)
         give_back();
     return r < 0 ? r : 0;
 }
 
+int nf_store_pending_apply_epoch(nf_store_t *st, uint64_t epoch, size_t *ingested, char *err,
+                                 size_t errlen)
+{
+    return apply_record(st, epoch ? epoch : UINT64_MAX, ingested, err, errlen);
+}
+
 int nf_store_pending_apply(nf_store_t *st, char *err, size_t errlen)
 {
-    return nf_store_pending_apply_batches(st, 0, NULL, 0, NULL, err, errlen);
+    return apply_record(st, 0, NULL, err, errlen);
 }
 
 int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen)
@@ -744,9 +832,11 @@ int nf_store_pending_discard(nf_store_t *st, char *err, size_t errlen)
     int r = write_batch(st, wb, true, "discarding the pending record", err, errlen);
     rocksdb_writebatch_destroy(wb);
     store_track_discard_pending(st);
-    if (r == 0) { /* its table files are named no more */
+    if (r == 0) { /* its files are named no more */
         prep_free(st->prep, true);
         st->prep = NULL;
+        free(st->body_path);
+        st->body_path = NULL;
         store_pending_sweep(st);
     }
     return r;
