@@ -228,8 +228,11 @@ int main(int argc, char **argv)
     unsigned rounds = 20, shards = 2;
     const char *dir = NULL;
     nf_log_level_t lvl;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--sizes"))
+    bool usage = false;
+    for (int i = 1; i < argc && !usage; i += 2) {
+        if (i + 1 == argc || !strcmp(argv[i], "--help"))
+            usage = true;
+        else if (!strcmp(argv[i], "--sizes"))
             sizes = argv[i + 1];
         else if (!strcmp(argv[i], "--rounds"))
             rounds = (unsigned)atoi(argv[i + 1]);
@@ -245,11 +248,13 @@ int main(int argc, char **argv)
             g_by_copy = !strcmp(argv[i + 1], "copy");
         else if (!strcmp(argv[i], "--log") && nf_log_level_parse(argv[i + 1], &lvl) == 0)
             nf_log_set_level(lvl); /* debug: every epoch's steps (write, pending, apply) */
+        else
+            usage = true;
     }
-    if (!rounds || !shards || shards > NF_MAX_SHARDS) {
+    if (usage || !rounds || !shards || shards > NF_MAX_SHARDS) {
         fprintf(stderr, "usage: bench_epoch [--sizes N,...] [--rounds R] [--shards S] [--dir D] "
                         "[--ingest-min N] [--keyspace K] [--snapshot ref|copy] [--log debug]\n");
-        return 2;
+        return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
     }
     char tmpl[] = "/tmp/nf_bench_epoch_XXXXXX";
     if (!dir && !(dir = mkdtemp(tmpl))) {
