@@ -2,6 +2,7 @@
  * shards' queues, embedded mock cluster. */
 #include "io/kafka.h"
 #include "io/outbuf.h"
+#include "runtime/jsonw.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -1399,18 +1400,6 @@ static void epoch_tag(epoch_tag_t *t, uint64_t epoch, uint64_t nonce)
     t->nlen = snprintf(t->nonce, sizeof t->nonce, "%" PRIu64, nonce);
 }
 
-/* v in decimal at the end of buf[24]; returns the index where it starts (snprintf costs more
- * than the rest of a record's headers: issue 42's profile of the commit). */
-static int u64_dec(uint64_t v, char buf[24])
-{
-    int i = 24;
-    do {
-        buf[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return i;
-}
-
 /* The producer's handle of output topic t: producev by name looks the topic up under a lock at
  * every record. */
 static rd_kafka_topic_t *topic_handle(nf_kafka_t *k, nf_topic_t t)
@@ -1423,9 +1412,10 @@ static rd_kafka_topic_t *topic_handle(nf_kafka_t *k, nf_topic_t t)
 static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, const epoch_tag_t *tag, uint64_t seq,
                        char *err, size_t errlen)
 {
-    char sbuf[24];
-    int at = u64_dec(seq, sbuf), sl = 24 - at;
+    char sbuf[24]; /* nf-seq: snprintf cost more than the rest of a record's headers */
+    size_t at = nf_u64_digits(seq, sbuf);
     const char *sv = sbuf + at;
+    ssize_t sl = (ssize_t)(24 - at);
     rd_kafka_topic_t *rkt = topic_handle(k, r->topic);
     if (!rkt) {
         snprintf(err, errlen, "kafka: no handle for topic %s: %s", k->out[r->topic].name,

@@ -198,8 +198,7 @@ void nf_jw_i64(nf_jw_t *w, int64_t v)
     nf_jw_u64(w, 0 - (uint64_t)v); /* INT64_MIN too: its magnitude fits in a uint64_t */
 }
 
-/* v's decimal digits at the end of b[24]; returns where they start. */
-static size_t digits_of(uint64_t v, char b[24])
+size_t nf_u64_digits(uint64_t v, char b[24])
 {
     size_t n = 24;
     do {
@@ -212,7 +211,7 @@ static size_t digits_of(uint64_t v, char b[24])
 void nf_jw_u64(nf_jw_t *w, uint64_t v)
 {
     char b[24];
-    size_t n = digits_of(v, b);
+    size_t n = nf_u64_digits(v, b);
     nf_jw_raw(w, b + n, sizeof b - n);
 }
 
@@ -335,7 +334,7 @@ void nf_jw_score(nf_jw_t *w, double v)
     static const double scale[7] = {1, 1e14, 1e13, 1e12, 1e11, 1e10, 1e9};
     uint64_t q = (uint64_t)(v * scale[d] + 0.5); /* 15 digits, 16 if it rounded up to 10^15 */
     char b[24];
-    size_t n = digits_of(q, b);
+    size_t n = nf_u64_digits(q, b);
     size_t digits = sizeof b - n, frac = 15 - d; /* the fraction's digits, the last ones */
     char *p = nf_jw_reserve(w, digits + 1);
     if (!p)

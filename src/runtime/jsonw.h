@@ -31,6 +31,8 @@ void nf_jw_elem(nf_jw_t *w);                 /* [,] before an array element */
 void nf_jw_str(nf_jw_t *w, const char *s);   /* "escaped", or null for NULL */
 void nf_jw_strn(nf_jw_t *w, const char *s, size_t n);
 void nf_jw_i64(nf_jw_t *w, int64_t v);
+/* v's decimal digits at the end of b[24] (no terminator); returns where they start. */
+size_t nf_u64_digits(uint64_t v, char b[24]);
 void nf_jw_u64(nf_jw_t *w, uint64_t v);
 /* A number in [0, 1] (a weight, a confidence) with 15 decimals, trailing zeros dropped: absolute
  * error < 6e-16, no printf. Outside [0, 1]: %.17g; not finite: null. */
