@@ -36,7 +36,8 @@
 #include <unistd.h>
 
 static size_t g_ingest_min = NF_STORE_INGEST_MIN_BYTES;
-static size_t g_keyspace; /* 0: every round the same N keys */
+static unsigned g_write_buffer_mb; /* 0: the store's default */
+static size_t g_keyspace;          /* 0: every round the same N keys */
 
 static double cpu_s(void)
 {
@@ -157,6 +158,8 @@ static int run_size(size_t keys, unsigned rounds, unsigned shards, const char *b
     nf_store_opts_t so;
     nf_store_opts_default(&so);
     so.ingest_min_bytes = g_ingest_min;
+    if (g_write_buffer_mb)
+        so.write_buffer_mb = g_write_buffer_mb;
     b.st = nf_store_open(dir, &so, err, sizeof err);
     if (!b.st) {
         fprintf(stderr, "bench_epoch: %s\n", err);
@@ -242,6 +245,8 @@ int main(int argc, char **argv)
             dir = argv[i + 1];
         else if (!strcmp(argv[i], "--ingest-min"))
             g_ingest_min = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--write-buffer-mb"))
+            g_write_buffer_mb = (unsigned)atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--keyspace"))
             g_keyspace = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--snapshot"))
@@ -252,8 +257,10 @@ int main(int argc, char **argv)
             usage = true;
     }
     if (usage || !rounds || !shards || shards > NF_MAX_SHARDS) {
-        fprintf(stderr, "usage: bench_epoch [--sizes N,...] [--rounds R] [--shards S] [--dir D] "
-                        "[--ingest-min N] [--keyspace K] [--snapshot ref|copy] [--log debug]\n");
+        fprintf(stderr,
+                "usage: bench_epoch [--sizes N,...] [--rounds R] [--shards S] [--dir D] "
+                "[--ingest-min N] [--keyspace K] [--write-buffer-mb M] [--snapshot ref|copy] "
+                "[--log debug]\n");
         return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
     }
     char tmpl[] = "/tmp/nf_bench_epoch_XXXXXX";

@@ -228,6 +228,7 @@ static int open_store(nf_job_t *j, char *err, size_t errlen)
     nf_store_opts_t so;
     nf_store_opts_default(&so);
     so.block_cache_mb = cfg->state.block_cache_mb;
+    so.write_buffer_mb = cfg->state.write_buffer_mb;
     so.ingest_min_bytes = cfg->state.ingest_min_bytes;
     _Static_assert(NF_STORE_LOG_OFF == 0 && NF_STORE_LOG_WARN == 1 && NF_STORE_LOG_INFO == 2,
                    "state.rocksdb_log's choices (config.c) are indexed by nf_store_log_t");

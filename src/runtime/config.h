@@ -120,6 +120,7 @@ typedef struct nf_config {
         char dir[1024];
         uint32_t budget_mb; /* keyed state in memory, per shard */
         uint32_t block_cache_mb;
+        uint32_t write_buffer_mb;  /* RocksDB's memtable per kind of state */
         uint64_t ingest_min_bytes; /* an epoch's kind this large goes in as a table file */
         int rocksdb_log; /* state.rocksdb_log: 0 "off", 1 "warn", 2 "info" (nf_store_log_t) */
         bool changelog;  /* state writes also to the changelog topics; restore from them */
