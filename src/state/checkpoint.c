@@ -39,16 +39,6 @@
 /* ---------------------------------------------------------------------------------------------
  * files */
 
-static int fsync_path(const char *path, bool dir)
-{
-    int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int r = fsync(fd) == 0 ? 0 : -errno;
-    close(fd);
-    return r;
-}
-
 /* The whole file, NUL-terminated, malloc'd. NULL with errno set. */
 static char *read_file(const char *path, size_t *len)
 {
@@ -608,7 +598,7 @@ static int delete_dir(const char *cpdir, const char *name, char *err, size_t err
     if (rename(from, aside) != 0)
         return store_seterr(err, errlen, -errno, "cannot delete %s: rename to %s: %s", from, aside,
                             strerror(errno));
-    fsync_path(cpdir, true);
+    store_fsync_path(cpdir, true);
     int r = store_rm_rf(aside);
     if (r != 0)
         return store_seterr(err, errlen, r, "%s: removing its files (now under %s): %s", from,
@@ -878,7 +868,7 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
     text[tl] = '\n'; /* cJSON_Print's NUL becomes a final newline */
     r = write_file_sync(mpath, text, tl + 1);
     if (r == 0)
-        r = fsync_path(tmp, true);
+        r = store_fsync_path(tmp, true);
     if (r != 0) {
         store_seterr(err, errlen, r, "checkpoint %s: writing %s: %s", name, mpath, strerror(-r));
         goto fail;
@@ -893,7 +883,7 @@ int nf_store_checkpoint(nf_store_t *st, uint64_t epoch, const char *config_hash,
             rename(old, final);
         goto fail;
     }
-    fsync_path(cpdir, true);
+    store_fsync_path(cpdir, true);
     if (replaced)
         store_rm_rf(old);
     free(files);
@@ -1441,7 +1431,7 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
     free(files);
     if (r == 0 && res->next_epoch - 1 > res->epoch)
         r = set_committed_epoch(tmp, res->next_epoch - 1, err, errlen);
-    if (r == 0 && (r = fsync_path(tmp, true)) != 0)
+    if (r == 0 && (r = store_fsync_path(tmp, true)) != 0)
         store_seterr(err, errlen, r, "restore %s: fsync %s: %s", name, tmp, strerror(-r));
     if (r != 0) {
         store_rm_rf(tmp);
@@ -1504,7 +1494,7 @@ int nf_checkpoint_restore(const char *state_dir, const char *id, const nf_restor
         store_rm_rf(tmp);
         res->moved = false;
     }
-    fsync_path(state_dir, true);
+    store_fsync_path(state_dir, true);
     if (r == 0) {
         write_last_restore(state_dir, res, epochs + first_newer, ne - first_newer, at);
         if (o->keep_replaced)
@@ -1552,7 +1542,7 @@ static int copy_checkpoint(const char *from, const char *to, const char *name, c
             store_seterr(err, errlen, r, "%s: copying %s to %s: %s", name, src, dst, strerror(-r));
     }
     free(files);
-    if (r == 0 && (r = fsync_path(to, true)) != 0)
+    if (r == 0 && (r = store_fsync_path(to, true)) != 0)
         store_seterr(err, errlen, r, "%s: fsync %s: %s", name, to, strerror(-r));
     if (r != 0)
         store_rm_rf(to);
@@ -1578,7 +1568,7 @@ int nf_checkpoint_export(const char *state_dir, const char *id, const char *dest
                             "%s already exists: export into another directory, or remove it", to);
     if ((r = copy_checkpoint(path, to, name, err, errlen)) != 0)
         return r;
-    fsync_path(dest, true);
+    store_fsync_path(dest, true);
     snprintf(out_path, out_len, "%s", to);
     return 0;
 }
@@ -1617,7 +1607,7 @@ int nf_checkpoint_import(const char *state_dir, const char *src, char *id_out, s
         store_rm_rf(tmp);
         return r;
     }
-    fsync_path(cpdir, true);
+    store_fsync_path(cpdir, true);
     snprintf(id_out, id_len, "%s", name);
     return 0;
 }

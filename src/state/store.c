@@ -209,6 +209,16 @@ int store_rm_rf(const char *path)
     return -r;
 }
 
+int store_fsync_path(const char *path, bool dir)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
+    if (fd < 0)
+        return -errno;
+    int r = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return r;
+}
+
 void store_sweep(const char *dir, const char *prefix)
 {
     DIR *d = opendir(dir);
@@ -635,11 +645,7 @@ static int create_db(const char *state_dir, const char *db_dir, const nf_store_o
     if (rename(tmp, db_dir) != 0)
         return store_seterr(err, errlen, -errno, "cannot rename %s to %s: %s", tmp, db_dir,
                             strerror(errno));
-    int fd = open(state_dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
+    store_fsync_path(state_dir, true); /* the rename: best effort, the database is whole */
     return 0;
 }
 

@@ -79,16 +79,6 @@ static int write_all(int fd, struct iovec *iov, int n)
     return 0;
 }
 
-static int sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int r = fsync(fd) == 0 ? 0 : -errno;
-    close(fd);
-    return r;
-}
-
 /* The file's contents: its head, the lengths, the parts. */
 static int write_body(int fd, uint64_t epoch, const nf_blob_t *parts, unsigned nb, unsigned no)
 {
@@ -136,7 +126,7 @@ int store_body_write(nf_store_t *st, uint64_t epoch, const nf_blob_t *parts, uns
     if (fd >= 0 && close(fd) != 0 && r == 0)
         r = -errno;
     if (r == 0)
-        r = sync_dir(st->db_dir);
+        r = store_fsync_path(st->db_dir, true);
     if (r == 0 && !(out->path = strdup(path)))
         r = -ENOMEM;
     if (r != 0) {

@@ -115,6 +115,8 @@ int store_rm_rf(const char *path);
 /* Removes (whole trees) every entry of dir whose name starts with prefix: what a crash left of
  * files or directories written aside before being moved in. */
 void store_sweep(const char *dir, const char *prefix);
+/* fsync of the file (dir: the directory) at path. 0 or -errno. */
+int store_fsync_path(const char *path, bool dir);
 
 /* An epoch's batches made ready for its pending record (store_pending.c): store_apply_prepare
  * joins them, sorts their records, writes each kind with at least st->ingest_min bytes as a
@@ -177,10 +179,10 @@ typedef struct store_pending_head {
 int store_pending_head_read(nf_store_t *st, store_pending_head_t *h, char *err, size_t errlen);
 
 /* ---- store_body.c: the pending record's body file ---- */
-#define STORE_PENDING_FILE                                                                         \
-    "newsflow-pending-"                   /* the record's files: + "<epoch>-<pid>-<n>.<ext>"       \
-                                           */
-#define STORE_PENDING_BODY "pending/body" /* the record's key naming its body file */
+/* The record's files are STORE_PENDING_FILE "<epoch>-<pid>-<n>.<ext>" in the database directory;
+ * STORE_PENDING_BODY is the record's key naming its body file. */
+#define STORE_PENDING_FILE "newsflow-pending-"
+#define STORE_PENDING_BODY "pending/body"
 typedef struct store_body {
     char *path; /* NULL: none */
     uint64_t size;

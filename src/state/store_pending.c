@@ -82,16 +82,6 @@ static int write_batch(nf_store_t *st, rocksdb_writebatch_t *wb, bool sync, cons
 /* ---------------------------------------------------------------------------------------------
  * the pending record's table files (see the top) */
 
-static int fsync_path(const char *path, bool dir)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
-    if (fd < 0)
-        return -errno;
-    int r = fsync(fd) == 0 ? 0 : -errno;
-    close(fd);
-    return r;
-}
-
 /* Frees a prepared apply. remove: its files too (no pending record names them, or the epoch is
  * marked committed); else they stay for the record's apply after a restart. */
 static void prep_free(store_apply_t *a, bool remove)
@@ -129,7 +119,7 @@ static int keep_table(nf_store_t *st, store_apply_t *a, unsigned i, uint64_t epo
     } else {
         free(a->paths[i]);
         a->paths[i] = dup; /* removed under its new name if what follows fails */
-        if ((r = fsync_path(path, false)) == 0 && stat(path, &sb) != 0)
+        if ((r = store_fsync_path(path, false)) == 0 && stat(path, &sb) != 0)
             r = -errno;
     }
     if (r != 0)
@@ -150,7 +140,7 @@ static int prepare_tables(nf_store_t *st, uint64_t epoch, nf_store_batch_t *cons
     int r = store_apply_prepare(st, batches, n, a, err, errlen);
     for (unsigned i = 0; r == 0 && i < a->nfiles; i++)
         r = keep_table(st, a, i, epoch, err, errlen);
-    if (r == 0 && (r = fsync_path(st->db_dir, true)) != 0)
+    if (r == 0 && (r = store_fsync_path(st->db_dir, true)) != 0)
         store_seterr(err, errlen, r, "syncing %s: %s", st->db_dir, strerror(-r));
     if (r != 0) {
         prep_free(a, true);
