@@ -853,26 +853,37 @@ static double pct_d(double *v, size_t n, double p)
     return v[i];
 }
 
-/* The job's epoch.committed log lines within the window: epochs, records, pause, commit.
- * --job-log may name several files (one per process, comma-separated): their epochs are pooled
- * (records_per_epoch is then per process's epoch). */
+/* One "name": number field of a log line; -1 if absent. */
+static double log_num(const char *line, const char *field)
+{
+    char pat[48];
+    snprintf(pat, sizeof pat, "\"%s\":", field);
+    const char *p = strstr(line, pat);
+    return p ? strtod(p + strlen(pat), NULL) : -1;
+}
+
+enum { E_PAUSE, E_DRAIN, E_SNAP, E_COMMIT, E_N };
+
+/* The job's epoch.committed log lines within the window: epochs, records, pause (and its
+ * drain and snapshot parts), commit. --job-log may name several files (one per process,
+ * comma-separated): their epochs are pooled (records_per_epoch is then per process's epoch). */
 static void job_log_json(char *out, size_t cap)
 {
+    static const char *const fields[E_N] = {"pause_ms", "drain_ms", "snapshot_ms", "commit_ms"};
     snprintf(out, cap, "null");
     if (!o.job_log)
         return;
     size_t cap_n = 4096, n = 0, warns = 0, files = 0;
-    double *commit = malloc(cap_n * sizeof *commit), *pause = malloc(cap_n * sizeof *pause);
+    double *v[E_N] = {0};
+    for (int f = 0; f < E_N; f++)
+        v[f] = malloc(cap_n * sizeof *v[f]);
     double records = 0;
     char *line = NULL, *paths = strdup(o.job_log);
     size_t lcap = 0;
-    if (!commit || !pause || !paths) {
-        free(commit);
-        free(pause);
-        free(paths);
-        return;
-    }
-    for (char *save = NULL, *path = strtok_r(paths, ",", &save); path;
+    bool ok = paths != NULL;
+    for (int f = 0; f < E_N; f++)
+        ok &= v[f] != NULL;
+    for (char *save = NULL, *path = ok ? strtok_r(paths, ",", &save) : NULL; path;
          path = strtok_r(NULL, ",", &save)) {
         FILE *f = fopen(path, "r");
         if (!f)
@@ -889,32 +900,31 @@ static void job_log_json(char *out, size_t cap)
                 warns++;
             if (!strstr(line, "\"msg\":\"epoch.committed\"") || n == cap_n)
                 continue;
-            const char *r = strstr(line, "\"records\":"), *p = strstr(line, "\"pause_ms\":"),
-                       *c = strstr(line, "\"commit_ms\":");
-            if (!r || !p || !c)
+            double r = log_num(line, "records"), p = log_num(line, "pause_ms"),
+                   c = log_num(line, "commit_ms");
+            if (r < 0 || p < 0 || c < 0)
                 continue;
-            records += strtod(r + 10, NULL);
-            pause[n] = strtod(p + 11, NULL);
-            commit[n] = strtod(c + 12, NULL);
+            records += r;
+            for (int k = 0; k < E_N; k++)
+                v[k][n] = log_num(line, fields[k]); /* -1: a build before drain/snapshot */
             n++;
         }
         fclose(f);
     }
     free(line);
     free(paths);
-    if (!files) {
-        free(commit);
-        free(pause);
-        return;
-    }
-    snprintf(out, cap,
-             "{\"epochs\":%zu,\"records_per_epoch\":%.0f,\"commit_ms_p50\":%.1f,"
-             "\"commit_ms_p99\":%.1f,\"commit_ms_max\":%.1f,\"pause_ms_p50\":%.2f,"
-             "\"pause_ms_max\":%.2f,\"warnings\":%zu}",
-             n, n ? records / (double)n : 0, pct_d(commit, n, 0.5), pct_d(commit, n, 0.99),
-             pct_d(commit, n, 1.0), pct_d(pause, n, 0.5), pct_d(pause, n, 1.0), warns);
-    free(commit);
-    free(pause);
+    if (files)
+        snprintf(out, cap,
+                 "{\"epochs\":%zu,\"records_per_epoch\":%.0f,\"commit_ms_p50\":%.1f,"
+                 "\"commit_ms_p99\":%.1f,\"commit_ms_max\":%.1f,\"pause_ms_p50\":%.2f,"
+                 "\"pause_ms_max\":%.2f,\"drain_ms_p50\":%.2f,\"snapshot_ms_p50\":%.2f,"
+                 "\"snapshot_ms_max\":%.2f,\"warnings\":%zu}",
+                 n, n ? records / (double)n : 0, pct_d(v[E_COMMIT], n, 0.5),
+                 pct_d(v[E_COMMIT], n, 0.99), pct_d(v[E_COMMIT], n, 1.0), pct_d(v[E_PAUSE], n, 0.5),
+                 pct_d(v[E_PAUSE], n, 1.0), pct_d(v[E_DRAIN], n, 0.5), pct_d(v[E_SNAP], n, 0.5),
+                 pct_d(v[E_SNAP], n, 1.0), warns);
+    for (int f = 0; f < E_N; f++)
+        free(v[f]);
 }
 
 static void usage(void)

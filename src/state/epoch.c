@@ -75,6 +75,7 @@ struct nf_epoch {
     _Atomic uint64_t discarded_epochs; /* pending records discarded at start (state.changelog) */
     _Atomic uint64_t committed, failures, checkpoints, outputs, recovered_epochs, recovered_records,
         last_pause_ns, last_commit_ns, cur_epoch;
+    _Atomic uint64_t last_drain_ns, last_snapshot_ns; /* parts of the last pause */
     nf_histogram_t m_pause, m_commit, m_write;
     nf_counter_t m_epochs, m_failures, m_outputs, m_checkpoints, m_early, m_recovered;
     nf_counter_t m_drain_rounds;
@@ -515,8 +516,11 @@ static int cut(nf_epoch_t *ep, bool final, nf_kafka_offset_t *offs, size_t *noff
         if (ep->st && !(ep->batches[s] = nf_store_batch_new()))
             r = -ENOMEM;
     ep->batches_frozen = r == 0; /* from the first shard's snapshot on (write_snapshots) */
+    uint64_t t_drained = nf_now_ns();
     if (r == 0)
         r = call_all(ep, call_snapshot, "snapshot", err, errlen);
+    atomic_store(&ep->last_drain_ns, t_drained - t0);
+    atomic_store(&ep->last_snapshot_ns, nf_now_ns() - t_drained);
     if (r == 0)
         *noffs = collect_offsets(ep, offs, NF_INPUT__COUNT * NF_EPOCH_MAX_PARTITIONS);
     if (r == 0 && !final)
@@ -993,6 +997,8 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
                NF_LI("epoch", e), NF_LI("records", records - cl_records),
                NF_LI("changelog_records", cl_records),
                NF_LF("pause_ms", (double)atomic_load(&ep->last_pause_ns) / 1e6),
+               NF_LF("drain_ms", (double)atomic_load(&ep->last_drain_ns) / 1e6),
+               NF_LF("snapshot_ms", (double)atomic_load(&ep->last_snapshot_ns) / 1e6),
                NF_LF("commit_ms", (double)dt / 1e6), NF_LF("write_ms", (double)(t_cut - t0) / 1e6),
                NF_LF("pending_ms", (double)(t_pend - t_cut) / 1e6),
                NF_LF("produce_ms", (double)(t_prod - t_pend) / 1e6),
