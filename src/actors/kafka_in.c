@@ -563,7 +563,8 @@ static void kin_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64
 {
     kin_t *k = self;
     (void)sh;
-    if (nf_keyset_snapshot(k->ids, b, epoch) < 0) /* b is marked failed: no commit */
+    /* By reference: the keys go into b after the resume (kin_snapshot_more). */
+    if (nf_keyset_freeze(k->ids, b, epoch) < 0) /* b is marked failed: no commit */
         stop_job(k, "out of memory writing the event-id set into the epoch; stopping", -ENOMEM);
     for (size_t p = 0; p < k->ntp; p++) {
         tpart_t *tp = k->tp[p];
@@ -1079,9 +1080,21 @@ static void kin_partitions(nf_shard_t *sh, void *self, nf_input_t in, const int3
                NF_LI("shard", k->me), NF_LI("keys", r), NF_LEND);
 }
 
+/* The event ids of the cut, a slice at a time between the shard's messages. */
+static bool kin_snapshot_more(nf_shard_t *sh, void *self, size_t max)
+{
+    kin_t *k = self;
+    (void)sh;
+    long left = nf_keyset_freeze_step(k->ids, max);
+    if (left < 0) /* the batch is marked failed: no commit */
+        stop_job(k, "out of memory writing the event-id set into the epoch; stopping", -ENOMEM);
+    return left <= 0;
+}
+
 static const nf_epoch_participant_t kin_part = {.pause = kin_cut_pause,
                                                 .busy = kin_busy,
                                                 .snapshot = kin_snapshot,
+                                                .snapshot_more = kin_snapshot_more,
                                                 .resume = kin_cut_resume,
                                                 .partitions = kin_partitions};
 

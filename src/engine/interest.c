@@ -738,13 +738,15 @@ size_t nf_interest_snapshot(nf_interest_t *e, nf_store_batch_t *b, uint64_t epoc
 
 size_t nf_interest_freeze(nf_interest_t *e, nf_store_batch_t *b, uint64_t epoch)
 {
-    long seen = nf_keyset_snapshot(e->seen, b, epoch); /* < 0: b is marked failed */
+    long seen = nf_keyset_freeze(e->seen, b, epoch); /* < 0: b is marked failed */
     return nf_kstate_freeze(e->users, b, epoch) + (seen > 0 ? (size_t)seen : 0);
 }
 
 size_t nf_interest_freeze_step(nf_interest_t *e, size_t max)
 {
-    return nf_kstate_freeze_step(e->users, max);
+    size_t left = nf_kstate_freeze_step(e->users, max);
+    long seen = nf_keyset_freeze_step(e->seen, max); /* < 0: b is marked failed, nothing left */
+    return left + (seen > 0 ? (size_t)seen : 0);
 }
 
 void nf_interest_committed(nf_interest_t *e, uint64_t epoch)

@@ -215,9 +215,9 @@ int nf_interest_get_key(nf_interest_t *e, uint16_t kg, nf_id128_t user, int64_t 
  * be NULL: memory only). Returns entries written. Out of memory marks b failed
  * (nf_store_batch_fail). */
 size_t nf_interest_snapshot(nf_interest_t *e, nf_store_batch_t *b, uint64_t epoch);
-/* The same with the users' vectors by reference (kstate.h, nf_kstate_freeze): the seen keys are
- * written now, the vectors by nf_interest_freeze_step (up to max, 0: all; returns how many are
- * left) or just before one of them changes. */
+/* The same by reference (kstate.h nf_kstate_freeze, keyset.h nf_keyset_freeze): O(1) now; the
+ * vectors and the seen keys are written by nf_interest_freeze_step (up to max of each, 0: all;
+ * returns how many are left) or just before one of them changes or moves. */
 size_t nf_interest_freeze(nf_interest_t *e, nf_store_batch_t *b, uint64_t epoch);
 size_t nf_interest_freeze_step(nf_interest_t *e, size_t max);
 void nf_interest_committed(nf_interest_t *e, uint64_t epoch);

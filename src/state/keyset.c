@@ -29,6 +29,17 @@ typedef nf_coldrec_t rec_t; /* {hi, lo, expires_at_ms << 16 | kg} */
 
 typedef nf_probe_slot_t slot_t; /* ref1 = ring position + 1 */
 
+/* A snapshot by reference (nf_keyset_freeze): the ring's [from, to) goes into b as epoch's blobs,
+ * a phase at a time; the set's `snap` stays at from until they are all in. */
+typedef struct frozen {
+    bool on;
+    enum { FRZ_COUNT, FRZ_FILL, FRZ_PUT } phase;
+    uint64_t from, to, pos;    /* ring sequence numbers; pos: the phase's next key */
+    size_t ngroups, group, at; /* FRZ_PUT: the next group and its offset in the blob buffer */
+    nf_store_batch_t *b;
+    uint64_t epoch;
+} frozen_t;
+
 struct nf_keyset {
     nf_store_t *st;
     nf_state_kind_t kind;
@@ -58,8 +69,12 @@ struct nf_keyset {
     uint64_t spill_failures; /* spills the disk refused (the ring grew instead) */
     uint64_t spill_deferred; /* full of keys newer than the last snapshot (the ring grew) */
 
+    frozen_t frz;
+
     uint64_t added, present, expired, loaded;
 };
+
+static void settle(nf_keyset_t *ks);
 
 static inline int64_t rec_exp(const rec_t *r)
 {
@@ -130,6 +145,8 @@ static inline void prefetch_slot_at(const nf_keyset_t *ks, uint64_t seq)
  * of the key (the tail one expired and was added again) or nothing (already removed). */
 static void unlink_tail(nf_keyset_t *ks)
 {
+    if (ks->frz.on && ks->tail >= ks->frz.from) /* a frozen key (expired): write them first */
+        settle(ks);
     int64_t i = slot_of(ks, ks->tail & ks->rmask);
     if (i >= 0)
         nf_probe_remove(ks->slots, ks->smask, (size_t)i);
@@ -226,6 +243,7 @@ static int rebuild_drop(nf_keyset_t *ks, uint64_t new_cap, int64_t now_ms, nf_ke
 {
     if (new_cap > RING_MAX)
         return -ENOMEM;
+    settle(ks); /* positions change below: a frozen range is written first */
     rec_t *ring = nf_bigmem_alloc((size_t)new_cap * sizeof *ring);
     slot_t *slots = nf_bigmem_alloc((size_t)(2 * new_cap) * sizeof *slots);
     if (!ring || !slots) {
@@ -485,8 +503,125 @@ static int put_chunks(nf_keyset_t *ks, nf_store_batch_t *b, uint16_t kg, uint64_
     return 0;
 }
 
-long nf_keyset_snapshot(nf_keyset_t *ks, nf_store_batch_t *b, uint64_t epoch)
+/* A failed snapshot: the groups counted so far forget their counts, b will not commit, the
+ * keys stay new (the job stops: epoch.h). */
+static long frz_fail(nf_keyset_t *ks)
 {
+    for (size_t g = ks->frz.group; g < ks->frz.ngroups; g++)
+        ks->kg_count[ks->kg_list[g]] = 0;
+    nf_store_batch_fail(ks->frz.b);
+    ks->frz.on = false;
+    return -ENOMEM;
+}
+
+/* Counts the keys of each key group; at the end lays the blobs out one after another in the
+ * scratch buffer (kg_count then holds each group's next write offset). */
+static int frz_count(nf_keyset_t *ks, uint64_t end)
+{
+    for (; ks->frz.pos < end; ks->frz.pos++) {
+        uint16_t kg = rec_kg(&ks->ring[ks->frz.pos & ks->rmask]);
+        if (ks->kg_count[kg]++ == 0)
+            ks->kg_list[ks->frz.ngroups++] = kg;
+    }
+    if (ks->frz.pos < ks->frz.to)
+        return 0;
+    size_t ngroups = ks->frz.ngroups;
+    size_t total = ngroups * BLOB_HEAD + (size_t)(ks->frz.to - ks->frz.from) * BLOB_REC;
+    if (total > UINT32_MAX || blob_reserve(ks, total) != 0) /* offsets are 32-bit below */
+        return -ENOMEM;
+    size_t at = 0;
+    for (size_t g = 0; g < ngroups; g++) {
+        uint16_t kg = ks->kg_list[g];
+        uint32_t count = ks->kg_count[kg];
+        unsigned char *h = ks->blob + at;
+        nf_put_le64(h, 0); /* the latest expiry, filled when put */
+        h[8] = FORMAT;
+        nf_put_le32(h + 9, count);
+        ks->kg_count[kg] = (uint32_t)(at + BLOB_HEAD);
+        at += BLOB_HEAD + (size_t)count * BLOB_REC;
+    }
+    ks->frz.phase = FRZ_FILL;
+    ks->frz.pos = ks->frz.from;
+    return 0;
+}
+
+static void frz_fill(nf_keyset_t *ks, uint64_t end)
+{
+    for (; ks->frz.pos < end; ks->frz.pos++) {
+        const rec_t *r = &ks->ring[ks->frz.pos & ks->rmask];
+        unsigned char *p = ks->blob + ks->kg_count[rec_kg(r)];
+        nf_put_le64(p, r->hi);
+        nf_put_le64(p + 8, r->lo);
+        nf_put_le64(p + 16, (uint64_t)rec_exp(r));
+        ks->kg_count[rec_kg(r)] += BLOB_REC;
+    }
+    if (ks->frz.pos == ks->frz.to)
+        ks->frz.phase = FRZ_PUT;
+}
+
+/* Puts the blobs of up to max keys (at least one group). */
+static int frz_put(nf_keyset_t *ks, uint64_t max)
+{
+    uint64_t keys = 0;
+    while (ks->frz.group < ks->frz.ngroups && (keys == 0 || keys < max)) {
+        uint16_t kg = ks->kg_list[ks->frz.group];
+        unsigned char *h = ks->blob + ks->frz.at;
+        uint32_t count = nf_get_le32(h + 9);
+        nf_put_le64(h, latest_expiry(h + BLOB_HEAD, count));
+        size_t len = BLOB_HEAD + (size_t)count * BLOB_REC;
+        if (!ks->process) { /* the original layout: one blob, 12-byte key */
+            unsigned char key[BLOB_KEY];
+            blob_key_head(ks, kg, ks->frz.epoch, key);
+            nf_store_batch_put(ks->frz.b, ks->kind, key, sizeof key, h, len);
+        } else if (put_chunks(ks, ks->frz.b, kg, ks->frz.epoch, h, count) != 0) {
+            return -ENOMEM;
+        }
+        ks->kg_count[kg] = 0;
+        ks->frz.at += len;
+        ks->frz.group++;
+        keys += count;
+    }
+    return 0;
+}
+
+/* Writes up to max more keys of the frozen range (0: all); the keys left, or -ENOMEM. */
+static long frz_step(nf_keyset_t *ks, uint64_t max)
+{
+    uint64_t budget = max ? max : UINT64_MAX;
+    if (ks->frz.phase == FRZ_COUNT) { /* counting is ~4x cheaper a key than filling */
+        uint64_t n = ks->frz.to - ks->frz.pos, want = budget > UINT64_MAX / 4 ? n : budget * 4;
+        if (frz_count(ks, ks->frz.pos + (n < want ? n : want)) != 0)
+            return frz_fail(ks);
+        if (ks->frz.phase == FRZ_COUNT)
+            return (long)(ks->frz.to - ks->frz.from);
+    }
+    if (ks->frz.phase == FRZ_FILL) {
+        uint64_t n = ks->frz.to - ks->frz.pos;
+        frz_fill(ks, ks->frz.pos + (n < budget ? n : budget));
+        if (ks->frz.phase == FRZ_FILL)
+            return (long)(ks->frz.to - ks->frz.pos);
+        if (max)
+            return 1; /* the puts next call */
+    }
+    if (frz_put(ks, budget) != 0)
+        return frz_fail(ks);
+    if (ks->frz.group < ks->frz.ngroups)
+        return 1;
+    ks->snap = ks->frz.to;
+    ks->frz.on = false;
+    return 0;
+}
+
+/* Whatever a freeze left, written now (before anything moves or changes its keys). */
+static void settle(nf_keyset_t *ks)
+{
+    if (ks->frz.on)
+        (void)frz_step(ks, 0);
+}
+
+long nf_keyset_freeze(nf_keyset_t *ks, nf_store_batch_t *b, uint64_t epoch)
+{
+    settle(ks);
     uint64_t from = ks->snap > ks->tail ? ks->snap : ks->tail, to = ks->head;
     if (!b || from == to) {
         ks->snap = to;
@@ -500,62 +635,28 @@ long nf_keyset_snapshot(nf_keyset_t *ks, nf_store_batch_t *b, uint64_t epoch)
             return -ENOMEM;
         }
     }
-    /* Count the keys of each key group, lay the blobs out one after another in the scratch
-     * buffer (kg_count then holds each group's next write offset), fill them, put each. */
-    size_t ngroups = 0;
-    for (uint64_t s = from; s < to; s++) {
-        uint16_t kg = rec_kg(&ks->ring[s & ks->rmask]);
-        if (ks->kg_count[kg]++ == 0)
-            ks->kg_list[ngroups++] = kg;
-    }
-    size_t total = ngroups * BLOB_HEAD + (size_t)(to - from) * BLOB_REC;
-    if (total > UINT32_MAX || blob_reserve(ks, total) != 0) { /* offsets are 32-bit below */
-        for (size_t g = 0; g < ngroups; g++)
-            ks->kg_count[ks->kg_list[g]] = 0;
-        nf_store_batch_fail(b);
-        return -ENOMEM;
-    }
-    size_t at = 0;
-    for (size_t g = 0; g < ngroups; g++) {
-        uint16_t kg = ks->kg_list[g];
-        uint32_t count = ks->kg_count[kg];
-        unsigned char *h = ks->blob + at;
-        nf_put_le64(h, 0); /* the latest expiry, filled below */
-        h[8] = FORMAT;
-        nf_put_le32(h + 9, count);
-        ks->kg_count[kg] = (uint32_t)(at + BLOB_HEAD);
-        at += BLOB_HEAD + (size_t)count * BLOB_REC;
-    }
-    for (uint64_t s = from; s < to; s++) {
-        const rec_t *r = &ks->ring[s & ks->rmask];
-        unsigned char *p = ks->blob + ks->kg_count[rec_kg(r)];
-        nf_put_le64(p, r->hi);
-        nf_put_le64(p + 8, r->lo);
-        nf_put_le64(p + 16, (uint64_t)rec_exp(r));
-        ks->kg_count[rec_kg(r)] += BLOB_REC;
-    }
-    at = 0;
-    for (size_t g = 0; g < ngroups; g++) {
-        uint16_t kg = ks->kg_list[g];
-        unsigned char *h = ks->blob + at;
-        uint32_t count = nf_get_le32(h + 9);
-        nf_put_le64(h, latest_expiry(h + BLOB_HEAD, count));
-        size_t len = BLOB_HEAD + (size_t)count * BLOB_REC;
-        if (!ks->process) { /* the original layout: one blob, 12-byte key */
-            unsigned char key[BLOB_KEY];
-            blob_key_head(ks, kg, epoch, key);
-            nf_store_batch_put(b, ks->kind, key, sizeof key, h, len);
-        } else if (put_chunks(ks, b, kg, epoch, h, count) != 0) {
-            for (size_t g2 = g; g2 < ngroups; g2++)
-                ks->kg_count[ks->kg_list[g2]] = 0;
-            nf_store_batch_fail(b);
-            return -ENOMEM;
-        }
-        ks->kg_count[kg] = 0;
-        at += len;
-    }
-    ks->snap = to;
+    ks->frz = (frozen_t){.on = true,
+                         .phase = FRZ_COUNT,
+                         .from = from,
+                         .to = to,
+                         .pos = from,
+                         .b = b,
+                         .epoch = epoch};
+    ks->snap = from;
     return (long)(to - from);
+}
+
+long nf_keyset_freeze_step(nf_keyset_t *ks, size_t max)
+{
+    return ks->frz.on ? frz_step(ks, max) : 0;
+}
+
+long nf_keyset_snapshot(nf_keyset_t *ks, nf_store_batch_t *b, uint64_t epoch)
+{
+    long n = nf_keyset_freeze(ks, b, epoch);
+    if (n > 0 && ks->frz.on && frz_step(ks, 0) < 0)
+        return -ENOMEM;
+    return n;
 }
 
 /* ---------------------------------------------------------------- load */
@@ -656,6 +757,7 @@ static int load_one(const void *key, size_t klen, const void *val, size_t vlen, 
 static long load(nf_keyset_t *ks, const uint16_t *kgs, size_t nkgs, nf_keyset_owns_fn owns,
                  void *ctx, int64_t now_ms, char *err, size_t errlen)
 {
+    settle(ks); /* a loaded key may extend a ring record's expiry */
     char dummy[8];
     if (!err || errlen == 0) {
         err = dummy;

@@ -122,6 +122,15 @@ size_t nf_keyset_expire(nf_keyset_t *ks, int64_t now_ms, size_t max);
  * only marked), one blob per key group (see the top). Returns the number of keys written, or
  * -ENOMEM, having marked b failed (nf_store_batch_fail: the epoch will not commit). */
 long nf_keyset_snapshot(nf_keyset_t *ks, nf_store_batch_t *b, uint64_t epoch);
+/* The same snapshot by reference, for a cut whose pause must not grow with the keys: this call
+ * only marks the keys since the previous snapshot (O(1)) and returns their number;
+ * nf_keyset_freeze_step(ks, max) then writes up to about max of them into b (0: all) and returns
+ * how many are left (0: b holds the whole snapshot), or -ENOMEM having marked b failed. The set
+ * is used as ever meanwhile: whatever would move or change a marked key (the ring growing or
+ * shrinking, a marked key leaving the tail, a drop, a load) writes the rest first, as does the
+ * next freeze or snapshot. b must stay allocated and untouched by others until then. */
+long nf_keyset_freeze(nf_keyset_t *ks, nf_store_batch_t *b, uint64_t epoch);
+long nf_keyset_freeze_step(nf_keyset_t *ks, size_t max);
 
 /* Which keys of the store belong to this set's owner (e.g. those routed to its shard). */
 typedef bool (*nf_keyset_owns_fn)(uint16_t kg, nf_id128_t key, void *ctx);

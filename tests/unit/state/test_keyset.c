@@ -2,6 +2,7 @@
  * with the ring growing from 16; restarts through a real store at committed epochs, with the
  * keys split between two owners; per-key records kstate wrote before; the blob layout and the
  * store's TTL filter; corrupt input; a clock that steps back. */
+#include "algo/bytes.h"
 #include "nf_test.h"
 #include "state/keyset.h"
 #include "state/kstate.h"
@@ -189,6 +190,206 @@ static void test_model(void)
 static void test_model_bounded(void)
 {
     run_model(true);
+}
+
+/* A batch's writes, in order, as bytes (to compare two batches). */
+typedef struct {
+    unsigned char *p;
+    size_t n, cap;
+} bytes_t;
+
+static void bytes_add(bytes_t *o, const void *d, size_t n)
+{
+    if (o->n + n > o->cap) {
+        o->cap = (o->n + n) * 2;
+        o->p = realloc(o->p, o->cap);
+    }
+    memcpy(o->p + o->n, d, n);
+    o->n += n;
+}
+
+static int serialize_one(void *arg, bool del, nf_state_kind_t kind, const void *key, size_t klen,
+                         const void *val, size_t vlen)
+{
+    size_t head[4] = {del, (size_t)kind, klen, vlen};
+    bytes_add(arg, head, sizeof head);
+    bytes_add(arg, key, klen);
+    if (val)
+        bytes_add(arg, val, vlen);
+    return 0;
+}
+
+/* A batch's blobs' keys unexpired at now, as sorted {kg, hi, lo, expiry} (a set whose ring
+ * grew where the other spilled left expired keys behind that the other still wrote). */
+typedef struct {
+    bytes_t *out;
+    int64_t now;
+} live_t;
+
+static int live_one(void *arg, bool del, nf_state_kind_t kind, const void *key, size_t klen,
+                    const void *val, size_t vlen)
+{
+    live_t *l = arg;
+    const unsigned char *k = key, *v = val;
+    (void)kind;
+    if (del || klen < 12 || vlen < 13)
+        return -EINVAL;
+    uint64_t kg = (uint64_t)k[0] << 8 | k[1];
+    for (const unsigned char *p = v + 13; p + 24 <= v + vlen; p += 24) {
+        uint64_t rec[4] = {kg, nf_get_le64(p), nf_get_le64(p + 8), nf_get_le64(p + 16)};
+        if ((int64_t)rec[3] > l->now)
+            bytes_add(l->out, rec, sizeof rec);
+    }
+    return 0;
+}
+
+static int cmp_rec(const void *a, const void *b)
+{
+    return memcmp(a, b, 4 * sizeof(uint64_t));
+}
+
+static int live_keys(const nf_store_batch_t *b, int64_t now, bytes_t *out)
+{
+    live_t l = {out, now};
+    int r = nf_store_batch_foreach(b, live_one, &l);
+    if (out->n)
+        qsort(out->p, out->n / 32, 32, cmp_rec);
+    return r;
+}
+
+/* Both batches hold the same writes in the same order (now >= 0: the same keys unexpired at
+ * now); then both are freed. */
+static bool same_batches(nf_store_batch_t *a, nf_store_batch_t *b, int64_t now)
+{
+    bytes_t x = {0}, y = {0};
+    int ra = now < 0 ? nf_store_batch_foreach(a, serialize_one, &x) : live_keys(a, now, &x);
+    int rb = now < 0 ? nf_store_batch_foreach(b, serialize_one, &y) : live_keys(b, now, &y);
+    bool same = ra == 0 && rb == 0 && x.n == y.n && (x.n == 0 || memcmp(x.p, y.p, x.n) == 0);
+    if (!same)
+        fprintf(stderr, "batches differ: %d/%d, %zu/%zu bytes, %zu/%zu writes\n", ra, rb, x.n, y.n,
+                nf_store_batch_count(a), nf_store_batch_count(b));
+    free(x.p);
+    free(y.p);
+    nf_store_batch_free(a);
+    nf_store_batch_free(b);
+    return same;
+}
+
+/* The snapshot by reference writes what the snapshot at the cut would have: a set snapshotted
+ * at each cut and one frozen there and written in random slices between its other operations
+ * (adds that grow the ring from 16, expiry, clock jumps past the TTL that take marked keys out
+ * of the tail, a drop, spills when bounded) answer alike, and every epoch's batches are equal
+ * byte for byte. */
+static void run_freeze(bool bounded, uint64_t process)
+{
+    const int64_t ttl = 10000;
+    char dir[2][128] = {"", ""};
+    nf_keyset_opts_t o = {.kind = NF_KIND_INTEREST_SEEN,
+                          .ttl_ms = ttl,
+                          .initial_capacity = 16,
+                          .writer = 3,
+                          .process = process};
+    nf_keyset_t *ks[2];
+    for (int k = 0; k < 2; k++) {
+        if (bounded) {
+            NF_REQUIRE(nf_teststore_tmpdir("keyset-freeze", dir[k], sizeof dir[k]));
+            o.budget_bytes = 512 << 10;
+            o.spill_dir = dir[k];
+        }
+        NF_REQUIRE((ks[k] = nf_keyset_new(NULL, &o)));
+    }
+    nf_store_batch_t *b[2] = {NULL, NULL};
+    uint64_t rng = 7 + process, epoch = 0;
+    int64_t now = 1700000000000, cut_at = 0;
+    unsigned cuts = 0, equal = 0;
+    for (int op = 0; op < 300000; op++) {
+        uint64_t r = nf_test_rand(&rng);
+        if (r % 1000 < 3 || op == 299999) { /* a cut: the last epoch's batches compare first */
+            if (b[0] && b[1]) {
+                NF_CHECK_EQ(nf_keyset_freeze_step(ks[1], 0), 0);
+                equal += same_batches(b[0], b[1], bounded ? cut_at : -1);
+                cuts++;
+            }
+            b[0] = nf_store_batch_new();
+            b[1] = nf_store_batch_new();
+            epoch++;
+            cut_at = now;
+            long n0 = nf_keyset_snapshot(ks[0], b[0], epoch);
+            long n1 = nf_keyset_freeze(ks[1], b[1], epoch);
+            NF_CHECK(bounded ? n1 >= 0 : n1 == n0);
+            continue;
+        }
+        if (r % 100 < 2)
+            now += (r >> 8) % 200 == 0 ? 2 * ttl : (int64_t)((r >> 16) % 300);
+        unsigned i = (unsigned)((r >> 32) % UNIVERSE);
+        if (op == 150000) {
+            for (int k = 0; k < 2; k++)
+                NF_CHECK(nf_keyset_drop(ks[k], in_odd_group, NULL, now) >= 0);
+            continue;
+        }
+        if (r % 100 < 80) {
+            int a = nf_keyset_add(ks[0], kg_of(i), key_of(i), now);
+            NF_CHECK_EQ(nf_keyset_add(ks[1], kg_of(i), key_of(i), now), a);
+        } else if (r % 100 < 90) {
+            int a = nf_keyset_contains(ks[0], kg_of(i), key_of(i), now);
+            NF_CHECK_EQ(nf_keyset_contains(ks[1], kg_of(i), key_of(i), now), a);
+        } else if (r % 100 < 95) {
+            long left = nf_keyset_freeze_step(ks[1], 1 + (size_t)((r >> 40) % 64));
+            NF_CHECK(left >= 0);
+        } else {
+            /* (in memory both drop the same keys; bounded, their spills differ: a frozen set
+             * spills only once its keys are written) */
+            size_t max = (size_t)((r >> 40) % 50), e0 = nf_keyset_expire(ks[0], now, max);
+            size_t e1 = nf_keyset_expire(ks[1], now, max);
+            NF_CHECK(bounded || e0 == e1);
+        }
+    }
+    if (b[0]) {
+        NF_CHECK_EQ(nf_keyset_freeze_step(ks[1], 0), 0);
+        equal += same_batches(b[0], b[1], bounded ? cut_at : -1);
+        cuts++;
+    }
+    fprintf(stderr, "  %s, process %llu: %u epochs, %u equal\n", bounded ? "bounded" : "in memory",
+            (unsigned long long)process, cuts, equal);
+    NF_CHECK(cuts > 500);
+    NF_CHECK_EQ(equal, cuts);
+    for (int k = 0; k < 2; k++) {
+        nf_keyset_free(ks[k]);
+        if (bounded)
+            nf_teststore_rmtree(dir[k]);
+    }
+}
+
+/* Marked keys that expire and leave the tail before they are written, their ring positions
+ * then taken by new keys (a ring of 16, never grown): they are written first, as they were. */
+static void test_freeze_then_expiry_wraps_the_ring(void)
+{
+    nf_keyset_opts_t o = {.kind = NF_KIND_EVENT_IDS, .ttl_ms = 1000, .initial_capacity = 16};
+    nf_keyset_t *ks[2] = {nf_keyset_new(NULL, &o), nf_keyset_new(NULL, &o)};
+    NF_REQUIRE(ks[0] && ks[1]);
+    nf_store_batch_t *b[2] = {nf_store_batch_new(), nf_store_batch_new()};
+    for (int k = 0; k < 2; k++)
+        for (uint64_t i = 0; i < 12; i++)
+            NF_CHECK_EQ(nf_keyset_add(ks[k], (uint16_t)(i % 3), (nf_id128_t){i, ~i}, 1000), 0);
+    NF_CHECK_EQ(nf_keyset_snapshot(ks[0], b[0], 1), 12);
+    NF_CHECK_EQ(nf_keyset_freeze(ks[1], b[1], 1), 12);
+    NF_CHECK_EQ(nf_keyset_freeze_step(ks[1], 1), 12); /* counted a little, nothing written */
+    for (uint64_t i = 100; i < 116; i++) /* all 12 expired; 16 new take every position */
+        NF_CHECK_EQ(nf_keyset_add(ks[1], 0, (nf_id128_t){i, i}, 5000 + (int64_t)i), 0);
+    NF_CHECK_EQ(nf_keyset_freeze_step(ks[1], 0), 0);
+    NF_CHECK(same_batches(b[0], b[1], -1));
+    nf_keyset_stats_t st;
+    nf_keyset_stats(ks[1], &st);
+    NF_CHECK_EQ(st.bytes, 16 * 40); /* the ring did not grow: the positions were reused */
+    nf_keyset_free(ks[0]);
+    nf_keyset_free(ks[1]);
+}
+
+static void test_freeze_writes_the_cut(void)
+{
+    run_freeze(false, 0);
+    run_freeze(false, 0x123456789abcull);
+    run_freeze(true, 0);
 }
 
 /* Two owners (as two shards) split the universe by key; epochs commit through a real store;
@@ -557,6 +758,8 @@ int main(void)
 {
     NF_RUN(test_model);
     NF_RUN(test_model_bounded);
+    NF_RUN(test_freeze_writes_the_cut);
+    NF_RUN(test_freeze_then_expiry_wraps_the_ring);
     NF_RUN(test_spill_waits_for_snapshot);
     NF_RUN(test_restart_through_store);
     NF_RUN(test_restart_bounded);
