@@ -602,6 +602,16 @@ static unsigned reap(nf_shard_t *sh)
 
 /* ---------------------------------------------------------------- the loop */
 
+/* The caller's or the message's reference to a call; the last one frees it. */
+static void call_release(nf_call_t *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1) {
+        pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->cond);
+        free(c);
+    }
+}
+
 static void handle_sys(nf_shard_t *sh, const nf_msg_t *m)
 {
     if (m->kind == NF_SYS_CALL) {
@@ -611,11 +621,7 @@ static void handle_sys(nf_shard_t *sh, const nf_msg_t *m)
         c->done = true;
         pthread_cond_signal(&c->cond);
         pthread_mutex_unlock(&c->lock);
-        if (atomic_fetch_sub(&c->refs, 1) == 1) {
-            pthread_mutex_destroy(&c->lock);
-            pthread_cond_destroy(&c->cond);
-            free(c);
-        }
+        call_release(c);
     }
 }
 
@@ -718,12 +724,7 @@ static void drop_leftovers(nf_runtime_t *rt)
             const nf_msg_t *m = nf_ring_take(r);
             dropped++;
             if (m->actor == NF_SYS_ACTOR && m->kind == NF_SYS_CALL) {
-                nf_call_t *c = m->body.ptr;
-                if (atomic_fetch_sub(&c->refs, 1) == 1) {
-                    pthread_mutex_destroy(&c->lock);
-                    pthread_cond_destroy(&c->cond);
-                    free(c);
-                }
+                call_release(m->body.ptr);
             } else if (m->actor < rt->nactors && rt->ops[m->actor]->drop) {
                 rt->ops[m->actor]->drop(rt->ctx[m->actor], m);
             }
@@ -1237,7 +1238,8 @@ int nf_runtime_post(nf_runtime_t *rt, unsigned shard, const nf_msg_t *m)
     return 0;
 }
 
-int nf_runtime_call(nf_runtime_t *rt, unsigned shard, nf_call_fn fn, void *arg, int timeout_ms)
+/* A call of fn(arg) posted to shard: *out, or -ENOMEM / nf_runtime_post's error. */
+static int call_post(nf_runtime_t *rt, unsigned shard, nf_call_fn fn, void *arg, nf_call_t **out)
 {
     nf_call_t *c = calloc(1, sizeof *c);
     if (!c)
@@ -1260,19 +1262,56 @@ int nf_runtime_call(nf_runtime_t *rt, unsigned shard, nf_call_fn fn, void *arg, 
         free(c);
         return r;
     }
-    struct timespec until = nf_deadline_after(CLOCK_MONOTONIC, (unsigned)timeout_ms);
+    *out = c;
+    return 0;
+}
+
+/* Waits until the call ran or until (CLOCK_MONOTONIC), then lets go of it: 0 or -ETIMEDOUT. */
+static int call_wait(nf_call_t *c, const struct timespec *until)
+{
+    int r = 0;
     pthread_mutex_lock(&c->lock);
     while (!c->done && r == 0)
-        r = pthread_cond_timedwait(&c->cond, &c->lock, &until) == ETIMEDOUT ? -ETIMEDOUT : 0;
+        r = pthread_cond_timedwait(&c->cond, &c->lock, until) == ETIMEDOUT ? -ETIMEDOUT : 0;
     if (c->done)
         r = 0;
     pthread_mutex_unlock(&c->lock);
-    if (atomic_fetch_sub(&c->refs, 1) == 1) {
-        pthread_mutex_destroy(&c->lock);
-        pthread_cond_destroy(&c->cond);
-        free(c);
-    }
+    call_release(c);
     return r;
+}
+
+int nf_runtime_call(nf_runtime_t *rt, unsigned shard, nf_call_fn fn, void *arg, int timeout_ms)
+{
+    nf_call_t *c;
+    int r = call_post(rt, shard, fn, arg, &c);
+    if (r < 0)
+        return r;
+    struct timespec until = nf_deadline_after(CLOCK_MONOTONIC, (unsigned)timeout_ms);
+    return call_wait(c, &until);
+}
+
+int nf_runtime_call_all(nf_runtime_t *rt, nf_call_fn fn, void *arg, int timeout_ms,
+                        unsigned *failed)
+{
+    nf_call_t *calls[NF_MAX_SHARDS];
+    int first = 0;
+    unsigned posted = 0;
+    for (; posted < rt->n; posted++) {
+        first = call_post(rt, posted, fn, arg, &calls[posted]);
+        if (first < 0) {
+            *failed = posted;
+            break;
+        }
+    }
+    struct timespec until = nf_deadline_after(CLOCK_MONOTONIC, (unsigned)timeout_ms);
+    for (unsigned s = 0; s < posted; s++) { /* every posted call is waited for (or let go of) */
+        int r = call_wait(calls[s], &until);
+        if (r < 0 && first == 0) {
+            first = r;
+            *failed = s;
+        }
+    }
+    return first;
 }
 
 void nf_runtime_stats(const nf_runtime_t *rt, nf_runtime_stats_t *out)

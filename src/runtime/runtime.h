@@ -152,6 +152,11 @@ int nf_runtime_post(nf_runtime_t *rt, unsigned shard, const nf_msg_t *m);
  * (inbox full), -ESHUTDOWN. */
 typedef void (*nf_call_fn)(nf_shard_t *sh, void *arg);
 int nf_runtime_call(nf_runtime_t *rt, unsigned shard, nf_call_fn fn, void *arg, int timeout_ms);
+/* The same on every shard at once (each runs fn(sh, arg) in parallel with the others): waits for
+ * all of them, timeout_ms for the whole. 0, or the first error as above with *failed set to
+ * that shard (a shard whose call could not be posted gets none, nor do the shards after it). */
+int nf_runtime_call_all(nf_runtime_t *rt, nf_call_fn fn, void *arg, int timeout_ms,
+                        unsigned *failed);
 
 /* Counters for tests and metrics; safe from any thread. sent and received include messages
  * posted by other threads; at rest they are equal. */

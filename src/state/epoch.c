@@ -447,17 +447,15 @@ static void call_committed(nf_shard_t *sh, void *arg)
             sp->p[i]->committed(sh, sp->self[i], ep->epoch);
 }
 
+/* fn on every shard at once (each touches only its own shard_part_t). */
 static int call_all(nf_epoch_t *ep, nf_call_fn fn, const char *what, char *err, size_t errlen)
 {
-    for (unsigned s = 0; s < ep->nshards; s++) {
-        int r = nf_runtime_call(ep->rt, s, fn, ep, CALL_TIMEOUT_MS);
-        if (r != 0) {
-            snprintf(err, errlen, "epoch %" PRIu64 ": %s on shard %u failed: %s",
-                     atomic_load(&ep->cur_epoch), what, s, strerror(-r));
-            return r;
-        }
-    }
-    return 0;
+    unsigned s = 0;
+    int r = nf_runtime_call_all(ep->rt, fn, ep, CALL_TIMEOUT_MS, &s);
+    if (r != 0)
+        snprintf(err, errlen, "epoch %" PRIu64 ": %s on shard %u failed: %s",
+                 atomic_load(&ep->cur_epoch), what, s, strerror(-r));
+    return r;
 }
 
 static size_t collect_offsets(nf_epoch_t *ep, nf_kafka_offset_t *out, size_t cap)

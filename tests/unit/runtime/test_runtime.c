@@ -14,6 +14,7 @@
 #include "runtime/runtime.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -729,6 +730,63 @@ static void test_quiescent_after_a_call(void)
     nf_runtime_destroy(rt);
 }
 
+/* nf_runtime_call_all runs the call on every shard at once: each call waits until all of them
+ * have started (run one after the other, the first would wait forever; it gives up after 10 s
+ * and says so). A call slower than the timeout names its shard; the others still ran. */
+typedef struct {
+    _Atomic unsigned entered, ran_mask, alone;
+    unsigned slow_shard; /* its call sleeps 300 ms (UINT_MAX: none) */
+} ca_t;
+
+static void all_at_once(nf_shard_t *sh, void *arg)
+{
+    ca_t *c = arg;
+    unsigned n = nf_runtime_shard_count(nf_shard_runtime(sh));
+    atomic_fetch_or(&c->ran_mask, 1u << nf_shard_index(sh));
+    atomic_fetch_add(&c->entered, 1);
+    uint64_t give_up = nf_now_ns() + 10000000000ull;
+    while (atomic_load(&c->entered) < n)
+        if (nf_now_ns() > give_up) {
+            atomic_fetch_add(&c->alone, 1);
+            break;
+        }
+    if (nf_shard_index(sh) == c->slow_shard)
+        usleep(300000);
+}
+
+static void test_call_all_in_parallel(void)
+{
+    nf_runtime_opts_t o;
+    nf_runtime_opts_default(&o);
+    o.shards = 3;
+    char err[256];
+    nf_runtime_t *rt = nf_runtime_create(&o, err, sizeof err);
+    NF_REQUIRE(rt);
+    NF_REQUIRE(nf_runtime_start(rt) == 0);
+    static ca_t c; /* a timed-out call may run after the test returned: static */
+    for (int round = 0; round < 20; round++) {
+        atomic_store(&c.entered, 0);
+        atomic_store(&c.ran_mask, 0);
+        c.slow_shard = UINT_MAX;
+        unsigned failed = 99;
+        NF_CHECK_EQ(nf_runtime_call_all(rt, all_at_once, &c, 30000, &failed), 0);
+        NF_CHECK_EQ(atomic_load(&c.ran_mask), 7);
+        NF_CHECK_EQ(failed, 99);
+    }
+    NF_CHECK_EQ(atomic_load(&c.alone), 0);
+    atomic_store(&c.entered, 0);
+    c.slow_shard = 1;
+    unsigned failed = 99;
+    NF_CHECK_EQ(nf_runtime_call_all(rt, all_at_once, &c, 100, &failed), -ETIMEDOUT);
+    NF_CHECK_EQ(failed, 1);
+    nf_runtime_request_stop(rt);
+    NF_CHECK_EQ(nf_runtime_wait(rt), 0);
+    NF_CHECK_EQ(atomic_load(&c.ran_mask), 7);
+    NF_CHECK_EQ(nf_runtime_call_all(rt, all_at_once, &c, 100, &failed), -ESHUTDOWN);
+    NF_CHECK_EQ(failed, 0);
+    nf_runtime_destroy(rt);
+}
+
 /* ------------------------------------------------------------ start and failing inits */
 
 #define IF_SHARDS 3
@@ -925,6 +983,7 @@ int main(void)
     NF_RUN(test_route_spreads_and_is_stable);
     NF_RUN(test_fd_watch_and_calls);
     NF_RUN(test_quiescent_after_a_call);
+    NF_RUN(test_call_all_in_parallel);
     NF_RUN(test_start_waits_for_inits);
     NF_RUN(test_failing_init_unwinds);
     NF_RUN(test_init_failpoint);
