@@ -28,7 +28,9 @@
  *   per ring position, the ring being 50-100 % full: 40-80 bytes a key.
  *
  * Persistence (the kind given at creation, in the store's TTL convention). nf_keyset_snapshot
- * writes the keys added since the previous snapshot as one value per key group:
+ * (or nf_keyset_freeze at the cut and nf_keyset_freeze_step after it: the keys are a ring range,
+ * marked in O(1) and written later) writes the keys added since the previous snapshot as one
+ * value per key group:
  *   key    [kg: 2 bytes BE][epoch: 8 bytes BE][writer: 2 bytes BE]            (12 bytes)
  *   value  [expires_at_ms: 8 LE, the latest in the blob][format = 1: 1 byte][count: 4 LE]
  *          count x [hi: 8 LE][lo: 8 LE][expires_at_ms: 8 LE]
