@@ -862,14 +862,16 @@ static double log_num(const char *line, const char *field)
     return p ? strtod(p + strlen(pat), NULL) : -1;
 }
 
-enum { E_PAUSE, E_DRAIN, E_SNAP, E_COMMIT, E_N };
+enum { E_PAUSE, E_DRAIN, E_SNAP, E_COMMIT, E_WRITE, E_PEND, E_PROD, E_APPLY, E_N };
 
 /* The job's epoch.committed log lines within the window: epochs, records, pause (and its
- * drain and snapshot parts), commit. --job-log may name several files (one per process,
- * comma-separated): their epochs are pooled (records_per_epoch is then per process's epoch). */
+ * drain and snapshot parts), commit (and its write, pending, produce and apply parts). --job-log
+ * may name several files (one per process, comma-separated): their epochs are pooled
+ * (records_per_epoch is then per process's epoch). */
 static void job_log_json(char *out, size_t cap)
 {
-    static const char *const fields[E_N] = {"pause_ms", "drain_ms", "snapshot_ms", "commit_ms"};
+    static const char *const fields[E_N] = {"pause_ms", "drain_ms",   "snapshot_ms", "commit_ms",
+                                            "write_ms", "pending_ms", "produce_ms",  "apply_ms"};
     snprintf(out, cap, "null");
     if (!o.job_log)
         return;
@@ -918,11 +920,13 @@ static void job_log_json(char *out, size_t cap)
                  "{\"epochs\":%zu,\"records_per_epoch\":%.0f,\"commit_ms_p50\":%.1f,"
                  "\"commit_ms_p99\":%.1f,\"commit_ms_max\":%.1f,\"pause_ms_p50\":%.2f,"
                  "\"pause_ms_max\":%.2f,\"drain_ms_p50\":%.2f,\"snapshot_ms_p50\":%.2f,"
-                 "\"snapshot_ms_max\":%.2f,\"warnings\":%zu}",
+                 "\"snapshot_ms_max\":%.2f,\"write_ms_p50\":%.1f,\"pending_ms_p50\":%.1f,"
+                 "\"produce_ms_p50\":%.1f,\"apply_ms_p50\":%.1f,\"warnings\":%zu}",
                  n, n ? records / (double)n : 0, pct_d(v[E_COMMIT], n, 0.5),
                  pct_d(v[E_COMMIT], n, 0.99), pct_d(v[E_COMMIT], n, 1.0), pct_d(v[E_PAUSE], n, 0.5),
                  pct_d(v[E_PAUSE], n, 1.0), pct_d(v[E_DRAIN], n, 0.5), pct_d(v[E_SNAP], n, 0.5),
-                 pct_d(v[E_SNAP], n, 1.0), warns);
+                 pct_d(v[E_SNAP], n, 1.0), pct_d(v[E_WRITE], n, 0.5), pct_d(v[E_PEND], n, 0.5),
+                 pct_d(v[E_PROD], n, 0.5), pct_d(v[E_APPLY], n, 0.5), warns);
     for (int f = 0; f < E_N; f++)
         free(v[f]);
 }

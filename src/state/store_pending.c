@@ -70,6 +70,7 @@ static int write_batch(nf_store_t *st, rocksdb_writebatch_t *wb, bool sync, cons
                        char *err, size_t errlen)
 {
     char *rerr = NULL;
+    store_perf_off();
     rocksdb_write(st->db, sync ? st->wo_sync : st->wo, wb, &rerr);
     if (rerr) {
         char msg[PATH_MAX + 128];
