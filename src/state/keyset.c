@@ -402,6 +402,7 @@ int nf_keyset_add(nf_keyset_t *ks, uint16_t kg, nf_id128_t key, int64_t now_ms)
         empty = UINT64_MAX; /* slots may have shifted */
     }
     if (ks->head - ks->tail == ks->cap) {
+        settle(ks); /* the keys a freeze marked may spill once written: write them now */
         hot_expire(ks, now_ms, 0);
         /* Full of live keys: bounded, the oldest written ones go to disk; else (or when none
          * can: every key is new since the last snapshot, or the disk failed) the ring grows. */
