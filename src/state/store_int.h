@@ -116,10 +116,10 @@ int store_rm_rf(const char *path);
  * files or directories written aside before being moved in. */
 void store_sweep(const char *dir, const char *prefix);
 /* fsync of the file (dir: the directory) at path. 0 or -errno. */
+int store_fsync_path(const char *path, bool dir);
 /* Turns RocksDB's perf counters off for the calling thread (once; before its reads and
  * writes). */
 void store_perf_off(void);
-int store_fsync_path(const char *path, bool dir);
 
 /* An epoch's batches made ready for its pending record (store_pending.c): store_apply_prepare
  * joins them, sorts their records, writes each kind with at least st->ingest_min bytes as a
