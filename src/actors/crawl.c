@@ -65,6 +65,7 @@ typedef struct src {
     bool stale_fetch;       /* its URL changed while the fetch ran: that result is not applied */
     int64_t started_for_ms; /* next_crawl_at the running fetch was due at (fetch_id) */
     int64_t started_ms;
+    int64_t crawl_at_ms; /* the last crawl-now request applied (memory only: see crawl_now) */
     struct src *qnext;
     /* For operators (logs, /v1/sources): the last failure, kept while the source is failing. */
     nf_crawl_failure_log_t flog;
@@ -1019,6 +1020,28 @@ static void sources_gauge(crawl_t *c)
     health_gauges(c);
 }
 
+/* An operator's crawl-now request (the record's crawl_at_ms, newer than the last one applied):
+ * an active source is due now — out of a backoff, or revived if the policy declared it dead; a
+ * fetch already running answers it. The last request is kept in memory only: records are read
+ * once per committed epoch, so one applied before a restart is never read again after it (and
+ * its next_crawl_at, written with the epoch, still says now). */
+static void crawl_now(crawl_t *c, src_t *s, int64_t at_ms, int64_t now)
+{
+    if (at_ms <= s->crawl_at_ms)
+        return; /* this request was applied (an identical record republished) */
+    s->crawl_at_ms = at_ms;
+    if (s->want != NF_SOURCE_ACTIVE || s->in_flight || s->queued)
+        return;
+    if (s->sched.status == NF_CRAWL_DEAD)
+        nf_crawl_revive(&s->sched, now, &c->rng);
+    if (s->sched.status != NF_CRAWL_ACTIVE)
+        return;
+    s->sched.next_crawl_at_ms = now;
+    arm_src(c, s);
+    nf_log(NF_LOG_INFO, "crawl", "crawl requested", NF_LS("source_id", s->id), NF_LS("url", s->url),
+           NF_LI("requested_at_ms", at_ms), NF_LEND);
+}
+
 /* NF_MSG_SOURCE_SET: upsert by key. */
 static void source_set(crawl_t *c, const nf_source_set_t *m)
 {
@@ -1069,6 +1092,8 @@ static void source_set(crawl_t *c, const nf_source_set_t *m)
     s->want = m->status;
     if (added || url_changed || status_changed)
         apply_status(c, s, m->status, now);
+    if (m->crawl_at_ms)
+        crawl_now(c, s, m->crawl_at_ms, now);
     s->dirty = true;
     nf_counter_inc(added ? c->in->m.sources_added : c->in->m.sources_updated);
     sources_gauge(c);
@@ -1109,6 +1134,7 @@ bool nf_ingest_source_info(nf_shard_t *sh, const nf_ingest_t *in, const char *so
     out->sched = s->sched;
     snprintf(out->url, sizeof out->url, "%s", s->url);
     out->interval_s = s->interval_s;
+    out->crawl_at_ms = s->crawl_at_ms;
     out->type = s->type;
     out->want = s->want;
     out->from_topic = s->from_topic;
@@ -1669,6 +1695,14 @@ void nf_ingest_sources_json(nf_shard_t *sh, nf_ingest_t *in, bool failing, nf_jw
         nf_jw_i64(w, s->last_ok_ms);
         nf_jw_key(w, "from_topic");
         nf_jw_bool(w, s->from_topic);
+        nf_jw_key(w, "interval_s");
+        nf_jw_u64(w, s->interval_s);
+        nf_jw_key(w, "in_flight");
+        nf_jw_bool(w, s->in_flight);
+        nf_jw_key(w, "last_attempt_at_ms");
+        nf_jw_i64(w, s->started_ms);
+        nf_jw_key(w, "crawl_at_ms");
+        nf_jw_i64(w, s->crawl_at_ms);
         nf_jw_obj_close(w);
     }
 }

@@ -245,6 +245,7 @@ int nf_ingest_source_route(const nf_ingest_t *in, nf_runtime_t *rt, const nf_sou
         s->interval_s = rec->interval_s;
         s->type = (uint8_t)rec->type;
         s->status = (uint8_t)rec->status;
+        s->crawl_at_ms = rec->crawl_at_ms;
         s->from_topic = true;
     }
     out->owner = (int)nf_route(rt, s->host_key);

@@ -1205,9 +1205,9 @@ int nf_read_event_check_time(int64_t ts_ms, int64_t now_ms, int64_t max_future_m
 
 /* ---------------------------------------------------------------- sources */
 
-enum { SR_URL, SR_TYPE, SR_INTERVAL, SR_STATUS, SR__N };
+enum { SR_URL, SR_TYPE, SR_INTERVAL, SR_STATUS, SR_CRAWL_AT, SR__N };
 static const field_name_t sr_names[SR__N] = {FIELD("url"), FIELD("type"), FIELD("interval_s"),
-                                             FIELD("status")};
+                                             FIELD("status"), FIELD("crawl_at_ms")};
 static const char *const type_names[] = {"auto", "rss", "atom", "json"};
 static const char *const status_names[] = {"active", "paused", "dead"};
 
@@ -1248,6 +1248,28 @@ static int enum_field(dec_t *d, const char *name, const char *const *names, unsi
     return 0;
 }
 
+/* "crawl_at_ms": the wall-clock time (ms since 1970) of an operator's crawl-now request. */
+static int crawl_at_field(dec_t *d, nf_source_record_t *r)
+{
+    if (*d->p == 'n')
+        return literal(d, "null", 4);
+    if (*d->p != '-' && (*d->p < '0' || *d->p > '9'))
+        return wrong_type(d, "crawl_at_ms", "an integer");
+    num_t nm;
+    char ex[EXCERPT_MAX + 4];
+    int rc = number(d, &nm);
+    if (rc != 0)
+        return rc;
+    if (nm.is_int && !nm.overflow && nm.v >= 0 && nm.v <= NF_SOURCE_CRAWL_AT_MAX) {
+        r->crawl_at_ms = (int64_t)nm.v;
+        return 0;
+    }
+    excerpt(ex, (const char *)nm.text, nm.textlen);
+    field_error(d, NF_EVENT_E_VALUE, "field \"crawl_at_ms\": %s is not a time in ms in [0, %lld]",
+                ex, (long long)NF_SOURCE_CRAWL_AT_MAX);
+    return 0;
+}
+
 static int sr_field(dec_t *d, void *ctx, unsigned idx)
 {
     nf_source_record_t *r = ctx;
@@ -1265,6 +1287,8 @@ static int sr_field(dec_t *d, void *ctx, unsigned idx)
         rc = enum_field(d, "status", status_names, 3, "active, paused, dead", &v);
         r->status = (nf_source_status_t)v;
         return rc;
+    case SR_CRAWL_AT:
+        return crawl_at_field(d, r);
     default: {
         if (*d->p == 'n')
             return literal(d, "null", 4);

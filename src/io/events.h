@@ -178,6 +178,7 @@ int nf_read_event_check_time(int64_t ts_ms, int64_t now_ms, int64_t max_future_m
 #define NF_SOURCE_ID_MAX       128       /* bytes of the record key */
 #define NF_SOURCE_URL_MAX      1023      /* bytes; the sources module refuses longer URLs too */
 #define NF_SOURCE_INTERVAL_MAX 31536000u /* one year, in seconds */
+#define NF_SOURCE_CRAWL_AT_MAX 253402300799999ll /* ms: the end of year 9999 */
 
 typedef enum { NF_SOURCE_AUTO = 0, NF_SOURCE_RSS, NF_SOURCE_ATOM, NF_SOURCE_JSON } nf_source_type_t;
 typedef enum { NF_SOURCE_ACTIVE = 0, NF_SOURCE_PAUSED, NF_SOURCE_DEAD } nf_source_status_t;
@@ -191,12 +192,16 @@ typedef struct nf_source_record {
     nf_source_type_t type;           /* "auto" (default), "rss", "atom", "json" */
     uint32_t interval_s;             /* 0 (default) = the crawl default; 0..31536000 */
     nf_source_status_t status;       /* "active" (default), "paused", "dead" */
+    /* "crawl_at_ms": an operator's crawl-now request (wall clock, ms; 0 = none): a source that
+     * has not applied this request yet is crawled now (ingest.h). 0..NF_SOURCE_CRAWL_AT_MAX. */
+    int64_t crawl_at_ms;
 } nf_source_record_t;
 
 /* Decodes one record of the compacted sources topic: key (keylen bytes: the source_id; must
  * be present, non-empty, valid UTF-8 without NUL, at most NF_SOURCE_ID_MAX bytes) and value
  * (NULL or 0 bytes: a tombstone, nothing else is read). Value fields: url (string, required),
- * type, status (strings from the lists above, or null), interval_s (integer or null); unknown
+ * type, status (strings from the lists above, or null), interval_s, crawl_at_ms (integers or
+ * null); unknown
  * fields are skipped. Same errors, limits and messages as nf_read_event_decode(); a bad key is
  * NF_EVENT_E_MISSING, _EMPTY, _TOO_LONG, _UTF8 or _VALUE, its message starting with "key". */
 int nf_source_record_decode(const char *key, size_t keylen, const char *value, size_t len,

@@ -365,6 +365,79 @@ static void test_live_changes(void)
     NF_CHECK(system(cmd) == 0);
 }
 
+/* crawl_at_ms (`newsflow sources crawl-now`): a request newer than the last one applied makes
+ * an active source due at once; the same record again does nothing; a paused or dead source
+ * ignores it. Each step is read back on the shard (lookup queues behind the records). */
+static void test_crawl_now(void)
+{
+    char dir[] = "/tmp/nf-srccrawl-XXXXXX";
+    NF_REQUIRE(mkdtemp(dir));
+    char sinkpath[600], spec[640], err[512], extra[160];
+    snprintf(sinkpath, sizeof sinkpath, "%s/out.jsonl", dir);
+    snprintf(spec, sizeof spec, "jsonl:%s", sinkpath);
+    nf_runtime_opts_t ro;
+    nf_runtime_opts_default(&ro);
+    ro.shards = 2;
+    nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
+    NF_REQUIRE(rt);
+    nf_ingest_t in = {0};
+    test_policy(&in);
+    in.sink = nf_sink_open(spec, ro.shards, err, sizeof err);
+    NF_REQUIRE(in.sink);
+    NF_REQUIRE(nf_ingest_register(rt, &in) == 0);
+    NF_REQUIRE(nf_runtime_start(rt) == 0);
+
+    /* An hourly source: its first crawl comes soon, the next one an hour later. */
+    NF_CHECK_EQ(deliverf(rt, &in, "t-now", "/feed/6.xml", "\"interval_s\":3600"), 0);
+    NF_CHECK(wait_fetchlogs(sinkpath, "/feed/6.xml", 1));
+    nf_source_info_t info;
+    uint64_t deadline = nf_now_ns() + 10000000000ull;
+    while (lookup(rt, &in, "t-now", &info) == 1 && info.in_flight && nf_now_ns() < deadline)
+        usleep(5000);
+    NF_CHECK(info.sched.next_crawl_at_ms > nf_wall_ms() + 3000000); /* an hour off */
+    NF_CHECK_EQ(info.crawl_at_ms, 0);
+
+    int64_t t1 = nf_wall_ms();
+    snprintf(extra, sizeof extra, "\"interval_s\":3600,\"crawl_at_ms\":%lld", (long long)t1);
+    NF_CHECK_EQ(deliverf(rt, &in, "t-now", "/feed/6.xml", extra), 0);
+    NF_CHECK(wait_fetchlogs(sinkpath, "/feed/6.xml", 2)); /* crawled at once */
+    deadline = nf_now_ns() + 10000000000ull;
+    while (lookup(rt, &in, "t-now", &info) == 1 && info.in_flight && nf_now_ns() < deadline)
+        usleep(5000);
+    NF_CHECK_EQ(info.crawl_at_ms, t1);
+    int64_t next = info.sched.next_crawl_at_ms;
+    NF_CHECK(next > nf_wall_ms() + 3000000);
+
+    /* The same request again (a record republished): nothing changes. */
+    NF_CHECK_EQ(deliverf(rt, &in, "t-now", "/feed/6.xml", extra), 0);
+    NF_CHECK_EQ(lookup(rt, &in, "t-now", &info), 1);
+    NF_CHECK(!info.in_flight);
+    NF_CHECK_EQ(info.sched.next_crawl_at_ms, next);
+
+    /* Paused, then a newer request: ignored (the source stays paused, not due). */
+    NF_CHECK_EQ(
+        deliverf(rt, &in, "t-now", "/feed/6.xml", "\"interval_s\":3600,\"status\":\"paused\""), 0);
+    snprintf(extra, sizeof extra, "\"interval_s\":3600,\"status\":\"paused\",\"crawl_at_ms\":%lld",
+             (long long)t1 + 1);
+    NF_CHECK_EQ(deliverf(rt, &in, "t-now", "/feed/6.xml", extra), 0);
+    NF_CHECK_EQ(lookup(rt, &in, "t-now", &info), 1);
+    NF_CHECK_EQ(info.sched.status, NF_CRAWL_PAUSED);
+    NF_CHECK(!info.in_flight);
+
+    /* A bad value is the decoder's error (a dead letter in kafka_in). */
+    NF_CHECK(deliverf(rt, &in, "t-now", "/feed/6.xml", "\"crawl_at_ms\":\"soon\"") != 0);
+    NF_CHECK(deliverf(rt, &in, "t-now", "/feed/6.xml", "\"crawl_at_ms\":-1") != 0);
+    NF_CHECK(wait_fetchlogs(sinkpath, "/feed/6.xml", 2));
+
+    nf_runtime_request_stop(rt);
+    NF_CHECK_EQ(nf_runtime_wait(rt), 0);
+    nf_runtime_destroy(rt);
+    NF_CHECK_EQ(nf_sink_close(in.sink), 0);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    NF_CHECK(system(cmd) == 0);
+}
+
 /* Many sources on many hosts, removed and moved between shards: the shard's index (removals
  * with backward shift), the pointer array and the growing host table stay consistent. Paused,
  * so nothing is fetched. */
@@ -681,6 +754,7 @@ int main(void)
     NF_RUN(test_host_partition);
     NF_RUN(test_route_refuses);
     NF_RUN(test_live_changes);
+    NF_RUN(test_crawl_now);
     NF_RUN(test_many_sources);
     NF_RUN(test_restart);
     NF_RUN(test_spacing_after_restart);

@@ -463,6 +463,9 @@ static void test_sources(void)
     NF_CHECK_EQ(r.type, NF_SOURCE_JSON);
     NF_CHECK_EQ(r.status, NF_SOURCE_DEAD);
     NF_CHECK_EQ(r.interval_s, NF_SOURCE_INTERVAL_MAX);
+    NF_CHECK_EQ(r.crawl_at_ms, 0);
+    NF_REQUIRE(src_decode("s", "{\"url\":\"u\",\"crawl_at_ms\":1790000000000}", &r, err) == 0);
+    NF_CHECK_EQ(r.crawl_at_ms, 1790000000000ll);
     /* tombstones */
     NF_REQUIRE(src_decode("gone", NULL, &r, err) == 0);
     NF_CHECK(r.tombstone);
@@ -507,6 +510,12 @@ static void test_sources(void)
          "field \"interval_s\": 31536001 is out of range [0, 31536000]"},
         {"s", "{\"url\":\"u\",\"interval_s\":1.5}", -NF_EVENT_E_VALUE,
          "field \"interval_s\": 1.5 is not an integer"},
+        {"s", "{\"url\":\"u\",\"crawl_at_ms\":\"now\"}", -NF_EVENT_E_TYPE,
+         "field \"crawl_at_ms\": expected an integer, got a string"},
+        {"s", "{\"url\":\"u\",\"crawl_at_ms\":-1}", -NF_EVENT_E_VALUE,
+         "field \"crawl_at_ms\": -1 is not a time in ms in [0, 253402300799999]"},
+        {"s", "{\"url\":\"u\",\"crawl_at_ms\":1.5e12}", -NF_EVENT_E_VALUE,
+         "field \"crawl_at_ms\": 1.5e12 is not a time in ms in [0, 253402300799999]"},
         {"s", "{\"url\":\"u\",\"url\":\"v\"}", -NF_EVENT_E_DUPLICATE,
          "duplicate field \"url\" at byte 11 (first at byte 1)"},
         {"s", "[]", -NF_EVENT_E_NOT_OBJECT, "top level is an array; expected a JSON object"},
