@@ -1,0 +1,233 @@
+/* Tests src/feed/opml.c: what a feed reader's export looks like (nested categories, text or
+ * title, escaped URLs, newsflow's own attributes), the refusals (not XML, not OPML, cut short,
+ * bad interval or status, too deep), hostile XML (entities are never expanded, external ones
+ * never read), and a property: random lists written and parsed again are the same lists. */
+#include "feed/opml.h"
+#include "nf_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int parse(const char *s, nf_opml_t *o, char *err, size_t errlen)
+{
+    return nf_opml_parse(s, strlen(s), o, err, errlen);
+}
+
+static void test_reader_export(void)
+{
+    const char *doc =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        "<opml version=\"1.0\">\n"
+        "  <head><title>Subscriptions &amp; more</title></head>\n"
+        "  <body>\n"
+        "    <outline text=\"News\" title=\"News\">\n"
+        "      <outline type=\"rss\" text=\"BBC\" xmlUrl=\"https://bbc.example/rss\"/>\n"
+        "      <outline text=\"Tech\">\n"
+        "        <outline type=\"rss\" title=\"LWN\" "
+        "xmlUrl=\"https://lwn.example/?a=1&amp;b=2\"/>\n"
+        "      </outline>\n"
+        "    </outline>\n"
+        "    <outline type=\"rss\" xmlUrl=\"http://top.example/feed\" htmlUrl=\"http://top\"/>\n"
+        "  </body>\n"
+        "</opml>\n";
+    nf_opml_t o;
+    char err[256];
+    NF_REQUIRE(parse(doc, &o, err, sizeof err) == 0);
+    NF_CHECK_STR(o.title, "Subscriptions & more");
+    NF_REQUIRE(o.n == 3);
+    NF_CHECK_STR(o.feeds[0].url, "https://bbc.example/rss");
+    NF_CHECK_STR(o.feeds[0].title, "BBC");
+    NF_CHECK_STR(o.feeds[0].category, "News");
+    NF_CHECK_EQ(o.feeds[0].line, 6);
+    NF_CHECK_STR(o.feeds[1].url, "https://lwn.example/?a=1&b=2");
+    NF_CHECK_STR(o.feeds[1].title, "LWN");
+    NF_CHECK_STR(o.feeds[1].category, "News/Tech");
+    NF_CHECK_STR(o.feeds[2].category, "");
+    NF_CHECK_STR(o.feeds[2].title, "");
+    NF_CHECK_STR(o.feeds[2].status, "active");
+    NF_CHECK_EQ(o.feeds[2].interval_s, 0);
+    nf_opml_free(&o);
+
+    const char *own = "<opml version=\"2.0\" xmlns:nf=\"" NF_OPML_NS "\"><body>"
+                      "<outline xmlUrl=\"http://a.example/\" nf:interval=\"600\" "
+                      "nf:status=\"paused\" interval=\"5\" status=\"dead\"/></body></opml>";
+    NF_REQUIRE(parse(own, &o, err, sizeof err) == 0);
+    NF_REQUIRE(o.n == 1);
+    NF_CHECK_EQ(o.feeds[0].interval_s, 600); /* our namespace only: not the bare attributes */
+    NF_CHECK_STR(o.feeds[0].status, "paused");
+    nf_opml_free(&o);
+}
+
+static void refused(const char *doc, const char *want)
+{
+    nf_opml_t o;
+    char err[256] = "";
+    int r = parse(doc, &o, err, sizeof err);
+    NF_CHECK(r == -1);
+    NF_CHECK(o.n == 0 && o.feeds == NULL);
+    if (!strstr(err, want)) {
+        fprintf(stderr, "  \"%s\": message \"%s\" lacks \"%s\"\n", doc, err, want);
+        NF_CHECK(0);
+    }
+    nf_opml_free(&o);
+}
+
+static void test_refusals(void)
+{
+    refused("", "the file is empty");
+    refused("<?xml version=\"1.0\"?>", "not well-formed XML: line 1");
+    refused("not xml at all", "not");
+    refused("<html><body/></html>", "root element <html> is not opml: an HTML page");
+    refused("<rss version=\"2.0\"/>", "root element <rss> is not opml");
+    refused("<opml><body><outline xmlUrl=\"http://a/\"", "line 1");
+    refused("<opml><body>\n<outline xmlUrl=\"\"/></body></opml>", "line 2: an outline with an "
+                                                                  "empty xmlUrl");
+    refused("<opml xmlns:n=\"" NF_OPML_NS "\"><body><outline xmlUrl=\"http://a/\" "
+            "n:interval=\"-5\"/></body></opml>",
+            "newsflow:interval \"-5\"");
+    refused("<opml xmlns:n=\"" NF_OPML_NS "\"><body><outline xmlUrl=\"http://a/\" "
+            "n:status=\"sleeping\"/></body></opml>",
+            "newsflow:status \"sleeping\"");
+    char *deep = malloc(80 * 40 + 100);
+    strcpy(deep, "<opml><body>");
+    for (int i = 0; i < 70; i++)
+        strcat(deep, "<outline text=\"c\">");
+    strcat(deep, "</body></opml>");
+    refused(deep, "nested deeper than 64");
+    free(deep);
+}
+
+static void test_hostile(void)
+{
+    /* A billion laughs and an external entity: no entity is defined, so none expands, and the
+     * file named is never read. */
+    const char *doc =
+        "<?xml version=\"1.0\"?>\n"
+        "<!DOCTYPE opml [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;\">"
+        "<!ENTITY c \"&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;\"><!ENTITY ext SYSTEM "
+        "\"file:///etc/passwd\">]>\n"
+        "<opml><body><outline text=\"&c;&ext;\" xmlUrl=\"http://x.example/&c;\"/></body></opml>";
+    nf_opml_t o;
+    char err[256] = "";
+    int r = parse(doc, &o, err, sizeof err);
+    if (r == 0) {
+        NF_REQUIRE(o.n == 1);
+        NF_CHECK(strstr(o.feeds[0].title, "aaa") == NULL);
+        NF_CHECK(strstr(o.feeds[0].title, "root:") == NULL);
+        NF_CHECK(strstr(o.feeds[0].url, "aaa") == NULL);
+    } else {
+        NF_CHECK(err[0] != '\0');
+    }
+    nf_opml_free(&o);
+
+    /* Over the size limit: refused before parsing. */
+    size_t big = NF_OPML_MAX_BYTES + 1;
+    char *b = malloc(big);
+    memset(b, ' ', big);
+    NF_CHECK(nf_opml_parse(b, big, &o, err, sizeof err) == -1);
+    NF_CHECK(strstr(err, "more than") != NULL);
+    free(b);
+    nf_opml_free(&o);
+}
+
+/* Random strings from an alphabet that XML carries as it is (escapes included). */
+static void rand_str(uint64_t *s, char *out, size_t max, const char *alphabet)
+{
+    size_t n = nf_test_rand(s) % max, k = strlen(alphabet);
+    for (size_t i = 0; i < n; i++)
+        out[i] = alphabet[nf_test_rand(s) % k];
+    out[n] = '\0';
+}
+
+static void test_round_trip(void)
+{
+    uint64_t seed = 42;
+    static const char *const statuses[] = {"active", "paused", "dead"};
+    for (int round = 0; round < 200; round++) {
+        size_t n = nf_test_rand(&seed) % 30;
+        nf_opml_feed_t *f = calloc(n + 1, sizeof *f);
+        for (size_t i = 0; i < n; i++) {
+            char url[64], title[40], cat[40];
+            rand_str(&seed, url, 30, "abc/?&=%#;'\"<>");
+            snprintf(url + strlen(url), 8, "%zu", i);
+            rand_str(&seed, title, 30, "ab &<>\"'");
+            if (nf_test_rand(&seed) % 2)
+                strcat(title, "\xc3\xa9"); /* é: UTF-8 as it is */
+            rand_str(&seed, cat, 4, "xy");
+            /* categories of one or two components, never empty ones */
+            char c2[80] = "";
+            if (cat[0])
+                snprintf(c2, sizeof c2, "%s%s", cat, nf_test_rand(&seed) % 2 ? "/z" : "");
+            f[i] = (nf_opml_feed_t){.url = strdup(url),
+                                    .title = strdup(title),
+                                    .category = strdup(c2),
+                                    .interval_s = (uint32_t)(nf_test_rand(&seed) % 3 * 300),
+                                    .status = statuses[nf_test_rand(&seed) % 3]};
+        }
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *mf = open_memstream(&buf, &len);
+        NF_REQUIRE(nf_opml_write(mf, "t & <t>", f, n) == 0);
+        fclose(mf);
+        nf_opml_t o;
+        char err[256];
+        NF_REQUIRE(nf_opml_parse(buf, len, &o, err, sizeof err) == 0);
+        NF_CHECK_STR(o.title, "t & <t>");
+        NF_REQUIRE(o.n == n);
+        /* the same feeds; within a category, in the order given */
+        for (size_t i = 0; i < n; i++) {
+            size_t hits = 0;
+            for (size_t j = 0; j < n; j++)
+                hits += !strcmp(f[i].url, o.feeds[j].url) &&
+                        !strcmp(f[i].title, o.feeds[j].title) &&
+                        !strcmp(f[i].category, o.feeds[j].category) &&
+                        f[i].interval_s == o.feeds[j].interval_s &&
+                        !strcmp(f[i].status, o.feeds[j].status);
+            if (hits != 1)
+                fprintf(stderr, "  [%s] [%s] [%s] %u %s: %zu hits in\n%s\n", f[i].url, f[i].title,
+                        f[i].category, f[i].interval_s, f[i].status, hits, buf);
+            NF_CHECK(hits == 1);
+        }
+        nf_opml_free(&o);
+        free(buf);
+        for (size_t i = 0; i < n; i++) {
+            free(f[i].url);
+            free(f[i].title);
+            free(f[i].category);
+        }
+        free(f);
+    }
+}
+
+static void test_write_repairs(void)
+{
+    /* Control characters dropped, invalid UTF-8 replaced: the file still parses. */
+    nf_opml_feed_t f = {.url = "http://a.example/\x01x",
+                        .title = "bad \xff\xfe utf8 \xed\xa0\x80 surrogate",
+                        .category = "",
+                        .status = "active"};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    NF_REQUIRE(nf_opml_write(mf, "\x02", &f, 1) == 0);
+    fclose(mf);
+    nf_opml_t o;
+    char err[256];
+    NF_REQUIRE(nf_opml_parse(buf, len, &o, err, sizeof err) == 0);
+    NF_REQUIRE(o.n == 1);
+    NF_CHECK_STR(o.feeds[0].url, "http://a.example/x");
+    NF_CHECK(strstr(o.feeds[0].title, "\xef\xbf\xbd") != NULL);
+    nf_opml_free(&o);
+    free(buf);
+}
+
+int main(void)
+{
+    NF_RUN(test_reader_export);
+    NF_RUN(test_refusals);
+    NF_RUN(test_hostile);
+    NF_RUN(test_round_trip);
+    NF_RUN(test_write_repairs);
+    return nf_test_report();
+}
