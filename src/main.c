@@ -42,6 +42,8 @@ static const char usage[] =
     "                      every source (or the failing ones): ok, backoff, dead; last error\n"
     "  sources partition --partitions N URL|HOST...\n"
     "                      the sources topic's partition of each feed's host (consumer group)\n"
+    "  sources add URL | pause|resume|remove|crawl-now ID|URL... | import FILE.opml | export\n"
+    "                      change the sources topic, read back what the job applied\n"
     "  routes              every HTTP route: method, path, who may ask (docs/routes.md)\n"
     "  version             version, git commit and library versions\n"
     "  help                this text; `newsflow <command> --help` for a command's options\n"

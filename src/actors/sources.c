@@ -169,6 +169,13 @@ static nf_id128_t seen_key(const uint8_t digest8[8])
     return key;
 }
 
+void nf_sources_id(const char *url, char out[17])
+{
+    uint8_t digest[32];
+    nf_sha256(url, strlen(url), digest);
+    nf_hex(digest, 8, out);
+}
+
 const nf_source_def_t *nf_sources_find(const nf_source_list_t *l, const char *source_id)
 {
     uint8_t d[8];
@@ -241,7 +248,7 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
     }
     uint8_t digest[32];
     nf_sha256(url, strlen(url), digest);
-    nf_hex(digest, 8, d.source_id);
+    nf_hex(digest, 8, d.source_id); /* nf_sources_id, with the digest kept for seen_key */
     d.host_key = nf_sources_host_key(host);
 
     if (!l->seen.slots && nf_idset_init(&l->seen, 1024) != 0) {

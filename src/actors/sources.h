@@ -85,6 +85,10 @@ int32_t nf_sources_partition(const char *host, int32_t partitions);
 /* Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2), for the test vectors. */
 int32_t nf_murmur2(const void *data, size_t len);
 
+/* The source_id of a normalized URL (nf_source_url_t.url, nf_source_def_t.url): the first 16
+ * hex digits of its SHA-256, NUL-terminated. */
+void nf_sources_id(const char *url, char out[17]);
+
 /* The configured source with this source_id, or NULL. Read-only: once the list is complete, any
  * thread may call it (the shards do, concurrently). */
 const nf_source_def_t *nf_sources_find(const nf_source_list_t *l, const char *source_id);

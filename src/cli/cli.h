@@ -5,6 +5,10 @@
 #define NF_CLI_H
 
 #include "job/job.h" /* NF_EXIT_* */
+#include "runtime/config.h"
+
+#include <stdbool.h>
+#include <stddef.h>
 
 int nf_cli_run(int argc, char **argv);
 int nf_cli_config(int argc, char **argv);
@@ -29,6 +33,20 @@ const char *nf_cli_config_default(void);
  * -1 if its value is missing. config NULL: the command has no --config. */
 int nf_cli_config_opt(int argc, char **argv, int *i, const char **config, char **sets,
                       unsigned *nsets);
+
+struct cJSON;
+/* GET route of the running job's admin server: admin.listen:admin.port of cfg first, then the
+ * address a job running on cfg's state.dir wrote to state.dir/admin.json. 1 with *out (the
+ * answer's JSON); 0 when nothing answers (where names where it asked); -1 when it answered badly
+ * or not in time (the message printed). */
+int nf_cli_admin_get(const nf_config_t *cfg, const char *route, struct cJSON **out, char *where,
+                     size_t wherelen);
+/* The bootstrap address of the embedded Kafka of the job running on state_dir (its
+ * admin.json), if that job still holds the state. */
+bool nf_cli_embedded_brokers(const char *state_dir, char *out, size_t outlen);
+/* `sources add|pause|resume|remove|crawl-now|import|export` (cli_sources.c; argv[0] is the
+ * verb). */
+int nf_cli_sources_write(int argc, char **argv);
 
 /* A usage error: "newsflow CMD: WHAT 'ARG'" (CMD NULL: "newsflow: ..."; ARG NULL: no quote),
  * a blank line and usage on stderr. Returns NF_EXIT_USAGE. */

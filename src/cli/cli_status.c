@@ -37,6 +37,8 @@ static const char status_usage[] =
     "Usage: newsflow status [--json] [--config FILE] [--set SECTION.KEY=VALUE]...\n"
     "       newsflow sources list [--failing] [--json] [--config FILE] [--set ...]\n"
     "       newsflow sources partition --partitions N URL|HOST...\n"
+    "       newsflow sources add|pause|resume|remove|crawl-now|import|export ...\n"
+    "                (`newsflow sources add --help`: changing the sources topic)\n"
     "\n"
     "  status        this process's input partitions (position, lag), the last committed epoch\n"
     "                and how long ago, the restore state, the standby (partitions stood by\n"
@@ -131,6 +133,32 @@ static int from_admin(const nf_config_t *cfg, const char *route, cJSON **out, ch
         }
     }
     return rc;
+}
+
+int nf_cli_admin_get(const nf_config_t *cfg, const char *route, cJSON **out, char *where,
+                     size_t wherelen)
+{
+    return from_admin(cfg, route, out, where, wherelen);
+}
+
+bool nf_cli_embedded_brokers(const char *state_dir, char *out, size_t outlen)
+{
+    char path[PATH_MAX], buf[1024];
+    snprintf(path, sizeof path, "%s/admin.json", state_dir);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    cJSON *j = n ? cJSON_Parse(buf) : NULL;
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "embedded_brokers");
+    bool ok = cJSON_IsNumber(pid) && cJSON_IsString(b) && pid->valuedouble > 0 &&
+              lock_holder(state_dir) == (long)pid->valuedouble;
+    if (ok)
+        snprintf(out, outlen, "%s", b->valuestring);
+    cJSON_Delete(j);
+    return ok;
 }
 
 /* One GET of http://WHERE/ROUTE: as from_admin. */
@@ -390,8 +418,11 @@ static void print_sources(const cJSON *arr)
 static void print_origin(const cJSON *j, const char *admin)
 {
     if (!strcmp(str_of(j, "source", ""), "admin")) {
-        printf("job: running, pid %.0f, newsflow %s (%s) — from its admin server at %s\n",
-               num_of(j, "pid", 0), str_of(j, "version", "?"), str_of(j, "commit", "?"), admin);
+        if (num_of(j, "pid", 0) > 0)
+            printf("job: running, pid %.0f, newsflow %s (%s) — from its admin server at %s\n",
+                   num_of(j, "pid", 0), str_of(j, "version", "?"), str_of(j, "commit", "?"), admin);
+        else /* /v1/sources names no process */
+            printf("job: running — from its admin server at %s\n", admin);
         return;
     }
     double pid = num_of(j, "held_by_pid", 0);
@@ -537,6 +568,8 @@ static int status_main(int argc, char **argv, bool sources, int first)
         goto out;
     if (a == 0 && !(j = from_state(cfg.state.dir, !sources, failing, admin)))
         goto out;
+    if (a == 1 && !cJSON_GetObjectItemCaseSensitive(j, "source"))
+        cJSON_AddStringToObject(j, "source", "admin"); /* /v1/sources does not say */
     if (json) {
         char *text = cJSON_PrintUnformatted(j);
         if (text)
@@ -615,13 +648,21 @@ static int sources_partition(int argc, char **argv)
 int nf_cli_sources(int argc, char **argv)
 {
     if (argc < 2)
-        return nf_cli_bad_usage(NULL, status_usage, "sources needs a subcommand: list", NULL);
+        return nf_cli_bad_usage(NULL, status_usage,
+                                "sources needs a subcommand: list, add, pause, resume, remove, "
+                                "crawl-now, import, export, partition",
+                                NULL);
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(status_usage, stdout);
         return NF_EXIT_OK;
     }
     if (!strcmp(argv[1], "partition"))
         return sources_partition(argc - 1, argv + 1);
+    static const char *const writers[] = {"add",       "pause",  "resume", "remove",
+                                          "crawl-now", "import", "export"};
+    for (size_t i = 0; i < sizeof writers / sizeof *writers; i++)
+        if (!strcmp(argv[1], writers[i]))
+            return nf_cli_sources_write(argc - 1, argv + 1);
     if (strcmp(argv[1], "list") != 0)
         return nf_cli_bad_usage(NULL, status_usage, "unknown sources subcommand", argv[1]);
     return status_main(argc, argv, true, 2);

@@ -179,9 +179,11 @@ void job_local_address(const nf_config_t *cfg, uint16_t port, char *out, size_t 
 }
 
 /* state.dir/admin.json: where this process's admin server listens, so that `newsflow status`
- * and `sources list` find a running job whose admin.port differs from theirs (or is 0). The
- * reader trusts it only while its pid holds state.dir/db/LOCK. Written atomically. */
-static bool write_admin_file(const nf_config_t *cfg, uint16_t port)
+ * and `sources list` find a running job whose admin.port differs from theirs (or is 0), and,
+ * when the job runs its embedded cluster (mock_brokers), that cluster's bootstrap address, so
+ * that `sources add` and the other topic writers reach it. The reader trusts it only while its
+ * pid holds state.dir/db/LOCK. Written atomically. */
+static bool write_admin_file(const nf_config_t *cfg, uint16_t port, const char *mock_brokers)
 {
     char path[PATH_MAX], tmp[PATH_MAX + 16], addr[96];
     job_local_address(cfg, port, addr, sizeof addr);
@@ -190,7 +192,11 @@ static bool write_admin_file(const nf_config_t *cfg, uint16_t port)
     FILE *f = fopen(tmp, "w");
     if (!f)
         return false;
-    fprintf(f, "{\"pid\":%ld,\"address\":\"%s\"}\n", (long)getpid(), addr);
+    if (mock_brokers)
+        fprintf(f, "{\"pid\":%ld,\"address\":\"%s\",\"embedded_brokers\":\"%s\"}\n", (long)getpid(),
+                addr, mock_brokers);
+    else
+        fprintf(f, "{\"pid\":%ld,\"address\":\"%s\"}\n", (long)getpid(), addr);
     if (fclose(f) == 0 && rename(tmp, path) == 0)
         return true;
     unlink(tmp);
@@ -359,7 +365,8 @@ int job_start_http(nf_job_t *j)
     if (code)
         return code;
     /* `newsflow status` asks there for /v1/status */
-    j->admin_file = write_admin_file(cfg, nf_admin_port(j->operator ? j->operator : j->admin));
+    j->admin_file = write_admin_file(cfg, nf_admin_port(j->operator ? j->operator : j->admin),
+                                     j->mock ? j->brokers : NULL);
     job_start_demo(j);
     return cfg->admin.probe_port ? start_probe(j) : 0;
 }
