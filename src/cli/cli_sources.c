@@ -204,7 +204,8 @@ static int by_url(const void *a, const void *b)
 /* Sorted by id, one entry per id (the last read), tombstones dropped. */
 static void recs_settle(recs_t *r)
 {
-    qsort(r->v, r->n, sizeof *r->v, by_id_then_seq);
+    if (r->n)
+        qsort(r->v, r->n, sizeof *r->v, by_id_then_seq);
     size_t o = 0;
     for (size_t i = 0; i < r->n; i++) {
         bool last = i + 1 == r->n || strcmp(r->v[i].id, r->v[i + 1].id) != 0;
@@ -222,7 +223,8 @@ static void recs_settle(recs_t *r)
     }
     for (size_t i = 0; i < o; i++)
         r->byurl[i] = &r->v[i];
-    qsort(r->byurl, o, sizeof *r->byurl, by_url);
+    if (o)
+        qsort(r->byurl, o, sizeof *r->byurl, by_url);
 }
 
 static void recs_free(recs_t *r)
@@ -887,7 +889,9 @@ static bool shows(const expect_t *e, const cJSON *o, bool *crawled)
     return false;
 }
 
-/* Marks the sources whose partition another process of the group holds (status: /v1/status). */
+/* Marks the sources whose partition another process of the group holds (status: /v1/status:
+ * the input partitions assigned to the job; with kafka.assignment=all, or the embedded broker,
+ * every partition; none listed yet: nothing is marked, the job may still be joining). */
 static void mark_elsewhere(ctx_t *x, const cJSON *status)
 {
     char topic[256];
@@ -898,9 +902,9 @@ static void mark_elsewhere(ctx_t *x, const cJSON *status)
     {
         const char *t = json_str(p, "topic");
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(p, "partition");
+        any = true; /* assigned input partitions: a process of a group may hold no sources one */
         if (!t || strcmp(t, topic) != 0 || !cJSON_IsNumber(n))
             continue;
-        any = true;
         if (n->valuedouble >= 0 && n->valuedouble < 4096)
             held[(int)n->valuedouble] = true;
     }
