@@ -972,16 +972,39 @@ static void *shard_main(void *arg)
     return NULL;
 }
 
+/* What an io_uring_setup failure most likely means, for the operator. */
+static const char *uring_hint(int err)
+{
+    switch (err) {
+    case EPERM:
+    case ENOSYS:
+        return "io_uring is blocked: a seccomp profile that does not allow io_uring_setup, "
+               "io_uring_enter and io_uring_register (Docker 25+, containerd's and Podman's "
+               "defaults; use deploy/seccomp/newsflow.json, README \"Containers\"), or the "
+               "sysctl kernel.io_uring_disabled, or a kernel before 5.1";
+    case ENOMEM:
+        return "the locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) is too low for the rings on "
+               "a kernel before 5.12: raise it";
+    case EMFILE:
+    case ENFILE:
+        return "out of file descriptors: raise ulimit -n";
+    default:
+        return "";
+    }
+}
+
 static int start_urings(nf_runtime_t *rt)
 {
     for (unsigned i = 0; i < rt->n; i++) {
         nf_shard_t *sh = &rt->shards[i];
         int r = shard_uring_init(sh);
         if (r < 0) {
+            const char *hint = uring_hint(-r);
             nf_log(NF_LOG_ERROR, "runtime", "io_uring_queue_init failed", NF_LI("shard", i),
-                   NF_LS("error", strerror(-r)), NF_LEND);
+                   NF_LS("error", strerror(-r)), NF_LS("hint", hint), NF_LEND);
             snprintf(rt->start_err, sizeof rt->start_err,
-                     "io_uring_queue_init failed on shard %u: %s", i, strerror(-r));
+                     "io_uring_queue_init failed on shard %u: %s%s%s", i, strerror(-r),
+                     hint[0] ? ": " : "", hint);
             return -EIO;
         }
         sh->uring_ok = true;
