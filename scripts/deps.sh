@@ -68,6 +68,8 @@ DEV_PACKAGES=(
   gdb
   # CI: the README test command runs beside a CPU hog on every core (.ci/run)
   stress-ng
+  # tests: the seccomp profile of deploy/seccomp applied to the job (tests/tools/seccomp_run.c)
+  libseccomp-dev
   # tests: the container image built from the Dockerfile with podman, on a Debian base made by
   # debootstrap (container/test_image; there is no Docker engine)
   podman debootstrap
@@ -110,5 +112,16 @@ if [ -z "${1:-}" ] && [ -f "$TOXIPROXY" ]; then
     echo "deps.sh: Toxiproxy at $(bash "$TOXIPROXY" install)"
   else
     echo "deps.sh: no Go: the chaos test (ctest -L chaos) cannot build Toxiproxy" >&2
+  fi
+fi
+
+# The deployment checks' tools (tests/integration/test_deploy_manifests.sh): Helm and
+# deploy/check, Go builds from the module proxy, into their cache once.
+DEPLOY_TOOLS="$(dirname "$0")/deploy-tools.sh"
+if [ -z "${1:-}" ] && [ -f "$DEPLOY_TOOLS" ]; then
+  if command -v go >/dev/null; then
+    bash "$DEPLOY_TOOLS" install | sed 's/^/deps.sh: deploy tool at /'
+  else
+    echo "deps.sh: no Go: the deployment checks (integration/test_deploy_manifests) cannot build Helm" >&2
   fi
 fi
