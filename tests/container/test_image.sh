@@ -80,3 +80,45 @@ print("the image's job: " + ", ".join("%d %s" % (n, t) for t, n in sorted(count.
 PY
 grep -q '"msg":"newsflow stopped"' "$TMP/err" || fail "no stop line"
 echo "ok   the image's job ran as $user: crawled the bundled feeds and stopped with exit 0"
+
+# 4. The image's entrypoint with deploy/docker-compose.yml's environment for newsflow-1 (a
+# process of a consumer group, changelogs, a standby, static membership), against a real
+# Apache Kafka on loopback instead of the compose file's three brokers (kafka.brokers replaced;
+# the admin and probe ports moved to free ones, as this host is shared): the image's own
+# `topics create` with the topics step's environment, then the job, which must join the group,
+# commit epochs and stop with exit 0.
+KDIR="$TMP/kafka"
+KPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+bash "$SRC/scripts/kafka.sh" start --fresh --dir "$KDIR" --port "$KPORT" >"$TMP/kafka.log" 2>&1 ||
+  { tail -20 "$TMP/kafka.log"; fail "scripts/kafka.sh start"; }
+trap 'bash "$SRC/scripts/kafka.sh" stop --dir "$KDIR" >/dev/null 2>&1 || true; cleanup' EXIT
+BOOT=$(bash "$SRC/scripts/kafka.sh" bootstrap --dir "$KDIR")
+compose_env() { # service: its environment as NAME=VALUE lines
+  python3 - "$SRC/deploy/docker-compose.yml" "$1" <<'PY'
+import sys, yaml
+for k, v in yaml.safe_load(open(sys.argv[1]))["services"][sys.argv[2]]["environment"].items():
+    print("%s=%s" % (k, v))
+PY
+}
+mapfile -t topics_env < <(compose_env topics)
+mapfile -t job_env < <(compose_env newsflow-1)
+APORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+over=(NEWSFLOW_KAFKA_BROKERS="$BOOT" NEWSFLOW_ADMIN_PORT="$APORT" NEWSFLOW_ADMIN_PROBE_PORT="$PPORT")
+set +e
+env -i "${envs[@]}" "${topics_env[@]}" NEWSFLOW_KAFKA_BROKERS="$BOOT" \
+  chroot --userspec="$uid:$uid" "$mnt" /bin/sh -c \
+  "cd '$workdir' && exec $entry topics create --partitions 4 --replication 1" >"$TMP/topics" 2>&1
+rc=$?
+set -e
+[ $rc = 0 ] || { cat "$TMP/topics"; fail "the image's topics create exited $rc"; }
+set +e
+env -i "${envs[@]}" "${job_env[@]}" "${over[@]}" chroot --userspec="$uid:$uid" "$mnt" /bin/sh -c \
+  "cd '$workdir' && exec $entry run --set runtime.stop_after_ms=20000" >"$TMP/out2" 2>"$TMP/err2"
+rc=$?
+set -e
+[ $rc = 0 ] || { tail -20 "$TMP/err2"; fail "the image's job with the compose environment exited $rc"; }
+grep -q '"msg":"ready: /readyz answers 200"' "$TMP/err2" || { tail -20 "$TMP/err2"; fail "never ready"; }
+grep -q '"msg":"epoch.committed"' "$TMP/err2" || fail "no epoch committed with the compose environment"
+grep -q '"msg":"newsflow stopped"' "$TMP/err2" || fail "no stop line (compose environment)"
+echo "ok   the image's entrypoint with newsflow-1's compose environment: joined the group, committed, stopped"
