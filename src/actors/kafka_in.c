@@ -1259,8 +1259,10 @@ static void reads_metrics(nf_reads_t *r)
 {
     nf_metrics_counter("newsflow_kafka_records_total", "Input records consumed.",
                        "stage=\"kafka_in\"", 0, &r->m.records);
-    nf_metrics_counter("newsflow_read_events_total", "Valid read events decoded.", NULL, 0,
-                       &r->m.events);
+    nf_metrics_counter("newsflow_read_events_total",
+                       "Valid read events decoded and counted once (a repeat of an event_id "
+                       "within its TTL counts in newsflow_read_event_duplicates_total instead).",
+                       NULL, 0, &r->m.events);
     nf_metrics_counter("newsflow_kafka_records_revoked_total",
                        "Records of a partition being revoked from this process, dropped "
                        "unprocessed: its next owner reads them from the committed position.",
