@@ -13,7 +13,7 @@ typedef struct {
     nf_opml_t *o;
     unsigned depth;    /* elements open */
     unsigned outlines; /* of them, <outline>s */
-    bool root_seen, in_head_title, stop;
+    bool root_seen, in_head, in_head_title, title_full, stop;
     char *path[NF_OPML_MAX_DEPTH + 1]; /* the open outlines' names (categories), NULL for feeds */
     char err[256];
 } opml_ctx_t;
@@ -33,11 +33,10 @@ static void fail(opml_ctx_t *x, const char *fmt, ...)
 }
 
 /* An attribute value as a string, '&' restored: without XML_PARSE_NOENT libxml2 hands each '&'
- * of a value over as "&#38;" (feed_xml.c does the same). Cut at NF_OPML_MAX_VALUE bytes. */
+ * of a value over as "&#38;" (feed_xml.c does the same). Whole: fields are cut afterwards. */
 static char *attr_dup(const xmlChar *v, const xmlChar *end)
 {
     size_t n = (size_t)(end - v);
-    n = n < NF_OPML_MAX_VALUE ? n : NF_OPML_MAX_VALUE;
     char *s = malloc(n + 1), *o = s;
     if (!s)
         return NULL;
@@ -53,6 +52,17 @@ static char *attr_dup(const xmlChar *v, const xmlChar *end)
     return s;
 }
 
+/* s cut to at most max bytes, at a character boundary (never inside a UTF-8 sequence). */
+static void cut_utf8(char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n <= max)
+        return;
+    while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+        max--;
+    s[max] = '\0';
+}
+
 typedef struct {
     char *url, *text, *title, *interval, *status;
 } outline_t;
@@ -66,6 +76,9 @@ static void outline_free(outline_t *a)
     free(a->status);
 }
 
+/* The attributes written on the element: nattrs - ndefaulted of them (the rest are defaults a
+ * DTD's <!ATTLIST> declared, which libxml2 adds whatever the handlers; they are not the
+ * document's: a DTD must not turn a category into a feed). */
 static bool outline_attrs(const xmlChar **attrs, int nattrs, outline_t *a)
 {
     for (int i = 0; i < nattrs; i++) {
@@ -88,7 +101,9 @@ static bool outline_attrs(const xmlChar **attrs, int nattrs, outline_t *a)
     return true;
 }
 
-/* The enclosing categories joined by '/'. */
+/* The enclosing categories joined by '/', cut at NF_OPML_MAX_CATEGORY bytes (a character
+ * boundary): 100,000 feeds under 64 levels of long names would otherwise each hold a copy of
+ * 64 x 512 bytes. */
 static char *category_of(const opml_ctx_t *x)
 {
     size_t n = 1;
@@ -107,6 +122,7 @@ static char *category_of(const opml_ctx_t *x)
         o += k;
     }
     *o = '\0';
+    cut_utf8(s, NF_OPML_MAX_CATEGORY);
     return s;
 }
 
@@ -177,7 +193,6 @@ static void sax_start(void *ctx, const xmlChar *local, const xmlChar *prefix, co
     (void)uri;
     (void)nns;
     (void)ns;
-    (void)ndefaulted;
     if (x->stop)
         return;
     const char *name = (const char *)local;
@@ -190,7 +205,9 @@ static void sax_start(void *ctx, const xmlChar *local, const xmlChar *prefix, co
         }
     }
     x->depth++;
-    x->in_head_title = x->depth == 3 && !strcmp(name, "title") && !x->outlines;
+    if (x->depth == 2)
+        x->in_head = !strcmp(name, "head");
+    x->in_head_title = x->depth == 3 && x->in_head && !strcmp(name, "title");
     if (strcmp(name, "outline") != 0)
         return;
     if (x->outlines == NF_OPML_MAX_DEPTH) {
@@ -199,11 +216,18 @@ static void sax_start(void *ctx, const xmlChar *local, const xmlChar *prefix, co
         return;
     }
     outline_t a = {0};
-    bool ok = outline_attrs(attrs, nattrs, &a);
+    bool ok = outline_attrs(attrs, nattrs - ndefaulted, &a);
     char *cat = NULL;
+    if (a.text)
+        cut_utf8(a.text, NF_OPML_MAX_TITLE);
+    if (a.title)
+        cut_utf8(a.title, NF_OPML_MAX_TITLE);
     if (ok && a.url) {
         if (!a.url[0])
             fail(x, "line %d: an outline with an empty xmlUrl", xmlSAX2GetLineNumber(x->ctxt));
+        else if (strlen(a.url) > NF_OPML_MAX_VALUE)
+            fail(x, "line %d: an xmlUrl of %zu bytes, more than %u", xmlSAX2GetLineNumber(x->ctxt),
+                 strlen(a.url), NF_OPML_MAX_VALUE);
         else
             ok = add_feed(x, &a) == 0;
     } else if (ok) {
@@ -234,11 +258,13 @@ static void sax_end(void *ctx, const xmlChar *local, const xmlChar *prefix, cons
 static void sax_text(void *ctx, const xmlChar *s, int n)
 {
     opml_ctx_t *x = ctx;
-    if (!x->in_head_title || x->stop)
+    if (!x->in_head_title || x->stop || x->title_full)
         return;
     size_t have = strlen(x->o->title);
-    if (have + (size_t)n > 512)
+    if (have + (size_t)n > NF_OPML_MAX_TITLE) { /* cut there: later pieces would garble it */
+        x->title_full = true;
         return;
+    }
     char *t = realloc(x->o->title, have + (size_t)n + 1);
     if (!t) {
         fail(x, "out of memory");
@@ -308,7 +334,7 @@ int nf_opml_parse(const char *data, size_t len, nf_opml_t *out, char *err, size_
         fail(&x, "not well-formed XML");
     if (!x.stop && !x.root_seen)
         fail(&x, "not XML: no root element");
-    if (x.ctxt->myDoc) /* never built by our handlers; defensive */
+    if (x.ctxt->myDoc) /* libxml2's SAX1 compatibility builds one for <!ENTITY>s: freed */
         xmlFreeDoc(x.ctxt->myDoc);
     x.ctxt->myDoc = NULL;
     xmlFreeParserCtxt(x.ctxt);
@@ -349,7 +375,10 @@ static void put_text(FILE *f, const char *s, size_t max)
             p++;
             continue;
         }
-        size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+        size_t n = c >= 0xf0 && c <= 0xf4   ? 4
+                   : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xc2 && c <= 0xdf ? 2
+                                            : 0;
         bool ok = n && (size_t)(end - p) >= n;
         for (size_t i = 1; ok && i < n; i++)
             ok = (p[i] & 0xc0) == 0x80;
@@ -429,7 +458,7 @@ int nf_opml_write(FILE *f, const char *title, const nf_opml_feed_t *feeds, size_
     fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
           "<opml version=\"2.0\" xmlns:newsflow=\"" NF_OPML_NS "\">\n  <head>\n    <title>",
           f);
-    put_text(f, title ? title : "", 512);
+    put_text(f, title ? title : "", NF_OPML_MAX_TITLE);
     fputs("</title>\n  </head>\n  <body>\n", f);
     const char *open[NF_OPML_MAX_DEPTH];
     size_t open_len[NF_OPML_MAX_DEPTH];

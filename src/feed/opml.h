@@ -12,9 +12,11 @@
  *
  * Hostile input: the document must be well formed (a file cut short is refused, not half
  * imported); no DTD is loaded, no entity defined, nothing fetched (the parser has no handler
- * for them: libxml2 parses a DTD as syntax and forgets it); at most NF_OPML_MAX_BYTES,
- * NF_OPML_MAX_FEEDS feeds, outlines nested NF_OPML_MAX_DEPTH deep, attribute values cut at
- * NF_OPML_MAX_VALUE bytes (a URL that long is refused by the caller). Fuzz target: fuzz_opml.
+ * for them: libxml2 parses a DTD as syntax and forgets it, and attribute defaults a DTD
+ * declares are ignored); at most NF_OPML_MAX_BYTES, NF_OPML_MAX_FEEDS feeds, outlines nested
+ * NF_OPML_MAX_DEPTH deep, an xmlUrl of NF_OPML_MAX_VALUE bytes; titles and category names are
+ * cut at NF_OPML_MAX_TITLE bytes, a category path at NF_OPML_MAX_CATEGORY (at a character
+ * boundary). Fuzz target: fuzz_opml.
  *
  * Writing escapes what XML needs, drops the control characters XML 1.0 cannot hold and
  * replaces invalid UTF-8 with U+FFFD: whatever the records say, the file parses. */
@@ -26,11 +28,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define NF_OPML_NS        "https://github.com/newsflow/newsflow/opml"
-#define NF_OPML_MAX_BYTES (16u << 20)
-#define NF_OPML_MAX_FEEDS 100000u
-#define NF_OPML_MAX_DEPTH 64u
-#define NF_OPML_MAX_VALUE 4096u
+#define NF_OPML_NS           "https://github.com/newsflow/newsflow/opml"
+#define NF_OPML_MAX_BYTES    (16u << 20)
+#define NF_OPML_MAX_FEEDS    100000u
+#define NF_OPML_MAX_DEPTH    64u
+#define NF_OPML_MAX_VALUE    4096u /* an xmlUrl longer is refused (the job's limit is 1023) */
+#define NF_OPML_MAX_TITLE    512u  /* text, title and category names are cut there */
+#define NF_OPML_MAX_CATEGORY 1024u /* a feed's whole category path is cut there */
 
 typedef struct nf_opml_feed {
     char *url;      /* xmlUrl as written */
@@ -54,8 +58,8 @@ int nf_opml_parse(const char *data, size_t len, nf_opml_t *out, char *err, size_
 void nf_opml_free(nf_opml_t *o);
 
 /* Writes an OPML 2.0 document of feeds (title, url, category: a category becomes the enclosing
- * outlines, feeds of one category kept together in their first one's place; interval_s 0 and
- * status "active" or NULL are left out). 0, or -1 (a write failed: errno). */
+ * outlines, the feeds sorted by category, in their order within one; interval_s 0 and status
+ * "active" or NULL are left out). 0, or -1 (a write failed: errno). */
 int nf_opml_write(FILE *f, const char *title, const nf_opml_feed_t *feeds, size_t n);
 
 #endif

@@ -121,6 +121,50 @@ static void test_hostile(void)
     }
     nf_opml_free(&o);
 
+    /* A DTD's attribute defaults are not the document's: they make no category a feed. */
+    const char *attlist =
+        "<!DOCTYPE opml [<!ATTLIST outline xmlUrl CDATA \"http://dtd.example/\">]>\n"
+        "<opml><body><outline text=\"cat\"><outline text=\"f\" xmlUrl=\"http://f.example/\"/>"
+        "</outline></body></opml>";
+    NF_REQUIRE(parse(attlist, &o, err, sizeof err) == 0);
+    NF_REQUIRE(o.n == 1);
+    NF_CHECK_STR(o.feeds[0].url, "http://f.example/");
+    NF_CHECK_STR(o.feeds[0].category, "cat");
+    nf_opml_free(&o);
+
+    /* Long values: a URL over the limit is refused (decoded first: "&amp;" is one byte); a
+     * title is cut at a character boundary; a deep path of long names at its own limit. */
+    size_t ulen = NF_OPML_MAX_VALUE + 100;
+    char *doc2 = malloc(ulen * 6 + 65536);
+    strcpy(doc2, "<opml><body><outline xmlUrl=\"http://a/");
+    for (size_t i = 0; i < ulen; i++)
+        strcat(doc2, "&amp;");
+    strcat(doc2, "\"/></body></opml>");
+    NF_CHECK(parse(doc2, &o, err, sizeof err) == -1);
+    NF_CHECK(strstr(err, "an xmlUrl of") != NULL);
+    nf_opml_free(&o);
+    strcpy(doc2, "<opml><body>");
+    for (int d = 0; d < 10; d++) {
+        strcat(doc2, "<outline text=\"");
+        for (int i = 0; i < 300; i++)
+            strcat(doc2, "\xc3\xa9"); /* 600 bytes of é */
+        strcat(doc2, "\">");
+    }
+    strcat(doc2, "<outline text=\"");
+    for (int i = 0; i < 300; i++)
+        strcat(doc2, "\xc3\xa9");
+    strcat(doc2, "\" xmlUrl=\"http://deep.example/\"/>");
+    for (int d = 0; d < 10; d++)
+        strcat(doc2, "</outline>");
+    strcat(doc2, "</body></opml>");
+    NF_REQUIRE(parse(doc2, &o, err, sizeof err) == 0);
+    NF_REQUIRE(o.n == 1);
+    NF_CHECK(strlen(o.feeds[0].title) <= NF_OPML_MAX_TITLE && strlen(o.feeds[0].title) % 2 == 0);
+    NF_CHECK(strlen(o.feeds[0].category) <= NF_OPML_MAX_CATEGORY);
+    NF_CHECK(((unsigned char)o.feeds[0].category[strlen(o.feeds[0].category) - 1] & 0xc0) == 0x80);
+    nf_opml_free(&o);
+    free(doc2);
+
     /* Over the size limit: refused before parsing. */
     size_t big = NF_OPML_MAX_BYTES + 1;
     char *b = malloc(big);
@@ -203,6 +247,25 @@ static void test_round_trip(void)
 static void test_write_repairs(void)
 {
     /* Control characters dropped, invalid UTF-8 replaced: the file still parses. */
+    /* 0xF5..0xFF never lead a sequence: "\xf5\x80\x80" is three invalid bytes. */
+    nf_opml_feed_t g = {.url = "u",
+                        .title = "a\xf5\x80\x80"
+                                 "b",
+                        .category = "",
+                        .status = "active"};
+    char *b2 = NULL;
+    size_t l2 = 0;
+    FILE *m2 = open_memstream(&b2, &l2);
+    NF_REQUIRE(nf_opml_write(m2, "", &g, 1) == 0);
+    fclose(m2);
+    nf_opml_t o2;
+    char e2[256];
+    NF_REQUIRE(nf_opml_parse(b2, l2, &o2, e2, sizeof e2) == 0);
+    NF_CHECK_STR(o2.feeds[0].title, "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+                                    "b");
+    nf_opml_free(&o2);
+    free(b2);
+
     nf_opml_feed_t f = {.url = "http://a.example/\x01x",
                         .title = "bad \xff\xfe utf8 \xed\xa0\x80 surrogate",
                         .category = "",
