@@ -65,7 +65,11 @@ typedef struct src {
     bool stale_fetch;       /* its URL changed while the fetch ran: that result is not applied */
     int64_t started_for_ms; /* next_crawl_at the running fetch was due at (fetch_id) */
     int64_t started_ms;
-    int64_t crawl_at_ms; /* the last crawl-now request applied (memory only: see crawl_now) */
+    /* crawl-now (memory only: see crawl_now): the last request applied, the one the running
+     * fetch answers, the one the last finished fetch answered; a request that came while a
+     * fetch ran is answered by another fetch once it ends */
+    int64_t crawl_at_ms, crawl_answering, crawl_answered;
+    bool crawl_pending;
     struct src *qnext;
     /* For operators (logs, /v1/sources): the last failure, kept while the source is failing. */
     nf_crawl_failure_log_t flog;
@@ -646,6 +650,7 @@ static void try_start(crawl_t *c, src_t *s)
     s->fhost = s->host;
     s->started_for_ms = s->sched.next_crawl_at_ms;
     s->started_ms = now;
+    s->crawl_answering = s->crawl_at_ms;
     int64_t late = now - s->sched.next_crawl_at_ms;
     nf_histogram_observe(c->in->m.lateness_seconds, late > 0 ? (double)late / 1000.0 : 0.0);
     nf_fetcher_t *f = s->is_file ? c->file_fetcher : c->fetcher;
@@ -873,6 +878,12 @@ static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
     if (was != NF_CRAWL_DEAD && s->sched.status == NF_CRAWL_DEAD)
         nf_counter_inc(m->sources_dead);
     source_outcome(c, s, health, outcome, errtext, now);
+    s->crawl_answered = s->crawl_answering;
+    if (s->crawl_pending) { /* a crawl-now that came while this fetch ran: another one now */
+        s->crawl_pending = false;
+        if (s->sched.status == NF_CRAWL_ACTIVE)
+            s->sched.next_crawl_at_ms = now;
+    }
     if (!c->stopping && s->sched.status == NF_CRAWL_ACTIVE)
         arm_at(c, s, s->sched.next_crawl_at_ms);
     drain_queue(c);
@@ -1020,18 +1031,25 @@ static void sources_gauge(crawl_t *c)
     health_gauges(c);
 }
 
-/* An operator's crawl-now request (the record's crawl_at_ms, newer than the last one applied):
- * an active source is due now — out of a backoff, or revived if the policy declared it dead; a
- * fetch already running answers it. The last request is kept in memory only: records are read
- * once per committed epoch, so one applied before a restart is never read again after it (and
- * its next_crawl_at, written with the epoch, still says now). */
+/* An operator's crawl-now request (the record's crawl_at_ms, another than the last one applied:
+ * the writer's clock orders nothing): an active source is due now — out of a backoff, or
+ * revived if the policy declared it dead; a request that comes while a fetch runs is answered
+ * by another fetch once it ends (the running one began before it), a queued source's by the
+ * fetch it waits for. /v1/sources shows the request each fetch answered (crawl_answered). The
+ * requests are kept in memory only: records are read once per committed epoch, so one applied
+ * before a restart is never read again after it (and its next_crawl_at, written with the
+ * epoch, still says now). */
 static void crawl_now(crawl_t *c, src_t *s, int64_t at_ms, int64_t now)
 {
-    if (at_ms <= s->crawl_at_ms)
+    if (at_ms == s->crawl_at_ms)
         return; /* this request was applied (an identical record republished) */
     s->crawl_at_ms = at_ms;
-    if (s->want != NF_SOURCE_ACTIVE || s->in_flight || s->queued)
+    if (s->want != NF_SOURCE_ACTIVE || s->queued)
         return;
+    if (s->in_flight) {
+        s->crawl_pending = true;
+        return;
+    }
     if (s->sched.status == NF_CRAWL_DEAD)
         nf_crawl_revive(&s->sched, now, &c->rng);
     if (s->sched.status != NF_CRAWL_ACTIVE)
@@ -1135,6 +1153,7 @@ bool nf_ingest_source_info(nf_shard_t *sh, const nf_ingest_t *in, const char *so
     snprintf(out->url, sizeof out->url, "%s", s->url);
     out->interval_s = s->interval_s;
     out->crawl_at_ms = s->crawl_at_ms;
+    out->crawl_answered_ms = s->crawl_answered;
     out->type = s->type;
     out->want = s->want;
     out->from_topic = s->from_topic;
@@ -1703,6 +1722,8 @@ void nf_ingest_sources_json(nf_shard_t *sh, nf_ingest_t *in, bool failing, nf_jw
         nf_jw_i64(w, s->started_ms);
         nf_jw_key(w, "crawl_at_ms");
         nf_jw_i64(w, s->crawl_at_ms);
+        nf_jw_key(w, "crawl_answered_ms");
+        nf_jw_i64(w, s->crawl_answered);
         nf_jw_obj_close(w);
     }
 }

@@ -33,10 +33,10 @@
  *     DEAD, active = revived if it was not (failures reset) and crawled soon. A republished
  *     identical record changes nothing — in particular it does not revive a source the policy
  *     declared DEAD (change its status or URL, or ask for a crawl now). crawl_at_ms (an
- *     operator's `sources crawl-now`) newer than the last one the source applied makes an
- *     active source due at once — out of a backoff, or revived if the policy declared it DEAD;
- *     the source is not crawled again for the same request (an identical record republished), and
- *     a paused one ignores it. A fetch running when the URL
+ *     operator's `sources crawl-now`) other than the last one the source applied makes an
+ *     active source due at once — out of a backoff, or revived if the policy declared it DEAD,
+ *     after the running fetch if one runs; the source is not crawled again for the same request
+ *     (an identical record republished), and a paused one ignores it. A fetch running when the URL
  *     changes still gets its fetch-log record, but its result is not applied. FORGET drops a
  *     source: its timer is cancelled; a fetch in flight completes into fetch-log only (no
  *     parse, no schedule update) and then the source is freed.
@@ -175,7 +175,8 @@ int nf_ingest_register(nf_runtime_t *rt, nf_ingest_t *in);
  * (nf_crawl_health_name), failures, next_crawl_at_ms, last_outcome, last_error, last_error_at_ms,
  * last_ok_at_ms (0 = not in this run), from_topic, interval_s (0: the default), in_flight,
  * last_attempt_at_ms (the last fetch's start, 0 = none in this run), crawl_at_ms (the last
- * crawl-now request applied, 0 = none in this run). failing: only sources in backoff or dead. */
+ * crawl-now request applied, 0 = none in this run), crawl_answered_ms (the request the last
+ * finished fetch answered). failing: only sources in backoff or dead. */
 void nf_ingest_sources_json(nf_shard_t *sh, nf_ingest_t *in, bool failing, nf_jw_t *w);
 
 /* A CrawlSchedule value as stored (NF_KIND_CRAWL_SCHEDULE), for reading a stopped job's state. */
@@ -240,8 +241,9 @@ typedef struct nf_source_info {
     nf_crawl_schedule_t sched;
     char url[1024];
     uint32_t interval_s;
-    int64_t crawl_at_ms; /* the last crawl-now request applied (0: none in this run) */
-    uint8_t type, want;  /* the topic's type and status (nf_source_*_t) */
+    int64_t crawl_at_ms;       /* the last crawl-now request applied (0: none in this run) */
+    int64_t crawl_answered_ms; /* the request the last finished fetch answered (0: none) */
+    uint8_t type, want;        /* the topic's type and status (nf_source_*_t) */
     bool from_topic, in_flight;
 } nf_source_info_t;
 bool nf_ingest_source_info(nf_shard_t *sh, const nf_ingest_t *in, const char *source_id,

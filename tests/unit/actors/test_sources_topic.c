@@ -408,11 +408,18 @@ static void test_crawl_now(void)
     int64_t next = info.sched.next_crawl_at_ms;
     NF_CHECK(next > nf_wall_ms() + 3000000);
 
+    NF_CHECK_EQ(info.crawl_answered_ms, t1);
+
     /* The same request again (a record republished): nothing changes. */
     NF_CHECK_EQ(deliverf(rt, &in, "t-now", "/feed/6.xml", extra), 0);
     NF_CHECK_EQ(lookup(rt, &in, "t-now", &info), 1);
     NF_CHECK(!info.in_flight);
     NF_CHECK_EQ(info.sched.next_crawl_at_ms, next);
+
+    /* Another request stamped earlier (a writer's clock behind): still a request. */
+    snprintf(extra, sizeof extra, "\"interval_s\":3600,\"crawl_at_ms\":%lld", (long long)t1 - 5000);
+    NF_CHECK_EQ(deliverf(rt, &in, "t-now", "/feed/6.xml", extra), 0);
+    NF_CHECK(wait_fetchlogs(sinkpath, "/feed/6.xml", 3));
 
     /* Paused, then a newer request: ignored (the source stays paused, not due). */
     NF_CHECK_EQ(
@@ -427,7 +434,23 @@ static void test_crawl_now(void)
     /* A bad value is the decoder's error (a dead letter in kafka_in). */
     NF_CHECK(deliverf(rt, &in, "t-now", "/feed/6.xml", "\"crawl_at_ms\":\"soon\"") != 0);
     NF_CHECK(deliverf(rt, &in, "t-now", "/feed/6.xml", "\"crawl_at_ms\":-1") != 0);
-    NF_CHECK(wait_fetchlogs(sinkpath, "/feed/6.xml", 2));
+    NF_CHECK(wait_fetchlogs(sinkpath, "/feed/6.xml", 3));
+
+    /* A request while a fetch runs: that fetch began before it, another one answers it. */
+    NF_CHECK_EQ(deliverf(rt, &in, "t-slow3", "/slow", "\"interval_s\":3600"), 0);
+    uint64_t until = nf_now_ns() + 10000000000ull;
+    while (lookup(rt, &in, "t-slow3", &info) == 1 && !info.in_flight && nf_now_ns() < until)
+        usleep(5000);
+    NF_CHECK(info.in_flight);
+    int64_t t2 = nf_wall_ms();
+    snprintf(extra, sizeof extra, "\"interval_s\":3600,\"crawl_at_ms\":%lld", (long long)t2);
+    NF_CHECK_EQ(deliverf(rt, &in, "t-slow3", "/slow", extra), 0);
+    NF_CHECK(wait_fetchlogs(sinkpath, "/slow", 2));
+    until = nf_now_ns() + 30000000000ull;
+    while (lookup(rt, &in, "t-slow3", &info) == 1 && info.crawl_answered_ms != t2 &&
+           nf_now_ns() < until)
+        usleep(5000);
+    NF_CHECK_EQ(info.crawl_answered_ms, t2);
 
     nf_runtime_request_stop(rt);
     NF_CHECK_EQ(nf_runtime_wait(rt), 0);
