@@ -76,12 +76,16 @@ static const char usage[] =
     "Exit codes: 0 done (and confirmed, or no job to confirm it), 1 the broker or the job failed\n"
     "or did not show the change in time, 2 usage, configuration or validation error.\n";
 
-/* ---------------------------------------------------------------- a set of strings */
+/* ---------------------------------------------------------------- a map of strings */
 
+/* String -> index, owning copies of its keys (the strings it is given may move or go). */
 typedef struct {
-    const char **v;
+    struct strmap_e {
+        char *key;
+        size_t val;
+    } * v;
     size_t mask, n;
-} strset_t;
+} strmap_t;
 
 static uint64_t str_hash(const char *s)
 {
@@ -91,43 +95,62 @@ static uint64_t str_hash(const char *s)
     return h;
 }
 
-/* true if s was in the set (s is not added then); s must outlive the set. -1: no memory. */
-static int strset_add(strset_t *t, const char *s)
+static int strmap_grow(strmap_t *t)
 {
-    if (2 * (t->n + 1) > t->mask + 1) {
-        size_t cap = t->mask ? 2 * (t->mask + 1) : 64;
-        const char **v = calloc(cap, sizeof *v);
-        if (!v)
-            return -1;
-        for (size_t i = 0; t->v && i <= t->mask; i++) {
-            if (!t->v[i])
-                continue;
-            size_t j = str_hash(t->v[i]) & (cap - 1);
-            while (v[j])
-                j = (j + 1) & (cap - 1);
-            v[j] = t->v[i];
-        }
-        free(t->v);
-        t->v = v;
-        t->mask = cap - 1;
+    size_t cap = t->mask ? 2 * (t->mask + 1) : 64;
+    struct strmap_e *v = calloc(cap, sizeof *v);
+    if (!v)
+        return -1;
+    for (size_t i = 0; t->v && i <= t->mask; i++) {
+        if (!t->v[i].key)
+            continue;
+        size_t j = str_hash(t->v[i].key) & (cap - 1);
+        while (v[j].key)
+            j = (j + 1) & (cap - 1);
+        v[j] = t->v[i];
     }
+    free(t->v);
+    t->v = v;
+    t->mask = cap - 1;
+    return 0;
+}
+
+/* 1 if s is a key already (nothing changes), 0 added (a copy, with val), -1 no memory. */
+static int strmap_add(strmap_t *t, const char *s, size_t val)
+{
+    if (2 * (t->n + 1) > t->mask + 1 && strmap_grow(t) != 0)
+        return -1;
     size_t j = str_hash(s) & t->mask;
-    for (; t->v[j]; j = (j + 1) & t->mask)
-        if (!strcmp(t->v[j], s))
+    for (; t->v[j].key; j = (j + 1) & t->mask)
+        if (!strcmp(t->v[j].key, s))
             return 1;
-    t->v[j] = s;
+    if (!(t->v[j].key = strdup(s)))
+        return -1;
+    t->v[j].val = val;
     t->n++;
     return 0;
 }
 
-static bool strset_has(const strset_t *t, const char *s)
+/* Whether s is a key (*val its value, when val is not NULL). */
+static bool strmap_get(const strmap_t *t, const char *s, size_t *val)
 {
     if (!t->v)
         return false;
-    for (size_t j = str_hash(s) & t->mask; t->v[j]; j = (j + 1) & t->mask)
-        if (!strcmp(t->v[j], s))
+    for (size_t j = str_hash(s) & t->mask; t->v[j].key; j = (j + 1) & t->mask)
+        if (!strcmp(t->v[j].key, s)) {
+            if (val)
+                *val = t->v[j].val;
             return true;
+        }
     return false;
+}
+
+static void strmap_free(strmap_t *t)
+{
+    for (size_t i = 0; t->v && i <= t->mask; i++)
+        free(t->v[i].key);
+    free(t->v);
+    memset(t, 0, sizeof *t);
 }
 
 /* ---------------------------------------------------------------- the topic as it stands */
@@ -137,13 +160,15 @@ typedef struct {
     char *value;     /* JSON text; NULL: a tombstone */
     char nurl[1024]; /* the value's URL normalized; "" when it is not one */
     char host[256];
-    size_t seq; /* read order: the last one of an id counts */
+    int32_t part; /* the partition it is in: a change or tombstone goes there, over it */
+    size_t seq;   /* read order: the last one of an id counts */
 } rec_t;
 
 typedef struct {
     rec_t *v;
     size_t n, cap;
-    rec_t **byurl; /* after recs_settle: sorted by nurl */
+    rec_t **byurl;    /* after recs_settle: sorted by nurl */
+    size_t max_bytes; /* kafka.max_event_bytes: a longer record the job dead-letters */
     bool nomem;
 } recs_t;
 
@@ -152,9 +177,8 @@ static int on_record(void *arg, int topic_index, int32_t partition, int64_t offs
 {
     recs_t *r = arg;
     (void)topic_index;
-    (void)partition;
     (void)offset;
-    if (!key || klen == 0 || klen > NF_SOURCE_ID_MAX)
+    if (!key || klen == 0 || klen > NF_SOURCE_ID_MAX || memchr(key, 0, klen))
         return 0; /* the job dead-letters it: not a source */
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 256;
@@ -169,6 +193,7 @@ static int on_record(void *arg, int topic_index, int32_t partition, int64_t offs
     rec_t *e = &r->v[r->n];
     memset(e, 0, sizeof *e);
     e->seq = r->n;
+    e->part = partition;
     e->id = strndup(key, klen);
     e->value = tombstone || !val || !vlen ? NULL : strndup(val, vlen);
     if (!e->id || (!tombstone && val && vlen && !e->value)) {
@@ -180,7 +205,8 @@ static int on_record(void *arg, int topic_index, int32_t partition, int64_t offs
     nf_source_record_t sr;
     nf_source_url_t u;
     char err[256];
-    if (e->value && nf_source_record_decode(key, klen, val, vlen, 0, &sr, err, sizeof err) == 0 &&
+    if (e->value &&
+        nf_source_record_decode(key, klen, val, vlen, r->max_bytes, &sr, err, sizeof err) == 0 &&
         nf_sources_check_url(sr.url, &u, err, sizeof err) == 0) {
         snprintf(e->nurl, sizeof e->nurl, "%s", u.url);
         snprintf(e->host, sizeof e->host, "%s", u.host);
@@ -267,7 +293,7 @@ static rec_t *recs_find_url(const recs_t *r, const char *nurl)
 
 /* ---------------------------------------------------------------- a command's context */
 
-typedef enum { W_PRESENT, W_PAUSED, W_ACTIVE, W_ABSENT, W_CRAWLED } want_t;
+typedef enum { W_PAUSED, W_DEAD, W_ACTIVE, W_ABSENT, W_CRAWLED } want_t;
 
 typedef struct {
     char id[NF_SOURCE_ID_MAX + 1];
@@ -287,7 +313,7 @@ typedef struct {
     int parts; /* of the sources topic */
     recs_t recs;
     nf_source_list_t list; /* the configuration's */
-    strset_t conf_urls;    /* the configuration's http(s) URLs */
+    strmap_t conf_urls;    /* the configuration's http(s) URLs -> index in list */
     /* what goes out */
     nf_kafka_pub_t *pubs;
     char **vals, **keys;
@@ -298,13 +324,28 @@ typedef struct {
     bool no_wait, skip_invalid, dry_run, paused;
     uint32_t interval_s;
     const char *id, *title, *category, *out;
-    nf_opml_t opml; /* import: the file, parsed */
+    nf_opml_t opml;     /* import: the file, parsed */
+    cJSON *job_sources; /* the running job's /v1/sources, once asked (job_says_dead) */
+    bool job_asked;
 } ctx_t;
 
-/* A record and what the job should show once it applied it. The strings are copied. */
-static int queue(ctx_t *x, const char *id, const char *value, const char *host, const char *url,
+static int32_t host_part(const ctx_t *x, const char *host)
+{
+    return nf_sources_partition(host, x->parts);
+}
+
+/* A record for partition part and what the job should show once it applied it. The strings are
+ * copied. 0; -E2BIG (a record the job would dead-letter, said); -ENOMEM. */
+static int queue(ctx_t *x, const char *id, const char *value, int32_t part, const char *url,
                  want_t want, int64_t crawl_at)
 {
+    if (value && x->cfg.kafka.max_event_bytes && strlen(value) > x->cfg.kafka.max_event_bytes) {
+        fprintf(stderr,
+                "newsflow sources %s: %s: a record of %zu bytes, over kafka.max_event_bytes "
+                "(%u): the job would dead-letter it (shorten the title or category)\n",
+                x->verb, url, strlen(value), x->cfg.kafka.max_event_bytes);
+        return -E2BIG;
+    }
     if (x->n == x->cap) {
         size_t cap = x->cap ? x->cap * 2 : 16;
         nf_kafka_pub_t *p = realloc(x->pubs, cap * sizeof *p);
@@ -328,7 +369,6 @@ static int queue(ctx_t *x, const char *id, const char *value, const char *host, 
         free(v);
         return -ENOMEM;
     }
-    int32_t part = nf_sources_partition(host, x->parts);
     x->keys[x->n] = k;
     x->vals[x->n] = v;
     x->pubs[x->n] = (nf_kafka_pub_t){
@@ -356,8 +396,9 @@ static void ctx_free(ctx_t *x)
     free(x->exp);
     recs_free(&x->recs);
     nf_sources_free(&x->list);
-    free(x->conf_urls.v);
+    strmap_free(&x->conf_urls);
     nf_opml_free(&x->opml);
+    cJSON_Delete(x->job_sources);
     nf_kafka_free(x->k);
 }
 
@@ -410,6 +451,7 @@ static int connect_topic(ctx_t *x)
                 x->verb);
         return NF_EXIT_RUNTIME;
     }
+    x->recs.max_bytes = x->cfg.kafka.max_event_bytes;
     if (nf_kafka_read_input(x->k, NF_INPUT_SOURCES, on_record, &x->recs, err, sizeof err) != 0) {
         fprintf(stderr, "newsflow sources %s: reading the sources topic: %s\n", x->verb,
                 x->recs.nomem ? "out of memory" : err);
@@ -428,7 +470,7 @@ static int connect_topic(ctx_t *x)
                 x->verb);
     nf_sources_report_free(&rep);
     for (size_t i = 0; i < x->list.n; i++)
-        if (strset_add(&x->conf_urls, x->list.items[i].url) < 0) {
+        if (strmap_add(&x->conf_urls, x->list.items[i].url, i) < 0) {
             fprintf(stderr, "newsflow sources %s: out of memory\n", x->verb);
             return NF_EXIT_RUNTIME;
         }
@@ -441,6 +483,7 @@ typedef struct {
     rec_t *rec;                  /* the topic's record, or NULL */
     const nf_source_def_t *conf; /* the configuration's, or NULL */
     const char *id, *url, *host;
+    int32_t part; /* where a change goes: the record's partition, else the host's */
 } found_t;
 
 /* ID or URL -> the source, or a message and false. */
@@ -454,19 +497,27 @@ static bool find_source(ctx_t *x, const char *arg, found_t *f)
             fprintf(stderr, "newsflow sources %s: %s\n", x->verb, err);
             return false;
         }
+        size_t ci;
         f->rec = recs_find_url(&x->recs, u.url);
-        for (size_t i = 0; !f->rec && i < x->list.n; i++)
-            if (!strcmp(x->list.items[i].url, u.url))
-                f->conf = &x->list.items[i];
+        if (f->rec) /* whatever its URL now, its id may be a configured source's */
+            f->conf = nf_sources_find(&x->list, f->rec->id);
+        else if (strmap_get(&x->conf_urls, u.url, &ci))
+            f->conf = &x->list.items[ci];
     } else {
         f->rec = recs_find(&x->recs, arg);
         f->conf = nf_sources_find(&x->list, arg);
     }
+    f->part = f->rec ? f->rec->part : f->conf ? host_part(x, f->conf->host) : -1;
+    if (f->rec && !f->rec->nurl[0] && !strcmp(x->verb, "remove") && !f->conf) {
+        f->id = f->rec->id; /* an invalid record: removing it is the way out */
+        f->url = "(no valid URL)";
+        return true;
+    }
     if (f->rec && !f->rec->nurl[0]) {
         fprintf(stderr,
                 "newsflow sources %s: the sources topic's record for %s has no valid http(s) URL "
-                "(the job dead-letters it): write it again with `sources add URL --id %s` after "
-                "`sources remove %s`\n",
+                "or is too long (the job dead-letters it): `newsflow sources remove %s`, then "
+                "`sources add URL --id %s`\n",
                 x->verb, f->rec->id, f->rec->id, f->rec->id);
         return false;
     }
@@ -536,6 +587,30 @@ static const char *status_of(const found_t *f)
 
 /* ---------------------------------------------------------------- add and import */
 
+/* Valid UTF-8 without control characters: what a record's text may hold (the job's decoder
+ * refuses invalid UTF-8: the record would be a dead letter). */
+static bool text_ok(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        unsigned c = *p;
+        size_t n = c < 0x80                 ? 1
+                   : c >= 0xc2 && c <= 0xdf ? 2
+                   : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xf0 && c <= 0xf4 ? 4
+                                            : 0;
+        if (n == 0 || (n == 1 && (c < 0x20 || c == 0x7f)))
+            return false;
+        for (size_t i = 1; i < n; i++)
+            if ((p[i] & 0xc0) != 0x80)
+                return false;
+        if ((n == 3 && ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0))) ||
+            (n == 4 && ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))))
+            return false;
+        p += n;
+    }
+    return true;
+}
+
 static bool id_ok(const char *id)
 {
     size_t n = strlen(id);
@@ -557,7 +632,7 @@ enum { ADD_QUEUED = 0, ADD_EXISTS = 1, ADD_INVALID = -1, ADD_NOMEM = -2 };
 
 /* Checks one new source against the topic, the configuration and those queued before it
  * (seen: ids and URLs queued). */
-static int add_one(ctx_t *x, const def_t *d, strset_t *seen, bool quiet_exists)
+static int add_one(ctx_t *x, const def_t *d, strmap_t *seen, bool quiet_exists)
 {
     nf_source_url_t u;
     char err[512], id[NF_SOURCE_ID_MAX + 1];
@@ -579,9 +654,9 @@ static int add_one(ctx_t *x, const def_t *d, strset_t *seen, bool quiet_exists)
     const rec_t *ru = r ? NULL : recs_find_url(&x->recs, u.url);
     const nf_source_def_t *c = nf_sources_find(&x->list, id);
     const char *other = r ? r->id : ru ? ru->id : c ? c->source_id : NULL;
-    for (size_t i = 0; !other && strset_has(&x->conf_urls, u.url) && i < x->list.n; i++)
-        if (!strcmp(x->list.items[i].url, u.url))
-            other = x->list.items[i].source_id;
+    size_t ci;
+    if (!other && strmap_get(&x->conf_urls, u.url, &ci))
+        other = x->list.items[ci].source_id;
     if (other && !quiet_exists)
         fprintf(stderr,
                 "newsflow sources %s: %s: already a source, %s (in the %s): `sources pause`, "
@@ -590,7 +665,7 @@ static int add_one(ctx_t *x, const def_t *d, strset_t *seen, bool quiet_exists)
                 d->id ? "; or choose another --id" : "");
     if (other)
         return ADD_EXISTS;
-    if (strset_has(seen, id) || strset_has(seen, u.url))
+    if (strmap_get(seen, id, NULL) || strmap_get(seen, u.url, NULL))
         return ADD_EXISTS; /* listed twice in one file: the first counts */
     nf_jw_t w;
     nf_jw_init(&w);
@@ -612,15 +687,16 @@ static int add_one(ctx_t *x, const def_t *d, strset_t *seen, bool quiet_exists)
         nf_jw_str(&w, d->category);
     }
     nf_jw_obj_close(&w);
-    bool paused = d->status && strcmp(d->status, "active") != 0;
-    int rc =
-        w.failed ? -ENOMEM : queue(x, id, w.buf, u.host, u.url, paused ? W_PAUSED : W_ACTIVE, 0);
+    want_t want = !d->status || !strcmp(d->status, "active") ? W_ACTIVE
+                  : !strcmp(d->status, "dead")               ? W_DEAD
+                                                             : W_PAUSED;
+    int rc = w.failed ? -ENOMEM : queue(x, id, w.buf, host_part(x, u.host), u.url, want, 0);
     nf_jw_free(&w);
+    if (rc == -E2BIG)
+        return ADD_INVALID;
     if (rc != 0)
         return ADD_NOMEM;
-    /* the queued copies outlive the set */
-    const expect_t *e = &x->exp[x->n - 1];
-    if (strset_add(seen, e->id) < 0 || strset_add(seen, e->url) < 0)
+    if (strmap_add(seen, id, 0) < 0 || strmap_add(seen, u.url, 0) < 0)
         return ADD_NOMEM;
     return ADD_QUEUED;
 }
@@ -628,7 +704,7 @@ static int add_one(ctx_t *x, const def_t *d, strset_t *seen, bool quiet_exists)
 static int verb_add(ctx_t *x, char **args, int nargs)
 {
     (void)nargs;
-    strset_t seen = {0};
+    strmap_t seen = {0};
     def_t d = {.url = args[0],
                .id = x->id,
                .title = x->title,
@@ -637,40 +713,46 @@ static int verb_add(ctx_t *x, char **args, int nargs)
                .interval_s = x->interval_s,
                .where = args[0]};
     int rc = add_one(x, &d, &seen, false);
-    free(seen.v);
+    strmap_free(&seen);
     return rc == ADD_QUEUED ? NF_EXIT_OK : rc == ADD_NOMEM ? NF_EXIT_RUNTIME : NF_EXIT_USAGE;
 }
 
+/* The file at path ("-": standard input), at most NF_OPML_MAX_BYTES. 0; -EFBIG (larger);
+ * -EISDIR; -errno. */
 static int read_file(const char *path, char **out, size_t *len)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f)
         return -errno;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return -EISDIR;
+    }
     size_t cap = 65536, n = 0;
     char *b = malloc(cap);
-    while (b) {
+    int e = b ? 0 : ENOMEM;
+    while (!e) {
         size_t k = fread(b + n, 1, cap - n, f);
         n += k;
         if (n > NF_OPML_MAX_BYTES)
+            e = EFBIG;
+        else if (k == 0)
             break;
-        if (k == 0)
-            break;
-        if (n == cap) {
+        else if (n == cap) {
             char *nb = realloc(b, cap * 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
+            if (!nb)
+                e = ENOMEM;
+            else {
+                b = nb;
+                cap *= 2;
             }
-            b = nb;
-            cap *= 2;
         }
     }
-    int e = ferror(f) ? EIO : 0;
+    if (!e && ferror(f))
+        e = EIO;
     if (f != stdin)
         fclose(f);
-    if (!b)
-        return -ENOMEM;
     if (e) {
         free(b);
         return -e;
@@ -684,7 +766,7 @@ static int verb_import(ctx_t *x, char **args, int nargs)
 {
     (void)nargs;
     const nf_opml_t o = x->opml;
-    strset_t seen = {0};
+    strmap_t seen = {0};
     size_t queued = 0, exists = 0, invalid = 0;
     int rc = NF_EXIT_OK;
     for (size_t i = 0; i < o.n && rc == NF_EXIT_OK; i++) {
@@ -703,7 +785,7 @@ static int verb_import(ctx_t *x, char **args, int nargs)
         if (a == ADD_NOMEM)
             rc = NF_EXIT_RUNTIME;
     }
-    free(seen.v);
+    strmap_free(&seen);
     printf("%s: %zu feeds: %zu new, %zu already sources, %zu invalid\n", args[0],
            queued + exists + invalid, queued, exists, invalid);
     if (rc == NF_EXIT_OK && invalid && !x->skip_invalid) {
@@ -717,6 +799,32 @@ static int verb_import(ctx_t *x, char **args, int nargs)
 }
 
 /* ---------------------------------------------------------------- pause, resume, remove, crawl */
+
+static const char *json_str(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Whether the running job shows source id as dead (its crawl policy's verdict); false when no
+ * job answers. /v1/sources is asked once per command. */
+static bool job_says_dead(ctx_t *x, const char *id)
+{
+    if (!x->job_asked) {
+        char where[300];
+        x->job_asked = true;
+        if (nf_cli_admin_get(&x->cfg, "/v1/sources", &x->job_sources, where, sizeof where) != 1)
+            x->job_sources = NULL;
+    }
+    const cJSON *o;
+    cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(x->job_sources, "sources"))
+    {
+        const char *sid = json_str(o, "source_id"), *st = json_str(o, "state");
+        if (sid && !strcmp(sid, id))
+            return st && !strcmp(st, "dead");
+    }
+    return false;
+}
 
 static int change_one(ctx_t *x, const char *arg, int64_t now)
 {
@@ -739,12 +847,16 @@ static int change_one(ctx_t *x, const char *arg, int64_t now)
         want = W_ABSENT;
     } else if (!strcmp(x->verb, "pause") || !strcmp(x->verb, "resume")) {
         bool pause = !strcmp(x->verb, "pause");
-        if (!strcmp(st, pause ? "paused" : "active")) {
+        /* Active in the topic but declared dead by the crawl policy (the job says so): a
+         * crawl-now request revives it (an identical record would not, ingest.h). */
+        bool revive = !pause && !strcmp(st, "active") && job_says_dead(x, f.id);
+        if (!strcmp(st, pause ? "paused" : "active") && !revive) {
             printf("%s %s: already %s, nothing written\n", f.id, f.url, st);
             return NF_EXIT_OK;
         }
         want = pause ? W_PAUSED : W_ACTIVE;
-        if (!(v = changed_value(&f, pause ? "paused" : "active", 0)))
+        crawl_at = revive ? now : 0;
+        if (!(v = changed_value(&f, pause ? "paused" : "active", crawl_at)))
             return NF_EXIT_RUNTIME;
     } else { /* crawl-now */
         if (strcmp(st, "active") != 0) {
@@ -759,9 +871,9 @@ static int change_one(ctx_t *x, const char *arg, int64_t now)
         if (!(v = changed_value(&f, NULL, crawl_at)))
             return NF_EXIT_RUNTIME;
     }
-    int r = queue(x, f.id, v, f.host, f.url, want, crawl_at);
+    int r = queue(x, f.id, v, f.part, f.url, want, crawl_at);
     free(v);
-    return r == 0 ? NF_EXIT_OK : NF_EXIT_RUNTIME;
+    return r == 0 ? NF_EXIT_OK : r == -E2BIG ? NF_EXIT_USAGE : NF_EXIT_RUNTIME;
 }
 
 static int verb_change(ctx_t *x, char **args, int nargs)
@@ -776,12 +888,6 @@ static int verb_change(ctx_t *x, char **args, int nargs)
 }
 
 /* ---------------------------------------------------------------- export */
-
-static const char *json_str(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
 
 /* The OPML of feeds to path (NULL: stdout). */
 static int write_opml(const char *path, const nf_opml_feed_t *feeds, size_t n)
@@ -811,6 +917,8 @@ static int verb_export(ctx_t *x, char **args, int nargs)
     nf_opml_feed_t *feeds = calloc(cap, sizeof *feeds);
     cJSON **vals = calloc(cap, sizeof *vals);
     int rc = feeds && vals ? NF_EXIT_OK : NF_EXIT_RUNTIME;
+    if (rc != NF_EXIT_OK)
+        fprintf(stderr, "newsflow sources export: out of memory\n");
     for (size_t i = 0; rc == NF_EXIT_OK && i < x->recs.n; i++) {
         const rec_t *r = &x->recs.v[i];
         if (!r->nurl[0])
@@ -851,6 +959,8 @@ static const char *want_name(const expect_t *e)
     switch (e->want) {
     case W_PAUSED:
         return "paused";
+    case W_DEAD:
+        return "dead";
     case W_ACTIVE:
         return "active";
     case W_ABSENT:
@@ -867,22 +977,25 @@ static const char *want_name(const expect_t *e)
 static bool shows(const expect_t *e, const cJSON *o, bool *crawled)
 {
     const char *state = o ? json_str(o, "state") : NULL;
-    bool paused = state && !strcmp(state, "paused");
+    bool paused = state && !strcmp(state, "paused"), dead = state && !strcmp(state, "dead");
     const cJSON *at = cJSON_GetObjectItemCaseSensitive(o, "crawl_at_ms");
-    const cJSON *last = cJSON_GetObjectItemCaseSensitive(o, "last_attempt_at_ms");
+    const cJSON *answered = cJSON_GetObjectItemCaseSensitive(o, "crawl_answered_ms");
     const cJSON *busy = cJSON_GetObjectItemCaseSensitive(o, "in_flight");
     switch (e->want) {
     case W_ABSENT:
         return !o;
     case W_PAUSED:
         return paused;
+    case W_DEAD:
+        return dead;
     case W_ACTIVE:
-    case W_PRESENT:
-        return o && !paused;
+        return o && !paused && !dead;
     case W_CRAWLED:
         if (!o || !cJSON_IsNumber(at) || (int64_t)at->valuedouble != e->crawl_at)
             return false;
-        *crawled = cJSON_IsNumber(last) && (int64_t)last->valuedouble >= e->crawl_at &&
+        /* the fetch that answered this request has ended (the job's own record of it: the
+         * CLI's clock and the job's need not agree) */
+        *crawled = cJSON_IsNumber(answered) && (int64_t)answered->valuedouble == e->crawl_at &&
                    !cJSON_IsTrue(busy);
         return true;
     }
@@ -922,25 +1035,26 @@ static long look(ctx_t *x, bool *crawled_all)
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "sources");
     int na = cJSON_GetArraySize(arr);
     const cJSON **byid = calloc(na > 0 ? (size_t)na : 1, sizeof *byid);
-    strset_t ids = {0};
+    strmap_t ids = {0};
     const cJSON *o;
-    int k = 0;
+    size_t k = 0;
+    long open = byid ? 0 : -1;
     cJSON_ArrayForEach(o, arr)
     {
         const char *id = json_str(o, "source_id");
-        if (id && byid && strset_add(&ids, id) == 0)
+        int r = id && byid ? strmap_add(&ids, id, k) : 1;
+        if (r == 0)
             byid[k++] = o;
+        else if (r < 0)
+            open = -1;
     }
-    long open = 0;
     *crawled_all = true;
-    for (size_t i = 0; i < x->n; i++) {
+    for (size_t i = 0; open >= 0 && i < x->n; i++) {
         expect_t *e = &x->exp[i];
         if (e->elsewhere)
             continue;
-        const cJSON *mine = NULL;
-        for (int m = 0; strset_has(&ids, e->id) && m < k && !mine; m++)
-            if (!strcmp(json_str(byid[m], "source_id"), e->id))
-                mine = byid[m];
+        size_t m;
+        const cJSON *mine = strmap_get(&ids, e->id, &m) ? byid[m] : NULL;
         bool crawled = true;
         e->done = shows(e, mine, &crawled);
         e->crawled = e->want == W_CRAWLED && e->done && crawled;
@@ -950,7 +1064,9 @@ static long look(ctx_t *x, bool *crawled_all)
         open += !e->done;
         *crawled_all &= crawled;
     }
-    free(ids.v);
+    if (open < 0)
+        fprintf(stderr, "newsflow sources %s: out of memory\n", x->verb);
+    strmap_free(&ids);
     free(byid);
     cJSON_Delete(j);
     return open;
@@ -1050,6 +1166,11 @@ static int precheck(ctx_t *x, char **args, int nargs)
             fprintf(stderr, "newsflow sources add: %s\n", err);
             return NF_EXIT_USAGE;
         }
+        if ((x->title && !text_ok(x->title)) || (x->category && !text_ok(x->category))) {
+            fprintf(stderr, "newsflow sources add: --title and --category want UTF-8 text "
+                            "without control characters\n");
+            return NF_EXIT_USAGE;
+        }
         if (x->id && !id_ok(x->id)) {
             fprintf(stderr,
                     "newsflow sources add: id \"%.200s\" must be 1 to %d of A-Z a-z 0-9 "
@@ -1063,7 +1184,9 @@ static int precheck(ctx_t *x, char **args, int nargs)
         size_t len = 0;
         int r = read_file(args[0], &data, &len);
         if (r != 0) {
-            fprintf(stderr, "newsflow sources import: %s: %s\n", args[0], strerror(-r));
+            fprintf(stderr, "newsflow sources import: %s: %s\n", args[0],
+                    r == -EFBIG ? "larger than 16 MiB, the most an OPML file may have"
+                                : strerror(-r));
             return NF_EXIT_USAGE;
         }
         r = nf_opml_parse(data, len, &x->opml, err, sizeof err);
@@ -1096,7 +1219,7 @@ static int parse_opts(ctx_t *x, int argc, char **argv, const char **config, char
             x->no_wait = true;
         } else if (!strcmp(a, "--wait") && val) {
             x->wait_s = strtod(argv[++i], &end);
-            if (*end || !(x->wait_s >= 0 && x->wait_s <= 86400))
+            if (!argv[i][0] || *end || !(x->wait_s >= 0 && x->wait_s <= 86400))
                 return nf_cli_bad_usage(NULL, usage, "--wait wants seconds (0..86400), not",
                                         argv[i]);
         } else if (!strcmp(a, "--interval") && val && !strcmp(x->verb, "add")) {
@@ -1120,10 +1243,14 @@ static int parse_opts(ctx_t *x, int argc, char **argv, const char **config, char
         } else if (!strcmp(a, "--out") && val && !strcmp(x->verb, "export")) {
             x->out = argv[++i];
         } else if (a[0] == '-' && a[1]) {
-            return nf_cli_bad_usage(NULL, usage,
-                                    val || a[2] != '-' ? "unknown option for this command"
-                                                       : "option needs a value:",
-                                    a);
+            static const char *const with_value[] = {"--wait",  "--interval", "--id",
+                                                     "--title", "--category", "--out"};
+            bool takes = false;
+            for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+                takes |= !strcmp(a, with_value[k]);
+            return nf_cli_bad_usage(
+                NULL, usage,
+                takes && !val ? "option needs a value:" : "unknown option for this command", a);
         } else {
             args[(*nargs)++] = argv[i];
         }

@@ -81,67 +81,9 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
 static int from_address(const char *where, const char *route, cJSON **out);
 static long lock_holder(const char *state_dir);
 
-/* The address state.dir/admin.json names (written by a running job's `run`) into where, if the
- * process that wrote it still holds state.dir/db/LOCK: a job whose admin.port differs from this
- * configuration's. */
-static bool admin_file(const char *state_dir, char *where, size_t wherelen)
-{
-    char path[PATH_MAX], buf[512];
-    snprintf(path, sizeof path, "%s/admin.json", state_dir);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
-    cJSON *j = n ? cJSON_Parse(buf) : NULL;
-    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
-    const cJSON *addr = cJSON_GetObjectItemCaseSensitive(j, "address");
-    bool ok = cJSON_IsNumber(pid) && cJSON_IsString(addr) && pid->valuedouble > 0 &&
-              lock_holder(state_dir) == (long)pid->valuedouble;
-    if (ok)
-        snprintf(where, wherelen, "%s", addr->valuestring);
-    cJSON_Delete(j);
-    return ok;
-}
-
-/* 1: *out holds the JSON the admin server answered; 0: nothing listens there (fall back to the
- * state); -1: it answered badly or not in time (message printed). The configured address
- * first (admin.listen:admin.port), then the one a running job on this state.dir wrote. */
-static int from_admin(const nf_config_t *cfg, const char *route, cJSON **out, char *where,
-                      size_t wherelen)
-{
-    bool v6 = strchr(cfg->admin.listen, ':') != NULL;
-    const char *host = cfg->admin.listen;
-    if (!strcmp(host, "0.0.0.0"))
-        host = "127.0.0.1";
-    else if (!strcmp(host, "::"))
-        host = "::1";
-    snprintf(where, wherelen, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "",
-             (unsigned)cfg->admin.port);
-    if (!cfg->admin.enabled || cfg->admin.port == 0) {
-        snprintf(where, wherelen, "%s",
-                 !cfg->admin.enabled ? "(none: admin.enabled is false)"
-                                     : "(unknown: admin.port is 0, any free port)");
-        return admin_file(cfg->state.dir, where, wherelen) ? from_address(where, route, out) : 0;
-    }
-    int rc = from_address(where, route, out);
-    if (rc == 0) {
-        char other[300];
-        if (admin_file(cfg->state.dir, other, sizeof other) && strcmp(other, where) != 0) {
-            snprintf(where, wherelen, "%s", other);
-            rc = from_address(where, route, out);
-        }
-    }
-    return rc;
-}
-
-int nf_cli_admin_get(const nf_config_t *cfg, const char *route, cJSON **out, char *where,
-                     size_t wherelen)
-{
-    return from_admin(cfg, route, out, where, wherelen);
-}
-
-bool nf_cli_embedded_brokers(const char *state_dir, char *out, size_t outlen)
+/* The string field key of state.dir/admin.json (written by a running job's `run`) into out, if
+ * the process that wrote it still holds state.dir/db/LOCK. */
+static bool admin_json(const char *state_dir, const char *key, char *out, size_t outlen)
 {
     char path[PATH_MAX], buf[1024];
     snprintf(path, sizeof path, "%s/admin.json", state_dir);
@@ -152,13 +94,66 @@ bool nf_cli_embedded_brokers(const char *state_dir, char *out, size_t outlen)
     buf[n] = '\0';
     cJSON *j = n ? cJSON_Parse(buf) : NULL;
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "embedded_brokers");
-    bool ok = cJSON_IsNumber(pid) && cJSON_IsString(b) && pid->valuedouble > 0 &&
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    bool ok = cJSON_IsNumber(pid) && cJSON_IsString(v) && pid->valuedouble > 0 &&
               lock_holder(state_dir) == (long)pid->valuedouble;
     if (ok)
-        snprintf(out, outlen, "%s", b->valuestring);
+        snprintf(out, outlen, "%s", v->valuestring);
     cJSON_Delete(j);
     return ok;
+}
+
+/* The address a job running on state_dir listens on (a job whose admin.port differs from this
+ * configuration's, or is 0). */
+static bool admin_file(const char *state_dir, char *where, size_t wherelen)
+{
+    return admin_json(state_dir, "address", where, wherelen);
+}
+
+/* 1: *out holds the JSON the admin server answered; 0: nothing listens there (fall back to the
+ * state); -1: it answered badly or not in time (message printed). The address a running job
+ * on this state.dir wrote first, then the configured one (admin.listen: admin.operator_port if
+ * set, else admin.port). */
+static int from_admin(const nf_config_t *cfg, const char *route, cJSON **out, char *where,
+                      size_t wherelen)
+{
+    bool v6 = strchr(cfg->admin.listen, ':') != NULL;
+    const char *host = cfg->admin.listen;
+    if (!strcmp(host, "0.0.0.0"))
+        host = "127.0.0.1";
+    else if (!strcmp(host, "::"))
+        host = "::1";
+    /* The operators' routes are on admin.operator_port when it is set (admin.port: 404). */
+    unsigned port = cfg->admin.operator_port ? cfg->admin.operator_port : cfg->admin.port;
+    snprintf(where, wherelen, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", port);
+    if (!cfg->admin.enabled || port == 0) {
+        snprintf(where, wherelen, "%s",
+                 !cfg->admin.enabled ? "(none: admin.enabled is false)"
+                                     : "(unknown: admin.port is 0, any free port)");
+        return admin_file(cfg->state.dir, where, wherelen) ? from_address(where, route, out) : 0;
+    }
+    /* The job running on this state.dir says where it listens: asked first, so that a
+     * configuration with other ports (or none of the operator listener) still finds it. */
+    char other[300];
+    if (admin_file(cfg->state.dir, other, sizeof other) && strcmp(other, where) != 0) {
+        int rc = from_address(other, route, out);
+        if (rc != 0) {
+            snprintf(where, wherelen, "%s", other);
+            return rc;
+        }
+    }
+    return from_address(where, route, out);
+}
+
+int nf_cli_admin_get(const nf_config_t *cfg, const char *route, cJSON **out, char *where,
+                     size_t wherelen)
+{
+    return from_admin(cfg, route, out, where, wherelen);
+}
+
+bool nf_cli_embedded_brokers(const char *state_dir, char *out, size_t outlen)
+{
+    return admin_json(state_dir, "embedded_brokers", out, outlen);
 }
 
 /* One GET of http://WHERE/ROUTE: as from_admin. */

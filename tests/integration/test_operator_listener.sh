@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # admin.operator_port (issue 38): the operators' routes (/metrics, /healthz, /readyz, /v1/status,
 # /v1/sources, /v1/ops/history) on a listener of their own, and admin.port facing readers only;
-# `newsflow status` finds the job there through state.dir/admin.json.
+# `newsflow status` finds the job there through state.dir/admin.json, or with the job's own
+# configuration.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 pub=$(free_port)
@@ -32,6 +33,12 @@ body_has "http://127.0.0.1:$ops/metrics" 'listener="operator"' ||
   fail "the operator listener's series carry no listener=\"operator\""
 "$NF" status --set state.dir="$TMP/state" >"$TMP/status" 2>&1 || fail "newsflow status: $(cat "$TMP/status")"
 grep -qi 'epoch' "$TMP/status" || fail "newsflow status printed no epoch: $(head -5 "$TMP/status")"
+# With the job's own configuration (admin.port answering readers only), status asks
+# admin.operator_port, not the readers' port.
+"$NF" status --set state.dir="$TMP/state" --set admin.port="$pub" --set admin.operator_port="$ops" \
+  >"$TMP/status" 2>&1 || fail "newsflow status with the job's ports: $(cat "$TMP/status")"
+grep -q "from its admin server at 127.0.0.1:$ops" "$TMP/status" ||
+  fail "newsflow status with the job's ports did not ask the operator listener: $(head -3 "$TMP/status")"
 stop_job
 [ "$RC" = 0 ] || fail "the job exited $RC"
 pass "operator routes on admin.operator_port, readers' routes on admin.port"
