@@ -122,8 +122,9 @@ static double num(const cJSON *o, const char *key)
 
 static void add_rule(scmp_filter_ctx ctx, const cJSON *rule, int default_errno)
 {
+    (void)default_errno; /* a rule without errnoRet returns EPERM, as runc does */
     uint32_t act = action_of(cJSON_GetObjectItemCaseSensitive(rule, "action"),
-                             cJSON_GetObjectItemCaseSensitive(rule, "errnoRet"), default_errno);
+                             cJSON_GetObjectItemCaseSensitive(rule, "errnoRet"), EPERM);
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(rule, "args");
     struct scmp_arg_cmp cmp[6];
     unsigned n = 0;
@@ -141,6 +142,8 @@ static void add_rule(scmp_filter_ctx ctx, const cJSON *rule, int default_errno)
     const cJSON *name;
     cJSON_ArrayForEach(name, cJSON_GetObjectItemCaseSensitive(rule, "names"))
     {
+        if (!cJSON_IsString(name))
+            die("a name that is not a string in", "names");
         int nr = seccomp_syscall_resolve_name(name->valuestring);
         if (nr == __NR_SCMP_ERROR)
             continue; /* unknown to this libseccomp: runc skips it too */
