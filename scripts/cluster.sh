@@ -12,8 +12,8 @@
 #   scripts/cluster.sh down [--dir DIR]        stops everything `up` started there, by pid
 #
 # What the compose file's environment cannot say on one host is replaced, and `up` prints it:
-# kafka.brokers (the loopback brokers), admin.listen (127.0.0.1), admin.port and
-# admin.probe_port (BASE+10*N and BASE+10*N+1 for process N), serve.advertised_url (its admin
+# kafka.brokers (the loopback brokers), admin.listen (127.0.0.1), admin.port, admin.probe_port
+# and admin.operator_port (BASE+10*N, +1, +2 for process N), serve.advertised_url (its admin
 # address) and state.dir (DIR/newsflow-N); --env adds or replaces a variable of every process
 # (e.g. NEWSFLOW_FETCH_ALLOW_PRIVATE=127.0.0.0/8 to crawl feeds served on this machine, which
 # production refuses). Everything else is the file's. Ports: the brokers
@@ -77,7 +77,10 @@ env["NEWSFLOW_KAFKA_BROKERS"] = boot
 if n:
     admin, probe = base + 10 * n, base + 10 * n + 1
     env.update(NEWSFLOW_ADMIN_LISTEN="127.0.0.1", NEWSFLOW_ADMIN_PORT=str(admin),
-               NEWSFLOW_ADMIN_PROBE_PORT=str(probe),
+               NEWSFLOW_ADMIN_PROBE_PORT=str(probe))
+    if "NEWSFLOW_ADMIN_OPERATOR_PORT" in env:
+        env["NEWSFLOW_ADMIN_OPERATOR_PORT"] = str(base + 10 * n + 2)
+    env.update(
                NEWSFLOW_SERVE_ADVERTISED_URL="http://127.0.0.1:%d" % admin,
                NEWSFLOW_STATE_DIR="%s/newsflow-%d" % (d, n))
 for k, v in sorted(env.items()):
@@ -148,9 +151,9 @@ PY
   status
   cat <<EOF
 Replaced from the compose file's environment: kafka.brokers, admin.listen, admin.port,
-admin.probe_port, serve.advertised_url, state.dir${EXTRA[*]:+, and }${EXTRA[*]:-} (scripts/cluster.sh env N shows the rest).
+admin.probe_port, admin.operator_port, serve.advertised_url, state.dir${EXTRA[*]:+, and }${EXTRA[*]:-} (scripts/cluster.sh env N shows the rest).
 Try it:
-  $BIN sources add URL --set kafka.brokers=$(cat "$DIR/bootstrap") --set state.dir=$DIR/newsflow-1 --set admin.port=$((BASE + 10))
+  $BIN sources add URL --set kafka.brokers=$(cat "$DIR/bootstrap") --set state.dir=$DIR/newsflow-1
   kcat -P -b $(cat "$DIR/bootstrap") -t read-events -k USER <<< '{"user_id":"USER","article_id":"ID","ts":MS}'
   curl http://127.0.0.1:$((BASE + 10))/v1/trending
 Stop: scripts/cluster.sh down --dir $DIR

@@ -4,7 +4,8 @@
 #   TMP  a scratch directory, removed at exit together with the job in PID (if set)
 # and defines fail MSG (prints MSG and the tail of $TMP/err, exits 1), pass MSG, free_port
 # (a TCP port free on 127.0.0.1 now), stop_job (SIGTERM to PID, its exit code in RC) and
-# body_has URL PATTERN (true when a GET of URL answers 2xx and its whole body matches PATTERN). Stray
+# body_has URL PATTERN (true when a GET of URL answers 2xx and its whole body matches PATTERN),
+# dashboard_queries PROMETHEUS_URL (every Grafana dashboard query evaluated there). Stray
 # NEWSFLOW_* variables, which would be configuration, are unset. A test may redefine fail or
 # cleanup after sourcing.
 set -euo pipefail
@@ -32,4 +33,21 @@ stop_job() {
   RC=$?
   set -e
   PID=""
+}
+# dashboard_queries PROMETHEUS_URL: every query of the Grafana dashboards (deploy/grafana/
+# dashboards.py --queries; $instance: all, $__rate_interval: 1m) evaluated by that Prometheus;
+# fails on the first it refuses or cannot evaluate; their number in DASHBOARD_QUERIES.
+dashboard_queries() {
+  local expr n=0
+  python3 "$SRC/deploy/grafana/dashboards.py" --queries >"$TMP/queries"
+  while IFS= read -r expr; do
+    expr=${expr//\$__rate_interval/1m}
+    expr=${expr//\$instance/.*}
+    curl -sf -G "$1/api/v1/query" --data-urlencode "query=$expr" >"$TMP/dq" ||
+      fail "dashboard query refused: $expr"
+    grep -q '"status":"success"' "$TMP/dq" || fail "dashboard query failed: $expr: $(head -c 300 "$TMP/dq")"
+    n=$((n + 1))
+  done <"$TMP/queries"
+  [ "$n" -ge 40 ] || fail "only $n dashboard queries"
+  DASHBOARD_QUERIES=$n
 }

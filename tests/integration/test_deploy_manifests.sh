@@ -75,6 +75,7 @@ for r in ("default", "full"):
                 ports, probes = c["ports"], c["probes"]
                 assert ports["admin"] == int(env["NEWSFLOW_ADMIN_PORT"]), (ports, env)
                 assert ports["probe"] == int(env["NEWSFLOW_ADMIN_PROBE_PORT"]), (ports, env)
+                assert ports["operator"] == int(env["NEWSFLOW_ADMIN_OPERATOR_PORT"]), (ports, env)
                 assert probes == {"startup": "/healthz@probe", "liveness": "/healthz@probe",
                                   "readiness": "/readyz@probe"}, probes
                 assert c["seccomp"] == "Localhost:profiles/newsflow.json", c["seccomp"]
@@ -89,9 +90,10 @@ pass "every NEWSFLOW_* variable is a valid key for every replica; distinct trans
 # The probes against the binary: the manifest's admin and probe settings (on free ports), the
 # embedded broker instead of the cluster's.
 APORT=$(free_port)
+OPORT=$(free_port)
 PPORT=$(free_port)
-NEWSFLOW_ADMIN_PORT=$APORT NEWSFLOW_ADMIN_PROBE_PORT=$PPORT NEWSFLOW_ADMIN_LISTEN=127.0.0.1 \
-  "$NF" run --set state.dir="$TMP/state" --set sink.spec=none 2>"$TMP/err" &
+NEWSFLOW_ADMIN_PORT=$APORT NEWSFLOW_ADMIN_OPERATOR_PORT=$OPORT NEWSFLOW_ADMIN_PROBE_PORT=$PPORT \
+  NEWSFLOW_ADMIN_LISTEN=127.0.0.1 "$NF" run --set state.dir="$TMP/state" --set sink.spec=none 2>"$TMP/err" &
 PID=$!
 for _ in $(seq 600); do
   curl -sf "http://127.0.0.1:$PPORT/readyz" >/dev/null 2>&1 && break
@@ -101,9 +103,12 @@ done
 curl -sf "http://127.0.0.1:$PPORT/healthz" >/dev/null || fail "/healthz on the probe port"
 curl -sf "http://127.0.0.1:$PPORT/readyz" >/dev/null || fail "/readyz on the probe port"
 curl -sf "http://127.0.0.1:$APORT/v1/trending" >/dev/null || fail "the admin port does not answer readers"
+curl -sf "http://127.0.0.1:$OPORT/v1/status" >/dev/null || fail "the operator port does not answer /v1/status"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$APORT/v1/status")" = 404 ] ||
+  fail "the readers' port answers the operators' /v1/status"
 stop_job
 [ "$RC" -eq 0 ] || fail "the job did not stop cleanly (exit $RC)"
-pass "the probes' paths answer on the probe port the manifest's environment names"
+pass "the probes' paths answer on the probe port the manifest's environment names; operators' routes only on theirs"
 
 # Seccomp: the profile is the default plus io_uring; the job runs under it, and under the
 # default alone it says why it cannot start.
