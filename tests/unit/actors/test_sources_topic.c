@@ -232,14 +232,46 @@ static void test_route_refuses(void)
 
 /* ---------------------------------------------------------------- live changes */
 
+/* A running job of two shards with the crawl actors, configured sources (NULL: none) and its
+ * outputs in a JSON-lines file in a fresh directory; live_stop stops it and removes that. */
+typedef struct live {
+    char dir[64], sinkpath[600];
+    nf_runtime_t *rt;
+    nf_ingest_t in;
+} live_t;
+
+static void live_start(live_t *l, const char *name, const nf_source_list_t *sources)
+{
+    char spec[640], err[512];
+    snprintf(l->dir, sizeof l->dir, "/tmp/nf-%s-XXXXXX", name);
+    NF_REQUIRE(mkdtemp(l->dir));
+    snprintf(l->sinkpath, sizeof l->sinkpath, "%s/out.jsonl", l->dir);
+    snprintf(spec, sizeof spec, "jsonl:%s", l->sinkpath);
+    nf_runtime_opts_t ro;
+    nf_runtime_opts_default(&ro);
+    ro.shards = 2;
+    NF_REQUIRE((l->rt = nf_runtime_create(&ro, err, sizeof err)) != NULL);
+    memset(&l->in, 0, sizeof l->in);
+    test_policy(&l->in);
+    l->in.sources = sources;
+    NF_REQUIRE((l->in.sink = nf_sink_open(spec, ro.shards, err, sizeof err)) != NULL);
+    NF_REQUIRE(nf_ingest_register(l->rt, &l->in) == 0);
+}
+
+static void live_stop(live_t *l)
+{
+    nf_runtime_request_stop(l->rt);
+    NF_CHECK_EQ(nf_runtime_wait(l->rt), 0);
+    nf_runtime_destroy(l->rt);
+    NF_CHECK_EQ(nf_sink_close(l->in.sink), 0);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", l->dir);
+    NF_CHECK(system(cmd) == 0);
+}
+
 static void test_live_changes(void)
 {
-    char dir[] = "/tmp/nf-srctopic-XXXXXX";
-    NF_REQUIRE(mkdtemp(dir));
-    char sinkpath[600], spec[640], err[512];
-    snprintf(sinkpath, sizeof sinkpath, "%s/out.jsonl", dir);
-    snprintf(spec, sizeof spec, "jsonl:%s", sinkpath);
-
+    char err[512];
     nf_source_list_t sources;
     nf_sources_init(&sources);
     char url[300];
@@ -247,43 +279,37 @@ static void test_live_changes(void)
     NF_REQUIRE(nf_sources_add(&sources, url, "test", err, sizeof err) == 0);
     const char *cfg_id = sources.items[0].source_id;
 
-    nf_runtime_opts_t ro;
-    nf_runtime_opts_default(&ro);
-    ro.shards = 2;
-    nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
-    NF_REQUIRE(rt);
-    nf_ingest_t in = {0};
-    test_policy(&in);
-    in.sources = &sources;
-    in.sink = nf_sink_open(spec, ro.shards, err, sizeof err);
-    NF_REQUIRE(in.sink);
-    NF_REQUIRE(nf_ingest_register(rt, &in) == 0);
-    uint64_t added0 = nf_counter_value(in.m.sources_added);
-    uint64_t updated0 = nf_counter_value(in.m.sources_updated);
-    uint64_t removed0 = nf_counter_value(in.m.sources_removed);
+    live_t l = {0};
+    live_start(&l, "srctopic", &sources);
+    nf_runtime_t *rt = l.rt;
+    nf_ingest_t *in = &l.in;
+    const char *sinkpath = l.sinkpath;
+    uint64_t added0 = nf_counter_value(in->m.sources_added);
+    uint64_t updated0 = nf_counter_value(in->m.sources_updated);
+    uint64_t removed0 = nf_counter_value(in->m.sources_removed);
     NF_REQUIRE(nf_runtime_start(rt) == 0);
     NF_CHECK(wait_fetchlogs(sinkpath, "/feed/1.xml", 1));
 
     /* Upsert: a new source, crawled soon, held by exactly one shard. */
     nf_source_info_t info;
-    NF_CHECK_EQ(deliverf(rt, &in, "t-a", "/feed/2.xml", NULL), 0);
-    NF_CHECK_EQ(lookup(rt, &in, "t-a", &info), 1);
+    NF_CHECK_EQ(deliverf(rt, in, "t-a", "/feed/2.xml", NULL), 0);
+    NF_CHECK_EQ(lookup(rt, in, "t-a", &info), 1);
     NF_CHECK(info.from_topic);
     NF_CHECK_EQ(info.want, NF_SOURCE_ACTIVE);
     NF_CHECK(wait_fetchlogs(sinkpath, "/feed/2.xml", 1));
-    NF_CHECK_EQ(nf_counter_value(in.m.sources_added) - added0, 1);
-    NF_CHECK_EQ(nf_gauge_value(in.m.sources), 2);
+    NF_CHECK_EQ(nf_counter_value(in->m.sources_added) - added0, 1);
+    NF_CHECK_EQ(nf_gauge_value(in->m.sources), 2);
 
     /* Pause: not due any more. */
-    NF_CHECK_EQ(deliverf(rt, &in, "t-a", "/feed/2.xml", "\"status\":\"paused\""), 0);
-    NF_CHECK_EQ(lookup(rt, &in, "t-a", &info), 1);
+    NF_CHECK_EQ(deliverf(rt, in, "t-a", "/feed/2.xml", "\"status\":\"paused\""), 0);
+    NF_CHECK_EQ(lookup(rt, in, "t-a", &info), 1);
     NF_CHECK_EQ(info.sched.status, NF_CRAWL_PAUSED);
     NF_CHECK_EQ(info.want, NF_SOURCE_PAUSED);
 
     /* New URL and interval, active again: a new schedule, crawled soon. */
-    NF_CHECK_EQ(deliverf(rt, &in, "t-a", "/feed/3.xml", "\"interval_s\":7200,\"type\":\"rss\""), 0);
+    NF_CHECK_EQ(deliverf(rt, in, "t-a", "/feed/3.xml", "\"interval_s\":7200,\"type\":\"rss\""), 0);
     NF_CHECK(wait_fetchlogs(sinkpath, "/feed/3.xml", 1));
-    NF_CHECK_EQ(lookup(rt, &in, "t-a", &info), 1);
+    NF_CHECK_EQ(lookup(rt, in, "t-a", &info), 1);
     snprintf(url, sizeof url, "%s/feed/3.xml", g_base);
     NF_CHECK_STR(info.url, url);
     NF_CHECK_EQ(info.sched.status, NF_CRAWL_ACTIVE);
@@ -294,32 +320,32 @@ static void test_live_changes(void)
 
     /* Interval only: takes effect at the next result, next_crawl_at untouched. */
     int64_t next = info.sched.next_crawl_at_ms;
-    NF_CHECK_EQ(deliverf(rt, &in, "t-a", "/feed/3.xml", "\"interval_s\":3600,\"type\":\"rss\""), 0);
-    NF_CHECK_EQ(lookup(rt, &in, "t-a", &info), 1);
+    NF_CHECK_EQ(deliverf(rt, in, "t-a", "/feed/3.xml", "\"interval_s\":3600,\"type\":\"rss\""), 0);
+    NF_CHECK_EQ(lookup(rt, in, "t-a", &info), 1);
     NF_CHECK_EQ(info.sched.interval_ms, 3600000);
     NF_CHECK_EQ(info.sched.next_crawl_at_ms, next);
 
     /* Dead, then the same record again: stays dead. */
-    NF_CHECK_EQ(deliverf(rt, &in, "t-a", "/feed/3.xml", "\"status\":\"dead\""), 0);
-    NF_CHECK_EQ(deliverf(rt, &in, "t-a", "/feed/3.xml", "\"status\":\"dead\""), 0);
-    NF_CHECK_EQ(lookup(rt, &in, "t-a", &info), 1);
+    NF_CHECK_EQ(deliverf(rt, in, "t-a", "/feed/3.xml", "\"status\":\"dead\""), 0);
+    NF_CHECK_EQ(deliverf(rt, in, "t-a", "/feed/3.xml", "\"status\":\"dead\""), 0);
+    NF_CHECK_EQ(lookup(rt, in, "t-a", &info), 1);
     NF_CHECK_EQ(info.sched.status, NF_CRAWL_DEAD);
 
     /* Tombstone: gone from every shard. */
-    NF_CHECK_EQ(deliver(rt, &in, "t-a", NULL), 0);
-    NF_CHECK_EQ(lookup(rt, &in, "t-a", NULL), 0);
-    NF_CHECK_EQ(nf_counter_value(in.m.sources_removed) - removed0, 1);
-    NF_CHECK_EQ(nf_gauge_value(in.m.sources), 1);
+    NF_CHECK_EQ(deliver(rt, in, "t-a", NULL), 0);
+    NF_CHECK_EQ(lookup(rt, in, "t-a", NULL), 0);
+    NF_CHECK_EQ(nf_counter_value(in->m.sources_removed) - removed0, 1);
+    NF_CHECK_EQ(nf_gauge_value(in->m.sources), 1);
 
     /* The topic overrides a configured source with the same id; its tombstone gives the
      * configuration back (the configured URL is crawled afresh). */
-    NF_CHECK_EQ(deliverf(rt, &in, cfg_id, "/feed/4.xml", "\"interval_s\":1800"), 0);
+    NF_CHECK_EQ(deliverf(rt, in, cfg_id, "/feed/4.xml", "\"interval_s\":1800"), 0);
     NF_CHECK(wait_fetchlogs(sinkpath, "/feed/4.xml", 1));
-    NF_CHECK_EQ(lookup(rt, &in, cfg_id, &info), 1);
+    NF_CHECK_EQ(lookup(rt, in, cfg_id, &info), 1);
     NF_CHECK(info.from_topic);
     NF_CHECK_EQ(info.interval_s, 1800);
-    NF_CHECK_EQ(deliver(rt, &in, cfg_id, NULL), 0);
-    NF_CHECK_EQ(lookup(rt, &in, cfg_id, &info), 1);
+    NF_CHECK_EQ(deliver(rt, in, cfg_id, NULL), 0);
+    NF_CHECK_EQ(lookup(rt, in, cfg_id, &info), 1);
     NF_CHECK(!info.from_topic);
     snprintf(url, sizeof url, "%s/feed/1.xml", g_base);
     NF_CHECK_STR(info.url, url);
@@ -327,42 +353,36 @@ static void test_live_changes(void)
     NF_CHECK(wait_fetchlogs(sinkpath, "/feed/1.xml", 2));
 
     /* Tombstone while the fetch runs: the attempt is recorded, the source is gone. */
-    NF_CHECK_EQ(deliverf(rt, &in, "t-slow", "/slow", NULL), 0);
+    NF_CHECK_EQ(deliverf(rt, in, "t-slow", "/slow", NULL), 0);
     uint64_t deadline = nf_now_ns() + 10000000000ull;
-    while (lookup(rt, &in, "t-slow", &info) == 1 && !info.in_flight && nf_now_ns() < deadline)
+    while (lookup(rt, in, "t-slow", &info) == 1 && !info.in_flight && nf_now_ns() < deadline)
         usleep(5000);
     NF_CHECK(info.in_flight);
-    NF_CHECK_EQ(deliver(rt, &in, "t-slow", NULL), 0);
-    NF_CHECK_EQ(lookup(rt, &in, "t-slow", NULL), 0);
+    NF_CHECK_EQ(deliver(rt, in, "t-slow", NULL), 0);
+    NF_CHECK_EQ(lookup(rt, in, "t-slow", NULL), 0);
     NF_CHECK(wait_fetchlogs(sinkpath, "/slow", 1));
 
     /* URL change while the fetch runs: that result is not applied, the new URL is crawled. */
-    NF_CHECK_EQ(deliverf(rt, &in, "t-slow2", "/slow", NULL), 0);
+    NF_CHECK_EQ(deliverf(rt, in, "t-slow2", "/slow", NULL), 0);
     deadline = nf_now_ns() + 10000000000ull;
-    while (lookup(rt, &in, "t-slow2", &info) == 1 && !info.in_flight && nf_now_ns() < deadline)
+    while (lookup(rt, in, "t-slow2", &info) == 1 && !info.in_flight && nf_now_ns() < deadline)
         usleep(5000);
     NF_CHECK(info.in_flight);
-    NF_CHECK_EQ(deliverf(rt, &in, "t-slow2", "/feed/5.xml", NULL), 0);
+    NF_CHECK_EQ(deliverf(rt, in, "t-slow2", "/feed/5.xml", NULL), 0);
     NF_CHECK(wait_fetchlogs(sinkpath, "/slow", 2));
     NF_CHECK(wait_fetchlogs(sinkpath, "/feed/5.xml", 1));
-    NF_CHECK_EQ(lookup(rt, &in, "t-slow2", &info), 1);
+    NF_CHECK_EQ(lookup(rt, in, "t-slow2", &info), 1);
     NF_CHECK_STR(info.sched.etag, "\"5-v0\"");
     NF_CHECK_EQ(info.sched.failures, 0);
 
-    NF_CHECK_EQ(nf_counter_value(in.m.sources_added) - added0, 3); /* t-a, t-slow, t-slow2 */
+    NF_CHECK_EQ(nf_counter_value(in->m.sources_added) - added0, 3); /* t-a, t-slow, t-slow2 */
     /* t-a: pause, URL, interval, dead twice; the configured one twice; t-slow2's URL. */
-    NF_CHECK_EQ(nf_counter_value(in.m.sources_updated) - updated0, 8);
-    NF_CHECK_EQ(nf_counter_value(in.m.sources_removed) - removed0, 2);
-    NF_CHECK_EQ(nf_gauge_value(in.m.sources), 2);
+    NF_CHECK_EQ(nf_counter_value(in->m.sources_updated) - updated0, 8);
+    NF_CHECK_EQ(nf_counter_value(in->m.sources_removed) - removed0, 2);
+    NF_CHECK_EQ(nf_gauge_value(in->m.sources), 2);
 
-    nf_runtime_request_stop(rt);
-    NF_CHECK_EQ(nf_runtime_wait(rt), 0);
-    nf_runtime_destroy(rt);
-    NF_CHECK_EQ(nf_sink_close(in.sink), 0);
+    live_stop(&l);
     nf_sources_free(&sources);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    NF_CHECK(system(cmd) == 0);
 }
 
 /* crawl_at_ms (`newsflow sources crawl-now`): a request newer than the last one applied makes
@@ -370,39 +390,30 @@ static void test_live_changes(void)
  * ignores it. Each step is read back on the shard (lookup queues behind the records). */
 static void test_crawl_now(void)
 {
-    char dir[] = "/tmp/nf-srccrawl-XXXXXX";
-    NF_REQUIRE(mkdtemp(dir));
-    char sinkpath[600], spec[640], err[512], extra[160];
-    snprintf(sinkpath, sizeof sinkpath, "%s/out.jsonl", dir);
-    snprintf(spec, sizeof spec, "jsonl:%s", sinkpath);
-    nf_runtime_opts_t ro;
-    nf_runtime_opts_default(&ro);
-    ro.shards = 2;
-    nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
-    NF_REQUIRE(rt);
-    nf_ingest_t in = {0};
-    test_policy(&in);
-    in.sink = nf_sink_open(spec, ro.shards, err, sizeof err);
-    NF_REQUIRE(in.sink);
-    NF_REQUIRE(nf_ingest_register(rt, &in) == 0);
+    char extra[160];
+    live_t l = {0};
+    live_start(&l, "srccrawl", NULL);
+    nf_runtime_t *rt = l.rt;
+    nf_ingest_t *in = &l.in;
+    const char *sinkpath = l.sinkpath;
     NF_REQUIRE(nf_runtime_start(rt) == 0);
 
     /* An hourly source: its first crawl comes soon, the next one an hour later. */
-    NF_CHECK_EQ(deliverf(rt, &in, "t-now", "/feed/6.xml", "\"interval_s\":3600"), 0);
+    NF_CHECK_EQ(deliverf(rt, in, "t-now", "/feed/6.xml", "\"interval_s\":3600"), 0);
     NF_CHECK(wait_fetchlogs(sinkpath, "/feed/6.xml", 1));
     nf_source_info_t info;
     uint64_t deadline = nf_now_ns() + 10000000000ull;
-    while (lookup(rt, &in, "t-now", &info) == 1 && info.in_flight && nf_now_ns() < deadline)
+    while (lookup(rt, in, "t-now", &info) == 1 && info.in_flight && nf_now_ns() < deadline)
         usleep(5000);
     NF_CHECK(info.sched.next_crawl_at_ms > nf_wall_ms() + 3000000); /* an hour off */
     NF_CHECK_EQ(info.crawl_at_ms, 0);
 
     int64_t t1 = nf_wall_ms();
     snprintf(extra, sizeof extra, "\"interval_s\":3600,\"crawl_at_ms\":%lld", (long long)t1);
-    NF_CHECK_EQ(deliverf(rt, &in, "t-now", "/feed/6.xml", extra), 0);
+    NF_CHECK_EQ(deliverf(rt, in, "t-now", "/feed/6.xml", extra), 0);
     NF_CHECK(wait_fetchlogs(sinkpath, "/feed/6.xml", 2)); /* crawled at once */
     deadline = nf_now_ns() + 10000000000ull;
-    while (lookup(rt, &in, "t-now", &info) == 1 && info.in_flight && nf_now_ns() < deadline)
+    while (lookup(rt, in, "t-now", &info) == 1 && info.in_flight && nf_now_ns() < deadline)
         usleep(5000);
     NF_CHECK_EQ(info.crawl_at_ms, t1);
     int64_t next = info.sched.next_crawl_at_ms;
@@ -411,54 +422,48 @@ static void test_crawl_now(void)
     NF_CHECK_EQ(info.crawl_answered_ms, t1);
 
     /* The same request again (a record republished): nothing changes. */
-    NF_CHECK_EQ(deliverf(rt, &in, "t-now", "/feed/6.xml", extra), 0);
-    NF_CHECK_EQ(lookup(rt, &in, "t-now", &info), 1);
+    NF_CHECK_EQ(deliverf(rt, in, "t-now", "/feed/6.xml", extra), 0);
+    NF_CHECK_EQ(lookup(rt, in, "t-now", &info), 1);
     NF_CHECK(!info.in_flight);
     NF_CHECK_EQ(info.sched.next_crawl_at_ms, next);
 
     /* Another request stamped earlier (a writer's clock behind): still a request. */
     snprintf(extra, sizeof extra, "\"interval_s\":3600,\"crawl_at_ms\":%lld", (long long)t1 - 5000);
-    NF_CHECK_EQ(deliverf(rt, &in, "t-now", "/feed/6.xml", extra), 0);
+    NF_CHECK_EQ(deliverf(rt, in, "t-now", "/feed/6.xml", extra), 0);
     NF_CHECK(wait_fetchlogs(sinkpath, "/feed/6.xml", 3));
 
     /* Paused, then a newer request: ignored (the source stays paused, not due). */
     NF_CHECK_EQ(
-        deliverf(rt, &in, "t-now", "/feed/6.xml", "\"interval_s\":3600,\"status\":\"paused\""), 0);
+        deliverf(rt, in, "t-now", "/feed/6.xml", "\"interval_s\":3600,\"status\":\"paused\""), 0);
     snprintf(extra, sizeof extra, "\"interval_s\":3600,\"status\":\"paused\",\"crawl_at_ms\":%lld",
              (long long)t1 + 1);
-    NF_CHECK_EQ(deliverf(rt, &in, "t-now", "/feed/6.xml", extra), 0);
-    NF_CHECK_EQ(lookup(rt, &in, "t-now", &info), 1);
+    NF_CHECK_EQ(deliverf(rt, in, "t-now", "/feed/6.xml", extra), 0);
+    NF_CHECK_EQ(lookup(rt, in, "t-now", &info), 1);
     NF_CHECK_EQ(info.sched.status, NF_CRAWL_PAUSED);
     NF_CHECK(!info.in_flight);
 
     /* A bad value is the decoder's error (a dead letter in kafka_in). */
-    NF_CHECK(deliverf(rt, &in, "t-now", "/feed/6.xml", "\"crawl_at_ms\":\"soon\"") != 0);
-    NF_CHECK(deliverf(rt, &in, "t-now", "/feed/6.xml", "\"crawl_at_ms\":-1") != 0);
+    NF_CHECK(deliverf(rt, in, "t-now", "/feed/6.xml", "\"crawl_at_ms\":\"soon\"") != 0);
+    NF_CHECK(deliverf(rt, in, "t-now", "/feed/6.xml", "\"crawl_at_ms\":-1") != 0);
     NF_CHECK(wait_fetchlogs(sinkpath, "/feed/6.xml", 3));
 
     /* A request while a fetch runs: that fetch began before it, another one answers it. */
-    NF_CHECK_EQ(deliverf(rt, &in, "t-slow3", "/slow", "\"interval_s\":3600"), 0);
+    NF_CHECK_EQ(deliverf(rt, in, "t-slow3", "/slow", "\"interval_s\":3600"), 0);
     uint64_t until = nf_now_ns() + 10000000000ull;
-    while (lookup(rt, &in, "t-slow3", &info) == 1 && !info.in_flight && nf_now_ns() < until)
+    while (lookup(rt, in, "t-slow3", &info) == 1 && !info.in_flight && nf_now_ns() < until)
         usleep(5000);
     NF_CHECK(info.in_flight);
     int64_t t2 = nf_wall_ms();
     snprintf(extra, sizeof extra, "\"interval_s\":3600,\"crawl_at_ms\":%lld", (long long)t2);
-    NF_CHECK_EQ(deliverf(rt, &in, "t-slow3", "/slow", extra), 0);
+    NF_CHECK_EQ(deliverf(rt, in, "t-slow3", "/slow", extra), 0);
     NF_CHECK(wait_fetchlogs(sinkpath, "/slow", 2));
     until = nf_now_ns() + 30000000000ull;
-    while (lookup(rt, &in, "t-slow3", &info) == 1 && info.crawl_answered_ms != t2 &&
+    while (lookup(rt, in, "t-slow3", &info) == 1 && info.crawl_answered_ms != t2 &&
            nf_now_ns() < until)
         usleep(5000);
     NF_CHECK_EQ(info.crawl_answered_ms, t2);
 
-    nf_runtime_request_stop(rt);
-    NF_CHECK_EQ(nf_runtime_wait(rt), 0);
-    nf_runtime_destroy(rt);
-    NF_CHECK_EQ(nf_sink_close(in.sink), 0);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    NF_CHECK(system(cmd) == 0);
+    live_stop(&l);
 }
 
 /* Many sources on many hosts, removed and moved between shards: the shard's index (removals
@@ -466,56 +471,40 @@ static void test_crawl_now(void)
  * so nothing is fetched. */
 static void test_many_sources(void)
 {
-    char dir[] = "/tmp/nf-srcmany-XXXXXX";
-    NF_REQUIRE(mkdtemp(dir));
-    char spec[640], err[512];
-    snprintf(spec, sizeof spec, "jsonl:%s/out.jsonl", dir);
-    nf_runtime_opts_t ro;
-    nf_runtime_opts_default(&ro);
-    ro.shards = 2;
-    nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
-    NF_REQUIRE(rt);
-    nf_ingest_t in = {0};
-    test_policy(&in);
-    in.sink = nf_sink_open(spec, ro.shards, err, sizeof err);
-    NF_REQUIRE(in.sink);
-    NF_REQUIRE(nf_ingest_register(rt, &in) == 0);
+    live_t l = {0};
+    live_start(&l, "srcmany", NULL);
+    nf_runtime_t *rt = l.rt;
+    nf_ingest_t *in = &l.in;
     NF_REQUIRE(nf_runtime_start(rt) == 0);
     enum { N = 600, HOSTS = 150 };
     char id[32], url[128];
     for (int i = 0; i < N; i++) {
         snprintf(id, sizeof id, "m-%d", i);
         snprintf(url, sizeof url, "http://h%d.example/feed.xml", i % HOSTS);
-        NF_CHECK_EQ(deliverf(rt, &in, id, url, "\"status\":\"paused\""), 0);
+        NF_CHECK_EQ(deliverf(rt, in, id, url, "\"status\":\"paused\""), 0);
     }
     for (int i = 1; i < N; i += 2) {
         snprintf(id, sizeof id, "m-%d", i);
-        NF_CHECK_EQ(deliver(rt, &in, id, NULL), 0);
+        NF_CHECK_EQ(deliver(rt, in, id, NULL), 0);
     }
     for (int i = 0; i < N; i += 6) { /* another host: some move to the other shard */
         snprintf(id, sizeof id, "m-%d", i);
         snprintf(url, sizeof url, "http://h%d.example/feed.xml", HOSTS + i);
-        NF_CHECK_EQ(deliverf(rt, &in, id, url, "\"status\":\"paused\""), 0);
+        NF_CHECK_EQ(deliverf(rt, in, id, url, "\"status\":\"paused\""), 0);
     }
     int bad = 0;
     for (int i = 0; i < N; i++) {
         nf_source_info_t info;
         snprintf(id, sizeof id, "m-%d", i);
-        unsigned holders = lookup(rt, &in, id, &info);
+        unsigned holders = lookup(rt, in, id, &info);
         snprintf(url, sizeof url, "http://h%d.example/feed.xml", i % 6 ? i % HOSTS : HOSTS + i);
         if (i % 2 ? holders != 0
                   : holders != 1 || strcmp(info.url, url) || info.sched.status != NF_CRAWL_PAUSED)
             bad++;
     }
     NF_CHECK_EQ(bad, 0);
-    NF_CHECK_EQ(nf_gauge_value(in.m.sources), N / 2);
-    nf_runtime_request_stop(rt);
-    NF_CHECK_EQ(nf_runtime_wait(rt), 0);
-    nf_runtime_destroy(rt);
-    NF_CHECK_EQ(nf_sink_close(in.sink), 0);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    NF_CHECK(system(cmd) == 0);
+    NF_CHECK_EQ(nf_gauge_value(in->m.sources), N / 2);
+    live_stop(&l);
 }
 
 /* ---------------------------------------------------------------- durability */
