@@ -83,6 +83,8 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &corev1.ConfigMap{}, nil
 	case "apps/v1/StatefulSet":
 		return &appsv1.StatefulSet{}, nil
+	case "apps/v1/Deployment":
+		return &appsv1.Deployment{}, nil
 	case "batch/v1/Job":
 		return &batchv1.Job{}, nil
 	case "policy/v1/PodDisruptionBudget":
@@ -132,7 +134,7 @@ type containerLine struct {
 	Name      string            `json:"name"`
 	Container string            `json:"container"`
 	Args      []string          `json:"args"`
-	Env       map[string]string `json:"env"` // value, or "fieldRef:PATH"
+	Env       map[string]string `json:"env"` // value, "fieldRef:PATH" or "secretKeyRef:NAME/KEY"
 	Ports     map[string]int32  `json:"ports"`
 	Probes    map[string]string `json:"probes"` // kind -> "PATH@PORTNAME"
 	Seccomp   string            `json:"seccomp"`
@@ -196,6 +198,11 @@ func containersOf(obj any) []containerLine {
 		if o.Spec.Replicas != nil {
 			replicas = *o.Spec.Replicas
 		}
+	case *appsv1.Deployment:
+		spec, kind, name = &o.Spec.Template.Spec, "Deployment", o.Name
+		if o.Spec.Replicas != nil {
+			replicas = *o.Spec.Replicas
+		}
 	case *batchv1.Job:
 		spec, kind, name = &o.Spec.Template.Spec, "Job", o.Name
 	default:
@@ -216,6 +223,9 @@ func containersOf(obj any) []containerLine {
 		for _, e := range c.Env {
 			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
 				l.Env[e.Name] = "fieldRef:" + e.ValueFrom.FieldRef.FieldPath
+			} else if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				l.Env[e.Name] = "secretKeyRef:" + e.ValueFrom.SecretKeyRef.Name + "/" +
+					e.ValueFrom.SecretKeyRef.Key
 			} else {
 				l.Env[e.Name] = e.Value
 			}

@@ -20,6 +20,7 @@ CHART="$SRC/deploy/helm/newsflow"
 "$HELM" lint "$CHART" >"$TMP/lint" 2>&1 || { cat "$TMP/lint" >&2; fail "helm lint"; }
 "$HELM" template newsflow "$CHART" >"$TMP/default.yaml" 2>"$TMP/err" || fail "helm template (defaults)"
 "$HELM" template nf "$CHART" --namespace news --set replicas=5 --set autoscaling.enabled=true \
+  --set sink.enabled=true --set sink.readEvents=true \
   --set 'sources={https://a.example/rss,https://b.example/feed.atom}' \
   --set 'kafka.properties={security.protocol=SSL,client.rack=r1}' --set kafka.topicPrefix=prod. \
   >"$TMP/full.yaml" 2>"$TMP/err" || fail "helm template (every option)"
@@ -51,7 +52,9 @@ for r in ("default", "full"):
     lines = [json.loads(l) for l in open(os.path.join(tmp, r + ".jsonl"))]
     cms = {l["name"]: l["data"] for l in lines if l["kind"] == "ConfigMap"}
     txids, urls = set(), set()
-    for c in (l for l in lines if l["kind"] in ("StatefulSet", "Job")):
+    kinds = {l["kind"] for l in lines}
+    assert r == "default" or "Deployment" in kinds, kinds  # the sink, when enabled
+    for c in (l for l in lines if l["kind"] in ("StatefulSet", "Deployment", "Job")):
         pods = ["%s-%d" % (c["name"], i) for i in range(c["replicas"])] if c["kind"] == "StatefulSet" else [c["name"]]
         for pod in pods:
             env = {"PATH": os.environ["PATH"]}
@@ -60,6 +63,9 @@ for r in ("default", "full"):
                 if not k.startswith("NEWSFLOW_"):
                     assert v.startswith("fieldRef:"), (k, v)
                     continue
+                if v.startswith("secretKeyRef:"):  # the operator's Secret: a DSN here
+                    assert k == "NEWSFLOW_POSTGRES_DSN", (k, v)
+                    v = "host=127.0.0.1 dbname=news"
                 env[k] = re.sub(r"\$\((\w+)\)", lambda m: fields[m.group(1)], v)
             f = env.get("NEWSFLOW_SOURCES_FILE", "")
             if f:  # the ConfigMap's file, as the pod mounts it
@@ -79,8 +85,12 @@ for r in ("default", "full"):
                 assert probes == {"startup": "/healthz@probe", "liveness": "/healthz@probe",
                                   "readiness": "/readyz@probe"}, probes
                 assert c["seccomp"] == "Localhost:profiles/newsflow.json", c["seccomp"]
+            elif c["kind"] == "Deployment":  # the sink: probes on its admin port
+                assert c["args"] == ["sink", "postgres"], c["args"]
+                assert c["ports"]["admin"] == int(env["NEWSFLOW_ADMIN_PORT"]), (c, env)
+                assert c["probes"] == {"liveness": "/healthz@admin", "readiness": "/readyz@admin"}, c
             else:
-                assert c["args"][:2] == ["topics", "create"], c["args"]
+                assert c["args"][:2] in (["topics", "create"], ["sink", "postgres"]), c["args"]
         if c["kind"] == "StatefulSet":
             assert len(txids) == c["replicas"] and len(urls) == c["replicas"], (txids, urls)
             print("%s: %d replicas, distinct transactional ids %s" % (r, c["replicas"], sorted(txids)))

@@ -13,3 +13,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - {name: NEWSFLOW_KAFKA_PROPERTIES, value: {{ join "," .Values.kafka.properties | quote }}}
 {{- end }}
 {{- end -}}
+{{/* The PostgreSQL sink's environment (its migration Job and its Deployment). */}}
+{{- define "newsflow.sinkEnv" -}}
+{{- include "newsflow.kafkaEnv" . }}
+- name: NEWSFLOW_POSTGRES_DSN
+  valueFrom: {secretKeyRef: {name: {{ .Values.sink.dsnSecret }}, key: dsn}}
+- {name: NEWSFLOW_POSTGRES_GROUP_ID, value: {{ .Values.sink.groupId | quote }}}
+- {name: NEWSFLOW_POSTGRES_READ_EVENTS, value: {{ .Values.sink.readEvents | quote }}}
+- {name: NEWSFLOW_ADMIN_LISTEN, value: "0.0.0.0"}
+- {name: NEWSFLOW_ADMIN_PORT, value: {{ .Values.admin.probePort | quote }}}
+{{- end -}}
