@@ -62,7 +62,7 @@ static const char usage[] =
     "              export; sources already there are left as they are. Any invalid entry\n"
     "              refuses the whole file unless --skip-invalid; --dry-run only checks\n"
     "  export      every source the job crawls (the topic's and the configuration's) as OPML\n"
-    "              2.0, with category, interval and status, to stdout or --out FILE\n"
+    "              2.0, with category, interval, status and any --id, to stdout or --out FILE\n"
     "\n"
     "Options:\n"
     "  --wait S    seconds to wait for the running job to show the change (default 30)\n"
@@ -773,6 +773,7 @@ static int verb_import(ctx_t *x, char **args, int nargs)
         char where[PATH_MAX + 32];
         snprintf(where, sizeof where, "%s:%d", args[0], o.feeds[i].line);
         def_t d = {.url = o.feeds[i].url,
+                   .id = o.feeds[i].id[0] ? o.feeds[i].id : NULL,
                    .title = o.feeds[i].title,
                    .category = o.feeds[i].category,
                    .status = o.feeds[i].status,
@@ -926,8 +927,11 @@ static int verb_export(ctx_t *x, char **args, int nargs)
         cJSON *v = vals[n] = cJSON_Parse(r->value);
         const cJSON *iv = cJSON_GetObjectItemCaseSensitive(v, "interval_s");
         const char *st = json_str(v, "status");
+        char derived[17];
+        nf_sources_id(r->nurl, derived); /* an id of the operator's choosing goes with it */
         feeds[n++] = (nf_opml_feed_t){
             .url = (char *)r->nurl,
+            .id = strcmp(r->id, derived) != 0 ? r->id : "",
             .title = (char *)(json_str(v, "title") ? json_str(v, "title") : ""),
             .category = (char *)(json_str(v, "category") ? json_str(v, "category") : ""),
             .interval_s = cJSON_IsNumber(iv) && iv->valuedouble > 0 ? (uint32_t)iv->valuedouble : 0,

@@ -64,7 +64,7 @@ static void cut_utf8(char *s, size_t max)
 }
 
 typedef struct {
-    char *url, *text, *title, *interval, *status;
+    char *url, *text, *title, *interval, *status, *id;
 } outline_t;
 
 static void outline_free(outline_t *a)
@@ -74,6 +74,7 @@ static void outline_free(outline_t *a)
     free(a->title);
     free(a->interval);
     free(a->status);
+    free(a->id);
 }
 
 /* The attributes written on the element: nattrs - ndefaulted of them (the rest are defaults a
@@ -95,6 +96,8 @@ static bool outline_attrs(const xmlChar **attrs, int nattrs, outline_t *a)
             dst = &a->interval;
         else if (uri && !strcmp(uri, NF_OPML_NS) && !strcmp(name, "status"))
             dst = &a->status;
+        else if (uri && !strcmp(uri, NF_OPML_NS) && !strcmp(name, "id"))
+            dst = &a->id;
         if (dst && !*dst && !(*dst = attr_dup(at[3], at[4])))
             return false;
     }
@@ -162,19 +165,26 @@ static int add_feed(opml_ctx_t *x, outline_t *a)
         o->feeds = f;
         o->cap = cap;
     }
+    /* The strings the feed keeps: taken from the outline's (which then forgets them) or new. */
     char *title = a->text ? a->text : a->title ? a->title : strdup("");
+    char *id = a->id ? a->id : strdup("");
     char *category = category_of(x);
-    if (!title || !category) {
+    if (!title || !id || !category) {
         free(category);
         if (title != a->text && title != a->title)
             free(title);
+        if (id != a->id)
+            free(id);
         return -1;
     }
     if (title == a->text)
         a->text = NULL;
     else if (title == a->title)
         a->title = NULL;
+    a->id = NULL;
+    cut_utf8(id, NF_OPML_MAX_TITLE);
     o->feeds[o->n++] = (nf_opml_feed_t){.url = a->url,
+                                        .id = id,
                                         .title = title,
                                         .category = category,
                                         .interval_s = interval,
@@ -290,6 +300,7 @@ void nf_opml_free(nf_opml_t *o)
 {
     for (size_t i = 0; o && i < o->n; i++) {
         free(o->feeds[i].url);
+        free(o->feeds[i].id);
         free(o->feeds[i].title);
         free(o->feeds[i].category);
     }
@@ -435,6 +446,11 @@ static void put_feed(FILE *f, const nf_opml_feed_t *e, unsigned depth)
     fputs("\" xmlUrl=\"", f);
     put_text(f, e->url, 0);
     fputc('"', f);
+    if (e->id && e->id[0]) {
+        fputs(" newsflow:id=\"", f);
+        put_text(f, e->id, 0);
+        fputc('"', f);
+    }
     if (e->interval_s)
         fprintf(f, " newsflow:interval=\"%u\"", e->interval_s);
     if (e->status && strcmp(e->status, "active") != 0) {

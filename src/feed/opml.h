@@ -6,8 +6,9 @@
  * text (or title) names the feeds inside it (nested categories joined by '/'). Feeds keep their
  * text (or title) attribute and the line they are on, for messages. newsflow's own attributes,
  * in the namespace NF_OPML_NS (prefix "newsflow" when written), carry what OPML has no word
- * for: interval (seconds between crawls) and status ("paused", "dead"; absent: active), so
- * that an export imported again gives the same sources. The URLs are returned as written:
+ * for: id (a source_id other than the one derived from the URL), interval (seconds between
+ * crawls) and status ("paused", "dead"; absent: active), so that an export imported again
+ * gives the same sources. The URLs are returned as written:
  * checking them is the caller's (sources.h).
  *
  * Hostile input: the document must be well formed (a file cut short is refused, not half
@@ -38,6 +39,7 @@
 
 typedef struct nf_opml_feed {
     char *url;      /* xmlUrl as written */
+    char *id;       /* newsflow:id (a source_id of the operator's choosing); "" if none */
     char *title;    /* text, else title; "" if neither */
     char *category; /* the enclosing outlines' names joined by '/'; "" at the top */
     uint32_t interval_s;
@@ -58,8 +60,8 @@ int nf_opml_parse(const char *data, size_t len, nf_opml_t *out, char *err, size_
 void nf_opml_free(nf_opml_t *o);
 
 /* Writes an OPML 2.0 document of feeds (title, url, category: a category becomes the enclosing
- * outlines, the feeds sorted by category, in their order within one; interval_s 0 and status
- * "active" or NULL are left out). 0, or -1 (a write failed: errno). */
+ * outlines, the feeds sorted by category, in their order within one; an id NULL or "",
+ * interval_s 0 and status "active" or NULL are left out). 0, or -1 (a write failed: errno). */
 int nf_opml_write(FILE *f, const char *title, const nf_opml_feed_t *feeds, size_t n);
 
 #endif

@@ -4,10 +4,10 @@
  * Abort()s when the contract breaks:
  *   - parse: 0 or -1; -1 leaves the list empty with a non-empty, NUL-terminated message; 0
  *     gives at most NF_OPML_MAX_FEEDS feeds, each with a non-empty URL of at most
- *     NF_OPML_MAX_VALUE bytes, a title and category (possibly ""), a status of active, paused or
- *     dead, an interval within a year and a line >= 1; the same input parses the same twice;
+ *     NF_OPML_MAX_VALUE bytes, an id, title and category (possibly ""), a status of active, paused
+ * or dead, an interval within a year and a line >= 1; the same input parses the same twice;
  *   - the round trip: what parsed, written by nf_opml_write, parses again to the same feeds
- *     (URL, title, category, interval, status), the title of the list aside — unless a value
+ *     (URL, id, title, category, interval, status), the title of the list aside — unless a value
  *     holds what XML cannot carry (control characters, invalid UTF-8: the writer drops or
  *     replaces them), in which case it must still parse, with as many feeds. */
 #include "feed/opml.h"
@@ -35,7 +35,7 @@ static bool xml_safe(const char *s)
 
 static bool same(const nf_opml_feed_t *a, const nf_opml_feed_t *b)
 {
-    return !strcmp(a->url, b->url) && !strcmp(a->title, b->title) &&
+    return !strcmp(a->url, b->url) && !strcmp(a->id, b->id) && !strcmp(a->title, b->title) &&
            !strcmp(a->category, b->category) && a->interval_s == b->interval_s &&
            !strcmp(a->status, b->status);
 }
@@ -46,7 +46,7 @@ static void check(const nf_opml_t *o)
         fail("too many feeds, or no title");
     for (size_t i = 0; i < o->n; i++) {
         const nf_opml_feed_t *f = &o->feeds[i];
-        if (!f->url || !f->url[0] || strlen(f->url) > NF_OPML_MAX_VALUE || !f->title ||
+        if (!f->url || !f->url[0] || strlen(f->url) > NF_OPML_MAX_VALUE || !f->title || !f->id ||
             !f->category || !f->status || f->line < 1 || f->interval_s > 31536000u)
             fail("a feed breaks the contract");
         if (strcmp(f->status, "active") && strcmp(f->status, "paused") && strcmp(f->status, "dead"))
@@ -73,7 +73,7 @@ static void round_trip(const nf_opml_t *o)
     for (size_t i = 0; i < o->n; i++) {
         const nf_opml_feed_t *a = &o->feeds[i];
         bool exact = xml_safe(a->url) && xml_safe(a->title) && xml_safe(a->category) &&
-                     !strstr(a->category, "//") && a->category[0] != '/' &&
+                     xml_safe(a->id) && !strstr(a->category, "//") && a->category[0] != '/' &&
                      (!a->category[0] || a->category[strlen(a->category) - 1] != '/');
         bool found = !exact;
         for (size_t j = 0; j < back.n && !found; j++)

@@ -4,11 +4,12 @@
 # reads back what the job applied (/v1/sources); the feeds are served by a local HTTP server
 # whose request log tells what was crawled. Checked: add (title, category, --paused, --id,
 # --interval), its refusals (scheme, an id or URL already a source, a bad --id), pause / resume
-# (by id and by URL, "already" without writing), crawl-now (a fetch at once, out of an hourly
-# interval; refused while paused), remove (refused for the configuration's sources and for an
+# (by id and by URL, "already" without writing; resume revives a source the crawl policy
+# declared dead), crawl-now (a fetch at once, out of an hourly interval; refused while paused), remove (refused for the configuration's sources and for an
 # unknown id, nothing written when one argument of several is bad), an OPML import (an invalid
 # entry refuses the whole file; --dry-run; --skip-invalid; entries already there left alone),
-# the export (OPML that a second, fresh job imports back to the same sources), and a clear error
+# the export (OPML, an --id included, that a second, fresh job imports back to the same
+# sources), and a clear error
 # when no job runs. $1 = newsflow binary, $2 = source dir.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 HPID=""
@@ -30,7 +31,8 @@ start_job() { # $1: state dir
   PORT=$(free_port)
   cat >"$TMP/job.json" <<JSON
 {"admin": {"port": $PORT}, "state": {"dir": "$1"}, "checkpoint": {"interval_ms": 300},
- "sink": {"spec": "none"}, "runtime": {"shards": 2}, "crawl": {"interval_s": 3600},
+ "sink": {"spec": "none"}, "runtime": {"shards": 2},
+ "crawl": {"interval_s": 3600, "dead_after_failures": 2},
  "fetch": {"allow_private": ["127.0.0.1/32"]}, "sources": {"urls": ["$B/conf.xml"]}}
 JSON
   export NEWSFLOW_CONFIG="$TMP/job.json"
@@ -113,6 +115,17 @@ grep -q "^wire $B/wire.rss: crawled, outcome \(ok\|not_modified\)" "$TMP/out" ||
 [ "$(fetches wire.rss)" -eq $((BEFORE + 1)) ] || fail "crawl-now: $(fetches wire.rss) fetches of wire.rss, want $((BEFORE + 1))"
 pass "crawl-now: fetched at once, its outcome read back"
 
+# A feed the crawl policy declares dead (here after one 404: 2 points), then served: resume
+# revives it (the topic's record says active already: the command sees the job's verdict).
+run 0 add "$B/gone.xml" --id gone
+for _ in $(seq 600); do [ "$(state_of gone)" = dead ] && break; sleep 0.1; done
+[ "$(state_of gone)" = dead ] || fail "gone.xml was not declared dead: $(state_of gone)"
+cp "$TMP/www/world.xml" "$TMP/www/gone.xml"
+run 0 resume gone
+grep -q "^gone $B/gone.xml: active (applied" "$TMP/out" || fail "resume of a dead source: $(cat "$TMP/out")"
+[ "$(state_of gone)" != dead ] || fail "gone is still dead"
+pass "resume revives a source the crawl policy declared dead"
+
 CONF=$(python3 -c 'import json,sys; print([s["source_id"] for s in json.load(open(sys.argv[1]))["sources"] if s["url"].endswith("/conf.xml")][0])' "$TMP/list.json")
 run 2 remove "$CONF"
 grep -q "is a source of the configuration" "$TMP/cerr" || fail "remove of a configured source: $(cat "$TMP/cerr")"
@@ -138,6 +151,8 @@ cat >"$TMP/in.opml" <<OPML
   </outline>
 </body></opml>
 OPML
+listed
+BEFORE_IMPORT=$(grep -o '"source_id"' "$TMP/list.json" | wc -l)
 run 2 import "$TMP/in.opml"
 grep -q "5 feeds: 2 new, 2 already sources, 1 invalid" "$TMP/out" || fail "import counts: $(cat "$TMP/out")"
 grep -q "in.opml:7: url: \"gopher://127.0.0.1/x\": scheme is not http or https" "$TMP/cerr" || fail "import: the bad line: $(cat "$TMP/cerr")"
@@ -145,7 +160,7 @@ grep -q "nothing written" "$TMP/cerr" || fail "import with an invalid entry wrot
 run 0 import "$TMP/in.opml" --skip-invalid --dry-run
 grep -q "dry run: 2 records not written" "$TMP/out" || fail "dry run: $(cat "$TMP/out")"
 listed
-[ "$(grep -o '"source_id"' "$TMP/list.json" | wc -l)" -eq 2 ] || fail "a dry run or refused import wrote"
+[ "$(grep -o '"source_id"' "$TMP/list.json" | wc -l)" -eq "$BEFORE_IMPORT" ] || fail "a dry run or refused import wrote"
 run 0 import "$TMP/in.opml" --skip-invalid
 [ "$(grep -c ': active (applied by the job at' "$TMP/out")" -eq 2 ] || fail "import: $(cat "$TMP/out")"
 printf '<opml><body><outline xmlUrl="http://x/"' >"$TMP/cut.opml"
@@ -171,7 +186,8 @@ assert got[b + "/world.xml"] == (["News", "World"], "World news", "active"), got
 assert got[b + "/a.xml"] == (["Local"], "A & co", "paused"), got
 assert got[b + "/b.rss"] == (["Local"], "B", "active"), got
 assert got[b + "/conf.xml"][2] == "paused", got
-assert len(got) == 4, got
+assert got[b + "/gone.xml"] == ([], "", "active"), got
+assert len(got) == 5, got
 PY
 listed
 cp "$TMP/list.json" "$TMP/first.json"
@@ -181,7 +197,7 @@ stop_job
 # A fresh job (new state, new embedded broker) imports the export: the same sources.
 start_job "$TMP/state2"
 run 0 import "$TMP/out.opml"
-grep -q "4 feeds: 3 new, 1 already sources, 0 invalid" "$TMP/out" || fail "import of the export: $(cat "$TMP/out")"
+grep -q "5 feeds: 4 new, 1 already sources, 0 invalid" "$TMP/out" || fail "import of the export: $(cat "$TMP/out")"
 listed
 python3 - "$TMP/first.json" "$TMP/list.json" <<'PY' || fail "the export imported again is not the same sources"
 import json, sys

@@ -51,11 +51,13 @@ static void test_reader_export(void)
 
     const char *own = "<opml version=\"2.0\" xmlns:nf=\"" NF_OPML_NS "\"><body>"
                       "<outline xmlUrl=\"http://a.example/\" nf:interval=\"600\" "
-                      "nf:status=\"paused\" interval=\"5\" status=\"dead\"/></body></opml>";
+                      "nf:status=\"paused\" interval=\"5\" status=\"dead\" nf:id=\"wire\"/>"
+                      "</body></opml>";
     NF_REQUIRE(parse(own, &o, err, sizeof err) == 0);
     NF_REQUIRE(o.n == 1);
     NF_CHECK_EQ(o.feeds[0].interval_s, 600); /* our namespace only: not the bare attributes */
     NF_CHECK_STR(o.feeds[0].status, "paused");
+    NF_CHECK_STR(o.feeds[0].id, "wire");
     nf_opml_free(&o);
 }
 
@@ -218,7 +220,11 @@ static void test_round_trip(void)
             char c2[80] = "";
             if (cat[0])
                 snprintf(c2, sizeof c2, "%s%s", cat, nf_test_rand(&seed) % 2 ? "/z" : "");
+            char id[32] = "";
+            if (nf_test_rand(&seed) % 3 == 0)
+                snprintf(id, sizeof id, "src-%zu:x.y_z", i);
             f[i] = (nf_opml_feed_t){.url = strdup(url),
+                                    .id = strdup(id),
                                     .title = strdup(title),
                                     .category = strdup(c2),
                                     .interval_s = (uint32_t)(nf_test_rand(&seed) % 3 * 300),
@@ -232,7 +238,7 @@ static void test_round_trip(void)
         for (size_t i = 0; i < n; i++) {
             size_t hits = 0;
             for (size_t j = 0; j < n; j++)
-                hits += !strcmp(f[i].url, o.feeds[j].url) &&
+                hits += !strcmp(f[i].url, o.feeds[j].url) && !strcmp(f[i].id, o.feeds[j].id) &&
                         !strcmp(f[i].title, o.feeds[j].title) &&
                         !strcmp(f[i].category, o.feeds[j].category) &&
                         f[i].interval_s == o.feeds[j].interval_s &&
@@ -245,6 +251,7 @@ static void test_round_trip(void)
         nf_opml_free(&o);
         for (size_t i = 0; i < n; i++) {
             free(f[i].url);
+            free(f[i].id);
             free(f[i].title);
             free(f[i].category);
         }
