@@ -169,11 +169,17 @@ static nf_id128_t seen_key(const uint8_t digest8[8])
     return key;
 }
 
+/* The source_id of url into out, and the digest it comes from (seen_key). */
+static void id_digest(const char *url, char out[17], uint8_t digest[32])
+{
+    nf_sha256(url, strlen(url), digest);
+    nf_hex(digest, 8, out);
+}
+
 void nf_sources_id(const char *url, char out[17])
 {
     uint8_t digest[32];
-    nf_sha256(url, strlen(url), digest);
-    nf_hex(digest, 8, out);
+    id_digest(url, out, digest);
 }
 
 const nf_source_def_t *nf_sources_find(const nf_source_list_t *l, const char *source_id)
@@ -247,8 +253,7 @@ int nf_sources_add(nf_source_list_t *l, const char *spec, const char *where, cha
         return -1;
     }
     uint8_t digest[32];
-    nf_sha256(url, strlen(url), digest);
-    nf_hex(digest, 8, d.source_id); /* nf_sources_id, with the digest kept for seen_key */
+    id_digest(url, d.source_id, digest);
     d.host_key = nf_sources_host_key(host);
 
     if (!l->seen.slots && nf_idset_init(&l->seen, 1024) != 0) {

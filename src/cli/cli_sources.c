@@ -19,6 +19,8 @@
  * command carries on. The embedded Kafka (kafka.brokers "embedded") lives inside the running
  * job: its address comes from state.dir/admin.json. */
 #include "actors/sources.h"
+#include "algo/idset.h"
+#include "algo/sha256.h"
 #include "cli/cli.h"
 #include "feed/opml.h"
 #include "io/events.h"
@@ -76,81 +78,18 @@ static const char usage[] =
     "Exit codes: 0 done (and confirmed, or no job to confirm it), 1 the broker or the job failed\n"
     "or did not show the change in time, 2 usage, configuration or validation error.\n";
 
-/* ---------------------------------------------------------------- a map of strings */
+/* ---------------------------------------------------------------- sets of strings */
 
-/* String -> index, owning copies of its keys (the strings it is given may move or go). */
-typedef struct {
-    struct strmap_e {
-        char *key;
-        size_t val;
-    } * v;
-    size_t mask, n;
-} strmap_t;
-
-static uint64_t str_hash(const char *s)
+/* A string's key in an nf_idset_t: the first 128 bits of its SHA-256 (the project's way of
+ * keying ids by their text, as nf_ingest_source_key does). */
+static nf_id128_t str_key(const char *str)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
-}
-
-static int strmap_grow(strmap_t *t)
-{
-    size_t cap = t->mask ? 2 * (t->mask + 1) : 64;
-    struct strmap_e *v = calloc(cap, sizeof *v);
-    if (!v)
-        return -1;
-    for (size_t i = 0; t->v && i <= t->mask; i++) {
-        if (!t->v[i].key)
-            continue;
-        size_t j = str_hash(t->v[i].key) & (cap - 1);
-        while (v[j].key)
-            j = (j + 1) & (cap - 1);
-        v[j] = t->v[i];
-    }
-    free(t->v);
-    t->v = v;
-    t->mask = cap - 1;
-    return 0;
-}
-
-/* 1 if s is a key already (nothing changes), 0 added (a copy, with val), -1 no memory. */
-static int strmap_add(strmap_t *t, const char *s, size_t val)
-{
-    if (2 * (t->n + 1) > t->mask + 1 && strmap_grow(t) != 0)
-        return -1;
-    size_t j = str_hash(s) & t->mask;
-    for (; t->v[j].key; j = (j + 1) & t->mask)
-        if (!strcmp(t->v[j].key, s))
-            return 1;
-    if (!(t->v[j].key = strdup(s)))
-        return -1;
-    t->v[j].val = val;
-    t->n++;
-    return 0;
-}
-
-/* Whether s is a key (*val its value, when val is not NULL). */
-static bool strmap_get(const strmap_t *t, const char *s, size_t *val)
-{
-    if (!t->v)
-        return false;
-    for (size_t j = str_hash(s) & t->mask; t->v[j].key; j = (j + 1) & t->mask)
-        if (!strcmp(t->v[j].key, s)) {
-            if (val)
-                *val = t->v[j].val;
-            return true;
-        }
-    return false;
-}
-
-static void strmap_free(strmap_t *t)
-{
-    for (size_t i = 0; t->v && i <= t->mask; i++)
-        free(t->v[i].key);
-    free(t->v);
-    memset(t, 0, sizeof *t);
+    uint8_t d[32];
+    nf_id128_t k;
+    nf_sha256(str, strlen(str), d);
+    memcpy(&k.hi, d, 8);
+    memcpy(&k.lo, d + 8, 8);
+    return k;
 }
 
 /* ---------------------------------------------------------------- the topic as it stands */
@@ -313,7 +252,6 @@ typedef struct {
     int parts; /* of the sources topic */
     recs_t recs;
     nf_source_list_t list; /* the configuration's */
-    strmap_t conf_urls;    /* the configuration's http(s) URLs -> index in list */
     /* what goes out */
     nf_kafka_pub_t *pubs;
     char **vals, **keys;
@@ -396,7 +334,6 @@ static void ctx_free(ctx_t *x)
     free(x->exp);
     recs_free(&x->recs);
     nf_sources_free(&x->list);
-    strmap_free(&x->conf_urls);
     nf_opml_free(&x->opml);
     cJSON_Delete(x->job_sources);
     nf_kafka_free(x->k);
@@ -469,15 +406,19 @@ static int connect_topic(ctx_t *x)
                 "(`newsflow config check` lists them); its good entries count\n",
                 x->verb);
     nf_sources_report_free(&rep);
-    for (size_t i = 0; i < x->list.n; i++)
-        if (strmap_add(&x->conf_urls, x->list.items[i].url, i) < 0) {
-            fprintf(stderr, "newsflow sources %s: out of memory\n", x->verb);
-            return NF_EXIT_RUNTIME;
-        }
     return NF_EXIT_OK;
 }
 
 /* ---------------------------------------------------------------- finding a source */
+
+/* The configured http(s) source whose (normalized) URL is url: its id is the URL's digest. */
+static const nf_source_def_t *conf_by_url(const ctx_t *x, const char *url)
+{
+    char id[17];
+    nf_sources_id(url, id);
+    const nf_source_def_t *d = nf_sources_find(&x->list, id);
+    return d && !d->is_file && !strcmp(d->url, url) ? d : NULL;
+}
 
 typedef struct {
     rec_t *rec;                  /* the topic's record, or NULL */
@@ -497,12 +438,9 @@ static bool find_source(ctx_t *x, const char *arg, found_t *f)
             fprintf(stderr, "newsflow sources %s: %s\n", x->verb, err);
             return false;
         }
-        size_t ci;
         f->rec = recs_find_url(&x->recs, u.url);
-        if (f->rec) /* whatever its URL now, its id may be a configured source's */
-            f->conf = nf_sources_find(&x->list, f->rec->id);
-        else if (strmap_get(&x->conf_urls, u.url, &ci))
-            f->conf = &x->list.items[ci];
+        /* a record's id, whatever its URL now, may be a configured source's */
+        f->conf = f->rec ? nf_sources_find(&x->list, f->rec->id) : conf_by_url(x, u.url);
     } else {
         f->rec = recs_find(&x->recs, arg);
         f->conf = nf_sources_find(&x->list, arg);
@@ -632,7 +570,7 @@ enum { ADD_QUEUED = 0, ADD_EXISTS = 1, ADD_INVALID = -1, ADD_NOMEM = -2 };
 
 /* Checks one new source against the topic, the configuration and those queued before it
  * (seen: ids and URLs queued). */
-static int add_one(ctx_t *x, const def_t *d, strmap_t *seen, bool quiet_exists)
+static int add_one(ctx_t *x, const def_t *d, nf_idset_t *seen, bool quiet_exists)
 {
     nf_source_url_t u;
     char err[512], id[NF_SOURCE_ID_MAX + 1];
@@ -653,10 +591,9 @@ static int add_one(ctx_t *x, const def_t *d, strmap_t *seen, bool quiet_exists)
     const rec_t *r = recs_find(&x->recs, id);
     const rec_t *ru = r ? NULL : recs_find_url(&x->recs, u.url);
     const nf_source_def_t *c = nf_sources_find(&x->list, id);
+    if (!c)
+        c = conf_by_url(x, u.url);
     const char *other = r ? r->id : ru ? ru->id : c ? c->source_id : NULL;
-    size_t ci;
-    if (!other && strmap_get(&x->conf_urls, u.url, &ci))
-        other = x->list.items[ci].source_id;
     if (other && !quiet_exists)
         fprintf(stderr,
                 "newsflow sources %s: %s: already a source, %s (in the %s): `sources pause`, "
@@ -665,7 +602,7 @@ static int add_one(ctx_t *x, const def_t *d, strmap_t *seen, bool quiet_exists)
                 d->id ? "; or choose another --id" : "");
     if (other)
         return ADD_EXISTS;
-    if (strmap_get(seen, id, NULL) || strmap_get(seen, u.url, NULL))
+    if (seen && (nf_idset_get(seen, str_key(id), NULL) || nf_idset_get(seen, str_key(u.url), NULL)))
         return ADD_EXISTS; /* listed twice in one file: the first counts */
     nf_jw_t w;
     nf_jw_init(&w);
@@ -696,7 +633,8 @@ static int add_one(ctx_t *x, const def_t *d, strmap_t *seen, bool quiet_exists)
         return ADD_INVALID;
     if (rc != 0)
         return ADD_NOMEM;
-    if (strmap_add(seen, id, 0) < 0 || strmap_add(seen, u.url, 0) < 0)
+    if (seen && (nf_idset_insert(seen, str_key(id), 0, NULL) < 0 ||
+                 nf_idset_insert(seen, str_key(u.url), 0, NULL) < 0))
         return ADD_NOMEM;
     return ADD_QUEUED;
 }
@@ -704,7 +642,6 @@ static int add_one(ctx_t *x, const def_t *d, strmap_t *seen, bool quiet_exists)
 static int verb_add(ctx_t *x, char **args, int nargs)
 {
     (void)nargs;
-    strmap_t seen = {0};
     def_t d = {.url = args[0],
                .id = x->id,
                .title = x->title,
@@ -712,8 +649,7 @@ static int verb_add(ctx_t *x, char **args, int nargs)
                .status = x->paused ? "paused" : "active",
                .interval_s = x->interval_s,
                .where = args[0]};
-    int rc = add_one(x, &d, &seen, false);
-    strmap_free(&seen);
+    int rc = add_one(x, &d, NULL, false);
     return rc == ADD_QUEUED ? NF_EXIT_OK : rc == ADD_NOMEM ? NF_EXIT_RUNTIME : NF_EXIT_USAGE;
 }
 
@@ -766,9 +702,9 @@ static int verb_import(ctx_t *x, char **args, int nargs)
 {
     (void)nargs;
     const nf_opml_t o = x->opml;
-    strmap_t seen = {0};
+    nf_idset_t seen; /* the ids and URLs queued before: a feed listed twice counts once */
     size_t queued = 0, exists = 0, invalid = 0;
-    int rc = NF_EXIT_OK;
+    int rc = nf_idset_init(&seen, 64) == 0 ? NF_EXIT_OK : NF_EXIT_RUNTIME;
     for (size_t i = 0; i < o.n && rc == NF_EXIT_OK; i++) {
         char where[PATH_MAX + 32];
         snprintf(where, sizeof where, "%s:%d", args[0], o.feeds[i].line);
@@ -786,7 +722,7 @@ static int verb_import(ctx_t *x, char **args, int nargs)
         if (a == ADD_NOMEM)
             rc = NF_EXIT_RUNTIME;
     }
-    strmap_free(&seen);
+    nf_idset_free(&seen);
     printf("%s: %zu feeds: %zu new, %zu already sources, %zu invalid\n", args[0],
            queued + exists + invalid, queued, exists, invalid);
     if (rc == NF_EXIT_OK && invalid && !x->skip_invalid) {
@@ -1039,15 +975,15 @@ static long look(ctx_t *x, bool *crawled_all)
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "sources");
     int na = cJSON_GetArraySize(arr);
     const cJSON **byid = calloc(na > 0 ? (size_t)na : 1, sizeof *byid);
-    strmap_t ids = {0};
+    nf_idset_t ids = {0}; /* source_id -> its object's index in byid */
     const cJSON *o;
     size_t k = 0;
-    long open = byid ? 0 : -1;
+    long open = byid && nf_idset_init(&ids, (size_t)na + 1) == 0 ? 0 : -1;
     cJSON_ArrayForEach(o, arr)
     {
         const char *id = json_str(o, "source_id");
-        int r = id && byid ? strmap_add(&ids, id, k) : 1;
-        if (r == 0)
+        int r = id && open >= 0 ? nf_idset_insert(&ids, str_key(id), k, NULL) : 0;
+        if (r == 1)
             byid[k++] = o;
         else if (r < 0)
             open = -1;
@@ -1057,8 +993,8 @@ static long look(ctx_t *x, bool *crawled_all)
         expect_t *e = &x->exp[i];
         if (e->elsewhere)
             continue;
-        size_t m;
-        const cJSON *mine = strmap_get(&ids, e->id, &m) ? byid[m] : NULL;
+        uint64_t m;
+        const cJSON *mine = nf_idset_get(&ids, str_key(e->id), &m) ? byid[m] : NULL;
         bool crawled = true;
         e->done = shows(e, mine, &crawled);
         e->crawled = e->want == W_CRAWLED && e->done && crawled;
@@ -1070,7 +1006,7 @@ static long look(ctx_t *x, bool *crawled_all)
     }
     if (open < 0)
         fprintf(stderr, "newsflow sources %s: out of memory\n", x->verb);
-    strmap_free(&ids);
+    nf_idset_free(&ids);
     free(byid);
     cJSON_Delete(j);
     return open;
