@@ -110,12 +110,12 @@ static bool admin_file(const char *state_dir, char *where, size_t wherelen)
     return admin_json(state_dir, "address", where, wherelen);
 }
 
-/* 1: *out holds the JSON the admin server answered; 0: nothing listens there (fall back to the
- * state); -1: it answered badly or not in time (message printed). The address a running job
- * on this state.dir wrote first, then the configured one (admin.listen: admin.operator_port if
- * set, else admin.port). */
-static int from_admin(const nf_config_t *cfg, const char *route, cJSON **out, char *where,
-                      size_t wherelen)
+/* nf_cli_admin_get (cli.h): 1: *out holds the JSON the admin server answered; 0: nothing
+ * listens there (fall back to the state); -1: it answered badly or not in time (message
+ * printed). The address a running job on this state.dir wrote first, then the configured one
+ * (admin.listen: admin.operator_port if set, else admin.port). */
+int nf_cli_admin_get(const nf_config_t *cfg, const char *route, cJSON **out, char *where,
+                     size_t wherelen)
 {
     bool v6 = strchr(cfg->admin.listen, ':') != NULL;
     const char *host = cfg->admin.listen;
@@ -125,30 +125,25 @@ static int from_admin(const nf_config_t *cfg, const char *route, cJSON **out, ch
         host = "::1";
     /* The operators' routes are on admin.operator_port when it is set (admin.port: 404). */
     unsigned port = cfg->admin.operator_port ? cfg->admin.operator_port : cfg->admin.port;
-    snprintf(where, wherelen, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", port);
-    if (!cfg->admin.enabled || port == 0) {
-        snprintf(where, wherelen, "%s",
+    bool configured = cfg->admin.enabled && port != 0;
+    char conf[300], other[300];
+    if (configured)
+        snprintf(conf, sizeof conf, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", port);
+    else
+        snprintf(conf, sizeof conf, "%s",
                  !cfg->admin.enabled ? "(none: admin.enabled is false)"
                                      : "(unknown: admin.port is 0, any free port)");
-        return admin_file(cfg->state.dir, where, wherelen) ? from_address(where, route, out) : 0;
-    }
     /* The job running on this state.dir says where it listens: asked first, so that a
      * configuration with other ports (or none of the operator listener) still finds it. */
-    char other[300];
-    if (admin_file(cfg->state.dir, other, sizeof other) && strcmp(other, where) != 0) {
+    if (admin_file(cfg->state.dir, other, sizeof other) && strcmp(other, conf) != 0) {
         int rc = from_address(other, route, out);
-        if (rc != 0) {
+        if (rc != 0 || !configured) {
             snprintf(where, wherelen, "%s", other);
             return rc;
         }
     }
-    return from_address(where, route, out);
-}
-
-int nf_cli_admin_get(const nf_config_t *cfg, const char *route, cJSON **out, char *where,
-                     size_t wherelen)
-{
-    return from_admin(cfg, route, out, where, wherelen);
+    snprintf(where, wherelen, "%s", conf);
+    return configured ? from_address(where, route, out) : 0;
 }
 
 bool nf_cli_embedded_brokers(const char *state_dir, char *out, size_t outlen)
@@ -156,7 +151,7 @@ bool nf_cli_embedded_brokers(const char *state_dir, char *out, size_t outlen)
     return admin_json(state_dir, "embedded_brokers", out, outlen);
 }
 
-/* One GET of http://WHERE/ROUTE: as from_admin. */
+/* One GET of http://WHERE/ROUTE: as nf_cli_admin_get. */
 static int from_address(const char *where, const char *route, cJSON **out)
 {
     char url[512];
@@ -558,7 +553,7 @@ static int status_main(int argc, char **argv, bool sources, int first)
     cJSON *j = NULL;
     char admin[300];
     const char *route = !sources ? "/v1/status" : failing ? "/v1/sources?failing=1" : "/v1/sources";
-    int a = from_admin(&cfg, route, &j, admin, sizeof admin);
+    int a = nf_cli_admin_get(&cfg, route, &j, admin, sizeof admin);
     if (a < 0)
         goto out;
     if (a == 0 && !(j = from_state(cfg.state.dir, !sources, failing, admin)))
