@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/moby/profiles/seccomp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,6 +34,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -95,40 +95,6 @@ func newObject(apiVersion, kind string) (any, error) {
 	return nil, fmt.Errorf("unknown kind %s %s (not one newsflow's manifests use)", apiVersion, kind)
 }
 
-// Splits a multi-document YAML stream at "---" lines; empty documents are dropped.
-func documents(r io.Reader) ([][]byte, error) {
-	var docs [][]byte
-	var cur bytes.Buffer
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	flush := func() {
-		if len(bytes.TrimSpace(stripComments(cur.Bytes()))) > 0 {
-			docs = append(docs, append([]byte(nil), cur.Bytes()...))
-		}
-		cur.Reset()
-	}
-	for sc.Scan() {
-		if strings.TrimRight(sc.Text(), " ") == "---" {
-			flush()
-			continue
-		}
-		cur.Write(sc.Bytes())
-		cur.WriteByte('\n')
-	}
-	flush()
-	return docs, sc.Err()
-}
-
-func stripComments(b []byte) []byte {
-	var out bytes.Buffer
-	for _, l := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
-			out.WriteString(l + "\n")
-		}
-	}
-	return out.Bytes()
-}
-
 type containerLine struct {
 	Kind      string            `json:"kind"`
 	Name      string            `json:"name"`
@@ -147,15 +113,25 @@ func manifests(path string) error {
 		return err
 	}
 	defer f.Close()
-	docs, err := documents(f)
-	if err != nil {
-		return err
-	}
-	if len(docs) == 0 {
-		return errors.New(path + ": no objects")
-	}
+	rd := k8syaml.NewYAMLReader(bufio.NewReader(f))
 	enc := json.NewEncoder(os.Stdout)
-	for i, d := range docs {
+	n := 0
+	for i := 0; ; i++ {
+		d, err := rd.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+		var doc map[string]any
+		if err := yaml.Unmarshal(d, &doc); err != nil {
+			return fmt.Errorf("%s: object %d: %v", path, i+1, err)
+		}
+		if len(doc) == 0 {
+			continue // an empty document (comments only)
+		}
+		n++
 		var head struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
@@ -184,6 +160,9 @@ func manifests(path string) error {
 				return err
 			}
 		}
+	}
+	if n == 0 {
+		return errors.New(path + ": no objects")
 	}
 	return nil
 }
