@@ -88,7 +88,8 @@ echo "ok   the image's job ran as $user: crawled the bundled feeds and stopped w
 # `topics create` with the topics step's environment, then the job, which must join the group,
 # commit epochs and stop with exit 0.
 KDIR="$TMP/kafka"
-KPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+KPORT=$(free_port)
 bash "$SRC/scripts/kafka.sh" start --fresh --dir "$KDIR" --port "$KPORT" >"$TMP/kafka.log" 2>&1 ||
   { tail -20 "$TMP/kafka.log"; fail "scripts/kafka.sh start"; }
 trap 'bash "$SRC/scripts/kafka.sh" stop --dir "$KDIR" >/dev/null 2>&1 || true; cleanup' EXIT
@@ -102,8 +103,8 @@ PY
 }
 mapfile -t topics_env < <(compose_env topics)
 mapfile -t job_env < <(compose_env newsflow-1)
-APORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-PPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+APORT=$(free_port)
+PPORT=$(free_port)
 over=(NEWSFLOW_KAFKA_BROKERS="$BOOT" NEWSFLOW_ADMIN_PORT="$APORT" NEWSFLOW_ADMIN_PROBE_PORT="$PPORT")
 set +e
 env -i "${envs[@]}" "${topics_env[@]}" NEWSFLOW_KAFKA_BROKERS="$BOOT" \
