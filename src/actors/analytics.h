@@ -143,6 +143,7 @@ typedef struct nf_analytics {
         nf_counter_t interest_duplicates, interest_unknown, state_errors, trend_repairs;
         nf_counter_t trend_legacy_dropped, index_loads, index_evictions, story_sizes_lost;
         nf_gauge_t held_messages, index_bytes, index_entries, trend_watermark_lag;
+        nf_histogram_t trend_freshness; /* the trending SLO's (docs/slo.md) */
         nf_gauge_t trend_open_panes, trend_bytes, merger_panes, merger_bytes;
         nf_kstate_gauges_t sig_mem, bucket_mem, parent_mem, story_mem; /* kstate_gauges.h */
     } m;

@@ -18,6 +18,9 @@ typedef struct nf_article_blob {
     nf_id128_t id;
     char article_id[33];
     int64_t ingested_ms;
+    /* The feed's publication date, 0 when it gave none usable. In this process only: not in the
+     * record below (an article through trending-panes has 0: not observed as published). */
+    int64_t published_ms;
     nf_topic_vec_t topics; /* classify's vector, by topic index (empty: unclassified) */
     unsigned nsig;         /* MinHash values at sig (0: no clustering) */
     uint32_t *sig;         /* inside this block, after json */

@@ -75,6 +75,7 @@ typedef struct src {
     nf_crawl_failure_log_t flog;
     char *last_error;                  /* malloc'ed; NULL once a fetch succeeds */
     int64_t last_error_ms, last_ok_ms; /* wall clock; 0 = none in this run */
+    int64_t since_ms; /* wall clock: when this shard took it (coverage, until it answers) */
 } src_t;
 
 typedef struct {
@@ -120,6 +121,7 @@ struct crawl {
     nf_classify_result_t cres;
     nf_minhash_scratch_t mhs;
     uint32_t health_n[NF_CRAWL_HEALTH_N]; /* sources by nf_crawl_health(), for the gauge */
+    nf_timer_t coverage;                  /* the crawl coverage SLO's gauges, every 5 s */
 };
 
 typedef struct deferred {
@@ -433,6 +435,7 @@ static nf_article_blob_t *article_blob(crawl_t *c, const nf_article_t *a, const 
     }
     memcpy(b->article_id, a->article_id, sizeof b->article_id);
     b->ingested_ms = now;
+    b->published_ms = 0;
     b->len = w->len;
     memcpy(b->json, w->buf, w->len + 1);
     return b;
@@ -509,6 +512,8 @@ static int parse_and_emit(crawl_t *c, src_t *s, nf_fetch_result_t *res, int64_t 
                 nf_date_format(a->published_ms != pub ? pub : upd, first, sizeof first);
         }
         nf_article_blob_t *b = article_blob(c, a, s, now);
+        if (b && !a->date_fallback && a->published_ms == pub)
+            b->published_ms = pub; /* a real date, kept as the feed gave it */
         if (!b) {
             nf_log(NF_LOG_ERROR, "parse", "cannot build article (out of memory)",
                    NF_LS("source_id", s->id), NF_LS("url", a->url), NF_LEND);
@@ -941,6 +946,7 @@ static src_t *src_new(crawl_t *c, nf_id128_t key, uint64_t host_key, const char 
     s->part = -1;
     s->host = s->fhost = (uint32_t)h;
     s->want = NF_SOURCE_ACTIVE;
+    s->since_ms = nf_wall_ms();
     nf_timer_init(&s->timer, on_due, s);
     s->pos = c->nsrcs;
     c->srcs[c->nsrcs++] = s;
@@ -1581,6 +1587,29 @@ static int crawl_parts(crawl_t *c, char *err, size_t errlen)
 
 static void crawl_fini(nf_shard_t *sh, void *self);
 
+/* Crawl coverage (docs/slo.md): of the sources not paused, those without an answer (2xx, 304)
+ * within twice their interval, counting from when this shard took them while none came: a source
+ * that never answered is uncovered, and so is one the policy declared dead. */
+static void on_coverage(nf_shard_t *sh, nf_timer_t *t, void *arg)
+{
+    crawl_t *c = arg;
+    (void)sh;
+    (void)t;
+    int64_t now = nf_wall_ms(), covered = 0, uncovered = 0;
+    for (size_t i = 0; i < c->nsrcs; i++) {
+        const src_t *s = c->srcs[i];
+        if (s->sched.status == NF_CRAWL_PAUSED)
+            continue;
+        int64_t from = s->last_ok_ms ? s->last_ok_ms : s->since_ms;
+        if (now - from > 2 * (int64_t)s->sched.interval_ms)
+            uncovered++;
+        else
+            covered++;
+    }
+    nf_gauge_set(c->in->m.coverage[0], covered);
+    nf_gauge_set(c->in->m.coverage[1], uncovered);
+}
+
 static int crawl_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     nf_ingest_t *in = ctx;
@@ -1602,6 +1631,8 @@ static int crawl_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t 
         crawl_fini(sh, c);
         return -1;
     }
+    nf_timer_init(&c->coverage, on_coverage, c);
+    nf_timer_arm(sh, &c->coverage, nf_now_ns() + 1000000000ull, 5000000000ull);
     *self = c;
     return 0;
 }
@@ -1638,6 +1669,7 @@ static void crawl_stop(nf_shard_t *sh, void *self)
 {
     crawl_t *c = self;
     c->stopping = true;
+    nf_timer_cancel(sh, &c->coverage);
     for (size_t i = 0; i < c->nsrcs; i++)
         nf_timer_cancel(sh, &c->srcs[i]->timer);
     /* In-flight fetches end now, each recorded as a cancelled attempt (a removed source's

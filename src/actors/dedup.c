@@ -9,6 +9,7 @@
 #include "actors/analytics.h"
 #include "actors/article_msg.h"
 #include "actors/ingest.h"
+#include "actors/ingest_latency.h"
 #include "actors/serve_state.h"
 #include "runtime/log.h"
 #include "state/changelog.h"
@@ -28,6 +29,7 @@ typedef struct {
      * epoch's batch at the cut; NULL without epochs or analytics. */
     nf_store_batch_t *serve;
     int64_t last_cut_ms; /* the search log's order (serve_state.h): never behind the last cut */
+    nf_ingest_latency_t *lat; /* new articles until their epoch commits (with epochs only) */
     nf_timer_t flush;
 } dedup_t;
 
@@ -141,6 +143,8 @@ static int copy_entry(void *arg, bool del, nf_state_kind_t kind, const void *key
 static void dedup_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
     dedup_t *d = self;
+    if (d->lat)
+        nf_ingest_latency_cut(d->lat, epoch);
     nf_kstate_snapshot(d->seen, b, epoch);
     if (d->topics)
         nf_kstate_snapshot(d->topics, b, epoch);
@@ -159,6 +163,8 @@ static void dedup_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint
 static void dedup_committed(nf_shard_t *sh, void *self, uint64_t epoch)
 {
     dedup_t *d = self;
+    if (d->lat)
+        nf_ingest_latency_committed(d->lat, epoch, nf_wall_ms());
     nf_kstate_committed(d->seen, epoch);
     if (d->topics)
         nf_kstate_committed(d->topics, epoch);
@@ -219,6 +225,8 @@ static const char *dedup_state(dedup_t *d)
         return "out of memory for the article topics state";
     if (d->in->epoch && d->in->store && !(d->serve = nf_store_batch_new()))
         return "out of memory for the served articles' batch";
+    if (d->in->epoch && !(d->lat = nf_ingest_latency_new(&d->in->m.latency, 1 << 16)))
+        return "out of memory for the ingest latency's articles";
     return NULL;
 }
 
@@ -273,6 +281,8 @@ static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
     }
     if (r == 1) {
         nf_counter_inc(d->in->m.dedup_new);
+        if (d->lat)
+            nf_ingest_latency_add(d->lat, b->ingested_ms, b->published_ms);
         if (nf_ingest_emit(d->in, nf_shard_index(sh), NF_TOPIC_ARTICLES, b->article_id, b->json,
                            b->len) != 0)
             nf_counter_inc(d->in->m.sink_errors);
@@ -332,6 +342,7 @@ static void dedup_fini(nf_shard_t *sh, void *self)
     nf_kstate_free(d->seen);
     nf_kstate_free(d->topics);
     nf_store_batch_free(d->serve);
+    nf_ingest_latency_free(d->lat);
     free(d);
 }
 

@@ -107,6 +107,7 @@ static void parse_metrics(nf_ingest_metrics_t *m)
                        "result=\"duplicate\"", 0, &m->dedup_duplicate);
     nf_metrics_counter("newsflow_sink_errors_total", "Failed sink writes (retried).", NULL, 0,
                        &m->sink_errors);
+    nf_ingest_latency_metrics(&m->latency);
     nf_metrics_counter("newsflow_crawl_articles_ring_full_total",
                        "Articles held back because the dedup shard's ring was full.", NULL, 0,
                        &m->ring_full_articles);
@@ -152,6 +153,15 @@ static void source_metrics(nf_ingest_metrics_t *m)
                          "429/503 with Retry-After: not crawled before that time).",
                          labels, 0, &m->sources_by_health[h]);
     }
+    static const char cov_help[] =
+        "Sources not paused, by whether they answered (2xx, 304) within twice their interval "
+        "(state=uncovered: not; counting from when this process took a source while it has "
+        "not answered, so a source that never answered is uncovered, and so is a dead one): "
+        "the crawl coverage SLO (docs/slo.md). Counted every 5 s.";
+    nf_metrics_gauge("newsflow_crawl_coverage_sources", cov_help, "state=\"covered\"", 0,
+                     &m->coverage[0]);
+    nf_metrics_gauge("newsflow_crawl_coverage_sources", cov_help, "state=\"uncovered\"", 0,
+                     &m->coverage[1]);
     nf_metrics_counter("newsflow_crawl_failure_logs_suppressed_total",
                        "Source failures not logged at warn: the source had been logged "
                        "failing within the repeat period (10 min).",

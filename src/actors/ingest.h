@@ -76,6 +76,7 @@
 #define NF_INGEST_H
 
 #include "actors/crawl_policy.h"
+#include "actors/ingest_latency.h"
 #include "actors/sources.h"
 #include "feed/feed.h"
 #include "io/addrguard.h"
@@ -127,6 +128,8 @@ typedef struct nf_ingest_metrics {
      * failure log lines the per-source rate limit held back. */
     nf_gauge_t sources_by_health[NF_CRAWL_HEALTH_N];
     nf_counter_t failure_logs_suppressed;
+    nf_ingest_latency_metrics_t latency; /* the ingest SLO's (ingest_latency.h) */
+    nf_gauge_t coverage[2];              /* crawl coverage: covered, uncovered (crawl.c) */
 } nf_ingest_metrics_t;
 
 typedef struct nf_ingest {

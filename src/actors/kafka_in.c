@@ -967,6 +967,11 @@ static void on_tick(nf_shard_t *sh, nf_timer_t *t, void *arg)
      * watermark it reported (one old event on an otherwise idle partition kept the gauge at a
      * week, and NewsflowTrendingStale firing, while trending was current). */
     nf_gauge_set(k->r->an->m.trend_watermark_lag, lag_wm != INT64_MAX ? (now - lag_wm) / 1000 : 0);
+    /* The trending SLO's sample: every tick of a shard that counts read-events partitions. */
+    if (np)
+        nf_histogram_observe(k->r->an->m.trend_freshness, lag_wm != INT64_MAX && now > lag_wm
+                                                              ? (double)(now - lag_wm) / 1000
+                                                              : 0);
 }
 
 /* Loads a partition's counter from its blob, if it has one. 0, or -errno (the job stops). */

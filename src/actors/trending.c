@@ -577,6 +577,13 @@ void nf_trending_metrics(nf_analytics_t *an)
         "Wall clock minus the lowest trending watermark of each shard's active partitions, "
         "seconds, summed over shards.",
         NULL, 0, &an->m.trend_watermark_lag);
+    static const double fresh_bounds[] = {1, 2.5, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600};
+    nf_metrics_histogram(
+        "newsflow_trending_freshness_seconds",
+        "How far behind the wall clock trending's event time is (the lowest watermark of a "
+        "shard's active read-events partitions; 0 when all are idle), sampled every 250 ms on "
+        "each shard that counts partitions: the trending freshness SLO (docs/slo.md).",
+        NULL, fresh_bounds, sizeof fresh_bounds / sizeof fresh_bounds[0], &an->m.trend_freshness);
     nf_metrics_gauge("newsflow_trending_open_panes",
                      "Panes the shards' trending counters hold (not final yet): grows with the "
                      "event-time skew between partitions.",

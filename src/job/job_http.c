@@ -5,6 +5,7 @@
 
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
+#include "serve/routes.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -230,12 +231,14 @@ static nf_admin_t *listener(nf_job_t *j, unsigned port, const nf_admin_hooks_t *
  * of their own, so that admin.port can face readers. */
 static int start_operator(nf_job_t *j)
 {
+    nf_route_metrics_init();
     j->api_op = (nf_api_t){.listener = NF_API_OPERATORS, .op = j->op};
     nf_admin_hooks_t hooks = {.health = health,
                               .ready = ready,
                               .arg = j,
                               .api = nf_api_get,
                               .api_arg = &j->api_op,
+                              .observe = nf_api_observe,
                               .max_connections = 32,
                               .request_timeout_ms = j->cfg.admin.request_timeout_ms,
                               .listener = "operator"};
@@ -275,6 +278,7 @@ static int start_httpd(nf_job_t *j, const nf_admin_hooks_t *hooks);
 /* admin.port: the page, the readers' routes and, without admin.operator_port, the operators'. */
 static int start_admin(nf_job_t *j)
 {
+    nf_route_metrics_init();
     const nf_config_t *cfg = &j->cfg;
     j->api = (nf_api_t){.listener = cfg->admin.operator_port ? NF_API_READERS : NF_API_ALL,
                         .guard = j->guard,
@@ -289,6 +293,7 @@ static int start_admin(nf_job_t *j)
                               .max_body = cfg->edge.max_body_bytes,
                               .drain_ms = cfg->edge.delivery_timeout_ms + 2000,
                               .api_arg = &j->api,
+                              .observe = nf_api_observe,
                               .page = nf_serve_page,
                               .page_len = nf_serve_page_len,
                               .readers_only = cfg->admin.operator_port != 0,

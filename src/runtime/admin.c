@@ -123,10 +123,15 @@ static enum MHD_Result mhd_respond(const nf_admin_t *a, struct MHD_Connection *c
     nf_admin_req_t *req = calloc(1, sizeof *req);
     if (!req)
         return mhd_static(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+    uint64_t t0 = nf_now_ns();
     req->conn = conn;
+    req->route = -1;
     nf_admin_resp_t r;
     nf_admin_respond(&a->hooks, req, method, url, post, post_len, &r);
+    int status = r.status;
     enum MHD_Result res = mhd_send(conn, req, &r);
+    if (a->hooks.observe)
+        a->hooks.observe(a->hooks.api_arg, req->route, url, status, nf_now_ns() - t0);
     free(req);
     return res;
 }

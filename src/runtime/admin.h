@@ -33,6 +33,8 @@ void nf_admin_req_header(nf_admin_req_t *r, const char *name, const char *value)
 const char *nf_admin_req_header_in(const nf_admin_req_t *r, const char *name);
 /* The client's address as text ("127.0.0.1", "::1"; "" if unknown), into buf. */
 const char *nf_admin_req_peer(const nf_admin_req_t *r, char *buf, size_t len);
+/* Names the route (the hooks' own id, >= 0) the request was matched to, for the observe hook. */
+void nf_admin_req_set_route(nf_admin_req_t *r, int route);
 
 typedef struct nf_admin_hooks {
     /* 0 if healthy; else non-zero with a one-line reason written to why. */
@@ -77,6 +79,12 @@ typedef struct nf_admin_hooks {
      * own loop (its hook neither blocks nor waits on the shards); the others go to its workers.
      * url: the decoded path. NULL: none may. */
     bool (*on_loop)(void *api_arg, const char *method, const char *url);
+    /* Optional: every answer the server sends, once it is queued (any server thread): the route
+     * the api or post hook named (nf_admin_req_set_route; -1: none, a path the server answers
+     * itself or a request refused before the hooks), the decoded path (NULL: the request could
+     * not be parsed), the status, and the nanoseconds from the whole request to its answer
+     * queued (on the shards' server, the time waiting for a worker included). Must be quick. */
+    void (*observe)(void *api_arg, int route, const char *url, int status, uint64_t ns);
 } nf_admin_hooks_t;
 
 /* An answer, whichever server sends it (libmicrohttpd here, or the shards' server). */

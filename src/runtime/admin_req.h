@@ -13,6 +13,7 @@ struct MHD_Connection;
 struct nf_admin_req {
     struct MHD_Connection *conn; /* libmicrohttpd's request, or NULL */
     const nf_http_msg_t *msg;    /* else the shards' server's */
+    int route;                   /* named by the hooks (nf_admin_req_set_route), else -1 */
     unsigned nheaders;           /* added by the hooks (nf_admin_req_header) */
     char headers[NF_ADMIN_REQ_HEADERS][2][512];
 };

@@ -204,6 +204,11 @@ void nf_admin_req_header(nf_admin_req_t *r, const char *name, const char *value)
     r->nheaders++;
 }
 
+void nf_admin_req_set_route(nf_admin_req_t *r, int route)
+{
+    r->route = route;
+}
+
 const char *nf_admin_req_header_in(const nf_admin_req_t *r, const char *name)
 {
     if (r->msg)

@@ -208,6 +208,18 @@ static bool conn_flush(conn_t *c)
     return true;
 }
 
+/* The observe hook, for the request c is answering (if any: c->req_ns). */
+static void observe(conn_t *c, const nf_admin_req_t *req, int status)
+{
+    const nf_admin_hooks_t *hk = &c->s->h->o.hooks;
+    if (!c->req_ns)
+        return;
+    if (hk->observe)
+        hk->observe(hk->api_arg, req ? req->route : -1, req ? c->hp.msg.path : NULL, status,
+                    nf_now_ns() - c->req_ns);
+    c->req_ns = 0;
+}
+
 /* An answer: status line, headers, body (none for HEAD). Frees an owned body. */
 static void send_resp(conn_t *c, const nf_admin_req_t *req, nf_admin_resp_t *r, bool keep)
 {
@@ -233,6 +245,7 @@ static void send_resp(conn_t *c, const nf_admin_req_t *req, nf_admin_resp_t *r, 
         n += (size_t)snprintf(hdr + n, sizeof hdr - n, "\r\n");
     if (n >= sizeof hdr || !out_add(c, hdr, n) || (!c->head && !out_add(c, r->body, r->len)))
         c->close_after = true; /* out of memory: this connection ends here */
+    observe(c, req, r->status);
     if (r->owned)
         free(r->body);
     c->since = nf_shard_now(c->s->sh);
@@ -253,6 +266,7 @@ static void req_init(nf_admin_req_t *r, const nf_http_msg_t *m)
 {
     r->conn = NULL;
     r->msg = m;
+    r->route = -1;
     r->nheaders = 0;
 }
 
@@ -292,6 +306,7 @@ static void answer(conn_t *c)
     nf_httpd_t *h = s->h;
     nf_http_msg_t *m = &c->hp.msg;
     s->answered++;
+    c->req_ns = nf_now_ns();
     c->head = strcmp(m->method, "HEAD") == 0;
     nf_counter_inc(h->req[nf_admin_path_of(m->path)]);
     if (m->path_nul) {
@@ -309,7 +324,7 @@ static void answer(conn_t *c)
         offload(c);
         return;
     }
-    uint64_t t0 = nf_now_ns();
+    uint64_t t0 = c->req_ns;
     nf_admin_req_t req;
     req_init(&req, m);
     nf_admin_resp_t r;
@@ -327,6 +342,7 @@ static void refuse(conn_t *c)
               : st == 431 ? REFUSED_HEAD_TOO_LARGE
                           : REFUSED_BAD_REQUEST;
     nf_counter_inc(c->s->h->refused[why]);
+    c->req_ns = nf_now_ns();
     char body[160];
     snprintf(body, sizeof body, "%s: %s\n", reason_phrase(st), c->hp.why ? c->hp.why : "");
     c->head = false;

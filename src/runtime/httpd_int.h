@@ -43,8 +43,9 @@ struct conn {
     char *out; /* answers not yet written */
     size_t out_len, out_off, out_cap;
     uint64_t since; /* the connect, or the last answer: a whole request is due within the timeout */
-    bool pending;   /* its request is at a worker */
-    bool closed;    /* closed while pending: freed when the answer comes back */
+    uint64_t req_ns; /* nf_now_ns when its request was whole (0: none being answered) */
+    bool pending;    /* its request is at a worker */
+    bool closed;     /* closed while pending: freed when the answer comes back */
     bool close_after, deferred, head;
     bool eof; /* the client has sent all it will (a half-close): answer what came, then close */
 };

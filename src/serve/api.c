@@ -94,6 +94,12 @@ bool nf_api_on_loop(void *arg, const char *method, const char *url)
     return !r || (r->by == NF_SERVED_BY_QUERY && r->id != NF_ROUTE_SEARCH);
 }
 
+void nf_api_observe(void *arg, int route, const char *url, int status, uint64_t ns)
+{
+    (void)arg;
+    nf_route_observe(route, url, status, (double)ns / 1e9);
+}
+
 int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
 {
     nf_api_t *a = arg;
@@ -102,6 +108,7 @@ int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, s
     const nf_route_t *r = nf_route_match("GET", route, &p, &pl, &allow);
     if (!r)
         return no_route(allow, req, body, len);
+    nf_admin_req_set_route(req, (int)r->id);
     int st = wrong_listener(a, r, body, len);
     if (st)
         return st;
@@ -126,6 +133,7 @@ int nf_api_post(void *arg, const char *route, nf_admin_req_t *req, const char *b
     const nf_route_t *r = nf_route_match("POST", route, &p, &pl, &allow);
     if (!r)
         return no_route(allow, req, out, outlen);
+    nf_admin_req_set_route(req, (int)r->id);
     int st = wrong_listener(a, r, out, outlen);
     if (st)
         return st;

@@ -46,6 +46,10 @@ int nf_api_error(int status, const char *what, char **body, size_t *len);
  * the demo token) by a worker. */
 bool nf_api_on_loop(void *arg, const char *method, const char *url);
 
+/* The servers' observe hook (runtime/admin.h): each answer into the routes' service-level
+ * series (routes.h). arg: an nf_api_t. */
+void nf_api_observe(void *arg, int route, const char *url, int status, uint64_t ns);
+
 /* GET /v1/ROUTE (the admin server's api hook; arg: an nf_api_t). */
 int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len);
 /* POST /v1/ROUTE (the admin server's post hook; arg: an nf_api_t). */

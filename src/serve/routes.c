@@ -1,6 +1,9 @@
 /* routes.c — the table of every HTTP route (routes.h). */
 #include "serve/routes.h"
 
+#include "runtime/metrics.h"
+
+#include <pthread.h>
 #include <string.h>
 
 #define R(id, m, p, g, by, s) [id] = {id, m, p, g, by, s}
@@ -139,4 +142,76 @@ void nf_route_markdown(FILE *f)
         fprintf(f, "| %s | `%s` | %s | %s | %s |\n", r->method, r->path,
                 nf_route_guard_name(r->guard), served_by_name(r->by), r->summary);
     }
+}
+
+/* ---- the service-level series ---- */
+
+const double nf_route_latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                          0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+const unsigned nf_route_latency_nbounds =
+    sizeof nf_route_latency_bounds / sizeof nf_route_latency_bounds[0];
+
+enum { OTHER = NF_ROUTE__COUNT, NCODES = 4 }; /* 2xx, 3xx, 4xx, 5xx */
+static nf_histogram_t g_latency[NF_ROUTE__COUNT + 1];
+static nf_counter_t g_responses[NF_ROUTE__COUNT + 1][NCODES];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void register_route(int i)
+{
+    const char *name = i == OTHER ? "other" : nf_routes[i].path;
+    char labels[160];
+    snprintf(labels, sizeof labels, "route=\"%s\"", name);
+    nf_metrics_histogram("newsflow_http_request_duration_seconds",
+                         "Time from a whole request to its answer queued, by route (the table's "
+                         "path; other: no route, or not parsed): the latency SLOs (docs/slo.md).",
+                         labels, nf_route_latency_bounds, nf_route_latency_nbounds, &g_latency[i]);
+    for (int c = 0; c < NCODES; c++) {
+        char l[192];
+        snprintf(l, sizeof l, "%s,code=\"%dxx\"", labels, c + 2);
+        nf_metrics_counter("newsflow_http_responses_total",
+                           "Answers sent, by route and status class: 5xx over all is the "
+                           "availability SLOs' error ratio (docs/slo.md).",
+                           l, 0, &g_responses[i][c]);
+    }
+}
+
+static void register_all(void)
+{
+    for (int i = 0; i <= OTHER; i++)
+        register_route(i);
+}
+
+void nf_route_metrics_init(void)
+{
+    pthread_once(&g_once, register_all);
+}
+
+/* A path the server answers itself, or a /v1/ one refused before the hooks (503: busy). */
+static int route_of(const char *url)
+{
+    if (!url)
+        return OTHER;
+    if (strcmp(url, "/metrics") == 0)
+        return NF_ROUTE_METRICS;
+    if (strcmp(url, "/healthz") == 0)
+        return NF_ROUTE_HEALTHZ;
+    if (strcmp(url, "/readyz") == 0)
+        return NF_ROUTE_READYZ;
+    if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0)
+        return NF_ROUTE_PAGE;
+    const char *p;
+    size_t pl;
+    const nf_route_t *r = NULL;
+    if (strncmp(url, "/v1/", 4) == 0 && !(r = nf_route_match("GET", url + 4, &p, &pl, NULL)))
+        r = nf_route_match("POST", url + 4, &p, &pl, NULL);
+    return r ? (int)r->id : OTHER;
+}
+
+void nf_route_observe(int route, const char *url, int status, double seconds)
+{
+    int i = route >= 0 && route < NF_ROUTE__COUNT ? route : route_of(url);
+    nf_histogram_observe(g_latency[i], seconds);
+    int c = status / 100 - 2;
+    if (c >= 0 && c < NCODES)
+        nf_counter_inc(g_responses[i][c]);
 }

@@ -78,6 +78,18 @@ void nf_route_list_json(nf_jw_t *w, const char *what);
 /* The table as a Markdown document (docs/routes.md is this output). */
 void nf_route_markdown(FILE *f);
 
+/* The routes' service-level series (docs/slo.md): newsflow_http_request_duration_seconds{route}
+ * and newsflow_http_responses_total{route,code} (code "2xx".."5xx"), route the table's path or
+ * "other" (a path no route has, a request that could not be parsed). Registers them once, before
+ * the servers start; nf_route_observe is the servers' observe hook's body (any thread): the
+ * route's id, or -1 to find it from url (NULL: "other"). */
+void nf_route_metrics_init(void);
+void nf_route_observe(int route, const char *url, int status, double seconds);
+/* The bounds of the latency histogram, in seconds (0.5 and 1, the feed's and search's
+ * objectives, among them). */
+extern const double nf_route_latency_bounds[];
+extern const unsigned nf_route_latency_nbounds;
+
 /* "public", "reader", "events", "operator". */
 const char *nf_route_guard_name(nf_guard_class_t c);
 

@@ -138,6 +138,7 @@ struct nf_search {
     nf_counter_t m_rebuild_missing, m_rebuild_corrupt, m_rebuild_behind, m_rebuild_version,
         m_rebuild_unlogged;
     nf_gauge_t m_articles, m_disk, m_behind;
+    nf_histogram_t m_freshness;
     nf_histogram_t m_latency;
 };
 
@@ -925,6 +926,15 @@ static int check_cursor(nf_search_t *s, nf_store_view_t *v, int64_t now)
     return clear(s);
 }
 
+/* The search freshness SLO's samples: n articles searchable now, their epoch committed at
+ * committed_ms (the view's publication). */
+static void observe_freshness(nf_search_t *s, uint64_t n, int64_t committed_ms)
+{
+    int64_t lag = nf_wall_ms() - committed_ms;
+    for (uint64_t i = 0; i < n; i++)
+        nf_histogram_observe(s->m_freshness, lag > 0 ? (double)lag / 1000 : 0);
+}
+
 static int follow(nf_search_t *s, nf_store_view_t *v)
 {
     pass_t p = {.s = s, .v = v, .now = nf_wall_ms()};
@@ -968,6 +978,7 @@ static int follow(nf_search_t *s, nf_store_view_t *v)
         s->epoch = epoch;
         s->committed_ms = committed_ms;
         pthread_mutex_unlock(&s->mu);
+        observe_freshness(s, r == 0 ? p.added : 0, committed_ms);
     }
     if (rc == SQLITE_OK && p.now - s->last_expire >= EXPIRE_EVERY) {
         s->last_expire = p.now;
@@ -1783,6 +1794,14 @@ static void register_metrics(nf_search_t *s)
                      "How far the search index is behind the latest committed view (by the "
                      "views' publication times).",
                      NULL, 0, &s->m_behind);
+    static const double fresh_bounds[] = {0.1, 0.25, 0.5, 1,   2.5, 5,   10,
+                                          30,  60,   120, 300, 900, 3600};
+    nf_metrics_histogram("newsflow_search_freshness_seconds",
+                         "Time from the commit of an article's epoch to the article searchable "
+                         "(the index's transaction that took it), one sample per article: the "
+                         "search freshness SLO (docs/slo.md).",
+                         NULL, fresh_bounds, sizeof fresh_bounds / sizeof fresh_bounds[0],
+                         &s->m_freshness);
     nf_metrics_gauge_fn("newsflow_search_memory_bytes",
                         "Memory SQLite holds (the search index's page caches and statements).",
                         NULL, memory_bytes, NULL);

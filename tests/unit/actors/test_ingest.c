@@ -11,8 +11,11 @@
 #include "nf_test.h"
 #include "testhttpd.h"
 
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 typedef struct {
@@ -318,6 +321,64 @@ static void test_sources_report_bounded(void)
     unlink(path);
 }
 
+/* Crawl coverage (docs/slo.md): a source that never answered (nothing listens on its port) and
+ * one whose host never sends a byte are uncovered once twice their interval has passed, while
+ * the one that answers stays covered. Waits on the gauges, not on a clock. */
+static void test_coverage(void)
+{
+    char dir[] = "/tmp/nf-coverage-XXXXXX";
+    NF_REQUIRE(mkdtemp(dir));
+    nf_testhttpd_t *srv = nf_testhttpd_start(dir, 0);
+    NF_REQUIRE(srv);
+    int fd = socket(AF_INET, SOCK_STREAM, 0); /* a port nobody listens on: bound, never listened */
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    NF_REQUIRE(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+               getsockname(fd, (struct sockaddr *)&sa, &sl) == 0);
+    char url[256], err[512];
+    nf_source_list_t sources;
+    nf_sources_init(&sources);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/feed/1.xml", nf_testhttpd_port(srv));
+    NF_REQUIRE(nf_sources_add(&sources, url, "test", err, sizeof err) == 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/feed.xml", ntohs(sa.sin_port));
+    NF_REQUIRE(nf_sources_add(&sources, url, "test", err, sizeof err) == 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/stall", nf_testhttpd_port(srv));
+    NF_REQUIRE(nf_sources_add(&sources, url, "test", err, sizeof err) == 0);
+
+    nf_runtime_opts_t ro;
+    nf_runtime_opts_default(&ro);
+    ro.shards = 1;
+    nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
+    NF_REQUIRE(rt);
+    nf_ingest_t in = {0};
+    nf_ingest_opts_default(&in.o);
+    nf_addrguard_allow(&in.o.guard, "127.0.0.0/8");
+    in.o.policy.host_max_concurrent = 64;
+    in.o.policy.host_spacing_ms = 0;
+    in.o.policy.breaker_failures = 0;
+    in.o.policy.interval_floor_ms = 200; /* 2 x interval: uncovered after 400 ms */
+    in.o.policy.interval_default_ms = 200;
+    in.o.fetch.low_speed_bytes = 1;
+    in.o.fetch.low_speed_time_s = 1;
+    in.sources = &sources;
+    in.sink = nf_sink_open("none", ro.shards, err, sizeof err);
+    NF_REQUIRE(in.sink);
+    NF_REQUIRE(nf_ingest_register(rt, &in) == 0);
+    NF_REQUIRE(nf_runtime_start(rt) == 0);
+    uint64_t deadline = nf_now_ns() + 60000000000ull;
+    while ((nf_gauge_value(in.m.coverage[0]) != 1 || nf_gauge_value(in.m.coverage[1]) != 2) &&
+           nf_now_ns() < deadline)
+        usleep(20000);
+    NF_CHECK_EQ(nf_gauge_value(in.m.coverage[0]), 1);
+    NF_CHECK_EQ(nf_gauge_value(in.m.coverage[1]), 2);
+    nf_runtime_request_stop(rt);
+    NF_CHECK_EQ(nf_runtime_wait(rt), 0);
+    nf_runtime_destroy(rt);
+    nf_sink_close(in.sink);
+    nf_testhttpd_stop(srv);
+    close(fd);
+}
+
 int main(void)
 {
     nf_fetch_global_init();
@@ -327,6 +388,7 @@ int main(void)
     NF_RUN(test_sources_load_reports_all);
     NF_RUN(test_sources_report_bounded);
     NF_RUN(test_ingest_end_to_end);
+    NF_RUN(test_coverage);
     nf_metrics_shutdown();
     return nf_test_report();
 }
