@@ -123,7 +123,7 @@ up() {
   done
   # Prometheus: the compose file's configuration, its targets moved to loopback.
   mkdir -p "$DIR/prometheus"
-  cp "$ROOT/deploy/prometheus/alerts.yml" "$DIR/prometheus/alerts.yml"
+  cp "$ROOT/deploy/prometheus/alerts.yml" "$ROOT/deploy/prometheus/slo.yml" "$DIR/prometheus/"
   python3 - "$ROOT/deploy/compose/prometheus.yml" "$DIR/prometheus/prometheus.yml" "$BASE" "$PROCS" <<'PY'
 import sys, yaml
 src, dst, base, procs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""dashboards.py — writes newsflow's five Grafana dashboards (deploy/grafana/newsflow-*.json)
+"""dashboards.py — writes newsflow's six Grafana dashboards (deploy/grafana/newsflow-*.json)
 from the panel lists below, so that their queries live in one readable place.
 
 Usage: python3 deploy/grafana/dashboards.py [OUT_DIR]      (default: this directory)
@@ -160,6 +160,30 @@ DASHBOARDS = {
               ('newsflow:classify_seconds:p99_5m%s' % I, "classify {{instance}}")]),
         ]),
 }
+
+
+def slo_dashboard():
+    """Budget left and burn rates per SLO, from deploy/prometheus/slo.py's table."""
+    sys.dont_write_bytecode = True  # nothing written into the source tree
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "prometheus"))
+    import slo  # noqa: E402
+    left = [('1 - newsflow:slo_errors:ratio_rate3d%s / %g'
+             % (sel('slo="%s"' % name), round(1 - obj, 6)), "%s {{instance}}" % name)
+            for name, obj, _, _, _ in slo.SLOS]
+    panels = [("Error budget left at the 3-day error rate (1 = untouched, < 0 = overspent)",
+               "percentunit", left)]
+    for name, obj, _, _, what in slo.SLOS:
+        b = round(1 - obj, 6)
+        panels.append(("%s: burn rate (page over 14.4 in 1h and 5m; %s)" % (name, what), "short",
+                       [('newsflow:slo_errors:ratio_rate%s%s / %g' % (w, sel('slo="%s"' % name), b),
+                         "%s {{instance}}" % w) for w in ("5m", "1h", "6h", "3d")]))
+    return ("newsflow / Service levels",
+            "Each SLO's error budget and how fast it burns (docs/slo.md; the alerts: "
+            "deploy/prometheus/slo.yml)", panels)
+
+
+DASHBOARDS["newsflow-slo"] = slo_dashboard()
 
 
 def dashboard(uid, title, description, panels):

@@ -27,3 +27,21 @@ bool nf_failpoint(const char *name)
     }
     return false;
 }
+
+long nf_failpoint_value(const char *name)
+{
+    pthread_once(&once, load);
+    size_t n = strlen(name);
+    for (const char *p = listed; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len > n + 1 && n > 0 && memcmp(p, name, n) == 0 && p[n] == '=') {
+            long v = 0;
+            size_t i = n + 1;
+            for (; i < len && p[i] >= '0' && p[i] <= '9' && v < (1L << 31); i++)
+                v = v * 10 + (p[i] - '0');
+            return i == len && v < (1L << 31) ? v : -1;
+        }
+        p += len + (p[len] == ',');
+    }
+    return -1;
+}

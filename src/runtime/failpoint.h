@@ -7,6 +7,9 @@
  *
  *   actor-init:NAME   the runtime treats actor NAME's init as failed on every shard
  *                     ("failpoint actor-init:NAME"), before calling it (runtime.c).
+ *   slow-route:feed=MS  the feed route answers MS milliseconds late, sleeping where it runs
+ *                     (a shard's loop: the shard waits too), to drill the feed latency SLO's
+ *                     alerts (serve/query.c).
  *
  * Unset or empty: every call is false, after the one-time read. Not configuration: the
  * configuration loader lets the variable through (config.c). */
@@ -19,5 +22,8 @@
 
 /* Any thread: is name listed in NEWSFLOW_FAILPOINTS (an exact, whole entry)? */
 bool nf_failpoint(const char *name);
+/* Any thread: the number of an entry "name=N" (N a decimal in [0, 2^31)), or -1 when none is
+ * listed (or N is not such a number). */
+long nf_failpoint_value(const char *name);
 
 #endif

@@ -12,6 +12,7 @@
 #include "feed/dates.h"
 #include "feed/text.h"
 #include "io/events.h"
+#include "runtime/failpoint.h"
 #include "runtime/jsonw.h"
 #include "runtime/metrics.h"
 #include "serve/rank.h"
@@ -2050,6 +2051,18 @@ static int route_elsewhere(nf_query_t *q, nf_route_id_t which, const char *route
     return redirect(q, req, route, NF_INPUT_TRENDING_PANES, 0, body, len);
 }
 
+/* The drill NEWSFLOW_FAILPOINTS=slow-route:feed=MS (runtime/failpoint.h): a feed answered MS
+ * late, to see the feed latency SLO's histogram and alerts move (docs/runbooks.md). */
+static void drill_slow_feed(void)
+{
+    long ms = nf_failpoint_value("slow-route:feed");
+    if (ms > 0) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+}
+
 int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char **body, size_t *len)
 {
     const char *p = NULL;
@@ -2102,6 +2115,7 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
         status = route_interest(q, v, param, body, len);
         break;
     case NF_ROUTE_FEED:
+        drill_slow_feed();
         status = route_feed(q, v, param, req, body, len);
         break;
     case NF_ROUTE_TRENDING:

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """ops_check.py — the static checks of the operator's pack, for test_alert_rules.sh.
 
-  ops_check.py rules SRC        every alert of deploy/prometheus/alerts.yml has a unit test in
-                                alerts_test.yml and a runbook anchor that docs/runbooks.md has,
+  ops_check.py rules SRC        every alert of deploy/prometheus/alerts.yml and slo.yml has a
+                                unit test in alerts_test.yml or slo_test.yml and a runbook
+                                anchor that docs/runbooks.md has,
                                 and every metric a rule reads is one src/ registers
   ops_check.py dashboards SRC   every metric or recording rule a panel of
                                 deploy/grafana/newsflow-*.json names exists"""
@@ -21,9 +22,17 @@ def exported(src):
     return set(metrics_doc.from_source(src))
 
 
+RULES = ("alerts.yml", "slo.yml")
+TESTS = ("alerts_test.yml", "slo_test.yml")
+
+
+def read_all(src, names):
+    return "".join(open(os.path.join(src, "deploy/prometheus", n)).read() for n in names)
+
+
 def check_rules(src):
-    text = open(os.path.join(src, "deploy/prometheus/alerts.yml")).read()
-    tests = open(os.path.join(src, "deploy/prometheus/alerts_test.yml")).read()
+    text = read_all(src, RULES)
+    tests = read_all(src, TESTS)
     alerts = re.findall(r"^\s+- alert: (\w+)", text, re.M)
     records = set(re.findall(r"^\s+- record: ([\w:]+)", text, re.M))
     tested = set(re.findall(r"alertname: (\w+)", tests))
@@ -33,7 +42,7 @@ def check_rules(src):
     anchors = set()
     for h in re.findall(r"^## (.+)$", open(os.path.join(src, "docs/runbooks.md")).read(), re.M):
         anchors.add(re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-"))
-    links = re.findall(r"runbook: docs/runbooks.md#([\w-]+)", text)
+    links = re.findall(r"runbook: \"?docs/runbooks.md#([\w-]+)", text)
     assert len(links) == len(alerts), "every alert names a runbook (%d of %d)" % (
         len(links), len(alerts))
     bad = sorted(set(link for link in links if link not in anchors))
@@ -50,7 +59,7 @@ def check_rules(src):
 
 def check_dashboards(src):
     have = exported(src)
-    rules = open(os.path.join(src, "deploy/prometheus/alerts.yml")).read()
+    rules = read_all(src, RULES)
     records = set(re.findall(r"^\s+- record: ([\w:]+)", rules, re.M))
     n = 0
     for path in sorted(glob.glob(os.path.join(src, "deploy/grafana/newsflow-*.json"))):

@@ -9,9 +9,18 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 command -v promtool >/dev/null || fail "promtool not found (Debian: apt-get install prometheus)"
 D="$SRC/deploy/prometheus"
-promtool check rules "$D/alerts.yml" >"$TMP/check" 2>&1 || { cat "$TMP/check"; fail "promtool check rules"; }
+promtool check rules "$D/alerts.yml" "$D/slo.yml" >"$TMP/check" 2>&1 || { cat "$TMP/check"; fail "promtool check rules"; }
 (cd "$D" && promtool test rules alerts_test.yml) >"$TMP/test" 2>&1 || { cat "$TMP/test"; fail "promtool test rules"; }
 pass "promtool check rules and test rules"
+
+# The SLOs (issue 44): slo.yml and slo_test.yml are what slo.py writes from its table, and every
+# SLO's fast burn pages, slow burn tickets (and does not page), and blip does neither.
+python3 "$D/slo.py" "$TMP" >/dev/null
+for f in slo.yml slo_test.yml; do
+  cmp -s "$D/$f" "$TMP/$f" || fail "deploy/prometheus/$f differs from what slo.py writes"
+done
+(cd "$D" && promtool test rules slo_test.yml) >"$TMP/slo" 2>&1 || { tail -40 "$TMP/slo"; fail "promtool test rules slo_test.yml"; }
+pass "SLO burn-rate alerts: a fast burn pages, a slow burn tickets, a blip does neither (8 SLOs)"
 python3 "$SRC/tests/integration/ops_check.py" rules "$SRC" || fail "rules vs runbooks and metrics"
 pass "every alert is tested, names a runbook, and reads metrics the job exports"
 python3 "$SRC/scripts/metrics_doc.py" "$SRC" --check "$SRC/docs/metrics.md" || fail "docs/metrics.md"
@@ -23,6 +32,6 @@ python3 "$SRC/deploy/grafana/dashboards.py" "$TMP" >/dev/null
 for f in "$SRC"/deploy/grafana/newsflow-*.json; do
   cmp -s "$f" "$TMP/$(basename "$f")" || fail "$(basename "$f") differs from what dashboards.py writes"
 done
-[ "$(ls "$SRC"/deploy/grafana/newsflow-*.json | wc -l)" = 5 ] || fail "five dashboards expected"
+[ "$(ls "$SRC"/deploy/grafana/newsflow-*.json | wc -l)" = 6 ] || fail "six dashboards expected"
 python3 "$SRC/tests/integration/ops_check.py" dashboards "$SRC" || fail "dashboard queries"
-pass "five Grafana dashboards, generated, naming only metrics and rules that exist"
+pass "six Grafana dashboards, generated, naming only metrics and rules that exist"

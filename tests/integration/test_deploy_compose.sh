@@ -7,13 +7,13 @@
 # voter a broker, each advertising its own name) that can hold exactly-once's replicated logs;
 # the seccomp profile the processes name exists; Prometheus's configuration (promtool, with
 # the rules mounted as the file mounts them) scrapes exactly the processes' probe listeners and
-# the sink; Grafana's provisioning loads the five dashboards from where they are mounted.
+# the sink; Grafana's provisioning loads the six dashboards from where they are mounted.
 # $1 = newsflow binary, $2 = source dir.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 D="$SRC/deploy"
 mkdir -p "$TMP/prom"
 cp "$D/compose/prometheus.yml" "$TMP/prom/prometheus.yml"
-cp "$D/prometheus/alerts.yml" "$TMP/prom/alerts.yml"
+cp "$D/prometheus/alerts.yml" "$D/prometheus/slo.yml" "$TMP/prom/"
 promtool check config "$TMP/prom/prometheus.yml" >"$TMP/promtool" 2>&1 ||
   { cat "$TMP/promtool" >&2; fail "promtool check config (deploy/compose/prometheus.yml)"; }
 python3 - "$D" "$NF" "$SRC" "$TMP" <<'PY' || fail "deploy/docker-compose.yml"
@@ -81,14 +81,15 @@ assert targets["newsflow-sink"] == {"pgsink:%s" % svc["pgsink"]["environment"]["
 mounts = dict(v.split(":")[:2] for v in svc["prometheus"]["volumes"])
 assert mounts["./compose/prometheus.yml"] == "/etc/prometheus/prometheus.yml", mounts
 assert mounts["./prometheus/alerts.yml"] == "/etc/prometheus/alerts.yml", mounts
+assert mounts["./prometheus/slo.yml"] == "/etc/prometheus/slo.yml", mounts
 
-# Grafana: the data source and the five dashboards, where they are mounted.
+# Grafana: the data source and the six dashboards, where they are mounted.
 gm = dict(v.split(":")[:2] for v in svc["grafana"]["volumes"])
 prov = yaml.safe_load(open(os.path.join(d, "grafana", "provisioning", "dashboards", "newsflow.yml")))
 [p] = prov["providers"]
 assert gm["./grafana"] == p["options"]["path"], (gm, p)
 dash = sorted(glob.glob(os.path.join(d, "grafana", "newsflow-*.json")))
-assert len(dash) == 5, dash
+assert len(dash) == 6, dash
 for f in dash:
     dj = json.load(open(f))
     assert dj.get("uid") and dj.get("panels"), f

@@ -26,6 +26,7 @@ global:
   evaluation_interval: 1s
 rule_files:
   - $SRC/deploy/prometheus/alerts.yml
+  - $SRC/deploy/prometheus/slo.yml
 scrape_configs:
   - job_name: newsflow
     static_configs:
