@@ -125,3 +125,14 @@ if [ -z "${1:-}" ] && [ -f "$DEPLOY_TOOLS" ]; then
     echo "deps.sh: no Go: the deployment checks (integration/test_deploy_manifests) cannot build Helm" >&2
   fi
 fi
+
+# The OpenTelemetry Collector the traces test sends spans to (tests/integration/test_traces.sh):
+# a minimal distribution, a Go build from the module proxy, into its cache once.
+OTELCOL="$(dirname "$0")/otelcol.sh"
+if [ -z "${1:-}" ] && [ -f "$OTELCOL" ]; then
+  if command -v go >/dev/null; then
+    echo "deps.sh: test collector at $(bash "$OTELCOL" install)"
+  else
+    echo "deps.sh: no Go: the traces test (integration/test_traces) cannot build its collector" >&2
+  fi
+fi

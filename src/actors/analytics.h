@@ -54,6 +54,7 @@
 #include "runtime/metrics.h"
 #include "runtime/outbox.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 #include "state/epoch.h"
 #include "state/kstate_gauges.h"
 #include "state/store.h"
@@ -81,7 +82,8 @@ typedef struct nf_topics_msg {
 typedef struct nf_cluster_msg {
     nf_id128_t id;
     int64_t ingested_ms;
-    uint32_t sig[]; /* minhash hashes */
+    nf_trace_ctx_t trace; /* the article's fetch (runtime/trace.h): the cluster span's parent */
+    uint32_t sig[];       /* minhash hashes */
 } nf_cluster_msg_t;
 
 /* NF_MSG_PANE body.ptr (heap): one final pane of a partition's counter. */

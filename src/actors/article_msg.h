@@ -7,6 +7,7 @@
 #include "algo/idset.h"
 #include "engine/interest.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +22,9 @@ typedef struct nf_article_blob {
     /* The feed's publication date, 0 when it gave none usable. In this process only: not in the
      * record below (an article through trending-panes has 0: not observed as published). */
     int64_t published_ms;
+    /* The fetch's trace (runtime/trace.h; span: the crawl.fetch span), in this process only: an
+     * article through trending-panes starts no spans at dedup. */
+    nf_trace_ctx_t trace;
     nf_topic_vec_t topics; /* classify's vector, by topic index (empty: unclassified) */
     unsigned nsig;         /* MinHash values at sig (0: no clustering) */
     uint32_t *sig;         /* inside this block, after json */

@@ -75,7 +75,9 @@ typedef struct src {
     nf_crawl_failure_log_t flog;
     char *last_error;                  /* malloc'ed; NULL once a fetch succeeds */
     int64_t last_error_ms, last_ok_ms; /* wall clock; 0 = none in this run */
-    int64_t since_ms; /* wall clock: when this shard took it (coverage, until it answers) */
+    int64_t since_ms;     /* wall clock: when this shard took it (coverage, until it answers) */
+    nf_trace_ctx_t trace; /* the running fetch's trace and its crawl.fetch span (trace.h) */
+    int64_t trace_start_ns;
 } src_t;
 
 typedef struct {
@@ -388,9 +390,18 @@ static nf_article_blob_t *article_blob(crawl_t *c, const nf_article_t *a, const 
     cr->ntopics = cr->nlabels = 0;
     if (c->cls) {
         uint64_t t0 = nf_now_ns();
+        nf_span_t cs;
+        if (s->trace.sampled)
+            nf_span_child(&cs, "classify", &s->trace, NF_SPAN_INTERNAL);
         if (nf_classify_text(c->cls, a->title, a->body, cr) != 0)
             return NULL;
         nf_histogram_observe(c->in->m.classify_seconds, (double)(nf_now_ns() - t0) / 1e9);
+        if (s->trace.sampled) {
+            nf_span_str(&cs, "newsflow.article_id", a->article_id);
+            nf_span_int(&cs, "newsflow.topics", (int64_t)cr->ntopics);
+            nf_span_end(&cs, NULL);
+            nf_span_export(&cs, false);
+        }
     }
     if (an && an->taxonomy) {
         nf_classify_json(an->taxonomy, cr, w);
@@ -486,10 +497,15 @@ static int parse_and_emit(crawl_t *c, src_t *s, nf_fetch_result_t *res, int64_t 
     nf_ingest_metrics_t *m = &c->in->m;
     nf_feed_t feed;
     uint64_t t0 = nf_now_ns();
+    nf_span_t ps;
+    nf_span_child(&ps, "feed.parse", &s->trace, NF_SPAN_INTERNAL);
     const char *base = res->effective_url[0] ? res->effective_url : s->fetch_url;
     int r =
         nf_feed_parse(&feed, res->body, res->body_len, base, now, &c->in->o.limits, err, errlen);
     nf_histogram_observe(m->parse_seconds, (double)(nf_now_ns() - t0) / 1e9);
+    nf_span_int(&ps, "newsflow.items", r == 0 ? (int64_t)feed.nitems : 0);
+    nf_span_end(&ps, r != 0 ? "not a feed" : NULL);
+    nf_span_export(&ps, r != 0);
     unsigned idx = r == 0 ? 0 : (unsigned)-r;
     nf_counter_inc(m->parse_result[idx < 6 ? idx : 2]);
     if (r != 0)
@@ -514,6 +530,8 @@ static int parse_and_emit(crawl_t *c, src_t *s, nf_fetch_result_t *res, int64_t 
         nf_article_blob_t *b = article_blob(c, a, s, now);
         if (b && !a->date_fallback && a->published_ms == pub)
             b->published_ms = pub; /* a real date, kept as the feed gave it */
+        if (b)
+            b->trace = s->trace; /* dedup's span is a child of the fetch */
         if (!b) {
             nf_log(NF_LOG_ERROR, "parse", "cannot build article (out of memory)",
                    NF_LS("source_id", s->id), NF_LS("url", a->url), NF_LEND);
@@ -671,6 +689,10 @@ static void try_start(crawl_t *c, src_t *s)
     }
     s->in_flight = true;
     s->fetch_url = s->url;
+    nf_span_t sp;
+    nf_span_root(&sp, "crawl.fetch", NF_SPAN_CLIENT);
+    s->trace = sp.ctx;
+    s->trace_start_ns = sp.start_ns;
     c->in_flight++;
     nf_gauge_set(c->in->m.in_flight, c->in_flight);
 }
@@ -788,21 +810,24 @@ static void source_outcome(crawl_t *c, src_t *s, nf_crawl_health_t before,
     nf_crawl_log_t d = nf_crawl_failure_log(&s->flog, before, after, failed, now, &suppressed);
     const char *err = errtext ? errtext : "";
     double retry_s = (double)(s->sched.next_crawl_at_ms - now) / 1000.0;
+    char tid[33]; /* the failed fetch's trace (always exported): the named event crawl.error */
+    nf_trace_id_hex(&s->trace, tid);
     switch (d) {
     case NF_CRAWL_LOG_WARN:
         nf_log(NF_LOG_WARN, "crawl",
                after == NF_CRAWL_HEALTH_DEAD ? "source is dead: not crawled until revived"
                                              : "source failing",
-               NF_LS("source_id", s->id), NF_LS("url", s->url), NF_LS("error", err),
+               NF_LS("event", "crawl.error"), NF_LS("trace_id", tid), NF_LS("source_id", s->id),
+               NF_LS("url", s->url), NF_LS("error", err),
                NF_LS("state", nf_crawl_health_name(after)), NF_LI("failures", s->sched.failures),
                NF_LF("retry_in_s", after == NF_CRAWL_HEALTH_DEAD ? 0.0 : retry_s),
                NF_LI("suppressed", suppressed), NF_LEND);
         break;
     case NF_CRAWL_LOG_SUPPRESSED:
         nf_counter_inc(c->in->m.failure_logs_suppressed);
-        nf_log(NF_LOG_DEBUG, "crawl", "source failing (repeat)", NF_LS("source_id", s->id),
-               NF_LS("url", s->url), NF_LS("error", err), NF_LI("failures", s->sched.failures),
-               NF_LEND);
+        nf_log(NF_LOG_DEBUG, "crawl", "source failing (repeat)", NF_LS("event", "crawl.error"),
+               NF_LS("trace_id", tid), NF_LS("source_id", s->id), NF_LS("url", s->url),
+               NF_LS("error", err), NF_LI("failures", s->sched.failures), NF_LEND);
         break;
     case NF_CRAWL_LOG_RECOVERED:
         nf_log(NF_LOG_INFO, "crawl", "source recovered", NF_LS("source_id", s->id),
@@ -812,6 +837,22 @@ static void source_outcome(crawl_t *c, src_t *s, nf_crawl_health_t before,
     case NF_CRAWL_LOG_QUIET:
         break;
     }
+}
+
+/* The fetch's root span (crawl.fetch, from the start to the result applied): exported when its
+ * trace is sampled, and always for a failure. */
+static void fetch_span(const src_t *s, const nf_fetch_result_t *res, const char *errtext)
+{
+    if (!nf_trace_on())
+        return;
+    nf_span_t sp;
+    nf_span_at(&sp, "crawl.fetch", &s->trace, 0, s->trace_start_ns, NF_SPAN_CLIENT);
+    nf_span_str(&sp, "newsflow.source_id", s->id);
+    nf_span_str(&sp, "url.full", s->fetch_url);
+    nf_span_int(&sp, "http.response.status_code", res->http_status);
+    nf_span_int(&sp, "newsflow.bytes", (int64_t)res->bytes);
+    nf_span_end(&sp, errtext);
+    nf_span_export(&sp, errtext != NULL);
 }
 
 static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
@@ -880,6 +921,7 @@ static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
         outcome = nf_crawl_on_fetch(&c->in->o.policy, &s->sched, res, now, &c->rng);
     }
     emit_fetch_log(c, s, res, errtext, now);
+    fetch_span(s, res, errtext);
     if (was != NF_CRAWL_DEAD && s->sched.status == NF_CRAWL_DEAD)
         nf_counter_inc(m->sources_dead);
     source_outcome(c, s, health, outcome, errtext, now);

@@ -77,6 +77,7 @@ static int analytics_new_article(dedup_t *d, const nf_article_blob_t *b)
             return -ENOMEM;
         c->id = b->id;
         c->ingested_ms = b->ingested_ms;
+        c->trace = b->trace;
         memcpy(c->sig, b->sig, b->nsig * sizeof(uint32_t));
         nf_msg_t m = {.actor = (uint16_t)an->stories_actor, .kind = NF_MSG_CLUSTER};
         m.body.ptr = c;
@@ -258,10 +259,38 @@ static int dedup_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t 
     return 0;
 }
 
+/* A new article: its dedup span (when its fetch's trace is sampled) waits for the commit's, and
+ * the named event article.ingested is logged (sampled: log.sample_every, or its trace). */
+static void article_ingested(dedup_t *d, const nf_article_blob_t *b, nf_span_t *sp)
+{
+    static nf_log_sampler_t sampler;
+    if (sp) {
+        nf_span_str(sp, "newsflow.result", "new");
+        nf_span_end(sp, NULL);
+        nf_span_export(sp, false);
+        nf_trace_ctx_t ctx = nf_span_ctx(sp);
+        if (d->lat)
+            nf_ingest_latency_trace(d->lat, &ctx, sp->end_ns, b->article_id);
+    }
+    if (!nf_log_enabled(NF_LOG_INFO) || !nf_log_sampled(&sampler, 1, b->trace.sampled))
+        return;
+    char tid[33];
+    nf_trace_id_hex(&b->trace, tid);
+    nf_log(NF_LOG_INFO, "dedup", "article.ingested", NF_LS("article_id", b->article_id),
+           NF_LS("trace_id", tid), NF_LI("fetched_ms", b->ingested_ms),
+           NF_LI("published_ms", b->published_ms ? b->published_ms : INT64_MIN), NF_LEND);
+}
+
 static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 {
     dedup_t *d = self;
     nf_article_blob_t *b = m->body.ptr;
+    nf_span_t sp;
+    bool span = b->trace.sampled;
+    if (span) {
+        nf_span_child(&sp, "dedup", &b->trace, NF_SPAN_INTERNAL);
+        nf_span_str(&sp, "newsflow.article_id", b->article_id);
+    }
     uint64_t first_seen = 0;
     uint16_t kg = key_group(d, b->id);
     uint32_t len = 0;
@@ -283,6 +312,7 @@ static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         nf_counter_inc(d->in->m.dedup_new);
         if (d->lat)
             nf_ingest_latency_add(d->lat, b->ingested_ms, b->published_ms);
+        article_ingested(d, b, span ? &sp : NULL);
         if (nf_ingest_emit(d->in, nf_shard_index(sh), NF_TOPIC_ARTICLES, b->article_id, b->json,
                            b->len) != 0)
             nf_counter_inc(d->in->m.sink_errors);
@@ -298,9 +328,17 @@ static void dedup_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
             nf_epoch_request(d->in->epoch);
     } else if (r == 0) {
         nf_counter_inc(d->in->m.dedup_duplicate);
-        if (nf_log_enabled(NF_LOG_DEBUG))
+        if (span) {
+            nf_span_str(&sp, "newsflow.result", "duplicate");
+            nf_span_end(&sp, NULL);
+            nf_span_export(&sp, false);
+        }
+        if (nf_log_enabled(NF_LOG_DEBUG)) {
+            char tid[33];
+            nf_trace_id_hex(&b->trace, tid);
             nf_log(NF_LOG_DEBUG, "dedup", "article.duplicate", NF_LS("article_id", b->article_id),
-                   NF_LI("first_seen_ms", (int64_t)first_seen), NF_LEND);
+                   NF_LS("trace_id", tid), NF_LI("first_seen_ms", (int64_t)first_seen), NF_LEND);
+        }
     } else {
         /* The state cannot be read or grown: emitting could duplicate, dropping would lose.
          * Stop the job; the epoch is not committed, so the article is crawled again. */

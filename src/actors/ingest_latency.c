@@ -2,6 +2,7 @@
  * (ingest_latency.h). */
 #include "actors/ingest_latency.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,18 @@ const double nf_ingest_latency_bounds[] = {0.5, 1,   2.5, 5,    10,   15,   30, 
 const unsigned nf_ingest_latency_nbounds =
     sizeof nf_ingest_latency_bounds / sizeof nf_ingest_latency_bounds[0];
 
-enum { MARKS = 16 }; /* epochs cut and not yet committed; more are merged into the last */
+enum {
+    MARKS = 16,
+    TRACES = 256
+}; /* epochs cut and not yet committed (more are merged into
+    * the last); sampled articles waiting */
+
+typedef struct {
+    nf_trace_ctx_t ctx;
+    int64_t start_ns;
+    uint64_t epoch; /* 0: not cut yet */
+    char article_id[33];
+} traced_t;
 
 typedef struct {
     int64_t fetched_ms, published_ms;
@@ -25,6 +37,8 @@ struct nf_ingest_latency {
         size_t end; /* the epoch's articles: e[previous mark's end .. end) */
     } marks[MARKS];
     unsigned nmarks;
+    traced_t traced[TRACES];
+    unsigned ntraced;
 };
 
 void nf_ingest_latency_metrics(nf_ingest_latency_metrics_t *m)
@@ -76,8 +90,45 @@ void nf_ingest_latency_add(nf_ingest_latency_t *l, int64_t fetched_ms, int64_t p
     l->e[l->n++] = (entry_t){fetched_ms, published_ms};
 }
 
+void nf_ingest_latency_trace(nf_ingest_latency_t *l, const nf_trace_ctx_t *ctx, int64_t start_ns,
+                             const char *article_id)
+{
+    if (l->ntraced == TRACES)
+        return;
+    traced_t *t = &l->traced[l->ntraced++];
+    t->ctx = *ctx;
+    t->start_ns = start_ns;
+    t->epoch = 0;
+    snprintf(t->article_id, sizeof t->article_id, "%s", article_id);
+}
+
+/* The sampled articles of epochs up to `epoch`: their article.commit spans. */
+static void traces_committed(nf_ingest_latency_t *l, uint64_t epoch)
+{
+    unsigned kept = 0;
+    for (unsigned i = 0; i < l->ntraced; i++) {
+        traced_t *t = &l->traced[i];
+        if (!t->epoch || t->epoch > epoch) {
+            l->traced[kept++] = *t;
+            continue;
+        }
+        nf_span_t sp;
+        nf_span_child(&sp, "article.commit", &t->ctx, NF_SPAN_INTERNAL);
+        sp.start_ns = t->start_ns;
+        sp.link = nf_trace_epoch(t->epoch);
+        nf_span_str(&sp, "newsflow.article_id", t->article_id);
+        nf_span_int(&sp, "newsflow.epoch", (int64_t)t->epoch);
+        nf_span_end(&sp, NULL);
+        nf_span_export(&sp, false);
+    }
+    l->ntraced = kept;
+}
+
 void nf_ingest_latency_cut(nf_ingest_latency_t *l, uint64_t epoch)
 {
+    for (unsigned i = 0; i < l->ntraced; i++)
+        if (!l->traced[i].epoch)
+            l->traced[i].epoch = epoch;
     size_t from = l->nmarks ? l->marks[l->nmarks - 1].end : 0;
     if (from == l->n)
         return; /* no article in this epoch */
@@ -103,6 +154,8 @@ static void observe(const nf_ingest_latency_t *l, const entry_t *e, int64_t now_
 
 void nf_ingest_latency_committed(nf_ingest_latency_t *l, uint64_t epoch, int64_t now_ms)
 {
+    if (l->ntraced)
+        traces_committed(l, epoch);
     unsigned k = 0;
     while (k < l->nmarks && l->marks[k].epoch <= epoch)
         k++;

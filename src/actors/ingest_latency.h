@@ -6,6 +6,8 @@
  *   newsflow_ingest_latency_seconds{from="fetched"}    fetch done -> epoch committed
  *   newsflow_ingest_latency_seconds{from="published"}  the feed's date -> epoch committed
  *
+ * A sampled article's trace (runtime/trace.h) ends the same way: its article.commit span.
+ *
  * Memory is bounded: at most `max` articles wait for their commit per shard (16 bytes each);
  * beyond, an article is not observed and newsflow_ingest_latency_unobserved_total counts it.
  * One instance per shard, used on that shard's thread only. */
@@ -13,6 +15,7 @@
 #define NF_ACTORS_INGEST_LATENCY_H
 
 #include "runtime/metrics.h"
+#include "runtime/trace.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +39,11 @@ void nf_ingest_latency_add(nf_ingest_latency_t *l, int64_t fetched_ms, int64_t p
 void nf_ingest_latency_cut(nf_ingest_latency_t *l, uint64_t epoch);
 /* Epochs up to `epoch` are durable at now_ms: their articles are observed and let go. */
 void nf_ingest_latency_committed(nf_ingest_latency_t *l, uint64_t epoch, int64_t now_ms);
+/* A sampled article's trace (ctx: its trace and its dedup span, the parent): at its epoch's
+ * commit an article.commit span from start_ns to the commit is exported, linked to the epoch's
+ * own trace (nf_trace_epoch). At most 256 wait a shard; beyond, they are not traced. */
+void nf_ingest_latency_trace(nf_ingest_latency_t *l, const nf_trace_ctx_t *ctx, int64_t start_ns,
+                             const char *article_id);
 /* Articles waiting for their epoch's commit (tests). */
 size_t nf_ingest_latency_waiting(const nf_ingest_latency_t *l);
 

@@ -117,6 +117,33 @@ static int story_sizes(stories_t *s, nf_id128_t article, const nf_cluster_result
     return e ? e : nf_kstate_put(s->sizes, story_kg(s, id), id, v, sizeof v, now);
 }
 
+/* The named event cluster.assigned (sampled: log.sample_every, or its trace) and, when the
+ * article's trace is sampled, its cluster span (a child of the fetch; started at t0). */
+static void cluster_assigned(const nf_cluster_msg_t *c, const nf_cluster_result_t *r)
+{
+    static const char *const actions[4] = {"new", "joined", "merged", "duplicate"};
+    static nf_log_sampler_t sampler;
+    const char *action = (unsigned)r->action < 4 ? actions[r->action] : "?";
+    char aid[33], cid[33], tid[33];
+    nf_cluster_id_hex(c->id, aid);
+    nf_cluster_id_hex(r->cluster_id, cid);
+    if (c->trace.sampled) {
+        nf_span_t sp;
+        nf_span_child(&sp, "cluster", &c->trace, NF_SPAN_INTERNAL);
+        nf_span_str(&sp, "newsflow.article_id", aid);
+        nf_span_str(&sp, "newsflow.cluster_id", cid);
+        nf_span_str(&sp, "newsflow.action", action);
+        nf_span_end(&sp, NULL);
+        nf_span_export(&sp, false);
+    }
+    if (!nf_log_enabled(NF_LOG_INFO) || !nf_log_sampled(&sampler, 1, c->trace.sampled))
+        return;
+    nf_trace_id_hex(&c->trace, tid);
+    nf_log(NF_LOG_INFO, "cluster", "cluster.assigned", NF_LS("article_id", aid),
+           NF_LS("cluster_id", cid), NF_LS("action", action), NF_LF("similarity", r->similarity),
+           NF_LS("trace_id", tid), NF_LEND);
+}
+
 static void stories_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 {
     stories_t *s = self;
@@ -139,6 +166,7 @@ static void stories_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         return;
     }
     nf_counter_inc(s->an->m.clusters[r.action]);
+    cluster_assigned(c, &r);
     /* An epoch's new entries cannot be evicted before it commits: over the budget, ask for an
      * early one, whose commit evicts and gives the memory back (kstate.h). */
     if (s->an->epoch &&

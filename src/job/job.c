@@ -8,6 +8,7 @@
 #include "runtime/buildinfo.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
+#include "runtime/trace.h"
 
 #include <errno.h>
 #include <math.h>
@@ -50,7 +51,29 @@ int job_release(nf_job_t *j)
         nf_store_close(j->store);
     j->store = NULL; /* the RocksDB gauges read it until the registry goes */
     nf_sources_free(&j->sources);
+    nf_trace_stop(); /* after the shards and servers: no span comes after */
     return nf_sink_close(j->in.sink);
+}
+
+/* Traces (runtime/trace.h) and the sampling of the named log events, before any work. */
+static int start_tracing(nf_job_t *j)
+{
+    const nf_config_t *cfg = &j->cfg;
+    nf_log_set_sample_every(cfg->log.sample_every);
+    nf_trace_opts_t o = {.endpoint = cfg->trace.endpoint,
+                         .sample_ratio = cfg->trace.sample_ratio,
+                         .service_name = "newsflow",
+                         .instance = cfg->kafka.transactional_id,
+                         .queue = cfg->trace.queue,
+                         .flush_ms = cfg->trace.flush_ms,
+                         .slow_ms = cfg->trace.slow_ms};
+    char err[256];
+    if (nf_trace_start(&o, err, sizeof err) != 0) {
+        nf_log(NF_LOG_ERROR, "main", "cannot start tracing", NF_LS("error", err),
+               NF_LS("hint", "set trace.endpoint to \"\" to run without traces"), NF_LEND);
+        return NF_EXIT_RUNTIME;
+    }
+    return 0;
 }
 
 unsigned nf_job_shards(const nf_config_t *cfg)
@@ -154,7 +177,9 @@ int nf_job_start(const nf_config_t *cfg, const nf_job_args_t *a, nf_job_t **out)
     j->args = *a;
     j->started_ns = nf_now_ns();
     j->shards = nf_job_shards(cfg);
-    int code = job_setup_ingest(j);
+    int code = start_tracing(j);
+    if (!code)
+        code = job_setup_ingest(j);
     if (!code)
         code = start_runtime(j);
     if (!code)

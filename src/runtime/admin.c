@@ -131,7 +131,7 @@ static enum MHD_Result mhd_respond(const nf_admin_t *a, struct MHD_Connection *c
     int status = r.status;
     enum MHD_Result res = mhd_send(conn, req, &r);
     if (a->hooks.observe)
-        a->hooks.observe(a->hooks.api_arg, req->route, url, status, nf_now_ns() - t0);
+        a->hooks.observe(a->hooks.api_arg, req, req->route, url, status, nf_now_ns() - t0);
     free(req);
     return res;
 }

@@ -35,6 +35,13 @@ const char *nf_admin_req_header_in(const nf_admin_req_t *r, const char *name);
 const char *nf_admin_req_peer(const nf_admin_req_t *r, char *buf, size_t len);
 /* Names the route (the hooks' own id, >= 0) the request was matched to, for the observe hook. */
 void nf_admin_req_set_route(nf_admin_req_t *r, int route);
+/* A span the request keeps until its answer is sent (runtime/trace.h): the first is its trace's
+ * root, the hooks' to start; NULL when it has two. nf_admin_req_spans gives them to the observe
+ * hook, which ends and exports them; nf_admin_req_trace is the root's context (zero: none). */
+struct nf_span;
+struct nf_span *nf_admin_req_span(nf_admin_req_t *r);
+struct nf_span *nf_admin_req_spans(const nf_admin_req_t *r, unsigned *n);
+struct nf_trace_ctx nf_admin_req_trace(const nf_admin_req_t *r);
 
 typedef struct nf_admin_hooks {
     /* 0 if healthy; else non-zero with a one-line reason written to why. */
@@ -79,12 +86,14 @@ typedef struct nf_admin_hooks {
      * own loop (its hook neither blocks nor waits on the shards); the others go to its workers.
      * url: the decoded path. NULL: none may. */
     bool (*on_loop)(void *api_arg, const char *method, const char *url);
-    /* Optional: every answer the server sends, once it is queued (any server thread): the route
+    /* Optional: every answer the server sends, once it is queued (any server thread): the
+     * request (NULL: refused before the hooks; its spans are the hook's to export), the route
      * the api or post hook named (nf_admin_req_set_route; -1: none, a path the server answers
      * itself or a request refused before the hooks), the decoded path (NULL: the request could
      * not be parsed), the status, and the nanoseconds from the whole request to its answer
      * queued (on the shards' server, the time waiting for a worker included). Must be quick. */
-    void (*observe)(void *api_arg, int route, const char *url, int status, uint64_t ns);
+    void (*observe)(void *api_arg, const nf_admin_req_t *req, int route, const char *url,
+                    int status, uint64_t ns);
 } nf_admin_hooks_t;
 
 /* An answer, whichever server sends it (libmicrohttpd here, or the shards' server). */

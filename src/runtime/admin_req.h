@@ -5,8 +5,10 @@
 #define NF_RUNTIME_ADMIN_REQ_H
 #include "runtime/admin.h"
 #include "runtime/http_msg.h"
+#include "runtime/trace.h"
 
 #define NF_ADMIN_REQ_HEADERS 4
+#define NF_ADMIN_REQ_SPANS   2
 
 struct MHD_Connection;
 
@@ -15,6 +17,8 @@ struct nf_admin_req {
     const nf_http_msg_t *msg;    /* else the shards' server's */
     int route;                   /* named by the hooks (nf_admin_req_set_route), else -1 */
     unsigned nheaders;           /* added by the hooks (nf_admin_req_header) */
+    unsigned nspans;             /* started by the hooks (nf_admin_req_span) */
+    nf_span_t spans[NF_ADMIN_REQ_SPANS];
     char headers[NF_ADMIN_REQ_HEADERS][2][512];
 };
 

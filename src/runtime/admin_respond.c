@@ -209,6 +209,22 @@ void nf_admin_req_set_route(nf_admin_req_t *r, int route)
     r->route = route;
 }
 
+nf_span_t *nf_admin_req_span(nf_admin_req_t *r)
+{
+    return r->nspans < NF_ADMIN_REQ_SPANS ? &r->spans[r->nspans++] : NULL;
+}
+
+nf_span_t *nf_admin_req_spans(const nf_admin_req_t *r, unsigned *n)
+{
+    *n = r->nspans;
+    return (nf_span_t *)r->spans;
+}
+
+nf_trace_ctx_t nf_admin_req_trace(const nf_admin_req_t *r)
+{
+    return r->nspans ? r->spans[0].ctx : (nf_trace_ctx_t){0};
+}
+
 const char *nf_admin_req_header_in(const nf_admin_req_t *r, const char *name)
 {
     if (r->msg)

@@ -77,6 +77,24 @@ static const cfg_key_t cfg_keys[] = {
      .help = "least severe level logged"},
     {KEY(CFG_U32, log.progress_interval_ms), .max = 3600000, .def = "5000",
      .help = "period of progress log lines; 0 = off"},
+    {KEY(CFG_U32, log.sample_every), .min = 1, .max = 1000000000, .def = "1000",
+     .help = "the named events of high-rate work (article.ingested, cluster.assigned, "
+             "feed.cache_miss: 1 in N; interest.updated: 1 in 100 N) are logged, and every one "
+             "whose trace is sampled; errors (crawl.error) are not sampled"},
+    {KEY(CFG_STR, trace.endpoint), .def = "",
+     .help = "OTLP/HTTP traces endpoint of an OpenTelemetry collector, e.g. "
+             "http://127.0.0.1:4318/v1/traces (JSON encoding); empty = no traces"},
+    {KEY(CFG_F64, trace.sample_ratio), .fmin = 0.0, .fmax = 1.0, .def = "0.01",
+     .help = "share of traces kept, decided at each trace's root (a feed request, a fetch, an "
+             "epoch); errors and slow requests and epochs are kept whatever it is"},
+    {KEY(CFG_U32, trace.slow_ms), .min = 1, .max = 3600000, .def = "500",
+     .help = "a feed request or an epoch slower than this is traced whatever trace.sample_ratio "
+             "says"},
+    {KEY(CFG_U32, trace.queue), .min = 16, .max = 1048576, .def = "4096",
+     .help = "spans waiting for the exporter; beyond, they are dropped "
+             "(newsflow_trace_spans_total{result=\"dropped\"})"},
+    {KEY(CFG_U32, trace.flush_ms), .min = 10, .max = 60000, .def = "1000",
+     .help = "the exporter posts what is queued this often (or at 512 spans)"},
     {KEY(CFG_BOOL, admin.enabled), .def = "true",
      .help = "serve /metrics, /healthz and /readyz over HTTP"},
     {KEY(CFG_STR, admin.listen), .min = 1, .def = "127.0.0.1",

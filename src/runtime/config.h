@@ -31,7 +31,7 @@
  *                  " (a NUL byte)", " (a control character, 0x0c)" or
  *                  " (\u0000: strings cannot hold a NUL)" appended when so)
  *   FILE:LINE: expected a JSON object at the top level, got an array
- *   FILE:LINE: unknown section "runtme" (sections: runtime, log, admin, shutdown)
+ *   FILE:LINE: unknown section "runtme" (sections: runtime, log, trace, admin, shutdown)
  *   WHERE: unknown key "runtime.shardz" (keys in "runtime": shards, pin, ...)
  *   FILE:LINE: duplicate key "runtime.shards" (first at line 3)
  *   FILE:LINE: runtime: expected an object, got a number
@@ -73,7 +73,15 @@ typedef struct nf_config {
     struct {
         nf_log_level_t level;
         uint32_t progress_interval_ms; /* 0 = off */
+        uint32_t sample_every;         /* named events of high-rate work: 1 in N (docs/slo.md) */
     } log;
+    struct {                /* OpenTelemetry traces over OTLP/HTTP (runtime/trace.h, docs/slo.md) */
+        char endpoint[512]; /* "" = off */
+        double sample_ratio;
+        uint32_t slow_ms; /* a request or epoch slower than this is traced whatever the ratio */
+        uint32_t queue;
+        uint32_t flush_ms;
+    } trace;
     struct {
         bool enabled;
         char listen[64]; /* NUL-terminated, non-empty */

@@ -215,7 +215,7 @@ static void observe(conn_t *c, const nf_admin_req_t *req, int status)
     if (!c->req_ns)
         return;
     if (hk->observe)
-        hk->observe(hk->api_arg, req ? req->route : -1, req ? c->hp.msg.path : NULL, status,
+        hk->observe(hk->api_arg, req, req ? req->route : -1, req ? c->hp.msg.path : NULL, status,
                     nf_now_ns() - c->req_ns);
     c->req_ns = 0;
 }
@@ -268,6 +268,7 @@ static void req_init(nf_admin_req_t *r, const nf_http_msg_t *m)
     r->msg = m;
     r->route = -1;
     r->nheaders = 0;
+    r->nspans = 0;
 }
 
 /* ---- requests ---- */

@@ -382,3 +382,18 @@ bool nf_log_gate_pass(nf_log_gate_t *g, uint64_t every_ns, uint64_t *held)
     *held = atomic_exchange(&g->held, 0);
     return true;
 }
+
+static _Atomic unsigned g_sample_every = 1000;
+
+void nf_log_set_sample_every(unsigned every)
+{
+    atomic_store_explicit(&g_sample_every, every ? every : 1, memory_order_relaxed);
+}
+
+bool nf_log_sampled(nf_log_sampler_t *s, unsigned scale, bool traced)
+{
+    uint64_t every =
+        (uint64_t)atomic_load_explicit(&g_sample_every, memory_order_relaxed) * (scale ? scale : 1);
+    uint64_t n = atomic_fetch_add_explicit(&s->n, 1, memory_order_relaxed);
+    return traced || n % every == 0;
+}

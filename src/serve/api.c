@@ -3,6 +3,7 @@
 
 #include "io/events.h"
 #include "runtime/jsonw.h"
+#include "runtime/trace.h"
 #include "serve/routes.h"
 
 #include <stdio.h>
@@ -94,10 +95,39 @@ bool nf_api_on_loop(void *arg, const char *method, const char *url)
     return !r || (r->by == NF_SERVED_BY_QUERY && r->id != NF_ROUTE_SEARCH);
 }
 
-void nf_api_observe(void *arg, int route, const char *url, int status, uint64_t ns)
+void nf_api_observe(void *arg, const nf_admin_req_t *req, int route, const char *url, int status,
+                    uint64_t ns)
 {
     (void)arg;
     nf_route_observe(route, url, status, (double)ns / 1e9);
+    unsigned n = 0;
+    nf_span_t *sp = req ? nf_admin_req_spans(req, &n) : NULL;
+    if (!n)
+        return;
+    /* The root spans the whole request, from its last byte to its answer queued. */
+    nf_span_end(&sp[0], status >= 500 ? "5xx" : NULL);
+    sp[0].start_ns = sp[0].end_ns - (int64_t)ns;
+    nf_span_int(&sp[0], "http.response.status_code", status);
+    bool force = status >= 500 || nf_trace_slow((int64_t)ns);
+    for (unsigned i = 0; i < n; i++)
+        nf_span_export(&sp[i], force);
+}
+
+/* A feed or a search is a trace of its own (docs/slo.md, "Traces"): the root here, ended by
+ * nf_api_observe; the answer's part a child. NULL: not a traced route. */
+static nf_span_t *trace_route(const nf_route_t *r, nf_admin_req_t *req)
+{
+    if (r->id != NF_ROUTE_FEED && r->id != NF_ROUTE_SEARCH)
+        return NULL;
+    nf_span_t *root = nf_admin_req_span(req), *child = root ? nf_admin_req_span(req) : NULL;
+    if (!child)
+        return NULL;
+    nf_span_root(root, r->id == NF_ROUTE_FEED ? "feed.request" : "search.request", NF_SPAN_SERVER);
+    nf_span_str(root, "http.route", r->path);
+    nf_span_str(root, "http.request.method", "GET");
+    nf_trace_ctx_t ctx = nf_span_ctx(root);
+    nf_span_child(child, "query.answer", &ctx, NF_SPAN_INTERNAL);
+    return child;
 }
 
 int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len)
@@ -120,7 +150,10 @@ int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, s
         if (st)
             return st;
     }
+    nf_span_t *sp = trace_route(r, req);
     st = answer_get(a, r, route, req, body, len);
+    if (sp)
+        nf_span_end(sp, st >= 500 ? "5xx" : NULL);
     return st ? st : not_here("not served by this process", body, len);
 }
 

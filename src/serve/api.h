@@ -47,8 +47,10 @@ int nf_api_error(int status, const char *what, char **body, size_t *len);
 bool nf_api_on_loop(void *arg, const char *method, const char *url);
 
 /* The servers' observe hook (runtime/admin.h): each answer into the routes' service-level
- * series (routes.h). arg: an nf_api_t. */
-void nf_api_observe(void *arg, int route, const char *url, int status, uint64_t ns);
+ * series (routes.h), and a feed's or a search's spans ended and exported (runtime/trace.h:
+ * sampled, or a 5xx, or slower than trace.slow_ms). arg: an nf_api_t. */
+void nf_api_observe(void *arg, const nf_admin_req_t *req, int route, const char *url, int status,
+                    uint64_t ns);
 
 /* GET /v1/ROUTE (the admin server's api hook; arg: an nf_api_t). */
 int nf_api_get(void *arg, const char *route, nf_admin_req_t *req, char **body, size_t *len);

@@ -14,7 +14,9 @@
 #include "io/events.h"
 #include "runtime/failpoint.h"
 #include "runtime/jsonw.h"
+#include "runtime/log.h"
 #include "runtime/metrics.h"
+#include "runtime/trace.h"
 #include "serve/rank.h"
 #include "serve/readers.h"
 #include "serve/routes.h"
@@ -554,11 +556,27 @@ static bool hidden_skip(const void *arg, nf_id128_t id)
            bsearch(&id, rd->hidden, rd->nhidden, sizeof rd->hidden[0], by_id) != NULL;
 }
 
+/* The named event feed.cache_miss (docs/slo.md, "Log events"): a reader's inputs read from the
+ * view, not kept; sampled (log.sample_every), and always when the request is traced. */
+static void log_cache_miss(const nf_store_view_t *v, nf_id128_t uk, const nf_admin_req_t *req)
+{
+    static nf_log_sampler_t sampler;
+    nf_trace_ctx_t tr = nf_admin_req_trace(req);
+    if (!nf_log_enabled(NF_LOG_INFO) || !nf_log_sampled(&sampler, 1, tr.sampled))
+        return;
+    char tid[33], key[33];
+    nf_trace_id_hex(&tr, tid);
+    snprintf(key, sizeof key, "%016llx%016llx", (unsigned long long)uk.hi,
+             (unsigned long long)uk.lo);
+    nf_log(NF_LOG_INFO, "query", "feed.cache_miss", NF_LS("user_key", key), NF_LS("trace_id", tid),
+           NF_LI("epoch", (int64_t)nf_store_view_epoch(v)), NF_LEND);
+}
+
 /* A feed's inputs (readers.h): the reader's interest vector (1: found, 0: none) and hidden
  * articles, kept from an earlier view while nothing of the reader's changed since, else read
  * from v and kept. < 0 as find_interest (err says why) or -EIO (the history scan). */
 static int find_reader(nf_query_t *q, nf_store_view_t *v, const char *user, int64_t now,
-                       nf_reader_t *rd, char *err, size_t errlen)
+                       const nf_admin_req_t *req, nf_reader_t *rd, char *err, size_t errlen)
 {
     nf_id128_t uk = nf_interest_user_key(user);
     owned_t own;
@@ -568,6 +586,7 @@ static int find_reader(nf_query_t *q, nf_store_view_t *v, const char *user, int6
         free(own.p);
         return rd->found;
     }
+    log_cache_miss(v, uk, req);
     interest_t in;
     int r = find_interest(q, v, user, &own, &in, err, errlen);
     if (r < 0) {
@@ -1599,7 +1618,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     nf_reader_t *rd = malloc(sizeof *rd); /* what the reader disliked or hid stays out */
     if (!rd)
         return fail(503, "out of memory", NULL, body, len);
-    int ri = find_reader(q, v, user, now, rd, err, sizeof err);
+    int ri = find_reader(q, v, user, now, req, rd, err, sizeof err);
     if (ri < 0) {
         free(rd);
         return ri == -ENOMEM ? fail(503, "out of memory", NULL, body, len)

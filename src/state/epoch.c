@@ -4,6 +4,7 @@
 #include "io/outbuf.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
+#include "runtime/trace.h"
 #include "state/changelog.h"
 #include "state/checkpoint.h"
 #include "state/standby.h"
@@ -876,6 +877,37 @@ static void free_batches(nf_epoch_t *ep)
     }
 }
 
+/* The epoch's trace (runtime/trace.h, nf_trace_epoch: the ids articles' commit spans link to):
+ * the root from the cut's pause to the end of the apply, a span per step. steps: monotonic ns of
+ * the pause's start, then of the end of the pause, the snapshot writes, the pending record and
+ * the Kafka transaction. Sampled by the head ratio; always when it failed or was slow. */
+static void epoch_trace(uint64_t e, const uint64_t steps[5], uint64_t records, const char *failed)
+{
+    static const char *const names[] = {"epoch.cut", "epoch.write", "epoch.pending",
+                                        "epoch.kafka_transaction", "epoch.apply"};
+    uint64_t end = nf_now_ns();
+    int64_t off = nf_trace_now_ns() - (int64_t)end; /* monotonic -> wall clock */
+    nf_trace_ctx_t ctx = nf_trace_epoch(e);
+    bool force = failed || nf_trace_slow((int64_t)(end - steps[0]));
+    nf_span_t sp;
+    nf_span_at(&sp, "epoch", &ctx, 0, (int64_t)steps[0] + off, NF_SPAN_INTERNAL);
+    sp.end_ns = (int64_t)end + off;
+    nf_span_int(&sp, "newsflow.epoch", (int64_t)e);
+    nf_span_int(&sp, "newsflow.records", (int64_t)records);
+    nf_span_end(&sp, failed);
+    nf_span_export(&sp, force);
+    for (int i = 0; i < 5; i++) {
+        uint64_t to = i < 4 ? steps[i + 1] : end;
+        if (failed && to < steps[i])
+            break; /* the steps after the failure did not run */
+        nf_span_child(&sp, names[i], &ctx, NF_SPAN_INTERNAL);
+        sp.start_ns = (int64_t)steps[i] + off;
+        sp.end_ns = (int64_t)(to > steps[i] ? to : steps[i]) + off;
+        nf_span_end(&sp, NULL);
+        nf_span_export(&sp, force);
+    }
+}
+
 /* One epoch: cut, then commit. */
 static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
 {
@@ -1001,6 +1033,10 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
                NF_LF("pending_ms", (double)(t_pend - t_cut) / 1e6),
                NF_LF("produce_ms", (double)(t_prod - t_pend) / 1e6),
                NF_LF("apply_ms", (double)(nf_now_ns() - t_prod) / 1e6), NF_LEND);
+    }
+    if (nf_trace_on()) {
+        uint64_t steps[5] = {t0 - atomic_load(&ep->last_pause_ns), t0, t_cut, t_pend, t_prod};
+        epoch_trace(e, steps, records - cl_records, r != 0 ? err : NULL);
     }
     atomic_store(&ep->step, "between epochs");
     free(bufs);

@@ -310,19 +310,20 @@ static void test_file_errors(void)
                     "ring_capacity, batch, budget, spin_us, stop_after_ms)");
     EXPECT_FILE_ERR(
         "{\n\n  \"runtme\": {}\n}",
-        ":3: unknown section \"runtme\" (sections: runtime, log, admin, http, shutdown, "
+        ":3: unknown section \"runtme\" (sections: runtime, log, trace, admin, http, shutdown, "
         "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
         "search, edge, auth, limits, demo, classify, "
         "cluster, trending, interest, postgres)");
-    EXPECT_FILE_ERR("{\"Runtime\": {}}",
-                    ":1: unknown section \"Runtime\" (sections: runtime, log, "
-                    "admin, http, shutdown, sources, fetch, crawl, parse, sink, state, checkpoint, "
-                    "kafka, scale, serve, search, edge, auth, limits, demo, classify, cluster, "
-                    "trending, interest, postgres)");
+    EXPECT_FILE_ERR(
+        "{\"Runtime\": {}}",
+        ":1: unknown section \"Runtime\" (sections: runtime, log, "
+        "trace, admin, http, shutdown, sources, fetch, crawl, parse, sink, state, checkpoint, "
+        "kafka, scale, serve, search, edge, auth, limits, demo, classify, cluster, "
+        "trending, interest, postgres)");
     EXPECT_FILE_ERR(
         "{\"runtime.shards\": 1}",
         ":1: unknown section \"runtime.shards\" (sections: "
-        "runtime, log, admin, http, shutdown, sources, fetch, crawl, parse, sink, state, "
+        "runtime, log, trace, admin, http, shutdown, sources, fetch, crawl, parse, sink, state, "
         "checkpoint, kafka, scale, serve, search, edge, auth, limits, demo, classify, cluster, "
         "trending, interest, postgres)");
     EXPECT_FILE_ERR("{\"runtime\":\n {\"shards\": \"4\"}}",
@@ -517,11 +518,12 @@ static void test_key_lines(void)
     static const char tail[] = ",\n\n  \"zzz\": {\"a\": [{\"b\": {\"c\": 1}}]}";
     memmove(t + strlen(tail), t + 2, strlen(t + 2) + 1);
     memcpy(t, tail, strlen(tail));
-    expect_file_err(__LINE__, text,
-                    ":21: unknown section \"zzz\" (sections: runtime, log, admin, http, shutdown, "
-                    "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
-                    "search, edge, auth, limits, demo, classify, "
-                    "cluster, trending, interest, postgres)");
+    expect_file_err(
+        __LINE__, text,
+        ":21: unknown section \"zzz\" (sections: runtime, log, trace, admin, http, shutdown, "
+        "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
+        "search, edge, auth, limits, demo, classify, "
+        "cluster, trending, interest, postgres)");
     fill(text, sizeof text, tmpl, good);
     t = strstr(text, "$T");
     static const char dup[] = ",\n \"log\"\n: {}";
@@ -605,19 +607,20 @@ static void test_set_errors(void)
     EXPECT_SET(
         "runtme.shards=1",
         "--set runtme.shards=1: unknown section \"runtme\" (sections: "
-        "runtime, log, admin, http, shutdown, sources, fetch, crawl, parse, "
+        "runtime, log, trace, admin, http, shutdown, sources, fetch, crawl, parse, "
         "sink, state, checkpoint, kafka, scale, serve, search, edge, auth, limits, demo, classify, "
         "cluster, trending, interest, postgres)");
-    EXPECT_SET("=1",
-               "--set =1: unknown section \"\" (sections: runtime, log, admin, http, shutdown, "
-               "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
-               "search, edge, auth, limits, demo, "
-               "classify, cluster, trending, interest, postgres)");
+    EXPECT_SET(
+        "=1",
+        "--set =1: unknown section \"\" (sections: runtime, log, trace, admin, http, shutdown, "
+        "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
+        "search, edge, auth, limits, demo, "
+        "classify, cluster, trending, interest, postgres)");
     EXPECT_SET("log=1", "--set log=1: \"log\" is a section, not a key (keys in it: level, "
-                        "progress_interval_ms)");
+                        "progress_interval_ms, sample_every)");
     EXPECT_SET("log.level.x=1",
                "--set log.level.x=1: unknown key \"log.level.x\" (keys in \"log\": "
-               "level, progress_interval_ms)");
+               "level, progress_interval_ms, sample_every)");
     EXPECT_SET("admin.listen=a=b", NULL); /* the value may hold '=' */
 
     /* a failed load leaves cfg as it was; a short err buffer is cut, not overrun */
@@ -654,7 +657,7 @@ static void test_hash_and_describe(void)
     int lines = 0;
     for (const char *p = text; *p; p++)
         lines += *p == '\n';
-    NF_CHECK_EQ(lines, 147); /* one line per key in the table */
+    NF_CHECK_EQ(lines, 153); /* one line per key in the table */
     NF_CHECK(strstr(text, "runtime.shards ") == text);
     NF_CHECK(strstr(text, "\nlog.level ") != NULL);
     NF_CHECK(strstr(text, "debug|info|warn|error") != NULL);
