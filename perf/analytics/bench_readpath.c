@@ -13,6 +13,9 @@
  *                  [--partitions P] [--exact] [--store DIR] [--budget-mb M]
  *                  [--warmup W --ttl-s T] [--populate] [--round-robin] [--quick]
  *                  [--redeliver-every K] [--dump DIR] [--epoch-ms MS] [--seed-topics DIR]
+ *                  [--trace URL [--trace-ratio R]]
+ * --trace URL: spans (runtime/trace.h) to the OTLP/HTTP endpoint URL, sampled at --trace-ratio
+ * (default 0.01, the job's): what tracing costs the read path (perf/run_trace.sh).
  * --redeliver-every K: after every K-th event the same event again (same event_id): the event-id
  * dedup then has duplicates to drop, as after a producer's retry.
  * --dump DIR (the stream peers' input, perf/run_stream.sh): writes the workload to
@@ -64,6 +67,7 @@
 #include "actors/reads.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
+#include "runtime/trace.h"
 #include "state/epoch.h"
 #include "state/kstate.h"
 #include "state/store.h"
@@ -161,7 +165,9 @@ typedef struct params {
     const uint16_t *part; /* each event's partition, by a hash of its user_id */
     const char *store_dir, *dump_dir, *seed_dir;
     size_t budget_mb, redeliver_every;
-    uint32_t epoch_ms; /* 0: no epochs */
+    uint32_t epoch_ms;  /* 0: no epochs */
+    const char *trace;  /* --trace: an OTLP/HTTP endpoint (runtime/trace.h), else NULL */
+    double trace_ratio; /* --trace-ratio, the job's default 0.01 */
 } params_t;
 
 /* What the bench reads at the start and end of its clock. */
@@ -317,6 +323,11 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     }
     if (nf_metrics_init(shards) != 0)
         return 1;
+    nf_trace_opts_t to = {.endpoint = pa->trace, .sample_ratio = pa->trace_ratio};
+    if (nf_trace_start(&to, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_readpath: %s\n", err);
+        return 1;
+    }
     nf_runtime_opts_t ro;
     nf_runtime_opts_default(&ro);
     ro.shards = shards;
@@ -498,6 +509,7 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     if (eps.ep)
         nf_epoch_free(eps.ep);
     nf_store_close(st);
+    nf_trace_stop();
     if (sink && nf_sink_close(sink) != 0) {
         fprintf(stderr, "bench_readpath: cannot write the outputs to %s\n", pa->dump_dir);
         return 1;
@@ -594,7 +606,8 @@ int main(int argc, char **argv)
                    .partitions = 8,
                    .zipf = 1.0,
                    .span_min = 10,
-                   .budget_mb = 1024};
+                   .budget_mb = 1024,
+                   .trace_ratio = 0.01};
     char shard_list[64] = "1,2";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--events") && i + 1 < argc)
@@ -635,12 +648,17 @@ int main(int argc, char **argv)
             pa.round_robin = true;
         else if (!strcmp(argv[i], "--quick"))
             pa.events = 400000;
+        else if (!strcmp(argv[i], "--trace") && i + 1 < argc)
+            pa.trace = argv[++i];
+        else if (!strcmp(argv[i], "--trace-ratio") && i + 1 < argc)
+            pa.trace_ratio = strtod(argv[++i], NULL);
         else {
             fprintf(stderr, "usage: bench_readpath [--events N] [--shards 1,2] [--users U] "
                             "[--articles A] [--zipf S] [--span-min M] [--partitions P] [--exact] "
                             "[--store DIR] [--budget-mb M] [--warmup W --ttl-s T] [--populate] "
                             "[--round-robin] [--quick] [--redeliver-every K] [--dump DIR] "
-                            "[--epoch-ms MS] [--seed-topics DIR]\n");
+                            "[--epoch-ms MS] [--seed-topics DIR] [--trace URL] "
+                            "[--trace-ratio R]\n");
             return 2;
         }
     }

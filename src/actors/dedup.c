@@ -263,7 +263,7 @@ static int dedup_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t 
  * the named event article.ingested is logged (sampled: log.sample_every, or its trace). */
 static void article_ingested(dedup_t *d, const nf_article_blob_t *b, nf_span_t *sp)
 {
-    static nf_log_sampler_t sampler;
+    static _Thread_local nf_log_sampler_t sampler;
     if (sp) {
         nf_span_str(sp, "newsflow.result", "new");
         nf_span_end(sp, NULL);

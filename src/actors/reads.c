@@ -40,7 +40,7 @@ typedef struct rd {
  * (docs/slo.md, "Log events"). Read events carry no trace. */
 static void log_update(const char *user_id, const nf_interest_out_t *out)
 {
-    static nf_log_sampler_t sampler;
+    static _Thread_local nf_log_sampler_t sampler;
     if (!nf_log_enabled(NF_LOG_INFO) || !nf_log_sampled(&sampler, 100, false))
         return;
     char key[33];

@@ -122,7 +122,7 @@ static int story_sizes(stories_t *s, nf_id128_t article, const nf_cluster_result
 static void cluster_assigned(const nf_cluster_msg_t *c, const nf_cluster_result_t *r)
 {
     static const char *const actions[4] = {"new", "joined", "merged", "duplicate"};
-    static nf_log_sampler_t sampler;
+    static _Thread_local nf_log_sampler_t sampler;
     const char *action = (unsigned)r->action < 4 ? actions[r->action] : "?";
     char aid[33], cid[33], tid[33];
     nf_cluster_id_hex(c->id, aid);

@@ -394,6 +394,5 @@ bool nf_log_sampled(nf_log_sampler_t *s, unsigned scale, bool traced)
 {
     uint64_t every =
         (uint64_t)atomic_load_explicit(&g_sample_every, memory_order_relaxed) * (scale ? scale : 1);
-    uint64_t n = atomic_fetch_add_explicit(&s->n, 1, memory_order_relaxed);
-    return traced || n % every == 0;
+    return traced || s->n++ % every == 0;
 }

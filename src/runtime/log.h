@@ -53,10 +53,11 @@ bool nf_log_gate_pass(nf_log_gate_t *g, uint64_t every_ns, uint64_t *held);
 
 /* The named events of high-rate work (docs/slo.md, "Log events"): nf_log_sampled is true for 1
  * in every `every x scale` calls on one sampler (log.sample_every, set at start; default 1000),
- * and always when the work's trace is sampled (pass that as traced). Zero-initialise; any
- * thread. */
+ * and always when the work's trace is sampled (pass that as traced). A sampler belongs to one
+ * thread (declare it static _Thread_local): a shared counter would bounce between the shards'
+ * caches at every event. Zero-initialise. */
 typedef struct nf_log_sampler {
-    _Atomic uint64_t n;
+    uint64_t n;
 } nf_log_sampler_t;
 void nf_log_set_sample_every(unsigned every);
 bool nf_log_sampled(nf_log_sampler_t *s, unsigned scale, bool traced);

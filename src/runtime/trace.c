@@ -265,7 +265,7 @@ void nf_span_export(const nf_span_t *s, bool force)
         return;
     }
     pthread_mutex_lock(&g.mu);
-    bool room = g.n < g.cap && !g.stop;
+    bool room = g.q && g.n < g.cap && !g.stop; /* no queue: stopped meanwhile */
     if (room) {
         g.q[g.n++] = w.buf; /* the queue owns it */
         if (g.n == BATCH)
@@ -460,10 +460,13 @@ void nf_trace_stop(void)
     pthread_mutex_unlock(&g.mu);
     pthread_join(g.thread, NULL);
     g.started = false;
-    g.stop = false;
+    pthread_mutex_lock(&g.mu); /* a span that passed nf_trace_on() before the stop finds none */
     free(g.q);
+    g.q = NULL;
+    g.n = 0;
+    g.stop = false;
+    pthread_mutex_unlock(&g.mu);
     free(g.endpoint);
     free(g.resource);
-    g.q = NULL;
     g.endpoint = g.resource = NULL;
 }

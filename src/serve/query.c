@@ -560,7 +560,7 @@ static bool hidden_skip(const void *arg, nf_id128_t id)
  * view, not kept; sampled (log.sample_every), and always when the request is traced. */
 static void log_cache_miss(const nf_store_view_t *v, nf_id128_t uk, const nf_admin_req_t *req)
 {
-    static nf_log_sampler_t sampler;
+    static _Thread_local nf_log_sampler_t sampler;
     nf_trace_ctx_t tr = nf_admin_req_trace(req);
     if (!nf_log_enabled(NF_LOG_INFO) || !nf_log_sampled(&sampler, 1, tr.sampled))
         return;
