@@ -51,3 +51,27 @@ dashboard_queries() {
   [ "$n" -ge 40 ] || fail "only $n dashboard queries"
   DASHBOARD_QUERIES=$n
 }
+# prometheus_start TARGET: Debian's Prometheus on a free loopback port (PPORT, its pid in PROM),
+# scraping TARGET (host:port) every second as job "newsflow", with deploy/prometheus's rules
+# (alerts.yml, slo.yml) evaluated every second; prom_q EXPR queries it. The caller's cleanup
+# kills PROM.
+prometheus_start() {
+  command -v prometheus >/dev/null || fail "prometheus not found (Debian: apt-get install prometheus)"
+  PPORT=$(free_port)
+  cat >"$TMP/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $SRC/deploy/prometheus/alerts.yml
+  - $SRC/deploy/prometheus/slo.yml
+scrape_configs:
+  - job_name: newsflow
+    static_configs:
+      - targets: ['$1']
+YML
+  prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/tsdb" \
+    --web.listen-address="127.0.0.1:$PPORT" >"$TMP/prom.log" 2>&1 &
+  PROM=$!
+}
+prom_q() { curl -sf --get "http://127.0.0.1:$PPORT/api/v1/query" --data-urlencode "query=$1"; }

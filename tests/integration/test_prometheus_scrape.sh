@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# A real scrape (issue 21): Debian's Prometheus, with deploy/prometheus/alerts.yml loaded,
+# A real scrape (issue 21): Debian's Prometheus, with deploy/prometheus/alerts.yml and slo.yml,
 # scrapes a running job every second; after two scrapes its HTTP API must return the key
 # series, the recording rules must have values, and no rule may report an evaluation error.
 # $1 = newsflow binary, $2 = source dir.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-command -v prometheus >/dev/null || fail "prometheus not found (Debian: apt-get install prometheus)"
-PPID_PROM=""
+PROM=""
 cleanup() {
   [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-  [ -n "$PPID_PROM" ] && kill -9 "$PPID_PROM" 2>/dev/null
+  [ -n "$PROM" ] && kill -9 "$PROM" 2>/dev/null
   rm -rf "$TMP"
 }
 
@@ -19,24 +18,8 @@ PORT=$(free_port)
   --set sink.spec=none >/dev/null 2>"$TMP/err" &
 PID=$!
 
-PPORT=$(free_port)
-cat >"$TMP/prometheus.yml" <<YML
-global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files:
-  - $SRC/deploy/prometheus/alerts.yml
-  - $SRC/deploy/prometheus/slo.yml
-scrape_configs:
-  - job_name: newsflow
-    static_configs:
-      - targets: ['127.0.0.1:$PORT']
-YML
-prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/tsdb" \
-  --web.listen-address="127.0.0.1:$PPORT" >"$TMP/prom.log" 2>&1 &
-PPID_PROM=$!
-
-q() { curl -sf --get "http://127.0.0.1:$PPORT/api/v1/query" --data-urlencode "query=$1"; }
+prometheus_start "127.0.0.1:$PORT"
+q() { prom_q "$1"; }
 # Wait (up to 90 s; not a timing assertion) for two successful scrapes and a rule evaluation,
 # and for a scrape after the job's consumer got its partitions (the lag series exist only then:
 # a CI run once scraped a job still waiting for its assignment).
@@ -47,7 +30,7 @@ for _ in $(seq 900); do
     break
   fi
   kill -0 "$PID" 2>/dev/null || fail "the job exited"
-  kill -0 "$PPID_PROM" 2>/dev/null || { tail -5 "$TMP/prom.log" >&2; fail "prometheus exited"; }
+  kill -0 "$PROM" 2>/dev/null || { tail -5 "$TMP/prom.log" >&2; fail "prometheus exited"; }
   sleep 0.1
 done
 for expr in 'up{job="newsflow"}' newsflow_build_info newsflow_epochs_committed_total \
@@ -78,8 +61,8 @@ pass "every rule evaluates without error on the real series, and none fires on a
 # Every query of the Grafana dashboards evaluates on the real Prometheus ($instance: all).
 dashboard_queries "http://127.0.0.1:$PPORT"
 pass "all $DASHBOARD_QUERIES dashboard queries evaluate on Prometheus"
-kill -TERM "$PPID_PROM"
-wait "$PPID_PROM" 2>/dev/null || true
-PPID_PROM=""
+kill -TERM "$PROM"
+wait "$PROM" 2>/dev/null || true
+PROM=""
 stop_job
 [ "$RC" = 0 ] || fail "job exit $RC after SIGTERM"

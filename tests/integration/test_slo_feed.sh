@@ -8,7 +8,6 @@
 # the feed's availability SLO, with no 5xx, must not burn, and another route stays fast.
 # $1 = newsflow binary, $2 = source dir.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-command -v prometheus >/dev/null || fail "prometheus not found (Debian: apt-get install prometheus)"
 PROM=""
 cleanup() {
   [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
@@ -23,24 +22,8 @@ NEWSFLOW_FAILPOINTS=slow-route:feed=700 "$NF" run --config "$SRC/config/newsflow
   >/dev/null 2>"$TMP/err" &
 PID=$!
 
-PPORT=$(free_port)
-cat >"$TMP/prometheus.yml" <<YML
-global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files:
-  - $SRC/deploy/prometheus/alerts.yml
-  - $SRC/deploy/prometheus/slo.yml
-scrape_configs:
-  - job_name: newsflow
-    static_configs:
-      - targets: ['127.0.0.1:$PORT']
-YML
-prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/tsdb" \
-  --web.listen-address="127.0.0.1:$PPORT" >"$TMP/prom.log" 2>&1 &
-PROM=$!
-
-q() { curl -sf --get "http://127.0.0.1:$PPORT/api/v1/query" --data-urlencode "query=$1"; }
+prometheus_start "127.0.0.1:$PORT"
+q() { prom_q "$1"; }
 has() { q "$1" >"$TMP/q" 2>/dev/null && grep -q '"value"' "$TMP/q"; }
 FEED='route="/v1/feed/{user_id}"'
 # The value of a series line of the job's /metrics (0 when absent).

@@ -37,8 +37,20 @@ stop_collector() {
   wait "$COL" 2>/dev/null || true
   COL=""
 }
-names() { # the span names in $1, counted
-  python3 "$SRC/tests/integration/traces.py" names "$1" 2>/dev/null || true
+wait_names() { # FILE NAME...: until the collector wrote spans of every NAME to FILE (60 s)
+  local file=$1 n name missing
+  shift
+  for _ in $(seq 600); do
+    n=" $(python3 "$SRC/tests/integration/traces.py" names "$file" 2>/dev/null || true) "
+    missing=""
+    for name in "$@"; do
+      case "$n" in *" $name "*) ;; *) missing="$missing $name" ;; esac
+    done
+    [ -z "$missing" ] && return 0
+    kill -0 "$PID" 2>/dev/null || fail "the job exited"
+    sleep 0.1
+  done
+  fail "no$missing span reached the collector"
 }
 start_job() { # $1: sample ratio, then extra arguments
   local ratio=$1
@@ -62,13 +74,8 @@ start_job() { # $1: sample ratio, then extra arguments
 start_collector "$TMP/sampled.jsonl"
 start_job 1 --set sources.file="$SRC/examples/feeds/sources.txt"
 for i in 1 2 3; do curl -sf -o /dev/null "http://127.0.0.1:$PORT/v1/feed/reader-$i" || fail "feed"; done
-# Until the collector has written the whole of an article's way and an epoch (a condition).
-for _ in $(seq 600); do
-  n=$(names "$TMP/sampled.jsonl")
-  case "$n" in *article.commit*) case "$n" in *feed.request*) break ;; esac ;; esac
-  kill -0 "$PID" 2>/dev/null || fail "the job exited"
-  sleep 0.1
-done
+# Until the collector has written the whole of an article's way and a feed (a condition).
+wait_names "$TMP/sampled.jsonl" article.commit feed.request
 stop_job
 [ "$RC" = 0 ] || fail "job exit $RC"
 cp "$TMP/err" "$TMP/sampled.log"
@@ -85,12 +92,7 @@ export NEWSFLOW_FAILPOINTS=slow-route:feed=600
 start_job 0 --set sources.file="$TMP/sources.txt"
 unset NEWSFLOW_FAILPOINTS
 curl -sf -o /dev/null "http://127.0.0.1:$PORT/v1/feed/reader-1" || fail "feed"
-for _ in $(seq 600); do
-  n=$(names "$TMP/forced.jsonl")
-  case "$n" in *crawl.fetch*) case "$n" in *feed.request*) break ;; esac ;; esac
-  kill -0 "$PID" 2>/dev/null || fail "the job exited"
-  sleep 0.1
-done
+wait_names "$TMP/forced.jsonl" crawl.fetch feed.request
 stop_job
 [ "$RC" = 0 ] || fail "job exit $RC"
 stop_collector

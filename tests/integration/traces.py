@@ -2,7 +2,7 @@
 """traces.py — checks the spans a real OpenTelemetry Collector wrote (its file exporter: one
 ExportTraceServiceRequest as OTLP JSON per line), for tests/integration/test_traces.sh.
 
-  traces.py names SPANS.jsonl              the span names and their counts
+  traces.py names SPANS.jsonl              the names of the spans, once each
   traces.py sampled SPANS.jsonl JOB.log    every trace sampled: the shapes below, and the log
                                            events' trace ids
   traces.py forced SPANS.jsonl             nothing sampled: only a failing fetch and a slow feed

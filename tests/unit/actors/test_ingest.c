@@ -72,6 +72,19 @@ static void write_hostile_files(const char *dir)
     fclose(f);
 }
 
+/* One test host serves every source: no politeness spacing, no breaker (both are covered by
+ * the policy tests), a short low-speed limit for the stall. */
+static void loopback_opts(nf_ingest_opts_t *o)
+{
+    nf_ingest_opts_default(o);
+    nf_addrguard_allow(&o->guard, "127.0.0.0/8");
+    o->policy.host_max_concurrent = 64;
+    o->policy.host_spacing_ms = 0;
+    o->policy.breaker_failures = 0;
+    o->fetch.low_speed_bytes = 1;
+    o->fetch.low_speed_time_s = 1;
+}
+
 static void test_ingest_end_to_end(void)
 {
     char dir[] = "/tmp/nf-ingest-XXXXXX";
@@ -103,15 +116,7 @@ static void test_ingest_end_to_end(void)
     nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
     NF_REQUIRE(rt);
     nf_ingest_t in = {0};
-    nf_ingest_opts_default(&in.o);
-    nf_addrguard_allow(&in.o.guard, "127.0.0.0/8");
-    /* One test host serves every source: no politeness spacing, no breaker (both are covered
-     * by the policy tests), a short low-speed limit for the stall. */
-    in.o.policy.host_max_concurrent = 64;
-    in.o.policy.host_spacing_ms = 0;
-    in.o.policy.breaker_failures = 0;
-    in.o.fetch.low_speed_bytes = 1;
-    in.o.fetch.low_speed_time_s = 1;
+    loopback_opts(&in.o);
     in.sources = &sources;
     in.sink = nf_sink_open(spec, ro.shards, err, sizeof err);
     NF_REQUIRE(in.sink);
@@ -351,15 +356,9 @@ static void test_coverage(void)
     nf_runtime_t *rt = nf_runtime_create(&ro, err, sizeof err);
     NF_REQUIRE(rt);
     nf_ingest_t in = {0};
-    nf_ingest_opts_default(&in.o);
-    nf_addrguard_allow(&in.o.guard, "127.0.0.0/8");
-    in.o.policy.host_max_concurrent = 64;
-    in.o.policy.host_spacing_ms = 0;
-    in.o.policy.breaker_failures = 0;
+    loopback_opts(&in.o);
     in.o.policy.interval_floor_ms = 200; /* 2 x interval: uncovered after 400 ms */
     in.o.policy.interval_default_ms = 200;
-    in.o.fetch.low_speed_bytes = 1;
-    in.o.fetch.low_speed_time_s = 1;
     in.sources = &sources;
     in.sink = nf_sink_open("none", ro.shards, err, sizeof err);
     NF_REQUIRE(in.sink);
