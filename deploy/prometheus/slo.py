@@ -17,7 +17,9 @@ workbook's multi-window, multi-burn-rate ones:
 The long window says the budget is really going; the short one that it still is (the alert ends
 soon after the fault does). A window with no events has no ratio (NaN): an idle route burns
 nothing. slo_test.yml holds three cases per SLO, made from its budget: a fast burn pages, a slow
-burn tickets and does not page, a short blip after six healthy hours does neither.
+burn tickets and does not page, a short blip after six healthy hours does neither; and for a
+histogram whose threshold is a whole number, the fast burn again with the bucket's le as
+Prometheus 3 stores it ("30.0", where the job writes "30").
 tests/integration/test_alert_rules.sh checks that the files are what this script writes."""
 import os
 import sys
@@ -81,12 +83,18 @@ def sel(metric_sel, extra=""):
     return metric_sel + "{" + extra + "}"
 
 
+def le_matcher(le):
+    """The bucket's le as the job writes it ("30") and as Prometheus 3 stores a classic
+    histogram's ("30.0": it normalizes le to a float on ingestion); "0.5" is both."""
+    return 'le=~"%s|%s\\\\.0"' % (le, le) if "." not in le else 'le="%s"' % le
+
+
 def error_ratio(sli, w):
     kind = sli[0]
     if kind == "hist":
         _, m, s, le = sli
         count = "%s_count{%s}" % (m, s)
-        bucket = "%s_bucket{%s}" % (m, (s + "," if s else "") + 'le="%s"' % le)
+        bucket = "%s_bucket{%s}" % (m, (s + "," if s else "") + le_matcher(le))
         return ("(sum by (%s) (rate(%s[%s])) - sum by (%s) (rate(%s[%s])))\n"
                 "/ sum by (%s) (rate(%s[%s]))" % (BY, count, w, BY, bucket, w, BY, count, w))
     if kind == "ratio":
@@ -171,8 +179,9 @@ def gauge(first, steps):
     return " ".join(["%g" % first] + ["%gx%d" % (v, n - 1) for v, n in steps])
 
 
-def series(sli, phases):
-    """Input series for phases [(error share, minutes)], 100 events a minute."""
+def series(sli, phases, prom3=False):
+    """Input series for phases [(error share, minutes)], 100 events a minute; prom3: the bucket's
+    le as Prometheus 3 stores it ("30.0")."""
     kind = sli[0]
     total = [(100, n) for _, n in phases]
     good = [(100 * (1 - e), n) for e, n in phases]
@@ -180,6 +189,7 @@ def series(sli, phases):
     if kind == "hist":
         _, m, s, le = sli
         base = LAB + (", " + s if s else "")
+        le = le + ".0" if prom3 and "." not in le else le
         return [("%s_count{%s}" % (m, base), counter(total)),
                 ("%s_bucket{%s, le=\"%s\"}" % (m, base, le), counter(good))]
     if kind == "ratio":
@@ -203,11 +213,11 @@ def tests():
            "# blip after six healthy hours does neither.",
            "rule_files:", "  - slo.yml", "", "evaluation_interval: 1m", "", "tests:"]
 
-    def case(title, sli, phases, evals):
+    def case(title, sli, phases, evals, prom3=False):
         out.append("  - name: \"%s\"" % title)
         out.append("    interval: 1m")
         out.append("    input_series:")
-        for s, v in series(sli, phases):
+        for s, v in series(sli, phases, prom3):
             out.append("      - series: '%s'" % s)
             out.append("        values: '%s'" % v)
         out.append("    alert_rule_test:")
@@ -234,6 +244,9 @@ def tests():
         fast = min(1.0, 20 * budget)
         case("%s: a fast burn (%g %% errors) pages" % (name, fast * 100), sli,
              [(fast, 30)], [("20m", page, lab("page"))])
+        if sli[0] == "hist" and "." not in sli[3]:
+            case("%s: a fast burn pages with le as Prometheus 3 stores it (%s.0)" % (
+                name, sli[3]), sli, [(fast, 30)], [("20m", page, lab("page"))], prom3=True)
         case("%s: a slow burn (%g %% errors, twice the budget) tickets, does not page" % (
             name, 2 * budget * 100), sli, [(2 * budget, 120)],
             [("100m", ticket, lab("ticket")), ("100m", page, None)])
@@ -250,5 +263,5 @@ if __name__ == "__main__":
         f.write(rules())
     with open(os.path.join(d, "slo_test.yml"), "w") as f:
         f.write(tests())
-    print("slo.yml: %d SLOs, %d recording rules, %d alerts; slo_test.yml: %d cases" % (
-        len(SLOS), len(SLOS) * len(WINDOWS) + 1, 2 * len(SLOS), 3 * len(SLOS)))
+    print("slo.yml: %d SLOs, %d recording rules, %d alerts; slo_test.yml written" % (
+        len(SLOS), len(SLOS) * len(WINDOWS) + 1, 2 * len(SLOS)))

@@ -852,7 +852,8 @@ static void fetch_span(const src_t *s, const nf_fetch_result_t *res, const char 
     nf_span_int(&sp, "http.response.status_code", res->http_status);
     nf_span_int(&sp, "newsflow.bytes", (int64_t)res->bytes);
     nf_span_end(&sp, errtext);
-    nf_span_export(&sp, errtext != NULL);
+    /* a fetch cut short by the job's stop is no error of the source's: not forced out */
+    nf_span_export(&sp, errtext != NULL && res->error != NF_FETCH_E_CANCELLED);
 }
 
 static void process_fetched(crawl_t *c, src_t *s, nf_fetch_result_t *res)
@@ -1055,6 +1056,7 @@ static void apply_status(crawl_t *c, src_t *s, uint8_t status, int64_t now)
     default:
         if (s->sched.status != NF_CRAWL_ACTIVE) {
             nf_crawl_revive(&s->sched, now, &c->rng);
+            s->since_ms = now; /* coverage counts from here, not from before the pause */
             first_crawl_spread(c, s, false, now);
         }
         arm_src(c, s);
@@ -1629,9 +1631,9 @@ static int crawl_parts(crawl_t *c, char *err, size_t errlen)
 
 static void crawl_fini(nf_shard_t *sh, void *self);
 
-/* Crawl coverage (docs/slo.md): of the sources not paused, those without an answer (2xx, 304)
- * within twice their interval, counting from when this shard took them while none came: a source
- * that never answered is uncovered, and so is one the policy declared dead. */
+/* Crawl coverage (docs/slo.md): the sources not paused, covered or not (nf_crawl_uncovered:
+ * since_ms is when this shard took a source or it was resumed; one the policy declared dead is
+ * uncovered once its last answer is old enough). */
 static void on_coverage(nf_shard_t *sh, nf_timer_t *t, void *arg)
 {
     crawl_t *c = arg;
@@ -1642,8 +1644,7 @@ static void on_coverage(nf_shard_t *sh, nf_timer_t *t, void *arg)
         const src_t *s = c->srcs[i];
         if (s->sched.status == NF_CRAWL_PAUSED)
             continue;
-        int64_t from = s->last_ok_ms ? s->last_ok_ms : s->since_ms;
-        if (now - from > 2 * (int64_t)s->sched.interval_ms)
+        if (nf_crawl_uncovered(&s->sched, s->last_ok_ms, s->since_ms, now))
             uncovered++;
         else
             covered++;

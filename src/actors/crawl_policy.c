@@ -135,6 +135,13 @@ void nf_crawl_set_interval(const nf_crawl_policy_t *p, nf_crawl_schedule_t *s, i
     s->interval_ms = (uint32_t)nf_crawl_interval_ms(p, interval_s);
 }
 
+bool nf_crawl_uncovered(const nf_crawl_schedule_t *s, int64_t last_ok_ms, int64_t since_ms,
+                        int64_t now_ms)
+{
+    int64_t from = last_ok_ms > since_ms ? last_ok_ms : since_ms;
+    return s->status != NF_CRAWL_PAUSED && now_ms - from > 2 * (int64_t)s->interval_ms;
+}
+
 bool nf_crawl_due(const nf_crawl_schedule_t *s, int64_t now_ms)
 {
     return s->status == NF_CRAWL_ACTIVE && now_ms >= s->next_crawl_at_ms;

@@ -134,6 +134,12 @@ void nf_crawl_init(const nf_crawl_policy_t *p, nf_crawl_schedule_t *s, int64_t i
 void nf_crawl_set_interval(const nf_crawl_policy_t *p, nf_crawl_schedule_t *s, int64_t interval_s);
 /* ACTIVE and now_ms >= next_crawl_at. */
 bool nf_crawl_due(const nf_crawl_schedule_t *s, int64_t now_ms);
+/* Crawl coverage (docs/slo.md): a source not paused is uncovered at now_ms when it has had no
+ * answer (2xx, 304) for more than twice its interval, counting from the later of its last answer
+ * (last_ok_ms, 0: none) and when it was taken or resumed (since_ms): a source that never
+ * answered is uncovered twice its interval after it came. A paused one is neither (false). */
+bool nf_crawl_uncovered(const nf_crawl_schedule_t *s, int64_t last_ok_ms, int64_t since_ms,
+                        int64_t now_ms);
 
 /* Classifies a finished fetch: http_status as nf_fetch_result_t.http_status, fetch_error an
  * nf_fetch_error_t (io/fetch.h). A transport error wins over any status. */

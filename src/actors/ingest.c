@@ -155,9 +155,9 @@ static void source_metrics(nf_ingest_metrics_t *m)
     }
     static const char cov_help[] =
         "Sources not paused, by whether they answered (2xx, 304) within twice their interval "
-        "(state=uncovered: not; counting from when this process took a source while it has "
-        "not answered, so a source that never answered is uncovered, and so is a dead one): "
-        "the crawl coverage SLO (docs/slo.md). Counted every 5 s.";
+        "(state=uncovered: not; counting from the later of its last answer and when this "
+        "process took or resumed it, so a source that never answered is uncovered, and so is a "
+        "dead one): the crawl coverage SLO (docs/slo.md). Counted every 5 s.";
     nf_metrics_gauge("newsflow_crawl_coverage_sources", cov_help, "state=\"covered\"", 0,
                      &m->coverage[0]);
     nf_metrics_gauge("newsflow_crawl_coverage_sources", cov_help, "state=\"uncovered\"", 0,

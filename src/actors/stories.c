@@ -118,11 +118,14 @@ static int story_sizes(stories_t *s, nf_id128_t article, const nf_cluster_result
 }
 
 /* The named event cluster.assigned (sampled: log.sample_every, or its trace) and, when the
- * article's trace is sampled, its cluster span (a child of the fetch; started at t0). */
-static void cluster_assigned(const nf_cluster_msg_t *c, const nf_cluster_result_t *r)
+ * article's trace is sampled, its cluster span (a child of the fetch, from t0: before the add). */
+static void cluster_assigned(const nf_cluster_msg_t *c, const nf_cluster_result_t *r, int64_t t0)
 {
     static const char *const actions[4] = {"new", "joined", "merged", "duplicate"};
     static _Thread_local nf_log_sampler_t sampler;
+    bool logged = nf_log_enabled(NF_LOG_INFO) && nf_log_sampled(&sampler, 1, c->trace.sampled);
+    if (!c->trace.sampled && !logged)
+        return;
     const char *action = (unsigned)r->action < 4 ? actions[r->action] : "?";
     char aid[33], cid[33], tid[33];
     nf_cluster_id_hex(c->id, aid);
@@ -130,13 +133,14 @@ static void cluster_assigned(const nf_cluster_msg_t *c, const nf_cluster_result_
     if (c->trace.sampled) {
         nf_span_t sp;
         nf_span_child(&sp, "cluster", &c->trace, NF_SPAN_INTERNAL);
+        sp.start_ns = t0;
         nf_span_str(&sp, "newsflow.article_id", aid);
         nf_span_str(&sp, "newsflow.cluster_id", cid);
         nf_span_str(&sp, "newsflow.action", action);
         nf_span_end(&sp, NULL);
         nf_span_export(&sp, false);
     }
-    if (!nf_log_enabled(NF_LOG_INFO) || !nf_log_sampled(&sampler, 1, c->trace.sampled))
+    if (!logged)
         return;
     nf_trace_id_hex(&c->trace, tid);
     nf_log(NF_LOG_INFO, "cluster", "cluster.assigned", NF_LS("article_id", aid),
@@ -149,6 +153,7 @@ static void stories_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
     stories_t *s = self;
     nf_cluster_msg_t *c = m->body.ptr;
     nf_cluster_result_t r;
+    int64_t t0 = c->trace.sampled ? nf_trace_now_ns() : 0;
     int rc = nf_cluster_add(s->eng, c->id, c->ingested_ms, c->sig, &r);
     if (rc == 0 && s->sizes)
         rc = story_sizes(s, c->id, &r, (uint64_t)c->ingested_ms);
@@ -166,7 +171,7 @@ static void stories_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         return;
     }
     nf_counter_inc(s->an->m.clusters[r.action]);
-    cluster_assigned(c, &r);
+    cluster_assigned(c, &r, t0);
     /* An epoch's new entries cannot be evicted before it commits: over the budget, ask for an
      * early one, whose commit evicts and gives the memory back (kstate.h). */
     if (s->an->epoch &&

@@ -38,6 +38,7 @@ void nf_admin_req_set_route(nf_admin_req_t *r, int route);
 /* A span the request keeps until its answer is sent (runtime/trace.h): the first is its trace's
  * root, the hooks' to start; NULL when it has two. nf_admin_req_spans gives them to the observe
  * hook, which ends and exports them; nf_admin_req_trace is the root's context (zero: none). */
+#define NF_ADMIN_REQ_SPANS 2
 struct nf_span;
 struct nf_span *nf_admin_req_span(nf_admin_req_t *r);
 struct nf_span *nf_admin_req_spans(const nf_admin_req_t *r, unsigned *n);

@@ -8,7 +8,6 @@
 #include "runtime/trace.h"
 
 #define NF_ADMIN_REQ_HEADERS 4
-#define NF_ADMIN_REQ_SPANS   2
 
 struct MHD_Connection;
 

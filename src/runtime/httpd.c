@@ -606,6 +606,7 @@ static void shard_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
     conn_t *c = j->c;
     c->pending = false;
     if (c->closed) {
+        observe(c, &j->req, j->resp.status); /* the client left: its wait still counts */
         if (j->resp.owned)
             free(j->resp.body);
         free(j);

@@ -24,14 +24,14 @@ static struct {
     char *endpoint, *resource;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    char **q;
+    char **q, **take; /* the queue; the exporter's copy of it */
     unsigned n, cap, flush_ms;
     int64_t slow_ns;
     bool stop, started;
     pthread_t thread;
     nf_counter_t exported, dropped, failed;
     nf_log_gate_t gate;
-} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .slow_ns = 500000000};
 
 static uint64_t mix(uint64_t z)
 {
@@ -129,9 +129,17 @@ void nf_span_str(nf_span_t *s, const char *key, const char *v)
 {
     if (s->nattrs == NF_SPAN_ATTRS || !v)
         return;
+    char *d = s->attr[s->nattrs].s;
     s->attr[s->nattrs].key = key;
-    s->attr[s->nattrs].is_int = false;
-    snprintf(s->attr[s->nattrs++].s, NF_SPAN_ATTR_STR, "%s", v);
+    s->attr[s->nattrs++].is_int = false;
+    size_t n = strlen(v);
+    if (n >= NF_SPAN_ATTR_STR) { /* cut on a character's start: the collector wants UTF-8 */
+        n = NF_SPAN_ATTR_STR - 1;
+        while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
+            n--;
+    }
+    memcpy(d, v, n);
+    d[n] = '\0';
 }
 
 void nf_span_int(nf_span_t *s, const char *key, int64_t v)
@@ -295,8 +303,8 @@ static size_t discard(char *p, size_t size, size_t n, void *arg)
     return size * n;
 }
 
-/* Posts spans[0..n) as one request; frees them. */
-static void post(CURL *c, char **spans, unsigned n)
+/* Posts spans[0..n) as one request; frees them. false: the collector did not take them. */
+static bool post(CURL *c, char **spans, unsigned n)
 {
     nf_jw_t w;
     nf_jw_init(&w);
@@ -319,7 +327,7 @@ static void post(CURL *c, char **spans, unsigned n)
     nf_jw_free(&w);
     if (rc == CURLE_OK && code >= 200 && code < 300) {
         nf_counter_add(g.exported, n);
-        return;
+        return true;
     }
     nf_counter_add(g.failed, n);
     uint64_t held;
@@ -329,12 +337,23 @@ static void post(CURL *c, char **spans, unsigned n)
                NF_LS("error", rc != CURLE_OK ? curl_easy_strerror(rc) : "HTTP status"),
                NF_LI("status", code), NF_LI("spans", n), NF_LI("failures_not_logged", held),
                NF_LEND);
+    return false;
+}
+
+/* At the stop, after a post failed: the rest is not tried (a collector that hangs would hold
+ * the job's exit for the timeout of every batch), only counted. */
+static void drop(char **spans, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        free(spans[i]);
+    nf_counter_add(g.failed, n);
 }
 
 static void *exporter(void *arg)
 {
     CURL *c = arg;
-    char **take = malloc(sizeof *take * g.cap);
+    char **take = g.take;
+    bool failed_at_stop = false;
     pthread_mutex_lock(&g.mu);
     for (;;) {
         if (!g.stop && g.n < BATCH) {
@@ -347,18 +366,23 @@ static void *exporter(void *arg)
         }
         unsigned n = g.n;
         bool stop = g.stop;
-        if (take)
-            memcpy(take, g.q, n * sizeof *take);
-        g.n = take ? 0 : g.n;
+        memcpy(take, g.q, n * sizeof *take);
+        g.n = 0;
         pthread_mutex_unlock(&g.mu);
-        for (unsigned i = 0; take && i < n; i += BATCH)
-            post(c, take + i, n - i < BATCH ? n - i : BATCH);
+        if (stop) /* the last posts: one second each at most */
+            curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 1000L);
+        for (unsigned i = 0; i < n; i += BATCH) {
+            unsigned k = n - i < BATCH ? n - i : BATCH;
+            if (failed_at_stop)
+                drop(take + i, k);
+            else if (!post(c, take + i, k) && stop)
+                failed_at_stop = true;
+        }
         pthread_mutex_lock(&g.mu);
         if (stop && !g.n)
             break;
     }
     pthread_mutex_unlock(&g.mu);
-    free(take);
     curl_easy_cleanup(c);
     return NULL;
 }
@@ -431,9 +455,10 @@ int nf_trace_start(const nf_trace_opts_t *o, char *err, size_t errlen)
     g.flush_ms = o->flush_ms ? o->flush_ms : 1000;
     g.slow_ns = (int64_t)(o->slow_ms ? o->slow_ms : 500) * 1000000;
     g.q = calloc(g.cap, sizeof *g.q);
+    g.take = calloc(g.cap, sizeof *g.take);
     g.endpoint = strdup(o->endpoint);
     g.resource = resource_json(o);
-    CURL *c = g.q && g.endpoint && g.resource ? make_curl(o->endpoint) : NULL;
+    CURL *c = g.q && g.take && g.endpoint && g.resource ? make_curl(o->endpoint) : NULL;
     int r = c ? pthread_create(&g.thread, NULL, exporter, c) : -1;
     if (r != 0) {
         snprintf(err, errlen, "trace: cannot start the exporter for %s: %s", o->endpoint,
@@ -466,7 +491,9 @@ void nf_trace_stop(void)
     g.n = 0;
     g.stop = false;
     pthread_mutex_unlock(&g.mu);
+    free(g.take);
     free(g.endpoint);
     free(g.resource);
+    g.take = NULL;
     g.endpoint = g.resource = NULL;
 }

@@ -8,7 +8,8 @@
  * work on other threads. An exported span is serialized at once into a bounded queue
  * (trace.queue spans; beyond, it is dropped and counted); one exporter thread posts the queue
  * every trace.flush_ms (or at 512 spans) as one ExportTraceServiceRequest with libcurl, with a
- * 5 s timeout, and counts what the collector refused. Tracing never blocks the caller on the
+ * 5 s timeout (1 s at the stop, where a failed post drops the rest), and counts what the
+ * collector refused. Tracing never blocks the caller on the
  * network, and never stops the job: a collector that is down costs the spans of that time,
  * counted in newsflow_trace_spans_total{result} and logged once a minute.
  *
@@ -82,7 +83,8 @@ void nf_span_at(nf_span_t *s, const char *name, const nf_trace_ctx_t *ctx, uint6
                 int64_t start_ns, uint8_t kind);
 /* The context a child of s takes (its trace, s's id, sampled). */
 nf_trace_ctx_t nf_span_ctx(const nf_span_t *s);
-void nf_span_str(nf_span_t *s, const char *key, const char *v); /* cut at 95 bytes */
+/* cut at 95 bytes, on a character's start */
+void nf_span_str(nf_span_t *s, const char *key, const char *v);
 void nf_span_int(nf_span_t *s, const char *key, int64_t v);
 /* Ends s now (unless end_ns is set), with an error status when msg is not NULL. */
 void nf_span_end(nf_span_t *s, const char *error_msg);

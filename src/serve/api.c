@@ -119,9 +119,11 @@ static nf_span_t *trace_route(const nf_route_t *r, nf_admin_req_t *req)
 {
     if (r->id != NF_ROUTE_FEED && r->id != NF_ROUTE_SEARCH)
         return NULL;
-    nf_span_t *root = nf_admin_req_span(req), *child = root ? nf_admin_req_span(req) : NULL;
-    if (!child)
+    unsigned n = 0;
+    nf_admin_req_spans(req, &n);
+    if (n + 2 > NF_ADMIN_REQ_SPANS) /* the root and its child, or none (nf_api_observe ends all) */
         return NULL;
+    nf_span_t *root = nf_admin_req_span(req), *child = nf_admin_req_span(req);
     nf_span_root(root, r->id == NF_ROUTE_FEED ? "feed.request" : "search.request", NF_SPAN_SERVER);
     nf_span_str(root, "http.route", r->path);
     nf_span_str(root, "http.request.method", "GET");

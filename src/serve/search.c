@@ -734,6 +734,11 @@ typedef struct {
     uint64_t entries; /* log entries read past the cursor */
     uint64_t added;   /* articles index_entry added (not in the index yet, within retention) */
     bool older;       /* one was cut before this process started */
+    struct {          /* the added articles' cut times (the search freshness SLO's samples), */
+        int64_t cut;  /* in log order: an epoch's share one; past 32 cuts, the rest count */
+        uint64_t n;   /* with the last (their lag over-stated by at most the passes' spread) */
+    } cuts[32];
+    unsigned ncuts;
 } pass_t;
 
 static const char *jstr(const cJSON *o, const char *k)
@@ -828,7 +833,17 @@ static int log_cb(const void *k, size_t kl, const void *v, size_t vl, void *arg)
     }
     if (expires != 0 && expires < p->now)
         return 0;
-    return index_in_tx(p, meta_key, NULL, 0);
+    uint64_t added = p->added;
+    int rc = index_in_tx(p, meta_key, NULL, 0);
+    if (p->added != added) {
+        if (p->ncuts && (p->cuts[p->ncuts - 1].cut == cut || p->ncuts == 32)) {
+            p->cuts[p->ncuts - 1].n++;
+        } else {
+            p->cuts[p->ncuts].cut = cut;
+            p->cuts[p->ncuts++].n = 1;
+        }
+    }
+    return rc;
 }
 
 /* One article of the article state (fill_from_meta): indexed unless the index has it, from the
@@ -926,13 +941,17 @@ static int check_cursor(nf_search_t *s, nf_store_view_t *v, int64_t now)
     return clear(s);
 }
 
-/* The search freshness SLO's samples: n articles searchable now, their epoch committed at
- * committed_ms (the view's publication). */
-static void observe_freshness(nf_search_t *s, uint64_t n, int64_t committed_ms)
+/* The search freshness SLO's samples: the pass's articles searchable now, each from its own
+ * epoch's cut (a little before its commit: the lag is never under-stated, and an index that fell
+ * behind several epochs shows it). Not for a rebuild's old articles. */
+static void observe_freshness(nf_search_t *s, const pass_t *p)
 {
-    int64_t lag = nf_wall_ms() - committed_ms;
-    for (uint64_t i = 0; i < n; i++)
-        nf_histogram_observe(s->m_freshness, lag > 0 ? (double)lag / 1000 : 0);
+    int64_t now = nf_wall_ms();
+    for (unsigned c = 0; c < p->ncuts; c++) {
+        int64_t lag = now - p->cuts[c].cut;
+        for (uint64_t i = 0; i < p->cuts[c].n; i++)
+            nf_histogram_observe(s->m_freshness, lag > 0 ? (double)lag / 1000 : 0);
+    }
 }
 
 static int follow(nf_search_t *s, nf_store_view_t *v)
@@ -978,7 +997,8 @@ static int follow(nf_search_t *s, nf_store_view_t *v)
         s->epoch = epoch;
         s->committed_ms = committed_ms;
         pthread_mutex_unlock(&s->mu);
-        observe_freshness(s, r == 0 ? p.added : 0, committed_ms);
+        if (!(was_empty && p.older))
+            observe_freshness(s, &p);
     }
     if (rc == SQLITE_OK && p.now - s->last_expire >= EXPIRE_EVERY) {
         s->last_expire = p.now;
@@ -1797,9 +1817,9 @@ static void register_metrics(nf_search_t *s)
     static const double fresh_bounds[] = {0.1, 0.25, 0.5, 1,   2.5, 5,   10,
                                           30,  60,   120, 300, 900, 3600};
     nf_metrics_histogram("newsflow_search_freshness_seconds",
-                         "Time from the commit of an article's epoch to the article searchable "
-                         "(the index's transaction that took it), one sample per article: the "
-                         "search freshness SLO (docs/slo.md).",
+                         "Time from the cut of an article's epoch to the article searchable (the "
+                         "index's transaction that took it), one sample per article, a rebuild's "
+                         "left out: the search freshness SLO (docs/slo.md).",
                          NULL, fresh_bounds, sizeof fresh_bounds / sizeof fresh_bounds[0],
                          &s->m_freshness);
     nf_metrics_gauge_fn("newsflow_search_memory_bytes",

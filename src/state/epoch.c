@@ -880,7 +880,8 @@ static void free_batches(nf_epoch_t *ep)
 /* The epoch's trace (runtime/trace.h, nf_trace_epoch: the ids articles' commit spans link to):
  * the root from the cut's pause to the end of the apply, a span per step. steps: monotonic ns of
  * the pause's start, then of the end of the pause, the snapshot writes, the pending record and
- * the Kafka transaction. Sampled by the head ratio; always when it failed or was slow. */
+ * the Kafka transaction (0: the step before failed and this one was not reached). Sampled by
+ * the head ratio; always when it failed or was slow. */
 static void epoch_trace(uint64_t e, const uint64_t steps[5], uint64_t records, const char *failed)
 {
     static const char *const names[] = {"epoch.cut", "epoch.write", "epoch.pending",
@@ -898,13 +899,14 @@ static void epoch_trace(uint64_t e, const uint64_t steps[5], uint64_t records, c
     nf_span_export(&sp, force);
     for (int i = 0; i < 5; i++) {
         uint64_t to = i < 4 ? steps[i + 1] : end;
-        if (failed && to < steps[i])
-            break; /* the steps after the failure did not run */
+        bool here = failed && (!to || i == 4); /* the step that failed: it ran until the end */
         nf_span_child(&sp, names[i], &ctx, NF_SPAN_INTERNAL);
         sp.start_ns = (int64_t)steps[i] + off;
-        sp.end_ns = (int64_t)(to > steps[i] ? to : steps[i]) + off;
-        nf_span_end(&sp, NULL);
+        sp.end_ns = (int64_t)(here || !to ? end : to > steps[i] ? to : steps[i]) + off;
+        nf_span_end(&sp, here ? failed : NULL);
         nf_span_export(&sp, force);
+        if (here)
+            break; /* the steps after it did not run */
     }
 }
 
@@ -944,7 +946,7 @@ static int run_epoch(nf_epoch_t *ep, bool final, char *err, size_t errlen)
         return r;
     }
     fault_at("after_cut");
-    uint64_t t_cut = nf_now_ns(), t_pend = t_cut, t_prod = t_cut; /* the steps' ends, for the log */
+    uint64_t t_cut = nf_now_ns(), t_pend = 0, t_prod = 0; /* the steps' ends (0: not reached) */
     uint64_t records = 0;
     unsigned nbufs = ep->nshards;
     for (unsigned s = 0; s < ep->nshards; s++) {

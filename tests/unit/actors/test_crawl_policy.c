@@ -1086,6 +1086,34 @@ static void test_failure_log_policy(void)
     NF_CHECK_STR(nf_crawl_health_name(nf_crawl_health(&t)), "backoff");
 }
 
+/* Crawl coverage against its definition, over random times: uncovered exactly when neither the
+ * last answer nor the arrival (or resumption) is within twice the interval, never when paused;
+ * a source that never answered is uncovered twice its interval after it came, not before. */
+static void test_coverage_rule(void)
+{
+    uint64_t seed = 44;
+    for (int i = 0; i < 100000; i++) {
+        nf_crawl_schedule_t s = {.interval_ms = (uint32_t)(60000 + nf_test_rand(&seed) % 86400000),
+                                 .status = (uint8_t)(nf_test_rand(&seed) % 3)};
+        int64_t now = 1800000000000 + (int64_t)(nf_test_rand(&seed) % 1000000000);
+        int64_t since = now - (int64_t)(nf_test_rand(&seed) % (4ull * s.interval_ms));
+        int64_t ok = nf_test_rand(&seed) % 3
+                         ? now - (int64_t)(nf_test_rand(&seed) % (4ull * s.interval_ms))
+                         : 0;
+        bool fresh = now - since <= 2 * (int64_t)s.interval_ms ||
+                     (ok && now - ok <= 2 * (int64_t)s.interval_ms);
+        bool want = s.status != NF_CRAWL_PAUSED && !fresh;
+        NF_CHECK_EQ(nf_crawl_uncovered(&s, ok, since, now), want);
+    }
+    nf_crawl_schedule_t s = {.interval_ms = 60000, .status = NF_CRAWL_ACTIVE};
+    NF_CHECK(!nf_crawl_uncovered(&s, 0, 1000, 1000 + 120000)); /* never answered: not yet */
+    NF_CHECK(nf_crawl_uncovered(&s, 0, 1000, 1000 + 120001));  /* ... now */
+    s.status = NF_CRAWL_DEAD;
+    NF_CHECK(nf_crawl_uncovered(&s, 5000, 1000, 5000 + 120001)); /* dead: uncovered */
+    s.status = NF_CRAWL_PAUSED;
+    NF_CHECK(!nf_crawl_uncovered(&s, 0, 1000, 1000 + 999999999));
+}
+
 int main(void)
 {
     NF_RUN(test_policy_default_and_validate);
@@ -1107,5 +1135,6 @@ int main(void)
     NF_RUN(test_breaker_half_open_probe);
     NF_RUN(test_property_host);
     NF_RUN(test_failure_log_policy);
+    NF_RUN(test_coverage_rule);
     return nf_test_report();
 }

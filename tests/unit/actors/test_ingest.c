@@ -326,9 +326,10 @@ static void test_sources_report_bounded(void)
     unlink(path);
 }
 
-/* Crawl coverage (docs/slo.md): a source that never answered (nothing listens on its port) and
- * one whose host never sends a byte are uncovered once twice their interval has passed, while
- * the one that answers stays covered. Waits on the gauges, not on a clock. */
+/* Crawl coverage (docs/slo.md) on the real crawl: a source that never answered (nothing listens
+ * on its port) and one whose host never sends a byte are uncovered once twice their interval has
+ * passed (a minute is the least a policy allows: this test takes two), while the one that answers
+ * stays covered. Waits on the gauges, not on a clock. */
 static void test_coverage(void)
 {
     char dir[] = "/tmp/nf-coverage-XXXXXX";
@@ -357,14 +358,14 @@ static void test_coverage(void)
     NF_REQUIRE(rt);
     nf_ingest_t in = {0};
     loopback_opts(&in.o);
-    in.o.policy.interval_floor_ms = 200; /* 2 x interval: uncovered after 400 ms */
-    in.o.policy.interval_default_ms = 200;
+    in.o.policy.interval_floor_ms = 60000; /* the least a policy allows: uncovered after 2 min */
+    in.o.policy.interval_default_ms = 60000;
     in.sources = &sources;
     in.sink = nf_sink_open("none", ro.shards, err, sizeof err);
     NF_REQUIRE(in.sink);
     NF_REQUIRE(nf_ingest_register(rt, &in) == 0);
     NF_REQUIRE(nf_runtime_start(rt) == 0);
-    uint64_t deadline = nf_now_ns() + 60000000000ull;
+    uint64_t deadline = nf_now_ns() + 400000000000ull; /* 2 min + the gauges' 5 s, and load */
     while ((nf_gauge_value(in.m.coverage[0]) != 1 || nf_gauge_value(in.m.coverage[1]) != 2) &&
            nf_now_ns() < deadline)
         usleep(20000);
@@ -375,7 +376,9 @@ static void test_coverage(void)
     nf_runtime_destroy(rt);
     nf_sink_close(in.sink);
     nf_testhttpd_stop(srv);
+    nf_sources_free(&sources);
     close(fd);
+    rmdir(dir);
 }
 
 int main(void)
