@@ -45,8 +45,7 @@ static void log_update(const char *user_id, const nf_interest_out_t *out)
         return;
     char key[33];
     nf_id128_t uk = nf_interest_user_key(user_id);
-    snprintf(key, sizeof key, "%016llx%016llx", (unsigned long long)uk.hi,
-             (unsigned long long)uk.lo);
+    nf_id128_hex(uk, key);
     nf_log(NF_LOG_INFO, "interest", "interest.updated", NF_LS("user_key", key),
            NF_LI("version", (int64_t)out->version), NF_LI("topics", (int64_t)out->vec.n), NF_LEND);
 }
@@ -142,8 +141,7 @@ static const char *article_text(const read_batch_t *b, const read_item_t *it, ch
 {
     if (!it->rd.article_ok)
         return b->text + it->article_at;
-    snprintf(hex, 33, "%016llx%016llx", (unsigned long long)it->rd.article.hi,
-             (unsigned long long)it->rd.article.lo);
+    nf_id128_hex(it->rd.article, hex);
     return hex;
 }
 

@@ -170,6 +170,16 @@ int nf_id128_from_hex32(const char *hex, nf_id128_t *out)
 
 /* Every article id of the read path goes through here: a table per digit, no data-dependent
  * branch but the (predictable) stop at the first non-digit. */
+void nf_id128_hex(nf_id128_t id, char out[33])
+{
+    static const char digit[] = "0123456789abcdef"; /* printf's "%016llx%016llx", per answer */
+    for (int i = 0; i < 16; i++) {
+        out[i] = digit[id.hi >> (60 - 4 * i) & 15];
+        out[16 + i] = digit[id.lo >> (60 - 4 * i) & 15];
+    }
+    out[32] = '\0';
+}
+
 int nf_id128_from_hex(const char *hex, nf_id128_t *out)
 {
     const unsigned char *p = (const unsigned char *)hex;

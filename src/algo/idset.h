@@ -53,6 +53,8 @@ void nf_idset_clear(nf_idset_t *s);
 /* Bytes of memory held (for metrics and the memory budget). */
 size_t nf_idset_bytes(const nf_idset_t *s);
 
+/* The id as 32 lower-case hex digits and a NUL (an article_id, a user key in a log line). */
+void nf_id128_hex(nf_id128_t id, char out[33]);
 /* Parses 32 hex digits (an article_id) into an id; 0 or -1. */
 int nf_id128_from_hex(const char *hex, nf_id128_t *out);
 /* The same for exactly the 32 bytes at hex (readable; no terminator looked at), with SSE2 where

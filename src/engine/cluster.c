@@ -136,12 +136,7 @@ const char *nf_cluster_action_name(nf_cluster_action_t a)
 
 void nf_cluster_id_hex(nf_id128_t id, char out[33])
 {
-    static const char digit[] = "0123456789abcdef"; /* printf's "%016llx%016llx", per answer */
-    for (int i = 0; i < 16; i++) {
-        out[i] = digit[id.hi >> (60 - 4 * i) & 15];
-        out[16 + i] = digit[id.lo >> (60 - 4 * i) & 15];
-    }
-    out[32] = '\0';
+    nf_id128_hex(id, out);
 }
 
 nf_cluster_t *nf_cluster_new(nf_store_t *st, const nf_cluster_opts_t *o)

@@ -566,8 +566,7 @@ static void log_cache_miss(const nf_store_view_t *v, nf_id128_t uk, const nf_adm
         return;
     char tid[33], key[33];
     nf_trace_id_hex(&tr, tid);
-    snprintf(key, sizeof key, "%016llx%016llx", (unsigned long long)uk.hi,
-             (unsigned long long)uk.lo);
+    nf_id128_hex(uk, key);
     nf_log(NF_LOG_INFO, "query", "feed.cache_miss", NF_LS("user_key", key), NF_LS("trace_id", tid),
            NF_LI("epoch", (int64_t)nf_store_view_epoch(v)), NF_LEND);
 }

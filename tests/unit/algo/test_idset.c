@@ -4,7 +4,9 @@
 #include "algo/idset.h"
 #include "nf_test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
 static uint64_t rnd(void)
@@ -110,10 +112,26 @@ static void test_hex32_matches_hex(void)
     NF_CHECK(id.hi == 0x0123456789abcdefull && id.lo == 0xfedcba9876543210ull);
 }
 
+/* nf_id128_hex writes what printf's "%016llx%016llx" writes, and reads back as the same id. */
+static void test_to_hex(void)
+{
+    uint64_t seed = 128;
+    for (int i = 0; i < 100000; i++) {
+        nf_id128_t id = {nf_test_rand(&seed), i % 7 ? nf_test_rand(&seed) : (uint64_t)i}, back;
+        char got[33], want[33];
+        nf_id128_hex(id, got);
+        snprintf(want, sizeof want, "%016llx%016llx", (unsigned long long)id.hi,
+                 (unsigned long long)id.lo);
+        NF_CHECK(strcmp(got, want) == 0);
+        NF_CHECK(nf_id128_from_hex(got, &back) == 0 && back.hi == id.hi && back.lo == id.lo);
+    }
+}
+
 int main(void)
 {
     NF_RUN(test_hex32_matches_hex);
     NF_RUN(test_hex);
+    NF_RUN(test_to_hex);
     NF_RUN(test_matches_model);
     return nf_test_report();
 }
