@@ -82,12 +82,12 @@ bool nf_trace_on(void)
     return atomic_load_explicit(&g.on, memory_order_relaxed);
 }
 
-static void span_init(nf_span_t *s, const char *name, uint8_t kind)
+/* Everything but the ids. */
+static void span_init(nf_span_t *s, const char *name, uint8_t kind, int64_t start_ns)
 {
-    s->ctx.span = nonzero();
     s->name = name;
     s->kind = kind;
-    s->start_ns = nf_trace_now_ns();
+    s->start_ns = start_ns;
     s->end_ns = 0;
     s->error = false;
     s->status = NULL;
@@ -100,24 +100,25 @@ void nf_span_root(nf_span_t *s, const char *name, uint8_t kind)
     s->ctx.hi = nonzero();
     s->ctx.lo = rnd();
     s->ctx.sampled = nf_trace_on() && rnd() < g.threshold;
+    s->ctx.span = nonzero();
     s->parent = 0;
-    span_init(s, name, kind);
+    span_init(s, name, kind, nf_trace_now_ns());
 }
 
 void nf_span_child(nf_span_t *s, const char *name, const nf_trace_ctx_t *parent, uint8_t kind)
 {
     s->ctx = *parent;
+    s->ctx.span = nonzero();
     s->parent = parent->span;
-    span_init(s, name, kind);
+    span_init(s, name, kind, nf_trace_now_ns());
 }
 
 void nf_span_at(nf_span_t *s, const char *name, const nf_trace_ctx_t *ctx, uint64_t parent,
                 int64_t start_ns, uint8_t kind)
 {
-    span_init(s, name, kind);
     s->ctx = *ctx;
     s->parent = parent;
-    s->start_ns = start_ns;
+    span_init(s, name, kind, start_ns);
 }
 
 nf_trace_ctx_t nf_span_ctx(const nf_span_t *s)
@@ -189,10 +190,11 @@ static void jw_id(nf_jw_t *w, const char *key, uint64_t hi, uint64_t lo, bool tr
     nf_jw_str(w, b);
 }
 
-static void jw_time(nf_jw_t *w, const char *key, int64_t ns)
+/* "key": "v" — OTLP's JSON writes a 64-bit integer as a string (times, intValue). */
+static void jw_i64_str(nf_jw_t *w, const char *key, int64_t v)
 {
     char b[24];
-    snprintf(b, sizeof b, "%lld", (long long)ns);
+    snprintf(b, sizeof b, "%lld", (long long)v);
     nf_jw_key(w, key);
     nf_jw_str(w, b);
 }
@@ -208,11 +210,8 @@ static void jw_attrs(nf_jw_t *w, const nf_span_t *s)
         nf_jw_str(w, s->attr[i].key);
         nf_jw_key(w, "value");
         nf_jw_obj_open(w);
-        if (s->attr[i].is_int) { /* OTLP JSON: a 64-bit integer is a string */
-            char b[24];
-            snprintf(b, sizeof b, "%lld", (long long)s->attr[i].i);
-            nf_jw_key(w, "intValue");
-            nf_jw_str(w, b);
+        if (s->attr[i].is_int) {
+            jw_i64_str(w, "intValue", s->attr[i].i);
         } else {
             nf_jw_key(w, "stringValue");
             nf_jw_str(w, s->attr[i].s);
@@ -235,8 +234,8 @@ static void jw_span(nf_jw_t *w, const nf_span_t *s)
     nf_jw_str(w, s->name);
     nf_jw_key(w, "kind");
     nf_jw_i64(w, s->kind);
-    jw_time(w, "startTimeUnixNano", s->start_ns);
-    jw_time(w, "endTimeUnixNano", s->end_ns > s->start_ns ? s->end_ns : s->start_ns);
+    jw_i64_str(w, "startTimeUnixNano", s->start_ns);
+    jw_i64_str(w, "endTimeUnixNano", s->end_ns > s->start_ns ? s->end_ns : s->start_ns);
     jw_attrs(w, s);
     if (s->link.hi || s->link.lo) {
         nf_jw_key(w, "links");
@@ -308,11 +307,11 @@ static bool post(CURL *c, char **spans, unsigned n)
 {
     nf_jw_t w;
     nf_jw_init(&w);
-    nf_jw_raw(&w, g.resource, strlen(g.resource));
+    raw(&w, g.resource);
     for (unsigned i = 0; i < n; i++) {
         if (i)
             raw(&w, ",");
-        nf_jw_raw(&w, spans[i], strlen(spans[i]));
+        raw(&w, spans[i]);
         free(spans[i]);
     }
     raw(&w, "]}]}]}");
