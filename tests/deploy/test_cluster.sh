@@ -12,7 +12,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh" "$@"
 HPID=""
 cleanup() {
-  [ -n "$HPID" ] && kill "$HPID" 2>/dev/null
+  [ -z "$HPID" ] || kill "$HPID" 2>/dev/null || true
   [ -d "$TMP/cluster" ] && bash "$SRC/scripts/cluster.sh" down --dir "$TMP/cluster" >/dev/null 2>&1
   if [ -n "${NF_KEEP_TMP:-}" ]; then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
 }

@@ -1,11 +1,13 @@
 # lib.sh — the preamble of the integration tests that run the job: `source "$(dirname
 # "${BASH_SOURCE[0]}")/lib.sh" "$@"` right after a test's header comment. It sets
 #   NF   the newsflow binary ($1)        SRC  the source directory ($2, may be empty)
-#   TMP  a scratch directory, removed at exit together with the job in PID (if set)
+#   TMP  a scratch directory, removed at exit together with the job in PID and the Prometheus
+#        in PROM_PID (if set)
 # and defines fail MSG (prints MSG and the tail of $TMP/err, exits 1), pass MSG, free_port
-# (a TCP port free on 127.0.0.1 now), stop_job (SIGTERM to PID, its exit code in RC) and
+# (a TCP port free on 127.0.0.1 now), stop_job (SIGTERM to PID, its exit code in RC),
 # body_has URL PATTERN (true when a GET of URL answers 2xx and its whole body matches PATTERN),
-# dashboard_queries PROMETHEUS_URL (every Grafana dashboard query evaluated there). Stray
+# dashboard_queries PROMETHEUS_URL (every Grafana dashboard query evaluated there), stop_pids
+# PID... (for a cleanup of its own) and prometheus_start TARGET (below). Stray
 # NEWSFLOW_* variables, which would be configuration, are unset. A test may redefine fail or
 # cleanup after sourcing.
 set -euo pipefail
@@ -13,7 +15,18 @@ NF="$1"
 SRC="${2:-}"
 TMP=$(mktemp -d)
 PID=""
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$TMP"; }
+PROM_PID="" # prometheus_start's
+# stop_pids PID...: SIGKILL to each pid given that is not empty. A process already gone is no
+# failure: under set -e a failed kill in a cleanup would end the trap before the rest is stopped
+# and TMP removed (a test whose job died left its Prometheus running).
+stop_pids() {
+  local p
+  for p in "$@"; do [ -z "$p" ] || kill -9 "$p" 2>/dev/null || true; done
+}
+cleanup() {
+  stop_pids "$PID" "$PROM_PID"
+  rm -rf "$TMP"
+}
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -f "$TMP/err" ] && tail -5 "$TMP/err" >&2; exit 1; }
 pass() { echo "ok   $*"; }
@@ -51,10 +64,9 @@ dashboard_queries() {
   [ "$n" -ge 40 ] || fail "only $n dashboard queries"
   DASHBOARD_QUERIES=$n
 }
-# prometheus_start TARGET: Debian's Prometheus on a free loopback port (PPORT, its pid in PROM),
-# scraping TARGET (host:port) every second as job "newsflow", with deploy/prometheus's rules
-# (alerts.yml, slo.yml) evaluated every second; prom_q EXPR queries it. The caller's cleanup
-# kills PROM.
+# prometheus_start TARGET: Debian's Prometheus on a free loopback port (PPORT, its pid in
+# PROM_PID, killed at exit), scraping TARGET (host:port) every second as job "newsflow", with
+# deploy/prometheus's rules (alerts.yml, slo.yml) evaluated every second; prom_q EXPR queries it.
 prometheus_start() {
   command -v prometheus >/dev/null || fail "prometheus not found (Debian: apt-get install prometheus)"
   PPORT=$(free_port)
@@ -72,6 +84,6 @@ scrape_configs:
 YML
   prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/tsdb" \
     --web.listen-address="127.0.0.1:$PPORT" >"$TMP/prom.log" 2>&1 &
-  PROM=$!
+  PROM_PID=$!
 }
 prom_q() { curl -sf --get "http://127.0.0.1:$PPORT/api/v1/query" --data-urlencode "query=$1"; }

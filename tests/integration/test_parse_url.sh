@@ -6,7 +6,7 @@ NF="$1"
 SRC="$2"
 TMP=$(mktemp -d)
 SERVER=""
-cleanup() { [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$TMP"; }
+cleanup() { [ -z "$SERVER" ] || kill "$SERVER" 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 for v in $(env | grep -o '^NEWSFLOW_[A-Z_]*' || true); do unset "$v"; done

@@ -4,12 +4,6 @@
 # series, the recording rules must have values, and no rule may report an evaluation error.
 # $1 = newsflow binary, $2 = source dir.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-PROM=""
-cleanup() {
-  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-  [ -n "$PROM" ] && kill -9 "$PROM" 2>/dev/null
-  rm -rf "$TMP"
-}
 
 # The job on its embedded broker with the bundled feeds (as scripts/run.sh runs it).
 PORT=$(free_port)
@@ -30,7 +24,7 @@ for _ in $(seq 900); do
     break
   fi
   kill -0 "$PID" 2>/dev/null || fail "the job exited"
-  kill -0 "$PROM" 2>/dev/null || { tail -5 "$TMP/prom.log" >&2; fail "prometheus exited"; }
+  kill -0 "$PROM_PID" 2>/dev/null || { tail -5 "$TMP/prom.log" >&2; fail "prometheus exited"; }
   sleep 0.1
 done
 for expr in 'up{job="newsflow"}' newsflow_build_info newsflow_epochs_committed_total \
@@ -61,8 +55,8 @@ pass "every rule evaluates without error on the real series, and none fires on a
 # Every query of the Grafana dashboards evaluates on the real Prometheus ($instance: all).
 dashboard_queries "http://127.0.0.1:$PPORT"
 pass "all $DASHBOARD_QUERIES dashboard queries evaluate on Prometheus"
-kill -TERM "$PROM"
-wait "$PROM" 2>/dev/null || true
-PROM=""
+kill -TERM "$PROM_PID"
+wait "$PROM_PID" 2>/dev/null || true
+PROM_PID=""
 stop_job
 [ "$RC" = 0 ] || fail "job exit $RC after SIGTERM"

@@ -8,12 +8,6 @@
 # the feed's availability SLO, with no 5xx, must not burn, and another route stays fast.
 # $1 = newsflow binary, $2 = source dir.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
-PROM=""
-cleanup() {
-  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-  [ -n "$PROM" ] && kill -9 "$PROM" 2>/dev/null
-  rm -rf "$TMP"
-}
 
 PORT=$(free_port)
 NEWSFLOW_FAILPOINTS=slow-route:feed=700 "$NF" run --config "$SRC/config/newsflow.json" \
@@ -44,7 +38,7 @@ done
 slow=0 pending=""
 for i in $(seq 400); do
   kill -0 "$PID" 2>/dev/null || fail "the job exited"
-  kill -0 "$PROM" 2>/dev/null || { tail -5 "$TMP/prom.log" >&2; fail "prometheus exited"; }
+  kill -0 "$PROM_PID" 2>/dev/null || { tail -5 "$TMP/prom.log" >&2; fail "prometheus exited"; }
   code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/v1/feed/reader-$((i % 7))" || true)
   [ "$code" = 200 ] || fail "a feed answered $code once the job was ready"
   slow=$((slow + 1))
@@ -92,8 +86,8 @@ fast=$(metric 'newsflow_http_request_duration_seconds_bucket{route="/v1/trending
   fail "/v1/trending: $((fast - fast0)) of $((tr - tr0)) answers within 1 s"
 pass "the recording rule shows the burn; availability does not burn; /v1/trending stays fast"
 
-kill -TERM "$PROM"
-wait "$PROM" 2>/dev/null || true
-PROM=""
+kill -TERM "$PROM_PID"
+wait "$PROM_PID" 2>/dev/null || true
+PROM_PID=""
 stop_job
 [ "$RC" = 0 ] || fail "job exit $RC after SIGTERM"

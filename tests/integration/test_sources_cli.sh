@@ -13,7 +13,7 @@
 # when no job runs. $1 = newsflow binary, $2 = source dir.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 HPID=""
-cleanup() { [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; [ -n "$HPID" ] && kill "$HPID" 2>/dev/null; rm -rf "$TMP"; }
+cleanup() { stop_pids "$PID"; [ -z "$HPID" ] || kill "$HPID" 2>/dev/null || true; rm -rf "$TMP"; }
 fail() { echo "FAIL: $*" >&2; for f in out cerr err; do [ -f "$TMP/$f" ] && tail -5 "$TMP/$f" >&2; done; exit 1; }
 
 mkdir -p "$TMP/www"

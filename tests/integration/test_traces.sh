@@ -15,8 +15,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 OC=$(bash "$SRC/scripts/otelcol.sh" path) || fail "the test collector is not built (scripts/deps.sh builds it)"
 COL=""
 cleanup() {
-  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-  [ -n "$COL" ] && kill -9 "$COL" 2>/dev/null
+  stop_pids "$PID" "$COL"
   rm -rf "$TMP"
 }
 

@@ -26,8 +26,7 @@ PREFIX="nft-sink-migrations-$$-${TAG##*_}."
 DBS=()
 LOCKER=""
 cleanup() {
-  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-  [ -n "$LOCKER" ] && kill -9 "$LOCKER" 2>/dev/null
+  stop_pids "$PID" "$LOCKER"
   if [ -n "${NF_KEEP_TMP:-}" ]; then
     echo "keeping $TMP and databases ${DBS[*]}"
   else
