@@ -65,7 +65,7 @@ dashboard_queries() {
   DASHBOARD_QUERIES=$n
 }
 # prometheus_start TARGET: Debian's Prometheus on a free loopback port (PPORT, its pid in
-# PROM_PID, killed at exit), scraping TARGET (host:port) every second as job "newsflow", with
+# PROM_PID, killed at exit unless prometheus_stop stopped it), scraping TARGET (host:port) every second as job "newsflow", with
 # deploy/prometheus's rules (alerts.yml, slo.yml) evaluated every second; prom_q EXPR queries it.
 prometheus_start() {
   command -v prometheus >/dev/null || fail "prometheus not found (Debian: apt-get install prometheus)"
@@ -87,3 +87,9 @@ YML
   PROM_PID=$!
 }
 prom_q() { curl -sf --get "http://127.0.0.1:$PPORT/api/v1/query" --data-urlencode "query=$1"; }
+# prometheus_stop: SIGTERM to prometheus_start's, waited for.
+prometheus_stop() {
+  kill -TERM "$PROM_PID"
+  wait "$PROM_PID" 2>/dev/null || true
+  PROM_PID=""
+}

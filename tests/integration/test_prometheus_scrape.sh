@@ -55,8 +55,6 @@ pass "every rule evaluates without error on the real series, and none fires on a
 # Every query of the Grafana dashboards evaluates on the real Prometheus ($instance: all).
 dashboard_queries "http://127.0.0.1:$PPORT"
 pass "all $DASHBOARD_QUERIES dashboard queries evaluate on Prometheus"
-kill -TERM "$PROM_PID"
-wait "$PROM_PID" 2>/dev/null || true
-PROM_PID=""
+prometheus_stop
 stop_job
 [ "$RC" = 0 ] || fail "job exit $RC after SIGTERM"

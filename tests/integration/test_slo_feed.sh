@@ -86,8 +86,6 @@ fast=$(metric 'newsflow_http_request_duration_seconds_bucket{route="/v1/trending
   fail "/v1/trending: $((fast - fast0)) of $((tr - tr0)) answers within 1 s"
 pass "the recording rule shows the burn; availability does not burn; /v1/trending stays fast"
 
-kill -TERM "$PROM_PID"
-wait "$PROM_PID" 2>/dev/null || true
-PROM_PID=""
+prometheus_stop
 stop_job
 [ "$RC" = 0 ] || fail "job exit $RC after SIGTERM"
