@@ -82,6 +82,8 @@ typedef struct nf_topics_msg {
 typedef struct nf_cluster_msg {
     nf_id128_t id;
     int64_t ingested_ms;
+    int64_t published_ms; /* as the query API counts it (serve_state.h) */
+    uint64_t source;      /* nf_serve_source_hash of its source_id; 0: none */
     nf_trace_ctx_t trace; /* the article's fetch (runtime/trace.h): the cluster span's parent */
     uint32_t sig[];       /* minhash hashes */
 } nf_cluster_msg_t;
@@ -144,6 +146,7 @@ typedef struct nf_analytics {
         nf_counter_t event_duplicates, late_events, old_events, counted_events, windows, panes;
         nf_counter_t interest_duplicates, interest_unknown, state_errors, trend_repairs;
         nf_counter_t trend_legacy_dropped, index_loads, index_evictions, story_sizes_lost;
+        nf_counter_t trend_story_errors, trend_stories_folded;
         nf_gauge_t held_messages, index_bytes, index_entries, trend_watermark_lag;
         nf_histogram_t trend_freshness; /* the trending SLO's (docs/slo.md) */
         nf_gauge_t trend_open_panes, trend_bytes, merger_panes, merger_bytes;

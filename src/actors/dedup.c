@@ -77,6 +77,7 @@ static int analytics_new_article(dedup_t *d, const nf_article_blob_t *b)
             return -ENOMEM;
         c->id = b->id;
         c->ingested_ms = b->ingested_ms;
+        nf_serve_article_story(b, &c->published_ms, &c->source);
         c->trace = b->trace;
         memcpy(c->sig, b->sig, b->nsig * sizeof(uint32_t));
         nf_msg_t m = {.actor = (uint16_t)an->stories_actor, .kind = NF_MSG_CLUSTER};

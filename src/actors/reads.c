@@ -232,26 +232,14 @@ static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         nf_epoch_request(d->r->epoch);
 }
 
-/* A history entry of the epoch into the epoch's batch. */
-static int copy_history(void *arg, bool del, nf_state_kind_t kind, const void *key, size_t klen,
-                        const void *val, size_t vlen)
-{
-    if (!del)
-        nf_store_batch_put(arg, kind, key, klen, val, vlen);
-    return 0;
-}
-
 static void reads_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
     rd_t *d = self;
     if (nf_idset_count(&d->pending)) /* the coalesced updates belong to the epoch being cut */
         flush_pending(d);
     nf_interest_freeze(d->eng, b, epoch); /* the vectors: written by reads_snapshot_more */
-    if (d->history) {
-        if (b)
-            nf_store_batch_foreach(d->history, copy_history, b);
-        nf_store_batch_clear(d->history);
-    }
+    if (d->history)
+        nf_store_batch_move(b, d->history);
     (void)sh;
 }
 

@@ -2,6 +2,7 @@
 #include "actors/serve_state.h"
 
 #include "algo/bytes.h"
+#include "algo/hash.h"
 #include "feed/dates.h"
 #include "runtime/jsonw.h"
 #include "state/changelog.h"
@@ -221,4 +222,133 @@ int nf_serve_put_article(nf_store_batch_t *b, uint16_t kg, const nf_article_blob
         nf_store_batch_put(b, NF_KIND_TOPIC_RECENT, rk, sizeof rk, val, 16 + (size_t)n);
     }
     return 0;
+}
+
+/* ---------------------------------------------------------------------------- stories */
+
+#define STORY_MORE  0x80000000u
+#define SOURCE_SEED 0x736f75726365ull /* "source" */
+
+int nf_serve_story_decode(const void *val, size_t len, nf_serve_story_t *s)
+{
+    const unsigned char *v = val;
+    memset(s, 0, sizeof *s);
+    s->size = 1;
+    if (len == 4) { /* before sources were kept */
+        s->size = nf_get_le32(v);
+        return 0;
+    }
+    if (len < 8)
+        return -EINVAL;
+    uint32_t n = nf_get_le32(v + 4) & ~STORY_MORE;
+    if (n > NF_SERVE_STORY_SOURCES_MAX || len != 8 + 8 * (size_t)n)
+        return -EINVAL;
+    s->size = nf_get_le32(v);
+    s->more = (nf_get_le32(v + 4) & STORY_MORE) != 0;
+    s->nsources = n;
+    for (uint32_t i = 0; i < n; i++)
+        s->sources[i] = nf_get_le64(v + 8 + 8 * i);
+    return 0;
+}
+
+size_t nf_serve_story_encode(const nf_serve_story_t *s, unsigned char *out)
+{
+    nf_put_le32(out, s->size);
+    nf_put_le32(out + 4, s->nsources | (s->more ? STORY_MORE : 0));
+    for (uint32_t i = 0; i < s->nsources; i++)
+        nf_put_le64(out + 8 + 8 * i, s->sources[i]);
+    return 8 + 8 * (size_t)s->nsources;
+}
+
+void nf_serve_story_add_source(nf_serve_story_t *s, uint64_t source)
+{
+    if (!source)
+        return;
+    for (uint32_t i = 0; i < s->nsources; i++)
+        if (s->sources[i] == source)
+            return;
+    if (s->nsources < NF_SERVE_STORY_SOURCES_MAX)
+        s->sources[s->nsources++] = source;
+    else
+        s->more = true;
+}
+
+void nf_serve_story_merge(nf_serve_story_t *into, const nf_serve_story_t *from)
+{
+    for (uint32_t i = 0; i < from->nsources; i++)
+        nf_serve_story_add_source(into, from->sources[i]);
+    into->more |= from->more;
+}
+
+uint64_t nf_serve_source_hash(const char *source_id, size_t len)
+{
+    uint64_t h = nf_hash64(source_id, len, SOURCE_SEED);
+    return h ? h : 1; /* 0 means "no source" */
+}
+
+void nf_serve_story_prefix(uint16_t kg, nf_id128_t story, char tag,
+                           unsigned char out[NF_SERVE_STORY_PREFIX])
+{
+    nf_kstate_encode_key(kg, story, out);
+    out[18] = (unsigned char)tag;
+}
+
+void nf_serve_put_member(nf_store_batch_t *b, uint16_t kg, nf_id128_t story, int64_t published_ms,
+                         nf_id128_t article, int64_t expires_ms)
+{
+    unsigned char k[NF_SERVE_MEMBER_KEY_LEN], v[EXPIRY_LEN];
+    nf_serve_story_prefix(kg, story, NF_SERVE_STORY_MEMBER, k);
+    nf_put_be64(k + NF_SERVE_STORY_PREFIX,
+                (uint64_t)(INT64_MAX - (published_ms > 0 ? published_ms : 0)));
+    nf_put_be64(k + NF_SERVE_STORY_PREFIX + 8, article.hi);
+    nf_put_be64(k + NF_SERVE_STORY_PREFIX + 16, article.lo);
+    nf_put_le64(v, (uint64_t)expires_ms);
+    nf_store_batch_put(b, NF_KIND_STORY, k, sizeof k, v, sizeof v);
+}
+
+void nf_serve_put_child(nf_store_batch_t *b, uint16_t kg, nf_id128_t story, nf_id128_t merged,
+                        int64_t expires_ms)
+{
+    unsigned char k[NF_SERVE_CHILD_KEY_LEN], v[EXPIRY_LEN];
+    nf_serve_story_prefix(kg, story, NF_SERVE_STORY_CHILD, k);
+    nf_put_be64(k + NF_SERVE_STORY_PREFIX, merged.hi);
+    nf_put_be64(k + NF_SERVE_STORY_PREFIX + 8, merged.lo);
+    nf_put_le64(v, (uint64_t)expires_ms);
+    nf_store_batch_put(b, NF_KIND_STORY, k, sizeof k, v, sizeof v);
+}
+
+int nf_serve_member_decode(const void *key, size_t klen, const void *val, size_t vlen,
+                           int64_t *expires_ms, int64_t *published_ms, nf_id128_t *article)
+{
+    const unsigned char *k = key;
+    if (klen != NF_SERVE_MEMBER_KEY_LEN || vlen < EXPIRY_LEN || k[18] != NF_SERVE_STORY_MEMBER)
+        return -EINVAL;
+    *expires_ms = (int64_t)nf_get_le64(val);
+    *published_ms = INT64_MAX - (int64_t)nf_get_be64(k + NF_SERVE_STORY_PREFIX);
+    article->hi = nf_get_be64(k + NF_SERVE_STORY_PREFIX + 8);
+    article->lo = nf_get_be64(k + NF_SERVE_STORY_PREFIX + 16);
+    return 0;
+}
+
+int nf_serve_child_decode(const void *key, size_t klen, const void *val, size_t vlen,
+                          int64_t *expires_ms, nf_id128_t *merged)
+{
+    const unsigned char *k = key;
+    if (klen != NF_SERVE_CHILD_KEY_LEN || vlen < EXPIRY_LEN || k[18] != NF_SERVE_STORY_CHILD)
+        return -EINVAL;
+    *expires_ms = (int64_t)nf_get_le64(val);
+    merged->hi = nf_get_be64(k + NF_SERVE_STORY_PREFIX);
+    merged->lo = nf_get_be64(k + NF_SERVE_STORY_PREFIX + 8);
+    return 0;
+}
+
+void nf_serve_article_story(const nf_article_blob_t *a, int64_t *published_ms, uint64_t *source)
+{
+    cJSON *root = cJSON_ParseWithLength(a->json, a->len);
+    int64_t pub_at = 0;
+    bool has_pub = date_field(root, "published_at", &pub_at);
+    *published_ms = nf_serve_published_ms(pub_at, has_pub, a->ingested_ms);
+    const char *src = field(root, "source_id");
+    *source = src ? nf_serve_source_hash(src, strlen(src)) : 0;
+    cJSON_Delete(root);
 }

@@ -11,14 +11,28 @@
  *                         article_id, url, title, source_id, published_at (what the feed said,
  *                         or null), ingested_at, language, summary (at most
  *                         NF_SERVE_SUMMARY_MAX bytes, cut at a character)].
- *   NF_KIND_STORY         a story cluster's size, written by the stories actor (analytics.c)
- *                         from each clustering result: key nf_kstate_encode_key(kg, cluster
- *                         id) (the cluster index's key group), value [expires_at_ms 8 LE: the
- *                         last change + cluster.ttl_s][articles u32 LE]: new 1; joined +1;
- *                         merged the sum of the merged stories + 1 (theirs deleted). A merge
- *                         of more than NF_CLUSTER_MERGED_MAX stories at once loses the sizes
- *                         of the ones not listed (counted in
- *                         newsflow_story_sizes_lost_total).
+ *   NF_KIND_STORY         a story, written by the stories actor (stories.c) from each
+ *                         clustering result, three kinds of key, kg the cluster index's key
+ *                         group of the story's id:
+ *                         - its record: key nf_kstate_encode_key(kg, cluster id), value
+ *                           [expires_at_ms 8 LE: the last change + cluster.ttl_s][articles u32
+ *                           LE][sources u32 LE, bit 31: more than listed][source hashes u64 LE
+ *                           each, at most NF_SERVE_STORY_SOURCES_MAX] (nf_serve_story_t; a
+ *                           record of 4 bytes, from before sources, has none): new 1; joined
+ *                           +1; merged the sum of the merged stories + 1 (theirs deleted).
+ *                           Sources are nf_hash64 of the articles' source_id, counted once.
+ *                           A merge of more than NF_CLUSTER_MERGED_MAX stories at once loses
+ *                           the sizes of the ones not listed (newsflow_story_sizes_lost_total);
+ *                         - a member: key [kg 2 BE][story 16 BE]['m'][INT64_MAX - published_ms
+ *                           8 BE][article 16 BE] (NF_SERVE_MEMBER_KEY_LEN: a scan of
+ *                           [kg story 'm'] walks the articles that joined that story, newest
+ *                           first), value [expires_at_ms 8 LE: ingested + cluster.ttl_s];
+ *                           written once per article, under the story it joined then;
+ *                         - a merge: key [kg 2 BE][story 16 BE]['c'][merged story 16 BE]
+ *                           (NF_SERVE_CHILD_KEY_LEN), value [expires_at_ms 8 LE]: the merged
+ *                           story's members (and its own merges) belong to this one. A story's
+ *                           articles are its members and those of its merges, recursively
+ *                           (nothing is moved at a merge).
  *   NF_KIND_TOPIC_RECENT  the recent articles by topic, one entry per topic the article's
  *                         vector names: key [0xFF 0xFF][topic u8][INT64_MAX - published_ms,
  *                         8 BE][id 16 BE] (NF_SERVE_RECENT_KEY_LEN bytes: a prefix scan of
@@ -72,8 +86,49 @@
 #define NF_SERVE_SEARCH_KEY_LEN (2 + 8 + NF_SERVE_META_KEY_LEN)
 #define NF_SERVE_SEARCH_PREFIX  2
 
+#define NF_SERVE_STORY_SOURCES_MAX 64
+#define NF_SERVE_STORY_PREFIX      19 /* [kg 2][story 16][tag 1] */
+#define NF_SERVE_MEMBER_KEY_LEN    (NF_SERVE_STORY_PREFIX + 8 + 16)
+#define NF_SERVE_CHILD_KEY_LEN     (NF_SERVE_STORY_PREFIX + 16)
+#define NF_SERVE_STORY_MEMBER      'm'
+#define NF_SERVE_STORY_CHILD       'c'
+
 #define NF_SERVE_HISTORY_KEY_LEN 34
 #define NF_SERVE_HISTORY_PREFIX  18
+
+/* A story's record (NF_KIND_STORY, above). */
+typedef struct nf_serve_story {
+    uint32_t size;     /* articles */
+    uint32_t nsources; /* distinct sources listed in sources[] */
+    bool more;         /* more sources than listed */
+    uint64_t sources[NF_SERVE_STORY_SOURCES_MAX];
+} nf_serve_story_t;
+/* The record after its expiry (val, len bytes) into s; 0, or -EINVAL (s: a story of one article
+ * and no known source). */
+int nf_serve_story_decode(const void *val, size_t len, nf_serve_story_t *s);
+/* The record into out (at least 8 + 8 * NF_SERVE_STORY_SOURCES_MAX bytes); its length. */
+size_t nf_serve_story_encode(const nf_serve_story_t *s, unsigned char *out);
+/* A source (nf_hash64 of its id) into s, once; from's sources into into. */
+void nf_serve_story_add_source(nf_serve_story_t *s, uint64_t source);
+void nf_serve_story_merge(nf_serve_story_t *into, const nf_serve_story_t *from);
+/* The hash a source id counts as. */
+uint64_t nf_serve_source_hash(const char *source_id, size_t len);
+
+/* [kg story tag]: the prefix of a story's members (NF_SERVE_STORY_MEMBER) or merges. */
+void nf_serve_story_prefix(uint16_t kg, nf_id128_t story, char tag,
+                           unsigned char out[NF_SERVE_STORY_PREFIX]);
+void nf_serve_put_member(nf_store_batch_t *b, uint16_t kg, nf_id128_t story, int64_t published_ms,
+                         nf_id128_t article, int64_t expires_ms);
+void nf_serve_put_child(nf_store_batch_t *b, uint16_t kg, nf_id128_t story, nf_id128_t merged,
+                        int64_t expires_ms);
+/* A member / merge entry back: 0, or -EINVAL when key or value is not one. */
+int nf_serve_member_decode(const void *key, size_t klen, const void *val, size_t vlen,
+                           int64_t *expires_ms, int64_t *published_ms, nf_id128_t *article);
+int nf_serve_child_decode(const void *key, size_t klen, const void *val, size_t vlen,
+                          int64_t *expires_ms, nf_id128_t *merged);
+/* What the story index needs of a new article from its record: when it counts as published
+ * (above) and its source's hash (0 without a source_id). */
+void nf_serve_article_story(const nf_article_blob_t *a, int64_t *published_ms, uint64_t *source);
 
 /* One counted event of a reader into b (see NF_KIND_READS above): r as the reads actor keyed it
  * (user key, dedup key, kind, ts, kg), the article's id as the event named it. */

@@ -2,6 +2,7 @@
  * MinHash signature into the story index (engine/cluster.h), one story-clusters record per
  * assignment, the index's state in epochs. */
 #include "actors/analytics_int.h"
+#include "actors/serve_state.h"
 #include "algo/bytes.h"
 #include "feed/dates.h"
 #include "runtime/jsonw.h"
@@ -26,7 +27,10 @@ typedef struct stories {
     nf_analytics_t *an;
     nf_shard_t *sh;
     nf_cluster_t *eng;
-    nf_kstate_t *sizes; /* story cluster id -> articles (serve_state.h, NF_KIND_STORY) */
+    nf_kstate_t *sizes; /* story cluster id -> its record (serve_state.h, NF_KIND_STORY) */
+    /* The stories' members and merges since the last cut (serve_state.h; written at the cut:
+     * nothing here reads them back). NULL without epochs. */
+    nf_store_batch_t *serve;
     nf_jw_t jw;
     nf_timer_t tick;
     uint64_t loads, evictions; /* the index's, as last reported */
@@ -77,44 +81,59 @@ static uint16_t story_kg(const stories_t *s, nf_id128_t id)
                                          : (uint16_t)(id.hi % 256);
 }
 
-/* A story's size as stored (a story without a record counts its root alone). 0 or -EIO. */
-static int story_size(stories_t *s, nf_id128_t id, uint64_t now, uint32_t *size)
+/* A story's record as stored (a story without one counts its root alone, source unknown). 0 or
+ * -EIO. */
+static int story_get(stories_t *s, nf_id128_t id, uint64_t now, nf_serve_story_t *st)
 {
     uint32_t len = 0;
     int err = 0;
     const unsigned char *v = nf_kstate_get(s->sizes, story_kg(s, id), id, now, &len, &err);
-    *size = v && len == 4 ? nf_get_le32(v) : 1;
+    if (!v || nf_serve_story_decode(v, len, st) != 0)
+        nf_serve_story_decode(NULL, 0, st); /* one article, no source */
     return err;
 }
 
-/* The stories' sizes after a clustering result (serve_state.h): 0, -EIO or -ENOMEM. */
-static int story_sizes(stories_t *s, nf_id128_t article, const nf_cluster_result_t *r, uint64_t now)
+/* The stories after a clustering result (serve_state.h): the record of the story the article is
+ * in now (its size and sources, the merged ones' folded in and deleted), the article as a member
+ * and each merge as a link. 0, -EIO or -ENOMEM. */
+static int story_update(stories_t *s, const nf_cluster_msg_t *c, const nf_cluster_result_t *r)
 {
-    uint32_t size = 1, part;
-    int e = 0;
     if (r->action == NF_CLUSTER_DUPLICATE)
         return 0;
+    uint64_t now = (uint64_t)c->ingested_ms;
+    uint64_t ttl = s->an->cluster.ttl_ms;
+    int64_t expires = ttl ? c->ingested_ms + (int64_t)ttl : 0; /* 0: never (store.h) */
+    static _Thread_local nf_serve_story_t st, part;            /* 528 bytes each: off the stack */
+    int e = 0;
     /* The story it joins (or merges into) counts as it was, plus the article; when the article
      * is itself the merged story's earliest (it came late), that story is new: just the
      * article, plus what it merges. */
-    bool own = r->cluster_id.hi == article.hi && r->cluster_id.lo == article.lo;
+    bool own = r->cluster_id.hi == c->id.hi && r->cluster_id.lo == c->id.lo;
+    nf_serve_story_decode(NULL, 0, &st);
     if (r->action != NF_CLUSTER_NEW && !own) {
-        e = story_size(s, r->cluster_id, now, &size);
-        size++; /* the article */
+        e = story_get(s, r->cluster_id, now, &st);
+        st.size++; /* the article */
     }
+    nf_serve_story_add_source(&st, c->source);
+    nf_id128_t id = r->action == NF_CLUSTER_NEW ? c->id : r->cluster_id;
     for (unsigned i = 0; e == 0 && r->action == NF_CLUSTER_MERGED && i < r->merged_count; i++) {
-        e = story_size(s, r->merged_from[i], now, &part);
+        nf_id128_t m = r->merged_from[i];
+        e = story_get(s, m, now, &part);
         if (e == 0) {
-            size += part;
-            e = nf_kstate_delete(s->sizes, story_kg(s, r->merged_from[i]), r->merged_from[i]);
+            st.size += part.size;
+            nf_serve_story_merge(&st, &part);
+            e = nf_kstate_delete(s->sizes, story_kg(s, m), m);
         }
+        if (e == 0 && s->serve)
+            nf_serve_put_child(s->serve, story_kg(s, id), id, m, expires);
     }
     if (r->merged_more)
         nf_counter_add(s->an->m.story_sizes_lost, r->merged_more);
-    unsigned char v[4];
-    nf_put_le32(v, size);
-    nf_id128_t id = r->action == NF_CLUSTER_NEW ? article : r->cluster_id;
-    return e ? e : nf_kstate_put(s->sizes, story_kg(s, id), id, v, sizeof v, now);
+    if (e == 0 && s->serve)
+        nf_serve_put_member(s->serve, story_kg(s, id), id, c->published_ms, c->id, expires);
+    unsigned char v[8 + 8 * NF_SERVE_STORY_SOURCES_MAX];
+    size_t len = nf_serve_story_encode(&st, v);
+    return e ? e : nf_kstate_put(s->sizes, story_kg(s, id), id, v, len, now);
 }
 
 /* The named event cluster.assigned (sampled: log.sample_every, or its trace) and, when the
@@ -156,7 +175,7 @@ static void stories_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
     int64_t t0 = c->trace.sampled ? nf_trace_now_ns() : 0;
     int rc = nf_cluster_add(s->eng, c->id, c->ingested_ms, c->sig, &r);
     if (rc == 0 && s->sizes)
-        rc = story_sizes(s, c->id, &r, (uint64_t)c->ingested_ms);
+        rc = story_update(s, c, &r);
     if (rc != 0) {
         /* The index cannot be read or grown: a wrong assignment would be committed. Stop; the
          * epoch is not committed, so its articles are crawled and clustered again. */
@@ -191,6 +210,8 @@ static void stories_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, ui
     nf_cluster_snapshot(s->eng, b, epoch);
     if (s->sizes)
         nf_kstate_snapshot(s->sizes, b, epoch);
+    if (s->serve)
+        nf_store_batch_move(b, s->serve);
     (void)sh;
 }
 
@@ -216,6 +237,8 @@ static int stories_engine(stories_t *s)
                           .budget_bytes = s->an->budget_bytes,
                           .initial_capacity = 1 << 12};
     if (s->an->store && !(s->sizes = nf_kstate_new(s->an->store, &k)))
+        return -ENOMEM;
+    if (s->an->store && s->an->epoch && !s->serve && !(s->serve = nf_store_batch_new()))
         return -ENOMEM;
     return 0;
 }
@@ -328,6 +351,7 @@ static void stories_fini(nf_shard_t *sh, void *self)
     nf_timer_cancel(sh, &s->tick);
     nf_cluster_free(s->eng);
     nf_kstate_free(s->sizes);
+    nf_store_batch_free(s->serve);
     nf_jw_free(&s->jw);
     free(s);
 }

@@ -63,6 +63,10 @@ typedef struct merger {
      * query API (/v1/trending): last_len 0 = none since the last cut. */
     char *last;
     size_t last_len, last_cap;
+    /* The committed view the window being emitted groups its articles by (story_of); NULL: by
+     * article. */
+    nf_store_view_t *view;
+    uint64_t view_clock;
     /* Keys of the per-shard layout found at start, deleted at the first cut. */
     unsigned char (*legacy)[11];
     unsigned char *legacy_len;
@@ -89,10 +93,16 @@ static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_rank
         nf_jw_elem(w);
         nf_jw_obj_open(w);
         nf_jw_key(w, "article_id");
-        nf_jw_str(w, items[i].article_id);
+        nf_jw_str(w, items[i].lead);
         nf_jw_key(w, "score");
         nf_jw_u64(w, items[i].score);
+        nf_jw_key(w, "cluster_id");
+        nf_jw_str(w, items[i].article_id);
+        nf_jw_key(w, "articles");
+        nf_jw_u64(w, items[i].members);
         nf_jw_obj_close(w);
+        if (items[i].members > 1)
+            nf_counter_add(g->an->m.trend_stories_folded, items[i].members - 1);
     }
     nf_jw_arr_close(w);
     nf_jw_obj_close(w);
@@ -139,9 +149,42 @@ static void merger_fail(merger_t *g, const char *what, int rc)
     nf_runtime_fail(nf_shard_runtime(g->sh));
 }
 
+/* The story of a scored article (nf_trend_group_fn): its cluster's root as of the last committed
+ * view (engine/cluster.h), 0 when it is its own story or not an article id. A view that cannot
+ * be read leaves the article on its own, counted. */
+static size_t story_of(void *ctx, const char *id, size_t len, char out[NF_TREND_ID_MAX + 1])
+{
+    merger_t *g = ctx;
+    nf_id128_t aid, root;
+    if (!g->view || len != 32 || nf_id128_from_hex32(id, &aid) != 0)
+        return 0;
+    char err[160];
+    if (nf_cluster_view_root(g->view, g->an->cluster.key_group, g->view_clock, aid, &root, err,
+                             sizeof err) != 0) {
+        static nf_log_gate_t gate;
+        uint64_t held;
+        nf_counter_inc(g->an->m.trend_story_errors);
+        if (nf_log_gate_pass(&gate, 10000000000ull, &held))
+            nf_log(NF_LOG_WARN, "trending", "cannot read an article's story; it is ranked alone",
+                   NF_LS("error", err), NF_LI("held", held), NF_LEND);
+        return 0;
+    }
+    if (root.hi == aid.hi && root.lo == aid.lo)
+        return 0;
+    nf_cluster_id_hex(root, out);
+    return 32;
+}
+
 static void merger_emit(merger_t *g)
 {
+    /* Trending by story: the windows emitted now group their articles by the stories of the
+     * last committed epoch (docs/ARCHITECTURE.md §1; an article clustered since counts alone
+     * until its epoch commits). */
+    g->view = g->an->store ? nf_store_view_acquire(g->an->store) : NULL;
+    g->view_clock = g->view ? nf_cluster_view_clock(g->view) : 0;
     int rc = nf_trend_merger_emit(g->m, window_out, pane_dropped, g);
+    nf_store_view_release(g->view);
+    g->view = NULL;
     if (rc < 0)
         merger_fail(g, "cannot emit a trending window (out of memory); stopping the job", rc);
     nf_trend_merger_stats_t ms;
@@ -297,6 +340,8 @@ static void merger_reset(merger_t *g)
     nf_trend_merger_free(g->m);
     if (!(g->m = nf_trend_merger_new(&g->an->trend, g->ncounters)))
         merger_fail(g, "out of memory resetting the trending merger; stopping", -ENOMEM);
+    else
+        nf_trend_merger_set_group(g->m, story_of, g);
 }
 
 /* panes_topic: the merger follows the trending-panes partition (epoch.h `partitions`). */
@@ -488,6 +533,7 @@ static int merger_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t
         return -1;
     }
     g->an = an;
+    nf_trend_merger_set_group(g->m, story_of, g);
     g->sh = sh;
     g->ncounters = ncounters;
     nf_jw_init(&g->jw);
@@ -562,6 +608,14 @@ void nf_trending_metrics(nf_analytics_t *an)
                        "Read events counted into a trending pane.", NULL, 0, &an->m.counted_events);
     nf_metrics_counter("newsflow_trending_windows_total", "Ranked trending lists emitted.", NULL, 0,
                        &an->m.windows);
+    nf_metrics_counter("newsflow_trending_story_errors_total",
+                       "Trending articles whose story could not be read from the committed "
+                       "state (each ranked alone in its window).",
+                       NULL, 0, &an->m.trend_story_errors);
+    nf_metrics_counter("newsflow_trending_articles_folded_total",
+                       "Articles folded into another article's story in emitted trending "
+                       "windows (one entry per story: its members beyond the lead).",
+                       NULL, 0, &an->m.trend_stories_folded);
     nf_metrics_counter("newsflow_trending_panes_total",
                        "Final panes merged by the trending merger.", NULL, 0, &an->m.panes);
     nf_metrics_counter("newsflow_interest_duplicates_total",

@@ -638,3 +638,49 @@ bool nf_cluster_over_budget(const nf_cluster_t *c)
     return nf_kstate_over_budget(c->sig) || nf_kstate_over_budget(c->bucket) ||
            nf_kstate_over_budget(c->parent);
 }
+
+/* ---- reads from a committed view ---- */
+
+#define VIEW_EXPIRY_LEN 8 /* a stored value starts with its expiry (store.h) */
+#define VIEW_FIND_MAX   64
+
+uint64_t nf_cluster_view_clock(nf_store_view_t *v)
+{
+    unsigned char key[18];
+    nf_kstate_encode_key(META_KG, (nf_id128_t){0, 0}, key);
+    void *val = NULL;
+    size_t len = 0;
+    uint64_t clock = 0;
+    if (nf_store_view_get(v, NF_KIND_CLUSTER_PARENT, key, sizeof key, &val, &len, NULL, 0) == 1 &&
+        len == VIEW_EXPIRY_LEN + 8)
+        clock = nf_get_le64((unsigned char *)val + VIEW_EXPIRY_LEN);
+    free(val);
+    return clock;
+}
+
+int nf_cluster_view_root(nf_store_view_t *v, int32_t key_group, uint64_t clock, nf_id128_t id,
+                         nf_id128_t *root, char *err, size_t errlen)
+{
+    nf_id128_t cur = id;
+    for (int i = 0; i < VIEW_FIND_MAX; i++) {
+        unsigned char key[18];
+        uint16_t kg = key_group >= 0 ? (uint16_t)key_group : (uint16_t)(cur.hi % 256);
+        nf_kstate_encode_key(kg, cur, key);
+        void *val = NULL;
+        size_t len = 0;
+        int r =
+            nf_store_view_get(v, NF_KIND_CLUSTER_PARENT, key, sizeof key, &val, &len, err, errlen);
+        if (r < 0)
+            return r;
+        const unsigned char *x = val;
+        bool live = r == 1 && len == VIEW_EXPIRY_LEN + PARENT_LEN &&
+                    !(nf_get_le64(x) != 0 && nf_get_le64(x) <= clock);
+        nf_id128_t parent = live ? get_id(x + VIEW_EXPIRY_LEN) : cur;
+        free(val);
+        if (id_eq(parent, cur))
+            break;
+        cur = parent;
+    }
+    *root = cur;
+    return 0;
+}

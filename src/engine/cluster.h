@@ -128,6 +128,17 @@ void nf_cluster_stats(const nf_cluster_t *c, nf_cluster_stats_t *out);
  * the owner asks for an early epoch, whose commit lets them evict and give memory back. */
 bool nf_cluster_over_budget(const nf_cluster_t *c);
 
+/* Reading the index from a committed view (state/store.h) rather than through an engine, from
+ * any thread: the query API and the trending merger, which must not touch the cluster shard's
+ * engine. nf_cluster_view_clock: the engine clock as the view's epoch left it (0 before any).
+ * nf_cluster_view_root: the story of an article as of the view, the root of its parent links
+ * (read, never compressed; at most 64 links followed), or the article itself when it has no
+ * live link (never clustered, or expired by clock). key_group as in the options (-1: id.hi %
+ * 256). 0, or < 0 on a read error (err). */
+uint64_t nf_cluster_view_clock(nf_store_view_t *v);
+int nf_cluster_view_root(nf_store_view_t *v, int32_t key_group, uint64_t clock, nf_id128_t id,
+                         nf_id128_t *root, char *err, size_t errlen);
+
 /* The last error's message; "" if none. */
 const char *nf_cluster_error(const nf_cluster_t *c);
 

@@ -1122,6 +1122,13 @@ struct nf_trend_merger {
     uint32_t *order;
     uint32_t order_cap;
     nf_trend_ranked_t *ranked;
+    /* Ranking by group (nf_trend_merger_set_group): the window's groups, per group its lead
+     * (an index into scratch) and members, and the groups' order. */
+    nf_trend_group_fn group;
+    void *group_ctx;
+    itemtab_t groups;
+    uint32_t *glead, *gmembers, *gorder;
+    uint32_t gcap;
 };
 
 nf_trend_merger_t *nf_trend_merger_new(const nf_trend_opts_t *o, unsigned ncounters)
@@ -1155,6 +1162,10 @@ void nf_trend_merger_free(nf_trend_merger_t *m)
     plist_free(&m->panes);
     nf_cms_free(&m->win);
     tab_free(&m->scratch);
+    tab_free(&m->groups);
+    free(m->glead);
+    free(m->gmembers);
+    free(m->gorder);
     free(m->order);
     free(m->ranked);
     free(m->wm);
@@ -1240,17 +1251,107 @@ static int64_t merger_watermark(const nf_trend_merger_t *m)
     return any_active ? active : any_idle ? idle : INT64_MIN;
 }
 
+/* Article ids by bytes, a shorter prefix first. */
+static int cmp_ids(const titem_t *x, const titem_t *y)
+{
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->id, y->id, n);
+    if (c)
+        return c;
+    return (x->len > y->len) - (x->len < y->len);
+}
+
 static int cmp_ranked(const void *a, const void *b, void *arg)
 {
     const titem_t *items = arg;
     const titem_t *x = &items[*(const uint32_t *)a], *y = &items[*(const uint32_t *)b];
     if (x->count != y->count)
         return x->count > y->count ? -1 : 1;
-    size_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->id, y->id, n);
-    if (c)
-        return c;
-    return (x->len > y->len) - (x->len < y->len);
+    return cmp_ids(x, y);
+}
+
+void nf_trend_merger_set_group(nf_trend_merger_t *m, nf_trend_group_fn fn, void *ctx)
+{
+    m->group = fn;
+    m->group_ctx = ctx;
+}
+
+/* Room for n groups in the per-group arrays. 0 or -ENOMEM. */
+static int groups_reserve(nf_trend_merger_t *m, uint32_t n)
+{
+    if (!m->groups.slots && tab_init(&m->groups, 64, false))
+        return -ENOMEM;
+    if (tab_reserve(&m->groups, n))
+        return -ENOMEM;
+    if (m->groups.cap <= m->gcap)
+        return 0;
+    uint32_t cap = m->groups.cap;
+    uint32_t *l = realloc(m->glead, sizeof *l * cap);
+    if (l)
+        m->glead = l;
+    uint32_t *g = realloc(m->gmembers, sizeof *g * cap);
+    if (g)
+        m->gmembers = g;
+    uint32_t *o = realloc(m->gorder, sizeof *o * cap);
+    if (o)
+        m->gorder = o;
+    if (!l || !g || !o)
+        return -ENOMEM;
+    m->gcap = cap;
+    return 0;
+}
+
+/* Groups by score desc, then by their leads as cmp_ranked orders articles: a list by story is
+ * ordered as a list by article would be if each story were its lead. */
+static int cmp_groups(const void *a, const void *b, void *arg)
+{
+    const nf_trend_merger_t *m = arg;
+    const titem_t *g = m->groups.items, *t = m->scratch.items;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (g[x].count != g[y].count)
+        return g[x].count > g[y].count ? -1 : 1;
+    return cmp_ids(&t[m->glead[x]], &t[m->glead[y]]);
+}
+
+/* The window's scored items (m->scratch, ranked in m->order) summed by group into m->ranked:
+ * visiting the items in rank order makes each group's first member its lead. */
+static int merger_groups(nf_trend_merger_t *m, size_t *nout)
+{
+    const itemtab_t *t = &m->scratch;
+    itemtab_t *g = &m->groups;
+    tab_reset(g);
+    if (groups_reserve(m, t->n))
+        return -ENOMEM;
+    for (uint32_t k = 0; k < t->n; k++) {
+        const titem_t *it = &t->items[m->order[k]];
+        char key[NF_TREND_ID_MAX + 1];
+        size_t len = m->group(m->group_ctx, it->id, it->len, key);
+        const char *id = len && len <= NF_TREND_ID_MAX ? key : it->id;
+        len = id == key ? len : it->len;
+        uint64_t h = nf_hash64(id, len, m->o.seed);
+        uint32_t slot = tab_probe(g, h, id, len);
+        if (g->slots[slot]) {
+            uint32_t x = g->slots[slot] - 1;
+            g->items[x].count += it->count;
+            m->gmembers[x]++;
+            continue;
+        }
+        uint32_t x = tab_append(g, slot, h, id, len, it->count);
+        m->glead[x] = m->order[k];
+        m->gmembers[x] = 1;
+    }
+    for (uint32_t k = 0; k < g->n; k++)
+        m->gorder[k] = k;
+    qsort_r(m->gorder, g->n, sizeof *m->gorder, cmp_groups, m);
+    size_t n = g->n < m->o.top_k ? g->n : m->o.top_k;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t x = m->gorder[k];
+        const titem_t *gi = &g->items[x], *lead = &t->items[m->glead[x]];
+        m->ranked[k] =
+            (nf_trend_ranked_t){gi->id, gi->len, gi->count, lead->id, lead->len, m->gmembers[x]};
+    }
+    *nout = n;
+    return 0;
 }
 
 /* Scores and ranks the window ending at W into m->ranked; returns how many. */
@@ -1289,10 +1390,12 @@ static int merger_window(nf_trend_merger_t *m, int64_t W, size_t *nout)
         m->order[k] = k;
     }
     qsort_r(m->order, t->n, sizeof *m->order, cmp_ranked, t->items); /* glibc's qsort_r */
+    if (m->group)
+        return merger_groups(m, nout);
     size_t n = t->n < m->o.top_k ? t->n : m->o.top_k;
     for (size_t k = 0; k < n; k++) {
         const titem_t *it = &t->items[m->order[k]];
-        m->ranked[k] = (nf_trend_ranked_t){it->id, it->len, it->count};
+        m->ranked[k] = (nf_trend_ranked_t){it->id, it->len, it->count, it->id, it->len, 1};
     }
     *nout = n;
     return 0;
@@ -1357,6 +1460,7 @@ void nf_trend_merger_stats(const nf_trend_merger_t *m, nf_trend_merger_stats_t *
     out->done_end = m->done;
     out->windows = m->windows;
     out->bytes = sizeof *m + (sizeof *m->wm + 1) * m->n + tab_bytes(&m->scratch) +
+                 tab_bytes(&m->groups) + sizeof(uint32_t) * 3 * m->gcap +
                  sizeof *m->order * m->order_cap + sizeof *m->ranked * m->o.top_k +
                  (m->win.cells ? nf_cms_bytes(&m->win) : 0);
     for (size_t i = 0; i < m->panes.n; i++)

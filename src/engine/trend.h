@@ -176,10 +176,17 @@ size_t nf_trend_counter_clamp(nf_trend_counter_t *c, int64_t limit_ms, int64_t n
 
 typedef struct nf_trend_merger nf_trend_merger_t;
 
+/* One ranked entry. Without grouping, an article: lead is the article itself and members 1.
+ * With grouping (nf_trend_merger_set_group), a group (a story): article_id is the group's key,
+ * score the sum of its scored members' scores, lead the member with the highest score (ties:
+ * the smaller id, as the ranking), members how many of its articles were scored. */
 typedef struct nf_trend_ranked {
     const char *article_id; /* NUL-terminated */
     size_t len;
     uint64_t score;
+    const char *lead; /* NUL-terminated */
+    size_t lead_len;
+    uint32_t members;
 } nf_trend_ranked_t;
 
 nf_trend_merger_t *nf_trend_merger_new(const nf_trend_opts_t *o, unsigned ncounters);
@@ -202,6 +209,20 @@ int nf_trend_merger_set_watermark(nf_trend_merger_t *m, unsigned counter, int64_
  * watermarks (those that ever reported). Panes it sends after waking up behind are added to the
  * windows still to emit, or ignored (add_pane's 1) if none is left. -EINVAL if out of range. */
 int nf_trend_merger_set_idle(nf_trend_merger_t *m, unsigned counter, int64_t wm);
+
+/* The group of a scored article (a story: trending by story, docs/ARCHITECTURE.md §1): its key
+ * into out (at most NF_TREND_ID_MAX bytes, NUL-terminated) and the key's length, or 0 for "its
+ * own group" (the article's id is the key). Called once per scored article per window, on the
+ * merger's thread; it must not call the merger. */
+typedef size_t (*nf_trend_group_fn)(void *ctx, const char *article_id, size_t len,
+                                    char out[NF_TREND_ID_MAX + 1]);
+/* From now on every window is ranked by group: a group's score is the sum over the window's
+ * scored articles (the union of its panes' candidates; every article in exact mode) that map to
+ * it, so in exact mode it is the group's exact count of reads in the window. Groups rank by
+ * score desc, then their leads' ids (as articles rank: a list whose every group has one member
+ * is the list by article). fn NULL: by article
+ * again. A group function is not persisted: set it after every new / load. */
+void nf_trend_merger_set_group(nf_trend_merger_t *m, nf_trend_group_fn fn, void *ctx);
 
 /* items are ranked, at most top_k of them, valid during the call. Return 0 to go on; a
  * negative errno stops emission and that window is emitted again by the next call. */

@@ -33,17 +33,14 @@
 #include <string.h>
 #include <time.h>
 
-#define LIMIT_DEFAULT   20
-#define LIMIT_MAX       100
-#define USER_ID_MAX     256
-#define TRENDING_SCAN   1000    /* items of a trending window looked at (top_k is 50 by default) */
-#define KEY_LEN         18      /* nf_kstate_encode_key */
-#define EXPIRY_LEN      8       /* every kind's values start with their expiry (store.h) */
-#define FEED_TOPICS     5       /* a reader's top topics the feed draws from */
-#define FEED_PER_TOPIC  1000    /* newest recent articles looked at per topic */
-#define PARENT_LEN      24      /* cluster.h: [parent id 16 LE][ingested_ms 8] */
-#define CLUSTER_META_KG 0xFFFFu /* cluster.c: the engine clock's key group (id 0) */
-#define FIND_MAX        64      /* parent links followed to a root */
+#define LIMIT_DEFAULT  20
+#define LIMIT_MAX      100
+#define USER_ID_MAX    256
+#define TRENDING_SCAN  1000 /* items of a trending window looked at (top_k is 50 by default) */
+#define KEY_LEN        18   /* nf_kstate_encode_key */
+#define EXPIRY_LEN     8    /* every kind's values start with their expiry (store.h) */
+#define FEED_TOPICS    5    /* a reader's top topics the feed draws from */
+#define FEED_PER_TOPIC 1000 /* newest recent articles looked at per topic */
 
 typedef struct vcache vcache_t;
 
@@ -665,6 +662,10 @@ typedef struct trend {
     uint64_t *scores;
     nf_id128_t *aids;
     bool *hex; /* the id is an article id (32 hex digits): it may have a vector */
+    /* One entry per story (trending.c): the story's id when the window was ranked (NULL: the
+     * article's own, as a record of an earlier version) and how many of its articles were read */
+    const char **clusters;
+    uint32_t *articles;
 } trend_t;
 
 static void trend_free(trend_t *t)
@@ -674,6 +675,8 @@ static void trend_free(trend_t *t)
     free(t->scores);
     free(t->aids);
     free(t->hex);
+    free(t->clusters);
+    free(t->articles);
 }
 
 /* 0 (t filled; n 0 before the first window), -EIO (err), -ENOMEM. */
@@ -703,7 +706,9 @@ static int load_trending(nf_store_view_t *v, trend_t *t, char *err, size_t errle
     t->scores = calloc(cap, sizeof *t->scores);
     t->aids = calloc(cap, sizeof *t->aids);
     t->hex = calloc(cap, sizeof *t->hex);
-    if (!t->ids || !t->scores || !t->aids || !t->hex)
+    t->clusters = calloc(cap, sizeof *t->clusters);
+    t->articles = calloc(cap, sizeof *t->articles);
+    if (!t->ids || !t->scores || !t->aids || !t->hex || !t->clusters || !t->articles)
         return -ENOMEM;
     const cJSON *it;
     cJSON_ArrayForEach(it, items)
@@ -717,6 +722,10 @@ static int load_trending(nf_store_view_t *v, trend_t *t, char *err, size_t errle
         size_t i = t->n++;
         t->ids[i] = id->valuestring;
         t->scores[i] = sc->valuedouble > 0 ? (uint64_t)sc->valuedouble : 0;
+        const cJSON *cl = cJSON_GetObjectItemCaseSensitive(it, "cluster_id");
+        const cJSON *na = cJSON_GetObjectItemCaseSensitive(it, "articles");
+        t->clusters[i] = cJSON_IsString(cl) ? cl->valuestring : NULL;
+        t->articles[i] = cJSON_IsNumber(na) && na->valuedouble >= 1 ? (uint32_t)na->valuedouble : 1;
         /* a read event may name any article id: only 32 hex digits can have a vector */
         t->hex[i] =
             strlen(id->valuestring) == 32 && nf_id128_from_hex32(id->valuestring, &t->aids[i]) == 0;
@@ -751,61 +760,56 @@ static int read_topics(const nf_query_t *q, nf_store_view_t *v, nf_id128_t id, i
 /* The cluster engine's clock as of the view (its TTL runs on it, cluster.h); 0 if none yet. */
 static uint64_t cluster_clock(nf_store_view_t *v)
 {
-    unsigned char key[KEY_LEN];
-    nf_kstate_encode_key(CLUSTER_META_KG, (nf_id128_t){0, 0}, key);
-    void *val = NULL;
-    size_t len = 0;
-    uint64_t clock = 0;
-    if (nf_store_view_get(v, NF_KIND_CLUSTER_PARENT, key, KEY_LEN, &val, &len, NULL, 0) == 1 &&
-        len == EXPIRY_LEN + 8)
-        clock = nf_get_le64((unsigned char *)val + EXPIRY_LEN);
-    free(val);
-    return clock;
+    return nf_cluster_view_clock(v);
 }
 
-/* The story cluster of an article as of the view: the root of its union-find links (read, not
- * compressed), or the article itself when it has no live link (never clustered, or expired).
- * 0, or < 0 on a read error. */
+/* The story cluster of an article as of the view (nf_cluster_view_root). 0, or < 0 on a read
+ * error. */
 static int find_cluster(const nf_query_t *q, nf_store_view_t *v, uint64_t clock, nf_id128_t id,
                         nf_id128_t *root, char *err, size_t errlen)
 {
-    nf_id128_t cur = id;
-    for (int i = 0; i < FIND_MAX; i++) {
-        unsigned char key[KEY_LEN];
-        nf_kstate_encode_key(article_kg(q, cur), cur, key);
-        void *val = NULL;
-        size_t len = 0;
-        int r = nf_store_view_get(v, NF_KIND_CLUSTER_PARENT, key, KEY_LEN, &val, &len, err, errlen);
-        if (r < 0)
-            return r;
-        const unsigned char *x = val;
-        bool live = r == 1 && len == EXPIRY_LEN + PARENT_LEN &&
-                    !(nf_get_le64(x) != 0 && nf_get_le64(x) <= clock);
-        nf_id128_t parent = live ? (nf_id128_t){nf_get_le64(x + 8), nf_get_le64(x + 16)} : cur;
-        free(val);
-        if (parent.hi == cur.hi && parent.lo == cur.lo)
-            break;
-        cur = parent;
-    }
-    *root = cur;
-    return 0;
+    return nf_cluster_view_root(v, q->o.global_articles ? (int32_t)NF_CHANGELOG_GLOBAL_KG : -1,
+                                clock, id, root, err, errlen);
 }
 
-/* A story's size as of the view: its NF_KIND_STORY record (serve_state.h), or 1 without one (an
- * article never clustered, or its story expired). 0, or < 0 on a read error. */
-static int story_size(const nf_query_t *q, nf_store_view_t *v, nf_id128_t root, int64_t now,
-                      uint32_t *size, char *err, size_t errlen)
+/* A story's record as of the view (serve_state.h, NF_KIND_STORY): its articles and distinct
+ * sources, and its expiry; 1 article and 0 sources without one (an article never clustered, or
+ * its story expired). */
+typedef struct story_info {
+    uint32_t size, sources;
+    bool more; /* more sources than sources */
+    int64_t expires_ms;
+} story_info_t;
+
+/* 0, or < 0 on a read error. */
+static int story_info(const nf_query_t *q, nf_store_view_t *v, nf_id128_t root, int64_t now,
+                      story_info_t *si, char *err, size_t errlen)
 {
     unsigned char key[KEY_LEN];
     nf_kstate_encode_key(article_kg(q, root), root, key);
     void *val = NULL;
     size_t len = 0;
     int r = nf_store_view_get(v, NF_KIND_STORY, key, KEY_LEN, &val, &len, err, errlen);
-    *size = r == 1 && len == EXPIRY_LEN + 4 && !expired(val, now)
-                ? nf_get_le32((unsigned char *)val + EXPIRY_LEN)
-                : 1;
+    nf_serve_story_t st;
+    *si = (story_info_t){.size = 1};
+    if (r == 1 && len >= EXPIRY_LEN && !expired(val, now) &&
+        nf_serve_story_decode((unsigned char *)val + EXPIRY_LEN, len - EXPIRY_LEN, &st) == 0)
+        *si = (story_info_t){st.size, st.nsources, st.more, (int64_t)nf_get_le64(val)};
     free(val);
     return r < 0 ? r : 0;
+}
+
+static void put_id(nf_jw_t *w, nf_id128_t id);
+
+/* A story's size and sources as the items of every route show them. */
+static void put_story_fields(nf_jw_t *w, nf_id128_t root, const story_info_t *si)
+{
+    nf_jw_key(w, "cluster_id");
+    put_id(w, root);
+    nf_jw_key(w, "cluster_size");
+    nf_jw_u64(w, si->size);
+    nf_jw_key(w, "cluster_sources");
+    nf_jw_u64(w, si->sources);
 }
 
 /* The article's stored metadata, parsed (caller deletes); NULL if absent or expired. */
@@ -879,10 +883,10 @@ static int route_article(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char 
     nf_topic_vec_t vec;
     int tr = read_topics(q, v, id, now, &vec, NULL, err, sizeof err);
     nf_id128_t root;
-    uint32_t size = 1;
+    story_info_t si = {.size = 1};
     int cr = tr < 0 ? tr : find_cluster(q, v, cluster_clock(v), id, &root, err, sizeof err);
     if (cr == 0)
-        cr = story_size(q, v, root, now, &size, err, sizeof err);
+        cr = story_info(q, v, root, now, &si, err, sizeof err);
     if (tr < 0 || cr < 0) {
         cJSON_Delete(meta);
         return store_failed(err, body, len);
@@ -898,39 +902,218 @@ static int route_article(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char 
         put_vector(q, &w, &vec);
     else
         nf_jw_null(&w);
-    nf_jw_key(&w, "cluster_id");
-    put_id(&w, root);
-    nf_jw_key(&w, "cluster_size");
-    nf_jw_u64(&w, size);
+    put_story_fields(&w, root, &si);
     nf_jw_obj_close(&w);
     return finish(&w, 200, body, len);
 }
 
 /* ------------------------------------------------------------------------------- stories */
 
-static int route_story(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char **body, size_t *len)
+#define STORY_TREE_MAX 64 /* stories a story's merges are followed to (its own included) */
+#define CURSOR_LEN     24 /* [INT64_MAX - published 8 BE][article 16 BE]: a member key's tail */
+
+/* A story's articles newest first (serve_state.h: its members and its merges' members): per
+ * story of the tree, the members after the cursor, at most want of each. */
+typedef struct members {
+    const nf_query_t *q;
+    int64_t now;
+    nf_id128_t tree[STORY_TREE_MAX];
+    unsigned ntree;
+    bool truncated; /* more merges than STORY_TREE_MAX */
+    unsigned char cursor[CURSOR_LEN];
+    bool has_cursor;
+    unsigned want, got;                 /* per story scanned */
+    unsigned char (*tails)[CURSOR_LEN]; /* found, all stories */
+    size_t n, cap;
+} members_t;
+
+static int child_cb(const void *k, size_t kl, const void *val, size_t vl, void *arg)
 {
+    members_t *m = arg;
+    int64_t exp;
+    nf_id128_t child;
+    if (nf_serve_child_decode(k, kl, val, vl, &exp, &child) != 0 || (exp && exp <= m->now))
+        return 0;
+    for (unsigned i = 0; i < m->ntree; i++)
+        if (m->tree[i].hi == child.hi && m->tree[i].lo == child.lo)
+            return 0;
+    if (m->ntree == STORY_TREE_MAX) {
+        m->truncated = true;
+        return 1;
+    }
+    m->tree[m->ntree++] = child;
+    return 0;
+}
+
+static int member_cb(const void *k, size_t kl, const void *val, size_t vl, void *arg)
+{
+    members_t *m = arg;
+    int64_t exp, pub;
+    nf_id128_t id;
+    if (nf_serve_member_decode(k, kl, val, vl, &exp, &pub, &id) != 0 || (exp && exp <= m->now))
+        return 0;
+    const unsigned char *tail = (const unsigned char *)k + NF_SERVE_STORY_PREFIX;
+    if (m->has_cursor && memcmp(tail, m->cursor, CURSOR_LEN) <= 0)
+        return 0; /* the cursor's own entry: the page before ended there */
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        void *t = realloc(m->tails, cap * CURSOR_LEN);
+        if (!t)
+            return -ENOMEM;
+        m->tails = t;
+        m->cap = cap;
+    }
+    memcpy(m->tails[m->n++], tail, CURSOR_LEN);
+    return ++m->got >= m->want;
+}
+
+static int cmp_tail(const void *a, const void *b)
+{
+    return memcmp(a, b, CURSOR_LEN);
+}
+
+/* A story without member entries (clustered before they were kept, or never clustered: no
+ * signature) lists its root. 0 or -ENOMEM. */
+static int member_root(members_t *m, nf_id128_t root, int64_t published_ms)
+{
+    unsigned char k[NF_SERVE_MEMBER_KEY_LEN], v[EXPIRY_LEN] = {0};
+    nf_serve_story_prefix(0, root, NF_SERVE_STORY_MEMBER, k);
+    nf_put_be64(k + NF_SERVE_STORY_PREFIX, (uint64_t)(INT64_MAX - published_ms));
+    nf_put_be64(k + NF_SERVE_STORY_PREFIX + 8, root.hi);
+    nf_put_be64(k + NF_SERVE_STORY_PREFIX + 16, root.lo);
+    return member_cb(k, sizeof k, v, sizeof v, m) < 0 ? -ENOMEM : 0;
+}
+
+/* The story tree of root (its merges, recursively) and up to want members of each after the
+ * cursor, sorted newest first. 0, or < 0 (err). */
+static int members_find(const nf_query_t *q, nf_store_view_t *v, nf_id128_t root, members_t *m,
+                        char *err, size_t errlen)
+{
+    m->tree[0] = root;
+    m->ntree = 1;
+    int r = 0;
+    for (unsigned i = 0; i < m->ntree && r >= 0 && !m->truncated; i++) {
+        unsigned char p[NF_SERVE_STORY_PREFIX];
+        nf_serve_story_prefix(article_kg(q, m->tree[i]), m->tree[i], NF_SERVE_STORY_CHILD, p);
+        r = nf_store_view_scan_prefix(v, NF_KIND_STORY, p, sizeof p, child_cb, m);
+    }
+    for (unsigned i = 0; i < m->ntree && r >= 0; i++) {
+        unsigned char p[NF_SERVE_STORY_PREFIX], from[NF_SERVE_MEMBER_KEY_LEN];
+        nf_serve_story_prefix(article_kg(q, m->tree[i]), m->tree[i], NF_SERVE_STORY_MEMBER, p);
+        memcpy(from, p, sizeof p);
+        memcpy(from + sizeof p, m->cursor, CURSOR_LEN);
+        m->got = 0;
+        r = nf_store_view_scan_from(v, NF_KIND_STORY, p, sizeof p, from,
+                                    m->has_cursor ? sizeof from : 0, member_cb, m);
+    }
+    if (r < 0 && r != -ENOMEM && err[0] == '\0')
+        snprintf(err, errlen, "a story's articles cannot be read");
+    if (r >= 0)
+        qsort(m->tails, m->n, CURSOR_LEN, cmp_tail);
+    return r < 0 ? r : 0;
+}
+
+/* after=: a cursor as a page's "next" gives it (48 hex digits). */
+static bool parse_cursor(const char *s, unsigned char out[CURSOR_LEN])
+{
+    if (strlen(s) != 2 * CURSOR_LEN)
+        return false;
+    for (size_t i = 0; i < CURSOR_LEN; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = s[2 * i + (size_t)k];
+            if (c >= '0' && c <= '9')
+                v = v * 16 + (unsigned)(c - '0');
+            else if (c >= 'a' && c <= 'f')
+                v = v * 16 + (unsigned)(c - 'a' + 10);
+            else
+                return false;
+        }
+        out[i] = (unsigned char)v;
+    }
+    return true;
+}
+
+static void put_cursor(nf_jw_t *w, const unsigned char tail[CURSOR_LEN])
+{
+    char hex[2 * CURSOR_LEN + 1];
+    for (size_t i = 0; i < CURSOR_LEN; i++)
+        snprintf(hex + 2 * i, 3, "%02x", tail[i]);
+    nf_jw_str(w, hex);
+}
+
+/* The page's articles: each one's metadata as of the view (null fields once expired). */
+static int put_members(const nf_query_t *q, nf_store_view_t *v, nf_jw_t *w, const members_t *m,
+                       size_t shown, char *err, size_t errlen)
+{
+    nf_jw_key(w, "articles");
+    nf_jw_arr_open(w);
+    for (size_t i = 0; i < shown; i++) {
+        nf_id128_t id = {nf_get_be64(m->tails[i] + 8), nf_get_be64(m->tails[i] + 16)};
+        int rc;
+        cJSON *meta = read_meta(q, v, id, m->now, &rc, err, errlen);
+        if (rc < 0)
+            return rc;
+        nf_jw_elem(w);
+        nf_jw_obj_open(w);
+        nf_jw_key(w, "article_id");
+        put_id(w, id);
+        put_meta_fields(w, meta);
+        nf_jw_key(w, "published_ms");
+        nf_jw_i64(w, INT64_MAX - (int64_t)nf_get_be64(m->tails[i]));
+        nf_jw_obj_close(w);
+        cJSON_Delete(meta);
+    }
+    nf_jw_arr_close(w);
+    return 0;
+}
+
+static int route_story(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, nf_admin_req_t *req,
+                       char **body, size_t *len)
+{
+    unsigned limit;
+    if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
+        return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
+    members_t m = {.q = q, .now = now_ms(q), .want = limit + 1};
+    const char *after = nf_admin_req_arg(req, "after");
+    if (after && !(m.has_cursor = parse_cursor(after, m.cursor)))
+        return fail(400, "after must be the \"next\" of a page of this story (48 hex digits)",
+                    "after", body, len);
     char err[256] = "";
-    int64_t now = now_ms(q);
     nf_id128_t root;
-    uint32_t size = 1;
+    story_info_t si = {.size = 1};
     int rc = 0, r = find_cluster(q, v, cluster_clock(v), id, &root, err, sizeof err);
     if (r == 0)
-        r = story_size(q, v, root, now, &size, err, sizeof err);
-    cJSON *meta = r == 0 ? read_meta(q, v, root, now, &rc, err, sizeof err) : NULL;
-    if (r < 0 || (r == 0 && rc < 0))
-        return store_failed(err, body, len);
-    if (!meta)
+        r = story_info(q, v, root, m.now, &si, err, sizeof err);
+    cJSON *meta = r == 0 ? read_meta(q, v, root, m.now, &rc, err, sizeof err) : NULL;
+    if (r == 0 && rc >= 0 && meta)
+        r = members_find(q, v, root, &m, err, sizeof err);
+    if (r == 0 && meta && m.n == 0 && !m.has_cursor)
+        r = member_root(&m, root, meta_published_ms(meta));
+    if (r < 0 || rc < 0) {
+        cJSON_Delete(meta);
+        free(m.tails);
+        return r == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
+                            : store_failed(err, body, len);
+    }
+    if (!meta) {
+        free(m.tails);
         return fail(404,
                     "no such story in the committed state (an id of no article, or older "
                     "than its retention)",
                     "cluster_id", body, len);
+    }
+    size_t shown = m.n < limit ? m.n : limit;
     nf_jw_t w;
     open_answer(&w, v);
     nf_jw_key(&w, "cluster_id");
     put_id(&w, root);
     nf_jw_key(&w, "size");
-    nf_jw_u64(&w, size);
+    nf_jw_u64(&w, si.size);
+    nf_jw_key(&w, "sources");
+    nf_jw_u64(&w, si.sources);
+    nf_jw_key(&w, "sources_more");
+    nf_jw_bool(&w, si.more);
     nf_jw_key(&w, "first_article");
     nf_jw_obj_open(&w);
     nf_jw_key(&w, "article_id");
@@ -938,7 +1121,20 @@ static int route_story(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char **
     put_meta_fields(&w, meta);
     nf_jw_obj_close(&w);
     cJSON_Delete(meta);
+    r = put_members(q, v, &w, &m, shown, err, sizeof err);
+    nf_jw_key(&w, "next");
+    if (m.n > limit)
+        put_cursor(&w, m.tails[limit - 1]);
+    else
+        nf_jw_null(&w);
+    nf_jw_key(&w, "merges_truncated");
+    nf_jw_bool(&w, m.truncated);
     nf_jw_obj_close(&w);
+    free(m.tails);
+    if (r < 0) {
+        nf_jw_free(&w);
+        return store_failed(err, body, len);
+    }
     return finish(&w, 200, body, len);
 }
 
@@ -1041,7 +1237,7 @@ static int route_recent(nf_query_t *q, nf_store_view_t *v, unsigned topic, nf_ad
 typedef struct item {
     bool used;
     nf_id128_t id, root;
-    uint32_t size;
+    story_info_t story;
     int64_t expires_ms;   /* the earliest expiry of what it was made of (0 = never) */
     int64_t published_ms; /* from its metadata (trending candidates) */
     char *frag;           /* "article_id":...,<metadata fields> */
@@ -1317,21 +1513,14 @@ static int item_make(const nf_query_t *q, nf_store_view_t *v, uint64_t clock, nf
         }
     }
     free(val);
-    nf_kstate_encode_key(article_kg(q, it->root), it->root, key);
-    val = NULL;
-    rc = nf_store_view_get(v, NF_KIND_STORY, key, KEY_LEN, &val, &len, err, errlen);
+    rc = story_info(q, v, it->root, now, &it->story, err, errlen);
     if (rc < 0) {
         cJSON_Delete(meta);
         return rc;
     }
-    it->size = 1;
-    if (rc == 1 && len == EXPIRY_LEN + 4 && !expired(val, now)) {
-        it->size = nf_get_le32((unsigned char *)val + EXPIRY_LEN);
-        int64_t e = (int64_t)nf_get_le64(val);
-        if (e && (!it->expires_ms || e < it->expires_ms))
-            it->expires_ms = e;
-    }
-    free(val);
+    int64_t e = it->story.expires_ms;
+    if (e && (!it->expires_ms || e < it->expires_ms))
+        it->expires_ms = e;
     it->published_ms = meta_published_ms(meta);
     nf_jw_t w;
     nf_jw_init(&w);
@@ -1531,6 +1720,36 @@ static void answer_put(nf_query_t *q, vcache_t *c, unsigned limit, int topic, in
     pthread_mutex_unlock(&c->mu);
 }
 
+/* A trending entry's story: its id now (a story merged since the window was ranked answers as
+ * the one it merged into), its size and sources, and how many of its articles the window read.
+ * 0, or < 0 on a read error (err). */
+static int put_trending_story(const nf_query_t *q, nf_store_view_t *v, nf_jw_t *w, const trend_t *t,
+                              size_t i, int64_t now, char *err, size_t errlen)
+{
+    nf_id128_t sid, root;
+    story_info_t si = {.size = 1};
+    const char *cid = t->clusters[i] ? t->clusters[i] : t->ids[i];
+    bool hex = strlen(cid) == 32 && nf_id128_from_hex32(cid, &sid) == 0;
+    int r = hex ? find_cluster(q, v, cluster_clock(v), sid, &root, err, errlen) : 0;
+    if (hex && r == 0)
+        r = story_info(q, v, root, now, &si, err, errlen);
+    if (r < 0)
+        return r;
+    if (hex) {
+        put_story_fields(w, root, &si);
+    } else { /* an id of no article: a story of its own */
+        nf_jw_key(w, "cluster_id");
+        nf_jw_str(w, cid);
+        nf_jw_key(w, "cluster_size");
+        nf_jw_u64(w, 1);
+        nf_jw_key(w, "cluster_sources");
+        nf_jw_u64(w, 0);
+    }
+    nf_jw_key(w, "articles_read");
+    nf_jw_u64(w, t->articles[i]);
+    return 0;
+}
+
 static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req, char **body,
                           size_t *len)
 {
@@ -1594,11 +1813,18 @@ static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req
         } else {
             nf_jw_null(&w);
         }
+        if ((r = put_trending_story(q, v, &w, t, i, now, err, sizeof err)) < 0)
+            break;
         nf_jw_obj_close(&w);
         shown++;
     }
     nf_jw_arr_close(&w);
     nf_jw_obj_close(&w);
+    if (r < 0) {
+        nf_jw_free(&w);
+        vcache_done(q, vc, c, &solo);
+        return store_failed(err, body, len);
+    }
     int status = finish(&w, 200, body, len);
     if (vc && status == 200)
         answer_put(q, vc, limit, ti, now, *body, *len);
@@ -1743,10 +1969,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         nf_jw_score(&w, x->score);
         nf_jw_key(&w, "trending_score");
         nf_jw_u64(&w, x->e->trend);
-        nf_jw_key(&w, "cluster_id");
-        put_id(&w, it->root);
-        nf_jw_key(&w, "cluster_size");
-        nf_jw_u64(&w, it->size);
+        put_story_fields(&w, it->root, &it->story);
         nf_jw_obj_close(&w);
     }
     nf_jw_arr_close(&w);
@@ -1776,7 +1999,7 @@ typedef struct skeep {
     int64_t now;
     unsigned n;
     nf_id128_t roots[LIMIT_MAX];
-    uint32_t sizes[LIMIT_MAX];
+    story_info_t stories[LIMIT_MAX];
     cJSON *metas[LIMIT_MAX];
     int rc; /* a read failed: < 0, with err */
     char err[256];
@@ -1790,10 +2013,10 @@ static bool search_keep(void *arg, const nf_search_hit_t *h)
     int rc = 0;
     cJSON *meta = read_meta(k->q, k->v, h->id, k->now, &rc, k->err, sizeof k->err);
     nf_id128_t root = h->id;
-    uint32_t size = 1;
+    story_info_t si = {.size = 1};
     int r = meta ? find_cluster(k->q, k->v, k->clock, h->id, &root, k->err, sizeof k->err) : 0;
     if (meta && r == 0)
-        r = story_size(k->q, k->v, root, k->now, &size, k->err, sizeof k->err);
+        r = story_info(k->q, k->v, root, k->now, &si, k->err, sizeof k->err);
     if (rc < 0 || r < 0) {
         k->rc = rc < 0 ? rc : r;
         cJSON_Delete(meta);
@@ -1808,7 +2031,7 @@ static bool search_keep(void *arg, const nf_search_hit_t *h)
         }
     }
     k->roots[k->n] = root;
-    k->sizes[k->n] = size;
+    k->stories[k->n] = si;
     k->metas[k->n++] = meta;
     return true;
 }
@@ -1847,10 +2070,7 @@ static void put_search_hits(const nf_query_t *q, nf_jw_t *w, const nf_search_res
         nf_jw_unit(w, h->score);
         nf_jw_key(w, "relevance");
         nf_jw_unit(w, h->relevance);
-        nf_jw_key(w, "cluster_id");
-        put_id(w, k->roots[i]);
-        nf_jw_key(w, "cluster_size");
-        nf_jw_u64(w, k->sizes[i]);
+        put_story_fields(w, k->roots[i], &k->stories[i]);
         nf_jw_obj_close(w);
     }
     nf_jw_arr_close(w);
@@ -2016,7 +2236,7 @@ static int redirect(nf_query_t *q, nf_admin_req_t *req, const char *route, nf_in
     if (at >= sizeof loc)
         at = sizeof loc - 1;
     put_encoded(loc, sizeof loc, &at, route, true);
-    static const char *const args[] = {"limit", "topic"};
+    static const char *const args[] = {"limit", "topic", "after"};
     char sep = '?';
     for (size_t i = 0; i < sizeof args / sizeof *args; i++) {
         const char *v = nf_admin_req_arg(req, args[i]);
@@ -2143,7 +2363,7 @@ int nf_query_handle(nf_query_t *q, const char *route, nf_admin_req_t *req, char 
         status = route_article(q, v, id, body, len);
         break;
     case NF_ROUTE_STORY:
-        status = route_story(q, v, id, body, len);
+        status = route_story(q, v, id, req, body, len);
         break;
     case NF_ROUTE_SEARCH:
         status = route_search(q, v, req, body, len);

@@ -965,6 +965,24 @@ nf_store_batch_t *nf_store_batch_new(void)
     return calloc(1, sizeof(nf_store_batch_t));
 }
 
+/* Room for need more bytes; false (and the batch failed) when there is none. */
+static bool batch_reserve(nf_store_batch_t *b, size_t need)
+{
+    if (b->cap - b->len >= need)
+        return true;
+    size_t ncap = b->cap ? b->cap : 4096;
+    while (ncap - b->len < need)
+        ncap *= 2;
+    unsigned char *nb = realloc(b->buf, ncap);
+    if (!nb) {
+        b->failed = true;
+        return false;
+    }
+    b->buf = nb;
+    b->cap = ncap;
+    return true;
+}
+
 static void batch_append(nf_store_batch_t *b, int op, nf_state_kind_t kind, const void *key,
                          size_t klen, const void *val, size_t vlen)
 {
@@ -975,18 +993,8 @@ static void batch_append(nf_store_batch_t *b, int op, nf_state_kind_t kind, cons
         return;
     }
     size_t need = REC_HEAD + klen + vlen;
-    if (b->cap - b->len < need) {
-        size_t ncap = b->cap ? b->cap : 4096;
-        while (ncap - b->len < need)
-            ncap *= 2;
-        unsigned char *nb = realloc(b->buf, ncap);
-        if (!nb) {
-            b->failed = true;
-            return;
-        }
-        b->buf = nb;
-        b->cap = ncap;
-    }
+    if (!batch_reserve(b, need))
+        return;
     unsigned char *p = b->buf + b->len;
     p[0] = (unsigned char)op;
     p[1] = (unsigned char)kind;
@@ -1062,6 +1070,18 @@ void nf_store_batch_clear(nf_store_batch_t *b)
     b->len = 0;
     b->count = 0;
     b->failed = false;
+}
+
+void nf_store_batch_move(nf_store_batch_t *dst, nf_store_batch_t *src)
+{
+    if (dst && !dst->failed && src->failed)
+        dst->failed = true;
+    else if (dst && !dst->failed && src->len && batch_reserve(dst, src->len)) {
+        memcpy(dst->buf + dst->len, src->buf, src->len);
+        dst->len += src->len;
+        dst->count += src->count;
+    }
+    nf_store_batch_clear(src);
 }
 
 void nf_store_batch_free(nf_store_batch_t *b)

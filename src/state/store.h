@@ -250,6 +250,9 @@ size_t nf_store_batch_count(const nf_store_batch_t *b);
 size_t nf_store_batch_bytes(const nf_store_batch_t *b);
 /* Empties b for reuse; a capacity beyond four times what it held (and 1 MiB) is given back. */
 void nf_store_batch_clear(nf_store_batch_t *b);
+/* Appends src's records (puts and deletes, in order) to dst, then clears src; dst NULL: src is
+ * only cleared (an epoch's cut without a batch). A failed src fails dst. */
+void nf_store_batch_move(nf_store_batch_t *dst, nf_store_batch_t *src);
 void nf_store_batch_free(nf_store_batch_t *b);
 
 /* Applies a batch to the live families directly, outside the epoch protocol (a changelog

@@ -101,6 +101,7 @@ def check(base, out_path, taxonomy_path, nreaders):
 
     # Articles: id -> (published_ms by the job's rule, topic vector)
     articles = {}
+    source_of = {a["article_id"]: a.get("source_id") for a in recs.get("articles", [])}
     for a in recs.get("articles", []):
         ingested = parse_date(a["ingested_at"])
         pub = ingested
@@ -128,10 +129,11 @@ def check(base, out_path, taxonomy_path, nreaders):
         if art != root:
             parent[art] = root
 
-    # A story's size: the articles the records put in it.
-    sizes = {}
+    # A story's size: the articles the records put in it; its sources: theirs, once each.
+    sizes, sources = {}, {}
     for c in recs.get("story-clusters", []):
         sizes[find(c["article_id"])] = sizes.get(find(c["article_id"]), 0) + 1
+        sources.setdefault(find(c["article_id"]), set()).add(source_of.get(c["article_id"]))
 
     # Each reader's latest vector (the highest version).
     interest = {}
@@ -213,6 +215,12 @@ def check(base, out_path, taxonomy_path, nreaders):
                 failures.append(f"{user}: story {root} of {i['cluster_size']} articles, the "
                                 f"records say {sizes.get(root, 1)}")
                 break
+            if i["cluster_sources"] != len(sources.get(root, ())):
+                failures.append(f"{user}: story {root} of {i['cluster_sources']} sources, the "
+                                f"records say {len(sources.get(root, ()))}")
+                break
+    story_failures, nstories = check_stories(base, recs, articles, find, sources, last)
+    failures += story_failures
     after = {k: len(v) for k, v in jobout.records(out_path).items()}
     if after != counts:
         failures.append(f"the job emitted records during the comparison: {counts} -> {after}")
@@ -220,6 +228,7 @@ def check(base, out_path, taxonomy_path, nreaders):
     for aid in articles:
         clusters.setdefault(find(aid), []).append(aid)
     multi = sum(1 for m in clusters.values() if len(m) > 1)
+    print(f"feed_model: {nstories} stories paged through, equal to the records' unions")
     print(f"feed_model: {compared} readers compared ({cold} cold, {nonempty} with items), "
           f"{len(articles)} articles, {multi} story clusters with several members, "
           f"{len(interest)} readers with vectors, {len(last['items'])} trending items")
@@ -229,6 +238,55 @@ def check(base, out_path, taxonomy_path, nreaders):
         failures.append("the run did not exercise the model (see the counts)")
         print("FAIL: the run did not exercise the model", file=sys.stderr)
     return 1 if failures else 0
+
+
+def check_stories(base, recs, articles, find, sources, last):
+    """Full coverage: every story with several articles (and as many single ones), paged one
+    article at a time from a member's id (the merged stories' ids answer as the story), lists exactly the articles the story-clusters records
+    put in it, newest first (published, then id), with its distinct sources; the last trending
+    window has one entry per story, named as the records name it."""
+    failures = []
+    members = {}
+    for c in recs.get("story-clusters", []):
+        members.setdefault(find(c["article_id"]), set()).add(c["article_id"])
+    multi = [r for r, m in members.items() if len(m) > 1]
+    paged = [0]
+    singles = [r for r, m in members.items() if len(m) == 1][:len(multi)]
+    for root in sorted(multi + singles):
+        want = sorted(members[root], key=lambda a: (-articles[a][0], a))
+        got, after, pages = [], "", 0
+        while pages <= len(want):
+            status, st = get(base, f"/v1/stories/{max(members[root])}?limit=1{after}")
+            pages += 1
+            if status != 200:
+                failures.append(f"story {root}: {status} {st}")
+                break
+            got += [(i["article_id"], i["published_ms"]) for i in st["articles"]]
+            if st["cluster_id"] != root or st["size"] != len(want) or \
+                    st["sources"] != len(sources.get(root, ())):
+                failures.append(f"story {root}: answered as {st['cluster_id']} of {st['size']} "
+                                f"articles, {st['sources']} sources; the records say {len(want)}, "
+                                f"{len(sources.get(root, ()))}")
+                break
+            if not st["next"]:
+                break
+            after = "&after=" + st["next"]
+        paged[0] += pages > 1
+        if [a for a, _ in got] != want:
+            failures.append(f"story {root}: articles {[a[:8] for a, _ in got]} != the records' "
+                            f"{[a[:8] for a in want]}")
+        elif any(p != articles[a][0] for a, p in got):
+            failures.append(f"story {root}: published_ms {got} != the articles' dates")
+    seen = set()
+    for i in last["items"]:
+        root = find(i["article_id"])
+        if i["cluster_id"] != root or root in seen:
+            failures.append(f"trending: {i['article_id']} as story {i['cluster_id']}, the records "
+                            f"say {root}{' (listed twice)' if root in seen else ''}")
+        seen.add(root)
+    if not paged[0]:
+        failures.append("no story took more than one page")
+    return failures, len(multi) + len(singles)
 
 
 def warm(base, nreaders):

@@ -20,7 +20,9 @@ Checked, from the read_committed topics:
     predicts, every (user, version) exactly once; the same records in A and B, byte for byte
     after JSON parsing (vectors, versions, updated_at);
   - trending: the windows equal a batch recomputation (the model below) over the events that
-    were on time per partition, and A and B emitted the same records;
+    were on time per partition, one entry per story (a recount over its members: the articles
+    are all clustered and committed before the first read), and A and B emitted the same
+    records (stories named by their members);
   - story-clusters: B's clusters equal A's (as sets of articles: cluster ids are the earliest
     article by fetch time, which differs between runs);
   - B's dedup sets did keep keys on disk and answered lookups from there (its metrics).
@@ -187,13 +189,13 @@ def model_interest_count(events):
     return n
 
 
-def model_trending(events, positions, top_k=50):
+def model_trending(events, positions):
     """Exact-mode windows from a batch recomputation: per partition in offset order, an event is
     on time iff ts >= max ts before it on that partition - lateness (every partition is held
     back until its first event, so no pane is taken early); the watermark at the end is the min
     over partitions of max ts - lateness; every window end W (multiple of the slide) with
-    W <= that watermark whose window [W - WINDOW_MS, W) holds an on-time event, ranked by
-    count desc then article_id."""
+    W <= that watermark whose window [W - WINDOW_MS, W) holds an on-time event, with its count
+    per article (rank_by_story ranks them)."""
     by_part = {}
     seen = set()
     for (k, v), (p, o, key) in zip(events, positions):
@@ -221,10 +223,25 @@ def model_trending(events, positions, top_k=50):
             if w - WINDOW_MS <= v["ts"] < w:
                 counts[v["article_id"]] = counts.get(v["article_id"], 0) + 1
         if counts:
-            items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
-            windows[w] = [{"article_id": a, "score": c} for a, c in items]
+            windows[w] = counts
         w += SLIDE_MS
     return windows
+
+
+def rank_by_story(counts, story_of, top_k=50):
+    """A window's ranked list, one entry per story: its score the sum of its members' counts
+    (a recount over the members), its lead the member read most (then the smaller id), ranked
+    by score desc then lead (as articles rank)."""
+    stories = {}
+    for a, c in counts.items():
+        s = stories.setdefault(story_of.get(a, a), {"score": 0, "lead": None, "articles": 0})
+        s["score"] += c
+        s["articles"] += 1
+        if s["lead"] is None or (-c, a) < (-counts[s["lead"]], s["lead"]):
+            s["lead"] = a
+    ranked = sorted(stories.items(), key=lambda kv: (-kv[1]["score"], kv[1]["lead"]))[:top_k]
+    return [{"article_id": s["lead"], "score": s["score"], "cluster_id": cid,
+             "articles": s["articles"]} for cid, s in ranked]
 
 
 def iso_ms(s):
@@ -362,6 +379,18 @@ def check_run(ctx, feeds, r, tag):
     got = {}
     for a in per_article:
         got.setdefault(find(a), set()).add(slug_of.get(a, a))
+    # each story's id, as the job names it: the member that is its own cluster and was never
+    # merged into another (cluster ids are earliest articles; a merge names the ones it ends)
+    merged = {m for v in per_article.values() for m in v["merged_from"]}
+    story_of = {}
+    for root in {find(a) for a in per_article}:
+        members = [a for a in per_article if find(a) == root]
+        heads = [a for a in members
+                 if per_article[a]["cluster_id"] == a and a not in merged]
+        ctx.check(len(heads) == 1, "%s: story %s has %d heads %r" % (tag, root, len(heads), heads),
+                  job)
+        for a in members:
+            story_of[a] = heads[0] if heads else a
     got_sets = sorted(sorted(s) for s in got.values())
     want_sets = sorted([sorted(g) for g in feeds.groups] +
                        [[s] for f in range(FEEDS) for s in
@@ -392,7 +421,7 @@ def check_run(ctx, feeds, r, tag):
         ctx.check(iso_ms(v["window_start"]) == we - WINDOW_MS, "%s: window_start %s" %
                   (tag, v["window_start"]), job)
         got_t[we] = v["items"]
-    want_t = r["want_trending"]
+    want_t = {w: rank_by_story(c, story_of) for w, c in r["want_trending"].items()}
     missing = sorted(set(want_t) - set(got_t))
     extra = sorted(set(got_t) - set(want_t))
     wrong = [w for w in want_t if w in got_t and got_t[w] != want_t[w]]
@@ -402,7 +431,13 @@ def check_run(ctx, feeds, r, tag):
                   tag, len(missing), missing[:3], len(wrong), wrong[:1],
                   got_t.get(wrong[0]) if wrong else None, want_t.get(wrong[0]) if wrong else None,
                   extra[:3]), job)
-    return got_t
+    # what A and B must agree on: cluster ids are earliest articles by fetch time, which differ
+    # between runs; a story is named here by its members
+    members = {}
+    for a, sid in story_of.items():
+        members.setdefault(sid, []).append(a)
+    return {w: [dict(it, cluster_id=sorted(members.get(it["cluster_id"], [it["cluster_id"]])))
+                for it in items] for w, items in got_t.items()}
 
 
 def body(ctx):
