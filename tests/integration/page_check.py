@@ -6,12 +6,15 @@ page's scripts, and this checks it.
     (the job's `trending` records on its stdout), each titled as its committed `articles`
     record says;
   - the reader's feed (demo-user-1) lists articles, each one a committed article;
+  - opened as /?story=ID, the story's view lists at least two of its articles, each a
+    committed member of that story (the story-clusters records' union-find), titled as
+    committed and with its source_id;
   - opened as /?q=WORD, the search results list committed articles whose title or summary
     has the word, the title's matches marked (<mark>);
   - "This process, recent history" shows a card per series of /v1/ops/history (new articles,
     read events, dead letters, failed fetches, epochs, lag, seconds since commit, CPU, memory),
     each with a line drawn from at least two samples, and new articles above zero.
-Usage: python3 page_check.py DOM_HTML JOB_STDOUT [WORD]
+Usage: python3 page_check.py DOM_HTML JOB_STDOUT [WORD [STORY]]
 """
 import sys
 from html.parser import HTMLParser
@@ -35,6 +38,8 @@ class Page(HTMLParser):
         self.ops_samples = 0
         self._card = None
         self._now = None
+        self.sources = []  # the story view's source labels, in order
+        self._source = None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -58,10 +63,14 @@ class Page(HTMLParser):
             self._li = a.get("data-article")
             if "error" in (a.get("class") or ""):
                 self._error = ""
+        if tag == "span" and a.get("class") == "source" and self._ol == "story":
+            self._source = ""
         if tag == "a" and "title" in (a.get("class") or "") and self._li:
             self._title = ""
 
     def handle_data(self, data):
+        if self._source is not None:
+            self._source += data
         if self._now is not None:
             self._now += data
         if self._mark is not None:
@@ -72,6 +81,9 @@ class Page(HTMLParser):
             self._error += data
 
     def handle_endtag(self, tag):
+        if tag == "span" and self._source is not None:
+            self.sources.append(self._source)
+            self._source = None
         if tag == "div" and self._now is not None:
             self.ops[self._card][0] = self._now
             self._now = None
@@ -92,7 +104,45 @@ class Page(HTMLParser):
             self._ol = None
 
 
-def main(dom_path, out_path, word=None):
+def story_members(recs, story):
+    """The articles the story-clusters records put in story (merges followed)."""
+    parent = {}
+
+    def find(x):
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for c in recs.get("story-clusters", []):
+        root = c["cluster_id"]
+        for m in c.get("merged_from", []):
+            if find(m) != root:
+                parent[find(m)] = root
+        if c["article_id"] != root:
+            parent[c["article_id"]] = root
+    return {c["article_id"] for c in recs.get("story-clusters", []) if find(c["article_id"]) == find(story)}
+
+
+def check_story(page, recs, story, titles):
+    fails = []
+    sources = {a["article_id"]: a.get("source_id") for a in recs.get("articles", [])}
+    members = story_members(recs, story)
+    shown = page.lists.get("story", [])
+    if len(shown) < 2:
+        fails.append(f"story {story}: {len(shown)} articles shown, want >= 2 of {len(members)}")
+    for (aid, title), src in zip(shown, page.sources):
+        if aid not in members:
+            fails.append(f"story {story}: {aid} shown is not one of its articles {sorted(members)}")
+        if titles.get(aid) != title.strip():
+            fails.append(f"story {aid}: title {title!r} != the committed {titles.get(aid)!r}")
+        if sources.get(aid) != src.strip():
+            fails.append(f"story {aid}: source {src!r} != the committed {sources.get(aid)!r}")
+    if len(page.sources) != len(shown):
+        fails.append(f"story {story}: {len(page.sources)} sources for {len(shown)} articles")
+    return fails
+
+
+def main(dom_path, out_path, word=None, story=None):
     page = Page()
     page.feed(open(dom_path, encoding="utf-8").read())
     recs = jobout.records(out_path)
@@ -131,6 +181,8 @@ def main(dom_path, out_path, word=None):
                 fails.append(f"search {aid}: {word!r} is in neither title nor summary")
         if results and not any(m.lower() == word.lower() for m in page.marked):
             fails.append(f"no title marks {word!r}: marked {page.marked[:5]}")
+    if story:
+        fails += check_story(page, recs, story, titles)
     want = {"articles_per_s", "read_events_per_s", "dead_letters_per_s", "fetch_errors_per_s",
             "epochs_per_s", "consumer_lag", "seconds_since_commit", "cpu_cores", "rss_mb"}
     if set(page.ops) != want:
@@ -145,10 +197,11 @@ def main(dom_path, out_path, word=None):
     for f in fails:
         print("FAIL: " + f, file=sys.stderr)
     print(f"page_check: {len(shown)} trending stories, {len(feed)} feed items and "
-          f"{len(results)} search results shown, {len(windows)} committed windows; "
+          f"{len(results)} search results and {len(page.lists.get('story', []))} articles of a "
+          f"story shown, {len(windows)} committed windows; "
           f"{len(page.ops)} history cards over {page.ops_samples} samples")
     return 1 if fails else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:4]))
+    sys.exit(main(*sys.argv[1:5]))

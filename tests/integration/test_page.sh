@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_page.sh — the query API's page (GET /) in headless Chromium (Debian's chromium): the job
 # ingests generated feeds and demo read events; once a trending window is committed, Chromium
-# loads the page, runs its scripts (a virtual-time budget lets their fetches finish) and dumps
+# loads the page (opened on a search and a story's view), runs its scripts (a virtual-time budget lets their fetches finish) and dumps
 # the DOM; page_check.py checks what it shows against the committed records. With
 # NF_PAGE_SCREENSHOT=FILE it also writes a screenshot there (docs/page.png was made so).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
@@ -34,12 +34,19 @@ for _ in $(seq 50); do
   curl -fsS "http://127.0.0.1:$port/v1/search?q=$word" 2>/dev/null | grep -q '"results":\[{' && break
   sleep 0.2
 done
+# A story of several articles, opened as a link to its view (/?story=ID).
+story=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import jobout
+j = [c["cluster_id"] for c in jobout.records(sys.argv[2]).get("story-clusters", [])
+     if c["action"] == "joined"]
+print(j[0] if j else "")' "$SRC/tests/integration" "$TMP/out")
+[ -n "$story" ] || fail "no story of several articles committed"
 browse() { # chromium's own profile in TMP: nothing of the machine's user is read or written
   chromium --headless --no-sandbox --disable-gpu --user-data-dir="$TMP/chromium" \
-    --virtual-time-budget=10000 --window-size=1280,900 "$@" "http://127.0.0.1:$port/?q=$word" 2>>"$TMP/chromium.err"
+    --virtual-time-budget=10000 --window-size=1280,900 "$@" "http://127.0.0.1:$port/?q=$word&story=$story" 2>>"$TMP/chromium.err"
 }
 browse --dump-dom >"$TMP/dom.html" || fail "chromium failed: $(tail -3 "$TMP/chromium.err")"
-python3 "$SRC/tests/integration/page_check.py" "$TMP/dom.html" "$TMP/out" "$word" || fail "page_check.py"
+python3 "$SRC/tests/integration/page_check.py" "$TMP/dom.html" "$TMP/out" "$word" "$story" ||
+  fail "page_check.py"
 [ -n "${NF_PAGE_SCREENSHOT:-}" ] && browse --screenshot="$NF_PAGE_SCREENSHOT" >/dev/null
 stop_job
 [ "$RC" = 0 ] || fail "the job exited $RC"

@@ -12,6 +12,7 @@
 #include "nf_test.h"
 #include "teststore.h"
 
+#include "actors/serve_state.h"
 #include "algo/bytes.h"
 #include "engine/interest.h"
 #include "feed/text.h"
@@ -543,12 +544,143 @@ static void test_trending_answer_kept(void)
     serve_stop(&sv);
 }
 
+/* ---- a story's articles (serve_state.h, NF_KIND_STORY) ---- */
+
+enum { STORY_ARTS = 9 };
+
+static nf_id128_t story_id(unsigned i)
+{
+    return (nf_id128_t){0x1000 + 37ull * i, 0xabc0 + i};
+}
+
+static void story_hex(unsigned i, char out[33])
+{
+    nf_id128_t id = story_id(i);
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)id.hi, (unsigned long long)id.lo);
+}
+
+static void put_meta(nf_store_batch_t *b, unsigned i)
+{
+    char hex[33], v[256];
+    story_hex(i, hex);
+    int n =
+        snprintf(v + 8, sizeof v - 8,
+                 "{\"article_id\":\"%s\",\"title\":\"t%u\",\"source_id\":\"s%u\"}", hex, i, i % 4);
+    memset(v, 0, 8);
+    unsigned char key[18];
+    nf_kstate_encode_key((uint16_t)(story_id(i).hi % 256), story_id(i), key);
+    nf_store_batch_put(b, NF_KIND_ARTICLE_META, key, sizeof key, v, 8 + (size_t)n);
+}
+
+static void put_parent(nf_store_batch_t *b, unsigned i, unsigned parent)
+{
+    unsigned char key[18], v[8 + 24] = {0};
+    nf_kstate_encode_key((uint16_t)(story_id(i).hi % 256), story_id(i), key);
+    nf_put_le64(v + 8, story_id(parent).hi);
+    nf_put_le64(v + 16, story_id(parent).lo);
+    nf_store_batch_put(b, NF_KIND_CLUSTER_PARENT, key, sizeof key, v, sizeof v);
+}
+
+/* A story tree as the stories actor writes one: story 0 holds articles 0, 1, 2; story 3 (with
+ * article 4) merged into 0; story 5 (with 6) merged into 3 before; story 7 merged into 0 with
+ * no member entries of its own. Article 8 was never clustered. Published times: 6 and 1 tie
+ * (listed by id). The whole tree, paged one, two and a hundred at a time from any member's id,
+ * lists articles 0..6 newest first; every story id answers as story 0. */
+static void test_story_articles(void)
+{
+    served_t sv;
+    NF_REQUIRE(serve_start("query_story", &sv));
+    static const int64_t pub[STORY_ARTS] = {1000, 5000, 3000, 2000, 7000, 4000, 5000, 0, 0};
+    /* the story each article joined (its member entry), its union-find parent (compressed or
+     * not: the query walks either) */
+    static const unsigned owner[STORY_ARTS] = {0, 0, 0, 3, 3, 5, 5, 7, 8};
+    static const unsigned parent[STORY_ARTS] = {0, 0, 0, 0, 3, 3, 5, 0, 8};
+    nf_store_batch_t *b = nf_store_batch_new();
+    for (unsigned i = 0; i < STORY_ARTS; i++) {
+        put_meta(b, i);
+        if (i != 8)
+            put_parent(b, i, parent[i]);
+        if (i < 7)
+            nf_serve_put_member(b, (uint16_t)(story_id(owner[i]).hi % 256), story_id(owner[i]),
+                                pub[i], story_id(i), 0);
+    }
+    nf_serve_put_child(b, (uint16_t)(story_id(0).hi % 256), story_id(0), story_id(3), 0);
+    nf_serve_put_child(b, (uint16_t)(story_id(3).hi % 256), story_id(3), story_id(5), 0);
+    nf_serve_put_child(b, (uint16_t)(story_id(0).hi % 256), story_id(0), story_id(7), 0);
+    nf_serve_story_t rec;
+    nf_serve_story_decode(NULL, 0, &rec);
+    rec.size = 8;
+    for (unsigned i = 0; i < 8; i++)
+        nf_serve_story_add_source(&rec, nf_serve_source_hash(i % 2 ? "s1" : "s2", 2));
+    unsigned char v[8 + 8 * NF_SERVE_STORY_SOURCES_MAX] = {0}, key[18];
+    size_t vl = 8 + nf_serve_story_encode(&rec, v + 8);
+    nf_kstate_encode_key((uint16_t)(story_id(0).hi % 256), story_id(0), key);
+    nf_store_batch_put(b, NF_KIND_STORY, key, sizeof key, v, vl);
+    NF_REQUIRE(nf_teststore_commit(sv.st, 1, b) == 0);
+    nf_store_batch_free(b);
+    NF_REQUIRE(nf_store_view_publish(sv.st, 1) == 0);
+
+    static const unsigned want[] = {4, 1, 6, 5, 2, 3, 0}; /* newest first; 1 < 6 by id */
+    char root[33], hex[33], path[256];
+    story_hex(0, root);
+    static const unsigned limits[] = {1, 2, 100};
+    for (unsigned from = 0; from < 8; from++) {
+        story_hex(from, hex);
+        unsigned li = limits[from % 3], got = 0;
+        char next[64] = "";
+        for (int page = 0; page < 10; page++) {
+            reply_t r;
+            snprintf(path, sizeof path, "/v1/stories/%s?limit=%u%s%s", hex, li,
+                     next[0] ? "&after=" : "", next);
+            cJSON *j = get(sv.port, path, &r);
+            NF_REQUIRE(r.status == 200);
+            NF_CHECK_STR(str(j, "cluster_id"), root);
+            NF_CHECK_EQ(num(j, "size"), 8);
+            NF_CHECK_EQ(num(j, "sources"), 2);
+            const cJSON *it;
+            cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(j, "articles"))
+            {
+                char w[33];
+                story_hex(got < 7 ? want[got] : 0, w);
+                NF_CHECK(got < 7);
+                NF_CHECK_STR(str(it, "article_id"), w);
+                got++;
+            }
+            const cJSON *nx = cJSON_GetObjectItemCaseSensitive(j, "next");
+            bool more = cJSON_IsString(nx);
+            if (more)
+                snprintf(next, sizeof next, "%s", nx->valuestring);
+            cJSON_Delete(j);
+            if (!more)
+                break;
+        }
+        NF_CHECK_EQ(got, 7);
+    }
+    /* never clustered: itself alone; a bad cursor or limit: 400 */
+    reply_t r;
+    story_hex(8, hex);
+    snprintf(path, sizeof path, "/v1/stories/%s", hex);
+    cJSON *j = get(sv.port, path, &r);
+    NF_CHECK_EQ(r.status, 200);
+    NF_CHECK_EQ(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "articles")), 1);
+    NF_CHECK_EQ(num(j, "sources"), 0);
+    cJSON_Delete(j);
+    snprintf(path, sizeof path, "/v1/stories/%s?after=zz", root);
+    cJSON_Delete(get(sv.port, path, &r));
+    NF_CHECK_EQ(r.status, 400);
+    snprintf(path, sizeof path, "/v1/stories/%s?limit=0", root);
+    cJSON_Delete(get(sv.port, path, &r));
+    NF_CHECK_EQ(r.status, 400);
+    serve_stop(&sv);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     NF_RUN(test_query_api);
     NF_RUN(test_owners);
     NF_RUN(test_trending_answer_kept);
+    NF_RUN(test_story_articles);
     curl_global_cleanup();
     return nf_test_report();
 }
