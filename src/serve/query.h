@@ -21,9 +21,10 @@
  *   GET /v1/users/{user_id}/interest   the reader's interest vector (interest.h), by topic name,
  *                                      its version and last update; 404 for a reader without one
  *   GET /v1/trending?limit=&topic=     the last trending window emitted (the `trending` record
- *                                      the merger keeps as "L", analytics.c), each article with
- *                                      its topic vector; topic= keeps the articles whose vector
- *                                      names that topic
+ *                                      the merger keeps as "L", trending.c), one entry per story:
+ *                                      its lead article with its topic vector, the story's id,
+ *                                      size and sources; topic= keeps the entries whose lead's
+ *                                      vector names that topic
  *   GET /v1/articles/{article_id}      its metadata (serve_state.h), topic vector and story
  *                                      cluster (the root of its union-find links, cluster.h)
  *                                      with the story's size; feed items carry both too
@@ -35,9 +36,12 @@
  *                                      search_query.h), best first by relevance blended with
  *                                      recency, one per story cluster (its id and size), the
  *                                      title and a snippet as HTML with the matches marked
- *   GET /v1/stories/{cluster_id}       a story: its current id (a story merged into another
- *                                      answers as that one), its size (serve_state.h,
- *                                      NF_KIND_STORY) and its first article
+ *   GET /v1/stories/{cluster_id}?limit=&after=
+ *                                      a story: its current id (a story merged into another
+ *                                      answers as that one), its size and distinct sources
+ *                                      (serve_state.h, NF_KIND_STORY), its first article, and
+ *                                      its articles newest first (its members and its merges',
+ *                                      at most 64 stories deep), paged by the cursor `next`
  * Errors are JSON {"error": "...", "parameter": "..."} (parameter only when one is at fault):
  * 400 a bad user id, article id, limit or topic; 404 an unknown route, reader or article; 503
  * while no committed view exists yet (restoring: Retry-After: 1) or when the store cannot be

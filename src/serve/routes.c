@@ -9,7 +9,8 @@
 #define R(id, m, p, g, by, s) [id] = {id, m, p, g, by, s}
 const nf_route_t nf_routes[NF_ROUTE__COUNT] = {
     R(NF_ROUTE_PAGE, "GET", "/", NF_GUARD_PUBLIC, NF_SERVED_BY_SERVER,
-      "The page: trending stories with a topic filter, and a reader's feed"),
+      "The page: trending stories with a topic filter, a reader's feed, a story's view "
+      "(`/?story=ID`)"),
     R(NF_ROUTE_METRICS, "GET", "/metrics", NF_GUARD_OPERATOR, NF_SERVED_BY_SERVER,
       "Prometheus metrics (docs/metrics.md)"),
     R(NF_ROUTE_HEALTHZ, "GET", "/healthz", NF_GUARD_OPERATOR, NF_SERVED_BY_SERVER,
@@ -23,11 +24,11 @@ const nf_route_t nf_routes[NF_ROUTE__COUNT] = {
     R(NF_ROUTE_READS, "GET", "/v1/users/{user_id}/reads", NF_GUARD_READER, NF_SERVED_BY_QUERY,
       "A reader's own history: the events interest counted, newest first"),
     R(NF_ROUTE_TRENDING, "GET", "/v1/trending", NF_GUARD_PUBLIC, NF_SERVED_BY_QUERY,
-      "The trending articles of the last window emitted"),
+      "The trending stories of the last window emitted, one entry per story"),
     R(NF_ROUTE_ARTICLE, "GET", "/v1/articles/{article_id}", NF_GUARD_PUBLIC, NF_SERVED_BY_QUERY,
       "An article"),
     R(NF_ROUTE_STORY, "GET", "/v1/stories/{cluster_id}", NF_GUARD_PUBLIC, NF_SERVED_BY_QUERY,
-      "A story cluster"),
+      "A story: its size, sources and articles newest first, paged (`limit`, `after`)"),
     R(NF_ROUTE_TOPICS, "GET", "/v1/topics", NF_GUARD_PUBLIC, NF_SERVED_BY_QUERY,
       "The taxonomy's topic names"),
     R(NF_ROUTE_RECENT, "GET", "/v1/topics/{topic}/recent", NF_GUARD_PUBLIC, NF_SERVED_BY_QUERY,
