@@ -13,7 +13,9 @@
  *                  [--partitions P] [--exact] [--store DIR] [--budget-mb M]
  *                  [--warmup W --ttl-s T] [--populate] [--round-robin] [--quick]
  *                  [--redeliver-every K] [--dump DIR] [--epoch-ms MS] [--seed-topics DIR]
- *                  [--trace URL [--trace-ratio R]]
+ *                  [--trace URL [--trace-ratio R]] [--stories K] [--by-story 0|1]
+ * --stories K (with --store): every article in a story of K, as the story index's parent links;
+ * --by-story 0|1: trending ranks stories (the job's default) or articles.
  * --trace URL: spans (runtime/trace.h) to the OTLP/HTTP endpoint URL, sampled at --trace-ratio
  * (default 0.01, the job's): what tracing costs the read path (perf/run_trace.sh).
  * --redeliver-every K: after every K-th event the same event again (same event_id): the event-id
@@ -65,6 +67,7 @@
  * full ring, all while the clock ran. */
 #include "actors/analytics.h"
 #include "actors/reads.h"
+#include "algo/bytes.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/trace.h"
@@ -168,6 +171,8 @@ typedef struct params {
     uint32_t epoch_ms;  /* 0: no epochs */
     const char *trace;  /* --trace: an OTLP/HTTP endpoint (runtime/trace.h), else NULL */
     double trace_ratio; /* --trace-ratio, the job's default 0.01 */
+    uint32_t stories;   /* --stories K: articles in stories of K (parents in the store) */
+    bool by_story;      /* --by-story 0|1: trending.by_story, the job's default 1 */
 } params_t;
 
 /* What the bench reads at the start and end of its clock. */
@@ -307,6 +312,33 @@ static void epoch_json(epochs_t *e, double secs, double cpu, uint64_t events, ch
              cpu * 1e9 / (double)events);
 }
 
+/* --stories K: the story index's parent links as the stories actor leaves them, every article in
+ * a story of K (its first article the root), so that trending by story reads what it would in the
+ * job (engine/cluster.h, NF_KIND_CLUSTER_PARENT). 0 or 1. */
+static int seed_stories(nf_store_t *st, uint32_t articles, uint32_t k)
+{
+    char err[256];
+    nf_store_batch_t *b = nf_store_batch_new();
+    for (uint32_t a = 0; b && a < articles; a++) {
+        char hex[33];
+        nf_id128_t id, root;
+        nf_wl_article_id(a, hex);
+        nf_id128_from_hex(hex, &id);
+        nf_wl_article_id(a - a % k, hex);
+        nf_id128_from_hex(hex, &root);
+        unsigned char key[18], val[8 + 24] = {0}; /* [expires 0: never][parent LE][ingested] */
+        nf_kstate_encode_key((uint16_t)(id.hi % 256), id, key);
+        nf_put_le64(val + 8, root.hi);
+        nf_put_le64(val + 16, root.lo);
+        nf_store_batch_put(b, NF_KIND_CLUSTER_PARENT, key, sizeof key, val, sizeof val);
+    }
+    int rc = b ? nf_store_write(st, b, err, sizeof err) : -1;
+    if (rc != 0)
+        fprintf(stderr, "bench_readpath: cannot seed the stories: %s\n", b ? err : "no memory");
+    nf_store_batch_free(b);
+    return rc != 0;
+}
+
 static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa)
 {
     nf_store_t *st = NULL;
@@ -320,6 +352,8 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
             fprintf(stderr, "bench_readpath: %s\n", err);
             return 1;
         }
+        if (pa->stories > 1 && seed_stories(st, pa->articles, pa->stories))
+            return 1;
     }
     if (nf_metrics_init(shards) != 0)
         return 1;
@@ -340,6 +374,7 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     static nf_analytics_t an;
     nf_analytics_defaults(&an);
     an.trend.exact = pa->exact;
+    an.trend_by_story = pa->by_story;
     nf_sink_t *sink = NULL;
     if (pa->dump_dir) { /* the outputs, for perf/stream/compare_stream.py */
         char spec[600];
@@ -481,7 +516,8 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            "\"events_per_s_per_shard\":%.0f,\"drain_events_per_s\":%.0f,\"updates\":%llu,"
            "\"interest_duplicates\":%llu,"
            "\"unknown\":%llu,\"event_id_duplicates\":%llu,\"late\":%llu,\"counted\":%llu,"
-           "\"windows\":%llu,\"exact\":%s,\"store\":%s,\"populated\":%s,\"partitioning\":\"%s\","
+           "\"windows\":%llu,\"folded\":%llu,\"by_story\":%s,\"exact\":%s,\"store\":%s,"
+           "\"populated\":%s,\"partitioning\":\"%s\","
            "\"event_id_keys\":%llu,"
            "\"seen_keys\":%llu,\"users\":[%lld,%lld],\"cpu_ns_per_event\":%.0f,\"rss_mb\":%.0f,"
            "\"shard_events_updates_busy_sys\":[%s],\"page_faults\":%ld,\"messages\":%llu,"
@@ -494,9 +530,10 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            (unsigned long long)nf_counter_value(an.m.event_duplicates),
            (unsigned long long)nf_counter_value(an.m.late_events),
            (unsigned long long)nf_counter_value(an.m.counted_events),
-           (unsigned long long)nf_counter_value(an.m.windows), pa->exact ? "true" : "false",
-           st ? "true" : "false", pa->populate ? "true" : "false",
-           pa->round_robin ? "round_robin" : "user",
+           (unsigned long long)nf_counter_value(an.m.windows),
+           (unsigned long long)nf_counter_value(an.m.trend_stories_folded),
+           pa->by_story ? "true" : "false", pa->exact ? "true" : "false", st ? "true" : "false",
+           pa->populate ? "true" : "false", pa->round_robin ? "round_robin" : "user",
            (unsigned long long)nf_gauge_value(r.m.ids_m.keys),
            (unsigned long long)nf_gauge_value(r.m.seen_m.keys), (long long)s0.users,
            (long long)s2.users, cpu * 1e9 / (double)timed, (double)rss / 1024.0, per,
@@ -607,7 +644,8 @@ int main(int argc, char **argv)
                    .zipf = 1.0,
                    .span_min = 10,
                    .budget_mb = 1024,
-                   .trace_ratio = 0.01};
+                   .trace_ratio = 0.01,
+                   .by_story = true};
     char shard_list[64] = "1,2";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--events") && i + 1 < argc)
@@ -652,13 +690,17 @@ int main(int argc, char **argv)
             pa.trace = argv[++i];
         else if (!strcmp(argv[i], "--trace-ratio") && i + 1 < argc)
             pa.trace_ratio = strtod(argv[++i], NULL);
+        else if (!strcmp(argv[i], "--stories") && i + 1 < argc)
+            pa.stories = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--by-story") && i + 1 < argc)
+            pa.by_story = strtoul(argv[++i], NULL, 10) != 0;
         else {
             fprintf(stderr, "usage: bench_readpath [--events N] [--shards 1,2] [--users U] "
                             "[--articles A] [--zipf S] [--span-min M] [--partitions P] [--exact] "
                             "[--store DIR] [--budget-mb M] [--warmup W --ttl-s T] [--populate] "
                             "[--round-robin] [--quick] [--redeliver-every K] [--dump DIR] "
                             "[--epoch-ms MS] [--seed-topics DIR] [--trace URL] "
-                            "[--trace-ratio R]\n");
+                            "[--trace-ratio R] [--stories K] [--by-story 0|1]\n");
             return 2;
         }
     }

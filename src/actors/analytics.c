@@ -224,6 +224,7 @@ void nf_analytics_defaults(nf_analytics_t *an)
     an->max_future_ms = 5 * 60 * 1000;
     an->topics_ttl_ms = 7 * NF_CLUSTER_DAY_MS;
     an->history_ttl_ms = 7 * NF_CLUSTER_DAY_MS; /* feedback only, as interest.history's default */
+    an->trend_by_story = true;
     an->stories_actor = an->trend_actor = an->interest_actor = -1;
 }
 

@@ -129,6 +129,9 @@ typedef struct nf_analytics {
      * window + lateness. */
     int64_t max_age_ms;
     uint64_t topics_ttl_ms; /* an article's topic vector in state (default 7 days) */
+    /* The merger ranks stories (trending.by_story; needs a store: the stories are read from its
+     * committed views); false: articles. */
+    bool trend_by_story;
     /* a reader's counted events kept for GET /v1/users/{user}/reads (serve_state.h,
      * NF_KIND_READS) this long; 0: no history. history_reads: reads too, not only explicit
      * feedback (each read then costs a state write) */

@@ -340,7 +340,7 @@ static void merger_reset(merger_t *g)
     nf_trend_merger_free(g->m);
     if (!(g->m = nf_trend_merger_new(&g->an->trend, g->ncounters)))
         merger_fail(g, "out of memory resetting the trending merger; stopping", -ENOMEM);
-    else
+    else if (g->an->trend_by_story)
         nf_trend_merger_set_group(g->m, story_of, g);
 }
 
@@ -533,7 +533,8 @@ static int merger_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t
         return -1;
     }
     g->an = an;
-    nf_trend_merger_set_group(g->m, story_of, g);
+    if (an->trend_by_story)
+        nf_trend_merger_set_group(g->m, story_of, g);
     g->sh = sh;
     g->ncounters = ncounters;
     nf_jw_init(&g->jw);

@@ -127,6 +127,7 @@ static int setup_analytics(nf_job_t *j, char *err, size_t errlen)
     an->trend.cms_depth = cfg->trending.cms_depth;
     an->trend.top_k = cfg->trending.top_k;
     an->trend.exact = cfg->trending.exact;
+    an->trend_by_story = cfg->trending.by_story;
     an->event_id_ttl_ms = (uint64_t)cfg->trending.event_id_ttl_s * 1000u;
     an->max_future_ms = cfg->trending.max_future_ms;
     an->max_age_ms =

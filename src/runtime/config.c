@@ -377,6 +377,10 @@ static const cfg_key_t cfg_keys[] = {
      .help = "articles in each ranked list"},
     {KEY(CFG_BOOL, trending.exact), .def = "false",
      .help = "count exactly (a hash map per pane) instead of Count-Min: for verification"},
+    {KEY(CFG_BOOL, trending.by_story), .def = "true",
+     .help = "one entry per story: a story's score is the sum over its articles read in the window "
+             "(stories as the last committed epoch holds them); false: one entry per article, as "
+             "before stories were ranked"},
     {KEY(CFG_U32, trending.event_id_ttl_s), .min = 1, .max = 31536000, .def = "7200",
      .help = "a read event's id is remembered this long (repeats are dropped)"},
     {KEY(CFG_U32, trending.max_future_ms), .min = 1000, .max = 86400000, .def = "300000",

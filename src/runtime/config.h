@@ -201,6 +201,7 @@ typedef struct nf_config {
         uint32_t window_s, slide_s, lateness_ms, idle_ms;
         uint32_t cms_width, cms_depth, top_k;
         bool exact;
+        bool by_story; /* rank stories, not articles (trending.c) */
         uint32_t event_id_ttl_s;
         uint32_t max_future_ms; /* event times beyond wall clock + this are refused */
         bool backfill; /* count read events of any age (else: not older than window + lateness) */
