@@ -1008,7 +1008,7 @@ static int members_find(const nf_query_t *q, nf_store_view_t *v, nf_id128_t root
     }
     if (r < 0 && r != -ENOMEM && err[0] == '\0')
         snprintf(err, errlen, "a story's articles cannot be read");
-    if (r >= 0)
+    if (r >= 0 && m->n > 1) /* qsort of NULL, 0 is undefined */
         qsort(m->tails, m->n, CURSOR_LEN, cmp_tail);
     return r < 0 ? r : 0;
 }
