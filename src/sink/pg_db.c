@@ -13,11 +13,13 @@
 
 /* The migrations, compiled in (CMakeLists.txt: nf_embed of src/sink/migrations/NNNN_*.sql). */
 extern const char nf_pg_migration_0001[];
+extern const char nf_pg_migration_0002[];
 static const struct {
     const char *name;
     const char *sql;
 } migrations[] = {
     {"the seed's data model", nf_pg_migration_0001},
+    {"trending by story", nf_pg_migration_0002},
 };
 #define NMIGRATIONS (sizeof migrations / sizeof migrations[0])
 
@@ -696,9 +698,10 @@ static const char *const apply_sql[NF_PG_KINDS][4] = {
         {"INSERT INTO trending_snapshot (window_end, window_start) "
          "SELECT (v->>'window_end')::timestamptz, (v->>'window_start')::timestamptz "
          "FROM nf_stage WHERE kind = 3 ON CONFLICT DO NOTHING",
-         "INSERT INTO trending_item (window_end, rank, article_id, score) "
+         "INSERT INTO trending_item (window_end, rank, article_id, score, cluster_id, articles) "
          "SELECT (s.v->>'window_end')::timestamptz, i.n, i.item->>'article_id', "
-         "(i.item->>'score')::float8 FROM nf_stage s, "
+         "(i.item->>'score')::float8, i.item->>'cluster_id', (i.item->>'articles')::integer "
+         "FROM nf_stage s, "
          "jsonb_array_elements(s.v->'items') WITH ORDINALITY i(item, n) WHERE s.kind = 3 "
          "ON CONFLICT DO NOTHING",
          NULL, NULL},

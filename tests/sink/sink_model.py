@@ -409,6 +409,10 @@ class Data:
             scores = sorted((round(r.uniform(0, 500), 3) for _ in range(n)), reverse=True)
             items = [{"article_id": aid("article-%d" % r.randrange(280)), "score": s}
                      for s in scores]
+            if w >= 5:  # by story (a job of version 2); the first windows as an older job's
+                for x in items:
+                    x["cluster_id"] = aid("story-%d" % r.randrange(40))
+                    x["articles"] = r.randint(1, 5)
             rec = {"window_start": iso(end - 3600000), "window_end": iso(end), "items": items}
             self.add(0 if w < 15 else 1 if w < 30 else 2, good("trending", iso(end), rec))
             if w == 20:  # a negative score: the CHECK on trending_item refuses it
@@ -508,7 +512,8 @@ class Data:
             o = it.obj
             snaps[o["window_end"]] = o["window_start"]
             for rank, x in enumerate(o["items"], 1):
-                items.append((o["window_end"], rank, x["article_id"], float(x["score"])))
+                items.append((o["window_end"], rank, x["article_id"], float(x["score"]),
+                              x.get("cluster_id"), x.get("articles")))
         m["trending_snapshot"], m["trending_item"] = snaps, sorted(items)
         # read events: once per event id (the job's: sha256 of user, article, session[, kind])
         evs = {}
@@ -696,9 +701,11 @@ def check_tables(ctx, pg, data, m, sink):
         "SELECT %s, %s FROM trending_snapshot" % (ms("window_end"), ms("window_start")))}
     want = {ms_of(e): ms_of(s) for e, s in m["trending_snapshot"].items()}
     diff(ctx, "trending_snapshot", got, want, sink)
-    got = sorted((r["window_end"], r["rank"], r["article_id"], r["score"]) for r in pg.rows(
-        "SELECT %s, rank, article_id, score FROM trending_item" % ms("window_end")))
-    want = sorted((ms_of(e), k, a, s) for e, k, a, s in m["trending_item"])
+    got = sorted((r["window_end"], r["rank"], r["article_id"], r["score"], r["cluster_id"],
+                  r["articles"]) for r in pg.rows(
+        "SELECT %s, rank, article_id, score, cluster_id, articles FROM trending_item" %
+        ms("window_end")))
+    want = sorted((ms_of(e), k, a, s, c, n) for e, k, a, s, c, n in m["trending_item"])
     diff(ctx, "trending_item", got, want, sink)
     ctx.log("trending: %d snapshots, %d items ranked as the model" % (len(m["trending_snapshot"]),
                                                                       len(got)))

@@ -4,13 +4,17 @@
 # fixture's broker (NF_TEST_BROKER=kafka:HOST:PORT), in databases and under a topic prefix of
 # the test's own (dropped at the end):
 #   a fresh database: the sink refuses it (exit 1, naming --migrate); --migrate creates
-#     version 1 ("schema migrated"); a second --migrate says "schema up to date" and changes
-#     nothing; the sink then starts and /readyz answers 200 once Kafka assigned it; SIGTERM: 0;
+#     the latest version ("schema migrated", every migration's row); a second --migrate says
+#     "schema up to date" and changes nothing; the sink then starts and /readyz answers 200 once
+#     Kafka assigned it; SIGTERM: 0;
+#   a database of version 1 (the released 0001 applied as an older binary did, a trending item
+#     landed): the sink refuses it naming --migrate; --migrate brings it from 1 to the latest,
+#     the item kept with NULL in the columns version 2 added;
 #   a database from the future (version 99 in newsflow_schema): the sink refuses it (exit 1,
 #     "newer than this binary's") and so does --migrate (exit 1), which changes nothing;
 #   two --migrate at once on a fresh database (both held on the migration's advisory lock,
 #     then let go together): both exit 0, one migrates, the other finds it up to date, and
-#     version 1 is recorded once.
+#     every version is recorded once.
 # $1 = newsflow binary, $2 = source dir. NF_KEEP_TMP=1 keeps the logs and the databases.
 source "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh" "$@"
 
@@ -73,6 +77,8 @@ sink() { # sink DSN LOG [ARGS...]: runs to its exit (60 s at most), exit code in
   set -e
 }
 
+LATEST=$(ls "$SRC"/src/sink/migrations/[0-9][0-9][0-9][0-9]_*.sql | wc -l)
+VERSIONS=$(seq -s, 1 "$LATEST")
 "$NF" topics create --set "kafka.brokers=$BROKER" --set "kafka.topic_prefix=$PREFIX" \
   >"$TMP/topics.out" 2>"$TMP/topics.err" || fail "newsflow topics create (prefix $PREFIX)"
 
@@ -88,15 +94,15 @@ pass "a fresh database: the sink refuses it (exit 1), naming --migrate"
 
 sink "$FRESH" "$TMP/migrate1.err" --migrate
 [ "$RC" = 0 ] || fail "--migrate on a fresh database exited $RC"
-grep '"msg":"schema migrated"' "$TMP/migrate1.err" | grep -q '"from_version":0,"to_version":1' ||
-  fail "--migrate did not log \"schema migrated\" from 0 to 1: $(tail -2 "$TMP/migrate1.err")"
-[ "$(q "$FRESH" "SELECT string_agg(version::text, ',') FROM newsflow_schema")" = 1 ] ||
+grep '"msg":"schema migrated"' "$TMP/migrate1.err" | grep -q '"from_version":0,"to_version":'"$LATEST" ||
+  fail "--migrate did not log \"schema migrated\" from 0 to $LATEST: $(tail -2 "$TMP/migrate1.err")"
+[ "$(q "$FRESH" "SELECT string_agg(version::text, ',' ORDER BY version) FROM newsflow_schema")" = "$VERSIONS" ] ||
   fail "newsflow_schema after --migrate: $(q "$FRESH" "SELECT * FROM newsflow_schema")"
 for t in newsflow_sink_offsets article article_topic story_cluster story_member user_interest \
   user_interest_version trending_snapshot trending_item read_event story; do
   [ "$(q "$FRESH" "SELECT to_regclass('$t') IS NOT NULL")" = t ] || fail "--migrate did not create $t"
 done
-pass "--migrate creates version 1 (\"schema migrated\") with the seed's tables"
+pass "--migrate creates version $LATEST (\"schema migrated\") with the seed's tables"
 
 snapshot "$FRESH" >"$TMP/snap1"
 sink "$FRESH" "$TMP/migrate2.err" --migrate
@@ -129,6 +135,27 @@ grep -q '"ready":true' "$TMP/readyz" || fail "/readyz 200 with body $(cat "$TMP/
 stop_job
 [ "$RC" = 0 ] || fail "the sink exited $RC after SIGTERM, want 0"
 pass "the sink starts on the migrated database: /readyz 200 once assigned, exit 0 on SIGTERM"
+
+# ---- a database an older binary made: version 1, with a trending item landed
+new_db "${TAG}_v1"
+V1=$(dsn_of "${TAG}_v1")
+q "$V1" "CREATE TABLE newsflow_schema (version integer PRIMARY KEY, description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())" >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 -d "$V1" -f "$SRC/src/sink/migrations/0001_seed_model.sql" >/dev/null ||
+  fail "applying 0001_seed_model.sql by hand"
+q "$V1" "INSERT INTO newsflow_schema VALUES (1, 'the seed''s data model', now()); INSERT INTO trending_snapshot VALUES ('2026-11-30T10:00:00Z', '2026-11-30T09:00:00Z'); INSERT INTO trending_item VALUES ('2026-11-30T10:00:00Z', 1, 'a1', 7)" >/dev/null
+sink "$V1" "$TMP/v1-refused.err"
+[ "$RC" = 1 ] || fail "the sink on a database of version 1 exited $RC, want 1"
+grep -q -- 'schema version 1, older than this binary.s '"$LATEST"'.*--migrate' "$TMP/v1-refused.err" ||
+  fail "the refusal of version 1 does not name the versions and --migrate: $(tail -2 "$TMP/v1-refused.err")"
+sink "$V1" "$TMP/v1-migrate.err" --migrate
+[ "$RC" = 0 ] || fail "--migrate on a database of version 1 exited $RC"
+grep '"msg":"schema migrated"' "$TMP/v1-migrate.err" | grep -q '"from_version":1,"to_version":'"$LATEST" ||
+  fail "--migrate did not log \"schema migrated\" from 1 to $LATEST: $(tail -2 "$TMP/v1-migrate.err")"
+[ "$(q "$V1" "SELECT string_agg(version::text, ',' ORDER BY version) FROM newsflow_schema")" = "$VERSIONS" ] ||
+  fail "newsflow_schema after --migrate from 1: $(q "$V1" "SELECT * FROM newsflow_schema")"
+[ "$(q "$V1" "SELECT article_id || ' ' || score || ' ' || (cluster_id IS NULL) || ' ' || (articles IS NULL) FROM trending_item")" = "a1 7 true true" ] ||
+  fail "the item landed at version 1 after --migrate: $(q "$V1" "SELECT * FROM trending_item")"
+pass "a database of version 1: refused naming --migrate; --migrate brings it to $LATEST, its rows kept"
 
 # ---- a database from the future
 new_db "${TAG}_future"
@@ -185,7 +212,7 @@ migrated=$(cat "$TMP/race1.err" "$TMP/race2.err" | grep -c '"msg":"schema migrat
 uptodate=$(cat "$TMP/race1.err" "$TMP/race2.err" | grep -c '"msg":"schema up to date"' || true)
 [ "$migrated" = 1 ] && [ "$uptodate" = 1 ] ||
   fail "two --migrate at once: $migrated said \"schema migrated\", $uptodate \"schema up to date\" (want 1 and 1)"
-[ "$(q "$RACE" "SELECT count(*) || ' ' || max(version) FROM newsflow_schema")" = "1 1" ] ||
+[ "$(q "$RACE" "SELECT count(*) || ' ' || max(version) FROM newsflow_schema")" = "$LATEST $LATEST" ] ||
   fail "newsflow_schema after two --migrate at once: $(q "$RACE" "SELECT * FROM newsflow_schema")"
-pass "two --migrate at once (held on the advisory lock, then let go): both exit 0, version 1 recorded once"
+pass "two --migrate at once (held on the advisory lock, then let go): both exit 0, each version recorded once"
 echo "test_sink_migrations: passed"
