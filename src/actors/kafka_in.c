@@ -60,6 +60,7 @@ typedef struct decoded {
     nf_read_event_t ev;
     nf_id128_t key;     /* of the event id */
     uint16_t kg;        /* the partition */
+    uint8_t topic;      /* a settings event's topic (its index in the taxonomy) */
     int64_t written_ms; /* rec_t's */
 } decoded_t;
 #define GROUP 16
@@ -218,6 +219,23 @@ static tpart_t *trend_part(kin_t *k, int32_t partition);
 static void take_panes_record(kin_t *k, const rd_kafka_message_t *m);
 static int restore_counter(kin_t *k, int32_t partition, tpart_t *tp);
 
+/* A settings event's topic (io/events.h: its name in article_id) by its index in the taxonomy:
+ * 0, or -EINVAL with the reason (a name the taxonomy lacks is the producer's error: the event is
+ * dead-lettered, not applied to nothing). */
+static int setting_topic(const nf_analytics_t *an, decoded_t *g, char *err, size_t errlen)
+{
+    for (unsigned t = 0; t < NF_TOPICS_MAX && an->topic_names[t]; t++)
+        if (strcmp(an->topic_names[t], g->ev.article_id) == 0) {
+            g->topic = (uint8_t)t;
+            return 0;
+        }
+    snprintf(err, errlen,
+             "field \"topic\": \"%.64s\" is not a topic of the taxonomy (GET /v1/topics lists "
+             "them)",
+             g->ev.article_id);
+    return -EINVAL;
+}
+
 /* Decoded events wait here in groups of GROUP, their event-id slots prefetched, so that the
  * dedup set's cache misses overlap (count_group then takes them in order). */
 static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
@@ -233,6 +251,10 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
     /* Before the dedup set: a refused event must not burn its id, nor move a watermark. */
     if (nf_read_event_check_time(g->ev.ts_ms, now_ms, r->an->max_future_ms, err, sizeof err) != 0) {
         dead_letter(k, m, "event_time", err);
+        return;
+    }
+    if (nf_read_kind_is_setting(g->ev.kind) && setting_topic(r->an, g, err, sizeof err) != 0) {
+        dead_letter(k, m, "decode", err);
         return;
     }
     g->kg = (uint16_t)m->partition;
@@ -300,6 +322,10 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
     nf_interest_read_init_n(&it.rd, g->kg, ev->user_id, ev->user_len, ev->article_id,
                             ev->article_len, ev->session_id, ev->session_len, ev->ts_ms);
     nf_interest_read_set_kind(&it.rd, ev->kind);
+    if (nf_read_kind_is_setting(ev->kind)) { /* to the reader's settings (reads.c), by index */
+        it.rd.kind = ev->kind;
+        it.rd.article = (nf_id128_t){g->topic, 0};
+    }
     unsigned dest = nf_route(nf_shard_runtime(k->sh), it.rd.user.hi);
     read_batch_t *b = k->open[dest];
     if (!b && k->spare) {
@@ -1280,6 +1306,17 @@ static void reads_metrics(nf_reads_t *r)
                        "stage=\"event_time\"", 0, &r->m.dead_letters_time);
     nf_metrics_counter("newsflow_interest_updates_total",
                        "Per-user updates emitted (interest-updates).", NULL, 0, &r->m.updates);
+    static const char *const settings[4] = {"follow", "unfollow", "mute", "unmute"};
+    for (int i = 0; i < 4; i++) {
+        char labels[32];
+        snprintf(labels, sizeof labels, "kind=\"%s\"", settings[i]);
+        nf_metrics_counter("newsflow_reader_settings_total",
+                           "Readers' settings events applied (engine/follows.h), by kind.", labels,
+                           0, &r->m.settings[i]);
+    }
+    nf_metrics_gauge("newsflow_reader_settings_readers",
+                     "Readers with followed or muted topics held in memory (summed over shards).",
+                     NULL, 0, &r->m.settings_readers);
     nf_metrics_counter("newsflow_interest_topics_taken_total",
                        "Article topic vectors taken by the shards' interest engines (one per "
                        "shard per vector: dedup's broadcasts and the articles topic's follower).",

@@ -8,6 +8,7 @@
 #include "actors/ingest.h"
 #include "actors/reads_batch.h"
 #include "actors/serve_state.h"
+#include "engine/follows.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
 
@@ -34,6 +35,7 @@ typedef struct rd {
      * NF_KIND_READS), into the epoch's batch at the cut; NULL: no history (no epochs, no store,
      * or interest.history_ttl_s 0) */
     nf_store_batch_t *history;
+    nf_follows_t *follows; /* the readers' followed and muted topics (engine/follows.h) */
 } rd_t;
 
 /* The named event interest.updated: at 50k read events a second, 1 in 100 x log.sample_every
@@ -154,11 +156,34 @@ static void put_history(rd_t *d, const read_batch_t *b, const read_item_t *it, u
                          (int64_t)now_ms + (int64_t)d->an->history_ttl_ms);
 }
 
+/* A settings event (kafka_in put its topic's index in rd.article.hi): the reader's follows. */
+static void reads_setting(rd_t *d, const read_batch_t *b, const read_item_t *it)
+{
+    nf_follows_val_t v;
+    int rc = nf_follows_apply(d->follows, it->rd.kg, it->rd.user, it->rd.kind,
+                              (unsigned)it->rd.article.hi, it->rd.ts_ms, &v);
+    if (rc < 0) {
+        nf_counter_inc(d->r->m.state_errors);
+        nf_log(NF_LOG_ERROR, "interest", "reader settings state failed; stopping the job",
+               NF_LS("user_id", b->text + it->user_at), NF_LI("errno", -rc),
+               NF_LS("error", nf_follows_error(d->follows)), NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(d->sh));
+        return;
+    }
+    nf_counter_inc(d->r->m.settings[it->rd.kind - NF_READ_KIND_FOLLOW]);
+    if (d->r->epoch && nf_follows_over_budget(d->follows))
+        nf_epoch_request(d->r->epoch);
+}
+
 static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, uint64_t now_ms)
 {
     nf_reads_t *r = d->r;
     nf_interest_out_t out;
     const char *user_id = b->text + it->user_at;
+    if (nf_read_kind_is_setting(it->rd.kind)) {
+        reads_setting(d, b, it);
+        return;
+    }
     int rc = nf_interest_apply_read(d->eng, &it->rd, (int64_t)now_ms, &out);
     if (rc == NF_INTEREST_DUPLICATE) {
         nf_counter_inc(d->an->m.interest_duplicates);
@@ -238,6 +263,7 @@ static void reads_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint
     if (nf_idset_count(&d->pending)) /* the coalesced updates belong to the epoch being cut */
         flush_pending(d);
     nf_interest_freeze(d->eng, b, epoch); /* the vectors: written by reads_snapshot_more */
+    nf_follows_snapshot(d->follows, b, epoch);
     if (d->history)
         nf_store_batch_move(b, d->history);
     (void)sh;
@@ -252,10 +278,16 @@ static bool reads_snapshot_more(nf_shard_t *sh, void *self, size_t max)
 static void reads_committed(nf_shard_t *sh, void *self, uint64_t epoch)
 {
     nf_interest_committed(((rd_t *)self)->eng, epoch);
+    nf_follows_committed(((rd_t *)self)->follows, epoch);
     (void)sh;
 }
 
 static bool owns_user(uint16_t kg, nf_id128_t key, void *ctx);
+
+static bool in_set(uint16_t kg, void *ctx)
+{
+    return ((const bool *)ctx)[kg];
+}
 
 /* A rebalance (epoch.h): seen keys of this shard's users in gained partitions come from the
  * store; vectors and seen keys of lost partitions, committed, leave memory. */
@@ -282,6 +314,8 @@ static void reads_partitions(nf_shard_t *sh, void *self, nf_input_t in, const in
             for (size_t i = 0; i < n; i++)
                 set[(uint16_t)parts[i]] = true;
             r = nf_interest_groups_lost(d->eng, set, now, &kept);
+            if (r >= 0)
+                r += (long)nf_follows_drop_groups(d->follows, in_set, set, &kept);
             free(set);
         }
     }
@@ -317,6 +351,7 @@ static void on_gauges(nf_shard_t *sh, nf_timer_t *t, void *arg)
     nf_gauge_set(d->r->m.state_bytes, (int64_t)(s.users.bytes + s.seen.bytes + s.table_bytes));
     nf_gauge_set(d->r->m.state_entries, (int64_t)(s.users.entries + s.seen.keys));
     nf_kstate_gauges_set(&d->r->m.users_mem, &s.users);
+    nf_gauge_set(d->r->m.settings_readers, (int64_t)nf_follows_entries(d->follows));
     nf_reads_dedup_report(&d->r->m.seen_m, &d->seen_seen, nf_interest_seen_over_budget(d->eng),
                           "seen", nf_shard_index(d->sh), &s.seen);
     (void)sh;
@@ -362,6 +397,10 @@ static int reads_state(rd_t *d, char *err, size_t errlen)
     o.errlen = sizeof why;
     if (!(d->eng = nf_interest_new(d->r->store, &o))) {
         snprintf(err, errlen, "cannot create the interest engine: %s", why);
+        return -1;
+    }
+    if (!(d->follows = nf_follows_new(d->r->store, d->r->budget_bytes))) {
+        snprintf(err, errlen, "out of memory for the readers' settings");
         return -1;
     }
     if (d->r->store)
@@ -414,6 +453,7 @@ static void reads_fini(nf_shard_t *sh, void *self)
     rd_t *d = self;
     nf_timer_cancel(sh, &d->gauges);
     nf_interest_free(d->eng);
+    nf_follows_free(d->follows);
     nf_interest_keys_free(&d->keys);
     nf_jw_free(&d->jw);
     nf_idset_free(&d->pending);

@@ -95,7 +95,9 @@ typedef struct nf_reads {
             revoked_dropped; /* records of a partition being revoked, left to its next owner */
         nf_counter_t coalesced;
         nf_counter_t state_errors;
-        nf_counter_t topics_taken; /* NF_MSG_TOPICS taken by the shards' interest engines */
+        nf_counter_t topics_taken;   /* NF_MSG_TOPICS taken by the shards' interest engines */
+        nf_counter_t settings[4];    /* follow, unfollow, mute, unmute applied (engine/follows.h) */
+        nf_gauge_t settings_readers; /* readers with followed or muted topics in memory */
         nf_gauge_t held_events, paused_shards, state_bytes, state_entries;
         nf_kstate_gauges_t users_mem;     /* interest vectors (kstate_gauges.h) */
         nf_reads_dedup_m_t ids_m, seen_m; /* the two dedup sets */

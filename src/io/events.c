@@ -800,26 +800,35 @@ static int ts_field(dec_t *d, int64_t *ts)
 
 /* ---------------------------------------------------------------- read-events */
 
-enum { RE_USER, RE_ARTICLE, RE_SESSION, RE_EVENT, RE_TS, RE_KIND, RE__N };
-static const field_name_t re_names[RE__N] = {FIELD("user_id"),    FIELD("article_id"),
-                                             FIELD("session_id"), FIELD("event_id"),
-                                             FIELD("ts"),         FIELD("kind")};
-static const char *const kind_names[NF_READ_KIND__COUNT] = {"read", "save", "share", "dislike",
-                                                            "hide"};
-#define KIND_LIST "read, save, share, dislike, hide"
+enum { RE_USER, RE_ARTICLE, RE_SESSION, RE_EVENT, RE_TS, RE_KIND, RE_TOPIC, RE__N };
+static const field_name_t re_names[RE__N] = {
+    FIELD("user_id"), FIELD("article_id"), FIELD("session_id"), FIELD("event_id"),
+    FIELD("ts"),      FIELD("kind"),       FIELD("topic")};
+static const char *const kind_names[NF_EVENT_KIND__COUNT] = {
+    "read", "save", "share", "dislike", "hide", "follow", "unfollow", "mute", "unmute"};
+#define KIND_LIST "read, save, share, dislike, hide, follow, unfollow, mute, unmute"
 
 const char *nf_read_kind_name(int kind)
 {
-    return kind >= 0 && kind < NF_READ_KIND__COUNT ? kind_names[kind] : "?";
+    return kind >= 0 && kind < NF_EVENT_KIND__COUNT ? kind_names[kind] : "?";
 }
+
+/* The strict decoder's record: the event, and a setting's topic until the kind is known. */
+typedef struct re_ctx {
+    nf_read_event_t *e;
+    char topic[NF_EVENT_FIELD_MAX + 1];
+} re_ctx_t;
 
 static int enum_field(dec_t *d, const char *name, const char *const *names, unsigned n,
                       const char *list, int *v);
 
 static int re_field(dec_t *d, void *ctx, unsigned idx)
 {
-    nf_read_event_t *e = ctx;
+    re_ctx_t *rc = ctx;
+    nf_read_event_t *e = rc->e;
     switch (idx) {
+    case RE_TOPIC:
+        return string_field(d, "topic", rc->topic, NF_EVENT_FIELD_MAX, false, true, NULL);
     case RE_USER:
         return string_field(d, "user_id", e->user_id, NF_EVENT_FIELD_MAX, false, true, NULL);
     case RE_ARTICLE:
@@ -831,9 +840,9 @@ static int re_field(dec_t *d, void *ctx, unsigned idx)
                             &e->event_id_given);
     case RE_KIND: {
         int k = NF_READ_KIND_READ;
-        int rc = enum_field(d, "kind", kind_names, NF_READ_KIND__COUNT, KIND_LIST, &k);
+        int r = enum_field(d, "kind", kind_names, NF_EVENT_KIND__COUNT, KIND_LIST, &k);
         e->kind = (uint8_t)k;
-        return rc;
+        return r;
     }
     default:
         return ts_field(d, &e->ts_ms);
@@ -843,7 +852,7 @@ static int re_field(dec_t *d, void *ctx, unsigned idx)
 static const shape_t re_shape = {re_names, RE__N, re_field};
 
 void nf_read_event_id(const char *user_id, const char *article_id, const char *session_id, int kind,
-                      char out[65])
+                      int64_t ts_ms, char out[65])
 {
     nf_sha256_t c;
     uint8_t h[32];
@@ -856,6 +865,11 @@ void nf_read_event_id(const char *user_id, const char *article_id, const char *s
         const char *name = nf_read_kind_name(kind);
         nf_sha256_update(&c, name, strlen(name) + 1);
     }
+    if (nf_read_kind_is_setting(kind)) {
+        char ts[24];
+        int n = snprintf(ts, sizeof ts, "%lld", (long long)ts_ms);
+        nf_sha256_update(&c, ts, (size_t)n + 1);
+    }
     nf_sha256_final(&c, h);
     nf_hex(h, sizeof h, out);
 }
@@ -867,7 +881,7 @@ void nf_read_event_json(nf_jw_t *w, const nf_read_event_t *e)
     nf_jw_str(w, e->event_id);
     nf_jw_key(w, "user_id");
     nf_jw_str(w, e->user_id);
-    nf_jw_key(w, "article_id");
+    nf_jw_key(w, nf_read_kind_is_setting(e->kind) ? "topic" : "article_id");
     nf_jw_str(w, e->article_id);
     if (e->session_id[0]) {
         nf_jw_key(w, "session_id");
@@ -1110,7 +1124,8 @@ static int fast_read_event(const unsigned char *p, const unsigned char *end, nf_
     out->session_len = lens[RE_SESSION];
     out->event_id_len = lens[RE_EVENT];
     if (!out->event_id_given) {
-        nf_read_event_id(out->user_id, out->article_id, out->session_id, out->kind, out->event_id);
+        nf_read_event_id(out->user_id, out->article_id, out->session_id, out->kind, out->ts_ms,
+                         out->event_id);
         out->event_id_len = 64;
     }
     return 0;
@@ -1159,18 +1174,27 @@ int nf_read_event_decode_strict(const char *json, size_t len, size_t max_bytes,
                errlen,
                0};
     uint32_t seen;
-    int rc = walk_object(&d, &re_shape, out, &seen);
+    re_ctx_t ctx = {.e = out};
+    int rc = walk_object(&d, &re_shape, &ctx, &seen);
     if (rc != 0)
         return rc;
     if (d.field_rc != 0)
         return d.field_rc;
-    static const unsigned required[] = {RE_USER, RE_ARTICLE, RE_TS};
+    bool setting = nf_read_kind_is_setting(out->kind);
+    if (setting && (seen & (1u << RE_ARTICLE)))
+        return plain_error(err, errlen, NF_EVENT_E_VALUE,
+                           "field \"article_id\": a %s names a topic, not an article",
+                           nf_read_kind_name(out->kind));
+    const unsigned required[] = {RE_USER, setting ? RE_TOPIC : RE_ARTICLE, RE_TS};
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         if (!(seen & (1u << required[i])))
             return plain_error(err, errlen, NF_EVENT_E_MISSING, "missing required field \"%s\"",
                                re_names[required[i]].name);
+    if (setting)
+        memcpy(out->article_id, ctx.topic, sizeof ctx.topic);
     if (!out->event_id_given)
-        nf_read_event_id(out->user_id, out->article_id, out->session_id, out->kind, out->event_id);
+        nf_read_event_id(out->user_id, out->article_id, out->session_id, out->kind, out->ts_ms,
+                         out->event_id);
     out->user_len = (uint8_t)strlen(out->user_id);
     out->article_len = (uint8_t)strlen(out->article_id);
     out->session_len = (uint8_t)strlen(out->session_id);

@@ -107,12 +107,30 @@ typedef enum nf_read_kind {
     NF_READ_KIND__COUNT
 } nf_read_kind_t;
 
-/* "read", "save", "share", "dislike", "hide" ("?" for anything else). */
+/* A reader's settings (issue 45) travel on read-events too, after the reader's reads in one order:
+ * follow / unfollow / mute / unmute a topic of the taxonomy (the `topic` field; the decoded
+ * event carries its name in article_id). They are not reads: trending and interest leave them to
+ * the reads actor's settings (actors/reads.h). Following a topic ends muting it and the reverse. */
+enum {
+    NF_READ_KIND_FOLLOW = NF_READ_KIND__COUNT,
+    NF_READ_KIND_UNFOLLOW,
+    NF_READ_KIND_MUTE,
+    NF_READ_KIND_UNMUTE,
+    NF_EVENT_KIND__COUNT
+};
+static inline bool nf_read_kind_is_setting(int kind)
+{
+    return kind >= NF_READ_KIND_FOLLOW && kind < NF_EVENT_KIND__COUNT;
+}
+
+/* "read", "save", "share", "dislike", "hide", "follow", "unfollow", "mute", "unmute" ("?" for
+ * anything else). */
 const char *nf_read_kind_name(int kind);
 
 typedef struct nf_read_event {
-    char user_id[NF_EVENT_FIELD_MAX + 1];    /* required, non-empty */
-    char article_id[NF_EVENT_FIELD_MAX + 1]; /* required, non-empty */
+    char user_id[NF_EVENT_FIELD_MAX + 1]; /* required, non-empty */
+    /* required, non-empty; a setting's topic name (its `topic` field) for the settings kinds */
+    char article_id[NF_EVENT_FIELD_MAX + 1];
     char session_id[NF_EVENT_FIELD_MAX + 1]; /* optional: "" when absent or null */
     char event_id[NF_EVENT_FIELD_MAX + 1];   /* as given (non-empty), else computed */
     bool event_id_given;
@@ -125,16 +143,19 @@ typedef struct nf_read_event {
 /* The event_id of an event that does not carry one (docs/topics.md "Deterministic ids"), so that a
  * replayed or re-sent event is recognised as the same one: the lower-case hex (64 digits) of
  *   SHA-256( user_id 0x00 article_id 0x00 session_id 0x00 )            for a read
- *   SHA-256( user_id 0x00 article_id 0x00 session_id 0x00 kind 0x00 )   for any other kind
+ *   SHA-256( user_id 0x00 article_id 0x00 session_id 0x00 kind 0x00 )   for feedback
+ *   SHA-256( user_id 0x00 topic 0x00 session_id 0x00 kind 0x00 ts 0x00 ) for a setting (ts its
+ *                                         decimal epoch ms: follow, unfollow, follow are three)
  * over the fields' UTF-8 bytes, each followed by one NUL byte (an absent session_id is the
  * empty string: it contributes only its NUL; kind is its name, "save"...). No field can contain
  * NUL, so different tuples never share an encoding; a read keeps the id it had before kinds
  * existed, so events already in Kafka keep theirs. out receives 65 bytes. */
 void nf_read_event_id(const char *user_id, const char *article_id, const char *session_id, int kind,
-                      char out[65]);
+                      int64_t ts_ms, char out[65]);
 
 /* The canonical read-events value of e (what the HTTP edge produces, serve/edge.h), appended to
- * w: {"event_id":E,"user_id":U,"article_id":A[,"session_id":S][,"kind":K],"ts":MS} — session_id
+ * w: {"event_id":E,"user_id":U,"article_id":A[,"session_id":S][,"kind":K],"ts":MS} ("topic"
+ * in place of "article_id" for a setting) — session_id
  * only when non-empty, kind only when not a read, ts as integer epoch milliseconds — so that a
  * read the edge writes takes the decoder's fast path and decodes back to e. */
 void nf_read_event_json(nf_jw_t *w, const nf_read_event_t *e);
@@ -142,9 +163,11 @@ void nf_read_event_json(nf_jw_t *w, const nf_read_event_t *e);
 /* Decodes one read-events value (json, len bytes; need not be NUL-terminated) into *out.
  * Fields: user_id, article_id (strings, required, 1..128 bytes), session_id (string or null,
  * optional, 0..128 bytes), event_id (string or null, optional, 1..128 bytes; computed with
- * nf_read_event_id() when absent), kind (string or null, optional: one of the names of
- * nf_read_kind_t, else NF_EVENT_E_VALUE `field "kind": "like" is not one of read, save, share,
- * dislike, hide`), ts (required; RFC 3339 string or integer epoch ms).
+ * nf_read_event_id() when absent), kind (string or null, optional: one of the kinds' names, else
+ * NF_EVENT_E_VALUE `field "kind": "like" is not one of read, save, share, dislike, hide, follow,
+ * unfollow, mute, unmute`), ts (required; RFC 3339 string or integer epoch ms), topic (string,
+ * 1..128 bytes: required for the settings kinds, which take no article_id — `field
+ * "article_id": a follow names a topic, not an article` — and ignored for the others).
  * max_bytes: larger values are refused before any parsing (0: no limit).
  * 0, or -NF_EVENT_E_* with the message in err (see the top of this file). */
 int nf_read_event_decode(const char *json, size_t len, size_t max_bytes, nf_read_event_t *out,

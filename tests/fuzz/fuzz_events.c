@@ -97,7 +97,7 @@ static void read_event(const char *in, size_t size)
         fail("ts out of range", NULL);
     if (!e.event_id_given) {
         char id[65];
-        nf_read_event_id(e.user_id, e.article_id, e.session_id, e.kind, id);
+        nf_read_event_id(e.user_id, e.article_id, e.session_id, e.kind, e.ts_ms, id);
         if (strcmp(id, e.event_id) != 0)
             fail("computed event_id differs from nf_read_event_id()", id);
     }

@@ -86,7 +86,7 @@ static void test_event_id_computed(void)
                       &e, err, sizeof err) == 0);
     NF_CHECK_STR(e.event_id, "c736d48599b28ee35ee5d0dc3092aa7477a24be291424f0e1850bab0f467368a");
     char id[65];
-    nf_read_event_id("user-\xc3\xa9\xf0\x9f\x98\x80", "art-42", "sess", NF_READ_KIND_READ, id);
+    nf_read_event_id("user-\xc3\xa9\xf0\x9f\x98\x80", "art-42", "sess", NF_READ_KIND_READ, 0, id);
     NF_CHECK_STR(id, e.event_id);
 }
 
@@ -752,7 +752,7 @@ static void test_property_round_trip(void)
             ok = ok && strcmp(e.event_id, want[3]) == 0;
         } else {
             char id[65];
-            nf_read_event_id(want[0], want[1], has[2] ? want[2] : "", NF_READ_KIND_READ, id);
+            nf_read_event_id(want[0], want[1], has[2] ? want[2] : "", NF_READ_KIND_READ, 0, id);
             ok = ok && strcmp(e.event_id, id) == 0;
         }
         if (!ok) {
@@ -1020,7 +1020,8 @@ static void test_kinds(void)
     snprintf(json, sizeof json, "%s,\"kind\":\"like\"}", base);
     NF_CHECK_EQ(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err),
                 -NF_EVENT_E_VALUE);
-    NF_CHECK_STR(err, "field \"kind\": \"like\" is not one of read, save, share, dislike, hide");
+    NF_CHECK_STR(err, "field \"kind\": \"like\" is not one of read, save, share, dislike, hide, "
+                      "follow, unfollow, mute, unmute");
     snprintf(json, sizeof json, "%s,\"kind\":7}", base);
     NF_CHECK_EQ(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err), -NF_EVENT_E_TYPE);
     for (int k = 0; k < NF_READ_KIND__COUNT; k++) {
@@ -1035,7 +1036,55 @@ static void test_kinds(void)
         NF_CHECK_STR(back.session_id, "s1");
         nf_jw_free(&w);
     }
-    NF_CHECK_STR(nf_read_kind_name(NF_READ_KIND__COUNT), "?");
+    NF_CHECK_STR(nf_read_kind_name(NF_EVENT_KIND__COUNT), "?");
+}
+
+/* A reader's settings (issue 45): follow, unfollow, mute, unmute a topic, named by `topic`
+ * (carried in article_id) instead of an article; their ids hash the ts in, so that follow,
+ * unfollow, follow are three events; they decode back from what the edge writes. */
+static void test_settings(void)
+{
+    nf_read_event_t e, back;
+    char err[256];
+    const char *f = "{\"user_id\":\"u1\",\"kind\":\"follow\",\"topic\":\"science\",\"ts\":5}";
+    NF_REQUIRE(decode(f, &e, err, sizeof err) == 0);
+    NF_CHECK_EQ(e.kind, NF_READ_KIND_FOLLOW);
+    NF_CHECK(nf_read_kind_is_setting(e.kind) && !nf_read_kind_is_setting(NF_READ_KIND_HIDE));
+    NF_CHECK_STR(e.article_id, "science");
+    NF_CHECK_EQ(e.article_len, 7);
+    /* printf 'u1\0science\0\0follow\0005\0' | sha256sum */
+    NF_CHECK_STR(e.event_id, "7a7e8d33603d3f131d410d522a0b69fd3cd6d78c90be2053b626bf656862bd71");
+    const char *later = "{\"user_id\":\"u1\",\"kind\":\"follow\",\"topic\":\"science\",\"ts\":6}";
+    NF_REQUIRE(decode(later, &back, err, sizeof err) == 0);
+    NF_CHECK(strcmp(back.event_id, e.event_id) != 0);
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_read_event_json(&w, &e);
+    NF_CHECK(strstr(w.buf, "\"topic\":\"science\"") && !strstr(w.buf, "article_id"));
+    NF_CHECK(nf_read_event_decode(w.buf, w.len, 0, &back, err, sizeof err) == 0);
+    NF_CHECK(back.kind == e.kind && back.ts_ms == 5 && back.event_id_given);
+    NF_CHECK_STR(back.article_id, "science");
+    nf_jw_free(&w);
+    const char *none = "{\"user_id\":\"u1\",\"kind\":\"mute\",\"ts\":5}";
+    NF_CHECK_EQ(decode(none, &e, err, sizeof err), -NF_EVENT_E_MISSING);
+    NF_CHECK_STR(err, "missing required field \"topic\"");
+    const char *both =
+        "{\"user_id\":\"u1\",\"kind\":\"unmute\",\"topic\":\"x\",\"article_id\":\"a\",\"ts\":5}";
+    NF_CHECK_EQ(decode(both, &e, err, sizeof err), -NF_EVENT_E_VALUE);
+    NF_CHECK_STR(err, "field \"article_id\": a unmute names a topic, not an article");
+    const char *empty = "{\"user_id\":\"u1\",\"kind\":\"unfollow\",\"topic\":\"\",\"ts\":5}";
+    NF_CHECK_EQ(decode(empty, &e, err, sizeof err), -NF_EVENT_E_EMPTY);
+    /* a read's topic field is no setting's: ignored, as an unknown field was */
+    const char *rd = "{\"user_id\":\"u1\",\"article_id\":\"a1\",\"topic\":\"science\",\"ts\":5}";
+    NF_REQUIRE(decode(rd, &e, err, sizeof err) == 0);
+    NF_CHECK_STR(e.article_id, "a1");
+    NF_CHECK_EQ(e.kind, NF_READ_KIND_READ);
+    /* the fast path gives every setting to the strict decoder: the same answer */
+    NF_CHECK(nf_read_event_decode_strict(f, strlen(f), 0, &back, err, sizeof err) == 0);
+    NF_CHECK(nf_read_event_decode(f, strlen(f), 0, &e, err, sizeof err) == 0);
+    NF_CHECK(e.kind == back.kind && e.ts_ms == back.ts_ms && e.article_len == back.article_len);
+    NF_CHECK_STR(e.article_id, back.article_id);
+    NF_CHECK_STR(e.event_id, back.event_id);
 }
 
 static void test_schema_examples(void)
@@ -1165,6 +1214,7 @@ int main(void)
     NF_RUN(test_random_mutations);
     NF_RUN(test_fast_path_is_the_strict_decoder);
     NF_RUN(test_kinds);
+    NF_RUN(test_settings);
     NF_RUN(test_schema_examples);
     NF_RUN(test_dead_letter);
     return nf_test_report();

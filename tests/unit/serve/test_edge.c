@@ -161,7 +161,7 @@ static void test_batch(void)
         NF_CHECK(e.event_id_given);
         NF_CHECK(strncmp(recs[i], e.user_id, (size_t)(tab - recs[i])) == 0); /* key = user */
         char id[65];
-        nf_read_event_id(e.user_id, e.article_id, e.session_id, e.kind, id);
+        nf_read_event_id(e.user_id, e.article_id, e.session_id, e.kind, e.ts_ms, id);
         NF_CHECK_STR(e.event_id, id);
         seen |= e.kind == NF_READ_KIND_SAVE ? 2 : 1;
     }
@@ -200,7 +200,7 @@ static void test_single_read(void)
         nf_testhttpc(f.port, "POST", "/v1/articles/abc/read", JSON_CT, body, strlen(body));
     NF_CHECK_EQ(r.status, 202);
     char id[65], want[128];
-    nf_read_event_id("u7", "abc", "s1", NF_READ_KIND_READ, id);
+    nf_read_event_id("u7", "abc", "s1", NF_READ_KIND_READ, 0, id);
     snprintf(want, sizeof want, "\"event_id\":\"%s\"", id);
     NF_CHECK(r.body && strstr(r.body, want) != NULL);
     nf_testhttpc_free(&r);
