@@ -8,6 +8,7 @@
 #include "algo/bytes.h"
 #include "algo/idset.h"
 #include "engine/cluster.h"
+#include "engine/follows.h"
 #include "engine/interest.h"
 #include "feed/dates.h"
 #include "feed/text.h"
@@ -356,14 +357,14 @@ static int find_interest(const nf_query_t *q, nf_store_view_t *v, const char *us
 
 /* The reader's top topics (at most FEED_TOPICS with weight > 0): by weight, then by index (a
  * stable order for equal weights). Returns how many, their indices in top. */
-static unsigned top_topics(const nf_topic_vec_t *vec, unsigned top[FEED_TOPICS])
+static unsigned top_topics(const nf_topic_vec_t *vec, uint64_t mute, unsigned top[FEED_TOPICS])
 {
     bool used[NF_TOPICS_MAX] = {false};
     unsigned k = 0;
     for (; k < FEED_TOPICS; k++) {
         int at = -1;
         for (uint32_t i = 0; i < vec->n; i++)
-            if (!used[i] && vec->t[i].weight > 0 &&
+            if (!used[i] && vec->t[i].weight > 0 && !((mute >> vec->t[i].topic) & 1) &&
                 (at < 0 || vec->t[i].weight > vec->t[at].weight))
                 at = (int)i;
         if (at < 0)
@@ -372,6 +373,38 @@ static unsigned top_topics(const nf_topic_vec_t *vec, unsigned top[FEED_TOPICS])
         top[k] = vec->t[at].topic;
     }
     return k;
+}
+
+/* The topics a feed draws from: the reader's top topics, then the followed ones not among them
+ * (engine/follows.h), in topic order. */
+static unsigned feed_topics(const unsigned *top, unsigned nt, uint64_t follow,
+                            unsigned drawn[NF_TOPICS_MAX])
+{
+    memcpy(drawn, top, nt * sizeof *top);
+    unsigned n = nt;
+    for (unsigned t = 0; t < NF_TOPICS_MAX; t++) {
+        bool in = false;
+        for (unsigned k = 0; k < nt; k++)
+            in |= top[k] == t;
+        if (((follow >> t) & 1) && !in)
+            drawn[n++] = t;
+    }
+    return n;
+}
+
+static void put_topic_name(const nf_query_t *q, nf_jw_t *w, unsigned t);
+
+/* key: the names of the topics of mask, in topic order. */
+static void put_topic_mask(const nf_query_t *q, nf_jw_t *w, const char *key, uint64_t mask)
+{
+    nf_jw_key(w, key);
+    nf_jw_arr_open(w);
+    for (unsigned t = 0; t < NF_TOPICS_MAX; t++)
+        if ((mask >> t) & 1) {
+            nf_jw_elem(w);
+            put_topic_name(q, w, t);
+        }
+    nf_jw_arr_close(w);
 }
 
 static void put_topic_name(const nf_query_t *q, nf_jw_t *w, unsigned t)
@@ -414,7 +447,7 @@ static int route_interest(nf_query_t *q, nf_store_view_t *v, const char *user, c
     nf_jw_key(&w, "top_topics");
     nf_jw_arr_open(&w);
     unsigned top[FEED_TOPICS];
-    unsigned nt = top_topics(&in.vec, top);
+    unsigned nt = top_topics(&in.vec, 0, top); /* the vector's own: mutes are the feed's */
     for (unsigned k = 0; k < nt; k++) {
         nf_jw_elem(&w);
         put_topic_name(q, &w, top[k]);
@@ -506,11 +539,30 @@ typedef struct hidden_scan {
     nf_reader_t *rd;
     size_t scanned;
     int64_t now;
+    int64_t settings_ms; /* the reader's settings found so far: the latest wins */
 } hidden_scan_t;
+
+/* The reader's followed and muted topics (engine/follows.h): the entry whose key is the prefix
+ * itself, first of each partition's scan; of several partitions, the latest. */
+static void settings_entry(hidden_scan_t *h, const void *val, size_t vlen)
+{
+    nf_follows_val_t f;
+    if (vlen < EXPIRY_LEN ||
+        nf_follows_decode((const unsigned char *)val + EXPIRY_LEN, vlen - EXPIRY_LEN, &f) != 0 ||
+        (h->settings_ms && f.updated_ms < h->settings_ms))
+        return;
+    h->rd->follow = f.follow;
+    h->rd->mute = f.mute;
+    h->settings_ms = f.updated_ms ? f.updated_ms : 1;
+}
 
 static int hidden_entry(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
 {
     hidden_scan_t *h = arg;
+    if (klen == NF_SERVE_HISTORY_PREFIX) {
+        settings_entry(h, val, vlen);
+        return 0;
+    }
     if (++h->scanned > NF_READER_HIDDEN_MAX) {
         h->rd->keep = false;
         return 1;
@@ -540,6 +592,7 @@ static int find_hidden(nf_store_view_t *v, const char *user, const owned_t *own,
 {
     hidden_scan_t h = {.rd = rd, .now = now};
     rd->nhidden = 0;
+    rd->follow = rd->mute = 0;
     if (scan_history(v, user, own, hidden_entry, &h) != 0)
         return -EIO;
     qsort(rd->hidden, rd->nhidden, sizeof rd->hidden[0], by_id);
@@ -1852,18 +1905,20 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     const nf_topic_vec_t *rvec = &rd->vec;
     vcache_t solo, *vc, *c;
     int r = vcache_open(q, v, now, &solo, &vc, &c, err, sizeof err);
-    unsigned top[FEED_TOPICS];
-    unsigned nt = ri == 1 ? top_topics(rvec, top) : 0;
-    nf_rlist_t own[FEED_TOPICS];
-    memset(own, 0, sizeof own);
-    const nf_rlist_t *lists[FEED_TOPICS + 1];
+    unsigned top[FEED_TOPICS], drawn[NF_TOPICS_MAX];
+    unsigned nt = ri == 1 ? top_topics(rvec, rd->mute, top) : 0;
+    unsigned nd = feed_topics(top, nt, rd->follow, drawn);
+    nf_rlist_t *own = calloc(NF_TOPICS_MAX, sizeof *own);
+    const nf_rlist_t *lists[NF_TOPICS_MAX + 1];
     size_t nl = 0, total = 0;
-    if (r == 0 && !nt) {
+    if (!own)
+        r = -ENOMEM;
+    if (r == 0 && !nd) {
         lists[nl++] = &c->trending;
         total = c->trending.n;
     }
-    for (unsigned k = 0; r == 0 && k < nt; k++) {
-        r = feed_list(q, v, vc, c, top[k], now, &own[k], &lists[nl]);
+    for (unsigned k = 0; r == 0 && k < nd; k++) {
+        r = feed_list(q, v, vc, c, drawn[k], now, &own[k], &lists[nl]);
         total += lists[nl++]->n;
     }
     nf_cand_t *cand = r == 0 ? malloc((total + 1) * sizeof *cand) : NULL;
@@ -1882,6 +1937,8 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     double dense[NF_TOPICS_MAX] = {0};
     for (uint32_t i = 0; nt && i < rvec->n; i++)
         dense[rvec->t[i].topic] = rvec->t[i].weight;
+    for (unsigned t = 0; t < NF_TOPICS_MAX; t++) /* a followed topic ranks up (query.h) */
+        dense[t] += ((rd->follow >> t) & 1) ? NF_FEED_FOLLOW_WEIGHT : 0;
     /* the best first, one per story: the best m articles (rank.h: the lists read only as far as
      * an entry could still enter), m four times larger while stories used up the m before the
      * limit and some were left out */
@@ -1892,9 +1949,10 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
             break;
         if (pass > 0)
             m *= 4;
-        nf_rank_init(&rk, nt ? dense : NULL, now, cand, m);
+        nf_rank_init(&rk, nd ? dense : NULL, now, cand, m);
         rk.skip = hidden_skip;
         rk.skip_arg = rd;
+        rk.mute = rd->mute;
         size_t entries = 0;
         for (size_t k = 0; k < nl; k++) {
             nf_rank_list(&rk, lists[k], true);
@@ -1938,7 +1996,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     nf_jw_key(&w, "user_id");
     nf_jw_str(&w, user);
     nf_jw_key(&w, "source");
-    nf_jw_str(&w, nt ? "interest" : "trending");
+    nf_jw_str(&w, nt ? "interest" : nd ? "follows" : "trending");
     nf_jw_key(&w, "ranked_at_ms");
     nf_jw_i64(&w, now);
     nf_jw_key(&w, "window_end");
@@ -1950,6 +2008,8 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         put_topic_name(q, &w, top[k]);
     }
     nf_jw_arr_close(&w);
+    put_topic_mask(q, &w, "followed_topics", rd->follow);
+    put_topic_mask(q, &w, "muted_topics", rd->mute);
     nf_jw_key(&w, "items");
     nf_jw_arr_open(&w);
     for (size_t i = 0; i < shown; i++) {
@@ -1983,8 +2043,9 @@ out:
     free(chosen);
     free(chosen_c);
     free(cand);
-    for (unsigned k = 0; k < FEED_TOPICS; k++)
+    for (unsigned k = 0; own && k < NF_TOPICS_MAX; k++)
         nf_rlist_free(&own[k]);
+    free(own);
     vcache_done(q, vc, c, &solo);
     return status;
 }

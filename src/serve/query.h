@@ -13,8 +13,12 @@
  *                                      + 0.1 * trending score / 1000, best first (then newer,
  *                                      then smaller id), one per story cluster, less the
  *                                      articles the reader disliked or hid (the newest 512
- *                                      entries of their history); a reader
- *                                      without a vector gets the trending window's articles
+ *                                      entries of their history); followed topics
+ *                                      (engine/follows.h) are drawn from too and add
+ *                                      NF_FEED_FOLLOW_WEIGHT to the reader's weight for them, an
+ *                                      article of a muted topic is left out; a reader without a
+ *                                      vector gets their followed topics' articles ("follows"),
+ *                                      or without follows the trending window's articles
  *   GET /v1/users/{user_id}/reads?limit=
  *                                      the reader's own history: the events interest counted,
  *                                      newest first (serve_state.h, NF_KIND_READS)
@@ -77,6 +81,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* What a followed topic adds to a reader's weight for it in the feed's score (engine/follows.h):
+ * an article of a followed topic scores (dot(interest, topics) + this x its weights in the
+ * followed topics) x exp(-0.5 x hours since published) + the trending term. */
+#define NF_FEED_FOLLOW_WEIGHT 0.5
 
 typedef struct nf_query_opts {
     nf_store_t *store;

@@ -219,8 +219,11 @@ static void score(nf_rank_t *r, const nf_rlist_t *l, size_t i, double since, boo
     const nf_rentry_t *e = &l->e[i];
     if (r->skip && r->skip(r->skip_arg, e->id))
         return;
-    r->scored++;
     nf_cand_t x = {.e = e, .w = l->w + e->off, .nw = gone ? 0 : e->n};
+    for (uint32_t j = 0; r->mute && j < x.nw; j++)
+        if (x.w[j].weight > 0 && ((r->mute >> x.w[j].topic) & 1))
+            return; /* a muted topic's */
+    r->scored++;
     if (!r->dense) { /* a cold reader: the trending window's order */
         x.score = (double)e->trend;
         offer(r, &x);

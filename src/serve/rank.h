@@ -82,7 +82,8 @@ typedef struct nf_rank {
     int64_t now;
     bool (*skip)(const void *arg, nf_id128_t id); /* left out (hidden), or NULL */
     const void *skip_arg;
-    nf_cand_t *c; /* the heap of the best m so far (worst at the root), then the answer */
+    uint64_t mute; /* topics muted (bit t): an entry whose vector names one is left out */
+    nf_cand_t *c;  /* the heap of the best m so far (worst at the root), then the answer */
     size_t n, m;
     bool dropped;  /* a candidate was left out for want of room: the m are not all of them */
     size_t scored; /* entries scored (what the pruning saves shows here) */

@@ -16,7 +16,7 @@ typedef struct entry {
     uint64_t tag;   /* the view's write count it was read at (nf_store_view_wseq) */
     uint64_t owned; /* the owned partitions' signature */
     int64_t until_ms;
-    uint64_t version;
+    uint64_t version, follow, mute;
     int64_t updated_ms;
     uint16_t nvec, nhidden;
     bool used, found;
@@ -118,6 +118,8 @@ int nf_readers_get(nf_readers_t *c, const nf_store_view_t *v, nf_id128_t user, u
             break;
         out->found = e->found;
         out->version = e->version;
+        out->follow = e->follow;
+        out->mute = e->mute;
         out->updated_ms = e->updated_ms;
         out->vec.n = e->nvec;
         memcpy(out->vec.t, e->blob, e->nvec * sizeof *out->vec.t);
@@ -167,6 +169,8 @@ void nf_readers_put(nf_readers_t *c, const nf_store_view_t *v, nf_id128_t user, 
                    .owned = owned,
                    .until_ms = r->until_ms,
                    .version = r->version,
+                   .follow = r->follow,
+                   .mute = r->mute,
                    .updated_ms = r->updated_ms,
                    .nvec = (uint16_t)r->vec.n,
                    .nhidden = (uint16_t)r->nhidden,

@@ -1,5 +1,6 @@
 /* readers.h — a reader's inputs to a feed kept from one committed view to the next: the interest
- * vector and the hidden articles (what the reader disliked or hid) read from a view, valid in a
+ * vector, the hidden articles (what the reader disliked or hid) and the followed and muted topics
+ * (engine/follows.h, beside the history) read from a view, valid in a
  * later view for as long as the store's tracked writes (state/store.h, nf_store_track) show no
  * write to the reader's interest or history since, nothing read has expired and the process
  * owns the same read-events partitions. A feed then reads neither RocksDB nor the history for a
@@ -30,8 +31,9 @@ typedef struct nf_reader {
     nf_topic_vec_t vec;
     size_t nhidden;
     nf_id128_t hidden[NF_READER_HIDDEN_MAX]; /* sorted (nf_id128_cmp) */
-    int64_t until_ms; /* the earliest expiry of what it was read from (0: none) */
-    bool keep;        /* false: not to be kept (its history scan reached its limit) */
+    uint64_t follow, mute; /* topics followed and muted (engine/follows.h), bit t: topic t */
+    int64_t until_ms;      /* the earliest expiry of what it was read from (0: none) */
+    bool keep;             /* false: not to be kept (its history scan reached its limit) */
 } nf_reader_t;
 
 typedef struct nf_readers nf_readers_t;

@@ -35,6 +35,8 @@ from datetime import datetime, timezone
 
 import jobout
 
+FOLLOW_WEIGHT = 0.5  # NF_FEED_FOLLOW_WEIGHT (src/serve/query.h)
+
 
 def rfc822(ms):
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%a, %d %b %Y %H:%M:%S GMT")
@@ -93,7 +95,7 @@ def get(base, path):
         return e.code, json.loads(e.read() or b"null")
 
 
-def check(base, out_path, taxonomy_path, nreaders):
+def check(base, out_path, taxonomy_path, nreaders, settings_path=None):
     tax = [t["name"] for t in json.load(open(taxonomy_path))["topics"]]
     index = {name: i for i, name in enumerate(tax)}
     recs = jobout.records(out_path)
@@ -148,23 +150,37 @@ def check(base, out_path, taxonomy_path, nreaders):
         ranked = sorted(((w, -index.get(t, 99), t) for t, w in vec.items() if w > 0), reverse=True)
         return [t for _, _, t in ranked[:5]]
 
+    chosen = json.load(open(settings_path)) if settings_path else {}
+
+    def muted(vec, mute):
+        return any(vec.get(t, 0) > 0 for t in mute)
+
     def model(user, now):
         u = interest.get(user)
-        tops = top5(u["vector"]) if u else []
-        if not tops:
+        st = chosen.get(user, {"follow": [], "mute": []})
+        follow, mute = set(st["follow"]), set(st["mute"])
+        uvec = u["vector"] if u else {}
+        tops = top5({t: w for t, w in uvec.items() if t not in mute})
+        drawn = tops + sorted((t for t in follow if t not in tops), key=lambda t: index[t])
+        if not drawn:
             items, seen = [], set()
             for i in last["items"]:
                 aid = i["article_id"]
                 if len(aid) != 32 or find(aid) in seen:
+                    continue
+                if aid in articles and muted(articles[aid][1], mute):
                     continue
                 seen.add(find(aid))
                 items.append((aid, float(i["score"])))
             return "trending", items[:20]
         cands = []
         for aid, (pub, vec) in articles.items():
-            if pub + 48 * 3600000 <= now or not any(vec.get(t, 0) > 0 for t in tops):
+            if pub + 48 * 3600000 <= now or not any(vec.get(t, 0) > 0 for t in drawn):
                 continue
-            dot = sum(u["vector"].get(t, 0.0) * w for t, w in vec.items())
+            if muted(vec, mute):
+                continue
+            dot = sum(uvec.get(t, 0.0) * w for t, w in vec.items())
+            dot += FOLLOW_WEIGHT * sum(vec.get(t, 0.0) for t in follow)
             hours = max(0, now - pub) / 3600000.0
             score = dot * math.exp(-0.5 * hours) + 0.1 * trend.get(aid, 0) / 1000.0
             cands.append((-score, -pub, aid, score))
@@ -175,12 +191,13 @@ def check(base, out_path, taxonomy_path, nreaders):
                 continue
             seen.add(find(aid))
             items.append((aid, score))
-        return "interest", items[:20]
+        return "interest" if tops else "follows", items[:20]
 
-    failures, compared, cold, nonempty = [], 0, 0, 0
+    failures, compared, cold, nonempty, follows, mutes = [], 0, 0, 0, 0, 0
     # Nine in ten are demo readers (nearly all with vectors), one in ten never read anything.
     users = [f"demo-user-{i}" for i in range(nreaders - nreaders // 10)]
     users += [f"cold-reader-{i}" for i in range(nreaders // 10)]
+    users += [u for u in chosen if u not in users]  # readers who only follow or mute
     for user in users:
         status, feed = get(base, "/v1/feed/" + urllib.parse.quote(user) + "?limit=20")
         if status != 200:
@@ -198,6 +215,12 @@ def check(base, out_path, taxonomy_path, nreaders):
         if feed["source"] != source:
             failures.append(f"{user}: source {feed['source']}, model {source}")
             continue
+        st = chosen.get(user, {"follow": [], "mute": []})
+        for key, names in (("followed_topics", st["follow"]), ("muted_topics", st["mute"])):
+            if feed.get(key) != sorted(names, key=lambda t: index[t]):
+                failures.append(f"{user}: {key} {feed.get(key)}, the events left {names}")
+        follows += source == "follows"
+        mutes += bool(st["mute"])
         if [a for a, _ in got] != [a for a, _ in want]:
             failures.append(f"{user}: ids {[a[:8] for a, _ in got]} != model {[a[:8] for a, _ in want]}")
             continue
@@ -234,6 +257,9 @@ def check(base, out_path, taxonomy_path, nreaders):
           f"{len(interest)} readers with vectors, {len(last['items'])} trending items")
     for f in failures[:20]:
         print("FAIL: " + f, file=sys.stderr)
+    print(f"feed_model: {follows} feeds from follows alone, {mutes} readers with muted topics")
+    if chosen and (follows < 30 or mutes < 100):
+        failures.append("the run did not exercise follows and mutes (see the counts)")
     if compared < nreaders or nonempty < nreaders // 2 or multi == 0 or cold == 0 or cold == compared:
         failures.append("the run did not exercise the model (see the counts)")
         print("FAIL: the run did not exercise the model", file=sys.stderr)
@@ -296,14 +322,9 @@ def warm(base, nreaders):
         urllib.request.urlopen(f"{base}/v1/feed/demo-user-{i}?limit=20", timeout=30).read()
 
 
-def touch(base, out_path, n):
-    """Posts one read event for each of demo-user-0 .. n-1 (a committed article each) through the
-    job's HTTP edge: their interest and history change after their inputs were kept."""
-    ids = sorted(a["article_id"] for a in jobout.records(out_path).get("articles", []))
-    rng = random.Random(7)
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-    lines = "".join(json.dumps({"user_id": f"demo-user-{i}", "article_id": rng.choice(ids),
-                                "session_id": "touch", "ts": now}) + "\n" for i in range(n))
+def post_events(base, events):
+    """events through the job's HTTP edge (NDJSON), retried while it is busy."""
+    lines = "".join(json.dumps(e) + "\n" for e in events)
     req = urllib.request.Request(f"{base}/v1/events", data=lines.encode(), method="POST",
                                  headers={"Content-Type": "application/x-ndjson"})
     for _ in range(100):
@@ -315,7 +336,73 @@ def touch(base, out_path, n):
             if e.code not in (429, 503):
                 raise
         time.sleep(0.2)
-    raise SystemExit("the edge did not take the touch events")
+    raise SystemExit("the edge did not take the events")
+
+
+def settings(base, out_path, taxonomy_path, path):
+    """Follows and mutes through the edge (read-events kinds follow, unfollow, mute, unmute), and
+    what they leave per reader into path (JSON {user: {"follow": [...], "mute": [...]}}), for
+    the check: one in nine demo readers mutes their top topic and follows another (some also
+    follow and unfollow, mute and unmute, follow their muted topic and mute it again: in order,
+    nothing of these stays); 40 readers who never read follow two topics (one in four mutes a
+    third); one reader only mutes. Prints how many events it posted."""
+    tax = [t["name"] for t in json.load(open(taxonomy_path))["topics"]]
+    index = {name: i for i, name in enumerate(tax)}
+    latest = {}
+    for u in jobout.records(out_path).get("interest-updates", []):
+        if u["user_id"] not in latest or u["version"] > latest[u["user_id"]]["version"]:
+            latest[u["user_id"]] = u
+    rng = random.Random(45)
+    ts = int(time.time() * 1000)
+    events, want = [], {}
+
+    def ev(user, kind, topic):
+        nonlocal ts
+        ts += 1  # one order per reader: the events' order is the edge's, ts only tells repeats apart
+        events.append({"user_id": user, "kind": kind, "topic": topic, "ts": ts})
+
+    for i in range(0, 900, 9):
+        user = f"demo-user-{i}"
+        vec = latest.get(user, {}).get("vector", {})
+        ranked = sorted(((w, -index.get(t, 99), t) for t, w in vec.items() if w > 0), reverse=True)
+        top = ranked[0][2] if ranked else rng.choice(tax)
+        other = rng.choice([t for t in tax if t != top])
+        ev(user, "mute", top)
+        ev(user, "follow", other)
+        if i % 27 == 0:
+            extra = rng.choice([t for t in tax if t not in (top, other)])
+            ev(user, "follow", extra)
+            ev(user, "unfollow", extra)
+            ev(user, "mute", extra)
+            ev(user, "unmute", extra)
+            ev(user, "follow", top)
+            ev(user, "mute", top)
+        want[user] = {"follow": [other], "mute": [top]}
+    for i in range(40):
+        user = f"follow-reader-{i}"
+        a, b, c = rng.sample(tax, 3)
+        ev(user, "follow", a)
+        ev(user, "follow", b)
+        want[user] = {"follow": [a, b], "mute": []}
+        if i % 4 == 0:
+            ev(user, "mute", c)
+            want[user]["mute"] = [c]
+    ev("mute-only-reader", "mute", tax[0])
+    want["mute-only-reader"] = {"follow": [], "mute": [tax[0]]}
+    for k in range(0, len(events), 500):
+        post_events(base, events[k:k + 500])
+    json.dump(want, open(path, "w"))
+    print(len(events))
+
+
+def touch(base, out_path, n):
+    """Posts one read event for each of demo-user-0 .. n-1 (a committed article each) through the
+    job's HTTP edge: their interest and history change after their inputs were kept."""
+    ids = sorted(a["article_id"] for a in jobout.records(out_path).get("articles", []))
+    rng = random.Random(7)
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    post_events(base, [{"user_id": f"demo-user-{i}", "article_id": rng.choice(ids),
+                        "session_id": "touch", "ts": now} for i in range(n)])
 
 
 if __name__ == "__main__":
@@ -325,5 +412,8 @@ if __name__ == "__main__":
         warm(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "touch":
         touch(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif sys.argv[1] == "settings":
+        settings(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     else:
-        sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
+        sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]),
+                       sys.argv[6] if len(sys.argv) > 6 else None))

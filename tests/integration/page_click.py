@@ -12,7 +12,11 @@ steps of test_page_click.sh once the job runs and Chromium listens.
   5. the job counted the read: the reader's interest vector is version 1 and holds exactly the
      clicked article's topics (GET /v1/articles/{id}), its top topics led by the article's;
      the feed is ranked by it ("source": "interest");
-  6. the page shows the reader's feed again, now ranked by their interests.
+  6. the page shows the reader's feed again, now ranked by their interests;
+  7. the reader clicks a topic of a trending article that is none of their interests' (a real
+     click on its chip): the page says the follow was recorded and shows the feed again
+     "following" it; the job's feed names it in followed_topics and now holds more articles of
+     it than before (a followed topic is drawn into the feed and ranks up: engine/follows.h).
 Every wait is on a condition, with a bound far above what it takes on an idle machine.
 Usage: python3 page_click.py ADMIN_PORT DEVTOOLS_PORT READER"""
 import json
@@ -61,6 +65,61 @@ FIND_LINK = """(() => {
   return {article: a.closest("li").dataset.article, href: a.href, target: a.target, rel: a.rel,
           title: a.textContent, x: x, y: y, hits: !!hit && hit.closest("a") === a};
 })()"""
+
+
+# A topic chip of a trending article whose topic is none of `avoid`, scrolled into view: its
+# topic, the middle of its box, and whether that point hits it.
+FIND_CHIP = """((avoid) => {
+  for (const c of document.querySelectorAll("#trending span.topic[data-topic]")) {
+    if (avoid.includes(c.dataset.topic)) continue;
+    c.scrollIntoView({block: "center"});
+    const r = c.getBoundingClientRect();
+    const x = r.left + r.width / 2, y = r.top + r.height / 2;
+    const hit = document.elementFromPoint(x, y);
+    return {topic: c.dataset.topic, x: x, y: y, hits: !!hit && hit.closest("span.topic") === c};
+  }
+  return null;
+})(%s)"""
+
+
+def click(page, x, y):
+    page.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
+    page.call("Input.dispatchMouseEvent", {"type": "mousePressed", "x": x, "y": y,
+                                           "button": "left", "buttons": 1, "clickCount": 1})
+    page.call("Input.dispatchMouseEvent", {"type": "mouseReleased", "x": x, "y": y,
+                                           "button": "left", "buttons": 0, "clickCount": 1})
+
+
+def with_topic(feed, topic):
+    return sum(1 for i in feed["items"] if (i.get("topics") or {}).get(topic, 0) > 0)
+
+
+def follow_step(page, base, reader, quser, interest):
+    """Step 7: a click on a topic chip follows it, and the feed changes with it."""
+    status, before = get(base, f"/v1/feed/{quser}?limit=15")
+    if status != 200 or before.get("followed_topics") != []:
+        fail(f"the feed before the follow: {status} {before}")
+    chip = page.evaluate(FIND_CHIP % json.dumps(sorted(interest["vector"])))
+    if not chip:
+        fail("no trending article with a topic the reader has no interest in")
+    if not chip["hits"]:
+        fail(f"the point ({chip['x']:.0f}, {chip['y']:.0f}) does not hit the topic {chip['topic']}")
+    topic = chip["topic"]
+    click(page, chip["x"], chip["y"])
+    want = f"follow {topic} recorded for {reader}"
+    wait("the page's note of the follow",
+         lambda: page.evaluate("document.getElementById('read-note').textContent") == want, 30)
+    wait(f"the page's feed following {topic}",
+         lambda: f"following {topic}" in page.evaluate(
+             "document.getElementById('feed-note').textContent"), 60)
+    status, after = get(base, f"/v1/feed/{quser}?limit=15")
+    if status != 200 or after.get("followed_topics") != [topic]:
+        fail(f"the feed after the follow does not follow {topic}: {status} {after}")
+    if with_topic(after, topic) <= with_topic(before, topic):
+        fail(f"following {topic} did not bring more of its articles into the feed: "
+             f"{with_topic(before, topic)} before, {with_topic(after, topic)} after")
+    print(f"page_click: followed {topic} by a click; the feed holds {with_topic(after, topic)} of "
+          f"its articles (before: {with_topic(before, topic)})")
 
 
 def main(admin_port, devtools_port, reader):
@@ -139,6 +198,7 @@ def main(admin_port, devtools_port, reader):
     wait("the page's feed refreshed, ranked by the reader's interests",
          lambda: want in page.evaluate("document.getElementById('feed-note').textContent"), 60)
     items = page.evaluate("document.querySelectorAll('#feed li[data-article]').length")
+    follow_step(page, base, reader, quser, interest)
     page.close()
     print(f"page_click: read recorded, interest v1 {interest['top_topics']} after "
           f"{t_interest - t_click:.1f} s, feed from interest ({len(feed['items'])} items; the page "

@@ -5,7 +5,8 @@
 # 1,000 readers' feeds from the job's committed output records alone and must agree with the
 # API on the top 20 (ids, order, scores within 1e-9, one article per story cluster). The same
 # feeds are asked for throughout the ingest, so that readers' kept inputs are changed under
-# them before the check.
+# them before the check. Then follows and mutes of 141 readers through the edge (40 of them
+# never read: their feed is their followed topics'), which the model ranks by.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 port=$(free_port)
@@ -47,8 +48,12 @@ python3 "$SRC/tests/integration/feed_model.py" warm "http://127.0.0.1:$port" 100
 changed0=$(kept changed)
 python3 "$SRC/tests/integration/feed_model.py" touch "http://127.0.0.1:$port" "$TMP/out" 200
 wait_quiet 12200
+# Follows and mutes through the edge (issue 45): the model ranks by what they leave.
+nset=$(python3 "$SRC/tests/integration/feed_model.py" settings "http://127.0.0.1:$port" "$TMP/out" \
+  "$SRC/config/taxonomy.json" "$TMP/settings.json") || fail "posting the follows"
+wait_quiet $((12200 + nset))
 python3 "$SRC/tests/integration/feed_model.py" check "http://127.0.0.1:$port" "$TMP/out" \
-    "$SRC/config/taxonomy.json" 1000 || fail "feed_model.py"
+    "$SRC/config/taxonomy.json" 1000 "$TMP/settings.json" || fail "feed_model.py"
 hits=$(kept hit) changed=$(kept changed)
 echo "kept readers' inputs: used ${hits:-0} times, found changed $((${changed:-0} - ${changed0:-0})) times after the touch"
 [ "${hits:-0}" -gt 0 ] || fail "no feed used kept inputs"

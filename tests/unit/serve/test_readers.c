@@ -2,7 +2,8 @@
  * views against reading them afresh. Two query APIs over one store at one fixed clock — one keeps
  * readers (a small table: sets are shared and entries replaced), one does not — must answer every
  * feed byte for byte the same over random epochs that move readers' interest vectors between
- * partitions, hide and dislike articles (some expiring as the clock moves), delete vectors,
+ * partitions, hide and dislike articles (some expiring as the clock moves), follow and mute
+ * topics (engine/follows.h), delete vectors,
  * change which partitions this process owns, and ingest table files (writes whose ids the store
  * cannot name); and the kept inputs must be used (hits) when nothing of a reader changed. The
  * uncached path is itself checked against an independent model (integration/test_query_feed). */
@@ -12,6 +13,7 @@
 
 #include "actors/serve_state.h"
 #include "algo/bytes.h"
+#include "engine/follows.h"
 #include "engine/interest.h"
 #include "io/events.h"
 #include "runtime/admin.h"
@@ -155,6 +157,27 @@ static void put_history(nf_store_batch_t *b, unsigned u, unsigned p)
     nf_serve_history_put(b, &r, hex, 32, expires);
 }
 
+/* Reader u's followed and muted topics in partition p (engine/follows.h), or their deletion. */
+static void put_settings(nf_store_batch_t *b, unsigned u, unsigned p)
+{
+    char name[16];
+    user_name(u, name);
+    unsigned char key[18], val[8 + NF_FOLLOWS_VALUE_LEN] = {0};
+    nf_kstate_encode_key((uint16_t)p, nf_interest_user_key(name), key);
+    if (rnd(5) == 0) {
+        nf_store_batch_delete(b, NF_KIND_READS, key, sizeof key);
+        return;
+    }
+    nf_follows_val_t v = {.updated_ms = g_now - (int64_t)rnd(100000)};
+    for (unsigned t = 0; t < TOPICS; t++) {
+        uint64_t r = rnd(3); /* followed, muted or neither */
+        v.follow |= (uint64_t)(r == 0) << t;
+        v.mute |= (uint64_t)(r == 1) << t;
+    }
+    nf_follows_encode(&v, val + 8);
+    nf_store_batch_put(b, NF_KIND_READS, key, sizeof key, val, sizeof val);
+}
+
 /* One epoch of random changes, written one of three ways. */
 static void change(nf_store_t *st, uint64_t epoch)
 {
@@ -162,10 +185,13 @@ static void change(nf_store_t *st, uint64_t epoch)
     unsigned n = (unsigned)rnd(6);
     for (unsigned k = 0; k < n; k++) {
         unsigned u = (unsigned)rnd(USERS), p = (unsigned)rnd(4);
-        if (rnd(2))
+        uint64_t what = rnd(5);
+        if (what < 2)
             put_interest(b, u, p, rnd(8) == 0);
-        else
+        else if (what < 4)
             put_history(b, u, p);
+        else
+            put_settings(b, u, p);
     }
     char err[256];
     uint64_t how = rnd(10);
