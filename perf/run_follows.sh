@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# What follows and mutes cost the feed (issue 45), side by side in rounds, each round once
+# without settings and once with every reader following F topics and muting one (--follows F of
+# perf/run_query.sh: the job ingesting demo read events on its embedded cluster while wrk asks
+# for random readers' feeds), in turn so that a drift of the machine falls on both: the feed's
+# requests/s, p99 and the job's CPU per feed request. With follows a feed draws from up to F more
+# topics' recent lists and drops the muted topic's articles. Then the medians and the ratios
+# with / without. JSON lines to perf/results/follows-<date>-<time>.jsonl. Nothing is judged.
+#
+#   perf/run_follows.sh [--rounds N] [--follows F] [run_query.sh options, e.g. --quick]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=3 follows=2 qargs=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds="$2"; shift 2 ;;
+    --follows) follows="$2"; shift 2 ;;
+    *) qargs+=("$1"); shift ;;
+  esac
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p perf/results
+out="perf/results/follows-$(date -u +%Y%m%d-%H%M%S).jsonl"
+for r in $(seq "$rounds"); do
+  for mode in off on; do
+    fargs=()
+    [ "$mode" = on ] && fargs=(--follows "$follows")
+    perf/run_query.sh "${qargs[@]}" "${fargs[@]}" >"$tmp/q.out" 2>"$tmp/q.err" ||
+      { tail -20 "$tmp/q.err" >&2; exit 1; }
+    python3 - "$tmp/q.out" "$mode" "$r" <<'PY' | tee -a "$out"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+get = lambda n: next((x for x in rows if x.get("bench") == n or x.get("name") == n), {})
+s, feed = get("query_summary"), get("feed")
+print(json.dumps({"bench": "follows_feed", "round": int(sys.argv[3]), "follows": sys.argv[2],
+                  "feed_requests_per_s": s.get("feed_requests_per_s"),
+                  "feed_p99_ms": s.get("feed_p99_ms"),
+                  "events_per_s_during_feed": s.get("events_per_s_during_feed"),
+                  "job_cpu_us_per_feed": feed.get("job_cpu_us_per_request")}))
+PY
+  done
+done
+python3 - "$out" <<'PY' | tee -a "$out"
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def med(mode, k):
+    v = [r[k] for r in rows if r["follows"] == mode and r.get(k) is not None]
+    return statistics.median(v) if v else None
+summary = {"bench": "follows_summary", "rounds": len(rows) // 2}
+for k in ("feed_requests_per_s", "feed_p99_ms", "job_cpu_us_per_feed", "events_per_s_during_feed"):
+    off, on = med("off", k), med("on", k)
+    summary[k] = {"off": off, "on": on, "on_vs_off": round(on / off, 3) if off and on else None}
+print(json.dumps(summary))
+PY
