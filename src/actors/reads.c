@@ -314,8 +314,10 @@ static void reads_partitions(nf_shard_t *sh, void *self, nf_input_t in, const in
             for (size_t i = 0; i < n; i++)
                 set[(uint16_t)parts[i]] = true;
             r = nf_interest_groups_lost(d->eng, set, now, &kept);
+            size_t kept_settings = 0;
             if (r >= 0)
-                r += (long)nf_follows_drop_groups(d->follows, in_set, set, &kept);
+                r += (long)nf_follows_drop_groups(d->follows, in_set, set, &kept_settings);
+            kept += kept_settings;
             free(set);
         }
     }

@@ -324,7 +324,8 @@ int nf_serve_member_decode(const void *key, size_t klen, const void *val, size_t
     if (klen != NF_SERVE_MEMBER_KEY_LEN || vlen < EXPIRY_LEN || k[18] != NF_SERVE_STORY_MEMBER)
         return -EINVAL;
     *expires_ms = (int64_t)nf_get_le64(val);
-    *published_ms = INT64_MAX - (int64_t)nf_get_be64(k + NF_SERVE_STORY_PREFIX);
+    uint64_t inv = nf_get_be64(k + NF_SERVE_STORY_PREFIX); /* as put: INT64_MAX - published */
+    *published_ms = inv <= (uint64_t)INT64_MAX ? INT64_MAX - (int64_t)inv : 0;
     article->hi = nf_get_be64(k + NF_SERVE_STORY_PREFIX + 8);
     article->lo = nf_get_be64(k + NF_SERVE_STORY_PREFIX + 16);
     return 0;

@@ -55,15 +55,17 @@
  *                         NF_SERVE_HISTORY_PREFIX walks a reader's events newest first), kg the
  *                         event's read-events partition; value [expires_at_ms 8 LE: counted +
  *                         interest.history_ttl_s][kind u8][ts_ms 8 LE][article_id, its bytes].
- *                         The kind's column family held a read counter long ago and was unused
- *                         since; its changelog topic is changelog-reads, keyed like interest by
- *                         the read-events partition, so a reader's history follows the
- *                         partition to another process.
- * published_ms is the article's published_at when it has one no later than ingested + 5 minutes,
- * else ingested_ms: a date in the future is the feed's error and must not pin an article at the
- * top; a date in the past, however far (an item dated 1971), is kept, so that the article is as
- * old as its feed says. An article already older than NF_SERVE_RECENT_MS gets no recent entry,
- * so it is in no feed of the last NF_SERVE_RECENT_MS (it is still searchable).
+ *                         The kind's column family also holds each reader's followed and muted
+ *                         topics under the 18-byte key [kg][user key] (engine/follows.h), which
+ *                         a prefix scan of the reader's history meets first and skips. It held
+ *                         a read counter long ago and was unused since; its changelog topic is
+ * changelog-reads, keyed like interest by the read-events partition, so a reader's history follows
+ * the partition to another process. published_ms is the article's published_at when it has one no
+ * later than ingested + 5 minutes, else ingested_ms: a date in the future is the feed's error and
+ * must not pin an article at the top; a date in the past, however far (an item dated 1971), is
+ * kept, so that the article is as old as its feed says. An article already older than
+ * NF_SERVE_RECENT_MS gets no recent entry, so it is in no feed of the last NF_SERVE_RECENT_MS (it
+ * is still searchable).
  *
  * Threads: pure functions, any thread. */
 #ifndef NF_SERVE_STATE_H

@@ -150,8 +150,9 @@ static void merger_fail(merger_t *g, const char *what, int rc)
 }
 
 /* The story of a scored article (nf_trend_group_fn): its cluster's root as of the last committed
- * view (engine/cluster.h), 0 when it is its own story or not an article id. A view that cannot
- * be read leaves the article on its own, counted. */
+ * view (engine/cluster.h), in lower-case hex whatever case the read event spelled the id in (so
+ * that a story is one entry); 0 (on its own) when it is no article id. A view that cannot be read
+ * leaves the article on its own, counted. */
 static size_t story_of(void *ctx, const char *id, size_t len, char out[NF_TREND_ID_MAX + 1])
 {
     merger_t *g = ctx;
@@ -169,8 +170,6 @@ static size_t story_of(void *ctx, const char *id, size_t len, char out[NF_TREND_
                    NF_LS("error", err), NF_LI("held", held), NF_LEND);
         return 0;
     }
-    if (root.hi == aid.hi && root.lo == aid.lo)
-        return 0;
     nf_cluster_id_hex(root, out);
     return 32;
 }

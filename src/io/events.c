@@ -813,11 +813,31 @@ const char *nf_read_kind_name(int kind)
     return kind >= 0 && kind < NF_EVENT_KIND__COUNT ? kind_names[kind] : "?";
 }
 
-/* The strict decoder's record: the event, and a setting's topic until the kind is known. */
+/* The strict decoder's record: the event, and a setting's topic until the kind is known — with
+ * what is wrong with it, which is an error only for a setting (a read ignores the field). */
 typedef struct re_ctx {
     nf_read_event_t *e;
     char topic[NF_EVENT_FIELD_MAX + 1];
+    int topic_rc;
+    char topic_err[160];
 } re_ctx_t;
+
+/* The topic field into rc->topic, its field error (not the record's) into rc->topic_rc. */
+static int topic_field(dec_t *d, re_ctx_t *rc)
+{
+    int saved = d->field_rc;
+    char *err = d->err;
+    size_t errlen = d->errlen;
+    d->field_rc = 0;
+    d->err = rc->topic_err;
+    d->errlen = sizeof rc->topic_err;
+    int r = string_field(d, "topic", rc->topic, NF_EVENT_FIELD_MAX, false, true, NULL);
+    rc->topic_rc = d->field_rc;
+    d->field_rc = saved;
+    d->err = err;
+    d->errlen = errlen;
+    return r;
+}
 
 static int enum_field(dec_t *d, const char *name, const char *const *names, unsigned n,
                       const char *list, int *v);
@@ -828,7 +848,7 @@ static int re_field(dec_t *d, void *ctx, unsigned idx)
     nf_read_event_t *e = rc->e;
     switch (idx) {
     case RE_TOPIC:
-        return string_field(d, "topic", rc->topic, NF_EVENT_FIELD_MAX, false, true, NULL);
+        return topic_field(d, rc);
     case RE_USER:
         return string_field(d, "user_id", e->user_id, NF_EVENT_FIELD_MAX, false, true, NULL);
     case RE_ARTICLE:
@@ -1190,6 +1210,8 @@ int nf_read_event_decode_strict(const char *json, size_t len, size_t max_bytes,
         if (!(seen & (1u << required[i])))
             return plain_error(err, errlen, NF_EVENT_E_MISSING, "missing required field \"%s\"",
                                re_names[required[i]].name);
+    if (setting && ctx.topic_rc)
+        return plain_error(err, errlen, -ctx.topic_rc, "%s", ctx.topic_err);
     if (setting)
         memcpy(out->article_id, ctx.topic, sizeof ctx.topic);
     if (!out->event_id_given)

@@ -167,7 +167,8 @@ void nf_read_event_json(nf_jw_t *w, const nf_read_event_t *e);
  * NF_EVENT_E_VALUE `field "kind": "like" is not one of read, save, share, dislike, hide, follow,
  * unfollow, mute, unmute`), ts (required; RFC 3339 string or integer epoch ms), topic (string,
  * 1..128 bytes: required for the settings kinds, which take no article_id — `field
- * "article_id": a follow names a topic, not an article` — and ignored for the others).
+ * "article_id": a follow names a topic, not an article` — and ignored for the others, whatever
+ * its value, except that a repeated "topic" key is refused as any known field's is).
  * max_bytes: larger values are refused before any parsing (0: no limit).
  * 0, or -NF_EVENT_E_* with the message in err (see the top of this file). */
 int nf_read_event_decode(const char *json, size_t len, size_t max_bytes, nf_read_event_t *out,

@@ -1031,7 +1031,9 @@ static int member_root(members_t *m, nf_id128_t root, int64_t published_ms)
 {
     unsigned char k[NF_SERVE_MEMBER_KEY_LEN], v[EXPIRY_LEN] = {0};
     nf_serve_story_prefix(0, root, NF_SERVE_STORY_MEMBER, k);
-    nf_put_be64(k + NF_SERVE_STORY_PREFIX, (uint64_t)(INT64_MAX - published_ms));
+    /* as nf_serve_put_member writes it: a date before 1970 sorts as 1970 */
+    nf_put_be64(k + NF_SERVE_STORY_PREFIX,
+                (uint64_t)(INT64_MAX - (published_ms > 0 ? published_ms : 0)));
     nf_put_be64(k + NF_SERVE_STORY_PREFIX + 8, root.hi);
     nf_put_be64(k + NF_SERVE_STORY_PREFIX + 16, root.lo);
     return member_cb(k, sizeof k, v, sizeof v, m) < 0 ? -ENOMEM : 0;
@@ -1112,8 +1114,9 @@ static int put_members(const nf_query_t *q, nf_store_view_t *v, nf_jw_t *w, cons
         nf_jw_key(w, "article_id");
         put_id(w, id);
         put_meta_fields(w, meta);
+        uint64_t inv = nf_get_be64(m->tails[i]); /* INT64_MAX - published, published >= 0 */
         nf_jw_key(w, "published_ms");
-        nf_jw_i64(w, INT64_MAX - (int64_t)nf_get_be64(m->tails[i]));
+        nf_jw_i64(w, inv <= (uint64_t)INT64_MAX ? INT64_MAX - (int64_t)inv : 0);
         nf_jw_obj_close(w);
         cJSON_Delete(meta);
     }

@@ -38,7 +38,8 @@ typedef struct part {
 typedef enum {
     REC_STAGED,    /* its value is in the arena, to be loaded */
     REC_TOMBSTONE, /* a null value: dead-lettered, nothing loaded */
-    REC_SKIPPED,   /* a read event the sink cannot decode (the job dead-letters it) */
+    REC_SKIPPED,   /* a read event the sink cannot decode (the job dead-letters it), or a
+                    * reader's setting (read_event holds reads and feedback: not landed) */
 } rec_state_t;
 
 typedef struct rec {
@@ -56,7 +57,7 @@ typedef struct dead {
 
 typedef struct metrics {
     nf_counter_t records[NF_PG_KINDS], duplicates[NF_PG_KINDS], dead[NF_PG_KINDS];
-    nf_counter_t skipped, batches, resets, pruned;
+    nf_counter_t skipped, settings, batches, resets, pruned;
     nf_counter_t errors_connect, errors_write, errors_conflict, errors_dead_letter;
     nf_gauge_t lag[NF_PG_KINDS], connected, last_error_ts;
     nf_histogram_t visible, batch_s;
@@ -146,6 +147,10 @@ static void register_metrics(metrics_t *m)
                        "read-events records the sink cannot decode (the job dead-letters "
                        "them itself)",
                        NULL, 0, &m->skipped);
+    nf_metrics_counter("newsflow_pgsink_settings_skipped_total",
+                       "read-events records that are a reader's settings (follow, unfollow, mute, "
+                       "unmute: engine/follows.h), not landed: read_event holds reads and feedback",
+                       NULL, 0, &m->settings);
     nf_metrics_counter("newsflow_pgsink_batches_total", "Batches committed", NULL, 0, &m->batches);
     nf_metrics_counter("newsflow_pgsink_offset_resets_total",
                        "Partitions whose landed offset Kafka no longer holds (retention "
@@ -264,6 +269,11 @@ static int stage_value(nf_pgsink_t *s, nf_pg_kind_t kind, const rd_kafka_message
         char err[256];
         if (nf_read_event_decode(v, len, s->o.max_event_bytes, &e, err, sizeof err) != 0) {
             nf_counter_inc(s->m.skipped);
+            r->state = REC_SKIPPED;
+            return 0;
+        }
+        if (nf_read_kind_is_setting(e.kind)) {
+            nf_counter_inc(s->m.settings);
             r->state = REC_SKIPPED;
             return 0;
         }

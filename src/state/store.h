@@ -52,7 +52,7 @@ typedef enum {
     NF_KIND_TRENDING,        /* trending: open panes, watermarks, merged window panes */
     NF_KIND_ARTICLE_META,    /* serving: article_id -> title, URL, dates (TTL 7 d) */
     NF_KIND_TOPIC_RECENT,    /* serving: (topic, published, article) -> topic vector (48 h) */
-    NF_KIND_STORY,           /* serving: story cluster id -> its size (TTL 7 d) */
+    NF_KIND_STORY,           /* serving: a story's size and sources, members, merges (7 d) */
     NF_KIND_SEARCH_LOG,      /* search: (commit time, article) in commit order (TTL 7 d) */
     NF_KIND__COUNT
 } nf_state_kind_t;

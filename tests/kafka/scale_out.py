@@ -102,7 +102,8 @@ def model_windows(sent):
             for a, n in slides.get(s, {}).items():
                 counts[a] = counts.get(a, 0) + n
         items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:50]
-        return [{"article_id": a, "score": c} for a, c in items]
+        # one entry per story: these ids are no article's, each its own story of one
+        return [{"article_id": a, "score": c, "cluster_id": a, "articles": 1} for a, c in items]
     return model
 
 

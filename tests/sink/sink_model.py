@@ -19,7 +19,8 @@ with \\u0000 in a string, a tombstone on articles, a trending item with a negati
 (a CHECK). Each must come out on <prefix>dead-letters (read_committed) with stage
 sink-postgres, its origin and an error naming the problem, be counted in
 newsflow_pgsink_dead_letters_total, and the good records after it must land. An undecodable read
-event is skipped (newsflow_pgsink_skipped_total), not dead-lettered: the job dead-letters those.
+event is skipped (newsflow_pgsink_skipped_total), not dead-lettered: the job dead-letters those;
+a reader's settings (follow, mute ...) are skipped too (newsflow_pgsink_settings_skipped_total).
 
 Then every table is compared with the model computed here from the records (not by running
 the sink's SQL): article (every field, categories as text[], topics jsonb), article_topic,
@@ -455,6 +456,13 @@ class Data:
         # undecodable for the sink: skipped (the job dead-letters such input itself)
         self.add(1, Item("read-events", "u-01", '{"user_id":"u-01","ts":1}', poison="skip"))
         self.bad_events += 1
+        # a reader's settings (follow, mute ...: issue 45): not read_event rows, skipped and
+        # counted apart
+        self.settings_events = 0
+        for w, kind in enumerate(("follow", "mute", "unfollow")):
+            rec = {"user_id": "u-02", "kind": kind, "topic": "science", "ts": NOW_MS - 1000 + w}
+            self.add(w, Item("read-events", "u-02", dumps(rec), poison="skip"))
+            self.settings_events += 1
 
     # ------------------------------------------------------------------ the model
 
@@ -874,7 +882,10 @@ def run(ctx, broker, pg):
     skipped = int(m.get(("newsflow_pgsink_skipped_total", ""), 0))
     ctx.check(skipped == data.bad_events, "newsflow_pgsink_skipped_total %d, %d undecodable read "
               "events produced" % (skipped, data.bad_events), sink)
-    ctx.log("metrics: duplicates %r, skipped %d" % (dups, skipped))
+    settings = int(m.get(("newsflow_pgsink_settings_skipped_total", ""), 0))
+    ctx.check(settings == data.settings_events, "newsflow_pgsink_settings_skipped_total %d, %d "
+              "settings events produced" % (settings, data.settings_events), sink)
+    ctx.log("metrics: duplicates %r, skipped %d, settings %d" % (dups, skipped, settings))
 
     # a restart lands nothing twice; the offsets are the topics' ends
     counts_sql = ("SELECT json_build_object(" + ", ".join(

@@ -620,7 +620,7 @@ static void model_by_story(const nf_trend_opts_t *o, text_t *out)
 }
 
 /* Trending by story equals a recount over each story's members (exact mode), through a restart
- * half-way; in sketch mode a story's score is at least its true count. */
+ * half-way; sketch mode emits the same windows (its scores are sums of the members' estimates). */
 static void test_group_matches_recount(void)
 {
     nf_trend_opts_t o;

@@ -1074,7 +1074,18 @@ static void test_settings(void)
     NF_CHECK_STR(err, "field \"article_id\": a unmute names a topic, not an article");
     const char *empty = "{\"user_id\":\"u1\",\"kind\":\"unfollow\",\"topic\":\"\",\"ts\":5}";
     NF_CHECK_EQ(decode(empty, &e, err, sizeof err), -NF_EVENT_E_EMPTY);
-    /* a read's topic field is no setting's: ignored, as an unknown field was */
+    /* a read's topic field is no setting's: ignored, whatever its value, as an unknown field was */
+    static const char *const ignored[] = {"null", "7", "\"\"", "{\"a\":[1]}"};
+    for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++) {
+        char json[160];
+        snprintf(json, sizeof json,
+                 "{\"user_id\":\"u1\",\"article_id\":\"a1\",\"topic\":%s,\"ts\":5}", ignored[i]);
+        NF_CHECK(decode(json, &e, err, sizeof err) == 0);
+        NF_CHECK(nf_read_event_decode_strict(json, strlen(json), 0, &e, err, sizeof err) == 0);
+    }
+    const char *num = "{\"user_id\":\"u1\",\"kind\":\"follow\",\"topic\":7,\"ts\":5}";
+    NF_CHECK_EQ(decode(num, &e, err, sizeof err), -NF_EVENT_E_TYPE);
+    NF_CHECK_STR(err, "field \"topic\": expected a string, got a number");
     const char *rd = "{\"user_id\":\"u1\",\"article_id\":\"a1\",\"topic\":\"science\",\"ts\":5}";
     NF_REQUIRE(decode(rd, &e, err, sizeof err) == 0);
     NF_CHECK_STR(e.article_id, "a1");
