@@ -66,7 +66,11 @@ typedef struct merger {
     /* The committed view the window being emitted groups its articles by (story_of); NULL: by
      * article. */
     nf_store_view_t *view;
-    uint64_t view_clock;
+    uint64_t view_clock, view_epoch;
+    /* The stories read from the views: article -> root, valid for the view epoch it was read
+     * at (a window ranks mostly the articles the one before did); direct-mapped, allocated at
+     * the first use. */
+    struct story_slot *stories;
     /* Keys of the per-shard layout found at start, deleted at the first cut. */
     unsigned char (*legacy)[11];
     unsigned char *legacy_len;
@@ -149,6 +153,31 @@ static void merger_fail(merger_t *g, const char *what, int rc)
     nf_runtime_fail(nf_shard_runtime(g->sh));
 }
 
+#define STORY_SLOTS 16384 /* a power of two: 640 KiB */
+
+typedef struct story_slot {
+    nf_id128_t article, root;
+    uint64_t epoch; /* the view's; 0: empty */
+} story_slot_t;
+
+/* The root of aid as of the view: from the cache, else read (and kept). 0 or < 0 (err). */
+static int story_root(merger_t *g, nf_id128_t aid, nf_id128_t *root, char *err, size_t errlen)
+{
+    if (!g->stories && !(g->stories = calloc(STORY_SLOTS, sizeof *g->stories)))
+        return nf_cluster_view_root(g->view, g->an->cluster.key_group, g->view_clock, aid, root,
+                                    err, errlen);
+    story_slot_t *s = &g->stories[(aid.hi ^ aid.lo) & (STORY_SLOTS - 1)];
+    if (s->epoch == g->view_epoch && s->article.hi == aid.hi && s->article.lo == aid.lo) {
+        *root = s->root;
+        return 0;
+    }
+    int r = nf_cluster_view_root(g->view, g->an->cluster.key_group, g->view_clock, aid, root, err,
+                                 errlen);
+    if (r == 0)
+        *s = (story_slot_t){aid, *root, g->view_epoch};
+    return r;
+}
+
 /* The story of a scored article (nf_trend_group_fn): its cluster's root as of the last committed
  * view (engine/cluster.h), in lower-case hex whatever case the read event spelled the id in (so
  * that a story is one entry); 0 (on its own) when it is no article id. A view that cannot be read
@@ -160,8 +189,7 @@ static size_t story_of(void *ctx, const char *id, size_t len, char out[NF_TREND_
     if (!g->view || len != 32 || nf_id128_from_hex32(id, &aid) != 0)
         return 0;
     char err[160];
-    if (nf_cluster_view_root(g->view, g->an->cluster.key_group, g->view_clock, aid, &root, err,
-                             sizeof err) != 0) {
+    if (story_root(g, aid, &root, err, sizeof err) != 0) {
         static nf_log_gate_t gate;
         uint64_t held;
         nf_counter_inc(g->an->m.trend_story_errors);
@@ -181,6 +209,7 @@ static void merger_emit(merger_t *g)
      * until its epoch commits). */
     g->view = g->an->store ? nf_store_view_acquire(g->an->store) : NULL;
     g->view_clock = g->view ? nf_cluster_view_clock(g->view) : 0;
+    g->view_epoch = g->view ? nf_store_view_epoch(g->view) + 1 : 0; /* + 1: 0 is an empty slot */
     int rc = nf_trend_merger_emit(g->m, window_out, pane_dropped, g);
     nf_store_view_release(g->view);
     g->view = NULL;
@@ -566,6 +595,7 @@ static void merger_fini(nf_shard_t *sh, void *self)
     nf_trend_merger_free(g->m);
     nf_jw_free(&g->jw);
     free(g->last);
+    free(g->stories);
     free(g);
 }
 
