@@ -25,7 +25,11 @@ Checked, from the read_committed topics:
     records (stories named by their members);
   - story-clusters: B's clusters equal A's (as sets of articles: cluster ids are the earliest
     article by fetch time, which differs between runs);
-  - B's dedup sets did keep keys on disk and answered lookups from there (its metrics).
+  - B's dedup sets did keep keys on disk and answered lookups from there (its metrics);
+  - readers' settings (follow, unfollow, mute, unmute a topic: engine/follows.h) mixed into the
+    read events, some consumed before B's second kill and some after: each settings reader's
+    feed (GET /v1/feed) names the followed and muted topics a model of the rule leaves, in A
+    and in B.
 
 Usage: python3 acc_analytics.py NEWSFLOW SRCDIR
 """
@@ -39,6 +43,7 @@ import re
 import socketserver
 import sys
 import threading
+import urllib.request
 import time
 
 sys.dont_write_bytecode = True
@@ -175,10 +180,61 @@ def make_events(article_ids):
     return out
 
 
+SETTINGS = ("follow", "unfollow", "mute", "unmute")
+SETTINGS_USERS = 6
+
+
+def add_settings(out, rng):
+    """Settings events of SETTINGS_USERS readers spread through the read events (in produce
+    order), and what the rule leaves per reader: {user: (followed, muted)}."""
+    names = ["politics", "science", "business", "sports", "health", "technology"]
+    want = {}
+    for u in range(SETTINGS_USERS):
+        user = "user%02d" % u
+        follow, mute = set(), set()
+        for j in range(8):
+            kind, topic = rng.choice(SETTINGS), rng.choice(names)
+            if kind == "follow":
+                follow.add(topic)
+                mute.discard(topic)
+            elif kind == "unfollow":
+                follow.discard(topic)
+            elif kind == "mute":
+                mute.add(topic)
+                follow.discard(topic)
+            else:
+                mute.discard(topic)
+            at = (u * 8 + j + 1) * len(out) // (SETTINGS_USERS * 8 + 2)
+            v = {"event_id": "set-%d-%d" % (u, j), "user_id": user, "kind": kind,
+                 "topic": topic, "ts": T0 + at * 400}
+            out.insert(at, (user, v))
+        want[user] = (sorted(follow), sorted(mute))
+    return want
+
+
+def check_settings(ctx, job, want, tag):
+    """Each settings reader's feed names what the model of the rule leaves (asked until the
+    epoch that consumed the last of them is the view the query API answers from)."""
+    port = job.admin_port()
+
+    def settings_of(user):
+        with urllib.request.urlopen("http://127.0.0.1:%d/v1/feed/%s" % (port, user),
+                                    timeout=30) as r:
+            feed = json.loads(r.read())
+        return sorted(feed["followed_topics"]), sorted(feed["muted_topics"])
+
+    ctx.wait_for("%s: the settings readers' feeds" % tag,
+                 lambda: all(settings_of(u) == tuple(w) for u, w in want.items()),
+                 timeout=60, interval=0.2, job=job)
+    for user, w in want.items():
+        ctx.check(settings_of(user) == tuple(w), "%s: %s follows and mutes %s, the events leave %s"
+                  % (tag, user, settings_of(user), w), job)
+
+
 def model_interest_count(events):
     seen_ids, seen_uas, n = set(), set(), 0
     for k, v in events:
-        if v["event_id"] in seen_ids:
+        if v["event_id"] in seen_ids or v.get("kind") in SETTINGS:
             continue
         seen_ids.add(v["event_id"])
         t = (v["user_id"], v["article_id"], v["session_id"])
@@ -199,7 +255,8 @@ def model_trending(events, positions):
     by_part = {}
     seen = set()
     for (k, v), (p, o, key) in zip(events, positions):
-        by_part.setdefault(p, []).append((o, v))
+        if v.get("kind") not in SETTINGS:  # a setting is no read: trending never sees it
+            by_part.setdefault(p, []).append((o, v))
     ontime = []
     maxts = {}
     for p, lst in by_part.items():
@@ -260,10 +317,10 @@ def run(ctx, feeds, tag, kills, budget_mb=None):
             "classify.taxonomy=" + os.path.join(ctx.srcdir, "config", "taxonomy.json"),
             "trending.exact=true", "trending.window_s=%d" % (WINDOW_MS // 1000),
             "trending.idle_ms=3600000", "trending.lateness_ms=%d" % LATENESS_MS,
-            "demo.read_events_per_s=0", "interest.unknown_articles=skip"]
+            "demo.read_events_per_s=0", "interest.unknown_articles=skip",
+            "admin.enabled=true", "admin.port=0", "admin.listen=127.0.0.1"]
     if budget_mb:  # and the metrics, to see where the dedup keys are
-        sets += ["state.budget_mb=%d" % budget_mb, "admin.enabled=true", "admin.port=0",
-                 "admin.listen=127.0.0.1"]
+        sets += ["state.budget_mb=%d" % budget_mb]
     if B.kind == "mock":
         # on a real broker Broker.job_sets names the transactional id (under the prefix)
         sets.insert(0, "kafka.transactional_id=acc-analytics-" + tag)
@@ -287,6 +344,7 @@ def run(ctx, feeds, tag, kills, budget_mb=None):
         by_slug[slug] = v
     ids = sorted(v["article_id"] for v in by_slug.values())
     events = make_events(ids)
+    settings = add_settings(events, random.Random(45))
     if kills:
         job.terminate()
         job = acclib.Job(ctx, B, state, sets=sets, env=slow, tag=tag + "3")
@@ -321,6 +379,7 @@ def run(ctx, feeds, tag, kills, budget_mb=None):
                  lambda: acclib.count_topic(ctx, B, "trending") >= len(twant), timeout=120,
                  job=job)
     metrics = job.metrics() or {}
+    check_settings(ctx, job, settings, tag)
     rc = job.terminate()
     ctx.check(rc == 0, "%s: exit %s after SIGTERM" % (tag, rc), job)
     return {
