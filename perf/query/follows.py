@@ -4,26 +4,14 @@ the job's HTTP edge, NDJSON batches of 300: under edge.max_body_bytes), so that 
 with follows and mutes. Prints the number of events posted.
 Usage: python3 follows.py BASE USERS F PREFIX"""
 import json
+import os
 import random
 import sys
 import time
-import urllib.error
 import urllib.request
 
-
-def post(base, lines):
-    req = urllib.request.Request(base + "/v1/events", data="".join(lines).encode(), method="POST",
-                                 headers={"Content-Type": "application/x-ndjson"})
-    for _ in range(300):
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                if r.status == 202:
-                    return
-        except urllib.error.HTTPError as e:
-            if e.code not in (429, 503):
-                raise
-        time.sleep(0.1)
-    raise SystemExit("follows.py: the edge did not take the events")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "integration"))
+from feed_model import post_events  # noqa: E402
 
 
 def main(base, users, f, prefix):
@@ -36,14 +24,13 @@ def main(base, users, f, prefix):
         chosen = rng.sample(topics, int(f) + 1)
         for i, t in enumerate(chosen):
             kind = "mute" if i == int(f) else "follow"
-            lines.append(json.dumps({"user_id": f"{prefix}{u}", "kind": kind, "topic": t,
-                                     "ts": ts}) + "\n")
+            lines.append({"user_id": f"{prefix}{u}", "kind": kind, "topic": t, "ts": ts})
         if len(lines) >= 300:
-            post(base, lines)
+            post_events(base, lines)
             n += len(lines)
             lines = []
     if lines:
-        post(base, lines)
+        post_events(base, lines)
         n += len(lines)
     print(n)
 

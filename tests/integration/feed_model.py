@@ -114,22 +114,7 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None):
         articles[a["article_id"]] = (pub, {k: float(v) for k, v in (a.get("topics") or {}).items()})
 
     # Story clusters: union-find over the committed records, the root being the cluster id.
-    parent = {}
-
-    def find(x):
-        while parent.get(x, x) != x:
-            x = parent[x]
-        return x
-
-    for c in recs.get("story-clusters", []):
-        root, art = c["cluster_id"], c["article_id"]
-        parent.setdefault(root, root)
-        for m in c.get("merged_from", []):  # the clusters that disappear under root
-            r = find(m)
-            if r != root:
-                parent[r] = root
-        if art != root:
-            parent[art] = root
+    find = jobout.story_find(recs)
 
     # A story's size: the articles the records put in it; its sources: theirs, once each.
     sizes, sources = {}, {}

@@ -106,20 +106,7 @@ class Page(HTMLParser):
 
 def story_members(recs, story):
     """The articles the story-clusters records put in story (merges followed)."""
-    parent = {}
-
-    def find(x):
-        while parent.get(x, x) != x:
-            x = parent[x]
-        return x
-
-    for c in recs.get("story-clusters", []):
-        root = c["cluster_id"]
-        for m in c.get("merged_from", []):
-            if find(m) != root:
-                parent[find(m)] = root
-        if c["article_id"] != root:
-            parent[c["article_id"]] = root
+    find = jobout.story_find(recs)
     return {c["article_id"] for c in recs.get("story-clusters", []) if find(c["article_id"]) == find(story)}
 
 
