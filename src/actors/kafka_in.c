@@ -224,11 +224,11 @@ static int restore_counter(kin_t *k, int32_t partition, tpart_t *tp);
  * dead-lettered, not applied to nothing). */
 static int setting_topic(const nf_analytics_t *an, decoded_t *g, char *err, size_t errlen)
 {
-    for (unsigned t = 0; t < NF_TOPICS_MAX && an->topic_names[t]; t++)
-        if (strcmp(an->topic_names[t], g->ev.article_id) == 0) {
-            g->topic = (uint8_t)t;
-            return 0;
-        }
+    int t = an->taxonomy ? nf_classify_topic_index(an->taxonomy, g->ev.article_id) : -1;
+    if (t >= 0 && t < NF_TOPICS_MAX) {
+        g->topic = (uint8_t)t;
+        return 0;
+    }
     snprintf(err, errlen,
              "field \"topic\": \"%.64s\" is not a topic of the taxonomy (GET /v1/topics lists "
              "them)",
@@ -1306,10 +1306,9 @@ static void reads_metrics(nf_reads_t *r)
                        "stage=\"event_time\"", 0, &r->m.dead_letters_time);
     nf_metrics_counter("newsflow_interest_updates_total",
                        "Per-user updates emitted (interest-updates).", NULL, 0, &r->m.updates);
-    static const char *const settings[4] = {"follow", "unfollow", "mute", "unmute"};
     for (int i = 0; i < 4; i++) {
         char labels[32];
-        snprintf(labels, sizeof labels, "kind=\"%s\"", settings[i]);
+        snprintf(labels, sizeof labels, "kind=\"%s\"", nf_read_kind_name(NF_READ_KIND_FOLLOW + i));
         nf_metrics_counter("newsflow_reader_settings_total",
                            "Readers' settings events applied (engine/follows.h), by kind.", labels,
                            0, &r->m.settings[i]);

@@ -229,11 +229,16 @@ int nf_serve_put_article(nf_store_batch_t *b, uint16_t kg, const nf_article_blob
 #define STORY_MORE  0x80000000u
 #define SOURCE_SEED 0x736f75726365ull /* "source" */
 
+void nf_serve_story_init(nf_serve_story_t *s)
+{
+    memset(s, 0, sizeof *s);
+    s->size = 1;
+}
+
 int nf_serve_story_decode(const void *val, size_t len, nf_serve_story_t *s)
 {
     const unsigned char *v = val;
-    memset(s, 0, sizeof *s);
-    s->size = 1;
+    nf_serve_story_init(s);
     if (len == 4) { /* before sources were kept */
         s->size = nf_get_le32(v);
         return 0;
@@ -293,15 +298,29 @@ void nf_serve_story_prefix(uint16_t kg, nf_id128_t story, char tag,
     out[18] = (unsigned char)tag;
 }
 
+void nf_serve_member_tail(int64_t published_ms, nf_id128_t article,
+                          unsigned char out[NF_SERVE_MEMBER_TAIL])
+{
+    nf_put_be64(out, (uint64_t)(INT64_MAX - (published_ms > 0 ? published_ms : 0)));
+    nf_put_be64(out + 8, article.hi);
+    nf_put_be64(out + 16, article.lo);
+}
+
+void nf_serve_member_tail_decode(const unsigned char tail[NF_SERVE_MEMBER_TAIL],
+                                 int64_t *published_ms, nf_id128_t *article)
+{
+    uint64_t inv = nf_get_be64(tail); /* as written: INT64_MAX - published, published >= 0 */
+    *published_ms = inv <= (uint64_t)INT64_MAX ? INT64_MAX - (int64_t)inv : 0;
+    article->hi = nf_get_be64(tail + 8);
+    article->lo = nf_get_be64(tail + 16);
+}
+
 void nf_serve_put_member(nf_store_batch_t *b, uint16_t kg, nf_id128_t story, int64_t published_ms,
                          nf_id128_t article, int64_t expires_ms)
 {
     unsigned char k[NF_SERVE_MEMBER_KEY_LEN], v[EXPIRY_LEN];
     nf_serve_story_prefix(kg, story, NF_SERVE_STORY_MEMBER, k);
-    nf_put_be64(k + NF_SERVE_STORY_PREFIX,
-                (uint64_t)(INT64_MAX - (published_ms > 0 ? published_ms : 0)));
-    nf_put_be64(k + NF_SERVE_STORY_PREFIX + 8, article.hi);
-    nf_put_be64(k + NF_SERVE_STORY_PREFIX + 16, article.lo);
+    nf_serve_member_tail(published_ms, article, k + NF_SERVE_STORY_PREFIX);
     nf_put_le64(v, (uint64_t)expires_ms);
     nf_store_batch_put(b, NF_KIND_STORY, k, sizeof k, v, sizeof v);
 }
@@ -324,10 +343,7 @@ int nf_serve_member_decode(const void *key, size_t klen, const void *val, size_t
     if (klen != NF_SERVE_MEMBER_KEY_LEN || vlen < EXPIRY_LEN || k[18] != NF_SERVE_STORY_MEMBER)
         return -EINVAL;
     *expires_ms = (int64_t)nf_get_le64(val);
-    uint64_t inv = nf_get_be64(k + NF_SERVE_STORY_PREFIX); /* as put: INT64_MAX - published */
-    *published_ms = inv <= (uint64_t)INT64_MAX ? INT64_MAX - (int64_t)inv : 0;
-    article->hi = nf_get_be64(k + NF_SERVE_STORY_PREFIX + 8);
-    article->lo = nf_get_be64(k + NF_SERVE_STORY_PREFIX + 16);
+    nf_serve_member_tail_decode(k + NF_SERVE_STORY_PREFIX, published_ms, article);
     return 0;
 }
 

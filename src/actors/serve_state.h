@@ -89,8 +89,9 @@
 #define NF_SERVE_SEARCH_PREFIX  2
 
 #define NF_SERVE_STORY_SOURCES_MAX 64
-#define NF_SERVE_STORY_PREFIX      19 /* [kg 2][story 16][tag 1] */
-#define NF_SERVE_MEMBER_KEY_LEN    (NF_SERVE_STORY_PREFIX + 8 + 16)
+#define NF_SERVE_STORY_PREFIX      19       /* [kg 2][story 16][tag 1] */
+#define NF_SERVE_MEMBER_TAIL       (8 + 16) /* [INT64_MAX - published 8 BE][article 16 BE] */
+#define NF_SERVE_MEMBER_KEY_LEN    (NF_SERVE_STORY_PREFIX + NF_SERVE_MEMBER_TAIL)
 #define NF_SERVE_CHILD_KEY_LEN     (NF_SERVE_STORY_PREFIX + 16)
 #define NF_SERVE_STORY_MEMBER      'm'
 #define NF_SERVE_STORY_CHILD       'c'
@@ -105,8 +106,10 @@ typedef struct nf_serve_story {
     bool more;         /* more sources than listed */
     uint64_t sources[NF_SERVE_STORY_SOURCES_MAX];
 } nf_serve_story_t;
-/* The record after its expiry (val, len bytes) into s; 0, or -EINVAL (s: a story of one article
- * and no known source). */
+/* A story of one article and no known source (what a story without a record counts as). */
+void nf_serve_story_init(nf_serve_story_t *s);
+/* The record after its expiry (val, len bytes) into s; 0, or -EINVAL (s as nf_serve_story_init
+ * leaves it). */
 int nf_serve_story_decode(const void *val, size_t len, nf_serve_story_t *s);
 /* The record into out (at least 8 + 8 * NF_SERVE_STORY_SOURCES_MAX bytes); its length. */
 size_t nf_serve_story_encode(const nf_serve_story_t *s, unsigned char *out);
@@ -119,6 +122,12 @@ uint64_t nf_serve_source_hash(const char *source_id, size_t len);
 /* [kg story tag]: the prefix of a story's members (NF_SERVE_STORY_MEMBER) or merges. */
 void nf_serve_story_prefix(uint16_t kg, nf_id128_t story, char tag,
                            unsigned char out[NF_SERVE_STORY_PREFIX]);
+/* A member key's tail, after the story's prefix (its order: newest first, then by id); a date
+ * before 1970 sorts as 1970. And back. */
+void nf_serve_member_tail(int64_t published_ms, nf_id128_t article,
+                          unsigned char out[NF_SERVE_MEMBER_TAIL]);
+void nf_serve_member_tail_decode(const unsigned char tail[NF_SERVE_MEMBER_TAIL],
+                                 int64_t *published_ms, nf_id128_t *article);
 void nf_serve_put_member(nf_store_batch_t *b, uint16_t kg, nf_id128_t story, int64_t published_ms,
                          nf_id128_t article, int64_t expires_ms);
 void nf_serve_put_child(nf_store_batch_t *b, uint16_t kg, nf_id128_t story, nf_id128_t merged,

@@ -89,7 +89,7 @@ static int story_get(stories_t *s, nf_id128_t id, uint64_t now, nf_serve_story_t
     int err = 0;
     const unsigned char *v = nf_kstate_get(s->sizes, story_kg(s, id), id, now, &len, &err);
     if (!v || nf_serve_story_decode(v, len, st) != 0)
-        nf_serve_story_decode(NULL, 0, st); /* one article, no source */
+        nf_serve_story_init(st);
     return err;
 }
 
@@ -109,7 +109,7 @@ static int story_update(stories_t *s, const nf_cluster_msg_t *c, const nf_cluste
      * is itself the merged story's earliest (it came late), that story is new: just the
      * article, plus what it merges. */
     bool own = r->cluster_id.hi == c->id.hi && r->cluster_id.lo == c->id.lo;
-    nf_serve_story_decode(NULL, 0, &st);
+    nf_serve_story_init(&st);
     if (r->action != NF_CLUSTER_NEW && !own) {
         e = story_get(s, r->cluster_id, now, &st);
         st.size++; /* the article */

@@ -7,6 +7,7 @@
 #include "actors/sources.h"
 #include "algo/bytes.h"
 #include "algo/idset.h"
+#include "algo/sha256.h"
 #include "engine/cluster.h"
 #include "engine/follows.h"
 #include "engine/interest.h"
@@ -810,12 +811,6 @@ static int read_topics(const nf_query_t *q, nf_store_view_t *v, nf_id128_t id, i
     return r;
 }
 
-/* The cluster engine's clock as of the view (its TTL runs on it, cluster.h); 0 if none yet. */
-static uint64_t cluster_clock(nf_store_view_t *v)
-{
-    return nf_cluster_view_clock(v);
-}
-
 /* The story cluster of an article as of the view (nf_cluster_view_root). 0, or < 0 on a read
  * error. */
 static int find_cluster(const nf_query_t *q, nf_store_view_t *v, uint64_t clock, nf_id128_t id,
@@ -937,7 +932,7 @@ static int route_article(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char 
     int tr = read_topics(q, v, id, now, &vec, NULL, err, sizeof err);
     nf_id128_t root;
     story_info_t si = {.size = 1};
-    int cr = tr < 0 ? tr : find_cluster(q, v, cluster_clock(v), id, &root, err, sizeof err);
+    int cr = tr < 0 ? tr : find_cluster(q, v, nf_cluster_view_clock(v), id, &root, err, sizeof err);
     if (cr == 0)
         cr = story_info(q, v, root, now, &si, err, sizeof err);
     if (tr < 0 || cr < 0) {
@@ -963,12 +958,11 @@ static int route_article(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, char 
 /* ------------------------------------------------------------------------------- stories */
 
 #define STORY_TREE_MAX 64 /* stories a story's merges are followed to (its own included) */
-#define CURSOR_LEN     24 /* [INT64_MAX - published 8 BE][article 16 BE]: a member key's tail */
+#define CURSOR_LEN     NF_SERVE_MEMBER_TAIL /* a member key's tail (serve_state.h) */
 
 /* A story's articles newest first (serve_state.h: its members and its merges' members): per
  * story of the tree, the members after the cursor, at most want of each. */
 typedef struct members {
-    const nf_query_t *q;
     int64_t now;
     nf_id128_t tree[STORY_TREE_MAX];
     unsigned ntree;
@@ -1031,11 +1025,7 @@ static int member_root(members_t *m, nf_id128_t root, int64_t published_ms)
 {
     unsigned char k[NF_SERVE_MEMBER_KEY_LEN], v[EXPIRY_LEN] = {0};
     nf_serve_story_prefix(0, root, NF_SERVE_STORY_MEMBER, k);
-    /* as nf_serve_put_member writes it: a date before 1970 sorts as 1970 */
-    nf_put_be64(k + NF_SERVE_STORY_PREFIX,
-                (uint64_t)(INT64_MAX - (published_ms > 0 ? published_ms : 0)));
-    nf_put_be64(k + NF_SERVE_STORY_PREFIX + 8, root.hi);
-    nf_put_be64(k + NF_SERVE_STORY_PREFIX + 16, root.lo);
+    nf_serve_member_tail(published_ms, root, k + NF_SERVE_STORY_PREFIX);
     return member_cb(k, sizeof k, v, sizeof v, m) < 0 ? -ENOMEM : 0;
 }
 
@@ -1092,8 +1082,7 @@ static bool parse_cursor(const char *s, unsigned char out[CURSOR_LEN])
 static void put_cursor(nf_jw_t *w, const unsigned char tail[CURSOR_LEN])
 {
     char hex[2 * CURSOR_LEN + 1];
-    for (size_t i = 0; i < CURSOR_LEN; i++)
-        snprintf(hex + 2 * i, 3, "%02x", tail[i]);
+    nf_hex(tail, CURSOR_LEN, hex);
     nf_jw_str(w, hex);
 }
 
@@ -1104,7 +1093,9 @@ static int put_members(const nf_query_t *q, nf_store_view_t *v, nf_jw_t *w, cons
     nf_jw_key(w, "articles");
     nf_jw_arr_open(w);
     for (size_t i = 0; i < shown; i++) {
-        nf_id128_t id = {nf_get_be64(m->tails[i] + 8), nf_get_be64(m->tails[i] + 16)};
+        nf_id128_t id;
+        int64_t published;
+        nf_serve_member_tail_decode(m->tails[i], &published, &id);
         int rc;
         cJSON *meta = read_meta(q, v, id, m->now, &rc, err, errlen);
         if (rc < 0)
@@ -1114,9 +1105,8 @@ static int put_members(const nf_query_t *q, nf_store_view_t *v, nf_jw_t *w, cons
         nf_jw_key(w, "article_id");
         put_id(w, id);
         put_meta_fields(w, meta);
-        uint64_t inv = nf_get_be64(m->tails[i]); /* INT64_MAX - published, published >= 0 */
         nf_jw_key(w, "published_ms");
-        nf_jw_i64(w, inv <= (uint64_t)INT64_MAX ? INT64_MAX - (int64_t)inv : 0);
+        nf_jw_i64(w, published);
         nf_jw_obj_close(w);
         cJSON_Delete(meta);
     }
@@ -1130,7 +1120,7 @@ static int route_story(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, nf_admi
     unsigned limit;
     if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
         return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
-    members_t m = {.q = q, .now = now_ms(q), .want = limit + 1};
+    members_t m = {.now = now_ms(q), .want = limit + 1};
     const char *after = nf_admin_req_arg(req, "after");
     if (after && !(m.has_cursor = parse_cursor(after, m.cursor)))
         return fail(400, "after must be the \"next\" of a page of this story (48 hex digits)",
@@ -1138,7 +1128,7 @@ static int route_story(nf_query_t *q, nf_store_view_t *v, nf_id128_t id, nf_admi
     char err[256] = "";
     nf_id128_t root;
     story_info_t si = {.size = 1};
-    int rc = 0, r = find_cluster(q, v, cluster_clock(v), id, &root, err, sizeof err);
+    int rc = 0, r = find_cluster(q, v, nf_cluster_view_clock(v), id, &root, err, sizeof err);
     if (r == 0)
         r = story_info(q, v, root, m.now, &si, err, sizeof err);
     cJSON *meta = r == 0 ? read_meta(q, v, root, m.now, &rc, err, sizeof err) : NULL;
@@ -1665,7 +1655,7 @@ static int vcache_open(nf_query_t *q, nf_store_view_t *v, int64_t now, vcache_t 
     pthread_mutex_lock(&(*c)->mu);
     int r = vcache_trending(q, v, *c, now, err, errlen);
     if (r == 0 && !(*c)->clock_loaded) {
-        (*c)->clock = cluster_clock(v);
+        (*c)->clock = nf_cluster_view_clock(v);
         (*c)->clock_loaded = true;
     }
     pthread_mutex_unlock(&(*c)->mu);
@@ -1779,14 +1769,14 @@ static void answer_put(nf_query_t *q, vcache_t *c, unsigned limit, int topic, in
 /* A trending entry's story: its id now (a story merged since the window was ranked answers as
  * the one it merged into), its size and sources, and how many of its articles the window read.
  * 0, or < 0 on a read error (err). */
-static int put_trending_story(const nf_query_t *q, nf_store_view_t *v, nf_jw_t *w, const trend_t *t,
-                              size_t i, int64_t now, char *err, size_t errlen)
+static int put_trending_story(const nf_query_t *q, nf_store_view_t *v, uint64_t clock, nf_jw_t *w,
+                              const trend_t *t, size_t i, int64_t now, char *err, size_t errlen)
 {
     nf_id128_t sid, root;
     story_info_t si = {.size = 1};
     const char *cid = t->clusters[i] ? t->clusters[i] : t->ids[i];
     bool hex = strlen(cid) == 32 && nf_id128_from_hex32(cid, &sid) == 0;
-    int r = hex ? find_cluster(q, v, cluster_clock(v), sid, &root, err, errlen) : 0;
+    int r = hex ? find_cluster(q, v, clock, sid, &root, err, errlen) : 0;
     if (hex && r == 0)
         r = story_info(q, v, root, now, &si, err, errlen);
     if (r < 0)
@@ -1869,7 +1859,7 @@ static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req
         } else {
             nf_jw_null(&w);
         }
-        if ((r = put_trending_story(q, v, &w, t, i, now, err, sizeof err)) < 0)
+        if ((r = put_trending_story(q, v, c->clock, &w, t, i, now, err, sizeof err)) < 0)
             break;
         nf_jw_obj_close(&w);
         shown++;
@@ -2165,7 +2155,7 @@ static int route_search(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req, 
     if (since_s && nf_date_parse(since_s, strlen(since_s), &since) != 0)
         return fail(400, "since must be a date and time (RFC 3339, e.g. 2026-11-27T08:00:00Z)",
                     "since", body, len);
-    skeep_t k = {.q = q, .v = v, .clock = cluster_clock(v), .now = now_ms(q)};
+    skeep_t k = {.q = q, .v = v, .clock = nf_cluster_view_clock(v), .now = now_ms(q)};
     nf_search_result_t res;
     int r = nf_search_run(q->o.search, &sq, topic, since, k.now, limit, search_keep, &k, &res, err,
                           sizeof err);

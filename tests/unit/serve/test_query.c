@@ -608,7 +608,7 @@ static void test_story_articles(void)
     nf_serve_put_child(b, (uint16_t)(story_id(3).hi % 256), story_id(3), story_id(5), 0);
     nf_serve_put_child(b, (uint16_t)(story_id(0).hi % 256), story_id(0), story_id(7), 0);
     nf_serve_story_t rec;
-    nf_serve_story_decode(NULL, 0, &rec);
+    nf_serve_story_init(&rec);
     rec.size = 8;
     for (unsigned i = 0; i < 8; i++)
         nf_serve_story_add_source(&rec, nf_serve_source_hash(i % 2 ? "s1" : "s2", 2));
