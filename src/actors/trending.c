@@ -202,6 +202,15 @@ static size_t story_of(void *ctx, const char *id, size_t len, char out[NF_TREND_
     return 32;
 }
 
+/* The engine's merger of g's counters, ranking by story when trending.by_story. */
+static nf_trend_merger_t *merger_new(merger_t *g)
+{
+    nf_trend_merger_t *m = nf_trend_merger_new(&g->an->trend, g->ncounters);
+    if (m && g->an->trend_by_story)
+        nf_trend_merger_set_group(m, story_of, g);
+    return m;
+}
+
 static void merger_emit(merger_t *g)
 {
     /* Trending by story: the windows emitted now group their articles by the stories of the
@@ -366,10 +375,8 @@ static void merger_reset(merger_t *g)
     g->last_len = 0;
     g->meta_dirty = false;
     nf_trend_merger_free(g->m);
-    if (!(g->m = nf_trend_merger_new(&g->an->trend, g->ncounters)))
+    if (!(g->m = merger_new(g)))
         merger_fail(g, "out of memory resetting the trending merger; stopping", -ENOMEM);
-    else if (g->an->trend_by_story)
-        nf_trend_merger_set_group(g->m, story_of, g);
 }
 
 /* panes_topic: the merger follows the trending-panes partition (epoch.h `partitions`). */
@@ -552,7 +559,11 @@ static int merger_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t
         return 0;
     unsigned ncounters = an->trend_partitions ? an->trend_partitions : 1;
     merger_t *g = calloc(1, sizeof *g);
-    if (!g || !(g->m = nf_trend_merger_new(&an->trend, ncounters))) {
+    if (g) {
+        g->an = an;
+        g->ncounters = ncounters;
+    }
+    if (!g || !(g->m = merger_new(g))) {
         free(g);
         snprintf(err, errlen,
                  "cannot create the trending merger of %u counters: out of memory or trending "
@@ -560,11 +571,7 @@ static int merger_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t
                  ncounters);
         return -1;
     }
-    g->an = an;
-    if (an->trend_by_story)
-        nf_trend_merger_set_group(g->m, story_of, g);
     g->sh = sh;
-    g->ncounters = ncounters;
     nf_jw_init(&g->jw);
     g->active = !an->panes_topic; /* panes_topic: once trending-panes is assigned here */
     if (an->store && g->active)
