@@ -41,15 +41,5 @@ print(json.dumps({"bench": "follows_feed", "round": int(sys.argv[3]), "follows":
 PY
   done
 done
-python3 - "$out" <<'PY' | tee -a "$out"
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-def med(mode, k):
-    v = [r[k] for r in rows if r["follows"] == mode and r.get(k) is not None]
-    return statistics.median(v) if v else None
-summary = {"bench": "follows_summary", "rounds": len(rows) // 2}
-for k in ("feed_requests_per_s", "feed_p99_ms", "job_cpu_us_per_feed", "events_per_s_during_feed"):
-    off, on = med("off", k), med("on", k)
-    summary[k] = {"off": off, "on": on, "on_vs_off": round(on / off, 3) if off and on else None}
-print(json.dumps(summary))
-PY
+python3 perf/ab_summary.py "$out" follows_summary follows '"off"' '"on"' feed_requests_per_s \
+  feed_p99_ms job_cpu_us_per_feed events_per_s_during_feed | tee -a "$out"

@@ -44,15 +44,5 @@ print(json.dumps({"bench": "stories_readpath", "round": int(sys.argv[3]),
 PY
   done
 done
-python3 - "$out" <<'PY' | tee -a "$out"
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-def med(mode, k):
-    v = [r[k] for r in rows if r["by_story"] == mode and r.get(k) is not None]
-    return statistics.median(v) if v else None
-summary = {"bench": "stories_summary", "rounds": len(rows) // 2}
-for k in ("events_per_s", "cpu_ns_per_event", "durable_events_per_s", "windows", "folded"):
-    off, on = med(False, k), med(True, k)
-    summary[k] = {"off": off, "on": on, "on_vs_off": round(on / off, 3) if off and on else None}
-print(json.dumps(summary))
-PY
+python3 perf/ab_summary.py "$out" stories_summary by_story false true events_per_s \
+  cpu_ns_per_event durable_events_per_s windows folded | tee -a "$out"
