@@ -63,9 +63,10 @@ typedef struct merger {
      * query API (/v1/trending): last_len 0 = none since the last cut. */
     char *last;
     size_t last_len, last_cap;
-    /* The committed view the window being emitted groups its articles by (story_of); NULL: by
-     * article. */
+    /* The committed view the windows being emitted group their articles by (story_of), taken
+     * at the first article grouped (view_taken); NULL: by article. */
     nf_store_view_t *view;
+    bool view_taken;
     uint64_t view_clock, view_epoch;
     /* The stories read from the views: article -> root, valid for the view epoch it was read
      * at (a window ranks mostly the articles the one before did); direct-mapped, allocated at
@@ -186,6 +187,12 @@ static size_t story_of(void *ctx, const char *id, size_t len, char out[NF_TREND_
 {
     merger_t *g = ctx;
     nf_id128_t aid, root;
+    if (!g->view_taken) { /* once per merger_emit, and only when a window is ranked */
+        g->view_taken = true;
+        g->view = g->an->store ? nf_store_view_acquire(g->an->store) : NULL;
+        g->view_clock = g->view ? nf_cluster_view_clock(g->view) : 0;
+        g->view_epoch = g->view ? nf_store_view_epoch(g->view) + 1 : 0; /* 0: an empty slot */
+    }
     if (!g->view || len != 32 || nf_id128_from_hex32(id, &aid) != 0)
         return 0;
     char err[160];
@@ -216,9 +223,7 @@ static void merger_emit(merger_t *g)
     /* Trending by story: the windows emitted now group their articles by the stories of the
      * last committed epoch (docs/ARCHITECTURE.md §1; an article clustered since counts alone
      * until its epoch commits). */
-    g->view = g->an->store ? nf_store_view_acquire(g->an->store) : NULL;
-    g->view_clock = g->view ? nf_cluster_view_clock(g->view) : 0;
-    g->view_epoch = g->view ? nf_store_view_epoch(g->view) + 1 : 0; /* + 1: 0 is an empty slot */
+    g->view_taken = false;
     int rc = nf_trend_merger_emit(g->m, window_out, pane_dropped, g);
     nf_store_view_release(g->view);
     g->view = NULL;
