@@ -1901,11 +1901,10 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     unsigned top[FEED_TOPICS], drawn[NF_TOPICS_MAX];
     unsigned nt = ri == 1 ? top_topics(rvec, rd->mute, top) : 0;
     unsigned nd = feed_topics(top, nt, rd->follow, drawn);
-    nf_rlist_t *own = calloc(NF_TOPICS_MAX, sizeof *own);
+    nf_rlist_t own[NF_TOPICS_MAX]; /* the lists not in the view's cache: nd used */
+    memset(own, 0, nd * sizeof *own);
     const nf_rlist_t *lists[NF_TOPICS_MAX + 1];
     size_t nl = 0, total = 0;
-    if (!own)
-        r = -ENOMEM;
     if (r == 0 && !nd) {
         lists[nl++] = &c->trending;
         total = c->trending.n;
@@ -2036,9 +2035,8 @@ out:
     free(chosen);
     free(chosen_c);
     free(cand);
-    for (unsigned k = 0; own && k < NF_TOPICS_MAX; k++)
+    for (unsigned k = 0; k < nd; k++)
         nf_rlist_free(&own[k]);
-    free(own);
     vcache_done(q, vc, c, &solo);
     return status;
 }
