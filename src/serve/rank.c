@@ -171,6 +171,8 @@ void nf_rank_init(nf_rank_t *r, const double *dense, int64_t now, nf_cand_t *c, 
     r->now = now;
     r->c = c;
     r->m = m;
+    r->trend_w = 0.1;
+    r->decay = NF_RANK_LIST_DECAY;
     double sq = 0;
     for (unsigned t = 0; dense && t < NF_TOPICS_MAX; t++) {
         double a = fabs(dense[t]);
@@ -235,10 +237,15 @@ static void score(nf_rank_t *r, const nf_rlist_t *l, size_t i, double since, boo
     /* exp(-0.5 h) = the decay at the list's loaded_ms × exp(-0.5 h since then), for entries
      * published by then (and a list not loaded in the future) */
     int64_t loaded = l->loaded_ms;
-    double decay = e->published_ms <= loaded && r->now >= loaded
-                       ? e->decay * since
-                       : nf_rank_decay(r->now - e->published_ms);
-    x.score = dot * decay + 0.1 * (double)e->trend / 1000.0;
+    double decay;
+    if (r->decay != NF_RANK_LIST_DECAY) /* a variant's own rate (engine/variants.h) */
+        decay = exp(-r->decay * (double)(r->now > e->published_ms ? r->now - e->published_ms : 0) /
+                    3600000.0);
+    else
+        decay = e->published_ms <= loaded && r->now >= loaded
+                    ? e->decay * since
+                    : nf_rank_decay(r->now - e->published_ms);
+    x.score = dot * decay + r->trend_w * (double)e->trend / 1000.0;
     offer(r, &x);
 }
 
@@ -254,7 +261,7 @@ static double bound(const nf_rank_t *r, const nf_rlist_t *l, size_t ia, size_t i
     const double *b = &l->bound[4 * ia];
     double p1 = since * b[0], p2 = since * b[1];
     double a1 = r->maxw * (p1 > b[2] ? p1 : b[2]), a2 = r->norm * (p2 > b[3] ? p2 : b[3]);
-    double t = ib < l->ntrend ? 0.1 * (double)l->e[l->by_trend[ib]].trend / 1000.0 : 0;
+    double t = ib < l->ntrend ? r->trend_w * (double)l->e[l->by_trend[ib]].trend / 1000.0 : 0;
     return (a1 < a2 ? a1 : a2) + t;
 }
 
@@ -276,7 +283,9 @@ static void rank_all(nf_rank_t *r, const nf_rlist_t *l, double since)
 void nf_rank_list(nf_rank_t *r, const nf_rlist_t *l, bool prune)
 {
     double since = nf_rank_decay(r->now - l->loaded_ms);
-    if (!prune || !r->dense || !l->bound || l->n > SEEN_MAX || r->now < l->loaded_ms) {
+    /* the bounds hold for a decay at least the lists' (exp(-d h) <= exp(-0.5 h) for h >= 0) */
+    if (!prune || !r->dense || !l->bound || l->n > SEEN_MAX || r->now < l->loaded_ms ||
+        r->decay < NF_RANK_LIST_DECAY) {
         rank_all(r, l, since);
         return;
     }

@@ -2,7 +2,9 @@
  * (docs/ARCHITECTURE.md §4 "Queries", "Ranking a feed").
  *
  * An article's score for a reader is  dot(interest, topics) × decay + 0.1 × trending / 1000,
- * decay = exp(-0.5 × hours since published). The best m articles are kept in a bounded heap
+ * decay = exp(-0.5 × hours since published) — the seed's weights; a ranking variant
+ * (engine/variants.h) brings its own trending weight and decay rate, and its interest and follow
+ * weights in the reader's dense weights. The best m articles are kept in a bounded heap
  * (an article listed under several of the reader's topics once), and a list is read only as far
  * as what is left in it could still enter: the threshold algorithm (Fagin, Lotem and Naor) over
  * two orders of each list — newest first, where suffix maxima of |topics| × decay bound the
@@ -17,6 +19,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The decay rate per hour the lists' decays and bounds are computed at (the seed's). */
+#define NF_RANK_LIST_DECAY 0.5
 
 typedef struct nf_rentry {
     nf_id128_t id;
@@ -85,6 +90,10 @@ typedef struct nf_rank {
     uint64_t mute; /* topics muted (bit t): an entry whose vector names one is left out */
     nf_cand_t *c;  /* the heap of the best m so far (worst at the root), then the answer */
     size_t n, m;
+    /* the trending term's weight and the decay's rate per hour (nf_rank_init: the seed's 0.1 and
+     * NF_RANK_LIST_DECAY; a ranking variant's, engine/variants.h, set between init and the
+     * lists): a rate below the lists' ranks without pruning, its bounds being the lists' */
+    double trend_w, decay;
     bool dropped;  /* a candidate was left out for want of room: the m are not all of them */
     size_t scored; /* entries scored (what the pruning saves shows here) */
 } nf_rank_t;

@@ -94,10 +94,15 @@ static bool hidden(const void *arg, nf_id128_t id)
     return (id.lo ^ *(const uint64_t *)arg) % 11 == 0;
 }
 
+/* The round's weights: the seed's, or a ranking variant's (engine/variants.h). */
+static double g_trend_w = 0.1, g_decay = 0.5;
+
 static void rank(const view_t *v, const double *dense, int64_t now, uint64_t *hide, bool prune,
                  nf_cand_t *c, size_t m, nf_rank_t *r, nf_cand_t *out)
 {
     nf_rank_init(r, dense, now, c, m);
+    r->trend_w = g_trend_w;
+    r->decay = g_decay;
     r->skip = hidden;
     r->skip_arg = hide;
     for (unsigned t = 0; t < v->nl; t++)
@@ -119,7 +124,7 @@ static double model_score(const nf_rlist_t *l, const nf_rentry_t *e, const doubl
     for (uint32_t j = 0; j < e->n; j++)
         dot += dense[l->w[e->off + j].topic] * l->w[e->off + j].weight;
     double hours = (double)(now > e->published_ms ? now - e->published_ms : 0) / HOUR;
-    return dot * exp(-0.5 * hours) + 0.1 * (double)e->trend / 1000.0;
+    return dot * exp(-g_decay * hours) + g_trend_w * (double)e->trend / 1000.0;
 }
 
 static void test_pruned_equals_all(void)
@@ -130,6 +135,10 @@ static void test_pruned_equals_all(void)
         unsigned nl = 1 + (unsigned)(next() % 8);
         int64_t at = 1795989326110LL;
         make_view(&v, nl, 10 + next() % 1500, at);
+        /* one round in three a variant's weights: decays below the lists' rank unpruned */
+        static const double trend_ws[] = {0, 0.4, 2.5}, decays[] = {0.2, 0.5, 1.5, 3};
+        g_trend_w = round % 3 ? 0.1 : trend_ws[next() % 3];
+        g_decay = round % 3 ? 0.5 : decays[next() % 4];
         double dense[NF_TOPICS_MAX] = {0};
         for (unsigned t = 0; t < nl; t++)
             if (next() % 3)
@@ -208,6 +217,8 @@ static void test_pruned_equals_all(void)
         free(b);
         free_view(&v);
     }
+    g_trend_w = 0.1;
+    g_decay = 0.5;
     fprintf(stderr, "pruning scored %zu of %zu entries\n", total - saved, total);
     NF_CHECK(saved > total / 4); /* the lists span 60 h: most of a long list cannot enter */
 }
