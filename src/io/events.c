@@ -800,10 +800,10 @@ static int ts_field(dec_t *d, int64_t *ts)
 
 /* ---------------------------------------------------------------- read-events */
 
-enum { RE_USER, RE_ARTICLE, RE_SESSION, RE_EVENT, RE_TS, RE_KIND, RE_TOPIC, RE__N };
+enum { RE_USER, RE_ARTICLE, RE_SESSION, RE_EVENT, RE_TS, RE_KIND, RE_TOPIC, RE_VARIANT, RE__N };
 static const field_name_t re_names[RE__N] = {
     FIELD("user_id"), FIELD("article_id"), FIELD("session_id"), FIELD("event_id"),
-    FIELD("ts"),      FIELD("kind"),       FIELD("topic")};
+    FIELD("ts"),      FIELD("kind"),       FIELD("topic"),      FIELD("variant")};
 static const char *const kind_names[NF_EVENT_KIND__COUNT] = {
     "read", "save", "share", "dislike", "hide", "follow", "unfollow", "mute", "unmute"};
 #define KIND_LIST "read, save, share, dislike, hide, follow, unfollow, mute, unmute"
@@ -855,6 +855,8 @@ static int re_field(dec_t *d, void *ctx, unsigned idx)
         return string_field(d, "article_id", e->article_id, NF_EVENT_FIELD_MAX, false, true, NULL);
     case RE_SESSION:
         return string_field(d, "session_id", e->session_id, NF_EVENT_FIELD_MAX, true, false, NULL);
+    case RE_VARIANT:
+        return string_field(d, "variant", e->variant, NF_EVENT_VARIANT_MAX, true, false, NULL);
     case RE_EVENT:
         return string_field(d, "event_id", e->event_id, NF_EVENT_FIELD_MAX, true, true,
                             &e->event_id_given);
@@ -910,6 +912,10 @@ void nf_read_event_json(nf_jw_t *w, const nf_read_event_t *e)
     if (e->kind != NF_READ_KIND_READ) {
         nf_jw_key(w, "kind");
         nf_jw_str(w, nf_read_kind_name(e->kind));
+    }
+    if (e->variant[0]) {
+        nf_jw_key(w, "variant");
+        nf_jw_str(w, e->variant);
     }
     nf_jw_key(w, "ts");
     nf_jw_i64(w, e->ts_ms);
@@ -1006,7 +1012,9 @@ static inline unsigned fast_key(const unsigned char *k, size_t n)
     case 4:
         return memcmp(k, "kind", 4) == 0 ? RE_KIND : RE__N;
     case 7:
-        return memcmp(k, "user_id", 7) == 0 ? RE_USER : RE__N;
+        if (k[0] == 'u')
+            return memcmp(k, "user_id", 7) == 0 ? RE_USER : RE__N;
+        return memcmp(k, "variant", 7) == 0 ? RE_VARIANT : RE__N;
     case 8:
         return memcmp(k, "event_id", 8) == 0 ? RE_EVENT : RE__N;
     case 10:
@@ -1110,11 +1118,14 @@ static int fast_read_event(const unsigned char *p, const unsigned char *end, nf_
             if (i >= n || p[i] != '"')
                 return 1;
             size_t ve = next_quote(q, i + 1, n), len = ve - i - 1;
-            if (ve >= n || len > NF_EVENT_FIELD_MAX || (len == 0 && idx != RE_SESSION))
+            bool may_be_empty = idx == RE_SESSION || idx == RE_VARIANT;
+            if (ve >= n || len > (idx == RE_VARIANT ? NF_EVENT_VARIANT_MAX : NF_EVENT_FIELD_MAX) ||
+                (len == 0 && !may_be_empty))
                 return 1;
             char *dst = idx == RE_USER      ? out->user_id
                         : idx == RE_ARTICLE ? out->article_id
                         : idx == RE_SESSION ? out->session_id
+                        : idx == RE_VARIANT ? out->variant
                                             : out->event_id;
             copy_id(dst, p + i + 1, len);
             dst[len] = '\0';
@@ -1143,6 +1154,7 @@ static int fast_read_event(const unsigned char *p, const unsigned char *end, nf_
     out->article_len = lens[RE_ARTICLE];
     out->session_len = lens[RE_SESSION];
     out->event_id_len = lens[RE_EVENT];
+    out->variant_len = lens[RE_VARIANT];
     if (!out->event_id_given) {
         nf_read_event_id(out->user_id, out->article_id, out->session_id, out->kind, out->ts_ms,
                          out->event_id);
@@ -1154,8 +1166,10 @@ static int fast_read_event(const unsigned char *p, const unsigned char *end, nf_
 static void read_event_clear(nf_read_event_t *out)
 {
     out->user_id[0] = out->article_id[0] = out->session_id[0] = out->event_id[0] = '\0';
+    out->variant[0] = '\0';
     out->event_id_given = false;
     out->user_len = out->article_len = out->session_len = out->event_id_len = 0;
+    out->variant_len = 0;
     out->kind = NF_READ_KIND_READ;
     out->ts_ms = 0;
 }
@@ -1221,6 +1235,7 @@ int nf_read_event_decode_strict(const char *json, size_t len, size_t max_bytes,
     out->article_len = (uint8_t)strlen(out->article_id);
     out->session_len = (uint8_t)strlen(out->session_id);
     out->event_id_len = (uint8_t)strlen(out->event_id);
+    out->variant_len = (uint8_t)strlen(out->variant);
     return 0;
 }
 

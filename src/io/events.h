@@ -67,6 +67,8 @@
 
 /* Largest id field, in bytes of UTF-8 (the struct holds one more for the NUL). */
 #define NF_EVENT_FIELD_MAX 128
+/* Largest variant field (engine/variants.h's names are at most as long). */
+#define NF_EVENT_VARIANT_MAX 32
 /* Nesting cap for skipped values; the record's object is level 1. */
 #define NF_EVENT_MAX_DEPTH 32
 /* Valid ts_ms: 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59.999Z. */
@@ -138,6 +140,11 @@ typedef struct nf_read_event {
     uint8_t user_len, article_len, session_len, event_id_len;
     uint8_t kind;  /* nf_read_kind_t */
     int64_t ts_ms; /* UTC epoch milliseconds, 0 .. NF_EVENT_TS_MAX */
+    /* optional: the ranking variant of the feed the read came from ("" when absent or null;
+     * engine/variants.h), whatever its spelling: the job counts a name it does not know as
+     * "other" rather than refuse the read */
+    char variant[NF_EVENT_VARIANT_MAX + 1];
+    uint8_t variant_len;
 } nf_read_event_t;
 
 /* The event_id of an event that does not carry one (docs/topics.md "Deterministic ids"), so that a
@@ -154,15 +161,17 @@ void nf_read_event_id(const char *user_id, const char *article_id, const char *s
                       int64_t ts_ms, char out[65]);
 
 /* The canonical read-events value of e (what the HTTP edge produces, serve/edge.h), appended to
- * w: {"event_id":E,"user_id":U,"article_id":A[,"session_id":S][,"kind":K],"ts":MS} ("topic"
- * in place of "article_id" for a setting) — session_id
+ * w: {"event_id":E,"user_id":U,"article_id":A[,"session_id":S][,"kind":K][,"variant":V],
+ * "ts":MS} ("topic" in place of "article_id" for a setting) — session_id and variant
  * only when non-empty, kind only when not a read, ts as integer epoch milliseconds — so that a
  * read the edge writes takes the decoder's fast path and decodes back to e. */
 void nf_read_event_json(nf_jw_t *w, const nf_read_event_t *e);
 
 /* Decodes one read-events value (json, len bytes; need not be NUL-terminated) into *out.
  * Fields: user_id, article_id (strings, required, 1..128 bytes), session_id (string or null,
- * optional, 0..128 bytes), event_id (string or null, optional, 1..128 bytes; computed with
+ * optional, 0..128 bytes), variant (string or null, optional, 0..32 bytes: not part of the
+ * event id, a read is the same read whichever feed it came from), event_id (string or null,
+ * optional, 1..128 bytes; computed with
  * nf_read_event_id() when absent), kind (string or null, optional: one of the kinds' names, else
  * NF_EVENT_E_VALUE `field "kind": "like" is not one of read, save, share, dislike, hide, follow,
  * unfollow, mute, unmute`), ts (required; RFC 3339 string or integer epoch ms), topic (string,

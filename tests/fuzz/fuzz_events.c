@@ -65,7 +65,9 @@ static bool same_event(const nf_read_event_t *a, const nf_read_event_t *b)
            a->user_len == b->user_len && a->article_len == b->article_len &&
            a->session_len == b->session_len && a->event_id_len == b->event_id_len &&
            a->user_len == strlen(a->user_id) && a->article_len == strlen(a->article_id) &&
-           a->session_len == strlen(a->session_id) && a->event_id_len == strlen(a->event_id);
+           a->session_len == strlen(a->session_id) && a->event_id_len == strlen(a->event_id) &&
+           strcmp(a->variant, b->variant) == 0 && a->variant_len == b->variant_len &&
+           a->variant_len == strlen(a->variant);
 }
 
 static void read_event(const char *in, size_t size)
@@ -119,6 +121,10 @@ static void read_event(const char *in, size_t size)
         if (e.kind != NF_READ_KIND_READ) {
             nf_jw_key(&w, "kind");
             nf_jw_str(&w, nf_read_kind_name(e.kind));
+        }
+        if (e.variant[0]) {
+            nf_jw_key(&w, "variant");
+            nf_jw_str(&w, e.variant);
         }
         nf_jw_key(&w, "ts");
         if (form == 0) {
