@@ -105,6 +105,15 @@ DASHBOARDS = {
              [('sum(rate(newsflow_trending_windows_total%s[%s]))' % (sel(), RATE), "windows")]),
             ("Freshness: seconds since commit (what readers see is committed)", "s",
              [('max(newsflow_epoch_seconds_since_commit%s)' % I, "worst process")]),
+            ("Ranking experiments: feeds served /s by variant", "ops",
+             [('sum by (variant) (rate(newsflow_ranking_feeds_total%s[%s]))' % (sel(), RATE),
+               "{{variant}}")]),
+            ("Ranking experiments: reads per feed served (1 h)", "short",
+             [('newsflow:ranking_reads_per_feed:ratio_rate1h', "{{variant}}")]),
+            ("Shadow variant: mean overlap with the served feed", "percentunit",
+             [('sum by (served) (rate(newsflow_ranking_shadow_overlap_sum%s[%s])) / '
+               'clamp_min(sum by (served) (rate(newsflow_ranking_shadow_overlap_count%s[%s])), 1e-9)'
+               % (sel(), RATE, sel(), RATE), "against {{served}}")]),
         ]),
     "newsflow-crawl": (
         "newsflow / Crawl coverage",

@@ -293,6 +293,14 @@ static void count_trending(kin_t *k, tpart_t *tp, const decoded_t *g, int64_t no
         stop_job(k, "out of memory in the trending counter; stopping the job", rc);
 }
 
+/* An event into newsflow_ranking_reads_total, by the variant it names. */
+static void count_variant(nf_reads_t *r, const nf_read_event_t *ev)
+{
+    const nf_variants_t *v = r->variants;
+    int i = ev->variant_len ? nf_variants_find(v, ev->variant, ev->variant_len) : (int)v->n;
+    nf_counter_inc(r->m.ranking[i < 0 ? v->n + 1 : (unsigned)i][ev->kind]);
+}
+
 /* One decoded event: the event-id dedup set, the trending counter, then to its user's shard. */
 static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
 {
@@ -318,6 +326,8 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
         return;                        /* the job is stopping (trend_part said why) */
     if (ev->kind == NF_READ_KIND_READ) /* trending counts reads; feedback moves interest only */
         count_trending(k, tp, g, now_ms);
+    if (r->variants && !nf_read_kind_is_setting(ev->kind))
+        count_variant(r, ev);
     read_item_t it;
     nf_interest_read_init_n(&it.rd, g->kg, ev->user_id, ev->user_len, ev->article_id,
                             ev->article_len, ev->session_id, ev->session_len, ev->ts_ms);
@@ -1313,6 +1323,18 @@ static void reads_metrics(nf_reads_t *r)
                            "Readers' settings events applied (engine/follows.h), by kind.", labels,
                            0, &r->m.settings[i]);
     }
+    for (unsigned i = 0; r->variants && i < r->variants->n + 2; i++)
+        for (int k = 0; k < NF_READ_KIND__COUNT; k++) {
+            char labels[96];
+            snprintf(labels, sizeof labels, "variant=\"%s\",kind=\"%s\"",
+                     nf_variants_label(r->variants, i), nf_read_kind_name(k));
+            nf_metrics_counter("newsflow_ranking_reads_total",
+                               "Readers' events counted once (reads and feedback), by the ranking "
+                               "variant of the feed they came from (their `variant` field; none: "
+                               "no variant named, other: a name not configured) and kind. Divided "
+                               "by newsflow_ranking_feeds_total: reads per feed served.",
+                               labels, 0, &r->m.ranking[i][k]);
+        }
     nf_metrics_gauge("newsflow_reader_settings_readers",
                      "Readers with followed or muted topics held in memory (summed over shards).",
                      NULL, 0, &r->m.settings_readers);

@@ -40,6 +40,8 @@
 #define NF_READS_H
 
 #include "algo/idset.h"
+#include "engine/variants.h"
+#include "io/events.h"
 #include "io/kafka.h"
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
@@ -88,6 +90,9 @@ typedef struct nf_reads {
      * versions in between are not emitted), rendered when the epoch is cut or when more than
      * coalesce_max users wait on a shard; 0 = one record per counted event. */
     uint32_t coalesce_max;
+    /* The ranking variants (engine/variants.h) whose readers' events are counted by the variant
+     * they name (newsflow_ranking_reads_total); NULL: not counted. */
+    const nf_variants_t *variants;
     int in_actor, reads_actor;
     struct {
         nf_counter_t records, events, dead_letters, dead_letters_time, updates, pauses, resumes;
@@ -98,6 +103,8 @@ typedef struct nf_reads {
         nf_counter_t topics_taken;   /* NF_MSG_TOPICS taken by the shards' interest engines */
         nf_counter_t settings[4];    /* follow, unfollow, mute, unmute applied (engine/follows.h) */
         nf_gauge_t settings_readers; /* readers with followed or muted topics in memory */
+        /* by the variant an event names (its index; n: none, n + 1: another name) and kind */
+        nf_counter_t ranking[NF_VARIANTS_MAX + 2][NF_READ_KIND__COUNT];
         nf_gauge_t held_events, paused_shards, state_bytes, state_entries;
         nf_kstate_gauges_t users_mem;     /* interest vectors (kstate_gauges.h) */
         nf_reads_dedup_m_t ids_m, seen_m; /* the two dedup sets */

@@ -4,10 +4,12 @@
  * a file that passes here fails at start-up only for reasons outside the configuration. The
  * source list (sources.urls, sources.file) is loaded as `run` loads it (nf_sources_load): every
  * bad line is reported at once, a missing local feed file is a warning (that source will fail and
- * back off; the job runs). */
+ * back off; the job runs). The ranking variants (ranking.variants) are parsed as `run` parses
+ * them. */
 #include "cli/cli.h"
 
 #include "actors/sources.h"
+#include "engine/variants.h"
 #include "runtime/config.h"
 
 #include <stdbool.h>
@@ -92,6 +94,12 @@ static int config_check(int argc, char **argv)
             fprintf(stderr, "newsflow: config error: %s\n", err);
         else
             fprintf(stderr, "newsflow: config errors (%u):\n%s\n", lines, err);
+        goto out;
+    }
+    nf_variants_t variants; /* ranking.variants' entries, as `run` parses them */
+    if (nf_variants_parse(cfg.ranking.variants, cfg.ranking.experiment, &variants, err,
+                          sizeof err) != 0) {
+        fprintf(stderr, "newsflow: config error: %s\n", err);
         goto out;
     }
     /* The source list too, with the loader `run` uses: every bad line, all at once. */

@@ -42,6 +42,7 @@ struct nf_job {
     nf_topics_follow_t *follow; /* in a consumer group: the articles' topic vectors */
     nf_reads_t reads;
     nf_analytics_t an;
+    nf_variants_t variants; /* ranking.variants (engine/variants.h) */
     nf_classify_taxonomy_t *taxonomy;
     nf_store_t *store;
     nf_kafka_mock_t *mock;

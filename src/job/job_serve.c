@@ -88,7 +88,8 @@ static nf_query_t *new_query(nf_job_t *j)
                           .global_here = group && j->in.in_partitions ? query_global_here : NULL,
                           .self_url = j->self_url,
                           .search = j->search = start_search(j),
-                          .reader_cache = j->cfg.serve.reader_cache};
+                          .reader_cache = j->cfg.serve.reader_cache,
+                          .variants = &j->variants};
     if (group && j->self_url[0] && !j->mock) { /* the embedded cluster is one process */
         char err[256];
         nf_owners_opts_t oo = {.describe = describe_group, .arg = j->kafka};

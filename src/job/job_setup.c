@@ -179,7 +179,8 @@ static void setup_reads(nf_job_t *j)
         .pause_high_water = cfg->kafka.pause_high_water,
         .pause_low_water = cfg->kafka.pause_low_water,
         .budget_bytes = (size_t)cfg->state.budget_mb << 20,
-        .coalesce_max = cfg->interest.coalesce ? cfg->interest.coalesce_max_users : 0};
+        .coalesce_max = cfg->interest.coalesce ? cfg->interest.coalesce_max_users : 0,
+        .variants = &j->variants};
     const char *slow = getenv("NF_TEST_SLOW_READS_US"); /* backpressure test knob */
     if (slow)
         j->reads.slow_us = (uint32_t)strtoul(slow, NULL, 10);
@@ -198,7 +199,9 @@ int job_setup_actors(nf_job_t *j)
     int code;
     if (j->in.in_partitions && (code = job_check_shared_sources(&j->sources)) != 0)
         return code;
-    if (setup_analytics(j, err, sizeof err) != 0) {
+    if (setup_analytics(j, err, sizeof err) != 0 ||
+        nf_variants_parse(cfg->ranking.variants, cfg->ranking.experiment, &j->variants, err,
+                          sizeof err) != 0) {
         fprintf(stderr, "newsflow: config error: %s\n", err);
         return NF_EXIT_USAGE;
     }

@@ -276,6 +276,16 @@ static const cfg_key_t cfg_keys[] = {
              "committed view to the next while nothing of theirs is written (a feed then reads "
              "neither their interest nor their history); ~100 bytes each plus what they hold "
              "(newsflow_query_reader_cache_bytes); 0 = read them for every feed"},
+    {KEY(CFG_LIST, ranking.variants), .def = "",
+     .help = "ranking experiments: \"NAME share=PERCENT [interest=X] [follow=X] [decay=X] "
+             "[trending=X]\" per served variant (shares add up to 100), and at most one "
+             "\"NAME shadow [weights]\" ranked beside every feed but never shown; weights left "
+             "out are the seed's (interest 1, follow 0.5, decay 0.5 per hour, trending 0.1); "
+             "empty = the seed's ranking alone, named seed (docs/ARCHITECTURE.md §4)"},
+    {KEY(CFG_STR, ranking.experiment), .min = 1, .def = "default",
+     .help = "the experiment's name, hashed with the user id into the reader's bucket (0..99): "
+             "the same reader gets the same variant in every process and across restarts; a new "
+             "name reshuffles readers among the variants"},
     {KEY(CFG_BOOL, search.enabled), .def = "true",
      .help = "full-text search (GET /v1/search) over committed articles, in SQLite FTS5 at "
              "state.dir/search.db (needs state.dir and the admin server)"},

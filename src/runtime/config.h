@@ -161,6 +161,10 @@ typedef struct nf_config {
         bool global_replica;      /* tail the global key group's changelog (state/standby.h) */
         uint32_t reader_cache;    /* readers' feed inputs kept across views (serve/readers.h) */
     } serve;
+    struct {                 /* ranking experiments (engine/variants.h) */
+        char variants[2048]; /* one entry per variant, '\n'-separated; "" = the seed alone */
+        char experiment[64]; /* hashed with the user id into the reader's bucket */
+    } ranking;
     struct {
         bool enabled;          /* GET /v1/search (serve/search.h) */
         uint32_t retention_s;  /* articles ingested within it are searchable */

@@ -49,7 +49,12 @@ typedef struct vcache vcache_t;
 struct nf_query {
     nf_query_opts_t o;
     nf_counter_t m_redirects, m_unknown_owner;
-    nf_counter_t m_feed_scored, m_feed_skipped; /* a feed's list entries (rank.h) */
+    nf_counter_t m_feed_scored, m_feed_skipped;       /* a feed's list entries (rank.h) */
+    const nf_variants_t *variants;                    /* the options', or `seed` */
+    nf_variants_t seed;                               /* the seed's ranking alone */
+    nf_counter_t m_feeds[NF_VARIANTS_MAX];            /* feeds served, by variant */
+    nf_histogram_t m_shadow_overlap[NF_VARIANTS_MAX]; /* by the variant served */
+    nf_counter_t m_shadow_errors;
     nf_gauge_t m_cache_bytes;
     nf_readers_t *readers; /* readers' feed inputs kept across views (readers.h); NULL: off */
     pthread_mutex_t mu;
@@ -57,6 +62,41 @@ struct nf_query {
 };
 
 static void vcache_free(vcache_t *c);
+
+/* The ranking experiments' metrics (engine/variants.h): feeds served by variant, and the
+ * shadow variant's overlap with them. */
+static void ranking_metrics(nf_query_t *q)
+{
+    nf_variants_parse("", "default", &q->seed, NULL, 0);
+    q->variants = q->o.variants && q->o.variants->n ? q->o.variants : &q->seed;
+    const nf_variants_t *vs = q->variants;
+    for (unsigned i = 0; i < vs->n; i++) {
+        char labels[64];
+        snprintf(labels, sizeof labels, "variant=\"%s\"", vs->v[i].name);
+        if (vs->v[i].shadow) {
+            nf_metrics_counter("newsflow_ranking_shadow_errors_total",
+                               "Shadow rankings given up (out of memory, a store read that "
+                               "failed): the feed was served all the same.",
+                               labels, 0, &q->m_shadow_errors);
+            continue;
+        }
+        nf_metrics_counter("newsflow_ranking_feeds_total",
+                           "Feeds served (200) by the ranking variant that ranked them "
+                           "(ranking.variants).",
+                           labels, 0, &q->m_feeds[i]);
+        if (vs->shadow < 0)
+            continue;
+        static const double bounds[] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.999};
+        snprintf(labels, sizeof labels, "variant=\"%s\",served=\"%s\"", vs->v[vs->shadow].name,
+                 vs->v[i].name);
+        nf_metrics_histogram("newsflow_ranking_shadow_overlap",
+                             "The stories a feed served (by the variant served) that the shadow "
+                             "variant would have shown too, over the longer of the two lists (1: "
+                             "the same stories), per feed ranked by interest or follows.",
+                             labels, bounds, sizeof bounds / sizeof *bounds,
+                             &q->m_shadow_overlap[i]);
+    }
+}
 
 nf_query_t *nf_query_new(const nf_query_opts_t *o)
 {
@@ -84,6 +124,7 @@ nf_query_t *nf_query_new(const nf_query_opts_t *o)
                         "scored, or skipped (pruned: none of them could enter the answer; "
                         "expired; hidden by the reader).",
                         outcome, 2, 0, entries);
+    ranking_metrics(q);
     if (o->store && o->reader_cache) {
         /* the kinds a reader's kept inputs come from: slots 4 × entries keep collisions rare */
         uint32_t kinds = 1u << NF_KIND_INTEREST | 1u << NF_KIND_READS;
@@ -1878,70 +1919,68 @@ static int route_trending(nf_query_t *q, nf_store_view_t *v, nf_admin_req_t *req
     return status;
 }
 
-static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_admin_req_t *req,
-                      char **body, size_t *len)
+/* One ranking of a reader's lists under a variant's weights (engine/variants.h): the chosen
+ * articles, best first, one per story, with the items made for this request. */
+typedef struct feed_pass {
+    nf_cand_t *cand;       /* every list entry may be a candidate */
+    const item_t **chosen; /* limit + 1 of each */
+    item_t *tmp;
+    nf_cand_t *chosen_c;
+    size_t shown, ntmp, limit;
+} feed_pass_t;
+
+static int feed_pass_init(feed_pass_t *p, size_t total, unsigned limit)
 {
-    unsigned limit;
-    if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
-        return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
-    char err[256] = "";
-    int64_t now = now_ms(q);
-    nf_reader_t *rd = malloc(sizeof *rd); /* what the reader disliked or hid stays out */
-    if (!rd)
-        return fail(503, "out of memory", NULL, body, len);
-    int ri = find_reader(q, v, user, now, req, rd, err, sizeof err);
-    if (ri < 0) {
-        free(rd);
-        return ri == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
-                             : store_failed(err, body, len);
-    }
-    const nf_topic_vec_t *rvec = &rd->vec;
-    vcache_t solo, *vc, *c;
-    int r = vcache_open(q, v, now, &solo, &vc, &c, err, sizeof err);
-    unsigned top[FEED_TOPICS], drawn[NF_TOPICS_MAX];
-    unsigned nt = ri == 1 ? top_topics(rvec, rd->mute, top) : 0;
-    unsigned nd = feed_topics(top, nt, rd->follow, drawn);
-    nf_rlist_t own[NF_TOPICS_MAX]; /* the lists not in the view's cache: nd used */
-    memset(own, 0, nd * sizeof *own);
-    const nf_rlist_t *lists[NF_TOPICS_MAX + 1];
-    size_t nl = 0, total = 0;
-    if (r == 0 && !nd) {
-        lists[nl++] = &c->trending;
-        total = c->trending.n;
-    }
-    for (unsigned k = 0; r == 0 && k < nd; k++) {
-        r = feed_list(q, v, vc, c, drawn[k], now, &own[k], &lists[nl]);
-        total += lists[nl++]->n;
-    }
-    nf_cand_t *cand = r == 0 ? malloc((total + 1) * sizeof *cand) : NULL;
-    const item_t **chosen = r == 0 ? malloc((limit + 1) * sizeof *chosen) : NULL;
-    item_t *tmp = r == 0 ? calloc(limit + 1, sizeof *tmp) : NULL;
-    nf_cand_t *chosen_c = r == 0 ? malloc((limit + 1) * sizeof *chosen_c) : NULL;
-    int status = 0;
-    if (r == 0 && (!cand || !chosen || !tmp || !chosen_c))
-        r = -ENOMEM;
-    if (r != 0) {
-        status = r == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
-                              : store_failed(err[0] ? err : "a scan of the recent articles failed",
-                                             body, len);
-        goto out;
-    }
-    double dense[NF_TOPICS_MAX] = {0};
-    for (uint32_t i = 0; nt && i < rvec->n; i++)
-        dense[rvec->t[i].topic] = rvec->t[i].weight;
-    for (unsigned t = 0; t < NF_TOPICS_MAX; t++) /* a followed topic ranks up (query.h) */
-        dense[t] += ((rd->follow >> t) & 1) ? NF_FEED_FOLLOW_WEIGHT : 0;
-    /* the best first, one per story: the best m articles (rank.h: the lists read only as far as
-     * an entry could still enter), m four times larger while stories used up the m before the
-     * limit and some were left out */
-    size_t m = (size_t)limit + 8, shown = 0, ntmp = 0;
+    *p = (feed_pass_t){.limit = limit};
+    p->cand = malloc((total + 1) * sizeof *p->cand);
+    p->chosen = malloc((limit + 1) * sizeof *p->chosen);
+    p->tmp = calloc(limit + 1, sizeof *p->tmp);
+    p->chosen_c = malloc((limit + 1) * sizeof *p->chosen_c);
+    return p->cand && p->chosen && p->tmp && p->chosen_c ? 0 : -ENOMEM;
+}
+
+/* Frees the items made for this request (all of tmp: a pass leaves them NULL or its own). */
+static void feed_pass_free(feed_pass_t *p)
+{
+    for (size_t i = 0; p->tmp && i < p->limit + 1; i++)
+        free(p->tmp[i].frag);
+    free(p->tmp);
+    free(p->chosen);
+    free(p->chosen_c);
+    free(p->cand);
+}
+
+/* The reader's weights by topic under weights wt: interest × their vector (when the feed draws
+ * from their top topics) + follow × each followed topic (query.h). */
+static void feed_dense(const nf_reader_t *rd, bool interest, const nf_rank_weights_t *wt,
+                       double dense[NF_TOPICS_MAX])
+{
+    memset(dense, 0, NF_TOPICS_MAX * sizeof *dense);
+    for (uint32_t i = 0; interest && i < rd->vec.n; i++)
+        dense[rd->vec.t[i].topic] = wt->interest * rd->vec.t[i].weight;
+    for (unsigned t = 0; t < NF_TOPICS_MAX; t++)
+        dense[t] += ((rd->follow >> t) & 1) ? wt->follow : 0;
+}
+
+/* The best `limit` of the lists for the reader (dense NULL: cold, by trending score), one per
+ * story: the best m articles (rank.h: the lists read only as far as an entry could still
+ * enter), m four times larger while stories used up the m before the limit and some were left
+ * out. 0, -ENOMEM or -EIO (err). */
+static int feed_rank(nf_query_t *q, nf_store_view_t *v, vcache_t *vc, uint64_t clock,
+                     const nf_reader_t *rd, const nf_rlist_t *const *lists, size_t nl,
+                     const double *dense, const nf_rank_weights_t *wt, int64_t now, feed_pass_t *p,
+                     char *err, size_t errlen)
+{
+    size_t m = p->limit + 8;
     nf_rank_t rk = {.dropped = true};
     for (int pass = 0;; pass++) {
-        if (pass > 0 && (shown == limit || !rk.dropped))
-            break;
+        if (pass > 0 && (p->shown == p->limit || !rk.dropped))
+            return 0;
         if (pass > 0)
             m *= 4;
-        nf_rank_init(&rk, nd ? dense : NULL, now, cand, m);
+        nf_rank_init(&rk, dense, now, p->cand, m);
+        rk.trend_w = wt->trending;
+        rk.decay = wt->decay;
         rk.skip = hidden_skip;
         rk.skip_arg = rd;
         rk.mute = rd->mute;
@@ -1953,42 +1992,83 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
         nf_counter_add(q->m_feed_scored, rk.scored);
         nf_counter_add(q->m_feed_skipped, entries - rk.scored);
         nf_rank_finish(&rk);
-        for (size_t i = 0; i < ntmp; i++) { /* the last pass's items made for this request */
-            free(tmp[i].frag);
-            tmp[i].frag = NULL; /* out: frees every slot */
+        for (size_t i = 0; i < p->ntmp; i++) { /* the last pass's items made for this request */
+            free(p->tmp[i].frag);
+            p->tmp[i].frag = NULL;
         }
-        shown = ntmp = 0;
+        p->shown = p->ntmp = 0;
         nf_cand_t x;
-        while (shown < limit && nf_rank_next(&rk, &x)) { /* each article once (rank.h) */
+        while (p->shown < p->limit && nf_rank_next(&rk, &x)) { /* each article once (rank.h) */
             const item_t *it = NULL;
-            r = item_get(q, v, vc, c->clock, x.e->id, now, &tmp[ntmp], &it, err, sizeof err);
-            if (r != 0) {
-                status = r == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
-                                      : store_failed(err, body, len);
-                goto out;
-            }
+            int r = item_get(q, v, vc, clock, x.e->id, now, &p->tmp[p->ntmp], &it, err, errlen);
+            if (r != 0)
+                return r;
             bool seen = false;
-            for (size_t k = 0; k < shown && !seen; k++)
-                seen = nf_id128_cmp(chosen[k]->root, it->root) == 0;
+            for (size_t k = 0; k < p->shown && !seen; k++)
+                seen = nf_id128_cmp(p->chosen[k]->root, it->root) == 0;
             if (seen) { /* one article per story: the best of each */
-                if (it == &tmp[ntmp]) {
-                    free(tmp[ntmp].frag);
-                    tmp[ntmp].frag = NULL;
+                if (it == &p->tmp[p->ntmp]) {
+                    free(p->tmp[p->ntmp].frag);
+                    p->tmp[p->ntmp].frag = NULL;
                 }
                 continue;
             }
-            if (it == &tmp[ntmp])
-                ntmp++;
-            chosen_c[shown] = x;
-            chosen[shown++] = it;
+            if (it == &p->tmp[p->ntmp])
+                p->ntmp++;
+            p->chosen_c[p->shown] = x;
+            p->chosen[p->shown++] = it;
         }
     }
+}
+
+/* The shadow variant (engine/variants.h) ranked over the same lists for a reader ranked by
+ * interest or follows: the share of the served stories it would have shown too, observed in
+ * newsflow_ranking_shadow_overlap. Its failure is counted, never the reader's. */
+static void feed_shadow(nf_query_t *q, nf_store_view_t *v, vcache_t *vc, uint64_t clock,
+                        const nf_reader_t *rd, bool interest, const nf_rlist_t *const *lists,
+                        size_t nl, size_t total, int64_t now, unsigned vi,
+                        const feed_pass_t *served)
+{
+    const nf_variants_t *vs = q->variants;
+    double dense[NF_TOPICS_MAX];
+    feed_dense(rd, interest, &vs->v[vs->shadow].w, dense);
+    feed_pass_t p;
+    char err[256];
+    int r = feed_pass_init(&p, total, (unsigned)served->limit);
+    if (r == 0)
+        r = feed_rank(q, v, vc, clock, rd, lists, nl, dense, &vs->v[vs->shadow].w, now, &p, err,
+                      sizeof err);
+    if (r != 0) {
+        nf_counter_inc(q->m_shadow_errors);
+        feed_pass_free(&p);
+        return;
+    }
+    size_t both = 0;
+    for (size_t i = 0; i < served->shown; i++)
+        for (size_t k = 0; k < p.shown; k++)
+            if (nf_id128_cmp(served->chosen[i]->root, p.chosen[k]->root) == 0) {
+                both++;
+                break;
+            }
+    size_t n = served->shown > p.shown ? served->shown : p.shown;
+    nf_histogram_observe(q->m_shadow_overlap[vi], n ? (double)both / (double)n : 1.0);
+    feed_pass_free(&p);
+}
+
+/* The feed's answer: the reader, where its articles came from, the variant and the items. */
+static int feed_answer(nf_query_t *q, nf_store_view_t *v, const vcache_t *c, const char *user,
+                       const nf_reader_t *rd, const char *source, const unsigned *top, unsigned nt,
+                       const char *variant, int64_t now, const feed_pass_t *p, char **body,
+                       size_t *len)
+{
     nf_jw_t w;
     open_answer(&w, v);
     nf_jw_key(&w, "user_id");
     nf_jw_str(&w, user);
     nf_jw_key(&w, "source");
-    nf_jw_str(&w, nt ? "interest" : nd ? "follows" : "trending");
+    nf_jw_str(&w, source);
+    nf_jw_key(&w, "variant");
+    nf_jw_str(&w, variant);
     nf_jw_key(&w, "ranked_at_ms");
     nf_jw_i64(&w, now);
     nf_jw_key(&w, "window_end");
@@ -2004,9 +2084,9 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     put_topic_mask(q, &w, "muted_topics", rd->mute);
     nf_jw_key(&w, "items");
     nf_jw_arr_open(&w);
-    for (size_t i = 0; i < shown; i++) {
-        const nf_cand_t *x = &chosen_c[i];
-        const item_t *it = chosen[i];
+    for (size_t i = 0; i < p->shown; i++) {
+        const nf_cand_t *x = &p->chosen_c[i];
+        const item_t *it = p->chosen[i];
         nf_jw_elem(&w);
         nf_jw_obj_open(&w);
         nf_jw_raw(&w, it->frag, it->fraglen);
@@ -2026,15 +2106,71 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
     }
     nf_jw_arr_close(&w);
     nf_jw_obj_close(&w);
-    status = finish(&w, 200, body, len);
-out:
+    return finish(&w, 200, body, len);
+}
+
+static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_admin_req_t *req,
+                      char **body, size_t *len)
+{
+    unsigned limit;
+    if (!parse_limit(nf_admin_req_arg(req, "limit"), LIMIT_DEFAULT, &limit))
+        return fail(400, "limit must be a whole number from 1 to 100", "limit", body, len);
+    char err[256] = "";
+    int64_t now = now_ms(q);
+    nf_reader_t *rd = malloc(sizeof *rd); /* what the reader disliked or hid stays out */
+    if (!rd)
+        return fail(503, "out of memory", NULL, body, len);
+    int ri = find_reader(q, v, user, now, req, rd, err, sizeof err);
+    if (ri < 0) {
+        free(rd);
+        return ri == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
+                             : store_failed(err, body, len);
+    }
+    vcache_t solo, *vc, *c;
+    int r = vcache_open(q, v, now, &solo, &vc, &c, err, sizeof err);
+    unsigned top[FEED_TOPICS], drawn[NF_TOPICS_MAX];
+    unsigned nt = ri == 1 ? top_topics(&rd->vec, rd->mute, top) : 0;
+    unsigned nd = feed_topics(top, nt, rd->follow, drawn);
+    nf_rlist_t own[NF_TOPICS_MAX]; /* the lists not in the view's cache: nd used */
+    memset(own, 0, nd * sizeof *own);
+    const nf_rlist_t *lists[NF_TOPICS_MAX + 1];
+    size_t nl = 0, total = 0;
+    if (r == 0 && !nd) {
+        lists[nl++] = &c->trending;
+        total = c->trending.n;
+    }
+    for (unsigned k = 0; r == 0 && k < nd; k++) {
+        r = feed_list(q, v, vc, c, drawn[k], now, &own[k], &lists[nl]);
+        total += lists[nl++]->n;
+    }
+    const nf_variants_t *vs = q->variants;
+    unsigned vi = nf_variants_assign(vs, user, strlen(user));
+    feed_pass_t p = {0};
+    if (r == 0)
+        r = feed_pass_init(&p, total, limit);
+    double dense[NF_TOPICS_MAX];
+    feed_dense(rd, nt > 0, &vs->v[vi].w, dense);
+    if (r == 0)
+        r = feed_rank(q, v, vc, c->clock, rd, lists, nl, nd ? dense : NULL, &vs->v[vi].w, now, &p,
+                      err, sizeof err);
+    int status;
+    if (r != 0) {
+        status = r == -ENOMEM ? fail(503, "out of memory", NULL, body, len)
+                              : store_failed(err[0] ? err : "a scan of the recent articles failed",
+                                             body, len);
+    } else {
+        if (vs->shadow >= 0 && nd)
+            feed_shadow(q, v, vc, c->clock, rd, nt > 0, lists, nl, total, now, vi, &p);
+        status = feed_answer(q, v, c, user, rd,
+                             nt   ? "interest"
+                             : nd ? "follows"
+                                  : "trending",
+                             top, nt, vs->v[vi].name, now, &p, body, len);
+        if (status == 200)
+            nf_counter_inc(q->m_feeds[vi]);
+    }
     free(rd);
-    for (size_t i = 0; tmp && i < limit + 1; i++)
-        free(tmp[i].frag);
-    free(tmp);
-    free(chosen);
-    free(chosen_c);
-    free(cand);
+    feed_pass_free(&p);
     for (unsigned k = 0; k < nd; k++)
         nf_rlist_free(&own[k]);
     vcache_done(q, vc, c, &solo);

@@ -14,11 +14,14 @@
  *                                      then smaller id), one per story cluster, less the
  *                                      articles the reader disliked or hid (the newest 512
  *                                      entries of their history); followed topics
- *                                      (engine/follows.h) are drawn from too and add
- *                                      NF_FEED_FOLLOW_WEIGHT to the reader's weight for them, an
- *                                      article of a muted topic is left out; a reader without a
- *                                      vector gets their followed topics' articles ("follows"),
- *                                      or without follows the trending window's articles
+ *                                      (engine/follows.h) are drawn from too and add 0.5 to the
+ *                                      reader's weight for them, an article of a muted topic is
+ *                                      left out; a reader without a vector gets their followed
+ *                                      topics' articles ("follows"), or without follows the
+ *                                      trending window's articles. Those are the seed's weights:
+ *                                      the reader's ranking variant (engine/variants.h, named
+ *                                      in the answer's "variant") brings its own, and a shadow
+ *                                      variant is ranked beside it, never shown
  *   GET /v1/users/{user_id}/reads?limit=
  *                                      the reader's own history: the events interest counted,
  *                                      newest first (serve_state.h, NF_KIND_READS)
@@ -72,6 +75,7 @@
 #ifndef NF_QUERY_H
 #define NF_QUERY_H
 
+#include "engine/variants.h"
 #include "runtime/admin.h"
 #include "serve/owners.h"
 #include "serve/readers.h"
@@ -81,11 +85,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* What a followed topic adds to a reader's weight for it in the feed's score (engine/follows.h):
- * an article of a followed topic scores (dot(interest, topics) + this x its weights in the
- * followed topics) x exp(-0.5 x hours since published) + the trending term. */
-#define NF_FEED_FOLLOW_WEIGHT 0.5
 
 typedef struct nf_query_opts {
     nf_store_t *store;
@@ -113,6 +112,9 @@ typedef struct nf_query_opts {
     /* Readers whose feed inputs (interest, hidden articles) are kept across views
      * (serve/readers.h; it turns on the store's tracked writes); 0: none. */
     size_t reader_cache;
+    /* The ranking variants (engine/variants.h): a reader's feed is ranked by their variant's
+     * weights and names it ("variant"); NULL or none: the seed's alone. */
+    const nf_variants_t *variants;
     /* Wall-clock ms since the Unix epoch for expiries and decays; NULL: CLOCK_REALTIME (a test
      * fixes it to compare answers made at one instant). */
     int64_t (*clock_ms)(void);

@@ -18,7 +18,8 @@ const nf_route_t nf_routes[NF_ROUTE__COUNT] = {
     R(NF_ROUTE_READYZ, "GET", "/readyz", NF_GUARD_OPERATOR, NF_SERVED_BY_SERVER,
       "Readiness: state restored, partitions assigned, epochs committing"),
     R(NF_ROUTE_FEED, "GET", "/v1/feed/{user_id}", NF_GUARD_READER, NF_SERVED_BY_QUERY,
-      "A reader's personalized feed"),
+      "A reader's personalized feed, ranked by the reader's ranking variant (named in "
+      "`variant`)"),
     R(NF_ROUTE_INTEREST, "GET", "/v1/users/{user_id}/interest", NF_GUARD_READER, NF_SERVED_BY_QUERY,
       "A reader's interest vector"),
     R(NF_ROUTE_READS, "GET", "/v1/users/{user_id}/reads", NF_GUARD_READER, NF_SERVED_BY_QUERY,

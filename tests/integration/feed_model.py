@@ -2,7 +2,7 @@
 for test_query_feed.sh.
 
   python3 feed_model.py gen DIR N_ARTICLES      writes DIR/feed-*.rss and DIR/sources.txt
-  python3 feed_model.py check BASE JOB_STDOUT TAXONOMY READERS
+  python3 feed_model.py check BASE JOB_STDOUT TAXONOMY READERS [SETTINGS [VARIANTS]]
 
 `gen` writes RSS feeds of generated articles whose texts use the taxonomy's keywords (so the
 job's classifier gives them topic vectors), published over the last 60 hours (none within ten
@@ -17,7 +17,9 @@ GET /v1/feed/{user}. The ranking, as the design gives it:
   candidates: articles published in the last 48 h in the reader's top-5 topics (by weight);
   score = dot(interest, topics) * exp(-0.5 * hours since published) + 0.1 * trending / 1000;
   best first (score, then the newer, then the smaller id), one article per story cluster;
-  a reader without a vector gets the trending window's articles in its order.
+  a reader without a vector gets the trending window's articles in its order;
+  with VARIANTS (ranking.variants' entries, comma-separated), each reader's variant is the one
+  nfhash.py assigns from their id, and its weights replace the seed's in the score.
 The job's state must be quiescent (no more read events or articles): the records are read
 once, and every answer's epoch must show that same state (checked: the answers' `window_end`
 and the record counts do not move while the readers are compared).
@@ -34,8 +36,8 @@ import urllib.request
 from datetime import datetime, timezone
 
 import jobout
+import nfhash
 
-FOLLOW_WEIGHT = 0.5  # NF_FEED_FOLLOW_WEIGHT (src/serve/query.h)
 
 
 def rfc822(ms):
@@ -95,7 +97,7 @@ def get(base, path):
         return e.code, json.loads(e.read() or b"null")
 
 
-def check(base, out_path, taxonomy_path, nreaders, settings_path=None):
+def check(base, out_path, taxonomy_path, nreaders, settings_path=None, variants_spec=""):
     tax = [t["name"] for t in json.load(open(taxonomy_path))["topics"]]
     index = {name: i for i, name in enumerate(tax)}
     recs = jobout.records(out_path)
@@ -140,7 +142,15 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None):
     def muted(vec, mute):
         return any(vec.get(t, 0) > 0 for t in mute)
 
+    # Ranking variants (src/engine/variants.h): the reader's by the bucket of their id, its weights.
+    variants = nfhash.parse([e.strip() for e in variants_spec.split(",") if e.strip()])
+
     def model(user, now):
+        vname, wt = nfhash.assign(variants, "default", user)
+        source, items = ranked(user, now, wt)
+        return vname, source, items
+
+    def ranked(user, now, wt):
         u = interest.get(user)
         st = chosen.get(user, {"follow": [], "mute": []})
         follow, mute = set(st["follow"]), set(st["mute"])
@@ -164,10 +174,10 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None):
                 continue
             if muted(vec, mute):
                 continue
-            dot = sum(uvec.get(t, 0.0) * w for t, w in vec.items())
-            dot += FOLLOW_WEIGHT * sum(vec.get(t, 0.0) for t in follow)
+            dot = wt["interest"] * sum(uvec.get(t, 0.0) * w for t, w in vec.items()) if tops else 0.0
+            dot += wt["follow"] * sum(vec.get(t, 0.0) for t in follow)
             hours = max(0, now - pub) / 3600000.0
-            score = dot * math.exp(-0.5 * hours) + 0.1 * trend.get(aid, 0) / 1000.0
+            score = dot * math.exp(-wt["decay"] * hours) + wt["trending"] * trend.get(aid, 0) / 1000.0
             cands.append((-score, -pub, aid, score))
         cands.sort()
         items, seen = [], set()
@@ -179,6 +189,7 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None):
         return "interest" if tops else "follows", items[:20]
 
     failures, compared, cold, nonempty, follows, mutes = [], 0, 0, 0, 0, 0
+    by_variant = {}
     # Nine in ten are demo readers (nearly all with vectors), one in ten never read anything.
     users = [f"demo-user-{i}" for i in range(nreaders - nreaders // 10)]
     users += [f"cold-reader-{i}" for i in range(nreaders // 10)]
@@ -192,9 +203,13 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None):
             failures.append(f"{user}: the answer's trending window {feed.get('window_end')} is not "
                             f"the last committed one {last.get('window_end')}: state not quiescent")
             continue
-        source, want = model(user, feed["ranked_at_ms"])
+        vname, source, want = model(user, feed["ranked_at_ms"])
         got = [(i["article_id"], i["score"]) for i in feed["items"]]
         compared += 1
+        if feed.get("variant") != vname:
+            failures.append(f"{user}: variant {feed.get('variant')}, model {vname}")
+            continue
+        by_variant[vname] = by_variant.get(vname, 0) + (source != "trending")
         cold += source == "trending"
         nonempty += bool(got)
         if feed["source"] != source:
@@ -243,6 +258,10 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None):
     for f in failures[:20]:
         print("FAIL: " + f, file=sys.stderr)
     print(f"feed_model: {follows} feeds from follows alone, {mutes} readers with muted topics")
+    print(f"feed_model: readers ranked by interest or follows, by variant: {by_variant}")
+    served = [name for name, share, _, shadow in variants if share and not shadow]
+    if any(by_variant.get(name, 0) < 50 for name in served):
+        failures.append("a served variant ranked fewer than 50 readers (see the counts)")
     if chosen and (follows < 30 or mutes < 100):
         failures.append("the run did not exercise follows and mutes (see the counts)")
     if compared < nreaders or nonempty < nreaders // 2 or multi == 0 or cold == 0 or cold == compared:
@@ -401,4 +420,5 @@ if __name__ == "__main__":
         settings(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     else:
         sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]),
-                       sys.argv[6] if len(sys.argv) > 6 else None))
+                       sys.argv[6] if len(sys.argv) > 6 else None,
+                       sys.argv[7] if len(sys.argv) > 7 else ""))

@@ -16,7 +16,10 @@ steps of test_page_click.sh once the job runs and Chromium listens.
   7. the reader clicks a topic of a trending article that is none of their interests' (a real
      click on its chip): the page says the follow was recorded and shows the feed again
      "following" it; the job's feed names it in followed_topics and now holds more articles of
-     it than before (a followed topic is drawn into the feed and ranks up: engine/follows.h).
+     it than before (a followed topic is drawn into the feed and ranks up: engine/follows.h);
+  8. the feed names its ranking variant (ranking.variants, engine/variants.h) and the page shows
+     it; the reader clicks a feed article (another than the first): the read carries the
+     variant, and the job counts it once under it (newsflow_ranking_reads_total).
 Every wait is on a condition, with a bound far above what it takes on an idle machine.
 Usage: python3 page_click.py ADMIN_PORT DEVTOOLS_PORT READER"""
 import json
@@ -122,6 +125,53 @@ def follow_step(page, base, reader, quser, interest):
           f"its articles (before: {with_topic(before, topic)})")
 
 
+FIND_FEED_LINK = """((skip) => {
+  for (const a of document.querySelectorAll("#feed li[data-article] a.title[href]")) {
+    const li = a.closest("li");
+    if (li.dataset.article === skip) continue;
+    a.scrollIntoView({block: "center"});
+    const r = a.getClientRects()[0];
+    const x = r.left + r.width / 2, y = r.top + r.height / 2;
+    const hit = document.elementFromPoint(x, y);
+    return {article: li.dataset.article, variant: li.dataset.variant, x: x, y: y,
+            hits: !!hit && hit.closest("a") === a};
+  }
+  return null;
+})(%s)"""
+
+
+def reads_of(base, variant):
+    """newsflow_ranking_reads_total{kind="read",variant=...} from /metrics."""
+    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    n = 0
+    for line in text.splitlines():
+        if line.startswith("newsflow_ranking_reads_total{"):
+            labels = set(line[line.index("{") + 1:line.index("}")].split(","))
+            if labels == {'kind="read"', f'variant="{variant}"'}:
+                n += int(float(line.split()[-1]))
+    return n
+
+
+def variant_step(page, base, reader, quser, first_article):
+    """Step 8: a read from the feed carries the feed's ranking variant."""
+    status, feed = get(base, f"/v1/feed/{quser}?limit=15")
+    variant = feed.get("variant") if status == 200 else None
+    if not variant:
+        fail(f"the feed names no ranking variant: {status} {feed}")
+    wait(f"the page's note naming the ranking {variant}",
+         lambda: f"ranking {variant}" in page.evaluate(
+             "document.getElementById('feed-note').textContent"), 30)
+    link = page.evaluate(FIND_FEED_LINK % json.dumps(first_article))
+    if not link or not link["hits"] or link["variant"] != variant:
+        fail(f"no feed article to click marked with the variant {variant}: {link}")
+    before = reads_of(base, variant)
+    click(page, link["x"], link["y"])
+    wait(f"the read counted under the variant {variant}",
+         lambda: reads_of(base, variant) == before + 1, 60)
+    print(f"page_click: a feed read counted under the ranking variant {variant}")
+
+
 def main(admin_port, devtools_port, reader):
     t0 = time.monotonic()
     base = f"http://127.0.0.1:{admin_port}"
@@ -199,6 +249,7 @@ def main(admin_port, devtools_port, reader):
          lambda: want in page.evaluate("document.getElementById('feed-note').textContent"), 60)
     items = page.evaluate("document.querySelectorAll('#feed li[data-article]').length")
     follow_step(page, base, reader, quser, interest)
+    variant_step(page, base, reader, quser, link["article"])
     page.close()
     print(f"page_click: read recorded, interest v1 {interest['top_topics']} after "
           f"{t_interest - t_click:.1f} s, feed from interest ({len(feed['items'])} items; the page "

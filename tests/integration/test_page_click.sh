@@ -30,7 +30,9 @@ cd "$SRC"
 "$NF" run --config config/newsflow.json --set sources.file="$TMP/feeds/sources.txt" \
     --set state.dir="$TMP/state" --set admin.port="$port" --set checkpoint.interval_ms=500 \
     --set demo.read_events_per_s=300 --set trending.window_s=10 --set trending.slide_s=2 \
-    --set trending.lateness_ms=200 >"$TMP/out" 2>"$TMP/err" &
+    --set trending.lateness_ms=200 \
+    --set ranking.variants="seed share=50,fresh share=50 decay=1 trending=0.3" \
+    >"$TMP/out" 2>"$TMP/err" &
 PID=$!
 for _ in $(seq 120); do
   grep -q '"topic":"trending","key":"[^"]*","value":{[^}]*"items":\[{' "$TMP/out" 2>/dev/null && break

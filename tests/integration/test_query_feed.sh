@@ -6,17 +6,21 @@
 # API on the top 20 (ids, order, scores within 1e-9, one article per story cluster). The same
 # feeds are asked for throughout the ingest, so that readers' kept inputs are changed under
 # them before the check. Then follows and mutes of 141 readers through the edge (40 of them
-# never read: their feed is their followed topics'), which the model ranks by.
+# never read: their feed is their followed topics'), which the model ranks by. Ranked under three
+# variants (ranking.variants): the seed's weights, one with faster decay (the pruned path) and one
+# with slower decay (ranked unpruned); the model assigns each reader's from its id (nfhash.py).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 port=$(free_port)
+variants="seed share=40,fresh share=30 trending=0.4 decay=1.5 follow=1,slow share=30 interest=2 decay=0.2 trending=0,twin shadow"
 python3 "$SRC/tests/integration/feed_model.py" gen "$TMP/feeds" 300 "$SRC/config/taxonomy.json"
 cd "$SRC"
 "$NF" run --config config/newsflow.json --set sources.file="$TMP/feeds/sources.txt" \
     --set state.dir="$TMP/state" --set admin.port="$port" --set checkpoint.interval_ms=300 \
     --set demo.read_events_per_s=4000 --set demo.users=1500 --set demo.events=12000 \
     --set trending.window_s=20 --set trending.slide_s=2 --set trending.lateness_ms=200 \
-    --set trending.idle_ms=1000 --set trending.exact=true >"$TMP/out" 2>"$TMP/err" &
+    --set trending.idle_ms=1000 --set trending.exact=true --set ranking.variants="$variants" \
+    >"$TMP/out" 2>"$TMP/err" &
 PID=$!
 # Quiet: the events counted are at least $1 (valid, or dropped as a duplicate: two demo events
 # of one reader, article, session and millisecond are one event) and no record has been emitted
@@ -53,7 +57,7 @@ nset=$(python3 "$SRC/tests/integration/feed_model.py" settings "http://127.0.0.1
   "$SRC/config/taxonomy.json" "$TMP/settings.json") || fail "posting the follows"
 wait_quiet $((12200 + nset))
 python3 "$SRC/tests/integration/feed_model.py" check "http://127.0.0.1:$port" "$TMP/out" \
-    "$SRC/config/taxonomy.json" 1000 "$TMP/settings.json" || fail "feed_model.py"
+    "$SRC/config/taxonomy.json" 1000 "$TMP/settings.json" "$variants" || fail "feed_model.py"
 hits=$(kept hit) changed=$(kept changed)
 echo "kept readers' inputs: used ${hits:-0} times, found changed $((${changed:-0} - ${changed0:-0})) times after the touch"
 [ "${hits:-0}" -gt 0 ] || fail "no feed used kept inputs"

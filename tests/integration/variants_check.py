@@ -1,0 +1,156 @@
+"""variants_check.py — ranking experiments (src/engine/variants.h) seen from outside, for
+test_variants.sh.
+
+  python3 variants_check.py feeds BASE SPEC OUT      every reader's feed once: its `variant` must be
+                                                     the one nfhash.py assigns from the reader's id;
+                                                     writes {user: variant} and the tally to OUT
+  python3 variants_check.py same A.json B.json       two processes' (or runs') assignments agree
+  python3 variants_check.py metrics BASE OUT.json    newsflow_ranking_feeds_total by variant equals
+                                                     the tally (the process's feeds since it started),
+                                                     and the shadow's overlap is observed once per
+                                                     feed ranked by interest or follows, always 1
+                                                     (the shadow has the seed's weights)
+  python3 variants_check.py reads BASE SPEC          reads posted through the edge naming each
+                                                     reader's variant, an unknown one and none: each
+                                                     counted once under its label
+"""
+import json
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import nfhash
+
+# Readers: demo readers (most with vectors), readers who never read (cold: trending), and ids
+# whose bytes exercise the hash's tail loads and the path's escapes.
+USERS = [f"demo-user-{i}" for i in range(400)] + [f"cold-{i}" for i in range(60)] + [
+    "zoë", "a", "user with spaces", "x" * 128, "ünïcødé-reader-0123456789"]
+
+
+def fail(msg):
+    raise SystemExit(f"FAIL: {msg}")
+
+
+def get(base, path):
+    try:
+        with urllib.request.urlopen(base + path, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def metrics(base, name):
+    """{frozenset(labels): value} of one metric family's samples."""
+    with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            labels = line[line.index("{") + 1:line.index("}")].split(",") if "{" in line else []
+            out[frozenset(labels)] = float(line.split()[-1])
+    return out
+
+
+def variants_of(spec):
+    return nfhash.parse([e.strip() for e in spec.split(",") if e.strip()])
+
+
+def feeds(base, spec, out):
+    variants = variants_of(spec)
+    got, tally, ranked = {}, {}, {}
+    for user in USERS:
+        status, f = get(base, "/v1/feed/" + urllib.parse.quote(user, safe="") + "?limit=10")
+        if status != 200:
+            fail(f"{user}: {status} {f}")
+        want, _ = nfhash.assign(variants, "default", user)
+        if f.get("variant") != want:
+            fail(f"{user}: variant {f.get('variant')}, the model's {want}")
+        got[user] = want
+        tally[want] = tally.get(want, 0) + 1
+        ranked[want] = ranked.get(want, 0) + (f["source"] != "trending")
+    served = [n for n, share, _, shadow in variants if share and not shadow]
+    if any(tally.get(n, 0) < len(USERS) // (2 * len(served)) for n in served):
+        fail(f"a variant got far less than its share: {tally}")
+    json.dump({"users": got, "tally": tally, "ranked": ranked}, open(out, "w"))
+    print(f"variants_check: {len(got)} readers, by variant {tally}, ranked by interest or "
+          f"follows {ranked}")
+
+
+def same(a, b):
+    x, y = json.load(open(a))["users"], json.load(open(b))["users"]
+    diff = [u for u in x if x[u] != y.get(u)]
+    if diff or set(x) != set(y):
+        fail(f"{len(diff)} readers changed variant, e.g. {diff[:3]}")
+    print(f"variants_check: {len(x)} readers, the same variants in {a} and {b}")
+
+
+def check_metrics(base, path):
+    run = json.load(open(path))
+    fed = metrics(base, "newsflow_ranking_feeds_total")
+    for name, n in run["tally"].items():
+        v = fed.get(frozenset({f'variant="{name}"'}), -1)
+        if v != n:
+            fail(f"newsflow_ranking_feeds_total{{variant={name}}} is {v}, {n} feeds were served")
+    count = metrics(base, "newsflow_ranking_shadow_overlap_count")
+    total = metrics(base, "newsflow_ranking_shadow_overlap_sum")
+    for name, n in run["ranked"].items():
+        k = frozenset({'variant="twin"', f'served="{name}"'})
+        c, s = count.get(k, -1), total.get(k, -1)
+        # the shadow has the seed's weights: a seed reader's lists are the same stories
+        if c != n or (name == "seed" and s != c) or not 0 <= s <= c:
+            fail(f"shadow overlap against {name}: {c} observations summing to {s}; want {n}" +
+                 (", each 1" if name == "seed" else ""))
+    other = {n: round(total[frozenset({'variant="twin"', f'served="{n}"'})] / c, 3)
+             for n, c in run["ranked"].items() if c}
+    print(f"variants_check: feeds by variant as served; shadow rankings {run['ranked']}, mean "
+          f"overlap {other}")
+
+
+def reads(base, spec):
+    variants = variants_of(spec)
+    key = lambda v: frozenset({f'variant="{v}"', 'kind="read"'})
+    before = metrics(base, "newsflow_ranking_reads_total")
+    dups0_ = sum(metrics(base, "newsflow_read_event_duplicates_total").values())
+    events, want = [], {}
+    now = int(time.time() * 1000)
+    for i, user in enumerate(USERS[:40]):
+        v, _ = nfhash.assign(variants, "default", user)
+        label = v if i % 10 else "none" if i % 20 else "other"
+        ev = {"user_id": user, "article_id": f"variant-check-{i}", "ts": now}
+        if label != "none":
+            ev["variant"] = v if label != "other" else "not-configured"
+        events.append(ev)
+        want[label] = want.get(label, 0) + 1
+    events.append(dict(events[1]))  # a repeat of an event counts once
+    req = urllib.request.Request(base + "/v1/events", data=json.dumps(events).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        if r.status != 202:
+            fail(f"POST /v1/events: {r.status}")
+    # Done when the repeat has been dropped: it follows its original in the reader's partition,
+    # so every event before it has been counted too.
+    dups = lambda: sum(metrics(base, "newsflow_read_event_duplicates_total").values())
+    dups0, deadline = dups0_, time.monotonic() + 120
+    while dups() == dups0:
+        if time.monotonic() > deadline:
+            fail("the repeated event was never dropped as a duplicate")
+        time.sleep(0.2)
+    now_m = metrics(base, "newsflow_ranking_reads_total")
+    got = {v: int(now_m.get(key(v), 0) - before.get(key(v), 0)) for v in want}
+    if got != want:
+        fail(f"reads counted by variant {got}, posted {want}")
+    print(f"variants_check: reads counted once by the variant they named: {want}")
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "feeds":
+        feeds(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "same":
+        same(sys.argv[2], sys.argv[3])
+    elif cmd == "metrics":
+        check_metrics(sys.argv[2], sys.argv[3])
+    else:
+        reads(sys.argv[2], sys.argv[3])
