@@ -13,9 +13,11 @@
  *                  [--partitions P] [--exact] [--store DIR] [--budget-mb M]
  *                  [--warmup W --ttl-s T] [--populate] [--round-robin] [--quick]
  *                  [--redeliver-every K] [--dump DIR] [--epoch-ms MS] [--seed-topics DIR]
- *                  [--trace URL [--trace-ratio R]] [--stories K] [--by-story 0|1]
+ *                  [--trace URL [--trace-ratio R]] [--stories K] [--by-story 0|1] [--breaking 0|1]
  * --stories K (with --store): every article in a story of K, as the story index's parent links;
  * --by-story 0|1: trending ranks stories (the job's default) or articles.
+ * --breaking 0|1: the merger looks for breaking news in every window (engine/breaking.h: each
+ *                 entry's lead's topic vector read from the last committed view).
  * --trace URL: spans (runtime/trace.h) to the OTLP/HTTP endpoint URL, sampled at --trace-ratio
  * (default 0.01, the job's): what tracing costs the read path (perf/run_trace.sh).
  * --redeliver-every K: after every K-th event the same event again (same event_id): the event-id
@@ -173,6 +175,7 @@ typedef struct params {
     double trace_ratio; /* --trace-ratio, the job's default 0.01 */
     uint32_t stories;   /* --stories K: articles in stories of K (parents in the store) */
     bool by_story;      /* --by-story 0|1: trending.by_story, the job's default 1 */
+    bool breaking;      /* --breaking 0|1: breaking.enabled (engine/breaking.h), default 0 */
 } params_t;
 
 /* What the bench reads at the start and end of its clock. */
@@ -375,6 +378,7 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     nf_analytics_defaults(&an);
     an.trend.exact = pa->exact;
     an.trend_by_story = pa->by_story;
+    an.breaking = pa->breaking;
     nf_sink_t *sink = NULL;
     if (pa->dump_dir) { /* the outputs, for perf/stream/compare_stream.py */
         char spec[600];
@@ -516,7 +520,8 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            "\"events_per_s_per_shard\":%.0f,\"drain_events_per_s\":%.0f,\"updates\":%llu,"
            "\"interest_duplicates\":%llu,"
            "\"unknown\":%llu,\"event_id_duplicates\":%llu,\"late\":%llu,\"counted\":%llu,"
-           "\"windows\":%llu,\"folded\":%llu,\"by_story\":%s,\"exact\":%s,\"store\":%s,"
+           "\"windows\":%llu,\"folded\":%llu,\"by_story\":%s,\"breaking\":%s,"
+           "\"breaking_news\":%llu,\"exact\":%s,\"store\":%s,"
            "\"populated\":%s,\"partitioning\":\"%s\","
            "\"event_id_keys\":%llu,"
            "\"seen_keys\":%llu,\"users\":[%lld,%lld],\"cpu_ns_per_event\":%.0f,\"rss_mb\":%.0f,"
@@ -532,8 +537,10 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            (unsigned long long)nf_counter_value(an.m.counted_events),
            (unsigned long long)nf_counter_value(an.m.windows),
            (unsigned long long)nf_counter_value(an.m.trend_stories_folded),
-           pa->by_story ? "true" : "false", pa->exact ? "true" : "false", st ? "true" : "false",
-           pa->populate ? "true" : "false", pa->round_robin ? "round_robin" : "user",
+           pa->by_story ? "true" : "false", pa->breaking ? "true" : "false",
+           (unsigned long long)nf_counter_value(an.m.breaking_news), pa->exact ? "true" : "false",
+           st ? "true" : "false", pa->populate ? "true" : "false",
+           pa->round_robin ? "round_robin" : "user",
            (unsigned long long)nf_gauge_value(r.m.ids_m.keys),
            (unsigned long long)nf_gauge_value(r.m.seen_m.keys), (long long)s0.users,
            (long long)s2.users, cpu * 1e9 / (double)timed, (double)rss / 1024.0, per,
@@ -694,13 +701,16 @@ int main(int argc, char **argv)
             pa.stories = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--by-story") && i + 1 < argc)
             pa.by_story = strtoul(argv[++i], NULL, 10) != 0;
+        else if (!strcmp(argv[i], "--breaking") && i + 1 < argc)
+            pa.breaking = strtoul(argv[++i], NULL, 10) != 0;
         else {
             fprintf(stderr, "usage: bench_readpath [--events N] [--shards 1,2] [--users U] "
                             "[--articles A] [--zipf S] [--span-min M] [--partitions P] [--exact] "
                             "[--store DIR] [--budget-mb M] [--warmup W --ttl-s T] [--populate] "
                             "[--round-robin] [--quick] [--redeliver-every K] [--dump DIR] "
                             "[--epoch-ms MS] [--seed-topics DIR] [--trace URL] "
-                            "[--trace-ratio R] [--stories K] [--by-story 0|1]\n");
+                            "[--trace-ratio R] [--stories K] [--by-story 0|1] "
+                            "[--breaking 0|1]\n");
             return 2;
         }
     }

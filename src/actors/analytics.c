@@ -225,6 +225,8 @@ void nf_analytics_defaults(nf_analytics_t *an)
     an->topics_ttl_ms = 7 * NF_CLUSTER_DAY_MS;
     an->history_ttl_ms = 7 * NF_CLUSTER_DAY_MS; /* feedback only, as interest.history's default */
     an->trend_by_story = true;
+    an->breaking_opts = (nf_breaking_opts_t){
+        .multiple = 3.0, .min_reads = 20, .min_peers = 2, .cooldown_ms = 6 * 3600 * 1000};
     an->stories_actor = an->trend_actor = an->interest_actor = -1;
 }
 

@@ -46,6 +46,7 @@
 #define NF_ANALYTICS_H
 
 #include "algo/minhash.h"
+#include "engine/breaking.h"
 #include "engine/classify.h"
 #include "engine/cluster.h"
 #include "engine/interest.h"
@@ -132,6 +133,9 @@ typedef struct nf_analytics {
     /* The merger ranks stories (trending.by_story; needs a store: the stories are read from its
      * committed views); false: articles. */
     bool trend_by_story;
+    /* breaking.*: the merger announces breaking news (engine/breaking.h); false: it does not */
+    bool breaking;
+    nf_breaking_opts_t breaking_opts;
     /* a reader's counted events kept for GET /v1/users/{user}/reads (serve_state.h,
      * NF_KIND_READS) this long; 0: no history. history_reads: reads too, not only explicit
      * feedback (each read then costs a state write) */
@@ -150,6 +154,8 @@ typedef struct nf_analytics {
         nf_counter_t interest_duplicates, interest_unknown, state_errors, trend_repairs;
         nf_counter_t trend_legacy_dropped, index_loads, index_evictions, story_sizes_lost;
         nf_counter_t trend_story_errors, trend_stories_folded;
+        nf_counter_t breaking_news, breaking_topic_errors;
+        nf_gauge_t breaking_cooling;
         nf_gauge_t held_messages, index_bytes, index_entries, trend_watermark_lag;
         nf_histogram_t trend_freshness; /* the trending SLO's (docs/slo.md) */
         nf_gauge_t trend_open_panes, trend_bytes, merger_panes, merger_bytes;

@@ -16,7 +16,8 @@
 
 /* ================================================================ trending merger */
 
-/* State keys in NF_KIND_TRENDING: "M" the merger's meta; "L" the last window emitted (its
+/* State keys in NF_KIND_TRENDING: "M" the merger's meta; "B" the stories breaking news announced
+ * within the cooldown (engine/breaking.h); "L" the last window emitted (its
  * `trending` record, JSON: what /v1/trending answers, src/serve/query.c); "P" + partition (2
  * bytes BE) + pane_start (8 bytes BE, offset by 2^63 so that order is numeric) one pane summary;
  * "C" + partition (2 bytes BE) a partition's counter (kafka_in.c), and past 1 MiB "C" + partition +
@@ -72,16 +73,27 @@ typedef struct merger {
      * at (a window ranks mostly the articles the one before did); direct-mapped, allocated at
      * the first use. */
     struct story_slot *stories;
+    /* Breaking news (engine/breaking.h; NULL: breaking.enabled is off), and the window's
+     * entries' topics (their leads' top topics, -1: none) as window_out found them. */
+    nf_breaking_t *brk;
+    int *topics;
+    size_t topics_cap;
     /* Keys of the per-shard layout found at start, deleted at the first cut. */
     unsigned char (*legacy)[11];
     unsigned char *legacy_len;
     size_t nlegacy, legacy_cap;
 } merger_t;
 
+static int lead_topics(merger_t *g, const nf_trend_ranked_t *items, size_t n, int64_t end);
+static int announce(merger_t *g, const nf_trend_ranked_t *items, size_t n, const char *ws,
+                    const char *we, int64_t end);
+
 static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_ranked_t *items,
                       size_t n)
 {
     merger_t *g = ctx;
+    if (g->brk && lead_topics(g, items, n, end) != 0)
+        return -ENOMEM;
     char ws[40], we[40];
     nf_date_format(start, ws, sizeof ws);
     nf_date_format(end, we, sizeof we);
@@ -105,6 +117,10 @@ static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_rank
         nf_jw_str(w, items[i].article_id);
         nf_jw_key(w, "articles");
         nf_jw_u64(w, items[i].members);
+        if (g->brk && g->topics[i] >= 0) { /* what breaking news judged it by */
+            nf_jw_key(w, "topic");
+            nf_jw_str(w, g->an->topic_names[g->topics[i]]);
+        }
         nf_jw_obj_close(w);
         if (items[i].members > 1)
             nf_counter_add(g->an->m.trend_stories_folded, items[i].members - 1);
@@ -125,7 +141,7 @@ static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_rank
     g->last_len = w->len;
     nf_counter_inc(g->an->m.windows);
     g->meta_dirty = true;
-    return 0;
+    return g->brk ? announce(g, items, n, ws, we, end) : 0;
 }
 
 static void pane_dropped(void *ctx, int64_t pane_start)
@@ -183,17 +199,24 @@ static int story_root(merger_t *g, nf_id128_t aid, nf_id128_t *root, char *err, 
  * view (engine/cluster.h), in lower-case hex whatever case the read event spelled the id in (so
  * that a story is one entry); 0 (on its own) when it is no article id. A view that cannot be read
  * leaves the article on its own, counted. */
-static size_t story_of(void *ctx, const char *id, size_t len, char out[NF_TREND_ID_MAX + 1])
+/* The last committed view, taken once per merger_emit and only when a window is ranked; NULL
+ * without a store. */
+static nf_store_view_t *view_of(merger_t *g)
 {
-    merger_t *g = ctx;
-    nf_id128_t aid, root;
-    if (!g->view_taken) { /* once per merger_emit, and only when a window is ranked */
+    if (!g->view_taken) {
         g->view_taken = true;
         g->view = g->an->store ? nf_store_view_acquire(g->an->store) : NULL;
         g->view_clock = g->view ? nf_cluster_view_clock(g->view) : 0;
         g->view_epoch = g->view ? nf_store_view_epoch(g->view) + 1 : 0; /* 0: an empty slot */
     }
-    if (!g->view || len != 32 || nf_id128_from_hex32(id, &aid) != 0)
+    return g->view;
+}
+
+static size_t story_of(void *ctx, const char *id, size_t len, char out[NF_TREND_ID_MAX + 1])
+{
+    merger_t *g = ctx;
+    nf_id128_t aid, root;
+    if (!view_of(g) || len != 32 || nf_id128_from_hex32(id, &aid) != 0)
         return 0;
     char err[160];
     if (story_root(g, aid, &root, err, sizeof err) != 0) {
@@ -207,6 +230,125 @@ static size_t story_of(void *ctx, const char *id, size_t len, char out[NF_TREND_
     }
     nf_cluster_id_hex(root, out);
     return 32;
+}
+
+/* The top topic of article id (its largest weight; the lower index of a tie) as the view holds
+ * its vector at `at`: >= 0, -1 (no vector, none left at `at`, or an id that is none), or -2
+ * (the read failed: err). */
+static int top_topic(merger_t *g, const char *id, int64_t at, char *err, size_t errlen)
+{
+    nf_id128_t aid;
+    nf_store_view_t *v = view_of(g);
+    if (!v || strlen(id) != 32 || nf_id128_from_hex32(id, &aid) != 0)
+        return -1;
+    int32_t kg = g->an->interest.topics_key_group;
+    unsigned char key[18];
+    nf_kstate_encode_key(kg >= 0 ? (uint16_t)kg : (uint16_t)(aid.hi % 256), aid, key);
+    void *val = NULL;
+    size_t len = 0;
+    int r = nf_store_view_get(v, NF_KIND_ARTICLE_TOPICS, key, sizeof key, &val, &len, err, errlen);
+    nf_topic_vec_t vec;
+    int best = -1;
+    if (r == 1 && len >= 8 && (nf_get_le64(val) == 0 || (int64_t)nf_get_le64(val) > at) &&
+        nf_interest_topics_decode((unsigned char *)val + 8, len - 8, &vec) == 0)
+        for (uint32_t k = 0; k < vec.n; k++)
+            if (vec.t[k].weight > 0 &&
+                (best < 0 || vec.t[k].weight > vec.t[best].weight ||
+                 (vec.t[k].weight == vec.t[best].weight && vec.t[k].topic < vec.t[best].topic)))
+                best = (int)k;
+    free(val);
+    return r < 0 ? -2 : best < 0 ? -1 : vec.t[best].topic;
+}
+
+/* Each of the window's entries' lead's top topic into g->topics (breaking news). */
+static int lead_topics(merger_t *g, const nf_trend_ranked_t *items, size_t n, int64_t end)
+{
+    if (n > g->topics_cap) {
+        int *t = realloc(g->topics, n * sizeof *t);
+        if (!t)
+            return -ENOMEM;
+        g->topics = t;
+        g->topics_cap = n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char err[160];
+        int t = top_topic(g, items[i].lead, end, err, sizeof err);
+        if (t == -2) {
+            static nf_log_gate_t gate;
+            uint64_t held;
+            nf_counter_inc(g->an->m.breaking_topic_errors);
+            if (nf_log_gate_pass(&gate, 10000000000ull, &held))
+                nf_log(NF_LOG_WARN, "trending",
+                       "cannot read a trending story's topic; it is left out of breaking news",
+                       NF_LS("error", err), NF_LI("held", held), NF_LEND);
+        }
+        g->topics[i] = t < 0 || !g->an->topic_names[t] ? -1 : t; /* a topic with a name */
+    }
+    return 0;
+}
+
+typedef struct announce_ctx {
+    merger_t *g;
+    const nf_trend_ranked_t *items;
+    const char *ws, *we;
+} announce_ctx_t;
+
+/* One story that broke: its breaking-news record (docs/topics.md), keyed by its story id. */
+static int announce_one(void *arg, size_t i, double baseline, unsigned peers)
+{
+    announce_ctx_t *a = arg;
+    merger_t *g = a->g;
+    const nf_trend_ranked_t *it = &a->items[i];
+    nf_jw_t *w = &g->jw;
+    nf_jw_reset(w);
+    nf_jw_obj_open(w);
+    nf_jw_key(w, "story_id");
+    nf_jw_str(w, it->article_id);
+    nf_jw_key(w, "article_id");
+    nf_jw_str(w, it->lead);
+    nf_jw_key(w, "topic");
+    nf_jw_str(w, g->an->topic_names[g->topics[i]]);
+    nf_jw_key(w, "reads");
+    nf_jw_u64(w, it->score);
+    nf_jw_key(w, "baseline");
+    nf_jw_score(w, baseline);
+    nf_jw_key(w, "peers");
+    nf_jw_u64(w, peers);
+    nf_jw_key(w, "articles");
+    nf_jw_u64(w, it->members);
+    nf_jw_key(w, "window_start");
+    nf_jw_str(w, a->ws);
+    nf_jw_key(w, "window_end");
+    nf_jw_str(w, a->we);
+    nf_jw_obj_close(w);
+    if (w->failed || nf_analytics_emit(g->an, nf_shard_index(g->sh), NF_TOPIC_BREAKING_NEWS,
+                                       it->article_id, w->buf, w->len) != 0)
+        return -ENOMEM;
+    nf_counter_inc(g->an->m.breaking_news);
+    return 0;
+}
+
+/* Breaking news of the window just emitted (engine/breaking.h): its records, and the stories
+ * remembered in g->brk, saved at the next cut with them. */
+static int announce(merger_t *g, const nf_trend_ranked_t *items, size_t n, const char *ws,
+                    const char *we, int64_t end)
+{
+    nf_breaking_entry_t *e = malloc((n + 1) * sizeof *e);
+    if (!e)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        nf_id128_t story = {0, 0};
+        if (strlen(items[i].article_id) != 32 ||
+            nf_id128_from_hex32(items[i].article_id, &story) != 0)
+            g->topics[i] = -1; /* not an article's story: no news */
+        e[i] =
+            (nf_breaking_entry_t){.story = story, .reads = items[i].score, .topic = g->topics[i]};
+    }
+    announce_ctx_t a = {g, items, ws, we};
+    int r = nf_breaking_window(g->brk, end, e, n, announce_one, &a);
+    free(e);
+    nf_gauge_set(g->an->m.breaking_cooling, (int64_t)nf_breaking_size(g->brk));
+    return r < 0 ? r : 0;
 }
 
 /* The engine's merger of g's counters, ranking by story when trending.by_story. */
@@ -310,6 +452,20 @@ static void merger_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
     (void)sh;
 }
 
+/* The stories breaking news announced within the cooldown, as "B" (with the records they were
+ * announced in: one epoch). */
+static void save_breaking(merger_t *g, nf_store_batch_t *b)
+{
+    void *blob = NULL;
+    size_t len = 0;
+    int rc = nf_breaking_save(g->brk, &blob, &len);
+    if (rc == 0)
+        rc = nf_analytics_put_blob(b, "B", 1, blob, len);
+    free(blob);
+    if (rc != 0)
+        merger_fail(g, "cannot save the breaking-news state (out of memory); stopping", rc);
+}
+
 static void merger_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
     merger_t *g = self;
@@ -366,6 +522,8 @@ static void merger_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uin
         }
         g->meta_dirty = false;
     }
+    if (g->brk && nf_breaking_dirty(g->brk))
+        save_breaking(g, b);
 }
 
 static void merger_restore(merger_t *g);
@@ -382,6 +540,8 @@ static void merger_reset(merger_t *g)
     nf_trend_merger_free(g->m);
     if (!(g->m = merger_new(g)))
         merger_fail(g, "out of memory resetting the trending merger; stopping", -ENOMEM);
+    if (g->brk)
+        nf_breaking_clear(g->brk); /* what it had is in the store */
 }
 
 /* panes_topic: the merger follows the trending-panes partition (epoch.h `partitions`). */
@@ -496,6 +656,28 @@ static void legacy_drop(merger_t *g, long shards)
            NF_LS("last_window_end", last), NF_LEND);
 }
 
+/* The stories announced within the cooldown ("B"), or none. 0, or -1 (the job stops: a state it
+ * cannot read would announce them again). */
+static int restore_breaking(merger_t *g)
+{
+    void *val = NULL;
+    size_t vlen = 0, blen = 0;
+    int rc = nf_store_get(g->an->store, NF_KIND_TRENDING, "B", 1, &val, &vlen, NULL, 0);
+    const void *blob = rc == 1 ? nf_analytics_blob(val, vlen, &blen) : NULL;
+    int lr = rc == 1 ? (blob ? nf_breaking_load(g->brk, blob, blen) : -EINVAL) : 0;
+    free(val);
+    if (rc >= 0 && lr == 0)
+        return 0;
+    nf_log(NF_LOG_ERROR, "trending",
+           rc < 0 ? "cannot read the breaking-news state; stopping"
+                  : "the stored breaking-news state does not load (corrupt?): the stories it "
+                    "announced would be announced again; run with breaking.enabled=false, or "
+                    "restore a checkpoint; stopping",
+           NF_LI("errno", rc < 0 ? -rc : -lr), NF_LEND);
+    nf_runtime_fail(nf_shard_runtime(g->sh));
+    return -1;
+}
+
 static void merger_restore(merger_t *g)
 {
     nf_store_t *st = g->an->store;
@@ -533,6 +715,8 @@ static void merger_restore(merger_t *g)
             return;
         }
     }
+    if (g->brk && restore_breaking(g) != 0)
+        return;
     restore_ctx_t x = {.g = g};
     rc = nf_store_scan(st, NF_KIND_TRENDING, restore_pane, &x);
     if (rc < 0 || x.err) {
@@ -568,7 +752,13 @@ static int merger_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t
         g->an = an;
         g->ncounters = ncounters;
     }
+    if (g && an->breaking && !(g->brk = nf_breaking_new(&an->breaking_opts))) {
+        free(g);
+        g = NULL;
+    }
     if (!g || !(g->m = merger_new(g))) {
+        if (g)
+            nf_breaking_free(g->brk);
         free(g);
         snprintf(err, errlen,
                  "cannot create the trending merger of %u counters: out of memory or trending "
@@ -608,6 +798,8 @@ static void merger_fini(nf_shard_t *sh, void *self)
     nf_jw_free(&g->jw);
     free(g->last);
     free(g->stories);
+    nf_breaking_free(g->brk);
+    free(g->topics);
     free(g);
 }
 
@@ -658,6 +850,17 @@ void nf_trending_metrics(nf_analytics_t *an)
                        "Articles folded into another article's story in emitted trending "
                        "windows (one entry per story: its members beyond the lead).",
                        NULL, 0, &an->m.trend_stories_folded);
+    nf_metrics_counter("newsflow_breaking_news_total",
+                       "Stories announced on breaking-news (engine/breaking.h): read at least "
+                       "breaking.multiple times their topic's trending baseline.",
+                       NULL, 0, &an->m.breaking_news);
+    nf_metrics_counter("newsflow_breaking_topic_errors_total",
+                       "Trending stories whose lead's topic vector could not be read from the "
+                       "committed state (no topic: neither news nor another's baseline).",
+                       NULL, 0, &an->m.breaking_topic_errors);
+    nf_metrics_gauge("newsflow_breaking_cooling_stories",
+                     "Stories announced within breaking.cooldown_s (not announced again).", NULL, 0,
+                     &an->m.breaking_cooling);
     nf_metrics_counter("newsflow_trending_panes_total",
                        "Final panes merged by the trending merger.", NULL, 0, &an->m.panes);
     nf_metrics_counter("newsflow_interest_duplicates_total",

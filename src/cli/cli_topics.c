@@ -20,7 +20,7 @@ static const char topics_usage[] =
     "\n"
     "The job's topics on the Kafka cluster of kafka.brokers, named with kafka.topic_prefix:\n"
     "read-events and sources (inputs; sources is compacted), articles, fetch-log,\n"
-    "story-clusters, trending, interest-updates and dead-letters (outputs).\n"
+    "story-clusters, trending, interest-updates, dead-letters and breaking-news (outputs).\n"
     "\n"
     "  create   creates the topics that do not exist (those that do are left as they are),\n"
     "           then lists them; one line per topic: NAME created|exists|failed PARTITIONS\n"

@@ -612,7 +612,7 @@ int nf_kafka_reset_producer(nf_kafka_t *k, char *err, size_t errlen)
 /* Whether topic t (an output, or NF_TOPIC__COUNT + an input) is one this client needs. */
 static bool topic_used(const nf_kafka_t *k, int t)
 {
-    if (t >= NF_TOPIC_CL_FIRST && t < NF_TOPIC__COUNT)
+    if (nf_topic_is_changelog(t))
         return k->o.changelog;
     if (t == NF_TOPIC_TRENDING_PANES || t == PANES_INPUT)
         return k->o.trending_panes;
@@ -673,7 +673,7 @@ static int load_topics(nf_kafka_t *k, char *err, size_t errlen)
     }
     rd_kafka_metadata_destroy(md);
     /* A changelog partition is a read-events partition's key group (state/changelog.h). */
-    for (int t = NF_TOPIC_CL_FIRST; t < NF_TOPIC__COUNT && r == 0 && k->o.changelog; t++)
+    for (int t = NF_TOPIC_CL_FIRST; t < NF_TOPIC_CL_END && r == 0 && k->o.changelog; t++)
         if (k->out[t].npart != k->in_npart[NF_INPUT_READ_EVENTS]) {
             snprintf(err, errlen,
                      "kafka: %s has %d partitions and %s %d: a changelog topic needs as many as "
@@ -1427,7 +1427,7 @@ static int produce_one(nf_kafka_t *k, const nf_outrec_t *r, const epoch_tag_t *t
     int32_t part = RD_KAFKA_PARTITION_UA;
     if (r->topic == NF_TOPIC_TRENDING_PANES)
         part = 0; /* one merger: the owner of partition 0 (a topic made with more has idle ones) */
-    if (r->topic >= NF_TOPIC_CL_FIRST) {
+    if (nf_topic_is_changelog(r->topic)) {
         if (r->klen < 2 || k->out[r->topic].npart <= 0) {
             snprintf(err, errlen, "kafka: changelog record for %s without a key group",
                      k->out[r->topic].name);
@@ -2617,7 +2617,7 @@ static int create_topics(rd_kafka_t *rk, const nf_kafka_topics_opts_t *o, char n
         } else if (t == NF_TOPIC__COUNT + NF_INPUT_SOURCES) {
             /* The latest definition of each source is what counts (docs/topics.md). */
             rd_kafka_NewTopic_set_config(nt[t], "cleanup.policy", "compact");
-        } else if (t >= NF_TOPIC_CL_FIRST && t < NF_TOPIC__COUNT) {
+        } else if (nf_topic_is_changelog(t)) {
             /* State: the latest value of each key is what counts (docs/ARCHITECTURE.md §4
              * "Changelog"); one value can be a whole epoch's keyset blob of a key group. */
             /* Kinds whose values expire (event ids 2 h, seen keys 24 h, the recent-by-topic

@@ -49,6 +49,7 @@ static const char *const topic_names[NF_TOPIC__COUNT] = {
     "changelog-story",
     "changelog-search-log",
     "changelog-reads",
+    "breaking-news",
 };
 
 const char *nf_topic_name(nf_topic_t t)

@@ -11,6 +11,7 @@
 #ifndef NF_SINK_H
 #define NF_SINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,9 +42,24 @@ typedef enum {
     NF_TOPIC_CL_TOPIC_RECENT,
     NF_TOPIC_CL_STORY,
     NF_TOPIC_CL_SEARCH_LOG,
-    NF_TOPIC_CL_READS, /* a reader's history (serve_state.h), last: the ids above are persisted */
+    NF_TOPIC_CL_READS, /* a reader's history (serve_state.h) */
+    NF_TOPIC_CL_END,   /* one past the changelog topics */
+    /* Outputs added since, after everything: the ids above are persisted (the topic byte of an
+     * epoch's pending record, io/outbuf.h), so a new topic never renumbers them. */
+    NF_TOPIC_BREAKING_NEWS = NF_TOPIC_CL_END, /* engine/breaking.h */
     NF_TOPIC__COUNT
 } nf_topic_t;
+
+/* A changelog topic (state/changelog.h): state, not an output. */
+static inline bool nf_topic_is_changelog(int t)
+{
+    return t >= NF_TOPIC_CL_FIRST && t < NF_TOPIC_CL_END;
+}
+/* An output teed to the sink and read by consumers (not trending-panes, not a changelog). */
+static inline bool nf_topic_is_output(int t)
+{
+    return (t >= 0 && t < NF_TOPIC_INTERNAL_FIRST) || t == NF_TOPIC_BREAKING_NEWS;
+}
 
 const char *nf_topic_name(nf_topic_t t);
 

@@ -128,6 +128,12 @@ static int setup_analytics(nf_job_t *j, char *err, size_t errlen)
     an->trend.top_k = cfg->trending.top_k;
     an->trend.exact = cfg->trending.exact;
     an->trend_by_story = cfg->trending.by_story;
+    an->breaking = cfg->breaking.enabled;
+    an->breaking_opts =
+        (nf_breaking_opts_t){.multiple = cfg->breaking.multiple,
+                             .min_reads = cfg->breaking.min_reads,
+                             .min_peers = cfg->breaking.min_peers,
+                             .cooldown_ms = (int64_t)cfg->breaking.cooldown_s * 1000};
     an->event_id_ttl_ms = (uint64_t)cfg->trending.event_id_ttl_s * 1000u;
     an->max_future_ms = cfg->trending.max_future_ms;
     an->max_age_ms =

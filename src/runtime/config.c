@@ -401,6 +401,18 @@ static const cfg_key_t cfg_keys[] = {
      .help = "count read events of any age into trending windows (a replay of old events on "
              "purpose); false: an event older than window_s + lateness_ms when it was written to "
              "Kafka (its record timestamp) is left out of trending, interest still takes it"},
+    {KEY(CFG_BOOL, breaking.enabled), .def = "true",
+     .help = "announce breaking news: a story of a trending window read at least `multiple` "
+             "times the median of its topic's other trending stories (engine/breaking.h), once "
+             "per cooldown, on the breaking-news topic"},
+    {KEY(CFG_F64, breaking.multiple), .fmin = 1.0, .fmax = 1000.0, .def = "3",
+     .help = "how many times its topic's baseline a story's reads in the window must reach"},
+    {KEY(CFG_U32, breaking.min_reads), .min = 1, .max = 1000000000, .def = "20",
+     .help = "reads in the window a story needs at least (a burst of three reads is no news)"},
+    {KEY(CFG_U32, breaking.min_peers), .min = 1, .max = 10000, .def = "2",
+     .help = "other trending stories of its topic a story needs for a baseline"},
+    {KEY(CFG_U32, breaking.cooldown_s), .min = 1, .max = 31536000, .def = "21600",
+     .help = "a story announced is not announced again for this long (by windows' end times)"},
     {KEY(CFG_F64, interest.alpha), .fmin = 0.0, .fmax = 1.0, .def = "0.1",
      .help = "EMA learning rate: weight of a read's article topics"},
     {KEY(CFG_F64, interest.gamma), .fmin = 0.0, .fmax = 1.0, .def = "0.95",

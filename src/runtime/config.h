@@ -210,6 +210,11 @@ typedef struct nf_config {
         uint32_t max_future_ms; /* event times beyond wall clock + this are refused */
         bool backfill; /* count read events of any age (else: not older than window + lateness) */
     } trending;
+    struct { /* breaking news (engine/breaking.h) */
+        bool enabled;
+        double multiple;
+        uint32_t min_reads, min_peers, cooldown_s;
+    } breaking;
     struct {
         double alpha, gamma;
         /* per event kind (io/events.h), times alpha */

@@ -52,7 +52,7 @@ static const struct k_topic {
     {NF_KIND_READS, NF_TOPIC_CL_READS, NF_INPUT_READ_EVENTS},
 };
 #define NTOPICS (sizeof k_topics / sizeof k_topics[0])
-_Static_assert(NTOPICS == NF_TOPIC__COUNT - NF_TOPIC_CL_FIRST, "one changelog topic per kind");
+_Static_assert(NTOPICS == NF_TOPIC_CL_END - NF_TOPIC_CL_FIRST, "one changelog topic per kind");
 _Static_assert(NTOPICS == NF_KIND__COUNT, "every kind has a changelog topic");
 
 /* Whether changelog partition p (of n) of a kind keyed by `input` is among the input partitions

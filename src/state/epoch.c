@@ -743,7 +743,7 @@ static void tee_outputs(nf_epoch_t *ep, const nf_blob_t *bufs, unsigned nbufs)
         size_t pos = 0;
         nf_outrec_t r;
         while (nf_outbuf_next(bufs[b].data, bufs[b].len, &pos, &r) == 1) {
-            if (r.topic >= NF_TOPIC_CL_FIRST)
+            if (nf_topic_is_changelog(r.topic))
                 continue; /* state, not an output */
             size_t kl = r.klen < sizeof key - 1 ? r.klen : sizeof key - 1;
             memcpy(key, r.key, kl);

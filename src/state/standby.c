@@ -16,7 +16,7 @@
 
 enum {
     MAXP = NF_EPOCH_MAX_PARTITIONS,
-    MAXT = NF_TOPIC__COUNT - NF_TOPIC_CL_FIRST, /* changelog topics keyed by one input, at most:
+    MAXT = NF_TOPIC_CL_END - NF_TOPIC_CL_FIRST, /* changelog topics keyed by one input, at most:
                                                  * all of them (a smaller bound silently left
                                                  * the ninth global kind, search_log, untailed) */
     NU = 2 * MAXP + 1, /* units: read-events p, sources MAXP + p, the global key group */

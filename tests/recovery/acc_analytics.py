@@ -23,6 +23,8 @@ Checked, from the read_committed topics:
     were on time per partition, one entry per story (a recount over its members: the articles
     are all clustered and committed before the first read), and A and B emitted the same
     records (stories named by their members);
+  - breaking-news: the records a model of the rule (breaking_model.py) gives over the committed
+    trending windows, each once (B: across its kills);
   - story-clusters: B's clusters equal A's (as sets of articles: cluster ids are the earliest
     article by fetch time, which differs between runs);
   - B's dedup sets did keep keys on disk and answered lookups from there (its metrics);
@@ -48,7 +50,9 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import acclib  # noqa: E402
+import breaking_model  # noqa: E402
 
 FEEDS = 3
 GROUPS = 5  # planted groups, one member per feed
@@ -59,6 +63,9 @@ PARTITIONS = 4
 LATENESS_MS = 5000
 SLIDE_MS = 30000
 WINDOW_MS = 600000
+# breaking news (multiple, min_reads, min_peers, cooldown ms): low enough that the planted
+# events' skew makes stories break, and a cooldown of a few slides so that some break again
+BREAKING = (1.5, 3, 1, 4 * SLIDE_MS)
 T0 = 1767225600000  # 2026-01-01T00:00:00Z
 
 TOPIC_WORDS = [
@@ -318,6 +325,9 @@ def run(ctx, feeds, tag, kills, budget_mb=None):
             "trending.exact=true", "trending.window_s=%d" % (WINDOW_MS // 1000),
             "trending.idle_ms=3600000", "trending.lateness_ms=%d" % LATENESS_MS,
             "demo.read_events_per_s=0", "interest.unknown_articles=skip",
+            "breaking.multiple=%g" % BREAKING[0], "breaking.min_reads=%d" % BREAKING[1],
+            "breaking.min_peers=%d" % BREAKING[2],
+            "breaking.cooldown_s=%d" % (BREAKING[3] // 1000),
             "admin.enabled=true", "admin.port=0", "admin.listen=127.0.0.1"]
     if budget_mb:  # and the metrics, to see where the dedup keys are
         sets += ["state.budget_mb=%d" % budget_mb]
@@ -388,6 +398,7 @@ def run(ctx, feeds, tag, kills, budget_mb=None):
         "clusters": acclib.read_outputs(ctx, B, "story-clusters"),
         "interest": acclib.read_outputs(ctx, B, "interest-updates"),
         "trending": acclib.read_outputs(ctx, B, "trending"),
+        "breaking": acclib.read_outputs(ctx, B, "breaking-news"),
         "events": events,
         "want_interest": want,
         "want_trending": twant,
@@ -479,7 +490,8 @@ def check_run(ctx, feeds, r, tag):
         ctx.check(we not in got_t, "%s: window %s emitted twice" % (tag, v["window_end"]), job)
         ctx.check(iso_ms(v["window_start"]) == we - WINDOW_MS, "%s: window_start %s" %
                   (tag, v["window_start"]), job)
-        got_t[we] = v["items"]
+        # the lead's topic (what breaking news judged it by) is no part of the recount
+        got_t[we] = [{k: x for k, x in it.items() if k != "topic"} for it in v["items"]]
     want_t = {w: rank_by_story(c, story_of) for w, c in r["want_trending"].items()}
     missing = sorted(set(want_t) - set(got_t))
     extra = sorted(set(got_t) - set(want_t))
@@ -490,6 +502,7 @@ def check_run(ctx, feeds, r, tag):
                   tag, len(missing), missing[:3], len(wrong), wrong[:1],
                   got_t.get(wrong[0]) if wrong else None, want_t.get(wrong[0]) if wrong else None,
                   extra[:3]), job)
+    check_breaking(ctx, r, tag)
     # what A and B must agree on: cluster ids are earliest articles by fetch time, which differ
     # between runs; a story is named here by its members
     members = {}
@@ -497,6 +510,27 @@ def check_run(ctx, feeds, r, tag):
         members.setdefault(sid, []).append(a)
     return {w: [dict(it, cluster_id=sorted(members.get(it["cluster_id"], [it["cluster_id"]])))
                 for it in items] for w, items in got_t.items()}
+
+
+def check_breaking(ctx, r, tag):
+    """breaking-news: the model's over the committed trending windows (breaking_model.py), each
+    record once — B's across its kills."""
+    got = [v for k, h, v in r["breaking"]]
+    for k, h, v in r["breaking"]:
+        ctx.check(k == v["story_id"], "%s: breaking-news key %s != story_id" % (tag, k), r["job"])
+    for g in got:
+        g["baseline"] = float(g["baseline"])
+    # a topic's partitions hold no order between them: compared by window, then story
+    got.sort(key=breaking_model.order)
+    want = sorted(breaking_model.model([v for k, h, v in r["trending"]], *BREAKING),
+                  key=breaking_model.order)
+    ctx.check(got == want, "%s: breaking-news %s differs from the model's %s" % (
+        tag, [(g["story_id"][:8], g["window_end"]) for g in got][:8],
+        [(w["story_id"][:8], w["window_end"]) for w in want][:8]), r["job"])
+    ctx.check(len(want) >= 2, "%s: %d stories broke: the run did not exercise breaking news" %
+              (tag, len(want)), r["job"])
+    ctx.log("%s: %d breaking-news records, the model's over %d windows" %
+            (tag, len(got), len(r["trending"])))
 
 
 def body(ctx):

@@ -525,7 +525,7 @@ def read_outputs(ctx, broker, topic, isolation="read_committed"):
 
 
 OUTPUT_TOPICS = ("articles", "fetch-log", "story-clusters", "trending", "interest-updates",
-                 "dead-letters")
+                 "dead-letters", "breaking-news")
 INPUT_TOPICS = ("read-events", "sources")
 ALL_TOPICS = OUTPUT_TOPICS + INPUT_TOPICS
 
