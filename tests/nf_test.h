@@ -8,9 +8,20 @@
 #define NF_TEST_H
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+/* xorshift64 (Marsaglia): the tests' reproducible random numbers; *state must not be 0. */
+static inline uint64_t nf_test_xorshift(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
 
 static int nf_test_failed_checks;
 static int nf_test_failed_tests;

@@ -10,10 +10,7 @@
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
 {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
+    return nf_test_xorshift(&g_rng);
 }
 
 /* A blob laid out as crawl's article_blob lays it out. */

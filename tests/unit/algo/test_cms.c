@@ -12,10 +12,7 @@
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 
 /* Zipf-ish (s ~ 1) rank in [0, n): log-uniform. */

@@ -13,10 +13,7 @@
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t next_rand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 
 static void hex_of(const void *data, size_t len, char out[65])

@@ -17,10 +17,7 @@ enum { STORIES = 80, TOPICS = 6, WINDOWS = 3000, MAXN = 60 };
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 
 static const nf_breaking_opts_t opts = {

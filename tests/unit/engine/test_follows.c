@@ -21,10 +21,7 @@ enum { READERS = 60, TOPICS = 64, EVENTS = 6000 };
 static uint64_t rng = 0x243f6a8885a308d3ull;
 static uint64_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 
 typedef struct model {

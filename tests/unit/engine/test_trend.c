@@ -21,10 +21,7 @@ enum { NPART = 6, NCOUNTER = 3, NART = 500, NEV = 60000, ROUND = 400 };
 static uint64_t rng;
 static uint64_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 
 static char art_id[NART][NF_TREND_ID_MAX + 1];

@@ -23,10 +23,7 @@ enum { NPART = 7, NART = 200, NEV = 40000, ROUND = 97 };
 static uint64_t rng;
 static uint64_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 
 static char art_id[NART][40];

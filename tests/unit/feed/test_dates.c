@@ -12,10 +12,7 @@
 static uint64_t rng = 0x853c49e6748fea9bull;
 static uint64_t next_rand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 
 static int parse(const char *s, int64_t *ms)

@@ -984,9 +984,7 @@ static void test_mutations(void)
         memcpy(doc, rss_doc, n + 1);
         size_t len = n;
         for (int k = 0; k < 1 + round % 8; k++) {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
+            nf_test_xorshift(&seed);
             size_t at = (size_t)(seed % n);
             static const char pool[] = "<>&;\"'/!?[]\x00\xff\xc3#x";
             doc[at] = pool[(seed >> 32) % (sizeof pool - 1)];

@@ -549,10 +549,7 @@ static void test_every_prefix(void)
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next_rand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 
 static size_t random_input(char *buf, size_t cap)

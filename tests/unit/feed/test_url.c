@@ -288,10 +288,7 @@ static void test_article_id(void)
 static uint64_t rng = 0xd1b54a32d192ed03ull;
 static uint64_t next_rand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 
 #define PICK(arr) arr[next_rand() % (sizeof arr / sizeof arr[0])]

@@ -12,10 +12,7 @@
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static unsigned below(unsigned n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
+    return (unsigned)(nf_test_xorshift(&rng) % n);
 }
 
 /* One JSON value that the splitter must keep whole: strings holding ',' ']' '}' '"' and

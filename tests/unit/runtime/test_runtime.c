@@ -350,9 +350,7 @@ static int tm_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t err
     tm->ctx = ctx;
     uint64_t base = nf_now_ns() + 50000000ull, x = 88172645463325252ull + nf_shard_index(sh);
     for (unsigned i = 0; i < NTIMERS; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        nf_test_xorshift(&x);
         nf_timer_init(&tm->timers[i], tm_fire, tm);
         /* 0-1.5 s ahead, many sharing a millisecond (ties) */
         uint64_t delay = (x % 1500) * 1000000ull + ((x >> 20) % 4 == 0 ? 0 : (x >> 32) % 1000000);

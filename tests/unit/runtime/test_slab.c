@@ -16,10 +16,7 @@ static uint64_t rng = 0x51ab51ab51abull;
 
 static uint64_t next_rand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 
 static void test_class_sizes(void)

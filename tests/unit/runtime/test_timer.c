@@ -26,10 +26,7 @@ static void on_fire(void *ctx, nf_timer_t *t)
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next_rand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 
 static int cmp_due(const void *a, const void *b)

@@ -12,10 +12,7 @@
 static uint64_t rng = 88172645463325252ull;
 static unsigned below(unsigned n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
+    return (unsigned)(nf_test_xorshift(&rng) % n);
 }
 
 typedef struct {

@@ -27,10 +27,7 @@
 static uint64_t rng;
 static uint64_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_test_xorshift(&rng);
 }
 static uint64_t below(uint64_t n)
 {

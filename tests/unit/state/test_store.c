@@ -1129,10 +1129,7 @@ static char *dump_all(nf_store_t *st)
 
 static uint64_t rnd_next(uint64_t *s)
 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
+    return nf_test_xorshift(s);
 }
 
 static int count_prefix(const char *db_dir, const char *prefix)
