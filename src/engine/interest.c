@@ -270,6 +270,27 @@ int nf_interest_topics_encode(const nf_topic_vec_t *v, unsigned char *out, size_
     return (int)enc_canonical(&c, out);
 }
 
+int nf_interest_view_topics(nf_store_view_t *v, uint16_t kg, nf_id128_t id, int64_t at_ms,
+                            nf_topic_vec_t *vec, int64_t *expires, char *err, size_t errlen)
+{
+    unsigned char key[18];
+    nf_kstate_encode_key(kg, id, key);
+    void *val = NULL;
+    size_t len = 0;
+    int r = nf_store_view_get(v, NF_KIND_ARTICLE_TOPICS, key, sizeof key, &val, &len, err, errlen);
+    if (r == 1) {
+        uint64_t exp = len >= 8 ? nf_get_le64(val) : 0;
+        r = len >= 8 && (exp == 0 || (int64_t)exp > at_ms) &&
+                    nf_interest_topics_decode((unsigned char *)val + 8, len - 8, vec) == 0
+                ? 1
+                : 0;
+        if (r == 1 && expires)
+            *expires = (int64_t)exp;
+    }
+    free(val);
+    return r;
+}
+
 int nf_interest_topics_decode(const void *p, size_t len, nf_topic_vec_t *out)
 {
     const unsigned char *b = p;

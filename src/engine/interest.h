@@ -267,6 +267,13 @@ int nf_interest_topics_encode(const nf_topic_vec_t *v, unsigned char *out, size_
  * index >= 64, non-finite or zero weight: nothing enc_canonical writes). */
 int nf_interest_topics_decode(const void *p, size_t len, nf_topic_vec_t *out);
 
+/* An article's topic vector as the committed view v holds it (kind NF_KIND_ARTICLE_TOPICS, key
+ * group kg), live at at_ms: 1 (*vec; its expiry in *expires when not NULL, 0 = never), 0 (none,
+ * expired, or a value that is not one), < 0 (the read failed: err). For the readers of committed
+ * state: the query API and the trending merger (breaking news). */
+int nf_interest_view_topics(nf_store_view_t *v, uint16_t kg, nf_id128_t id, int64_t at_ms,
+                            nf_topic_vec_t *vec, int64_t *expires, char *err, size_t errlen);
+
 /* A writer's state for nf_interest_json_keys (the reads actor writes one value per event): the
  * topic names rendered once as JSON keys ("name": escaped; NULL array or NULL entry: the
  * decimal index) and the date part of the last day written. One thread uses one. */

@@ -835,21 +835,7 @@ static int load_trending(nf_store_view_t *v, trend_t *t, char *err, size_t errle
 static int read_topics(const nf_query_t *q, nf_store_view_t *v, nf_id128_t id, int64_t now,
                        nf_topic_vec_t *vec, int64_t *expires, char *err, size_t errlen)
 {
-    unsigned char key[KEY_LEN];
-    nf_kstate_encode_key(article_kg(q, id), id, key);
-    void *val = NULL;
-    size_t len = 0;
-    int r = nf_store_view_get(v, NF_KIND_ARTICLE_TOPICS, key, KEY_LEN, &val, &len, err, errlen);
-    if (r == 1)
-        r = len >= EXPIRY_LEN && !expired(val, now) &&
-                    nf_interest_topics_decode((unsigned char *)val + EXPIRY_LEN, len - EXPIRY_LEN,
-                                              vec) == 0
-                ? 1
-                : 0;
-    if (r == 1 && expires)
-        *expires = (int64_t)nf_get_le64(val);
-    free(val);
-    return r;
+    return nf_interest_view_topics(v, article_kg(q, id), id, now, vec, expires, err, errlen);
 }
 
 /* The story cluster of an article as of the view (nf_cluster_view_root). 0, or < 0 on a read
