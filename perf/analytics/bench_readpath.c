@@ -521,7 +521,8 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            "\"interest_duplicates\":%llu,"
            "\"unknown\":%llu,\"event_id_duplicates\":%llu,\"late\":%llu,\"counted\":%llu,"
            "\"windows\":%llu,\"folded\":%llu,\"by_story\":%s,\"breaking\":%s,"
-           "\"breaking_news\":%llu,\"exact\":%s,\"store\":%s,"
+           "\"breaking_news\":%llu,\"breaking_cpu_ns_per_event\":%.2f,"
+           "\"breaking_cpu_us_per_window\":%.1f,\"exact\":%s,\"store\":%s,"
            "\"populated\":%s,\"partitioning\":\"%s\","
            "\"event_id_keys\":%llu,"
            "\"seen_keys\":%llu,\"users\":[%lld,%lld],\"cpu_ns_per_event\":%.0f,\"rss_mb\":%.0f,"
@@ -538,8 +539,11 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
            (unsigned long long)nf_counter_value(an.m.windows),
            (unsigned long long)nf_counter_value(an.m.trend_stories_folded),
            pa->by_story ? "true" : "false", pa->breaking ? "true" : "false",
-           (unsigned long long)nf_counter_value(an.m.breaking_news), pa->exact ? "true" : "false",
-           st ? "true" : "false", pa->populate ? "true" : "false",
+           (unsigned long long)nf_counter_value(an.m.breaking_news),
+           (double)atomic_load(&an.breaking_cpu_ns) / (double)ev->n,
+           (double)atomic_load(&an.breaking_cpu_ns) / 1e3 /
+               (double)(nf_counter_value(an.m.windows) ? nf_counter_value(an.m.windows) : 1),
+           pa->exact ? "true" : "false", st ? "true" : "false", pa->populate ? "true" : "false",
            pa->round_robin ? "round_robin" : "user",
            (unsigned long long)nf_gauge_value(r.m.ids_m.keys),
            (unsigned long long)nf_gauge_value(r.m.seen_m.keys), (long long)s0.users,

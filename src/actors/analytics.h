@@ -60,6 +60,7 @@
 #include "state/kstate_gauges.h"
 #include "state/store.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 /* Message kinds. NF_MSG_TOPICS goes to the reads actor; NF_MSG_CLUSTER to stories;
@@ -136,6 +137,9 @@ typedef struct nf_analytics {
     /* breaking.*: the merger announces breaking news (engine/breaking.h); false: it does not */
     bool breaking;
     nf_breaking_opts_t breaking_opts;
+    /* The merger thread's CPU spent on breaking news (reading the leads' topics, judging), ns:
+     * newsflow_breaking_cpu_seconds_total, and what the read-path benchmark divides. */
+    _Atomic uint64_t breaking_cpu_ns;
     /* a reader's counted events kept for GET /v1/users/{user}/reads (serve_state.h,
      * NF_KIND_READS) this long; 0: no history. history_reads: reads too, not only explicit
      * feedback (each read then costs a state write) */

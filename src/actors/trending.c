@@ -85,6 +85,15 @@ typedef struct merger {
 } merger_t;
 
 static int lead_topics(merger_t *g, const nf_trend_ranked_t *items, size_t n, int64_t end);
+
+/* This thread's CPU time, ns (what breaking news costs the merger). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int announce(merger_t *g, const nf_trend_ranked_t *items, size_t n, const char *ws,
                     const char *we, int64_t end);
 
@@ -92,8 +101,12 @@ static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_rank
                       size_t n)
 {
     merger_t *g = ctx;
+    uint64_t t0 = g->brk ? thread_cpu_ns() : 0;
     if (g->brk && lead_topics(g, items, n, end) != 0)
         return -ENOMEM;
+    if (g->brk)
+        atomic_fetch_add_explicit(&g->an->breaking_cpu_ns, thread_cpu_ns() - t0,
+                                  memory_order_relaxed);
     char ws[40], we[40];
     nf_date_format(start, ws, sizeof ws);
     nf_date_format(end, we, sizeof we);
@@ -141,7 +154,12 @@ static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_rank
     g->last_len = w->len;
     nf_counter_inc(g->an->m.windows);
     g->meta_dirty = true;
-    return g->brk ? announce(g, items, n, ws, we, end) : 0;
+    if (!g->brk)
+        return 0;
+    t0 = thread_cpu_ns();
+    int r = announce(g, items, n, ws, we, end);
+    atomic_fetch_add_explicit(&g->an->breaking_cpu_ns, thread_cpu_ns() - t0, memory_order_relaxed);
+    return r;
 }
 
 static void pane_dropped(void *ctx, int64_t pane_start)
@@ -242,21 +260,16 @@ static int top_topic(merger_t *g, const char *id, int64_t at, char *err, size_t 
     if (!v || strlen(id) != 32 || nf_id128_from_hex32(id, &aid) != 0)
         return -1;
     int32_t kg = g->an->interest.topics_key_group;
-    unsigned char key[18];
-    nf_kstate_encode_key(kg >= 0 ? (uint16_t)kg : (uint16_t)(aid.hi % 256), aid, key);
-    void *val = NULL;
-    size_t len = 0;
-    int r = nf_store_view_get(v, NF_KIND_ARTICLE_TOPICS, key, sizeof key, &val, &len, err, errlen);
     nf_topic_vec_t vec;
     int best = -1;
-    if (r == 1 && len >= 8 && (nf_get_le64(val) == 0 || (int64_t)nf_get_le64(val) > at) &&
-        nf_interest_topics_decode((unsigned char *)val + 8, len - 8, &vec) == 0)
+    int r = nf_interest_view_topics(v, kg >= 0 ? (uint16_t)kg : (uint16_t)(aid.hi % 256), aid, at,
+                                    &vec, NULL, err, errlen);
+    if (r == 1)
         for (uint32_t k = 0; k < vec.n; k++)
             if (vec.t[k].weight > 0 &&
                 (best < 0 || vec.t[k].weight > vec.t[best].weight ||
                  (vec.t[k].weight == vec.t[best].weight && vec.t[k].topic < vec.t[best].topic)))
                 best = (int)k;
-    free(val);
     return r < 0 ? -2 : best < 0 ? -1 : vec.t[best].topic;
 }
 
@@ -817,6 +830,13 @@ const nf_actor_ops_t nf_trending_ops = {.name = "trending",
                                         .drop = merger_drop};
 
 /* The metrics of the read events' stages: trending, interest, their keyed state. */
+static double breaking_cpu_s(void *arg)
+{
+    return (double)atomic_load_explicit(&((nf_analytics_t *)arg)->breaking_cpu_ns,
+                                        memory_order_relaxed) /
+           1e9;
+}
+
 void nf_trending_metrics(nf_analytics_t *an)
 {
     nf_metrics_counter("newsflow_read_event_duplicates_total",
@@ -858,6 +878,11 @@ void nf_trending_metrics(nf_analytics_t *an)
                        "Trending stories whose lead's topic vector could not be read from the "
                        "committed state (no topic: neither news nor another's baseline).",
                        NULL, 0, &an->m.breaking_topic_errors);
+    nf_metrics_counter_fn("newsflow_breaking_cpu_seconds_total",
+                          "CPU the trending merger spent on breaking news: reading each ranked "
+                          "entry's lead's topic vector from the committed view and judging the "
+                          "window.",
+                          NULL, breaking_cpu_s, an);
     nf_metrics_gauge("newsflow_breaking_cooling_stories",
                      "Stories announced within breaking.cooldown_s (not announced again).", NULL, 0,
                      &an->m.breaking_cooling);
