@@ -89,7 +89,8 @@ static nf_query_t *new_query(nf_job_t *j)
                           .self_url = j->self_url,
                           .search = j->search = start_search(j),
                           .reader_cache = j->cfg.serve.reader_cache,
-                          .variants = &j->variants};
+                          .variants = &j->variants,
+                          .shadow_percent = j->cfg.ranking.shadow_percent};
     if (group && j->self_url[0] && !j->mock) { /* the embedded cluster is one process */
         char err[256];
         nf_owners_opts_t oo = {.describe = describe_group, .arg = j->kafka};

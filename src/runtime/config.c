@@ -282,6 +282,10 @@ static const cfg_key_t cfg_keys[] = {
              "\"NAME shadow [weights]\" ranked beside every feed but never shown; weights left "
              "out are the seed's (interest 1, follow 0.5, decay 0.5 per hour, trending 0.1); "
              "empty = the seed's ranking alone, named seed (docs/ARCHITECTURE.md §4)"},
+    {KEY(CFG_U32, ranking.shadow_percent), .max = 100, .def = "100",
+     .help = "the feeds (ranked by interest or follows) the shadow variant is ranked beside, in "
+             "percent: each one costs a second ranking (perf/README.md: about 1.7x the feed's CPU "
+             "at 100); 0 = the shadow is never ranked"},
     {KEY(CFG_STR, ranking.experiment), .min = 1, .def = "default",
      .help = "the experiment's name, hashed with the user id into the reader's bucket (0..99): "
              "the same reader gets the same variant in every process and across restarts; a new "

@@ -161,9 +161,10 @@ typedef struct nf_config {
         bool global_replica;      /* tail the global key group's changelog (state/standby.h) */
         uint32_t reader_cache;    /* readers' feed inputs kept across views (serve/readers.h) */
     } serve;
-    struct {                 /* ranking experiments (engine/variants.h) */
-        char variants[2048]; /* one entry per variant, '\n'-separated; "" = the seed alone */
-        char experiment[64]; /* hashed with the user id into the reader's bucket */
+    struct {                     /* ranking experiments (engine/variants.h) */
+        char variants[2048];     /* one entry per variant, '\n'-separated; "" = the seed alone */
+        char experiment[64];     /* hashed with the user id into the reader's bucket */
+        uint32_t shadow_percent; /* feeds the shadow is ranked beside */
     } ranking;
     struct {
         bool enabled;          /* GET /v1/search (serve/search.h) */

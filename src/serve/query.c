@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,7 @@ struct nf_query {
     nf_counter_t m_feeds[NF_VARIANTS_MAX];            /* feeds served, by variant */
     nf_histogram_t m_shadow_overlap[NF_VARIANTS_MAX]; /* by the variant served */
     nf_counter_t m_shadow_errors;
+    _Atomic uint64_t shadow_tick; /* feeds the shadow could rank beside: sampled by the count */
     nf_gauge_t m_cache_bytes;
     nf_readers_t *readers; /* readers' feed inputs kept across views (readers.h); NULL: off */
     pthread_mutex_t mu;
@@ -2041,6 +2043,14 @@ static void feed_shadow(nf_query_t *q, nf_store_view_t *v, vcache_t *vc, uint64_
     feed_pass_free(&p);
 }
 
+/* Whether this feed is one of ranking.shadow_percent of those the shadow could rank beside:
+ * feed k of this process is when k % 100 < the percent (an exact share, whatever the readers). */
+static bool shadow_sampled(nf_query_t *q)
+{
+    uint64_t k = atomic_fetch_add_explicit(&q->shadow_tick, 1, memory_order_relaxed);
+    return k % 100 < q->o.shadow_percent;
+}
+
 /* The feed's answer: the reader, where its articles came from, the variant and the items. */
 static int feed_answer(nf_query_t *q, nf_store_view_t *v, const vcache_t *c, const char *user,
                        const nf_reader_t *rd, const char *source, const unsigned *top, unsigned nt,
@@ -2145,7 +2155,7 @@ static int route_feed(nf_query_t *q, nf_store_view_t *v, const char *user, nf_ad
                               : store_failed(err[0] ? err : "a scan of the recent articles failed",
                                              body, len);
     } else {
-        if (vs->shadow >= 0 && nd)
+        if (vs->shadow >= 0 && nd && shadow_sampled(q))
             feed_shadow(q, v, vc, c->clock, rd, nt > 0, lists, nl, total, now, vi, &p);
         status = feed_answer(q, v, c, user, rd,
                              nt   ? "interest"

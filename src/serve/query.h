@@ -115,6 +115,7 @@ typedef struct nf_query_opts {
     /* The ranking variants (engine/variants.h): a reader's feed is ranked by their variant's
      * weights and names it ("variant"); NULL or none: the seed's alone. */
     const nf_variants_t *variants;
+    unsigned shadow_percent; /* of the feeds it could rank beside (ranking.shadow_percent) */
     /* Wall-clock ms since the Unix epoch for expiries and decays; NULL: CLOCK_REALTIME (a test
      * fixes it to compare answers made at one instant). */
     int64_t (*clock_ms)(void);

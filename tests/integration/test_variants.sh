@@ -6,19 +6,20 @@
 # variant, and the shadow's overlap with each served variant is observed once per ranked feed —
 # with the seed's weights, 1 for every seed reader (each variant's ranking itself is
 # test_query_feed.sh's model's to check). Reads posted through the edge are
-# counted once by the variant they name, "none" and "other" included. A bad variant list is
-# refused at start with the entry at fault.
+# counted once by the variant they name, "none" and "other" included. The second process ranks
+# the shadow beside 30 % of the feeds (ranking.shadow_percent). A bad variant list is refused at
+# start with the entry at fault.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$@"
 
 variants="seed share=34,fresh share=33 decay=1 trending=0.3,slow share=33 decay=0.3,twin shadow"
 chk() { PYTHONPATH="$SRC/tests/integration" python3 "$SRC/tests/integration/variants_check.py" "$@"; }
 python3 "$SRC/tests/integration/feed_model.py" gen "$TMP/feeds" 150 "$SRC/config/taxonomy.json"
 cd "$SRC"
-start() { # start STATE_DIR PORT: a job with the variants, its pid in PID
+start() { # start STATE_DIR PORT [--set K=V...]: a job with the variants, its pid in PID
   "$NF" run --config config/newsflow.json --set sources.file="$TMP/feeds/sources.txt" \
     --set state.dir="$1" --set admin.port="$2" --set checkpoint.interval_ms=300 \
     --set demo.read_events_per_s=3000 --set demo.users=500 --set demo.events=3000 \
-    --set ranking.variants="$variants" >>"$TMP/out" 2>>"$TMP/err" &
+    --set ranking.variants="$variants" "${@:3}" >>"$TMP/out" 2>>"$TMP/err" &
   PID=$!
 }
 events() { curl -fs "http://127.0.0.1:$1/metrics" 2>/dev/null |
@@ -65,9 +66,10 @@ stop_job
 [ "$RC" = 0 ] || fail "the job exited $RC"
 
 port2=$(free_port)
-start "$TMP/b" "$port2"
+start "$TMP/b" "$port2" --set ranking.shadow_percent=30
 ready "$port2" 3000
 chk feeds "http://127.0.0.1:$port2" "$variants" "$TMP/b.json" || fail "assignments (another process)"
+chk metrics "http://127.0.0.1:$port2" "$TMP/b.json" 30 || fail "the shadow's sample (another process)"
 chk same "$TMP/a1.json" "$TMP/b.json" || fail "another process assigned other variants"
 stop_job
 [ "$RC" = 0 ] || fail "the second job exited $RC"

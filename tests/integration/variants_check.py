@@ -5,11 +5,14 @@ test_variants.sh.
                                                      the one nfhash.py assigns from the reader's id;
                                                      writes {user: variant} and the tally to OUT
   python3 variants_check.py same A.json B.json       two processes' (or runs') assignments agree
-  python3 variants_check.py metrics BASE OUT.json    newsflow_ranking_feeds_total by variant equals
+  python3 variants_check.py metrics BASE OUT.json [PERCENT]
+                                                     newsflow_ranking_feeds_total by variant equals
                                                      the tally (the process's feeds since it started),
                                                      and the shadow's overlap is observed once per
                                                      feed ranked by interest or follows, always 1
-                                                     (the shadow has the seed's weights)
+                                                     against the seed (the shadow has its weights);
+                                                     with ranking.shadow_percent PERCENT, for feed k
+                                                     of those when k % 100 < PERCENT
   python3 variants_check.py reads BASE SPEC          reads posted through the edge naming each
                                                      reader's variant, an unknown one and none: each
                                                      counted once under its label
@@ -86,8 +89,9 @@ def same(a, b):
     print(f"variants_check: {len(x)} readers, the same variants in {a} and {b}")
 
 
-def check_metrics(base, path):
+def check_metrics(base, path, percent=100):
     run = json.load(open(path))
+    percent = int(percent)
     fed = metrics(base, "newsflow_ranking_feeds_total")
     for name, n in run["tally"].items():
         v = fed.get(frozenset({f'variant="{name}"'}), -1)
@@ -95,6 +99,15 @@ def check_metrics(base, path):
             fail(f"newsflow_ranking_feeds_total{{variant={name}}} is {v}, {n} feeds were served")
     count = metrics(base, "newsflow_ranking_shadow_overlap_count")
     total = metrics(base, "newsflow_ranking_shadow_overlap_sum")
+    if percent < 100:  # a sample: only the total is known (which reader fell on which k is not)
+        ranked = sum(run["ranked"].values())
+        want = sum(1 for k in range(ranked) if k % 100 < percent)
+        got = sum(count.values())
+        if got != want:
+            fail(f"ranking.shadow_percent={percent}: {got} shadow rankings of {ranked} feeds, "
+                 f"want {want}")
+        print(f"variants_check: {got} shadow rankings of {ranked} feeds at {percent} %")
+        return
     for name, n in run["ranked"].items():
         k = frozenset({'variant="twin"', f'served="{name}"'})
         c, s = count.get(k, -1), total.get(k, -1)
@@ -151,6 +164,6 @@ if __name__ == "__main__":
     elif cmd == "same":
         same(sys.argv[2], sys.argv[3])
     elif cmd == "metrics":
-        check_metrics(sys.argv[2], sys.argv[3])
+        check_metrics(*sys.argv[2:5])
     else:
         reads(sys.argv[2], sys.argv[3])
