@@ -16,7 +16,7 @@ def main(path, name, field, off_value, on_value, *keys):
         v = [r[k] for r in rows if r.get(field) == mode and r.get(k) is not None]
         return statistics.median(v) if v else None
 
-    summary = {"bench": name, "rounds": len(rows) // 2}
+    summary = {"bench": name, "rounds": sum(1 for r in rows if r.get(field) == off_value)}
     for k in keys:
         off, on = med(off_value, k), med(on_value, k)
         summary[k] = {"off": off, "on": on, "on_vs_off": round(on / off, 3) if off and on else None}

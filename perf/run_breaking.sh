@@ -43,9 +43,12 @@ print(json.dumps({"bench": "breaking_readpath", "round": int(sys.argv[3]),
                   "breaking": sys.argv[2] == "1", "events_per_s": r.get("events_per_s"),
                   "cpu_ns_per_event": r.get("cpu_ns_per_event"),
                   "durable_events_per_s": r.get("durable_events_per_s"),
-                  "windows": r.get("windows"), "breaking_news": r.get("breaking_news")}))
+                  "windows": r.get("windows"), "breaking_news": r.get("breaking_news"),
+                  "breaking_cpu_ns_per_event": r.get("breaking_cpu_ns_per_event"),
+                  "breaking_cpu_us_per_window": r.get("breaking_cpu_us_per_window")}))
 PY
   done
 done
 python3 perf/ab_summary.py "$out" breaking_summary breaking false true events_per_s \
-  cpu_ns_per_event durable_events_per_s windows breaking_news | tee -a "$out"
+  cpu_ns_per_event durable_events_per_s windows breaking_news breaking_cpu_ns_per_event \
+  breaking_cpu_us_per_window | tee -a "$out"

@@ -28,17 +28,7 @@ for r in $(seq "$rounds"); do
     [ "$mode" = on ] && fargs=(--follows "$follows")
     perf/run_query.sh "${qargs[@]}" "${fargs[@]}" >"$tmp/q.out" 2>"$tmp/q.err" ||
       { tail -20 "$tmp/q.err" >&2; exit 1; }
-    python3 - "$tmp/q.out" "$mode" "$r" <<'PY' | tee -a "$out"
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-get = lambda n: next((x for x in rows if x.get("bench") == n or x.get("name") == n), {})
-s, feed = get("query_summary"), get("feed")
-print(json.dumps({"bench": "follows_feed", "round": int(sys.argv[3]), "follows": sys.argv[2],
-                  "feed_requests_per_s": s.get("feed_requests_per_s"),
-                  "feed_p99_ms": s.get("feed_p99_ms"),
-                  "events_per_s_during_feed": s.get("events_per_s_during_feed"),
-                  "job_cpu_us_per_feed": feed.get("job_cpu_us_per_request")}))
-PY
+    python3 perf/query/ab_row.py "$tmp/q.out" follows_feed follows "\"$mode\"" "$r" | tee -a "$out"
   done
 done
 python3 perf/ab_summary.py "$out" follows_summary follows '"off"' '"on"' feed_requests_per_s \
