@@ -213,10 +213,6 @@ static int story_root(merger_t *g, nf_id128_t aid, nf_id128_t *root, char *err, 
     return r;
 }
 
-/* The story of a scored article (nf_trend_group_fn): its cluster's root as of the last committed
- * view (engine/cluster.h), in lower-case hex whatever case the read event spelled the id in (so
- * that a story is one entry); 0 (on its own) when it is no article id. A view that cannot be read
- * leaves the article on its own, counted. */
 /* The last committed view, taken once per merger_emit and only when a window is ranked; NULL
  * without a store. */
 static nf_store_view_t *view_of(merger_t *g)
@@ -230,6 +226,10 @@ static nf_store_view_t *view_of(merger_t *g)
     return g->view;
 }
 
+/* The story of a scored article (nf_trend_group_fn): its cluster's root as of the last committed
+ * view (engine/cluster.h), in lower-case hex whatever case the read event spelled the id in (so
+ * that a story is one entry); 0 (on its own) when it is no article id. A view that cannot be read
+ * leaves the article on its own, counted. */
 static size_t story_of(void *ctx, const char *id, size_t len, char out[NF_TREND_ID_MAX + 1])
 {
     merger_t *g = ctx;
