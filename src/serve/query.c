@@ -73,7 +73,7 @@ static void ranking_metrics(nf_query_t *q)
     q->variants = q->o.variants && q->o.variants->n ? q->o.variants : &q->seed;
     const nf_variants_t *vs = q->variants;
     for (unsigned i = 0; i < vs->n; i++) {
-        char labels[64];
+        char labels[128]; /* two names of up to 32 bytes */
         snprintf(labels, sizeof labels, "variant=\"%s\"", vs->v[i].name);
         if (vs->v[i].shadow) {
             nf_metrics_counter("newsflow_ranking_shadow_errors_total",
