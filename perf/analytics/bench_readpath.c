@@ -481,6 +481,11 @@ static int run_one(const nf_wl_events_t *ev, unsigned shards, const params_t *pa
     }
     double secs = s1.t - s0.t, cpu = s1.cpu - s0.cpu;
     uint64_t timed = s1.done - s0.done, updates = s1.updates - s0.updates;
+    if (timed == 0 || secs <= 0) { /* every rate below would be NaN: no JSON to print */
+        fprintf(stderr, "bench_readpath: no event was timed (the first shard took all of its "
+                        "input during the warm-up): run it with more --events\n");
+        return 1;
+    }
     /* Per shard: the share of the events it decoded (its partitions' share), of the interest
      * updates it made (its users'), of the wall time its thread was on a CPU (the rest it
      * slept, waiting for work) and of the wall time in the kernel. */
