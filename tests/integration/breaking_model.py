@@ -19,21 +19,14 @@ import json
 import statistics
 import sys
 import time
-import urllib.request
 from datetime import datetime
+
+import jobout
+from jobapi import post_events
 
 
 def ms(s):
     return int(datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp() * 1000)
-
-
-def records(path):
-    out = {}
-    for line in open(path):
-        if line.startswith('{"topic":'):
-            r = json.loads(line)
-            out.setdefault(r["topic"], []).append(r)
-    return out
 
 
 def order(r):
@@ -67,12 +60,12 @@ def model(windows, multiple, min_reads, min_peers, cooldown_ms):
 
 
 def check(path, multiple, min_reads, min_peers, cooldown_s, min_news=1):
-    recs = records(path)
-    windows = [r["value"] for r in recs.get("trending", [])]
-    got = [r["value"] for r in recs.get("breaking-news", [])]
-    for r in recs.get("breaking-news", []):
-        if r["key"] != r["value"]["story_id"]:
-            print(f"FAIL: breaking-news key {r['key']} is not its story_id", file=sys.stderr)
+    recs = jobout.keyed_records(path)
+    windows = [v for _, v in recs.get("trending", [])]
+    got = [v for _, v in recs.get("breaking-news", [])]
+    for k, v in recs.get("breaking-news", []):
+        if k != v["story_id"]:
+            print(f"FAIL: breaking-news key {k} is not its story_id", file=sys.stderr)
             return 1
     want = sorted(model(windows, float(multiple), int(min_reads), int(min_peers),
                         int(cooldown_s) * 1000), key=order)
@@ -103,8 +96,7 @@ def check(path, multiple, min_reads, min_peers, cooldown_s, min_news=1):
 def burst(base, path, n, story=None):
     """N reads of a story's lead (its latest): the given one, else the last window's entry with
     the fewest reads of the topic with the most entries in it (a baseline that lasts)."""
-    windows = sorted((r["value"] for r in records(path).get("trending", [])),
-                     key=lambda w: ms(w["window_end"]))
+    windows = sorted(jobout.records(path).get("trending", []), key=lambda w: ms(w["window_end"]))
     if story:
         e = next(e for w in reversed(windows) for e in w["items"] if e["cluster_id"] == story)
     else:
@@ -123,11 +115,7 @@ def burst(base, path, n, story=None):
     for lo in range(0, n, 500):
         evs = [{"user_id": f"burst-{tag}-{i}", "article_id": e["article_id"], "ts": now}
                for i in range(lo, min(n, lo + 500))]
-        req = urllib.request.Request(base + "/v1/events", data=json.dumps(evs).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(req, timeout=30) as r:
-            if r.status != 202:
-                sys.exit(f"POST /v1/events: {r.status}")
+        post_events(base, evs)
     print(e["cluster_id"])
 
 

@@ -30,13 +30,13 @@ import os
 import random
 import sys
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
 
 import jobout
 import nfhash
+from jobapi import get, post_events
 
 
 
@@ -89,14 +89,6 @@ def parse_date(s):
     return int(datetime.fromisoformat(s).timestamp() * 1000 + 0.5)
 
 
-def get(base, path):
-    try:
-        with urllib.request.urlopen(base + path, timeout=10) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
 def check(base, out_path, taxonomy_path, nreaders, settings_path=None, variants_spec=""):
     tax = [t["name"] for t in json.load(open(taxonomy_path))["topics"]]
     index = {name: i for i, name in enumerate(tax)}
@@ -143,7 +135,7 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None, variants_
         return any(vec.get(t, 0) > 0 for t in mute)
 
     # Ranking variants (src/engine/variants.h): the reader's by the bucket of their id, its weights.
-    variants = nfhash.parse([e.strip() for e in variants_spec.split(",") if e.strip()])
+    variants = nfhash.parse_spec(variants_spec)
 
     def model(user, now):
         vname, wt = nfhash.assign(variants, "default", user)
@@ -324,23 +316,6 @@ def warm(base, nreaders):
     (serve/readers.h) for the check to find changed or not."""
     for i in range(nreaders - nreaders // 10):
         urllib.request.urlopen(f"{base}/v1/feed/demo-user-{i}?limit=20", timeout=30).read()
-
-
-def post_events(base, events):
-    """events through the job's HTTP edge (NDJSON), retried while it is busy."""
-    lines = "".join(json.dumps(e) + "\n" for e in events)
-    req = urllib.request.Request(f"{base}/v1/events", data=lines.encode(), method="POST",
-                                 headers={"Content-Type": "application/x-ndjson"})
-    for _ in range(100):
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                if r.status == 202:
-                    return
-        except urllib.error.HTTPError as e:
-            if e.code not in (429, 503):
-                raise
-        time.sleep(0.2)
-    raise SystemExit("the edge did not take the events")
 
 
 def settings(base, out_path, taxonomy_path, path):

@@ -1,11 +1,11 @@
 """jobout.py — the job's committed output records as its default sink prints them on stdout
 (one {"topic", "key", "value"} JSON object per line; log lines and a half-written last line are
-skipped). Shared by query_api.py, feed_model.py and page_check.py."""
+skipped). Shared by query_api.py, feed_model.py, page_check.py and breaking_model.py."""
 import json
 
 
-def records(path):
-    """{topic: [value, ...]} in the order the job committed them."""
+def keyed_records(path):
+    """{topic: [(key, value), ...]} in the order the job committed them."""
     out = {}
     with open(path) as f:
         for line in f:
@@ -14,8 +14,13 @@ def records(path):
             except ValueError:
                 continue
             if isinstance(rec, dict):
-                out.setdefault(rec.get("topic"), []).append(rec.get("value"))
+                out.setdefault(rec.get("topic"), []).append((rec.get("key"), rec.get("value")))
     return out
+
+
+def records(path):
+    """{topic: [value, ...]} in the order the job committed them."""
+    return {t: [v for _, v in kv] for t, kv in keyed_records(path).items()}
 
 
 def story_find(recs):

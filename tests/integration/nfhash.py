@@ -59,6 +59,11 @@ def parse(entries):
     return out or [("seed", 100, dict(SEED_WEIGHTS), False)]
 
 
+def parse_spec(spec):
+    """ranking.variants as --set gives it (entries comma-separated) -> parse()'s list."""
+    return parse([e.strip() for e in spec.split(",") if e.strip()])
+
+
 def assign(variants, experiment, user):
     b, cum = bucket(experiment, user), 0
     for name, share, w, shadow in variants:

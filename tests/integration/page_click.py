@@ -25,23 +25,14 @@ Usage: python3 page_click.py ADMIN_PORT DEVTOOLS_PORT READER"""
 import json
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 import cdp
+from jobapi import get, metrics
 
 
 def fail(msg):
     raise SystemExit(f"FAIL: {msg}")
-
-
-def get(base, path):
-    try:
-        with urllib.request.urlopen(base + path, timeout=10) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
 
 
 def wait(what, probe, timeout):
@@ -142,15 +133,8 @@ FIND_FEED_LINK = """((skip) => {
 
 def reads_of(base, variant):
     """newsflow_ranking_reads_total{kind="read",variant=...} from /metrics."""
-    with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
-        text = r.read().decode()
-    n = 0
-    for line in text.splitlines():
-        if line.startswith("newsflow_ranking_reads_total{"):
-            labels = set(line[line.index("{") + 1:line.index("}")].split(","))
-            if labels == {'kind="read"', f'variant="{variant}"'}:
-                n += int(float(line.split()[-1]))
-    return n
+    reads = metrics(base, "newsflow_ranking_reads_total")
+    return int(reads.get(frozenset({'kind="read"', f'variant="{variant}"'}), 0))
 
 
 def variant_step(page, base, reader, quser, first_article):

@@ -20,11 +20,10 @@ test_variants.sh.
 import json
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 import nfhash
+from jobapi import get, metrics, post_events
 
 # Readers: demo readers (most with vectors), readers who never read (cold: trending), and ids
 # whose bytes exercise the hash's tail loads and the path's escapes.
@@ -36,35 +35,11 @@ def fail(msg):
     raise SystemExit(f"FAIL: {msg}")
 
 
-def get(base, path):
-    try:
-        with urllib.request.urlopen(base + path, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
-def metrics(base, name):
-    """{frozenset(labels): value} of one metric family's samples."""
-    with urllib.request.urlopen(base + "/metrics", timeout=30) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            labels = line[line.index("{") + 1:line.index("}")].split(",") if "{" in line else []
-            out[frozenset(labels)] = float(line.split()[-1])
-    return out
-
-
-def variants_of(spec):
-    return nfhash.parse([e.strip() for e in spec.split(",") if e.strip()])
-
-
 def feeds(base, spec, out):
-    variants = variants_of(spec)
+    variants = nfhash.parse_spec(spec)
     got, tally, ranked = {}, {}, {}
     for user in USERS:
-        status, f = get(base, "/v1/feed/" + urllib.parse.quote(user, safe="") + "?limit=10")
+        status, f = get(base, "/v1/feed/" + urllib.parse.quote(user, safe="") + "?limit=10", 30)
         if status != 200:
             fail(f"{user}: {status} {f}")
         want, _ = nfhash.assign(variants, "default", user)
@@ -122,7 +97,7 @@ def check_metrics(base, path, percent=100):
 
 
 def reads(base, spec):
-    variants = variants_of(spec)
+    variants = nfhash.parse_spec(spec)
     key = lambda v: frozenset({f'variant="{v}"', 'kind="read"'})
     before = metrics(base, "newsflow_ranking_reads_total")
     dups0_ = sum(metrics(base, "newsflow_read_event_duplicates_total").values())
@@ -137,11 +112,7 @@ def reads(base, spec):
         events.append(ev)
         want[label] = want.get(label, 0) + 1
     events.append(dict(events[1]))  # a repeat of an event counts once
-    req = urllib.request.Request(base + "/v1/events", data=json.dumps(events).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=30) as r:
-        if r.status != 202:
-            fail(f"POST /v1/events: {r.status}")
+    post_events(base, events)
     # Done when the repeat has been dropped: it follows its original in the reader's partition,
     # so every event before it has been counted too.
     dups = lambda: sum(metrics(base, "newsflow_read_event_duplicates_total").values())
