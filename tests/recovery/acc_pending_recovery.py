@@ -190,6 +190,20 @@ def scenario_attempt(ctx, tname, attempt, epoch=None):
     # read_committed; on a real broker an open transaction (mid_produce, before_commit) hides
     # its records and everything after it until the restart aborts it
     in_kafka = epoch_records_in_kafka(ctx, B, FAULT_EPOCH, writer)
+    if point in ("after_commit", "mid_apply") and B.kind == "kafka":
+        # The commit was acknowledged, but the broker writes its markers into the partitions
+        # just after: read_committed shows the records once they are there. Read until two
+        # reads half a second apart agree on a number above 0.
+        seen = [in_kafka]
+
+        def settled():
+            time.sleep(0.5)
+            seen.append(epoch_records_in_kafka(ctx, B, FAULT_EPOCH, writer))
+            return seen[-1] > 0 and seen[-1] == seen[-2]
+
+        ctx.wait_for("epoch %d's committed records visible in Kafka" % FAULT_EPOCH, settled,
+                     timeout=60, interval=0)
+        in_kafka = seen[-1]
     ctx.log("records of epoch %d in Kafka before the restart: %d" % (FAULT_EPOCH, in_kafka))
     u_before = None
     if B.kind == "kafka" and point in OPEN_TXN:
