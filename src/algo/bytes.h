@@ -65,6 +65,17 @@ static inline uint64_t nf_get_le64(const unsigned char *p)
 }
 #endif
 
+static inline void nf_put_le16(unsigned char *p, uint16_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+}
+
+static inline uint16_t nf_get_le16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
 static inline void nf_put_be64(unsigned char *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
