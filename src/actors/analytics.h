@@ -50,6 +50,7 @@
 #include "engine/classify.h"
 #include "engine/cluster.h"
 #include "engine/interest.h"
+#include "engine/notify.h"
 #include "engine/trend.h"
 #include "io/sink.h"
 #include "runtime/metrics.h"
@@ -71,7 +72,9 @@ enum {
     NF_MSG_CLUSTER = 21,
     NF_MSG_PANE = 22,
     NF_MSG_WATERMARK = 23,
-    NF_MSG_IDLE = 24
+    NF_MSG_IDLE = 24,
+    NF_MSG_BREAKING = 25 /* to the reads actor: body.ptr an nf_notify_window_t (heap, freed by
+                          * the receiver) */
 };
 
 /* NF_MSG_TOPICS body.ptr (heap, freed by the receiver). */
@@ -140,6 +143,12 @@ typedef struct nf_analytics {
     /* The merger thread's CPU spent on breaking news (reading the leads' topics, judging), ns:
      * newsflow_breaking_cpu_seconds_total, and what the read-path benchmark divides. */
     _Atomic uint64_t breaking_cpu_ns;
+    /* notifications.*: the merger sends each window's breaking stories to every shard's reads
+     * actor (NF_MSG_BREAKING), which notifies the subscribed readers (engine/notify.h); false:
+     * subscriptions are kept, nothing is sent. notify_cap: per reader per day. */
+    bool notify;
+    unsigned notify_cap;
+    _Atomic uint64_t notify_cpu_ns; /* the shards' CPU fanning windows out to readers */
     /* a reader's counted events kept for GET /v1/users/{user}/reads (serve_state.h,
      * NF_KIND_READS) this long; 0: no history. history_reads: reads too, not only explicit
      * feedback (each read then costs a state write) */
@@ -159,6 +168,9 @@ typedef struct nf_analytics {
         nf_counter_t trend_legacy_dropped, index_loads, index_evictions, story_sizes_lost;
         nf_counter_t trend_story_errors, trend_stories_folded;
         nf_counter_t breaking_news, breaking_topic_errors;
+        /* engine/notify.h's outcomes (sent, repeat, capped), the windows fanned out */
+        nf_counter_t notify[NF_NOTIFY__OUTCOMES], notify_windows;
+        nf_gauge_t notify_subscribers;
         nf_gauge_t breaking_cooling;
         nf_gauge_t held_messages, index_bytes, index_entries, trend_watermark_lag;
         nf_histogram_t trend_freshness; /* the trending SLO's (docs/slo.md) */

@@ -1316,12 +1316,13 @@ static void reads_metrics(nf_reads_t *r)
                        "stage=\"event_time\"", 0, &r->m.dead_letters_time);
     nf_metrics_counter("newsflow_interest_updates_total",
                        "Per-user updates emitted (interest-updates).", NULL, 0, &r->m.updates);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NF_EVENT_KIND__COUNT - NF_READ_KIND_FOLLOW; i++) {
         char labels[32];
         snprintf(labels, sizeof labels, "kind=\"%s\"", nf_read_kind_name(NF_READ_KIND_FOLLOW + i));
-        nf_metrics_counter("newsflow_reader_settings_total",
-                           "Readers' settings events applied (engine/follows.h), by kind.", labels,
-                           0, &r->m.settings[i]);
+        nf_metrics_counter(
+            "newsflow_reader_settings_total",
+            "Readers' settings events applied (engine/follows.h, engine/notify.h), by kind.",
+            labels, 0, &r->m.settings[i]);
     }
     for (unsigned i = 0; r->variants && i < r->variants->n + 2; i++)
         for (int k = 0; k < NF_READ_KIND__COUNT; k++) {

@@ -9,6 +9,8 @@
 #include "actors/reads_batch.h"
 #include "actors/serve_state.h"
 #include "engine/follows.h"
+#include "engine/notify.h"
+#include "feed/dates.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
 
@@ -36,6 +38,7 @@ typedef struct rd {
      * or interest.history_ttl_s 0) */
     nf_store_batch_t *history;
     nf_follows_t *follows; /* the readers' followed and muted topics (engine/follows.h) */
+    nf_notify_t *notify;   /* their breaking-news subscriptions (engine/notify.h) */
 } rd_t;
 
 /* The named event interest.updated: at 50k read events a second, 1 in 100 x log.sample_every
@@ -156,22 +159,86 @@ static void put_history(rd_t *d, const read_batch_t *b, const read_item_t *it, u
                          (int64_t)now_ms + (int64_t)d->an->history_ttl_ms);
 }
 
-/* A settings event (kafka_in put its topic's index in rd.article.hi): the reader's follows. */
+/* A settings event (kafka_in put its topic's index in rd.article.hi): the reader's follows, or
+ * their subscriptions. */
 static void reads_setting(rd_t *d, const read_batch_t *b, const read_item_t *it)
 {
-    nf_follows_val_t v;
-    int rc = nf_follows_apply(d->follows, it->rd.kg, it->rd.user, it->rd.kind,
-                              (unsigned)it->rd.article.hi, it->rd.ts_ms, &v);
-    if (rc < 0) {
+    const char *user_id = b->text + it->user_at;
+    unsigned topic = (unsigned)it->rd.article.hi;
+    int kind = it->rd.kind, rc;
+    bool subs = kind == NF_READ_KIND_SUBSCRIBE || kind == NF_READ_KIND_UNSUBSCRIBE;
+    if (subs) {
+        rc = nf_notify_apply(d->notify, it->rd.kg, it->rd.user, user_id, strlen(user_id),
+                             kind == NF_READ_KIND_SUBSCRIBE, topic, it->rd.ts_ms);
+    } else {
+        nf_follows_val_t v;
+        rc = nf_follows_apply(d->follows, it->rd.kg, it->rd.user, kind, topic, it->rd.ts_ms, &v);
+    }
+    if (rc < 0) { /* a user id is at most NF_EVENT_FIELD_MAX bytes: never -EINVAL */
         nf_counter_inc(d->r->m.state_errors);
         nf_log(NF_LOG_ERROR, "interest", "reader settings state failed; stopping the job",
-               NF_LS("user_id", b->text + it->user_at), NF_LI("errno", -rc),
-               NF_LS("error", nf_follows_error(d->follows)), NF_LEND);
+               NF_LS("user_id", user_id), NF_LI("errno", -rc),
+               NF_LS("error", subs ? nf_notify_error(d->notify) : nf_follows_error(d->follows)),
+               NF_LEND);
         nf_runtime_fail(nf_shard_runtime(d->sh));
         return;
     }
-    nf_counter_inc(d->r->m.settings[it->rd.kind - NF_READ_KIND_FOLLOW]);
-    if (d->r->epoch && nf_follows_over_budget(d->follows))
+    nf_counter_inc(d->r->m.settings[kind - NF_READ_KIND_FOLLOW]);
+    if (d->r->epoch && (nf_follows_over_budget(d->follows) || nf_notify_over_budget(d->notify)))
+        nf_epoch_request(d->r->epoch);
+}
+
+/* One notification (docs/topics.md "notifications"), keyed by the reader. */
+static int emit_notification(void *arg, const char *user_id, size_t ulen,
+                             const nf_notify_story_t *s, int64_t end_ms)
+{
+    rd_t *d = arg;
+    char story[33], lead[33], we[40];
+    nf_id128_hex(s->story, story);
+    nf_id128_hex(s->lead, lead);
+    nf_date_format(end_ms, we, sizeof we);
+    nf_jw_t *w = &d->jw;
+    nf_jw_reset(w);
+    nf_jw_obj_open(w);
+    nf_jw_key(w, "user_id");
+    nf_jw_strn(w, user_id, ulen);
+    nf_jw_key(w, "story_id");
+    nf_jw_str(w, story);
+    nf_jw_key(w, "article_id");
+    nf_jw_str(w, lead);
+    nf_jw_key(w, "topic");
+    nf_jw_str(w, d->an->topic_names[s->topic] ? d->an->topic_names[s->topic] : "");
+    nf_jw_key(w, "reads");
+    nf_jw_u64(w, s->reads);
+    nf_jw_key(w, "window_end");
+    nf_jw_str(w, we);
+    nf_jw_obj_close(w);
+    if (w->failed || nf_analytics_emit(d->an, nf_shard_index(d->sh), NF_TOPIC_NOTIFICATIONS,
+                                       user_id, w->buf, w->len) != 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* A window of breaking stories from the merger (trending.c): this shard's subscribed readers
+ * notified, in the epoch of the window's breaking-news records. */
+static void reads_breaking(rd_t *d, const nf_notify_window_t *w)
+{
+    uint64_t t0 = nf_thread_cpu_ns(), counts[NF_NOTIFY__OUTCOMES] = {0};
+    int rc = nf_notify_window(d->notify, w, emit_notification, d, counts);
+    for (int o = 0; o < NF_NOTIFY__OUTCOMES; o++)
+        nf_counter_add(d->an->m.notify[o], counts[o]);
+    nf_counter_inc(d->an->m.notify_windows);
+    atomic_fetch_add_explicit(&d->an->notify_cpu_ns, nf_thread_cpu_ns() - t0, memory_order_relaxed);
+    if (rc != 0) {
+        nf_counter_inc(d->r->m.state_errors);
+        nf_log(NF_LOG_ERROR, "interest",
+               rc == -ENOMEM ? "out of memory notifying readers; stopping the job"
+                             : "readers' subscriptions cannot be read; stopping the job",
+               NF_LI("errno", -rc), NF_LS("error", nf_notify_error(d->notify)), NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(d->sh));
+        return;
+    }
+    if (d->r->epoch && nf_notify_over_budget(d->notify))
         nf_epoch_request(d->r->epoch);
 }
 
@@ -241,6 +308,11 @@ static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
         free(t);
         return;
     }
+    if (m->kind == NF_MSG_BREAKING) {
+        reads_breaking(d, m->body.ptr);
+        free(m->body.ptr);
+        return;
+    }
     read_batch_t *b = m->body.ptr;
     /* The prefetch stages run ahead of the applies (interest.h: a burst of the whole batch's
      * prefetches would fill the core's miss buffers while no apply runs). */
@@ -264,6 +336,7 @@ static void reads_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint
         flush_pending(d);
     nf_interest_freeze(d->eng, b, epoch); /* the vectors: written by reads_snapshot_more */
     nf_follows_snapshot(d->follows, b, epoch);
+    nf_notify_snapshot(d->notify, b, epoch);
     if (d->history)
         nf_store_batch_move(b, d->history);
     (void)sh;
@@ -279,6 +352,7 @@ static void reads_committed(nf_shard_t *sh, void *self, uint64_t epoch)
 {
     nf_interest_committed(((rd_t *)self)->eng, epoch);
     nf_follows_committed(((rd_t *)self)->follows, epoch);
+    nf_notify_committed(((rd_t *)self)->notify, epoch);
     (void)sh;
 }
 
@@ -306,6 +380,8 @@ static void reads_partitions(nf_shard_t *sh, void *self, nf_input_t in, const in
         for (size_t i = 0; i < n; i++)
             kgs[i] = (uint16_t)parts[i];
         r = nf_interest_groups_gained(d->eng, kgs, n, owns_user, d, now, err, sizeof err);
+        long subs = r < 0 ? 0 : nf_notify_load(d->notify, kgs, n, owns_user, d, err, sizeof err);
+        r = subs < 0 ? subs : r + subs;
     } else {
         bool *set = calloc(65536, sizeof *set);
         if (!set) {
@@ -317,6 +393,9 @@ static void reads_partitions(nf_shard_t *sh, void *self, nf_input_t in, const in
             size_t kept_settings = 0;
             if (r >= 0)
                 r += (long)nf_follows_drop_groups(d->follows, in_set, set, &kept_settings);
+            kept += kept_settings;
+            if (r >= 0)
+                r += (long)nf_notify_drop_groups(d->notify, in_set, set, &kept_settings);
             kept += kept_settings;
             free(set);
         }
@@ -354,6 +433,7 @@ static void on_gauges(nf_shard_t *sh, nf_timer_t *t, void *arg)
     nf_gauge_set(d->r->m.state_entries, (int64_t)(s.users.entries + s.seen.keys));
     nf_kstate_gauges_set(&d->r->m.users_mem, &s.users);
     nf_gauge_set(d->r->m.settings_readers, (int64_t)nf_follows_entries(d->follows));
+    nf_gauge_set(d->an->m.notify_subscribers, (int64_t)nf_notify_subscribers(d->notify));
     nf_reads_dedup_report(&d->r->m.seen_m, &d->seen_seen, nf_interest_seen_over_budget(d->eng),
                           "seen", nf_shard_index(d->sh), &s.seen);
     (void)sh;
@@ -401,12 +481,19 @@ static int reads_state(rd_t *d, char *err, size_t errlen)
         snprintf(err, errlen, "cannot create the interest engine: %s", why);
         return -1;
     }
-    if (!(d->follows = nf_follows_new(d->r->store, d->r->budget_bytes))) {
+    if (!(d->follows = nf_follows_new(d->r->store, d->r->budget_bytes)) ||
+        !(d->notify = nf_notify_new(d->r->store, d->r->budget_bytes, d->an->notify_cap))) {
         snprintf(err, errlen, "out of memory for the readers' settings");
         return -1;
     }
     if (d->r->store)
         load_seen(d);
+    long subs = nf_notify_load(d->notify, NULL, 0, owns_user, d, why, sizeof why);
+    if (subs < 0) {
+        snprintf(err, errlen, "the readers' subscriptions do not load: %s",
+                 subs == -ENOMEM ? "out of memory" : why);
+        return -1;
+    }
     if (nf_interest_keys_init(&d->keys, d->an->topic_names) != 0) {
         snprintf(err, errlen, "out of memory for the interest record keys");
         return -1;
@@ -456,6 +543,7 @@ static void reads_fini(nf_shard_t *sh, void *self)
     nf_timer_cancel(sh, &d->gauges);
     nf_interest_free(d->eng);
     nf_follows_free(d->follows);
+    nf_notify_free(d->notify);
     nf_interest_keys_free(&d->keys);
     nf_jw_free(&d->jw);
     nf_idset_free(&d->pending);

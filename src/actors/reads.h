@@ -100,8 +100,10 @@ typedef struct nf_reads {
             revoked_dropped; /* records of a partition being revoked, left to its next owner */
         nf_counter_t coalesced;
         nf_counter_t state_errors;
-        nf_counter_t topics_taken;   /* NF_MSG_TOPICS taken by the shards' interest engines */
-        nf_counter_t settings[4];    /* follow, unfollow, mute, unmute applied (engine/follows.h) */
+        nf_counter_t topics_taken; /* NF_MSG_TOPICS taken by the shards' interest engines */
+        /* follow, unfollow, mute, unmute (engine/follows.h), subscribe, unsubscribe
+         * (engine/notify.h) applied */
+        nf_counter_t settings[NF_EVENT_KIND__COUNT - NF_READ_KIND_FOLLOW];
         nf_gauge_t settings_readers; /* readers with followed or muted topics in memory */
         /* by the variant an event names (its index; n: none, n + 1: another name) and kind */
         nf_counter_t ranking[NF_VARIANTS_MAX + 2][NF_READ_KIND__COUNT];

@@ -6,6 +6,7 @@
 #include "feed/dates.h"
 #include "runtime/jsonw.h"
 #include "runtime/log.h"
+#include "runtime/outbox.h"
 #include "state/kstate.h"
 #include <errno.h>
 #include <inttypes.h>
@@ -78,6 +79,11 @@ typedef struct merger {
     nf_breaking_t *brk;
     int *topics;
     size_t topics_cap;
+    /* an->notify: the window's breaking stories (announce_one adds them), sent to every shard's
+     * reads actor (NF_MSG_BREAKING) through ob, which keeps what a full ring refuses */
+    nf_notify_window_t *nw;
+    size_t nw_cap;
+    nf_outbox_t ob;
     /* Keys of the per-shard layout found at start, deleted at the first cut. */
     unsigned char (*legacy)[11];
     unsigned char *legacy_len;
@@ -86,14 +92,6 @@ typedef struct merger {
 
 static int lead_topics(merger_t *g, const nf_trend_ranked_t *items, size_t n, int64_t end);
 
-/* This thread's CPU time, ns (what breaking news costs the merger). */
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int announce(merger_t *g, const nf_trend_ranked_t *items, size_t n, const char *ws,
                     const char *we, int64_t end);
 
@@ -101,11 +99,11 @@ static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_rank
                       size_t n)
 {
     merger_t *g = ctx;
-    uint64_t t0 = g->brk ? thread_cpu_ns() : 0;
+    uint64_t t0 = g->brk ? nf_thread_cpu_ns() : 0;
     if (g->brk && lead_topics(g, items, n, end) != 0)
         return -ENOMEM;
     if (g->brk)
-        atomic_fetch_add_explicit(&g->an->breaking_cpu_ns, thread_cpu_ns() - t0,
+        atomic_fetch_add_explicit(&g->an->breaking_cpu_ns, nf_thread_cpu_ns() - t0,
                                   memory_order_relaxed);
     char ws[40], we[40];
     nf_date_format(start, ws, sizeof ws);
@@ -156,9 +154,10 @@ static int window_out(void *ctx, int64_t start, int64_t end, const nf_trend_rank
     g->meta_dirty = true;
     if (!g->brk)
         return 0;
-    t0 = thread_cpu_ns();
+    t0 = nf_thread_cpu_ns();
     int r = announce(g, items, n, ws, we, end);
-    atomic_fetch_add_explicit(&g->an->breaking_cpu_ns, thread_cpu_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g->an->breaking_cpu_ns, nf_thread_cpu_ns() - t0,
+                              memory_order_relaxed);
     return r;
 }
 
@@ -338,6 +337,52 @@ static int announce_one(void *arg, size_t i, double baseline, unsigned peers)
                                        it->article_id, w->buf, w->len) != 0)
         return -ENOMEM;
     nf_counter_inc(g->an->m.breaking_news);
+    if (g->nw) { /* a notification's fields (announce made room for every entry) */
+        nf_notify_story_t *s = &g->nw->s[g->nw->n++];
+        *s = (nf_notify_story_t){.reads = it->score, .topic = (uint16_t)g->topics[i]};
+        if (nf_id128_from_hex32(it->article_id, &s->story) != 0 || strlen(it->lead) != 32 ||
+            nf_id128_from_hex32(it->lead, &s->lead) != 0)
+            g->nw->n--; /* not an article's id: announce skipped such entries already */
+    }
+    return 0;
+}
+
+/* The window's breaking stories (g->nw, in the order engine/notify.h judges them) to every
+ * shard's reads actor, each its own copy. 0 or -ENOMEM. */
+static int notify_shards(merger_t *g, int64_t end)
+{
+    g->nw->end_ms = end;
+    nf_notify_window_sort(g->nw);
+    size_t size = sizeof *g->nw + g->nw->n * sizeof g->nw->s[0];
+    unsigned n = nf_runtime_shard_count(nf_shard_runtime(g->sh));
+    for (unsigned dst = 0; dst < n; dst++) {
+        nf_notify_window_t *w = malloc(size);
+        if (!w)
+            return -ENOMEM;
+        memcpy(w, g->nw, size);
+        nf_msg_t m = {.actor = (uint16_t)g->an->interest_actor, .kind = NF_MSG_BREAKING};
+        m.body.ptr = w;
+        if (nf_outbox_send(g->sh, &g->ob, dst, &m) != 0) {
+            free(w);
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* Room in g->nw for n stories (notifications on, the reads actor registered). 0 or -ENOMEM. */
+static int notify_room(merger_t *g, size_t n)
+{
+    if (!g->an->notify || g->an->interest_actor < 0)
+        return 0;
+    if (n > g->nw_cap || !g->nw) {
+        nf_notify_window_t *w = realloc(g->nw, sizeof *w + (n + 1) * sizeof w->s[0]);
+        if (!w)
+            return -ENOMEM;
+        g->nw = w;
+        g->nw_cap = n + 1;
+    }
+    g->nw->n = 0;
     return 0;
 }
 
@@ -347,8 +392,10 @@ static int announce(merger_t *g, const nf_trend_ranked_t *items, size_t n, const
                     const char *we, int64_t end)
 {
     nf_breaking_entry_t *e = malloc((n + 1) * sizeof *e);
-    if (!e)
+    if (!e || notify_room(g, n) != 0) {
+        free(e);
         return -ENOMEM;
+    }
     for (size_t i = 0; i < n; i++) {
         nf_id128_t story = {0, 0};
         if (strlen(items[i].article_id) != 32 ||
@@ -360,6 +407,8 @@ static int announce(merger_t *g, const nf_trend_ranked_t *items, size_t n, const
     announce_ctx_t a = {g, items, ws, we};
     int r = nf_breaking_window(g->brk, end, e, n, announce_one, &a);
     free(e);
+    if (r >= 0 && g->nw && g->nw->n)
+        r = notify_shards(g, end);
     nf_gauge_set(g->an->m.breaking_cooling, (int64_t)nf_breaking_size(g->brk));
     return r < 0 ? r : 0;
 }
@@ -578,8 +627,15 @@ static void merger_partitions(nf_shard_t *sh, void *self, nf_input_t in, const i
            NF_LEND);
 }
 
-static const nf_epoch_participant_t merger_part = {.snapshot = merger_snapshot,
-                                                   .partitions = merger_partitions};
+/* A held window of breaking stories is neither sent nor handled: the cut waits for it (its
+ * notifications belong to the epoch of its breaking-news records). */
+static bool merger_busy(nf_shard_t *sh, void *self)
+{
+    return nf_outbox_drain(sh, &((merger_t *)self)->ob) != 0;
+}
+
+static const nf_epoch_participant_t merger_part = {
+    .snapshot = merger_snapshot, .busy = merger_busy, .partitions = merger_partitions};
 
 typedef struct restore_ctx {
     merger_t *g;
@@ -754,6 +810,12 @@ static void merger_restore(merger_t *g)
 
 static void merger_fini(nf_shard_t *sh, void *self);
 
+static void free_body(void *ctx, const nf_msg_t *m)
+{
+    (void)ctx;
+    free(m->body.ptr);
+}
+
 static int merger_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t errlen)
 {
     nf_analytics_t *an = ctx;
@@ -813,7 +875,20 @@ static void merger_fini(nf_shard_t *sh, void *self)
     free(g->stories);
     nf_breaking_free(g->brk);
     free(g->topics);
+    nf_outbox_free(&g->ob, free_body, NULL); /* forced shutdown only: not committed */
+    free(g->nw);
     free(g);
+}
+
+static void merger_resume(nf_shard_t *sh, void *self)
+{
+    if (self)
+        nf_outbox_drain(sh, &((merger_t *)self)->ob);
+}
+
+static void merger_stop(nf_shard_t *sh, void *self)
+{
+    merger_resume(sh, self);
 }
 
 static void merger_drop(void *ctx, const nf_msg_t *m)
@@ -826,6 +901,8 @@ static void merger_drop(void *ctx, const nf_msg_t *m)
 const nf_actor_ops_t nf_trending_ops = {.name = "trending",
                                         .init = merger_init,
                                         .handle = merger_handle,
+                                        .resume = merger_resume,
+                                        .stop = merger_stop,
                                         .fini = merger_fini,
                                         .drop = merger_drop};
 
@@ -833,6 +910,13 @@ const nf_actor_ops_t nf_trending_ops = {.name = "trending",
 static double breaking_cpu_s(void *arg)
 {
     return (double)atomic_load_explicit(&((nf_analytics_t *)arg)->breaking_cpu_ns,
+                                        memory_order_relaxed) /
+           1e9;
+}
+
+static double notify_cpu_s(void *arg)
+{
+    return (double)atomic_load_explicit(&((nf_analytics_t *)arg)->notify_cpu_ns,
                                         memory_order_relaxed) /
            1e9;
 }
@@ -883,6 +967,27 @@ void nf_trending_metrics(nf_analytics_t *an)
                           "entry's lead's topic vector from the committed view and judging the "
                           "window.",
                           NULL, breaking_cpu_s, an);
+    static const char *const outcomes[NF_NOTIFY__OUTCOMES] = {"sent", "repeat", "capped"};
+    for (int o = 0; o < NF_NOTIFY__OUTCOMES; o++) {
+        char labels[32];
+        snprintf(labels, sizeof labels, "outcome=\"%s\"", outcomes[o]);
+        nf_metrics_counter("newsflow_notifications_total",
+                           "Readers subscribed to a breaking story's topic, by outcome "
+                           "(engine/notify.h): sent (a notifications record), repeat (the story "
+                           "was sent to them before), capped (notifications.daily_cap reached).",
+                           labels, 0, &an->m.notify[o]);
+    }
+    nf_metrics_counter("newsflow_notification_windows_total",
+                       "Windows of breaking stories fanned out to the shards' subscribed readers.",
+                       NULL, 0, &an->m.notify_windows);
+    nf_metrics_counter_fn("newsflow_notification_cpu_seconds_total",
+                          "CPU the shards spent fanning breaking stories out to their subscribed "
+                          "readers (reading and writing their subscriptions, the records).",
+                          NULL, notify_cpu_s, an);
+    nf_metrics_gauge("newsflow_notification_subscribers",
+                     "Readers subscribed to at least one topic's breaking news (summed over "
+                     "shards).",
+                     NULL, 0, &an->m.notify_subscribers);
     nf_metrics_gauge("newsflow_breaking_cooling_stories",
                      "Stories announced within breaking.cooldown_s (not announced again).", NULL, 0,
                      &an->m.breaking_cooling);

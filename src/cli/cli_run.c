@@ -56,6 +56,7 @@ static const char run_usage[] =
     "Outputs — articles (one per URL), one fetch-log record per fetch attempt, story-clusters,\n"
     "trending lists, interest-updates, breaking-news (stories read far faster than their "
     "topic's),\n"
+    "notifications (breaking news to the readers subscribed to its topic, capped per day),\n"
     "dead-letters for input records that cannot be decoded — go to Kafka (kafka.brokers; `newsflow "
     "topics create` makes them on a cluster;\n"
     "\"embedded\" runs an in-process mock cluster, \"\" runs without Kafka) in epochs of\n"

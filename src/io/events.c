@@ -805,8 +805,10 @@ static const field_name_t re_names[RE__N] = {
     FIELD("user_id"), FIELD("article_id"), FIELD("session_id"), FIELD("event_id"),
     FIELD("ts"),      FIELD("kind"),       FIELD("topic"),      FIELD("variant")};
 static const char *const kind_names[NF_EVENT_KIND__COUNT] = {
-    "read", "save", "share", "dislike", "hide", "follow", "unfollow", "mute", "unmute"};
-#define KIND_LIST "read, save, share, dislike, hide, follow, unfollow, mute, unmute"
+    "read",     "save", "share",  "dislike",   "hide",       "follow",
+    "unfollow", "mute", "unmute", "subscribe", "unsubscribe"};
+#define KIND_LIST                                                                                  \
+    "read, save, share, dislike, hide, follow, unfollow, mute, unmute, subscribe, unsubscribe"
 
 const char *nf_read_kind_name(int kind)
 {

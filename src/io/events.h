@@ -110,14 +110,17 @@ typedef enum nf_read_kind {
 } nf_read_kind_t;
 
 /* A reader's settings (issue 45) travel on read-events too, after the reader's reads in one order:
- * follow / unfollow / mute / unmute a topic of the taxonomy (the `topic` field; the decoded
- * event carries its name in article_id). They are not reads: trending and interest leave them to
- * the reads actor's settings (actors/reads.h). Following a topic ends muting it and the reverse. */
+ * follow / unfollow / mute / unmute / subscribe / unsubscribe a topic of the taxonomy (the `topic`
+ * field; the decoded event carries its name in article_id). They are not reads: trending and
+ * interest leave them to the reads actor's settings (actors/reads.h). Following a topic ends muting
+ * it and the reverse. */
 enum {
     NF_READ_KIND_FOLLOW = NF_READ_KIND__COUNT,
     NF_READ_KIND_UNFOLLOW,
     NF_READ_KIND_MUTE,
     NF_READ_KIND_UNMUTE,
+    NF_READ_KIND_SUBSCRIBE, /* breaking news of the topic notified (engine/notify.h) */
+    NF_READ_KIND_UNSUBSCRIBE,
     NF_EVENT_KIND__COUNT
 };
 static inline bool nf_read_kind_is_setting(int kind)

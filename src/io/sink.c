@@ -50,6 +50,7 @@ static const char *const topic_names[NF_TOPIC__COUNT] = {
     "changelog-search-log",
     "changelog-reads",
     "breaking-news",
+    "notifications",
 };
 
 const char *nf_topic_name(nf_topic_t t)

@@ -47,6 +47,7 @@ typedef enum {
     /* Outputs added since, after everything: the ids above are persisted (the topic byte of an
      * epoch's pending record, io/outbuf.h), so a new topic never renumbers them. */
     NF_TOPIC_BREAKING_NEWS = NF_TOPIC_CL_END, /* engine/breaking.h */
+    NF_TOPIC_NOTIFICATIONS,                   /* engine/notify.h */
     NF_TOPIC__COUNT
 } nf_topic_t;
 
@@ -58,7 +59,7 @@ static inline bool nf_topic_is_changelog(int t)
 /* An output teed to the sink and read by consumers (not trending-panes, not a changelog). */
 static inline bool nf_topic_is_output(int t)
 {
-    return (t >= 0 && t < NF_TOPIC_INTERNAL_FIRST) || t == NF_TOPIC_BREAKING_NEWS;
+    return (t >= 0 && t < NF_TOPIC_INTERNAL_FIRST) || t >= NF_TOPIC_CL_END;
 }
 
 const char *nf_topic_name(nf_topic_t t);

@@ -134,6 +134,13 @@ static int setup_analytics(nf_job_t *j, char *err, size_t errlen)
                              .min_reads = cfg->breaking.min_reads,
                              .min_peers = cfg->breaking.min_peers,
                              .cooldown_ms = (int64_t)cfg->breaking.cooldown_s * 1000};
+    an->notify = cfg->breaking.enabled && cfg->notifications.enabled && !an->panes_topic;
+    an->notify_cap = cfg->notifications.daily_cap;
+    if (cfg->breaking.enabled && cfg->notifications.enabled && an->panes_topic)
+        nf_log(NF_LOG_WARN, "main",
+               "notifications are not sent by a job in several processes yet (the readers are "
+               "spread over them): subscriptions are kept; breaking-news is announced",
+               NF_LEND);
     an->event_id_ttl_ms = (uint64_t)cfg->trending.event_id_ttl_s * 1000u;
     an->max_future_ms = cfg->trending.max_future_ms;
     an->max_age_ms =

@@ -417,6 +417,13 @@ static const cfg_key_t cfg_keys[] = {
      .help = "other trending stories of its topic a story needs for a baseline"},
     {KEY(CFG_U32, breaking.cooldown_s), .min = 1, .max = 31536000, .def = "21600",
      .help = "a story announced is not announced again for this long (by windows' end times)"},
+    {KEY(CFG_BOOL, notifications.enabled), .def = "true",
+     .help = "send each breaking story to the readers subscribed to its topic (settings events "
+             "`subscribe` / `unsubscribe`; engine/notify.h): one notifications record per reader "
+             "and story, exactly once; a job in several processes does not send them yet"},
+    {KEY(CFG_U32, notifications.daily_cap), .min = 1, .max = 32, .def = "5",
+     .help = "notifications a reader gets per day (UTC, of the windows' end times) at most; a "
+             "story past the cap is not sent (nor remembered: it may be sent on a later day)"},
     {KEY(CFG_F64, interest.alpha), .fmin = 0.0, .fmax = 1.0, .def = "0.1",
      .help = "EMA learning rate: weight of a read's article topics"},
     {KEY(CFG_F64, interest.gamma), .fmin = 0.0, .fmax = 1.0, .def = "0.95",

@@ -216,6 +216,10 @@ typedef struct nf_config {
         double multiple;
         uint32_t min_reads, min_peers, cooldown_s;
     } breaking;
+    struct { /* notifications of breaking news (engine/notify.h) */
+        bool enabled;
+        uint32_t daily_cap;
+    } notifications;
     struct {
         double alpha, gamma;
         /* per event kind (io/events.h), times alpha */

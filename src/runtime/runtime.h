@@ -182,6 +182,8 @@ uint64_t nf_shard_now(const nf_shard_t *sh);
 uint64_t nf_shard_loops(const nf_shard_t *sh);
 /* A fresh clock read. */
 uint64_t nf_now_ns(void);
+/* The calling thread's CPU time, ns (what a stage costs the shard it runs on). */
+uint64_t nf_thread_cpu_ns(void);
 /* The time ms from now on clock clk, as pthread_cond_timedwait takes it (a condition variable
  * on that clock). */
 struct timespec nf_deadline_after(int clk, unsigned ms);

@@ -2,7 +2,7 @@
 committed records, for test_breaking.sh and tests/recovery/acc_analytics.py.
 
   python3 breaking_model.py check JOB_STDOUT MULTIPLE MIN_READS MIN_PEERS COOLDOWN_S [MIN_NEWS]
-  python3 breaking_model.py burst BASE JOB_STDOUT N [STORY]
+  python3 breaking_model.py burst BASE JOB_STDOUT N [STORY | not:STORY,...]
                                                         N reads of one trending story's lead
                                                         through the edge, from N readers (new
                                                         ones each time); prints the story's id
@@ -95,8 +95,11 @@ def check(path, multiple, min_reads, min_peers, cooldown_s, min_news=1):
 
 def burst(base, path, n, story=None):
     """N reads of a story's lead (its latest): the given one, else the last window's entry with
-    the fewest reads of the topic with the most entries in it (a baseline that lasts)."""
+    the fewest reads of the topic with the most entries in it (a baseline that lasts), other
+    than the stories "not:A,B" names."""
     windows = sorted(jobout.records(path).get("trending", []), key=lambda w: ms(w["window_end"]))
+    skip = set(story[4:].split(",")) if story and story.startswith("not:") else set()
+    story = None if skip else story
     if story:
         e = next(e for w in reversed(windows) for e in w["items"] if e["cluster_id"] == story)
     else:
@@ -108,7 +111,10 @@ def burst(base, path, n, story=None):
         if not per or max(per.values()) < 3:
             sys.exit("no trending topic with three entries yet")
         top = max(sorted(per), key=lambda t: per[t])
-        cands = [x for x in items if x.get("topic") == top and len(x["cluster_id"]) == 32]
+        cands = [x for x in items if x.get("topic") == top and len(x["cluster_id"]) == 32 and
+                 x["cluster_id"] not in skip]
+        if not cands:
+            sys.exit("no other story of the topic to read")
         e = min(cands, key=lambda x: (x["score"], x["cluster_id"]))
     now = int(time.time() * 1000)
     tag = "%x" % now

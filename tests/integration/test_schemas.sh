@@ -18,7 +18,7 @@ fail() {
 }
 
 validate=("python3" "$src/tests/schemas/validate.py" --schemas "$src/schemas")
-topics=(sources read-events articles fetch-log story-clusters trending interest-updates dead-letters breaking-news)
+topics=(sources read-events articles fetch-log story-clusters trending interest-updates dead-letters breaking-news notifications)
 
 # 1. Every schema is itself valid, declares draft 2020-12, and there is one per topic (no more).
 python3 - "$src/schemas" "${topics[@]}" <<'EOF' || fail "schema check failed"

@@ -54,7 +54,7 @@ rc=0
 grep -q '"msg":"the job.s Kafka topics are missing"' "$work/err" ||
     fail "missing topics not said so: $(tail -3 "$work/err")"
 grep -qF "cannot connect to Kafka" "$work/err" && fail "missing topics reported as a connection failure"
-for t in sources read-events articles fetch-log story-clusters trending interest-updates dead-letters breaking-news; do
+for t in sources read-events articles fetch-log story-clusters trending interest-updates dead-letters breaking-news notifications; do
     grep -qF "mine.$t" "$work/err" || fail "missing topic mine.$t not named: $(tail -3 "$work/err")"
 done
 grep -qF "newsflow topics create" "$work/err" || fail "no hint to create the topics"

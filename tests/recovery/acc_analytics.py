@@ -31,7 +31,11 @@ Checked, from the read_committed topics:
   - readers' settings (follow, unfollow, mute, unmute a topic: engine/follows.h) mixed into the
     read events, some consumed before B's second kill and some after: each settings reader's
     feed (GET /v1/feed) names the followed and muted topics a model of the rule leaves, in A
-    and in B.
+    and in B;
+  - notifications (engine/notify.h): readers subscribed to topics at the head of the read
+    events (one unsubscribes later) get what notify_model.py explains from the breaking-news
+    records, each (reader, story) once — B's across its kills — and A's and B's are the same
+    (reader, window, lead article).
 
 Usage: python3 acc_analytics.py NEWSFLOW SRCDIR
 """
@@ -53,6 +57,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import acclib  # noqa: E402
 import breaking_model  # noqa: E402
+import notify_model  # noqa: E402
 
 FEEDS = 3
 GROUPS = 5  # planted groups, one member per feed
@@ -189,6 +194,7 @@ def make_events(article_ids):
 
 SETTINGS = ("follow", "unfollow", "mute", "unmute")
 SETTINGS_USERS = 6
+SETTING_KINDS = SETTINGS + ("subscribe", "unsubscribe")  # no reads: interest and trending skip
 
 
 def add_settings(out, rng):
@@ -219,6 +225,40 @@ def add_settings(out, rng):
     return want
 
 
+NOTIFY_USERS = 5
+NOTIFY_CAP = 2
+
+
+def add_subscriptions(out, rng):
+    """Subscriptions of NOTIFY_USERS readers to three topics each at the head of the read events,
+    and one unsubscribe half-way through: the plan notify_model.py checks against (when each
+    took effect is not known: any window may come before or after it)."""
+    names = ["politics", "science", "business", "sports", "health", "technology"]
+    head, events = [], []
+    for u in range(NOTIFY_USERS):
+        user = "notify%02d" % u
+        for j, topic in enumerate(sorted(rng.sample(names, 3))):
+            v = {"event_id": "sub-%d-%d" % (u, j), "user_id": user, "kind": "subscribe",
+                 "topic": topic, "ts": T0}
+            head.append((user, v))
+            events.append(v)
+    out[:0] = head
+    gone = dict(head[0][1], event_id="unsub-0", kind="unsubscribe", ts=T0 + 1)
+    out.insert(len(out) // 2, (gone["user_id"], gone))
+    return [{"events": events + [gone], "A": 0, "B": 1 << 30}]
+
+
+def check_notifications(ctx, r, tag):
+    """notifications: explained by the model, each (reader, story) once."""
+    fails, summary = notify_model.check_records(
+        [v for k, h, v in r["breaking"]], [(k, v) for k, h, v in r["notifications"]],
+        r["plan"], NOTIFY_CAP, min_sent=NOTIFY_USERS)
+    for f in fails[:5]:
+        ctx.check(False, "%s: notifications: %s" % (tag, f), r["job"])
+    ctx.log("%s: notifications: %s" % (tag, summary))
+    return sorted((v["user_id"], v["window_end"], v["article_id"]) for k, h, v in r["notifications"])
+
+
 def check_settings(ctx, job, want, tag):
     """Each settings reader's feed names what the model of the rule leaves (asked until the
     epoch that consumed the last of them is the view the query API answers from)."""
@@ -241,7 +281,7 @@ def check_settings(ctx, job, want, tag):
 def model_interest_count(events):
     seen_ids, seen_uas, n = set(), set(), 0
     for k, v in events:
-        if v["event_id"] in seen_ids or v.get("kind") in SETTINGS:
+        if v["event_id"] in seen_ids or v.get("kind") in SETTING_KINDS:
             continue
         seen_ids.add(v["event_id"])
         t = (v["user_id"], v["article_id"], v["session_id"])
@@ -262,7 +302,7 @@ def model_trending(events, positions):
     by_part = {}
     seen = set()
     for (k, v), (p, o, key) in zip(events, positions):
-        if v.get("kind") not in SETTINGS:  # a setting is no read: trending never sees it
+        if v.get("kind") not in SETTING_KINDS:  # a setting is no read: trending never sees it
             by_part.setdefault(p, []).append((o, v))
     ontime = []
     maxts = {}
@@ -328,6 +368,7 @@ def run(ctx, feeds, tag, kills, budget_mb=None):
             "breaking.multiple=%g" % BREAKING[0], "breaking.min_reads=%d" % BREAKING[1],
             "breaking.min_peers=%d" % BREAKING[2],
             "breaking.cooldown_s=%d" % (BREAKING[3] // 1000),
+            "notifications.daily_cap=%d" % NOTIFY_CAP,
             "admin.enabled=true", "admin.port=0", "admin.listen=127.0.0.1"]
     if budget_mb:  # and the metrics, to see where the dedup keys are
         sets += ["state.budget_mb=%d" % budget_mb]
@@ -355,6 +396,7 @@ def run(ctx, feeds, tag, kills, budget_mb=None):
     ids = sorted(v["article_id"] for v in by_slug.values())
     events = make_events(ids)
     settings = add_settings(events, random.Random(45))
+    plan = add_subscriptions(events, random.Random(46))
     if kills:
         job.terminate()
         job = acclib.Job(ctx, B, state, sets=sets, env=slow, tag=tag + "3")
@@ -399,6 +441,8 @@ def run(ctx, feeds, tag, kills, budget_mb=None):
         "interest": acclib.read_outputs(ctx, B, "interest-updates"),
         "trending": acclib.read_outputs(ctx, B, "trending"),
         "breaking": acclib.read_outputs(ctx, B, "breaking-news"),
+        "notifications": acclib.read_outputs(ctx, B, "notifications"),
+        "plan": plan,
         "events": events,
         "want_interest": want,
         "want_trending": twant,
@@ -503,6 +547,7 @@ def check_run(ctx, feeds, r, tag):
                   got_t.get(wrong[0]) if wrong else None, want_t.get(wrong[0]) if wrong else None,
                   extra[:3]), job)
     check_breaking(ctx, r, tag)
+    r["notes"] = check_notifications(ctx, r, tag)
     # what A and B must agree on: cluster ids are earliest articles by fetch time, which differ
     # between runs; a story is named here by its members
     members = {}
@@ -562,8 +607,10 @@ def body(ctx):
     common = sorted(set(ta) & set(tb))
     ctx.check(all(ta[w] == tb[w] for w in common) and len(common) >= len(a["want_trending"]),
               "trending of the killed run differs from the uninterrupted one")
-    ctx.log("A and B agree: %d interest-updates, %d trending windows, %d clusters" %
-            (len(ia), len(common), len(feeds.groups)))
+    ctx.check(a["notes"] == b["notes"], "notifications of the killed run differ from the "
+              "uninterrupted one (%d vs %d)" % (len(a["notes"]), len(b["notes"])))
+    ctx.log("A and B agree: %d interest-updates, %d trending windows, %d clusters, "
+            "%d notifications" % (len(ia), len(common), len(feeds.groups), len(a["notes"])))
 
 
 if __name__ == "__main__":

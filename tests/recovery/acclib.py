@@ -525,7 +525,7 @@ def read_outputs(ctx, broker, topic, isolation="read_committed"):
 
 
 OUTPUT_TOPICS = ("articles", "fetch-log", "story-clusters", "trending", "interest-updates",
-                 "dead-letters", "breaking-news")
+                 "dead-letters", "breaking-news", "notifications")
 INPUT_TOPICS = ("read-events", "sources")
 ALL_TOPICS = OUTPUT_TOPICS + INPUT_TOPICS
 

@@ -1022,7 +1022,7 @@ static void test_kinds(void)
     NF_CHECK_EQ(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err),
                 -NF_EVENT_E_VALUE);
     NF_CHECK_STR(err, "field \"kind\": \"like\" is not one of read, save, share, dislike, hide, "
-                      "follow, unfollow, mute, unmute");
+                      "follow, unfollow, mute, unmute, subscribe, unsubscribe");
     snprintf(json, sizeof json, "%s,\"kind\":7}", base);
     NF_CHECK_EQ(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err), -NF_EVENT_E_TYPE);
     for (int k = 0; k < NF_READ_KIND__COUNT; k++) {

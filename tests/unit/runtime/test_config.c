@@ -313,20 +313,20 @@ static void test_file_errors(void)
         ":3: unknown section \"runtme\" (sections: runtime, log, trace, admin, http, shutdown, "
         "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
         "ranking, search, edge, auth, limits, demo, classify, "
-        "cluster, trending, breaking, interest, postgres)");
+        "cluster, trending, breaking, notifications, interest, postgres)");
     EXPECT_FILE_ERR(
         "{\"Runtime\": {}}",
         ":1: unknown section \"Runtime\" (sections: runtime, log, "
         "trace, admin, http, shutdown, sources, fetch, crawl, parse, sink, state, checkpoint, "
         "kafka, scale, serve, ranking, search, edge, auth, limits, demo, classify, cluster, "
-        "trending, breaking, interest, postgres)");
+        "trending, breaking, notifications, interest, postgres)");
     EXPECT_FILE_ERR(
         "{\"runtime.shards\": 1}",
         ":1: unknown section \"runtime.shards\" (sections: "
         "runtime, log, trace, admin, http, shutdown, sources, fetch, crawl, parse, sink, state, "
         "checkpoint, kafka, scale, serve, ranking, search, edge, auth, limits, demo, classify, "
         "cluster, "
-        "trending, breaking, interest, postgres)");
+        "trending, breaking, notifications, interest, postgres)");
     EXPECT_FILE_ERR("{\"runtime\":\n {\"shards\": \"4\"}}",
                     ":2: runtime.shards: expected an unsigned integer, got a string");
     EXPECT_FILE_ERR("{\"runtime\": {\"shards\": null}}",
@@ -524,7 +524,7 @@ static void test_key_lines(void)
         ":21: unknown section \"zzz\" (sections: runtime, log, trace, admin, http, shutdown, "
         "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
         "ranking, search, edge, auth, limits, demo, classify, "
-        "cluster, trending, breaking, interest, postgres)");
+        "cluster, trending, breaking, notifications, interest, postgres)");
     fill(text, sizeof text, tmpl, good);
     t = strstr(text, "$T");
     static const char dup[] = ",\n \"log\"\n: {}";
@@ -610,13 +610,13 @@ static void test_set_errors(void)
                "runtime, log, trace, admin, http, shutdown, sources, fetch, crawl, parse, "
                "sink, state, checkpoint, kafka, scale, serve, ranking, search, edge, auth, limits, "
                "demo, classify, "
-               "cluster, trending, breaking, interest, postgres)");
+               "cluster, trending, breaking, notifications, interest, postgres)");
     EXPECT_SET(
         "=1",
         "--set =1: unknown section \"\" (sections: runtime, log, trace, admin, http, shutdown, "
         "sources, fetch, crawl, parse, sink, state, checkpoint, kafka, scale, serve, "
         "ranking, search, edge, auth, limits, demo, "
-        "classify, cluster, trending, breaking, interest, postgres)");
+        "classify, cluster, trending, breaking, notifications, interest, postgres)");
     EXPECT_SET("log=1", "--set log=1: \"log\" is a section, not a key (keys in it: level, "
                         "progress_interval_ms, sample_every)");
     EXPECT_SET("log.level.x=1",
@@ -658,7 +658,7 @@ static void test_hash_and_describe(void)
     int lines = 0;
     for (const char *p = text; *p; p++)
         lines += *p == '\n';
-    NF_CHECK_EQ(lines, 162); /* one line per key in the table */
+    NF_CHECK_EQ(lines, 164); /* one line per key in the table */
     NF_CHECK(strstr(text, "runtime.shards ") == text);
     NF_CHECK(strstr(text, "\nlog.level ") != NULL);
     NF_CHECK(strstr(text, "debug|info|warn|error") != NULL);
