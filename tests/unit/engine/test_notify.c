@@ -126,8 +126,10 @@ static int cmp_note(const void *a, const void *b)
 
 static bool notes_equal(notes_t *a, notes_t *b)
 {
-    qsort(a->v, a->n, sizeof *a->v, cmp_note);
-    qsort(b->v, b->n, sizeof *b->v, cmp_note);
+    if (a->n) /* an empty list has no array (qsort's base may not be NULL) */
+        qsort(a->v, a->n, sizeof *a->v, cmp_note);
+    if (b->n)
+        qsort(b->v, b->n, sizeof *b->v, cmp_note);
     return a->n == b->n && (!a->n || !memcmp(a->v, b->v, a->n * sizeof *a->v));
 }
 
