@@ -16,6 +16,7 @@
 #include "engine/notify.h"
 #include "runtime/jsonw.h"
 #include "teststore.h"
+#include "workload.h"
 
 #include "../bench_clock.h"
 #include <stdio.h>
@@ -27,10 +28,7 @@ enum { TOPICS = 19 };
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return nf_wl_rand(&rng);
 }
 
 static nf_jw_t jw;

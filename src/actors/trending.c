@@ -303,6 +303,7 @@ typedef struct announce_ctx {
     merger_t *g;
     const nf_trend_ranked_t *items;
     const char *ws, *we;
+    const nf_breaking_entry_t *e; /* the entries as judged: each story's id parsed */
 } announce_ctx_t;
 
 /* One story that broke: its breaking-news record (docs/topics.md), keyed by its story id. */
@@ -339,10 +340,10 @@ static int announce_one(void *arg, size_t i, double baseline, unsigned peers)
     nf_counter_inc(g->an->m.breaking_news);
     if (g->nw) { /* a notification's fields (announce made room for every entry) */
         nf_notify_story_t *s = &g->nw->s[g->nw->n++];
-        *s = (nf_notify_story_t){.reads = it->score, .topic = (uint16_t)g->topics[i]};
-        if (nf_id128_from_hex32(it->article_id, &s->story) != 0 || strlen(it->lead) != 32 ||
-            nf_id128_from_hex32(it->lead, &s->lead) != 0)
-            g->nw->n--; /* not an article's id: announce skipped such entries already */
+        *s = (nf_notify_story_t){
+            .story = a->e[i].story, .reads = it->score, .topic = (uint16_t)g->topics[i]};
+        if (strlen(it->lead) != 32 || nf_id128_from_hex32(it->lead, &s->lead) != 0)
+            g->nw->n--; /* a lead that is not an article's id: nothing to open */
     }
     return 0;
 }
@@ -404,7 +405,7 @@ static int announce(merger_t *g, const nf_trend_ranked_t *items, size_t n, const
         e[i] =
             (nf_breaking_entry_t){.story = story, .reads = items[i].score, .topic = g->topics[i]};
     }
-    announce_ctx_t a = {g, items, ws, we};
+    announce_ctx_t a = {g, items, ws, we, e};
     int r = nf_breaking_window(g->brk, end, e, n, announce_one, &a);
     free(e);
     if (r >= 0 && g->nw && g->nw->n)

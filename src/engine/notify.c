@@ -14,17 +14,22 @@
 
 #define KEY_SEED 0x6e6f74696679ull /* "notify" */
 
-/* The shard's subscribers: idx maps a state key to its slot in the arrays; a slot whose topics
- * went to 0 stays (a later subscribe takes it again). */
+/* One of the shard's subscribers: its state key, key group and topics. */
+typedef struct sub {
+    nf_id128_t key;
+    uint64_t topics;
+    uint16_t kg;
+} sub_t;
+
+/* The shard's subscribers: idx maps a state key to its slot in subs; a slot whose topics went to
+ * 0 stays (a later subscribe takes it again). */
 struct nf_notify {
     nf_kstate_t *ks;
     nf_store_t *st;
     unsigned cap;
     nf_idset_t idx;
-    nf_id128_t *keys;
-    uint16_t *kgs;
-    uint64_t *topics;
-    size_t n, slots_cap, live;
+    sub_t *subs;
+    size_t n, subs_cap, live;
 };
 
 int32_t nf_notify_day(int64_t ms)
@@ -150,28 +155,8 @@ void nf_notify_free(nf_notify_t *n)
         return;
     nf_kstate_free(n->ks);
     nf_idset_free(&n->idx);
-    free(n->keys);
-    free(n->kgs);
-    free(n->topics);
+    free(n->subs);
     free(n);
-}
-
-static int grow(nf_notify_t *n)
-{
-    size_t cap = n->slots_cap ? n->slots_cap * 2 : 256;
-    nf_id128_t *k = realloc(n->keys, cap * sizeof *k);
-    if (k)
-        n->keys = k;
-    uint16_t *g = realloc(n->kgs, cap * sizeof *g);
-    if (g)
-        n->kgs = g;
-    uint64_t *t = realloc(n->topics, cap * sizeof *t);
-    if (t)
-        n->topics = t;
-    if (!k || !g || !t)
-        return -ENOMEM;
-    n->slots_cap = cap;
-    return 0;
 }
 
 /* The subscriber key's topics in the index (inserted if new). 0 or -ENOMEM. */
@@ -181,17 +166,23 @@ static int index_set(nf_notify_t *n, uint16_t kg, nf_id128_t key, uint64_t topic
     if (!nf_idset_get(&n->idx, key, &slot)) {
         if (!topics)
             return 0;
-        if (n->n == n->slots_cap && grow(n) != 0)
-            return -ENOMEM;
+        if (n->n == n->subs_cap) {
+            size_t cap = n->subs_cap ? n->subs_cap * 2 : 256;
+            sub_t *v = realloc(n->subs, cap * sizeof *v);
+            if (!v)
+                return -ENOMEM;
+            n->subs = v;
+            n->subs_cap = cap;
+        }
         slot = n->n;
         if (nf_idset_insert(&n->idx, key, slot, NULL) < 0)
             return -ENOMEM;
-        n->keys[n->n] = key;
-        n->topics[n->n++] = 0;
+        n->subs[n->n++] = (sub_t){.key = key};
     }
-    n->live += (topics != 0) - (n->topics[slot] != 0);
-    n->kgs[slot] = kg;
-    n->topics[slot] = topics;
+    sub_t *e = &n->subs[slot];
+    n->live += (topics != 0) - (e->topics != 0);
+    e->kg = kg;
+    e->topics = topics;
     return 0;
 }
 
@@ -245,11 +236,11 @@ static uint64_t window_topics(const nf_notify_window_t *w)
 }
 
 /* One subscriber through the window. 0, fn's non-zero or < 0. */
-static int reader_window(nf_notify_t *n, size_t slot, const nf_notify_window_t *w, int32_t day,
+static int reader_window(nf_notify_t *n, const sub_t *e, const nf_notify_window_t *w, int32_t day,
                          nf_notify_fn fn, void *arg, uint64_t counts[NF_NOTIFY__OUTCOMES])
 {
     nf_notify_val_t v;
-    int r = value_get(n, n->kgs[slot], n->keys[slot], &v);
+    int r = value_get(n, e->kg, e->key, &v);
     if (r <= 0) /* absent: the index outlived a delete (cannot happen) — nothing to send */
         return r;
     bool dirty = false;
@@ -265,7 +256,7 @@ static int reader_window(nf_notify_t *n, size_t slot, const nf_notify_window_t *
         if ((r = fn(arg, v.user, v.user_len, s, w->end_ms)) != 0)
             return r;
     }
-    return dirty ? value_put(n, n->kgs[slot], n->keys[slot], &v) : 0;
+    return dirty ? value_put(n, e->kg, e->key, &v) : 0;
 }
 
 int nf_notify_window(nf_notify_t *n, const nf_notify_window_t *w, nf_notify_fn fn, void *arg,
@@ -274,9 +265,9 @@ int nf_notify_window(nf_notify_t *n, const nf_notify_window_t *w, nf_notify_fn f
     uint64_t topics = window_topics(w);
     int32_t day = nf_notify_day(w->end_ms);
     for (size_t i = 0; i < n->n; i++) {
-        if (!(n->topics[i] & topics))
+        if (!(n->subs[i].topics & topics))
             continue;
-        int r = reader_window(n, i, w, day, fn, arg, counts);
+        int r = reader_window(n, &n->subs[i], w, day, fn, arg, counts);
         if (r != 0)
             return r;
     }
@@ -346,8 +337,8 @@ size_t nf_notify_drop_groups(nf_notify_t *n, bool (*match)(uint16_t kg, void *ct
                              size_t *kept)
 {
     for (size_t i = 0; i < n->n; i++)
-        if (n->topics[i] && match(n->kgs[i], ctx)) {
-            n->topics[i] = 0;
+        if (n->subs[i].topics && match(n->subs[i].kg, ctx)) {
+            n->subs[i].topics = 0;
             n->live--;
         }
     return nf_kstate_drop_groups(n->ks, match, ctx, kept);
