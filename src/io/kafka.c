@@ -149,6 +149,7 @@ struct nf_kafka {
     pthread_mutex_t lock;
     bool closing;
     bool coop; /* the group's rebalance protocol is COOPERATIVE (rebalance_cb's thread only) */
+    _Atomic bool synced; /* an assignment (even an empty one) reached rebalance_cb */
     /* delivery reports (coordinator thread) */
     uint64_t dr_errors;
     char dr_last_error[256];
@@ -783,6 +784,8 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t e,
         k->coop = !strcmp(proto, "COOPERATIVE");
     bool coop = k->coop;
     rd_kafka_error_t *ae = NULL;
+    if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS)
+        atomic_store(&k->synced, true); /* the assignor's state is set: see destroy_safe */
     bool take = e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && !k->closing;
     if (take && k->o.assign) {
         /* The key groups come first (restored from the changelog, loaded by the shards), then
@@ -1183,6 +1186,20 @@ static bool destroy_bounded(rd_kafka_t *rk, unsigned ms)
     return true;
 }
 
+/* Whether rd_kafka_destroy of the consumer is safe. librdkafka before 2.3.0 asserts (SIGABRT)
+ * when a cooperative-sticky consumer that joined its group is destroyed before its first
+ * assignment: the assignor's state is still NULL and its destroy callback asserts it is not
+ * (librdkafka issue #4312, fixed in 2.3.0; seen: a SIGTERM while the group formed, tests/chaos).
+ * Such a consumer holds nothing the job needs (no partition was ever taken): it is left to the
+ * process's exit, like one whose destroy does not end (destroy_bounded). */
+static bool destroy_safe(nf_kafka_t *k)
+{
+    return atomic_load(&k->synced) || rd_kafka_version() >= 0x020300ff;
+}
+
+/* Clients left to the process's exit stay reachable (for LeakSanitizer, as for a debugger). */
+static nf_kafka_t *g_left_for_exit;
+
 void nf_kafka_free(nf_kafka_t *k)
 {
     if (!k)
@@ -1204,8 +1221,14 @@ void nf_kafka_free(nf_kafka_t *k)
                     rd_kafka_message_destroy(m[i]);
             rd_kafka_queue_destroy(k->sq[s].q);
         }
-        cons_ended = destroy_bounded(k->cons, NF_KAFKA_DESTROY_MS);
-        if (!cons_ended)
+        if (!destroy_safe(k)) {
+            cons_ended = false;
+            nf_log(NF_LOG_INFO, "kafka",
+                   "the consumer left its group before its first assignment: its client is left "
+                   "to the process's exit (librdkafka before 2.3.0 aborts when it is destroyed "
+                   "then; nothing was taken, nothing is lost)",
+                   NF_LS("librdkafka", rd_kafka_version_str()), NF_LEND);
+        } else if (!(cons_ended = destroy_bounded(k->cons, NF_KAFKA_DESTROY_MS)))
             nf_log(NF_LOG_WARN, "kafka",
                    "the consumer's client did not end within 5 s of leaving the group (a "
                    "librdkafka 2.0 reference kept after paused partitions); not waiting for it: "
@@ -1227,8 +1250,10 @@ void nf_kafka_free(nf_kafka_t *k)
         drop_topic_handles(k);
         rd_kafka_destroy(k->prod);
     }
-    if (!cons_ended)
-        return; /* its threads may still call back with k: k stays for the process's exit */
+    if (!cons_ended) {
+        g_left_for_exit = k; /* its threads may still call back with k: k stays till exit */
+        return;
+    }
     for (int t = 0; t < NF_TOPIC__COUNT; t++)
         free(k->out[t].pos);
     free(k->sq);
