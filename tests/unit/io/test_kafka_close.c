@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #define SYNC_DELAY_MS 60000
-#define JOIN_WAIT_MS 45000
+#define JOIN_WAIT_MS  45000
 
 /* Polls k until its group state names join_state (stats every 5 s), at most JOIN_WAIT_MS. */
 static bool wait_join_state(nf_kafka_t *k, const char *join_state)
