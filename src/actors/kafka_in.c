@@ -253,7 +253,8 @@ static void take_read_event(kin_t *k, const rec_t *m, int64_t now_ms)
         dead_letter(k, m, "event_time", err);
         return;
     }
-    if (nf_read_kind_is_setting(g->ev.kind) && setting_topic(r->an, g, err, sizeof err) != 0) {
+    if (nf_read_kind_is_setting(g->ev.kind) && !nf_read_kind_is_source(g->ev.kind) &&
+        setting_topic(r->an, g, err, sizeof err) != 0) {
         dead_letter(k, m, "decode", err);
         return;
     }
@@ -332,7 +333,10 @@ static void count_read_event(kin_t *k, const decoded_t *g, int64_t now_ms)
     nf_interest_read_init_n(&it.rd, g->kg, ev->user_id, ev->user_len, ev->article_id,
                             ev->article_len, ev->session_id, ev->session_len, ev->ts_ms);
     nf_interest_read_set_kind(&it.rd, ev->kind);
-    if (nf_read_kind_is_setting(ev->kind)) { /* to the reader's settings (reads.c), by index */
+    if (nf_read_kind_is_source(ev->kind)) { /* to the reader's settings, by its source_id */
+        it.rd.kind = ev->kind;
+        it.rd.article_ok = false; /* article_at: the source_id, whatever it looks like */
+    } else if (nf_read_kind_is_setting(ev->kind)) { /* to the reader's settings, by index */
         it.rd.kind = ev->kind;
         it.rd.article = (nf_id128_t){g->topic, 0};
     }
@@ -1324,6 +1328,10 @@ static void reads_metrics(nf_reads_t *r)
             "Readers' settings events applied (engine/follows.h, engine/notify.h), by kind.",
             labels, 0, &r->m.settings[i]);
     }
+    nf_metrics_counter("newsflow_muted_sources_evicted_total",
+                       "Muted sources forgotten because a reader muted one more than "
+                       "engine/follows.h keeps (NF_FOLLOWS_SOURCES_MAX): the oldest goes.",
+                       NULL, 0, &r->m.muted_sources_evicted);
     for (unsigned i = 0; r->variants && i < r->variants->n + 2; i++)
         for (int k = 0; k < NF_READ_KIND__COUNT; k++) {
             char labels[96];

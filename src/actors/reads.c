@@ -159,8 +159,8 @@ static void put_history(rd_t *d, const read_batch_t *b, const read_item_t *it, u
                          (int64_t)now_ms + (int64_t)d->an->history_ttl_ms);
 }
 
-/* A settings event (kafka_in put its topic's index in rd.article.hi): the reader's follows, or
- * their subscriptions. */
+/* A settings event (kafka_in put its topic's index in rd.article.hi, or a source's id at
+ * article_at): the reader's follows and mutes, or their subscriptions. */
 static void reads_setting(rd_t *d, const read_batch_t *b, const read_item_t *it)
 {
     const char *user_id = b->text + it->user_at;
@@ -170,6 +170,14 @@ static void reads_setting(rd_t *d, const read_batch_t *b, const read_item_t *it)
     if (subs) {
         rc = nf_notify_apply(d->notify, it->rd.kg, it->rd.user, user_id, strlen(user_id),
                              kind == NF_READ_KIND_SUBSCRIBE, topic, it->rd.ts_ms);
+    } else if (nf_read_kind_is_source(kind)) { /* kafka_in put its source_id at article_at */
+        const char *src = b->text + it->article_at;
+        nf_follows_val_t v;
+        bool evicted = false;
+        rc = nf_follows_apply_source(d->follows, it->rd.kg, it->rd.user, kind, src, strlen(src),
+                                     it->rd.ts_ms, &v, &evicted);
+        if (evicted)
+            nf_counter_inc(d->r->m.muted_sources_evicted);
     } else {
         nf_follows_val_t v;
         rc = nf_follows_apply(d->follows, it->rd.kg, it->rd.user, kind, topic, it->rd.ts_ms, &v);

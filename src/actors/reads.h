@@ -101,10 +101,11 @@ typedef struct nf_reads {
         nf_counter_t coalesced;
         nf_counter_t state_errors;
         nf_counter_t topics_taken; /* NF_MSG_TOPICS taken by the shards' interest engines */
-        /* follow, unfollow, mute, unmute (engine/follows.h), subscribe, unsubscribe
-         * (engine/notify.h) applied */
+        /* follow, unfollow, mute, unmute, mute_source, unmute_source (engine/follows.h),
+         * subscribe, unsubscribe (engine/notify.h) applied */
         nf_counter_t settings[NF_EVENT_KIND__COUNT - NF_READ_KIND_FOLLOW];
-        nf_gauge_t settings_readers; /* readers with followed or muted topics in memory */
+        nf_counter_t muted_sources_evicted; /* the oldest muted source forgotten (follows.h) */
+        nf_gauge_t settings_readers;        /* readers with followed or muted topics in memory */
         /* by the variant an event names (its index; n: none, n + 1: another name) and kind */
         nf_counter_t ranking[NF_VARIANTS_MAX + 2][NF_READ_KIND__COUNT];
         nf_gauge_t held_events, paused_shards, state_bytes, state_entries;

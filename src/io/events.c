@@ -800,41 +800,58 @@ static int ts_field(dec_t *d, int64_t *ts)
 
 /* ---------------------------------------------------------------- read-events */
 
-enum { RE_USER, RE_ARTICLE, RE_SESSION, RE_EVENT, RE_TS, RE_KIND, RE_TOPIC, RE_VARIANT, RE__N };
+enum {
+    RE_USER,
+    RE_ARTICLE,
+    RE_SESSION,
+    RE_EVENT,
+    RE_TS,
+    RE_KIND,
+    RE_TOPIC,
+    RE_VARIANT,
+    RE_SOURCE,
+    RE__N
+};
 static const field_name_t re_names[RE__N] = {
-    FIELD("user_id"), FIELD("article_id"), FIELD("session_id"), FIELD("event_id"),
-    FIELD("ts"),      FIELD("kind"),       FIELD("topic"),      FIELD("variant")};
+    FIELD("user_id"), FIELD("article_id"), FIELD("session_id"), FIELD("event_id"), FIELD("ts"),
+    FIELD("kind"),    FIELD("topic"),      FIELD("variant"),    FIELD("source")};
 static const char *const kind_names[NF_EVENT_KIND__COUNT] = {
-    "read",     "save", "share",  "dislike",   "hide",       "follow",
-    "unfollow", "mute", "unmute", "subscribe", "unsubscribe"};
+    "read", "save",   "share",     "dislike",     "hide",        "follow",       "unfollow",
+    "mute", "unmute", "subscribe", "unsubscribe", "mute_source", "unmute_source"};
 #define KIND_LIST                                                                                  \
-    "read, save, share, dislike, hide, follow, unfollow, mute, unmute, subscribe, unsubscribe"
+    "read, save, share, dislike, hide, follow, unfollow, mute, unmute, subscribe, unsubscribe, "   \
+    "mute_source, unmute_source"
 
 const char *nf_read_kind_name(int kind)
 {
     return kind >= 0 && kind < NF_EVENT_KIND__COUNT ? kind_names[kind] : "?";
 }
 
-/* The strict decoder's record: the event, and a setting's topic until the kind is known — with
- * what is wrong with it, which is an error only for a setting (a read ignores the field). */
+/* A setting's topic or source until the kind is known — with what is wrong with it, which is an
+ * error only for a setting of that sort (a read ignores both fields). */
+typedef struct re_name {
+    char s[NF_EVENT_FIELD_MAX + 1];
+    int rc;
+    char err[160];
+} re_name_t;
+
+/* The strict decoder's record: the event, a setting's topic and source. */
 typedef struct re_ctx {
     nf_read_event_t *e;
-    char topic[NF_EVENT_FIELD_MAX + 1];
-    int topic_rc;
-    char topic_err[160];
+    re_name_t topic, source;
 } re_ctx_t;
 
-/* The topic field into rc->topic, its field error (not the record's) into rc->topic_rc. */
-static int topic_field(dec_t *d, re_ctx_t *rc)
+/* The field `name` into n->s, its field error (not the record's) into n->rc. */
+static int name_field(dec_t *d, const char *name, re_name_t *n)
 {
     int saved = d->field_rc;
     char *err = d->err;
     size_t errlen = d->errlen;
     d->field_rc = 0;
-    d->err = rc->topic_err;
-    d->errlen = sizeof rc->topic_err;
-    int r = string_field(d, "topic", rc->topic, NF_EVENT_FIELD_MAX, false, true, NULL);
-    rc->topic_rc = d->field_rc;
+    d->err = n->err;
+    d->errlen = sizeof n->err;
+    int r = string_field(d, name, n->s, NF_EVENT_FIELD_MAX, false, true, NULL);
+    n->rc = d->field_rc;
     d->field_rc = saved;
     d->err = err;
     d->errlen = errlen;
@@ -850,7 +867,9 @@ static int re_field(dec_t *d, void *ctx, unsigned idx)
     nf_read_event_t *e = rc->e;
     switch (idx) {
     case RE_TOPIC:
-        return topic_field(d, rc);
+        return name_field(d, "topic", &rc->topic);
+    case RE_SOURCE:
+        return name_field(d, "source", &rc->source);
     case RE_USER:
         return string_field(d, "user_id", e->user_id, NF_EVENT_FIELD_MAX, false, true, NULL);
     case RE_ARTICLE:
@@ -905,7 +924,9 @@ void nf_read_event_json(nf_jw_t *w, const nf_read_event_t *e)
     nf_jw_str(w, e->event_id);
     nf_jw_key(w, "user_id");
     nf_jw_str(w, e->user_id);
-    nf_jw_key(w, nf_read_kind_is_setting(e->kind) ? "topic" : "article_id");
+    nf_jw_key(w, nf_read_kind_is_source(e->kind)    ? "source"
+                 : nf_read_kind_is_setting(e->kind) ? "topic"
+                                                    : "article_id");
     nf_jw_str(w, e->article_id);
     if (e->session_id[0]) {
         nf_jw_key(w, "session_id");
@@ -1216,20 +1237,32 @@ int nf_read_event_decode_strict(const char *json, size_t len, size_t max_bytes,
         return rc;
     if (d.field_rc != 0)
         return d.field_rc;
-    bool setting = nf_read_kind_is_setting(out->kind);
+    bool setting = nf_read_kind_is_setting(out->kind), source = nf_read_kind_is_source(out->kind);
+    const char *names = source ? "source" : "topic";
     if (setting && (seen & (1u << RE_ARTICLE)))
         return plain_error(err, errlen, NF_EVENT_E_VALUE,
-                           "field \"article_id\": a %s names a topic, not an article",
+                           "field \"article_id\": a %s names a %s, not an article",
+                           nf_read_kind_name(out->kind), names);
+    if (source && (seen & (1u << RE_TOPIC)))
+        return plain_error(err, errlen, NF_EVENT_E_VALUE,
+                           "field \"topic\": a %s names a source, not a topic",
                            nf_read_kind_name(out->kind));
-    const unsigned required[] = {RE_USER, setting ? RE_TOPIC : RE_ARTICLE, RE_TS};
+    if (setting && !source && (seen & (1u << RE_SOURCE)) && !(seen & (1u << RE_TOPIC)))
+        return plain_error(err, errlen, NF_EVENT_E_VALUE,
+                           "field \"source\": a %s names a topic (mute_source and unmute_source "
+                           "name a source)",
+                           nf_read_kind_name(out->kind));
+    unsigned what = source ? RE_SOURCE : setting ? RE_TOPIC : RE_ARTICLE;
+    const unsigned required[] = {RE_USER, what, RE_TS};
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         if (!(seen & (1u << required[i])))
             return plain_error(err, errlen, NF_EVENT_E_MISSING, "missing required field \"%s\"",
                                re_names[required[i]].name);
-    if (setting && ctx.topic_rc)
-        return plain_error(err, errlen, -ctx.topic_rc, "%s", ctx.topic_err);
+    const re_name_t *nm = source ? &ctx.source : &ctx.topic;
+    if (setting && nm->rc)
+        return plain_error(err, errlen, -nm->rc, "%s", nm->err);
     if (setting)
-        memcpy(out->article_id, ctx.topic, sizeof ctx.topic);
+        memcpy(out->article_id, nm->s, sizeof nm->s);
     if (!out->event_id_given)
         nf_read_event_id(out->user_id, out->article_id, out->session_id, out->kind, out->ts_ms,
                          out->event_id);

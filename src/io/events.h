@@ -121,20 +121,30 @@ enum {
     NF_READ_KIND_UNMUTE,
     NF_READ_KIND_SUBSCRIBE, /* breaking news of the topic notified (engine/notify.h) */
     NF_READ_KIND_UNSUBSCRIBE,
+    /* a source's articles left out of the reader's feed (engine/follows.h); these two name a
+     * `source` (its source_id, as articles carry it) instead of a topic */
+    NF_READ_KIND_MUTE_SOURCE,
+    NF_READ_KIND_UNMUTE_SOURCE,
     NF_EVENT_KIND__COUNT
 };
 static inline bool nf_read_kind_is_setting(int kind)
 {
     return kind >= NF_READ_KIND_FOLLOW && kind < NF_EVENT_KIND__COUNT;
 }
+/* A setting that names a source (its `source` field) rather than a topic. */
+static inline bool nf_read_kind_is_source(int kind)
+{
+    return kind == NF_READ_KIND_MUTE_SOURCE || kind == NF_READ_KIND_UNMUTE_SOURCE;
+}
 
-/* "read", "save", "share", "dislike", "hide", "follow", "unfollow", "mute", "unmute" ("?" for
- * anything else). */
+/* "read", "save", "share", "dislike", "hide", "follow", "unfollow", "mute", "unmute",
+ * "subscribe", "unsubscribe", "mute_source", "unmute_source" ("?" for anything else). */
 const char *nf_read_kind_name(int kind);
 
 typedef struct nf_read_event {
     char user_id[NF_EVENT_FIELD_MAX + 1]; /* required, non-empty */
-    /* required, non-empty; a setting's topic name (its `topic` field) for the settings kinds */
+    /* required, non-empty; a setting's topic name (its `topic` field) for the settings kinds,
+     * its source_id (its `source` field) for the source kinds */
     char article_id[NF_EVENT_FIELD_MAX + 1];
     char session_id[NF_EVENT_FIELD_MAX + 1]; /* optional: "" when absent or null */
     char event_id[NF_EVENT_FIELD_MAX + 1];   /* as given (non-empty), else computed */
@@ -155,7 +165,8 @@ typedef struct nf_read_event {
  *   SHA-256( user_id 0x00 article_id 0x00 session_id 0x00 )            for a read
  *   SHA-256( user_id 0x00 article_id 0x00 session_id 0x00 kind 0x00 )   for feedback
  *   SHA-256( user_id 0x00 topic 0x00 session_id 0x00 kind 0x00 ts 0x00 ) for a setting (ts its
- *                                         decimal epoch ms: follow, unfollow, follow are three)
+ *                                         decimal epoch ms: follow, unfollow, follow are three;
+ *                                         a source setting has its source in place of topic)
  * over the fields' UTF-8 bytes, each followed by one NUL byte (an absent session_id is the
  * empty string: it contributes only its NUL; kind is its name, "save"...). No field can contain
  * NUL, so different tuples never share an encoding; a read keeps the id it had before kinds
@@ -165,7 +176,8 @@ void nf_read_event_id(const char *user_id, const char *article_id, const char *s
 
 /* The canonical read-events value of e (what the HTTP edge produces, serve/edge.h), appended to
  * w: {"event_id":E,"user_id":U,"article_id":A[,"session_id":S][,"kind":K][,"variant":V],
- * "ts":MS} ("topic" in place of "article_id" for a setting) — session_id and variant
+ * "ts":MS} ("topic", or "source" for a source setting, in place of "article_id" for a
+ * setting) — session_id and variant
  * only when non-empty, kind only when not a read, ts as integer epoch milliseconds — so that a
  * read the edge writes takes the decoder's fast path and decodes back to e. */
 void nf_read_event_json(nf_jw_t *w, const nf_read_event_t *e);
@@ -180,7 +192,9 @@ void nf_read_event_json(nf_jw_t *w, const nf_read_event_t *e);
  * unfollow, mute, unmute`), ts (required; RFC 3339 string or integer epoch ms), topic (string,
  * 1..128 bytes: required for the settings kinds, which take no article_id — `field
  * "article_id": a follow names a topic, not an article` — and ignored for the others, whatever
- * its value, except that a repeated "topic" key is refused as any known field's is).
+ * its value, except that a repeated "topic" key is refused as any known field's is); source
+ * (string, 1..128 bytes): the same for the source kinds (mute_source, unmute_source) — `field
+ * "topic": a mute_source names a source, not a topic` when a source setting names a topic.
  * max_bytes: larger values are refused before any parsing (0: no limit).
  * 0, or -NF_EVENT_E_* with the message in err (see the top of this file). */
 int nf_read_event_decode(const char *json, size_t len, size_t max_bytes, nf_read_event_t *out,

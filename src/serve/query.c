@@ -590,13 +590,21 @@ typedef struct hidden_scan {
  * itself, first of each partition's scan; of several partitions, the latest. */
 static void settings_entry(hidden_scan_t *h, const void *val, size_t vlen)
 {
-    nf_follows_val_t f;
+    static _Thread_local nf_follows_val_t f; /* 4 KiB: not on an HTTP thread's stack */
     if (vlen < EXPIRY_LEN ||
         nf_follows_decode((const unsigned char *)val + EXPIRY_LEN, vlen - EXPIRY_LEN, &f) != 0 ||
         (h->settings_ms && f.updated_ms < h->settings_ms))
         return;
-    h->rd->follow = f.follow;
-    h->rd->mute = f.mute;
+    nf_reader_t *rd = h->rd;
+    rd->follow = f.follow;
+    rd->mute = f.mute;
+    rd->nmsrc = 0;
+    rd->msrc_text_len = 0;
+    for (unsigned i = 0; i < f.nsrc; i++) {
+        rd->msrc[rd->nmsrc++] = nf_serve_source_hash(f.src[i], f.src_len[i]);
+        memcpy(rd->msrc_text + rd->msrc_text_len, f.src[i], f.src_len[i] + 1u);
+        rd->msrc_text_len += f.src_len[i] + 1u;
+    }
     h->settings_ms = f.updated_ms ? f.updated_ms : 1;
 }
 
@@ -637,6 +645,8 @@ static int find_hidden(nf_store_view_t *v, const char *user, const owned_t *own,
     hidden_scan_t h = {.rd = rd, .now = now};
     rd->nhidden = 0;
     rd->follow = rd->mute = 0;
+    rd->nmsrc = 0;
+    rd->msrc_text_len = 0;
     if (scan_history(v, user, own, hidden_entry, &h) != 0)
         return -EIO;
     qsort(rd->hidden, rd->nhidden, sizeof rd->hidden[0], by_id);
@@ -1315,6 +1325,7 @@ typedef struct item {
     story_info_t story;
     int64_t expires_ms;   /* the earliest expiry of what it was made of (0 = never) */
     int64_t published_ms; /* from its metadata (trending candidates) */
+    uint64_t source;      /* nf_serve_source_hash of its source_id (0: none) */
     char *frag;           /* "article_id":...,<metadata fields> */
     size_t fraglen;
 } item_t;
@@ -1597,6 +1608,9 @@ static int item_make(const nf_query_t *q, nf_store_view_t *v, uint64_t clock, nf
     if (e && (!it->expires_ms || e < it->expires_ms))
         it->expires_ms = e;
     it->published_ms = meta_published_ms(meta);
+    const cJSON *src = meta ? cJSON_GetObjectItemCaseSensitive(meta, "source_id") : NULL;
+    if (cJSON_IsString(src) && src->valuestring[0])
+        it->source = nf_serve_source_hash(src->valuestring, strlen(src->valuestring));
     nf_jw_t w;
     nf_jw_init(&w);
     nf_jw_obj_open(&w);
@@ -1950,10 +1964,19 @@ static void feed_dense(const nf_reader_t *rd, bool interest, const nf_rank_weigh
         dense[t] += ((rd->follow >> t) & 1) ? wt->follow : 0;
 }
 
+/* Whether the reader muted the source whose hash is h (engine/follows.h; 0: no source). */
+static bool source_muted(const nf_reader_t *rd, uint64_t h)
+{
+    for (unsigned i = 0; h && i < rd->nmsrc; i++)
+        if (rd->msrc[i] == h)
+            return true;
+    return false;
+}
+
 /* The best `limit` of the lists for the reader (dense NULL: cold, by trending score), one per
- * story: the best m articles (rank.h: the lists read only as far as an entry could still
- * enter), m four times larger while stories used up the m before the limit and some were left
- * out. 0, -ENOMEM or -EIO (err). */
+ * story and none of a muted source: the best m articles (rank.h: the lists read only as far as
+ * an entry could still enter), m four times larger while stories and muted sources used up the
+ * m before the limit and some were left out. 0, -ENOMEM or -EIO (err). */
 static int feed_rank(nf_query_t *q, nf_store_view_t *v, vcache_t *vc, uint64_t clock,
                      const nf_reader_t *rd, const nf_rlist_t *const *lists, size_t nl,
                      const double *dense, const nf_rank_weights_t *wt, int64_t now, feed_pass_t *p,
@@ -1991,7 +2014,7 @@ static int feed_rank(nf_query_t *q, nf_store_view_t *v, vcache_t *vc, uint64_t c
             int r = item_get(q, v, vc, clock, x.e->id, now, &p->tmp[p->ntmp], &it, err, errlen);
             if (r != 0)
                 return r;
-            bool seen = false;
+            bool seen = source_muted(rd, it->source);
             for (size_t k = 0; k < p->shown && !seen; k++)
                 seen = nf_id128_cmp(p->chosen[k]->root, it->root) == 0;
             if (seen) { /* one article per story: the best of each */
@@ -2078,6 +2101,13 @@ static int feed_answer(nf_query_t *q, nf_store_view_t *v, const vcache_t *c, con
     nf_jw_arr_close(&w);
     put_topic_mask(q, &w, "followed_topics", rd->follow);
     put_topic_mask(q, &w, "muted_topics", rd->mute);
+    nf_jw_key(&w, "muted_sources");
+    nf_jw_arr_open(&w);
+    for (size_t at = 0; at < rd->msrc_text_len; at += strlen(rd->msrc_text + at) + 1) {
+        nf_jw_elem(&w);
+        nf_jw_str(&w, rd->msrc_text + at);
+    }
+    nf_jw_arr_close(&w);
     nf_jw_key(&w, "items");
     nf_jw_arr_open(&w);
     for (size_t i = 0; i < p->shown; i++) {

@@ -18,9 +18,10 @@ typedef struct entry {
     int64_t until_ms;
     uint64_t version, follow, mute;
     int64_t updated_ms;
-    uint16_t nvec, nhidden;
+    uint16_t nvec, nhidden, nmsrc, msrc_text_len;
     bool used, found;
-    void *blob; /* nvec nf_topic_weight_t, then nhidden nf_id128_t */
+    /* nvec nf_topic_weight_t, nhidden nf_id128_t, nmsrc uint64_t, then msrc_text_len bytes */
+    void *blob;
 } entry_t;
 
 struct nf_readers {
@@ -93,9 +94,10 @@ static bool holds(const entry_t *e, nf_id128_t user)
     return e->used && nf_id128_cmp(e->user, user) == 0;
 }
 
-static size_t blob_bytes(unsigned nvec, unsigned nhidden)
+static size_t blob_bytes(unsigned nvec, unsigned nhidden, unsigned nmsrc, size_t text)
 {
-    return nvec * sizeof(nf_topic_weight_t) + nhidden * sizeof(nf_id128_t);
+    return nvec * sizeof(nf_topic_weight_t) + nhidden * sizeof(nf_id128_t) +
+           nmsrc * sizeof(uint64_t) + text;
 }
 
 int nf_readers_get(nf_readers_t *c, const nf_store_view_t *v, nf_id128_t user, uint64_t owned,
@@ -124,8 +126,14 @@ int nf_readers_get(nf_readers_t *c, const nf_store_view_t *v, nf_id128_t user, u
         out->vec.n = e->nvec;
         memcpy(out->vec.t, e->blob, e->nvec * sizeof *out->vec.t);
         out->nhidden = e->nhidden;
-        memcpy(out->hidden, (const char *)e->blob + e->nvec * sizeof *out->vec.t,
-               e->nhidden * sizeof *out->hidden);
+        const char *at = (const char *)e->blob + e->nvec * sizeof *out->vec.t;
+        memcpy(out->hidden, at, e->nhidden * sizeof *out->hidden);
+        at += e->nhidden * sizeof *out->hidden;
+        out->nmsrc = e->nmsrc;
+        memcpy(out->msrc, at, e->nmsrc * sizeof *out->msrc);
+        at += e->nmsrc * sizeof *out->msrc;
+        out->msrc_text_len = e->msrc_text_len;
+        memcpy(out->msrc_text, at, e->msrc_text_len);
         out->until_ms = e->until_ms;
         out->keep = true;
         r = 1;
@@ -141,12 +149,19 @@ void nf_readers_put(nf_readers_t *c, const nf_store_view_t *v, nf_id128_t user, 
 {
     if (!c || !r->keep || r->nhidden > NF_READER_HIDDEN_KEPT || r->vec.n > NF_TOPICS_MAX)
         return;
-    size_t bytes = blob_bytes(r->vec.n, (unsigned)r->nhidden);
-    void *blob = malloc(bytes ? bytes : 1);
+    if (r->nmsrc > NF_FOLLOWS_SOURCES_MAX || r->msrc_text_len > sizeof r->msrc_text)
+        return;
+    size_t bytes = blob_bytes(r->vec.n, (unsigned)r->nhidden, r->nmsrc, r->msrc_text_len);
+    char *blob = malloc(bytes ? bytes : 1), *at = blob;
     if (!blob)
         return;
-    memcpy(blob, r->vec.t, r->vec.n * sizeof *r->vec.t);
-    memcpy((char *)blob + r->vec.n * sizeof *r->vec.t, r->hidden, r->nhidden * sizeof *r->hidden);
+    memcpy(at, r->vec.t, r->vec.n * sizeof *r->vec.t);
+    at += r->vec.n * sizeof *r->vec.t;
+    memcpy(at, r->hidden, r->nhidden * sizeof *r->hidden);
+    at += r->nhidden * sizeof *r->hidden;
+    memcpy(at, r->msrc, r->nmsrc * sizeof *r->msrc);
+    at += r->nmsrc * sizeof *r->msrc;
+    memcpy(at, r->msrc_text, r->msrc_text_len);
     uint64_t tag = nf_store_view_wseq(v);
     size_t s = set_of(c, user);
     pthread_mutex_lock(&c->mu[s % STRIPES]);
@@ -162,7 +177,7 @@ void nf_readers_put(nf_readers_t *c, const nf_store_view_t *v, nf_id128_t user, 
         free(blob);
         return;
     }
-    size_t freed = e->used ? blob_bytes(e->nvec, e->nhidden) : 0;
+    size_t freed = e->used ? blob_bytes(e->nvec, e->nhidden, e->nmsrc, e->msrc_text_len) : 0;
     free(e->blob);
     *e = (entry_t){.user = user,
                    .tag = tag,
@@ -174,6 +189,8 @@ void nf_readers_put(nf_readers_t *c, const nf_store_view_t *v, nf_id128_t user, 
                    .updated_ms = r->updated_ms,
                    .nvec = (uint16_t)r->vec.n,
                    .nhidden = (uint16_t)r->nhidden,
+                   .nmsrc = (uint16_t)r->nmsrc,
+                   .msrc_text_len = (uint16_t)r->msrc_text_len,
                    .used = true,
                    .found = r->found,
                    .blob = blob};

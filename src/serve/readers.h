@@ -1,6 +1,6 @@
 /* readers.h — a reader's inputs to a feed kept from one committed view to the next: the interest
  * vector, the hidden articles (what the reader disliked or hid) and the followed and muted topics
- * (engine/follows.h, beside the history) read from a view, valid in a
+ * and muted sources (engine/follows.h, beside the history) read from a view, valid in a
  * later view for as long as the store's tracked writes (state/store.h, nf_store_track) show no
  * write to the reader's interest or history since, nothing read has expired and the process
  * owns the same read-events partitions. A feed then reads neither RocksDB nor the history for a
@@ -14,6 +14,7 @@
 #define NF_READERS_H
 
 #include "algo/idset.h"
+#include "engine/follows.h"
 #include "engine/interest.h"
 #include "state/store.h"
 
@@ -32,8 +33,14 @@ typedef struct nf_reader {
     size_t nhidden;
     nf_id128_t hidden[NF_READER_HIDDEN_MAX]; /* sorted (nf_id128_cmp) */
     uint64_t follow, mute; /* topics followed and muted (engine/follows.h), bit t: topic t */
-    int64_t until_ms;      /* the earliest expiry of what it was read from (0: none) */
-    bool keep;             /* false: not to be kept (its history scan reached its limit) */
+    /* sources muted (engine/follows.h), oldest first: their hashes (nf_serve_source_hash) and
+     * their ids, each NUL-terminated, one after the other in msrc_text (msrc_text_len bytes) */
+    unsigned nmsrc;
+    uint64_t msrc[NF_FOLLOWS_SOURCES_MAX];
+    size_t msrc_text_len;
+    char msrc_text[NF_FOLLOWS_SOURCES_MAX * (NF_FOLLOWS_SOURCE_MAX + 1)];
+    int64_t until_ms; /* the earliest expiry of what it was read from (0: none) */
+    bool keep;        /* false: not to be kept (its history scan reached its limit) */
 } nf_reader_t;
 
 typedef struct nf_readers nf_readers_t;

@@ -21,9 +21,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The state format this build writes. 1: the first with an identity record. A change that an
- * older build would misread raises it. */
-#define NF_STATE_FORMAT 1
+/* The state format this build writes. A change that an older build would misread raises it.
+ * 1: the first with an identity record. 2: a reader's settings may hold muted sources
+ * (engine/follows.h), which a build of format 1 would read as no settings at all. */
+#define NF_STATE_FORMAT 2
 
 typedef struct nf_identity {
     const char *group;        /* kafka.group_id */

@@ -142,10 +142,12 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None, variants_
         source, items = ranked(user, now, wt)
         return vname, source, items
 
-    def ranked(user, now, wt):
+    def ranked(user, now, wt, with_msrc=True):
         u = interest.get(user)
         st = chosen.get(user, {"follow": [], "mute": []})
         follow, mute = set(st["follow"]), set(st["mute"])
+        # muted sources: their articles are left out, each story then shown by its next best
+        msrc = set(st.get("msrc", [])) if with_msrc else set()
         uvec = u["vector"] if u else {}
         tops = top5({t: w for t, w in uvec.items() if t not in mute})
         drawn = tops + sorted((t for t in follow if t not in tops), key=lambda t: index[t])
@@ -157,6 +159,8 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None, variants_
                     continue
                 if aid in articles and muted(articles[aid][1], mute):
                     continue
+                if source_of.get(aid) in msrc:
+                    continue
                 seen.add(find(aid))
                 items.append((aid, float(i["score"])))
             return "trending", items[:20]
@@ -164,7 +168,7 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None, variants_
         for aid, (pub, vec) in articles.items():
             if pub + 48 * 3600000 <= now or not any(vec.get(t, 0) > 0 for t in drawn):
                 continue
-            if muted(vec, mute):
+            if muted(vec, mute) or source_of.get(aid) in msrc:
                 continue
             dot = wt["interest"] * sum(uvec.get(t, 0.0) * w for t, w in vec.items()) if tops else 0.0
             dot += wt["follow"] * sum(vec.get(t, 0.0) for t in follow)
@@ -181,6 +185,7 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None, variants_
         return "interest" if tops else "follows", items[:20]
 
     failures, compared, cold, nonempty, follows, mutes = [], 0, 0, 0, 0, 0
+    src_muted, src_changed = 0, 0  # readers with muted sources; those whose feed it changed
     by_variant = {}
     # Nine in ten are demo readers (nearly all with vectors), one in ten never read anything.
     users = [f"demo-user-{i}" for i in range(nreaders - nreaders // 10)]
@@ -211,8 +216,15 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None, variants_
         for key, names in (("followed_topics", st["follow"]), ("muted_topics", st["mute"])):
             if feed.get(key) != sorted(names, key=lambda t: index[t]):
                 failures.append(f"{user}: {key} {feed.get(key)}, the events left {names}")
+        if feed.get("muted_sources") != st.get("msrc", []):
+            failures.append(f"{user}: muted_sources {feed.get('muted_sources')}, the events left "
+                            f"{st.get('msrc', [])}")
         follows += source == "follows"
         mutes += bool(st["mute"])
+        if st.get("msrc"):
+            src_muted += 1
+            src_changed += ranked(user, feed["ranked_at_ms"], nfhash.assign(
+                variants, "default", user)[1], with_msrc=False)[1] != want
         if [a for a, _ in got] != [a for a, _ in want]:
             failures.append(f"{user}: ids {[a[:8] for a, _ in got]} != model {[a[:8] for a, _ in want]}")
             continue
@@ -249,12 +261,13 @@ def check(base, out_path, taxonomy_path, nreaders, settings_path=None, variants_
           f"{len(interest)} readers with vectors, {len(last['items'])} trending items")
     for f in failures[:20]:
         print("FAIL: " + f, file=sys.stderr)
-    print(f"feed_model: {follows} feeds from follows alone, {mutes} readers with muted topics")
+    print(f"feed_model: {follows} feeds from follows alone, {mutes} readers with muted topics, "
+          f"{src_muted} with muted sources ({src_changed} feeds changed by them)")
     print(f"feed_model: readers ranked by interest or follows, by variant: {by_variant}")
     served = [name for name, share, _, shadow in variants if share and not shadow]
     if any(by_variant.get(name, 0) < 50 for name in served):
         failures.append("a served variant ranked fewer than 50 readers (see the counts)")
-    if chosen and (follows < 30 or mutes < 100):
+    if chosen and (follows < 30 or mutes < 100 or src_muted < 100 or src_changed < 50):
         failures.append("the run did not exercise follows and mutes (see the counts)")
     if compared < nreaders or nonempty < nreaders // 2 or multi == 0 or cold == 0 or cold == compared:
         failures.append("the run did not exercise the model (see the counts)")
@@ -324,7 +337,10 @@ def settings(base, out_path, taxonomy_path, path):
     the check: one in nine demo readers mutes their top topic and follows another (some also
     follow and unfollow, mute and unmute, follow their muted topic and mute it again: in order,
     nothing of these stays); 40 readers who never read follow two topics (one in four mutes a
-    third); one reader only mutes. Prints how many events it posted."""
+    third); one reader only mutes. Sources (mute_source, unmute_source; "msrc", oldest first):
+    one in six demo readers mutes a source (some a second, some mute and unmute a third, some
+    mute the first again, which makes it the newest), one in three cold readers and one in five
+    of those who follow mute one. Prints how many events it posted."""
     tax = [t["name"] for t in json.load(open(taxonomy_path))["topics"]]
     index = {name: i for i, name in enumerate(tax)}
     latest = {}
@@ -368,6 +384,33 @@ def settings(base, out_path, taxonomy_path, path):
             want[user]["mute"] = [c]
     ev("mute-only-reader", "mute", tax[0])
     want["mute-only-reader"] = {"follow": [], "mute": [tax[0]]}
+
+    srcs = sorted({a["source_id"] for a in jobout.records(out_path).get("articles", [])
+                   if a.get("source_id")})
+
+    def mute_src(user, first, more=()):
+        msrc = want.setdefault(user, {"follow": [], "mute": []}).setdefault("msrc", [])
+        for kind, src in [("mute_source", first)] + list(more):
+            nonlocal ts
+            ts += 1
+            events.append({"user_id": user, "kind": kind, "source": src, "ts": ts})
+            if src in msrc:
+                msrc.remove(src)
+            if kind == "mute_source":
+                msrc.append(src)
+
+    for i in range(3, 900, 6):
+        a, b, c = rng.sample(srcs, 3)
+        more = []
+        if i % 12 == 3:
+            more.append(("mute_source", b))
+        if i % 24 == 3:
+            more += [("mute_source", c), ("unmute_source", c), ("mute_source", a)]
+        mute_src(f"demo-user-{i}", a, more)
+    for i in range(0, 100, 3):
+        mute_src(f"cold-reader-{i}", rng.choice(srcs))
+    for i in range(0, 40, 5):
+        mute_src(f"follow-reader-{i}", rng.choice(srcs))
     for k in range(0, len(events), 500):
         post_events(base, events[k:k + 500])
     json.dump(want, open(path, "w"))

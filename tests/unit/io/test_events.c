@@ -1022,7 +1022,8 @@ static void test_kinds(void)
     NF_CHECK_EQ(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err),
                 -NF_EVENT_E_VALUE);
     NF_CHECK_STR(err, "field \"kind\": \"like\" is not one of read, save, share, dislike, hide, "
-                      "follow, unfollow, mute, unmute, subscribe, unsubscribe");
+                      "follow, unfollow, mute, unmute, subscribe, unsubscribe, mute_source, "
+                      "unmute_source");
     snprintf(json, sizeof json, "%s,\"kind\":7}", base);
     NF_CHECK_EQ(nf_read_event_decode(json, strlen(json), 0, &e, err, sizeof err), -NF_EVENT_E_TYPE);
     for (int k = 0; k < NF_READ_KIND__COUNT; k++) {
@@ -1136,6 +1137,57 @@ static void test_settings(void)
     NF_CHECK(e.kind == back.kind && e.ts_ms == back.ts_ms && e.article_len == back.article_len);
     NF_CHECK_STR(e.article_id, back.article_id);
     NF_CHECK_STR(e.event_id, back.event_id);
+}
+
+/* mute_source / unmute_source name a source (its `source` field, carried in article_id): the
+ * same rules as a topic's setting, and a clear word when a setting names the wrong one. */
+static void test_source_settings(void)
+{
+    nf_read_event_t e, back;
+    char err[256];
+    const char *m = "{\"user_id\":\"u1\",\"kind\":\"mute_source\",\"source\":\"wire-a\",\"ts\":5}";
+    NF_REQUIRE(decode(m, &e, err, sizeof err) == 0);
+    NF_CHECK_EQ(e.kind, NF_READ_KIND_MUTE_SOURCE);
+    NF_CHECK(nf_read_kind_is_setting(e.kind) && nf_read_kind_is_source(e.kind));
+    NF_CHECK(!nf_read_kind_is_source(NF_READ_KIND_MUTE) && !nf_read_kind_is_source(0));
+    NF_CHECK_STR(e.article_id, "wire-a");
+    /* printf 'u1\0wire-a\0\0mute_source\0005\0' | sha256sum */
+    NF_CHECK_STR(e.event_id, "b4844a6847111f5115958f26f033b204345f3de3dd8844ae09209f4ea9a9d6a7");
+    nf_jw_t w;
+    nf_jw_init(&w);
+    nf_read_event_json(&w, &e);
+    NF_CHECK(strstr(w.buf, "\"source\":\"wire-a\"") && !strstr(w.buf, "topic") &&
+             !strstr(w.buf, "article_id"));
+    NF_CHECK(nf_read_event_decode(w.buf, w.len, 0, &back, err, sizeof err) == 0);
+    NF_CHECK(back.kind == e.kind && back.ts_ms == 5);
+    NF_CHECK_STR(back.article_id, "wire-a");
+    NF_CHECK_STR(back.event_id, e.event_id);
+    nf_jw_free(&w);
+    const char *none = "{\"user_id\":\"u1\",\"kind\":\"unmute_source\",\"ts\":5}";
+    NF_CHECK_EQ(decode(none, &e, err, sizeof err), -NF_EVENT_E_MISSING);
+    NF_CHECK_STR(err, "missing required field \"source\"");
+    const char *topic =
+        "{\"user_id\":\"u1\",\"kind\":\"mute_source\",\"topic\":\"science\",\"ts\":5}";
+    NF_CHECK_EQ(decode(topic, &e, err, sizeof err), -NF_EVENT_E_VALUE);
+    NF_CHECK_STR(err, "field \"topic\": a mute_source names a source, not a topic");
+    const char *art = "{\"user_id\":\"u1\",\"kind\":\"mute_source\",\"source\":\"s\",\"article_"
+                      "id\":\"a\",\"ts\":5}";
+    NF_CHECK_EQ(decode(art, &e, err, sizeof err), -NF_EVENT_E_VALUE);
+    NF_CHECK_STR(err, "field \"article_id\": a mute_source names a source, not an article");
+    const char *wrong = "{\"user_id\":\"u1\",\"kind\":\"mute\",\"source\":\"wire-a\",\"ts\":5}";
+    NF_CHECK_EQ(decode(wrong, &e, err, sizeof err), -NF_EVENT_E_VALUE);
+    NF_CHECK_STR(err, "field \"source\": a mute names a topic (mute_source and unmute_source name "
+                      "a source)");
+    const char *empty = "{\"user_id\":\"u1\",\"kind\":\"mute_source\",\"source\":\"\",\"ts\":5}";
+    NF_CHECK_EQ(decode(empty, &e, err, sizeof err), -NF_EVENT_E_EMPTY);
+    /* a topic setting's source field beside its topic, and a read's: ignored */
+    const char *both =
+        "{\"user_id\":\"u1\",\"kind\":\"mute\",\"topic\":\"science\",\"source\":7,\"ts\":5}";
+    NF_REQUIRE(decode(both, &e, err, sizeof err) == 0);
+    NF_CHECK_STR(e.article_id, "science");
+    const char *rd = "{\"user_id\":\"u1\",\"article_id\":\"a1\",\"source\":\"x\",\"ts\":5}";
+    NF_REQUIRE(decode(rd, &e, err, sizeof err) == 0);
+    NF_CHECK_STR(e.article_id, "a1");
 }
 
 static void test_schema_examples(void)
@@ -1266,6 +1318,7 @@ int main(void)
     NF_RUN(test_fast_path_is_the_strict_decoder);
     NF_RUN(test_kinds);
     NF_RUN(test_settings);
+    NF_RUN(test_source_settings);
     NF_RUN(test_variant);
     NF_RUN(test_schema_examples);
     NF_RUN(test_dead_letter);

@@ -3,7 +3,7 @@
  * readers (a small table: sets are shared and entries replaced), one does not — must answer every
  * feed byte for byte the same over random epochs that move readers' interest vectors between
  * partitions, hide and dislike articles (some expiring as the clock moves), follow and mute
- * topics (engine/follows.h), delete vectors,
+ * topics and mute sources (engine/follows.h), delete vectors,
  * change which partitions this process owns, and ingest table files (writes whose ids the store
  * cannot name); and the kept inputs must be used (hits) when nothing of a reader changed. The
  * uncached path is itself checked against an independent model (integration/test_query_feed). */
@@ -30,6 +30,7 @@
 #define USERS    16
 #define ARTICLES 48
 #define TOPICS   3
+#define SOURCES  5
 
 static const char *const g_topics[TOPICS] = {"politics", "science", "sports"};
 static bool g_owned[4] = {true, true, true, true};
@@ -100,6 +101,11 @@ static void put_articles(nf_store_batch_t *b)
         nf_put_le64(tval, 0);
         n = nf_interest_topics_encode(&vec, tval + 8, NF_TOPICS_ENC_MAX);
         nf_store_batch_put(b, NF_KIND_ARTICLE_TOPICS, tkey, sizeof tkey, tval, 8 + (size_t)n);
+        char meta[8 + 96]; /* its metadata: a source, which a reader may mute */
+        nf_put_le64((unsigned char *)meta, 0);
+        int ml = snprintf(meta + 8, sizeof meta - 8,
+                          "{\"source_id\":\"wire-%u\",\"title\":\"a%u\"}", i % SOURCES, i);
+        nf_store_batch_put(b, NF_KIND_ARTICLE_META, tkey, sizeof tkey, meta, 8 + (size_t)ml);
         at += (size_t)snprintf(json + at, sizeof json - at,
                                "%s{\"article_id\":\"%s\",\"score\":%u}", i ? "," : "", hex, i % 7);
     }
@@ -157,12 +163,13 @@ static void put_history(nf_store_batch_t *b, unsigned u, unsigned p)
     nf_serve_history_put(b, &r, hex, 32, expires);
 }
 
-/* Reader u's followed and muted topics in partition p (engine/follows.h), or their deletion. */
+/* Reader u's followed and muted topics and muted sources in partition p (engine/follows.h), or
+ * their deletion. */
 static void put_settings(nf_store_batch_t *b, unsigned u, unsigned p)
 {
     char name[16];
     user_name(u, name);
-    unsigned char key[18], val[8 + NF_FOLLOWS_VALUE_LEN] = {0};
+    unsigned char key[18], val[8 + NF_FOLLOWS_VALUE_MAX] = {0};
     nf_kstate_encode_key((uint16_t)p, nf_interest_user_key(name), key);
     if (rnd(5) == 0) {
         nf_store_batch_delete(b, NF_KIND_READS, key, sizeof key);
@@ -174,8 +181,15 @@ static void put_settings(nf_store_batch_t *b, unsigned u, unsigned p)
         v.follow |= (uint64_t)(r == 0) << t;
         v.mute |= (uint64_t)(r == 1) << t;
     }
-    nf_follows_encode(&v, val + 8);
-    nf_store_batch_put(b, NF_KIND_READS, key, sizeof key, val, sizeof val);
+    for (unsigned k = 0, m = (unsigned)rnd(4); k < m; k++) { /* muted sources */
+        char src[16];
+        int sl = snprintf(src, sizeof src, "wire-%u", (unsigned)rnd(SOURCES));
+        bool evicted;
+        nf_follows_step_source(&v, NF_READ_KIND_MUTE_SOURCE, src, (size_t)sl, v.updated_ms,
+                               &evicted);
+    }
+    size_t n = nf_follows_encode(&v, val + 8);
+    nf_store_batch_put(b, NF_KIND_READS, key, sizeof key, val, 8 + n);
 }
 
 /* One epoch of random changes, written one of three ways. */

@@ -60,7 +60,9 @@ static void test_recorded_then_matched(void)
     NF_REQUIRE(st);
     char *v = NULL;
     NF_CHECK_EQ(nf_store_meta_get(st, "identity", &v, err, sizeof err), 1);
-    NF_CHECK(v && strstr(v, "\"format\":1") && strstr(v, "\"group\":\"newsflow\"") &&
+    char fmt[32];
+    snprintf(fmt, sizeof fmt, "\"format\":%d,", NF_STATE_FORMAT);
+    NF_CHECK(v && strstr(v, fmt) && strstr(v, "\"group\":\"newsflow\"") &&
              strstr(v, "\"topic_prefix\":\"prod.\"") && strstr(v, "\"writer\":\"newsflow-0\"") &&
              strstr(v, "\"version\":"));
     free(v);
@@ -108,6 +110,31 @@ static void test_newer_format_refused(void)
     NF_CHECK_EQ(nf_store_meta_put(st, "identity", "{not json", err, sizeof err), 0);
     NF_CHECK_EQ(nf_identity_check(st, &job, &rec, err, sizeof err), -EEXIST);
     NF_CHECK(strstr(err, "does not parse"));
+    nf_store_close(st);
+    tmpdir_free(dir);
+}
+
+/* A state of an older format is read, and recorded as this build's from then on (a build of the
+ * older format then refuses it: test_newer_format_refused). */
+static void test_older_format_taken(void)
+{
+    const char *dir = tmpdir_new();
+    char err[2048];
+    nf_store_t *st = nf_store_open(dir, NULL, err, sizeof err);
+    NF_REQUIRE(st);
+    NF_CHECK_EQ(nf_store_meta_put(st, "identity",
+                                  "{\"format\":1,\"group\":\"newsflow\",\"topic_prefix\":"
+                                  "\"prod.\",\"writer\":\"newsflow-0\",\"version\":\"0.1.0\","
+                                  "\"commit\":\"abcdef0\"}",
+                                  err, sizeof err),
+                0);
+    bool rec;
+    NF_CHECK_EQ(nf_identity_check(st, &job, &rec, err, sizeof err), 0);
+    char *v = NULL, fmt[32];
+    snprintf(fmt, sizeof fmt, "\"format\":%d,", NF_STATE_FORMAT);
+    NF_CHECK_EQ(nf_store_meta_get(st, "identity", &v, err, sizeof err), 1);
+    NF_CHECK(NF_STATE_FORMAT > 1 && v && strstr(v, fmt));
+    free(v);
     nf_store_close(st);
     tmpdir_free(dir);
 }
@@ -171,6 +198,7 @@ int main(void)
     NF_RUN(test_recorded_then_matched);
     NF_RUN(test_another_job_refused);
     NF_RUN(test_newer_format_refused);
+    NF_RUN(test_older_format_taken);
     NF_RUN(test_missing_current_refused);
     NF_RUN(test_lost_db_beside_checkpoints_refused);
     return nf_test_report();
