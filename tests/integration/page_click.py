@@ -19,7 +19,10 @@ steps of test_page_click.sh once the job runs and Chromium listens.
      it than before (a followed topic is drawn into the feed and ranks up: engine/follows.h);
   8. the feed names its ranking variant (ranking.variants, engine/variants.h) and the page shows
      it; the reader clicks a feed article (another than the first): the read carries the
-     variant, and the job counts it once under it (newsflow_ranking_reads_total).
+     variant, and the job counts it once under it (newsflow_ranking_reads_total);
+  9. the reader clicks "mute SOURCE" beside a feed article: the page says the mute was recorded
+     and shows the feed again naming the muted source; the job's feed names it in
+     muted_sources and holds no article of it any more (engine/follows.h, mute_source).
 Every wait is on a condition, with a bound far above what it takes on an idle machine.
 Usage: python3 page_click.py ADMIN_PORT DEVTOOLS_PORT READER"""
 import json
@@ -114,6 +117,54 @@ def follow_step(page, base, reader, quser, interest):
              f"{with_topic(before, topic)} before, {with_topic(after, topic)} after")
     print(f"page_click: followed {topic} by a click; the feed holds {with_topic(after, topic)} of "
           f"its articles (before: {with_topic(before, topic)})")
+
+
+FIND_MUTE = """(() => {
+  const m = document.querySelector("#feed li[data-article] span.mute-source[data-source]");
+  if (!m) return null;
+  m.scrollIntoView({block: "center"});
+  const r = m.getClientRects()[0];
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  const hit = document.elementFromPoint(x, y);
+  return {source: m.dataset.source, x: x, y: y, hits: !!hit && hit.closest("span") === m};
+})()"""
+
+
+def of_source(feed, src):
+    return sum(1 for i in feed["items"] if i.get("source_id") == src)
+
+
+def mute_step(page, base, reader, quser):
+    """Step 9: a click on a feed article's "mute SOURCE" leaves that source out of the feed."""
+    status, before = get(base, f"/v1/feed/{quser}?limit=15")
+    if status != 200 or before.get("muted_sources") != []:
+        fail(f"the feed before the mute: {status} {before}")
+    m = page.evaluate(FIND_MUTE)
+    if not m:
+        fail("no feed article with a source to mute")
+    if not m["hits"]:
+        fail(f"the point ({m['x']:.0f}, {m['y']:.0f}) does not hit the mute of {m['source']}")
+    src = m["source"]
+    if of_source(before, src) == 0:
+        fail(f"the page offers to mute {src}, which no article of the job's feed has: {before}")
+    click(page, m["x"], m["y"])
+    want = f"mute_source {src} recorded for {reader}"
+    wait("the page's note of the mute",
+         lambda: page.evaluate("document.getElementById('read-note').textContent") == want, 30)
+    wait(f"the page's feed with {src} muted",
+         lambda: f"muted sources {src}" in page.evaluate(
+             "document.getElementById('feed-note').textContent"), 60)
+    status, after = get(base, f"/v1/feed/{quser}?limit=15")
+    if status != 200 or after.get("muted_sources") != [src]:
+        fail(f"the feed after the mute does not name {src}: {status} {after}")
+    if of_source(after, src):
+        fail(f"the feed still holds {of_source(after, src)} articles of the muted {src}")
+    shown = page.evaluate("[...document.querySelectorAll('#feed span.mute-source')]"
+                          ".map((m) => m.dataset.source)")
+    if src in shown:
+        fail(f"the page's feed still shows an article of the muted {src}")
+    print(f"page_click: muted {src} by a click; the feed held {of_source(before, src)} of its "
+          f"articles, now none ({len(after['items'])} items)")
 
 
 FIND_FEED_LINK = """((skip) => {
@@ -234,6 +285,7 @@ def main(admin_port, devtools_port, reader):
     items = page.evaluate("document.querySelectorAll('#feed li[data-article]').length")
     follow_step(page, base, reader, quser, interest)
     variant_step(page, base, reader, quser, link["article"])
+    mute_step(page, base, reader, quser)
     page.close()
     print(f"page_click: read recorded, interest v1 {interest['top_topics']} after "
           f"{t_interest - t_click:.1f} s, feed from interest ({len(feed['items'])} items; the page "
