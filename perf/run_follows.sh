@@ -7,14 +7,17 @@
 # topics' recent lists and drops the muted topic's articles. Then the medians and the ratios
 # with / without. JSON lines to perf/results/follows-<date>-<time>.jsonl. Nothing is judged.
 #
-#   perf/run_follows.sh [--rounds N] [--follows F] [run_query.sh options, e.g. --quick]
+# --mute-sources M: "on" mutes M random sources per reader too (their articles leave the feed).
+#
+#   perf/run_follows.sh [--rounds N] [--follows F] [--mute-sources M] [run_query.sh options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=3 follows=2 qargs=()
+rounds=3 follows=2 msrc=0 qargs=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --follows) follows="$2"; shift 2 ;;
+    --mute-sources) msrc="$2"; shift 2 ;;
     *) qargs+=("$1"); shift ;;
   esac
 done
@@ -25,7 +28,7 @@ out="perf/results/follows-$(date -u +%Y%m%d-%H%M%S).jsonl"
 for r in $(seq "$rounds"); do
   for mode in off on; do
     fargs=()
-    [ "$mode" = on ] && fargs=(--follows "$follows")
+    [ "$mode" = on ] && fargs=(--follows "$follows" --mute-sources "$msrc")
     perf/run_query.sh "${qargs[@]}" "${fargs[@]}" >"$tmp/q.out" 2>"$tmp/q.err" ||
       { tail -20 "$tmp/q.err" >&2; exit 1; }
     python3 perf/query/ab_row.py "$tmp/q.out" follows_feed follows "\"$mode\"" "$r" | tee -a "$out"

@@ -27,6 +27,7 @@
 # --set K=V: passed to the job (e.g. http.shards=false: libmicrohttpd instead of the shards' loops).
 # --follows F: before the runs every reader follows F random topics and mutes one other
 # (perf/query/follows.py, through the edge; issue 45), applied before the first run starts.
+# --mute-sources M: with --follows, every reader also mutes M random sources of the job's.
 # --kafka: the issue's setting instead — Apache Kafka (scripts/kafka.sh, a private directory and
 # port, stopped by pid at the end), the job on it (kafka.assignment=all), and the read events
 # produced from outside by perf/kafka/bench_e2e at --rate (default then 100,000/s) from readers
@@ -34,7 +35,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B="${NF_PERF_BUILD_DIR:-build-perf}"
-rate="" users=100000 articles=2000 conns=32 seconds=20 kafka="" jobset=() follows=""
+rate="" users=100000 articles=2000 conns=32 seconds=20 kafka="" jobset=() follows="" msrc=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) seconds=5; shift ;;
@@ -46,7 +47,8 @@ while [ $# -gt 0 ]; do
     --seconds) seconds="$2"; shift 2 ;;
     --set) jobset+=(--set "$2"); shift 2 ;;
     --follows) follows="$2"; shift 2 ;;
-    *) echo "usage: perf/run_query.sh [--quick] [--kafka] [--rate R] [--users U] [--articles N] [--conns C] [--seconds S] [--set K=V] [--follows F]" >&2; exit 2 ;;
+    --mute-sources) msrc="$2"; shift 2 ;;
+    *) echo "usage: perf/run_query.sh [--quick] [--kafka] [--rate R] [--users U] [--articles N] [--conns C] [--seconds S] [--set K=V] [--follows F [--mute-sources M]]" >&2; exit 2 ;;
   esac
 done
 [ -n "$rate" ] || rate=$([ -n "$kafka" ] && echo 100000 || echo 20000)
@@ -123,7 +125,7 @@ if [ -z "$interested" ]; then
 fi
 sleep 3 # past the first epochs
 if [ -n "$follows" ]; then # every reader's settings, applied (counted) before the runs
-  nset=$(python3 perf/query/follows.py "$base" "$users" "$follows" "$reader")
+  nset=$(python3 perf/query/follows.py "$base" "$users" "$follows" "$reader" "$msrc")
   applied() { curl -fs "$base/metrics" | awk '/^newsflow_reader_settings_total[ {]/ {s += $NF} END {printf "%d", s}'; }
   for _ in $(seq 600); do [ "$(applied)" -ge "$nset" ] && break; sleep 0.2; done
   [ "$(applied)" -ge "$nset" ] || { echo "run_query.sh: $(applied) of $nset settings applied" >&2; exit 1; }
@@ -134,7 +136,7 @@ events() { curl -fs "$base/metrics" | awk '/^newsflow_read_events_total[ {]/ {s 
 kept() { curl -fs "$base/metrics" | awk '/^newsflow_query_reader_cache_total/ {
   v[$1 ~ /"hit"/ ? 0 : $1 ~ /"changed"/ ? 1 : 2] = $2 } END {print v[0] + 0, v[1] + 0, v[2] + 0}'; }
 ncpu=$(nproc)
-emit "{\"bench\":\"query_env\",\"follows\":${follows:-0},\"date\":\"$(date -u +%FT%TZ)\",\"cpus\":$ncpu,\"broker\":\"$([ -n "$kafka" ] && echo kafka || echo embedded)\",\"rate\":$rate,\"users\":$users,\"articles\":$articles,\"conns\":$conns,\"seconds\":$seconds,\"build\":\"$B\"}"
+emit "{\"bench\":\"query_env\",\"follows\":${follows:-0},\"mute_sources\":$msrc,\"date\":\"$(date -u +%FT%TZ)\",\"cpus\":$ncpu,\"broker\":\"$([ -n "$kafka" ] && echo kafka || echo embedded)\",\"rate\":$rate,\"users\":$users,\"articles\":$articles,\"conns\":$conns,\"seconds\":$seconds,\"build\":\"$B\"}"
 # A quiet window first: the epoch pause and the ingest rate without queries.
 read -r ps0 pc0 < <(pauses); e0=$(events); t0=$(date +%s.%N)
 sleep "$seconds"

@@ -39,7 +39,20 @@ typedef struct rd {
     nf_store_batch_t *history;
     nf_follows_t *follows; /* the readers' followed and muted topics (engine/follows.h) */
     nf_notify_t *notify;   /* their breaking-news subscriptions (engine/notify.h) */
+    /* windows of breaking stories being fanned out to the subscribers, oldest first (a slice a
+     * turn: fanout) */
+    struct run_q *runs, **runs_tail;
 } rd_t;
+
+typedef struct run_q {
+    nf_notify_run_t *run;
+    struct run_q *next;
+} run_q_t;
+
+/* Subscribers judged per turn of the shard: a window to 100,000 readers takes a shard about
+ * 300 ms in one go (perf/README "Notifications"); in slices (engine/notify.h) the shard's other
+ * work, HTTP included, goes on between them. */
+#define FANOUT_SLICE NF_NOTIFY_SLICE
 
 /* The named event interest.updated: at 50k read events a second, 1 in 100 x log.sample_every
  * (docs/slo.md, "Log events"). Read events carry no trace. */
@@ -227,27 +240,79 @@ static int emit_notification(void *arg, const char *user_id, size_t ulen,
     return 0;
 }
 
-/* A window of breaking stories from the merger (trending.c): this shard's subscribed readers
- * notified, in the epoch of the window's breaking-news records. */
-static void reads_breaking(rd_t *d, const nf_notify_window_t *w)
+/* Up to max subscribers of the queued windows judged, in order. Whether windows remain. */
+static bool fanout(rd_t *d, size_t max)
 {
     uint64_t t0 = nf_thread_cpu_ns(), counts[NF_NOTIFY__OUTCOMES] = {0};
-    int rc = nf_notify_window(d->notify, w, emit_notification, d, counts);
+    int rc = 0;
+    while (d->runs && max && rc >= 0) {
+        run_q_t *q = d->runs;
+        size_t before = nf_notify_run_left(q->run);
+        rc = nf_notify_run_step(d->notify, q->run, max, emit_notification, d, counts);
+        size_t done = before - nf_notify_run_left(q->run);
+        max = done < max ? max - done : 0;
+        if (rc == 0) { /* this window is done */
+            d->runs = q->next;
+            if (!d->runs)
+                d->runs_tail = &d->runs;
+            nf_notify_run_free(q->run);
+            free(q);
+            nf_counter_inc(d->an->m.notify_windows);
+        }
+    }
     for (int o = 0; o < NF_NOTIFY__OUTCOMES; o++)
         nf_counter_add(d->an->m.notify[o], counts[o]);
-    nf_counter_inc(d->an->m.notify_windows);
     atomic_fetch_add_explicit(&d->an->notify_cpu_ns, nf_thread_cpu_ns() - t0, memory_order_relaxed);
-    if (rc != 0) {
+    if (rc < 0) {
         nf_counter_inc(d->r->m.state_errors);
         nf_log(NF_LOG_ERROR, "interest",
                rc == -ENOMEM ? "out of memory notifying readers; stopping the job"
                              : "readers' subscriptions cannot be read; stopping the job",
                NF_LI("errno", -rc), NF_LS("error", nf_notify_error(d->notify)), NF_LEND);
         nf_runtime_fail(nf_shard_runtime(d->sh));
-        return;
+        return false;
     }
     if (d->r->epoch && nf_notify_over_budget(d->notify))
         nf_epoch_request(d->r->epoch);
+    return d->runs != NULL;
+}
+
+/* A window of breaking stories from the merger (trending.c): queued for this shard's subscribed
+ * readers, FANOUT_SLICE of them a turn; the epoch cut waits for it (reads_busy), so that their
+ * notifications commit in the epoch of the window's breaking-news records. */
+static void reads_breaking(rd_t *d, const nf_notify_window_t *w)
+{
+    run_q_t *q = malloc(sizeof *q);
+    if (!q || !(q->run = nf_notify_run_new(d->notify, w))) {
+        free(q);
+        nf_counter_inc(d->r->m.state_errors);
+        nf_log(NF_LOG_ERROR, "interest",
+               "out of memory queueing a window's notifications; "
+               "stopping the job",
+               NF_LEND);
+        nf_runtime_fail(nf_shard_runtime(d->sh));
+        return;
+    }
+    q->next = NULL;
+    *d->runs_tail = q;
+    d->runs_tail = &q->next;
+    if (fanout(d, FANOUT_SLICE))
+        nf_actor_schedule(d->sh, d->r->reads_actor);
+}
+
+static void reads_run(nf_shard_t *sh, void *self)
+{
+    rd_t *d = self;
+    if (fanout(d, FANOUT_SLICE))
+        nf_actor_schedule(sh, d->r->reads_actor);
+}
+
+/* The cut waits while windows are being fanned out (a slice each time it asks). */
+static bool reads_busy(nf_shard_t *sh, void *self)
+{
+    (void)sh;
+    rd_t *d = self;
+    return d->runs && fanout(d, FANOUT_SLICE);
 }
 
 static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, uint64_t now_ms)
@@ -426,7 +491,8 @@ static void reads_partitions(nf_shard_t *sh, void *self, nf_input_t in, const in
                NF_LI("shard", nf_shard_index(sh)), NF_LI("entries", r), NF_LEND);
 }
 
-static const nf_epoch_participant_t reads_part = {.snapshot = reads_snapshot,
+static const nf_epoch_participant_t reads_part = {.busy = reads_busy,
+                                                  .snapshot = reads_snapshot,
                                                   .snapshot_more = reads_snapshot_more,
                                                   .committed = reads_committed,
                                                   .partitions = reads_partitions};
@@ -526,6 +592,7 @@ static int reads_init(nf_shard_t *sh, void *ctx, void **self, char *err, size_t 
     d->r = ctx;
     d->an = d->r->an;
     d->sh = sh;
+    d->runs_tail = &d->runs;
     nf_jw_init(&d->jw);
     nf_timer_init(&d->gauges, on_gauges, d);
     int r = reads_state(d, err, errlen);
@@ -549,6 +616,12 @@ static void reads_fini(nf_shard_t *sh, void *self)
 {
     rd_t *d = self;
     nf_timer_cancel(sh, &d->gauges);
+    while (d->runs) { /* a forced shutdown: nothing of them was committed */
+        run_q_t *q = d->runs;
+        d->runs = q->next;
+        nf_notify_run_free(q->run);
+        free(q);
+    }
     nf_interest_free(d->eng);
     nf_follows_free(d->follows);
     nf_notify_free(d->notify);
@@ -563,6 +636,7 @@ static void reads_fini(nf_shard_t *sh, void *self)
 const nf_actor_ops_t nf_interest_update_ops = {.name = "reads",
                                                .init = reads_init,
                                                .handle = reads_handle,
+                                               .run = reads_run,
                                                .stop = reads_stop,
                                                .fini = reads_fini,
                                                .drop = nf_reads_batch_drop};

@@ -8,6 +8,7 @@
 #include "state/kstate.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,19 +260,80 @@ static int reader_window(nf_notify_t *n, const sub_t *e, const nf_notify_window_
     return dirty ? value_put(n, e->kg, e->key, &v) : 0;
 }
 
+struct nf_notify_run {
+    nf_notify_window_t *w; /* a copy */
+    uint64_t topics;       /* of its stories */
+    int32_t day;
+    size_t *slots; /* the subscribers of its topics when it came (slots never move) */
+    size_t n, at;
+};
+
+nf_notify_run_t *nf_notify_run_new(nf_notify_t *n, const nf_notify_window_t *w)
+{
+    nf_notify_run_t *r = calloc(1, sizeof *r);
+    size_t wsize = sizeof *w + w->n * sizeof w->s[0];
+    if (!r || !(r->w = malloc(wsize)))
+        goto fail;
+    memcpy(r->w, w, wsize);
+    r->topics = window_topics(w);
+    r->day = nf_notify_day(w->end_ms);
+    size_t cap = 0;
+    for (size_t i = 0; i < n->n; i++) {
+        if (!(n->subs[i].topics & r->topics))
+            continue;
+        if (r->n == cap) {
+            size_t c = cap ? cap * 2 : 64;
+            size_t *v = realloc(r->slots, c * sizeof *v);
+            if (!v)
+                goto fail;
+            r->slots = v;
+            cap = c;
+        }
+        r->slots[r->n++] = i;
+    }
+    return r;
+fail:
+    nf_notify_run_free(r);
+    return NULL;
+}
+
+int nf_notify_run_step(nf_notify_t *n, nf_notify_run_t *r, size_t max, nf_notify_fn fn, void *arg,
+                       uint64_t counts[NF_NOTIFY__OUTCOMES])
+{
+    for (size_t done = 0; r->at < r->n && done < max; done++) {
+        const sub_t *e = &n->subs[r->slots[r->at++]];
+        if (!(e->topics & r->topics))
+            continue; /* unsubscribed since, or its key group left this process */
+        int rc = reader_window(n, e, r->w, r->day, fn, arg, counts);
+        if (rc != 0)
+            return rc;
+    }
+    return r->at < r->n;
+}
+
+size_t nf_notify_run_left(const nf_notify_run_t *r)
+{
+    return r->n - r->at;
+}
+
+void nf_notify_run_free(nf_notify_run_t *r)
+{
+    if (!r)
+        return;
+    free(r->w);
+    free(r->slots);
+    free(r);
+}
+
 int nf_notify_window(nf_notify_t *n, const nf_notify_window_t *w, nf_notify_fn fn, void *arg,
                      uint64_t counts[NF_NOTIFY__OUTCOMES])
 {
-    uint64_t topics = window_topics(w);
-    int32_t day = nf_notify_day(w->end_ms);
-    for (size_t i = 0; i < n->n; i++) {
-        if (!(n->subs[i].topics & topics))
-            continue;
-        int r = reader_window(n, &n->subs[i], w, day, fn, arg, counts);
-        if (r != 0)
-            return r;
-    }
-    return 0;
+    nf_notify_run_t *r = nf_notify_run_new(n, w);
+    if (!r)
+        return -ENOMEM;
+    int rc = nf_notify_run_step(n, r, SIZE_MAX, fn, arg, counts);
+    nf_notify_run_free(r);
+    return rc;
 }
 
 typedef struct load_ctx {

@@ -121,6 +121,22 @@ typedef int (*nf_notify_fn)(void *arg, const char *user_id, size_t ulen, const n
 int nf_notify_window(nf_notify_t *n, const nf_notify_window_t *w, nf_notify_fn fn, void *arg,
                      uint64_t counts[NF_NOTIFY__OUTCOMES]);
 
+/* The same in slices, so that a window to many readers does not hold the shard for its whole
+ * fan-out: a run is the window (copied) and the subscribers of its topics when it came; each
+ * step judges up to max of them (a reader unsubscribed since, or whose key group left, is
+ * skipped). Steps of one run, and runs one after the other, judge every reader's windows in
+ * their order; other events may come between steps. new: NULL (no memory); step: 1 (more
+ * left), 0 (done), fn's non-zero, -EIO or -ENOMEM. */
+typedef struct nf_notify_run nf_notify_run_t;
+/* The slice the reads actor judges a turn (actors/reads.c): about 0.3 ms of a shard with the
+ * readers' values in memory, 2 ms read from RocksDB (perf/README "Notifications"). */
+#define NF_NOTIFY_SLICE 512
+nf_notify_run_t *nf_notify_run_new(nf_notify_t *n, const nf_notify_window_t *w);
+int nf_notify_run_step(nf_notify_t *n, nf_notify_run_t *r, size_t max, nf_notify_fn fn, void *arg,
+                       uint64_t counts[NF_NOTIFY__OUTCOMES]);
+size_t nf_notify_run_left(const nf_notify_run_t *r);
+void nf_notify_run_free(nf_notify_run_t *r);
+
 /* Rebuilds the subscribers of key groups kgs[0..nkgs) from the store (kgs NULL: every key group
  * below NF_EPOCH_MAX_PARTITIONS) whose user key owns(kg, user, ctx) says this shard has. The
  * subscribers found, or -EIO (err says why) / -ENOMEM. No store: 0. */

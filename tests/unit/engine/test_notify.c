@@ -198,8 +198,20 @@ static void engine_step(nf_notify_t **e, const step_t *s, notes_t *out, uint64_t
                                       .reads = s->reads[i],
                                       .topic = (uint16_t)s->story_topic[i]};
     nf_notify_window_sort(w);
-    for (unsigned sh = 0; sh < SHARDS; sh++)
-        NF_CHECK_EQ(nf_notify_window(e[sh], w, on_note, out, counts), 0);
+    for (unsigned sh = 0; sh < SHARDS; sh++) {
+        if (rnd() % 2) { /* whole, or in slices of 1..7 readers as the reads actor runs it */
+            NF_CHECK_EQ(nf_notify_window(e[sh], w, on_note, out, counts), 0);
+            continue;
+        }
+        nf_notify_run_t *run = nf_notify_run_new(e[sh], w);
+        NF_REQUIRE(run);
+        int rc;
+        while ((rc = nf_notify_run_step(e[sh], run, 1 + rnd() % 7, on_note, out, counts)) == 1)
+            ;
+        NF_CHECK_EQ(rc, 0);
+        NF_CHECK_EQ(nf_notify_run_left(run), 0);
+        nf_notify_run_free(run);
+    }
     free(w);
 }
 
@@ -396,9 +408,56 @@ static void test_notify_codec(void)
     NF_CHECK_EQ(nf_notify_step(&x, story_id(99), 100, 1), NF_NOTIFY_CAPPED);
 }
 
+/* A run in slices with settings between them: a reader who unsubscribes before their slice is
+ * skipped, one who subscribes after the window came is not in it, the others are each judged
+ * once. */
+static void test_run_between_settings(void)
+{
+    nf_notify_t *e = nf_notify_new(NULL, 0, 5);
+    NF_REQUIRE(e);
+    char id[32];
+    for (unsigned r = 0; r < 10; r++) {
+        user_name(r, id, sizeof id);
+        NF_CHECK_EQ(nf_notify_apply(e, 0, user(r), id, strlen(id), true, 3, 1000), 1);
+    }
+    nf_notify_window_t *w = malloc(sizeof *w + sizeof w->s[0]);
+    NF_REQUIRE(w);
+    w->end_ms = 86400000;
+    w->n = 1;
+    w->s[0] =
+        (nf_notify_story_t){.story = story_id(1), .lead = story_id(1), .reads = 9, .topic = 3};
+    nf_notify_run_t *run = nf_notify_run_new(e, w);
+    free(w); /* the run holds its own copy */
+    NF_REQUIRE(run);
+    NF_CHECK_EQ(nf_notify_run_left(run), 10);
+    notes_t got = {0};
+    uint64_t counts[NF_NOTIFY__OUTCOMES] = {0};
+    NF_CHECK_EQ(nf_notify_run_step(e, run, 3, on_note, &got, counts), 1);
+    NF_CHECK_EQ(got.n, 3);
+    unsigned gone = 9, late = 10; /* the last slot: not judged yet */
+    user_name(gone, id, sizeof id);
+    NF_CHECK_EQ(nf_notify_apply(e, 0, user(gone), id, strlen(id), false, 3, 1001), 1);
+    user_name(late, id, sizeof id);
+    NF_CHECK_EQ(nf_notify_apply(e, 0, user(late), id, strlen(id), true, 3, 1001), 1);
+    NF_CHECK_EQ(nf_notify_run_step(e, run, 100, on_note, &got, counts), 0);
+    NF_CHECK_EQ(got.n, 9);
+    NF_CHECK_EQ(counts[NF_NOTIFY_SENT], 9);
+    for (size_t i = 0; i < got.n; i++) {
+        char no[48];
+        user_name(gone, no, sizeof no);
+        NF_CHECK(strncmp(got.v[i], no, strlen(no)) != 0 || got.v[i][strlen(no)] != ' ');
+        user_name(late, no, sizeof no);
+        NF_CHECK(strncmp(got.v[i], no, strlen(no)) != 0 || got.v[i][strlen(no)] != ' ');
+    }
+    nf_notify_run_free(run);
+    free(got.v);
+    nf_notify_free(e);
+}
+
 int main(void)
 {
     NF_RUN(test_notify_model);
     NF_RUN(test_notify_codec);
+    NF_RUN(test_run_between_settings);
     return nf_test_report();
 }
