@@ -15,6 +15,7 @@
 #include "runtime/log.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,8 @@ static void reads_setting(rd_t *d, const read_batch_t *b, const read_item_t *it)
         rc = nf_notify_apply(d->notify, it->rd.kg, it->rd.user, user_id, strlen(user_id),
                              kind == NF_READ_KIND_SUBSCRIBE, topic, it->rd.ts_ms);
     } else if (nf_read_kind_is_source(kind)) { /* kafka_in put its source_id at article_at */
+        _Static_assert(NF_EVENT_FIELD_MAX <= NF_FOLLOWS_SOURCE_MAX,
+                       "a source the decoder takes is one the settings keep: never -EINVAL");
         const char *src = b->text + it->article_at;
         nf_follows_val_t v;
         bool evicted = false;
@@ -240,6 +243,17 @@ static int emit_notification(void *arg, const char *user_id, size_t ulen,
     return 0;
 }
 
+static void runs_free(rd_t *d)
+{
+    while (d->runs) {
+        run_q_t *q = d->runs;
+        d->runs = q->next;
+        nf_notify_run_free(q->run);
+        free(q);
+    }
+    d->runs_tail = &d->runs;
+}
+
 /* Up to max subscribers of the queued windows judged, in order. Whether windows remain. */
 static bool fanout(rd_t *d, size_t max)
 {
@@ -270,6 +284,7 @@ static bool fanout(rd_t *d, size_t max)
                              : "readers' subscriptions cannot be read; stopping the job",
                NF_LI("errno", -rc), NF_LS("error", nf_notify_error(d->notify)), NF_LEND);
         nf_runtime_fail(nf_shard_runtime(d->sh));
+        runs_free(d); /* the job stops: nothing of this epoch commits */
         return false;
     }
     if (d->r->epoch && nf_notify_over_budget(d->notify))
@@ -405,6 +420,11 @@ static void reads_handle(nf_shard_t *sh, void *self, const nf_msg_t *m)
 static void reads_snapshot(nf_shard_t *sh, void *self, nf_store_batch_t *b, uint64_t epoch)
 {
     rd_t *d = self;
+    /* The windows that came belong to the epoch being cut, as their breaking-news records do.
+     * reads_busy drained them, unless one reached this shard after its last busy round: that
+     * one is judged whole here. */
+    while (d->runs && fanout(d, SIZE_MAX))
+        ;
     if (nf_idset_count(&d->pending)) /* the coalesced updates belong to the epoch being cut */
         flush_pending(d);
     nf_interest_freeze(d->eng, b, epoch); /* the vectors: written by reads_snapshot_more */
@@ -616,12 +636,7 @@ static void reads_fini(nf_shard_t *sh, void *self)
 {
     rd_t *d = self;
     nf_timer_cancel(sh, &d->gauges);
-    while (d->runs) { /* a forced shutdown: nothing of them was committed */
-        run_q_t *q = d->runs;
-        d->runs = q->next;
-        nf_notify_run_free(q->run);
-        free(q);
-    }
+    runs_free(d); /* a forced shutdown: nothing of them was committed */
     nf_interest_free(d->eng);
     nf_follows_free(d->follows);
     nf_notify_free(d->notify);

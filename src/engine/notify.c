@@ -306,7 +306,7 @@ int nf_notify_run_step(nf_notify_t *n, nf_notify_run_t *r, size_t max, nf_notify
             continue; /* unsubscribed since, or its key group left this process */
         int rc = reader_window(n, e, r->w, r->day, fn, arg, counts);
         if (rc != 0)
-            return rc;
+            return rc < 0 ? rc : -ECANCELED; /* fn's positive answer is no "more left" */
     }
     return r->at < r->n;
 }

@@ -112,7 +112,8 @@ void nf_notify_free(nf_notify_t *n);
 int nf_notify_apply(nf_notify_t *n, uint16_t kg, nf_id128_t user, const char *user_id, size_t ulen,
                     bool sub, unsigned topic, int64_t ts_ms);
 
-/* Called once per notification: the reader and the story. Non-zero stops the window (returned). */
+/* Called once per notification: the reader and the story. 0, or a negative errno that stops the
+ * window (returned; a positive answer stops it too, as -ECANCELED). */
 typedef int (*nf_notify_fn)(void *arg, const char *user_id, size_t ulen, const nf_notify_story_t *s,
                             int64_t end_ms);
 

@@ -1186,7 +1186,8 @@ static bool destroy_bounded(rd_kafka_t *rk, unsigned ms)
     return true;
 }
 
-/* Whether rd_kafka_destroy of the consumer is safe. librdkafka before 2.3.0 asserts (SIGABRT)
+/* Whether rd_kafka_destroy of the consumer is safe. A consumer without a group (kafka.assignment
+ * "all") always is. librdkafka before 2.3.0 asserts (SIGABRT)
  * when a cooperative-sticky consumer that joined its group is destroyed before its first
  * assignment: the assignor's state is still NULL and its destroy callback asserts it is not
  * (librdkafka issue #4312, fixed in 2.3.0; seen: a SIGTERM while the group formed, tests/chaos).
@@ -1194,11 +1195,20 @@ static bool destroy_bounded(rd_kafka_t *rk, unsigned ms)
  * process's exit, like one whose destroy does not end (destroy_bounded). */
 static bool destroy_safe(nf_kafka_t *k)
 {
-    return atomic_load(&k->synced) || rd_kafka_version() >= 0x020300ff;
+    return k->o.assign_all || atomic_load(&k->synced) || rd_kafka_version() >= 0x020300ff;
 }
 
 /* Clients left to the process's exit stay reachable (for LeakSanitizer, as for a debugger). */
-static nf_kafka_t *g_left_for_exit;
+static nf_kafka_t *g_left_for_exit[8];
+
+static void leave_for_exit(nf_kafka_t *k)
+{
+    for (size_t i = 0; i < sizeof g_left_for_exit / sizeof *g_left_for_exit; i++)
+        if (!g_left_for_exit[i]) {
+            g_left_for_exit[i] = k;
+            return;
+        }
+}
 
 void nf_kafka_free(nf_kafka_t *k)
 {
@@ -1251,7 +1261,7 @@ void nf_kafka_free(nf_kafka_t *k)
         rd_kafka_destroy(k->prod);
     }
     if (!cons_ended) {
-        g_left_for_exit = k; /* its threads may still call back with k: k stays till exit */
+        leave_for_exit(k); /* its threads may still call back with k: k stays till exit */
         return;
     }
     for (int t = 0; t < NF_TOPIC__COUNT; t++)

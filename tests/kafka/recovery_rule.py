@@ -139,7 +139,10 @@ def case(ctx, point, method, size, interval_ms):
     # Every (user, version) is there exactly once, so epoch e's committed records are its whole
     # share of the events: what the pending record held, produced once.
     n_e = sum(1 for k, h, v in recs_all if h.get("nf-epoch") == str(e))
-    ctx.check(0 < n_e <= size, "epoch %d holds %d interest-updates, want 1..%d" % (e, n_e, size))
+    # ~1 made it an epoch with records; most often some of the SIZE events', though a trending
+    # window closing before the first fetch may be all it holds: n_e may then be 0.
+    ctx.check(n_e <= size and recs > 0, "epoch %d holds %d interest-updates of %d records, want "
+              "0..%d of at least 1" % (e, n_e, recs, size))
     if point == "before_commit":
         ctx.check(logged == n_e, "before_commit: the log held %d records of epoch %d before the "
                   "restart, want all %d of the epoch" % (logged, e, n_e))
