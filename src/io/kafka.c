@@ -1810,7 +1810,7 @@ nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_
     if (e) {
         snprintf(why, whylen, "committed offsets not readable: %s", rd_kafka_err2str(e));
     } else {
-        int ours_now = 0, ours_before = 0;
+        int ours_now = 0, ours_before = 0, never = 0;
         for (int i = 0; i < l->cnt; i++) {
             uint64_t mn = 0;
             int64_t me = metadata_epoch(k, &l->elems[i], &mn);
@@ -1818,12 +1818,17 @@ nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_
                 ours_now++; /* this very transaction (not an older one of the same number) */
             else if (me >= 0 && me < (int64_t)epoch)
                 ours_before++;
+            else if (l->elems[i].offset == RD_KAFKA_OFFSET_INVALID && !l->elems[i].err)
+                never++; /* the group holds no offset for it at all */
         }
         /* The group's offsets are committed atomically with the epoch's records: one partition
          * naming this writer's epoch means the transaction committed. Every partition still
          * naming an earlier epoch of this writer means it did not (init_transactions has
-         * aborted it by now). Anything else (no metadata: a broker that keeps no transactional
-         * offsets, like librdkafka's mock; another writer's) decides nothing. */
+         * aborted it by now); so do the ones the group holds no offset for at all, beside at
+         * least one such (a committed epoch would have given them its offset, and that one shows
+         * the broker keeps transactional offsets: a partition the job took for the first time
+         * in the pending epoch). Anything else (no metadata: a broker that keeps no
+         * transactional offsets, like librdkafka's mock; another writer's) decides nothing. */
         if (ours_now > 0) {
             out = NF_KAFKA_COMMITTED;
             snprintf(why, whylen, "%d of %d input partitions committed at this epoch", ours_now,
@@ -1831,6 +1836,12 @@ nf_kafka_outcome_t nf_kafka_epoch_outcome(nf_kafka_t *k, uint64_t epoch, uint64_
         } else if (ours_before == l->cnt) {
             out = NF_KAFKA_NOT_COMMITTED;
             snprintf(why, whylen, "all %d input partitions committed at an earlier epoch", l->cnt);
+        } else if (ours_before > 0 && ours_before + never == l->cnt) {
+            out = NF_KAFKA_NOT_COMMITTED;
+            snprintf(why, whylen,
+                     "%d of %d input partitions committed at an earlier epoch, the other %d "
+                     "never (first taken in this epoch)",
+                     ours_before, l->cnt, never);
         } else {
             snprintf(why, whylen,
                      "%d of %d input partitions carry no offset of this writer's earlier epochs",

@@ -35,7 +35,8 @@
  * Kafka), the consumer group's committed offsets answer it (each transaction commits them with
  * "epoch=N;nonce=X;writer=TXID"; init_transactions has completed or aborted the previous
  * incarnation's transaction by then): this epoch and nonce = committed, nothing to produce; an
- * earlier epoch of this writer everywhere = not committed, its records were aborted, produce
+ * earlier epoch of this writer everywhere (or no offset at all, beside at least one such: a
+ * partition first taken in this epoch) = not committed, its records were aborted, produce
  * all. Otherwise (librdkafka's mock keeps no such offsets and shows aborted records; another
  * writer's metadata) the output partitions it touched are read back (read_committed) from the
  * positions recorded in it and records of this writer and epoch are counted by nf-seq. The

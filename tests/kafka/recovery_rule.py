@@ -27,7 +27,9 @@ runs this with larger --sizes to measure the read-back cost (perf/README.md).
 Needs Apache Kafka (NF_TEST_BROKER=kafka:...): the mock shows aborted records and keeps no
 transactional offsets, which is exactly what this checks.
 
-Then one more case: the state directory is put back from a copy taken an epoch earlier (a volume
+Then two more cases: a pending epoch that is the first to take some input partitions, which the
+group holds no offset for, is decided "not committed" by the offsets (case_first_touch); and the
+state directory is put back from a copy taken an epoch earlier (a volume
 snapshot restored under the job), so an epoch number comes twice; the second, left pending, must
 not pass for committed, by the offsets' nonce nor by the records' nf-nonce in a scan
 (case_restore). `--from-checkpoint` itself never numbers an epoch twice: it goes on after the
@@ -229,6 +231,50 @@ def case_restore(ctx, method):
     ctx.log("every (user, version) of %d events is in interest-updates" % ev.valid)
 
 
+def case_first_touch(ctx):
+    """The pending epoch is the first to take some input partitions: the group holds no offset
+    for them at all. Beside a partition committed at an earlier epoch of this writer (which shows
+    the broker keeps transactional offsets), that decides "not committed" from the offsets alone:
+    a committed epoch would have given every one of its partitions its offset. Run 1 reads
+    partition 0 only; run 2 dies at after_pending of its first epoch with records, which are all
+    on partitions 1..3 (every reader's events stay on one partition, for the versions' order)."""
+    ctx.log("==== first touch: partitions the group holds no offset for ====")
+    broker = acclib.start_broker(ctx, name="first-touch")
+    state = ctx.path("state-first-touch")
+    ev1, ev2 = acclib.Events(users=20, prefix="p0-"), acclib.Events(users=30, prefix="pn-")
+    acclib.kcat_produce(ctx, broker, "read-events", ev1.make(100), tag="ft-a", partition=0)
+    j1 = acclib.Job(ctx, broker, state, interval_ms=300, tag="first-touch-1")
+    acclib.wait_all_consumed(ctx, j1, broker, ev1.valid)
+    ctx.check(j1.terminate(60) == 0, "first run: exit after SIGTERM", j1)
+    by_part = {}
+    for k, v in ev2.make(600):
+        by_part.setdefault(1 + ev2.users.index(k) % 3, []).append((k, v))
+    for part, lines in sorted(by_part.items()):
+        acclib.kcat_produce(ctx, broker, "read-events", lines, tag="ft-b%d" % part,
+                            partition=part)
+    j2 = acclib.Job(ctx, broker, state, interval_ms=2000, tag="first-touch-2",
+                    env={"NF_FAULT": "after_pending:~1"})
+    rc = j2.wait_exit(180, "the fault at after_pending of run 2's first epoch with records")
+    died = j2.msgs("fault injection: exiting as if killed")
+    ctx.check(rc == 137 and died, "run 2 should have died at after_pending (exit %s)" % rc, j2)
+    e = died[0].get("epoch")
+    j3 = acclib.Job(ctx, broker, state, interval_ms=300, tag="first-touch-3")
+    ctx.wait_for("the roll-forward", lambda: j3.msgs("pending epoch rolled forward"),
+                 timeout=300, job=j3)
+    outcome = j3.msgs("pending epoch: outcome from the committed offsets")
+    ctx.check(outcome and outcome[0].get("epoch") == e and
+              outcome[0].get("outcome") == "not committed" and "never" in outcome[0].get("why", ""),
+              "epoch %s: the offsets should say not committed (partitions never committed beside "
+              "one committed earlier); logged %r" % (e, outcome), j3)
+    counts = dict(ev1.counts, **ev2.counts)
+    acclib.wait_all_consumed(ctx, j3, broker, ev1.valid + ev2.valid, timeout=300)
+    rc, hang = j3.terminate_or_report(60)
+    ctx.check(not hang and rc == 0, "exit %s after SIGTERM %s" % (rc, hang or ""), j3)
+    recs = acclib.read_outputs(ctx, broker, "interest-updates")
+    ctx.log(acclib.check_interest_updates(ctx, recs, counts))
+    ctx.log("epoch %s decided by the offsets: %s" % (e, outcome[0].get("why")))
+
+
 def body(ctx):
     if acclib.broker_kind(ctx) != "kafka":
         ctx.fail("needs Apache Kafka: set NF_TEST_BROKER=kafka:HOST:PORT (ctest's kafka-real "
@@ -247,6 +293,8 @@ def body(ctx):
     if "--no-restore" not in sys.argv:
         for method in opts["methods"]:
             case_restore(ctx, method)
+    if len(sys.argv) == 3:
+        case_first_touch(ctx)
     for size in opts["sizes"]:
         for point in opts["points"]:
             for method in opts["methods"]:

@@ -454,12 +454,15 @@ def _endpoint(broker, topic):
     return broker, topic, []
 
 
-def kcat_produce(ctx, broker, topic, lines, tag="p", empty_is_null=False):
+def kcat_produce(ctx, broker, topic, lines, tag="p", empty_is_null=False, partition=None):
     """lines: (key, value) pairs; produced with kcat -K '\\t' -l to the topic (base name) of
     the broker (a Broker, or a bare bootstrap string: no prefix). empty_is_null: an empty value
-    is produced as a null one (a tombstone; kcat -Z)."""
+    is produced as a null one (a tombstone; kcat -Z). partition: all of them to that one
+    (kcat -p) rather than by key."""
     bootstrap, name, _ = _endpoint(broker, topic)
     extra = ["-Z"] if empty_is_null else []
+    if partition is not None:
+        extra += ["-p", str(partition)]
     if isinstance(broker, Broker) and broker.kind == "kafka":
         extra += ["-X", "enable.idempotence=true"]  # a retried request cannot duplicate input
     path = ctx.path("produce-%s-%d.tsv" % (tag, int(time.monotonic() * 1e6)))
