@@ -50,11 +50,6 @@ typedef struct run_q {
     struct run_q *next;
 } run_q_t;
 
-/* Subscribers judged per turn of the shard: a window to 100,000 readers takes a shard about
- * 300 ms in one go (perf/README "Notifications"); in slices (engine/notify.h) the shard's other
- * work, HTTP included, goes on between them. */
-#define FANOUT_SLICE NF_NOTIFY_SLICE
-
 /* The named event interest.updated: at 50k read events a second, 1 in 100 x log.sample_every
  * (docs/slo.md, "Log events"). Read events carry no trace. */
 static void log_update(const char *user_id, const nf_interest_out_t *out)
@@ -243,15 +238,21 @@ static int emit_notification(void *arg, const char *user_id, size_t ulen,
     return 0;
 }
 
+/* The oldest queued window let go (judged, or abandoned). */
+static void run_pop(rd_t *d)
+{
+    run_q_t *q = d->runs;
+    d->runs = q->next;
+    if (!d->runs)
+        d->runs_tail = &d->runs;
+    nf_notify_run_free(q->run);
+    free(q);
+}
+
 static void runs_free(rd_t *d)
 {
-    while (d->runs) {
-        run_q_t *q = d->runs;
-        d->runs = q->next;
-        nf_notify_run_free(q->run);
-        free(q);
-    }
-    d->runs_tail = &d->runs;
+    while (d->runs)
+        run_pop(d);
 }
 
 /* Up to max subscribers of the queued windows judged, in order. Whether windows remain. */
@@ -266,11 +267,7 @@ static bool fanout(rd_t *d, size_t max)
         size_t done = before - nf_notify_run_left(q->run);
         max = done < max ? max - done : 0;
         if (rc == 0) { /* this window is done */
-            d->runs = q->next;
-            if (!d->runs)
-                d->runs_tail = &d->runs;
-            nf_notify_run_free(q->run);
-            free(q);
+            run_pop(d);
             nf_counter_inc(d->an->m.notify_windows);
         }
     }
@@ -293,7 +290,7 @@ static bool fanout(rd_t *d, size_t max)
 }
 
 /* A window of breaking stories from the merger (trending.c): queued for this shard's subscribed
- * readers, FANOUT_SLICE of them a turn; the epoch cut waits for it (reads_busy), so that their
+ * readers, NF_NOTIFY_SLICE of them a turn; the epoch cut waits for it (reads_busy), so that their
  * notifications commit in the epoch of the window's breaking-news records. */
 static void reads_breaking(rd_t *d, const nf_notify_window_t *w)
 {
@@ -311,14 +308,14 @@ static void reads_breaking(rd_t *d, const nf_notify_window_t *w)
     q->next = NULL;
     *d->runs_tail = q;
     d->runs_tail = &q->next;
-    if (fanout(d, FANOUT_SLICE))
+    if (fanout(d, NF_NOTIFY_SLICE))
         nf_actor_schedule(d->sh, d->r->reads_actor);
 }
 
 static void reads_run(nf_shard_t *sh, void *self)
 {
     rd_t *d = self;
-    if (fanout(d, FANOUT_SLICE))
+    if (fanout(d, NF_NOTIFY_SLICE))
         nf_actor_schedule(sh, d->r->reads_actor);
 }
 
@@ -327,7 +324,7 @@ static bool reads_busy(nf_shard_t *sh, void *self)
 {
     (void)sh;
     rd_t *d = self;
-    return d->runs && fanout(d, FANOUT_SLICE);
+    return d->runs && fanout(d, NF_NOTIFY_SLICE);
 }
 
 static void reads_event(rd_t *d, const read_batch_t *b, const read_item_t *it, uint64_t now_ms)

@@ -2017,7 +2017,7 @@ static int feed_rank(nf_query_t *q, nf_store_view_t *v, vcache_t *vc, uint64_t c
             bool seen = source_muted(rd, it->source);
             for (size_t k = 0; k < p->shown && !seen; k++)
                 seen = nf_id128_cmp(p->chosen[k]->root, it->root) == 0;
-            if (seen) { /* one article per story: the best of each */
+            if (seen) { /* one article per story (the best of each), none of a muted source */
                 if (it == &p->tmp[p->ntmp]) {
                     free(p->tmp[p->ntmp].frag);
                     p->tmp[p->ntmp].frag = NULL;

@@ -91,6 +91,17 @@ def with_topic(feed, topic):
     return sum(1 for i in feed["items"] if (i.get("topics") or {}).get(topic, 0) > 0)
 
 
+def click_setting(page, at, note, feed_note):
+    """Clicks a setting's control at (at["x"], at["y"]); waits for the page's note to say it was
+    recorded (note) and for its feed, asked again, to show it (feed_note in the feed's note)."""
+    click(page, at["x"], at["y"])
+    wait(f"the page's note {note!r}",
+         lambda: page.evaluate("document.getElementById('read-note').textContent") == note, 30)
+    wait(f"the page's feed note showing {feed_note!r}",
+         lambda: feed_note in page.evaluate("document.getElementById('feed-note').textContent"),
+         60)
+
+
 def follow_step(page, base, reader, quser, interest):
     """Step 7: a click on a topic chip follows it, and the feed changes with it."""
     status, before = get(base, f"/v1/feed/{quser}?limit=15")
@@ -102,13 +113,7 @@ def follow_step(page, base, reader, quser, interest):
     if not chip["hits"]:
         fail(f"the point ({chip['x']:.0f}, {chip['y']:.0f}) does not hit the topic {chip['topic']}")
     topic = chip["topic"]
-    click(page, chip["x"], chip["y"])
-    want = f"follow {topic} recorded for {reader}"
-    wait("the page's note of the follow",
-         lambda: page.evaluate("document.getElementById('read-note').textContent") == want, 30)
-    wait(f"the page's feed following {topic}",
-         lambda: f"following {topic}" in page.evaluate(
-             "document.getElementById('feed-note').textContent"), 60)
+    click_setting(page, chip, f"follow {topic} recorded for {reader}", f"following {topic}")
     status, after = get(base, f"/v1/feed/{quser}?limit=15")
     if status != 200 or after.get("followed_topics") != [topic]:
         fail(f"the feed after the follow does not follow {topic}: {status} {after}")
@@ -147,13 +152,7 @@ def mute_step(page, base, reader, quser):
     src = m["source"]
     if of_source(before, src) == 0:
         fail(f"the page offers to mute {src}, which no article of the job's feed has: {before}")
-    click(page, m["x"], m["y"])
-    want = f"mute_source {src} recorded for {reader}"
-    wait("the page's note of the mute",
-         lambda: page.evaluate("document.getElementById('read-note').textContent") == want, 30)
-    wait(f"the page's feed with {src} muted",
-         lambda: f"muted sources {src}" in page.evaluate(
-             "document.getElementById('feed-note').textContent"), 60)
+    click_setting(page, m, f"mute_source {src} recorded for {reader}", f"muted sources {src}")
     status, after = get(base, f"/v1/feed/{quser}?limit=15")
     if status != 200 or after.get("muted_sources") != [src]:
         fail(f"the feed after the mute does not name {src}: {status} {after}")

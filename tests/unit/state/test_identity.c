@@ -47,6 +47,25 @@ static int check_once(const char *dir, const nf_identity_t *id, bool *recorded, 
     return r;
 }
 
+/* Puts an identity record of format `format`, written by newsflow `version`, into st. */
+static void put_record(nf_store_t *st, int format, const char *version)
+{
+    char rec[256], err[256];
+    snprintf(rec, sizeof rec,
+             "{\"format\":%d,\"group\":\"newsflow\",\"topic_prefix\":\"prod.\","
+             "\"writer\":\"newsflow-0\",\"version\":\"%s\",\"commit\":\"abcdef0\"}",
+             format, version);
+    NF_CHECK_EQ(nf_store_meta_put(st, "identity", rec, err, sizeof err), 0);
+}
+
+/* Whether the identity record v names this build's state format. */
+static bool names_this_format(const char *v)
+{
+    char fmt[32];
+    snprintf(fmt, sizeof fmt, "\"format\":%d,", NF_STATE_FORMAT);
+    return v && strstr(v, fmt);
+}
+
 static void test_recorded_then_matched(void)
 {
     const char *dir = tmpdir_new();
@@ -60,9 +79,7 @@ static void test_recorded_then_matched(void)
     NF_REQUIRE(st);
     char *v = NULL;
     NF_CHECK_EQ(nf_store_meta_get(st, "identity", &v, err, sizeof err), 1);
-    char fmt[32];
-    snprintf(fmt, sizeof fmt, "\"format\":%d,", NF_STATE_FORMAT);
-    NF_CHECK(v && strstr(v, fmt) && strstr(v, "\"group\":\"newsflow\"") &&
+    NF_CHECK(names_this_format(v) && strstr(v, "\"group\":\"newsflow\"") &&
              strstr(v, "\"topic_prefix\":\"prod.\"") && strstr(v, "\"writer\":\"newsflow-0\"") &&
              strstr(v, "\"version\":"));
     free(v);
@@ -98,12 +115,7 @@ static void test_newer_format_refused(void)
     char err[2048];
     nf_store_t *st = nf_store_open(dir, NULL, err, sizeof err);
     NF_REQUIRE(st);
-    NF_CHECK_EQ(nf_store_meta_put(st, "identity",
-                                  "{\"format\":99,\"group\":\"newsflow\",\"topic_prefix\":"
-                                  "\"prod.\",\"writer\":\"newsflow-0\",\"version\":\"9.9.9\","
-                                  "\"commit\":\"abcdef0\"}",
-                                  err, sizeof err),
-                0);
+    put_record(st, 99, "9.9.9");
     bool rec;
     NF_CHECK_EQ(nf_identity_check(st, &job, &rec, err, sizeof err), -EEXIST);
     NF_CHECK(strstr(err, "format 99") && strstr(err, "9.9.9") && strstr(err, "abcdef0"));
@@ -122,18 +134,12 @@ static void test_older_format_taken(void)
     char err[2048];
     nf_store_t *st = nf_store_open(dir, NULL, err, sizeof err);
     NF_REQUIRE(st);
-    NF_CHECK_EQ(nf_store_meta_put(st, "identity",
-                                  "{\"format\":1,\"group\":\"newsflow\",\"topic_prefix\":"
-                                  "\"prod.\",\"writer\":\"newsflow-0\",\"version\":\"0.1.0\","
-                                  "\"commit\":\"abcdef0\"}",
-                                  err, sizeof err),
-                0);
+    put_record(st, 1, "0.1.0");
     bool rec;
     NF_CHECK_EQ(nf_identity_check(st, &job, &rec, err, sizeof err), 0);
-    char *v = NULL, fmt[32];
-    snprintf(fmt, sizeof fmt, "\"format\":%d,", NF_STATE_FORMAT);
+    char *v = NULL;
     NF_CHECK_EQ(nf_store_meta_get(st, "identity", &v, err, sizeof err), 1);
-    NF_CHECK(NF_STATE_FORMAT > 1 && v && strstr(v, fmt));
+    NF_CHECK(NF_STATE_FORMAT > 1 && names_this_format(v));
     free(v);
     nf_store_close(st);
     tmpdir_free(dir);
